@@ -1,0 +1,1 @@
+//! Raw KFD ABI (being written).

@@ -1,0 +1,1 @@
+//! KFD sysfs topology (being written).

@@ -1,0 +1,2 @@
+//! `kfdtool`: inspect and exercise the KFD driver.
+fn main() {}
