@@ -1,6 +1,13 @@
 //! `kfd-emu`: a syscall-level emulator of the Linux KFD driver.
 //!
-//! It will hold a seccomp user-notification supervisor that intercepts `openat` and `'K'`/`'d'`
-//! ioctls of a program and answers them from a model of the kernel driver (per-process GPU VMs,
-//! buffer objects, dmabuf, SVM ranges, SMI events), so that unmodified programs — this
-//! project's crates, libhsakmt, rocminfo — run as on an AMD GPU machine.
+//! A program runs under a seccomp filter that turns `open`/`openat` and every ioctl whose type
+//! byte is `'K'` (KFD) or `'d'` (DRM) into user notifications. The [`supervisor`] answers them
+//! from a [`model`] of the kernel driver: `/dev/kfd`, the render nodes and the KFD sysfs
+//! topology become stand-in files, and ioctls are answered with the kernel's results and
+//! errnos. The program itself — this project's crates, libhsakmt, rocminfo — is unmodified.
+#![warn(missing_docs)]
+
+pub mod backend;
+pub mod machine;
+pub mod model;
+pub mod supervisor;

@@ -1,0 +1,79 @@
+//! The boundary between the seccomp supervisor (the mechanism) and the KFD model (the driver).
+//!
+//! The supervisor knows syscalls: it receives a notification, reads the path or the ioctl
+//! command, grabs a duplicate of the caller's fd with `pidfd_getfd`, and asks the [`Backend`]
+//! what to do. The backend knows the driver: which stand-in file an fd is, what an ioctl means,
+//! and what the kernel would answer. Neither side reaches into the other.
+
+use std::os::fd::{BorrowedFd, OwnedFd};
+
+use rustix::io::Errno;
+
+/// The thread whose system call is being answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallerId {
+    /// The calling thread's id (`gettid`), as the supervisor's pid namespace sees it.
+    pub tid: i32,
+    /// The calling thread's process id (`getpid`, the thread-group id).
+    pub tgid: i32,
+}
+
+/// Access to the calling process while its system call is held.
+///
+/// Every read re-checks that the notification is still valid (the caller may have been killed
+/// and its pid reused), so data read through this trait belongs to the caller.
+pub trait Caller {
+    /// Who is calling.
+    fn id(&self) -> CallerId;
+
+    /// Reads `buf.len()` bytes at `addr` of the caller's memory; `EFAULT` when any byte is not
+    /// readable, `ENOENT` when the notification is no longer valid.
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Errno>;
+
+    /// Writes `buf` at `addr` of the caller's memory; `EFAULT` when any byte is not writable.
+    fn write(&self, addr: u64, buf: &[u8]) -> Result<(), Errno>;
+
+    /// Installs `fd` into the caller's fd table (`SECCOMP_IOCTL_NOTIF_ADDFD` without SEND) and
+    /// returns the number it got there; `cloexec` sets `O_CLOEXEC` on the new descriptor. Used
+    /// for fds an ioctl returns inside its argument (EXPORT_DMABUF, SMI_EVENTS).
+    fn install_fd(&self, fd: BorrowedFd<'_>, cloexec: bool) -> Result<i32, Errno>;
+}
+
+/// What to do with an intercepted `open`/`openat`.
+#[derive(Debug)]
+pub enum OpenAction {
+    /// Not ours: let the kernel run the syscall as the program issued it.
+    Continue,
+    /// Answer with this stand-in: the supervisor installs it into the caller
+    /// (`SECCOMP_ADDFD_FLAG_SEND`, honouring `O_CLOEXEC` from `flags`) as the syscall's result.
+    Inject(OwnedFd),
+    /// Fail the syscall with this errno.
+    Fail(Errno),
+}
+
+/// The answer to an intercepted ioctl.
+pub type IoctlResult = Result<i64, Errno>;
+
+/// The driver side of the emulator.
+///
+/// Implementations are shared by the supervisor's threads: `ioctl` may be called concurrently
+/// (a blocking WAIT_EVENTS runs on its own thread while others are served).
+pub trait Backend: Send + Sync + 'static {
+    /// Decides an `open`/`openat` of the absolute, lexically normalised `path` with `flags`
+    /// (`O_*`, as passed by the caller) and `mode`.
+    fn open(&self, caller: &dyn Caller, path: &str, flags: i32, mode: u32) -> OpenAction;
+
+    /// Answers ioctl `cmd` with argument `arg` on `file`, a duplicate (taken with
+    /// `pidfd_getfd`) of the caller's descriptor. Returns `None` when `file` is not one of this
+    /// backend's stand-ins, so the supervisor lets the kernel run the ioctl natively.
+    fn ioctl(&self, caller: &dyn Caller, file: BorrowedFd<'_>, cmd: u32, arg: u64)
+    -> Option<IoctlResult>;
+
+    /// Whether ioctl `cmd` may block for long (WAIT_EVENTS): the supervisor then serves it on
+    /// a thread of its own so other notifications keep flowing.
+    fn may_block(&self, cmd: u32) -> bool;
+
+    /// A process that used the backend has exited (its pidfd became readable): release what the
+    /// kernel would release when its last `/dev/kfd` reference goes.
+    fn process_exited(&self, tgid: i32);
+}

@@ -1,0 +1,2 @@
+//! `kfd-emu`: run a program against the emulated KFD driver.
+fn main() {}

@@ -1,0 +1,1 @@
+//! Machine descriptions (being written).

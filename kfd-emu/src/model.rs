@@ -1,0 +1,1 @@
+//! The KFD model (being written).

@@ -1,0 +1,1 @@
+//! The seccomp supervisor (being written).
