@@ -1,1 +1,0 @@
-//! Machine descriptions (being written).

@@ -1,0 +1,448 @@
+//! Completing a captured topology so that libhsakmt and ROCr accept it (see the module docs of
+//! [`machine`](super)).
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use kfd_ioctl::topology::{
+    Cache, CacheType, GfxTargetVersion, IoLink, MemBank, Node, Topology, TopologyError,
+};
+
+use super::MachineError;
+
+/// What the fixups assume about a GPU part the capture does not describe.
+struct Part {
+    /// The node `name` the kernel prints.
+    name: &'static str,
+    /// VRAM bytes.
+    vram: u64,
+    /// Memory bus width, bits.
+    width: u32,
+    /// Memory clock, MHz.
+    mem_clk: u32,
+    /// L1 vector cache per CU, KiB.
+    l1: u32,
+    /// L2, KiB.
+    l2: u32,
+    /// Last-level (Infinity) cache, KiB; 0 when the part has none.
+    l3: u32,
+}
+
+/// Known parts by `gfx_target_version`; the real values of the boards the presets describe.
+fn part(target: Option<GfxTargetVersion>) -> Part {
+    match target.map(GfxTargetVersion::raw) {
+        // Radeon VII / MI50: 16 GiB HBM2.
+        Some(90006) => Part {
+            name: "vega20",
+            vram: 17_163_091_968,
+            width: 4096,
+            mem_clk: 1000,
+            l1: 16,
+            l2: 4096,
+            l3: 0,
+        },
+        // MI100: 32 GiB HBM2.
+        Some(90008) => Part {
+            name: "arcturus",
+            vram: 34_342_961_152,
+            width: 4096,
+            mem_clk: 1200,
+            l1: 16,
+            l2: 8192,
+            l3: 0,
+        },
+        // MI210: 64 GiB HBM2e.
+        Some(90010) => Part {
+            name: "aldebaran",
+            vram: 68_702_699_520,
+            width: 4096,
+            mem_clk: 1600,
+            l1: 16,
+            l2: 8192,
+            l3: 0,
+        },
+        // MI300X: 192 GiB HBM3, 256 MiB Infinity Cache.
+        Some(90402) => Part {
+            name: "ip discovery",
+            vram: 206_141_652_992,
+            width: 8192,
+            mem_clk: 1300,
+            l1: 32,
+            l2: 4096,
+            l3: 262_144,
+        },
+        // RX 7900 XTX: 24 GiB GDDR6, 96 MiB Infinity Cache.
+        Some(110000) => Part {
+            name: "ip discovery",
+            vram: 25_753_026_560,
+            width: 384,
+            mem_clk: 1249,
+            l1: 32,
+            l2: 6144,
+            l3: 98_304,
+        },
+        _ => Part {
+            name: "ip discovery",
+            vram: 16 << 30,
+            width: 4096,
+            mem_clk: 1000,
+            l1: 16,
+            l2: 4096,
+            l3: 0,
+        },
+    }
+}
+
+/// Where generated files say they come from, in parse errors (which cannot happen for text
+/// built here).
+const GENERATED: &str = "<kfd-emu generated>";
+
+/// Completes `topology` in place.
+pub(super) fn complete(topology: &mut Topology) -> Result<(), MachineError> {
+    if topology.generation_id.is_none() {
+        topology.generation_id = Some(1);
+    }
+    if topology.system.entries.is_empty() {
+        topology.system = kfd_ioctl::topology::SystemProperties::parse(
+            "platform_oem 0\nplatform_id 0\nplatform_rev 0\n",
+            Path::new(GENERATED),
+        )?;
+    }
+    assign_gpu_ids(topology);
+    assign_render_minors(topology)?;
+    let first_cpu = topology.nodes.iter().find(|n| !n.is_gpu()).map(|n| n.id);
+    for node in &mut topology.nodes {
+        if node.is_gpu() {
+            complete_gpu(node)?;
+        } else {
+            complete_cpu(node)?;
+        }
+    }
+    complete_links(topology, first_cpu)?;
+    Ok(())
+}
+
+fn complete_gpu(node: &mut Node) -> Result<(), MachineError> {
+    let part = part(node.gfx_target_version());
+    if node.name.is_none() {
+        node.name = Some(part.name.to_owned());
+    }
+    if node.properties.simd_per_cu == 0 {
+        let per_cu = if node.properties.wave_front_size == 32 {
+            2
+        } else {
+            4
+        };
+        node.properties.set("simd_per_cu", per_cu);
+    }
+    if node.mem_banks.is_empty() {
+        let vram = match node.properties.local_mem_size {
+            Some(size) if size > 0 => size,
+            _ => part.vram,
+        };
+        let mut bank = MemBank::parse(
+            0,
+            &format!(
+                "heap_type 1\nsize_in_bytes {vram}\nflags 0\nwidth {}\nmem_clk_max {}\n",
+                part.width, part.mem_clk
+            ),
+            Path::new(GENERATED),
+        )?;
+        bank.used_memory = Some(0);
+        node.mem_banks.push(bank);
+    }
+    let has_data_cache = node
+        .caches
+        .iter()
+        .any(|c| c.kind().contains(CacheType::HSACU) && !c.kind().contains(CacheType::INSTRUCTION));
+    if !has_data_cache {
+        let cus = node.cu_count().unwrap_or(1).max(1) as usize;
+        let base = node.properties.simd_id_base;
+        let mut caches = vec![
+            (1, part.l1, 9, one_of(cus)),
+            (1, 32, 10, one_of(cus)),
+            (2, part.l2, 9, all_of(cus)),
+        ];
+        if part.l3 > 0 {
+            caches.push((3, part.l3, 9, all_of(cus)));
+        }
+        append_caches(node, base, 64, &caches)?;
+    }
+    set_counts(node);
+    Ok(())
+}
+
+fn complete_cpu(node: &mut Node) -> Result<(), MachineError> {
+    if node.gpu_id.is_none() {
+        node.gpu_id = Some(0);
+    }
+    if node.name.is_none() {
+        node.name = Some(String::new());
+    }
+    if node.mem_banks.is_empty() {
+        node.mem_banks.push(MemBank::parse(
+            0,
+            "heap_type 0\nsize_in_bytes 274877906944\nflags 0\nwidth 72\nmem_clk_max 3200\n",
+            Path::new(GENERATED),
+        )?);
+    }
+    if node.caches.is_empty() {
+        let cores = node.properties.cpu_cores_count.max(1) as usize;
+        let base = node.properties.cpu_core_id_base;
+        // HSA cache types: DATA|CPU = 5, INSTRUCTION|CPU = 6, unified = 7.
+        let caches = [
+            (1, 32, 5, one_of(cores)),
+            (1, 32, 6, one_of(cores)),
+            (2, 1024, 7, one_of(cores)),
+            (3, 32_768, 7, all_of(cores)),
+        ];
+        append_caches(node, base, 64, &caches)?;
+    }
+    set_counts(node);
+    Ok(())
+}
+
+/// A sibling map with only the first processor.
+fn one_of(n: usize) -> Vec<bool> {
+    let mut map = vec![false; n];
+    map[0] = true;
+    map
+}
+
+/// A sibling map with every processor.
+fn all_of(n: usize) -> Vec<bool> {
+    vec![true; n]
+}
+
+/// Appends caches `(level, size KiB, type, sibling map)` in the kernel's print order.
+fn append_caches(
+    node: &mut Node,
+    processor_id_low: u64,
+    line: u32,
+    caches: &[(u32, u32, u32, Vec<bool>)],
+) -> Result<(), TopologyError> {
+    for (level, size, kind, siblings) in caches {
+        let mut text = format!(
+            "processor_id_low {processor_id_low}\nlevel {level}\nsize {size}\n\
+             cache_line_size {line}\ncache_lines_per_tag 1\nassociation 16\nlatency 0\n\
+             type {kind}\nsibling_map "
+        );
+        for (i, &shared) in siblings.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "," };
+            // Writing to a String cannot fail.
+            let _ = write!(text, "{sep}{}", u8::from(shared));
+        }
+        text.push('\n');
+        let id = node.caches.len() as u32;
+        node.caches
+            .push(Cache::parse(id, &text, Path::new(GENERATED))?);
+    }
+    Ok(())
+}
+
+/// Makes every `*_count` key say how many directories there are.
+fn set_counts(node: &mut Node) {
+    let counts = [
+        ("mem_banks_count", node.mem_banks.len()),
+        ("caches_count", node.caches.len()),
+        ("io_links_count", node.io_links.len()),
+    ];
+    for (key, count) in counts {
+        if node.properties.get(key) != Some(count as u64) {
+            node.properties.set(key, count as u64);
+        }
+    }
+    let p2p = node.p2p_links.len() as u64;
+    if node
+        .properties
+        .get("p2p_links_count")
+        .is_some_and(|v| v != p2p)
+        || (node.properties.get("p2p_links_count").is_none() && p2p > 0)
+    {
+        node.properties.set("p2p_links_count", p2p);
+    }
+}
+
+/// A CRC-16/CCITT-FALSE, as a stand-in for the kernel's hash of the PCI and engine ids.
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0xFFFF;
+    for &byte in bytes {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+/// Gives every GPU a nonzero, unique `gpu_id`: its own when the capture has one that is not
+/// taken, else one hashed from its PCI location, ids and VRAM (re-hashed on collision, as the
+/// kernel does).
+fn assign_gpu_ids(topology: &mut Topology) {
+    let mut used = BTreeSet::new();
+    let mut missing = Vec::new();
+    for (index, node) in topology.nodes.iter().enumerate() {
+        if !node.is_gpu() {
+            continue;
+        }
+        match node.gpu_id() {
+            Some(id) if used.insert(id) => {}
+            _ => missing.push(index),
+        }
+    }
+    for index in missing {
+        let node = &topology.nodes[index];
+        let p = &node.properties;
+        let seed = format!(
+            "{}:{}:{}:{}:{}:{}",
+            p.domain.unwrap_or(0),
+            p.location_id,
+            p.device_id,
+            p.unique_id.unwrap_or(0),
+            node.vram_size(),
+            node.id
+        );
+        let mut salt = 0u32;
+        let id = loop {
+            let id = u32::from(crc16(format!("{seed}:{salt}").as_bytes()));
+            if id != 0 && used.insert(id) {
+                break id;
+            }
+            salt += 1;
+        };
+        topology.nodes[index].gpu_id = Some(id);
+    }
+}
+
+/// Gives every GPU a unique `drm_render_minor` in 128–255.
+fn assign_render_minors(topology: &mut Topology) -> Result<(), MachineError> {
+    let gpus = topology.nodes.iter().filter(|n| n.is_gpu()).count();
+    if gpus > 128 {
+        return Err(MachineError::TooManyGpus(gpus));
+    }
+    let mut used = BTreeSet::new();
+    let mut missing = Vec::new();
+    for (index, node) in topology.nodes.iter().enumerate() {
+        if !node.is_gpu() {
+            continue;
+        }
+        let minor = node.properties.drm_render_minor;
+        if (128..=255).contains(&minor) && used.insert(minor) {
+            continue;
+        }
+        missing.push(index);
+    }
+    let mut free = (128u64..=255).filter(|m| !used.contains(m));
+    for index in missing {
+        // 128 minors and at most 128 GPUs: there is always one left.
+        let minor = free.next().ok_or(MachineError::TooManyGpus(gpus))?;
+        topology.nodes[index]
+            .properties
+            .set("drm_render_minor", minor);
+    }
+    Ok(())
+}
+
+/// The properties of a generated PCIe link.
+fn pcie_link(from: u32, to: u32, flags: u32) -> Result<IoLink, TopologyError> {
+    IoLink::parse(
+        0,
+        &format!(
+            "type 2\nversion_major 0\nversion_minor 0\nnode_from {from}\nnode_to {to}\n\
+             weight 20\nmin_latency 0\nmax_latency 0\nmin_bandwidth 312\nmax_bandwidth 32000\n\
+             recommended_transfer_size 0\nrecommended_sdma_engine_id_mask 3\nflags {flags}\n"
+        ),
+        Path::new(GENERATED),
+    )
+}
+
+/// Fixes `node_from`, drops links to nodes that do not exist, links each GPU with the first
+/// CPU both ways when it has no link to any CPU, renumbers the links and updates the counts.
+fn complete_links(topology: &mut Topology, first_cpu: Option<u32>) -> Result<(), MachineError> {
+    let ids: BTreeSet<u32> = topology.nodes.iter().map(|n| n.id).collect();
+    let cpus: BTreeSet<u32> = topology
+        .nodes
+        .iter()
+        .filter(|n| !n.is_gpu())
+        .map(|n| n.id)
+        .collect();
+    for node in &mut topology.nodes {
+        let id = node.id;
+        for links in [&mut node.io_links, &mut node.p2p_links] {
+            links.retain(|l| ids.contains(&l.node_to) && l.node_to != id);
+            for link in links.iter_mut() {
+                if link.node_from != id {
+                    *link = relink(link, id)?;
+                }
+            }
+        }
+    }
+    if let Some(cpu) = first_cpu {
+        let gpu_ids: Vec<u32> = topology.gpus().map(|n| n.id).collect();
+        for gpu in gpu_ids {
+            let Some(gpu_index) = topology.nodes.iter().position(|n| n.id == gpu) else {
+                continue;
+            };
+            let linked = topology.nodes[gpu_index]
+                .io_links
+                .iter()
+                .any(|l| cpus.contains(&l.node_to));
+            if !linked {
+                let link = pcie_link(gpu, cpu, 1)?;
+                topology.nodes[gpu_index].io_links.insert(0, link);
+            }
+            let Some(cpu_index) = topology.nodes.iter().position(|n| n.id == cpu) else {
+                continue;
+            };
+            let back = topology.nodes[cpu_index]
+                .io_links
+                .iter()
+                .any(|l| l.node_to == gpu);
+            if !back && !linked {
+                let link = pcie_link(cpu, gpu, 3)?;
+                topology.nodes[cpu_index].io_links.push(link);
+            }
+        }
+    }
+    for node in &mut topology.nodes {
+        for (i, link) in node.io_links.iter_mut().enumerate() {
+            link.id = i as u32;
+        }
+        for (i, link) in node.p2p_links.iter_mut().enumerate() {
+            link.id = i as u32;
+        }
+        set_counts(node);
+    }
+    Ok(())
+}
+
+/// `link` with `node_from` set to `from`.
+fn relink(link: &IoLink, from: u32) -> Result<IoLink, TopologyError> {
+    let mut text = String::new();
+    for (key, value) in &link.properties {
+        let value = if key == "node_from" {
+            u64::from(from)
+        } else {
+            *value
+        };
+        // Writing to a String cannot fail.
+        let _ = writeln!(text, "{key} {value}");
+    }
+    IoLink::parse(link.id, &text, Path::new(GENERATED))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::crc16;
+
+    #[test]
+    fn crc16_is_the_ccitt_false_variant() {
+        // The standard check value of CRC-16/CCITT-FALSE.
+        assert_eq!(crc16(b"123456789"), 0x29B1);
+    }
+}

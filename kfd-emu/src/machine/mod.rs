@@ -1,0 +1,318 @@
+//! Machine descriptions: which CPUs and GPUs the emulated KFD reports, and the sysfs topology
+//! tree that describes them.
+//!
+//! A [`Machine`] is a KFD topology ([`kfd_ioctl::topology::Topology`]) made complete enough
+//! for the runtimes that read it (see [`fixup`](self#fixups)), plus the facts the model needs
+//! about each GPU ([`Gpu`]): its `gpu_id`, render minor, VRAM size, apertures and XNACK
+//! capability.
+//!
+//! ```
+//! use kfd_emu::machine::Machine;
+//!
+//! let machine = Machine::preset("mi210x8").expect("a preset");
+//! assert_eq!(machine.gpus().len(), 8);
+//! let gpu = &machine.gpus()[0];
+//! assert_eq!(gpu.target.to_string(), "gfx90a");
+//! assert!((128..=255).contains(&gpu.render_minor));
+//! assert!(Machine::presets().iter().any(|(name, _)| *name == "mi300x"));
+//! ```
+//!
+//! # Fixups
+//!
+//! Real captures are often partial (a scrubbed `drm_render_minor`, no `gpu_id` file, counts
+//! whose directories were not copied). Every machine, preset or loaded, is completed so that
+//! libhsakmt and ROCr 5.2.3 accept it, keeping every key the capture has:
+//! * each node's `*_count` keys match the directories that exist;
+//! * a GPU without a `gpu_id` gets a stable one derived from its PCI location and ids;
+//! * a GPU whose `drm_render_minor` is outside 128–255 or taken gets the next free one;
+//! * a GPU without a data cache of type HSACU gets L1/L2 (and L3 where the part has one);
+//! * a CPU node without caches gets L1/L2/L3, so libhsakmt does not read the host's;
+//! * missing memory banks are added (VRAM size from a table of the known parts);
+//! * every link's `node_from` is its node, and each GPU has a PCIe link to a CPU and back.
+
+mod fixup;
+mod presets;
+mod sysfs;
+
+use std::fmt;
+use std::path::Path;
+
+use kfd_ioctl::topology::{GfxTargetVersion, HeapType, Node, Topology, TopologyError};
+
+pub use presets::PRESETS;
+
+/// A machine the emulator presents: its topology and the GPUs in it.
+#[derive(Debug, Clone)]
+pub struct Machine {
+    name: String,
+    topology: Topology,
+    gpus: Vec<Gpu>,
+}
+
+/// An error building a [`Machine`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MachineError {
+    /// The topology tree could not be read or parsed.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    /// The tree has no node at all.
+    #[error("the topology has no nodes")]
+    Empty,
+    /// More GPUs than render minors 128–255 can number.
+    #[error("{0} GPUs do not fit the 128 render minors")]
+    TooManyGpus(usize),
+}
+
+/// The aperture layout of a GFX family, as `kfd_flat_memory.c` computes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApertureLayout {
+    /// GFX7/GFX8: LDS and scratch in the upper 64-bit space, 40-bit GPUVM.
+    Vi,
+    /// GFX9 up to GFX12.0: LDS at 1<<48, scratch at 2<<48, 47-bit GPUVM.
+    V9,
+    /// GFX12.1 and later: the GMC's shared and private apertures.
+    V12,
+}
+
+/// One GPU's apertures as GET_PROCESS_APERTURES(_NEW) reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Apertures {
+    /// First LDS address.
+    pub lds_base: u64,
+    /// Last LDS address.
+    pub lds_limit: u64,
+    /// First scratch address.
+    pub scratch_base: u64,
+    /// Last scratch address.
+    pub scratch_limit: u64,
+    /// First GPUVM address a process may use.
+    pub gpuvm_base: u64,
+    /// Last GPUVM address a process may use.
+    pub gpuvm_limit: u64,
+}
+
+impl ApertureLayout {
+    /// The family of a GFX target (V9 when the kernel does not print the version).
+    pub fn of(target: Option<GfxTargetVersion>) -> Self {
+        match target {
+            Some(t) if t.major < 9 => Self::Vi,
+            Some(t) if (t.major, t.minor) >= (12, 1) => Self::V12,
+            _ => Self::V9,
+        }
+    }
+
+    /// The apertures the kernel computes for this family.
+    pub fn apertures(self) -> Apertures {
+        // MAKE_LDS_APP_LIMIT / MAKE_SCRATCH_APP_LIMIT: the base's upper half, 4 GiB.
+        let limit = |base: u64| (base & 0xFFFF_FFFF_0000_0000) | 0xFFFF_FFFF;
+        match self {
+            Self::Vi => {
+                let lds = 1u64 << 61;
+                let scratch = (1u64 << 61) + 0x1_0000_0000;
+                Apertures {
+                    lds_base: lds,
+                    lds_limit: limit(lds),
+                    scratch_base: scratch,
+                    scratch_limit: limit(scratch),
+                    // SVM_USER_BASE: the CWSR TBA/TMA pages plus two pages.
+                    gpuvm_base: 4 * 4096,
+                    gpuvm_limit: (1u64 << 40) - 1,
+                }
+            }
+            Self::V9 => {
+                let lds = 1u64 << 48;
+                let scratch = 2u64 << 48;
+                Apertures {
+                    lds_base: lds,
+                    lds_limit: limit(lds),
+                    scratch_base: scratch,
+                    scratch_limit: limit(scratch),
+                    // AMDGPU_VA_RESERVED_BOTTOM on current kernels.
+                    gpuvm_base: 0x1_0000,
+                    // min(VM size, AMDGPU_GMC_HOLE_START) - 1 for a 48-bit VM.
+                    gpuvm_limit: (1u64 << 47) - 1,
+                }
+            }
+            Self::V12 => {
+                let lds = 0x2000_0000_0000_0000u64;
+                let scratch = 0x1000_0000_0000_0000u64;
+                Apertures {
+                    lds_base: lds,
+                    lds_limit: limit(lds),
+                    scratch_base: scratch,
+                    scratch_limit: limit(scratch),
+                    gpuvm_base: 0x1_0000,
+                    gpuvm_limit: (1u64 << 47) - 1,
+                }
+            }
+        }
+    }
+}
+
+/// What the model needs to know about one GPU node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gpu {
+    /// The topology node id.
+    pub node_id: u32,
+    /// The id ioctls take.
+    pub gpu_id: u32,
+    /// The node's `name` (an ASIC codename, `ip discovery`, or empty).
+    pub name: String,
+    /// The GFX target (from `gfx_target_version`; gfx9.0.0 when the kernel does not print it).
+    pub target: GfxTargetVersion,
+    /// VRAM bytes (sum of the frame-buffer banks).
+    pub vram_size: u64,
+    /// Whether the host can reach all of VRAM (a `FB_PUBLIC` bank: large BAR).
+    pub large_bar: bool,
+    /// `/dev/dri/renderD<render_minor>`.
+    pub render_minor: u32,
+    /// PCI device id.
+    pub device_id: u32,
+    /// xGMI hive id; `None` outside a hive.
+    pub hive_id: Option<u64>,
+    /// Aperture family.
+    pub layout: ApertureLayout,
+    /// Whether a process may turn XNACK (retry faults) on for this GPU (GC 9.4.2, 9.4.3,
+    /// 9.5.0, 12.1.0: per-process XNACK).
+    pub xnack_capable: bool,
+    /// Whether the GPU supports the SVM API (`HSA_CAP_SVMAPI_SUPPORTED`).
+    pub svm_capable: bool,
+}
+
+impl Gpu {
+    /// The apertures GET_PROCESS_APERTURES reports for this GPU.
+    pub fn apertures(&self) -> Apertures {
+        self.layout.apertures()
+    }
+
+    fn from_node(node: &Node) -> Self {
+        let target = node.gfx_target_version().unwrap_or(GfxTargetVersion {
+            major: 9,
+            minor: 0,
+            stepping: 0,
+        });
+        let vram_banks = node.mem_banks.iter().filter(|b| b.heap().is_vram());
+        let large_bar = node
+            .mem_banks
+            .iter()
+            .any(|b| b.heap() == HeapType::FrameBufferPublic);
+        Gpu {
+            node_id: node.id,
+            gpu_id: node.gpu_id().unwrap_or(0),
+            name: node.name.clone().unwrap_or_default(),
+            target,
+            vram_size: vram_banks.map(|b| b.size_in_bytes).sum(),
+            large_bar,
+            render_minor: u32::try_from(node.properties.drm_render_minor).unwrap_or(0),
+            device_id: u32::try_from(node.properties.device_id).unwrap_or(0),
+            hive_id: node.hive_id(),
+            layout: ApertureLayout::of(node.gfx_target_version()),
+            xnack_capable: per_process_xnack(target),
+            svm_capable: node.capability().svm_api_supported(),
+        }
+    }
+}
+
+/// GC versions with per-process XNACK (`KFD_SUPPORT_XNACK_PER_PROCESS`), by
+/// `gfx_target_version`: gfx90a (GC 9.4.2), gfx940–gfx942 (9.4.3), gfx950 (9.5.0), GC 12.1.0.
+fn per_process_xnack(target: GfxTargetVersion) -> bool {
+    matches!(target.raw(), 90010 | 90400 | 90401 | 90402 | 90500 | 120100)
+}
+
+impl Machine {
+    /// The preset called `name` (see [`presets`](Self::presets)).
+    pub fn preset(name: &str) -> Option<Machine> {
+        presets::build(name)
+    }
+
+    /// The presets: `(name, description)`, the default first.
+    pub fn presets() -> &'static [(&'static str, &'static str)] {
+        PRESETS
+    }
+
+    /// Loads a captured topology tree (a directory holding `nodes/`, or `topology/nodes/`)
+    /// and completes it (see [Fixups](self#fixups)).
+    pub fn from_topology_dir(path: impl AsRef<Path>) -> Result<Machine, MachineError> {
+        let path = path.as_ref();
+        let topology = Topology::read_from(path)?;
+        Self::from_topology(path.display().to_string(), topology)
+    }
+
+    /// Completes `topology` (see [Fixups](self#fixups)) and describes its GPUs.
+    pub fn from_topology(
+        name: impl Into<String>,
+        mut topology: Topology,
+    ) -> Result<Machine, MachineError> {
+        if topology.nodes.is_empty() {
+            return Err(MachineError::Empty);
+        }
+        fixup::complete(&mut topology)?;
+        let gpus = topology.gpus().map(Gpu::from_node).collect();
+        Ok(Machine {
+            name: name.into(),
+            topology,
+            gpus,
+        })
+    }
+
+    /// The preset name, or the directory a machine was loaded from.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The complete topology, as the generated sysfs tree shows it.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// The GPUs, in node order.
+    pub fn gpus(&self) -> &[Gpu] {
+        &self.gpus
+    }
+
+    /// The GPU with `gpu_id`.
+    pub fn gpu(&self, gpu_id: u32) -> Option<&Gpu> {
+        self.gpus.iter().find(|gpu| gpu.gpu_id == gpu_id)
+    }
+
+    /// The topology node of a GPU.
+    pub fn node_of(&self, gpu: &Gpu) -> Option<&Node> {
+        self.topology.node(gpu.node_id)
+    }
+
+    /// Writes the sysfs tree (`generation_id`, `system_properties`, `nodes/…`) into `dir`,
+    /// which must exist.
+    pub fn write_sysfs(&self, dir: &Path) -> std::io::Result<()> {
+        sysfs::write(&self.topology, dir)
+    }
+}
+
+impl Default for Machine {
+    /// The default preset, `mi300x`.
+    fn default() -> Self {
+        presets::build(PRESETS[0].0).unwrap_or_else(|| {
+            // The presets are compiled in and covered by tests; this is unreachable.
+            unreachable!("the default preset builds")
+        })
+    }
+}
+
+impl fmt::Display for Machine {
+    /// `name: gfxNNN (gpu_id 0x…, renderD…), …`
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:", self.name)?;
+        for (i, gpu) in self.gpus.iter().enumerate() {
+            let sep = if i == 0 { " " } else { ", " };
+            write!(
+                f,
+                "{sep}{} (gpu_id {:#x}, renderD{}, {} GiB)",
+                gpu.target,
+                gpu.gpu_id,
+                gpu.render_minor,
+                gpu.vram_size >> 30
+            )?;
+        }
+        Ok(())
+    }
+}
