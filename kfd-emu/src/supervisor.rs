@@ -1,1 +1,0 @@
-//! The seccomp supervisor (being written).

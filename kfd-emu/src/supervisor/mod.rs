@@ -1,0 +1,282 @@
+//! The seccomp supervisor: the mechanism that makes a program's `open`s and KFD/DRM ioctls land
+//! in a [`Backend`].
+//!
+//! A program runs under a seccomp filter ([`Filter::kfd`](seccomp::Filter::kfd)) that turns
+//! `open`/`openat` and every ioctl whose type byte is `'K'` or `'d'` into user notifications.
+//! The supervisor receives each one on the filter's listener fd and:
+//!
+//! - for an open, reads the path from the caller's memory, resolves it against the caller's
+//!   working directory or `dirfd` and normalises it, and asks [`Backend::open`]: a stand-in fd
+//!   is installed as the call's result (`SECCOMP_ADDFD_FLAG_SEND`, `O_CLOEXEC` as requested),
+//!   anything else runs natively (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`) or fails with an errno;
+//! - for an ioctl, takes a duplicate of the caller's fd with `pidfd_getfd` and asks
+//!   [`Backend::ioctl`], which reads and writes the argument through [`Caller`]; an fd that is
+//!   not a stand-in gets the kernel's own answer (`CONTINUE`). An ioctl that
+//!   [may block](Backend::may_block) is served on a thread of its own.
+//!
+//! Every process that makes an intercepted call is tracked with a pidfd; when it exits, the
+//! backend hears of it ([`Backend::process_exited`]). Threads are told apart by tid, processes
+//! (forked children included) by thread-group id. A caller that dies mid-call is normal: the
+//! answer is dropped. Nothing a program sends makes the supervisor panic.
+//!
+//! There are two ways in, sharing this supervisor: [`attach`] / [`run_attached`] filter one
+//! thread of the current process (for Rust tests), [`spawn`] / [`spawn_command`] run a program
+//! under the filter (the `kfd-emu run` CLI).
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! # fn backend() -> Arc<dyn kfd_emu::backend::Backend> { unimplemented!() }
+//! // In a test: every open and KFD ioctl made by the closure (and by threads it starts)
+//! // goes to the backend.
+//! let ok = kfd_emu::supervisor::run_attached(backend(), || std::fs::File::open("/dev/kfd").is_ok())?;
+//! # Ok::<(), kfd_emu::supervisor::SupervisorError>(())
+//! ```
+//!
+//! [`Caller`]: crate::backend::Caller
+
+mod caller;
+mod path;
+pub mod seccomp;
+mod serve;
+mod spawn;
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::process::{Command, ExitStatus};
+use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
+
+use rustix::event::{EventfdFlags, eventfd};
+use rustix::io::Errno;
+
+use crate::backend::Backend;
+use seccomp::{Filter, Listener};
+use serve::{Driver, Server};
+
+/// Why the supervisor could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    /// `seccomp(SECCOMP_SET_MODE_FILTER)` (or the `PR_SET_NO_NEW_PRIVS` before it) failed: the
+    /// kernel lacks seccomp user notification (Linux < 5.0) or seccomp is disabled.
+    #[error("installing the seccomp filter failed: {source}")]
+    InstallFilter {
+        /// The errno of the failing call.
+        source: Errno,
+    },
+    /// Another system call needed to start the supervisor failed.
+    #[error("setting up the supervisor: {what} failed: {source}")]
+    Setup {
+        /// The step that failed.
+        what: &'static str,
+        /// Its errno.
+        source: Errno,
+    },
+    /// The supervisor thread could not be started.
+    #[error("starting the supervisor thread: {source}")]
+    Thread {
+        /// The error from `std::thread::Builder::spawn`.
+        source: std::io::Error,
+    },
+    /// The program could not be started (not found, not executable, or the filter could not
+    /// be installed in the child).
+    #[error("starting {program:?}: {source}")]
+    Spawn {
+        /// The program.
+        program: std::ffi::OsString,
+        /// The error from `fork`/`exec` or from the filter installation in the child.
+        source: std::io::Error,
+    },
+    /// Waiting for the program failed.
+    #[error("waiting for the program: {source}")]
+    Wait {
+        /// The error from `waitpid`.
+        source: std::io::Error,
+    },
+}
+
+/// Stops the loop when the shutdown eventfd is signalled.
+struct AttachDriver {
+    shutdown: Arc<OwnedFd>,
+}
+
+impl Driver for AttachDriver {
+    fn watched(&self) -> Vec<BorrowedFd<'_>> {
+        vec![self.shutdown.as_fd()]
+    }
+
+    fn ready(&mut self, _index: usize) -> bool {
+        true
+    }
+
+    fn done(&self, _live_processes: usize) -> bool {
+        false
+    }
+}
+
+/// The guard of [`attach`]: while it lives, the attached thread's intercepted calls are served.
+///
+/// Dropping it stops the supervisor thread. **The filter stays on the thread** (seccomp
+/// filters cannot be removed), so afterwards every `open`/`openat` and `'K'`/`'d'` ioctl of
+/// that thread — and of threads and processes it started — fails with `ENOSYS`. Attach on a
+/// thread that ends with the guard: [`run_attached`] does exactly that.
+pub struct Attached {
+    backend: Arc<dyn Backend>,
+    shutdown: Arc<OwnedFd>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for Attached {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Attached")
+            .field("running", &self.thread.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Attached {
+    /// The backend serving the attached thread.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        // An eventfd write of 1 cannot fail short of a counter overflow, which a single
+        // writer never reaches.
+        let _ = rustix::io::write(&*self.shutdown, &1u64.to_ne_bytes());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Filters the calling thread and serves it from `backend` until the guard is dropped.
+///
+/// The supervisor thread is started first, so it is not filtered; then the filter is
+/// installed on the calling thread only (`PR_SET_NO_NEW_PRIVS` is set on it too) and its
+/// listener handed over. Threads and processes the calling thread creates afterwards are
+/// filtered as well and served by the same supervisor; other threads of the process are not.
+///
+/// See [`Attached`] for what remains after the guard is dropped; [`run_attached`] is the
+/// usual way in.
+pub fn attach(backend: Arc<dyn Backend>) -> Result<Attached, SupervisorError> {
+    let filter = Filter::kfd();
+    let shutdown = eventfd(0, EventfdFlags::CLOEXEC).map_err(|source| SupervisorError::Setup {
+        what: "eventfd",
+        source,
+    })?;
+    let shutdown = Arc::new(shutdown);
+    let (send, receive) = mpsc::sync_channel::<Listener>(1);
+    let thread = {
+        let backend = Arc::clone(&backend);
+        let shutdown = Arc::clone(&shutdown);
+        std::thread::Builder::new()
+            .name("kfd-emu-supervisor".into())
+            .spawn(move || {
+                // No listener: the filter was not installed; nothing to serve.
+                if let Ok(listener) = receive.recv() {
+                    Server::new(listener, backend).run(&mut AttachDriver { shutdown });
+                }
+            })
+            .map_err(|source| SupervisorError::Thread { source })?
+    };
+    let listener = filter
+        .install()
+        .map_err(|source| SupervisorError::InstallFilter { source })
+        .and_then(|fd| {
+            Listener::new(fd).map_err(|source| SupervisorError::Setup {
+                what: "SECCOMP_GET_NOTIF_SIZES",
+                source,
+            })
+        });
+    match listener {
+        Ok(listener) => {
+            // The thread is alive and waiting on the channel, so the send cannot fail.
+            let _ = send.send(listener);
+            Ok(Attached {
+                backend,
+                shutdown,
+                thread: Some(thread),
+            })
+        }
+        Err(err) => {
+            drop(send);
+            let _ = thread.join();
+            Err(err)
+        }
+    }
+}
+
+/// Runs `f` on a fresh thread attached to `backend` and returns its result.
+///
+/// The thread, and the filter that stays on it, end with `f`, so the caller's thread is never
+/// filtered. A panic in `f` is resumed on the calling thread.
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # fn backend() -> Arc<dyn kfd_emu::backend::Backend> { unimplemented!() }
+/// let version = kfd_emu::supervisor::run_attached(backend(), || {
+///     std::fs::File::open("/dev/kfd").map(|_| ())
+/// })?;
+/// # Ok::<(), kfd_emu::supervisor::SupervisorError>(())
+/// ```
+pub fn run_attached<T: Send>(
+    backend: Arc<dyn Backend>,
+    f: impl FnOnce() -> T + Send,
+) -> Result<T, SupervisorError> {
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("kfd-emu-attached".into())
+            .spawn_scoped(scope, move || {
+                let guard = attach(backend)?;
+                let out = f();
+                drop(guard);
+                Ok(out)
+            })
+            .map_err(|source| SupervisorError::Thread { source })?;
+        match worker.join() {
+            Ok(result) => result,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+/// Runs `program` with `args` under the filter, serves it from `backend`, and returns its exit
+/// status.
+///
+/// The same as [`spawn_command`] with `Command::new(program).args(args)`; stdio is inherited.
+pub fn spawn<S: AsRef<OsStr>>(
+    backend: Arc<dyn Backend>,
+    program: impl AsRef<OsStr>,
+    args: impl IntoIterator<Item = S>,
+) -> Result<ExitStatus, SupervisorError> {
+    spawn::spawn(backend, program, args)
+}
+
+/// Runs `command` under the filter, serves it from `backend` on the calling thread, and
+/// returns its exit status.
+///
+/// The child sets `PR_SET_NO_NEW_PRIVS`, installs the filter, passes the listener to the
+/// parent over a socketpair (`SCM_RIGHTS`) and execs. Its descendants inherit the filter and
+/// are served too, each as its own process. Serving ends when the child has exited and been
+/// reaped and every process that made an intercepted call has exited (or when no task uses the
+/// filter any more); a descendant that makes its first intercepted call after that gets
+/// `ENOSYS`. A pre-exec hook is added to `command`.
+pub fn spawn_command(
+    backend: Arc<dyn Backend>,
+    command: &mut Command,
+) -> Result<ExitStatus, SupervisorError> {
+    spawn::spawn_command(backend, command)
+}
+
+// Re-exported so that the raw layer's errno type does not need a `rustix` dependency to name.
+#[doc(no_inline)]
+pub use rustix::io::Errno as SupervisorErrno;
+
+#[allow(dead_code)]
+fn assert_send_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Attached>();
+}

@@ -1,0 +1,494 @@
+//! The raw seccomp layer: the BPF filter, the notification structs of `linux/seccomp.h`, and
+//! the `SECCOMP_IOCTL_NOTIF_*` calls on a listener fd.
+//!
+//! This module is one of the crate's fenced `unsafe` modules: it issues `seccomp(2)`, `prctl`
+//! and ioctls whose arguments are pointers to the structs defined here.
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use rustix::io::Errno;
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// `struct seccomp_data`: the system call as the filter and the supervisor see it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct SeccompData {
+    /// System call number (`__NR_*` of `arch`).
+    pub nr: i32,
+    /// `AUDIT_ARCH_*` of the calling convention used.
+    pub arch: u32,
+    /// The caller's instruction pointer.
+    pub instruction_pointer: u64,
+    /// The six argument registers, unmodified.
+    pub args: [u64; 6],
+}
+const _: () = assert!(size_of::<SeccompData>() == 64);
+const _: () = assert!(std::mem::offset_of!(SeccompData, args) == 16);
+
+/// `struct seccomp_notif`: one held system call.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct SeccompNotif {
+    /// Cookie naming this notification in every later call.
+    pub id: u64,
+    /// Thread id of the caller, in the listener's pid namespace (0 if invisible there).
+    pub pid: u32,
+    /// Unused by the kernel so far.
+    pub flags: u32,
+    /// The system call.
+    pub data: SeccompData,
+}
+const _: () = assert!(size_of::<SeccompNotif>() == 80);
+const _: () = assert!(std::mem::offset_of!(SeccompNotif, data) == 16);
+
+/// `struct seccomp_notif_resp`: the answer to a notification.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct SeccompNotifResp {
+    /// The notification's cookie.
+    pub id: u64,
+    /// Return value when `error` is 0.
+    pub val: i64,
+    /// `-errno`, or 0.
+    pub error: i32,
+    /// `SECCOMP_USER_NOTIF_FLAG_CONTINUE` or 0.
+    pub flags: u32,
+}
+const _: () = assert!(size_of::<SeccompNotifResp>() == 24);
+
+/// `struct seccomp_notif_addfd`: install an fd into the caller.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct SeccompNotifAddfd {
+    /// The notification's cookie.
+    pub id: u64,
+    /// `SECCOMP_ADDFD_FLAG_*`.
+    pub flags: u32,
+    /// The supervisor's fd to install.
+    pub srcfd: u32,
+    /// The number wanted with `SECCOMP_ADDFD_FLAG_SETFD`, else 0.
+    pub newfd: u32,
+    /// `O_CLOEXEC` or 0.
+    pub newfd_flags: u32,
+}
+const _: () = assert!(size_of::<SeccompNotifAddfd>() == 24);
+
+/// `struct seccomp_notif_sizes`: the kernel's sizes of the notification structs.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct SeccompNotifSizes {
+    /// `sizeof(struct seccomp_notif)`.
+    pub seccomp_notif: u16,
+    /// `sizeof(struct seccomp_notif_resp)`.
+    pub seccomp_notif_resp: u16,
+    /// `sizeof(struct seccomp_data)`.
+    pub seccomp_data: u16,
+}
+
+/// `AUDIT_ARCH_X86_64` (`EM_X86_64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE`).
+pub const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+/// `__X32_SYSCALL_BIT`: set in `nr` for x32-ABI calls, which share `AUDIT_ARCH_X86_64`.
+pub const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+/// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP` (Linux 6.6): wake the caller on the answering CPU.
+const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
+
+/// Offset of the low 32 bits of `args[1]` in `seccomp_data` (little-endian).
+const ARG1_LOW: u32 = 16 + 8;
+
+/// A classic BPF program for `SECCOMP_SET_MODE_FILTER`.
+#[derive(Debug, Clone)]
+pub struct Filter {
+    program: Vec<libc::sock_filter>,
+}
+
+const fn stmt(code: u32, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+const fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    }
+}
+
+impl Filter {
+    /// The emulator's filter.
+    ///
+    /// - another architecture (an `int 0x80` i386 call) → `SECCOMP_RET_KILL_PROCESS`, as its
+    ///   syscall numbers mean other calls;
+    /// - an x32-ABI call (`X32_SYSCALL_BIT`) → `ENOSYS`, so it cannot bypass the filter;
+    /// - `openat`, `open` → `SECCOMP_RET_USER_NOTIF`;
+    /// - `openat2` → `ENOSYS` (glibc then uses `openat`);
+    /// - `ioctl` whose command type byte (`(cmd >> 8) & 0xff` of the low 32 bits, the
+    ///   kernel's `unsigned int cmd`) is `'K'` or `'d'` → `SECCOMP_RET_USER_NOTIF`; only the type
+    ///   is matched because `AMDKFD_IOC_SVM` carries a variable size;
+    /// - everything else → `SECCOMP_RET_ALLOW`.
+    pub fn kfd() -> Self {
+        use libc::{
+            BPF_ABS, BPF_ALU, BPF_AND, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_RSH,
+            BPF_W,
+        };
+        let ld = BPF_LD | BPF_W | BPF_ABS;
+        let jeq = BPF_JMP | BPF_JEQ | BPF_K;
+        let jge = BPF_JMP | BPF_JGE | BPF_K;
+        let ret = BPF_RET | BPF_K;
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        let enosys = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+        // Jump offsets count instructions after the jump; the targets are the three `ret`s at
+        // the end: ALLOW at 14, USER_NOTIF at 15, ENOSYS at 16.
+        let program = vec![
+            /* 0 */ stmt(ld, 4), // arch
+            /* 1 */ jump(jeq, AUDIT_ARCH_X86_64, 1, 0),
+            /* 2 */ stmt(ret, libc::SECCOMP_RET_KILL_PROCESS),
+            /* 3 */ stmt(ld, 0), // nr
+            /* 4 */ jump(jge, X32_SYSCALL_BIT, 11, 0), // → 16
+            /* 5 */ jump(jeq, libc::SYS_openat as u32, 9, 0), // → 15
+            /* 6 */ jump(jeq, libc::SYS_open as u32, 8, 0), // → 15
+            /* 7 */ jump(jeq, libc::SYS_openat2 as u32, 8, 0), // → 16
+            /* 8 */ jump(jeq, libc::SYS_ioctl as u32, 0, 5), // else → 14
+            /* 9 */ stmt(ld, ARG1_LOW),
+            /* 10 */ stmt(BPF_ALU | BPF_RSH | BPF_K, 8),
+            /* 11 */ stmt(BPF_ALU | BPF_AND | BPF_K, 0xff),
+            /* 12 */ jump(jeq, u32::from(b'K'), 2, 0), // → 15
+            /* 13 */ jump(jeq, u32::from(b'd'), 1, 0), // → 15, else → 14
+            /* 14 */ stmt(ret, libc::SECCOMP_RET_ALLOW),
+            /* 15 */ stmt(ret, notify),
+            /* 16 */ stmt(ret, enosys),
+        ];
+        Self { program }
+    }
+
+    /// The instructions, for inspection.
+    pub fn instructions(&self) -> &[libc::sock_filter] {
+        &self.program
+    }
+
+    /// Installs the filter on the calling thread and returns its listener.
+    ///
+    /// Sets `PR_SET_NO_NEW_PRIVS` first (required without `CAP_SYS_ADMIN`), then
+    /// `seccomp(SECCOMP_SET_MODE_FILTER, NEW_LISTENER | WAIT_KILLABLE_RECV)`, retrying without
+    /// `WAIT_KILLABLE_RECV` on kernels older than 5.19. `WAIT_KILLABLE_RECV` matters: once the
+    /// supervisor has received a call, a non-fatal signal to the caller no longer interrupts
+    /// (and restarts) it, so an ioctl with side effects is never run twice.
+    ///
+    /// Async-signal-safe (no allocation, only system calls): usable between `fork` and `exec`.
+    /// Only the calling thread is filtered (no `TSYNC`); threads and processes it creates
+    /// afterwards inherit the filter.
+    pub fn install(&self) -> Result<OwnedFd, Errno> {
+        rustix::thread::set_no_new_privs(true)?;
+        let prog = libc::sock_fprog {
+            len: self.program.len() as u16,
+            filter: self.program.as_ptr().cast_mut(),
+        };
+        let base = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
+        for flags in [base | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, base] {
+            // SAFETY: `prog` points at `self.program`, which outlives the call; the kernel
+            // copies the program and does not keep the pointer.
+            let ret = unsafe {
+                libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    flags,
+                    &raw const prog,
+                )
+            };
+            if ret >= 0 {
+                // SAFETY: with NEW_LISTENER the kernel returns a new fd that nothing else owns.
+                return Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) });
+            }
+            let errno = Errno::from_raw_os_error(last_errno());
+            if errno != Errno::INVAL {
+                return Err(errno);
+            }
+        }
+        Err(Errno::INVAL)
+    }
+}
+
+fn last_errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// Issues `ioctl(fd, request, arg)` and maps `-1` to the errno.
+///
+/// # Safety
+/// `arg` must be valid for what `request` reads and writes.
+unsafe fn ioctl_ptr(
+    fd: BorrowedFd<'_>,
+    request: libc::Ioctl,
+    arg: *mut libc::c_void,
+) -> Result<i32, Errno> {
+    // SAFETY: the caller guarantees `arg` matches `request`; `fd` is a live descriptor.
+    let ret = unsafe { libc::ioctl(fd.as_raw_fd(), request, arg) };
+    if ret < 0 {
+        Err(Errno::from_raw_os_error(last_errno()))
+    } else {
+        Ok(ret)
+    }
+}
+
+/// A seccomp listener fd with the kernel's struct sizes.
+#[derive(Debug)]
+pub struct Listener {
+    fd: OwnedFd,
+    notif_size: usize,
+    resp_size: usize,
+}
+
+impl Listener {
+    /// Wraps `fd`, a listener returned by [`Filter::install`], and asks the kernel for its
+    /// notification struct sizes (`SECCOMP_GET_NOTIF_SIZES`).
+    pub fn new(fd: OwnedFd) -> Result<Self, Errno> {
+        let mut sizes = SeccompNotifSizes::default();
+        // SAFETY: GET_NOTIF_SIZES writes one `struct seccomp_notif_sizes` to the pointer.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_GET_NOTIF_SIZES,
+                0,
+                &raw mut sizes,
+            )
+        };
+        if ret < 0 {
+            return Err(Errno::from_raw_os_error(last_errno()));
+        }
+        let listener = Self {
+            fd,
+            notif_size: usize::from(sizes.seccomp_notif),
+            resp_size: usize::from(sizes.seccomp_notif_resp),
+        };
+        // A best-effort latency win on Linux ≥ 6.6; older kernels refuse it with EINVAL.
+        // SAFETY: SET_FLAGS takes the flags by value in the argument register, not a pointer.
+        let _ = unsafe {
+            libc::ioctl(
+                listener.fd.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+                SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
+            )
+        };
+        Ok(listener)
+    }
+
+    /// Receives the next notification (`SECCOMP_IOCTL_NOTIF_RECV`); blocks if none is pending.
+    ///
+    /// `ENOENT` means the caller was killed between the wake-up and the receive.
+    pub fn recv(&self) -> Result<SeccompNotif, Errno> {
+        if self.notif_size <= size_of::<SeccompNotif>() {
+            let mut notif = SeccompNotif::default();
+            // SAFETY: RECV writes the kernel's `seccomp_notif` (at most our size, checked
+            // above) into the zeroed struct, as it requires.
+            unsafe {
+                ioctl_ptr(
+                    self.fd.as_fd(),
+                    libc::SECCOMP_IOCTL_NOTIF_RECV,
+                    (&raw mut notif).cast(),
+                )?
+            };
+            return Ok(notif);
+        }
+        // A newer kernel with a bigger struct: give it a zeroed buffer of its size.
+        let mut buf = vec![0u64; self.notif_size.div_ceil(8)];
+        // SAFETY: `buf` is zeroed and holds at least `notif_size` bytes.
+        unsafe {
+            ioctl_ptr(
+                self.fd.as_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_RECV,
+                buf.as_mut_ptr().cast(),
+            )?
+        };
+        let (notif, _) =
+            SeccompNotif::read_from_prefix(buf.as_bytes()).map_err(|_| Errno::INVAL)?;
+        Ok(notif)
+    }
+
+    fn send(&self, resp: SeccompNotifResp) -> Result<(), Errno> {
+        let mut buf = vec![
+            0u64;
+            self.resp_size
+                .max(size_of::<SeccompNotifResp>())
+                .div_ceil(8)
+        ];
+        buf.as_mut_bytes()[..size_of::<SeccompNotifResp>()].copy_from_slice(resp.as_bytes());
+        // SAFETY: SEND reads the kernel's `seccomp_notif_resp` size from `buf`, which is at
+        // least that large; the bytes past our struct are zero.
+        unsafe {
+            ioctl_ptr(
+                self.fd.as_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SEND,
+                buf.as_mut_ptr().cast(),
+            )?
+        };
+        Ok(())
+    }
+
+    /// Answers notification `id` with return value `val`.
+    pub fn respond_value(&self, id: u64, val: i64) -> Result<(), Errno> {
+        self.send(SeccompNotifResp {
+            id,
+            val,
+            error: 0,
+            flags: 0,
+        })
+    }
+
+    /// Fails notification `id` with `errno`.
+    pub fn respond_error(&self, id: u64, errno: Errno) -> Result<(), Errno> {
+        self.send(SeccompNotifResp {
+            id,
+            val: 0,
+            error: -errno.raw_os_error(),
+            flags: 0,
+        })
+    }
+
+    /// Lets the kernel run the held system call as issued (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`).
+    pub fn respond_continue(&self, id: u64) -> Result<(), Errno> {
+        self.send(SeccompNotifResp {
+            id,
+            val: 0,
+            error: 0,
+            flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+        })
+    }
+
+    /// Whether notification `id` is still pending (`SECCOMP_IOCTL_NOTIF_ID_VALID`): its caller
+    /// is alive and waiting, so a pid read for it still names it.
+    pub fn id_valid(&self, id: u64) -> bool {
+        let mut id = id;
+        // SAFETY: ID_VALID reads one u64.
+        unsafe {
+            ioctl_ptr(
+                self.fd.as_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+                (&raw mut id).cast(),
+            )
+        }
+        .is_ok()
+    }
+
+    /// Installs `fd` into the caller of notification `id` (`SECCOMP_IOCTL_NOTIF_ADDFD`) and
+    /// returns its number there. With `send`, this also answers the notification with that
+    /// number (`SECCOMP_ADDFD_FLAG_SEND`, Linux 5.14).
+    pub fn add_fd(
+        &self,
+        id: u64,
+        fd: BorrowedFd<'_>,
+        cloexec: bool,
+        send: bool,
+    ) -> Result<i32, Errno> {
+        let mut addfd = SeccompNotifAddfd {
+            id,
+            flags: if send {
+                libc::SECCOMP_ADDFD_FLAG_SEND as u32
+            } else {
+                0
+            },
+            srcfd: fd.as_raw_fd() as u32,
+            newfd: 0,
+            newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+        };
+        // SAFETY: ADDFD reads one `seccomp_notif_addfd`.
+        unsafe {
+            ioctl_ptr(
+                self.fd.as_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+                (&raw mut addfd).cast(),
+            )
+        }
+    }
+}
+
+impl AsFd for Listener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs the filter's classic BPF over `data` (the subset of instructions it uses).
+    fn run(filter: &Filter, data: &SeccompData) -> u32 {
+        let bytes = data.as_bytes();
+        let (mut pc, mut acc) = (0usize, 0u32);
+        loop {
+            let ins = filter.instructions()[pc];
+            let code = u32::from(ins.code);
+            pc += 1;
+            match code {
+                c if c == libc::BPF_LD | libc::BPF_W | libc::BPF_ABS => {
+                    let at = ins.k as usize;
+                    acc = u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap());
+                }
+                c if c == libc::BPF_ALU | libc::BPF_RSH | libc::BPF_K => acc >>= ins.k,
+                c if c == libc::BPF_ALU | libc::BPF_AND | libc::BPF_K => acc &= ins.k,
+                c if c == libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K => {
+                    pc += usize::from(if acc == ins.k { ins.jt } else { ins.jf });
+                }
+                c if c == libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K => {
+                    pc += usize::from(if acc >= ins.k { ins.jt } else { ins.jf });
+                }
+                c if c == libc::BPF_RET | libc::BPF_K => return ins.k,
+                other => panic!("unexpected BPF opcode {other:#x}"),
+            }
+        }
+    }
+
+    fn call(nr: i64, args: [u64; 6]) -> SeccompData {
+        SeccompData {
+            nr: nr as i32,
+            arch: AUDIT_ARCH_X86_64,
+            instruction_pointer: 0,
+            args,
+        }
+    }
+
+    fn ioctl(cmd: u64) -> SeccompData {
+        call(libc::SYS_ioctl, [3, cmd, 0, 0, 0, 0])
+    }
+
+    const ENOSYS: u32 = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+
+    #[test]
+    fn filter_routes_each_call_as_documented() {
+        let f = Filter::kfd();
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        let allow = libc::SECCOMP_RET_ALLOW;
+        assert_eq!(run(&f, &call(libc::SYS_openat, [0; 6])), notify);
+        assert_eq!(run(&f, &call(libc::SYS_open, [0; 6])), notify);
+        assert_eq!(run(&f, &call(libc::SYS_openat2, [0; 6])), ENOSYS);
+        assert_eq!(run(&f, &call(libc::SYS_read, [0; 6])), allow);
+        assert_eq!(run(&f, &call(libc::SYS_mmap, [0; 6])), allow);
+        // AMDKFD_IOC_GET_VERSION, AMDKFD_IOC_SVM with two sizes, DRM_IOCTL_VERSION.
+        assert_eq!(run(&f, &ioctl(0x8008_4b01)), notify);
+        assert_eq!(run(&f, &ioctl(0xc028_4b20)), notify);
+        assert_eq!(run(&f, &ioctl(0xc020_4b20)), notify);
+        assert_eq!(run(&f, &ioctl(0xc040_6400)), notify);
+        // TCGETS ('T') and a 'K' byte outside the type field stay native.
+        assert_eq!(run(&f, &ioctl(0x5401)), allow);
+        assert_eq!(run(&f, &ioctl(0x4b00_0054)), allow);
+        // A sign-extended command: only the low 32 bits count, as in the kernel.
+        assert_eq!(run(&f, &ioctl(0xffff_ffff_c018_4b16)), notify);
+    }
+
+    #[test]
+    fn filter_refuses_other_abis() {
+        let f = Filter::kfd();
+        let mut i386 = call(5 /* i386 open */, [0; 6]);
+        i386.arch = 3 | 0x4000_0000; // AUDIT_ARCH_I386
+        assert_eq!(run(&f, &i386), libc::SECCOMP_RET_KILL_PROCESS);
+        let x32_openat = call(libc::SYS_openat | i64::from(X32_SYSCALL_BIT), [0; 6]);
+        assert_eq!(run(&f, &x32_openat), ENOSYS);
+    }
+}
