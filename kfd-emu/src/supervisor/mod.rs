@@ -271,12 +271,8 @@ pub fn spawn_command(
     spawn::spawn_command(backend, command)
 }
 
-// Re-exported so that the raw layer's errno type does not need a `rustix` dependency to name.
-#[doc(no_inline)]
-pub use rustix::io::Errno as SupervisorErrno;
-
-#[allow(dead_code)]
-fn assert_send_sync() {
+// The guard may be moved to, and dropped on, another thread.
+const _: fn() = || {
     fn check<T: Send + Sync>() {}
     check::<Attached>();
-}
+};

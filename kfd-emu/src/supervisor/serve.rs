@@ -281,9 +281,12 @@ impl Server {
             OpenAction::Continue => self.listener.respond_continue(id),
             OpenAction::Inject(fd) => {
                 let cloexec = flags & libc::O_CLOEXEC != 0;
-                self.listener
-                    .add_fd(id, fd.as_fd(), cloexec, true)
-                    .map(drop)
+                match self.listener.add_fd(id, fd.as_fd(), cloexec, true) {
+                    Ok(_) | Err(Errno::NOENT) => Ok(()),
+                    // Not installed (EMFILE: the caller's table is full): the call is still
+                    // held and must fail as the kernel's open would.
+                    Err(errno) => self.listener.respond_error(id, errno),
+                }
             }
             OpenAction::Fail(errno) => self.listener.respond_error(id, errno),
         };

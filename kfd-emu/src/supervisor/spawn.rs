@@ -117,12 +117,13 @@ fn recv_fd(socket: BorrowedFd<'_>) -> Result<OwnedFd, Errno> {
 struct ChildDriver {
     child: Child,
     pidfd: OwnedFd,
-    status: Option<ExitStatus>,
+    /// The reaped child's status, or why reaping failed.
+    outcome: Option<std::io::Result<ExitStatus>>,
 }
 
 impl Driver for ChildDriver {
     fn watched(&self) -> Vec<BorrowedFd<'_>> {
-        if self.status.is_some() {
+        if self.outcome.is_some() {
             Vec::new()
         } else {
             vec![self.pidfd.as_fd()]
@@ -130,14 +131,13 @@ impl Driver for ChildDriver {
     }
 
     fn ready(&mut self, _index: usize) -> bool {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            self.status = Some(status);
-        }
+        // A readable pidfd means the child has exited, so this does not block.
+        self.outcome = Some(self.child.wait());
         false
     }
 
     fn done(&self, live_processes: usize) -> bool {
-        self.status.is_some() && live_processes == 0
+        self.outcome.is_some() && live_processes == 0
     }
 }
 
@@ -205,16 +205,14 @@ pub(crate) fn spawn_command(
     let mut driver = ChildDriver {
         child,
         pidfd,
-        status: None,
+        outcome: None,
     };
     Server::new(listener, backend).run(&mut driver);
-    match driver.status {
-        Some(status) => Ok(status),
-        None => driver
-            .child
-            .wait()
-            .map_err(|source| SupervisorError::Wait { source }),
-    }
+    let outcome = match driver.outcome {
+        Some(outcome) => outcome,
+        None => driver.child.wait(),
+    };
+    outcome.map_err(|source| SupervisorError::Wait { source })
 }
 
 /// See [`super::spawn`].
