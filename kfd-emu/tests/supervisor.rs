@@ -296,6 +296,53 @@ fn relative_paths_resolve_against_dirfd_and_are_normalised() {
 }
 
 #[test]
+fn a_path_that_ends_at_an_unmapped_page_is_read() {
+    let (at_edge, unterminated) = run_attached(Fake::new(), || {
+        // SAFETY: a fresh private mapping of two pages; the second is unmapped at once and the
+        // first is unmapped at the end; nothing else refers to them.
+        let pages = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                8192,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::PRIVATE,
+            )
+        }
+        .unwrap();
+        // SAFETY: the second page of the mapping above.
+        unsafe { rustix::mm::munmap(pages.cast::<u8>().add(4096).cast(), 4096) }.unwrap();
+        // SAFETY: the first page stays mapped and writable until the munmap below.
+        let page = unsafe { std::slice::from_raw_parts_mut(pages.cast::<u8>(), 4096) };
+        let path = b"/emu-test/file\0";
+        let start = 4096 - path.len();
+        page[start..].copy_from_slice(path);
+        let addr = page[start..].as_ptr() as u64;
+        let openat = |addr: u64| {
+            // SAFETY: openat(2) on a caller-chosen address: the kernel (and the supervisor)
+            // validate it; a bad one is EFAULT.
+            let fd =
+                unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, addr, libc::O_RDONLY) };
+            if fd < 0 {
+                Err(std::io::Error::last_os_error().raw_os_error())
+            } else {
+                // SAFETY: a fresh fd returned by openat(2).
+                Ok(read_all(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
+            }
+        };
+        let at_edge = openat(addr);
+        // Without its NUL the string runs into the unmapped page.
+        page[4095] = b'x';
+        let unterminated = openat(addr);
+        // SAFETY: the first page, not used after this.
+        unsafe { rustix::mm::munmap(pages, 4096) }.unwrap();
+        (at_edge, unterminated)
+    })
+    .unwrap();
+    assert_eq!(at_edge, Ok(CONTENT.to_vec()));
+    assert_eq!(unterminated, Err(Some(libc::EFAULT)));
+}
+
+#[test]
 fn kfd_ioctl_is_answered_through_caller_memory() {
     let fake = Fake::new();
     let (answer, me) = run_attached(fake.clone(), || {
