@@ -37,6 +37,8 @@ const IOC_DIR_SHIFT: u32 = 30;
 
 /// Returns the direction bits (`IOC_READ | IOC_WRITE`, ...) of a command word.
 #[doc(alias = "_IOC_DIR")]
+// `Opcode` is `u32` with rustix's raw backend but `c_ulong` with its libc backend.
+#[allow(clippy::unnecessary_cast)]
 pub const fn ioc_dir(op: Opcode) -> u32 {
     ((op >> IOC_DIR_SHIFT) & 0x3) as u32
 }
