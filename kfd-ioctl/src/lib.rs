@@ -8,3 +8,13 @@
 
 pub mod abi;
 pub mod topology;
+
+mod error;
+mod kfd;
+mod sys;
+
+pub use error::{Errno, ErrnoName, Error, IoctlContext, Result, Version};
+pub use kfd::{
+    Apertures, BufferObject, CachePolicy, ClockCounters, CpuMapping, DmabufInfo, KFD_DEVICE_PATH,
+    Kfd, MemoryPolicy, SVM_INLINE_ATTRS, SmiEvents, TileConfig, render_node_path,
+};

@@ -1,0 +1,316 @@
+//! The one error type of the safe layer.
+
+use std::fmt;
+use std::path::PathBuf;
+
+pub use rustix::io::Errno;
+
+use crate::abi::AllocMemFlags;
+use crate::topology::TopologyError;
+
+/// What an ioctl was doing when it failed: the GPU, the address range, the handle, the kind
+/// of memory. Kept without heap allocation so that building an error costs nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoctlContext {
+    /// The GPU the call was about.
+    pub gpu_id: Option<u32>,
+    /// The address range `(start, size)` in bytes.
+    pub range: Option<(u64, u64)>,
+    /// The buffer-object handle.
+    pub handle: Option<u64>,
+    /// The allocation flags, for memory ioctls.
+    pub alloc_flags: Option<AllocMemFlags>,
+}
+
+impl IoctlContext {
+    /// A context naming only a GPU.
+    pub fn gpu(gpu_id: u32) -> Self {
+        Self {
+            gpu_id: Some(gpu_id),
+            ..Self::default()
+        }
+    }
+
+    /// A context naming a buffer-object handle (and the GPU encoded in its upper half).
+    pub fn handle(handle: u64) -> Self {
+        Self {
+            handle: Some(handle),
+            gpu_id: Some((handle >> 32) as u32),
+            ..Self::default()
+        }
+    }
+
+    /// A context naming an address range.
+    pub fn range(start: u64, size: u64) -> Self {
+        Self {
+            range: Some((start, size)),
+            ..Self::default()
+        }
+    }
+}
+
+/// Formats a byte count the way people read sizes: `2 MiB`, `4 KiB`, `1536 B`.
+pub(crate) struct Size(pub u64);
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [&str; 5] = ["TiB", "GiB", "MiB", "KiB", "B"];
+        for (i, unit) in UNITS.iter().enumerate() {
+            let scale = 1u64 << (10 * (4 - i));
+            if self.0 >= scale && self.0.is_multiple_of(scale) {
+                return write!(f, "{} {unit}", self.0 / scale);
+            }
+        }
+        write!(f, "{} B", self.0)
+    }
+}
+
+/// The memory domain named by allocation flags, for messages.
+fn domain_name(flags: AllocMemFlags) -> &'static str {
+    if flags.contains(AllocMemFlags::VRAM) {
+        "VRAM"
+    } else if flags.contains(AllocMemFlags::GTT) {
+        "GTT"
+    } else if flags.contains(AllocMemFlags::USERPTR) {
+        "USERPTR"
+    } else if flags.contains(AllocMemFlags::DOORBELL) {
+        "DOORBELL"
+    } else if flags.contains(AllocMemFlags::MMIO_REMAP) {
+        "MMIO_REMAP"
+    } else {
+        "no domain"
+    }
+}
+
+impl fmt::Display for IoctlContext {
+    /// ` (VRAM, 2 MiB at 0x7f0000000000) on gpu 0x1a2b`, ` (handle 0x1a2b00000001)`, or nothing.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = 0;
+        let mut open = |f: &mut fmt::Formatter<'_>| {
+            parts += 1;
+            f.write_str(if parts == 1 { " (" } else { ", " })
+        };
+        if let Some(flags) = self.alloc_flags {
+            open(f)?;
+            f.write_str(domain_name(flags))?;
+        }
+        if let Some((start, size)) = self.range {
+            open(f)?;
+            write!(f, "{} at {start:#x}", Size(size))?;
+        }
+        if let Some(handle) = self.handle {
+            open(f)?;
+            write!(f, "handle {handle:#x}")?;
+        }
+        if parts > 0 {
+            f.write_str(")")?;
+        }
+        if let Some(gpu) = self.gpu_id {
+            write!(f, " on gpu {gpu:#x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// An errno shown by its C name (`ENOMEM`), as people grep for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrnoName(pub Errno);
+
+impl fmt::Display for ErrnoName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let raw = self.0.raw_os_error();
+        match nix::errno::Errno::from_raw(raw) {
+            nix::errno::Errno::UnknownErrno => write!(f, "errno {raw}"),
+            known => write!(f, "{known:?}"),
+        }
+    }
+}
+
+/// A KFD version as `GET_VERSION` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Version {
+    /// Always 1 for the KFD this crate speaks to.
+    pub major: u32,
+    /// Grows with every ABI addition; see [`crate::abi::IOCTLS`].
+    pub minor: u32,
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// Everything that can go wrong talking to KFD.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An ioctl returned an errno.
+    #[error("{ioctl}{context} failed: {}", ErrnoName(*.errno))]
+    Ioctl {
+        /// The ioctl's name without the `AMDKFD_IOC_` prefix, e.g. `ALLOC_MEMORY_OF_GPU`.
+        ioctl: &'static str,
+        /// What it was about.
+        context: IoctlContext,
+        /// What the kernel said.
+        errno: Errno,
+    },
+    /// A map or unmap over a device list failed part way.
+    #[error(
+        "{ioctl} of handle {handle:#x} failed on gpu {failed_gpu:#x} after {} of {total} GPUs: {}",
+        .done.len(), ErrnoName(*.errno)
+    )]
+    DeviceList {
+        /// `MAP_MEMORY_TO_GPU` or `UNMAP_MEMORY_FROM_GPU`.
+        ioctl: &'static str,
+        /// The buffer object.
+        handle: u64,
+        /// The GPUs, in list order, on which the operation did succeed.
+        done: Vec<u32>,
+        /// The GPU on which it failed.
+        failed_gpu: u32,
+        /// How many GPUs the list had.
+        total: usize,
+        /// What the kernel said.
+        errno: Errno,
+    },
+    /// The running KFD is too old for what was asked.
+    #[error("{what} needs KFD 1.{needed_minor} or newer; the running KFD is {running}")]
+    Unsupported {
+        /// The ioctl or flag that is missing.
+        what: &'static str,
+        /// The first KFD minor version that has it.
+        needed_minor: u32,
+        /// The version the kernel reported.
+        running: Version,
+    },
+    /// The kernel speaks a KFD major version this crate does not.
+    #[error("KFD reports version {0}; only major version 1 is supported")]
+    UnsupportedMajor(Version),
+    /// A device file could not be opened.
+    #[error("opening {} failed: {}", .path.display(), ErrnoName(*.errno))]
+    Open {
+        /// The path.
+        path: PathBuf,
+        /// What the kernel said.
+        errno: Errno,
+    },
+    /// A CPU mapping of a buffer object failed.
+    #[error("mmap of {} at offset {offset:#x} of {file} failed: {}", Size(*.len as u64), ErrnoName(*.errno))]
+    Mmap {
+        /// `/dev/kfd` or the render node.
+        file: &'static str,
+        /// The mmap offset.
+        offset: u64,
+        /// The length.
+        len: usize,
+        /// What the kernel said.
+        errno: Errno,
+    },
+    /// A read or write on an SMI event fd failed.
+    #[error("SMI event fd {op} failed: {}", ErrnoName(*.errno))]
+    SmiIo {
+        /// `read` or `write`.
+        op: &'static str,
+        /// What the kernel said.
+        errno: Errno,
+    },
+    /// The caller passed something the kernel would reject, caught before any syscall.
+    #[error("{ioctl}: {reason}")]
+    InvalidArgument {
+        /// The ioctl the argument was for.
+        ioctl: &'static str,
+        /// Why it is invalid.
+        reason: &'static str,
+    },
+    /// The GPU has not been acquired with [`crate::Kfd::acquire_vm`].
+    #[error("gpu {gpu_id:#x} has no acquired VM; call acquire_vm first")]
+    NotAcquired {
+        /// The GPU.
+        gpu_id: u32,
+    },
+    /// Reading the topology failed.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+}
+
+impl Error {
+    /// The errno the kernel returned, when the error came from the kernel.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Error::Ioctl { errno, .. }
+            | Error::DeviceList { errno, .. }
+            | Error::Open { errno, .. }
+            | Error::Mmap { errno, .. }
+            | Error::SmiIo { errno, .. } => Some(*errno),
+            _ => None,
+        }
+    }
+
+    /// The ioctl that failed, when there was one.
+    pub fn ioctl(&self) -> Option<&'static str> {
+        match self {
+            Error::Ioctl { ioctl, .. }
+            | Error::DeviceList { ioctl, .. }
+            | Error::InvalidArgument { ioctl, .. } => Some(ioctl),
+            _ => None,
+        }
+    }
+}
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ioctl_error_reads_like_a_sentence() {
+        let e = Error::Ioctl {
+            ioctl: "ALLOC_MEMORY_OF_GPU",
+            context: IoctlContext {
+                gpu_id: Some(0x1a2b),
+                range: Some((0x7f00_0000_0000, 2 << 20)),
+                handle: None,
+                alloc_flags: Some(AllocMemFlags::VRAM | AllocMemFlags::WRITABLE),
+            },
+            errno: Errno::NOMEM,
+        };
+        assert_eq!(
+            e.to_string(),
+            "ALLOC_MEMORY_OF_GPU (VRAM, 2 MiB at 0x7f0000000000) on gpu 0x1a2b failed: ENOMEM"
+        );
+    }
+
+    #[test]
+    fn handle_context_names_the_gpu_of_the_handle() {
+        let e = Error::Ioctl {
+            ioctl: "FREE_MEMORY_OF_GPU",
+            context: IoctlContext::handle(0x1a2b_0000_0003),
+            errno: Errno::BUSY,
+        };
+        assert_eq!(
+            e.to_string(),
+            "FREE_MEMORY_OF_GPU (handle 0x1a2b00000003) on gpu 0x1a2b failed: EBUSY"
+        );
+    }
+
+    #[test]
+    fn sizes_pick_the_largest_exact_unit() {
+        assert_eq!(Size(2 << 20).to_string(), "2 MiB");
+        assert_eq!(Size(4096).to_string(), "4 KiB");
+        assert_eq!(Size(1536).to_string(), "1536 B");
+        assert_eq!(Size(0).to_string(), "0 B");
+        assert_eq!(Size(192 << 30).to_string(), "192 GiB");
+    }
+
+    #[test]
+    fn unknown_errno_prints_its_number() {
+        assert_eq!(
+            ErrnoName(Errno::from_raw_os_error(4000)).to_string(),
+            "errno 4000"
+        );
+        assert_eq!(ErrnoName(Errno::NOTTY).to_string(), "ENOTTY");
+    }
+}
