@@ -1,5 +1,132 @@
-//! `kfd-tests`: cross-crate integration tests.
+//! `kfd-tests`: cross-crate integration tests and the harness they share.
 //!
-//! The tests under `tests/` run against the real `/dev/kfd` when the machine has one and skip,
-//! with a printed reason, what the machine lacks. `KFD_TEST_HW=1` makes a missing `/dev/kfd` a
-//! failure instead of a skip.
+//! Every test body runs once per *target*: on kfd-emu (one or more emulated machines, always),
+//! and on the real `/dev/kfd` when the machine has one. `KFD_TEST_HW=1` makes a missing
+//! `/dev/kfd` a failure instead of a printed skip. A test body is written against the product
+//! API only (`Kfd`, topology), so the same assertions hold on an MI300X.
+
+use std::sync::Arc;
+
+use kfd_emu::machine::Machine;
+use kfd_emu::model::{Model, ModelConfig};
+
+/// Where a test body runs.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Under kfd-emu, on the named machine preset.
+    Emulated {
+        /// The preset name (`mi300x`, `mi210x8`, …).
+        machine: &'static str,
+        /// The model answering the body's syscalls (for GPU-side views in emulator-only checks).
+        model: Arc<Model>,
+    },
+    /// On the machine's own `/dev/kfd`.
+    Hardware,
+}
+
+impl Target {
+    /// A short name for messages.
+    pub fn name(&self) -> String {
+        match self {
+            Target::Emulated { machine, .. } => format!("kfd-emu/{machine}"),
+            Target::Hardware => "hardware".to_owned(),
+        }
+    }
+}
+
+/// Whether the hardware run is required (`KFD_TEST_HW=1`).
+pub fn hardware_required() -> bool {
+    std::env::var("KFD_TEST_HW").is_ok_and(|v| v == "1")
+}
+
+/// Whether this machine has a KFD device to test on.
+pub fn hardware_present() -> bool {
+    std::path::Path::new(kfd_ioctl::KFD_DEVICE_PATH).exists()
+}
+
+/// Runs `body` on each emulated machine of `machines`, then on the hardware when present.
+///
+/// Emulated runs happen on a fresh thread attached to a fresh model, so their KFD state is
+/// their own. A panic in the body fails the test with the target's name.
+pub fn on_every_target(machines: &[&'static str], body: impl Fn(&Target) + Send + Sync) {
+    for &machine in machines {
+        let preset = Machine::preset(machine)
+            .unwrap_or_else(|| panic!("no kfd-emu machine preset named {machine}"));
+        let model = Model::new(ModelConfig {
+            machine: preset,
+            ..ModelConfig::default()
+        })
+        .unwrap_or_else(|e| panic!("kfd-emu/{machine}: building the model failed: {e}"));
+        let target = Target::Emulated {
+            machine,
+            model: model.clone(),
+        };
+        kfd_emu::supervisor::run_attached(model, || body(&target))
+            .unwrap_or_else(|e| panic!("kfd-emu/{machine}: attaching the emulator failed: {e}"));
+    }
+    if hardware_present() {
+        body(&Target::Hardware);
+    } else if hardware_required() {
+        panic!(
+            "KFD_TEST_HW=1 but this machine has no {}",
+            kfd_ioctl::KFD_DEVICE_PATH
+        );
+    } else {
+        eprintln!(
+            "skipping the hardware run: this machine has no {} (set KFD_TEST_HW=1 to require it)",
+            kfd_ioctl::KFD_DEVICE_PATH
+        );
+    }
+}
+
+/// An anonymous `PROT_NONE` reservation of the process's address space, released on drop.
+///
+/// libhsakmt places GPU VAs of buffer objects at addresses it reserved this way, so the GPU
+/// VA never collides with CPU memory or SVM ranges; tests do the same.
+#[derive(Debug)]
+pub struct VaReservation {
+    addr: usize,
+    len: usize,
+}
+
+impl VaReservation {
+    /// Reserves `len` bytes aligned to `align` (a power of two).
+    pub fn new(len: usize, align: usize) -> VaReservation {
+        let total = len + align;
+        // SAFETY: a fresh anonymous PROT_NONE mapping at a kernel-chosen address aliases
+        // nothing; we only ever unmap ranges of it.
+        let base = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                total,
+                rustix::mm::ProtFlags::empty(),
+                rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::NORESERVE,
+            )
+        }
+        .expect("reserving address space") as usize;
+        let addr = (base + align - 1) & !(align - 1);
+        // SAFETY: both trims are inside the mapping made above and nothing references them.
+        unsafe {
+            if addr > base {
+                rustix::mm::munmap(base as *mut _, addr - base).expect("trimming the head");
+            }
+            let end = addr + len;
+            if base + total > end {
+                rustix::mm::munmap(end as *mut _, base + total - end).expect("trimming the tail");
+            }
+        }
+        VaReservation { addr, len }
+    }
+
+    /// The reserved address.
+    pub fn addr(&self) -> u64 {
+        self.addr as u64
+    }
+}
+
+impl Drop for VaReservation {
+    fn drop(&mut self) {
+        // SAFETY: the range is exactly our reservation, which nothing else references.
+        let _ = unsafe { rustix::mm::munmap(self.addr as *mut _, self.len) };
+    }
+}

@@ -37,8 +37,16 @@ impl Source for Fs {
             .collect()
     }
 
+    /// Opens the path as a directory rather than `stat`ing it, so that the answer comes
+    /// from the same `openat` the reads use (and that an emulator serves).
     fn is_dir(&mut self, path: &Path) -> bool {
-        path.is_dir()
+        use rustix::fs::{Mode, OFlags};
+        rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .is_ok()
     }
 }
 

@@ -1,0 +1,152 @@
+//! Open, read the version and apertures, and allocate/map/unmap/free on every GPU — on the
+//! emulated machines and, when present, on the hardware.
+
+use kfd_ioctl::abi::AllocMemFlags;
+use kfd_ioctl::topology::Topology;
+use kfd_ioctl::{Errno, Error, Kfd, MemoryPolicy};
+use kfd_tests::{Target, VaReservation, on_every_target};
+
+const MIB: u64 = 1 << 20;
+
+/// The GPUs of the topology as `(gpu_id, drm_render_minor)`.
+fn gpus(topo: &Topology) -> Vec<(u32, u32)> {
+    topo.gpus()
+        .filter_map(|n| Some((n.gpu_id()?, n.properties.drm_render_minor as u32)))
+        .collect()
+}
+
+fn open_and_acquire(target: &Target) -> (Kfd, Vec<(u32, u32)>) {
+    let kfd = Kfd::open().unwrap_or_else(|e| panic!("{}: {e}", target.name()));
+    assert_eq!(kfd.version().major, 1);
+    assert!(
+        kfd.version().minor >= 5,
+        "{}: KFD {}",
+        target.name(),
+        kfd.version()
+    );
+    assert_eq!(kfd.get_version().unwrap(), kfd.version());
+    let topo = Topology::read().unwrap_or_else(|e| panic!("{}: {e}", target.name()));
+    let gpus = gpus(&topo);
+    assert!(
+        !gpus.is_empty(),
+        "{}: no GPU in the topology",
+        target.name()
+    );
+    for &(gpu_id, minor) in &gpus {
+        kfd.acquire_vm(gpu_id, minor).unwrap();
+        // Idempotent, as the kernel's same-file rule.
+        kfd.acquire_vm(gpu_id, minor).unwrap();
+        kfd.set_memory_policy(gpu_id, &MemoryPolicy::default())
+            .unwrap();
+    }
+    (kfd, gpus)
+}
+
+#[test]
+fn version_and_apertures_cover_every_gpu() {
+    on_every_target(&["mi300x", "mi210x8"], |target| {
+        let (kfd, gpus) = open_and_acquire(target);
+        let apertures = kfd.get_process_apertures().unwrap();
+        assert_eq!(apertures.len(), gpus.len(), "{}", target.name());
+        for &(gpu_id, _) in &gpus {
+            let a = apertures
+                .iter()
+                .find(|a| a.gpu_id == gpu_id)
+                .expect("an aperture per GPU");
+            // GFX9+: 48-bit GPU VM below the hole, LDS and scratch in their own 2^48 slots.
+            assert!(a.gpuvm.start <= 1 << 24, "gpuvm base {:#x}", a.gpuvm.start);
+            assert!(a.gpuvm.end >= 1 << 47, "gpuvm end {:#x}", a.gpuvm.end);
+            assert!(a.lds.start >= 1 << 48 && a.scratch.start > a.lds.start);
+        }
+    });
+}
+
+#[test]
+fn allocate_map_unmap_free_on_every_gpu() {
+    on_every_target(&["mi300x", "mi210x8"], |target| {
+        let (kfd, gpus) = open_and_acquire(target);
+        for &(gpu_id, _) in &gpus {
+            let before = kfd.available_memory(gpu_id).unwrap();
+            let va = VaReservation::new((4 * MIB) as usize, (2 * MIB) as usize);
+            let flags = AllocMemFlags::VRAM | AllocMemFlags::WRITABLE | AllocMemFlags::EXECUTABLE;
+            let bo = kfd
+                .alloc_memory_of_gpu(gpu_id, va.addr(), 2 * MIB, flags)
+                .unwrap();
+            assert_eq!(
+                (bo.gpu_id(), bo.va(), bo.size()),
+                (gpu_id, va.addr(), 2 * MIB)
+            );
+            assert_eq!(
+                bo.handle() >> 32,
+                u64::from(gpu_id),
+                "handle is gpu_id << 32 | id"
+            );
+            let during = kfd.available_memory(gpu_id).unwrap();
+            assert!(
+                during + 2 * MIB <= before,
+                "{}: {before} -> {during}",
+                target.name()
+            );
+
+            kfd.map_memory_to_gpu(&bo, &[gpu_id]).unwrap();
+            assert_eq!(bo.mapped_gpus(), vec![gpu_id]);
+            kfd.unmap_memory_from_gpu(&bo, &[gpu_id]).unwrap();
+            assert!(bo.mapped_gpus().is_empty());
+            // Unmapping again: the BO is not mapped on that GPU.
+            let err = kfd.unmap_memory_from_gpu(&bo, &[gpu_id]).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::DeviceList {
+                        errno: Errno::INVAL,
+                        ..
+                    }
+                ),
+                "{err}"
+            );
+            kfd.free_memory_of_gpu(bo).unwrap();
+            assert_eq!(
+                kfd.available_memory(gpu_id).unwrap(),
+                before,
+                "{}",
+                target.name()
+            );
+        }
+    });
+}
+
+#[test]
+fn system_memory_is_mapped_on_all_gpus_and_cpu_visible() {
+    on_every_target(&["mi300x", "mi210x8"], |target| {
+        let (kfd, gpus) = open_and_acquire(target);
+        let ids: Vec<u32> = gpus.iter().map(|g| g.0).collect();
+        let va = VaReservation::new((2 * MIB) as usize, (2 * MIB) as usize);
+        let bo = kfd
+            .alloc_memory_of_gpu(
+                ids[0],
+                va.addr(),
+                64 << 10,
+                AllocMemFlags::GTT | AllocMemFlags::WRITABLE,
+            )
+            .unwrap();
+        kfd.map_memory_to_gpu(&bo, &ids).unwrap();
+        assert_eq!(bo.mapped_gpus(), ids, "{}", target.name());
+        {
+            let cpu = bo.map_cpu().unwrap();
+            let mut zeroes = [0xffu8; 64];
+            cpu.read(0, &mut zeroes).unwrap();
+            assert_eq!(zeroes, [0u8; 64], "new GTT memory reads as zero");
+            cpu.write(100, b"kfd-rs").unwrap();
+            let again = bo.map_cpu().unwrap();
+            let mut back = [0u8; 6];
+            again.read(100, &mut back).unwrap();
+            assert_eq!(&back, b"kfd-rs", "two CPU mappings see the same bytes");
+            assert!(
+                cpu.write((64 << 10) - 2, b"abc").is_err(),
+                "writes past the end are refused"
+            );
+        }
+        // Dropping the BO unmaps it from every GPU and frees it.
+        drop(bo);
+    });
+}
