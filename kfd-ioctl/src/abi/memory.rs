@@ -46,9 +46,10 @@ abi_consts! {
     KFD_IOC_ALLOC_MEM_FLAGS_COHERENT: u32 = 1 << 26, since 1;
     /// Attribute: uncached mapping.
     ///
-    /// Present in the 1.11 header, absent from the pre-changelog 1.1 header; the exact minor
-    /// is unverified, so 1.11 is the first minor known to have it.
-    KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED: u32 = 1 << 25, since 11;
+    /// Absent from the pre-changelog 1.1 header, present in a 1.8 header (the one NVIDIA's
+    /// open kernel modules carry); the exact minor is unverified, so 1.8 is the first minor
+    /// known to have it.
+    KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED: u32 = 1 << 25, since 8;
     /// Attribute: coherent with device-scope atomics promoted to system scope (GFX 9.4.3).
     ///
     /// Landed on top of the 1.14 header (Linux 6.7) without a version bump; Linux 6.6 is 1.14
