@@ -1,1 +1,351 @@
-//! The KFD model (being written).
+//! The model of the KFD driver: processes, GPU VMs, buffer objects, events and the rest of the
+//! `/dev/kfd` ioctl interface, with the kernel's validation order and errnos
+//! (`shared/ref/kfd-abi.md` §4).
+//!
+//! [`Model`] implements the supervisor's [`Backend`]: it decides which opens get a stand-in
+//! file ([`Backend::open`]) and answers ioctls on those stand-ins ([`Backend::ioctl`]), reading
+//! and writing the caller's memory through [`Caller`].
+//!
+//! * `/dev/kfd` → a memfd per KFD process (one per thread group, as the kernel keeps one per
+//!   `mm`). Its pages hold the event signal page and, per GPU, the doorbell slice and the
+//!   MMIO-remap page, at the small offsets the ioctls return.
+//! * `/dev/dri/renderD<minor>` → a new open file on one large sparse memfd per GPU. Every VRAM
+//!   or GTT buffer object is a page-aligned slice of it and its `mmap_offset` is the slice's
+//!   offset, so the program's own `mmap` of the render fd maps the BO's real bytes.
+//! * The KFD topology under `/sys/devices/virtual/kfd/kfd/topology` and
+//!   `/sys/class/kfd/kfd/topology` → files of a tree generated from the [`Machine`].
+//! * `/proc/modules` → a list that contains `amdgpu`.
+//!
+//! ```no_run
+//! use kfd_emu::model::{Model, ModelConfig};
+//!
+//! let model = Model::new(ModelConfig {
+//!     fail: vec!["ALLOC_MEMORY_OF_GPU:ENOMEM:1".parse()?],
+//!     ..ModelConfig::default()
+//! })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod dispatch;
+mod drm;
+mod events;
+mod fail;
+mod files;
+mod gpu_view;
+mod handlers;
+mod memory;
+mod memory_ioctls;
+mod objects;
+mod process;
+mod trace;
+mod vm;
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+
+use rustix::io::Errno;
+
+use crate::backend::{Backend, Caller, IoctlResult, OpenAction};
+use crate::machine::Machine;
+
+pub use fail::{FailRule, FailRuleError};
+pub use gpu_view::{GpuFault, GpuFaultReason};
+
+use files::FileKey;
+use process::State;
+
+/// How the model behaves: which machine, which KFD version, and the emulator-only extras.
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    /// The machine whose GPUs the model drives.
+    pub machine: Machine,
+    /// The KFD minor version to act as (1.x). Ioctls newer than this fail as that kernel's
+    /// dispatcher would. Default: the header's, 23.
+    pub kfd_minor: u32,
+    /// Print every ioctl to stderr, decoded, strace-style.
+    pub trace: bool,
+    /// Errors to inject before the handler runs.
+    pub fail: Vec<FailRule>,
+    /// Report what a process leaves behind when it exits (buffer objects, mappings, events).
+    pub check_leaks: bool,
+}
+
+impl Default for ModelConfig {
+    /// The `mi300x` machine at KFD 1.23, no tracing, no faults, no leak check.
+    fn default() -> Self {
+        ModelConfig {
+            machine: Machine::default(),
+            kfd_minor: kfd_ioctl::abi::KFD_IOCTL_MINOR_VERSION,
+            trace: false,
+            fail: Vec::new(),
+            check_leaks: false,
+        }
+    }
+}
+
+/// An error creating the [`Model`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// A stand-in file (a render node's memfd) could not be created.
+    #[error("could not create the stand-in for {what}: {source}")]
+    StandIn {
+        /// Which stand-in.
+        what: String,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The requested KFD minor version is not one the model can act as.
+    #[error("KFD 1.{0} is not supported: the model acts as KFD 1.1 to 1.{max}", max = kfd_ioctl::abi::KFD_IOCTL_MINOR_VERSION)]
+    Minor(u32),
+}
+
+/// What a stand-in file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FileKind {
+    /// `/dev/kfd` of a KFD process (`tgid`, and the serial that tells a process apart from a
+    /// later one that reuses the pid).
+    Kfd { tgid: i32, serial: u64 },
+    /// A render node of GPU index `gpu`.
+    Render { gpu: usize },
+    /// A dma-buf the model exported.
+    Dmabuf { id: u64 },
+}
+
+/// A GPU's render node: the sparse memfd every BO of that GPU is a slice of.
+#[derive(Debug)]
+struct RenderNode {
+    memfd: OwnedFd,
+}
+
+/// The emulated KFD driver (see the [module docs](self)).
+#[derive(Debug)]
+pub struct Model {
+    cfg: ModelConfig,
+    state: Mutex<State>,
+    /// Signalled whenever an event is set or destroyed, or a process goes away.
+    wake: Condvar,
+    files: RwLock<HashMap<FileKey, FileKind>>,
+    render: Vec<RenderNode>,
+    sysfs: Mutex<Option<files::SysfsTree>>,
+    fail: Mutex<Vec<fail::Armed>>,
+    leaks: AtomicBool,
+    limits: memory::Limits,
+}
+
+impl Model {
+    /// Creates the model: one render-node memfd per GPU of the machine.
+    pub fn new(cfg: ModelConfig) -> Result<Arc<Model>, ModelError> {
+        if cfg.kfd_minor == 0 || cfg.kfd_minor > kfd_ioctl::abi::KFD_IOCTL_MINOR_VERSION {
+            return Err(ModelError::Minor(cfg.kfd_minor));
+        }
+        let mut render = Vec::new();
+        let mut table = HashMap::new();
+        for (index, gpu) in cfg.machine.gpus().iter().enumerate() {
+            let what = format!("/dev/dri/renderD{}", gpu.render_minor);
+            let memfd =
+                files::render_memfd(gpu.render_minor).map_err(|source| ModelError::StandIn {
+                    what: what.clone(),
+                    source,
+                })?;
+            let key = files::key_of(memfd.as_fd()).map_err(|e| ModelError::StandIn {
+                what,
+                source: e.into(),
+            })?;
+            table.insert(key, FileKind::Render { gpu: index });
+            render.push(RenderNode { memfd });
+        }
+        let state = State::new(cfg.machine.gpus().len());
+        let fail = cfg.fail.iter().cloned().map(fail::Armed::new).collect();
+        Ok(Arc::new(Model {
+            limits: memory::Limits::of_host(),
+            state: Mutex::new(state),
+            wake: Condvar::new(),
+            files: RwLock::new(table),
+            render,
+            sysfs: Mutex::new(None),
+            fail: Mutex::new(fail),
+            leaks: AtomicBool::new(false),
+            cfg,
+        }))
+    }
+
+    /// The configuration the model was made with.
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    /// The machine the model drives.
+    pub fn machine(&self) -> &Machine {
+        &self.cfg.machine
+    }
+
+    /// Whether a leak report found anything (only with [`ModelConfig::check_leaks`]).
+    pub fn leaks_found(&self) -> bool {
+        self.leaks.load(Ordering::Relaxed)
+    }
+
+    /// The model state, even if a thread panicked while holding it (the state stays
+    /// consistent between ioctls, which are the only writers).
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn register(&self, key: FileKey, kind: FileKind) {
+        self.files
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, kind);
+    }
+
+    fn unregister(&self, key: &FileKey) {
+        self.files
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
+    fn kind_of(&self, key: &FileKey) -> Option<FileKind> {
+        self.files
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .copied()
+    }
+
+    /// The GPU index of `gpu_id` in the machine.
+    fn gpu_index(&self, gpu_id: u32) -> Option<usize> {
+        self.cfg
+            .machine
+            .gpus()
+            .iter()
+            .position(|gpu| gpu.gpu_id == gpu_id)
+    }
+
+    fn open_kfd(&self, caller: &dyn Caller) -> OpenAction {
+        let tgid = caller.id().tgid;
+        let mut st = self.lock();
+        if let Some(process) = st.procs.get(&tgid) {
+            return match process.memfd.try_clone() {
+                Ok(fd) => OpenAction::Inject(fd),
+                Err(e) => OpenAction::Fail(io_errno(&e)),
+            };
+        }
+        match process::Process::create(tgid, &mut st, &self.cfg.machine) {
+            Ok(process) => {
+                let fd = process.memfd.try_clone();
+                let key = process.key;
+                let serial = process.serial;
+                st.procs.insert(tgid, process);
+                drop(st);
+                self.register(key, FileKind::Kfd { tgid, serial });
+                match fd {
+                    Ok(fd) => OpenAction::Inject(fd),
+                    Err(e) => OpenAction::Fail(io_errno(&e)),
+                }
+            }
+            Err(errno) => OpenAction::Fail(errno),
+        }
+    }
+
+    fn open_render(&self, gpu: usize) -> OpenAction {
+        match files::reopen(self.render[gpu].memfd.as_fd()) {
+            Ok(fd) => OpenAction::Inject(fd),
+            Err(errno) => OpenAction::Fail(errno),
+        }
+    }
+
+    fn open_sysfs(&self, rest: &str, flags: i32) -> OpenAction {
+        let mut sysfs = self.sysfs.lock().unwrap_or_else(|e| e.into_inner());
+        if sysfs.is_none() {
+            match files::SysfsTree::generate(&self.cfg.machine) {
+                Ok(tree) => *sysfs = Some(tree),
+                Err(e) => return OpenAction::Fail(io_errno(&e)),
+            }
+        }
+        match sysfs.as_ref() {
+            Some(tree) => match tree.open(rest, flags) {
+                Ok(fd) => OpenAction::Inject(fd),
+                Err(errno) => OpenAction::Fail(errno),
+            },
+            None => OpenAction::Fail(Errno::NOENT),
+        }
+    }
+}
+
+/// The errno of an I/O error (EIO when it carries none).
+fn io_errno(e: &std::io::Error) -> Errno {
+    e.raw_os_error().map_or(Errno::IO, Errno::from_raw_os_error)
+}
+
+/// The two roots under which the kernel publishes the topology.
+const SYSFS_ROOTS: [&str; 2] = [
+    "/sys/devices/virtual/kfd/kfd/topology",
+    "/sys/class/kfd/kfd/topology",
+];
+
+impl Backend for Model {
+    fn open(&self, caller: &dyn Caller, path: &str, flags: i32, _mode: u32) -> OpenAction {
+        if path == "/dev/kfd" {
+            return self.open_kfd(caller);
+        }
+        if let Some(minor) = path.strip_prefix("/dev/dri/renderD") {
+            let gpu = minor.parse::<u32>().ok().and_then(|minor| {
+                self.cfg
+                    .machine
+                    .gpus()
+                    .iter()
+                    .position(|gpu| gpu.render_minor == minor)
+            });
+            return match gpu {
+                Some(gpu) => self.open_render(gpu),
+                None => OpenAction::Continue,
+            };
+        }
+        if path == "/proc/modules" {
+            return match files::proc_modules() {
+                Ok(fd) => OpenAction::Inject(fd),
+                Err(e) => OpenAction::Fail(io_errno(&e)),
+            };
+        }
+        for root in SYSFS_ROOTS {
+            if let Some(rest) = path.strip_prefix(root)
+                && (rest.is_empty() || rest.starts_with('/'))
+            {
+                return self.open_sysfs(rest, flags);
+            }
+        }
+        OpenAction::Continue
+    }
+
+    fn ioctl(
+        &self,
+        caller: &dyn Caller,
+        file: BorrowedFd<'_>,
+        cmd: u32,
+        arg: u64,
+    ) -> Option<IoctlResult> {
+        let key = files::key_of(file).ok()?;
+        let kind = self.kind_of(&key)?;
+        Some(match kind {
+            FileKind::Kfd { tgid, serial } => {
+                dispatch::kfd_ioctl(self, caller, tgid, serial, cmd, arg)
+            }
+            FileKind::Render { gpu } => drm::ioctl(self, caller, gpu, cmd, arg),
+            // dma_buf_ioctl answers only its own 'b' commands.
+            FileKind::Dmabuf { .. } => Err(Errno::NOTTY),
+        })
+    }
+
+    fn may_block(&self, cmd: u32) -> bool {
+        // The kernel dispatches /dev/kfd ioctls on the number alone.
+        cmd & 0xFF == 0x0C
+    }
+
+    fn process_exited(&self, tgid: i32) {
+        process::teardown(self, tgid);
+    }
+}

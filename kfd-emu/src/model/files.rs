@@ -1,0 +1,243 @@
+//! Stand-in files: memfds, their identities, the generated sysfs tree, and finding the file
+//! behind a number in a caller's fd table.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rustix::fs::{FallocateFlags, MemfdFlags, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::machine::Machine;
+
+/// A file's identity: `(st_dev, st_ino)`.
+pub(super) type FileKey = (u64, u64);
+
+/// The size of each GPU's render-node memfd: room for every BO slice (sparse, so only what is
+/// written costs memory).
+pub(super) const RENDER_MEMFD_SIZE: u64 = 1 << 40;
+
+/// The identity of an open file.
+pub(super) fn key_of(fd: BorrowedFd<'_>) -> Result<FileKey, Errno> {
+    let st = rustix::fs::fstat(fd)?;
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// A new memfd of `size` bytes (sparse).
+pub(super) fn memfd(name: &str, size: u64) -> io::Result<OwnedFd> {
+    let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC)?;
+    rustix::fs::ftruncate(&fd, size)?;
+    Ok(fd)
+}
+
+/// The memfd behind `/dev/dri/renderD<minor>`.
+pub(super) fn render_memfd(minor: u32) -> io::Result<OwnedFd> {
+    memfd(&format!("renderD{minor}"), RENDER_MEMFD_SIZE)
+}
+
+/// A new open file description of the same file as `fd` (what a second `open` of a device
+/// node gives): `/proc/self/fd/<n>` opened read-write.
+pub(super) fn reopen(fd: BorrowedFd<'_>) -> Result<OwnedFd, Errno> {
+    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    rustix::fs::open(path.as_str(), OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
+}
+
+/// Releases the pages of `[offset, offset + len)` of a memfd; they read as zeros afterwards.
+pub(super) fn punch_hole(fd: BorrowedFd<'_>, offset: u64, len: u64) {
+    // Failure only leaves memory allocated until the slice is reused and overwritten, and a
+    // slice is zeroed before reuse by this same call; there is nothing better to do.
+    let _ = rustix::fs::fallocate(
+        fd,
+        FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+        offset,
+        len,
+    );
+}
+
+/// Reads `buf.len()` bytes at `offset` of a memfd (holes read as zeros).
+pub(super) fn read_at(
+    fd: BorrowedFd<'_>,
+    mut offset: u64,
+    mut buf: &mut [u8],
+) -> Result<(), Errno> {
+    while !buf.is_empty() {
+        let n = rustix::io::pread(fd, &mut *buf, offset)?;
+        if n == 0 {
+            // Past the end of the file: what a mapping past EOF would show as SIGBUS.
+            return Err(Errno::FAULT);
+        }
+        buf = &mut buf[n..];
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+/// Writes `buf` at `offset` of a memfd.
+pub(super) fn write_at(fd: BorrowedFd<'_>, mut offset: u64, mut buf: &[u8]) -> Result<(), Errno> {
+    while !buf.is_empty() {
+        let n = rustix::io::pwrite(fd, buf, offset)?;
+        if n == 0 {
+            return Err(Errno::FAULT);
+        }
+        buf = &buf[n..];
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+/// The file behind fd number `fd` of process `tgid`: a duplicate of the same open file
+/// (`pidfd_getfd`), or, when that is not permitted, a new open of `/proc/<tgid>/fd/<fd>`
+/// (same inode, new open file description). `EBADF` when the process has no such fd.
+pub(super) fn caller_file(tgid: i32, fd: u32) -> Result<OwnedFd, Errno> {
+    let Ok(target) = i32::try_from(fd) else {
+        return Err(Errno::BADF);
+    };
+    if let Some(pid) = rustix::process::Pid::from_raw(tgid)
+        && let Ok(pidfd) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+    {
+        match rustix::process::pidfd_getfd(
+            &pidfd,
+            target,
+            rustix::process::PidfdGetfdFlags::empty(),
+        ) {
+            Ok(file) => return Ok(file),
+            Err(Errno::BADF) => return Err(Errno::BADF),
+            Err(_) => {}
+        }
+    }
+    let path = format!("/proc/{tgid}/fd/{fd}");
+    rustix::fs::open(
+        path.as_str(),
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        Errno::NOENT => Errno::BADF,
+        other => other,
+    })
+}
+
+/// Whether two fds of this process refer to the same open file description (`kcmp`). Falls
+/// back to comparing inodes where `kcmp` is not available.
+pub(super) fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
+    let pid = rustix::process::getpid().as_raw_nonzero().get();
+    // SAFETY: kcmp(2) takes plain integers and only compares kernel objects; it reads no
+    // memory of this process.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            libc::c_long::from(pid),
+            libc::c_long::from(pid),
+            0 as libc::c_long, // KCMP_FILE
+            libc::c_long::from(a.as_raw_fd()),
+            libc::c_long::from(b.as_raw_fd()),
+        )
+    };
+    match r {
+        0 => true,
+        1..=2 => false,
+        _ => key_of(a).ok() == key_of(b).ok(),
+    }
+}
+
+/// Whether every page of `[addr, addr + len)` lies in a mapping of process `tgid`, from
+/// `/proc/<tgid>/maps`; `None` when the maps cannot be read.
+pub(super) fn range_is_mapped(tgid: i32, addr: u64, len: u64) -> Option<bool> {
+    let maps = std::fs::read_to_string(format!("/proc/{tgid}/maps")).ok()?;
+    let Some(end) = addr.checked_add(len) else {
+        return Some(false);
+    };
+    let mut ranges: Vec<(u64, u64)> = maps
+        .lines()
+        .filter_map(|line| {
+            let range = line.split_whitespace().next()?;
+            let (lo, hi) = range.split_once('-')?;
+            Some((
+                u64::from_str_radix(lo, 16).ok()?,
+                u64::from_str_radix(hi, 16).ok()?,
+            ))
+        })
+        .collect();
+    ranges.sort_unstable();
+    let mut covered = addr;
+    for (lo, hi) in ranges {
+        if lo > covered {
+            break;
+        }
+        if hi > covered {
+            covered = hi;
+        }
+        if covered >= end {
+            return Some(true);
+        }
+    }
+    Some(covered >= end)
+}
+
+/// `/proc/modules` as the emulator shows it: an `amdgpu` line, then the host's modules.
+pub(super) fn proc_modules() -> io::Result<OwnedFd> {
+    let mut text = String::from("amdgpu 20480000 0 - Live 0x0000000000000000\n");
+    if let Ok(host) = std::fs::read_to_string("/proc/modules") {
+        text.extend(
+            host.lines()
+                .filter(|line| !line.starts_with("amdgpu "))
+                .flat_map(|line| [line, "\n"]),
+        );
+    }
+    let fd = rustix::fs::memfd_create("modules", MemfdFlags::CLOEXEC)?;
+    write_at(fd.as_fd(), 0, text.as_bytes())?;
+    Ok(fd)
+}
+
+/// The generated sysfs topology tree: a private directory, removed on drop.
+#[derive(Debug)]
+pub(super) struct SysfsTree {
+    root: PathBuf,
+}
+
+impl SysfsTree {
+    /// Writes `machine`'s tree to `temp_dir()/kfd-emu-<pid>-<n>`.
+    pub(super) fn generate(machine: &Machine) -> io::Result<SysfsTree> {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let root = std::env::temp_dir().join(format!("kfd-emu-{}-{n}", std::process::id()));
+        if root.exists() {
+            std::fs::remove_dir_all(&root)?;
+        }
+        std::fs::create_dir_all(&root)?;
+        let tree = SysfsTree { root };
+        machine.write_sysfs(&tree.root)?;
+        Ok(tree)
+    }
+
+    /// Opens `rest` (`""` or `/nodes/0/properties`, relative to the topology root) the way
+    /// sysfs would: read-only; a write, create or truncate is `EACCES`.
+    pub(super) fn open(&self, rest: &str, flags: i32) -> Result<OwnedFd, Errno> {
+        let flags = OFlags::from_bits_retain(flags as u32);
+        let access = flags & OFlags::RWMODE;
+        if access != OFlags::RDONLY
+            || flags.intersects(OFlags::CREATE | OFlags::TRUNC)
+            || flags.contains(OFlags::TMPFILE)
+        {
+            return Err(Errno::ACCESS);
+        }
+        let rel = Path::new(rest.trim_start_matches('/'));
+        if rel
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            return Err(Errno::NOENT);
+        }
+        let path = CString::new(self.root.join(rel).into_os_string().into_encoded_bytes())
+            .map_err(|_| Errno::NOENT)?;
+        rustix::fs::open(path.as_c_str(), flags | OFlags::CLOEXEC, Mode::empty())
+    }
+}
+
+impl Drop for SysfsTree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}

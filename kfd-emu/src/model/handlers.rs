@@ -1,0 +1,450 @@
+//! The ioctls that are not about buffer objects or events: version, apertures, clocks,
+//! per-GPU settings, XNACK, the debugger entry points, and the honest failures of what this
+//! model does not emulate yet (queues, SVM ranges, SMI event fds, CRIU).
+
+use kfd_ioctl::abi::{
+    KFD_IOC_CACHE_POLICY_NONCOHERENT, KFD_IOC_PROFILER_VERSION, KFD_IOC_PROFILER_VERSION_NUM,
+    KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID, KFD_IOCTL_MAJOR_VERSION, KFD_IOCTL_SVM_OP_GET_ATTR,
+    KFD_MAX_QUEUE_PERCENTAGE, KFD_MAX_QUEUE_PRIORITY, KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK,
+    KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK, NUM_OF_SUPPORTED_GPUS, kfd_ioctl_alloc_queue_gws_args,
+    kfd_ioctl_create_queue_args, kfd_ioctl_criu_args, kfd_ioctl_dbg_trap_args,
+    kfd_ioctl_destroy_queue_args, kfd_ioctl_get_clock_counters_args,
+    kfd_ioctl_get_process_apertures_args, kfd_ioctl_get_process_apertures_new_args,
+    kfd_ioctl_get_queue_wave_state_args, kfd_ioctl_get_tile_config_args,
+    kfd_ioctl_get_version_args, kfd_ioctl_profiler_args, kfd_ioctl_runtime_enable_args,
+    kfd_ioctl_set_cu_mask_args, kfd_ioctl_set_memory_policy_args,
+    kfd_ioctl_set_scratch_backing_va_args, kfd_ioctl_set_trap_handler_args,
+    kfd_ioctl_set_xnack_mode_args, kfd_ioctl_smi_events_args, kfd_ioctl_svm_args,
+    kfd_ioctl_update_queue_args, kfd_process_device_apertures,
+};
+use rustix::io::Errno;
+use zerocopy::IntoBytes;
+
+use super::dispatch::{Ctx, get, put};
+use super::events::KMALLOC_MAX;
+use crate::machine::{ApertureLayout, Gpu};
+
+/// `TASK_SIZE` of x86_64 with 4-level page tables: `access_ok` refuses anything above.
+const TASK_SIZE: u64 = (1 << 47) - 4096;
+/// `ENOTSUPP`, the kernel-internal errno `set_queue_properties_from_user` leaks.
+const ENOTSUPP: Errno = Errno::from_raw_os_error(524);
+
+/// `access_ok(addr, size)`.
+fn access_ok(addr: u64, size: u64) -> bool {
+    addr.checked_add(size).is_some_and(|end| end <= TASK_SIZE)
+}
+
+/// The machine's description of the GPU behind a pdd.
+fn gpu<'a>(ctx: &'a Ctx<'_>, index: usize) -> &'a Gpu {
+    &ctx.m.cfg.machine.gpus()[index]
+}
+
+/// AMDKFD_IOC_GET_VERSION: 1.minor of the kernel the model acts as.
+pub(super) fn get_version(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    put(
+        buf,
+        &kfd_ioctl_get_version_args {
+            major_version: KFD_IOCTL_MAJOR_VERSION,
+            minor_version: ctx.m.cfg.kfd_minor,
+        },
+    );
+    Ok(())
+}
+
+/// AMDKFD_IOC_SET_MEMORY_POLICY.
+pub(super) fn set_memory_policy(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let a: kfd_ioctl_set_memory_policy_args = get(buf);
+    if a.default_policy > KFD_IOC_CACHE_POLICY_NONCOHERENT
+        || a.alternate_policy > KFD_IOC_CACHE_POLICY_NONCOHERENT
+    {
+        return Err(Errno::INVAL);
+    }
+    let mut st = ctx.m.lock();
+    let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
+    pdd.bound().map_err(|_| Errno::SRCH)?;
+    pdd.default_policy = a.default_policy;
+    pdd.alternate_policy = a.alternate_policy;
+    pdd.misc_process_flag = a.misc_process_flag;
+    Ok(())
+}
+
+/// A clock in nanoseconds.
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec to the pointer, which points to a local.
+    let r = unsafe { libc::clock_gettime(clock, &mut ts) };
+    if r != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+/// AMDKFD_IOC_GET_CLOCK_COUNTERS: also for a gpu_id the process lacks (then the GPU counter
+/// is 0), as ROCr asks with gpu_id 0 for the system clock.
+pub(super) fn get_clock_counters(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let mut a: kfd_ioctl_get_clock_counters_args = get(buf);
+    let known = {
+        let mut st = ctx.m.lock();
+        st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id).is_ok()
+    };
+    let raw = clock_ns(libc::CLOCK_MONOTONIC_RAW);
+    // The GPU's 100 MHz reference clock.
+    a.gpu_clock_counter = if known { raw / 10 } else { 0 };
+    a.cpu_clock_counter = raw;
+    a.system_clock_counter = clock_ns(libc::CLOCK_BOOTTIME);
+    a.system_clock_freq = 1_000_000_000;
+    put(buf, &a);
+    Ok(())
+}
+
+/// The apertures entry of one GPU.
+fn apertures_of(gpu: &Gpu) -> kfd_process_device_apertures {
+    let a = gpu.apertures();
+    kfd_process_device_apertures {
+        lds_base: a.lds_base,
+        lds_limit: a.lds_limit,
+        scratch_base: a.scratch_base,
+        scratch_limit: a.scratch_limit,
+        gpuvm_base: a.gpuvm_base,
+        gpuvm_limit: a.gpuvm_limit,
+        gpu_id: gpu.gpu_id,
+        pad: 0,
+    }
+}
+
+/// AMDKFD_IOC_GET_PROCESS_APERTURES: the first 7 GPUs.
+pub(super) fn get_process_apertures(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let mut a: kfd_ioctl_get_process_apertures_args = get(buf);
+    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
+    let gpus = ctx.m.cfg.machine.gpus();
+    a.num_of_nodes = 0;
+    for (slot, gpu) in a.process_apertures.iter_mut().zip(gpus) {
+        *slot = apertures_of(gpu);
+        a.num_of_nodes += 1;
+    }
+    debug_assert!(a.num_of_nodes as usize <= NUM_OF_SUPPORTED_GPUS);
+    put(buf, &a);
+    Ok(())
+}
+
+/// AMDKFD_IOC_GET_PROCESS_APERTURES_NEW: the count with `num_of_nodes == 0`, else up to
+/// `num_of_nodes` entries.
+pub(super) fn get_process_apertures_new(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let mut a: kfd_ioctl_get_process_apertures_new_args = get(buf);
+    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
+    let gpus = ctx.m.cfg.machine.gpus();
+    if a.num_of_nodes == 0 {
+        a.num_of_nodes = gpus.len() as u32;
+        put(buf, &a);
+        return Ok(());
+    }
+    // kcalloc(num_of_nodes, 56)
+    if u64::from(a.num_of_nodes) * size_of::<kfd_process_device_apertures>() as u64 > KMALLOC_MAX {
+        return Err(Errno::NOMEM);
+    }
+    let entries: Vec<kfd_process_device_apertures> = gpus
+        .iter()
+        .take(a.num_of_nodes as usize)
+        .map(apertures_of)
+        .collect();
+    a.num_of_nodes = entries.len() as u32;
+    put(buf, &a);
+    ctx.caller
+        .write(a.kfd_process_device_apertures_ptr, entries.as_bytes())
+        .map_err(|_| Errno::FAULT)
+}
+
+/// AMDKFD_IOC_SET_SCRATCH_BACKING_VA.
+pub(super) fn set_scratch_backing_va(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let a: kfd_ioctl_set_scratch_backing_va_args = get(buf);
+    let mut st = ctx.m.lock();
+    let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
+    pdd.bound()?;
+    pdd.scratch_va = a.va_addr;
+    Ok(())
+}
+
+/// `GB_ADDR_CONFIG` of a GPU (what GET_TILE_CONFIG and the DRM register read report).
+pub(super) fn gb_addr_config(gpu: &Gpu) -> u32 {
+    match gpu.target.major {
+        0..=8 => 0x2201_1003,
+        9 => 0x2a11_4042,
+        10 => 0x0000_0444,
+        _ => 0x0000_0545,
+    }
+}
+
+/// AMDKFD_IOC_GET_TILE_CONFIG: GFX9 and later have no tile tables (zeros) and no bank/rank
+/// counts.
+pub(super) fn get_tile_config(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    const TILE_CONFIGS: u32 = 32;
+    const MACRO_TILE_CONFIGS: u32 = 16;
+    let mut a: kfd_ioctl_get_tile_config_args = get(buf);
+    let index = {
+        let mut st = ctx.m.lock();
+        st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?.gpu
+    };
+    a.gb_addr_config = gb_addr_config(gpu(ctx, index));
+    a.num_banks = 0;
+    a.num_ranks = 0;
+    a.num_tile_configs = a.num_tile_configs.min(TILE_CONFIGS);
+    let zeros = vec![0u8; 4 * TILE_CONFIGS as usize];
+    if a.num_tile_configs > 0
+        && ctx
+            .caller
+            .write(a.tile_config_ptr, &zeros[..4 * a.num_tile_configs as usize])
+            .is_err()
+    {
+        a.num_tile_configs = 0;
+        put(buf, &a);
+        return Err(Errno::FAULT);
+    }
+    a.num_macro_tile_configs = a.num_macro_tile_configs.min(MACRO_TILE_CONFIGS);
+    if a.num_macro_tile_configs > 0
+        && ctx
+            .caller
+            .write(
+                a.macro_tile_config_ptr,
+                &zeros[..4 * a.num_macro_tile_configs as usize],
+            )
+            .is_err()
+    {
+        a.num_macro_tile_configs = 0;
+        put(buf, &a);
+        return Err(Errno::FAULT);
+    }
+    put(buf, &a);
+    Ok(())
+}
+
+/// AMDKFD_IOC_SET_TRAP_HANDLER.
+pub(super) fn set_trap_handler(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let a: kfd_ioctl_set_trap_handler_args = get(buf);
+    let mut st = ctx.m.lock();
+    let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
+    pdd.bound().map_err(|_| Errno::SRCH)?;
+    pdd.tba = a.tba_addr;
+    pdd.tma = a.tma_addr;
+    Ok(())
+}
+
+/// AMDKFD_IOC_CREATE_QUEUE: the kernel's argument checks, then an honest failure: user queues
+/// are not emulated (no queue slot: `ENOSPC`).
+pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let a: kfd_ioctl_create_queue_args = get(buf);
+    if a.queue_percentage & 0xFF > KFD_MAX_QUEUE_PERCENTAGE
+        || a.queue_priority > KFD_MAX_QUEUE_PRIORITY
+    {
+        return Err(Errno::INVAL);
+    }
+    if a.ring_base_address != 0 && !access_ok(a.ring_base_address, 8) {
+        return Err(Errno::FAULT);
+    }
+    if a.ring_size != 0 && !a.ring_size.is_power_of_two() {
+        return Err(Errno::INVAL);
+    }
+    if !access_ok(a.read_pointer_address, 4)
+        || !access_ok(a.write_pointer_address, 4)
+        || (a.eop_buffer_address != 0 && !access_ok(a.eop_buffer_address, 4))
+        || (a.ctx_save_restore_address != 0 && !access_ok(a.ctx_save_restore_address, 4))
+    {
+        return Err(Errno::FAULT);
+    }
+    let max_type = if ctx.m.cfg.kfd_minor >= 17 {
+        KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID
+    } else {
+        KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID - 1
+    };
+    if a.queue_type > max_type {
+        return Err(ENOTSUPP);
+    }
+    let mut st = ctx.m.lock();
+    let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
+    pdd.bound().map_err(|_| Errno::SRCH)?;
+    Err(Errno::NOSPC)
+}
+
+/// AMDKFD_IOC_DESTROY_QUEUE: there are no queues, so no id matches.
+pub(super) fn destroy_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let _a: kfd_ioctl_destroy_queue_args = get(buf);
+    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
+    Err(Errno::INVAL)
+}
+
+/// AMDKFD_IOC_UPDATE_QUEUE: argument checks, then no such queue (`EFAULT`, as
+/// `pqm_update_queue_properties` says).
+pub(super) fn update_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let a: kfd_ioctl_update_queue_args = get(buf);
+    if a.queue_percentage & 0xFF > KFD_MAX_QUEUE_PERCENTAGE
+        || a.queue_priority > KFD_MAX_QUEUE_PRIORITY
+    {
+        return Err(Errno::INVAL);
+    }
+    if a.ring_base_address != 0 && !access_ok(a.ring_base_address, 8) {
+        return Err(Errno::FAULT);
+    }
+    if a.ring_size != 0 && !a.ring_size.is_power_of_two() {
+        return Err(Errno::INVAL);
+    }
+    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
+    Err(Errno::FAULT)
+}
+
+/// AMDKFD_IOC_SET_CU_MASK: argument checks, the mask copy, then no such queue.
+pub(super) fn set_cu_mask(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let a: kfd_ioctl_set_cu_mask_args = get(buf);
+    if !a.num_cu_mask.is_multiple_of(32) || a.num_cu_mask == 0 {
+        return Err(Errno::INVAL);
+    }
+    let bits = a.num_cu_mask.min(1024);
+    let mut mask = vec![0u8; (bits / 8) as usize];
+    ctx.caller
+        .read(a.cu_mask_ptr, &mut mask)
+        .map_err(|_| Errno::FAULT)?;
+    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
+    Err(Errno::FAULT)
+}
+
+/// AMDKFD_IOC_GET_QUEUE_WAVE_STATE: no such queue.
+pub(super) fn get_queue_wave_state(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let _a: kfd_ioctl_get_queue_wave_state_args = get(buf);
+    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
+    Err(Errno::FAULT)
+}
+
+/// AMDKFD_IOC_ALLOC_QUEUE_GWS: no such queue.
+pub(super) fn alloc_queue_gws(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let _a: kfd_ioctl_alloc_queue_gws_args = get(buf);
+    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
+    Err(Errno::INVAL)
+}
+
+/// AMDKFD_IOC_SMI_EVENTS: the gpu check; the event fd itself is not emulated yet, which the
+/// caller sees as the kernel failing to allocate the client (`ENOMEM`).
+pub(super) fn smi_events(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let a: kfd_ioctl_smi_events_args = get(buf);
+    ctx.m.lock().process(ctx.tgid, ctx.serial)?.pdd(a.gpuid)?;
+    Err(Errno::NOMEM)
+}
+
+/// AMDKFD_IOC_SVM: the ioctl-level checks (§4.13); SVM ranges are not emulated yet, so a
+/// well-formed call is refused with `EINVAL` rather than faked.
+pub(super) fn svm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let a: kfd_ioctl_svm_args = get(buf);
+    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
+    let page = 4096 - 1;
+    if a.start_addr & page != 0 || a.size & page != 0 || a.start_addr == 0 || a.size == 0 {
+        return Err(Errno::INVAL);
+    }
+    if a.op > KFD_IOCTL_SVM_OP_GET_ATTR {
+        return Err(Errno::INVAL);
+    }
+    Err(Errno::INVAL)
+}
+
+/// Whether every GPU of the machine lets a process turn XNACK on (GFX9+ GPUs only count;
+/// only the per-process-XNACK GC versions can, since `amdgpu.noretry` defaults to 1).
+fn xnack_allowed(ctx: &Ctx<'_>) -> bool {
+    ctx.m
+        .cfg
+        .machine
+        .gpus()
+        .iter()
+        .filter(|g| g.layout != ApertureLayout::Vi)
+        .all(|g| g.xnack_capable)
+}
+
+/// AMDKFD_IOC_SET_XNACK_MODE: `< 0` queries; `>= 0` sets (EPERM where not supported).
+pub(super) fn set_xnack_mode(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let mut a: kfd_ioctl_set_xnack_mode_args = get(buf);
+    let allowed = xnack_allowed(ctx);
+    let mut st = ctx.m.lock();
+    let process = st.process(ctx.tgid, ctx.serial)?;
+    if a.xnack_enabled < 0 {
+        a.xnack_enabled = i32::from(process.xnack);
+        put(buf, &a);
+        return Ok(());
+    }
+    // No user queues exist, so the EBUSY case cannot arise; no SVM ranges either, so there
+    // is no memory to re-account.
+    let want = a.xnack_enabled != 0;
+    if want == process.xnack {
+        return Ok(());
+    }
+    if want && !allowed {
+        return Err(Errno::PERM);
+    }
+    process.xnack = want;
+    Ok(())
+}
+
+/// AMDKFD_IOC_CRIU_OP (the privilege check is the dispatcher's): checkpoint/restore is not
+/// emulated; unknown ops are `EINVAL` as in the kernel, and so are the known ones here.
+pub(super) fn criu_op(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let _a: kfd_ioctl_criu_args = get(buf);
+    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
+    Err(Errno::INVAL)
+}
+
+/// AMDKFD_IOC_RUNTIME_ENABLE: enable (EBUSY when already enabled; EEXIST with queues, which
+/// cannot exist here) or disable.
+pub(super) fn runtime_enable(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let a: kfd_ioctl_runtime_enable_args = get(buf);
+    let mut st = ctx.m.lock();
+    let process = st.process(ctx.tgid, ctx.serial)?;
+    if a.mode_mask & KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK != 0 {
+        if process.runtime_enabled {
+            return Err(Errno::BUSY);
+        }
+        process.runtime_enabled = true;
+        process.r_debug = a.r_debug;
+        process.ttmp_setup = a.mode_mask & KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK != 0;
+    } else {
+        process.runtime_enabled = false;
+        process.r_debug = 0;
+        process.ttmp_setup = false;
+    }
+    Ok(())
+}
+
+/// AMDKFD_IOC_DBG_TRAP: the target lookup (`ESRCH` for no such process or no KFD process,
+/// `EPERM` for another process this one does not trace); the debugger itself is not
+/// emulated, so ENABLE fails and every other op finds debugging not enabled (`EINVAL`).
+pub(super) fn dbg_trap(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let a: kfd_ioctl_dbg_trap_args = get(buf);
+    let pid = a.pid as i32;
+    if pid <= 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        return Err(Errno::SRCH);
+    }
+    let st = ctx.m.lock();
+    if !st.procs.contains_key(&pid) {
+        return Err(Errno::SRCH);
+    }
+    if pid != ctx.tgid {
+        return Err(Errno::PERM);
+    }
+    Err(Errno::INVAL)
+}
+
+/// AMDKFD_IOC_CREATE_PROCESS (1.19): secondary contexts are not emulated.
+pub(super) fn create_process(ctx: &Ctx<'_>, _buf: &mut [u8]) -> Result<(), Errno> {
+    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
+    Err(Errno::INVAL)
+}
+
+/// AMDKFD_IOC_PROFILER (1.23): VERSION answers; the PMC and PTL controls are not emulated.
+pub(super) fn profiler(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let mut a: kfd_ioctl_profiler_args = get(buf);
+    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
+    if a.op == KFD_IOC_PROFILER_VERSION {
+        a.set_version(KFD_IOC_PROFILER_VERSION_NUM);
+        put(buf, &a);
+        return Ok(());
+    }
+    Err(Errno::INVAL)
+}

@@ -1,0 +1,253 @@
+//! Memory accounting (`amdgpu_amdkfd_reserve_mem_limit`) and the slice allocator of the
+//! render-node memfds.
+
+use std::collections::BTreeMap;
+
+use kfd_ioctl::abi::{
+    KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL, KFD_IOC_ALLOC_MEM_FLAGS_GTT,
+    KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP, KFD_IOC_ALLOC_MEM_FLAGS_USERPTR,
+    KFD_IOC_ALLOC_MEM_FLAGS_VRAM,
+};
+use rustix::io::Errno;
+
+/// The page size the model (and the kernel on x86_64) works in.
+pub(super) const PAGE_SIZE: u64 = 4096;
+
+/// `VRAM_AVAILABLITY_ALIGN`: AVAILABLE_MEMORY reports, and VRAM is accounted, in 2 MiB steps.
+pub(super) const VRAM_ALIGN: u64 = 1 << 21;
+
+/// Rounds `value` up to a multiple of `align` (a power of two); `None` on overflow.
+pub(super) fn align_up(value: u64, align: u64) -> Option<u64> {
+    Some(value.checked_add(align - 1)? & !(align - 1))
+}
+
+/// The KFD memory limits of this host, as `amdgpu_amdkfd_gpuvm_init_mem_limits` and
+/// `ESTIMATE_PT_SIZE` compute them from the RAM size.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits {
+    /// `max_system_mem_limit`: GTT and USERPTR together.
+    pub system: u64,
+    /// `max_ttm_mem_limit`: GTT.
+    pub ttm: u64,
+    /// VRAM held back for page tables.
+    pub pt_reserve: u64,
+}
+
+impl Limits {
+    pub(super) fn of_host() -> Limits {
+        let si = rustix::system::sysinfo();
+        let ram = si.totalram.saturating_mul(u64::from(si.mem_unit.max(1)));
+        // AMDGPU_RESERVE_MEM_LIMIT = 1.5 GiB.
+        let reserve = 3u64 << 29;
+        let mut system = ram - (ram >> 6);
+        if system < 2 * reserve {
+            system >>= 1;
+        } else {
+            system -= reserve;
+        }
+        Limits {
+            system,
+            // ttm_tt_pages_limit: half of RAM by default.
+            ttm: ram / 2,
+            // ESTIMATE_PT_SIZE: max(RAM >> 14, AMDGPU_VM_RESERVED_VRAM = 8 MiB).
+            pt_reserve: (ram >> 14).max(8 << 20),
+        }
+    }
+}
+
+/// What `amdgpu_amdkfd_reserve_mem_limit` charges for an allocation with `flags`: the first
+/// of GTT, VRAM, USERPTR (in that order, as the kernel tests them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Charge {
+    pub system: u64,
+    pub ttm: u64,
+    pub vram: u64,
+}
+
+impl Charge {
+    /// The charge of `size` bytes with `flags`; `None` for flags the kernel rejects
+    /// ("Invalid BO type": ENOMEM).
+    pub(super) fn of(flags: u32, size: u64) -> Option<Charge> {
+        let zero = Charge {
+            system: 0,
+            ttm: 0,
+            vram: 0,
+        };
+        if flags & KFD_IOC_ALLOC_MEM_FLAGS_GTT != 0 {
+            Some(Charge {
+                system: size,
+                ttm: size,
+                ..zero
+            })
+        } else if flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0 {
+            Some(Charge { vram: size, ..zero })
+        } else if flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR != 0 {
+            Some(Charge {
+                system: size,
+                ..zero
+            })
+        } else if flags & (KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL | KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP)
+            != 0
+        {
+            Some(zero)
+        } else {
+            None
+        }
+    }
+}
+
+/// The device-wide and system-wide counters the charges go to.
+#[derive(Debug, Default)]
+pub(super) struct Accounts {
+    pub system_used: u64,
+    pub ttm_used: u64,
+    /// Per GPU: `vram_used` (page-aligned sizes) and `vram_used_aligned` (2 MiB steps).
+    pub vram: Vec<(u64, u64)>,
+}
+
+impl Accounts {
+    pub(super) fn new(gpus: usize) -> Accounts {
+        Accounts {
+            system_used: 0,
+            ttm_used: 0,
+            vram: vec![(0, 0); gpus],
+        }
+    }
+
+    /// Reserves `charge` on GPU `gpu` whose VRAM is `vram_size`; ENOMEM past a limit.
+    pub(super) fn reserve(
+        &mut self,
+        limits: &Limits,
+        gpu: usize,
+        vram_size: u64,
+        charge: Charge,
+    ) -> Result<(), Errno> {
+        let over =
+            |used: u64, need: u64, limit: u64| used.checked_add(need).is_none_or(|t| t > limit);
+        let (vram_used, _) = self.vram[gpu];
+        let vram_limit = vram_size.saturating_sub(limits.pt_reserve);
+        if over(self.system_used, charge.system, limits.system)
+            || over(self.ttm_used, charge.ttm, limits.ttm)
+            || over(vram_used, charge.vram, vram_limit)
+        {
+            return Err(Errno::NOMEM);
+        }
+        let aligned = align_up(charge.vram, VRAM_ALIGN).ok_or(Errno::NOMEM)?;
+        self.system_used += charge.system;
+        self.ttm_used += charge.ttm;
+        self.vram[gpu].0 += charge.vram;
+        self.vram[gpu].1 += aligned;
+        Ok(())
+    }
+
+    /// Gives back what [`reserve`](Self::reserve) took.
+    pub(super) fn unreserve(&mut self, gpu: usize, charge: Charge) {
+        let aligned = align_up(charge.vram, VRAM_ALIGN).unwrap_or(charge.vram);
+        self.system_used = self.system_used.saturating_sub(charge.system);
+        self.ttm_used = self.ttm_used.saturating_sub(charge.ttm);
+        let (used, used_aligned) = &mut self.vram[gpu];
+        *used = used.saturating_sub(charge.vram);
+        *used_aligned = used_aligned.saturating_sub(aligned);
+    }
+
+    /// AVAILABLE_MEMORY of GPU `gpu` (dGPU formula).
+    pub(super) fn available(&self, limits: &Limits, gpu: usize, vram_size: u64) -> u64 {
+        let free = vram_size
+            .saturating_sub(self.vram[gpu].1)
+            .saturating_sub(limits.pt_reserve);
+        free & !(VRAM_ALIGN - 1)
+    }
+}
+
+/// First-fit allocator of page-aligned slices of a render-node memfd.
+#[derive(Debug)]
+pub(super) struct Slices {
+    /// Free ranges: start → length.
+    free: BTreeMap<u64, u64>,
+}
+
+impl Slices {
+    /// Slices of `[start, end)`.
+    pub(super) fn new(start: u64, end: u64) -> Slices {
+        let mut free = BTreeMap::new();
+        free.insert(start, end - start);
+        Slices { free }
+    }
+
+    /// A free slice of `size` bytes aligned to `align` (a power of two).
+    pub(super) fn alloc(&mut self, size: u64, align: u64) -> Option<u64> {
+        let (start, len, at) = self.free.iter().find_map(|(&start, &len)| {
+            let at = align_up(start, align)?;
+            let end = start.checked_add(len)?;
+            (at.checked_add(size)? <= end).then_some((start, len, at))
+        })?;
+        self.free.remove(&start);
+        if at > start {
+            self.free.insert(start, at - start);
+        }
+        let tail = at + size;
+        if tail < start + len {
+            self.free.insert(tail, start + len - tail);
+        }
+        Some(at)
+    }
+
+    /// Returns `[offset, offset + size)`.
+    pub(super) fn free(&mut self, mut offset: u64, mut size: u64) {
+        if let Some((&next, &next_len)) = self.free.range(offset + size..).next()
+            && next == offset + size
+        {
+            self.free.remove(&next);
+            size += next_len;
+        }
+        if let Some((&prev, &prev_len)) = self.free.range(..offset).next_back()
+            && prev + prev_len == offset
+        {
+            self.free.remove(&prev);
+            offset = prev;
+            size += prev_len;
+        }
+        self.free.insert(offset, size);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_are_first_fit_aligned_and_coalesce() {
+        let mut s = Slices::new(0x20_0000, 0x100_0000);
+        let a = s.alloc(0x1000, 0x1000).expect("a");
+        let b = s.alloc(0x20_0000, 0x20_0000).expect("b");
+        assert_eq!(a, 0x20_0000);
+        assert_eq!(b, 0x40_0000, "2 MiB aligned after the 4 KiB slice");
+        let c = s.alloc(0x1000, 0x1000).expect("c");
+        assert_eq!(c, 0x20_1000, "the hole before b is reused");
+        s.free(a, 0x1000);
+        s.free(c, 0x1000);
+        s.free(b, 0x20_0000);
+        assert_eq!(s.free.len(), 1, "everything coalesced");
+        assert!(s.alloc(0x1000_0000, 0x1000).is_none());
+    }
+
+    #[test]
+    fn vram_is_accounted_in_2_mib_steps() {
+        let limits = Limits {
+            system: 1 << 40,
+            ttm: 1 << 40,
+            pt_reserve: 8 << 20,
+        };
+        let mut acc = Accounts::new(1);
+        let vram = 1 << 30;
+        let before = acc.available(&limits, 0, vram);
+        assert_eq!(before, (1 << 30) - (8 << 20));
+        let small = Charge::of(KFD_IOC_ALLOC_MEM_FLAGS_VRAM, 4096).expect("charge");
+        acc.reserve(&limits, 0, vram, small).expect("reserve");
+        assert_eq!(acc.available(&limits, 0, vram), before - VRAM_ALIGN);
+        let huge = Charge::of(KFD_IOC_ALLOC_MEM_FLAGS_VRAM, vram).expect("charge");
+        assert_eq!(acc.reserve(&limits, 0, vram, huge), Err(Errno::NOMEM));
+        acc.unreserve(0, small);
+        assert_eq!(acc.available(&limits, 0, vram), before);
+    }
+}

@@ -1,0 +1,592 @@
+//! The buffer-object ioctls: ACQUIRE_VM, ALLOC/FREE, MAP/UNMAP, AVAILABLE_MEMORY and the
+//! dma-buf trio (kfd-abi.md §4.4, §4.6–§4.10), in the kernel's check order.
+
+use std::collections::BTreeSet;
+use std::os::fd::AsFd;
+
+use kfd_ioctl::abi::{
+    KFD_IOC_ALLOC_MEM_FLAGS_AQL_QUEUE_MEM, KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL,
+    KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE, KFD_IOC_ALLOC_MEM_FLAGS_GTT,
+    KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP, KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC,
+    KFD_IOC_ALLOC_MEM_FLAGS_USERPTR, KFD_IOC_ALLOC_MEM_FLAGS_VRAM,
+    KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE, kfd_ioctl_acquire_vm_args,
+    kfd_ioctl_alloc_memory_of_gpu_args, kfd_ioctl_export_dmabuf_args,
+    kfd_ioctl_free_memory_of_gpu_args, kfd_ioctl_get_available_memory_args,
+    kfd_ioctl_get_dmabuf_info_args, kfd_ioctl_import_dmabuf_args, kfd_ioctl_map_memory_to_gpu_args,
+};
+use rustix::io::Errno;
+
+use super::dispatch::{Ctx, get, put};
+use super::events::KMALLOC_MAX;
+use super::files;
+use super::memory::{Charge, PAGE_SIZE, align_up};
+use super::objects::{Backing, Bo, Dmabuf, Domain, Store};
+use super::process::{Process, State, doorbell_slice, make_handle};
+use super::vm::{Mapping, VM_SIZE};
+use super::{FileKind, Model};
+
+/// The gpu_id part of a handle.
+fn handle_gpu(handle: u64) -> u32 {
+    (handle >> 32) as u32
+}
+
+/// The idr part of a handle.
+fn handle_id(handle: u64) -> u32 {
+    handle as u32
+}
+
+/// AMDKFD_IOC_ACQUIRE_VM: the caller's DRM file becomes the GPU's VM for this process.
+pub(super) fn acquire_vm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let a: kfd_ioctl_acquire_vm_args = get(buf);
+    // fget(drm_fd) failing is EINVAL here.
+    let file = files::caller_file(ctx.tgid, a.drm_fd).map_err(|_| Errno::INVAL)?;
+    let kind = files::key_of(file.as_fd())
+        .ok()
+        .and_then(|key| ctx.m.kind_of(&key));
+    let mut guard = ctx.m.lock();
+    let st = &mut *guard;
+    let gpu = {
+        let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
+        if let Some(drm) = &pdd.drm {
+            return if files::same_file(drm.as_fd(), file.as_fd()) {
+                Ok(())
+            } else {
+                Err(Errno::BUSY)
+            };
+        }
+        pdd.gpu
+    };
+    // Not an amdgpu DRM file, or one of another device.
+    if kind != Some(FileKind::Render { gpu }) {
+        return Err(Errno::INVAL);
+    }
+    // The file's VM is already some other process's compute VM.
+    let taken = st
+        .procs
+        .values()
+        .flat_map(|p| p.pdds.iter())
+        .filter_map(|pdd| pdd.drm.as_ref())
+        .any(|drm| files::same_file(drm.as_fd(), file.as_fd()));
+    if taken {
+        return Err(Errno::INVAL);
+    }
+    st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?.drm = Some(file);
+    Ok(())
+}
+
+/// The store and offset of a new BO, and its mmap offset.
+fn create_store(
+    ctx: &Ctx<'_>,
+    st: &mut State,
+    gpu: usize,
+    flags: u32,
+    size: u64,
+    user_addr: u64,
+) -> Result<(Store, u64), Errno> {
+    if flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_GTT) != 0 {
+        let align = if size >= 1 << 21 { 1 << 21 } else { PAGE_SIZE };
+        let offset = st.slices[gpu].alloc(size, align).ok_or(Errno::NOMEM)?;
+        Ok((Store::Render { gpu, offset }, offset))
+    } else if flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR != 0 {
+        // hmm_range_fault over the range: every page must be mapped.
+        if files::range_is_mapped(ctx.tgid, user_addr, size) == Some(false) {
+            return Err(Errno::FAULT);
+        }
+        let offset = st.next_fake_offset;
+        st.next_fake_offset = st.next_fake_offset.saturating_add(size);
+        Ok((
+            Store::UserPtr {
+                tgid: ctx.tgid,
+                addr: user_addr,
+            },
+            offset,
+        ))
+    } else {
+        let offset = if flags & KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL != 0 {
+            Process::doorbell_offset(gpu)
+        } else {
+            Process::mmio_offset(gpu)
+        };
+        Ok((
+            Store::Kfd {
+                tgid: ctx.tgid,
+                offset,
+            },
+            offset,
+        ))
+    }
+}
+
+/// AMDKFD_IOC_ALLOC_MEMORY_OF_GPU.
+pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let mut a: kfd_ioctl_alloc_memory_of_gpu_args = get(buf);
+    let m = ctx.m;
+    if a.size == 0 {
+        return Err(Errno::INVAL);
+    }
+    let flags = a.flags;
+    let mut guard = m.lock();
+    let st = &mut *guard;
+    let index = {
+        let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
+        let gpu = &m.cfg.machine.gpus()[pdd.gpu];
+        if flags & KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC != 0
+            && flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0
+            && !gpu.large_bar
+        {
+            return Err(Errno::INVAL);
+        }
+        pdd.bound()?;
+        if flags & KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL != 0 {
+            if a.size != doorbell_slice(gpu.layout) {
+                return Err(Errno::INVAL);
+            }
+        } else if flags & KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP != 0 && a.size != PAGE_SIZE {
+            return Err(Errno::INVAL);
+        }
+        pdd.gpu
+    };
+    let gpu = &m.cfg.machine.gpus()[index];
+
+    // amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu: the domain is the first of VRAM, GTT, USERPTR,
+    // DOORBELL|MMIO_REMAP.
+    let domain = if flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM) != 0 {
+        Domain::Vram
+    } else if flags
+        & (KFD_IOC_ALLOC_MEM_FLAGS_GTT
+            | KFD_IOC_ALLOC_MEM_FLAGS_USERPTR
+            | KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL
+            | KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP)
+        != 0
+    {
+        Domain::Gtt
+    } else {
+        return Err(Errno::INVAL);
+    };
+    let userptr = flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_GTT) == 0
+        && flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR != 0;
+    if userptr && a.mmap_offset == 0 {
+        return Err(Errno::INVAL);
+    }
+    let aql = flags & KFD_IOC_ALLOC_MEM_FLAGS_AQL_QUEUE_MEM != 0;
+    let size = if aql { a.size >> 1 } else { a.size };
+    let aligned = align_up(size, PAGE_SIZE).ok_or(Errno::NOMEM)?;
+    if aligned == 0 {
+        return Err(Errno::INVAL);
+    }
+    let charge = Charge::of(flags, aligned).ok_or(Errno::NOMEM)?;
+    st.acc.reserve(&m.limits, index, gpu.vram_size, charge)?;
+    let (store, mmap_offset) = match create_store(ctx, st, index, flags, aligned, a.mmap_offset) {
+        Ok(v) => v,
+        Err(e) => {
+            st.acc.unreserve(index, charge);
+            return Err(e);
+        }
+    };
+    let backing = st.add_backing(Backing {
+        refs: 1,
+        store,
+        size: aligned,
+        gpu: index,
+        domain,
+        cpu_access: domain == Domain::Vram && flags & KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC != 0,
+        charge,
+    });
+    let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
+    let Some(id) = pdd.free_id() else {
+        st.put_backing(m, backing);
+        return Err(Errno::FAULT);
+    };
+    pdd.bos.insert(
+        id,
+        Bo {
+            va: a.va_addr,
+            size: aligned,
+            flags,
+            backing,
+            mapped: BTreeSet::new(),
+            imported: false,
+            aql,
+            dmabuf: None,
+        },
+    );
+    if flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0 {
+        pdd.vram_usage += aligned;
+    }
+    a.handle = make_handle(a.gpu_id, id);
+    a.mmap_offset = mmap_offset;
+    put(buf, &a);
+    Ok(())
+}
+
+/// AMDKFD_IOC_FREE_MEMORY_OF_GPU.
+pub(super) fn free_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let a: kfd_ioctl_free_memory_of_gpu_args = get(buf);
+    let mut guard = ctx.m.lock();
+    let st = &mut *guard;
+    let process = st.process(ctx.tgid, ctx.serial)?;
+    if process.signal_handle == Some(a.handle) {
+        return Err(Errno::PERM);
+    }
+    let pdd = process.pdd(handle_gpu(a.handle))?;
+    let bo = pdd.bos.get(&handle_id(a.handle)).ok_or(Errno::INVAL)?;
+    if !bo.mapped.is_empty() {
+        return Err(Errno::BUSY);
+    }
+    let Some(bo) = pdd.bos.remove(&handle_id(a.handle)) else {
+        return Err(Errno::INVAL);
+    };
+    if !bo.imported && bo.flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0 {
+        pdd.vram_usage = pdd.vram_usage.saturating_sub(bo.size);
+    }
+    st.put_backing(ctx.m, bo.backing);
+    Ok(())
+}
+
+/// The gpu_ids of a MAP/UNMAP device list (`kmalloc_array` + `copy_from_user`).
+fn device_list(ctx: &Ctx<'_>, ptr: u64, n: u32) -> Result<Vec<u32>, Errno> {
+    if u64::from(n) * 4 > KMALLOC_MAX {
+        return Err(Errno::NOMEM);
+    }
+    let mut bytes = vec![0u8; n as usize * 4];
+    ctx.caller.read(ptr, &mut bytes).map_err(|_| Errno::FAULT)?;
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+/// Whether GPU `peer` can reach memory of GPU `owner` (`kfd_mem_attach`): over xGMI in the
+/// same hive (VRAM), or over PCIe when the owner has a large BAR.
+fn peer_accessible(m: &Model, owner: usize, peer: usize, vram: bool) -> bool {
+    let gpus = m.cfg.machine.gpus();
+    let same_hive =
+        vram && gpus[owner].hive_id.is_some() && gpus[owner].hive_id == gpus[peer].hive_id;
+    same_hive || gpus[owner].large_bar
+}
+
+/// Maps BO `id` of pdd `owner_pdd` on the GPU of pdd `peer_pdd` (`kfd_mem_attach` +
+/// `amdgpu_vm_bo_map`); mapping again is a no-op.
+fn map_one(
+    ctx: &Ctx<'_>,
+    st: &mut State,
+    handle: u64,
+    owner_pdd: usize,
+    peer_pdd: usize,
+) -> Result<(), Errno> {
+    let (backing_gpu, domain) = backing_of(st, ctx, owner_pdd, handle)?;
+    let process = st.process(ctx.tgid, ctx.serial)?;
+    let peer = process.pdds[peer_pdd].gpu;
+    let bo = process.pdds[owner_pdd]
+        .bos
+        .get(&handle_id(handle))
+        .ok_or(Errno::NOMEM)?;
+    if bo.mapped.contains(&peer) {
+        return Ok(());
+    }
+    if bo.va == 0 {
+        return Err(Errno::INVAL);
+    }
+    let sg =
+        bo.flags & (KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL | KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP) != 0;
+    let vram = domain == Domain::Vram;
+    if peer != backing_gpu && (vram || sg) && !peer_accessible(ctx.m, backing_gpu, peer, vram) {
+        return Err(Errno::INVAL);
+    }
+    let copies: u64 = if bo.aql { 2 } else { 1 };
+    let va = bo.va;
+    let end = bo
+        .size
+        .checked_mul(copies)
+        .and_then(|len| va.checked_add(len))
+        .ok_or(Errno::INVAL)?;
+    if va % PAGE_SIZE != 0 || end > VM_SIZE {
+        return Err(Errno::INVAL);
+    }
+    let vm = &process.pdds[peer_pdd].vm;
+    if vm.overlaps(va, end) {
+        return Err(Errno::INVAL);
+    }
+    let (size, backing, writable) = (
+        bo.size,
+        bo.backing,
+        bo.flags & KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE != 0,
+    );
+    for copy in 0..copies {
+        process.pdds[peer_pdd].vm.insert(
+            va + copy * size,
+            Mapping {
+                end: va + (copy + 1) * size,
+                backing,
+                offset: 0,
+                writable,
+                handle,
+            },
+        );
+    }
+    if let Some(bo) = process.pdds[owner_pdd].bos.get_mut(&handle_id(handle)) {
+        bo.mapped.insert(peer);
+    }
+    Ok(())
+}
+
+/// The owning GPU and domain of the backing of BO `handle` in pdd `pdd`.
+fn backing_of(
+    st: &mut State,
+    ctx: &Ctx<'_>,
+    pdd: usize,
+    handle: u64,
+) -> Result<(usize, Domain), Errno> {
+    let backing = st.process(ctx.tgid, ctx.serial)?.pdds[pdd]
+        .bos
+        .get(&handle_id(handle))
+        .ok_or(Errno::NOMEM)?
+        .backing;
+    let b = st.backings.get(&backing).ok_or(Errno::NOMEM)?;
+    Ok((b.gpu, b.domain))
+}
+
+/// AMDKFD_IOC_MAP_MEMORY_TO_GPU: maps on `devices[n_success..]`, counting each success.
+pub(super) fn map_memory_to_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let mut a: kfd_ioctl_map_memory_to_gpu_args = get(buf);
+    if a.n_devices == 0 || a.n_success > a.n_devices {
+        return Err(Errno::INVAL);
+    }
+    let devices = device_list(ctx, a.device_ids_array_ptr, a.n_devices)?;
+    let mut guard = ctx.m.lock();
+    let st = &mut *guard;
+    let process = st.process(ctx.tgid, ctx.serial)?;
+    let owner = index_of(process, handle_gpu(a.handle))?;
+    process.pdds[owner].bound()?;
+    if !process.pdds[owner].bos.contains_key(&handle_id(a.handle)) {
+        return Err(Errno::NOMEM);
+    }
+    for i in a.n_success..a.n_devices {
+        let result = (|| {
+            let process = st.process(ctx.tgid, ctx.serial)?;
+            let peer = index_of(process, devices[i as usize])?;
+            process.pdds[peer].bound()?;
+            map_one(ctx, st, a.handle, owner, peer)
+        })();
+        if let Err(e) = result {
+            put(buf, &a);
+            return Err(e);
+        }
+        a.n_success = i + 1;
+    }
+    put(buf, &a);
+    Ok(())
+}
+
+/// The pdd index of `gpu_id` (`EINVAL` when the process has no such GPU).
+fn index_of(process: &Process, gpu_id: u32) -> Result<usize, Errno> {
+    if gpu_id == 0 {
+        return Err(Errno::INVAL);
+    }
+    process
+        .pdds
+        .iter()
+        .position(|p| p.gpu_id == gpu_id)
+        .ok_or(Errno::INVAL)
+}
+
+/// AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU: unmaps from `devices[n_success..]`; a GPU the BO is not
+/// mapped on is `EINVAL`.
+pub(super) fn unmap_memory_from_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    // The unmap arguments have the map layout.
+    let mut a: kfd_ioctl_map_memory_to_gpu_args = get(buf);
+    if a.n_devices == 0 || a.n_success > a.n_devices {
+        return Err(Errno::INVAL);
+    }
+    let devices = device_list(ctx, a.device_ids_array_ptr, a.n_devices)?;
+    let mut st = ctx.m.lock();
+    let process = st.process(ctx.tgid, ctx.serial)?;
+    let owner = index_of(process, handle_gpu(a.handle))?;
+    if !process.pdds[owner].bos.contains_key(&handle_id(a.handle)) {
+        return Err(Errno::NOMEM);
+    }
+    for i in a.n_success..a.n_devices {
+        let Ok(peer) = index_of(process, devices[i as usize]) else {
+            put(buf, &a);
+            return Err(Errno::INVAL);
+        };
+        let gpu = process.pdds[peer].gpu;
+        let mapped = process.pdds[owner]
+            .bos
+            .get(&handle_id(a.handle))
+            .is_some_and(|bo| bo.mapped.contains(&gpu));
+        if !mapped {
+            put(buf, &a);
+            return Err(Errno::INVAL);
+        }
+        process.pdds[peer].vm.remove_handle(a.handle);
+        if let Some(bo) = process.pdds[owner].bos.get_mut(&handle_id(a.handle)) {
+            bo.mapped.remove(&gpu);
+        }
+        a.n_success = i + 1;
+    }
+    put(buf, &a);
+    Ok(())
+}
+
+/// AMDKFD_IOC_AVAILABLE_MEMORY.
+pub(super) fn available_memory(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let mut a: kfd_ioctl_get_available_memory_args = get(buf);
+    let mut st = ctx.m.lock();
+    let gpu = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?.gpu;
+    let vram = ctx.m.cfg.machine.gpus()[gpu].vram_size;
+    a.available = st.acc.available(&ctx.m.limits, gpu, vram);
+    put(buf, &a);
+    Ok(())
+}
+
+/// AMDKFD_IOC_EXPORT_DMABUF: one dma-buf per BO; each export installs a new fd for it.
+pub(super) fn export_dmabuf(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let mut a: kfd_ioctl_export_dmabuf_args = get(buf);
+    let m = ctx.m;
+    if m.gpu_index(handle_gpu(a.handle)).is_none() {
+        return Err(Errno::INVAL);
+    }
+    let mut guard = m.lock();
+    let st = &mut *guard;
+    let next_id = st.next_dmabuf;
+    let (backing, existing) = {
+        let pdd = st
+            .process(ctx.tgid, ctx.serial)?
+            .pdd(handle_gpu(a.handle))?;
+        let bo = pdd.bos.get(&handle_id(a.handle)).ok_or(Errno::INVAL)?;
+        // amdgpu_gem_prime_export refuses userptr BOs.
+        if bo.flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR != 0 {
+            return Err(Errno::PERM);
+        }
+        (bo.backing, bo.dmabuf)
+    };
+    let id = match existing {
+        Some(id) if st.dmabufs.contains_key(&id) => id,
+        _ => {
+            let file = files::memfd("dmabuf", 0).map_err(|_| Errno::NOMEM)?;
+            let key = files::key_of(file.as_fd())?;
+            st.next_dmabuf += 1;
+            st.dmabufs.insert(
+                next_id,
+                Dmabuf {
+                    backing,
+                    file,
+                    key,
+                    exporter: ctx.tgid,
+                },
+            );
+            if let Some(b) = st.backings.get_mut(&backing) {
+                b.refs += 1;
+            }
+            m.register(key, FileKind::Dmabuf { id: next_id });
+            if let Ok(pdd) = st.process(ctx.tgid, ctx.serial)?.pdd(handle_gpu(a.handle))
+                && let Some(bo) = pdd.bos.get_mut(&handle_id(a.handle))
+            {
+                bo.dmabuf = Some(next_id);
+            }
+            next_id
+        }
+    };
+    let dmabuf = st.dmabufs.get(&id).ok_or(Errno::INVAL)?;
+    let cloexec = a.flags & libc::O_CLOEXEC as u32 != 0;
+    let fd = ctx.caller.install_fd(dmabuf.file.as_fd(), cloexec)?;
+    a.dmabuf_fd = fd as u32;
+    put(buf, &a);
+    Ok(())
+}
+
+/// The model's dma-buf behind fd `fd` of the caller: `EBADF` for no such fd, `EINVAL` for a
+/// file that is not one.
+fn dmabuf_of(ctx: &Ctx<'_>, fd: u32) -> Result<u64, Errno> {
+    let file = files::caller_file(ctx.tgid, fd)?;
+    let key = files::key_of(file.as_fd()).map_err(|_| Errno::INVAL)?;
+    match ctx.m.kind_of(&key) {
+        Some(FileKind::Dmabuf { id }) => Ok(id),
+        _ => Err(Errno::INVAL),
+    }
+}
+
+/// AMDKFD_IOC_GET_DMABUF_INFO.
+pub(super) fn get_dmabuf_info(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let mut a: kfd_ioctl_get_dmabuf_info_args = get(buf);
+    let gpus = ctx.m.cfg.machine.gpus();
+    let Some(first) = gpus.first() else {
+        return Err(Errno::INVAL);
+    };
+    if a.metadata_ptr != 0 && u64::from(a.metadata_size) > KMALLOC_MAX {
+        return Err(Errno::NOMEM);
+    }
+    let id = dmabuf_of(ctx, a.dmabuf_fd)?;
+    let st = ctx.m.lock();
+    let dmabuf = st.dmabufs.get(&id).ok_or(Errno::INVAL)?;
+    let backing = st.backings.get(&dmabuf.backing).ok_or(Errno::INVAL)?;
+    a.size = backing.size;
+    if a.metadata_ptr != 0 {
+        // No GEM metadata was ever set: the size is 0 and nothing is copied.
+        a.metadata_size = 0;
+    }
+    a.flags = match backing.domain {
+        Domain::Vram => KFD_IOC_ALLOC_MEM_FLAGS_VRAM,
+        Domain::Gtt => KFD_IOC_ALLOC_MEM_FLAGS_GTT,
+    };
+    if backing.cpu_access {
+        a.flags |= KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC;
+    }
+    // A VRAM BO names its partition; a GTT BO has none (xcp_id -1), and the kernel then
+    // reports the first KFD GPU.
+    a.gpu_id = match backing.domain {
+        Domain::Vram => gpus[backing.gpu].gpu_id,
+        Domain::Gtt => first.gpu_id,
+    };
+    put(buf, &a);
+    Ok(())
+}
+
+/// AMDKFD_IOC_IMPORT_DMABUF: a new handle at `va_addr` on the same memory.
+pub(super) fn import_dmabuf(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let mut a: kfd_ioctl_import_dmabuf_args = get(buf);
+    let resolved = dmabuf_of(ctx, a.dmabuf_fd);
+    let mut guard = ctx.m.lock();
+    let st = &mut *guard;
+    let gpu = {
+        let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
+        pdd.bound()?;
+        pdd.gpu
+    };
+    let id = resolved?;
+    let backing = st.dmabufs.get(&id).ok_or(Errno::INVAL)?.backing;
+    let (size, domain) = {
+        let b = st.backings.get(&backing).ok_or(Errno::INVAL)?;
+        // A dma-buf of another device is attached as system memory.
+        let domain = if b.gpu == gpu { b.domain } else { Domain::Gtt };
+        (b.size, domain)
+    };
+    let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
+    let bo_id = pdd.free_id().ok_or(Errno::FAULT)?;
+    let domain_flag = match domain {
+        Domain::Vram => KFD_IOC_ALLOC_MEM_FLAGS_VRAM,
+        Domain::Gtt => KFD_IOC_ALLOC_MEM_FLAGS_GTT,
+    };
+    pdd.bos.insert(
+        bo_id,
+        Bo {
+            va: a.va_addr,
+            size,
+            flags: domain_flag
+                | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE
+                | KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE,
+            backing,
+            mapped: BTreeSet::new(),
+            imported: true,
+            aql: false,
+            dmabuf: None,
+        },
+    );
+    if let Some(b) = st.backings.get_mut(&backing) {
+        b.refs += 1;
+    }
+    a.handle = make_handle(a.gpu_id, bo_id);
+    put(buf, &a);
+    Ok(())
+}
