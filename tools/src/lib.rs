@@ -57,9 +57,9 @@ pub fn topology_table(topo: &Topology) -> String {
             .clone()
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| "-".into());
-        let gfx = node.gfx_target_version().map_or("-".to_owned(), |v| {
-            format!("gfx{}{:x}{:x}", v.major, v.minor, v.stepping)
-        });
+        let gfx = node
+            .gfx_target_version()
+            .map_or("-".to_owned(), |v| v.to_string());
         let cus = node.cu_count().map_or("-".to_owned(), |c| c.to_string());
         let vram = if node.is_gpu() {
             human_bytes(node.vram_size())
