@@ -1,0 +1,99 @@
+/*
+ * A libhsakmt client: open KFD, read the version and the topology, allocate VRAM on every GPU
+ * and paged system memory, map, unmap and free them, close. Every call must return
+ * HSAKMT_STATUS_SUCCESS; the program prints one line per fact for the Rust test to check and
+ * exits non-zero at the first failure, naming the call.
+ */
+#include <hsakmt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(call)                                                                  \
+    do {                                                                             \
+        HSAKMT_STATUS status_ = (call);                                              \
+        if (status_ != HSAKMT_STATUS_SUCCESS) {                                      \
+            fprintf(stderr, "FAILED %s = %d (line %d)\n", #call, (int)status_, __LINE__); \
+            return 1;                                                                \
+        }                                                                            \
+    } while (0)
+
+static int alloc_map_free(HSAuint32 node, HSAuint64 size, int vram)
+{
+    HsaMemFlags flags;
+    void *mem = NULL;
+    HSAuint64 alternate_va = 0;
+
+    memset(&flags, 0, sizeof(flags));
+    flags.ui32.PageSize = HSA_PAGE_SIZE_4KB;
+    flags.ui32.HostAccess = 1;
+    if (vram) {
+        flags.ui32.NonPaged = 1;
+        flags.ui32.NoSubstitute = 1;
+    }
+    CHECK(hsaKmtAllocMemory(node, size, flags, &mem));
+    if (mem == NULL) {
+        fprintf(stderr, "FAILED hsaKmtAllocMemory returned NULL\n");
+        return 1;
+    }
+    CHECK(hsaKmtMapMemoryToGPU(mem, size, &alternate_va));
+    /* HostAccess memory is CPU-visible at the same address. */
+    memset(mem, 0x5a, 4096);
+    if (((volatile unsigned char *)mem)[4095] != 0x5a) {
+        fprintf(stderr, "FAILED CPU write through the mapping\n");
+        return 1;
+    }
+    CHECK(hsaKmtUnmapMemoryToGPU(mem));
+    CHECK(hsaKmtFreeMemory(mem, size));
+    printf("alloc node=%u kind=%s size=%llu ok\n", node, vram ? "vram" : "system",
+           (unsigned long long)size);
+    return 0;
+}
+
+int main(void)
+{
+    HsaVersionInfo version;
+    HsaSystemProperties system;
+    HSAuint32 node;
+
+    CHECK(hsaKmtOpenKFD());
+    CHECK(hsaKmtGetVersion(&version));
+    printf("version %u.%u\n", version.KernelInterfaceMajorVersion,
+           version.KernelInterfaceMinorVersion);
+    CHECK(hsaKmtAcquireSystemProperties(&system));
+    printf("nodes %u\n", system.NumNodes);
+
+    for (node = 0; node < system.NumNodes; node++) {
+        HsaNodeProperties props;
+        CHECK(hsaKmtGetNodeProperties(node, &props));
+        printf("node %u cpu_cores=%u simds=%u banks=%u caches=%u links=%u gfx=%u.%u.%u "
+               "render=%d simd_per_cu=%u\n",
+               node, props.NumCPUCores, props.NumFComputeCores, props.NumMemoryBanks,
+               props.NumCaches, props.NumIOLinks, props.EngineId.ui32.Major,
+               props.EngineId.ui32.Minor, props.EngineId.ui32.Stepping, props.DrmRenderMinor,
+               props.NumSIMDPerCU);
+        if (props.NumMemoryBanks > 0) {
+            HsaMemoryProperties *banks = calloc(props.NumMemoryBanks, sizeof(*banks));
+            HSAuint32 b;
+            HSAuint64 vram = 0;
+            if (banks == NULL)
+                return 1;
+            CHECK(hsaKmtGetNodeMemoryProperties(node, props.NumMemoryBanks, banks));
+            for (b = 0; b < props.NumMemoryBanks; b++)
+                if (banks[b].HeapType == HSA_HEAPTYPE_FRAME_BUFFER_PUBLIC ||
+                    banks[b].HeapType == HSA_HEAPTYPE_FRAME_BUFFER_PRIVATE)
+                    vram += banks[b].SizeInBytes;
+            printf("node %u vram=%llu\n", node, (unsigned long long)vram);
+            free(banks);
+        }
+        if (props.NumFComputeCores > 0 && alloc_map_free(node, 2 << 20, 1))
+            return 1;
+    }
+    if (alloc_map_free(0, 1 << 20, 0))
+        return 1;
+
+    CHECK(hsaKmtReleaseSystemProperties());
+    CHECK(hsaKmtCloseKFD());
+    printf("done\n");
+    return 0;
+}
