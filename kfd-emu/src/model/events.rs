@@ -336,7 +336,7 @@ fn read_event_data(ctx: &Ctx<'_>, ptr: u64, n: usize) -> Vec<kfd_event_data> {
     }
     let mut out = Vec::new();
     for chunk in bytes.chunks_exact_mut(size) {
-        let addr = ptr + (out.len() * size) as u64;
+        let addr = ptr.wrapping_add((out.len() * size) as u64);
         if ctx.caller.read(addr, chunk).is_err() {
             break;
         }
@@ -471,7 +471,7 @@ fn copy_signaled_event_data(
         if !slot.activated {
             continue;
         }
-        let dst = ptr + (i * size_of::<kfd_event_data>()) as u64;
+        let dst = ptr.wrapping_add((i * size_of::<kfd_event_data>()) as u64);
         let written = match ev.kind {
             KFD_IOC_EVENT_MEMORY => ctx.caller.write(dst, &ev.memory_exception),
             KFD_IOC_EVENT_HW_EXCEPTION => ctx.caller.write(dst, &[0u8; 16]),

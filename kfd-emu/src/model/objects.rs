@@ -125,7 +125,9 @@ impl State {
                 let process = self.procs.get(&tgid).ok_or(Errno::FAULT)?;
                 files::read_at(process.memfd.as_fd(), base + offset, buf)
             }
-            Store::UserPtr { tgid, addr } => remote_read(tgid, addr + offset, buf),
+            Store::UserPtr { tgid, addr } => {
+                remote_read(tgid, addr.checked_add(offset).ok_or(Errno::FAULT)?, buf)
+            }
         }
     }
 
@@ -146,7 +148,9 @@ impl State {
                 let process = self.procs.get(&tgid).ok_or(Errno::FAULT)?;
                 files::write_at(process.memfd.as_fd(), base + offset, buf)
             }
-            Store::UserPtr { tgid, addr } => remote_write(tgid, addr + offset, buf),
+            Store::UserPtr { tgid, addr } => {
+                remote_write(tgid, addr.checked_add(offset).ok_or(Errno::FAULT)?, buf)
+            }
         }
     }
 }

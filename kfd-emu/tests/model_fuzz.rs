@@ -1,0 +1,259 @@
+//! A deterministic fuzz test of the model: thousands of random ioctl command words and
+//! argument bytes (and some random opens) through the Backend. The model must not panic, must
+//! not hang, and must answer every call with success or an errno the kernel can return.
+//!
+//! `KFD_EMU_FUZZ_SEED` and `KFD_EMU_FUZZ_ITERATIONS` change the run.
+
+mod model_support;
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use kfd_emu::backend::{Backend, OpenAction};
+use kfd_emu::model::ModelConfig;
+use kfd_ioctl::abi::*;
+use model_support::*;
+use rustix::io::Errno;
+
+/// xorshift64*: small, deterministic, good enough to spread bits.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize]
+    }
+}
+
+/// Every errno the kernel's KFD and DRM paths can answer with (plus EMFILE from installing a
+/// dma-buf fd into a full table).
+fn kernel_errno(e: Errno) -> bool {
+    [
+        Errno::PERM,
+        Errno::SRCH,
+        Errno::INTR,
+        Errno::IO,
+        Errno::BADF,
+        Errno::NOMEM,
+        Errno::ACCESS,
+        Errno::FAULT,
+        Errno::BUSY,
+        Errno::EXIST,
+        Errno::NODEV,
+        Errno::INVAL,
+        Errno::MFILE,
+        Errno::NOSPC,
+        Errno::NOTTY,
+        Errno::ADDRINUSE,
+        Errno::OPNOTSUPP,
+        Errno::from_raw_os_error(524), // ENOTSUPP
+    ]
+    .contains(&e)
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Fills `buf` with random bytes, then, field by field, sometimes with a value that gets
+/// further into a handler: a real gpu_id or handle, a pointer into `scratch`, a small number.
+fn fill(rng: &mut Rng, buf: &mut [u8], interesting: &[u64]) {
+    for b in buf.iter_mut() {
+        *b = rng.next() as u8;
+    }
+    if rng.chance(30) {
+        buf.fill(0);
+    }
+    for at in (0..buf.len().saturating_sub(8)).step_by(4) {
+        if rng.chance(35) {
+            let v = rng.pick(interesting);
+            if rng.chance(50) {
+                buf[at..at + 4].copy_from_slice(&(v as u32).to_ne_bytes());
+            } else {
+                buf[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+            }
+        }
+    }
+}
+
+fn run(seed: u64, iterations: u64) -> u64 {
+    let mut rng = Rng(seed | 1);
+    let mut emu = Emu::new(ModelConfig {
+        machine: kfd_emu::machine::Machine::preset("mi210x8").expect("preset"),
+        ..ModelConfig::default()
+    });
+    for i in 0..6 {
+        emu.acquire(i).expect("acquire");
+    }
+    let gpus = emu.gpu_ids();
+    let mut handles = Vec::new();
+    for (i, &gpu) in gpus.iter().enumerate().take(3) {
+        let (h, _) = emu
+            .alloc(gpu, va(i as u64), 2 << 20, VRAM_RW)
+            .expect("alloc");
+        handles.push(h);
+    }
+    // Memory the fuzzed pointers may point into (the model may write there).
+    let mut scratch = vec![0u8; 1 << 16];
+    let scratch_ptr = scratch.as_mut_ptr() as u64;
+    let mut interesting: Vec<u64> = vec![
+        0,
+        1,
+        2,
+        0xFFFF_FFFF,
+        u64::MAX,
+        4096,
+        8192,
+        1 << 21,
+        1 << 47,
+        va(7),
+        emu.kfd.as_raw_fd() as u64,
+        emu.renders[0].as_raw_fd() as u64,
+        scratch_ptr,
+        scratch_ptr + 4096,
+        u64::from(KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE),
+        u64::from(KFD_IOC_ALLOC_MEM_FLAGS_GTT),
+        u64::from(KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL),
+        u64::from(KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP),
+        u64::from(KFD_IOC_ALLOC_MEM_FLAGS_USERPTR),
+        0x263E,
+    ];
+    interesting.extend(gpus.iter().map(|&g| u64::from(g)));
+    interesting.extend(&handles);
+
+    let paths = [
+        "/dev/kfd",
+        "/dev/dri/renderD128",
+        "/dev/dri/renderD135",
+        "/dev/dri/renderD255",
+        "/proc/modules",
+        "/sys/devices/virtual/kfd/kfd/topology",
+        "/sys/devices/virtual/kfd/kfd/topology/nodes/3/properties",
+        "/sys/class/kfd/kfd/topology/nodes/0/caches/1/properties",
+        "/sys/class/kfd/kfd/topology/nodes/../../../../etc/passwd",
+        "/sys/class/kfd/kfd/topology/system_properties",
+    ];
+    let callers = [emu.caller, emu.caller, emu.caller, TestCaller::other()];
+    let mut answered = 0;
+    for iteration in 0..iterations {
+        if rng.chance(3) {
+            let path = rng.pick(&paths);
+            let random_flags = rng.next() as i32 & !libc::O_CREAT & !libc::O_TMPFILE;
+            let flags = rng.pick(&[
+                libc::O_RDONLY,
+                libc::O_RDWR,
+                libc::O_WRONLY | libc::O_CREAT,
+                libc::O_RDONLY | libc::O_DIRECTORY,
+                random_flags,
+            ]);
+            match emu.model.open(&emu.caller, path, flags, 0o600) {
+                OpenAction::Inject(fd) => drop(fd),
+                OpenAction::Fail(e) => assert!(e.raw_os_error() > 0),
+                OpenAction::Continue => {}
+            }
+            continue;
+        }
+        let nr: u8 = match rng.below(10) {
+            0..=6 => rng.below(0x2A) as u8,
+            7 => 0x80 + rng.below(8) as u8,
+            _ => rng.next() as u8,
+        };
+        let random_kind = rng.next() as u8;
+        let kind = rng.pick(&[b'K', b'K', b'K', b'd', random_kind]);
+        let table = ioctl_info(nr).map_or(0, |i| i.size);
+        let size = match rng.below(10) {
+            0..=5 => table,
+            6..=8 => rng.below(257) as usize,
+            _ => rng.below(1 << 14) as usize,
+        };
+        let dir = rng.below(4) as u32;
+        let cmd = (dir << 30) | ((size as u32) << 16) | (u32::from(kind) << 8) | u32::from(nr);
+        let mut buf = vec![0u8; size.max(64) + 64];
+        fill(&mut rng, &mut buf, &interesting);
+        if nr == 0x0C && buf.len() >= 24 {
+            // WAIT_EVENTS may legitimately block forever; keep the timeouts short.
+            let timeout = rng.below(3) as u32;
+            buf[16..20].copy_from_slice(&timeout.to_ne_bytes());
+        }
+        let addr = match rng.below(20) {
+            0 => 0,
+            1 => rng.below(4096),
+            2 => 0xFFFF_8000_0000_0000 | rng.next(),
+            _ => buf.as_mut_ptr() as u64,
+        };
+        let on_render = rng.chance(10);
+        let fd = if on_render {
+            emu.renders[rng.below(emu.renders.len() as u64) as usize].as_fd()
+        } else {
+            emu.kfd.as_fd()
+        };
+        let caller = rng.pick(&callers);
+        let answer = emu.model.ioctl(&caller, fd, cmd, addr);
+        let Some(result) = answer else {
+            panic!("iteration {iteration}: a stand-in was not recognised");
+        };
+        match result {
+            Ok(_) => {
+                // Close what EXPORT_DMABUF installed, so the fd table does not fill up.
+                if !on_render && nr == 0x24 && addr == buf.as_ptr() as u64 {
+                    let fd = u32::from_ne_bytes(buf[12..16].try_into().expect("4"));
+                    drop(own_fd(fd));
+                }
+            }
+            Err(e) => assert!(
+                kernel_errno(e),
+                "iteration {iteration}: cmd {cmd:#010x} answered {e:?}"
+            ),
+        }
+        answered += 1;
+        if iteration == iterations * 3 / 4 {
+            // The rest runs against a process that went away.
+            emu.model.process_exited(emu.caller.tgid);
+        }
+    }
+    drop(scratch);
+    let _: Vec<OwnedFd> = std::mem::take(&mut emu.renders);
+    answered
+}
+
+#[test]
+fn random_ioctls_get_kernel_errnos_without_panics_or_hangs() {
+    let seed = env_u64("KFD_EMU_FUZZ_SEED", 0x5EED_CAFE_F00D_0001);
+    let iterations = env_u64("KFD_EMU_FUZZ_ITERATIONS", 20_000);
+    let (tx, rx) = mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        let answered = run(seed, iterations);
+        let _ = tx.send(answered);
+    });
+    match rx.recv_timeout(Duration::from_secs(300)) {
+        Ok(answered) => assert!(answered > iterations / 2, "most iterations were ioctls"),
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("the model hung (seed {seed:#x})"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            // The worker panicked: report its panic.
+            if let Err(panic) = worker.join() {
+                std::panic::resume_unwind(panic);
+            }
+            unreachable!("the worker ended without an answer or a panic");
+        }
+    }
+}
