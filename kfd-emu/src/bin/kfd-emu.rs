@@ -1,2 +1,196 @@
 //! `kfd-emu`: run a program against the emulated KFD driver.
-fn main() {}
+//!
+//! ```text
+//! kfd-emu run [--machine NAME | --topology DIR] [--kfd-minor N] [--trace]
+//!             [--fail IOCTL:ERRNO[:COUNT]]... [--check-leaks] -- PROGRAM ARGS...
+//! kfd-emu machines
+//! ```
+//!
+//! `run` starts PROGRAM under the seccomp filter and answers its `/dev/kfd`, render-node and
+//! KFD-sysfs opens and its KFD/DRM ioctls from the model of the chosen machine. It exits with
+//! the program's exit code (128 + the signal if a signal ended it); with `--check-leaks`, with 3
+//! when the program succeeded but left buffer objects, mappings or fds behind. It exits with
+//! 125 when the emulator itself cannot start, 126/127 when PROGRAM cannot be executed / found.
+
+use std::ffi::OsString;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+use kfd_emu::machine::Machine;
+use kfd_emu::model::{FailRule, Model, ModelConfig};
+use kfd_emu::supervisor::{SupervisorError, spawn_command};
+
+/// Exit code when the emulator itself fails, as `env`/`timeout` use 125.
+const EXIT_EMULATOR_FAILED: u8 = 125;
+/// Exit code when the program ran cleanly but `--check-leaks` found leaks.
+const EXIT_LEAKS: u8 = 3;
+
+/// A syscall-level emulator of the Linux KFD driver (AMD GPUs) for unmodified programs.
+#[derive(Debug, Parser)]
+#[command(name = "kfd-emu", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Run PROGRAM against the emulated /dev/kfd, render nodes and KFD topology.
+    Run(RunArgs),
+    /// List the machine presets `--machine` accepts.
+    Machines,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// The machine preset to emulate (see `kfd-emu machines`); the default is mi300x.
+    #[arg(long, value_name = "NAME", conflicts_with = "topology")]
+    machine: Option<String>,
+    /// Emulate the machine of a captured KFD sysfs topology tree (with or without a leading
+    /// `topology/` folder).
+    #[arg(long, value_name = "DIR")]
+    topology: Option<PathBuf>,
+    /// Act as a kernel with KFD version 1.N: ioctls and flags newer than that fail as they
+    /// would there.
+    #[arg(long, value_name = "N", default_value_t = kfd_ioctl::abi::KFD_IOCTL_MINOR_VERSION)]
+    kfd_minor: u32,
+    /// Print each ioctl decoded (name, arguments, result) to stderr, strace-style.
+    #[arg(long)]
+    trace: bool,
+    /// Make ioctl IOCTL fail with ERRNO (a name or a number), COUNT times or, without COUNT,
+    /// every time; e.g. `ALLOC_MEMORY_OF_GPU:ENOMEM:1`. Repeatable.
+    #[arg(long = "fail", value_name = "IOCTL:ERRNO[:COUNT]")]
+    fail: Vec<FailRule>,
+    /// At exit, report live buffer objects, mappings and fds, and exit with 3 if there are any.
+    #[arg(long)]
+    check_leaks: bool,
+    /// The program and its arguments (after `--`).
+    #[arg(
+        value_name = "PROGRAM",
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    program: Vec<OsString>,
+}
+
+fn list_machines() -> ExitCode {
+    let presets = Machine::presets();
+    let width = presets
+        .iter()
+        .map(|(name, _)| name.len())
+        .max()
+        .unwrap_or(0);
+    for (name, description) in presets {
+        println!("{name:width$}  {description}");
+    }
+    ExitCode::SUCCESS
+}
+
+fn machine(args: &RunArgs) -> Result<Machine, String> {
+    if let Some(dir) = &args.topology {
+        return Machine::from_topology_dir(dir)
+            .map_err(|err| format!("cannot load the topology in {}: {err}", dir.display()));
+    }
+    match &args.machine {
+        None => Ok(Machine::default()),
+        Some(name) => Machine::preset(name).ok_or_else(|| {
+            let names: Vec<&str> = Machine::presets().iter().map(|(name, _)| *name).collect();
+            format!("no machine preset {name:?}; known: {}", names.join(", "))
+        }),
+    }
+}
+
+/// Restores SIGINT and SIGQUIT in the child: the emulator ignores them while the program
+/// runs (a terminal's ^C goes to the whole process group, and the program decides what it
+/// means), but the program must not inherit that.
+fn restore_interrupt_signals(command: &mut Command) {
+    // SAFETY: the hook runs between fork and exec and only calls signal(2), which is
+    // async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+}
+
+fn ignore_interrupt_signals() {
+    // SAFETY: installs SIG_IGN, no handler code; done before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let machine = match machine(&args) {
+        Ok(machine) => machine,
+        Err(message) => {
+            eprintln!("kfd-emu: {message}");
+            return ExitCode::from(EXIT_EMULATOR_FAILED);
+        }
+    };
+    let config = ModelConfig {
+        machine,
+        kfd_minor: args.kfd_minor,
+        trace: args.trace,
+        fail: args.fail,
+        check_leaks: args.check_leaks,
+    };
+    let model: Arc<Model> = match Model::new(config) {
+        Ok(model) => model,
+        Err(err) => {
+            eprintln!("kfd-emu: cannot build the model: {err}");
+            return ExitCode::from(EXIT_EMULATOR_FAILED);
+        }
+    };
+    let mut program = args.program.into_iter();
+    let Some(name) = program.next() else {
+        eprintln!("kfd-emu: no program given");
+        return ExitCode::from(EXIT_EMULATOR_FAILED);
+    };
+    let mut command = Command::new(&name);
+    command.args(program);
+    restore_interrupt_signals(&mut command);
+    ignore_interrupt_signals();
+    let status = match spawn_command(model.clone(), &mut command) {
+        Ok(status) => status,
+        Err(SupervisorError::Spawn { program, source }) => {
+            eprintln!(
+                "kfd-emu: cannot run {}: {source}",
+                program.to_string_lossy()
+            );
+            let code = if source.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            return ExitCode::from(code);
+        }
+        Err(err) => {
+            eprintln!("kfd-emu: {err}");
+            return ExitCode::from(EXIT_EMULATOR_FAILED);
+        }
+    };
+    let code = match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => 128 + signal,
+        (None, None) => i32::from(EXIT_EMULATOR_FAILED),
+    };
+    if args.check_leaks && code == 0 && model.leaks_found() {
+        return ExitCode::from(EXIT_LEAKS);
+    }
+    ExitCode::from(u8::try_from(code & 0xff).unwrap_or(EXIT_EMULATOR_FAILED))
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Cmd::Run(args) => run(args),
+        Cmd::Machines => list_machines(),
+    }
+}

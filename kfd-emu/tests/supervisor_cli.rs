@@ -1,0 +1,71 @@
+//! The `kfd-emu` command line: what it runs, and the exit codes it promises.
+
+use std::process::{Command, Output};
+
+fn kfd_emu(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kfd-emu"))
+        .args(args)
+        .output()
+        .expect("running kfd-emu")
+}
+
+#[test]
+fn machines_lists_every_preset() {
+    let out = kfd_emu(&["machines"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    for name in ["mi300x", "mi210x8", "mi100", "radeon-vii", "rx7900xtx"] {
+        assert!(
+            text.lines().any(|line| line.starts_with(name)),
+            "{name} missing from:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn run_opens_the_emulated_dev_kfd() {
+    // No /dev/kfd here: the shell's redirection succeeds only through the emulator.
+    let out = kfd_emu(&[
+        "run",
+        "--",
+        "/bin/sh",
+        "-c",
+        "exec 3</dev/kfd && echo opened",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(out.stdout, b"opened\n");
+}
+
+#[test]
+fn run_exits_with_the_programs_code() {
+    assert_eq!(
+        kfd_emu(&["run", "--", "/bin/sh", "-c", "exit 7"])
+            .status
+            .code(),
+        Some(7)
+    );
+    assert_eq!(kfd_emu(&["run", "/bin/true"]).status.code(), Some(0));
+}
+
+#[test]
+fn run_exits_with_128_plus_the_signal_that_ended_the_program() {
+    let out = kfd_emu(&["run", "--", "/bin/sh", "-c", "kill -TERM $$"]);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{out:?}");
+}
+
+#[test]
+fn run_reports_what_cannot_start() {
+    assert_eq!(
+        kfd_emu(&["run", "--", "/nonexistent/program"])
+            .status
+            .code(),
+        Some(127)
+    );
+    assert_eq!(kfd_emu(&["run", "--", "/"]).status.code(), Some(126));
+    let out = kfd_emu(&["run", "--machine", "no-such-machine", "--", "/bin/true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("mi300x"),
+        "{out:?}"
+    );
+}
