@@ -29,23 +29,46 @@ pub fn human_bytes(bytes: u64) -> String {
     format!("{bytes} B")
 }
 
+/// One table row: the columns padded to the header's widths.
+fn row(out: &mut String, cols: [&str; 11]) {
+    let [
+        node,
+        kind,
+        gpu_id,
+        name,
+        gfx,
+        cus,
+        simds,
+        vram,
+        render,
+        svm,
+        hive,
+    ] = cols;
+    let _ = writeln!(
+        out,
+        "{node:<4} {kind:<4} {gpu_id:<8} {name:<16} {gfx:<8} {cus:>5} {simds:>6} {vram:>10} \
+         {render:<18} {svm:<4} {hive}"
+    );
+}
+
 /// The topology as a text table: one row per node, then the links.
 pub fn topology_table(topo: &Topology) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<4} {:<4} {:<8} {:<16} {:<8} {:>5} {:>6} {:>10} {:<18} {:<4} {}",
-        "node",
-        "kind",
-        "gpu_id",
-        "name",
-        "gfx",
-        "CUs",
-        "SIMDs",
-        "VRAM",
-        "render node",
-        "SVM",
-        "hive"
+    row(
+        &mut out,
+        [
+            "node",
+            "kind",
+            "gpu_id",
+            "name",
+            "gfx",
+            "CUs",
+            "SIMDs",
+            "VRAM",
+            "render node",
+            "SVM",
+            "hive",
+        ],
     );
     for node in &topo.nodes {
         let kind = if node.is_gpu() { "gpu" } else { "cpu" };
@@ -77,20 +100,21 @@ pub fn topology_table(topo: &Topology) -> String {
             "no"
         };
         let hive = node.hive_id().map_or("-".to_owned(), |h| format!("{h:#x}"));
-        let _ = writeln!(
-            out,
-            "{:<4} {:<4} {:<8} {:<16} {:<8} {:>5} {:>6} {:>10} {:<18} {:<4} {}",
-            node.id,
-            kind,
-            gpu_id,
-            name,
-            gfx,
-            cus,
-            node.properties.simd_count,
-            vram,
-            render,
-            svm,
-            hive
+        row(
+            &mut out,
+            [
+                &node.id.to_string(),
+                kind,
+                &gpu_id,
+                &name,
+                &gfx,
+                &cus,
+                &node.properties.simd_count.to_string(),
+                &vram,
+                &render,
+                svm,
+                &hive,
+            ],
         );
     }
     for node in &topo.nodes {
