@@ -225,3 +225,16 @@ fn duplicate_gpu_ids_and_minors_are_made_unique() {
     assert_eq!(machine.gpus()[0].gpu_id, 42700, "the first keeps its id");
     assert_ne!(machine.gpus()[1].gpu_id, 42700);
 }
+
+#[test]
+fn a_tree_of_gpus_only_gets_a_cpu_node_first() {
+    // The MI100 capture is one GPU node, numbered 0.
+    let capture = concat!(env!("CARGO_MANIFEST_DIR"), "/machines/mi100");
+    let machine = Machine::from_topology_dir(capture).expect("load capture");
+    assert_rocr_ready(machine.topology(), "mi100 capture");
+    let nodes = &machine.topology().nodes;
+    assert_eq!(nodes.len(), 2);
+    assert!(!nodes[0].is_gpu() && nodes[0].id == 0, "the CPU is node 0");
+    assert_eq!(machine.gpus()[0].node_id, 1);
+    assert_eq!(machine.gpus()[0].gpu_id, 42700);
+}

@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use kfd_ioctl::topology::{
-    Cache, CacheType, GfxTargetVersion, IoLink, MemBank, Node, Topology, TopologyError,
+    Cache, CacheType, GfxTargetVersion, IoLink, MemBank, Node, NodeProperties, Topology,
+    TopologyError,
 };
 
 use super::MachineError;
@@ -109,6 +110,7 @@ pub(super) fn complete(topology: &mut Topology) -> Result<(), MachineError> {
             Path::new(GENERATED),
         )?;
     }
+    ensure_cpu(topology)?;
     assign_gpu_ids(topology);
     assign_render_minors(topology)?;
     let first_cpu = topology.nodes.iter().find(|n| !n.is_gpu()).map(|n| n.id);
@@ -421,14 +423,50 @@ fn complete_links(topology: &mut Topology, first_cpu: Option<u32>) -> Result<(),
     Ok(())
 }
 
+/// The CPU node a tree without one gets: the 24-core CPU of a real capture.
+const CPU_TEMPLATE: &str = include_str!("../../machines/mixed/nodes/0/properties");
+
+/// A tree without a CPU node (a capture of GPU nodes only) gets one, as node 0 — the kernel
+/// numbers CPUs first — and every other node moves up by one.
+fn ensure_cpu(topology: &mut Topology) -> Result<(), TopologyError> {
+    if topology.nodes.iter().any(|n| !n.is_gpu()) {
+        return Ok(());
+    }
+    for node in &mut topology.nodes {
+        node.id += 1;
+        for links in [&mut node.io_links, &mut node.p2p_links] {
+            for link in links.iter_mut() {
+                *link = remap(link, link.node_from + 1, link.node_to + 1)?;
+            }
+        }
+    }
+    let properties = NodeProperties::parse(CPU_TEMPLATE, Path::new(GENERATED))?;
+    topology.nodes.insert(
+        0,
+        Node {
+            id: 0,
+            gpu_id: Some(0),
+            name: Some(String::new()),
+            properties,
+            ..Node::default()
+        },
+    );
+    Ok(())
+}
+
 /// `link` with `node_from` set to `from`.
 fn relink(link: &IoLink, from: u32) -> Result<IoLink, TopologyError> {
+    remap(link, from, link.node_to)
+}
+
+/// `link` from `from` to `to`.
+fn remap(link: &IoLink, from: u32, to: u32) -> Result<IoLink, TopologyError> {
     let mut text = String::new();
     for (key, value) in &link.properties {
-        let value = if key == "node_from" {
-            u64::from(from)
-        } else {
-            *value
+        let value = match key.as_str() {
+            "node_from" => u64::from(from),
+            "node_to" => u64::from(to),
+            _ => *value,
         };
         // Writing to a String cannot fail.
         let _ = writeln!(text, "{key} {value}");
