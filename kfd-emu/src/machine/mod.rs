@@ -22,6 +22,7 @@
 //! Real captures are often partial (a scrubbed `drm_render_minor`, no `gpu_id` file, counts
 //! whose directories were not copied). Every machine, preset or loaded, is completed so that
 //! libhsakmt and ROCr 5.2.3 accept it, keeping every key the capture has:
+//! * a tree of GPU nodes only gets a CPU node 0 (from a real capture), the others moving up;
 //! * each node's `*_count` keys match the directories that exist;
 //! * a GPU without a `gpu_id` gets a stable one derived from its PCI location and ids;
 //! * a GPU whose `drm_render_minor` is outside 128–255 or taken gets the next free one;
