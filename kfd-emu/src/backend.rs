@@ -66,8 +66,13 @@ pub trait Backend: Send + Sync + 'static {
     /// Answers ioctl `cmd` with argument `arg` on `file`, a duplicate (taken with
     /// `pidfd_getfd`) of the caller's descriptor. Returns `None` when `file` is not one of this
     /// backend's stand-ins, so the supervisor lets the kernel run the ioctl natively.
-    fn ioctl(&self, caller: &dyn Caller, file: BorrowedFd<'_>, cmd: u32, arg: u64)
-    -> Option<IoctlResult>;
+    fn ioctl(
+        &self,
+        caller: &dyn Caller,
+        file: BorrowedFd<'_>,
+        cmd: u32,
+        arg: u64,
+    ) -> Option<IoctlResult>;
 
     /// Whether ioctl `cmd` may block for long (WAIT_EVENTS): the supervisor then serves it on
     /// a thread of its own so other notifications keep flowing.
