@@ -1,4 +1,4 @@
-//! The topology parser against real sysfs captures (`shared/fixtures/topology/`), against
+//! The topology parser against real sysfs captures (`fixtures/topology/`), against
 //! malformed trees built in a temporary directory, and against this machine's live tree.
 //!
 //! Every value asserted here was read off the capture files by hand.
@@ -12,7 +12,7 @@ use kfd_ioctl::topology::{
 };
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/topology")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/topology")
 }
 
 fn read_fixture(name: &str) -> Topology {
