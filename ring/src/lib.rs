@@ -1,5 +1,133 @@
-//! `kfd-ring`: mirrored ("magic") ring mappings on the host and on the GPU.
+//! `kfd-ring`: mirrored ("magic") ring mappings on the host and on AMD GPUs over KFD, and an
+//! SPSC byte ring on top.
 //!
-//! It will hold `[prev][base][next]` mappings of one physical buffer (a host memfd mapped three
-//! times, a GPU-visible host ring through SVM or USERPTR, a device-local ring through dmabuf
-//! export/import at three GPU VAs), and an SPSC byte ring with reserve/commit on top.
+//! A mirrored mapping presents one buffer of `capacity` bytes three times, back to back —
+//! `[prev][base][next]` — so code can read or write up to a whole capacity before or after any
+//! point of the ring with plain pointers: a copy across the wrap point is one `memcpy`, never
+//! two. This is IREE's AMDGPU vmem ringbuffer design (`shared/ref/anchors.md` §2), built here
+//! on raw KFD ioctls (`shared/ref/kfd-abi.md` §7).
+//!
+//! | type | memory | who sees the mirror |
+//! | --- | --- | --- |
+//! | [`HostMirror`] | a sealed memfd mapped 3× into a `PROT_NONE` reservation | the CPU, in any process that maps the memfd |
+//! | [`GpuHostRing`] | a [`HostMirror`] + USERPTR buffer objects or an SVM range | the CPU, and the chosen GPUs at the same addresses |
+//! | [`DeviceRing`] | one buffer object of a GPU pool, dma-buf exported and imported at its two neighbouring GPU VAs | the chosen GPUs; the CPU too (large-BAR VRAM) through three render-node mappings |
+//!
+//! Every capacity is a power of two and a multiple of the allocation granule (the page, or
+//! 2 MiB for VRAM or huge pages: [`ring_capacity`]); every base is page aligned (so 64-byte
+//! aligned). Who may touch a GPU ring is said with IREE's [`AccessMode`]s, turned into per-GPU
+//! [`Right`]s; KFD has no write-only right, so write-only becomes read-write (see
+//! [`AccessMode`]). Which memory to use comes from the topology: [`MemoryPool::find`] picks a
+//! coarse- or fine-grained pool of a GPU and says which ([`MemoryPool`]'s `Display`).
+//!
+//! On any [`Mirrored`] mapping, [`SpscRing`] is a single-producer single-consumer ring of
+//! variable-size records whose payloads are always contiguous: `reserve(n) → &mut [u8]`,
+//! `commit`; `peek → &[u8]`, `release`. Over a [`HostMirror`] its header lives in the memfd,
+//! so two processes can share it.
+//!
+//! # Tutorial
+//!
+//! ## A host ring
+//! ```
+//! use kfd_ring::{HostMirror, Mirrored};
+//!
+//! let ring = HostMirror::new(64 << 10)?; // 64 KiB, page granule
+//! let cap = ring.capacity();
+//! let base = ring.base().as_ptr();
+//! // Fill the buffer through the base view...
+//! let fill: Vec<u8> = (0..cap).map(|i| i as u8).collect();
+//! ring.write(0, &fill)?;
+//! // ...and the neighbouring views show the same bytes.
+//! // SAFETY: [base - cap, base + 2 cap) is mapped while `ring` lives.
+//! unsafe {
+//!     assert_eq!(*base.offset(-1), *base.add(cap - 1));
+//!     assert_eq!(*base.add(cap), *base);
+//!     assert_eq!(*base.add(cap + 1), *base.add(1));
+//! }
+//! # Ok::<(), kfd_ring::Error>(())
+//! ```
+//!
+//! ## An SPSC ring between two threads
+//! ```
+//! use kfd_ring::{HostMirror, SpscRing};
+//!
+//! let (mut tx, mut rx) = SpscRing::new(HostMirror::new(1 << 16)?)?.split()?;
+//! let sender = std::thread::spawn(move || {
+//!     for i in 0..1000u32 {
+//!         let record = vec![i as u8; (i % 700) as usize];
+//!         while tx.push(&record).is_err() {
+//!             std::hint::spin_loop();
+//!         }
+//!     }
+//! });
+//! let mut seen = 0u32;
+//! while seen < 1000 {
+//!     if let Some(record) = rx.peek()? {
+//!         // Always one contiguous slice, even across the end of the buffer.
+//!         assert_eq!(record.len(), (seen % 700) as usize);
+//!         assert!(record.iter().all(|&b| b == seen as u8));
+//!         rx.release();
+//!         seen += 1;
+//!     }
+//! }
+//! sender.join().unwrap();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! For two processes, hand [`HostMirror::memfd`] to the other one, which maps it with
+//! [`HostMirror::from_memfd`] and joins with [`SpscRing::new`]; one side takes
+//! [`SpscRing::into_producer`], the other [`SpscRing::into_consumer`].
+//!
+//! ## A GPU-visible host ring and a device-local ring
+//! ```no_run
+//! use kfd_ioctl::{Kfd, topology::Topology};
+//! use kfd_ring::{AccessMode, DeviceRing, GpuHostRing, Granularity, HostMirror, MemoryPool};
+//!
+//! let kfd = Kfd::open()?;
+//! let topo = Topology::read()?;
+//! let gpus: Vec<(u32, u32)> = topo
+//!     .gpus()
+//!     .filter_map(|n| Some((n.gpu_id()?, n.properties.drm_render_minor as u32)))
+//!     .collect();
+//! for &(gpu_id, minor) in &gpus {
+//!     kfd.acquire_vm(gpu_id, minor)?;
+//! }
+//! let owner = gpus[0].0;
+//! let peers: Vec<u32> = gpus[1..].iter().map(|g| g.0).collect();
+//!
+//! // The owner writes, the others read: per-GPU read-only through USERPTR buffer objects.
+//! let access = AccessMode::ExclusiveProducer.rights(owner, &peers);
+//! let host = GpuHostRing::userptr(&kfd, HostMirror::new(1 << 20)?, &access, Granularity::Fine)?;
+//! println!("GPUs see the host ring at {:#x}", host.gpu_base());
+//!
+//! // A ring in the owner's VRAM, mapped for the CPU too when the VRAM is host accessible.
+//! let pool = MemoryPool::find(&topo, owner, Granularity::Coarse)?;
+//! println!("chose {pool}");
+//! let device = DeviceRing::new(&kfd, &pool, 1 << 20, &access, pool.host_accessible)?;
+//! println!("device ring at GPU VA {:#x}, {} bytes", device.gpu_base(), device.capacity());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Emulation
+//! Without an AMD GPU, run under `kfd-emu` (the workspace's tests do): the same ioctls and
+//! mmaps land in its model, whose GPU-side view (`Model::gpu_read`/`gpu_write`) lets tests
+//! check what a GPU sees at the ring's GPU addresses.
+
+mod access;
+mod capacity;
+mod device;
+mod error;
+mod gpu_host;
+mod host;
+mod pool;
+mod spsc;
+mod sys;
+
+pub use access::{AccessMode, GpuAccess, Right};
+pub use capacity::{Granule, TWO_MIB, ring_capacity};
+pub use device::{DeviceCpuView, DeviceRing, GpuView};
+pub use error::{Error, Result};
+pub use gpu_host::{GpuHostRing, HostRingBacking};
+pub use host::{HostMirror, Mirrored};
+pub use pool::{Granularity, Location, MemoryPool};
+pub use spsc::{Consumer, Producer, RECORD_HEADER, ReserveError, RingCorrupt, SpscRing};

@@ -1,0 +1,357 @@
+use std::sync::Arc;
+
+use super::*;
+use crate::HostMirror;
+
+fn ring(min: usize) -> (Producer<HostMirror>, Consumer<HostMirror>) {
+    SpscRing::new(HostMirror::new(min).unwrap())
+        .unwrap()
+        .split()
+        .unwrap()
+}
+
+#[test]
+fn records_come_out_in_order_and_whole() {
+    let (mut tx, mut rx) = ring(4096);
+    assert_eq!(rx.peek().unwrap(), None);
+    assert!(!rx.release(), "nothing to release");
+    assert!(!tx.commit(), "nothing to commit");
+    tx.push(b"one").unwrap();
+    tx.push(b"").unwrap();
+    tx.push(&[7; 100]).unwrap();
+    assert_eq!(rx.peek().unwrap(), Some(&b"one"[..]));
+    assert_eq!(
+        rx.peek().unwrap(),
+        Some(&b"one"[..]),
+        "peek does not consume"
+    );
+    assert!(rx.release());
+    assert_eq!(rx.pop_with(<[u8]>::len).unwrap(), Some(0));
+    assert_eq!(rx.pop_with(<[u8]>::to_vec).unwrap(), Some(vec![7; 100]));
+    assert_eq!(rx.peek().unwrap(), None);
+}
+
+#[test]
+fn nothing_is_visible_before_commit_and_an_abandoned_reservation_vanishes() {
+    let (mut tx, mut rx) = ring(4096);
+    tx.reserve(10).unwrap().fill(1);
+    assert_eq!(rx.peek().unwrap(), None, "reserved, not committed");
+    tx.reserve(4).unwrap().copy_from_slice(b"last");
+    assert!(tx.commit());
+    assert_eq!(rx.peek().unwrap(), Some(&b"last"[..]));
+    rx.release();
+    tx.reserve(10).unwrap().copy_from_slice(b"0123456789");
+    assert!(tx.commit_len(3));
+    assert_eq!(rx.peek().unwrap(), Some(&b"012"[..]));
+}
+
+#[test]
+fn the_ring_fills_up_and_refuses_records_that_can_never_fit() {
+    let (mut tx, mut rx) = ring(4096);
+    let cap = 4096usize.max(crate::sys::page_size());
+    assert_eq!(tx.max_record(), cap - RECORD_HEADER);
+    assert_eq!(
+        tx.reserve(cap - RECORD_HEADER + 1),
+        Err(ReserveError::TooLarge {
+            len: cap - RECORD_HEADER + 1,
+            max: cap - RECORD_HEADER
+        })
+    );
+    // 120 + 8 = 128 bytes per record.
+    for _ in 0..cap / 128 {
+        tx.push(&[1; 120]).unwrap();
+    }
+    assert_eq!(tx.push(&[]), Err(ReserveError::Full));
+    rx.pop_with(|_| ()).unwrap();
+    tx.push(&[2; 120]).unwrap();
+    assert_eq!(tx.push(&[]), Err(ReserveError::Full));
+    // A whole-capacity record fits an empty ring, wherever the positions are.
+    while rx.pop_with(|_| ()).unwrap().is_some() {}
+    let big: Vec<u8> = (0..tx.max_record()).map(|i| i as u8).collect();
+    tx.push(&big).unwrap();
+    assert_eq!(rx.peek().unwrap(), Some(&big[..]));
+}
+
+#[test]
+fn a_record_across_the_end_of_the_buffer_is_one_slice() {
+    let (mut tx, mut rx) = ring(4096);
+    let cap = tx.shared.mirror.capacity();
+    // Move both positions to 40 bytes before the end.
+    tx.push(&vec![0; cap - 48]).unwrap();
+    rx.pop_with(|_| ()).unwrap();
+    let data: Vec<u8> = (0..200).map(|i| (i * 3) as u8).collect();
+    let base = tx.shared.mirror.base().as_ptr() as usize;
+    let slot = tx.reserve(200).unwrap();
+    let start = slot.as_ptr() as usize - base;
+    assert!(
+        start < cap && start + 200 > cap,
+        "the payload crosses the end"
+    );
+    slot.copy_from_slice(&data);
+    tx.commit();
+    assert_eq!(rx.peek().unwrap(), Some(&data[..]));
+    // The bytes past the end landed at the start of the buffer.
+    let mut head = vec![0u8; start + 200 - cap];
+    tx.shared.mirror.read(0, &mut head).unwrap();
+    assert_eq!(head[..], data[cap - start..]);
+}
+
+#[test]
+fn roles_are_claimed_once_and_released_on_drop() {
+    let mirror = HostMirror::new(4096).unwrap();
+    let fd = mirror.memfd().try_clone_to_owned().unwrap();
+    let tx = SpscRing::new(mirror).unwrap().into_producer().unwrap();
+    let other = HostMirror::from_memfd(fd, crate::Granule::Page).unwrap();
+    let again = SpscRing::new(other).unwrap();
+    assert!(matches!(
+        SpscRing {
+            shared: Arc::clone(&again.shared)
+        }
+        .into_producer(),
+        Err(Error::RoleTaken { role: "producer" })
+    ));
+    drop(tx);
+    let mut tx = again.into_producer().unwrap();
+    tx.push(b"x").unwrap();
+}
+
+#[test]
+fn a_second_mapping_joins_the_ring_and_sees_its_records() {
+    let mirror = HostMirror::new(4096).unwrap();
+    let fd = mirror.memfd().try_clone_to_owned().unwrap();
+    let mut tx = SpscRing::new(mirror).unwrap().into_producer().unwrap();
+    tx.push(b"before").unwrap();
+    let mut rx = SpscRing::new(HostMirror::from_memfd(fd, crate::Granule::Page).unwrap())
+        .unwrap()
+        .into_consumer()
+        .unwrap();
+    tx.push(b"after").unwrap();
+    assert_eq!(
+        rx.pop_with(<[u8]>::to_vec).unwrap(),
+        Some(b"before".to_vec())
+    );
+    assert_eq!(
+        rx.pop_with(<[u8]>::to_vec).unwrap(),
+        Some(b"after".to_vec())
+    );
+}
+
+#[test]
+fn a_corrupt_header_is_reported_not_trusted() {
+    let (mut tx, mut rx) = ring(4096);
+    tx.push(b"fine").unwrap();
+    // A peer scribbles over the record header.
+    tx.shared.mirror.write(0, &[0xff; 8]).unwrap();
+    let err = rx.peek().unwrap_err();
+    assert_eq!(err.position, 0);
+    // And a producer position that is not whole records.
+    let (_tx, mut rx) = ring(4096);
+    rx.shared.header().head.0.store(3, Ordering::Release);
+    assert!(rx.peek().is_err());
+}
+
+/// A 64-bit FNV-1a hash of a record, its checksum.
+fn checksum(seq: u64, payload: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ seq;
+    for chunk in payload.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        h = (h ^ u64::from_le_bytes(word)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// xorshift64*: the record sizes, the same sequence on both sides.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// Over 10^8 bytes of random-size records (1 B – 4 KiB payloads) between two threads through
+/// a 64 KiB ring, each carrying its sequence number and a checksum the consumer verifies.
+#[test]
+fn stress_two_threads_move_1e8_bytes_with_per_record_checksums() {
+    const TOTAL: u64 = 100_000_000;
+    const SEED: u64 = 0x9e37_79b9_7f4a_7c15;
+    let (mut tx, mut rx) = ring(64 << 10);
+    // Payload bytes come from a random pool, at a varying offset.
+    let mut rng = Rng(7);
+    let pool: Arc<Vec<u8>> = Arc::new((0..(1 << 20)).map(|_| rng.next() as u8).collect());
+    let producer_pool = Arc::clone(&pool);
+    let producer = std::thread::spawn(move || {
+        let mut sizes = Rng(SEED);
+        let (mut sent, mut seq) = (0u64, 0u64);
+        while sent < TOTAL {
+            let r = sizes.next();
+            let n = 1 + (r % 4096) as usize;
+            let from = ((r >> 20) % (producer_pool.len() - 4096) as u64) as usize;
+            let payload = &producer_pool[from..from + n];
+            let slot = loop {
+                match tx.reserve(16 + n) {
+                    Ok(slot) => break slot,
+                    Err(ReserveError::Full) => std::thread::yield_now(),
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            slot[..8].copy_from_slice(&seq.to_le_bytes());
+            slot[8..8 + n].copy_from_slice(payload);
+            slot[8 + n..].copy_from_slice(&checksum(seq, payload).to_le_bytes());
+            tx.commit();
+            sent += (16 + n) as u64;
+            seq += 1;
+        }
+        seq
+    });
+    let mut sizes = Rng(SEED);
+    let (mut received, mut seq) = (0u64, 0u64);
+    while received < TOTAL {
+        let Some(record) = rx.peek().unwrap() else {
+            std::thread::yield_now();
+            continue;
+        };
+        let n = 1 + (sizes.next() % 4096) as usize;
+        assert_eq!(record.len(), 16 + n, "record {seq} has the size sent");
+        let got_seq = u64::from_le_bytes(record[..8].try_into().unwrap());
+        assert_eq!(got_seq, seq, "records arrive in order");
+        let payload = &record[8..8 + n];
+        let sum = u64::from_le_bytes(record[8 + n..].try_into().unwrap());
+        assert_eq!(sum, checksum(seq, payload), "record {seq} is intact");
+        received += record.len() as u64;
+        rx.release();
+        seq += 1;
+    }
+    assert_eq!(producer.join().unwrap(), seq);
+    assert!(received >= TOTAL);
+    assert_eq!(rx.peek().unwrap(), None);
+}
+
+/// The head/tail protocol under shuttle's schedulers: the producer and consumer cores (the
+/// code `Producer` and `Consumer` run) on shuttle atomics, over a real mirrored mapping.
+mod model {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    use super::super::{ConsumerCore, Counter, ProducerCore};
+    use crate::{HostMirror, Mirrored};
+
+    struct ShuttleCounter(shuttle::sync::atomic::AtomicU64);
+
+    impl Counter for ShuttleCounter {
+        fn load(&self, order: Ordering) -> u64 {
+            self.0.load(order)
+        }
+        fn store(&self, value: u64, order: Ordering) {
+            self.0.store(value, order)
+        }
+    }
+
+    struct Ring {
+        mirror: HostMirror,
+        head: ShuttleCounter,
+        tail: ShuttleCounter,
+    }
+
+    // SAFETY: shuttle runs its threads one at a time; the mirror is reached through raw
+    // pointers under the protocol being checked.
+    unsafe impl Send for Ring {}
+    // SAFETY: as above.
+    unsafe impl Sync for Ring {}
+
+    /// Record `i`'s payload: its length and bytes derived from `i`.
+    fn payload(i: usize) -> Vec<u8> {
+        let len = [1, 700, 1500, 33, 2000, 8][i % 6];
+        (0..len).map(|j| (i * 31 + j) as u8).collect()
+    }
+
+    const RECORDS: usize = 8;
+
+    /// One execution: the producer sends `RECORDS` records starting 40 bytes before the end
+    /// of a one-page ring (so they wrap), writing each payload in two halves with a yield
+    /// between; `publish_early` commits before writing (the bug the check must catch).
+    fn run(publish_early: bool) {
+        let mirror = HostMirror::new(4096).unwrap();
+        let cap = mirror.capacity();
+        assert_eq!(cap, 4096, "the model runs on a one-page ring");
+        let start = (cap - 40) as u64;
+        let ring = Arc::new(Ring {
+            mirror,
+            head: ShuttleCounter(shuttle::sync::atomic::AtomicU64::new(start)),
+            tail: ShuttleCounter(shuttle::sync::atomic::AtomicU64::new(start)),
+        });
+        let producer_ring = Arc::clone(&ring);
+        let producer = shuttle::thread::spawn(move || {
+            let r = &producer_ring;
+            let base = r.mirror.base().as_ptr();
+            let mut core = ProducerCore::new(cap, start, start);
+            for i in 0..RECORDS {
+                let data = payload(i);
+                let at = loop {
+                    // SAFETY: `base` is the ring's live mirror and `tail` its position.
+                    match unsafe { core.reserve(&r.tail, base, data.len()) } {
+                        Ok(at) => break at,
+                        Err(_) => shuttle::thread::yield_now(),
+                    }
+                };
+                let half = data.len() / 2;
+                if publish_early {
+                    // SAFETY: as above.
+                    unsafe { core.commit(&r.head, base, None) };
+                }
+                // SAFETY: `at` has room for the reserved payload (at most one capacity,
+                // contiguous through the mirror).
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), at, half) };
+                shuttle::thread::yield_now();
+                // SAFETY: as above.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        data.as_ptr().add(half),
+                        at.add(half),
+                        data.len() - half,
+                    )
+                };
+                if !publish_early {
+                    // SAFETY: as above.
+                    unsafe { core.commit(&r.head, base, None) };
+                }
+            }
+        });
+        let base = ring.mirror.base().as_ptr();
+        let mut core = ConsumerCore::new(cap, start, start);
+        for i in 0..RECORDS {
+            let want = payload(i);
+            let (at, n) = loop {
+                // SAFETY: `base` is the ring's live mirror and `head` its position.
+                match unsafe { core.peek(&ring.head, base) }.expect("headers are intact") {
+                    Some(record) => break record,
+                    None => shuttle::thread::yield_now(),
+                }
+            };
+            // SAFETY: a committed record of `n` bytes at `at`, contiguous through the mirror.
+            let got = unsafe { std::slice::from_raw_parts(at, n) };
+            assert!(got == want, "record {i} arrives whole");
+            core.release(&ring.tail);
+        }
+        producer.join().unwrap();
+    }
+
+    #[test]
+    fn consumer_never_sees_uncommitted_bytes_under_random_and_pct_schedules() {
+        shuttle::check_random(|| run(false), 300);
+        shuttle::check_pct(|| run(false), 300, 3);
+    }
+
+    /// The check has teeth: publishing before writing is caught.
+    #[test]
+    fn publishing_before_writing_is_caught() {
+        let caught = std::panic::catch_unwind(|| shuttle::check_random(|| run(true), 300));
+        assert!(
+            caught.is_err(),
+            "shuttle found no schedule exposing the early publish"
+        );
+    }
+}
