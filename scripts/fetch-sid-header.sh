@@ -78,5 +78,5 @@ arch_asm=$(find "$out/extract/usr/include" -maxdepth 2 -type d -name asm | head 
 [[ -n "$arch_asm" ]] && cp -r "$arch_asm" "$out/include/asm"
 basename "$deb" >"$out/VERSION"
 rm -rf "$out/extract" "$work"
-grep -E 'KFD_IOCTL_(MAJOR|MINOR)_VERSION' "$hdr"
+grep -E '^#define KFD_IOCTL_(MAJOR|MINOR)_VERSION' "$hdr"
 echo "fetch-sid-header: $(cat "$out/VERSION") -> $hdr"

@@ -195,7 +195,10 @@ fn apertures_follow_the_gfx9_layout() {
 
 #[test]
 fn a_captured_tree_loads_with_or_without_the_topology_folder() {
-    let capture = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/topology/mi210-8gpu-xgmi");
+    let capture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/topology/mi210-8gpu-xgmi"
+    );
     let direct = Machine::from_topology_dir(capture).expect("load capture");
     assert_rocr_ready(direct.topology(), "mi210 capture");
     assert_eq!(direct.gpus().len(), 8);
