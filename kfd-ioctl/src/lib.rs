@@ -4,6 +4,58 @@
 //!   `linux/kfd_ioctl.h` at KFD 1.23, opcodes, flags and the minimum KFD minor of each.
 //! * [`topology`] — the KFD sysfs topology tree, parsed and typed.
 //! * [`Kfd`] — the safe handle on `/dev/kfd` with one method per memory-side ioctl.
+//!
+//! # Tutorial
+//!
+//! Open KFD, find the GPUs in the topology, make each GPU's VM this process's compute VM, and
+//! allocate, map, touch and free memory. This is the whole life of a buffer object, and the
+//! example runs as a test: on a machine without an AMD GPU its syscalls are answered by
+//! kfd-emu (in hidden lines), on an MI300X by the kernel.
+//!
+//! ```
+//! # kfd_emu::supervisor::run_attached(
+//! #     kfd_emu::model::Model::new(kfd_emu::model::ModelConfig::default()).unwrap(),
+//! #     || -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! use kfd_ioctl::abi::AllocMemFlags;
+//! use kfd_ioctl::topology::Topology;
+//! use kfd_ioctl::{Errno, Kfd, MemoryPolicy};
+//!
+//! // O_RDWR | O_CLOEXEC; the version is read once and gates every later call.
+//! let kfd = Kfd::open()?;
+//! assert_eq!(kfd.version().major, 1);
+//!
+//! // The sysfs topology names each GPU's gpu_id and render node.
+//! let topology = Topology::read()?;
+//! let gpu = topology.gpus().next().ok_or("no GPU")?;
+//! let gpu_id = gpu.gpu_id().ok_or("no gpu_id")?;
+//! kfd.acquire_vm(gpu_id, gpu.properties.drm_render_minor as u32)?;
+//! kfd.set_memory_policy(gpu_id, &MemoryPolicy::default())?;
+//!
+//! // Where GPU virtual addresses may go in this process.
+//! let apertures = kfd.get_process_apertures()?;
+//! let gpuvm = &apertures.iter().find(|a| a.gpu_id == gpu_id).ok_or("no aperture")?.gpuvm;
+//! let va = gpuvm.start + (1 << 40);
+//!
+//! // 2 MiB of system memory the GPU can reach, mapped on it and visible to the CPU.
+//! let flags = AllocMemFlags::GTT | AllocMemFlags::WRITABLE;
+//! let bo = kfd.alloc_memory_of_gpu(gpu_id, va, 2 << 20, flags)?;
+//! kfd.map_memory_to_gpu(&bo, &[gpu_id])?;
+//! let cpu = bo.map_cpu()?;
+//! cpu.write(0, b"hello, GPU")?;
+//!
+//! // Errors say which ioctl, GPU, range and errno: a second BO at the same VA cannot be
+//! // mapped on the same GPU.
+//! let clash = kfd.alloc_memory_of_gpu(gpu_id, va, 4096, flags)?;
+//! let err = kfd.map_memory_to_gpu(&clash, &[gpu_id]).unwrap_err();
+//! assert_eq!(err.errno(), Some(Errno::INVAL));
+//! println!("{err}");
+//!
+//! // Dropping unmaps from every GPU and frees; `free_memory_of_gpu` reports errors instead.
+//! drop(cpu);
+//! kfd.free_memory_of_gpu(bo)?;
+//! # Ok(())
+//! # }).unwrap().unwrap();
+//! ```
 #![warn(missing_docs)]
 
 pub mod abi;
