@@ -10,13 +10,11 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 use crate::error::{Error, Result};
 use crate::smi::SmiEvent;
 
-/// How much one read takes from the kernel (its FIFO holds 8 KiB at most; older kernels 1 KiB).
-const READ_CHUNK: usize = 4096;
-
 /// A stream of [`SmiEvent`]s from one GPU's SMI event fd.
 ///
 /// The kernel hands out bytes, not records: a read may end in the middle of a record and the
-/// next one continues it. The stream keeps the unfinished tail and yields only whole records.
+/// next one continues it. The stream yields only whole records; the unfinished tail waits in
+/// [`SmiEvents::read_line`] for the rest.
 /// A record that does not match its format is reported as [`Error::SmiParse`] and consumed;
 /// the stream goes on with the next.
 ///
@@ -40,7 +38,6 @@ const READ_CHUNK: usize = 4096;
 #[derive(Debug)]
 pub struct SmiStream {
     events: SmiEvents,
-    records: Records,
 }
 
 impl AsFd for SmiStream {
@@ -58,10 +55,7 @@ impl SmiStream {
     /// Wraps an open SMI event fd and enables `mask` on it.
     pub fn new(events: SmiEvents, mask: SmiEventMask) -> Result<SmiStream> {
         events.set_mask(mask)?;
-        Ok(SmiStream {
-            events,
-            records: Records::default(),
-        })
+        Ok(SmiStream { events })
     }
 
     /// Replaces the event mask.
@@ -74,9 +68,9 @@ impl SmiStream {
         self.events.gpu_id()
     }
 
-    /// The fd, and any bytes read from it that did not yet form a whole record.
-    pub fn into_inner(self) -> (SmiEvents, Vec<u8>) {
-        (self.events, self.records.unread)
+    /// The SMI event fd (with any unfinished record it buffered).
+    pub fn into_inner(self) -> SmiEvents {
+        self.events
     }
 
     /// The next event, waiting up to `timeout` for one (`None`: as long as it takes;
@@ -84,11 +78,9 @@ impl SmiStream {
     pub fn next_event(&mut self, timeout: Option<Duration>) -> Result<Option<SmiEvent>> {
         let deadline = timeout.map(|t| Instant::now().checked_add(t));
         loop {
-            if let Some(record) = self.records.take() {
+            // `read_line` keeps a record split across reads until its newline arrives.
+            if let Some(record) = self.events.read_line()? {
                 return parse_record(&record).map(Some);
-            }
-            if self.fill()? > 0 {
-                continue;
             }
             let wait = match deadline {
                 None | Some(None) => None,
@@ -110,14 +102,6 @@ impl SmiStream {
         }
     }
 
-    /// Reads what the kernel has (never blocks); the number of bytes read.
-    fn fill(&mut self) -> Result<usize> {
-        let mut chunk = [0u8; READ_CHUNK];
-        let n = self.events.read(&mut chunk)?;
-        self.records.push(&chunk[..n]);
-        Ok(n)
-    }
-
     /// Waits until the fd is readable or `wait` has passed (`None`: no limit).
     fn wait_readable(&self, wait: Option<Duration>) -> Result<()> {
         // A wait too long for a timespec is no limit at all.
@@ -130,33 +114,10 @@ impl SmiStream {
     }
 }
 
-/// Bytes read from an SMI fd, cut into records at each newline.
-#[derive(Debug, Default)]
-struct Records {
-    /// Bytes read but not yet returned as records (whole records, then at most one unfinished
-    /// one).
-    unread: Vec<u8>,
-}
-
-impl Records {
-    fn push(&mut self, bytes: &[u8]) {
-        self.unread.extend_from_slice(bytes);
-    }
-
-    /// Removes the first whole record and returns it without its newline.
-    fn take(&mut self) -> Option<Vec<u8>> {
-        let end = self.unread.iter().position(|&b| b == b'\n')?;
-        let mut record: Vec<u8> = self.unread.drain(..=end).collect();
-        record.pop();
-        Some(record)
-    }
-}
-
 /// Decodes one record read from the fd.
-fn parse_record(record: &[u8]) -> Result<SmiEvent> {
-    let line = String::from_utf8_lossy(record);
-    SmiEvent::parse(&line).map_err(|source| Error::SmiParse {
-        line: line.into_owned(),
+fn parse_record(line: &str) -> Result<SmiEvent> {
+    SmiEvent::parse(line).map_err(|source| Error::SmiParse {
+        line: line.to_owned(),
         source,
     })
 }
@@ -193,64 +154,16 @@ impl Iterator for Pending<'_> {
 mod tests {
     use super::*;
 
-    const RECORDS: &[&str] = &[
-        "5 1000 -42 @7f0000(200) 0->1a2b 1a2b:ffffffff 0\n",
-        "6 2000 -42 @7f0000(200) 0->1a2b 0 0\n",
-        "a 3000 -42 1a2b \0\n",
-        "1 2a:my task\n",
-        "7 4000 -42 @7f0001(1a2b) W\n",
-    ];
-
-    #[test]
-    fn records_split_across_reads_are_reassembled() {
-        let all: Vec<u8> = RECORDS.concat().into_bytes();
-        // Every way of cutting the byte stream in two, and byte-by-byte delivery.
-        for cut in 0..=all.len() {
-            let mut records = Records::default();
-            let mut out = Vec::new();
-            for piece in [&all[..cut], &all[cut..]] {
-                records.push(piece);
-                while let Some(r) = records.take() {
-                    out.push(parse_record(&r).unwrap());
-                }
-            }
-            assert_eq!(out.len(), RECORDS.len(), "cut at {cut}");
-            for (event, line) in out.iter().zip(RECORDS) {
-                assert_eq!(format!("{event}\n"), *line);
-            }
-            assert!(records.unread.is_empty());
-        }
-        let mut records = Records::default();
-        let mut n = 0;
-        for b in &all {
-            records.push(std::slice::from_ref(b));
-            n += usize::from(records.take().is_some());
-        }
-        assert_eq!(n, RECORDS.len());
-    }
-
-    #[test]
-    fn an_unfinished_record_waits_for_its_newline() {
-        let mut records = Records::default();
-        records.push(b"6 2000 -42 @7f0000(200) 0->1a");
-        assert_eq!(records.take(), None);
-        records.push(b"2b 0 0\n5 1");
-        assert_eq!(
-            records.take().as_deref(),
-            Some(&b"6 2000 -42 @7f0000(200) 0->1a2b 0 0"[..])
-        );
-        assert_eq!(records.take(), None);
-        assert_eq!(records.unread, b"5 1");
-    }
-
     #[test]
     fn a_bad_record_is_an_error_naming_it() {
-        match parse_record(b"7 1 -2 @10(1a2b) X\xff") {
+        match parse_record("7 1 -2 @10(1a2b) X") {
             Err(Error::SmiParse { line, source }) => {
-                assert_eq!(line, "7 1 -2 @10(1a2b) X\u{fffd}");
+                assert_eq!(line, "7 1 -2 @10(1a2b) X");
                 assert_eq!(source.offset, 17);
             }
             other => panic!("{other:?}"),
         }
+        // A QUEUE_RESTORE record with the NUL byte some kernels write decodes.
+        assert!(parse_record("a 3000 -42 1a2b \0").is_ok());
     }
 }

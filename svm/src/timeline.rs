@@ -26,7 +26,10 @@ pub const EVENTS_TID: u32 = u32::MAX;
 ///   in first out). A start without an end, or an end without a start, is an instant.
 /// * Bytes moved are counters (`"ph": "C"`), one per process and direction
 ///   (`"bytes system -> gpu 0x1a2b"`), stepping up at each successful MIGRATE_END (no error
-///   code, or 0) to the running total; each starts with a 0 sample.
+///   code, or 0) to the running total; each starts with a 0 sample. The bytes are the page
+///   counts the kernel reports, which cover the range it set out to migrate: pages it could
+///   not collect (shared or pinned pages, pages already there) are not subtracted, since the
+///   records do not say.
 /// * Page faults, queue eviction and restore, unmaps, VM faults, thermal and reset events are
 ///   instants (`"ph": "i"`, thread scope) on their GPU's track, or on the events track.
 /// * Metadata events (`"ph": "M"`) name every process and track used.
@@ -495,7 +498,8 @@ impl Timeline {
         self.page_size
     }
 
-    /// Bytes moved per (source, destination): the pages of every MIGRATE_END without an error.
+    /// Bytes moved per (source, destination): the pages of every MIGRATE_END without an error
+    /// (as reported; see the type's notes on counters).
     pub fn bytes_migrated(&self) -> BTreeMap<(Location, Location), u64> {
         let mut totals = BTreeMap::new();
         for event in &self.events {
