@@ -420,6 +420,15 @@ impl AsFd for SmiEvents {
 }
 
 impl SmiEvents {
+    /// Wraps an SMI event fd obtained elsewhere (passed over a socket, or a pipe in tests).
+    pub fn from_fd(fd: OwnedFd, gpu_id: u32) -> SmiEvents {
+        SmiEvents {
+            fd,
+            gpu_id,
+            pending: Vec::new(),
+        }
+    }
+
     /// The GPU whose events this fd carries.
     pub fn gpu_id(&self) -> u32 {
         self.gpu_id
@@ -982,6 +991,23 @@ impl Kfd {
         output: &mut [abi::kfd_ioctl_svm_attribute],
     ) -> Result<()> {
         self.require_nr(abi::AMDKFD_IOC_SVM)?;
+        // Flags newer than the running KFD would be silently ignored by it: refuse them.
+        for attr in input {
+            if matches!(
+                attr.r#type,
+                abi::KFD_IOCTL_SVM_ATTR_SET_FLAGS | abi::KFD_IOCTL_SVM_ATTR_CLR_FLAGS
+            ) {
+                let needed = abi::svm_flags_min_minor(abi::SvmFlags::from_bits_retain(attr.value));
+                self.require_minor("SVM flags", needed)?;
+            }
+        }
+        // CLR_FLAGS as a GET query arrived in 1.6.
+        if output
+            .iter()
+            .any(|a| a.r#type == abi::KFD_IOCTL_SVM_ATTR_CLR_FLAGS)
+        {
+            self.require_minor("SVM GET_ATTR of cleared flags", 6)?;
+        }
         let n = input.len().max(output.len());
         if n > abi::SVM_MAX_ATTRS as usize {
             return Err(Error::InvalidArgument {
@@ -1088,11 +1114,7 @@ impl Kfd {
         // SAFETY: on success the kernel installed a new descriptor with this number in our fd
         // table, and nothing else owns it.
         let fd = unsafe { OwnedFd::from_raw_fd(args.anon_fd as i32) };
-        Ok(SmiEvents {
-            fd,
-            gpu_id,
-            pending: Vec::new(),
-        })
+        Ok(SmiEvents::from_fd(fd, gpu_id))
     }
 
     /// `RUNTIME_ENABLE`: tells KFD the runtime is up (`mode` ENABLE, optionally TTMP_SAVE) or

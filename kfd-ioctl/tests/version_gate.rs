@@ -105,3 +105,31 @@ fn opening_a_missing_device_names_the_path() {
         "opening /dev/dri/renderD999 failed: ENOENT"
     );
 }
+
+#[test]
+fn svm_flags_newer_than_the_running_kfd_are_refused() {
+    use kfd_ioctl::abi::{self, SvmFlags};
+    let attr = |flags: SvmFlags| abi::kfd_ioctl_svm_attribute {
+        r#type: abi::KFD_IOCTL_SVM_ATTR_SET_FLAGS,
+        value: flags.bits(),
+    };
+    let kfd = kfd_at_minor(10);
+    // SAFETY: /dev/null registers nothing.
+    let err = unsafe { kfd.svm_set_attr(0x10000, 0x1000, &[attr(SvmFlags::GPU_ALWAYS_MAPPED)]) }
+        .unwrap_err();
+    assert_eq!(needed_minor(&err), Some(11), "{err}");
+    // Flags of 1.5 pass the gate and reach the kernel.
+    // SAFETY: as above.
+    let err =
+        unsafe { kfd.svm_set_attr(0x10000, 0x1000, &[attr(SvmFlags::COHERENT)]) }.unwrap_err();
+    assert_eq!(err.errno(), Some(Errno::NOTTY), "{err}");
+    // Querying cleared flags needs 1.6.
+    let mut query = [abi::kfd_ioctl_svm_attribute {
+        r#type: abi::KFD_IOCTL_SVM_ATTR_CLR_FLAGS,
+        value: 0,
+    }];
+    let err = kfd_at_minor(5)
+        .svm_get_attr(0x10000, 0x1000, &mut query)
+        .unwrap_err();
+    assert_eq!(needed_minor(&err), Some(6), "{err}");
+}
