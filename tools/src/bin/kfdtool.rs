@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use kfd_ioctl::topology::Topology;
 use kfd_ioctl::{Errno, Error, Kfd};
+use kfd_tools::info;
 
 /// Set in the environment of a `kfdtool` that runs under the embedded emulator.
 const EMULATED_ENV: &str = "KFDTOOL_EMULATED_MACHINE";
@@ -30,13 +31,16 @@ enum Command {
         /// The emulated machine to use when this machine has no /dev/kfd.
         #[arg(long, default_value = "mi300x")]
         machine: String,
+        /// Print one JSON object (kfd_version, emulated, nodes) instead of tables.
+        #[arg(long)]
+        json: bool,
     },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Info { machine } => match info() {
+        Command::Info { machine, json } => match info(json) {
             Ok(()) => ExitCode::SUCCESS,
             Err(Error::Open {
                 ref path,
@@ -58,15 +62,22 @@ fn main() -> ExitCode {
     }
 }
 
-fn info() -> Result<(), Error> {
+fn info(json: bool) -> Result<(), Error> {
     let kfd = Kfd::open()?;
     let topo = Topology::read()?;
-    let origin = match std::env::var(EMULATED_ENV) {
-        Ok(machine) => format!("emulated by kfd-emu, machine {machine}"),
-        Err(_) => "hardware".to_owned(),
+    let emulated = std::env::var(EMULATED_ENV).ok();
+    if json {
+        let version = kfd.version().to_string();
+        let value = info::topology_json(&topo, &version, emulated.is_some());
+        println!("{value:#}");
+        return Ok(());
+    }
+    let origin = match emulated {
+        Some(machine) => format!("emulated by kfd-emu, machine {machine}"),
+        None => "/dev/kfd".to_owned(),
     };
     println!("KFD {} ({origin})", kfd.version());
-    print!("{}", kfd_tools::topology_table(&topo));
+    print!("{}", info::topology_table(&topo));
     for gpu in topo.gpus() {
         let Some(gpu_id) = gpu.gpu_id() else { continue };
         let minor = gpu.properties.drm_render_minor as u32;
@@ -76,7 +87,7 @@ fn info() -> Result<(), Error> {
     for a in &apertures {
         let available = kfd
             .available_memory(a.gpu_id)
-            .map(kfd_tools::human_bytes)
+            .map(info::human_bytes)
             .unwrap_or_else(|e| format!("unknown ({e})"));
         println!(
             "gpu {:#06x}: gpuvm {:#x}..{:#x}, lds {:#x}, scratch {:#x}, available VRAM {available}",
