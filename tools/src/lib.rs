@@ -4,6 +4,7 @@
 //! a C ABI for real UMF pools) live here, with what `kfdtool` prints.
 
 pub mod info;
+pub mod provider;
 
 /// Runs this executable again, with the same arguments, under the embedded emulator on the
 /// machine preset `machine`; `marker_env` is set in the child's environment to the machine's

@@ -1,0 +1,1090 @@
+//! [`KfdProvider`]: UMF's memory-provider operations over KFD memory.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use kfd_ioctl::abi::AllocMemFlags;
+use kfd_ioctl::topology::Topology;
+use kfd_ioctl::{BufferObject, Errno, Kfd};
+use kfd_ring::{Granularity, MemoryPool};
+use kfd_svm::{Access, SvmAttrs};
+use rustix::fs::{FallocateFlags, MemfdFlags};
+use rustix::mm::Advice;
+use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags};
+
+use super::error::{Error, NativeCode, NativeError, Result, record};
+use super::ipc::{IPC_HANDLE_SIZE, IpcFields, IpcHandle};
+use super::sys::{self, Region};
+use super::tracker::{Miss, Tracker};
+use super::{AllocationInfo, MemoryKind, ProviderParams, ProviderStats};
+
+/// 2 MiB: the VRAM granule (large PTEs) and the SVM default granularity.
+const TWO_MIB: usize = 2 << 20;
+
+/// The span of the HOST memfd's offsets. The file is sparse and offsets are never reused, so
+/// this is the total a provider can ever hand out (64 PiB), not memory.
+const HOST_FILE_SPAN: u64 = 1 << 56;
+
+/// libhsakmt's flags for paged system memory (`0xd4000004`), without the `USERPTR` bit that
+/// `alloc_userptr` adds.
+const HOST_FLAGS: AllocMemFlags = AllocMemFlags::WRITABLE
+    .union(AllocMemFlags::EXECUTABLE)
+    .union(AllocMemFlags::NO_SUBSTITUTE)
+    .union(AllocMemFlags::COHERENT);
+
+/// Tells the providers of one process apart in IPC handles.
+static NEXT_PROVIDER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The backing of one allocation: what KFD and `mmap` handed out.
+///
+/// Fields drop in declaration order: the buffer object (unmapped from its GPUs and freed)
+/// before the address range it lives in.
+#[derive(Debug)]
+struct Chunk {
+    /// The `USERPTR` (HOST) or VRAM (DEVICE) buffer object; `None` for SVM.
+    bo: Option<BufferObject>,
+    /// The DEVICE chunk's dma-buf, made by the first `get_ipc_handle` and kept for the
+    /// handles' consumers to take until the chunk is freed.
+    dmabuf: Option<OwnedFd>,
+    /// The address range: the memfd mapping, the VRAM reservation (and CPU mapping), or the
+    /// SVM range.
+    region: Region,
+    /// HOST: where the range starts in the provider's memfd.
+    file_offset: Option<u64>,
+}
+
+/// Memory another process shared, as `open_ipc_handle` mapped it here.
+#[derive(Debug)]
+struct Opened {
+    /// The import (DEVICE) or the `USERPTR` BO over the mapped memfd range (HOST).
+    bo: Option<BufferObject>,
+    region: Region,
+    size: usize,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    tracker: Tracker<Chunk>,
+    /// Opened IPC memory by the pointer `open_ipc_handle` returned.
+    opened: BTreeMap<usize, Opened>,
+    allocated: usize,
+    peak: usize,
+}
+
+/// The HOST provider's memfd and the next unused offset in it.
+#[derive(Debug)]
+struct HostFile {
+    memfd: OwnedFd,
+    next: AtomicU64,
+}
+
+/// A memory provider with UMF's operations over KFD memory of one [`MemoryKind`].
+///
+/// Created with [`KfdProvider::new`]; every method is one op of UMF's
+/// `umf_memory_provider_ops_t` with UMF's argument rules, and is safe to call from any
+/// thread. Pointers are raw because that is what the memory is to its users: the GPUs write
+/// it behind Rust's back, so building a slice over it is the caller's `unsafe` decision, and
+/// a pointer stays valid until it is freed (or purged, for its contents). See the
+/// [module docs](super) for how each kind is built and what split, merge, purge and IPC do
+/// with buffer objects.
+///
+/// Dropping the provider frees everything it still holds and closes what it opened.
+pub struct KfdProvider {
+    kfd: Kfd,
+    kind: MemoryKind,
+    /// The provider's GPU first, then its peers.
+    gpus: Vec<u32>,
+    name: String,
+    page: usize,
+    /// [`sys::fork_generation`] when created: a different value means a forked child.
+    generation: u64,
+    pid: i32,
+    id: u64,
+    /// DEVICE: the VRAM pool (flags, host accessibility).
+    vram: Option<MemoryPool>,
+    host: Option<HostFile>,
+    /// SHARED: the attributes every SVM range gets.
+    svm: Option<SvmAttrs>,
+    /// The render minor of every GPU of the topology, to acquire an exporter's GPU on import.
+    render_minors: BTreeMap<u32, u32>,
+    /// The GPU addresses valid on all of the provider's GPUs.
+    aperture: Range<u64>,
+    state: Mutex<State>,
+}
+
+impl fmt::Debug for KfdProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KfdProvider")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("gpus", &self.gpus)
+            .field("host_accessible", &self.host_accessible())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Rounds `n` up to a multiple of `page`; `None` on overflow.
+fn round_up(n: usize, page: usize) -> Option<usize> {
+    n.checked_next_multiple_of(page)
+}
+
+impl KfdProvider {
+    /// The name of a provider created without [`ProviderParams::name`] (and what UMF's
+    /// `get_name` with a NULL provider reports).
+    pub const DEFAULT_NAME: &'static str = "KFD";
+
+    /// Creates a provider of `params.kind` memory on `params.gpu_id` (the first GPU when
+    /// `None`), mapped on it and on `params.peers`.
+    ///
+    /// Reads the topology, acquires each GPU's VM on `kfd` (idempotent, so a `Kfd` already
+    /// in use is fine), and checks the kind can be had: DEVICE needs a VRAM bank, SHARED
+    /// SVM support on every GPU ([`Error::NotSupported`] otherwise). HOST creates the
+    /// provider's memfd.
+    pub fn new(kfd: Kfd, params: ProviderParams) -> Result<KfdProvider> {
+        record(KfdProvider::create(kfd, params))
+    }
+
+    fn create(kfd: Kfd, params: ProviderParams) -> Result<KfdProvider> {
+        let generation = sys::fork_generation();
+        let init = NativeCode::InitFailed;
+        let topology = Topology::read().map_err(|e| {
+            Error::ProviderSpecific(NativeError {
+                code: init,
+                errno: None,
+                message: format!("reading the KFD topology: {e}"),
+            })
+        })?;
+        let render_minors: BTreeMap<u32, u32> = topology
+            .gpus()
+            .filter_map(|n| Some((n.gpu_id()?, n.properties.drm_render_minor as u32)))
+            .collect();
+        let gpu_id = match params.gpu_id {
+            Some(id) => id,
+            None => *render_minors
+                .keys()
+                .next()
+                .ok_or_else(|| Error::unsupported("the topology has no GPU"))?,
+        };
+        let mut gpus = vec![gpu_id];
+        for &peer in &params.peers {
+            if !gpus.contains(&peer) {
+                gpus.push(peer);
+            }
+        }
+        for &gpu in &gpus {
+            let minor = *render_minors
+                .get(&gpu)
+                .ok_or_else(|| Error::invalid(format!("no GPU with gpu_id {gpu:#x}")))?;
+            kfd.acquire_vm(gpu, minor)
+                .map_err(|e| Error::kfd(init, "acquiring the GPU's VM", &e))?;
+        }
+        let apertures = kfd
+            .get_process_apertures()
+            .map_err(|e| Error::kfd(init, "reading the GPU apertures", &e))?;
+        let mut aperture = 0..u64::MAX;
+        for &gpu in &gpus {
+            let a = apertures
+                .iter()
+                .find(|a| a.gpu_id == gpu)
+                .ok_or_else(|| Error::invalid(format!("gpu {gpu:#x} has no GPUVM aperture")))?;
+            aperture = aperture.start.max(a.gpuvm.start)..aperture.end.min(a.gpuvm.end);
+        }
+        let (mut vram, mut host, mut svm) = (None, None, None);
+        match params.kind {
+            MemoryKind::Host => {
+                let memfd = rustix::fs::memfd_create("kfd-provider-host", MemfdFlags::CLOEXEC)
+                    .and_then(|fd| rustix::fs::ftruncate(&fd, HOST_FILE_SPAN).map(|()| fd))
+                    .map_err(|e| Error::sys(init, "creating the HOST memfd", e))?;
+                host = Some(HostFile {
+                    memfd,
+                    next: AtomicU64::new(0),
+                });
+            }
+            MemoryKind::Device => {
+                let pool = MemoryPool::device(&topology, gpu_id, Granularity::Coarse)
+                    .map_err(|e| Error::unsupported(format!("DEVICE memory: {e}")))?;
+                vram = Some(pool);
+            }
+            MemoryKind::Shared => {
+                let mut attrs = SvmAttrs::new();
+                for &gpu in &gpus {
+                    let capable = topology
+                        .node_by_gpu_id(gpu)
+                        .is_some_and(|n| n.capability().svm_api_supported());
+                    if !capable {
+                        return Err(Error::unsupported(format!(
+                            "SHARED memory: gpu {gpu:#x} does not support the SVM API"
+                        )));
+                    }
+                    attrs = attrs.access(gpu, Access::Access);
+                }
+                svm = Some(attrs);
+            }
+        }
+        Ok(KfdProvider {
+            kfd,
+            kind: params.kind,
+            gpus,
+            name: params
+                .name
+                .unwrap_or_else(|| KfdProvider::DEFAULT_NAME.to_owned()),
+            page: sys::page_size(),
+            generation,
+            pid: rustix::process::getpid().as_raw_nonzero().get(),
+            id: NEXT_PROVIDER_ID.fetch_add(1, Ordering::Relaxed),
+            vram,
+            host,
+            svm,
+            render_minors,
+            aperture,
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    /// The kind of memory.
+    pub fn kind(&self) -> MemoryKind {
+        self.kind
+    }
+
+    /// The provider's GPU (DEVICE memory is its VRAM).
+    pub fn gpu_id(&self) -> u32 {
+        self.gpus[0]
+    }
+
+    /// Every GPU the memory is mapped on: the provider's GPU, then its peers.
+    pub fn gpus(&self) -> &[u32] {
+        &self.gpus
+    }
+
+    /// The KFD handle the provider allocates through.
+    pub fn kfd(&self) -> &Kfd {
+        &self.kfd
+    }
+
+    /// Whether the CPU can touch the memory (false only for VRAM behind a small BAR).
+    pub fn host_accessible(&self) -> bool {
+        self.vram.as_ref().is_none_or(|pool| pool.host_accessible)
+    }
+
+    /// `get_name`: the name given in [`ProviderParams::name`], or
+    /// [`KfdProvider::DEFAULT_NAME`].
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `get_min_page_size`: the smallest granule of this memory, for any pointer (or none):
+    /// the system page size. The GPU maps 4 KiB pages of every kind.
+    pub fn min_page_size(&self, _ptr: *const u8) -> usize {
+        self.page
+    }
+
+    /// `get_recommended_page_size`: the granule allocations should be made in — 2 MiB for
+    /// VRAM (large PTEs) and SVM (its default granularity), the page size for HOST memory.
+    pub fn recommended_page_size(&self, _size: usize) -> usize {
+        match self.kind {
+            MemoryKind::Host => self.page,
+            MemoryKind::Device | MemoryKind::Shared => TWO_MIB,
+        }
+    }
+
+    /// `get_cache_line_size`: the host's cache line, 64 bytes (UMF's default), which is what
+    /// pools use it for (keeping CPU-side blocks from sharing lines).
+    pub fn cache_line_size(&self) -> usize {
+        64
+    }
+
+    /// `get_last_native_error`: this thread's last provider-specific error (see
+    /// [`last_native_error`](super::last_native_error)).
+    pub fn last_native_error() -> Option<NativeError> {
+        super::last_native_error()
+    }
+
+    /// `get_ipc_handle_size`: the size of every [`IpcHandle`].
+    pub fn get_ipc_handle_size(&self) -> usize {
+        IPC_HANDLE_SIZE
+    }
+
+    /// Allocation counters (UMF's `stats` ctl).
+    pub fn stats(&self) -> ProviderStats {
+        let st = self.lock();
+        ProviderStats {
+            allocated: st.allocated,
+            peak: st.peak,
+            allocations: st.tracker.pieces(),
+            chunks: st.tracker.chunks(),
+            opened_ipc: st.opened.len(),
+        }
+    }
+
+    /// The allocation containing `ptr` (any byte of it), if it is this provider's.
+    pub fn allocation_info(&self, ptr: *const u8) -> Option<AllocationInfo> {
+        let st = self.lock();
+        let (start, size) = st.tracker.piece_containing(ptr as usize)?;
+        Some(AllocationInfo {
+            base: NonNull::new(start as *mut u8)?,
+            size,
+            kind: self.kind,
+            gpu_id: self.gpu_id(),
+            host_accessible: self.host_accessible(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Refuses to act in a forked child (a new KFD process, where this provider's KFD
+    /// objects do not exist).
+    pub(crate) fn check_process(&self) -> Result<()> {
+        if sys::fork_generation() == self.generation {
+            return Ok(());
+        }
+        Err(Error::native_with(
+            NativeCode::WrongProcess,
+            Errno::BADF,
+            format!(
+                "this provider belongs to process {}; a forked child is a new KFD process: open \
+                 /dev/kfd and create a provider there",
+                self.pid
+            ),
+        ))
+    }
+
+    /// `alloc`: `size` bytes (rounded up to whole pages in the backing) aligned to
+    /// `alignment`, which is 0 (the page size), a divisor of the page size (the page size is
+    /// then enough) or a multiple of it — anything else is [`Error::InvalidArgument`], as is a
+    /// zero size. A size that cannot be rounded or mapped (`usize::MAX`), and KFD's refusals
+    /// (`ENOMEM` when VRAM or GTT is exhausted), are [`Error::ProviderSpecific`] with
+    /// [`NativeCode::AllocFailed`].
+    pub fn alloc(&self, size: usize, alignment: usize) -> Result<NonNull<u8>> {
+        record(self.alloc_inner(size, alignment))
+    }
+
+    fn alloc_inner(&self, size: usize, alignment: usize) -> Result<NonNull<u8>> {
+        self.check_process()?;
+        if size == 0 {
+            return Err(Error::invalid("alloc: the size must not be zero"));
+        }
+        let page = self.page;
+        let align = if alignment == 0 || page.is_multiple_of(alignment) {
+            page
+        } else if alignment.is_multiple_of(page) {
+            alignment
+        } else {
+            return Err(Error::invalid(format!(
+                "alloc: alignment {alignment} is neither 0, a divisor nor a multiple of the page size {page}"
+            )));
+        };
+        let len = round_up(size, page).ok_or_else(|| {
+            Error::native_with(
+                NativeCode::AllocFailed,
+                Errno::NOMEM,
+                format!("alloc: {size} bytes cannot be rounded up to whole pages"),
+            )
+        })?;
+        let chunk = match self.kind {
+            MemoryKind::Host => self.host_chunk(len, align),
+            MemoryKind::Device => self.device_chunk(len, align),
+            MemoryKind::Shared => self.shared_chunk(len, align),
+        }?;
+        let ptr = chunk.region.ptr_at(0);
+        let mut st = self.lock();
+        st.tracker.insert(chunk.region.addr(), size, chunk);
+        st.allocated += size;
+        st.peak = st.peak.max(st.allocated);
+        Ok(ptr)
+    }
+
+    /// Fails unless the whole region is a valid GPU address on every GPU of the provider.
+    fn check_va(&self, region: &Region, step: &str) -> Result<()> {
+        let start = region.addr() as u64;
+        let end = start + region.len() as u64;
+        if start < self.aperture.start || end > self.aperture.end {
+            return Err(Error::native_with(
+                NativeCode::AllocFailed,
+                Errno::INVAL,
+                format!(
+                    "{step}: {start:#x}..{end:#x} is outside the GPUVM aperture {:#x}..{:#x}",
+                    self.aperture.start, self.aperture.end
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A `USERPTR` BO over `region` on the provider's GPU, mapped on all its GPUs.
+    fn userptr(&self, region: &Region, code: NativeCode, step: &str) -> Result<BufferObject> {
+        let bo = sys::userptr_over(&self.kfd, self.gpu_id(), region, HOST_FLAGS)
+            .map_err(|e| Error::kfd(code, step, &e))?;
+        self.kfd
+            .map_memory_to_gpu(&bo, &self.gpus)
+            .map_err(|e| Error::kfd(code, step, &e))?;
+        Ok(bo)
+    }
+
+    fn host_chunk(&self, len: usize, align: usize) -> Result<Chunk> {
+        let code = NativeCode::AllocFailed;
+        let host = self
+            .host
+            .as_ref()
+            .ok_or_else(|| Error::invalid("not a HOST provider"))?;
+        let offset = host.next.fetch_add(len as u64, Ordering::Relaxed);
+        if offset
+            .checked_add(len as u64)
+            .is_none_or(|end| end > HOST_FILE_SPAN)
+        {
+            return Err(Error::sys(
+                code,
+                "alloc: the HOST memfd is used up",
+                Errno::NOSPC,
+            ));
+        }
+        let region = Region::reserve(len, align)
+            .map_err(|e| Error::sys(code, "alloc: reserving address space", e))?;
+        region
+            .map_file(host.memfd.as_fd(), offset)
+            .map_err(|e| Error::sys(code, "alloc: mapping the HOST memfd", e))?;
+        self.check_va(&region, "alloc")?;
+        let bo = self.userptr(&region, code, "alloc")?;
+        Ok(Chunk {
+            bo: Some(bo),
+            dmabuf: None,
+            region,
+            file_offset: Some(offset),
+        })
+    }
+
+    fn device_chunk(&self, len: usize, align: usize) -> Result<Chunk> {
+        let code = NativeCode::AllocFailed;
+        let pool = self
+            .vram
+            .as_ref()
+            .ok_or_else(|| Error::invalid("not a DEVICE provider"))?;
+        // Large BOs at 2 MiB-aligned addresses get large PTEs, unless an alignment was asked.
+        let align = if align == self.page && len >= TWO_MIB {
+            TWO_MIB
+        } else {
+            align
+        };
+        let region = Region::reserve(len, align)
+            .map_err(|e| Error::sys(code, "alloc: reserving address space", e))?;
+        self.check_va(&region, "alloc")?;
+        let va = region.addr() as u64;
+        let bo = self
+            .kfd
+            .alloc_memory_of_gpu(self.gpu_id(), va, len as u64, pool.alloc_flags)
+            .map_err(|e| Error::kfd(code, "alloc", &e))?;
+        let chunk = Chunk {
+            bo: Some(bo),
+            dmabuf: None,
+            region,
+            file_offset: None,
+        };
+        let bo = chunk.bo.as_ref().ok_or_else(|| Error::invalid("no BO"))?;
+        self.kfd
+            .map_memory_to_gpu(bo, &self.gpus)
+            .map_err(|e| Error::kfd(code, "alloc", &e))?;
+        if pool.host_accessible {
+            let render = self.kfd.render_fd(self.gpu_id()).ok_or_else(|| {
+                Error::kfd(
+                    code,
+                    "alloc",
+                    &kfd_ioctl::Error::NotAcquired {
+                        gpu_id: self.gpu_id(),
+                    },
+                )
+            })?;
+            let offset = bo.mmap_offset().unwrap_or(0);
+            chunk
+                .region
+                .map_file(render.as_fd(), offset)
+                .map_err(|e| Error::sys(code, "alloc: mapping VRAM for the CPU", e))?;
+            chunk
+                .region
+                .advise(0, len, Advice::LinuxDontFork)
+                .map_err(|e| Error::sys(code, "alloc: MADV_DONTFORK", e))?;
+        }
+        Ok(chunk)
+    }
+
+    fn shared_chunk(&self, len: usize, align: usize) -> Result<Chunk> {
+        let code = NativeCode::AllocFailed;
+        let attrs = self
+            .svm
+            .as_ref()
+            .ok_or_else(|| Error::invalid("not a SHARED provider"))?;
+        let region = Region::anonymous(len, align)
+            .map_err(|e| Error::sys(code, "alloc: mapping anonymous memory", e))?;
+        self.check_va(&region, "alloc")?;
+        sys::register_svm(&self.kfd, &region, attrs)
+            .map_err(|e| Error::svm(code, "alloc: registering the SVM range", &e))?;
+        Ok(Chunk {
+            bo: None,
+            dmabuf: None,
+            region,
+            file_offset: None,
+        })
+    }
+
+    /// Gives a chunk back: its BO unmapped from the GPUs and freed, its range unmapped, and
+    /// for HOST its pages punched out of the memfd.
+    fn release_chunk(&self, chunk: Chunk) -> Result<()> {
+        let Chunk {
+            bo,
+            dmabuf,
+            region,
+            file_offset,
+        } = chunk;
+        let mut result = Ok(());
+        if let Some(bo) = bo
+            && let Err(e) = self.kfd.free_memory_of_gpu(bo)
+        {
+            result = Err(Error::kfd(NativeCode::FreeFailed, "free", &e));
+        }
+        drop(dmabuf);
+        let len = region.len() as u64;
+        drop(region);
+        if let (Some(offset), Some(host)) = (file_offset, &self.host) {
+            let punch = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+            if let Err(e) = rustix::fs::fallocate(&host.memfd, punch, offset, len) {
+                result = result.and(Err(Error::sys(
+                    NativeCode::FreeFailed,
+                    "free: punching the pages out of the HOST memfd",
+                    e,
+                )));
+            }
+        }
+        result
+    }
+
+    /// Takes the piece at `addr` out of the tracker and releases the chunks left uncovered.
+    /// The outer error is the lookup's; the inner one a release's (reported, but the piece is
+    /// gone either way).
+    fn remove_piece(&self, addr: usize, size: Option<usize>) -> Result<Result<()>, Miss> {
+        let removed = {
+            let mut st = self.lock();
+            let removed = st.tracker.remove(addr, size)?;
+            st.allocated -= removed.size;
+            removed
+        };
+        let mut result = Ok(());
+        for (_, chunk) in removed.emptied {
+            result = result.and(self.release_chunk(chunk));
+        }
+        Ok(result)
+    }
+
+    /// `free`: frees the allocation (or split piece) at `ptr` of exactly `size` bytes; the
+    /// backing goes back to KFD when no piece of it is left. A NULL `ptr` succeeds. As UMF's
+    /// OS provider, a pointer that is not the start of an allocation of this provider is
+    /// [`Error::ProviderSpecific`] with [`NativeCode::FreeFailed`] (`EINVAL`); a size other
+    /// than the allocation's (0 included) is [`Error::InvalidArgument`].
+    pub fn free(&self, ptr: *mut u8, size: usize) -> Result<()> {
+        record(self.free_inner(ptr, size))
+    }
+
+    fn free_inner(&self, ptr: *mut u8, size: usize) -> Result<()> {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        self.check_process()?;
+        let addr = ptr as usize;
+        match self.remove_piece(addr, Some(size)) {
+            Ok(released) => released,
+            Err(Miss::Size { tracked }) => Err(Error::invalid(format!(
+                "free: the allocation at {addr:#x} is {tracked} bytes, not {size}"
+            ))),
+            Err(Miss::Interior { start }) => Err(Error::native_with(
+                NativeCode::FreeFailed,
+                Errno::INVAL,
+                format!("free: {addr:#x} is inside the allocation at {start:#x}, not its start"),
+            )),
+            Err(Miss::Unknown) => Err(Error::native_with(
+                NativeCode::FreeFailed,
+                Errno::INVAL,
+                format!("free: {addr:#x} is not an allocation of this provider"),
+            )),
+        }
+    }
+
+    /// Frees the allocation at `ptr` by its pointer alone (LLVM Offload's `olMemFree`),
+    /// found in O(log n). NULL is [`Error::NullPointer`]; an unknown or interior pointer is
+    /// [`Error::InvalidArgument`].
+    pub fn free_ptr(&self, ptr: *mut u8) -> Result<()> {
+        record(self.free_ptr_inner(ptr))
+    }
+
+    fn free_ptr_inner(&self, ptr: *mut u8) -> Result<()> {
+        if ptr.is_null() {
+            return Err(Error::NullPointer("free_ptr: the pointer is NULL"));
+        }
+        self.check_process()?;
+        let addr = ptr as usize;
+        match self.remove_piece(addr, None) {
+            Ok(released) => released,
+            Err(Miss::Interior { start }) => Err(Error::invalid(format!(
+                "free_ptr: {addr:#x} is inside the allocation at {start:#x}, not its start"
+            ))),
+            Err(Miss::Unknown | Miss::Size { .. }) => Err(Error::invalid(format!(
+                "free_ptr: {addr:#x} is not a known allocation"
+            ))),
+        }
+    }
+
+    /// `ext_purge_lazy`: the contents of `[ptr, ptr + size)` are no longer needed; the
+    /// memory may be given back later (see the [module docs](super#purges) per kind).
+    pub fn purge_lazy(&self, ptr: *mut u8, size: usize) -> Result<()> {
+        record(self.purge(ptr, size, false))
+    }
+
+    /// `ext_purge_force`: gives the memory of `[ptr, ptr + size)` back now; afterwards it
+    /// reads as zeros (see the [module docs](super#purges) per kind).
+    pub fn purge_force(&self, ptr: *mut u8, size: usize) -> Result<()> {
+        record(self.purge(ptr, size, true))
+    }
+
+    fn purge(&self, ptr: *mut u8, size: usize, force: bool) -> Result<()> {
+        let (op, code) = if force {
+            ("purge_force", NativeCode::PurgeForceFailed)
+        } else {
+            ("purge_lazy", NativeCode::PurgeLazyFailed)
+        };
+        if ptr.is_null() {
+            return Err(Error::NullPointer("purge: the pointer is NULL"));
+        }
+        self.check_process()?;
+        let page = self.page;
+        let addr = ptr as usize;
+        if size == 0 {
+            return Err(Error::invalid(format!("{op}: the size must not be zero")));
+        }
+        if !addr.is_multiple_of(page) {
+            return Err(Error::alignment(format!(
+                "{op}: {addr:#x} is not aligned to the page size {page}"
+            )));
+        }
+        let st = self.lock();
+        let (base, slot) = st.tracker.chunk_containing(addr).ok_or_else(|| {
+            Error::invalid(format!("{op}: {addr:#x} is not memory of this provider"))
+        })?;
+        let end = addr
+            .checked_add(size)
+            .ok_or_else(|| Error::invalid(format!("{op}: the range wraps around")))?;
+        // A partial last page is only the provider's to purge at the allocation's very end.
+        if !size.is_multiple_of(page) && end != base + slot.len {
+            return Err(Error::alignment(format!(
+                "{op}: {size} bytes is not a whole number of pages and does not end the allocation"
+            )));
+        }
+        let len = round_up(size, page).unwrap_or(usize::MAX);
+        let region = &slot.chunk.region;
+        if addr - base + len > region.len() {
+            return Err(Error::invalid(format!(
+                "{op}: {size} bytes at {addr:#x} run past the allocation"
+            )));
+        }
+        let offset = addr - base;
+        let advise = |advice, what: &str| {
+            region
+                .advise(offset, len, advice)
+                .map_err(|e| Error::sys(code, &format!("{op}: {what}"), e))
+        };
+        match (self.kind, force) {
+            (MemoryKind::Host, _) => advise(Advice::LinuxRemove, "MADV_REMOVE"),
+            (MemoryKind::Shared, false) => advise(Advice::LinuxFree, "MADV_FREE"),
+            (MemoryKind::Shared, true) => advise(Advice::LinuxDontNeed, "MADV_DONTNEED"),
+            (MemoryKind::Device, false) => Ok(()),
+            (MemoryKind::Device, true) if self.host_accessible() => region
+                .fill_zero(offset, len)
+                .map_err(|e| Error::sys(code, "purge_force: zeroing VRAM", e)),
+            (MemoryKind::Device, true) => Err(Error::unsupported(
+                "purge_force: this VRAM has no CPU mapping (small BAR), and zeroing it would \
+                 need a GPU copy engine, which this provider does not drive",
+            )),
+        }
+    }
+
+    /// `ext_allocation_split`: the allocation at `ptr` of `total` bytes becomes two, of
+    /// `first` bytes at `ptr` and `total - first` after them, freed separately. UMF's rules:
+    /// `first` and `total` non-zero, `first < total`, and `total` the allocation's size;
+    /// otherwise [`Error::InvalidArgument`]. The backing buffer object is shared by the
+    /// pieces and freed with the last of them.
+    pub fn allocation_split(&self, ptr: *mut u8, total: usize, first: usize) -> Result<()> {
+        record(self.split_inner(ptr, total, first))
+    }
+
+    fn split_inner(&self, ptr: *mut u8, total: usize, first: usize) -> Result<()> {
+        if ptr.is_null() {
+            return Err(Error::NullPointer("allocation_split: the pointer is NULL"));
+        }
+        self.check_process()?;
+        self.lock().tracker.split(ptr as usize, total, first)
+    }
+
+    /// `ext_allocation_merge`: the adjacent allocations at `low` and `high` become one of
+    /// `total` bytes at `low`. UMF's rules: both non-NULL, `total` non-zero, `low < high`,
+    /// `high - low < total`, both allocations of this provider (so of the same kind and
+    /// GPU), `high` where `low` ends, and their sizes adding up to `total`; otherwise
+    /// [`Error::InvalidArgument`]. Two allocations that happen to be adjacent can be merged
+    /// too; the merged one then holds both backing chunks.
+    pub fn allocation_merge(&self, low: *mut u8, high: *mut u8, total: usize) -> Result<()> {
+        record(self.merge_inner(low, high, total))
+    }
+
+    fn merge_inner(&self, low: *mut u8, high: *mut u8, total: usize) -> Result<()> {
+        if low.is_null() || high.is_null() {
+            return Err(Error::NullPointer("allocation_merge: a pointer is NULL"));
+        }
+        self.check_process()?;
+        self.lock()
+            .tracker
+            .merge(low as usize, high as usize, total)
+    }
+
+    /// `ext_get_ipc_handle`: a handle another process opens to reach `[ptr, ptr + size)`,
+    /// which must lie inside one allocation (any part of it) and one backing chunk.
+    ///
+    /// DEVICE memory is exported as a dma-buf the first time (kept until the allocation is
+    /// freed); HOST memory is named by the provider's memfd. SHARED memory is
+    /// [`Error::NotSupported`]. See [`IpcHandle`] for what the consumer needs.
+    pub fn get_ipc_handle(&self, ptr: *mut u8, size: usize) -> Result<IpcHandle> {
+        record(self.get_ipc_inner(ptr, size))
+    }
+
+    fn ipc_unsupported(&self) -> Result<()> {
+        if self.kind == MemoryKind::Shared {
+            return Err(Error::unsupported(
+                "IPC of SHARED memory: SVM memory is private anonymous memory so that it can \
+                 migrate to VRAM, and cannot be mapped by another process",
+            ));
+        }
+        Ok(())
+    }
+
+    fn get_ipc_inner(&self, ptr: *mut u8, size: usize) -> Result<IpcHandle> {
+        self.ipc_unsupported()?;
+        if ptr.is_null() {
+            return Err(Error::NullPointer("get_ipc_handle: the pointer is NULL"));
+        }
+        if size == 0 {
+            return Err(Error::invalid("get_ipc_handle: the size must not be zero"));
+        }
+        self.check_process()?;
+        let addr = ptr as usize;
+        let mut st = self.lock();
+        let (start, piece) = st.tracker.piece_containing(addr).ok_or_else(|| {
+            Error::invalid(format!(
+                "get_ipc_handle: {addr:#x} is not memory of this provider"
+            ))
+        })?;
+        let end = addr.saturating_add(size);
+        if end > start + piece {
+            return Err(Error::invalid(format!(
+                "get_ipc_handle: {size} bytes at {addr:#x} run past the allocation"
+            )));
+        }
+        let (base, slot) = st
+            .tracker
+            .chunk_containing_mut(addr)
+            .ok_or_else(|| Error::invalid("get_ipc_handle: no backing chunk"))?;
+        if end > base + slot.len {
+            return Err(Error::invalid(
+                "get_ipc_handle: the range spans two backing chunks (a merge of separate \
+                 allocations); take a handle for each",
+            ));
+        }
+        let in_chunk = (addr - base) as u64;
+        let mut fields = IpcFields {
+            kind: self.kind,
+            cpu_visible: self.host_accessible(),
+            pid: self.pid,
+            fd: -1,
+            gpu_id: self.gpu_id(),
+            offset: in_chunk,
+            size: size as u64,
+            object_size: 0,
+            mmap_offset: 0,
+            provider_id: self.id,
+        };
+        let chunk = &mut slot.chunk;
+        match (&self.host, &chunk.bo) {
+            (Some(host), _) => {
+                fields.fd = host.memfd.as_raw_fd();
+                fields.offset += chunk.file_offset.unwrap_or(0);
+            }
+            (None, Some(bo)) => {
+                if chunk.dmabuf.is_none() {
+                    let fd = self
+                        .kfd
+                        .export_dmabuf(bo, true)
+                        .map_err(|e| Error::kfd(NativeCode::IpcGetFailed, "get_ipc_handle", &e))?;
+                    chunk.dmabuf = Some(fd);
+                }
+                fields.fd = chunk.dmabuf.as_ref().map_or(-1, |fd| fd.as_raw_fd());
+                fields.object_size = bo.size();
+                fields.mmap_offset = bo.mmap_offset().unwrap_or(0);
+            }
+            (None, None) => return Err(Error::invalid("get_ipc_handle: no buffer object")),
+        }
+        Ok(IpcHandle::encode(&fields))
+    }
+
+    /// `ext_put_ipc_handle`: the producer is done with a handle it made. Handles are cached
+    /// per allocation (one dma-buf per chunk, released with the chunk), so this only checks
+    /// that the handle is this provider's; putting it after the allocation was freed is fine,
+    /// as in UMF.
+    pub fn put_ipc_handle(&self, handle: &IpcHandle) -> Result<()> {
+        record(self.put_ipc_inner(handle))
+    }
+
+    fn put_ipc_inner(&self, handle: &IpcHandle) -> Result<()> {
+        self.ipc_unsupported()?;
+        let fields = handle.decode()?;
+        self.check_process()?;
+        if fields.pid != self.pid || fields.provider_id != self.id {
+            return Err(Error::invalid(
+                "put_ipc_handle: the handle was not made by this provider",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `ext_open_ipc_handle`: maps memory another process (or this one) shared, on this
+    /// provider's GPUs, and returns its pointer here. The handle's kind must be this
+    /// provider's. Errors reaching the producer (gone: `ESRCH`; no ptrace rights: `EPERM`)
+    /// and from the import are [`Error::ProviderSpecific`] with
+    /// [`NativeCode::IpcOpenFailed`].
+    pub fn open_ipc_handle(&self, handle: &IpcHandle) -> Result<NonNull<u8>> {
+        record(self.open_ipc_inner(handle))
+    }
+
+    fn open_ipc_inner(&self, handle: &IpcHandle) -> Result<NonNull<u8>> {
+        self.ipc_unsupported()?;
+        let f = handle.decode()?;
+        self.check_process()?;
+        if f.kind != self.kind {
+            return Err(Error::invalid(format!(
+                "open_ipc_handle: a {:?} handle cannot be opened by a {:?} provider",
+                f.kind, self.kind
+            )));
+        }
+        let code = NativeCode::IpcOpenFailed;
+        let size = usize::try_from(f.size)
+            .map_err(|_| Error::invalid("open_ipc_handle: the size does not fit"))?;
+        let fd = take_fd(f.pid, f.fd)?;
+        let page = self.page as u64;
+        let (opened, offset) = match self.kind {
+            MemoryKind::Host => {
+                let file_start = f.offset & !(page - 1);
+                let delta = (f.offset - file_start) as usize;
+                let len = delta
+                    .checked_add(size)
+                    .and_then(|n| round_up(n, self.page))
+                    .ok_or_else(|| Error::invalid("open_ipc_handle: the size does not fit"))?;
+                let region = Region::reserve(len, self.page)
+                    .map_err(|e| Error::sys(code, "open_ipc_handle: reserving address space", e))?;
+                region
+                    .map_file(fd.as_fd(), file_start)
+                    .map_err(|e| Error::sys(code, "open_ipc_handle: mapping the memfd", e))?;
+                self.check_va(&region, "open_ipc_handle")?;
+                let bo = self.userptr(&region, code, "open_ipc_handle")?;
+                let opened = Opened {
+                    bo: Some(bo),
+                    region,
+                    size,
+                };
+                (opened, delta)
+            }
+            MemoryKind::Device => {
+                let object = usize::try_from(f.object_size).unwrap_or(0);
+                let offset = usize::try_from(f.offset).unwrap_or(usize::MAX);
+                if object == 0
+                    || !object.is_multiple_of(self.page)
+                    || offset.checked_add(size).is_none_or(|end| end > object)
+                {
+                    return Err(Error::invalid(
+                        "open_ipc_handle: the handle's range does not fit its buffer object",
+                    ));
+                }
+                let align = if object >= TWO_MIB {
+                    TWO_MIB
+                } else {
+                    self.page
+                };
+                let region = Region::reserve(object, align)
+                    .map_err(|e| Error::sys(code, "open_ipc_handle: reserving address space", e))?;
+                self.check_va(&region, "open_ipc_handle")?;
+                let bo = self
+                    .kfd
+                    .import_dmabuf(fd.as_fd(), self.gpu_id(), region.addr() as u64)
+                    .map_err(|e| Error::kfd(code, "open_ipc_handle", &e))?;
+                let opened = Opened {
+                    bo: Some(bo),
+                    region,
+                    size,
+                };
+                if let Some(bo) = &opened.bo {
+                    self.kfd
+                        .map_memory_to_gpu(bo, &self.gpus)
+                        .map_err(|e| Error::kfd(code, "open_ipc_handle", &e))?;
+                }
+                if f.cpu_visible {
+                    self.map_import_for_cpu(&opened.region, &fd, f.gpu_id, f.mmap_offset)?;
+                }
+                (opened, offset)
+            }
+            MemoryKind::Shared => return Err(Error::invalid("unreachable: SHARED IPC")),
+        };
+        let ptr = opened.region.ptr_at(offset);
+        self.lock().opened.insert(ptr.as_ptr() as usize, opened);
+        Ok(ptr)
+    }
+
+    /// Maps an imported dma-buf for the CPU over its reservation: the exporter's render-node
+    /// offset on this process's render node of the exporting GPU (KFD ≥ 6.x kernels give an
+    /// import a GEM handle in that file, which is what permits it), else the dma-buf itself.
+    fn map_import_for_cpu(
+        &self,
+        region: &Region,
+        dmabuf: &OwnedFd,
+        exporter: u32,
+        mmap_offset: u64,
+    ) -> Result<()> {
+        let code = NativeCode::IpcOpenFailed;
+        if self.kfd.render_fd(exporter).is_none()
+            && let Some(&minor) = self.render_minors.get(&exporter)
+        {
+            self.kfd.acquire_vm(exporter, minor).map_err(|e| {
+                Error::kfd(code, "open_ipc_handle: acquiring the exporter's GPU", &e)
+            })?;
+        }
+        let through_render = match self.kfd.render_fd(exporter) {
+            Some(render) => region.map_file(render.as_fd(), mmap_offset),
+            None => Err(Errno::NODEV),
+        };
+        match through_render {
+            Ok(()) => {}
+            Err(Errno::ACCESS | Errno::PERM | Errno::INVAL | Errno::NODEV) => region
+                .map_file(dmabuf.as_fd(), 0)
+                .map_err(|e| Error::sys(code, "open_ipc_handle: mapping the dma-buf", e))?,
+            Err(e) => {
+                return Err(Error::sys(
+                    code,
+                    "open_ipc_handle: mapping the exporter's VRAM",
+                    e,
+                ));
+            }
+        }
+        region
+            .advise(0, region.len(), Advice::LinuxDontFork)
+            .map_err(|e| Error::sys(code, "open_ipc_handle: MADV_DONTFORK", e))
+    }
+
+    /// `ext_close_ipc_handle`: unmaps what [`KfdProvider::open_ipc_handle`] returned as
+    /// `ptr`. `size` is the handle's size, or 0 (ignored, as UMF's OS provider ignores it).
+    /// Any other pointer is [`Error::InvalidArgument`].
+    pub fn close_ipc_handle(&self, ptr: *mut u8, size: usize) -> Result<()> {
+        record(self.close_ipc_inner(ptr, size))
+    }
+
+    fn close_ipc_inner(&self, ptr: *mut u8, size: usize) -> Result<()> {
+        self.ipc_unsupported()?;
+        if ptr.is_null() {
+            return Err(Error::NullPointer("close_ipc_handle: the pointer is NULL"));
+        }
+        self.check_process()?;
+        let addr = ptr as usize;
+        let opened = {
+            let mut st = self.lock();
+            match st.opened.get(&addr) {
+                Some(o) if size == 0 || size == o.size => st.opened.remove(&addr),
+                Some(o) => {
+                    return Err(Error::invalid(format!(
+                        "close_ipc_handle: the memory at {addr:#x} is {} bytes, not {size}",
+                        o.size
+                    )));
+                }
+                None => None,
+            }
+        };
+        let opened = opened.ok_or_else(|| {
+            Error::invalid(format!(
+                "close_ipc_handle: {addr:#x} is not a pointer open_ipc_handle returned"
+            ))
+        })?;
+        self.release_opened(opened)
+    }
+
+    fn release_opened(&self, opened: Opened) -> Result<()> {
+        let Opened { bo, region, .. } = opened;
+        let result = match bo {
+            Some(bo) => self
+                .kfd
+                .free_memory_of_gpu(bo)
+                .map_err(|e| Error::kfd(NativeCode::IpcCloseFailed, "close_ipc_handle", &e)),
+            None => Ok(()),
+        };
+        drop(region);
+        result
+    }
+}
+
+/// Takes a reference to fd `fd` of process `pid` (`pidfd_open` + `pidfd_getfd`).
+fn take_fd(pid: i32, fd: i32) -> Result<OwnedFd> {
+    let code = NativeCode::IpcOpenFailed;
+    let pid = Pid::from_raw(pid).ok_or_else(|| Error::invalid("open_ipc_handle: no pid"))?;
+    let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty()).map_err(|e| {
+        Error::native_with(
+            code,
+            e,
+            format!(
+                "open_ipc_handle: pidfd_open of the producer (pid {}) failed: {}",
+                pid.as_raw_nonzero(),
+                kfd_ioctl::ErrnoName(e)
+            ),
+        )
+    })?;
+    rustix::process::pidfd_getfd(&pidfd, fd, PidfdGetfdFlags::empty()).map_err(|e| {
+        Error::native_with(
+            code,
+            e,
+            format!(
+                "open_ipc_handle: pidfd_getfd of fd {fd} of pid {} failed: {} (the consumer \
+                 needs ptrace rights on the producer: the same user, and with Yama \
+                 ptrace_scope=1 a PR_SET_PTRACER from the producer)",
+                pid.as_raw_nonzero(),
+                kfd_ioctl::ErrnoName(e)
+            ),
+        )
+    })
+}
+
+impl Drop for KfdProvider {
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let chunks: Vec<Chunk> = state.tracker.drain().map(|(_, chunk)| chunk).collect();
+        let opened: Vec<Opened> = std::mem::take(&mut state.opened).into_values().collect();
+        if sys::fork_generation() != self.generation {
+            // A forked child: the KFD objects are the parent's; only unmap our copies.
+            for chunk in chunks {
+                std::mem::forget(chunk.bo);
+            }
+            for o in opened {
+                std::mem::forget(o.bo);
+            }
+            return;
+        }
+        // Errors cannot be reported from drop.
+        for chunk in chunks {
+            let _ = self.release_chunk(chunk);
+        }
+        for o in opened {
+            let _ = self.release_opened(o);
+        }
+    }
+}
