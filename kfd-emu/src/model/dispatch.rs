@@ -4,7 +4,7 @@ use kfd_ioctl::abi::{IOC_READ, IOC_WRITE, IoctlInfo, command_end, ioc_nr, ioc_si
 use rustix::io::Errno;
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
-use super::{Model, events, fail, handlers, memory_ioctls, trace};
+use super::{Model, events, fail, handlers, memory_ioctls, svm, trace};
 use crate::backend::{Caller, IoctlResult};
 
 /// The KFD minor from which an unknown ioctl number is `ENOTTY` rather than `EINVAL` (the
@@ -67,16 +67,18 @@ pub(super) fn kfd_ioctl(
     let usize = ioc_size(cmd);
     let asize = usize.max(info.size);
     // 3. Only the process that opened /dev/kfd may use the fd.
-    let alive = m
-        .lock()
-        .procs
-        .get(&tgid)
-        .is_some_and(|p| p.serial == serial);
+    let alive = {
+        let mut st = m.lock();
+        let alive = st.procs.get(&tgid).is_some_and(|p| p.serial == serial);
+        // Event masks the process wrote to its SMI fds apply from its next ioctl on.
+        st.smi.take_masks_of(caller.id().tgid);
+        alive
+    };
     if caller.id().tgid != tgid || !alive {
         return finish(m, caller, info, &[], Err(Errno::BADF));
     }
     // 4. Privilege.
-    if nr == NR_CRIU && !may_checkpoint(caller.id().tid) {
+    if nr == NR_CRIU && effective_caps(caller.id().tid) & (1 << 40 | 1 << 21) == 0 {
         return finish(m, caller, info, &[], Err(Errno::ACCESS));
     }
     // 5., 6. The kernel buffer: zero-extended, filled from the caller for IOC_IN.
@@ -170,7 +172,8 @@ fn handle(ctx: &Ctx<'_>, nr: u8, buf: &mut [u8]) -> IoctlResult {
         0x1D => memory_ioctls::import_dmabuf(ctx, buf),
         0x1E => handlers::alloc_queue_gws(ctx, buf),
         0x1F => handlers::smi_events(ctx, buf),
-        0x20 => handlers::svm(ctx, buf),
+        // SVM's only return value that is not 0 or an error: see `svm::ioctl`.
+        0x20 => return svm::ioctl(ctx, buf),
         0x21 => handlers::set_xnack_mode(ctx, buf),
         0x22 => handlers::criu_op(ctx, buf),
         0x23 => memory_ioctls::available_memory(ctx, buf),
@@ -185,15 +188,15 @@ fn handle(ctx: &Ctx<'_>, nr: u8, buf: &mut [u8]) -> IoctlResult {
     r.map(|()| 0)
 }
 
-/// Whether thread `tid` has CAP_CHECKPOINT_RESTORE (40) or CAP_SYS_ADMIN (21), from the
-/// `CapEff` line of `/proc/<tid>/status`.
-fn may_checkpoint(tid: i32) -> bool {
+/// The effective capabilities of thread `tid` (the `CapEff` line of `/proc/<tid>/status`;
+/// none when it cannot be read). CRIU needs CAP_CHECKPOINT_RESTORE (40) or CAP_SYS_ADMIN (21).
+pub(super) fn effective_caps(tid: i32) -> u64 {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
-        return false;
+        return 0;
     };
     status
         .lines()
         .find_map(|line| line.strip_prefix("CapEff:"))
         .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .is_some_and(|caps| caps & (1 << 40 | 1 << 21) != 0)
+        .unwrap_or(0)
 }

@@ -149,31 +149,7 @@ pub(super) fn range_is_mapped(tgid: i32, addr: u64, len: u64) -> Option<bool> {
     let Some(end) = addr.checked_add(len) else {
         return Some(false);
     };
-    let mut ranges: Vec<(u64, u64)> = maps
-        .lines()
-        .filter_map(|line| {
-            let range = line.split_whitespace().next()?;
-            let (lo, hi) = range.split_once('-')?;
-            Some((
-                u64::from_str_radix(lo, 16).ok()?,
-                u64::from_str_radix(hi, 16).ok()?,
-            ))
-        })
-        .collect();
-    ranges.sort_unstable();
-    let mut covered = addr;
-    for (lo, hi) in ranges {
-        if lo > covered {
-            break;
-        }
-        if hi > covered {
-            covered = hi;
-        }
-        if covered >= end {
-            return Some(true);
-        }
-    }
-    Some(covered >= end)
+    Some(super::svm::Vmas::parse(&maps, |_, _| false).covers(addr, end))
 }
 
 /// `/proc/modules` as the emulator shows it: an `amdgpu` line, then the host's modules.

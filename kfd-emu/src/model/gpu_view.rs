@@ -1,5 +1,6 @@
 //! The GPU-side view of memory: reads and writes through a GPU's page tables (its VM
-//! mappings), as a kernel running on that GPU would see them. Only an emulator can offer this.
+//! mappings, and the SVM ranges of [`svm`](super::svm)), as a kernel running on that GPU would
+//! see them. Only an emulator can offer this.
 
 use std::fmt;
 
@@ -17,8 +18,12 @@ pub enum GpuFaultReason {
     UnknownGpu,
     /// No mapping covers the address (the PTE is not present).
     NotMapped,
-    /// A write to a mapping without `WRITABLE`.
+    /// A write to a mapping without `WRITABLE` (or an SVM page the GPU maps read-only:
+    /// `GPU_RO`, or a read-only VMA).
     ReadOnly,
+    /// The GPU has no access to the SVM range (NO_ACCESS), so its retry fault cannot be
+    /// handled.
+    NoAccess,
     /// The memory behind the mapping could not be reached (a USERPTR page the process
     /// unmapped): the errno of the access.
     Backing(Errno),
@@ -31,6 +36,7 @@ impl fmt::Display for GpuFaultReason {
             Self::UnknownGpu => f.write_str("no such GPU"),
             Self::NotMapped => f.write_str("not mapped"),
             Self::ReadOnly => f.write_str("write to a read-only mapping"),
+            Self::NoAccess => f.write_str("no access to the SVM range"),
             Self::Backing(errno) => write!(f, "backing memory unreachable: {errno}"),
         }
     }
@@ -50,16 +56,34 @@ pub struct GpuFault {
     pub reason: GpuFaultReason,
 }
 
-/// One piece of an access: `len` bytes at `offset` of backing `backing`.
-struct Piece {
-    backing: u64,
-    offset: u64,
-    len: usize,
+/// One piece of an access: `len` bytes at `offset` of backing `backing` (a BO), or at `addr`
+/// of the process's own memory (SVM).
+enum Piece {
+    Backing {
+        backing: u64,
+        offset: u64,
+        len: usize,
+    },
+    User {
+        addr: u64,
+        len: usize,
+    },
+}
+
+impl Piece {
+    fn len(&self) -> usize {
+        match *self {
+            Piece::Backing { len, .. } | Piece::User { len, .. } => len,
+        }
+    }
 }
 
 impl Model {
     /// Reads `buf.len()` bytes at GPU VA `va` as GPU `gpu_id` sees them in process `tgid`'s
-    /// VM. Faults when any byte is unmapped.
+    /// VM. Faults when any byte is unmapped. SVM memory is accessed as the kernel would let
+    /// it be: with XNACK on, a page the GPU does not map is a retry fault the model handles
+    /// (migrating and mapping it, with the SMI records); a fault that stays a fault is
+    /// reported to SMI clients as a VM fault.
     pub fn gpu_read(
         &self,
         tgid: i32,
@@ -67,69 +91,122 @@ impl Model {
         va: u64,
         buf: &mut [u8],
     ) -> Result<(), GpuFault> {
-        let st = self.lock();
-        let pieces = self.translate(&st, tgid, gpu_id, va, buf.len(), false)?;
+        let mut st = self.lock();
+        let pieces = self.access(&mut st, tgid, gpu_id, va, buf.len(), false)?;
         let mut done = 0usize;
         let mut at = va;
         for p in pieces {
-            st.backing_read(self, p.backing, p.offset, &mut buf[done..done + p.len])
-                .map_err(|e| fault(gpu_id, at, false, GpuFaultReason::Backing(e)))?;
-            done += p.len;
-            at += p.len as u64;
+            let out = &mut buf[done..done + p.len()];
+            let r = match p {
+                Piece::Backing {
+                    backing, offset, ..
+                } => st.backing_read(self, backing, offset, out),
+                Piece::User { addr, .. } => super::objects::remote_read(tgid, addr, out),
+            };
+            r.map_err(|e| fault(gpu_id, at, false, GpuFaultReason::Backing(e)))?;
+            done += p.len();
+            at += p.len() as u64;
         }
         Ok(())
     }
 
     /// Writes `buf` at GPU VA `va` as GPU `gpu_id` would in process `tgid`'s VM. Faults, before
-    /// writing anything, when any byte is unmapped or mapped read-only.
+    /// writing anything, when any byte is unmapped or mapped read-only (SVM faults are handled
+    /// as for [`gpu_read`](Self::gpu_read)).
     pub fn gpu_write(&self, tgid: i32, gpu_id: u32, va: u64, buf: &[u8]) -> Result<(), GpuFault> {
-        let st = self.lock();
-        let pieces = self.translate(&st, tgid, gpu_id, va, buf.len(), true)?;
+        let mut st = self.lock();
+        let pieces = self.access(&mut st, tgid, gpu_id, va, buf.len(), true)?;
         let mut done = 0usize;
         let mut at = va;
         for p in pieces {
-            st.backing_write(self, p.backing, p.offset, &buf[done..done + p.len])
-                .map_err(|e| fault(gpu_id, at, true, GpuFaultReason::Backing(e)))?;
-            done += p.len;
-            at += p.len as u64;
+            let data = &buf[done..done + p.len()];
+            let r = match p {
+                Piece::Backing {
+                    backing, offset, ..
+                } => st.backing_write(self, backing, offset, data),
+                Piece::User { addr, .. } => super::objects::remote_write(tgid, addr, data),
+            };
+            r.map_err(|e| fault(gpu_id, at, true, GpuFaultReason::Backing(e)))?;
+            done += p.len();
+            at += p.len() as u64;
         }
         Ok(())
     }
 
-    /// Walks the VM over `[va, va + len)`.
-    fn translate(
+    /// Walks the page tables over `[va, va + len)`, handling SVM faults; a VM fault is
+    /// reported to the GPU's SMI clients.
+    fn access(
         &self,
-        st: &super::process::State,
+        st: &mut super::process::State,
         tgid: i32,
         gpu_id: u32,
         va: u64,
         len: usize,
         write: bool,
     ) -> Result<Vec<Piece>, GpuFault> {
-        let process = st
-            .procs
-            .get(&tgid)
-            .ok_or_else(|| fault(gpu_id, va, write, GpuFaultReason::NoProcess))?;
-        let pdd = process
+        let Some(process) = st.procs.get(&tgid) else {
+            return Err(fault(gpu_id, va, write, GpuFaultReason::NoProcess));
+        };
+        let Some(gpu) = process
             .pdds
             .iter()
-            .find(|p| p.gpu_id == gpu_id && gpu_id != 0)
-            .ok_or_else(|| fault(gpu_id, va, write, GpuFaultReason::UnknownGpu))?;
+            .position(|p| p.gpu_id == gpu_id && gpu_id != 0)
+        else {
+            return Err(fault(gpu_id, va, write, GpuFaultReason::UnknownGpu));
+        };
+        let result = self.translate(st, tgid, gpu, va, len, write);
+        if let Err(f) = &result
+            && matches!(
+                f.reason,
+                GpuFaultReason::NotMapped | GpuFaultReason::ReadOnly | GpuFaultReason::NoAccess
+            )
+        {
+            super::svm::report_vm_fault(self, st, tgid, gpu);
+        }
+        result
+    }
+
+    /// The pieces of `[va, va + len)` as GPU index `gpu` sees them: BO mappings first, then
+    /// SVM memory page by page.
+    fn translate(
+        &self,
+        st: &mut super::process::State,
+        tgid: i32,
+        gpu: usize,
+        va: u64,
+        len: usize,
+        write: bool,
+    ) -> Result<Vec<Piece>, GpuFault> {
+        let gpu_id = self.cfg.machine.gpus()[gpu].gpu_id;
         let mut pieces = Vec::new();
+        let mut vmas = None;
         let mut at = va;
         let mut left = len as u64;
         while left > 0 {
-            let (start, m) = pdd
-                .vm
-                .lookup(at)
-                .ok_or_else(|| fault(gpu_id, at, write, GpuFaultReason::NotMapped))?;
-            if write && !m.writable {
-                return Err(fault(gpu_id, at, write, GpuFaultReason::ReadOnly));
+            let mapping = st
+                .procs
+                .get(&tgid)
+                .and_then(|p| p.pdds.get(gpu))
+                .and_then(|pdd| pdd.vm.lookup(at));
+            if let Some((start, m)) = mapping {
+                if write && !m.writable {
+                    return Err(fault(gpu_id, at, write, GpuFaultReason::ReadOnly));
+                }
+                let chunk = (m.end - at).min(left);
+                pieces.push(Piece::Backing {
+                    backing: m.backing,
+                    offset: m.offset + (at - start),
+                    len: chunk as usize,
+                });
+                at += chunk;
+                left -= chunk;
+                continue;
             }
-            let chunk = (m.end - at).min(left);
-            pieces.push(Piece {
-                backing: m.backing,
-                offset: m.offset + (at - start),
+            super::svm::gpu_access(self, st, tgid, gpu, at, write, &mut vmas)
+                .map_err(|reason| fault(gpu_id, at, write, reason))?;
+            let chunk = (super::memory::PAGE_SIZE - at % super::memory::PAGE_SIZE).min(left);
+            pieces.push(Piece::User {
+                addr: at,
                 len: chunk as usize,
             });
             at += chunk;

@@ -1,11 +1,11 @@
 //! The ioctls that are not about buffer objects or events: version, apertures, clocks,
-//! per-GPU settings, XNACK, the debugger entry points, and the honest failures of what this
-//! model does not emulate yet (queues, SVM ranges, SMI event fds, CRIU).
+//! per-GPU settings, XNACK, SMI event fds, the debugger entry points, and the honest failures
+//! of what this model does not emulate (queues, CRIU). SVM is in [`svm`](super::svm).
 
 use kfd_ioctl::abi::{
     KFD_IOC_CACHE_POLICY_NONCOHERENT, KFD_IOC_PROFILER_VERSION, KFD_IOC_PROFILER_VERSION_NUM,
-    KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID, KFD_IOCTL_MAJOR_VERSION, KFD_IOCTL_SVM_OP_GET_ATTR,
-    KFD_MAX_QUEUE_PERCENTAGE, KFD_MAX_QUEUE_PRIORITY, KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK,
+    KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID, KFD_IOCTL_MAJOR_VERSION, KFD_MAX_QUEUE_PERCENTAGE,
+    KFD_MAX_QUEUE_PRIORITY, KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK,
     KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK, NUM_OF_SUPPORTED_GPUS, kfd_ioctl_alloc_queue_gws_args,
     kfd_ioctl_create_queue_args, kfd_ioctl_criu_args, kfd_ioctl_dbg_trap_args,
     kfd_ioctl_destroy_queue_args, kfd_ioctl_get_clock_counters_args,
@@ -14,8 +14,8 @@ use kfd_ioctl::abi::{
     kfd_ioctl_get_version_args, kfd_ioctl_profiler_args, kfd_ioctl_runtime_enable_args,
     kfd_ioctl_set_cu_mask_args, kfd_ioctl_set_memory_policy_args,
     kfd_ioctl_set_scratch_backing_va_args, kfd_ioctl_set_trap_handler_args,
-    kfd_ioctl_set_xnack_mode_args, kfd_ioctl_smi_events_args, kfd_ioctl_svm_args,
-    kfd_ioctl_update_queue_args, kfd_process_device_apertures,
+    kfd_ioctl_set_xnack_mode_args, kfd_ioctl_smi_events_args, kfd_ioctl_update_queue_args,
+    kfd_process_device_apertures,
 };
 use rustix::io::Errno;
 use zerocopy::IntoBytes;
@@ -69,7 +69,7 @@ pub(super) fn set_memory_policy(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Err
 }
 
 /// A clock in nanoseconds.
-fn clock_ns(clock: libc::clockid_t) -> u64 {
+pub(super) fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -324,27 +324,16 @@ pub(super) fn alloc_queue_gws(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno
     Err(Errno::INVAL)
 }
 
-/// AMDKFD_IOC_SMI_EVENTS: the gpu check; the event fd itself is not emulated yet, which the
-/// caller sees as the kernel failing to allocate the client (`ENOMEM`).
+/// AMDKFD_IOC_SMI_EVENTS: a new event fd for the GPU (see [`smi`](super::smi)), installed in
+/// the caller without `O_CLOEXEC`.
 pub(super) fn smi_events(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
-    let a: kfd_ioctl_smi_events_args = get(buf);
-    ctx.m.lock().process(ctx.tgid, ctx.serial)?.pdd(a.gpuid)?;
-    Err(Errno::NOMEM)
-}
-
-/// AMDKFD_IOC_SVM: the ioctl-level checks (§4.13); SVM ranges are not emulated yet, so a
-/// well-formed call is refused with `EINVAL` rather than faked.
-pub(super) fn svm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
-    let a: kfd_ioctl_svm_args = get(buf);
-    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
-    let page = 4096 - 1;
-    if a.start_addr & page != 0 || a.size & page != 0 || a.start_addr == 0 || a.size == 0 {
-        return Err(Errno::INVAL);
-    }
-    if a.op > KFD_IOCTL_SVM_OP_GET_ATTR {
-        return Err(Errno::INVAL);
-    }
-    Err(Errno::INVAL)
+    let mut a: kfd_ioctl_smi_events_args = get(buf);
+    let mut guard = ctx.m.lock();
+    let st = &mut *guard;
+    let gpu = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpuid)?.gpu;
+    a.anon_fd = st.smi.open(ctx.caller, gpu)? as u32;
+    put(buf, &a);
+    Ok(())
 }
 
 /// Whether every GPU of the machine lets a process turn XNACK on (GFX9+ GPUs only count;
@@ -359,19 +348,20 @@ fn xnack_allowed(ctx: &Ctx<'_>) -> bool {
         .all(|g| g.xnack_capable)
 }
 
-/// AMDKFD_IOC_SET_XNACK_MODE: `< 0` queries; `>= 0` sets (EPERM where not supported).
+/// AMDKFD_IOC_SET_XNACK_MODE: `< 0` queries; `>= 0` sets (EPERM where not supported), moving
+/// the SVM ranges' system-memory reservation (`ENOMEM` when turning XNACK off cannot reserve
+/// it). The kernel's `EBUSY` while user queues exist cannot arise: the model creates no queues.
 pub(super) fn set_xnack_mode(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let mut a: kfd_ioctl_set_xnack_mode_args = get(buf);
     let allowed = xnack_allowed(ctx);
-    let mut st = ctx.m.lock();
+    let mut guard = ctx.m.lock();
+    let st = &mut *guard;
     let process = st.process(ctx.tgid, ctx.serial)?;
     if a.xnack_enabled < 0 {
         a.xnack_enabled = i32::from(process.xnack);
         put(buf, &a);
         return Ok(());
     }
-    // No user queues exist, so the EBUSY case cannot arise; no SVM ranges either, so there
-    // is no memory to re-account.
     let want = a.xnack_enabled != 0;
     if want == process.xnack {
         return Ok(());
@@ -379,8 +369,7 @@ pub(super) fn set_xnack_mode(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno>
     if want && !allowed {
         return Err(Errno::PERM);
     }
-    process.xnack = want;
-    Ok(())
+    super::svm::switch_xnack(ctx.m, st, ctx.tgid, want)
 }
 
 /// AMDKFD_IOC_CRIU_OP (the privilege check is the dispatcher's): checkpoint/restore is not

@@ -150,6 +150,23 @@ impl Accounts {
         *used_aligned = used_aligned.saturating_sub(aligned);
     }
 
+    /// Reserves `bytes` of system memory only (what the kernel charges as USERPTR: SVM ranges
+    /// with XNACK off); ENOMEM past the limit.
+    pub(super) fn reserve_system(&mut self, limits: &Limits, bytes: u64) -> Result<(), Errno> {
+        match self.system_used.checked_add(bytes) {
+            Some(total) if total <= limits.system => {
+                self.system_used = total;
+                Ok(())
+            }
+            _ => Err(Errno::NOMEM),
+        }
+    }
+
+    /// Gives back what [`reserve_system`](Self::reserve_system) took.
+    pub(super) fn unreserve_system(&mut self, bytes: u64) {
+        self.system_used = self.system_used.saturating_sub(bytes);
+    }
+
     /// AVAILABLE_MEMORY of GPU `gpu` (dGPU formula).
     pub(super) fn available(&self, limits: &Limits, gpu: usize, vram_size: u64) -> u64 {
         let free = vram_size

@@ -22,6 +22,8 @@ use super::files;
 use super::memory::{Charge, PAGE_SIZE, align_up};
 use super::objects::{Backing, Bo, Dmabuf, Domain, Store};
 use super::process::{Process, State, doorbell_slice, make_handle};
+use super::smi::Event;
+use super::svm;
 use super::vm::{Mapping, VM_SIZE};
 use super::{FileKind, Model};
 
@@ -70,7 +72,23 @@ pub(super) fn acquire_vm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     if taken {
         return Err(Errno::INVAL);
     }
-    st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?.drm = Some(file);
+    let task = ctx.caller.id().tid;
+    let comm = std::fs::read_to_string(format!("/proc/{}/task/{task}/comm", ctx.tgid))
+        .map(|c| c.trim_end_matches('\n').to_owned())
+        .unwrap_or_default();
+    let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
+    pdd.drm = Some(file);
+    pdd.task = Some((task, comm.clone()));
+    // kfd_process_device_init_vm announces the process on the GPU.
+    st.smi.emit(
+        ctx.m.cfg.kfd_minor,
+        gpu,
+        &Event::Process {
+            start: true,
+            task_pid: task,
+            comm: &comm,
+        },
+    );
     Ok(())
 }
 
@@ -127,6 +145,7 @@ pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), E
     let flags = a.flags;
     let mut guard = m.lock();
     let st = &mut *guard;
+    svm::alloc_overlap(ctx, st, a.va_addr, a.size, flags, a.mmap_offset)?;
     let index = {
         let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
         let gpu = &m.cfg.machine.gpus()[pdd.gpu];

@@ -15,6 +15,8 @@
 //! * The KFD topology under `/sys/devices/virtual/kfd/kfd/topology` and
 //!   `/sys/class/kfd/kfd/topology` → files of a tree generated from the [`Machine`].
 //! * `/proc/modules` → a list that contains `amdgpu`.
+//! * SVM ranges live over the caller's own memory (`svm`), and SMI event fds are socket pairs
+//!   the model writes the kernel's records into (`smi`).
 //!
 //! ```no_run
 //! use kfd_emu::model::{Model, ModelConfig};
@@ -37,6 +39,8 @@ mod memory;
 mod memory_ioctls;
 mod objects;
 mod process;
+mod smi;
+mod svm;
 mod trace;
 mod vm;
 
@@ -52,6 +56,7 @@ use crate::machine::Machine;
 
 pub use fail::{FailRule, FailRuleError};
 pub use gpu_view::{GpuFault, GpuFaultReason};
+pub use svm::{SvmPage, SvmRange};
 
 use files::FileKey;
 use process::State;

@@ -156,7 +156,7 @@ impl State {
 }
 
 /// Reads another process's memory (`process_vm_readv`).
-fn remote_read(tgid: i32, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
+pub(super) fn remote_read(tgid: i32, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
     use nix::sys::uio::{RemoteIoVec, process_vm_readv};
     let len = buf.len();
     let remote = [RemoteIoVec {
@@ -170,7 +170,7 @@ fn remote_read(tgid: i32, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
 }
 
 /// Writes another process's memory (`process_vm_writev`).
-fn remote_write(tgid: i32, addr: u64, buf: &[u8]) -> Result<(), Errno> {
+pub(super) fn remote_write(tgid: i32, addr: u64, buf: &[u8]) -> Result<(), Errno> {
     use nix::sys::uio::{RemoteIoVec, process_vm_writev};
     let remote = [RemoteIoVec {
         base: usize::try_from(addr).map_err(|_| Errno::FAULT)?,

@@ -13,6 +13,8 @@ use super::events::EventTable;
 use super::files::{self, FileKey};
 use super::memory::{Accounts, Slices};
 use super::objects::{Backing, Bo, Dmabuf};
+use super::smi::{Event, Smi};
+use super::svm::{self, Svm};
 use super::vm::Vm;
 use crate::machine::{ApertureLayout, Machine};
 
@@ -45,6 +47,10 @@ pub(super) struct State {
     /// The next USERPTR `mmap_offset` (past the end of the render memfds: there is nothing to
     /// map there, as there is no CPU mapping of a userptr BO through the DRM fd either).
     pub next_fake_offset: u64,
+    /// The SMI event clients of every GPU.
+    pub smi: Smi,
+    /// Per GPU: bytes of VRAM holding migrated SVM pages.
+    pub svm_vram: Vec<u64>,
 }
 
 impl State {
@@ -61,6 +67,8 @@ impl State {
             dmabufs: HashMap::new(),
             next_dmabuf: 1,
             next_fake_offset: files::RENDER_MEMFD_SIZE,
+            smi: Smi::default(),
+            svm_vram: vec![0; gpus],
         }
     }
 
@@ -92,6 +100,8 @@ pub(super) struct Process {
     pub xnack: bool,
     /// The handle of the BO given as the event page, which FREE refuses.
     pub signal_handle: Option<u64>,
+    /// SVM ranges.
+    pub svm: Svm,
 }
 
 /// A process's view of one GPU.
@@ -113,6 +123,9 @@ pub(super) struct Pdd {
     pub misc_process_flag: u32,
     /// VRAM bytes this process allocated on the GPU (`/sys/.../proc/<pid>/vram_<gpuid>`).
     pub vram_usage: u64,
+    /// The VM's task info (`amdgpu_task_info`): the thread id and name of who set the VM up
+    /// at ACQUIRE_VM, which VM-fault and process SMI records name.
+    pub task: Option<(i32, String)>,
 }
 
 impl Pdd {
@@ -182,6 +195,7 @@ impl Process {
                     alternate_policy: 0,
                     misc_process_flag: 0,
                     vram_usage: 0,
+                    task: None,
                 })
                 .collect(),
             events: EventTable::new(),
@@ -192,6 +206,7 @@ impl Process {
             // (`amdgpu.noretry=1`).
             xnack: false,
             signal_handle: None,
+            svm: Svm::default(),
         })
     }
 
@@ -246,6 +261,22 @@ pub(super) fn teardown(model: &Model, tgid: i32) {
                 pdd.vram_usage = pdd.vram_usage.saturating_sub(bo.size);
             }
             st.put_backing(model, bo.backing);
+        }
+    }
+    svm::teardown(model, &mut st, &mut process);
+    // The process's own SMI fds closed when it exited; the others see it go.
+    st.smi.release(tgid);
+    for (gpu, pdd) in process.pdds.iter().enumerate() {
+        if let Some((task_pid, comm)) = &pdd.task {
+            st.smi.emit(
+                model.cfg.kfd_minor,
+                gpu,
+                &Event::Process {
+                    start: false,
+                    task_pid: *task_pid,
+                    comm,
+                },
+            );
         }
     }
     let exported: Vec<u64> = st

@@ -240,8 +240,11 @@ fn describe(nr: u8, before: &[u8], after: &[u8]) -> (String, String) {
             )
         }
         0x1F => {
-            let (i, _) = args!(kfd_ioctl_smi_events_args);
-            (format!("gpuid={:#x}", i.gpuid), String::new())
+            let (i, o) = args!(kfd_ioctl_smi_events_args);
+            (
+                format!("gpuid={:#x}", i.gpuid),
+                format!("anon_fd={}", o.anon_fd),
+            )
         }
         0x20 => {
             let (i, _) = args!(kfd_ioctl_svm_args);

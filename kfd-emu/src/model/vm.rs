@@ -35,6 +35,17 @@ impl Vm {
         false
     }
 
+    /// The first mapping (by start) that overlaps `[start, end)`, as `(start, end)`
+    /// (`amdgpu_vm_it_iter_first` returning a node).
+    pub(super) fn first_overlap(&self, start: u64, end: u64) -> Option<(u64, u64)> {
+        if let Some((&s, m)) = self.maps.range(..start).next_back()
+            && m.end > start
+        {
+            return Some((s, m.end));
+        }
+        self.maps.range(start..end).next().map(|(&s, m)| (s, m.end))
+    }
+
     /// Adds a mapping at `start`; the caller checked [`overlaps`](Self::overlaps).
     pub(super) fn insert(&mut self, start: u64, mapping: Mapping) {
         self.maps.insert(start, mapping);

@@ -1,0 +1,804 @@
+//! Shared virtual memory (`kfd_svm.c`, kfd-abi.md §4.13): AMDKFD_IOC_SVM's SET_ATTR and
+//! GET_ATTR over the caller's own memory, the ranges they make, where each page is, which GPUs
+//! map it, and what the kernel does around them — munmap, XNACK switches, ALLOC's overlap
+//! check, GPU faults and process teardown.
+//!
+//! * Ranges are kept in an ordered map by start page ([`ranges`]), split on SET and never
+//!   merged; every operation costs `O(log n + k)` for `k` ranges touched.
+//! * Validation reads the caller's VMAs from `/proc/<pid>/maps` ([`vmas`]): a hole or device
+//!   memory (a mapping of one of the model's stand-ins) is `EFAULT`.
+//! * The kernel removes unmapped memory from its ranges in an MMU notifier, which the emulator
+//!   cannot see; it compares the ranges with the maps instead whenever the process next
+//!   touches SVM (an SVM ioctl, an ALLOC, the GPU view) and removes what is gone then, with
+//!   the kernel's `UNMAP_FROM_GPU` records. Memory unmapped and mapped again at the same
+//!   address in between goes unnoticed.
+//! * Migration and mapping ([`migrate`]) and GPU faults ([`fault`]) move bookkeeping: the
+//!   bytes always stay in the caller's mapping, so the CPU and the GPU view see the same data.
+//!   CPU faults on pages in VRAM (which would migrate them back) are not observable, so never
+//!   happen.
+
+mod fault;
+mod migrate;
+mod ranges;
+mod vmas;
+
+use std::collections::HashMap;
+
+use kfd_ioctl::abi::{
+    KFD_IOC_ALLOC_MEM_FLAGS_USERPTR, KFD_IOC_ALLOC_MEM_FLAGS_VRAM, KFD_IOCTL_SVM_ATTR_ACCESS,
+    KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE, KFD_IOCTL_SVM_ATTR_CLR_FLAGS,
+    KFD_IOCTL_SVM_ATTR_GRANULARITY, KFD_IOCTL_SVM_ATTR_NO_ACCESS, KFD_IOCTL_SVM_ATTR_PREFERRED_LOC,
+    KFD_IOCTL_SVM_ATTR_PREFETCH_LOC, KFD_IOCTL_SVM_ATTR_SET_FLAGS,
+    KFD_IOCTL_SVM_FLAG_GPU_ALWAYS_MAPPED, KFD_IOCTL_SVM_LOCATION_SYSMEM,
+    KFD_IOCTL_SVM_LOCATION_UNDEFINED, KFD_IOCTL_SVM_OP_GET_ATTR, KFD_IOCTL_SVM_OP_SET_ATTR,
+    KFD_SVM_UNMAP_TRIGGER_UNMAP_FROM_CPU, kfd_ioctl_svm_args, kfd_ioctl_svm_attribute,
+};
+use rustix::io::Errno;
+use zerocopy::{FromBytes, IntoBytes};
+
+pub(super) use fault::{gpu_access, report_vm_fault};
+pub(super) use vmas::Vmas;
+
+use super::Model;
+use super::dispatch::{Ctx, get};
+use super::memory::{Accounts, PAGE_SIZE};
+use super::objects::Backing;
+use super::process::{Process, State};
+use super::smi::{Event, Smi};
+use crate::backend::IoctlResult;
+use ranges::{Attrs, Range, RangeTree};
+
+/// The first minor whose GET_ATTR reports the cleared flags (CLR_FLAGS was `EINVAL` before).
+const GET_CLR_FLAGS_SINCE: u32 = 6;
+/// The largest granularity (`min(value, 0x3F)`).
+const MAX_GRANULARITY: u32 = 0x3F;
+
+/// A process's SVM state (`struct svm_range_list`).
+#[derive(Debug, Default)]
+pub(super) struct Svm {
+    ranges: RangeTree,
+    /// Queues were evicted for an invalidation and the restore worker has not run yet.
+    evicted: bool,
+}
+
+impl Svm {
+    /// How many bytes the process's ranges cover.
+    fn bytes(&self) -> u64 {
+        self.ranges
+            .iter()
+            .map(|(start, r)| (r.last - start + 1) * PAGE_SIZE)
+            .sum()
+    }
+}
+
+/// What the SVM code works with besides the process: the device-wide state and the caller's
+/// VMAs as read at the start of the operation.
+pub(super) struct Env<'a> {
+    m: &'a Model,
+    acc: &'a mut Accounts,
+    smi: &'a mut Smi,
+    /// Per GPU: bytes of VRAM holding migrated SVM pages.
+    svm_vram: &'a mut Vec<u64>,
+    backings: &'a HashMap<u64, Backing>,
+    vmas: &'a Vmas,
+}
+
+impl Env<'_> {
+    fn gpu_id(&self, gpu: usize) -> u32 {
+        self.m.cfg.machine.gpus()[gpu].gpu_id
+    }
+
+    /// `svm_nodes_in_same_hive`: the same device, or two GPUs of one XGMI hive.
+    fn same_hive(&self, a: usize, b: usize) -> bool {
+        let gpus = self.m.cfg.machine.gpus();
+        a == b || (gpus[a].hive_id.is_some() && gpus[a].hive_id == gpus[b].hive_id)
+    }
+
+    /// Emits `event` to the SMI clients of GPU `gpu`.
+    fn emit(&mut self, gpu: usize, event: Event<'_>) {
+        self.smi.emit(self.m.cfg.kfd_minor, gpu, &event);
+    }
+}
+
+/// Runs `f` on process `tgid` with the rest of the state as an [`Env`].
+fn with_env<R>(
+    m: &Model,
+    st: &mut State,
+    tgid: i32,
+    vmas: &Vmas,
+    f: impl FnOnce(&mut Env<'_>, &mut Process) -> R,
+) -> Option<R> {
+    let State {
+        procs,
+        acc,
+        smi,
+        svm_vram,
+        backings,
+        ..
+    } = st;
+    let p = procs.get_mut(&tgid)?;
+    let mut env = Env {
+        m,
+        acc,
+        smi,
+        svm_vram,
+        backings,
+        vmas,
+    };
+    Some(f(&mut env, p))
+}
+
+/// The GPU indices set in `mask`.
+fn bits(mask: u64) -> impl Iterator<Item = usize> {
+    (0..64).filter(move |g| mask & (1 << g) != 0)
+}
+
+/// `svms->bitmap_supported`: the GPUs with the SVM capability.
+fn supported(m: &Model) -> u64 {
+    m.cfg
+        .machine
+        .gpus()
+        .iter()
+        .enumerate()
+        .filter(|(g, gpu)| gpu.svm_capable && *g < 64)
+        .fold(0, |acc, (g, _)| acc | 1 << g)
+}
+
+/// The access bitmap of a new range: every supported GPU with XNACK on, none with it off.
+fn default_access(m: &Model, xnack: bool) -> u64 {
+    if xnack { supported(m) } else { 0 }
+}
+
+/// `max_svm_range_pages`: 1/32 of the smallest VRAM, clamped to 2 MiB…1 GiB, a power of two.
+fn max_range_pages(m: &Model) -> u64 {
+    m.cfg
+        .machine
+        .gpus()
+        .iter()
+        .map(|g| {
+            let pages = (g.vram_size >> 17).clamp(1 << 9, 1 << 18);
+            1 << pages.ilog2()
+        })
+        .min()
+        .unwrap_or(1 << 18)
+}
+
+/// `svm_range_check_vm`: the pages `[first, last]` of the first GPU mapping (of a BO, in a VM
+/// of a bound GPU) that overlaps `[start, last]`.
+fn check_vm(p: &Process, start: u64, last: u64) -> Option<(u64, u64)> {
+    let (lo, hi) = (start * PAGE_SIZE, (last + 1) * PAGE_SIZE);
+    p.pdds
+        .iter()
+        .filter(|pdd| pdd.drm.is_some())
+        .find_map(|pdd| pdd.vm.first_overlap(lo, hi))
+        .map(|(s, e)| (s / PAGE_SIZE, (e - 1) / PAGE_SIZE))
+}
+
+/// The deferred work of the MMU notifier: removes from the ranges every page the process no
+/// longer has an ordinary VMA for, unmapping it from the GPUs (`UNMAP_FROM_GPU`, trigger
+/// `UNMAP_FROM_CPU`) and giving back what it held.
+fn sync_unmapped(env: &mut Env<'_>, p: &mut Process) {
+    let Some((first, last)) = p.svm.ranges.span() else {
+        return;
+    };
+    for (hole_first, hole_last) in env.vmas.holes(first, last) {
+        for key in p.svm.ranges.overlapping(hole_first, hole_last) {
+            let Some(r) = p.svm.ranges.get(key) else {
+                continue;
+            };
+            let (s, l) = (hole_first.max(key), hole_last.min(r.last));
+            unmap_from_cpu(env, p, key, s, l);
+        }
+    }
+}
+
+/// `svm_range_unmap_from_cpu` and its deferred removal: pages `[s, l]` of range `key` are gone.
+fn unmap_from_cpu(env: &mut Env<'_>, p: &mut Process, key: u64, s: u64, l: u64) {
+    migrate::unmap_from_gpus(env, p, key, s, l, KFD_SVM_UNMAP_TRIGGER_UNMAP_FROM_CPU);
+    p.svm.ranges.split_at(s);
+    p.svm.ranges.split_at(l + 1);
+    if let Some(gone) = p.svm.ranges.remove(s) {
+        release(env.m, env.acc, env.svm_vram, p.xnack, s, &gone);
+    }
+}
+
+/// `svm_range_free`: gives back the system-memory reservation (XNACK off) and the VRAM of range
+/// `r` starting at `start`.
+fn release(
+    m: &Model,
+    acc: &mut Accounts,
+    svm_vram: &mut [u64],
+    xnack: bool,
+    start: u64,
+    r: &Range,
+) {
+    let npages = r.last - start + 1;
+    if !xnack {
+        acc.unreserve_system(npages * PAGE_SIZE);
+    }
+    for (first, last, state) in r.pages.runs(0, npages - 1) {
+        if let Some(g) = m.gpu_index(state.loc) {
+            svm_vram[g] = svm_vram[g].saturating_sub((last - first + 1) * PAGE_SIZE);
+        }
+    }
+}
+
+/// The attributes of an SVM call, from the kernel buffer after the header.
+fn read_attrs(buf: &[u8], nattr: u32) -> Vec<kfd_ioctl_svm_attribute> {
+    let bytes = buf.get(24..24 + 8 * nattr as usize).unwrap_or(&[]);
+    bytes
+        .chunks_exact(8)
+        .filter_map(|c| kfd_ioctl_svm_attribute::read_from_bytes(c).ok())
+        .collect()
+}
+
+/// AMDKFD_IOC_SVM: the ioctl-level checks, then SET_ATTR or GET_ATTR. An unknown op returns
+/// the *positive* `EINVAL` of `svm_ioctl`'s `r = EINVAL`, which the dispatcher passes on as
+/// the ioctl's return value.
+pub(super) fn ioctl(ctx: &Ctx<'_>, buf: &mut [u8]) -> IoctlResult {
+    let a: kfd_ioctl_svm_args = get(buf);
+    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
+    let page = PAGE_SIZE - 1;
+    if a.start_addr & page != 0 || a.size & page != 0 || a.start_addr == 0 || a.size == 0 {
+        return Err(Errno::INVAL);
+    }
+    let (start, npages) = (a.start_addr / PAGE_SIZE, a.size / PAGE_SIZE);
+    let mut attrs = read_attrs(buf, a.nattr);
+    match a.op {
+        KFD_IOCTL_SVM_OP_SET_ATTR => set_attr(ctx, start, npages, &attrs).map(|()| 0),
+        KFD_IOCTL_SVM_OP_GET_ATTR => {
+            let r = get_attr(ctx, start, npages, &mut attrs);
+            // The kernel fills the attributes in its buffer, which is copied back even when a
+            // later one failed.
+            if let Some(dst) = buf.get_mut(24..24 + attrs.as_bytes().len()) {
+                dst.copy_from_slice(attrs.as_bytes());
+            }
+            r.map(|()| 0)
+        }
+        _ => Ok(i64::from(Errno::INVAL.raw_os_error())),
+    }
+}
+
+/// `svm_range_check_attr`.
+fn check_attr(m: &Model, attrs: &[kfd_ioctl_svm_attribute]) -> Result<(), Errno> {
+    let svm_gpus = supported(m);
+    for a in attrs {
+        let v = a.value;
+        let gpu = match a.r#type {
+            KFD_IOCTL_SVM_ATTR_PREFERRED_LOC => (v != KFD_IOCTL_SVM_LOCATION_SYSMEM
+                && v != KFD_IOCTL_SVM_LOCATION_UNDEFINED)
+                .then_some(v),
+            KFD_IOCTL_SVM_ATTR_PREFETCH_LOC => (v != KFD_IOCTL_SVM_LOCATION_SYSMEM).then_some(v),
+            KFD_IOCTL_SVM_ATTR_ACCESS
+            | KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE
+            | KFD_IOCTL_SVM_ATTR_NO_ACCESS => Some(v),
+            KFD_IOCTL_SVM_ATTR_SET_FLAGS
+            | KFD_IOCTL_SVM_ATTR_CLR_FLAGS
+            | KFD_IOCTL_SVM_ATTR_GRANULARITY => None,
+            _ => return Err(Errno::INVAL),
+        };
+        if let Some(gpu_id) = gpu {
+            let g = m.gpu_index(gpu_id).ok_or(Errno::INVAL)?;
+            if g >= 64 || svm_gpus & (1 << g) == 0 {
+                return Err(Errno::INVAL);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `svm_range_is_same_attrs`: whether applying `attrs` would change nothing (a prefetch always
+/// changes something).
+fn same_attrs(m: &Model, r: &Range, attrs: &[kfd_ioctl_svm_attribute]) -> bool {
+    attrs.iter().all(|a| {
+        let bit = m.gpu_index(a.value).map_or(0, |g| 1u64 << g);
+        match a.r#type {
+            KFD_IOCTL_SVM_ATTR_PREFERRED_LOC => r.attrs.preferred == a.value,
+            KFD_IOCTL_SVM_ATTR_ACCESS => r.attrs.access & bit != 0,
+            KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE => r.attrs.aip & bit != 0,
+            KFD_IOCTL_SVM_ATTR_NO_ACCESS => (r.attrs.access | r.attrs.aip) & bit == 0,
+            KFD_IOCTL_SVM_ATTR_SET_FLAGS => r.attrs.flags & a.value == a.value,
+            KFD_IOCTL_SVM_ATTR_CLR_FLAGS => r.attrs.flags & a.value == 0,
+            KFD_IOCTL_SVM_ATTR_GRANULARITY => u32::from(r.attrs.granularity) == a.value,
+            _ => false,
+        }
+    })
+}
+
+/// `svm_range_apply_attrs`, in array order; `update_mapping` is set when the attributes force
+/// a mapping update.
+fn apply_attrs(
+    m: &Model,
+    xnack: bool,
+    attrs: &mut Attrs,
+    list: &[kfd_ioctl_svm_attribute],
+    update_mapping: &mut bool,
+) {
+    for a in list {
+        let bit = m.gpu_index(a.value).map_or(0, |g| 1u64 << g);
+        match a.r#type {
+            KFD_IOCTL_SVM_ATTR_PREFERRED_LOC => attrs.preferred = a.value,
+            KFD_IOCTL_SVM_ATTR_PREFETCH_LOC => attrs.prefetch = a.value,
+            KFD_IOCTL_SVM_ATTR_ACCESS
+            | KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE
+            | KFD_IOCTL_SVM_ATTR_NO_ACCESS => {
+                if !xnack {
+                    *update_mapping = true;
+                }
+                attrs.access &= !bit;
+                attrs.aip &= !bit;
+                match a.r#type {
+                    KFD_IOCTL_SVM_ATTR_ACCESS => attrs.access |= bit,
+                    KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE => attrs.aip |= bit,
+                    _ => {}
+                }
+            }
+            KFD_IOCTL_SVM_ATTR_SET_FLAGS => {
+                *update_mapping = true;
+                attrs.flags |= a.value;
+            }
+            KFD_IOCTL_SVM_ATTR_CLR_FLAGS => {
+                *update_mapping = true;
+                attrs.flags &= !a.value;
+            }
+            KFD_IOCTL_SVM_ATTR_GRANULARITY => {
+                attrs.granularity = a.value.min(MAX_GRANULARITY) as u8;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The ranges `svm_range_add` lined up, in the order of the kernel's lists (built by
+/// `list_add`, so newest first).
+struct Plan {
+    /// Ranges whose attributes change.
+    update: Vec<u64>,
+    /// Pieces split off at a point not aligned to their granularity, to be remapped.
+    remap: Vec<u64>,
+}
+
+/// `svm_range_add`: splits the ranges sticking out of `[start, last]` and fills the gaps with
+/// new ranges cut at `max_svm_range_pages` boundaries. Nothing changes when the new ranges'
+/// system-memory reservation (XNACK off) fails.
+fn add(
+    env: &mut Env<'_>,
+    p: &mut Process,
+    start: u64,
+    last: u64,
+    attrs: &[kfd_ioctl_svm_attribute],
+) -> Result<Plan, Errno> {
+    let keys = p.svm.ranges.overlapping(start, last);
+    let mut new_pages = 0;
+    let mut cur = start;
+    for &key in &keys {
+        if key > cur {
+            new_pages += key - cur;
+        }
+        cur = p.svm.ranges.get(key).map_or(cur, |r| r.last.min(last) + 1);
+    }
+    if cur <= last {
+        new_pages += last - cur + 1;
+    }
+    if !p.xnack && new_pages > 0 {
+        env.acc
+            .reserve_system(&env.m.limits, new_pages * PAGE_SIZE)?;
+    }
+
+    let max_pages = max_range_pages(env.m);
+    let access = default_access(env.m, p.xnack);
+    let mut added = Vec::new();
+    let mut remap = Vec::new();
+    let new_ranges = |p: &mut Process, first: u64, last: u64, added: &mut Vec<u64>| {
+        let mut at = first;
+        while at <= last {
+            let end = last.min((at + max_pages) / max_pages * max_pages - 1);
+            p.svm
+                .ranges
+                .insert(at, end, Range::new(end - at + 1, Attrs::defaults(access)));
+            added.push(at);
+            at = end + 1;
+        }
+    };
+    let mut cur = start;
+    for key in keys {
+        let Some(r) = p.svm.ranges.get(key) else {
+            continue;
+        };
+        let (r_last, granularity) = (r.last, r.attrs.granularity);
+        let next = r_last.min(last) + 1;
+        if same_attrs(env.m, r, attrs) && r.mapped_to_gpu {
+            // Already so, and mapped: left alone.
+        } else if key < start || r_last > last {
+            let aligned = |page: u64| page & ((1u64 << granularity) - 1) == 0;
+            let mut inner = key;
+            if key < start {
+                p.svm.ranges.split_at(start);
+                inner = start;
+                if !aligned(start) {
+                    remap.push(key);
+                }
+            }
+            if r_last > last {
+                p.svm.ranges.split_at(last + 1);
+                if !aligned(last + 1) {
+                    remap.push(last + 1);
+                }
+            }
+            added.push(inner);
+        } else {
+            added.push(key);
+        }
+        if key > cur {
+            new_ranges(p, cur, key - 1, &mut added);
+        }
+        cur = next;
+    }
+    if cur <= last {
+        new_ranges(p, cur, last, &mut added);
+    }
+    added.reverse();
+    remap.reverse();
+    Ok(Plan {
+        update: added,
+        remap,
+    })
+}
+
+/// `svm_range_set_attr`.
+fn set_attr(
+    ctx: &Ctx<'_>,
+    start: u64,
+    npages: u64,
+    attrs: &[kfd_ioctl_svm_attribute],
+) -> Result<(), Errno> {
+    let m = ctx.m;
+    check_attr(m, attrs)?;
+    let last = start.checked_add(npages - 1).ok_or(Errno::FAULT)?;
+    let vmas = Vmas::read(m, ctx.tgid).map_err(|_| Errno::FAULT)?;
+    let mut guard = m.lock();
+    with_env(m, &mut guard, ctx.tgid, &vmas, |env, p| {
+        sync_unmapped(env, p);
+        let end = last
+            .checked_add(1)
+            .and_then(|e| e.checked_mul(PAGE_SIZE))
+            .ok_or(Errno::FAULT)?;
+        env.vmas.check(start * PAGE_SIZE, end)?;
+        if check_vm(p, start, last).is_some() {
+            return Err(Errno::ADDRINUSE);
+        }
+        let plan = add(env, p, start, last, attrs)?;
+        let mut update_mapping = false;
+        for &key in &plan.update {
+            if let Some(r) = p.svm.ranges.get_mut(key) {
+                apply_attrs(m, p.xnack, &mut r.attrs, attrs, &mut update_mapping);
+            }
+        }
+        let mut ret = Ok(());
+        for &key in &plan.update {
+            let migrated = match migrate::trigger_migration(env, p, key) {
+                Ok(migrated) => migrated,
+                Err(e) => {
+                    ret = Err(e);
+                    continue;
+                }
+            };
+            let Some(r) = p.svm.ranges.get(key) else {
+                continue;
+            };
+            let always = r.attrs.flags & KFD_IOCTL_SVM_FLAG_GPU_ALWAYS_MAPPED != 0;
+            if migrated && (!p.xnack || always) && r.mapped_to_gpu {
+                // The restore worker remaps it.
+                continue;
+            }
+            if !migrated && !update_mapping {
+                continue;
+            }
+            let r_last = r.last;
+            if let Err(e) = migrate::validate_and_map(env, p, key, key, r_last, None) {
+                ret = Err(e);
+            }
+        }
+        for &key in &plan.remap {
+            let Some(r_last) = p.svm.ranges.get(key).map(|r| r.last) else {
+                continue;
+            };
+            if let Err(e) = migrate::validate_and_map(env, p, key, key, r_last, None) {
+                ret = Err(e);
+            }
+        }
+        migrate::restore(env, p);
+        ret
+    })
+    .unwrap_or(Err(Errno::BADF))
+}
+
+/// What GET_ATTR reports over a set of ranges.
+struct Summary {
+    preferred: u32,
+    prefetch: u32,
+    access: u64,
+    aip: u64,
+    flags_and: u32,
+    flags_or: u32,
+    granularity: u8,
+}
+
+/// `svm_range_get_attr`'s aggregation over the ranges overlapping `[start, last]` (the gaps
+/// between them do not count), or the defaults when there are none.
+fn summarize(m: &Model, p: &Process, start: u64, last: u64) -> Summary {
+    let keys = p.svm.ranges.overlapping(start, last);
+    if keys.is_empty() {
+        return Summary {
+            preferred: KFD_IOCTL_SVM_LOCATION_UNDEFINED,
+            prefetch: KFD_IOCTL_SVM_LOCATION_UNDEFINED,
+            access: default_access(m, p.xnack),
+            aip: 0,
+            flags_and: ranges::DEFAULT_FLAGS,
+            flags_or: ranges::DEFAULT_FLAGS,
+            granularity: ranges::DEFAULT_GRANULARITY,
+        };
+    }
+    // A location is the common one until a range has none or another one; then UNDEFINED.
+    let common = |loc: &mut Option<u32>, value: u32| {
+        *loc = match *loc {
+            Some(KFD_IOCTL_SVM_LOCATION_UNDEFINED) => *loc,
+            _ if value == KFD_IOCTL_SVM_LOCATION_UNDEFINED => {
+                Some(KFD_IOCTL_SVM_LOCATION_UNDEFINED)
+            }
+            Some(seen) if seen != value => Some(KFD_IOCTL_SVM_LOCATION_UNDEFINED),
+            _ => Some(value),
+        }
+    };
+    let all = supported(m);
+    let mut s = Summary {
+        preferred: 0,
+        prefetch: 0,
+        access: all,
+        aip: all,
+        flags_and: u32::MAX,
+        flags_or: 0,
+        granularity: u8::MAX,
+    };
+    let (mut preferred, mut prefetch) = (None, None);
+    for key in keys {
+        let Some(r) = p.svm.ranges.get(key) else {
+            continue;
+        };
+        common(&mut preferred, r.attrs.preferred);
+        common(&mut prefetch, r.attrs.prefetch);
+        s.access &= r.attrs.access;
+        s.aip &= r.attrs.aip;
+        s.flags_and &= r.attrs.flags;
+        s.flags_or |= r.attrs.flags;
+        s.granularity = s.granularity.min(r.attrs.granularity);
+    }
+    s.preferred = preferred.unwrap_or(KFD_IOCTL_SVM_LOCATION_UNDEFINED);
+    s.prefetch = prefetch.unwrap_or(KFD_IOCTL_SVM_LOCATION_UNDEFINED);
+    s
+}
+
+/// `svm_range_get_attr`: fills `attrs` in place.
+fn get_attr(
+    ctx: &Ctx<'_>,
+    start: u64,
+    npages: u64,
+    attrs: &mut [kfd_ioctl_svm_attribute],
+) -> Result<(), Errno> {
+    let m = ctx.m;
+    let last = start.checked_add(npages - 1).ok_or(Errno::FAULT)?;
+    let vmas = Vmas::read(m, ctx.tgid).map_err(|_| Errno::FAULT)?;
+    let mut guard = m.lock();
+    with_env(m, &mut guard, ctx.tgid, &vmas, |env, p| {
+        sync_unmapped(env, p);
+        let end = last
+            .checked_add(1)
+            .and_then(|e| e.checked_mul(PAGE_SIZE))
+            .ok_or(Errno::FAULT)?;
+        env.vmas.check(start * PAGE_SIZE, end)?;
+        if check_vm(p, start, last).is_some() {
+            return Err(Errno::ADDRINUSE);
+        }
+        for a in attrs.iter() {
+            match a.r#type {
+                KFD_IOCTL_SVM_ATTR_PREFERRED_LOC
+                | KFD_IOCTL_SVM_ATTR_PREFETCH_LOC
+                | KFD_IOCTL_SVM_ATTR_ACCESS
+                | KFD_IOCTL_SVM_ATTR_SET_FLAGS
+                | KFD_IOCTL_SVM_ATTR_GRANULARITY => {}
+                KFD_IOCTL_SVM_ATTR_CLR_FLAGS if m.cfg.kfd_minor >= GET_CLR_FLAGS_SINCE => {}
+                _ => return Err(Errno::INVAL),
+            }
+        }
+        let s = summarize(m, p, start, last);
+        for a in attrs.iter_mut() {
+            match a.r#type {
+                KFD_IOCTL_SVM_ATTR_PREFERRED_LOC => a.value = s.preferred,
+                KFD_IOCTL_SVM_ATTR_PREFETCH_LOC => a.value = s.prefetch,
+                KFD_IOCTL_SVM_ATTR_ACCESS => {
+                    let g = m.gpu_index(a.value).ok_or(Errno::INVAL)?;
+                    let bit = 1u64 << g;
+                    a.r#type = if s.access & bit != 0 {
+                        KFD_IOCTL_SVM_ATTR_ACCESS
+                    } else if s.aip & bit != 0 {
+                        KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE
+                    } else {
+                        KFD_IOCTL_SVM_ATTR_NO_ACCESS
+                    };
+                }
+                KFD_IOCTL_SVM_ATTR_SET_FLAGS => a.value = s.flags_and,
+                KFD_IOCTL_SVM_ATTR_CLR_FLAGS => a.value = !s.flags_or,
+                KFD_IOCTL_SVM_ATTR_GRANULARITY => a.value = u32::from(s.granularity),
+                _ => {}
+            }
+        }
+        Ok(())
+    })
+    .unwrap_or(Err(Errno::BADF))
+}
+
+/// SET_XNACK_MODE's `svm_range_switch_xnack_reserve_mem`: with XNACK off every range counts
+/// against the system-memory limit, so turning it off reserves them all (`ENOMEM` when they do
+/// not fit, and nothing changes) and turning it on gives the reservation back.
+pub(super) fn switch_xnack(m: &Model, st: &mut State, tgid: i32, on: bool) -> Result<(), Errno> {
+    // Memory unmapped since the last look is not counted (the kernel's deferred work would
+    // have removed it by now).
+    if st
+        .procs
+        .get(&tgid)
+        .is_some_and(|p| !p.svm.ranges.is_empty())
+        && let Ok(vmas) = Vmas::read(m, tgid)
+    {
+        with_env(m, st, tgid, &vmas, sync_unmapped);
+    }
+    let State { procs, acc, .. } = st;
+    let p = procs.get_mut(&tgid).ok_or(Errno::BADF)?;
+    let bytes = p.svm.bytes();
+    if on {
+        acc.unreserve_system(bytes);
+    } else {
+        acc.reserve_system(&m.limits, bytes)?;
+    }
+    p.xnack = on;
+    Ok(())
+}
+
+/// ALLOC_MEMORY_OF_GPU's SVM check (kfd-abi.md §4.6 step 3), after the pending munmap work:
+/// `[va, va + size)` overlapping a range is `EADDRINUSE` (unless it is VRAM without a VA), and
+/// so is a USERPTR's CPU range `[cpu, cpu + size)`.
+pub(super) fn alloc_overlap(
+    ctx: &Ctx<'_>,
+    st: &mut State,
+    va: u64,
+    size: u64,
+    flags: u32,
+    cpu: u64,
+) -> Result<(), Errno> {
+    let p = st.process(ctx.tgid, ctx.serial)?;
+    if p.svm.ranges.is_empty() {
+        return Ok(());
+    }
+    if let Ok(vmas) = Vmas::read(ctx.m, ctx.tgid) {
+        with_env(ctx.m, st, ctx.tgid, &vmas, sync_unmapped);
+    }
+    let p = st.process(ctx.tgid, ctx.serial)?;
+    // The kernel's page arithmetic, wrapping as u64 does.
+    let pages = |at: u64| {
+        (
+            at / PAGE_SIZE,
+            at.wrapping_add(size).wrapping_sub(1) / PAGE_SIZE,
+        )
+    };
+    let hits = |(first, last): (u64, u64)| first <= last && p.svm.ranges.overlaps(first, last);
+    if !(va == 0 && flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0) && hits(pages(va)) {
+        return Err(Errno::ADDRINUSE);
+    }
+    if flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR != 0 && hits(pages(cpu)) {
+        return Err(Errno::ADDRINUSE);
+    }
+    Ok(())
+}
+
+/// `svm_range_list_fini` at process teardown: every range goes, with what it held.
+pub(super) fn teardown(m: &Model, st: &mut State, p: &mut Process) {
+    let svm = std::mem::take(&mut p.svm);
+    for (start, r) in svm.ranges.iter() {
+        release(m, &mut st.acc, &mut st.svm_vram, p.xnack, start, r);
+    }
+}
+
+/// An SVM range as the model keeps it (see [`Model::svm_ranges`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SvmRange {
+    /// First byte.
+    pub start: u64,
+    /// Bytes.
+    pub size: u64,
+    /// `KFD_IOCTL_SVM_ATTR_PREFERRED_LOC` (gpu_id, 0 = system, `0xFFFF_FFFF` = undefined).
+    pub preferred_loc: u32,
+    /// `KFD_IOCTL_SVM_ATTR_PREFETCH_LOC`.
+    pub prefetch_loc: u32,
+    /// `KFD_IOCTL_SVM_FLAG_*`.
+    pub flags: u32,
+    /// log2 of the migration granule in pages.
+    pub granularity: u8,
+    /// gpu_ids with ACCESS.
+    pub access: Vec<u32>,
+    /// gpu_ids with ACCESS_IN_PLACE.
+    pub access_in_place: Vec<u32>,
+    /// The gpu_id whose VRAM holds pages of it, 0 when it is all in system memory.
+    pub actual_loc: u32,
+    /// Whether it was mapped to a GPU (`mapped_to_gpu`).
+    pub mapped_to_gpu: bool,
+}
+
+/// One page of SVM memory (see [`Model::svm_page`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SvmPage {
+    /// 0 for system memory, else the gpu_id whose VRAM holds it.
+    pub location: u32,
+    /// The gpu_ids whose page tables map it.
+    pub mapped_on: Vec<u32>,
+    /// The gpu_ids whose mapping of it is writable.
+    pub writable_on: Vec<u32>,
+}
+
+impl Model {
+    fn gpu_ids(&self, mask: u64) -> Vec<u32> {
+        bits(mask)
+            .filter_map(|g| self.cfg.machine.gpus().get(g).map(|gpu| gpu.gpu_id))
+            .collect()
+    }
+
+    /// The SVM ranges of process `tgid` as the kernel keeps them (split, never merged: what
+    /// GET_ATTR aggregates away). The model's own bookkeeping, as of the last time the process
+    /// touched SVM (memory unmapped since is still listed).
+    pub fn svm_ranges(&self, tgid: i32) -> Vec<SvmRange> {
+        let st = self.lock();
+        let Some(p) = st.procs.get(&tgid) else {
+            return Vec::new();
+        };
+        p.svm
+            .ranges
+            .iter()
+            .map(|(start, r)| SvmRange {
+                start: start * PAGE_SIZE,
+                size: (r.last - start + 1) * PAGE_SIZE,
+                preferred_loc: r.attrs.preferred,
+                prefetch_loc: r.attrs.prefetch,
+                flags: r.attrs.flags,
+                granularity: r.attrs.granularity,
+                access: self.gpu_ids(r.attrs.access),
+                access_in_place: self.gpu_ids(r.attrs.aip),
+                actual_loc: r.actual,
+                mapped_to_gpu: r.mapped_to_gpu,
+            })
+            .collect()
+    }
+
+    /// Where the SVM page holding `va` of process `tgid` is and which GPUs map it; `None` when
+    /// no range holds it.
+    pub fn svm_page(&self, tgid: i32, va: u64) -> Option<SvmPage> {
+        let st = self.lock();
+        let p = st.procs.get(&tgid)?;
+        let page = va / PAGE_SIZE;
+        let key = p.svm.ranges.containing(page)?;
+        let state = p.svm.ranges.get(key)?.pages.get(page - key);
+        Some(SvmPage {
+            location: state.loc,
+            mapped_on: self.gpu_ids(state.mapped),
+            writable_on: self.gpu_ids(state.writable),
+        })
+    }
+
+    /// Bytes of GPU `gpu_id`'s VRAM holding migrated SVM pages. (AVAILABLE_MEMORY does not
+    /// count them: the kernel reserves KFD's VRAM limit only while a migration runs.)
+    pub fn svm_vram_usage(&self, gpu_id: u32) -> u64 {
+        let st = self.lock();
+        self.gpu_index(gpu_id)
+            .and_then(|g| st.svm_vram.get(g).copied())
+            .unwrap_or(0)
+    }
+}

@@ -1,0 +1,574 @@
+//! Where SVM pages live and who maps them: prefetch migrations, GPU faults through the GPU
+//! view (XNACK on and off), munmap, shared memory, NO_ACCESS and GPU_RO, VRAM accounting — each
+//! checked against the exact SMI records the kernel emits (timestamps aside) and against the
+//! bytes both the CPU and the GPU see.
+
+mod model_support;
+mod model_svm_support;
+
+use std::sync::Arc;
+
+use kfd_emu::model::GpuFaultReason;
+use kfd_ioctl::abi::*;
+use kfd_ioctl::{Errno, SmiEvents};
+use model_svm_support::*;
+
+const UNDEF: u32 = KFD_IOCTL_SVM_LOCATION_UNDEFINED;
+const VRAM_RW: AllocMemFlags = AllocMemFlags::VRAM
+    .union(AllocMemFlags::WRITABLE)
+    .union(AllocMemFlags::PUBLIC);
+
+/// Every SVM-related event (and VM faults), on GPU `gpu`.
+fn smi_all(kfd: &kfd_ioctl::Kfd, gpu: u32) -> SmiEvents {
+    let smi = kfd.smi_events(gpu).expect("SMI_EVENTS");
+    smi.set_mask(
+        SmiEventMask::VMFAULT
+            | SmiEventMask::MIGRATE_START
+            | SmiEventMask::MIGRATE_END
+            | SmiEventMask::PAGE_FAULT_START
+            | SmiEventMask::PAGE_FAULT_END
+            | SmiEventMask::QUEUE_EVICTION
+            | SmiEventMask::QUEUE_RESTORE
+            | SmiEventMask::UNMAP_FROM_GPU,
+    )
+    .expect("mask");
+    smi
+}
+
+/// The name and id the VM's task info carries: this (attached) thread, which acquired the VMs.
+fn this_thread() -> (i32, String) {
+    let tid = rustix::thread::gettid().as_raw_nonzero().get();
+    let comm = std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).expect("comm");
+    (tid, comm.trim_end().to_owned())
+}
+
+#[test]
+fn prefetch_moves_a_mapped_range_to_vram_and_back_with_xnack_off() {
+    let model = model("mi300x");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, gpus) = open_all(&view);
+        let g = gpus[0];
+        let mut smi = smi_all(&kfd, g);
+        let pid = pid();
+        let mem = Anon::new(4 * MIB);
+        let pattern: Vec<u8> = (0..8192u32).map(|i| (i * 7) as u8).collect();
+        mem.write(4096, &pattern);
+        let available = kfd.available_memory(g).expect("available");
+
+        svm_set(&kfd, mem.addr, mem.len, &[preferred(g), access(g)]).expect("set");
+        assert_eq!(
+            drain(&mut smi),
+            Vec::<String>::new(),
+            "mapping emits nothing"
+        );
+        let page = view.svm_page(pid, mem.addr).expect("registered");
+        assert_eq!((page.location, page.mapped_on), (0, vec![g]));
+
+        svm_set(&kfd, mem.addr, mem.len, &[prefetch(g)]).expect("prefetch");
+        let (p0, n) = (mem.pfn(0), mem.len / PAGE);
+        assert_eq!(
+            drain(&mut smi),
+            [
+                format!("5 T -{pid} @{p0:x}({n:x}) 0->{g:x} {g:x}:{g:x} 0"),
+                format!("9 T -{pid} {g:x} 0"),
+                format!("6 T -{pid} @{p0:x}({n:x}) 0->{g:x} 0 0"),
+                format!("a T -{pid} {g:x} \0"),
+            ]
+        );
+        let page = view.svm_page(pid, mem.page(1000)).expect("registered");
+        assert_eq!(
+            (page.location, page.mapped_on, page.writable_on),
+            (g, vec![g], vec![g])
+        );
+        assert_eq!(view.svm_vram_usage(g), mem.len);
+        assert_eq!(
+            kfd.available_memory(g).expect("available"),
+            available,
+            "KFD reserves VRAM for SVM only while migrating"
+        );
+        let r = view.svm_ranges(pid);
+        assert_eq!((r.len(), r[0].actual_loc, r[0].prefetch_loc), (1, g, g));
+
+        // The bytes are where the CPU left them, seen from the GPU, and the other way round.
+        let mut seen = vec![0u8; pattern.len()];
+        view.gpu_read(pid, g, mem.addr + 4096, &mut seen)
+            .expect("GPU read");
+        assert_eq!(seen, pattern);
+        view.gpu_write(pid, g, mem.addr + 3 * MIB, b"from the GPU")
+            .expect("GPU write");
+        let mut back = [0u8; 12];
+        mem.read(3 * MIB, &mut back);
+        assert_eq!(&back, b"from the GPU");
+        assert_eq!(drain(&mut smi), Vec::<String>::new(), "mapped: no faults");
+
+        svm_set(&kfd, mem.addr, mem.len, &[prefetch(0)]).expect("back to system memory");
+        assert_eq!(
+            drain(&mut smi),
+            [
+                format!("5 T -{pid} @{p0:x}({n:x}) {g:x}->0 0:{g:x} 0"),
+                format!("9 T -{pid} {g:x} 0"),
+                format!("6 T -{pid} @{p0:x}({n:x}) {g:x}->0 0 0"),
+                format!("a T -{pid} {g:x} \0"),
+            ]
+        );
+        assert_eq!(view.svm_vram_usage(g), 0);
+        assert_eq!(view.svm_ranges(pid)[0].actual_loc, 0);
+        // Prefetching where it already is does nothing.
+        svm_set(&kfd, mem.addr, mem.len, &[prefetch(0)]).expect("again");
+        assert_eq!(drain(&mut smi), Vec::<String>::new());
+    })
+    .expect("attach");
+}
+
+#[test]
+fn record_timestamps_are_boottime_nanoseconds_in_order() {
+    let model = model("mi300x");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, gpus) = open_all(&view);
+        let mut smi = smi_all(&kfd, gpus[0]);
+        let mem = Anon::new(2 * MIB);
+        let before = boottime_ns();
+        svm_set(&kfd, mem.addr, mem.len, &[access(gpus[0])]).expect("map");
+        svm_set(&kfd, mem.addr, mem.len, &[prefetch(gpus[0])]).expect("prefetch");
+        let after = boottime_ns();
+        let lines = drain_raw(&mut smi);
+        assert_eq!(lines.len(), 4);
+        let stamps: Vec<i64> = lines.iter().map(|l| timestamp(l)).collect();
+        assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{stamps:?}");
+        assert!(before <= stamps[0] && stamps[3] <= after, "{stamps:?}");
+    })
+    .expect("attach");
+}
+
+#[test]
+fn gpu_faults_migrate_blocks_toward_the_gpu_with_xnack_on() {
+    let model = model("mi300x");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, gpus) = open_all(&view);
+        let g = gpus[0];
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let mut smi = smi_all(&kfd, g);
+        let pid = pid();
+        // Never registered: the fault creates a range of the 2 MiB block around it.
+        let mem = Anon::new(4 * MIB);
+        mem.write(5 * PAGE, b"CPU data");
+        let mut seen = [0u8; 8];
+        view.gpu_read(pid, g, mem.page(5), &mut seen)
+            .expect("the fault is handled");
+        assert_eq!(&seen, b"CPU data");
+        let (p0, p5) = (mem.pfn(0), mem.pfn(5));
+        assert_eq!(
+            drain(&mut smi),
+            [
+                format!("7 T -{pid} @{p5:x}({g:x}) R"),
+                format!("5 T -{pid} @{p0:x}(200) 0->{g:x} {UNDEF:x}:{UNDEF:x} 1"),
+                format!("6 T -{pid} @{p0:x}(200) 0->{g:x} 1 0"),
+                format!("8 T -{pid} @{p5:x}({g:x}) M"),
+            ]
+        );
+        view.gpu_read(pid, g, mem.page(6), &mut seen)
+            .expect("mapped now");
+        assert_eq!(drain(&mut smi), Vec::<String>::new());
+        // A write in the second block.
+        view.gpu_write(pid, g, mem.page(700), b"GPU data")
+            .expect("write fault handled");
+        let (p512, p700) = (mem.pfn(512), mem.pfn(700));
+        assert_eq!(
+            drain(&mut smi),
+            [
+                format!("7 T -{pid} @{p700:x}({g:x}) W"),
+                format!("5 T -{pid} @{p512:x}(200) 0->{g:x} {UNDEF:x}:{UNDEF:x} 1"),
+                format!("6 T -{pid} @{p512:x}(200) 0->{g:x} 1 0"),
+                format!("8 T -{pid} @{p700:x}({g:x}) M"),
+            ]
+        );
+        mem.read(700 * PAGE, &mut seen);
+        assert_eq!(&seen, b"GPU data");
+        let ranges = view.svm_ranges(pid);
+        assert_eq!(ranges.len(), 2);
+        assert!(
+            ranges
+                .iter()
+                .all(|r| r.actual_loc == g && r.size == 2 * MIB)
+        );
+
+        // A registered range migrates in blocks of its granularity (16 pages here).
+        let small = Anon::new(2 * MIB);
+        svm_set(&kfd, small.addr, small.len, &[granularity(4)]).expect("set");
+        view.gpu_read(pid, g, small.page(20), &mut seen)
+            .expect("fault");
+        let (b16, b20) = (small.pfn(16), small.pfn(20));
+        assert_eq!(
+            drain(&mut smi),
+            [
+                format!("7 T -{pid} @{b20:x}({g:x}) R"),
+                format!("5 T -{pid} @{b16:x}(10) 0->{g:x} {UNDEF:x}:{UNDEF:x} 1"),
+                format!("6 T -{pid} @{b16:x}(10) 0->{g:x} 1 0"),
+                format!("8 T -{pid} @{b20:x}({g:x}) M"),
+            ]
+        );
+        assert_eq!(
+            view.svm_page(pid, small.page(31)).map(|p| p.location),
+            Some(g)
+        );
+        assert_eq!(
+            view.svm_page(pid, small.page(32)).map(|p| p.location),
+            Some(0)
+        );
+        // The migration invalidated the mapped range: with XNACK on, it is unmapped from the
+        // GPUs with access, which fault again.
+        view.gpu_read(pid, g, small.page(40), &mut seen)
+            .expect("fault");
+        let (b32, b40) = (small.pfn(32), small.pfn(40));
+        assert_eq!(
+            drain(&mut smi),
+            [
+                format!("7 T -{pid} @{b40:x}({g:x}) R"),
+                format!("5 T -{pid} @{b32:x}(10) 0->{g:x} {UNDEF:x}:{UNDEF:x} 1"),
+                format!("b T -{pid} @{b32:x}(10) {g:x} 1"),
+                format!("6 T -{pid} @{b32:x}(10) 0->{g:x} 1 0"),
+                format!("8 T -{pid} @{b40:x}({g:x}) M"),
+            ]
+        );
+        assert_eq!(
+            view.svm_page(pid, small.page(20)).map(|p| p.mapped_on),
+            Some(vec![g]),
+            "other blocks keep their mapping"
+        );
+    })
+    .expect("attach");
+}
+
+#[test]
+fn access_in_place_maps_system_memory_without_migrating() {
+    let model = model("mi300x");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, gpus) = open_all(&view);
+        let g = gpus[0];
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let mut smi = smi_all(&kfd, g);
+        let pid = pid();
+        let mem = Anon::new(2 * MIB);
+        svm_set(&kfd, mem.addr, mem.len, &[in_place(g)]).expect("set");
+        let mut seen = [0u8; 4];
+        view.gpu_read(pid, g, mem.page(3), &mut seen)
+            .expect("fault");
+        let p3 = mem.pfn(3);
+        assert_eq!(
+            drain(&mut smi),
+            [
+                format!("7 T -{pid} @{p3:x}({g:x}) R"),
+                format!("8 T -{pid} @{p3:x}({g:x}) U"),
+            ]
+        );
+        let page = view.svm_page(pid, mem.page(3)).expect("page");
+        assert_eq!((page.location, page.mapped_on), (0, vec![g]));
+        // A preferred location in system memory wins over ACCESS.
+        let other = Anon::new(2 * MIB);
+        svm_set(&kfd, other.addr, other.len, &[preferred(0), access(g)]).expect("set");
+        view.gpu_read(pid, g, other.page(0), &mut seen)
+            .expect("fault");
+        let q0 = other.pfn(0);
+        assert_eq!(
+            drain(&mut smi),
+            [
+                format!("7 T -{pid} @{q0:x}({g:x}) R"),
+                format!("8 T -{pid} @{q0:x}({g:x}) U"),
+            ]
+        );
+    })
+    .expect("attach");
+}
+
+#[test]
+fn a_gpu_outside_the_hive_faults_the_pages_out_of_the_other_gpus_vram() {
+    // mi210x8: GPUs 0-3 and 4-7 are two XGMI hives.
+    let model = model("mi210x8");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, g) = open_all(&view);
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let (mut on0, mut on4) = (smi_all(&kfd, g[0]), smi_all(&kfd, g[4]));
+        let pid = pid();
+        let mem = Anon::new(2 * MIB);
+        svm_set(&kfd, mem.addr, mem.len, &[prefetch(g[0])]).expect("prefetch");
+        let p0 = mem.pfn(0);
+        assert_eq!(
+            drain(&mut on0),
+            [
+                format!(
+                    "5 T -{pid} @{p0:x}(200) 0->{:x} {:x}:{UNDEF:x} 0",
+                    g[0], g[0]
+                ),
+                format!("6 T -{pid} @{p0:x}(200) 0->{:x} 0 0", g[0]),
+            ]
+        );
+        assert_eq!(drain(&mut on4), Vec::<String>::new(), "another GPU's node");
+        // GPU 4 (ACCESS by default) faults: everything back to system memory (recorded on
+        // GPU 0, where it was; the range, mapped on GPU 0, is unmapped from every GPU with
+        // access), then its block to GPU 4.
+        let mut seen = [0u8; 4];
+        view.gpu_read(pid, g[4], mem.page(9), &mut seen)
+            .expect("fault");
+        let p9 = mem.pfn(9);
+        assert_eq!(
+            drain(&mut on0),
+            [
+                format!(
+                    "5 T -{pid} @{p0:x}(200) {:x}->0 {:x}:{UNDEF:x} 1",
+                    g[0], g[0]
+                ),
+                format!("b T -{pid} @{p0:x}(200) {:x} 1", g[0]),
+                format!("6 T -{pid} @{p0:x}(200) {:x}->0 1 0", g[0]),
+            ]
+        );
+        assert_eq!(
+            drain(&mut on4),
+            [
+                format!("7 T -{pid} @{p9:x}({:x}) R", g[4]),
+                format!("b T -{pid} @{p0:x}(200) {:x} 1", g[4]),
+                format!(
+                    "5 T -{pid} @{p0:x}(200) 0->{:x} {:x}:{UNDEF:x} 1",
+                    g[4], g[0]
+                ),
+                format!("6 T -{pid} @{p0:x}(200) 0->{:x} 1 0", g[4]),
+                format!("8 T -{pid} @{p9:x}({:x}) M", g[4]),
+            ]
+        );
+        assert_eq!(view.svm_vram_usage(g[0]), 0);
+        assert_eq!(view.svm_vram_usage(g[4]), 2 * MIB);
+    })
+    .expect("attach");
+}
+
+#[test]
+fn munmap_removes_the_pages_from_the_ranges() {
+    let model = model("mi300x");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, gpus) = open_all(&view);
+        let g = gpus[0];
+        let mut smi = smi_all(&kfd, g);
+        let pid = pid();
+        let mem = Anon::new(2 * MIB);
+        svm_set(&kfd, mem.addr, 8 * PAGE, &[access(g), granularity(2)]).expect("map");
+        mem.unmap(2, 2);
+        // Not seen until the process touches SVM again.
+        assert_eq!(view.svm_ranges(pid).len(), 1);
+        let gran = svm_get_one(&kfd, mem.addr, 2 * PAGE, KFD_IOCTL_SVM_ATTR_GRANULARITY, 0);
+        assert_eq!(gran.1, 2, "the rest keeps its attributes");
+        let p2 = mem.pfn(2);
+        assert_eq!(drain(&mut smi), [format!("b T -{pid} @{p2:x}(2) {g:x} 2")]);
+        let ranges: Vec<(u64, u64)> = view
+            .svm_ranges(pid)
+            .iter()
+            .map(|r| ((r.start - mem.addr) / PAGE, r.size / PAGE))
+            .collect();
+        assert_eq!(ranges, [(0, 2), (4, 4)]);
+        let mut q = [granularity(0)];
+        assert_eq!(
+            svm_get(&kfd, mem.page(2), 2 * PAGE, &mut q),
+            Err(Errno::FAULT)
+        );
+        let mut seen = [0u8; 4];
+        view.gpu_read(pid, g, mem.page(1), &mut seen)
+            .expect("still mapped");
+        let fault = view
+            .gpu_read(pid, g, mem.page(2), &mut seen)
+            .expect_err("gone from the GPU");
+        assert_eq!(fault.reason, GpuFaultReason::NotMapped);
+        // New memory at the same place is not the old range.
+        // SAFETY: maps fresh anonymous memory over the hole this test made in its own mapping.
+        unsafe {
+            rustix::mm::mmap_anonymous(
+                mem.page(2) as *mut _,
+                (2 * PAGE) as usize,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::FIXED,
+            )
+        }
+        .expect("mmap again");
+        let gran = svm_get_one(
+            &kfd,
+            mem.page(2),
+            2 * PAGE,
+            KFD_IOCTL_SVM_ATTR_GRANULARITY,
+            0,
+        );
+        assert_eq!(gran.1, 9, "the defaults");
+        // Unmapping everything removes it all.
+        mem.unmap(0, 8);
+        let other = Anon::new(2 * MIB);
+        svm_set(&kfd, other.addr, PAGE, &[]).expect("touch SVM");
+        assert_eq!(view.svm_ranges(pid).len(), 1, "only the new one");
+    })
+    .expect("attach");
+}
+
+#[test]
+fn shared_memory_is_not_migrated() {
+    let model = model("mi300x");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, gpus) = open_all(&view);
+        let g = gpus[0];
+        let mut smi = smi_all(&kfd, g);
+        let pid = pid();
+        let mem = Anon::shared(2 * MIB);
+        mem.write(0, b"shared");
+        svm_set(&kfd, mem.addr, mem.len, &[access(g), prefetch(g)]).expect("set");
+        let p0 = mem.pfn(0);
+        // migrate_vma_setup collects no page of a shared VMA: the records, and nothing moved.
+        assert_eq!(
+            drain(&mut smi),
+            [
+                format!("5 T -{pid} @{p0:x}(200) 0->{g:x} {g:x}:{UNDEF:x} 0"),
+                format!("6 T -{pid} @{p0:x}(200) 0->{g:x} 0 0"),
+            ]
+        );
+        let page = view.svm_page(pid, mem.addr).expect("page");
+        assert_eq!((page.location, page.mapped_on), (0, vec![g]));
+        assert_eq!(view.svm_vram_usage(g), 0);
+        assert_eq!(view.svm_ranges(pid)[0].actual_loc, 0);
+        let mut seen = [0u8; 6];
+        view.gpu_read(pid, g, mem.addr, &mut seen)
+            .expect("mapped in system memory");
+        assert_eq!(&seen, b"shared");
+    })
+    .expect("attach");
+}
+
+#[test]
+fn no_access_and_gpu_ro_are_enforced() {
+    let model = model("mi210x8");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, g) = open_all(&view);
+        let (mut on0, mut on1) = (smi_all(&kfd, g[0]), smi_all(&kfd, g[1]));
+        let pid = pid();
+        let (tid, comm) = this_thread();
+        let vm_fault = format!("1 {tid:x}:{comm}");
+        let mem = Anon::new(2 * MIB);
+        let mut seen = [0u8; 4];
+        // XNACK off: only the GPUs with access are mapped.
+        svm_set(&kfd, mem.addr, mem.len, &[access(g[0]), no_access(g[1])]).expect("set");
+        view.gpu_read(pid, g[0], mem.addr, &mut seen)
+            .expect("GPU 0 has access");
+        let fault = view
+            .gpu_read(pid, g[1], mem.addr, &mut seen)
+            .expect_err("GPU 1 has none");
+        assert_eq!(fault.reason, GpuFaultReason::NotMapped);
+        assert_eq!(drain(&mut on1), std::slice::from_ref(&vm_fault));
+        assert_eq!(drain(&mut on0), Vec::<String>::new());
+        // GPU_RO: the PTEs lose their write bit.
+        svm_set(
+            &kfd,
+            mem.addr,
+            mem.len,
+            &[set_flags(KFD_IOCTL_SVM_FLAG_GPU_RO)],
+        )
+        .expect("set");
+        let fault = view
+            .gpu_write(pid, g[0], mem.addr, b"x")
+            .expect_err("read-only");
+        assert_eq!(fault.reason, GpuFaultReason::ReadOnly);
+        assert_eq!(drain(&mut on0), std::slice::from_ref(&vm_fault));
+        view.gpu_read(pid, g[0], mem.addr, &mut seen)
+            .expect("reads still work");
+
+        // XNACK on: the fault of a GPU without access cannot be handled.
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let other = Anon::new(2 * MIB);
+        svm_set(&kfd, other.addr, other.len, &[no_access(g[1])]).expect("set");
+        let fault = view
+            .gpu_read(pid, g[1], other.addr, &mut seen)
+            .expect_err("no access");
+        assert_eq!(fault.reason, GpuFaultReason::NoAccess);
+        assert_eq!(drain(&mut on1), std::slice::from_ref(&vm_fault));
+        // GPU_RO with XNACK on: the fault maps the page read-only, and the write faults.
+        svm_set(
+            &kfd,
+            other.addr,
+            other.len,
+            &[set_flags(KFD_IOCTL_SVM_FLAG_GPU_RO)],
+        )
+        .expect("set");
+        let fault = view
+            .gpu_write(pid, g[0], other.addr, b"x")
+            .expect_err("read-only");
+        assert_eq!(fault.reason, GpuFaultReason::ReadOnly);
+        let lines = drain(&mut on0);
+        assert_eq!(lines.last(), Some(&vm_fault), "{lines:?}");
+        assert!(
+            lines[0].starts_with("7 T ") && lines[0].ends_with(" W"),
+            "{lines:?}"
+        );
+    })
+    .expect("attach");
+}
+
+#[test]
+fn prefetch_needs_room_under_the_kfd_vram_limit() {
+    let model = model("radeon-vii");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, gpus) = open_all(&view);
+        let g = gpus[0];
+        let mem = Anon::new(2 * MIB);
+        let available = kfd.available_memory(g).expect("available");
+        let hog = kfd
+            .alloc_memory_of_gpu(g, 0x6000_0000_0000, available, VRAM_RW)
+            .expect("all the VRAM KFD has");
+        assert_eq!(
+            svm_set(&kfd, mem.addr, mem.len, &[prefetch(g)]),
+            Err(Errno::NOSPC)
+        );
+        assert_eq!(view.svm_vram_usage(g), 0);
+        kfd.free_memory_of_gpu(hog).expect("free");
+        assert_eq!(svm_set(&kfd, mem.addr, mem.len, &[prefetch(g)]), Ok(()));
+        assert_eq!(view.svm_vram_usage(g), 2 * MIB);
+        assert_eq!(kfd.available_memory(g).expect("available"), available);
+    })
+    .expect("attach");
+}
+
+#[test]
+fn always_mapped_ranges_evict_queues_even_with_xnack_on() {
+    let model = model("mi300x");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, gpus) = open_all(&view);
+        let g = gpus[0];
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let mut smi = smi_all(&kfd, g);
+        let pid = pid();
+        let mem = Anon::new(2 * MIB);
+        svm_set(
+            &kfd,
+            mem.addr,
+            mem.len,
+            &[set_flags(KFD_IOCTL_SVM_FLAG_GPU_ALWAYS_MAPPED)],
+        )
+        .expect("mapped on every GPU with access");
+        assert_eq!(
+            view.svm_page(pid, mem.addr).map(|p| p.mapped_on),
+            Some(vec![g])
+        );
+        svm_set(&kfd, mem.addr, mem.len, &[prefetch(g)]).expect("prefetch");
+        let p0 = mem.pfn(0);
+        assert_eq!(
+            drain(&mut smi),
+            [
+                format!("5 T -{pid} @{p0:x}(200) 0->{g:x} {g:x}:{UNDEF:x} 0"),
+                format!("9 T -{pid} {g:x} 0"),
+                format!("6 T -{pid} @{p0:x}(200) 0->{g:x} 0 0"),
+                format!("a T -{pid} {g:x} \0"),
+            ]
+        );
+    })
+    .expect("attach");
+}
