@@ -448,6 +448,25 @@ mod tests {
     }
 
     #[test]
+    fn huge_page_rings_alias_when_the_system_has_huge_pages() {
+        match HostMirror::with_granule(1, Granule::HugeTlb2M) {
+            Ok(ring) => {
+                assert_eq!(ring.capacity(), crate::TWO_MIB);
+                assert_eq!(ring.prev().as_ptr() as usize % crate::TWO_MIB, 0);
+                ring.write(ring.capacity() as isize - 1, b"hp").unwrap();
+                let mut b = [0u8; 1];
+                ring.read(0, &mut b).unwrap();
+                assert_eq!(&b, b"p");
+            }
+            // No 2 MiB pages reserved (`vm.nr_hugepages` is 0 on most machines).
+            Err(Error::Memfd(_) | Error::Map { .. }) => {
+                eprintln!("skipping: no 2 MiB huge pages available for a hugetlb memfd")
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
     fn a_failure_part_way_leaves_nothing_behind() {
         for fail_after in 0..4 {
             FAIL_MAP_AFTER.set(Some(fail_after));

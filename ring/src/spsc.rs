@@ -241,7 +241,7 @@ impl ConsumerCore {
             reason,
         };
         let available = self.head_cache.wrapping_sub(self.tail);
-        if available > self.mask as u64 + 1 || available % 8 != 0 {
+        if available > self.mask as u64 + 1 || !available.is_multiple_of(8) {
             return Err(corrupt(
                 "the producer position is not ahead by a whole record",
             ));

@@ -262,6 +262,43 @@ fn device_ring_aliases_on_the_gpu_and_through_the_cpu_views() {
     });
 }
 
+#[test]
+fn spsc_records_through_a_device_ring_are_contiguous_for_the_gpu_too() {
+    on_every_target(&["mi300x"], |target| {
+        let (kfd, topo, gpus) = open(target);
+        let pool = MemoryPool::find(&topo, gpus[0], Granularity::Fine).unwrap();
+        if !pool.host_accessible {
+            eprintln!("{}: {pool} has no CPU views; skipping", target.name());
+            return;
+        }
+        let access = AccessMode::Exclusive.rights(gpus[0], &[]);
+        let ring = DeviceRing::new(&kfd, &pool, 1, &access, true).unwrap();
+        let cap = ring.capacity();
+        let (mut tx, mut rx) = kfd_ring::SpscRing::new(ring.cpu().unwrap())
+            .unwrap()
+            .split()
+            .unwrap();
+        // Move the positions to 24 bytes before the end, then send a record across it.
+        tx.push(&vec![0; cap - 32]).unwrap();
+        rx.pop_with(|_| ()).unwrap();
+        let record = pattern(5000, 0x77);
+        let slot = tx.reserve(record.len()).unwrap();
+        let offset = slot.as_ptr() as u64 - ring.gpu_base();
+        assert!(
+            offset < cap as u64 && offset + 5000 > cap as u64,
+            "the record wraps"
+        );
+        slot.copy_from_slice(&record);
+        tx.commit();
+        assert_eq!(rx.peek().unwrap(), Some(&record[..]));
+        // The GPU reads the same record as one run at the same address.
+        if let Some(side) = GpuSide::of(target) {
+            let got = side.read(gpus[0], ring.gpu_base() + offset, 5000).unwrap();
+            assert!(got == record, "the GPU sees the wrapped record whole");
+        }
+    });
+}
+
 /// The GPUs of the owner's xGMI hive (VRAM reaches peers there), the owner first, and one
 /// GPU outside the hive.
 fn hive_and_outsider(topo: &Topology, gpus: &[u32]) -> (Vec<u32>, u32) {
