@@ -145,6 +145,10 @@ impl KfdProvider {
     /// in use is fine), and checks the kind can be had: DEVICE needs a VRAM bank, SHARED
     /// SVM support on every GPU ([`Error::NotSupported`] otherwise). HOST creates the
     /// provider's memfd.
+    ///
+    /// KFD binds one VM per GPU to a process, through the render-node file that acquired it,
+    /// so all providers of a process must be made from one [`Kfd`] (clones of it): a second
+    /// `Kfd::open` in the same process cannot acquire the GPUs again (`EBUSY`).
     pub fn new(kfd: Kfd, params: ProviderParams) -> Result<KfdProvider> {
         record(KfdProvider::create(kfd, params))
     }
@@ -180,8 +184,15 @@ impl KfdProvider {
             let minor = *render_minors
                 .get(&gpu)
                 .ok_or_else(|| Error::invalid(format!("no GPU with gpu_id {gpu:#x}")))?;
-            kfd.acquire_vm(gpu, minor)
-                .map_err(|e| Error::kfd(init, "acquiring the GPU's VM", &e))?;
+            kfd.acquire_vm(gpu, minor).map_err(|e| {
+                let step = if e.errno() == Some(Errno::BUSY) {
+                    "acquiring the GPU's VM (another /dev/kfd handle of this process holds it: \
+                     the providers of a process must share one Kfd, cloned)"
+                } else {
+                    "acquiring the GPU's VM"
+                };
+                Error::kfd(init, step, &e)
+            })?;
         }
         let apertures = kfd
             .get_process_apertures()
