@@ -456,9 +456,6 @@ impl<M: Mirrored> fmt::Debug for Producer<M> {
     }
 }
 
-// SAFETY: the producer's private state is plain data and the ring it shares is `Sync`.
-unsafe impl<M: Mirrored + Send + Sync> Send for Producer<M> {}
-
 impl<M: Mirrored> Producer<M> {
     fn claim(shared: Arc<Shared<M>>) -> Result<Producer<M>> {
         let header = shared.header();
@@ -548,9 +545,6 @@ impl<M: Mirrored> fmt::Debug for Consumer<M> {
     }
 }
 
-// SAFETY: the consumer's private state is plain data and the ring it shares is `Sync`.
-unsafe impl<M: Mirrored + Send + Sync> Send for Consumer<M> {}
-
 impl<M: Mirrored> Consumer<M> {
     fn claim(shared: Arc<Shared<M>>) -> Result<Consumer<M>> {
         let header = shared.header();
@@ -615,6 +609,13 @@ fn claim(flag: &AtomicU32, role: &'static str) -> Result<()> {
         .map(drop)
         .map_err(|_| Error::RoleTaken { role })
 }
+
+// Each side may move to its own thread (the ring they share is `Send + Sync` for such `M`).
+const _: fn() = || {
+    fn check<T: Send>() {}
+    check::<Producer<crate::HostMirror>>();
+    check::<Consumer<crate::HostMirror>>();
+};
 
 #[cfg(test)]
 mod tests;

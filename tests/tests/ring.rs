@@ -12,8 +12,8 @@ use kfd_emu::model::{FailRule, GpuFault, GpuFaultReason, Model, ModelConfig};
 use kfd_ioctl::topology::Topology;
 use kfd_ioctl::{BufferObject, Kfd};
 use kfd_ring::{
-    AccessMode, DeviceRing, Error, GpuHostRing, GpuView, Granularity, HostMirror, MemoryPool,
-    Mirrored, Right,
+    AccessMode, DeviceRing, Error, GpuAccess, GpuHostRing, GpuView, Granularity, HostMirror,
+    MemoryPool, Mirrored, Right,
 };
 use kfd_tests::{Target, on_every_target};
 
@@ -165,6 +165,24 @@ fn svm_host_ring_aliases_at_the_same_gpu_addresses() {
         };
         for &gpu in &gpus {
             assert_gpu_aliases(&side, gpu, ring.gpu_base(), cap, &fill);
+        }
+        drop(ring);
+        // Readers only: the range is GPU_RO, so a write faults; a GPU left out has no access.
+        if gpus.len() >= 2 {
+            let readers = [GpuAccess {
+                gpu_id: gpus[0],
+                right: Right::Read,
+            }];
+            let mirror = HostMirror::new(4096).unwrap();
+            let ring = GpuHostRing::svm(&kfd, mirror, &readers, &gpus, Granularity::Coarse)
+                .unwrap_or_else(|e| panic!("{}: {e}", target.name()));
+            let base = ring.gpu_base();
+            assert_eq!(fault_reason(side.read(gpus[0], base, 1)), None);
+            assert_eq!(
+                fault_reason(side.write(gpus[0], base, b"w")),
+                Some(GpuFaultReason::ReadOnly)
+            );
+            assert!(side.read(gpus[1], base, 1).is_err(), "NO_ACCESS GPU reads");
         }
     });
 }
