@@ -1,0 +1,327 @@
+//! `KfdPool`: steady-state allocation of 64 B – 2 MiB issues no ioctl (counted by a backend
+//! that wraps kfd-emu's model and counts every ioctl it answers), and the pool's blocks are
+//! sized, aligned, distinct and freed as promised.
+
+mod provider_support;
+
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use kfd_emu::backend::{Backend, Caller, IoctlResult, OpenAction};
+use kfd_emu::machine::Machine;
+use kfd_emu::model::{Model, ModelConfig};
+use kfd_ioctl::Kfd;
+use kfd_tests::on_every_target;
+use kfd_tools::provider::{
+    KfdPool, KfdProvider, MemoryKind, POOL_MAX_CLASS, POOL_MIN_CLASS, PoolParams, ProviderParams,
+    UmfResult,
+};
+use provider_support::*;
+
+/// kfd-emu's model, counting the ioctls it answers: KFD ones by number, DRM ones together.
+struct Counting {
+    model: Arc<Model>,
+    kfd: [AtomicU64; 64],
+    drm: AtomicU64,
+}
+
+impl Counting {
+    fn new(machine: &str) -> Arc<Counting> {
+        let model = Model::new(ModelConfig {
+            machine: Machine::preset(machine).expect("a preset"),
+            ..ModelConfig::default()
+        })
+        .expect("a model");
+        Arc::new(Counting {
+            model,
+            kfd: std::array::from_fn(|_| AtomicU64::new(0)),
+            drm: AtomicU64::new(0),
+        })
+    }
+
+    /// Every counter: the KFD ioctls by number, then the DRM ones.
+    fn snapshot(&self) -> Vec<u64> {
+        self.kfd
+            .iter()
+            .chain([&self.drm])
+            .map(|c| c.load(Ordering::SeqCst))
+            .collect()
+    }
+
+    /// The KFD ioctls `nr` answered so far.
+    fn count(&self, nr: u8) -> u64 {
+        self.kfd[nr as usize].load(Ordering::SeqCst)
+    }
+}
+
+/// `name: n` for each counter that differs between two snapshots.
+fn delta(before: &[u64], after: &[u64]) -> Vec<String> {
+    before
+        .iter()
+        .zip(after)
+        .enumerate()
+        .filter(|(_, (b, a))| a != b)
+        .map(|(nr, (b, a))| {
+            let name = if nr == 64 {
+                "DRM ioctls"
+            } else {
+                kfd_ioctl::abi::ioctl_info(nr as u8).map_or("unknown", |i| i.name)
+            };
+            format!("{name}: {}", a - b)
+        })
+        .collect()
+}
+
+impl Backend for Counting {
+    fn open(&self, caller: &dyn Caller, path: &str, flags: i32, mode: u32) -> OpenAction {
+        self.model.open(caller, path, flags, mode)
+    }
+
+    fn ioctl(
+        &self,
+        caller: &dyn Caller,
+        file: BorrowedFd<'_>,
+        cmd: u32,
+        arg: u64,
+    ) -> Option<IoctlResult> {
+        let answer = self.model.ioctl(caller, file, cmd, arg);
+        if answer.is_some() {
+            if (cmd >> 8) & 0xFF == u32::from(b'K') {
+                self.kfd[(cmd & 0x3F) as usize].fetch_add(1, Ordering::SeqCst);
+            } else {
+                self.drm.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        answer
+    }
+
+    fn may_block(&self, cmd: u32) -> bool {
+        self.model.may_block(cmd)
+    }
+
+    fn process_exited(&self, tgid: i32) {
+        self.model.process_exited(tgid)
+    }
+}
+
+/// A deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// `ops` random allocations (sizes log-uniform over 33 B – 2 MiB, at most 48 live) and frees
+/// from `seed`, then frees what is left.
+fn churn(pool: &KfdPool, seed: u64, ops: usize) {
+    let mut rng = Rng(seed);
+    let mut live: Vec<*mut u8> = Vec::new();
+    for _ in 0..ops {
+        let r = rng.next();
+        if live.len() < 48 && (live.is_empty() || r % 3 != 0) {
+            let top = 1usize << (6 + (r >> 8) % 16);
+            let size = top / 2 + 1 + (r >> 20) as usize % (top / 2);
+            live.push(pool.alloc(size, 0).unwrap().as_ptr());
+        } else {
+            let i = (r >> 32) as usize % live.len();
+            pool.free(live.swap_remove(i)).unwrap();
+        }
+    }
+    for ptr in live {
+        pool.free(ptr).unwrap();
+    }
+}
+
+/// UMF's `simple` benchmark shape: `n` one-page blocks, freed last in first out.
+fn lifo_pages(pool: &KfdPool, n: usize) {
+    let blocks: Vec<*mut u8> = (0..n)
+        .map(|_| pool.alloc(page(), 0).unwrap().as_ptr())
+        .collect();
+    for ptr in blocks.into_iter().rev() {
+        pool.free(ptr).unwrap();
+    }
+}
+
+/// After a warm-up that reaches the working set, rounds of the same traffic — random sizes of
+/// every class, and UMF's LIFO page pattern — issue no ioctl at all; the warm-up's ioctls
+/// were exactly the pool's chunk allocations.
+fn steady_state_issues_no_ioctl(kind: MemoryKind) {
+    for machine in MACHINES {
+        let counting = Counting::new(machine);
+        let backend: Arc<dyn Backend> = counting.clone();
+        kfd_emu::supervisor::run_attached(backend, || {
+            let provider =
+                KfdProvider::new(Kfd::open().unwrap(), ProviderParams::new(kind)).unwrap();
+            let params = PoolParams {
+                retained_chunks: 128,
+                ..PoolParams::default()
+            };
+            let pool = KfdPool::new(provider, params).unwrap();
+            let seeds = [0x9E37_79B9_7F4A_7C15, 0xD1B5_4A32_D192_ED03, 42];
+
+            let before_warm_up = counting.snapshot();
+            let allocs_before = counting.count(0x16);
+            for seed in seeds {
+                churn(&pool, seed, 3000);
+            }
+            lifo_pages(&pool, 1000);
+            let warm = pool.stats();
+            assert!(
+                warm.provider_allocs > 0 && warm.provider_frees == 0,
+                "{warm:?}"
+            );
+            assert!(
+                !delta(&before_warm_up, &counting.snapshot()).is_empty(),
+                "the counter saw the warm-up's ioctls"
+            );
+            if kind != MemoryKind::Shared {
+                // One ALLOC_MEMORY_OF_GPU per chunk.
+                assert_eq!(
+                    counting.count(0x16) - allocs_before,
+                    warm.provider_allocs,
+                    "{machine} {kind:?}"
+                );
+            }
+
+            eprintln!(
+                "kfd-emu/{machine} {kind:?}: warm-up took {} chunks, ioctls {:?}",
+                warm.provider_allocs,
+                delta(&before_warm_up, &counting.snapshot())
+            );
+            let before = counting.snapshot();
+            for _ in 0..3 {
+                for seed in seeds {
+                    churn(&pool, seed, 3000);
+                }
+                lifo_pages(&pool, 1000);
+            }
+            let steady = delta(&before, &counting.snapshot());
+            assert!(
+                steady.is_empty(),
+                "kfd-emu/{machine} {kind:?}: steady-state pool traffic issued ioctls: {steady:?}"
+            );
+            let after = pool.stats();
+            assert_eq!(
+                (after.provider_allocs, after.provider_frees),
+                (warm.provider_allocs, 0)
+            );
+            assert_eq!((after.in_use, after.chunks), (0, after.empty_chunks));
+        })
+        .unwrap();
+    }
+}
+
+#[test]
+fn host_steady_state_issues_no_ioctl() {
+    steady_state_issues_no_ioctl(MemoryKind::Host);
+}
+
+#[test]
+fn device_steady_state_issues_no_ioctl() {
+    steady_state_issues_no_ioctl(MemoryKind::Device);
+}
+
+#[test]
+fn shared_steady_state_issues_no_ioctl() {
+    steady_state_issues_no_ioctl(MemoryKind::Shared);
+}
+
+/// Blocks of every class are aligned to their class and never overlap: each live block
+/// holds its own pattern through random churn; alignments up to 2 MiB are honoured.
+#[test]
+fn blocks_are_aligned_and_distinct() {
+    on_every_target(&["mi300x"], |target| {
+        let pool = KfdPool::new(provider(target, MemoryKind::Host), PoolParams::default()).unwrap();
+        let mut rng = Rng(7);
+        let mut live: Vec<(*mut u8, usize, u8)> = Vec::new();
+        for step in 0..4000u32 {
+            let r = rng.next();
+            if live.len() < 64 && r % 3 != 0 {
+                let class = POOL_MIN_CLASS << ((r >> 8) % 16);
+                let size = class / 2 + 1 + (r >> 20) as usize % (class / 2);
+                let ptr = pool.alloc(size, 0).unwrap().as_ptr();
+                let class = size.next_power_of_two().max(POOL_MIN_CLASS);
+                assert_eq!(ptr as usize % class, 0, "size {size}");
+                let tag = step as u8;
+                fill(ptr, size, tag);
+                live.push((ptr, size, tag));
+            } else if !live.is_empty() {
+                let (ptr, size, tag) = live.swap_remove((r >> 32) as usize % live.len());
+                assert!(
+                    read(ptr, size).iter().all(|&b| b == tag),
+                    "block overwritten"
+                );
+                pool.free(ptr).unwrap();
+            }
+        }
+        for (ptr, size, tag) in live {
+            assert!(
+                read(ptr, size).iter().all(|&b| b == tag),
+                "block overwritten"
+            );
+            pool.free(ptr).unwrap();
+        }
+        for align in [128, 4096, 1 << 20, POOL_MAX_CLASS] {
+            let ptr = pool.alloc(100, align).unwrap().as_ptr();
+            assert_eq!(ptr as usize % align, 0);
+            pool.free(ptr).unwrap();
+        }
+    });
+}
+
+/// The pool's argument rules: NULL, stray, interior and double frees, zero sizes and
+/// alignments that are not powers of two are refused without harm; allocations above
+/// 2 MiB go to the provider and back; `trim` gives every empty chunk back, and more empty
+/// chunks than retained go back on their own.
+#[test]
+fn frees_sizes_large_allocations_and_retention() {
+    on_every_target(MACHINES, |target| {
+        let params = PoolParams {
+            retained_chunks: 2,
+            ..PoolParams::default()
+        };
+        let pool = KfdPool::new(provider(target, MemoryKind::Host), params).unwrap();
+        assert_umf(pool.alloc(0, 0), UmfResult::InvalidArgument);
+        assert_umf(pool.alloc(64, 48), UmfResult::InvalidArgument);
+        assert_umf(pool.free(std::ptr::null_mut()), UmfResult::InvalidArgument);
+        let a = pool.alloc(100, 0).unwrap().as_ptr();
+        assert_umf(pool.free(a.wrapping_add(1)), UmfResult::InvalidArgument);
+        assert_umf(pool.free(a.wrapping_add(128)), UmfResult::InvalidArgument);
+        let mut on_stack = 0u8;
+        assert_umf(pool.free(&raw mut on_stack), UmfResult::InvalidArgument);
+        pool.free(a).unwrap();
+        assert_umf(pool.free(a), UmfResult::InvalidArgument);
+
+        let big = 3 * POOL_MAX_CLASS + 5;
+        let large = pool.alloc(big, 0).unwrap().as_ptr();
+        assert_eq!(pool.provider().allocation_info(large).unwrap().size, big);
+        assert_eq!(pool.stats().large, 1);
+        assert_umf(
+            pool.free(large.wrapping_add(4096)),
+            UmfResult::InvalidArgument,
+        );
+        pool.free(large).unwrap();
+        assert!(pool.provider().allocation_info(large).is_none());
+
+        // Five 2 MiB blocks need five chunks; freed, two stay and three go back.
+        let blocks: Vec<*mut u8> = (0..5)
+            .map(|_| pool.alloc(POOL_MAX_CLASS, 0).unwrap().as_ptr())
+            .collect();
+        let chunks = pool.provider().stats().chunks;
+        for ptr in blocks {
+            pool.free(ptr).unwrap();
+        }
+        let stats = pool.stats();
+        assert_eq!((stats.empty_chunks, stats.in_use), (2, 0), "{stats:?}");
+        assert_eq!(pool.provider().stats().chunks, chunks - 3);
+        pool.trim().unwrap();
+        assert_eq!(pool.stats().chunks, 0);
+        assert_empty(target, pool.provider());
+    });
+}
