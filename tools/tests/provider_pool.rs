@@ -124,7 +124,7 @@ fn churn(pool: &KfdPool, seed: u64, ops: usize) {
     let mut live: Vec<*mut u8> = Vec::new();
     for _ in 0..ops {
         let r = rng.next();
-        if live.len() < 48 && (live.is_empty() || r % 3 != 0) {
+        if live.len() < 48 && (live.is_empty() || !r.is_multiple_of(3)) {
             let top = 1usize << (6 + (r >> 8) % 16);
             let size = top / 2 + 1 + (r >> 20) as usize % (top / 2);
             live.push(pool.alloc(size, 0).unwrap().as_ptr());
@@ -242,7 +242,7 @@ fn blocks_are_aligned_and_distinct() {
         let mut live: Vec<(*mut u8, usize, u8)> = Vec::new();
         for step in 0..4000u32 {
             let r = rng.next();
-            if live.len() < 64 && r % 3 != 0 {
+            if live.len() < 64 && !r.is_multiple_of(3) {
                 let class = POOL_MIN_CLASS << ((r >> 8) % 16);
                 let size = class / 2 + 1 + (r >> 20) as usize % (class / 2);
                 let ptr = pool.alloc(size, 0).unwrap().as_ptr();
