@@ -31,7 +31,11 @@ fn checksum(record: &[u8]) -> u64 {
     let words = record.chunks_exact(8);
     let tail = words.remainder().iter().map(|&b| u64::from(b)).sum::<u64>();
     words
-        .map(|w| u64::from_le_bytes(w.try_into().unwrap_or([0; 8])))
+        .map(|w| {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(w);
+            u64::from_le_bytes(word)
+        })
         .fold(tail, u64::wrapping_add)
 }
 
