@@ -149,7 +149,6 @@ fn userptr_host_ring_aliases_at_the_same_gpu_addresses() {
 }
 
 #[test]
-#[ignore = "needs kfd-emu SVM model (issue 4): the emulator refuses AMDKFD_IOC_SVM SET_ATTR with EINVAL"]
 fn svm_host_ring_aliases_at_the_same_gpu_addresses() {
     on_every_target(&["mi300x", "mi210x8"], |target| {
         let (kfd, _topo, gpus) = open(target);

@@ -103,7 +103,6 @@ impl Drop for Anon {
 }
 
 #[test]
-#[ignore = "needs kfd-emu SVM model (issue 4)"]
 fn attributes_set_in_one_call_read_back_through_get() {
     on_every_target(&["mi300x"], |target| {
         let (kfd, gpu) = open(target);
@@ -153,7 +152,6 @@ fn attributes_set_in_one_call_read_back_through_get() {
 }
 
 #[test]
-#[ignore = "needs kfd-emu SVM model (issue 4)"]
 fn memory_never_set_reports_the_defaults() {
     on_every_target(&["mi300x"], |target| {
         let (kfd, gpu) = open(target);
@@ -193,7 +191,6 @@ fn memory_never_set_reports_the_defaults() {
 }
 
 #[test]
-#[ignore = "needs kfd-emu SVM model (issue 4)"]
 fn get_reports_the_intersection_over_split_ranges() {
     on_every_target(&["mi300x"], |target| {
         let (kfd, gpu) = open(target);
@@ -265,7 +262,6 @@ fn get_reports_the_intersection_over_split_ranges() {
 }
 
 #[test]
-#[ignore = "needs kfd-emu SVM model (issue 4)"]
 fn the_kernel_clamps_granularity_to_0x3f() {
     on_every_target(&["mi300x"], |target| {
         let (kfd, gpu) = open(target);
@@ -286,7 +282,6 @@ fn the_kernel_clamps_granularity_to_0x3f() {
 }
 
 #[test]
-#[ignore = "needs kfd-emu SVM model (issue 4)"]
 fn errors_follow_the_kernel_contract() {
     on_every_target(&["mi300x"], |target| {
         let (kfd, gpu) = open(target);
@@ -482,7 +477,6 @@ fn assert_covers(pairs: &[(u64, u64)], first_page: u64, npages: u64) {
 }
 
 #[test]
-#[ignore = "needs kfd-emu SVM model (issue 4)"]
 fn prefetch_migrates_and_the_smi_stream_reports_it() {
     on_every_target(&["mi300x"], |target| {
         let (kfd, gpu) = open(target);
@@ -556,7 +550,6 @@ fn prefetch_migrates_and_the_smi_stream_reports_it() {
 }
 
 #[test]
-#[ignore = "needs kfd-emu SVM model (issue 4)"]
 fn a_shared_mapping_keeps_its_data_when_prefetched() {
     on_every_target(&["mi300x"], |target| {
         let (kfd, gpu) = open(target);
@@ -590,7 +583,6 @@ fn a_shared_mapping_keeps_its_data_when_prefetched() {
 }
 
 #[test]
-#[ignore = "needs kfd-emu SVM model (issue 4)"]
 fn dropping_a_buffer_removes_its_range() {
     on_every_target(&["mi300x"], |target| {
         let (kfd, gpu) = open(target);
@@ -666,7 +658,6 @@ fn gpu_view(target: &Target) -> Option<&Model> {
 }
 
 #[test]
-#[ignore = "needs kfd-emu SVM model (issue 4)"]
 fn end_to_end_prefetch_gpu_fault_cpu_read_and_timeline() {
     on_every_target(&["mi300x"], |target| {
         let (kfd, gpu) = open(target);
