@@ -105,8 +105,20 @@ fn libhsakmt_program_runs_on_every_preset() {
                 for want in [render, vram, alloc] {
                     assert!(text.contains(&want), "{name}: no `{want}` in\n{text}");
                 }
+                if node.capability().svm_api_supported() {
+                    let svm = format!("svm node={} ok\n", node.id);
+                    assert!(text.contains(&svm), "{name}: no `{svm}` in\n{text}");
+                }
             }
         }
+        // XNACK starts off; turning it on works where every GPU has per-process XNACK.
+        assert!(text.contains("xnack mode=0\n"), "{name}: {text}");
+        let on = if machine.gpus().iter().all(|g| g.xnack_capable) {
+            "xnack on ok\n"
+        } else {
+            "xnack on not-supported\n"
+        };
+        assert!(text.contains(on), "{name}: no `{on}` in\n{text}");
         assert!(
             text.contains("alloc node=0 kind=system size=1048576 ok\n"),
             "{name}: {text}"

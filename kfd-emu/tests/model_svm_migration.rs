@@ -572,3 +572,61 @@ fn always_mapped_ranges_evict_queues_even_with_xnack_on() {
     })
     .expect("attach");
 }
+
+#[test]
+fn memory_mapped_again_in_place_of_a_range_is_new_memory() {
+    let model = model("mi300x");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, gpus) = open_all(&view);
+        let g = gpus[0];
+        let mut smi = smi_all(&kfd, g);
+        let pid = pid();
+        let mem = Anon::new(2 * MIB);
+        let len = mem.len;
+        svm_set(&kfd, mem.addr, len, &[access(g), granularity(3)]).expect("map");
+        let keep = Anon::new(2 * MIB);
+        svm_set(&kfd, keep.addr, len, &[granularity(5)]).expect("another range");
+        keep.write(0, b"still here");
+        // The program frees the memory and maps new memory at the same place before its
+        // next SVM call: the maps look as before.
+        mem.unmap(0, len / PAGE);
+        let remap = |prot| {
+            // SAFETY: maps fresh memory over the address range this test just unmapped;
+            // FIXED_NOREPLACE refuses to replace anything that took its place meanwhile.
+            unsafe {
+                rustix::mm::mmap_anonymous(
+                    mem.addr as *mut _,
+                    len as usize,
+                    prot,
+                    rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::FIXED_NOREPLACE,
+                )
+            }
+            .expect("map again");
+        };
+        remap(rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE);
+        let gran = svm_get_one(&kfd, mem.addr, len, KFD_IOCTL_SVM_ATTR_GRANULARITY, 0);
+        assert_eq!(gran.1, 9, "the defaults: the old range is gone");
+        let p0 = mem.pfn(0);
+        assert_eq!(
+            drain(&mut smi),
+            [format!("b T -{pid} @{p0:x}(200) {g:x} 2")]
+        );
+        let gran = svm_get_one(&kfd, keep.addr, len, KFD_IOCTL_SVM_ATTR_GRANULARITY, 0);
+        assert_eq!(
+            gran.1, 5,
+            "a range whose memory stayed keeps its attributes"
+        );
+        // Again, with the address only reserved (PROT_NONE), as libhsakmt reserves VA for
+        // its next allocation.
+        svm_set(&kfd, mem.addr, len, &[granularity(4)]).expect("register the new memory");
+        mem.unmap(0, len / PAGE);
+        remap(rustix::mm::ProtFlags::empty());
+        let bo = kfd
+            .alloc_memory_of_gpu(g, mem.addr, len, VRAM_RW)
+            .expect("ALLOC at the reserved address: the range is gone");
+        drop(bo);
+        assert_eq!(view.svm_ranges(pid).len(), 1, "only `keep`'s");
+    })
+    .expect("attach");
+}

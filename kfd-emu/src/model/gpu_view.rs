@@ -202,7 +202,7 @@ impl Model {
                 left -= chunk;
                 continue;
             }
-            super::svm::gpu_access(self, st, tgid, gpu, at, write, &mut vmas)
+            super::svm::gpu_access(self, st, tgid, gpu, at, va + len as u64, write, &mut vmas)
                 .map_err(|reason| fault(gpu_id, at, write, reason))?;
             let chunk = (super::memory::PAGE_SIZE - at % super::memory::PAGE_SIZE).min(left);
             pieces.push(Piece::User {

@@ -1,13 +1,16 @@
 /*
  * A libhsakmt client: open KFD, read the version and the topology, allocate VRAM on every GPU
- * and paged system memory, map, unmap and free them, close. Every call must return
- * HSAKMT_STATUS_SUCCESS; the program prints one line per fact for the Rust test to check and
- * exits non-zero at the first failure, naming the call.
+ * and paged system memory, map, unmap and free them, set and read back SVM attributes of
+ * anonymous memory on every SVM-capable GPU, query and set the XNACK mode, close. Every call
+ * must return HSAKMT_STATUS_SUCCESS (turning XNACK on may be NOT_SUPPORTED, which is printed);
+ * the program prints one line per fact for the Rust test to check and exits non-zero at the
+ * first failure, naming the call.
  */
 #include <hsakmt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define CHECK(call)                                                                  \
     do {                                                                             \
@@ -50,6 +53,78 @@ static int alloc_map_free(HSAuint32 node, HSAuint64 size, int vram)
     return 0;
 }
 
+#define EXPECT(cond)                                                                 \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "FAILED %s (line %d)\n", #cond, __LINE__);               \
+            return 1;                                                                \
+        }                                                                            \
+    } while (0)
+
+/* SVM attributes of 2 MiB of anonymous memory, set with node ids (which libhsakmt turns into
+ * gpu_ids) and read back (gpu_ids turned into node ids again). */
+static int svm_round_trip(HSAuint32 node)
+{
+    const HSAuint64 size = 2 << 20;
+    const HSAuint32 flags = HSA_SVM_FLAG_HOST_ACCESS | HSA_SVM_FLAG_GPU_EXEC;
+    HSA_SVM_ATTRIBUTE set[] = {
+        {HSA_SVM_ATTR_PREFERRED_LOC, node},
+        {HSA_SVM_ATTR_ACCESS, node},
+        {HSA_SVM_ATTR_SET_FLAGS, HSA_SVM_FLAG_GPU_EXEC},
+        {HSA_SVM_ATTR_CLR_FLAGS, HSA_SVM_FLAG_COHERENT},
+        {HSA_SVM_ATTR_GRANULARITY, 4},
+        {HSA_SVM_ATTR_PREFETCH_LOC, node},
+    };
+    HSA_SVM_ATTRIBUTE get[] = {
+        {HSA_SVM_ATTR_PREFERRED_LOC, 0},
+        {HSA_SVM_ATTR_PREFETCH_LOC, 0},
+        {HSA_SVM_ATTR_ACCESS, node},
+        {HSA_SVM_ATTR_SET_FLAGS, 0},
+        {HSA_SVM_ATTR_CLR_FLAGS, 0},
+        {HSA_SVM_ATTR_GRANULARITY, 0},
+    };
+    unsigned char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                              -1, 0);
+
+    EXPECT(mem != MAP_FAILED);
+    memset(mem, 0x3c, size);
+    CHECK(hsaKmtSVMSetAttr(mem, size, sizeof(set) / sizeof(set[0]), set));
+    CHECK(hsaKmtSVMGetAttr(mem, size, sizeof(get) / sizeof(get[0]), get));
+    EXPECT(get[0].value == node);
+    EXPECT(get[1].value == node);
+    EXPECT(get[2].type == HSA_SVM_ATTR_ACCESS && get[2].value == node);
+    EXPECT(get[3].value == flags);
+    EXPECT(get[4].value == ~flags);
+    EXPECT(get[5].value == 4);
+    /* Prefetched to the GPU, the data is still what the CPU wrote. */
+    EXPECT(mem[0] == 0x3c && mem[size - 1] == 0x3c);
+    EXPECT(munmap(mem, size) == 0);
+    printf("svm node=%u ok\n", node);
+    return 0;
+}
+
+/* The XNACK mode: query it, set the mode it has, then turn it on where the GPUs allow. */
+static int xnack(void)
+{
+    HSAint32 mode = -1;
+    HSAKMT_STATUS status;
+
+    CHECK(hsaKmtGetXNACKMode(&mode));
+    printf("xnack mode=%d\n", mode);
+    CHECK(hsaKmtSetXNACKMode(mode));
+    status = hsaKmtSetXNACKMode(1);
+    if (status == HSAKMT_STATUS_NOT_SUPPORTED) {
+        printf("xnack on not-supported\n");
+        return 0;
+    }
+    CHECK(status);
+    CHECK(hsaKmtGetXNACKMode(&mode));
+    EXPECT(mode == 1);
+    CHECK(hsaKmtSetXNACKMode(0));
+    printf("xnack on ok\n");
+    return 0;
+}
+
 int main(void)
 {
     HsaVersionInfo version;
@@ -88,8 +163,13 @@ int main(void)
         }
         if (props.NumFComputeCores > 0 && alloc_map_free(node, 2 << 20, 1))
             return 1;
+        if (props.NumFComputeCores > 0 && props.Capability.ui32.SVMAPISupported &&
+            svm_round_trip(node))
+            return 1;
     }
     if (alloc_map_free(0, 1 << 20, 0))
+        return 1;
+    if (xnack())
         return 1;
 
     CHECK(hsaKmtReleaseSystemProperties());

@@ -20,21 +20,23 @@ use super::super::process::{Process, State};
 use super::super::smi::Event;
 use super::migrate::{restore, to_vram, validate_and_map, vram_to_ram};
 use super::ranges::{Attrs, Range};
-use super::{Env, Vmas, check_vm, supported, sync_unmapped};
+use super::{Env, Vmas, check_vm, drop_replaced, populate, supported, sync_unmapped};
 
 /// The 2 MiB block (in pages) an unregistered range is created around.
 const UNREGISTERED_BLOCK: u64 = 512;
 
 /// Makes the page at `va` accessible to GPU `gpu` of process `tgid` for a read or a write, as
 /// the hardware and the fault handler would; `Ok` when the access may go ahead in the caller's
-/// memory. `vmas` caches the caller's maps for the rest of the access (read, and the memory
-/// unmapped since the last look released, on first use).
+/// memory. `vmas` caches the caller's maps for the rest of the access, which ends at byte
+/// `end`: on first use, the memory unmapped (or replaced) since the last look is released.
+#[allow(clippy::too_many_arguments)]
 pub(in crate::model) fn gpu_access(
     m: &Model,
     st: &mut State,
     tgid: i32,
     gpu: usize,
     va: u64,
+    end: u64,
     write: bool,
     vmas: &mut Option<Vmas>,
 ) -> Result<(), GpuFaultReason> {
@@ -65,10 +67,11 @@ pub(in crate::model) fn gpu_access(
         backings,
         vmas,
     };
+    let page = va / PAGE_SIZE;
     if fresh {
         sync_unmapped(&mut env, p);
+        drop_replaced(&mut env, p, page, (end - 1) / PAGE_SIZE);
     }
-    let page = va / PAGE_SIZE;
     let bit = 1u64 << gpu;
     for attempt in 0..2 {
         if let Some(key) = p.svm.ranges.containing(page)
@@ -233,6 +236,7 @@ fn create_unregistered(env: &mut Env<'_>, p: &mut Process, page: u64) -> Option<
     p.svm
         .ranges
         .insert(first, last, Range::new(last - first + 1, attrs));
+    populate(p, env.vmas, first);
     Some(first)
 }
 

@@ -11,7 +11,12 @@
 //!   cannot see; it compares the ranges with the maps instead whenever the process next
 //!   touches SVM (an SVM ioctl, an ALLOC, the GPU view) and removes what is gone then, with
 //!   the kernel's `UNMAP_FROM_GPU` records. Memory unmapped and mapped again at the same
-//!   address in between goes unnoticed.
+//!   address in between leaves the maps as they were; to tell it apart, the model makes the
+//!   pages of a new range present ([`populate`], as the kernel's `hmm_range_fault` would)
+//!   and takes pages an operation looks at that are no longer present (nor swapped) for
+//!   replaced ([`drop_replaced`]): new memory has no pages until it is touched. New memory
+//!   the program touched before its next SVM call goes unnoticed, and pages dropped with
+//!   `MADV_DONTNEED` are taken for replaced ones.
 //! * Migration and mapping ([`migrate`]) and GPU faults ([`fault`]) move bookkeeping: the
 //!   bytes always stay in the caller's mapping, so the CPU and the GPU view see the same data.
 //!   CPU faults on pages in VRAM (which would migrate them back) are not observable, so never
@@ -23,6 +28,7 @@ mod ranges;
 mod vmas;
 
 use std::collections::HashMap;
+use std::os::unix::fs::FileExt;
 
 use kfd_ioctl::abi::{
     KFD_IOC_ALLOC_MEM_FLAGS_USERPTR, KFD_IOC_ALLOC_MEM_FLAGS_VRAM, KFD_IOCTL_SVM_ATTR_ACCESS,
@@ -199,6 +205,94 @@ fn unmap_from_cpu(env: &mut Env<'_>, p: &mut Process, key: u64, s: u64, l: u64) 
     p.svm.ranges.split_at(l + 1);
     if let Some(gone) = p.svm.ranges.remove(s) {
         release(env.m, env.acc, env.svm_vram, p.xnack, s, &gone);
+    }
+}
+
+/// pagemap: the page is present.
+const PM_PRESENT: u64 = 1 << 63;
+/// pagemap: the page is swapped out (or a migration entry).
+const PM_SWAP: u64 = 1 << 62;
+/// How many pages one `process_vm_readv` faults in (`IOV_MAX` remote iovecs).
+const POPULATE_BATCH: usize = 1024;
+
+/// Makes every page of the new range `key` present, as the kernel's `hmm_range_fault` would
+/// on mapping, by reading one byte of each (`process_vm_readv`): untouched anonymous memory
+/// gets the zero page. A page of a populated range that is absent later was unmapped and
+/// mapped again ([`drop_replaced`]). A range with pages that cannot be read (PROT_NONE) is not
+/// populated, and never checked.
+fn populate(p: &mut Process, vmas: &Vmas, key: u64) {
+    use nix::sys::uio::{RemoteIoVec, process_vm_readv};
+    let Some(last) = p.svm.ranges.get(key).map(|r| r.last) else {
+        return;
+    };
+    let pieces = vmas.pieces(key, last);
+    let mut populated =
+        pieces.last().is_some_and(|&(_, _, b)| b == last) && pieces.iter().all(|(v, _, _)| v.read);
+    if populated {
+        let pages: Vec<u64> = pieces.iter().flat_map(|&(_, a, b)| a..=b).collect();
+        let mut sink = [0u8; POPULATE_BATCH];
+        for batch in pages.chunks(POPULATE_BATCH) {
+            let remote: Vec<RemoteIoVec> = batch
+                .iter()
+                .map(|&page| RemoteIoVec {
+                    base: (page * PAGE_SIZE) as usize,
+                    len: 1,
+                })
+                .collect();
+            let mut local = [std::io::IoSliceMut::new(&mut sink[..batch.len()])];
+            let read = process_vm_readv(nix::unistd::Pid::from_raw(p.tgid), &mut local, &remote);
+            populated &= read == Ok(batch.len());
+        }
+    }
+    if let Some(r) = p.svm.ranges.get_mut(key) {
+        r.populated = populated;
+    }
+}
+
+/// The munmap of memory that was mapped again before the process touched SVM: new memory has
+/// no pages until it is touched, so a page of `[first, last]` that a populated range holds
+/// and that is neither present (which includes PROT_NONE PTEs) nor swapped out was replaced
+/// (or, the one mistake, dropped with `MADV_DONTNEED`). Such pages leave their ranges as
+/// munmap'd pages do.
+fn drop_replaced(env: &mut Env<'_>, p: &mut Process, first: u64, last: u64) {
+    let keys = p.svm.ranges.overlapping(first, last);
+    if keys.is_empty() {
+        return;
+    }
+    let Ok(pagemap) = std::fs::File::open(format!("/proc/{}/pagemap", p.tgid)) else {
+        return;
+    };
+    let mut gone = Vec::new();
+    for key in keys {
+        let Some(r) = p.svm.ranges.get(key) else {
+            continue;
+        };
+        if !r.populated {
+            continue;
+        }
+        let (a, b) = (first.max(key), last.min(r.last));
+        for (_, s, l) in env.vmas.pieces(a, b) {
+            let mut entries = vec![0u8; ((l - s + 1) * 8) as usize];
+            if pagemap.read_exact_at(&mut entries, s * 8).is_err() {
+                continue;
+            }
+            let mut run: Option<(u64, u64)> = None;
+            for (i, e) in entries.chunks_exact(8).enumerate() {
+                let entry = u64::from_ne_bytes(e.try_into().unwrap_or([0xFF; 8]));
+                let page = s + i as u64;
+                if entry & (PM_PRESENT | PM_SWAP) == 0 {
+                    run = Some(run.map_or((page, page), |(r0, _)| (r0, page)));
+                } else if let Some(done) = run.take() {
+                    gone.push(done);
+                }
+            }
+            gone.extend(run);
+        }
+    }
+    for (s, l) in gone {
+        if let Some(key) = p.svm.ranges.containing(s) {
+            unmap_from_cpu(env, p, key, s, l);
+        }
     }
 }
 
@@ -387,6 +481,7 @@ fn add(
 
     let max_pages = max_range_pages(env.m);
     let access = default_access(env.m, p.xnack);
+    let vmas = env.vmas;
     let mut added = Vec::new();
     let mut remap = Vec::new();
     let new_ranges = |p: &mut Process, first: u64, last: u64, added: &mut Vec<u64>| {
@@ -396,6 +491,7 @@ fn add(
             p.svm
                 .ranges
                 .insert(at, end, Range::new(end - at + 1, Attrs::defaults(access)));
+            populate(p, vmas, at);
             added.push(at);
             at = end + 1;
         }
@@ -459,6 +555,7 @@ fn set_attr(
     let mut guard = m.lock();
     with_env(m, &mut guard, ctx.tgid, &vmas, |env, p| {
         sync_unmapped(env, p);
+        drop_replaced(env, p, start, last);
         let end = last
             .checked_add(1)
             .and_then(|e| e.checked_mul(PAGE_SIZE))
@@ -591,6 +688,7 @@ fn get_attr(
     let mut guard = m.lock();
     with_env(m, &mut guard, ctx.tgid, &vmas, |env, p| {
         sync_unmapped(env, p);
+        drop_replaced(env, p, start, last);
         let end = last
             .checked_add(1)
             .and_then(|e| e.checked_mul(PAGE_SIZE))
@@ -678,10 +776,6 @@ pub(super) fn alloc_overlap(
     if p.svm.ranges.is_empty() {
         return Ok(());
     }
-    if let Ok(vmas) = Vmas::read(ctx.m, ctx.tgid) {
-        with_env(ctx.m, st, ctx.tgid, &vmas, sync_unmapped);
-    }
-    let p = st.process(ctx.tgid, ctx.serial)?;
     // The kernel's page arithmetic, wrapping as u64 does.
     let pages = |at: u64| {
         (
@@ -689,6 +783,15 @@ pub(super) fn alloc_overlap(
             at.wrapping_add(size).wrapping_sub(1) / PAGE_SIZE,
         )
     };
+    if let Ok(vmas) = Vmas::read(ctx.m, ctx.tgid) {
+        with_env(ctx.m, st, ctx.tgid, &vmas, |env, p| {
+            sync_unmapped(env, p);
+            for (first, last) in [pages(va), pages(cpu)] {
+                drop_replaced(env, p, first, last);
+            }
+        });
+    }
+    let p = st.process(ctx.tgid, ctx.serial)?;
     let hits = |(first, last): (u64, u64)| first <= last && p.svm.ranges.overlaps(first, last);
     if !(va == 0 && flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0) && hits(pages(va)) {
         return Err(Errno::ADDRINUSE);

@@ -164,6 +164,8 @@ pub(super) struct Range {
     pub mapped_to_gpu: bool,
     /// Evicted by an invalidation, waiting for the restore worker.
     pub invalid: bool,
+    /// Every page was made present when the range was created (see `svm::populate`).
+    pub populated: bool,
     pub pages: Pages,
 }
 
@@ -176,6 +178,7 @@ impl Range {
             actual: 0,
             mapped_to_gpu: false,
             invalid: false,
+            populated: false,
             pages: Pages::new(npages),
         }
     }
@@ -291,6 +294,7 @@ impl RangeTree {
             actual: head.actual,
             mapped_to_gpu: head.mapped_to_gpu,
             invalid: head.invalid,
+            populated: head.populated,
             pages: head.pages.split_off(page - start),
         };
         head.last = page - 1;
