@@ -1,0 +1,107 @@
+//! `kfdtool svm`, `smi watch` and `trace` end to end (on the emulated MI300X where there is no
+//! `/dev/kfd`, on the hardware otherwise).
+
+use std::process::{Command, Output};
+
+fn kfdtool(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kfdtool"))
+        .args(args)
+        .output()
+        .expect("running kfdtool")
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "kfdtool failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn svm_sets_attributes_and_prints_what_get_attr_reports() {
+    let text = ok(&kfdtool(&[
+        "svm",
+        "--preferred",
+        "gpu",
+        "--prefetch",
+        "gpu",
+        "--set-flags",
+        "gpu_ro,gpu_exec",
+        "--clear-flags",
+        "coherent",
+        "--granularity",
+        "4",
+    ]));
+    let line = |key: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(key))
+            .unwrap_or_else(|| panic!("no `{key}` line in\n{text}"))
+            .to_owned()
+    };
+    assert!(line("preferred location").contains("gpu 0x"), "{text}");
+    assert!(line("prefetch location").contains("gpu 0x"), "{text}");
+    let set = line("flags set");
+    assert!(set.contains("GPU_RO") && set.contains("GPU_EXEC") && set.contains("HOST_ACCESS"));
+    assert!(!set.contains("| COHERENT"), "COHERENT was cleared: {set}");
+    assert!(line("flags clear").contains("COHERENT"), "{text}");
+    assert!(line("granularity").contains("4 (2^4 pages)"), "{text}");
+}
+
+#[test]
+fn svm_rejects_unknown_flags_with_the_known_names() {
+    let out = kfdtool(&["svm", "--set-flags", "bogus"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unknown SVM flag bogus; known: HOST_ACCESS"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn smi_watch_stops_when_idle() {
+    let out = kfdtool(&["smi", "watch", "--idle", "0.2"]);
+    ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("watching SMI events of gpu 0x"), "{stderr}");
+    assert!(stderr.contains("kfdtool: 0 events"), "{stderr}");
+}
+
+#[test]
+fn trace_writes_the_programs_migrations_as_chrome_trace_json() {
+    let dir = std::env::temp_dir().join(format!("kfdtool-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("trace.json");
+    let me = env!("CARGO_BIN_EXE_kfdtool");
+    let out = kfdtool(&[
+        "trace",
+        "--out",
+        json.to_str().unwrap(),
+        "--",
+        me,
+        "svm",
+        "--preferred",
+        "gpu",
+        "--prefetch",
+        "gpu",
+        "--size",
+        "8388608",
+    ]);
+    ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("8 MiB migrated"), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().expect("traceEvents");
+    let slices: Vec<_> = events.iter().filter(|e| e["ph"] == "X").collect();
+    assert!(!slices.is_empty(), "no migration slice: {v}");
+    let bytes: u64 = slices
+        .iter()
+        .map(|s| s["args"]["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(bytes, 8 << 20);
+    assert!(slices.iter().all(|s| s["args"]["trigger"] == "prefetch"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
