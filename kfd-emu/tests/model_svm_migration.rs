@@ -630,3 +630,43 @@ fn memory_mapped_again_in_place_of_a_range_is_new_memory() {
     })
     .expect("attach");
 }
+
+#[test]
+fn a_fault_migrates_toward_the_preferred_gpu_of_its_hive() {
+    let model = model("mi210x8");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, g) = open_all(&view);
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let (mut on0, mut on1) = (smi_all(&kfd, g[0]), smi_all(&kfd, g[1]));
+        let pid = pid();
+        let mem = Anon::new(2 * MIB);
+        mem.write(0, b"data");
+        svm_set(&kfd, mem.addr, mem.len, &[preferred(g[1])]).expect("set");
+        // GPU 0 faults; GPU 1, preferred and in its hive, gets the pages; GPU 0 maps them
+        // there, over XGMI.
+        let mut seen = [0u8; 4];
+        view.gpu_read(pid, g[0], mem.addr, &mut seen)
+            .expect("fault");
+        assert_eq!(&seen, b"data");
+        let p0 = mem.pfn(0);
+        let (g0, g1) = (g[0], g[1]);
+        assert_eq!(
+            drain(&mut on0),
+            [
+                format!("7 T -{pid} @{p0:x}({g0:x}) R"),
+                format!("8 T -{pid} @{p0:x}({g0:x}) M"),
+            ]
+        );
+        assert_eq!(
+            drain(&mut on1),
+            [
+                format!("5 T -{pid} @{p0:x}(200) 0->{g1:x} {UNDEF:x}:{g1:x} 1"),
+                format!("6 T -{pid} @{p0:x}(200) 0->{g1:x} 1 0"),
+            ]
+        );
+        let page = view.svm_page(pid, mem.addr).expect("page");
+        assert_eq!((page.location, page.mapped_on), (g1, vec![g0]));
+    })
+    .expect("attach");
+}
