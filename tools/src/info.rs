@@ -163,11 +163,11 @@ pub fn topology_table(topo: &Topology) -> String {
         let gpu_id = node
             .gpu_id()
             .map_or("-".to_owned(), |id| format!("{id:#x}"));
-        let name = node
-            .name
-            .clone()
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| "-".into());
+        let name = match node.name.clone().filter(|n| !n.is_empty()) {
+            Some(name) => name,
+            None if node.is_cpu() => format!("{} CPU cores", node.properties.cpu_cores_count),
+            None => "-".into(),
+        };
         let gfx = node
             .gfx_target_version()
             .map_or("-".to_owned(), |v| v.to_string());
