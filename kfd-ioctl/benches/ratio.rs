@@ -9,6 +9,7 @@ use std::path::PathBuf;
 pub fn mean_ns(group: &str, bench: &str) -> Option<f64> {
     let dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
+        .or_else(target_dir_of_this_bench)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
     let path = dir
         .join("criterion")
@@ -20,6 +21,17 @@ pub fn mean_ns(group: &str, bench: &str) -> Option<f64> {
     let point = &mean[mean.find("\"point_estimate\":")? + "\"point_estimate\":".len()..];
     let end = point.find([',', '}'])?;
     point[..end].trim().parse().ok()
+}
+
+/// The target directory this bench binary was built in (`<target>/<profile>/deps/<bench>`),
+/// which is where criterion writes, however deep the package sits in the workspace.
+fn target_dir_of_this_bench() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let target = exe.ancestors().nth(3)?;
+    target
+        .join("criterion")
+        .is_dir()
+        .then(|| target.to_path_buf())
 }
 
 /// Prints `candidate / baseline` for benches of one group, with the absolute times.

@@ -113,7 +113,7 @@ pub use params::{
     kfdMemoryProviderParamsCreate, kfdMemoryProviderParamsDestroy, kfdMemoryProviderParamsSetGpuId,
     kfdMemoryProviderParamsSetKind, kfdMemoryProviderParamsSetName, kind_from_raw, kind_to_raw,
 };
-pub use provider::{DEFAULT_NAME, kfdMemoryProviderOps};
+pub use provider::{DEFAULT_NAME, kfdMemoryProviderOps, process_kfd};
 
 /// Runs the body of an `extern "C"` entry point: a panic becomes `UMF_RESULT_ERROR_UNKNOWN`
 /// instead of unwinding into C.

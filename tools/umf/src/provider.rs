@@ -38,7 +38,14 @@ struct UmfProvider {
 /// is the parent's, so the first provider created in the child opens `/dev/kfd` afresh.
 static PROCESS_KFD: Mutex<Option<(u32, Kfd)>> = Mutex::new(None);
 
-fn process_kfd() -> Result<Kfd, Error> {
+/// The `/dev/kfd` handle the providers of this process share: opened by the first call in
+/// the process (a forked child's first call opens its own), and a clone of it afterwards.
+///
+/// Rust code that makes [`KfdProvider`]s in a process that also creates providers through
+/// [`kfdMemoryProviderOps`] must make them from this handle: a second `Kfd::open` in the same
+/// process cannot acquire the GPUs again. Errors are [`Error::ProviderSpecific`] with
+/// [`NativeCode::InitFailed`].
+pub fn process_kfd() -> Result<Kfd, Error> {
     let pid = std::process::id();
     let mut slot = PROCESS_KFD.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some((owner, kfd)) = slot.as_ref()
