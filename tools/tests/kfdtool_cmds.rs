@@ -105,3 +105,57 @@ fn trace_writes_the_programs_migrations_as_chrome_trace_json() {
     assert!(slices.iter().all(|s| s["args"]["trigger"] == "prefetch"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn alloc_writes_reads_and_frees_every_kind() {
+    for kind in ["host", "device", "shared"] {
+        let text = ok(&kfdtool(&[
+            "alloc", "--kind", kind, "--count", "3", "--size", "65536",
+        ]));
+        assert!(text.contains("live: 3 allocations"), "{kind}: {text}");
+        assert!(
+            text.contains("freed by pointer; live now: 0"),
+            "{kind}: {text}"
+        );
+        let kind_word = format!("{}{}", kind[..1].to_uppercase(), &kind[1..]);
+        assert_eq!(
+            text.matches(&format!("64 KiB {kind_word} on gpu")).count(),
+            3,
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn ring_shows_the_aliases_and_streams_checksummed_records() {
+    let text = ok(&kfdtool(&["ring", "--records", "20000"]));
+    let host = text
+        .lines()
+        .find(|l| l.starts_with("host ring:"))
+        .expect("host ring line");
+    // Filled with i % 251: p[-1] = p[cap-1] = 65535 % 251, p[cap] = p[0] = 0.
+    assert!(
+        host.contains(&format!("p[-1] = {} = p[cap-1]", 65535 % 251)),
+        "{host}"
+    );
+    assert!(host.contains("p[cap] = 0 = p[0]"), "{host}");
+    assert!(text.contains("spsc: 20000 records"), "{text}");
+    assert!(text.contains("device ring: 2 MiB at GPU VA"), "{text}");
+    assert!(text.contains("read \"wrap\" at p[cap]"), "{text}");
+}
+
+#[test]
+fn bench_prints_a_summary_with_ratios() {
+    let text = ok(&kfdtool(&["bench", "--quick"]));
+    for row in [
+        "GET_VERSION round trip",
+        "pooled HOST alloc+free",
+        "4 KiB copy across the wrap",
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(line.contains('×'), "{line}");
+    }
+}

@@ -47,6 +47,36 @@ enum Command {
         #[command(subcommand)]
         command: SmiCommand,
     },
+    /// Allocate through the UMF-style provider: write, read back, show what the provider tracks.
+    Alloc {
+        /// The kind of memory.
+        #[arg(long, value_enum, default_value = "host")]
+        kind: KindArg,
+        /// Bytes per allocation.
+        #[arg(long, default_value_t = 1 << 20)]
+        size: usize,
+        /// How many allocations.
+        #[arg(long, default_value_t = 4)]
+        count: usize,
+        /// The GPU (default: the first).
+        #[arg(long, value_parser = parse_u32)]
+        gpu: Option<u32>,
+    },
+    /// Build mirrored rings (host, and device-local on the GPU) and stream records through one.
+    Ring {
+        /// Minimum capacity in bytes (rounded up to the granule and a power of two).
+        #[arg(long, default_value_t = 64 << 10)]
+        capacity: usize,
+        /// Records to stream through the host ring.
+        #[arg(long, default_value_t = 100_000)]
+        records: usize,
+    },
+    /// Measure the provider, the rings and an ioctl round trip, with a summary table.
+    Bench {
+        /// Fewer iterations (a smoke run).
+        #[arg(long)]
+        quick: bool,
+    },
     /// Run a program and write its migration/fault timeline as Chrome-trace JSON (Perfetto).
     Trace {
         /// Where to write the JSON.
@@ -75,6 +105,17 @@ enum SmiCommand {
         #[arg(long)]
         all_processes: bool,
     },
+}
+
+/// The provider's kinds of memory.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum KindArg {
+    /// System memory the GPUs reach.
+    Host,
+    /// VRAM of one GPU.
+    Device,
+    /// SVM: one pointer for CPU and GPUs.
+    Shared,
 }
 
 /// Where pages of the demo range should live.
@@ -159,6 +200,14 @@ fn main() -> ExitCode {
                 },
         } => smi_watch(*gpu, *count, *idle, *all_processes),
         Command::Trace { out, program } => trace_cmd(out, program),
+        Command::Alloc {
+            kind,
+            size,
+            count,
+            gpu,
+        } => alloc_cmd(*kind, *size, *count, *gpu),
+        Command::Ring { capacity, records } => ring_cmd(*capacity, *records),
+        Command::Bench { quick } => bench_cmd(*quick),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -388,4 +437,286 @@ fn trace_cmd(out: &PathBuf, program: &[String]) -> CmdResult {
     } else {
         Err(format!("{name} {status}").into())
     }
+}
+
+fn alloc_cmd(kind: KindArg, size: usize, count: usize, gpu: Option<u32>) -> CmdResult {
+    use kfd_tools::provider::{KfdProvider, MemoryKind, ProviderParams};
+    let (kfd, _, gpus) = open_all()?;
+    let gpu = pick_gpu(&gpus, gpu)?;
+    let kind = match kind {
+        KindArg::Host => MemoryKind::Host,
+        KindArg::Device => MemoryKind::Device,
+        KindArg::Shared => MemoryKind::Shared,
+    };
+    let provider = KfdProvider::new(kfd, ProviderParams::new(kind).gpu(gpu))?;
+    println!(
+        "provider {:?} ({:?} on gpu {gpu:#x}; pages: min {}, recommended {}; host access: {})",
+        provider.name(),
+        provider.kind(),
+        provider.min_page_size(std::ptr::null()),
+        provider.recommended_page_size(size),
+        provider.host_accessible()
+    );
+    let mut live = Vec::new();
+    for i in 0..count {
+        let ptr = provider.alloc(size, 0)?;
+        if provider.host_accessible() {
+            let pattern = (i as u8).wrapping_add(0xa5);
+            // SAFETY: the provider just returned `size` host-accessible bytes at `ptr`, which
+            // nothing else references.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), size) };
+            bytes.fill(pattern);
+            if bytes.iter().any(|b| *b != pattern) {
+                return Err(format!("allocation {i} at {ptr:p} did not read back").into());
+            }
+        }
+        let info = provider
+            .allocation_info(ptr.as_ptr())
+            .ok_or("the provider does not know its own allocation")?;
+        println!(
+            "  {:p}: {} {:?} on gpu {:#x}",
+            info.base,
+            info::human_bytes(info.size as u64),
+            info.kind,
+            info.gpu_id
+        );
+        live.push(ptr);
+    }
+    let stats = provider.stats();
+    println!(
+        "  live: {} allocations in {} chunks, {} (peak {})",
+        stats.allocations,
+        stats.chunks,
+        info::human_bytes(stats.allocated as u64),
+        info::human_bytes(stats.peak as u64)
+    );
+    for ptr in live {
+        provider.free_ptr(ptr.as_ptr())?;
+    }
+    println!(
+        "  freed by pointer; live now: {}",
+        provider.stats().allocations
+    );
+    Ok(())
+}
+
+fn ring_cmd(capacity: usize, records: usize) -> CmdResult {
+    use kfd_ring::{
+        AccessMode, DeviceRing, Granularity, HostMirror, MemoryPool, Mirrored, SpscRing,
+    };
+    // KFD first: on a machine without it, the fallback re-runs everything under the emulator.
+    let (kfd, topo, gpus) = open_all()?;
+    let host = HostMirror::new(capacity)?;
+    let cap = host.capacity();
+    for i in 0..cap {
+        host.write(i as isize, &[(i % 251) as u8])?;
+    }
+    let (mut before, mut after) = ([0u8; 1], [0u8; 1]);
+    host.read(-1, &mut before)?;
+    host.read(cap as isize, &mut after)?;
+    println!(
+        "host ring: {} at {:p} (views {:p} | {:p} | {:p}); p[-1] = {} = p[cap-1], p[cap] = {} = p[0]",
+        info::human_bytes(cap as u64),
+        host.base(),
+        host.prev(),
+        host.base(),
+        host.next(),
+        before[0],
+        after[0]
+    );
+    let (mut producer, mut consumer) = SpscRing::new(host)?.split()?;
+    let started = Instant::now();
+    let (bytes, sum) = std::thread::scope(|scope| -> Result<(u64, u64), String> {
+        scope.spawn(move || {
+            let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+            for i in 0..records {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let len = 1 + (seed as usize % 4096).min(producer.max_record() - 1);
+                let fill = (i % 256) as u8;
+                loop {
+                    match producer.reserve(len) {
+                        Ok(buf) => {
+                            buf.fill(fill);
+                            producer.commit();
+                            break;
+                        }
+                        Err(_) => std::hint::spin_loop(),
+                    }
+                }
+            }
+        });
+        let (mut bytes, mut sum) = (0u64, 0u64);
+        let mut seen = 0usize;
+        while seen < records {
+            match consumer.pop_with(|r| (r.len(), r.iter().map(|b| u64::from(*b)).sum::<u64>())) {
+                Ok(Some((len, s))) => {
+                    bytes += len as u64;
+                    sum += s;
+                    seen += 1;
+                }
+                Ok(None) => std::hint::spin_loop(),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok((bytes, sum))
+    })?;
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "spsc: {records} records, {} in {:.3} s ({:.0} MiB/s), checksum {sum:#x}",
+        info::human_bytes(bytes),
+        secs,
+        bytes as f64 / secs / f64::from(1 << 20)
+    );
+
+    let gpu = pick_gpu(&gpus, None)?;
+    let pool = MemoryPool::find(&topo, gpu, Granularity::Coarse)?;
+    println!("device ring pool: {pool}");
+    let rights = AccessMode::Shared.rights(gpu, &gpus[1..]);
+    let ring = DeviceRing::new(&kfd, &pool, capacity, &rights, pool.host_accessible)?;
+    let base = ring.gpu_base();
+    let c = ring.capacity() as u64;
+    println!(
+        "device ring: {} at GPU VA {base:#x}; aliases at {:#x} and {:#x} ({} buffer objects)",
+        info::human_bytes(c),
+        base - c,
+        base + c,
+        ring.buffer_objects().count()
+    );
+    if let Some(cpu) = ring.cpu() {
+        cpu.write(0, b"wrap")?;
+        let mut back = [0u8; 4];
+        cpu.read(c as isize, &mut back)?;
+        println!(
+            "device ring CPU views: wrote at p[0], read {:?} at p[cap]",
+            String::from_utf8_lossy(&back)
+        );
+    }
+    Ok(())
+}
+
+/// One row of the bench summary.
+struct BenchRow {
+    what: &'static str,
+    candidate: f64,
+    baseline: f64,
+    baseline_name: &'static str,
+}
+
+/// Times `iters` calls of `f`, in ns per call.
+fn time_per_call(iters: u64, mut f: impl FnMut()) -> f64 {
+    let started = Instant::now();
+    for _ in 0..iters {
+        f();
+    }
+    started.elapsed().as_nanos() as f64 / iters as f64
+}
+
+/// A progress line on stderr: `[####------] step n/total: what`.
+fn progress(step: usize, total: usize, what: &str) {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return;
+    }
+    let done = step * 20 / total;
+    eprint!(
+        "\r[{}{}] {step}/{total} {what:<40}",
+        "#".repeat(done),
+        "-".repeat(20 - done)
+    );
+    if step == total {
+        eprintln!();
+    }
+}
+
+fn bench_cmd(quick: bool) -> CmdResult {
+    use kfd_ring::{HostMirror, Mirrored};
+    use kfd_tools::provider::{KfdPool, KfdProvider, MemoryKind, PoolParams, ProviderParams};
+    let scale: u64 = if quick { 1 } else { 20 };
+    let steps = 4;
+    let mut rows = Vec::new();
+    let (kfd, _, _) = open_all()?;
+
+    progress(0, steps, "ioctl round trip");
+    let ioctl = time_per_call(2_000 * scale, || {
+        let _ = std::hint::black_box(kfd.get_version());
+    });
+    // A native ioctl of another type, which no emulator intercepts.
+    let null = std::fs::File::open("/dev/null")?;
+    let native = time_per_call(2_000 * scale, || {
+        let _ = std::hint::black_box(rustix::io::ioctl_fionbio(&null, false));
+    });
+    rows.push(BenchRow {
+        what: "GET_VERSION round trip",
+        candidate: ioctl,
+        baseline: native,
+        baseline_name: "FIONBIO on /dev/null",
+    });
+
+    progress(1, steps, "pooled HOST alloc+free, 4 KiB - 2 MiB");
+    let pool = KfdPool::new(
+        KfdProvider::new(kfd.clone(), ProviderParams::new(MemoryKind::Host))?,
+        PoolParams::default(),
+    )?;
+    let sizes = [4usize << 10, 64 << 10, 512 << 10, 2 << 20];
+    let mut i = 0usize;
+    let pooled = time_per_call(500 * scale, || {
+        let size = sizes[i % sizes.len()];
+        i += 1;
+        if let Ok(p) = pool.alloc(size, 0) {
+            let _ = pool.free(p.as_ptr());
+        }
+    });
+    let mut j = 0usize;
+    let malloc = time_per_call(500 * scale, || {
+        let size = sizes[j % sizes.len()];
+        j += 1;
+        let v: Vec<u8> = Vec::with_capacity(size);
+        std::hint::black_box(&v);
+    });
+    rows.push(BenchRow {
+        what: "pooled HOST alloc+free",
+        candidate: pooled,
+        baseline: malloc,
+        baseline_name: "malloc+free",
+    });
+
+    progress(2, steps, "copy across the wrap point, 4 KiB");
+    let ring = HostMirror::new(64 << 10)?;
+    let cap = ring.capacity() as isize;
+    let data = vec![7u8; 4096];
+    let wrap = time_per_call(20_000 * scale, || {
+        let _ = ring.write(cap - 2048, std::hint::black_box(&data));
+    });
+    let mut flat = vec![0u8; 4096];
+    let contiguous = time_per_call(20_000 * scale, || {
+        flat.copy_from_slice(std::hint::black_box(&data));
+        std::hint::black_box(&flat);
+    });
+    rows.push(BenchRow {
+        what: "4 KiB copy across the wrap",
+        candidate: wrap,
+        baseline: contiguous,
+        baseline_name: "contiguous copy",
+    });
+    progress(3, steps, "summary");
+    progress(steps, steps, "done");
+
+    println!(
+        "{:<28} {:>12} {:>12} {:>8}  baseline",
+        "measurement", "ns/op", "baseline", "ratio"
+    );
+    for r in &rows {
+        println!(
+            "{:<28} {:>12.1} {:>12.1} {:>7.2}×  {}",
+            r.what,
+            r.candidate,
+            r.baseline,
+            r.candidate / r.baseline,
+            r.baseline_name
+        );
+    }
+    println!("(timed loops for a quick look; the criterion benches are the reference numbers)");
+    Ok(())
 }
