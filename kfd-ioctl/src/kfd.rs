@@ -315,7 +315,6 @@ impl BufferObject {
                 &mapped,
             )?;
         }
-        self.kfd.require_nr(abi::AMDKFD_IOC_FREE_MEMORY_OF_GPU)?;
         let mut args = abi::kfd_ioctl_free_memory_of_gpu_args {
             handle: self.handle,
         };
@@ -577,13 +576,15 @@ impl Kfd {
         Ok(())
     }
 
-    /// Issues one ioctl on `/dev/kfd`, turning an errno into [`Error::Ioctl`].
+    /// Issues one ioctl on `/dev/kfd` — after checking the running KFD has it — turning an
+    /// errno into [`Error::Ioctl`].
     fn call<T: IntoBytes + FromBytes>(
         &self,
         opcode: Opcode,
         args: &mut T,
         context: IoctlContext,
     ) -> Result<i32> {
+        self.require_nr(opcode)?;
         sys::ioctl(self.inner.fd.as_fd(), opcode, args).map_err(|errno| Error::Ioctl {
             ioctl: ioctl_name(opcode),
             context,
@@ -628,7 +629,6 @@ impl Kfd {
     /// `GET_PROCESS_APERTURES_NEW`: the apertures of every GPU of the process (a count query,
     /// then the fill).
     pub fn get_process_apertures(&self) -> Result<Vec<Apertures>> {
-        self.require_nr(abi::AMDKFD_IOC_GET_PROCESS_APERTURES_NEW)?;
         let mut args = abi::kfd_ioctl_get_process_apertures_new_args::default();
         self.call(
             abi::AMDKFD_IOC_GET_PROCESS_APERTURES_NEW,
@@ -653,7 +653,6 @@ impl Kfd {
     /// `SET_MEMORY_POLICY` for one GPU (libhsakmt sets [`MemoryPolicy::default`] after
     /// `ACQUIRE_VM`).
     pub fn set_memory_policy(&self, gpu_id: u32, policy: &MemoryPolicy) -> Result<()> {
-        self.require_nr(abi::AMDKFD_IOC_SET_MEMORY_POLICY)?;
         if !policy.misc_process_flags.is_empty() {
             self.require_minor("SET_MEMORY_POLICY misc_process_flag", 18)?;
         }
@@ -863,7 +862,6 @@ impl Kfd {
         dmabuf: BorrowedFd<'_>,
         metadata: Option<&mut [u8]>,
     ) -> Result<DmabufInfo> {
-        self.require_nr(abi::AMDKFD_IOC_GET_DMABUF_INFO)?;
         let (ptr, len) = match metadata {
             Some(buf) => (
                 buf.as_mut_ptr() as u64,
@@ -898,7 +896,6 @@ impl Kfd {
         gpu_id: u32,
         va: u64,
     ) -> Result<BufferObject> {
-        self.require_nr(abi::AMDKFD_IOC_IMPORT_DMABUF)?;
         let info = self.get_dmabuf_info(dmabuf, None)?;
         let mut args = abi::kfd_ioctl_import_dmabuf_args {
             va_addr: va,
@@ -931,7 +928,6 @@ impl Kfd {
 
     /// `EXPORT_DMABUF`: a dma-buf fd for `bo` (`O_CLOEXEC` when `cloexec`).
     pub fn export_dmabuf(&self, bo: &BufferObject, cloexec: bool) -> Result<OwnedFd> {
-        self.require_nr(abi::AMDKFD_IOC_EXPORT_DMABUF)?;
         let mut flags = OFlags::RDWR;
         if cloexec {
             flags |= OFlags::CLOEXEC;
@@ -1060,7 +1056,6 @@ impl Kfd {
     /// `SET_XNACK_MODE` with a negative value: whether XNACK (retry on GPU page faults) is on
     /// for this process.
     pub fn xnack_mode(&self) -> Result<bool> {
-        self.require_nr(abi::AMDKFD_IOC_SET_XNACK_MODE)?;
         let mut args = abi::kfd_ioctl_set_xnack_mode_args { xnack_enabled: -1 };
         self.call(
             abi::AMDKFD_IOC_SET_XNACK_MODE,
@@ -1072,7 +1067,6 @@ impl Kfd {
 
     /// `SET_XNACK_MODE`: turns XNACK on or off for this process (only while it has no queues).
     pub fn set_xnack_mode(&self, enabled: bool) -> Result<()> {
-        self.require_nr(abi::AMDKFD_IOC_SET_XNACK_MODE)?;
         let mut args = abi::kfd_ioctl_set_xnack_mode_args {
             xnack_enabled: i32::from(enabled),
         };
@@ -1086,7 +1080,6 @@ impl Kfd {
 
     /// `AVAILABLE_MEMORY`: bytes of VRAM this process could still allocate on `gpu_id`.
     pub fn available_memory(&self, gpu_id: u32) -> Result<u64> {
-        self.require_nr(abi::AMDKFD_IOC_AVAILABLE_MEMORY)?;
         let mut args = abi::kfd_ioctl_get_available_memory_args {
             gpu_id,
             ..Default::default()
@@ -1101,7 +1094,6 @@ impl Kfd {
 
     /// `SMI_EVENTS`: an event fd for `gpu_id`, with no events enabled yet.
     pub fn smi_events(&self, gpu_id: u32) -> Result<SmiEvents> {
-        self.require_nr(abi::AMDKFD_IOC_SMI_EVENTS)?;
         let mut args = abi::kfd_ioctl_smi_events_args {
             gpuid: gpu_id,
             anon_fd: 0,
@@ -1121,7 +1113,6 @@ impl Kfd {
     /// down (empty `mode`), with the address of the runtime's `r_debug`. Returns the
     /// capabilities mask the kernel wrote back.
     pub fn runtime_enable(&self, r_debug: u64, mode: RuntimeEnableMode) -> Result<u32> {
-        self.require_nr(abi::AMDKFD_IOC_RUNTIME_ENABLE)?;
         let mut args = abi::kfd_ioctl_runtime_enable_args {
             r_debug,
             mode_mask: mode.bits(),
@@ -1137,7 +1128,6 @@ impl Kfd {
 
     /// `GET_CLOCK_COUNTERS` for `gpu_id` (0 asks for the CPU/system counters only).
     pub fn get_clock_counters(&self, gpu_id: u32) -> Result<ClockCounters> {
-        self.require_nr(abi::AMDKFD_IOC_GET_CLOCK_COUNTERS)?;
         let mut args = abi::kfd_ioctl_get_clock_counters_args {
             gpu_id,
             ..Default::default()
@@ -1163,7 +1153,6 @@ impl Kfd {
         tile_config: &mut [u32],
         macro_tile_config: &mut [u32],
     ) -> Result<TileConfig> {
-        self.require_nr(abi::AMDKFD_IOC_GET_TILE_CONFIG)?;
         let count = |s: &[u32]| u32::try_from(s.len()).unwrap_or(u32::MAX);
         let mut args = abi::kfd_ioctl_get_tile_config_args {
             tile_config_ptr: tile_config.as_mut_ptr() as u64,
