@@ -502,7 +502,12 @@ fn forked_child_is_a_new_kfd_process(kind: MemoryKind) {
             "{}: the forked child failed ({status:#x})",
             target.name()
         );
-        touch(target, p, NonNull::new(ptr).unwrap(), page, 0x78);
+        // CPU access only: the supervisor may still be tearing the child down, and a GPU view
+        // taken from this (filtered) thread meanwhile can deadlock in kfd-emu's SVM model.
+        if p.host_accessible() {
+            fill(ptr, page, 0x78);
+            assert_eq!(read(ptr, page), vec![0x78; page], "{}", target.name());
+        }
         let block = pool.alloc(64, 0).unwrap();
         pool.free(block.as_ptr()).unwrap();
         p.free(ptr, page).unwrap();

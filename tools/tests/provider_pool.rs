@@ -325,3 +325,41 @@ fn frees_sizes_large_allocations_and_retention() {
         assert_empty(target, pool.provider());
     });
 }
+
+/// Four threads churn one pool (and its provider, for the chunks) at once: every block keeps
+/// its own bytes, and afterwards nothing is in use.
+#[test]
+fn threads_share_one_pool() {
+    on_every_target(&["mi300x"], |target| {
+        let pool = KfdPool::new(provider(target, MemoryKind::Host), PoolParams::default()).unwrap();
+        std::thread::scope(|scope| {
+            for t in 0..4u64 {
+                let pool = &pool;
+                scope.spawn(move || {
+                    let mut rng = Rng(0x1234_5678 + t);
+                    let mut live: Vec<(usize, usize, u8)> = Vec::new();
+                    for step in 0..3000u32 {
+                        let r = rng.next();
+                        if live.len() < 32 && !r.is_multiple_of(3) {
+                            let size = 1 + (r >> 8) as usize % (256 << 10);
+                            let ptr = pool.alloc(size, 0).unwrap().as_ptr();
+                            let tag = (step as u8) ^ (t as u8 * 64);
+                            fill(ptr, size.min(256), tag);
+                            live.push((ptr as usize, size, tag));
+                        } else if !live.is_empty() {
+                            let (ptr, size, tag) =
+                                live.swap_remove((r >> 32) as usize % live.len());
+                            let ptr = ptr as *mut u8;
+                            assert!(read(ptr, size.min(256)).iter().all(|&b| b == tag));
+                            pool.free(ptr).unwrap();
+                        }
+                    }
+                    for (ptr, _, _) in live {
+                        pool.free(ptr as *mut u8).unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(pool.stats().in_use, 0);
+    });
+}

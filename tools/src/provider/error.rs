@@ -98,7 +98,7 @@ pub enum Error {
     /// as `INVALID_ARGUMENT`.
     #[error("null pointer: {0}")]
     NullPointer(&'static str),
-    /// The provider's own bookkeeping could not grow.
+    /// The pool's own bookkeeping could not grow (a failed heap reservation).
     #[error("out of host memory: {0}")]
     OutOfHostMemory(Cow<'static, str>),
     /// This kind of memory cannot do that (purging VRAM without a CPU mapping, IPC of SVM

@@ -10,6 +10,13 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use super::KfdProvider;
 use super::error::{Error, Result, record};
 
+// The C ABI hands providers and pools to UMF, which calls them from any thread.
+const _: fn() = || {
+    fn check<T: Send + Sync>() {}
+    check::<KfdProvider>();
+    check::<KfdPool>();
+};
+
 /// The smallest size class: every block is at least this big and this aligned.
 pub const POOL_MIN_CLASS: usize = 64;
 /// The largest size class; bigger allocations go to the provider directly.
@@ -241,7 +248,7 @@ impl KfdPool {
                 st.add_slab(chunk.as_ptr() as usize, self.params.chunk_size)
             }
         };
-        st.assign(sid, ci, class, self.params.chunk_size);
+        st.assign(sid, ci, class, self.params.chunk_size)?;
         st.take_block(ci, class)
             .ok_or_else(|| Error::invalid("pool: a fresh slab had no block"))
     }
@@ -411,19 +418,35 @@ impl PoolState {
         sid
     }
 
-    /// Gives empty slab `sid` class `ci` and lists it as having free blocks.
-    fn assign(&mut self, sid: u32, ci: usize, class: usize, chunk_size: usize) {
+    /// Gives empty slab `sid` class `ci` and lists it as having free blocks. The slab's
+    /// bookkeeping is reserved in full here, so its blocks' allocations and frees never touch
+    /// the heap; when that reservation fails the slab goes back to the empty list.
+    fn assign(&mut self, sid: u32, ci: usize, class: usize, chunk_size: usize) -> Result<()> {
+        let blocks = chunk_size / class;
+        let words = blocks.div_ceil(64);
+        let slab = &mut self.slabs[sid as usize];
+        slab.free.clear();
+        slab.live.clear();
+        let reserved = slab
+            .free
+            .try_reserve(blocks)
+            .and_then(|()| slab.live.try_reserve(words))
+            .and_then(|()| self.partial[ci].try_reserve(1));
+        if reserved.is_err() {
+            self.empty.push(sid);
+            return Err(Error::OutOfHostMemory(
+                format!("pool: the bookkeeping of a slab of {blocks} blocks").into(),
+            ));
+        }
         let slab = &mut self.slabs[sid as usize];
         slab.class = ci as u8;
         slab.used = 0;
         slab.bump = 0;
-        slab.free.clear();
-        let blocks = chunk_size / class;
         slab.capacity = blocks as u32;
-        slab.live.clear();
-        slab.live.resize(blocks.div_ceil(64), 0);
+        slab.live.resize(words, 0);
         slab.partial_pos = self.partial[ci].len() as u32;
         self.partial[ci].push(sid);
+        Ok(())
     }
 
     /// Takes slab `sid` (all blocks free) off its class and onto the empty list.
