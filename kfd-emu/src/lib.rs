@@ -11,3 +11,18 @@ pub mod backend;
 pub mod machine;
 pub mod model;
 pub mod supervisor;
+
+/// Runs `f` on this machine's `/dev/kfd` when it has one; otherwise on a fresh thread attached
+/// to a model of the default machine (MI300X). For benches and tools that measure whatever KFD
+/// is at hand.
+///
+/// # Panics
+/// When the emulator cannot be built or attached (a broken environment, not a KFD error).
+pub fn on_kfd_or_emulated<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    if std::path::Path::new(kfd_ioctl::KFD_DEVICE_PATH).exists() {
+        return f();
+    }
+    let model =
+        model::Model::new(model::ModelConfig::default()).expect("building the kfd-emu model");
+    supervisor::run_attached(model, f).expect("attaching kfd-emu")
+}

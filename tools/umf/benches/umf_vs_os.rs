@@ -341,13 +341,7 @@ fn main() {
         bench(&mut c);
         c.final_summary();
     };
-    if std::path::Path::new(kfd_ioctl::KFD_DEVICE_PATH).exists() {
-        run();
-    } else {
-        let model = kfd_emu::model::Model::new(kfd_emu::model::ModelConfig::default())
-            .expect("the kfd-emu model");
-        kfd_emu::supervisor::run_attached(model, run).expect("attaching kfd-emu");
-    }
+    kfd_emu::on_kfd_or_emulated(run);
     for size in SIZES {
         let at = |name: &str| format!("{name}/{size}");
         // ≥ 5× the OS provider's throughput is ≤ 1/5 of its time.
