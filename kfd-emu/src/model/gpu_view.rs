@@ -3,6 +3,7 @@
 //! see them. Only an emulator can offer this.
 
 use std::fmt;
+use std::sync::{Mutex, Weak, mpsc};
 
 use rustix::io::Errno;
 
@@ -78,6 +79,82 @@ impl Piece {
     }
 }
 
+/// One GPU-view access for the worker thread.
+enum Job {
+    Read {
+        tgid: i32,
+        gpu_id: u32,
+        va: u64,
+        len: usize,
+        reply: mpsc::SyncSender<Result<Vec<u8>, GpuFault>>,
+    },
+    Write {
+        tgid: i32,
+        gpu_id: u32,
+        va: u64,
+        data: Vec<u8>,
+        reply: mpsc::SyncSender<Result<(), GpuFault>>,
+    },
+}
+
+/// The thread GPU-view accesses run on.
+///
+/// A GPU-view access may read `/proc/<pid>/maps` (SVM) while it holds the model's lock. Called
+/// from a thread the emulator filters (an attached test thread), that `open` would itself wait
+/// for the supervisor — which may be waiting for the same lock: a deadlock. The worker is
+/// started with the model, before any filter is installed, so its syscalls are plain ones.
+#[derive(Debug)]
+pub(crate) struct Worker {
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+}
+
+impl Worker {
+    /// Starts the thread; it ends when the model is dropped.
+    pub(crate) fn start(model: Weak<Model>) -> Worker {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let spawned = std::thread::Builder::new()
+            .name("kfd-emu-gpu-view".into())
+            .spawn(move || {
+                for job in rx {
+                    let Some(model) = model.upgrade() else { break };
+                    match job {
+                        Job::Read {
+                            tgid,
+                            gpu_id,
+                            va,
+                            len,
+                            reply,
+                        } => {
+                            let mut buf = vec![0u8; len];
+                            let r = model.read_here(tgid, gpu_id, va, &mut buf).map(|()| buf);
+                            let _ = reply.send(r);
+                        }
+                        Job::Write {
+                            tgid,
+                            gpu_id,
+                            va,
+                            data,
+                            reply,
+                        } => {
+                            let _ = reply.send(model.write_here(tgid, gpu_id, va, &data));
+                        }
+                    }
+                }
+            });
+        // Without a thread the accesses run on the caller's thread, as before.
+        Worker {
+            jobs: Mutex::new(spawned.ok().map(|_| tx)),
+        }
+    }
+
+    fn sender(&self) -> Option<mpsc::Sender<Job>> {
+        self.jobs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
 impl Model {
     /// Reads `buf.len()` bytes at GPU VA `va` as GPU `gpu_id` sees them in process `tgid`'s
     /// VM. Faults when any byte is unmapped. SVM memory is accessed as the kernel would let
@@ -91,6 +168,28 @@ impl Model {
         va: u64,
         buf: &mut [u8],
     ) -> Result<(), GpuFault> {
+        let Some(jobs) = self.view.sender() else {
+            return self.read_here(tgid, gpu_id, va, buf);
+        };
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job = Job::Read {
+            tgid,
+            gpu_id,
+            va,
+            len: buf.len(),
+            reply,
+        };
+        if jobs.send(job).is_err() {
+            return self.read_here(tgid, gpu_id, va, buf);
+        }
+        match answer.recv() {
+            Ok(result) => result.map(|bytes| buf.copy_from_slice(&bytes)),
+            Err(_) => self.read_here(tgid, gpu_id, va, buf),
+        }
+    }
+
+    /// [`gpu_read`](Self::gpu_read) on the calling thread.
+    fn read_here(&self, tgid: i32, gpu_id: u32, va: u64, buf: &mut [u8]) -> Result<(), GpuFault> {
         let mut st = self.lock();
         let pieces = self.access(&mut st, tgid, gpu_id, va, buf.len(), false)?;
         let mut done = 0usize;
@@ -114,6 +213,28 @@ impl Model {
     /// writing anything, when any byte is unmapped or mapped read-only (SVM faults are handled
     /// as for [`gpu_read`](Self::gpu_read)).
     pub fn gpu_write(&self, tgid: i32, gpu_id: u32, va: u64, buf: &[u8]) -> Result<(), GpuFault> {
+        let Some(jobs) = self.view.sender() else {
+            return self.write_here(tgid, gpu_id, va, buf);
+        };
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job = Job::Write {
+            tgid,
+            gpu_id,
+            va,
+            data: buf.to_vec(),
+            reply,
+        };
+        if jobs.send(job).is_err() {
+            return self.write_here(tgid, gpu_id, va, buf);
+        }
+        match answer.recv() {
+            Ok(result) => result,
+            Err(_) => self.write_here(tgid, gpu_id, va, buf),
+        }
+    }
+
+    /// [`gpu_write`](Self::gpu_write) on the calling thread.
+    fn write_here(&self, tgid: i32, gpu_id: u32, va: u64, buf: &[u8]) -> Result<(), GpuFault> {
         let mut st = self.lock();
         let pieces = self.access(&mut st, tgid, gpu_id, va, buf.len(), true)?;
         let mut done = 0usize;

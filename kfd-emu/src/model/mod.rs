@@ -139,6 +139,8 @@ pub struct Model {
     fail: Mutex<Vec<fail::Armed>>,
     leaks: AtomicBool,
     limits: memory::Limits,
+    /// Where GPU-view accesses run (see [`gpu_view`]): a thread started with the model.
+    view: gpu_view::Worker,
 }
 
 impl Model {
@@ -165,7 +167,8 @@ impl Model {
         }
         let state = State::new(cfg.machine.gpus().len());
         let fail = cfg.fail.iter().cloned().map(fail::Armed::new).collect();
-        Ok(Arc::new(Model {
+        Ok(Arc::new_cyclic(|model| Model {
+            view: gpu_view::Worker::start(model.clone()),
             limits: memory::Limits::of_host(),
             state: Mutex::new(state),
             wake: Condvar::new(),
