@@ -138,6 +138,9 @@ fn rocminfo_lists_the_cpu_and_gpu_agents() {
         let out = run_under_emulator(name, false, rocminfo, &[]);
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{name}: {}", describe(&out));
+        // lsmod (run by rocminfo) finds the module's sysfs directory too.
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("libkmod: ERROR"), "{name}: {stderr}");
         let gpus = machine.topology().gpus().count();
         let cpu_agents = text.matches("Device Type:             CPU").count();
         let gpu_agents = text.matches("Device Type:             GPU").count();

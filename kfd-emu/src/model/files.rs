@@ -167,7 +167,26 @@ pub(super) fn proc_modules() -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// The generated sysfs topology tree: a private directory, removed on drop.
+/// The parts of sysfs the emulator generates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SysfsPart {
+    /// The KFD topology (`/sys/devices/virtual/kfd/kfd/topology`).
+    Topology,
+    /// The amdgpu module (`/sys/module/amdgpu`).
+    AmdgpuModule,
+}
+
+impl SysfsPart {
+    /// Its directory inside the generated tree.
+    fn dir(self) -> &'static str {
+        match self {
+            SysfsPart::Topology => "topology",
+            SysfsPart::AmdgpuModule => "module/amdgpu",
+        }
+    }
+}
+
+/// The generated sysfs parts (topology, amdgpu module): a private directory, removed on drop.
 #[derive(Debug)]
 pub(super) struct SysfsTree {
     root: PathBuf,
@@ -184,13 +203,24 @@ impl SysfsTree {
         }
         std::fs::create_dir_all(&root)?;
         let tree = SysfsTree { root };
-        machine.write_sysfs(&tree.root)?;
+        let topology = tree.root.join(SysfsPart::Topology.dir());
+        std::fs::create_dir_all(&topology)?;
+        machine.write_sysfs(&topology)?;
+        // What libkmod (lsmod, which rocminfo runs) reads of a loaded module.
+        let module = tree.root.join(SysfsPart::AmdgpuModule.dir());
+        std::fs::create_dir_all(module.join("holders"))?;
+        std::fs::create_dir_all(module.join("parameters"))?;
+        std::fs::write(module.join("refcnt"), "0\n")?;
+        std::fs::write(module.join("initstate"), "live\n")?;
+        std::fs::write(module.join("coresize"), "20480000\n")?;
+        // The XNACK default follows `noretry`, which the emulated driver leaves at 1.
+        std::fs::write(module.join("parameters/noretry"), "1\n")?;
         Ok(tree)
     }
 
-    /// Opens `rest` (`""` or `/nodes/0/properties`, relative to the topology root) the way
-    /// sysfs would: read-only; a write, create or truncate is `EACCES`.
-    pub(super) fn open(&self, rest: &str, flags: i32) -> Result<OwnedFd, Errno> {
+    /// Opens `rest` (`""` or `/nodes/0/properties`, relative to `part`'s root) the way sysfs
+    /// would: read-only; a write, create or truncate is `EACCES`.
+    pub(super) fn open(&self, part: SysfsPart, rest: &str, flags: i32) -> Result<OwnedFd, Errno> {
         let flags = OFlags::from_bits_retain(flags as u32);
         let access = flags & OFlags::RWMODE;
         if access != OFlags::RDONLY
@@ -206,8 +236,9 @@ impl SysfsTree {
         {
             return Err(Errno::NOENT);
         }
-        let path = CString::new(self.root.join(rel).into_os_string().into_encoded_bytes())
-            .map_err(|_| Errno::NOENT)?;
+        let path = self.root.join(part.dir()).join(rel);
+        let path =
+            CString::new(path.into_os_string().into_encoded_bytes()).map_err(|_| Errno::NOENT)?;
         rustix::fs::open(path.as_c_str(), flags | OFlags::CLOEXEC, Mode::empty())
     }
 }

@@ -14,7 +14,8 @@
 //!   offset, so the program's own `mmap` of the render fd maps the BO's real bytes.
 //! * The KFD topology under `/sys/devices/virtual/kfd/kfd/topology` and
 //!   `/sys/class/kfd/kfd/topology` → files of a tree generated from the [`Machine`].
-//! * `/proc/modules` → a list that contains `amdgpu`.
+//! * `/proc/modules` → a list that contains `amdgpu`; `/sys/module/amdgpu` → what libkmod
+//!   reads of a loaded module (`refcnt`, `holders/`, `initstate`, `parameters/noretry`).
 //! * SVM ranges live over the caller's own memory (`svm`), and SMI event fds are socket pairs
 //!   the model writes the kernel's records into (`smi`).
 //!
@@ -266,7 +267,7 @@ impl Model {
         }
     }
 
-    fn open_sysfs(&self, rest: &str, flags: i32) -> OpenAction {
+    fn open_sysfs(&self, part: files::SysfsPart, rest: &str, flags: i32) -> OpenAction {
         let mut sysfs = self.sysfs.lock().unwrap_or_else(|e| e.into_inner());
         if sysfs.is_none() {
             match files::SysfsTree::generate(&self.cfg.machine) {
@@ -275,7 +276,7 @@ impl Model {
             }
         }
         match sysfs.as_ref() {
-            Some(tree) => match tree.open(rest, flags) {
+            Some(tree) => match tree.open(part, rest, flags) {
                 Ok(fd) => OpenAction::Inject(fd),
                 Err(errno) => OpenAction::Fail(errno),
             },
@@ -323,8 +324,13 @@ impl Backend for Model {
             if let Some(rest) = path.strip_prefix(root)
                 && (rest.is_empty() || rest.starts_with('/'))
             {
-                return self.open_sysfs(rest, flags);
+                return self.open_sysfs(files::SysfsPart::Topology, rest, flags);
             }
+        }
+        if let Some(rest) = path.strip_prefix("/sys/module/amdgpu")
+            && (rest.is_empty() || rest.starts_with('/'))
+        {
+            return self.open_sysfs(files::SysfsPart::AmdgpuModule, rest, flags);
         }
         OpenAction::Continue
     }
