@@ -54,6 +54,63 @@ pub enum OpenAction {
 /// The answer to an intercepted ioctl.
 pub type IoctlResult = Result<i64, Errno>;
 
+/// The type of a file a [`StatAnswer`] describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatKind {
+    /// A character device (`S_IFCHR`) with this device number (`st_rdev`).
+    CharDevice {
+        /// `major(st_rdev)`.
+        major: u32,
+        /// `minor(st_rdev)`.
+        minor: u32,
+    },
+    /// A regular file (`S_IFREG`).
+    Regular,
+    /// A directory (`S_IFDIR`).
+    Directory,
+}
+
+/// A point in time as `stat` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StatTime {
+    /// Seconds since the epoch.
+    pub sec: i64,
+    /// Nanoseconds, below 10^9.
+    pub nsec: u32,
+}
+
+/// What a `stat`-family call reports about an emulated path; the supervisor lays it out as
+/// `struct stat` or `struct statx`, and derives `access` answers from `kind` and `perm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatAnswer {
+    /// The file type.
+    pub kind: StatKind,
+    /// The permission bits (`st_mode & 07777`).
+    pub perm: u32,
+    /// `st_dev` as (major, minor).
+    pub dev: (u32, u32),
+    /// `st_ino`.
+    pub ino: u64,
+    /// `st_nlink`.
+    pub nlink: u32,
+    /// `st_uid`.
+    pub uid: u32,
+    /// `st_gid`.
+    pub gid: u32,
+    /// `st_size`.
+    pub size: u64,
+    /// `st_blksize`.
+    pub blksize: u32,
+    /// `st_blocks` (512-byte units).
+    pub blocks: u64,
+    /// Last access.
+    pub atime: StatTime,
+    /// Last modification.
+    pub mtime: StatTime,
+    /// Last status change.
+    pub ctime: StatTime,
+}
+
 /// The driver side of the emulator.
 ///
 /// Implementations are shared by the supervisor's threads: `ioctl` may be called concurrently
@@ -62,6 +119,16 @@ pub trait Backend: Send + Sync + 'static {
     /// Decides an `open`/`openat` of the absolute, lexically normalised `path` with `flags`
     /// (`O_*`, as passed by the caller) and `mode`.
     fn open(&self, caller: &dyn Caller, path: &str, flags: i32, mode: u32) -> OpenAction;
+
+    /// Decides a path-based `stat`-family call (`stat`, `lstat`, `newfstatat`, `statx`,
+    /// `access`, `faccessat`, `faccessat2`) on the absolute, lexically normalised `path`:
+    /// `None` when the path is not this backend's (the kernel runs the call), `Some(Err)` to
+    /// fail it (`ENOENT` for a path under an emulated root that does not exist), `Some(Ok)`
+    /// to describe the file. The default claims nothing.
+    fn stat(&self, caller: &dyn Caller, path: &str) -> Option<Result<StatAnswer, Errno>> {
+        let _ = (caller, path);
+        None
+    }
 
     /// Answers ioctl `cmd` with argument `arg` on `file`, a duplicate (taken with
     /// `pidfd_getfd`) of the caller's descriptor. Returns `None` when `file` is not one of this

@@ -37,6 +37,22 @@ fn run_opens_the_emulated_dev_kfd() {
 }
 
 #[test]
+fn run_shows_dev_kfd_to_ls_as_a_character_device() {
+    // `ls -l` stats with `statx`; there is no /dev/kfd here to find natively.
+    let out = kfd_emu(&["run", "--", "ls", "-l", "/dev/kfd"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("crw-rw-rw-"), "{text}");
+    assert!(text.trim_end().ends_with("/dev/kfd"), "{text}");
+    // Its `lgetxattr(security.selinux)` finds no attribute rather than no file.
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn run_exits_with_the_programs_code() {
     assert_eq!(
         kfd_emu(&["run", "--", "/bin/sh", "-c", "exit 7"])

@@ -10,7 +10,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rustix::fs::{FallocateFlags, MemfdFlags, Mode, OFlags};
 use rustix::io::Errno;
 
+use crate::backend::{StatAnswer, StatKind, StatTime};
 use crate::machine::Machine;
+
+/// The current time, as `stat` reports it.
+pub(super) fn now() -> StatTime {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    StatTime {
+        sec: i64::try_from(since.as_secs()).unwrap_or(i64::MAX),
+        nsec: since.subsec_nanos(),
+    }
+}
 
 /// A file's identity: `(st_dev, st_ino)`.
 pub(super) type FileKey = (u64, u64);
@@ -218,8 +230,20 @@ impl SysfsTree {
         Ok(tree)
     }
 
-    /// Opens `rest` (`""` or `/nodes/0/properties`, relative to `part`'s root) the way sysfs
-    /// would: read-only; a write, create or truncate is `EACCES`.
+    /// The generated file behind `rest` (`""` or `/nodes/0/properties`, relative to `part`'s
+    /// root); `ENOENT` for a path that would leave the tree.
+    fn path(&self, part: SysfsPart, rest: &str) -> Result<PathBuf, Errno> {
+        let rel = Path::new(rest.trim_start_matches('/'));
+        if rel
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            return Err(Errno::NOENT);
+        }
+        Ok(self.root.join(part.dir()).join(rel))
+    }
+
+    /// Opens `rest` the way sysfs would: read-only; a write, create or truncate is `EACCES`.
     pub(super) fn open(&self, part: SysfsPart, rest: &str, flags: i32) -> Result<OwnedFd, Errno> {
         let flags = OFlags::from_bits_retain(flags as u32);
         let access = flags & OFlags::RWMODE;
@@ -229,17 +253,46 @@ impl SysfsTree {
         {
             return Err(Errno::ACCESS);
         }
-        let rel = Path::new(rest.trim_start_matches('/'));
-        if rel
-            .components()
-            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
-        {
-            return Err(Errno::NOENT);
-        }
-        let path = self.root.join(part.dir()).join(rel);
+        let path = self.path(part, rest)?;
         let path =
             CString::new(path.into_os_string().into_encoded_bytes()).map_err(|_| Errno::NOENT)?;
         rustix::fs::open(path.as_c_str(), flags | OFlags::CLOEXEC, Mode::empty())
+    }
+
+    /// Describes `rest` as sysfs would: directories `0755`, files `0444`, owned by root, with
+    /// the generated file's size (so a reader that trusts `st_size` reads it whole; real sysfs
+    /// says 4096), link count and times.
+    pub(super) fn stat(&self, part: SysfsPart, rest: &str) -> Result<StatAnswer, Errno> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(self.path(part, rest)?).map_err(|e| {
+            e.raw_os_error()
+                .map_or(Errno::NOENT, Errno::from_raw_os_error)
+        })?;
+        let (kind, perm) = if meta.is_dir() {
+            (StatKind::Directory, 0o755)
+        } else {
+            (StatKind::Regular, 0o444)
+        };
+        let time = |sec: i64, nsec: i64| StatTime {
+            sec,
+            nsec: u32::try_from(nsec).unwrap_or(0),
+        };
+        let dev = meta.dev();
+        Ok(StatAnswer {
+            kind,
+            perm,
+            dev: (libc::major(dev), libc::minor(dev)),
+            ino: meta.ino(),
+            nlink: u32::try_from(meta.nlink()).unwrap_or(u32::MAX),
+            uid: 0,
+            gid: 0,
+            size: meta.size(),
+            blksize: 4096,
+            blocks: meta.blocks(),
+            atime: time(meta.atime(), meta.atime_nsec()),
+            mtime: time(meta.mtime(), meta.mtime_nsec()),
+            ctime: time(meta.ctime(), meta.ctime_nsec()),
+        })
     }
 }
 

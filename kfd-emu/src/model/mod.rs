@@ -16,6 +16,10 @@
 //!   `/sys/class/kfd/kfd/topology` → files of a tree generated from the [`Machine`].
 //! * `/proc/modules` → a list that contains `amdgpu`; `/sys/module/amdgpu` → what libkmod
 //!   reads of a loaded module (`refcnt`, `holders/`, `initstate`, `parameters/noretry`).
+//! * A `stat`/`access` of those paths ([`Backend::stat`]): `/dev/kfd` is a character device
+//!   `0666` with major [`KFD_MAJOR`], a render node one with major [`DRM_MAJOR`] and its minor,
+//!   sysfs files are `0444` with the generated file's size, directories `0755`, and a path
+//!   under an emulated sysfs root that is not in the tree is `ENOENT`.
 //! * SVM ranges live over the caller's own memory (`svm`), and SMI event fds are socket pairs
 //!   the model writes the kernel's records into (`smi`).
 //!
@@ -52,7 +56,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use rustix::io::Errno;
 
-use crate::backend::{Backend, Caller, IoctlResult, OpenAction};
+use crate::backend::{Backend, Caller, IoctlResult, OpenAction, StatAnswer, StatKind, StatTime};
 use crate::machine::Machine;
 
 pub use fail::{FailRule, FailRuleError};
@@ -142,6 +146,8 @@ pub struct Model {
     limits: memory::Limits,
     /// Where GPU-view accesses run (see [`gpu_view`]): a thread started with the model.
     view: gpu_view::Worker,
+    /// When the model was made: the times the device nodes report.
+    born: StatTime,
 }
 
 impl Model {
@@ -178,6 +184,7 @@ impl Model {
             sysfs: Mutex::new(None),
             fail: Mutex::new(fail),
             leaks: AtomicBool::new(false),
+            born: files::now(),
             cfg,
         }))
     }
@@ -267,20 +274,25 @@ impl Model {
         }
     }
 
-    fn open_sysfs(&self, part: files::SysfsPart, rest: &str, flags: i32) -> OpenAction {
+    /// Runs `f` on the generated sysfs tree, generating it on first use.
+    fn with_sysfs<T>(
+        &self,
+        f: impl FnOnce(&files::SysfsTree) -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
         let mut sysfs = self.sysfs.lock().unwrap_or_else(|e| e.into_inner());
         if sysfs.is_none() {
-            match files::SysfsTree::generate(&self.cfg.machine) {
-                Ok(tree) => *sysfs = Some(tree),
-                Err(e) => return OpenAction::Fail(io_errno(&e)),
-            }
+            *sysfs = Some(files::SysfsTree::generate(&self.cfg.machine).map_err(|e| io_errno(&e))?);
         }
         match sysfs.as_ref() {
-            Some(tree) => match tree.open(part, rest, flags) {
-                Ok(fd) => OpenAction::Inject(fd),
-                Err(errno) => OpenAction::Fail(errno),
-            },
-            None => OpenAction::Fail(Errno::NOENT),
+            Some(tree) => f(tree),
+            None => Err(Errno::NOENT),
+        }
+    }
+
+    fn open_sysfs(&self, part: files::SysfsPart, rest: &str, flags: i32) -> OpenAction {
+        match self.with_sysfs(|tree| tree.open(part, rest, flags)) {
+            Ok(fd) => OpenAction::Inject(fd),
+            Err(errno) => OpenAction::Fail(errno),
         }
     }
 }
@@ -296,43 +308,99 @@ const SYSFS_ROOTS: [&str; 2] = [
     "/sys/class/kfd/kfd/topology",
 ];
 
-impl Backend for Model {
-    fn open(&self, caller: &dyn Caller, path: &str, flags: i32, _mode: u32) -> OpenAction {
+/// `major` of `/dev/kfd`. The kernel allocates it dynamically; 235 is what many hosts show.
+pub const KFD_MAJOR: u32 = 235;
+/// `major` of the DRM nodes (`DRM_MAJOR`).
+pub const DRM_MAJOR: u32 = 226;
+
+/// What an emulated path is.
+enum Target<'p> {
+    Kfd,
+    Render(usize),
+    ProcModules,
+    Sysfs(files::SysfsPart, &'p str),
+}
+
+impl Model {
+    /// Which emulated file `path` names; `None` for a path that is not the model's.
+    fn target<'p>(&self, path: &'p str) -> Option<Target<'p>> {
         if path == "/dev/kfd" {
-            return self.open_kfd(caller);
+            return Some(Target::Kfd);
         }
         if let Some(minor) = path.strip_prefix("/dev/dri/renderD") {
-            let gpu = minor.parse::<u32>().ok().and_then(|minor| {
-                self.cfg
-                    .machine
-                    .gpus()
-                    .iter()
-                    .position(|gpu| gpu.render_minor == minor)
-            });
-            return match gpu {
-                Some(gpu) => self.open_render(gpu),
-                None => OpenAction::Continue,
-            };
+            let minor = minor.parse::<u32>().ok()?;
+            return self
+                .cfg
+                .machine
+                .gpus()
+                .iter()
+                .position(|gpu| gpu.render_minor == minor)
+                .map(Target::Render);
         }
         if path == "/proc/modules" {
-            return match files::proc_modules() {
-                Ok(fd) => OpenAction::Inject(fd),
-                Err(e) => OpenAction::Fail(io_errno(&e)),
-            };
+            return Some(Target::ProcModules);
         }
         for root in SYSFS_ROOTS {
             if let Some(rest) = path.strip_prefix(root)
                 && (rest.is_empty() || rest.starts_with('/'))
             {
-                return self.open_sysfs(files::SysfsPart::Topology, rest, flags);
+                return Some(Target::Sysfs(files::SysfsPart::Topology, rest));
             }
         }
         if let Some(rest) = path.strip_prefix("/sys/module/amdgpu")
             && (rest.is_empty() || rest.starts_with('/'))
         {
-            return self.open_sysfs(files::SysfsPart::AmdgpuModule, rest, flags);
+            return Some(Target::Sysfs(files::SysfsPart::AmdgpuModule, rest));
         }
-        OpenAction::Continue
+        None
+    }
+
+    /// The answer for a device node: `S_IFCHR | 0666`, root-owned, on devtmpfs (0:5).
+    fn device_stat(&self, major: u32, minor: u32) -> StatAnswer {
+        StatAnswer {
+            kind: StatKind::CharDevice { major, minor },
+            perm: 0o666,
+            dev: (0, 5),
+            // Distinct and stable per node.
+            ino: 0x4b00_0000 | u64::from(major) << 12 | u64::from(minor),
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            blksize: 4096,
+            blocks: 0,
+            atime: self.born,
+            mtime: self.born,
+            ctime: self.born,
+        }
+    }
+}
+
+impl Backend for Model {
+    fn open(&self, caller: &dyn Caller, path: &str, flags: i32, _mode: u32) -> OpenAction {
+        match self.target(path) {
+            None => OpenAction::Continue,
+            Some(Target::Kfd) => self.open_kfd(caller),
+            Some(Target::Render(gpu)) => self.open_render(gpu),
+            Some(Target::ProcModules) => match files::proc_modules() {
+                Ok(fd) => OpenAction::Inject(fd),
+                Err(e) => OpenAction::Fail(io_errno(&e)),
+            },
+            Some(Target::Sysfs(part, rest)) => self.open_sysfs(part, rest, flags),
+        }
+    }
+
+    fn stat(&self, _caller: &dyn Caller, path: &str) -> Option<Result<StatAnswer, Errno>> {
+        match self.target(path)? {
+            Target::Kfd => Some(Ok(self.device_stat(KFD_MAJOR, 0))),
+            Target::Render(gpu) => {
+                let minor = self.cfg.machine.gpus()[gpu].render_minor;
+                Some(Ok(self.device_stat(DRM_MAJOR, minor)))
+            }
+            // The host's own /proc/modules stats like the generated one (size 0).
+            Target::ProcModules => None,
+            Target::Sysfs(part, rest) => Some(self.with_sysfs(|tree| tree.stat(part, rest))),
+        }
     }
 
     fn ioctl(

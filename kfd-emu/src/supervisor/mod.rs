@@ -2,13 +2,19 @@
 //! in a [`Backend`].
 //!
 //! A program runs under a seccomp filter ([`Filter::kfd`](seccomp::Filter::kfd)) that turns
-//! `open`/`openat` and every ioctl whose type byte is `'K'` or `'d'` into user notifications.
-//! The supervisor receives each one on the filter's listener fd and:
+//! `open`/`openat`, the path-based `stat` family (`stat`, `lstat`, `newfstatat`, `statx`,
+//! `access`, `faccessat`, `faccessat2`), the path-based xattr reads, and every ioctl whose type
+//! byte is `'K'` or `'d'` into user notifications. The supervisor receives each one on the
+//! filter's listener fd and:
 //!
 //! - for an open, reads the path from the caller's memory, resolves it against the caller's
 //!   working directory or `dirfd` and normalises it, and asks [`Backend::open`]: a stand-in fd
 //!   is installed as the call's result (`SECCOMP_ADDFD_FLAG_SEND`, `O_CLOEXEC` as requested),
 //!   anything else runs natively (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`) or fails with an errno;
+//! - for a `stat`-family call, resolves the path the same way and asks [`Backend::stat`]: a
+//!   path that is not the backend's runs natively, an answer is written into the caller's
+//!   `struct stat` / `struct statx` (or judged against the `access` mode; an xattr read finds
+//!   none), an errno fails the call. An empty path with `AT_EMPTY_PATH` runs natively;
 //! - for an ioctl, takes a duplicate of the caller's fd with `pidfd_getfd` and asks
 //!   [`Backend::ioctl`], which reads and writes the argument through [`Caller`]; an fd that is
 //!   not a stand-in gets the kernel's own answer (`CONTINUE`). An ioctl that
@@ -39,6 +45,7 @@ mod path;
 pub mod seccomp;
 mod serve;
 mod spawn;
+mod stat;
 
 use std::ffi::OsStr;
 use std::fmt;
@@ -117,8 +124,8 @@ impl Driver for AttachDriver {
 /// The guard of [`attach`]: while it lives, the attached thread's intercepted calls are served.
 ///
 /// Dropping it stops the supervisor thread. **The filter stays on the thread** (seccomp
-/// filters cannot be removed), so afterwards every `open`/`openat` and `'K'`/`'d'` ioctl of
-/// that thread — and of threads and processes it started — fails with `ENOSYS`. Attach on a
+/// filters cannot be removed), so afterwards every notified call (`open`/`openat`, the
+/// `stat` family, `'K'`/`'d'` ioctls; see [`Filter::kfd`]) of that thread — and of threads and processes it started — fails with `ENOSYS`. Attach on a
 /// thread that ends with the guard: [`run_attached`] does exactly that.
 pub struct Attached {
     backend: Arc<dyn Backend>,

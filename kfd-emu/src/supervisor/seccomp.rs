@@ -95,6 +95,24 @@ const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
 /// Offset of the low 32 bits of `args[1]` in `seccomp_data` (little-endian).
 const ARG1_LOW: u32 = 16 + 8;
 
+/// The system calls (x86_64 numbers) that are always notified: the opens and the path-based
+/// `stat` family, and the path-based xattr reads.
+pub const NOTIFIED: [i64; 13] = [
+    libc::SYS_openat,
+    libc::SYS_open,
+    libc::SYS_newfstatat,
+    libc::SYS_statx,
+    libc::SYS_stat,
+    libc::SYS_lstat,
+    libc::SYS_access,
+    libc::SYS_faccessat,
+    libc::SYS_faccessat2,
+    libc::SYS_getxattr,
+    libc::SYS_lgetxattr,
+    libc::SYS_listxattr,
+    libc::SYS_llistxattr,
+];
+
 /// A classic BPF program for `SECCOMP_SET_MODE_FILTER`.
 #[derive(Debug, Clone)]
 pub struct Filter {
@@ -125,12 +143,24 @@ impl Filter {
     /// - another architecture (an `int 0x80` i386 call) → `SECCOMP_RET_KILL_PROCESS`, as its
     ///   syscall numbers mean other calls;
     /// - an x32-ABI call (`X32_SYSCALL_BIT`) → `ENOSYS`, so it cannot bypass the filter;
-    /// - `openat`, `open` → `SECCOMP_RET_USER_NOTIF`;
+    /// - [`NOTIFIED`]: `openat`, `open` and the path-based `stat` family (`newfstatat`,
+    ///   `statx`, `stat`, `lstat`, `access`, `faccessat`, `faccessat2`) and the path-based
+    ///   xattr reads (`getxattr`, `lgetxattr`, `listxattr`, `llistxattr`: `ls -l` asks for
+    ///   `security.selinux` of what it lists) → `SECCOMP_RET_USER_NOTIF`;
     /// - `openat2` → `ENOSYS` (glibc then uses `openat`);
     /// - `ioctl` whose command type byte (`(cmd >> 8) & 0xff` of the low 32 bits, the
     ///   kernel's `unsigned int cmd`) is `'K'` or `'d'` → `SECCOMP_RET_USER_NOTIF`; only the type
     ///   is matched because `AMDKFD_IOC_SVM` carries a variable size;
     /// - everything else → `SECCOMP_RET_ALLOW`.
+    ///
+    /// Cost: every notified call is a round trip through the supervisor, including the
+    /// great majority that are not the emulator's and are sent back with
+    /// `SECCOMP_USER_NOTIF_FLAG_CONTINUE`. A `stat` of an unrelated path took about 7–9 µs
+    /// under the filter against 0.5–0.8 µs natively (a 2-CPU VM; the `stat_cost` test of
+    /// `tests/supervisor_stat.rs` measures it), so programs that stat thousands of files
+    /// (`ls -lR`, a compiler's include search) slow down accordingly. `statx(fd, "",
+    /// AT_EMPTY_PATH)` — what Rust's `File::metadata` issues — pays the round trip too, as the
+    /// filter cannot read the path; `fstat` and the other fd-based calls are not notified.
     pub fn kfd() -> Self {
         use libc::{
             BPF_ABS, BPF_ALU, BPF_AND, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_RSH,
@@ -142,27 +172,36 @@ impl Filter {
         let ret = BPF_RET | BPF_K;
         let notify = libc::SECCOMP_RET_USER_NOTIF;
         let enosys = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
-        // Jump offsets count instructions after the jump; the targets are the three `ret`s at
-        // the end: ALLOW at 14, USER_NOTIF at 15, ENOSYS at 16.
-        let program = vec![
-            /* 0 */ stmt(ld, 4), // arch
-            /* 1 */ jump(jeq, AUDIT_ARCH_X86_64, 1, 0),
-            /* 2 */ stmt(ret, libc::SECCOMP_RET_KILL_PROCESS),
-            /* 3 */ stmt(ld, 0), // nr
-            /* 4 */ jump(jge, X32_SYSCALL_BIT, 11, 0), // → 16
-            /* 5 */ jump(jeq, libc::SYS_openat as u32, 9, 0), // → 15
-            /* 6 */ jump(jeq, libc::SYS_open as u32, 8, 0), // → 15
-            /* 7 */ jump(jeq, libc::SYS_openat2 as u32, 8, 0), // → 16
-            /* 8 */ jump(jeq, libc::SYS_ioctl as u32, 0, 5), // else → 14
-            /* 9 */ stmt(ld, ARG1_LOW),
-            /* 10 */ stmt(BPF_ALU | BPF_RSH | BPF_K, 8),
-            /* 11 */ stmt(BPF_ALU | BPF_AND | BPF_K, 0xff),
-            /* 12 */ jump(jeq, u32::from(b'K'), 2, 0), // → 15
-            /* 13 */ jump(jeq, u32::from(b'd'), 1, 0), // → 15, else → 14
-            /* 14 */ stmt(ret, libc::SECCOMP_RET_ALLOW),
-            /* 15 */ stmt(ret, notify),
-            /* 16 */ stmt(ret, enosys),
+        // The layout: 5 header instructions, one jump per notified number, then the openat2
+        // and ioctl tests, the ioctl type test (5), and the three `ret`s at the end.
+        let n = NOTIFIED.len();
+        let allow_at = 12 + n;
+        let (notify_at, enosys_at) = (allow_at + 1, allow_at + 2);
+        // The offset of a jump at `from` to `to`: jumps count instructions after themselves.
+        let to = |from: usize, to: usize| (to - from - 1) as u8;
+        let mut program = vec![
+            stmt(ld, 4), // arch
+            jump(jeq, AUDIT_ARCH_X86_64, 1, 0),
+            stmt(ret, libc::SECCOMP_RET_KILL_PROCESS),
+            stmt(ld, 0), // nr
+            jump(jge, X32_SYSCALL_BIT, to(4, enosys_at), 0),
         ];
+        for (i, &nr) in NOTIFIED.iter().enumerate() {
+            program.push(jump(jeq, nr as u32, to(5 + i, notify_at), 0));
+        }
+        program.extend([
+            jump(jeq, libc::SYS_openat2 as u32, to(5 + n, enosys_at), 0),
+            jump(jeq, libc::SYS_ioctl as u32, 0, to(6 + n, allow_at)),
+            stmt(ld, ARG1_LOW),
+            stmt(BPF_ALU | BPF_RSH | BPF_K, 8),
+            stmt(BPF_ALU | BPF_AND | BPF_K, 0xff),
+            jump(jeq, u32::from(b'K'), to(10 + n, notify_at), 0),
+            jump(jeq, u32::from(b'd'), to(11 + n, notify_at), 0),
+            stmt(ret, libc::SECCOMP_RET_ALLOW),
+            stmt(ret, notify),
+            stmt(ret, enosys),
+        ]);
+        debug_assert_eq!(program.len(), enosys_at + 1);
         Self { program }
     }
 
@@ -467,6 +506,11 @@ mod tests {
         let allow = libc::SECCOMP_RET_ALLOW;
         assert_eq!(run(&f, &call(libc::SYS_openat, [0; 6])), notify);
         assert_eq!(run(&f, &call(libc::SYS_open, [0; 6])), notify);
+        for nr in NOTIFIED {
+            assert_eq!(run(&f, &call(nr, [0; 6])), notify, "syscall {nr}");
+        }
+        assert_eq!(run(&f, &call(libc::SYS_fstat, [0; 6])), allow);
+        assert_eq!(run(&f, &call(libc::SYS_readlinkat, [0; 6])), allow);
         assert_eq!(run(&f, &call(libc::SYS_openat2, [0; 6])), ENOSYS);
         assert_eq!(run(&f, &call(libc::SYS_read, [0; 6])), allow);
         assert_eq!(run(&f, &call(libc::SYS_mmap, [0; 6])), allow);

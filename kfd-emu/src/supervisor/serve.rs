@@ -13,7 +13,8 @@ use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open}
 use super::caller::NotifCaller;
 use super::path;
 use super::seccomp::{Listener, SeccompNotif};
-use crate::backend::{Backend, CallerId, IoctlResult, OpenAction};
+use super::stat;
+use crate::backend::{Backend, Caller, CallerId, IoctlResult, OpenAction};
 
 /// What the loop does besides serving the listener: the fds of its owner (a shutdown eventfd,
 /// the spawned child's pidfd) and when to stop.
@@ -82,6 +83,21 @@ fn run_ioctl(
         eprintln!("kfd-emu: the backend panicked on ioctl {cmd:#010x}; answering EIO");
         Some(Err(Errno::IO))
     })
+}
+
+/// Where the answer to a `stat`-family call goes.
+#[derive(Debug, Clone, Copy)]
+enum Reply {
+    /// A `struct stat` at this address of the caller.
+    Stat(u64),
+    /// A `struct statx` at this address of the caller.
+    Statx(u64),
+    /// No buffer: `access` with these `R_OK`/`W_OK`/`X_OK` bits.
+    Access(i32),
+    /// `getxattr`: an emulated file has none (`ENODATA`).
+    GetXattr,
+    /// `listxattr`: an emulated file has none (an empty list, 0).
+    ListXattr,
 }
 
 impl Server {
@@ -251,6 +267,52 @@ impl Server {
                 args[2] as u32,
             ),
             libc::SYS_ioctl => self.ioctl(caller, args[0] as i32, args[1] as u32, args[2]),
+            libc::SYS_stat | libc::SYS_lstat => {
+                self.stat(&caller, libc::AT_FDCWD, args[0], 0, Reply::Stat(args[1]));
+            }
+            libc::SYS_newfstatat => {
+                let flags = args[3] as i32;
+                self.stat(
+                    &caller,
+                    args[0] as i32,
+                    args[1],
+                    flags,
+                    Reply::Stat(args[2]),
+                );
+            }
+            libc::SYS_statx => {
+                let flags = args[2] as i32;
+                self.stat(
+                    &caller,
+                    args[0] as i32,
+                    args[1],
+                    flags,
+                    Reply::Statx(args[4]),
+                );
+            }
+            libc::SYS_access => {
+                self.stat(
+                    &caller,
+                    libc::AT_FDCWD,
+                    args[0],
+                    0,
+                    Reply::Access(args[1] as i32),
+                );
+            }
+            libc::SYS_faccessat => {
+                let how = Reply::Access(args[2] as i32);
+                self.stat(&caller, args[0] as i32, args[1], 0, how);
+            }
+            libc::SYS_getxattr | libc::SYS_lgetxattr => {
+                self.stat(&caller, libc::AT_FDCWD, args[0], 0, Reply::GetXattr);
+            }
+            libc::SYS_listxattr | libc::SYS_llistxattr => {
+                self.stat(&caller, libc::AT_FDCWD, args[0], 0, Reply::ListXattr);
+            }
+            libc::SYS_faccessat2 => {
+                let how = Reply::Access(args[2] as i32);
+                self.stat(&caller, args[0] as i32, args[1], args[3] as i32, how);
+            }
             _ => {
                 let _ = self.listener.respond_continue(id);
             }
@@ -289,6 +351,52 @@ impl Server {
                 }
             }
             OpenAction::Fail(errno) => self.listener.respond_error(id, errno),
+        };
+    }
+
+    /// A path-based `stat`-family (or xattr-read) call: the backend describes the path (or declines, and the
+    /// kernel runs the call), and the answer is written in the layout the call expects.
+    fn stat(&mut self, caller: &NotifCaller, dirfd: i32, path_addr: u64, flags: i32, reply: Reply) {
+        let id = caller.notif_id();
+        // Flags we do not know are the kernel's to refuse. `AT_SYMLINK_NOFOLLOW` changes
+        // nothing: the emulated paths hold no symlinks. An empty path with `AT_EMPTY_PATH`
+        // names `dirfd` itself, which `resolve` declines, so it runs natively.
+        let known = libc::AT_SYMLINK_NOFOLLOW
+            | libc::AT_EMPTY_PATH
+            | libc::AT_NO_AUTOMOUNT
+            | libc::AT_STATX_SYNC_TYPE
+            | libc::AT_EACCESS;
+        let tid = caller.id().tid;
+        let path = (flags & !known == 0)
+            .then(|| caller.read_path(path_addr).ok())
+            .flatten()
+            .and_then(|raw| path::resolve(tid, dirfd, &raw));
+        let Some(path) = path.filter(|_| caller.still_valid().is_ok()) else {
+            let _ = self.listener.respond_continue(id);
+            return;
+        };
+        let backend = &self.backend;
+        let answer =
+            catch_unwind(AssertUnwindSafe(|| backend.stat(caller, &path))).unwrap_or_else(|_| {
+                eprintln!("kfd-emu: the backend panicked on a stat of {path}; answering EIO");
+                Some(Err(Errno::IO))
+            });
+        let result = match (answer, reply) {
+            (None, _) => {
+                let _ = self.listener.respond_continue(id);
+                return;
+            }
+            (Some(Err(errno)), _) => Err(errno),
+            (Some(Ok(answer)), Reply::Stat(buf)) => caller.write(buf, &stat::stat_bytes(&answer)),
+            (Some(Ok(answer)), Reply::Statx(buf)) => caller.write(buf, &stat::statx_bytes(&answer)),
+            (Some(Ok(answer)), Reply::Access(how)) => stat::access(&answer, how),
+            // The emulated files carry no extended attributes.
+            (Some(Ok(_)), Reply::GetXattr) => Err(Errno::NODATA),
+            (Some(Ok(_)), Reply::ListXattr) => Ok(()),
+        };
+        let _ = match result {
+            Ok(()) => self.listener.respond_value(id, 0),
+            Err(errno) => self.listener.respond_error(id, errno),
         };
     }
 
