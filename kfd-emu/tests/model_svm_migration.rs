@@ -603,6 +603,7 @@ fn memory_mapped_again_in_place_of_a_range_is_new_memory() {
                 )
             }
             .expect("map again");
+            mem.mapped_again(0, len / PAGE);
         };
         remap(rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE);
         let gran = svm_get_one(&kfd, mem.addr, len, KFD_IOCTL_SVM_ATTR_GRANULARITY, 0);

@@ -87,6 +87,9 @@ pub fn granularity(v: u32) -> kfd_ioctl_svm_attribute {
 pub struct Anon {
     pub addr: u64,
     pub len: u64,
+    /// Which pages this value still maps: after [`Anon::unmap`] another thread of the test
+    /// process may get the address, so dropping must not unmap it again.
+    owned: std::sync::Mutex<Vec<bool>>,
 }
 
 impl Anon {
@@ -124,7 +127,21 @@ impl Anon {
         };
         unmap(base, addr - base);
         unmap(addr + len, base + span - addr - len);
-        Anon { addr, len }
+        let owned = std::sync::Mutex::new(vec![true; len.div_ceil(PAGE) as usize]);
+        Anon { addr, len, owned }
+    }
+
+    fn set_owned(&self, first: u64, count: u64, owned: bool) {
+        let mut pages = self.owned.lock().unwrap_or_else(|e| e.into_inner());
+        for page in &mut pages[first as usize..(first + count) as usize] {
+            *page = owned;
+        }
+    }
+
+    /// Records that pages `[first, first + count)`, unmapped before, were mapped again by the
+    /// test at the same place (with `MAP_FIXED_NOREPLACE`), so this value owns them again.
+    pub fn mapped_again(&self, first: u64, count: u64) {
+        self.set_owned(first, count, true);
     }
 
     /// The address of page `i`.
@@ -142,6 +159,7 @@ impl Anon {
         // SAFETY: the pages belong to this mapping; nothing holds references into them.
         unsafe { rustix::mm::munmap(self.page(first) as *mut _, (count * PAGE) as usize) }
             .expect("munmap");
+        self.set_owned(first, count, false);
     }
 
     /// Writes `data` at byte `offset` from the CPU.
@@ -174,8 +192,26 @@ impl Anon {
 
 impl Drop for Anon {
     fn drop(&mut self) {
-        // SAFETY: unmaps this mapping (pages already unmapped are simply skipped).
-        let _ = unsafe { rustix::mm::munmap(self.addr as *mut _, self.len as usize) };
+        let pages = std::mem::take(self.owned.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let mut i = 0;
+        while i < pages.len() {
+            if !pages[i] {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < pages.len() && pages[i] {
+                i += 1;
+            }
+            // SAFETY: pages this value still maps; the ones it unmapped may belong to someone
+            // else by now and are left alone.
+            let _ = unsafe {
+                rustix::mm::munmap(
+                    self.page(start as u64) as *mut _,
+                    (i - start) * PAGE as usize,
+                )
+            };
+        }
     }
 }
 
