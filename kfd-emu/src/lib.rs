@@ -5,6 +5,58 @@
 //! from a [`model`] of the kernel driver: `/dev/kfd`, the render nodes and the KFD sysfs
 //! topology become stand-in files, and ioctls are answered with the kernel's results and
 //! errnos. The program itself — this project's crates, libhsakmt, rocminfo — is unmodified.
+//!
+//! # Running a program
+//!
+//! ```text
+//! kfd-emu machines
+//! kfd-emu run --machine mi210x8 --check-leaks -- ./my-hsakmt-client
+//! kfd-emu run --topology captures/node42 --kfd-minor 11 --trace -- rocminfo
+//! kfd-emu run --fail ALLOC_MEMORY_OF_GPU:ENOMEM:1 -- ./my-runtime-tests
+//! ```
+//!
+//! # In a Rust test
+//!
+//! Build a [`model::Model`] of a machine, run the code under test attached to it (on a fresh
+//! thread, so the filter stays on that thread), and look at what the GPU would see:
+//!
+//! ```
+//! use kfd_emu::machine::Machine;
+//! use kfd_emu::model::{Model, ModelConfig};
+//! use kfd_ioctl::abi::AllocMemFlags;
+//! use kfd_ioctl::{Errno, Kfd, topology::Topology};
+//!
+//! let model = Model::new(ModelConfig {
+//!     machine: Machine::preset("mi300x").unwrap(),
+//!     fail: vec!["AVAILABLE_MEMORY:ENOMEM:1".parse().unwrap()],
+//!     ..ModelConfig::default()
+//! })
+//! .unwrap();
+//! let view = model.clone();
+//! kfd_emu::supervisor::run_attached(model, move || {
+//!     // Exactly what runs on hardware: /dev/kfd, sysfs, the render node, ioctls, mmap.
+//!     let kfd = Kfd::open().unwrap();
+//!     let gpu = Topology::read().unwrap().gpus().next().cloned().unwrap();
+//!     let gpu_id = gpu.gpu_id().unwrap();
+//!     kfd.acquire_vm(gpu_id, gpu.properties.drm_render_minor as u32).unwrap();
+//!     // The injected failure reaches the caller as the kernel's errno, once.
+//!     assert_eq!(kfd.available_memory(gpu_id).unwrap_err().errno(), Some(Errno::NOMEM));
+//!     assert!(kfd.available_memory(gpu_id).is_ok());
+//!     let va = 0x7f00_0000_0000;
+//!     let flags = AllocMemFlags::GTT | AllocMemFlags::WRITABLE;
+//!     let bo = kfd.alloc_memory_of_gpu(gpu_id, va, 4096, flags).unwrap();
+//!     kfd.map_memory_to_gpu(&bo, &[gpu_id]).unwrap();
+//!     bo.map_cpu().unwrap().write(0, b"from the CPU").unwrap();
+//!     // The GPU-side view reads through the GPU's page tables.
+//!     let mut seen = [0u8; 12];
+//!     view.gpu_read(std::process::id() as i32, gpu_id, va, &mut seen).unwrap();
+//!     assert_eq!(&seen, b"from the CPU");
+//!     // Dropping unmaps and frees; a GPU access now faults.
+//!     drop(bo);
+//!     assert!(view.gpu_read(std::process::id() as i32, gpu_id, va, &mut seen).is_err());
+//! })
+//! .unwrap();
+//! ```
 #![warn(missing_docs)]
 
 pub mod backend;
