@@ -890,6 +890,9 @@ impl Kfd {
 
     /// `IMPORT_DMABUF`: a new buffer object on `gpu_id` at GPU address `va` over the memory of
     /// `dmabuf` (the same memory, not a copy, when it was exported by the same device).
+    ///
+    /// Issues `GET_DMABUF_INFO` first: the kernel's import does not return the size, which the
+    /// returned [`BufferObject`] carries.
     pub fn import_dmabuf(
         &self,
         dmabuf: BorrowedFd<'_>,
