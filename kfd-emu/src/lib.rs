@@ -60,6 +60,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod counting;
 pub mod machine;
 pub mod model;
 pub mod supervisor;

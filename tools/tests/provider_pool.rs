@@ -1,14 +1,13 @@
 //! `KfdPool`: steady-state allocation of 64 B – 2 MiB issues no ioctl (counted by a backend
-//! that wraps kfd-emu's model and counts every ioctl it answers), and the pool's blocks are
+//! that wraps kfd-emu's model and counts every ioctl it answers: `kfd_emu::counting`), and the pool's blocks are
 //! sized, aligned, distinct and freed as promised.
 
 mod provider_support;
 
-use std::os::fd::BorrowedFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use kfd_emu::backend::{Backend, Caller, IoctlResult, OpenAction};
+use kfd_emu::backend::Backend;
+use kfd_emu::counting::Counting;
 use kfd_emu::machine::Machine;
 use kfd_emu::model::{Model, ModelConfig};
 use kfd_ioctl::Kfd;
@@ -19,90 +18,14 @@ use kfd_tools::provider::{
 };
 use provider_support::*;
 
-/// kfd-emu's model, counting the ioctls it answers: KFD ones by number, DRM ones together.
-struct Counting {
-    model: Arc<Model>,
-    kfd: [AtomicU64; 64],
-    drm: AtomicU64,
-}
-
-impl Counting {
-    fn new(machine: &str) -> Arc<Counting> {
-        let model = Model::new(ModelConfig {
-            machine: Machine::preset(machine).expect("a preset"),
-            ..ModelConfig::default()
-        })
-        .expect("a model");
-        Arc::new(Counting {
-            model,
-            kfd: std::array::from_fn(|_| AtomicU64::new(0)),
-            drm: AtomicU64::new(0),
-        })
-    }
-
-    /// Every counter: the KFD ioctls by number, then the DRM ones.
-    fn snapshot(&self) -> Vec<u64> {
-        self.kfd
-            .iter()
-            .chain([&self.drm])
-            .map(|c| c.load(Ordering::SeqCst))
-            .collect()
-    }
-
-    /// The KFD ioctls `nr` answered so far.
-    fn count(&self, nr: u8) -> u64 {
-        self.kfd[nr as usize].load(Ordering::SeqCst)
-    }
-}
-
-/// `name: n` for each counter that differs between two snapshots.
-fn delta(before: &[u64], after: &[u64]) -> Vec<String> {
-    before
-        .iter()
-        .zip(after)
-        .enumerate()
-        .filter(|(_, (b, a))| a != b)
-        .map(|(nr, (b, a))| {
-            let name = if nr == 64 {
-                "DRM ioctls"
-            } else {
-                kfd_ioctl::abi::ioctl_info(nr as u8).map_or("unknown", |i| i.name)
-            };
-            format!("{name}: {}", a - b)
-        })
-        .collect()
-}
-
-impl Backend for Counting {
-    fn open(&self, caller: &dyn Caller, path: &str, flags: i32, mode: u32) -> OpenAction {
-        self.model.open(caller, path, flags, mode)
-    }
-
-    fn ioctl(
-        &self,
-        caller: &dyn Caller,
-        file: BorrowedFd<'_>,
-        cmd: u32,
-        arg: u64,
-    ) -> Option<IoctlResult> {
-        let answer = self.model.ioctl(caller, file, cmd, arg);
-        if answer.is_some() {
-            if (cmd >> 8) & 0xFF == u32::from(b'K') {
-                self.kfd[(cmd & 0x3F) as usize].fetch_add(1, Ordering::SeqCst);
-            } else {
-                self.drm.fetch_add(1, Ordering::SeqCst);
-            }
-        }
-        answer
-    }
-
-    fn may_block(&self, cmd: u32) -> bool {
-        self.model.may_block(cmd)
-    }
-
-    fn process_exited(&self, tgid: i32) {
-        self.model.process_exited(tgid)
-    }
+/// kfd-emu's model of `machine`, counting the ioctls it answers.
+fn counting(machine: &str) -> Arc<Counting<Model>> {
+    let model = Model::new(ModelConfig {
+        machine: Machine::preset(machine).expect("a preset"),
+        ..ModelConfig::default()
+    })
+    .expect("a model");
+    Counting::new(model)
 }
 
 /// A deterministic generator (xorshift64*).
@@ -153,7 +76,7 @@ fn lifo_pages(pool: &KfdPool, n: usize) {
 /// were exactly the pool's chunk allocations.
 fn steady_state_issues_no_ioctl(kind: MemoryKind) {
     for machine in MACHINES {
-        let counting = Counting::new(machine);
+        let counting = counting(machine);
         let backend: Arc<dyn Backend> = counting.clone();
         kfd_emu::supervisor::run_attached(backend, || {
             let provider =
@@ -165,8 +88,8 @@ fn steady_state_issues_no_ioctl(kind: MemoryKind) {
             let pool = KfdPool::new(provider, params).unwrap();
             let seeds = [0x9E37_79B9_7F4A_7C15, 0xD1B5_4A32_D192_ED03, 42];
 
-            let before_warm_up = counting.snapshot();
-            let allocs_before = counting.count(0x16);
+            let before_warm_up = counting.counts();
+            let allocs_before = before_warm_up.kfd(0x16);
             for seed in seeds {
                 churn(&pool, seed, 3000);
             }
@@ -177,13 +100,13 @@ fn steady_state_issues_no_ioctl(kind: MemoryKind) {
                 "{warm:?}"
             );
             assert!(
-                !delta(&before_warm_up, &counting.snapshot()).is_empty(),
+                !counting.counts().since(&before_warm_up).is_empty(),
                 "the counter saw the warm-up's ioctls"
             );
             if kind != MemoryKind::Shared {
                 // One ALLOC_MEMORY_OF_GPU per chunk.
                 assert_eq!(
-                    counting.count(0x16) - allocs_before,
+                    counting.counts().kfd(0x16) - allocs_before,
                     warm.provider_allocs,
                     "{machine} {kind:?}"
                 );
@@ -192,16 +115,16 @@ fn steady_state_issues_no_ioctl(kind: MemoryKind) {
             eprintln!(
                 "kfd-emu/{machine} {kind:?}: warm-up took {} chunks, ioctls {:?}",
                 warm.provider_allocs,
-                delta(&before_warm_up, &counting.snapshot())
+                counting.counts().since(&before_warm_up)
             );
-            let before = counting.snapshot();
+            let before = counting.counts();
             for _ in 0..3 {
                 for seed in seeds {
                     churn(&pool, seed, 3000);
                 }
                 lifo_pages(&pool, 1000);
             }
-            let steady = delta(&before, &counting.snapshot());
+            let steady = counting.counts().since(&before);
             assert!(
                 steady.is_empty(),
                 "kfd-emu/{machine} {kind:?}: steady-state pool traffic issued ioctls: {steady:?}"
