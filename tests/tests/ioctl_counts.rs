@@ -42,7 +42,11 @@ fn each_memory_operation_issues_the_ioctls_it_names() {
             "open reads the version once"
         );
         let kfd = kfd.unwrap();
-        assert_eq!(issued(&emu, || drop(kfd.version())), [], "and caches it");
+        assert_eq!(
+            issued(&emu, || assert_eq!(kfd.version().major, 1)),
+            [],
+            "and caches it"
+        );
 
         let topo = Topology::read().unwrap();
         let gpus: Vec<(u32, u32)> = topo
@@ -134,7 +138,7 @@ fn each_memory_operation_issues_the_ioctls_it_names() {
             "dropping a mapped BO: one unmap over all its GPUs, one free"
         );
         assert_eq!(
-            issued(&emu, || drop(kfd.available_memory(g0).unwrap())),
+            issued(&emu, || assert!(kfd.available_memory(g0).unwrap() > 0)),
             [("AVAILABLE_MEMORY", 1)]
         );
     })
@@ -174,8 +178,8 @@ fn an_svm_attribute_set_or_query_is_one_ioctl_whatever_it_carries() {
             attrs = attrs.access(g, Access::Access);
         }
         assert_eq!(attrs.len(), 10);
-        // SAFETY: the range is this test's own memory, touched by no Rust reference.
         let set = issued(&emu, || {
+            // SAFETY: the range is this test's own memory, touched by no Rust reference.
             unsafe { attrs.apply(&kfd, mem.addr(), 2 * MIB) }.unwrap()
         });
         assert_eq!(set, [("SVM", 1)], "ten attributes, one SET_ATTR");
