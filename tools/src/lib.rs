@@ -1,7 +1,12 @@
-//! `kfd-tools`: the `kfdtool` command line and, later, a UMF-style memory provider over KFD.
+//! `kfd-tools`: a UMF-style memory provider over KFD, and the `kfdtool` command line.
 //!
-//! The provider (alloc/free/purge/split/merge/IPC, HOST/DEVICE/SHARED kinds, a pooling layer and
-//! a C ABI for real UMF pools) live here, with what `kfdtool` prints.
+//! * [`provider`] — [`provider::KfdProvider`] (alloc/free/free by pointer, purge, split/merge,
+//!   IPC across processes; HOST, DEVICE and SHARED memory) and [`provider::KfdPool`], a pooling
+//!   layer whose steady state issues no ioctl. The `kfd-umf` crate (`tools/umf`) exposes the
+//!   provider to real UMF pools through UMF's C ops.
+//! * [`info`] — what `kfdtool info` prints, as a table and as JSON.
+//! * [`run_self_emulated`] — how `kfdtool` re-runs itself under the embedded emulator on a
+//!   machine without `/dev/kfd`.
 
 pub mod info;
 pub mod provider;
