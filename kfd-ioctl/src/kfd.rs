@@ -774,13 +774,8 @@ impl Kfd {
             bo.handle,
             gpus,
         );
-        let done = match &result {
-            Ok(()) => gpus,
-            Err(Error::DeviceList { done, .. }) => &gpus[..done.len()],
-            Err(_) => &[],
-        };
         let mut mapped = bo.mapped_lock();
-        for gpu in done {
+        for gpu in &gpus[..done_count(&result, gpus)] {
             if !mapped.contains(gpu) {
                 mapped.push(*gpu);
             }
@@ -797,11 +792,7 @@ impl Kfd {
             bo.handle,
             gpus,
         );
-        let done = match &result {
-            Ok(()) => gpus,
-            Err(Error::DeviceList { done, .. }) => &gpus[..done.len()],
-            Err(_) => &[],
-        };
+        let done = &gpus[..done_count(&result, gpus)];
         bo.mapped_lock().retain(|g| !done.contains(g));
         result
     }
@@ -1177,6 +1168,15 @@ impl Kfd {
             num_banks: args.num_banks,
             num_ranks: args.num_ranks,
         })
+    }
+}
+
+/// How many GPUs of `gpus`, from the front, a device-list MAP or UNMAP got through.
+fn done_count(result: &Result<()>, gpus: &[u32]) -> usize {
+    match result {
+        Ok(()) => gpus.len(),
+        Err(Error::DeviceList { done, .. }) => done.len(),
+        Err(_) => 0,
     }
 }
 

@@ -150,3 +150,54 @@ fn system_memory_is_mapped_on_all_gpus_and_cpu_visible() {
         drop(bo);
     });
 }
+
+#[test]
+fn a_device_list_map_that_fails_part_way_says_where_and_keeps_track() {
+    on_every_target(&["mi210x8"], |target| {
+        let (kfd, gpus) = open_and_acquire(target);
+        if gpus.len() < 3 {
+            eprintln!("skipping on {}: needs 3 GPUs", target.name());
+            return;
+        }
+        let ids: Vec<u32> = gpus.iter().map(|g| g.0).collect();
+        let va = VaReservation::new((2 * MIB) as usize, (2 * MIB) as usize);
+        let flags = AllocMemFlags::GTT | AllocMemFlags::WRITABLE;
+        // A BO at `va` mapped on the third GPU only...
+        let first = kfd
+            .alloc_memory_of_gpu(ids[0], va.addr(), 64 << 10, flags)
+            .unwrap();
+        kfd.map_memory_to_gpu(&first, &ids[2..3]).unwrap();
+        // ...so a second BO at the same VA (allowed at ALLOC) maps on the first two GPUs and
+        // then clashes in the third GPU's VM.
+        let second = kfd
+            .alloc_memory_of_gpu(ids[0], va.addr(), 64 << 10, flags)
+            .unwrap();
+        let err = kfd.map_memory_to_gpu(&second, &ids).unwrap_err();
+        match &err {
+            Error::DeviceList {
+                done,
+                failed_gpu,
+                total,
+                errno,
+                ..
+            } => {
+                assert_eq!(done.as_slice(), &ids[..2], "{err}");
+                assert_eq!(*failed_gpu, ids[2]);
+                assert_eq!(*total, ids.len());
+                assert_eq!(*errno, Errno::INVAL);
+            }
+            other => panic!(
+                "{}: expected a device-list error, got {other}",
+                target.name()
+            ),
+        }
+        assert_eq!(
+            second.mapped_gpus(),
+            &ids[..2],
+            "the GPUs that did map are tracked"
+        );
+        // Dropping unmaps from exactly those, then frees.
+        kfd.free_memory_of_gpu(second).unwrap();
+        kfd.free_memory_of_gpu(first).unwrap();
+    });
+}
