@@ -550,20 +550,7 @@ fn set_attr(
 ) -> Result<(), Errno> {
     let m = ctx.m;
     check_attr(m, attrs)?;
-    let last = start.checked_add(npages - 1).ok_or(Errno::FAULT)?;
-    let vmas = Vmas::read(m, ctx.tgid).map_err(|_| Errno::FAULT)?;
-    let mut guard = m.lock();
-    with_env(m, &mut guard, ctx.tgid, &vmas, |env, p| {
-        sync_unmapped(env, p);
-        drop_replaced(env, p, start, last);
-        let end = last
-            .checked_add(1)
-            .and_then(|e| e.checked_mul(PAGE_SIZE))
-            .ok_or(Errno::FAULT)?;
-        env.vmas.check(start * PAGE_SIZE, end)?;
-        if check_vm(p, start, last).is_some() {
-            return Err(Errno::ADDRINUSE);
-        }
+    on_checked_range(ctx, start, npages, |env, p, last| {
         let plan = add(env, p, start, last, attrs)?;
         let mut update_mapping = false;
         for &key in &plan.update {
@@ -607,7 +594,6 @@ fn set_attr(
         migrate::restore(env, p);
         ret
     })
-    .unwrap_or(Err(Errno::BADF))
 }
 
 /// What GET_ATTR reports over a set of ranges.
@@ -675,13 +661,16 @@ fn summarize(m: &Model, p: &Process, start: u64, last: u64) -> Summary {
     s
 }
 
-/// `svm_range_get_attr`: fills `attrs` in place.
-fn get_attr(
+/// What SET_ATTR and GET_ATTR do first, in the kernel's order: take the pending munmap work
+/// (pages unmapped or replaced since the last look), check the caller's VMAs over the range
+/// (`EFAULT`) and that no buffer object is mapped there (`EADDRINUSE`); then run `f` on the
+/// process with the range's last page. A caller without a KFD process gets `EBADF`.
+fn on_checked_range<R>(
     ctx: &Ctx<'_>,
     start: u64,
     npages: u64,
-    attrs: &mut [kfd_ioctl_svm_attribute],
-) -> Result<(), Errno> {
+    f: impl FnOnce(&mut Env<'_>, &mut Process, u64) -> Result<R, Errno>,
+) -> Result<R, Errno> {
     let m = ctx.m;
     let last = start.checked_add(npages - 1).ok_or(Errno::FAULT)?;
     let vmas = Vmas::read(m, ctx.tgid).map_err(|_| Errno::FAULT)?;
@@ -697,6 +686,20 @@ fn get_attr(
         if check_vm(p, start, last).is_some() {
             return Err(Errno::ADDRINUSE);
         }
+        f(env, p, last)
+    })
+    .unwrap_or(Err(Errno::BADF))
+}
+
+/// `svm_range_get_attr`: fills `attrs` in place.
+fn get_attr(
+    ctx: &Ctx<'_>,
+    start: u64,
+    npages: u64,
+    attrs: &mut [kfd_ioctl_svm_attribute],
+) -> Result<(), Errno> {
+    let m = ctx.m;
+    on_checked_range(ctx, start, npages, |_env, p, last| {
         for a in attrs.iter() {
             match a.r#type {
                 KFD_IOCTL_SVM_ATTR_PREFERRED_LOC
@@ -732,7 +735,6 @@ fn get_attr(
         }
         Ok(())
     })
-    .unwrap_or(Err(Errno::BADF))
 }
 
 /// SET_XNACK_MODE's `svm_range_switch_xnack_reserve_mem`: with XNACK off every range counts
