@@ -155,6 +155,22 @@ pub enum Error {
         /// What the kernel said.
         errno: Errno,
     },
+    /// An ioctl kept failing with `EINTR` or `EAGAIN` and was given up after a bounded number
+    /// of attempts (a signal storm, or a device that stays busy).
+    #[error(
+        "{ioctl}{context} failed: {} on each of {attempts} attempts",
+        ErrnoName(*.errno)
+    )]
+    Interrupted {
+        /// The ioctl's name without the `AMDKFD_IOC_` prefix.
+        ioctl: &'static str,
+        /// What it was about.
+        context: IoctlContext,
+        /// How many times it was issued.
+        attempts: u32,
+        /// `EINTR` or `EAGAIN`: what the kernel said the last time.
+        errno: Errno,
+    },
     /// A map or unmap over a device list failed part way.
     #[error(
         "{ioctl} of handle {handle:#x} failed on gpu {failed_gpu:#x} after {} of {total} GPUs: {}",
@@ -215,6 +231,28 @@ pub enum Error {
         /// What the kernel said.
         errno: Errno,
     },
+    /// The SMI event fd reached end of file: its writer is gone (a pipe or socket whose peer
+    /// closed; the kernel's own SMI fd never ends). Nothing more will come.
+    #[error(
+        "the SMI event stream of gpu {gpu_id:#x} ended{}",
+        if *.unfinished > 0 { format!(" in the middle of a record ({} bytes)", .unfinished) } else { String::new() }
+    )]
+    SmiEndOfStream {
+        /// The GPU of the stream.
+        gpu_id: u32,
+        /// How many bytes of an unfinished record were left (dropped).
+        unfinished: usize,
+    },
+    /// An object a forked child inherited from the process that created it: KFD serves only
+    /// that process (a child's ioctls on its fd fail with `EBADF`) and a child does not inherit
+    /// its CPU mappings. The child can open KFD for itself.
+    #[error("{what} belongs to process {owner_pid}; a forked child cannot use it")]
+    Inherited {
+        /// What was used.
+        what: &'static str,
+        /// The process that created it.
+        owner_pid: u32,
+    },
     /// The caller passed something the kernel would reject, caught before any syscall.
     #[error("{ioctl}: {reason}")]
     InvalidArgument {
@@ -239,6 +277,7 @@ impl Error {
     pub fn errno(&self) -> Option<Errno> {
         match self {
             Error::Ioctl { errno, .. }
+            | Error::Interrupted { errno, .. }
             | Error::DeviceList { errno, .. }
             | Error::Open { errno, .. }
             | Error::Mmap { errno, .. }
@@ -251,9 +290,35 @@ impl Error {
     pub fn ioctl(&self) -> Option<&'static str> {
         match self {
             Error::Ioctl { ioctl, .. }
+            | Error::Interrupted { ioctl, .. }
             | Error::DeviceList { ioctl, .. }
             | Error::InvalidArgument { ioctl, .. } => Some(ioctl),
             _ => None,
+        }
+    }
+}
+
+impl Error {
+    /// Whether retrying the same call may succeed: the kernel refused it for now (out of
+    /// memory, busy, interrupted, an I/O error), not for good (a bad handle or argument, a
+    /// missing feature, an fd of another process).
+    pub fn is_transient(&self) -> bool {
+        match self.errno() {
+            Some(errno) => !matches!(
+                errno,
+                Errno::BADF
+                    | Errno::INVAL
+                    | Errno::NOTTY
+                    | Errno::FAULT
+                    | Errno::PERM
+                    | Errno::ACCESS
+                    | Errno::NODEV
+                    | Errno::NOENT
+                    | Errno::SRCH
+                    | Errno::NOSYS
+                    | Errno::OPNOTSUPP
+            ),
+            None => false,
         }
     }
 }
@@ -294,6 +359,38 @@ mod tests {
             e.to_string(),
             "FREE_MEMORY_OF_GPU (handle 0x1a2b00000003) on gpu 0x1a2b failed: EBUSY"
         );
+    }
+
+    #[test]
+    fn giving_up_on_interruptions_names_the_ioctl_and_the_attempts() {
+        let e = Error::Interrupted {
+            ioctl: "GET_VERSION",
+            context: IoctlContext::default(),
+            attempts: 32,
+            errno: Errno::INTR,
+        };
+        assert_eq!(
+            e.to_string(),
+            "GET_VERSION failed: EINTR on each of 32 attempts"
+        );
+        assert_eq!(e.errno(), Some(Errno::INTR));
+        assert_eq!(e.ioctl(), Some("GET_VERSION"));
+        assert!(e.is_transient());
+    }
+
+    #[test]
+    fn only_kernel_refusals_for_now_are_transient() {
+        let ioctl = |errno| Error::Ioctl {
+            ioctl: "UNMAP_MEMORY_FROM_GPU",
+            context: IoctlContext::handle(0x1a2b_0000_0001),
+            errno,
+        };
+        assert!(ioctl(Errno::IO).is_transient());
+        assert!(ioctl(Errno::NOMEM).is_transient());
+        assert!(ioctl(Errno::BUSY).is_transient());
+        assert!(!ioctl(Errno::BADF).is_transient());
+        assert!(!ioctl(Errno::INVAL).is_transient());
+        assert!(!Error::NotAcquired { gpu_id: 1 }.is_transient());
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rustix::fs::{Mode, OFlags};
 use rustix::ioctl::Opcode;
+use vm_memory::{Bytes, VolatileSlice};
 use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
 
 use crate::abi::{self, AllocMemFlags, ProcFlags, RuntimeEnableMode, SmiEventMask};
@@ -29,6 +30,9 @@ pub fn render_node_path(drm_render_minor: u32) -> PathBuf {
 struct Inner {
     fd: OwnedFd,
     version: Version,
+    /// The process that opened the fd. KFD knows a process by its `mm`: a forked child that
+    /// inherited the fd is not that process, and its ioctls on it fail with `EBADF`.
+    owner_pid: u32,
     /// The render-node file handed to ACQUIRE_VM, per gpu_id. KFD keeps a reference to that
     /// file for the life of the process; keeping ours lets BOs be CPU-mapped through it.
     vms: Mutex<BTreeMap<u32, Arc<OwnedFd>>>,
@@ -37,7 +41,10 @@ struct Inner {
 /// The safe handle on `/dev/kfd`: one typed method per memory-side ioctl.
 ///
 /// Cloning is cheap and shares the fd; the fd closes when the last clone and the last
-/// [`BufferObject`] drop. The KFD version is read once, at open; a method whose ioctl (or
+/// [`BufferObject`] drop. A forked child that inherits a `Kfd` (and its buffer objects) only
+/// closes the descriptors when it drops them: KFD serves the process that opened `/dev/kfd`,
+/// the child's ioctls on that fd fail with `EBADF`, and the memory stays the parent's. A child
+/// that wants KFD opens it again. The KFD version is read once, at open; a method whose ioctl (or
 /// flag) the running KFD lacks fails with [`Error::Unsupported`] before any syscall.
 ///
 /// ```no_run
@@ -67,6 +74,7 @@ impl fmt::Debug for Kfd {
         f.debug_struct("Kfd")
             .field("fd", &self.inner.fd.as_raw_fd())
             .field("version", &self.inner.version)
+            .field("owner_pid", &self.inner.owner_pid)
             .finish_non_exhaustive()
     }
 }
@@ -186,7 +194,12 @@ pub struct TileConfig {
 /// A buffer object from `ALLOC_MEMORY_OF_GPU` or `IMPORT_DMABUF`; freed on drop.
 ///
 /// Drop unmaps it from the GPUs it was mapped to through [`Kfd::map_memory_to_gpu`] and then
-/// frees it; [`Kfd::free_memory_of_gpu`] does the same and reports errors.
+/// frees it, retrying a failure the kernel may not repeat ([`Error::is_transient`]) up to
+/// [`BufferObject::DROP_ATTEMPTS`] times; [`Kfd::free_memory_of_gpu`] does the same once and
+/// reports errors, giving the object back. A failed unmap keeps the GPUs it did not get
+/// through in [`BufferObject::mapped_gpus`], so the next attempt unmaps exactly those.
+///
+/// In a forked child that inherited it, dropping it issues no ioctl: the BO is the parent's.
 pub struct BufferObject {
     kfd: Kfd,
     handle: u64,
@@ -210,11 +223,16 @@ impl fmt::Debug for BufferObject {
             .field("size", &self.size)
             .field("flags", &self.flags)
             .field("mmap_offset", &self.mmap_offset)
+            .field("mapped", &*self.mapped_lock())
             .finish()
     }
 }
 
 impl BufferObject {
+    /// How many times dropping a buffer object tries to unmap and free it when the kernel
+    /// refuses for now (see [`Error::is_transient`]).
+    pub const DROP_ATTEMPTS: u32 = 3;
+
     /// The KFD handle, `(gpu_id << 32) | id`.
     pub fn handle(&self) -> u64 {
         self.handle
@@ -252,8 +270,10 @@ impl BufferObject {
     /// Maps the BO into this process for CPU access, through the render node of its GPU
     /// (VRAM, GTT) or through `/dev/kfd` (doorbell, MMIO remap page).
     ///
-    /// USERPTR memory is already the caller's; mapping it again is refused.
+    /// USERPTR memory is already the caller's; mapping it again is refused. The mapping is not
+    /// inherited by a forked child (`MADV_DONTFORK`, as the kernel does for KFD BOs).
     pub fn map_cpu(&self) -> Result<CpuMapping<'_>> {
+        self.kfd.check_owner("map_cpu")?;
         let len = usize::try_from(self.size).map_err(|_| Error::InvalidArgument {
             ioctl: "mmap",
             reason: "buffer object larger than the address space",
@@ -289,31 +309,18 @@ impl BufferObject {
         Ok(CpuMapping {
             ptr,
             len,
+            owner_pid: self.kfd.inner.owner_pid,
             _bo: std::marker::PhantomData,
         })
     }
-}
 
-impl Drop for BufferObject {
-    fn drop(&mut self) {
-        if !self.freed {
-            // Errors cannot be reported from drop; `Kfd::free_memory_of_gpu` reports them.
-            let _ = self.release();
-        }
-    }
-}
-
-impl BufferObject {
+    /// Unmaps the BO from the GPUs it is still mapped on, then frees it. A failed unmap keeps
+    /// the GPUs it did not get through in the mapped list; the BO counts as freed only after
+    /// `FREE_MEMORY_OF_GPU` succeeded.
     fn release(&mut self) -> Result<()> {
-        self.freed = true;
-        let mapped = std::mem::take(&mut *self.mapped_lock());
+        let mapped = self.mapped_gpus();
         if !mapped.is_empty() {
-            self.kfd.device_list_ioctl(
-                abi::AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU,
-                "UNMAP_MEMORY_FROM_GPU",
-                self.handle,
-                &mapped,
-            )?;
+            self.kfd.unmap_memory_from_gpu(self, &mapped)?;
         }
         let mut args = abi::kfd_ioctl_free_memory_of_gpu_args {
             handle: self.handle,
@@ -323,17 +330,134 @@ impl BufferObject {
             &mut args,
             IoctlContext::handle(self.handle),
         )?;
+        self.freed = true;
         Ok(())
+    }
+}
+
+impl Drop for BufferObject {
+    fn drop(&mut self) {
+        // A forked child's ioctls on the inherited fd fail (EBADF) and the BO is the parent's:
+        // closing the descriptors (when the last `Kfd` clone drops) is all the child does.
+        if self.freed || !self.kfd.is_owner_process() {
+            return;
+        }
+        // Errors cannot be reported from drop (`Kfd::free_memory_of_gpu` reports them); one
+        // the kernel may not repeat is worth another try, so that nothing stays behind.
+        for _ in 0..Self::DROP_ATTEMPTS {
+            match self.release() {
+                Err(e) if e.is_transient() => continue,
+                _ => break,
+            }
+        }
+    }
+}
+
+/// A failed [`Kfd::free_memory_of_gpu`]: the error, and the buffer object, which is still
+/// allocated (and still mapped on [`BufferObject::mapped_gpus`]).
+///
+/// Retry with [`Kfd::free_memory_of_gpu`] on [`FreeError::into_buffer_object`], or drop it:
+/// dropping the buffer object (also by turning this into an [`Error`]) tries again.
+#[derive(Debug)]
+pub struct FreeError {
+    error: Error,
+    /// Boxed: errors stay small, and this one is rare.
+    bo: Box<BufferObject>,
+}
+
+impl FreeError {
+    /// Why the unmap or the free failed.
+    pub fn error(&self) -> &Error {
+        &self.error
+    }
+
+    /// The buffer object, still allocated.
+    pub fn buffer_object(&self) -> &BufferObject {
+        &self.bo
+    }
+
+    /// The buffer object back, to retry or to keep.
+    pub fn into_buffer_object(self) -> BufferObject {
+        *self.bo
+    }
+
+    /// The error and the buffer object.
+    pub fn into_parts(self) -> (Error, BufferObject) {
+        (self.error, *self.bo)
+    }
+}
+
+impl fmt::Display for FreeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "buffer object {:#x} stays allocated: {}",
+            self.bo.handle, self.error
+        )?;
+        let mapped = self.bo.mapped_lock();
+        if !mapped.is_empty() {
+            write!(f, " (still mapped on gpus")?;
+            for gpu in mapped.iter() {
+                write!(f, " {gpu:#x}")?;
+            }
+            write!(f, ")")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for FreeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl From<FreeError> for Error {
+    /// The error; the buffer object drops, which tries once more to unmap and free it.
+    fn from(e: FreeError) -> Error {
+        e.error
     }
 }
 
 /// A CPU mapping of a [`BufferObject`]; unmapped on drop, and cannot outlive the BO.
 ///
-/// The memory is shared with the GPU, which may write it at any time, so it is exposed as a
-/// raw range plus copying accessors rather than as a Rust slice.
+/// The memory is shared with the GPU, and with any other mapping of the BO, which may write it
+/// at any time: it is reached through [`CpuMapping::as_volatile_slice`] (volatile copies, the
+/// [`Bytes`] trait) or [`CpuMapping::read`]/[`CpuMapping::write`], never as a Rust slice from
+/// safe code. [`CpuMapping::as_slice`] and [`CpuMapping::as_mut_slice`] are the unsafe way.
+///
+/// ```
+/// # kfd_emu::supervisor::run_attached(
+/// #     kfd_emu::model::Model::new(kfd_emu::model::ModelConfig::default()).unwrap(),
+/// #     || -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// use kfd_ioctl::{Kfd, abi::AllocMemFlags, topology::Topology};
+/// use vm_memory::Bytes;
+///
+/// let kfd = Kfd::open()?;
+/// let gpu = Topology::read()?.gpus().next().cloned().ok_or("no GPU")?;
+/// let gpu_id = gpu.gpu_id().ok_or("no gpu_id")?;
+/// kfd.acquire_vm(gpu_id, gpu.properties.drm_render_minor as u32)?;
+/// let va = kfd.get_process_apertures()?[0].gpuvm.start + (1 << 40);
+/// let flags = AllocMemFlags::GTT | AllocMemFlags::WRITABLE;
+/// let bo = kfd.alloc_memory_of_gpu(gpu_id, va, 4096, flags)?;
+/// let cpu = bo.map_cpu()?;
+/// let memory = cpu.as_volatile_slice()?;
+/// memory.write_slice(b"ping", 0)?;
+/// memory.write_obj(42u32, 8)?;
+/// assert_eq!(memory.read_obj::<u32>(8)?, 42);
+/// let mut back = [0u8; 4];
+/// cpu.read(0, &mut back)?;
+/// assert_eq!(&back, b"ping");
+/// # Ok(())
+/// # }).unwrap().unwrap();
+/// ```
+///
+/// [`Bytes`]: vm_memory::Bytes
 pub struct CpuMapping<'bo> {
     ptr: NonNull<u8>,
     len: usize,
+    /// The process that mapped it; a forked child does not inherit the mapping.
+    owner_pid: u32,
     _bo: std::marker::PhantomData<&'bo BufferObject>,
 }
 
@@ -348,8 +472,8 @@ impl fmt::Debug for CpuMapping<'_> {
 
 // SAFETY: the mapping is plain shared memory; nothing in it is tied to the creating thread.
 unsafe impl Send for CpuMapping<'_> {}
-// SAFETY: all access goes through copies with explicit bounds; concurrent access to device
-// memory is the same kind of race as with the GPU, which the accessors do not hide.
+// SAFETY: safe access from `&self` is volatile (`VolatileSlice`), which tolerates concurrent
+// writers (other threads, the GPU) as it must anyway; the slice accessors are unsafe.
 unsafe impl Sync for CpuMapping<'_> {}
 
 impl CpuMapping<'_> {
@@ -366,36 +490,88 @@ impl CpuMapping<'_> {
         self.len == 0
     }
 
+    /// The mapping as memory another agent may write at any time: volatile reads, writes and
+    /// copies through [`vm_memory::Bytes`] and [`VolatileSlice`]'s methods.
+    ///
+    /// Fails with [`Error::Inherited`] in a forked child, which does not have the mapping.
+    pub fn as_volatile_slice(&self) -> Result<VolatileSlice<'_>> {
+        if sys::current_pid() != self.owner_pid {
+            return Err(Error::Inherited {
+                what: "CPU mapping",
+                owner_pid: self.owner_pid,
+            });
+        }
+        // SAFETY: `ptr..ptr + len` is this value's live mapping, valid for the slice's
+        // lifetime (it borrows `self`, whose drop unmaps), in this process (checked above). Safe
+        // code reaches it only through volatile accesses; the slice accessors are unsafe and
+        // make their caller rule out every other access.
+        Ok(unsafe { VolatileSlice::new(self.ptr.as_ptr(), self.len) })
+    }
+
+    /// Copies `data` into the mapping at `offset` (volatile writes).
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.check(offset, data.len())?;
+        self.as_volatile_slice()?
+            .write_slice(data, offset)
+            .map_err(|_| self.out_of_range())
+    }
+
+    /// Copies `out.len()` bytes at `offset` out of the mapping (volatile reads).
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.check(offset, out.len())?;
+        self.as_volatile_slice()?
+            .read_slice(out, offset)
+            .map_err(|_| self.out_of_range())
+    }
+
     fn check(&self, offset: usize, n: usize) -> Result<()> {
         match offset.checked_add(n) {
             Some(end) if end <= self.len => Ok(()),
-            _ => Err(Error::InvalidArgument {
-                ioctl: "mmap",
-                reason: "access beyond the end of the CPU mapping",
-            }),
+            _ => Err(self.out_of_range()),
         }
     }
 
-    /// Copies `data` into the mapping at `offset`.
-    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
-        self.check(offset, data.len())?;
-        // SAFETY: the range is inside the live, writable mapping (checked above).
-        unsafe { sys::copy_to_mapping(self.ptr.as_ptr().add(offset), data) };
-        Ok(())
+    fn out_of_range(&self) -> Error {
+        Error::InvalidArgument {
+            ioctl: "mmap",
+            reason: "access beyond the end of the CPU mapping",
+        }
     }
 
-    /// Copies `out.len()` bytes at `offset` out of the mapping.
-    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.check(offset, out.len())?;
-        // SAFETY: the range is inside the live, readable mapping (checked above).
-        unsafe { sys::copy_from_mapping(out, self.ptr.as_ptr().add(offset)) };
-        Ok(())
+    /// The mapping as a Rust slice.
+    ///
+    /// # Safety
+    /// For as long as the slice lives, nothing may write the BO's memory: no GPU (no queue or
+    /// copy engine writing it, which includes page migration), no other mapping of the BO (in
+    /// this or another process, through an export or IPC), no other thread through this
+    /// mapping. And the calling process must be the one that mapped it (not a forked child).
+    pub unsafe fn as_slice(&self) -> &[u8] {
+        // SAFETY: `len` readable bytes mapped until `self` drops; the caller rules out writers.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The mapping as a mutable Rust slice.
+    ///
+    /// # Safety
+    /// For as long as the slice lives, nothing else may read or write the BO's memory: no GPU,
+    /// no other mapping of the BO (in this or another process), no other thread through this
+    /// mapping. And the calling process must be the one that mapped it (not a forked child).
+    pub unsafe fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: `len` writable bytes mapped until `self` drops, borrowed mutably; the caller
+        // rules out every other access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
 
 impl Drop for CpuMapping<'_> {
     fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` came from `mmap_shared` and nothing borrows them past `self`.
+        // A forked child does not have the mapping (MADV_DONTFORK): the range may hold
+        // something else of the child's by now.
+        if sys::current_pid() != self.owner_pid {
+            return;
+        }
+        // SAFETY: `ptr`/`len` came from `mmap_shared` in this process and nothing borrows them
+        // past `self`.
         unsafe { sys::munmap(self.ptr, self.len) }
     }
 }
@@ -446,16 +622,28 @@ impl SmiEvents {
         }
     }
 
-    /// Reads what the kernel has, up to `buf.len()` bytes; 0 when nothing is pending.
+    /// Reads what the kernel has, up to `buf.len()` bytes (at least one, for a non-empty
+    /// `buf`); 0 when nothing is pending (the kernel's `EAGAIN`).
+    ///
+    /// End of file — the writer of a pipe or socket gone; the kernel's own fd never ends — is
+    /// [`Error::SmiEndOfStream`], not 0: a caller that polls and reads again would spin.
     pub fn read(&self, buf: &mut [u8]) -> Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
         match rustix::io::read(&self.fd, buf) {
+            Ok(0) => Err(Error::SmiEndOfStream {
+                gpu_id: self.gpu_id,
+                unfinished: self.pending.len(),
+            }),
             Ok(n) => Ok(n),
-            Err(Errno::AGAIN) => Ok(0),
+            Err(Errno::AGAIN) | Err(Errno::INTR) => Ok(0),
             Err(errno) => Err(Error::SmiIo { op: "read", errno }),
         }
     }
 
-    /// The next complete record (without its newline), or `None` when none is pending yet.
+    /// The next complete record (without its newline), or `None` when none is pending yet;
+    /// [`Error::SmiEndOfStream`] after the last record when the fd reached end of file.
     pub fn read_line(&mut self) -> Result<Option<String>> {
         loop {
             if let Some(pos) = self.pending.iter().position(|&b| b == b'\n') {
@@ -465,7 +653,14 @@ impl SmiEvents {
                 ));
             }
             let mut buf = [0u8; 1024];
-            let n = self.read(&mut buf)?;
+            let n = match self.read(&mut buf) {
+                Err(e @ Error::SmiEndOfStream { .. }) => {
+                    // What never got its newline never will: report it once, then forget it.
+                    self.pending.clear();
+                    return Err(e);
+                }
+                other => other?,
+            };
             if n == 0 {
                 return Ok(None);
             }
@@ -493,13 +688,8 @@ impl Kfd {
     /// Wraps an already open `/dev/kfd` descriptor and reads the KFD version.
     pub fn from_fd(fd: OwnedFd) -> Result<Kfd> {
         let mut args = abi::kfd_ioctl_get_version_args::default();
-        sys::ioctl(fd.as_fd(), abi::AMDKFD_IOC_GET_VERSION, &mut args).map_err(|errno| {
-            Error::Ioctl {
-                ioctl: "GET_VERSION",
-                context: IoctlContext::default(),
-                errno,
-            }
-        })?;
+        sys::ioctl(fd.as_fd(), abi::AMDKFD_IOC_GET_VERSION, &mut args)
+            .map_err(|failure| ioctl_error("GET_VERSION", IoctlContext::default(), failure))?;
         let version = Version {
             major: args.major_version,
             minor: args.minor_version,
@@ -523,6 +713,7 @@ impl Kfd {
             inner: Arc::new(Inner {
                 fd,
                 version,
+                owner_pid: sys::current_pid(),
                 vms: Mutex::new(BTreeMap::new()),
             }),
         }
@@ -536,6 +727,29 @@ impl Kfd {
     /// The `/dev/kfd` descriptor.
     pub fn as_fd(&self) -> BorrowedFd<'_> {
         self.inner.fd.as_fd()
+    }
+
+    /// The process that opened `/dev/kfd`: the one KFD serves through this handle.
+    pub fn owner_pid(&self) -> u32 {
+        self.inner.owner_pid
+    }
+
+    /// Whether the calling process is the one that opened `/dev/kfd` (false in a forked child
+    /// that inherited this handle: its ioctls on it fail with `EBADF`).
+    pub fn is_owner_process(&self) -> bool {
+        sys::current_pid() == self.inner.owner_pid
+    }
+
+    /// Fails with [`Error::Inherited`] in a forked child that inherited this handle.
+    fn check_owner(&self, what: &'static str) -> Result<()> {
+        if self.is_owner_process() {
+            Ok(())
+        } else {
+            Err(Error::Inherited {
+                what,
+                owner_pid: self.inner.owner_pid,
+            })
+        }
     }
 
     /// `GET_VERSION`: asks the kernel for its KFD version again.
@@ -585,11 +799,8 @@ impl Kfd {
         context: IoctlContext,
     ) -> Result<i32> {
         self.require_nr(opcode)?;
-        sys::ioctl(self.inner.fd.as_fd(), opcode, args).map_err(|errno| Error::Ioctl {
-            ioctl: ioctl_name(opcode),
-            context,
-            errno,
-        })
+        sys::ioctl(self.inner.fd.as_fd(), opcode, args)
+            .map_err(|failure| ioctl_error(ioctl_name(opcode), context, failure))
     }
 
     /// The render-node file acquired for `gpu_id`, if any.
@@ -758,8 +969,19 @@ impl Kfd {
 
     /// `FREE_MEMORY_OF_GPU`, after unmapping the BO from the GPUs it is mapped on; reports
     /// what dropping the BO would swallow.
-    pub fn free_memory_of_gpu(&self, mut bo: BufferObject) -> Result<()> {
-        bo.release()
+    ///
+    /// On failure the BO comes back in the [`FreeError`], still allocated and still mapped on
+    /// the GPUs the unmap did not get through: free it again, or drop it (which retries).
+    /// In a forked child that inherited the BO this fails with [`Error::Inherited`].
+    pub fn free_memory_of_gpu(&self, mut bo: BufferObject) -> Result<(), FreeError> {
+        let result = bo.kfd.check_owner("FREE_MEMORY_OF_GPU");
+        match result.and_then(|()| bo.release()) {
+            Ok(()) => Ok(()),
+            Err(error) => Err(FreeError {
+                error,
+                bo: Box::new(bo),
+            }),
+        }
     }
 
     /// `MAP_MEMORY_TO_GPU` on each GPU of `gpus`, in order.
@@ -825,7 +1047,8 @@ impl Kfd {
         };
         match sys::ioctl(self.inner.fd.as_fd(), opcode, &mut args) {
             Ok(_) => Ok(()),
-            Err(errno) => {
+            Err(failure) => {
+                let errno = failure.errno;
                 let done = (args.n_success as usize).min(gpus.len());
                 match gpus.get(done) {
                     Some(&failed_gpu) => Err(Error::DeviceList {
@@ -836,11 +1059,7 @@ impl Kfd {
                         total: gpus.len(),
                         errno,
                     }),
-                    None => Err(Error::Ioctl {
-                        ioctl: name,
-                        context: IoctlContext::handle(handle),
-                        errno,
-                    }),
+                    None => Err(ioctl_error(name, IoctlContext::handle(handle), failure)),
                 }
             }
         }
@@ -1033,13 +1252,8 @@ impl Kfd {
             let src: &[abi::kfd_ioctl_svm_attribute] =
                 if input.is_empty() { output } else { input };
             bytes[24..].copy_from_slice(src.as_bytes());
-            let result = sys::ioctl_bytes(self.inner.fd.as_fd(), opcode, bytes).map_err(|errno| {
-                Error::Ioctl {
-                    ioctl: "SVM",
-                    context,
-                    errno,
-                }
-            });
+            let result = sys::ioctl_bytes(self.inner.fd.as_fd(), opcode, bytes)
+                .map_err(|failure| ioctl_error("SVM", context, failure));
             if !output.is_empty() {
                 output.as_mut_bytes().copy_from_slice(&bytes[24..]);
             }
@@ -1177,6 +1391,25 @@ fn done_count(result: &Result<()>, gpus: &[u32]) -> usize {
         Ok(()) => gpus.len(),
         Err(Error::DeviceList { done, .. }) => done.len(),
         Err(_) => 0,
+    }
+}
+
+/// The error of an ioctl that failed: [`Error::Interrupted`] when it was given up after
+/// retrying `EINTR`/`EAGAIN`, [`Error::Ioctl`] otherwise.
+fn ioctl_error(ioctl: &'static str, context: IoctlContext, failure: sys::Failure) -> Error {
+    if failure.gave_up_retrying() {
+        Error::Interrupted {
+            ioctl,
+            context,
+            attempts: failure.attempts,
+            errno: failure.errno,
+        }
+    } else {
+        Error::Ioctl {
+            ioctl,
+            context,
+            errno: failure.errno,
+        }
     }
 }
 

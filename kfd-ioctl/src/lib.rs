@@ -67,6 +67,6 @@ mod sys;
 
 pub use error::{Errno, ErrnoName, Error, IoctlContext, Result, Version};
 pub use kfd::{
-    Apertures, BufferObject, CachePolicy, ClockCounters, CpuMapping, DmabufInfo, KFD_DEVICE_PATH,
-    Kfd, MemoryPolicy, SVM_INLINE_ATTRS, SmiEvents, TileConfig, render_node_path,
+    Apertures, BufferObject, CachePolicy, ClockCounters, CpuMapping, DmabufInfo, FreeError,
+    KFD_DEVICE_PATH, Kfd, MemoryPolicy, SVM_INLINE_ATTRS, SmiEvents, TileConfig, render_node_path,
 };

@@ -7,10 +7,11 @@
 use std::ffi::c_void;
 use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
+use std::time::{Duration, Instant};
 
 use rustix::io::Errno;
 use rustix::ioctl::{Ioctl, IoctlOutput, Opcode};
-use rustix::mm::{MapFlags, ProtFlags};
+use rustix::mm::{Advice, MapFlags, ProtFlags};
 use zerocopy::{FromBytes, IntoBytes};
 
 /// One ioctl call on a caller-owned argument buffer.
@@ -38,7 +39,64 @@ unsafe impl<T: ?Sized> Ioctl for Call<'_, T> {
     }
 }
 
-/// Issues `ioctl(fd, opcode, arg)`, retrying on `EINTR` and `EAGAIN` as libhsakmt does.
+/// How many times one ioctl is issued at most when the kernel keeps answering `EINTR` or
+/// `EAGAIN` (libhsakmt retries forever; a signal storm or a stuck device must not hang us).
+pub(crate) const MAX_ATTEMPTS: u32 = 32;
+
+/// How long retries of one ioctl may take in all, whatever [`MAX_ATTEMPTS`] allows.
+pub(crate) const MAX_RETRY_TIME: Duration = Duration::from_secs(1);
+
+/// The first pause after an `EAGAIN`; it doubles up to [`MAX_EAGAIN_PAUSE`].
+const FIRST_EAGAIN_PAUSE: Duration = Duration::from_micros(10);
+
+/// The longest pause between two attempts after `EAGAIN`.
+const MAX_EAGAIN_PAUSE: Duration = Duration::from_millis(10);
+
+/// A failed ioctl: the last errno, and how many times the call was issued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Failure {
+    /// What the kernel said the last time.
+    pub errno: Errno,
+    /// How many times the ioctl was issued (1 when it was not retried).
+    pub attempts: u32,
+}
+
+impl Failure {
+    /// Whether the call gave up on `EINTR`/`EAGAIN` after retrying.
+    pub fn gave_up_retrying(&self) -> bool {
+        self.attempts > 1 && is_retryable(self.errno)
+    }
+}
+
+fn is_retryable(errno: Errno) -> bool {
+    matches!(errno, Errno::INTR | Errno::AGAIN)
+}
+
+/// Issues `issue` until it answers something other than `EINTR`/`EAGAIN`, at most
+/// [`MAX_ATTEMPTS`] times and for at most [`MAX_RETRY_TIME`]: `EINTR` is retried at once (the
+/// signal was handled), `EAGAIN` after a pause that doubles each time.
+fn retry(mut issue: impl FnMut() -> Result<i32, Errno>) -> Result<i32, Failure> {
+    let started = Instant::now();
+    let mut pause = FIRST_EAGAIN_PAUSE;
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let errno = match issue() {
+            Ok(value) => return Ok(value),
+            Err(errno) => errno,
+        };
+        let elapsed = started.elapsed();
+        if !is_retryable(errno) || attempts >= MAX_ATTEMPTS || elapsed >= MAX_RETRY_TIME {
+            return Err(Failure { errno, attempts });
+        }
+        if errno == Errno::AGAIN {
+            std::thread::sleep(pause.min(MAX_RETRY_TIME - elapsed));
+            pause = (pause * 2).min(MAX_EAGAIN_PAUSE);
+        }
+    }
+}
+
+/// Issues `ioctl(fd, opcode, arg)`, retrying `EINTR` and `EAGAIN` as [`retry`] does.
 ///
 /// The opcode's size field must not exceed `size_of::<T>()` — the kernel copies that many bytes
 /// in and out of `arg`. Checked here, so a wrong opcode is an `EINVAL`, not an overrun.
@@ -46,23 +104,8 @@ pub(crate) fn ioctl<T: IntoBytes + FromBytes>(
     fd: BorrowedFd<'_>,
     opcode: Opcode,
     arg: &mut T,
-) -> Result<i32, Errno> {
-    if crate::abi::ioc_size(opcode) > size_of::<T>() {
-        return Err(Errno::INVAL);
-    }
-    loop {
-        let call = Call {
-            opcode,
-            arg: &mut *arg,
-        };
-        // SAFETY: `arg` is a live, exclusively borrowed plain-data value of at least the size
-        // encoded in `opcode` (checked above); every bit pattern the kernel writes back into it
-        // is a valid `T` (`FromBytes`). The fd is borrowed for the duration of the call.
-        match unsafe { rustix::ioctl::ioctl(fd, call) } {
-            Err(Errno::INTR) | Err(Errno::AGAIN) => continue,
-            other => return other,
-        }
-    }
+) -> Result<i32, Failure> {
+    ioctl_bytes(fd, opcode, arg.as_mut_bytes())
 }
 
 /// Issues `ioctl(fd, opcode, buf)` on a byte buffer (variable-size arguments such as SVM's),
@@ -71,25 +114,28 @@ pub(crate) fn ioctl_bytes(
     fd: BorrowedFd<'_>,
     opcode: Opcode,
     buf: &mut [u8],
-) -> Result<i32, Errno> {
+) -> Result<i32, Failure> {
     if crate::abi::ioc_size(opcode) > buf.len() {
-        return Err(Errno::INVAL);
+        return Err(Failure {
+            errno: Errno::INVAL,
+            attempts: 0,
+        });
     }
-    loop {
+    retry(|| {
         let call = Call {
             opcode,
             arg: &mut *buf,
         };
         // SAFETY: `buf` is a live, exclusively borrowed byte buffer at least as long as the size
-        // encoded in `opcode` (checked above); any bytes the kernel writes are valid `u8`s.
-        match unsafe { rustix::ioctl::ioctl(fd, call) } {
-            Err(Errno::INTR) | Err(Errno::AGAIN) => continue,
-            other => return other,
-        }
-    }
+        // encoded in `opcode` (checked above); any bytes the kernel writes are valid `u8`s, and
+        // for `ioctl` they are the bytes of a `FromBytes` value, valid in any pattern.
+        unsafe { rustix::ioctl::ioctl(fd, call) }
+    })
 }
 
-/// A `MAP_SHARED` mapping of `len` bytes of `fd` at `offset`, readable and writable.
+/// A `MAP_SHARED` mapping of `len` bytes of `fd` at `offset`, readable and writable, that a
+/// forked child does not inherit (`MADV_DONTFORK`, as the kernel's `VM_DONTCOPY` on KFD BO
+/// mappings): a child's KFD is a new process, without the parent's buffer objects.
 pub(crate) fn mmap_shared(
     fd: BorrowedFd<'_>,
     offset: u64,
@@ -107,7 +153,17 @@ pub(crate) fn mmap_shared(
             offset,
         )?
     };
-    NonNull::new(ptr.cast()).ok_or(Errno::NOMEM)
+    let Some(ptr) = NonNull::new(ptr.cast::<u8>()) else {
+        return Err(Errno::NOMEM);
+    };
+    // SAFETY: advice on the mapping made above, which nothing else references yet.
+    let advised = unsafe { rustix::mm::madvise(ptr.as_ptr().cast(), len, Advice::LinuxDontFork) };
+    if let Err(errno) = advised {
+        // SAFETY: the mapping made above, referenced by nothing.
+        unsafe { munmap(ptr, len) };
+        return Err(errno);
+    }
+    Ok(ptr)
 }
 
 /// Unmaps a range returned by [`mmap_shared`].
@@ -121,21 +177,65 @@ pub(crate) unsafe fn munmap(ptr: NonNull<u8>, len: usize) {
     let _ = unsafe { rustix::mm::munmap(ptr.as_ptr().cast(), len) };
 }
 
-/// Copies `src` into device memory at `dst` with volatile-free `memcpy` semantics.
-///
-/// # Safety
-/// `dst..dst+src.len()` must be inside a live mapping that is writable.
-pub(crate) unsafe fn copy_to_mapping(dst: *mut u8, src: &[u8]) {
-    // SAFETY: the caller guarantees the destination range; a device mapping cannot overlap a
-    // Rust slice we hold.
-    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) }
+/// The id of the calling process, to tell the process that created an object from a forked
+/// child that inherited it.
+pub(crate) fn current_pid() -> u32 {
+    rustix::process::getpid().as_raw_nonzero().get() as u32
 }
 
-/// Copies device memory at `src` into `dst`.
-///
-/// # Safety
-/// `src..src+dst.len()` must be inside a live mapping that is readable.
-pub(crate) unsafe fn copy_from_mapping(dst: &mut [u8], src: *const u8) {
-    // SAFETY: the caller guarantees the source range; it cannot overlap `dst`.
-    unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in for the kernel that answers `errnos` in turn, then success.
+    fn answers(errnos: &[Errno]) -> impl FnMut() -> Result<i32, Errno> + '_ {
+        let mut next = errnos.iter();
+        move || next.next().map_or(Ok(7), |&e| Err(e))
+    }
+
+    #[test]
+    fn a_few_interruptions_are_retried_through() {
+        assert_eq!(retry(answers(&[Errno::INTR; 3])), Ok(7));
+        assert_eq!(
+            retry(answers(&[Errno::AGAIN, Errno::INTR, Errno::AGAIN])),
+            Ok(7)
+        );
+    }
+
+    #[test]
+    fn endless_interruptions_give_up_with_the_count() {
+        let mut calls = 0;
+        let failure = retry(|| {
+            calls += 1;
+            Err(Errno::INTR)
+        })
+        .unwrap_err();
+        assert_eq!(failure.errno, Errno::INTR);
+        assert_eq!(failure.attempts, calls);
+        assert!(failure.attempts <= MAX_ATTEMPTS);
+        assert!(failure.gave_up_retrying());
+    }
+
+    #[test]
+    fn endless_eagain_backs_off_and_gives_up_in_bounded_time() {
+        let started = Instant::now();
+        let failure = retry(|| Err(Errno::AGAIN)).unwrap_err();
+        assert_eq!(failure.errno, Errno::AGAIN);
+        assert!((2..=MAX_ATTEMPTS).contains(&failure.attempts));
+        // The pauses stop at the time bound (plus one pause of slack).
+        assert!(started.elapsed() <= MAX_RETRY_TIME + MAX_EAGAIN_PAUSE * 2);
+    }
+
+    #[test]
+    fn other_errors_are_not_retried() {
+        let failure = retry(answers(&[Errno::NOMEM, Errno::INTR])).unwrap_err();
+        assert_eq!(
+            failure,
+            Failure {
+                errno: Errno::NOMEM,
+                attempts: 1
+            }
+        );
+        assert!(!failure.gave_up_retrying());
+    }
 }

@@ -555,7 +555,7 @@ impl KfdProvider {
         if let Some(bo) = bo
             && let Err(e) = self.kfd.free_memory_of_gpu(bo)
         {
-            result = Err(Error::kfd(NativeCode::FreeFailed, "free", &e));
+            result = Err(Error::kfd(NativeCode::FreeFailed, "free", e.error()));
         }
         drop(dmabuf);
         let len = region.len() as u64;
@@ -1037,7 +1037,7 @@ impl KfdProvider {
             Some(bo) => self
                 .kfd
                 .free_memory_of_gpu(bo)
-                .map_err(|e| Error::kfd(NativeCode::IpcCloseFailed, "close_ipc_handle", &e)),
+                .map_err(|e| Error::kfd(NativeCode::IpcCloseFailed, "close_ipc_handle", e.error())),
             None => Ok(()),
         };
         drop(region);
