@@ -1,6 +1,6 @@
 //! [`SvmBuffer`]: anonymous memory this crate maps, registers as an SVM range and unmaps.
 //!
-//! Unsafe here: `mmap`/`munmap` of the buffer's own memory, copies in and out of it, and the
+//! Unsafe here: `mmap`/`munmap` of the buffer's own memory, the volatile view of it, and the
 //! SET_ATTR calls on it, all sound because the buffer owns the mapping.
 
 use std::fmt;
@@ -8,6 +8,7 @@ use std::ptr::NonNull;
 
 use kfd_ioctl::{Errno, Kfd};
 use rustix::mm::{MapFlags, ProtFlags};
+use vm_memory::{Bytes, VolatileSlice};
 
 use crate::attrs::{SvmAttrs, SvmRangeInfo, get_attrs};
 use crate::error::{Error, RangeProblem, Result};
@@ -30,10 +31,12 @@ pub struct MapOptions {
 /// Anonymous memory that is also an SVM range: one pointer valid on the CPU and, as its
 /// attributes allow, on every GPU of the process.
 ///
-/// The buffer owns the mapping, so registering it and changing its attributes are safe. What
-/// stays unsafe is holding a Rust reference into it while a GPU may write it:
-/// [`SvmBuffer::as_slice`] and [`SvmBuffer::as_mut_slice`] say so; [`SvmBuffer::copy_in`] and
-/// [`SvmBuffer::copy_out`] are the safe way in and out.
+/// The buffer owns the mapping, so registering it and changing its attributes are safe. Its
+/// bytes are memory a GPU (and, for a shared mapping, a forked child) may write at any time, so
+/// the safe way in and out is volatile: [`SvmBuffer::as_volatile_slice`] (with
+/// [`vm_memory::Bytes`]), [`SvmBuffer::copy_in`] and [`SvmBuffer::copy_out`]. Holding a Rust
+/// reference into it is unsafe: [`SvmBuffer::as_slice`] and [`SvmBuffer::as_mut_slice`] say
+/// what the caller rules out.
 ///
 /// Dropping the buffer unmaps it. There is no "unregister" ioctl: the kernel's MMU notifier
 /// sees the unmap, unmaps the pages from every GPU, frees any VRAM copy and removes the SVM
@@ -52,9 +55,12 @@ pub struct MapOptions {
 ///     .access(gpu, Access::Access);
 /// let mut buf = SvmBuffer::new(&kfd, 64 << 20, &attrs)?;
 /// buf.copy_in(0, b"hello, GPU")?;
+/// // Or any volatile access through vm-memory's `Bytes`.
+/// use vm_memory::Bytes;
+/// buf.as_volatile_slice().write_obj(7u64, 64)?;
 /// buf.prefetch(Location::Gpu(gpu))?;
 /// assert_eq!(buf.attrs(&[gpu])?.preferred_location, Location::Gpu(gpu));
-/// # Ok::<(), kfd_svm::Error>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct SvmBuffer {
     kfd: Kfd,
@@ -76,8 +82,9 @@ impl fmt::Debug for SvmBuffer {
 // SAFETY: the buffer is plain process memory owned by this value; nothing about it is tied to
 // the thread that created it.
 unsafe impl Send for SvmBuffer {}
-// SAFETY: the `&self` methods only read the memory (`copy_out`, the unsafe `as_slice`) or issue
-// ioctls that do not change its contents; writes need `&mut self`.
+// SAFETY: safe access to the memory from `&self` is volatile (`VolatileSlice`), which tolerates
+// concurrent writers (other threads, the GPU) as it must anyway; the slice accessors are unsafe
+// and make their caller rule out other writers; the ioctls take no Rust reference into it.
 unsafe impl Sync for SvmBuffer {}
 
 impl SvmBuffer {
@@ -140,22 +147,37 @@ impl SvmBuffer {
         self.len == 0
     }
 
+    /// The buffer's bytes as memory another agent may write at any time: volatile reads,
+    /// writes and copies through [`vm_memory::Bytes`] and [`VolatileSlice`]'s methods. Bytes a
+    /// GPU writes meanwhile may be seen old or new; wherever the pages are, a CPU access
+    /// faults them back to system memory.
+    pub fn as_volatile_slice(&self) -> VolatileSlice<'_> {
+        // SAFETY: `ptr..ptr + len` is the mapping this value owns, valid for the slice's
+        // lifetime (it borrows `self`, whose drop unmaps). Safe code reaches the bytes only
+        // through volatile accesses; the slice accessors are unsafe and make their caller rule
+        // out every other writer.
+        unsafe { VolatileSlice::new(self.ptr.as_ptr(), self.len) }
+    }
+
     /// The buffer's bytes as a slice.
     ///
     /// # Safety
-    /// No GPU may write the buffer while the slice is alive (a GPU write would change memory
-    /// behind a shared reference). Reading from the CPU is otherwise fine wherever the pages
-    /// are: a page in VRAM migrates back on the CPU fault.
+    /// Nothing may write the buffer while the slice is alive: no GPU (a GPU write would change
+    /// memory behind a shared reference), no other thread (through [`SvmBuffer::copy_in`] or
+    /// [`SvmBuffer::as_volatile_slice`] on a shared `&SvmBuffer`), and, for a shared mapping, no
+    /// process that shares it. Reading from the CPU is otherwise fine wherever the pages are:
+    /// a page in VRAM migrates back on the CPU fault.
     pub unsafe fn as_slice(&self) -> &[u8] {
-        // SAFETY: the mapping is `len` readable bytes owned by `self`; the caller rules out GPU
-        // writes for the slice's lifetime, and CPU writes need `&mut self`.
+        // SAFETY: the mapping is `len` readable bytes owned by `self`; the caller rules out
+        // every writer for the slice's lifetime.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
     /// The buffer's bytes as a mutable slice.
     ///
     /// # Safety
-    /// No GPU may read or write the buffer while the slice is alive.
+    /// Nothing else may read or write the buffer while the slice is alive: no GPU and, for a
+    /// shared mapping, no process that shares it.
     pub unsafe fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: the mapping is `len` writable bytes owned by `self`, borrowed mutably; the
         // caller rules out GPU access for the slice's lifetime.
@@ -165,39 +187,33 @@ impl SvmBuffer {
     fn check(&self, offset: usize, len: usize) -> Result<()> {
         match offset.checked_add(len) {
             Some(end) if end <= self.len => Ok(()),
-            _ => Err(Error::OutOfBounds {
-                offset,
-                len,
-                buffer_len: self.len,
-            }),
+            _ => Err(self.out_of_bounds(offset, len)),
         }
     }
 
-    /// Copies `data` into the buffer at `offset`.
-    pub fn copy_in(&mut self, offset: usize, data: &[u8]) -> Result<()> {
+    /// Copies `data` into the buffer at `offset` (volatile writes).
+    pub fn copy_in(&self, offset: usize, data: &[u8]) -> Result<()> {
         self.check(offset, data.len())?;
-        // SAFETY: `offset + data.len() <= len` (checked), so the destination is inside the
-        // writable mapping, which cannot overlap `data` (we hold it mutably).
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset), data.len())
-        };
-        Ok(())
+        self.as_volatile_slice()
+            .write_slice(data, offset)
+            .map_err(|_| self.out_of_bounds(offset, data.len()))
     }
 
-    /// Copies `out.len()` bytes at `offset` out of the buffer. Bytes a GPU writes during the
-    /// copy may be seen old or new.
+    /// Copies `out.len()` bytes at `offset` out of the buffer (volatile reads). Bytes a GPU
+    /// writes during the copy may be seen old or new.
     pub fn copy_out(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         self.check(offset, out.len())?;
-        // SAFETY: `offset + out.len() <= len` (checked), so the source is inside the readable
-        // mapping, and `out` is a separate exclusive borrow.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.ptr.as_ptr().add(offset),
-                out.as_mut_ptr(),
-                out.len(),
-            )
-        };
-        Ok(())
+        self.as_volatile_slice()
+            .read_slice(out, offset)
+            .map_err(|_| self.out_of_bounds(offset, out.len()))
+    }
+
+    fn out_of_bounds(&self, offset: usize, len: usize) -> Error {
+        Error::OutOfBounds {
+            offset,
+            len,
+            buffer_len: self.len,
+        }
     }
 
     /// Applies `attrs` to the whole buffer in one SET_ATTR.

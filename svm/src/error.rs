@@ -104,6 +104,13 @@ impl Error {
     }
 }
 
+impl Error {
+    /// Whether an SMI stream ended: its fd's writer is gone and no more records can come.
+    pub fn is_end_of_stream(&self) -> bool {
+        matches!(self, Error::Kfd(kfd_ioctl::Error::SmiEndOfStream { .. }))
+    }
+}
+
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -16,7 +16,10 @@ use crate::smi::SmiEvent;
 /// next one continues it. The stream yields only whole records; the unfinished tail waits in
 /// [`SmiEvents::read_line`] for the rest.
 /// A record that does not match its format is reported as [`Error::SmiParse`] and consumed;
-/// the stream goes on with the next.
+/// the stream goes on with the next. An fd whose writer is gone (a pipe or socket passed in
+/// with [`SmiStream::new`]; the kernel's own fd never ends) ends the stream with
+/// [`kfd_ioctl::Error::SmiEndOfStream`] (see [`Error::is_end_of_stream`]) after its last
+/// record, and keeps answering that, without waiting.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -74,7 +77,8 @@ impl SmiStream {
     }
 
     /// The next event, waiting up to `timeout` for one (`None`: as long as it takes;
-    /// `Some(Duration::ZERO)`: not at all). `Ok(None)` when the time ran out.
+    /// `Some(Duration::ZERO)`: not at all). `Ok(None)` when the time ran out; an error for
+    /// which [`Error::is_end_of_stream`] holds when the fd ended and nothing more can come.
     pub fn next_event(&mut self, timeout: Option<Duration>) -> Result<Option<SmiEvent>> {
         let deadline = timeout.map(|t| Instant::now().checked_add(t));
         loop {
@@ -94,7 +98,7 @@ impl SmiStream {
     }
 
     /// The events already available, without waiting; the iterator ends when no whole record
-    /// is pending, or after an error of the fd itself.
+    /// is pending, or after an error of the fd itself (end of stream included).
     pub fn pending(&mut self) -> Pending<'_> {
         Pending {
             stream: self,
@@ -165,5 +169,58 @@ mod tests {
         }
         // A QUEUE_RESTORE record with the NUL byte some kernels write decodes.
         assert!(parse_record("a 3000 -42 1a2b \0").is_ok());
+    }
+
+    /// A stream over a pipe whose writer wrote `data` and closed.
+    fn closed_pipe_stream(data: &[u8]) -> SmiStream {
+        let (reader, writer) = rustix::pipe::pipe().expect("pipe");
+        assert_eq!(rustix::io::write(&writer, data).expect("write"), data.len());
+        drop(writer);
+        SmiStream {
+            events: SmiEvents::from_fd(reader, 0x1a2b),
+        }
+    }
+
+    /// Before, end of file read as "nothing yet": `poll` said readable at once, forever, and
+    /// `next_event` spun at 100 % CPU until the timeout (or for ever without one).
+    #[test]
+    #[cfg_attr(miri, ignore = "pipes are system calls")]
+    fn a_stream_whose_writer_closed_ends_at_once_after_its_records() {
+        let mut stream = closed_pipe_stream(b"3 1\n4 2\n");
+        let limit = Duration::from_secs(10);
+        assert!(matches!(
+            stream.next_event(Some(limit)),
+            Ok(Some(SmiEvent::GpuPreReset { seq: 1, .. }))
+        ));
+        assert!(matches!(
+            stream.next_event(Some(limit)),
+            Ok(Some(SmiEvent::GpuPostReset { seq: 2, .. }))
+        ));
+        let started = Instant::now();
+        for _ in 0..3 {
+            let end = stream.next_event(Some(limit)).unwrap_err();
+            assert!(end.is_end_of_stream(), "{end}");
+            let end = stream.next_event(None).unwrap_err();
+            assert!(end.is_end_of_stream(), "{end}");
+        }
+        assert!(started.elapsed() < limit, "waited {:?}", started.elapsed());
+        // `pending` ends too, with the same error, once.
+        let rest: Vec<_> = stream.pending().collect();
+        assert_eq!(rest.len(), 1);
+        assert!(matches!(&rest[0], Err(e) if e.is_end_of_stream()));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "pipes are system calls")]
+    fn an_unfinished_last_record_is_reported_with_the_end() {
+        let mut stream = closed_pipe_stream(b"3 1\n4 ");
+        assert!(stream.next_event(Some(Duration::ZERO)).unwrap().is_some());
+        match stream.next_event(Some(Duration::from_secs(10))) {
+            Err(Error::Kfd(kfd_ioctl::Error::SmiEndOfStream {
+                gpu_id: 0x1a2b,
+                unfinished: 2,
+            })) => {}
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -686,7 +686,7 @@ fn end_to_end_prefetch_gpu_fault_cpu_read_and_timeline() {
             huge_aligned: true,
             ..MapOptions::default()
         };
-        let mut buf = SvmBuffer::with_options(&kfd, 64 * MIB, &attrs, options).unwrap();
+        let buf = SvmBuffer::with_options(&kfd, 64 * MIB, &attrs, options).unwrap();
         let pattern: Vec<u8> = (0..buf.len()).map(|i| (i % 253) as u8).collect();
         buf.copy_in(0, &pattern).unwrap();
         let base = buf.addr();
