@@ -1330,6 +1330,16 @@ mod tests {
         assert_eq!(e.to_string(), "at byte 17: expected 'R' or 'W'");
     }
 
+    /// How many rounds a fuzz test runs: `KFD_FUZZ_ITERS` when set (longer runs, by hand or
+    /// nightly), else `quick` — a tenth of it under Miri, which interprets every step.
+    fn fuzz_iters(quick: usize) -> usize {
+        let default = if cfg!(miri) { quick / 10 } else { quick };
+        std::env::var("KFD_FUZZ_ITERS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    }
+
     /// xorshift64*: a small deterministic generator, so failures reproduce.
     struct Rng(u64);
 
@@ -1367,7 +1377,7 @@ mod tests {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         const ALPHABET: &[u8] = b"0123456789abcdefABx -@():>RWMU\0\n\xff";
         let mut accepted = 0;
-        for _ in 0..20_000 {
+        for _ in 0..fuzz_iters(20_000) {
             let len = rng.below(48);
             let mut bytes: Vec<u8> = (0..len)
                 .map(|_| ALPHABET[rng.below(ALPHABET.len())])
@@ -1391,7 +1401,7 @@ mod tests {
         let mut accepted = 0;
         let mut total = 0;
         let mut kinds = std::collections::BTreeSet::new();
-        for round in 0..4_000 {
+        for round in 0..fuzz_iters(4_000).max(40 * records.len()) {
             let mut bytes = records[round % records.len()].clone().into_bytes();
             for _ in 0..=rng.below(3) {
                 let at = rng.below(bytes.len() + 1);
@@ -1419,5 +1429,138 @@ mod tests {
             "{accepted} of {total}"
         );
         assert!(kinds.len() >= 13, "accepted kinds {kinds:?}");
+    }
+
+    /// Numbers no kernel prints in a field, next to the limits of each field's type.
+    const HUGE: &[&str] = &[
+        "0",
+        "7fffffff",
+        "80000000",
+        "ffffffff",
+        "100000000",
+        "2147483647",
+        "2147483648",
+        "-2147483648",
+        "-2147483649",
+        "4294967295",
+        "4294967296",
+        "9223372036854775807",
+        "9223372036854775808",
+        "-9223372036854775808",
+        "-9223372036854775809",
+        "18446744073709551615",
+        "18446744073709551616",
+        "ffffffffffffffff",
+        "10000000000000000",
+        "340282366920938463463374607431768211456",
+        "-0",
+        "--1",
+    ];
+
+    /// The byte ranges of the numbers in `line`: runs of hex digits, with a leading `-`.
+    fn number_spans(line: &str) -> Vec<(usize, usize)> {
+        let bytes = line.as_bytes();
+        let mut spans = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            if bytes[at].is_ascii_hexdigit() {
+                let start = if at > 0 && bytes[at - 1] == b'-' {
+                    at - 1
+                } else {
+                    at
+                };
+                let mut end = at;
+                while end < bytes.len() && bytes[end].is_ascii_hexdigit() {
+                    end += 1;
+                }
+                spans.push((start, end));
+                at = end;
+            } else {
+                at += 1;
+            }
+        }
+        spans
+    }
+
+    /// Every number of every kernel record replaced by each huge or odd value, and by 300
+    /// nines: each line parses to an event that writes it back, or to an error inside it.
+    #[test]
+    fn huge_numbers_in_every_field_never_panic() {
+        let long = "9".repeat(300);
+        let values: Vec<&str> = HUGE.iter().copied().chain([long.as_str()]).collect();
+        let mut lines = 0;
+        for (line, _) in kernel_records() {
+            for (start, end) in number_spans(&line) {
+                for value in &values {
+                    let mutated = format!("{}{value}{}", &line[..start], &line[end..]);
+                    check_total_and_canonical(&mutated);
+                    lines += 1;
+                }
+            }
+        }
+        assert!(lines > 1_000, "{lines}");
+    }
+
+    /// Every prefix of every kernel record, as a read that stopped early leaves it.
+    #[test]
+    fn every_truncation_of_a_kernel_record_never_panics() {
+        for (line, event) in kernel_records() {
+            for cut in 0..line.len() {
+                if line.is_char_boundary(cut) {
+                    check_total_and_canonical(&line[..cut]);
+                }
+            }
+            // Only the whole record (with or without its newline) is the whole event.
+            assert_eq!(SmiEvent::parse(line.trim_end_matches('\n')), Ok(event));
+        }
+    }
+
+    /// Random bytes of any value, as a misbehaving writer of the fd could send: decoded as
+    /// the stream decodes them (invalid UTF-8 replaced), sometimes after a real record's id.
+    #[test]
+    fn random_bytes_never_panic() {
+        let mut rng = Rng(0x0123_4567_89ab_cdef);
+        for _ in 0..fuzz_iters(10_000) {
+            let len = rng.below(300);
+            let mut bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            if rng.below(2) == 0 {
+                let id = format!("{:x} ", 1 + rng.below(14));
+                bytes.splice(0..0, id.bytes());
+            }
+            check_total_and_canonical(&String::from_utf8_lossy(&bytes));
+        }
+    }
+
+    /// Fields swapped between records of different kinds, tokens repeated or dropped: the
+    /// structure-level damage byte mutations rarely reach.
+    #[test]
+    fn records_with_shuffled_fields_never_panic() {
+        let mut rng = Rng(0x5eed_0f_5a11_7000);
+        let records: Vec<Vec<String>> = kernel_records()
+            .into_iter()
+            .map(|(line, _)| {
+                line.trim_end()
+                    .split(' ')
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for _ in 0..fuzz_iters(10_000) {
+            let mut tokens = records[rng.below(records.len())].clone();
+            for _ in 0..=rng.below(3) {
+                let donor = &records[rng.below(records.len())];
+                let token = donor[rng.below(donor.len())].clone();
+                let at = rng.below(tokens.len());
+                match rng.below(3) {
+                    0 => tokens[at] = token,
+                    1 => tokens.insert(at, token),
+                    _ if tokens.len() > 1 => {
+                        tokens.remove(at);
+                    }
+                    _ => {}
+                }
+            }
+            check_total_and_canonical(&tokens.join(" "));
+        }
     }
 }
