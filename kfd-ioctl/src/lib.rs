@@ -19,6 +19,7 @@
 //! use kfd_ioctl::abi::AllocMemFlags;
 //! use kfd_ioctl::topology::Topology;
 //! use kfd_ioctl::{Errno, Kfd, MemoryPolicy};
+//! use vm_memory::Bytes;
 //!
 //! // O_RDWR | O_CLOEXEC; the version is read once and gates every later call.
 //! let kfd = Kfd::open()?;
@@ -40,8 +41,13 @@
 //! let flags = AllocMemFlags::GTT | AllocMemFlags::WRITABLE;
 //! let bo = kfd.alloc_memory_of_gpu(gpu_id, va, 2 << 20, flags)?;
 //! kfd.map_memory_to_gpu(&bo, &[gpu_id])?;
+//! // The GPU may write this memory at any time: the CPU reaches it with volatile accesses,
+//! // never as a Rust slice (vm-memory's `VolatileSlice` and `Bytes`).
 //! let cpu = bo.map_cpu()?;
 //! cpu.write(0, b"hello, GPU")?;
+//! let memory = cpu.as_volatile_slice()?;
+//! memory.write_obj(0xc0ffee_u32, 64)?;
+//! assert_eq!(memory.read_obj::<u32>(64)?, 0xc0ffee);
 //!
 //! // Errors say which ioctl, GPU, range and errno: a second BO at the same VA cannot be
 //! // mapped on the same GPU.
@@ -50,9 +56,13 @@
 //! assert_eq!(err.errno(), Some(Errno::INVAL));
 //! println!("{err}");
 //!
-//! // Dropping unmaps from every GPU and frees; `free_memory_of_gpu` reports errors instead.
+//! // Dropping unmaps from every GPU and frees, retrying what the kernel refused only for now;
+//! // `free_memory_of_gpu` reports errors instead, and gives the BO back to retry.
 //! drop(cpu);
-//! kfd.free_memory_of_gpu(bo)?;
+//! if let Err(failed) = kfd.free_memory_of_gpu(bo) {
+//!     println!("{failed}");
+//!     kfd.free_memory_of_gpu(failed.into_buffer_object())?;
+//! }
 //! # Ok(())
 //! # }).unwrap().unwrap();
 //! ```
