@@ -305,6 +305,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "Miri maps only private anonymous memory")]
     fn mappings_are_aligned_as_asked_and_usable_end_to_end() {
         for options in [
             MapOptions::default(),
