@@ -76,7 +76,8 @@ fn is_retryable(errno: Errno) -> bool {
 /// [`MAX_ATTEMPTS`] times and for at most [`MAX_RETRY_TIME`]: `EINTR` is retried at once (the
 /// signal was handled), `EAGAIN` after a pause that doubles each time.
 fn retry(mut issue: impl FnMut() -> Result<i32, Errno>) -> Result<i32, Failure> {
-    // The clock is read from the first failure on: a call that succeeds costs nothing more.
+    // The clock is read from the first retry on: a call that succeeds or fails for good costs
+    // nothing more.
     let mut started = None;
     let mut pause = FIRST_EAGAIN_PAUSE;
     let mut attempts = 0;
@@ -86,8 +87,11 @@ fn retry(mut issue: impl FnMut() -> Result<i32, Errno>) -> Result<i32, Failure> 
             Ok(value) => return Ok(value),
             Err(errno) => errno,
         };
+        if !is_retryable(errno) {
+            return Err(Failure { errno, attempts });
+        }
         let elapsed = started.get_or_insert_with(Instant::now).elapsed();
-        if !is_retryable(errno) || attempts >= MAX_ATTEMPTS || elapsed >= MAX_RETRY_TIME {
+        if attempts >= MAX_ATTEMPTS || elapsed >= MAX_RETRY_TIME {
             return Err(Failure { errno, attempts });
         }
         if errno == Errno::AGAIN {
