@@ -75,6 +75,7 @@ fn is_retryable(errno: Errno) -> bool {
 /// Issues `issue` until it answers something other than `EINTR`/`EAGAIN`, at most
 /// [`MAX_ATTEMPTS`] times and for at most [`MAX_RETRY_TIME`]: `EINTR` is retried at once (the
 /// signal was handled), `EAGAIN` after a pause that doubles each time.
+#[inline]
 fn retry(mut issue: impl FnMut() -> Result<i32, Errno>) -> Result<i32, Failure> {
     // The clock is read from the first retry on: a call that succeeds or fails for good costs
     // nothing more.
@@ -115,6 +116,7 @@ pub(crate) fn ioctl<T: IntoBytes + FromBytes>(
 
 /// Issues `ioctl(fd, opcode, buf)` on a byte buffer (variable-size arguments such as SVM's),
 /// with the same size check and retries as [`ioctl`].
+#[inline]
 pub(crate) fn ioctl_bytes(
     fd: BorrowedFd<'_>,
     opcode: Opcode,
