@@ -29,6 +29,7 @@
 
 mod error;
 mod flags;
+pub mod limits;
 mod node;
 mod parts;
 mod read;
