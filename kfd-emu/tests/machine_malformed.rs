@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use kfd_emu::machine::{Machine, MachineError};
-use kfd_ioctl::topology::{MemBank, Node, NodeProperties, Topology};
+use kfd_ioctl::topology::{MemBank, Node, NodeProperties, Topology, TopologyError, limits};
 
 const GPU: &str = "cpu_cores_count 0\nsimd_count 8\nsimd_per_cu 4\n";
 const CPU: &str = "cpu_cores_count 4\nsimd_count 0\n";
@@ -124,17 +124,39 @@ fn vram_banks_past_u64_max_are_too_large_not_a_panic() {
     );
 }
 
-#[test]
-fn cpu_and_cu_counts_of_u32_max_give_caches_of_bounded_size() {
-    // The sibling maps of generated caches were sized by the counts: 4 GiB each, then an
-    // 8 GiB text.
+/// A CPU node 0 with `cores` cores and a GPU node 1 with `cus` compute units (one SIMD each).
+fn wide_machine(cores: u64, cus: u64) -> Topology {
     let mut cpu = node(0, CPU);
-    cpu.properties.set("cpu_cores_count", u64::from(u32::MAX));
+    cpu.properties.set("cpu_cores_count", cores);
     let mut gpu = node(1, GPU);
-    gpu.properties.set("simd_count", u64::from(u32::MAX));
+    gpu.properties.set("simd_count", cus);
     gpu.properties.set("simd_per_cu", 1);
-    let machine = build_within(Duration::from_secs(60), topology(vec![cpu, gpu]))
-        .expect("a machine with bounded caches");
+    topology(vec![cpu, gpu])
+}
+
+#[test]
+fn cpu_and_cu_counts_of_u32_max_are_refused_before_caches_are_sized_by_them() {
+    // The sibling maps of generated caches were sized by these counts: 4 GiB each, then an
+    // 8 GiB text.
+    let max = u64::from(u32::MAX);
+    let result = build_within(Duration::from_secs(60), wide_machine(max, max));
+    match result {
+        Err(MachineError::Topology(TopologyError::AboveLimit {
+            path, what, value, ..
+        })) => {
+            assert_eq!(path, Path::new("nodes/0/properties"));
+            assert_eq!((what.as_str(), value), ("cpu_cores_count", max));
+        }
+        Ok(machine) => panic!("built {}", machine.name()),
+        Err(e) => panic!("expected AboveLimit, got {e:?}"),
+    }
+}
+
+#[test]
+fn counts_at_the_limit_give_caches_of_bounded_size() {
+    let max = limits::MAX_PROCESSORS;
+    let machine = build_within(Duration::from_secs(60), wide_machine(max, max))
+        .expect("counts at the limit build");
     for node in &machine.topology().nodes {
         assert!(!node.caches.is_empty(), "node {} has caches", node.id);
         for cache in &node.caches {
@@ -153,4 +175,25 @@ fn more_gpus_than_gpu_ids_fail_fast_instead_of_searching_forever() {
         matches!(result, Err(MachineError::TooManyGpus(70_000))),
         "{result:?}"
     );
+}
+
+#[test]
+fn a_machine_whose_tree_would_not_read_back_is_refused() {
+    // Found by the fuzz test: a GPU-only capture numbered up to the node limit moves up by one
+    // for the CPU node, past the limit; the machine wrote a tree the parser refuses.
+    let tree = TempDir::new("node-at-limit");
+    let last = limits::MAX_NODES - 1;
+    tree.write(&format!("nodes/{last}/properties"), GPU);
+    match Machine::from_topology_dir(&tree.0) {
+        Err(MachineError::Topology(TopologyError::AboveLimit { path, value, .. })) => {
+            assert_eq!(path, Path::new("nodes").join(limits::MAX_NODES.to_string()));
+            assert_eq!(value, limits::MAX_NODES);
+        }
+        Ok(machine) => {
+            let out = TempDir::new("node-at-limit-sysfs");
+            machine.write_sysfs(&out.0).unwrap();
+            panic!("built; reading its tree: {:?}", Topology::read_from(&out.0));
+        }
+        Err(e) => panic!("expected AboveLimit, got {e:?}"),
+    }
 }

@@ -54,7 +54,8 @@ pub struct Machine {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MachineError {
-    /// The topology tree could not be read or parsed.
+    /// The topology tree could not be read or parsed; or the tree the emulator would write
+    /// for the machine would not read back (its paths are relative to that tree's root).
     #[error(transparent)]
     Topology(#[from] TopologyError),
     /// The tree has no node at all.
@@ -273,6 +274,7 @@ impl Machine {
             return Err(MachineError::Empty);
         }
         fixup::complete(&mut topology)?;
+        sysfs::check(&topology)?;
         let gpus = topology
             .gpus()
             .map(Gpu::from_node)

@@ -181,11 +181,14 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
+    /// The `generation_id` file, read outside the snapshot's budget (it is read twice).
     fn generation(&mut self, root: &Path) -> Result<Option<u64>, TopologyError> {
         let path = root.join("generation_id");
-        self.read_optional(&path)?
-            .map(|text| single_number(&text, &path))
-            .transpose()
+        match self.src.read(&path, limits::MAX_FILE_BYTES) {
+            Ok(bytes) => single_number(&String::from_utf8_lossy(&bytes), &path).map(Some),
+            Err(e) if io_kind(&e) == Some(io::ErrorKind::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     fn snapshot(&mut self, root: &Path) -> Result<(SystemProperties, Vec<Node>), TopologyError> {

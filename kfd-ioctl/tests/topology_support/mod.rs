@@ -17,10 +17,16 @@ pub fn fixtures() -> PathBuf {
 pub struct TempTree(pub PathBuf);
 
 impl TempTree {
-    /// A fresh, empty directory named after `name` and this process.
+    /// A fresh, empty directory named after `name` and this process: in `/dev/shm` when there
+    /// is one (the fuzz test writes thousands of trees), else in the system temp dir.
     pub fn new(name: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("kfd-ioctl-topology-{}-{name}", std::process::id()));
+        let shm = Path::new("/dev/shm");
+        let base = if shm.is_dir() {
+            shm.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
+        let dir = base.join(format!("kfd-ioctl-topology-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         Self(dir)
