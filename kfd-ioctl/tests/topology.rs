@@ -7,8 +7,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use kfd_ioctl::topology::{
-    CacheType, Capability, Capability2, DEFAULT_ROOT, DebugProp, HeapType, IoLinkFlags, IoLinkType,
-    MemFlags, Node, NodeProperties, Topology, TopologyError,
+    Cache, CacheType, Capability, Capability2, DEFAULT_ROOT, DebugProp, GfxTargetVersion, HeapType,
+    IoLink, IoLinkFlags, IoLinkType, MemBank, MemFlags, Node, NodeProperties, SystemProperties,
+    Topology, TopologyError,
 };
 
 mod topology_support;
@@ -790,6 +791,122 @@ fn unknown_keys_are_kept_in_order_and_printed_back() {
         "cpu_cores_count 0\nsimd_count 8\nfuture_key 7\ngfx_target_version 90010\n\
          drm_render_minor 131\n"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing from strings: no reader, so these also run under Miri (see the crate's Cargo.toml)
+
+/// Every file below `dir`, depth first, through `std::fs` only.
+fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            files_below(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_captured_file_parses_from_a_string_and_prints_back() {
+    let mut parsed = 0;
+    for (_, tree) in CAPTURES {
+        let mut files = Vec::new();
+        files_below(&fixtures().join(tree), &mut files);
+        for path in files {
+            let text = fs::read_to_string(&path).unwrap();
+            let parts: Vec<&str> = path.iter().filter_map(|p| p.to_str()).collect();
+            let printed = match parts.as_slice() {
+                [.., "system_properties"] => SystemProperties::parse(&text, &path)
+                    .unwrap()
+                    .to_sysfs_text(),
+                [.., "mem_banks", _, "properties"] => {
+                    MemBank::parse(0, &text, &path).unwrap().to_sysfs_text()
+                }
+                [.., "caches", _, "properties"] => {
+                    Cache::parse(0, &text, &path).unwrap().to_sysfs_text()
+                }
+                [.., "io_links" | "p2p_links", _, "properties"] => {
+                    IoLink::parse(0, &text, &path).unwrap().to_sysfs_text()
+                }
+                [.., "nodes", _, "properties"] => {
+                    NodeProperties::parse(&text, &path).unwrap().to_sysfs_text()
+                }
+                _ => continue,
+            };
+            assert_eq!(printed, text, "{}", path.display());
+            parsed += 1;
+        }
+    }
+    assert_eq!(parsed, 319, "as many as the reader compares");
+}
+
+#[test]
+fn hostile_values_parse_from_a_string_to_values_or_typed_errors() {
+    let p = Path::new("p");
+    let node = |extra: &str| {
+        NodeProperties::parse(&format!("cpu_cores_count 1\nsimd_count 0\n{extra}"), p)
+    };
+    assert_eq!(
+        node("hive_id 18446744073709551615\n").unwrap().hive_id,
+        Some(u64::MAX)
+    );
+    assert!(matches!(
+        node("capability 4294967296\n"),
+        Err(TopologyError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        node("cpu_cores_count 65537\n"),
+        Err(TopologyError::AboveLimit { .. })
+    ));
+    let digits = "9".repeat(40);
+    assert!(matches!(
+        node(&format!("hive_id {digits}\n")),
+        Err(TopologyError::Parse { line: 3, .. })
+    ));
+    let long_key = "k".repeat(60_000);
+    assert_eq!(
+        node(&format!("{long_key} 1\n")).unwrap().get(&long_key),
+        Some(1)
+    );
+    assert!(node("\u{0} 1\n\u{fffd} 2\n").is_ok());
+
+    let bank = MemBank::parse(0, "heap_type 1\nsize_in_bytes 18446744073709551615\n", p).unwrap();
+    assert_eq!(bank.size_in_bytes, u64::MAX);
+    assert!(matches!(
+        MemBank::parse(0, "heap_type 4294967296\nsize_in_bytes 0\n", p),
+        Err(TopologyError::OutOfRange { .. })
+    ));
+
+    let cache = |map: &str| {
+        Cache::parse(
+            0,
+            &format!("level 1\nsize 1\ntype 1\nsibling_map {map}\n"),
+            p,
+        )
+    };
+    assert_eq!(
+        cache(&vec!["1"; 30_000].join(","))
+            .unwrap()
+            .sibling_map
+            .len(),
+        30_000
+    );
+    for bad in ["1,0,2", "1,,0", ",", "-1", "1,0,"] {
+        assert!(
+            matches!(cache(bad), Err(TopologyError::Parse { line: 4, .. })),
+            "{bad}"
+        );
+    }
+
+    let link = IoLink::parse(0, "type 11\nnode_from 4294967295\nnode_to 4294967295\n", p).unwrap();
+    assert_eq!((link.node_from, link.node_to), (u32::MAX, u32::MAX));
+    assert_eq!(GfxTargetVersion::from_raw(u32::MAX).raw(), Some(u32::MAX));
 }
 
 #[test]

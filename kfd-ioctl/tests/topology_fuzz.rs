@@ -108,15 +108,21 @@ fn walk(root: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Copies directories, regular files and symbolic links (as links) from `from` to `to`; a
+/// FIFO or other special file is left out, as opening one to copy it could block.
 fn copy_tree(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
     for entry in fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
         let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
             copy_tree(&entry.path(), &target);
-        } else {
+        } else if kind.is_file() {
             fs::copy(entry.path(), &target).unwrap();
+        } else if kind.is_symlink() {
+            let link = fs::read_link(entry.path()).unwrap();
+            std::os::unix::fs::symlink(link, &target).unwrap();
         }
     }
 }
@@ -142,7 +148,11 @@ fn mutate(rng: &mut Rng, root: &Path) -> String {
         return "nothing left to mutate".to_owned();
     }
     let files: Vec<&PathBuf> = all.iter().filter(|p| is_file(p)).collect();
-    let dirs: Vec<&PathBuf> = all.iter().filter(|p| p.is_dir()).collect();
+    // Real directories only: through a link, a copy would recurse for ever.
+    let dirs: Vec<&PathBuf> = all
+        .iter()
+        .filter(|p| fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+        .collect();
     let relative = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
     let kind = rng.below(16);
     if kind >= 12 && !dirs.is_empty() {
@@ -354,6 +364,7 @@ fn mutated_captures_read_ok_or_fail_typed_and_build_machines_that_round_trip() {
             remove(&work.0);
             copy_tree(&base.0.join(capture), &work.0);
             let mut log = format!("seed {seed:#x} iteration {i}: {capture}");
+            let _ = progress.send(Some((i, format!("{log}, mutating"))));
             for _ in 0..1 + rng.below(4) {
                 log.push_str("; ");
                 log.push_str(&mutate(&mut rng, &work.0));

@@ -110,7 +110,13 @@ impl Topology {
     /// this tree forms a hive of one.
     pub fn xgmi_hives(&self) -> Vec<Vec<u32>> {
         let gpus: Vec<&Node> = self.gpus().collect();
-        let index_of = |id: u32| gpus.iter().position(|gpu| gpu.id == id);
+        // A map, not a search per link: a tree may hold millions of links. The first node of
+        // an id wins, as in `node`.
+        let mut indices: BTreeMap<u32, usize> = BTreeMap::new();
+        for (i, gpu) in gpus.iter().enumerate() {
+            indices.entry(gpu.id).or_insert(i);
+        }
+        let index_of = |id: u32| indices.get(&id).copied();
         let mut parent: Vec<usize> = (0..gpus.len()).collect();
         let mut in_hive = vec![false; gpus.len()];
 
