@@ -30,6 +30,13 @@
 //! * a CPU node without caches gets L1/L2/L3, so libhsakmt does not read the host's;
 //! * missing memory banks are added (VRAM size from a table of the known parts);
 //! * every link's `node_from` is its node, and each GPU has a PCIe link to a CPU and back.
+//!
+//! Generated caches list at most 1024 processors in their sibling maps, whatever the core or
+//! CU count says. A tree the emulator cannot represent is refused with a [`MachineError`]
+//! naming the node or file and the value: more than 128 GPUs, a node id that cannot move up
+//! for the added CPU node, VRAM banks adding up past 2^64, or a completed tree that the
+//! topology parser would not read back (a number or file past its
+//! [limits](kfd_ioctl::topology::limits)).
 
 mod fixup;
 mod presets;

@@ -26,6 +26,13 @@
 //!
 //! Every file keeps its lines as read (`entries`/`properties`), so the emulator can print a
 //! captured tree again exactly ([`NodeProperties::to_sysfs_text`] and friends).
+//!
+//! A tree is untrusted input (a capture from anywhere, a path a user typed), so reading it is
+//! bounded: only regular files are opened, and without blocking (a FIFO, socket, device or
+//! directory where a file should be is [`TopologyError::NotAFile`]); each file, the whole
+//! tree, directory numbers and the counts programs size arrays from stay within
+//! [`limits`]; sums that could pass 64 bits are checked ([`TopologyError::Overflow`]).
+//! Every error names the path and the value.
 
 mod error;
 mod flags;
@@ -79,7 +86,9 @@ impl Topology {
     /// `topology/nodes/`.
     ///
     /// `generation_id` is read before and after the nodes, and the read is repeated while it
-    /// changes, up to 8 times ([`TopologyError::Unstable`]). `generation_id`,
+    /// changes, up to 8 times ([`TopologyError::Unstable`]). A file that is not a regular
+    /// file, or any value past the [`limits`], is an error naming it (see the
+    /// [module docs](self)). `generation_id`,
     /// `system_properties`, `gpu_id`, `name`, `used_memory` and the bank/cache/link
     /// directories may be absent, as in partial captures.
     pub fn read_from(root: impl AsRef<Path>) -> Result<Self, TopologyError> {
