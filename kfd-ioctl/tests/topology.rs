@@ -814,36 +814,42 @@ fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[test]
 fn every_captured_file_parses_from_a_string_and_prints_back() {
+    // Under Miri, which interprets every step, one file of each kind per capture.
+    let mut seen = std::collections::BTreeSet::new();
     let mut parsed = 0;
-    for (_, tree) in CAPTURES {
+    for (capture, tree) in CAPTURES {
         let mut files = Vec::new();
         files_below(&fixtures().join(tree), &mut files);
         for path in files {
-            let text = fs::read_to_string(&path).unwrap();
             let parts: Vec<&str> = path.iter().filter_map(|p| p.to_str()).collect();
-            let printed = match parts.as_slice() {
-                [.., "system_properties"] => SystemProperties::parse(&text, &path)
-                    .unwrap()
-                    .to_sysfs_text(),
-                [.., "mem_banks", _, "properties"] => {
-                    MemBank::parse(0, &text, &path).unwrap().to_sysfs_text()
-                }
-                [.., "caches", _, "properties"] => {
-                    Cache::parse(0, &text, &path).unwrap().to_sysfs_text()
-                }
-                [.., "io_links" | "p2p_links", _, "properties"] => {
-                    IoLink::parse(0, &text, &path).unwrap().to_sysfs_text()
-                }
-                [.., "nodes", _, "properties"] => {
-                    NodeProperties::parse(&text, &path).unwrap().to_sysfs_text()
-                }
+            let kind = match parts.as_slice() {
+                [.., "system_properties"] => "system",
+                [.., "mem_banks", _, "properties"] => "bank",
+                [.., "caches", _, "properties"] => "cache",
+                [.., "io_links" | "p2p_links", _, "properties"] => "link",
+                [.., "nodes", _, "properties"] => "node",
                 _ => continue,
             };
-            assert_eq!(printed, text, "{}", path.display());
+            if !seen.insert((capture, kind)) && cfg!(miri) {
+                continue;
+            }
+            let text = fs::read_to_string(&path).unwrap();
+            let printed = match kind {
+                "system" => SystemProperties::parse(&text, &path).map(|p| p.to_sysfs_text()),
+                "bank" => MemBank::parse(0, &text, &path).map(|b| b.to_sysfs_text()),
+                "cache" => Cache::parse(0, &text, &path).map(|c| c.to_sysfs_text()),
+                "link" => IoLink::parse(0, &text, &path).map(|l| l.to_sysfs_text()),
+                _ => NodeProperties::parse(&text, &path).map(|p| p.to_sysfs_text()),
+            };
+            assert_eq!(printed.unwrap(), text, "{}", path.display());
             parsed += 1;
         }
     }
-    assert_eq!(parsed, 319, "as many as the reader compares");
+    let kinds: std::collections::BTreeSet<&str> = seen.iter().map(|&(_, kind)| kind).collect();
+    assert_eq!(kinds.len(), 5, "every parser ran: {kinds:?}");
+    if !cfg!(miri) {
+        assert_eq!(parsed, 319, "as many as the reader compares");
+    }
 }
 
 #[test]
