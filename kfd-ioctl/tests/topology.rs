@@ -7,13 +7,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use kfd_ioctl::topology::{
-    CacheType, Capability, Capability2, DEFAULT_ROOT, DebugProp, HeapType, IoLinkFlags, IoLinkType,
-    MemFlags, Node, NodeProperties, Topology, TopologyError,
+    Cache, CacheType, Capability, Capability2, DEFAULT_ROOT, DebugProp, GfxTargetVersion, HeapType,
+    IoLink, IoLinkFlags, IoLinkType, MemBank, MemFlags, Node, NodeProperties, SystemProperties,
+    Topology, TopologyError,
 };
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/topology")
-}
+mod topology_support;
+
+use topology_support::{TempTree, fixtures};
 
 fn read_fixture(name: &str) -> Topology {
     let root = fixtures().join(name);
@@ -32,32 +33,6 @@ fn ids<'a>(nodes: impl Iterator<Item = &'a Node>) -> Vec<u32> {
 
 fn isa(node: &Node) -> Option<String> {
     node.gfx_target_version().map(|v| v.to_string())
-}
-
-/// A directory under the system temp dir, removed on drop.
-struct TempTree(PathBuf);
-
-impl TempTree {
-    fn new(name: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("kfd-ioctl-topology-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-
-    fn write(&self, relative: &str, contents: &str) -> PathBuf {
-        let path = self.0.join(relative);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(&path, contents).unwrap();
-        path
-    }
-}
-
-impl Drop for TempTree {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
 }
 
 const MINIMAL_CPU: &str = "cpu_cores_count 4\nsimd_count 0\n";
@@ -186,7 +161,11 @@ fn mixed_capture_nodes_isas_and_compute_units() {
     for (id, name, raw, cus, wave) in expected {
         let gpu = node(&t, id);
         assert_eq!(isa(gpu).as_deref(), Some(name), "node {id}");
-        assert_eq!(gpu.gfx_target_version().unwrap().raw(), raw, "node {id}");
+        assert_eq!(
+            gpu.gfx_target_version().unwrap().raw(),
+            Some(raw),
+            "node {id}"
+        );
         assert_eq!(gpu.cu_count(), Some(cus), "node {id}");
         assert_eq!(gpu.properties.wave_front_size, wave, "node {id}");
         assert_eq!(gpu.properties.vendor_id, 0x1002, "node {id}");
@@ -656,7 +635,7 @@ fn rx7900xtx_template() -> String {
 #[test]
 fn rx7900xtx_template_is_rejected_until_the_placeholder_is_filled() {
     let tree = TempTree::new("rx7900xtx-raw");
-    let path = tree.write("nodes/0/properties", &rx7900xtx_template());
+    let path = tree.write("nodes/0/properties", rx7900xtx_template());
     match Topology::read_from(&tree.0) {
         Err(TopologyError::Parse {
             path: p,
@@ -812,6 +791,128 @@ fn unknown_keys_are_kept_in_order_and_printed_back() {
         "cpu_cores_count 0\nsimd_count 8\nfuture_key 7\ngfx_target_version 90010\n\
          drm_render_minor 131\n"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing from strings: no reader, so these also run under Miri (see the crate's Cargo.toml)
+
+/// Every file below `dir`, depth first, through `std::fs` only.
+fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            files_below(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_captured_file_parses_from_a_string_and_prints_back() {
+    // Under Miri, which interprets every step, one file of each kind per capture.
+    let mut seen = std::collections::BTreeSet::new();
+    let mut parsed = 0;
+    for (capture, tree) in CAPTURES {
+        let mut files = Vec::new();
+        files_below(&fixtures().join(tree), &mut files);
+        for path in files {
+            let parts: Vec<&str> = path.iter().filter_map(|p| p.to_str()).collect();
+            let kind = match parts.as_slice() {
+                [.., "system_properties"] => "system",
+                [.., "mem_banks", _, "properties"] => "bank",
+                [.., "caches", _, "properties"] => "cache",
+                [.., "io_links" | "p2p_links", _, "properties"] => "link",
+                [.., "nodes", _, "properties"] => "node",
+                _ => continue,
+            };
+            if !seen.insert((capture, kind)) && cfg!(miri) {
+                continue;
+            }
+            let text = fs::read_to_string(&path).unwrap();
+            let printed = match kind {
+                "system" => SystemProperties::parse(&text, &path).map(|p| p.to_sysfs_text()),
+                "bank" => MemBank::parse(0, &text, &path).map(|b| b.to_sysfs_text()),
+                "cache" => Cache::parse(0, &text, &path).map(|c| c.to_sysfs_text()),
+                "link" => IoLink::parse(0, &text, &path).map(|l| l.to_sysfs_text()),
+                _ => NodeProperties::parse(&text, &path).map(|p| p.to_sysfs_text()),
+            };
+            assert_eq!(printed.unwrap(), text, "{}", path.display());
+            parsed += 1;
+        }
+    }
+    let kinds: std::collections::BTreeSet<&str> = seen.iter().map(|&(_, kind)| kind).collect();
+    assert_eq!(kinds.len(), 5, "every parser ran: {kinds:?}");
+    if !cfg!(miri) {
+        assert_eq!(parsed, 319, "as many as the reader compares");
+    }
+}
+
+#[test]
+fn hostile_values_parse_from_a_string_to_values_or_typed_errors() {
+    let p = Path::new("p");
+    let node = |extra: &str| {
+        NodeProperties::parse(&format!("cpu_cores_count 1\nsimd_count 0\n{extra}"), p)
+    };
+    assert_eq!(
+        node("hive_id 18446744073709551615\n").unwrap().hive_id,
+        Some(u64::MAX)
+    );
+    assert!(matches!(
+        node("capability 4294967296\n"),
+        Err(TopologyError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        node("cpu_cores_count 65537\n"),
+        Err(TopologyError::AboveLimit { .. })
+    ));
+    let digits = "9".repeat(40);
+    assert!(matches!(
+        node(&format!("hive_id {digits}\n")),
+        Err(TopologyError::Parse { line: 3, .. })
+    ));
+    let long_key = "k".repeat(60_000);
+    assert_eq!(
+        node(&format!("{long_key} 1\n")).unwrap().get(&long_key),
+        Some(1)
+    );
+    assert!(node("\u{0} 1\n\u{fffd} 2\n").is_ok());
+
+    let bank = MemBank::parse(0, "heap_type 1\nsize_in_bytes 18446744073709551615\n", p).unwrap();
+    assert_eq!(bank.size_in_bytes, u64::MAX);
+    assert!(matches!(
+        MemBank::parse(0, "heap_type 4294967296\nsize_in_bytes 0\n", p),
+        Err(TopologyError::OutOfRange { .. })
+    ));
+
+    let cache = |map: &str| {
+        Cache::parse(
+            0,
+            &format!("level 1\nsize 1\ntype 1\nsibling_map {map}\n"),
+            p,
+        )
+    };
+    assert_eq!(
+        cache(&vec!["1"; 30_000].join(","))
+            .unwrap()
+            .sibling_map
+            .len(),
+        30_000
+    );
+    for bad in ["1,0,2", "1,,0", ",", "-1", "1,0,"] {
+        assert!(
+            matches!(cache(bad), Err(TopologyError::Parse { line: 4, .. })),
+            "{bad}"
+        );
+    }
+
+    let link = IoLink::parse(0, "type 11\nnode_from 4294967295\nnode_to 4294967295\n", p).unwrap();
+    assert_eq!((link.node_from, link.node_to), (u32::MAX, u32::MAX));
+    assert_eq!(GfxTargetVersion::from_raw(u32::MAX).raw(), Some(u32::MAX));
 }
 
 #[test]

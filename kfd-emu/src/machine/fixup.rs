@@ -32,7 +32,7 @@ struct Part {
 
 /// Known parts by `gfx_target_version`; the real values of the boards the presets describe.
 fn part(target: Option<GfxTargetVersion>) -> Part {
-    match target.map(GfxTargetVersion::raw) {
+    match target.and_then(GfxTargetVersion::raw) {
         // Radeon VII / MI50: 16 GiB HBM2.
         Some(90006) => Part {
             name: "vega20",
@@ -101,6 +101,11 @@ const GENERATED: &str = "<kfd-emu generated>";
 
 /// Completes `topology` in place.
 pub(super) fn complete(topology: &mut Topology) -> Result<(), MachineError> {
+    // Before anything sized by the GPU count: gpu_id hashing has 65535 values to give.
+    let gpus = topology.gpus().count();
+    if gpus > 128 {
+        return Err(MachineError::TooManyGpus(gpus));
+    }
     if topology.generation_id.is_none() {
         topology.generation_id = Some(1);
     }
@@ -159,7 +164,7 @@ fn complete_gpu(node: &mut Node) -> Result<(), MachineError> {
         .iter()
         .any(|c| c.kind().contains(CacheType::HSACU) && !c.kind().contains(CacheType::INSTRUCTION));
     if !has_data_cache {
-        let cus = node.cu_count().unwrap_or(1).max(1) as usize;
+        let cus = sibling_count(node.cu_count().unwrap_or(1));
         let base = node.properties.simd_id_base;
         let mut caches = vec![
             (1, part.l1, 9, one_of(cus)),
@@ -173,6 +178,22 @@ fn complete_gpu(node: &mut Node) -> Result<(), MachineError> {
     }
     set_counts(node);
     Ok(())
+}
+
+/// The id after the largest of `ids` (0 when there are none).
+fn next_id(
+    ids: impl Iterator<Item = u32>,
+    node: u32,
+    what: &'static str,
+) -> Result<u32, MachineError> {
+    match ids.max() {
+        None => Ok(0),
+        Some(max) => max.checked_add(1).ok_or(MachineError::TooLarge {
+            node,
+            what,
+            value: u64::from(max),
+        }),
+    }
 }
 
 fn complete_cpu(node: &mut Node) -> Result<(), MachineError> {
@@ -190,7 +211,7 @@ fn complete_cpu(node: &mut Node) -> Result<(), MachineError> {
         )?);
     }
     if node.caches.is_empty() {
-        let cores = node.properties.cpu_cores_count.max(1) as usize;
+        let cores = sibling_count(node.properties.cpu_cores_count);
         let base = node.properties.cpu_core_id_base;
         // HSA cache types: DATA|CPU = 5, INSTRUCTION|CPU = 6, unified = 7.
         let caches = [
@@ -203,6 +224,16 @@ fn complete_cpu(node: &mut Node) -> Result<(), MachineError> {
     }
     set_counts(node);
     Ok(())
+}
+
+/// The longest sibling map the emulator writes. The kernel keeps a cache's sibling map in a
+/// fixed-size array, so a map stays short whatever the core or CU count says.
+const MAX_SIBLINGS: u64 = 1024;
+
+/// The length of a sibling map over `processors`: at least 1, at most [`MAX_SIBLINGS`].
+fn sibling_count(processors: u64) -> usize {
+    // At most 1024: fits any usize.
+    processors.clamp(1, MAX_SIBLINGS) as usize
 }
 
 /// A sibling map with only the first processor.
@@ -223,7 +254,7 @@ fn append_caches(
     processor_id_low: u64,
     line: u32,
     caches: &[(u32, u32, u32, Vec<bool>)],
-) -> Result<(), TopologyError> {
+) -> Result<(), MachineError> {
     for (level, size, kind, siblings) in caches {
         let mut text = format!(
             "processor_id_low {processor_id_low}\nlevel {level}\nsize {size}\n\
@@ -236,7 +267,7 @@ fn append_caches(
             let _ = write!(text, "{sep}{}", u8::from(shared));
         }
         text.push('\n');
-        let id = node.caches.len() as u32;
+        let id = next_id(node.caches.iter().map(|c| c.id), node.id, "cache id")?;
         node.caches
             .push(Cache::parse(id, &text, Path::new(GENERATED))?);
     }
@@ -309,14 +340,15 @@ fn assign_gpu_ids(topology: &mut Topology) {
             node.vram_size(),
             node.id
         );
-        let mut salt = 0u32;
-        let id = loop {
-            let id = u32::from(crc16(format!("{seed}:{salt}").as_bytes()));
-            if id != 0 && used.insert(id) {
-                break id;
-            }
-            salt += 1;
-        };
+        // At most 128 GPUs take at most 128 of the 65535 hashes: a free one comes within a
+        // few salts. The bound and the fallback only keep the loop finite by construction.
+        let hashed = (0..=u16::MAX)
+            .map(|salt| u32::from(crc16(format!("{seed}:{salt}").as_bytes())))
+            .find(|id| *id != 0 && !used.contains(id));
+        let id = hashed
+            .or_else(|| (1..=u32::MAX).find(|id| !used.contains(id)))
+            .unwrap_or(u32::MAX);
+        used.insert(id);
         topology.nodes[index].gpu_id = Some(id);
     }
 }
@@ -324,9 +356,6 @@ fn assign_gpu_ids(topology: &mut Topology) {
 /// Gives every GPU a unique `drm_render_minor` in 128–255.
 fn assign_render_minors(topology: &mut Topology) -> Result<(), MachineError> {
     let gpus = topology.nodes.iter().filter(|n| n.is_gpu()).count();
-    if gpus > 128 {
-        return Err(MachineError::TooManyGpus(gpus));
-    }
     let mut used = BTreeSet::new();
     let mut missing = Vec::new();
     for (index, node) in topology.nodes.iter().enumerate() {
@@ -412,11 +441,11 @@ fn complete_links(topology: &mut Topology, first_cpu: Option<u32>) -> Result<(),
         }
     }
     for node in &mut topology.nodes {
-        for (i, link) in node.io_links.iter_mut().enumerate() {
-            link.id = i as u32;
+        for (id, link) in (0u32..).zip(node.io_links.iter_mut()) {
+            link.id = id;
         }
-        for (i, link) in node.p2p_links.iter_mut().enumerate() {
-            link.id = i as u32;
+        for (id, link) in (0u32..).zip(node.p2p_links.iter_mut()) {
+            link.id = id;
         }
         set_counts(node);
     }
@@ -430,15 +459,26 @@ const CPU_TEMPLATE: &str = include_str!(
 
 /// A tree without a CPU node (a capture of GPU nodes only) gets one, as node 0 — the kernel
 /// numbers CPUs first — and every other node moves up by one.
-fn ensure_cpu(topology: &mut Topology) -> Result<(), TopologyError> {
+fn ensure_cpu(topology: &mut Topology) -> Result<(), MachineError> {
     if topology.nodes.iter().any(|n| !n.is_gpu()) {
         return Ok(());
     }
+    let ids: BTreeSet<u32> = topology.nodes.iter().map(|n| n.id).collect();
+    let up = |id: u32| {
+        id.checked_add(1).ok_or(MachineError::TooLarge {
+            node: id,
+            what: "node id",
+            value: u64::from(id),
+        })
+    };
     for node in &mut topology.nodes {
-        node.id += 1;
+        let from = up(node.id)?;
+        node.id = from;
         for links in [&mut node.io_links, &mut node.p2p_links] {
+            // A link to no node is dropped later anyway; its target cannot move.
+            links.retain(|l| ids.contains(&l.node_to));
             for link in links.iter_mut() {
-                *link = remap(link, link.node_from + 1, link.node_to + 1)?;
+                *link = remap(link, from, up(link.node_to)?)?;
             }
         }
     }

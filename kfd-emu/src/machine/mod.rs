@@ -30,6 +30,13 @@
 //! * a CPU node without caches gets L1/L2/L3, so libhsakmt does not read the host's;
 //! * missing memory banks are added (VRAM size from a table of the known parts);
 //! * every link's `node_from` is its node, and each GPU has a PCIe link to a CPU and back.
+//!
+//! Generated caches list at most 1024 processors in their sibling maps, whatever the core or
+//! CU count says. A tree the emulator cannot represent is refused with a [`MachineError`]
+//! naming the node or file and the value: more than 128 GPUs, a node id that cannot move up
+//! for the added CPU node, VRAM banks adding up past 2^64, or a completed tree that the
+//! topology parser would not read back (a number or file past its
+//! [limits](kfd_ioctl::topology::limits)).
 
 mod fixup;
 mod presets;
@@ -54,7 +61,8 @@ pub struct Machine {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MachineError {
-    /// The topology tree could not be read or parsed.
+    /// The topology tree could not be read or parsed; or the tree the emulator would write
+    /// for the machine would not read back (its paths are relative to that tree's root).
     #[error(transparent)]
     Topology(#[from] TopologyError),
     /// The tree has no node at all.
@@ -63,6 +71,17 @@ pub enum MachineError {
     /// More GPUs than render minors 128–255 can number.
     #[error("{0} GPUs do not fit the 128 render minors")]
     TooManyGpus(usize),
+    /// A value of the tree is too large for what the emulator derives from it (a node id
+    /// that cannot move up to make room for a CPU node, VRAM banks that add up past 2^64).
+    #[error("node {node}: {what} {value} is too large for the emulated machine")]
+    TooLarge {
+        /// The node id.
+        node: u32,
+        /// What the value is.
+        what: &'static str,
+        /// The value.
+        value: u64,
+    },
 }
 
 /// The aperture layout of a GFX family, as `kfd_flat_memory.c` computes it.
@@ -187,23 +206,33 @@ impl Gpu {
         self.layout.apertures()
     }
 
-    fn from_node(node: &Node) -> Self {
+    fn from_node(node: &Node) -> Result<Self, MachineError> {
         let target = node.gfx_target_version().unwrap_or(GfxTargetVersion {
             major: 9,
             minor: 0,
             stepping: 0,
         });
-        let vram_banks = node.mem_banks.iter().filter(|b| b.heap().is_vram());
+        let mut vram_size = 0u64;
+        for bank in node.mem_banks.iter().filter(|b| b.heap().is_vram()) {
+            vram_size =
+                vram_size
+                    .checked_add(bank.size_in_bytes)
+                    .ok_or(MachineError::TooLarge {
+                        node: node.id,
+                        what: "VRAM bank size",
+                        value: bank.size_in_bytes,
+                    })?;
+        }
         let large_bar = node
             .mem_banks
             .iter()
             .any(|b| b.heap() == HeapType::FrameBufferPublic);
-        Gpu {
+        Ok(Gpu {
             node_id: node.id,
             gpu_id: node.gpu_id().unwrap_or(0),
             name: node.name.clone().unwrap_or_default(),
             target,
-            vram_size: vram_banks.map(|b| b.size_in_bytes).sum(),
+            vram_size,
             large_bar,
             render_minor: u32::try_from(node.properties.drm_render_minor).unwrap_or(0),
             device_id: u32::try_from(node.properties.device_id).unwrap_or(0),
@@ -211,14 +240,17 @@ impl Gpu {
             layout: ApertureLayout::of(node.gfx_target_version()),
             xnack_capable: per_process_xnack(target),
             svm_capable: node.capability().svm_api_supported(),
-        }
+        })
     }
 }
 
 /// GC versions with per-process XNACK (`KFD_SUPPORT_XNACK_PER_PROCESS`), by
 /// `gfx_target_version`: gfx90a (GC 9.4.2), gfx940–gfx942 (9.4.3), gfx950 (9.5.0), GC 12.1.0.
 fn per_process_xnack(target: GfxTargetVersion) -> bool {
-    matches!(target.raw(), 90010 | 90400 | 90401 | 90402 | 90500 | 120100)
+    matches!(
+        target.raw(),
+        Some(90010 | 90400 | 90401 | 90402 | 90500 | 120100)
+    )
 }
 
 impl Machine {
@@ -249,7 +281,11 @@ impl Machine {
             return Err(MachineError::Empty);
         }
         fixup::complete(&mut topology)?;
-        let gpus = topology.gpus().map(Gpu::from_node).collect();
+        sysfs::check(&topology)?;
+        let gpus = topology
+            .gpus()
+            .map(Gpu::from_node)
+            .collect::<Result<_, _>>()?;
         Ok(Machine {
             name: name.into(),
             topology,

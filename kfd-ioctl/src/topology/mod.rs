@@ -26,9 +26,17 @@
 //!
 //! Every file keeps its lines as read (`entries`/`properties`), so the emulator can print a
 //! captured tree again exactly ([`NodeProperties::to_sysfs_text`] and friends).
+//!
+//! A tree is untrusted input (a capture from anywhere, a path a user typed), so reading it is
+//! bounded: only regular files are opened, and without blocking (a FIFO, socket, device or
+//! directory where a file should be is [`TopologyError::NotAFile`]); each file, the whole
+//! tree, directory numbers and the counts programs size arrays from stay within
+//! [`limits`]; sums that could pass 64 bits are checked ([`TopologyError::Overflow`]).
+//! Every error names the path and the value.
 
 mod error;
 mod flags;
+pub mod limits;
 mod node;
 mod parts;
 mod read;
@@ -78,7 +86,9 @@ impl Topology {
     /// `topology/nodes/`.
     ///
     /// `generation_id` is read before and after the nodes, and the read is repeated while it
-    /// changes, up to 8 times ([`TopologyError::Unstable`]). `generation_id`,
+    /// changes, up to 8 times ([`TopologyError::Unstable`]). A file that is not a regular
+    /// file, or any value past the [`limits`], is an error naming it (see the
+    /// [module docs](self)). `generation_id`,
     /// `system_properties`, `gpu_id`, `name`, `used_memory` and the bank/cache/link
     /// directories may be absent, as in partial captures.
     pub fn read_from(root: impl AsRef<Path>) -> Result<Self, TopologyError> {
@@ -109,7 +119,13 @@ impl Topology {
     /// this tree forms a hive of one.
     pub fn xgmi_hives(&self) -> Vec<Vec<u32>> {
         let gpus: Vec<&Node> = self.gpus().collect();
-        let index_of = |id: u32| gpus.iter().position(|gpu| gpu.id == id);
+        // A map, not a search per link: a tree may hold millions of links. The first node of
+        // an id wins, as in `node`.
+        let mut indices: BTreeMap<u32, usize> = BTreeMap::new();
+        for (i, gpu) in gpus.iter().enumerate() {
+            indices.entry(gpu.id).or_insert(i);
+        }
+        let index_of = |id: u32| indices.get(&id).copied();
         let mut parent: Vec<usize> = (0..gpus.len()).collect();
         let mut in_hive = vec![false; gpus.len()];
 

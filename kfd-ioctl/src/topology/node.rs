@@ -3,10 +3,10 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::TopologyError;
 use super::flags::{Capability, Capability2, DebugProp};
 use super::parts::{Cache, IoLink, MemBank};
 use super::text::{self, Key};
+use super::{TopologyError, limits};
 
 /// Declares [`NodeProperties`]: one typed field per key the kernel's `node_show` prints, in
 /// print order, and the schema the parser checks widths and required keys against.
@@ -152,9 +152,35 @@ impl NodeProperties {
     ///
     /// Each non-blank line must be `key value` with a decimal value; a key the kernel prints
     /// from a 32-bit field must fit 32 bits; `cpu_cores_count` and `simd_count` must be there.
+    /// The processor and directory counts must be within [`limits`](super::limits)
+    /// ([`TopologyError::AboveLimit`]), on every line that sets them.
     pub fn parse(text: &str, path: &Path) -> Result<Self, TopologyError> {
-        Ok(Self::from_entries(text::parse(text, path, Self::SCHEMA)?))
+        let entries = text::parse(text, path, Self::SCHEMA)?;
+        for (key, value) in &entries {
+            let Some(&(_, limit)) = Self::LIMITS.iter().find(|(k, _)| k == key) else {
+                continue;
+            };
+            if *value > limit {
+                return Err(TopologyError::AboveLimit {
+                    path: path.to_path_buf(),
+                    what: key.clone(),
+                    value: *value,
+                    limit,
+                });
+            }
+        }
+        Ok(Self::from_entries(entries))
     }
+
+    /// The counts a program sizes arrays from, and their sanity limits.
+    const LIMITS: &'static [(&'static str, u64)] = &[
+        ("cpu_cores_count", limits::MAX_PROCESSORS),
+        ("simd_count", limits::MAX_PROCESSORS),
+        ("mem_banks_count", limits::MAX_MEM_BANKS),
+        ("caches_count", limits::MAX_CACHES),
+        ("io_links_count", limits::MAX_NODES),
+        ("p2p_links_count", limits::MAX_NODES),
+    ];
 
     /// The value of `key`, typed or not; `None` when the file has no such line.
     pub fn get(&self, key: &str) -> Option<u64> {
@@ -206,9 +232,16 @@ impl GfxTargetVersion {
         }
     }
 
-    /// The kernel's encoding, `major * 10000 + minor * 100 + stepping`.
-    pub fn raw(self) -> u32 {
-        self.major * 10_000 + self.minor * 100 + self.stepping
+    /// The kernel's encoding, `major * 10000 + minor * 100 + stepping`; `None` when the
+    /// fields do not fit it (minor or stepping above 99, or the value above `u32::MAX`), which
+    /// only a version built by hand can do.
+    pub fn raw(self) -> Option<u32> {
+        if self.minor > 99 || self.stepping > 99 {
+            return None;
+        }
+        self.major
+            .checked_mul(10_000)?
+            .checked_add(self.minor * 100 + self.stepping)
     }
 }
 
@@ -266,6 +299,10 @@ impl Node {
 
     /// VRAM bytes: the sum of the frame-buffer banks (public or private), or
     /// `local_mem_size` when the node has no memory banks at all; 0 when neither is known.
+    ///
+    /// A node [`Topology::read_from`](super::Topology::read_from) returns never has banks that
+    /// add up past `u64::MAX` ([`TopologyError::Overflow`]); for a node built by hand the sum
+    /// stops at `u64::MAX`.
     pub fn vram_size(&self) -> u64 {
         if self.mem_banks.is_empty() {
             return self.properties.local_mem_size.unwrap_or(0);
@@ -273,8 +310,7 @@ impl Node {
         self.mem_banks
             .iter()
             .filter(|bank| bank.heap().is_vram())
-            .map(|bank| bank.size_in_bytes)
-            .sum()
+            .fold(0u64, |sum, bank| sum.saturating_add(bank.size_in_bytes))
     }
 
     /// The GPU's render node, `/dev/dri/renderD<drm_render_minor>`; `None` for a CPU node or

@@ -21,12 +21,18 @@ struct Scripted<F> {
 }
 
 impl<F: FnMut(&Path) -> Option<io::Result<Vec<u8>>>> Source for Scripted<F> {
-    fn read(&mut self, path: &Path) -> io::Result<Vec<u8>> {
-        (self.script)(path).unwrap_or_else(|| Fs.read(path))
+    fn read(&mut self, path: &Path, limit: u64) -> Result<Vec<u8>, TopologyError> {
+        match (self.script)(path) {
+            Some(answer) => answer.map_err(|source| TopologyError::Io {
+                path: path.to_path_buf(),
+                source,
+            }),
+            None => Fs.read(path, limit),
+        }
     }
 
-    fn list(&mut self, dir: &Path) -> io::Result<Vec<OsString>> {
-        Fs.list(dir)
+    fn list(&mut self, dir: &Path, limit: u64) -> Result<Vec<OsString>, TopologyError> {
+        Fs.list(dir, limit)
     }
 
     fn is_dir(&mut self, path: &Path) -> bool {
@@ -135,4 +141,49 @@ fn nodes_the_device_cgroup_hides_are_left_out() {
     let topology = read::topology(&fixture("mi210-8gpu-xgmi"), &mut src).unwrap();
     let ids: Vec<u32> = topology.nodes.iter().map(|n| n.id).collect();
     assert_eq!(ids, [0, 1, 2, 4, 5, 6, 8, 9]);
+}
+
+#[test]
+fn a_tree_larger_than_the_budget_is_refused_at_the_file_that_passes_it() {
+    let root = fixture("vega10-old-kernel");
+    let whole = read::topology(&root, &mut Fs).unwrap();
+    let mut bytes = 0u64;
+    let mut counting = Scripted {
+        script: |path: &Path| {
+            let answer = Fs.read(path, u64::MAX);
+            if let (Ok(b), false) = (&answer, is_generation(path)) {
+                bytes += b.len() as u64;
+            }
+            Some(answer.map_err(|e| match e {
+                TopologyError::Io { source, .. } => source,
+                other => io::Error::other(other.to_string()),
+            }))
+        },
+    };
+    read::topology(&root, &mut counting).unwrap();
+    // The budget covers the snapshot's files, not the generation_id read around it.
+    assert_eq!(
+        read::topology_within(&root, &mut Fs, bytes).unwrap(),
+        whole,
+        "exactly the bytes a snapshot reads fit"
+    );
+    match read::topology_within(&root, &mut Fs, bytes - 1) {
+        Err(TopologyError::TreeTooLarge { path, limit }) => {
+            assert_eq!(limit, bytes - 1);
+            assert!(path.starts_with(&root), "{}", path.display());
+        }
+        other => panic!("expected TreeTooLarge, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_directory_listing_stops_at_its_limit() {
+    let dir = fixture("mi210-8gpu-xgmi/nodes");
+    let all = Fs.list(&dir, u64::MAX).unwrap();
+    assert_eq!(all.len(), 10);
+    assert_eq!(Fs.list(&dir, 10).unwrap().len(), 10);
+    match Fs.list(&dir, 9) {
+        Err(TopologyError::TooManyEntries { path, limit }) => assert_eq!((path, limit), (dir, 9)),
+        other => panic!("expected TooManyEntries, got {other:?}"),
+    }
 }

@@ -87,11 +87,17 @@ pub(crate) fn parse_error(path: &Path, line: usize, text: &str) -> TopologyError
 }
 
 /// Parses a decimal integer the way the kernel prints one: digits only, no sign, no `0x`.
+/// `None` also when the digits do not fit 64 bits.
 pub(crate) fn decimal(text: &str) -> Option<u64> {
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+    if !is_decimal(text) {
         return None;
     }
     text.parse().ok()
+}
+
+/// Whether `text` is one or more ASCII digits.
+pub(crate) fn is_decimal(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Turns lines into `(key, value)` entries, in file order, checking each known key's width
