@@ -26,6 +26,9 @@ use crate::sys::Reservation;
 /// - `control()`, when `Some((ptr, len))`, is `len` readable and writable bytes outside the
 ///   ring, 128-byte aligned, zero when the ring was made, and the same memory in every mapping
 ///   of the same ring (in every process that maps it).
+///
+/// The memory is shared: other mappings, processes, GPUs and threads may write it at any
+/// time, so the provided methods reach it through volatile accesses ([`VolatileSlice`]) only.
 pub unsafe trait Mirrored {
     /// The first byte of the middle view.
     fn base(&self) -> NonNull<u8>;
@@ -365,6 +368,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
     fn the_three_views_alias_after_filling_through_the_base() {
         let ring = HostMirror::new(3 * page_size()).unwrap();
         let cap = ring.capacity();
@@ -404,6 +408,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
     fn a_write_across_the_wrap_point_is_seen_at_both_ends() {
         let ring = HostMirror::new(1).unwrap();
         let cap = ring.capacity() as isize;
@@ -421,6 +426,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
     fn control_area_is_shared_by_a_second_mapping_of_the_memfd() {
         let ring = HostMirror::new(1).unwrap();
         let fd = ring.memfd().try_clone_to_owned().unwrap();
@@ -442,6 +448,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
     fn a_foreign_file_is_not_a_ring() {
         let file = std::fs::File::open("/proc/self/maps").unwrap();
         assert!(matches!(
@@ -462,6 +469,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
     fn a_memfd_without_both_size_seals_is_refused() {
         let size = 2 * page_size();
         for (seals, missing) in [
@@ -495,6 +503,7 @@ mod tests {
     /// could shrink the file and the next safe `write` died with `SIGBUS`. The check needs no
     /// huge page reserved (it comes before any mapping), so it runs wherever hugetlbfs exists.
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
     fn an_unsealed_hugetlb_memfd_is_refused() {
         let Some(memfd) = hugetlb_memfd(2 * crate::TWO_MIB) else {
             return;
@@ -509,6 +518,7 @@ mod tests {
     /// Sealing works on hugetlbfs (Linux 4.16 and later), so the crate seals its huge-page
     /// memfds too; no huge page needs to be reserved to check that.
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
     fn memfds_the_crate_makes_are_sealed_hugetlb_too() {
         let page = create_sealed_memfd(2 * page_size(), Granule::Page).unwrap();
         let mut grants = vec![("page", page)];
@@ -536,6 +546,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
     fn teardown_leaves_no_mapping_and_no_descriptor() {
         let ring = HostMirror::new(1).unwrap();
         let name = name_of(&ring);
@@ -553,6 +564,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
     fn huge_page_rings_alias_when_the_system_has_huge_pages() {
         match HostMirror::with_granule(1, Granule::HugeTlb2M) {
             Ok(ring) => {
@@ -572,6 +584,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
     fn a_failure_part_way_leaves_nothing_behind() {
         for fail_after in 0..4 {
             FAIL_MAP_AFTER.set(Some(fail_after));

@@ -8,12 +8,12 @@
 //! so Miri checks every access they make:
 //! `cargo +nightly miri test -p kfd-ring --lib fuzz::cores`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use vm_memory::Bytes;
 
-use super::tests::Rng;
+use super::tests::{Rng, with_heap_cores};
 use super::*;
 use crate::HostMirror;
 
@@ -92,67 +92,61 @@ fn cores_under_a_hostile_peer() {
     let started = Instant::now();
     for seed in SEEDS {
         let mut rng = Rng(seed);
-        // `[prev][base][next]` over the heap, not aliased: the cores only need the range to
-        // be memory, and Miri then flags any access outside it.
-        let mut words = vec![0u64; 3 * CAP / 8];
-        let buffer = words.as_mut_ptr().cast::<u8>();
-        // SAFETY: one capacity into a buffer of three.
-        let base = unsafe { buffer.add(CAP) };
-        let (head, tail) = (AtomicU64::new(0), AtomicU64::new(0));
-        let mut producer = ProducerCore::new(CAP, 0, 0).unwrap();
-        let mut consumer = ConsumerCore::new(CAP, 0, 0).unwrap();
-        for op in 0..iters {
-            let what = format!("seed {seed:#x} op {op}");
-            match rng.below(10) {
-                0..=2 => {
-                    let n = rng.below(CAP as u64 + 16) as usize;
-                    // SAFETY: `base` is the middle of three capacities of memory; `tail` is
-                    // the ring's consumer position.
-                    match unsafe { producer.reserve(&tail, base, n) } {
-                        Ok(at) => {
+        // Miri flags any access the cores make outside the heap buffer.
+        with_heap_cores(CAP, |producer, consumer, head, tail, base| {
+            for op in 0..iters {
+                let what = format!("seed {seed:#x} op {op}");
+                match rng.below(10) {
+                    0..=2 => {
+                        let n = rng.below(CAP as u64 + 16) as usize;
+                        // SAFETY: `base` is the middle of three capacities of memory; `tail` is
+                        // the ring's consumer position.
+                        match unsafe { producer.reserve(tail, base, n) } {
+                            Ok(at) => {
+                                assert_inside(at as usize, n, base as usize, CAP, &what);
+                                // SAFETY: inside the buffer (checked above).
+                                unsafe { at.write_bytes(op as u8, n) };
+                            }
+                            Err(ReserveError::Full | ReserveError::Corrupt(_)) => {}
+                            Err(ReserveError::TooLarge { len, max }) => {
+                                assert!(len > max && max == CAP - RECORD_HEADER, "{what}")
+                            }
+                        }
+                    }
+                    3 => {
+                        let len = (rng.below(2) == 0).then(|| rng.below(CAP as u64) as usize);
+                        // SAFETY: as above, with `head` the producer position.
+                        unsafe { producer.commit(head, base, len) };
+                    }
+                    4..=6 => {
+                        // SAFETY: as above.
+                        if let Ok(Some((at, n))) = unsafe { consumer.peek(head, base) } {
                             assert_inside(at as usize, n, base as usize, CAP, &what);
                             // SAFETY: inside the buffer (checked above).
-                            unsafe { at.write_bytes(op as u8, n) };
-                        }
-                        Err(ReserveError::Full | ReserveError::Corrupt(_)) => {}
-                        Err(ReserveError::TooLarge { len, max }) => {
-                            assert!(len > max && max == CAP - RECORD_HEADER, "{what}")
+                            let bytes = unsafe { std::slice::from_raw_parts(at, n) };
+                            std::hint::black_box(bytes.iter().map(|&b| u64::from(b)).sum::<u64>());
                         }
                     }
-                }
-                3 => {
-                    let len = (rng.below(2) == 0).then(|| rng.below(CAP as u64) as usize);
-                    // SAFETY: as above, with `head` the producer position.
-                    unsafe { producer.commit(&head, base, len) };
-                }
-                4..=6 => {
-                    // SAFETY: as above.
-                    if let Ok(Some((at, n))) = unsafe { consumer.peek(&head, base) } {
-                        assert_inside(at as usize, n, base as usize, CAP, &what);
-                        // SAFETY: inside the buffer (checked above).
-                        let bytes = unsafe { std::slice::from_raw_parts(at, n) };
-                        std::hint::black_box(bytes.iter().map(|&b| u64::from(b)).sum::<u64>());
+                    7 => {
+                        consumer.release(tail);
                     }
-                }
-                7 => {
-                    consumer.release(&tail);
-                }
-                8 => {
-                    let (counter, own) = if rng.below(2) == 0 {
-                        (&head, producer.head)
-                    } else {
-                        (&tail, consumer.tail)
-                    };
-                    counter.store(rng.position(own, CAP as u64), Ordering::Relaxed);
-                }
-                _ => {
-                    let at = rng.below(CAP as u64 / 8) as usize;
-                    let word = rng.record_word(CAP as u64).to_le();
-                    // SAFETY: an aligned word of the base view, inside the buffer.
-                    unsafe { base.cast::<u64>().add(at).write(word) };
+                    8 => {
+                        let (counter, own) = if rng.below(2) == 0 {
+                            (head, producer.head)
+                        } else {
+                            (tail, consumer.tail)
+                        };
+                        counter.store(rng.position(own, CAP as u64), Ordering::Relaxed);
+                    }
+                    _ => {
+                        let at = rng.below(CAP as u64 / 8) as usize;
+                        let word = rng.record_word(CAP as u64).to_le();
+                        // SAFETY: an aligned word of the base view, inside the buffer.
+                        unsafe { base.cast::<u64>().add(at).write(word) };
+                    }
                 }
             }
-        }
+        });
     }
     report(
         "cores under a hostile peer",

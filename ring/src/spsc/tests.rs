@@ -500,3 +500,137 @@ mod model {
         );
     }
 }
+
+/// A zeroed ring header on the heap, as a fresh control area holds.
+fn zeroed_header() -> Box<Header> {
+    Box::new(Header {
+        meta: Line(Meta {
+            magic: AtomicU64::new(0),
+            capacity: AtomicU64::new(0),
+            producer_claimed: AtomicU32::new(0),
+            consumer_claimed: AtomicU32::new(0),
+        }),
+        head: Line(AtomicU64::new(0)),
+        tail: Line(AtomicU64::new(0)),
+    })
+}
+
+#[test]
+fn a_header_is_initialised_once_and_checked_when_joined() {
+    let header = zeroed_header();
+    join_or_initialise(&header, 4096).unwrap();
+    assert_eq!(header.meta.0.magic.load(Ordering::Relaxed), MAGIC);
+    assert_eq!(header.meta.0.capacity.load(Ordering::Relaxed), 4096);
+    header.head.0.store(64, Ordering::Relaxed);
+    join_or_initialise(&header, 4096).unwrap();
+    assert_eq!(
+        header.head.0.load(Ordering::Relaxed),
+        64,
+        "joining keeps the ring's state"
+    );
+    assert!(matches!(
+        join_or_initialise(&header, 8192),
+        Err(Error::NotARing { .. })
+    ));
+    header.meta.0.magic.store(0x1234, Ordering::Relaxed);
+    assert!(matches!(
+        join_or_initialise(&header, 4096),
+        Err(Error::NotARing { .. })
+    ));
+    if !cfg!(miri) {
+        // An initialiser that died half way: joiners give up after a bounded wait.
+        header.meta.0.magic.store(INITIALISING, Ordering::Relaxed);
+        assert!(matches!(
+            join_or_initialise(&header, 4096),
+            Err(Error::NotARing { .. })
+        ));
+    }
+}
+
+#[test]
+fn a_claim_is_exclusive_names_its_holder_and_is_given_back() {
+    let me = std::process::id();
+    let word = AtomicU32::new(0);
+    let claim = Claim::take(&word, "producer").unwrap();
+    assert_eq!(word.load(Ordering::Relaxed), me);
+    assert!(matches!(
+        Claim::take(&word, "producer"),
+        Err(Error::RoleTaken { role: "producer", holder }) if holder == me
+    ));
+    drop(claim);
+    assert_eq!(word.load(Ordering::Relaxed), 0, "given back on drop");
+    // A claim this process does not hold (a peer's) is left alone.
+    word.store(me.wrapping_add(1), Ordering::Relaxed);
+    Claim::release(&word);
+    assert_eq!(word.load(Ordering::Relaxed), me.wrapping_add(1));
+}
+
+/// Regression: the largest record was `capacity - 8` bytes even past 4 GiB, but a record
+/// header holds a `u32` length, so a longer record was published with a truncated length.
+#[test]
+fn records_longer_than_a_u32_length_never_fit() {
+    let core = ProducerCore::new(1 << 33, 0, 0).unwrap();
+    assert_eq!(core.max, u32::MAX as usize);
+    assert_eq!(max_payload(4096), 4096 - RECORD_HEADER);
+}
+
+/// Positions a peer left misaligned are refused when attaching, on both sides.
+#[test]
+fn cores_refuse_misaligned_positions() {
+    assert!(ProducerCore::new(4096, 12, 0).is_err());
+    assert!(ConsumerCore::new(4096, 0, 12).is_err());
+    // The other side's position is checked later, at use.
+    assert!(ProducerCore::new(4096, 16, 12).is_ok());
+    assert!(ConsumerCore::new(4096, 12, 16).is_ok());
+}
+
+/// The protocol's cores over heap memory (Miri runs these): `f` gets the producer and
+/// consumer of a `cap`-byte ring, their shared positions, and the base of a
+/// `[prev][base][next]` buffer (not aliased: enough for the cores, which only need the range
+/// to be memory).
+pub(super) fn with_heap_cores(
+    cap: usize,
+    f: impl FnOnce(&mut ProducerCore, &mut ConsumerCore, &AtomicU64, &AtomicU64, *mut u8),
+) {
+    let mut words = vec![0u64; 3 * cap / 8];
+    // SAFETY: one capacity into a buffer of three.
+    let base = unsafe { words.as_mut_ptr().cast::<u8>().add(cap) };
+    let (head, tail) = (AtomicU64::new(0), AtomicU64::new(0));
+    let mut producer = ProducerCore::new(cap, 0, 0).unwrap();
+    let mut consumer = ConsumerCore::new(cap, 0, 0).unwrap();
+    f(&mut producer, &mut consumer, &head, &tail, base);
+}
+
+/// The regressions of the two tests above at the level of the cores, so Miri checks them.
+#[test]
+fn cores_drop_a_reservation_on_a_failed_reserve_and_refuse_an_impossible_tail() {
+    with_heap_cores(256, |tx, rx, head, tail, base| {
+        // SAFETY: `base` is the middle of three capacities of memory, `head` and `tail` the
+        // ring's positions.
+        unsafe {
+            tx.reserve(tail, base, 10).unwrap();
+            assert!(matches!(
+                tx.reserve(tail, base, 1000),
+                Err(ReserveError::TooLarge { .. })
+            ));
+            assert!(!tx.commit(head, base, None), "nothing left to publish");
+            assert_eq!(rx.peek(head, base), Ok(None));
+            tx.reserve(tail, base, 240).unwrap();
+            assert!(tx.commit(head, base, None));
+            tx.reserve(tail, base, 0).unwrap();
+            assert_eq!(tx.reserve(tail, base, 8), Err(ReserveError::Full));
+            assert!(!tx.commit(head, base, None));
+            for hostile in [264, u64::MAX - 15, 1 << 40] {
+                tail.store(hostile, Ordering::Relaxed);
+                assert!(matches!(
+                    tx.reserve(tail, base, 8),
+                    Err(ReserveError::Corrupt(_))
+                ));
+            }
+            tail.store(0, Ordering::Relaxed);
+            assert!(rx.peek(head, base).unwrap().is_some_and(|(_, n)| n == 240));
+            assert!(rx.release(tail));
+            assert!(tx.reserve(tail, base, 8).is_ok());
+        }
+    });
+}
