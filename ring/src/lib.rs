@@ -105,7 +105,11 @@
 //!
 //! For two processes, hand [`HostMirror::memfd`] to the other one, which maps it with
 //! [`HostMirror::from_memfd`] and joins with [`SpscRing::new`]; one side takes
-//! [`SpscRing::into_producer`], the other [`SpscRing::into_consumer`].
+//! [`SpscRing::into_producer`], the other [`SpscRing::into_consumer`]. Each role is claimed in
+//! the shared header (with the claimer's process id) and given back on drop, so a second
+//! producer or consumer anywhere is refused with [`Error::RoleTaken`]; the role of a process
+//! that died holding it is taken over with the `unsafe` [`SpscRing::into_producer_reclaimed`]
+//! or [`SpscRing::into_consumer_reclaimed`].
 //!
 //! ## A GPU-visible host ring and a device-local ring
 //! ```no_run

@@ -478,6 +478,29 @@ impl<M: Mirrored> SpscRing<M> {
     pub fn into_consumer(self) -> Result<Consumer<M>> {
         Consumer::claim(self.shared)
     }
+
+    /// The producer side, taking the role over from a holder that is gone: for a ring whose
+    /// producer process died without giving its claim back ([`Error::RoleTaken`] names it).
+    ///
+    /// # Safety
+    /// No other producer of this ring is alive or attaching, in any process: the callers of
+    /// [`Producer::reserve_slice`] and [`Consumer::peek_slice`] rely on one producer.
+    pub unsafe fn into_producer_reclaimed(self) -> Result<Producer<M>> {
+        let word = &self.shared.header().meta.0.producer_claimed;
+        word.store(0, Ordering::Release);
+        Producer::claim(self.shared)
+    }
+
+    /// The consumer side, taking the role over from a holder that is gone (see
+    /// [`into_producer_reclaimed`](Self::into_producer_reclaimed)).
+    ///
+    /// # Safety
+    /// No other consumer of this ring is alive or attaching, in any process.
+    pub unsafe fn into_consumer_reclaimed(self) -> Result<Consumer<M>> {
+        let word = &self.shared.header().meta.0.consumer_claimed;
+        word.store(0, Ordering::Release);
+        Consumer::claim(self.shared)
+    }
 }
 
 /// Joins the ring whose header is at `header`, initialising it if no one has.
@@ -751,9 +774,10 @@ impl<M: Mirrored> Drop for Consumer<M> {
 /// the role.
 ///
 /// Taken with a compare-exchange, so of two processes (or two rings of one process) that map
-/// the same memory only one gets each role. A claim left by a process that died stays; the
-/// memfd then has to be made anew. A claim taken while the rest of attaching fails is given
-/// back when the `Claim` drops.
+/// the same memory only one gets each role. A claim left by a process that died stays until
+/// someone who knows the holder is gone takes it over (the `unsafe`
+/// [`SpscRing::into_producer_reclaimed`] and [`SpscRing::into_consumer_reclaimed`]). A claim
+/// taken while the rest of attaching fails is given back when the `Claim` drops.
 struct Claim<'a>(&'a AtomicU32);
 
 impl<'a> Claim<'a> {

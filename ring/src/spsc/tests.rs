@@ -634,3 +634,46 @@ fn cores_drop_a_reservation_on_a_failed_reserve_and_refuse_an_impossible_tail() 
         }
     });
 }
+
+/// A claim left by a process that died blocks the role until it is reclaimed, explicitly
+/// and `unsafe`ly.
+#[test]
+#[cfg_attr(miri, ignore = "maps a memfd")]
+fn a_dead_holders_claim_is_taken_over_only_by_the_unsafe_reclaim() {
+    let mirror = HostMirror::new(4096).unwrap();
+    let fd = mirror.memfd().try_clone_to_owned().unwrap();
+    let ring = SpscRing::new(mirror).unwrap();
+    // A peer process that exited while holding both roles.
+    let dead = std::process::id().wrapping_add(1);
+    let meta = &ring.shared.header().meta.0;
+    meta.producer_claimed.store(dead, Ordering::Relaxed);
+    meta.consumer_claimed.store(dead, Ordering::Relaxed);
+    let join = || {
+        SpscRing::new(
+            HostMirror::from_memfd(fd.try_clone().unwrap(), crate::Granule::Page).unwrap(),
+        )
+        .unwrap()
+    };
+    assert!(matches!(
+        join().into_producer(),
+        Err(Error::RoleTaken { role: "producer", holder }) if holder == dead
+    ));
+    assert!(matches!(
+        join().into_consumer(),
+        Err(Error::RoleTaken { role: "consumer", holder }) if holder == dead
+    ));
+    // SAFETY: the holder is not alive (no process runs as `dead` for this ring), and no one
+    // else attaches during the test.
+    let mut tx = unsafe { join().into_producer_reclaimed() }.unwrap();
+    // SAFETY: as above.
+    let mut rx = unsafe { ring.into_consumer_reclaimed() }.unwrap();
+    tx.push(b"again").unwrap();
+    assert_eq!(pop(&mut rx), Some(b"again".to_vec()));
+    assert!(matches!(
+        join().into_producer(),
+        Err(Error::RoleTaken {
+            role: "producer",
+            ..
+        })
+    ));
+}
