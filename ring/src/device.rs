@@ -3,6 +3,7 @@
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use kfd_ioctl::abi::AllocMemFlags;
 use kfd_ioctl::{BufferObject, Kfd};
@@ -53,6 +54,8 @@ pub enum GpuView {
 #[derive(Debug)]
 pub struct DeviceRing {
     cpu_mapped: bool,
+    /// A [`DeviceCpuView`] is live.
+    cpu_taken: AtomicBool,
     // Fields drop in declaration order, after `Drop::drop` unmapped the CPU views.
     imports: Vec<BufferObject>,
     original: Option<BufferObject>,
@@ -92,6 +95,7 @@ impl DeviceRing {
         })?;
         let mut ring = DeviceRing {
             cpu_mapped: false,
+            cpu_taken: AtomicBool::new(false),
             imports: Vec::new(),
             original: None,
             dmabuf: None,
@@ -197,9 +201,19 @@ impl DeviceRing {
         Some((a.right, view))
     }
 
-    /// The CPU views, when the ring was made with them.
-    pub fn cpu(&self) -> Option<DeviceCpuView<'_>> {
-        self.cpu_mapped.then_some(DeviceCpuView { ring: self })
+    /// The CPU views, when the ring was made with them ([`Error::NoCpuViews`] else).
+    ///
+    /// One view exists at a time ([`Error::CpuViewTaken`] while another lives): a view is
+    /// not `Copy` or `Clone`, and an [`SpscRing`](crate::SpscRing) takes it by value, so two
+    /// rings can never be put on the same bytes.
+    pub fn cpu(&self) -> Result<DeviceCpuView<'_>> {
+        if !self.cpu_mapped {
+            return Err(Error::NoCpuViews);
+        }
+        self.cpu_taken
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .map_err(|_| Error::CpuViewTaken)?;
+        Ok(DeviceCpuView { ring: self })
     }
 
     /// The original buffer object (at the base), then the imports.
@@ -228,9 +242,27 @@ impl Drop for DeviceRing {
 }
 
 /// The CPU side of a [`DeviceRing`]: its three CPU views, a [`Mirrored`] mapping.
-#[derive(Debug, Clone, Copy)]
+///
+/// The GPUs reach the same memory, so it is read and written through volatile accesses
+/// ([`Mirrored::volatile`]). Only one view of a ring exists at a time
+/// ([`DeviceRing::cpu`]); dropping it lets the next one be taken. It cannot be copied or
+/// cloned, so two rings are never put on the same bytes:
+///
+/// ```compile_fail
+/// fn two_rings(view: kfd_ring::DeviceCpuView<'_>) {
+///     let copy = view.clone();
+///     let _ = (kfd_ring::SpscRing::new(view), kfd_ring::SpscRing::new(copy));
+/// }
+/// ```
+#[derive(Debug)]
 pub struct DeviceCpuView<'r> {
     ring: &'r DeviceRing,
+}
+
+impl Drop for DeviceCpuView<'_> {
+    fn drop(&mut self) {
+        self.ring.cpu_taken.store(false, Ordering::Release);
+    }
 }
 
 // SAFETY: the three views map the same render-node offset (the same memory) at consecutive

@@ -58,12 +58,38 @@ pub enum Error {
         /// Why.
         reason: &'static str,
     },
+    /// A memfd handed in lacks the seals that keep its size fixed: without them the peer
+    /// that holds it could shrink the file, and the next access to a mapping of the lost
+    /// part would die with `SIGBUS`.
+    #[error("the ring memfd lacks {missing}: a peer could shrink or grow it under the mapping")]
+    #[doc(alias = "F_SEAL_SHRINK")]
+    #[doc(alias = "F_SEAL_GROW")]
+    Unsealed {
+        /// The missing seals (`F_SEAL_SHRINK`, `F_SEAL_GROW`, or both).
+        missing: &'static str,
+    },
     /// The SPSC role is held by another producer or consumer of the same ring.
-    #[error("the ring's {role} is already taken")]
+    #[error("the ring's {role} is already taken (by process {holder})")]
     RoleTaken {
         /// `producer` or `consumer`.
         role: &'static str,
+        /// The id of the process that claimed it (as written in the shared ring header).
+        holder: u32,
     },
+    /// The CPU views of a [`DeviceRing`](crate::DeviceRing) are already handed out: only one
+    /// [`DeviceCpuView`](crate::DeviceCpuView) exists at a time, so two rings can never be put
+    /// on the same bytes.
+    #[error("the device ring's CPU views are already in use")]
+    CpuViewTaken,
+    /// The [`DeviceRing`](crate::DeviceRing) was made without CPU views.
+    #[error(
+        "the device ring has no CPU views (made without them, or its pool is not host accessible)"
+    )]
+    NoCpuViews,
+    /// The shared header of an SPSC ring holds impossible positions (a peer broke the
+    /// protocol) when attaching to it.
+    #[error(transparent)]
+    Corrupt(#[from] crate::RingCorrupt),
     /// No memory pool of the requested kind exists for the GPU.
     #[error("no {what} memory pool on GPU {gpu_id:#x}: {reason}")]
     NoPool {

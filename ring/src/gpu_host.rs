@@ -114,9 +114,9 @@ impl GpuHostRing {
                 let va = start + view * capacity;
                 // SAFETY: `[va, va + capacity)` is one view of `ring.mirror`, which the ring
                 // owns and keeps mapped until after its buffer objects are freed (field
-                // order). The crate hands out this memory only as raw pointers or through the
-                // SPSC protocol, whose peers (CPU or GPU) never touch bytes the other side
-                // holds.
+                // order). The crate hands this memory, which the GPUs now write too, out to
+                // safe code only as raw pointers or `VolatileSlice`s; plain slices only from
+                // `unsafe` accessors whose callers vouch for every agent.
                 let bo = unsafe { kfd.alloc_userptr(owner, va, va, capacity, flags) }.map_err(
                     at_step("allocating a USERPTR buffer object over a ring view"),
                 )?;
@@ -183,7 +183,7 @@ impl GpuHostRing {
         let size = 3 * mirror.capacity() as u64;
         // SAFETY: the range is the three views of `mirror`, which the ring owns and keeps
         // mapped until after the access is revoked (field order); its memory is only handed
-        // out as raw pointers or under the SPSC protocol (see `userptr`).
+        // out as raw pointers or `VolatileSlice`s to safe code (see `userptr`).
         unsafe { kfd.svm_set_attr(start, size, &attrs) }
             .map_err(at_step("registering the ring views as an SVM range"))?;
         Ok(GpuHostRing {

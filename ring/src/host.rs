@@ -6,6 +6,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use memfd::{FileSeal, HugetlbSize, MemfdOptions};
+use vm_memory::VolatileSlice;
 
 use crate::capacity::{Granule, ring_capacity};
 use crate::error::{Error, Result};
@@ -25,6 +26,9 @@ use crate::sys::Reservation;
 /// - `control()`, when `Some((ptr, len))`, is `len` readable and writable bytes outside the
 ///   ring, 128-byte aligned, zero when the ring was made, and the same memory in every mapping
 ///   of the same ring (in every process that maps it).
+///
+/// The memory is shared: other mappings, processes, GPUs and threads may write it at any
+/// time, so the provided methods reach it through volatile accesses ([`VolatileSlice`]) only.
 pub unsafe trait Mirrored {
     /// The first byte of the middle view.
     fn base(&self) -> NonNull<u8>;
@@ -36,25 +40,35 @@ pub unsafe trait Mirrored {
         None
     }
 
-    /// Copies `data` to `base + offset` (`offset` may be negative, down to `-capacity`), as
-    /// one copy even when it crosses from one view into the next.
+    /// The `len` bytes at `base + offset` (`offset` may be negative, down to `-capacity`) as a
+    /// [`VolatileSlice`]: one contiguous run even when it crosses from one view into the next.
+    ///
+    /// The memory is shared (with a peer process, another mapping of the same memory, a GPU,
+    /// another thread), so it is never a plain slice here: read and write it with
+    /// [`VolatileSlice::copy_to`]/[`copy_from`](VolatileSlice::copy_from) or the
+    /// [`Bytes`](vm_memory::Bytes) methods.
+    fn volatile(&self, offset: isize, len: usize) -> Result<VolatileSlice<'_>> {
+        let at = mirror_range(self, offset, len)?;
+        // SAFETY: the range is inside the mapped views (checked), which stay mapped while
+        // `self` is borrowed (trait contract); every access this crate makes to ring memory
+        // from safe code is volatile (through `VolatileSlice`), and plain references exist
+        // only under the contracts of the `unsafe` accessors.
+        Ok(unsafe { VolatileSlice::new(at, len) })
+    }
+
+    /// Copies `data` to `base + offset` (see [`volatile`](Self::volatile)), as one volatile
+    /// copy even when it crosses from one view into the next.
     ///
     /// For setting up and inspecting a ring; concurrent users go through a protocol such as
     /// the [`SpscRing`](crate::SpscRing).
     fn write(&self, offset: isize, data: &[u8]) -> Result<()> {
-        let at = mirror_range(self, offset, data.len())?;
-        // SAFETY: the range is inside the mapped views (checked) and at most one capacity
-        // long, so it reaches each byte of the buffer once; `data` is ordinary memory of the
-        // caller, not the ring.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), at, data.len()) };
+        self.volatile(offset, data.len())?.copy_from(data);
         Ok(())
     }
 
     /// Copies `out.len()` bytes from `base + offset` into `out` (see [`write`](Self::write)).
     fn read(&self, offset: isize, out: &mut [u8]) -> Result<()> {
-        let at = mirror_range(self, offset, out.len())?;
-        // SAFETY: as in `write`.
-        unsafe { std::ptr::copy_nonoverlapping(at, out.as_mut_ptr(), out.len()) };
+        self.volatile(offset, out.len())?.copy_to(out);
         Ok(())
     }
 }
@@ -75,6 +89,52 @@ fn mirror_range<M: Mirrored + ?Sized>(ring: &M, offset: isize, len: usize) -> Re
         });
     }
     Ok(ring.base().as_ptr().wrapping_offset(offset))
+}
+
+/// A new memfd of `size` bytes (huge pages for [`Granule::HugeTlb2M`]), sealed against
+/// shrinking, growing and further sealing.
+fn create_sealed_memfd(size: usize, granule: Granule) -> Result<memfd::Memfd> {
+    let hugetlb = (granule == Granule::HugeTlb2M).then_some(HugetlbSize::Huge2MB);
+    let name = format!(
+        "kfd-ring-{}-{}",
+        std::process::id(),
+        NEXT_NAME.fetch_add(1, Ordering::Relaxed)
+    );
+    #[cfg(test)]
+    LAST_NAME.set(name.clone());
+    let memfd = MemfdOptions::new()
+        .allow_sealing(true)
+        .close_on_exec(true)
+        .hugetlb(hugetlb)
+        .create(&name)
+        .map_err(Error::Memfd)?;
+    rustix::fs::ftruncate(memfd.as_file(), size as u64).map_err(|errno| Error::Map {
+        op: "ftruncate",
+        addr: 0,
+        len: size,
+        errno,
+    })?;
+    // Hugetlbfs memfds take seals too (Linux 4.16 and later), and need them as much: a peer
+    // holding the fd could otherwise truncate it under our mappings.
+    memfd
+        .add_seals(&[FileSeal::SealShrink, FileSeal::SealGrow, FileSeal::SealSeal])
+        .map_err(Error::Memfd)?;
+    Ok(memfd)
+}
+
+/// Checks that `memfd` can neither shrink nor grow: the seals that make mapping it safe.
+fn check_seals(memfd: &memfd::Memfd) -> Result<()> {
+    let seals = memfd.seals().map_err(Error::Memfd)?;
+    let missing = match (
+        seals.contains(&FileSeal::SealShrink),
+        seals.contains(&FileSeal::SealGrow),
+    ) {
+        (true, true) => return Ok(()),
+        (false, true) => "F_SEAL_SHRINK",
+        (true, false) => "F_SEAL_GROW",
+        (false, false) => "F_SEAL_SHRINK and F_SEAL_GROW",
+    };
+    Err(Error::Unsealed { missing })
 }
 
 /// Distinguishes the memfds of one process in `/proc/<pid>/maps` and `/proc/<pid>/fd`.
@@ -135,53 +195,22 @@ impl HostMirror {
     pub fn with_granule(min_capacity: usize, granule: Granule) -> Result<HostMirror> {
         let capacity = ring_capacity(min_capacity, granule)?;
         let control_len = granule.bytes()?;
-        let hugetlb = (granule == Granule::HugeTlb2M).then_some(HugetlbSize::Huge2MB);
-        let name = format!(
-            "kfd-ring-{}-{}",
-            std::process::id(),
-            NEXT_NAME.fetch_add(1, Ordering::Relaxed)
-        );
-        #[cfg(test)]
-        LAST_NAME.set(name.clone());
-        let memfd = MemfdOptions::new()
-            .allow_sealing(true)
-            .close_on_exec(true)
-            .hugetlb(hugetlb)
-            .create(&name)
-            .map_err(Error::Memfd)?;
-        let size = capacity + control_len;
-        rustix::fs::ftruncate(memfd.as_file(), size as u64).map_err(|errno| Error::Map {
-            op: "ftruncate",
-            addr: 0,
-            len: size,
-            errno,
-        })?;
-        // Hugetlbfs files cannot be sealed; their size is fixed by the mapping rules anyway.
-        if hugetlb.is_none() {
-            memfd
-                .add_seals(&[FileSeal::SealShrink, FileSeal::SealGrow, FileSeal::SealSeal])
-                .map_err(Error::Memfd)?;
-        }
+        let memfd = create_sealed_memfd(capacity + control_len, granule)?;
         HostMirror::map(memfd, capacity, control_len, granule)
     }
 
     /// Maps the ring of another [`HostMirror`] (in this or another process) from its memfd,
     /// made with the same `granule`.
     ///
-    /// The memfd must be sealed against shrinking and growing (a non-hugetlb ring's always
-    /// is), so its size stays what was checked here.
+    /// The memfd must be sealed against shrinking and growing (`F_SEAL_SHRINK` and
+    /// `F_SEAL_GROW`, as every ring made by [`HostMirror`] is, huge-page rings included), so
+    /// its size stays what was checked here and no access to the mapping can fault with
+    /// `SIGBUS`; else [`Error::Unsealed`].
     pub fn from_memfd(fd: OwnedFd, granule: Granule) -> Result<HostMirror> {
         let memfd = memfd::Memfd::try_from_fd(fd).map_err(|_| Error::NotARing {
             reason: "the file is not a memfd",
         })?;
-        if granule != Granule::HugeTlb2M {
-            let seals = memfd.seals().map_err(Error::Memfd)?;
-            if !seals.contains(&FileSeal::SealShrink) || !seals.contains(&FileSeal::SealGrow) {
-                return Err(Error::NotARing {
-                    reason: "the memfd is not sealed against shrinking and growing",
-                });
-            }
-        }
+        check_seals(&memfd)?;
         let control_len = granule.bytes()?;
         let stat = rustix::fs::fstat(memfd.as_file()).map_err(|errno| Error::Map {
             op: "fstat",
@@ -339,6 +368,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
     fn the_three_views_alias_after_filling_through_the_base() {
         let ring = HostMirror::new(3 * page_size()).unwrap();
         let cap = ring.capacity();
@@ -378,6 +408,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
     fn a_write_across_the_wrap_point_is_seen_at_both_ends() {
         let ring = HostMirror::new(1).unwrap();
         let cap = ring.capacity() as isize;
@@ -395,6 +426,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
     fn control_area_is_shared_by_a_second_mapping_of_the_memfd() {
         let ring = HostMirror::new(1).unwrap();
         let fd = ring.memfd().try_clone_to_owned().unwrap();
@@ -416,21 +448,105 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
     fn a_foreign_file_is_not_a_ring() {
         let file = std::fs::File::open("/proc/self/maps").unwrap();
         assert!(matches!(
             HostMirror::from_memfd(file.into(), Granule::Page),
             Err(Error::NotARing { .. })
         ));
-        let unsealed = MemfdOptions::new().create("unsealed").unwrap();
-        rustix::fs::ftruncate(unsealed.as_file(), 2 * page_size() as u64).unwrap();
-        assert!(matches!(
-            HostMirror::from_memfd(unsealed.into_file().into(), Granule::Page),
-            Err(Error::NotARing { .. })
-        ));
+    }
+
+    /// An unsealed memfd of `size` bytes, with sealing allowed (huge pages if asked).
+    fn unsealed(size: usize, hugetlb: bool) -> std::io::Result<memfd::Memfd> {
+        let memfd = MemfdOptions::new()
+            .allow_sealing(true)
+            .hugetlb(hugetlb.then_some(HugetlbSize::Huge2MB))
+            .create("unsealed")
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        rustix::fs::ftruncate(memfd.as_file(), size as u64)?;
+        Ok(memfd)
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
+    fn a_memfd_without_both_size_seals_is_refused() {
+        let size = 2 * page_size();
+        for (seals, missing) in [
+            (&[][..], "F_SEAL_SHRINK and F_SEAL_GROW"),
+            (&[FileSeal::SealGrow][..], "F_SEAL_SHRINK"),
+            (&[FileSeal::SealShrink][..], "F_SEAL_GROW"),
+        ] {
+            let memfd = unsealed(size, false).unwrap();
+            memfd.add_seals(seals).unwrap();
+            let err = HostMirror::from_memfd(memfd.into_file().into(), Granule::Page).unwrap_err();
+            assert!(
+                matches!(err, Error::Unsealed { missing: m } if m == missing),
+                "{seals:?}: {err}"
+            );
+        }
+    }
+
+    /// Hugetlbfs is in the kernel (`MFD_HUGETLB` works), whether or not huge pages are
+    /// reserved; `None` with the reason printed when it is not.
+    fn hugetlb_memfd(size: usize) -> Option<memfd::Memfd> {
+        match unsealed(size, true) {
+            Ok(memfd) => Some(memfd),
+            Err(e) => {
+                eprintln!("skipping: memfd_create(MFD_HUGETLB | MFD_HUGE_2MB) fails here: {e}");
+                None
+            }
+        }
+    }
+
+    /// Regression: `from_memfd(fd, Granule::HugeTlb2M)` skipped the seal check, so a peer
+    /// could shrink the file and the next safe `write` died with `SIGBUS`. The check needs no
+    /// huge page reserved (it comes before any mapping), so it runs wherever hugetlbfs exists.
+    #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
+    fn an_unsealed_hugetlb_memfd_is_refused() {
+        let Some(memfd) = hugetlb_memfd(2 * crate::TWO_MIB) else {
+            return;
+        };
+        let err = HostMirror::from_memfd(memfd.into_file().into(), Granule::HugeTlb2M);
+        assert!(
+            matches!(err, Err(Error::Unsealed { .. })),
+            "an unsealed hugetlb memfd: {err:?}"
+        );
+    }
+
+    /// Sealing works on hugetlbfs (Linux 4.16 and later), so the crate seals its huge-page
+    /// memfds too; no huge page needs to be reserved to check that.
+    #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
+    fn memfds_the_crate_makes_are_sealed_hugetlb_too() {
+        let page = create_sealed_memfd(2 * page_size(), Granule::Page).unwrap();
+        let mut grants = vec![("page", page)];
+        match create_sealed_memfd(2 * crate::TWO_MIB, Granule::HugeTlb2M) {
+            Ok(huge) => grants.push(("hugetlb", huge)),
+            Err(e) => {
+                // Only acceptable where hugetlbfs itself is missing.
+                assert!(
+                    hugetlb_memfd(crate::TWO_MIB).is_none(),
+                    "sealing hugetlb: {e}"
+                );
+            }
+        }
+        for (kind, memfd) in grants {
+            let seals = memfd.seals().unwrap();
+            for seal in [FileSeal::SealShrink, FileSeal::SealGrow, FileSeal::SealSeal] {
+                assert!(seals.contains(&seal), "{kind}: {seal:?} missing");
+            }
+            assert_eq!(
+                rustix::fs::ftruncate(memfd.as_file(), 0),
+                Err(rustix::io::Errno::PERM),
+                "{kind}: a peer cannot shrink it"
+            );
+        }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
     fn teardown_leaves_no_mapping_and_no_descriptor() {
         let ring = HostMirror::new(1).unwrap();
         let name = name_of(&ring);
@@ -448,6 +564,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
     fn huge_page_rings_alias_when_the_system_has_huge_pages() {
         match HostMirror::with_granule(1, Granule::HugeTlb2M) {
             Ok(ring) => {
@@ -467,6 +584,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd")]
     fn a_failure_part_way_leaves_nothing_behind() {
         for fail_after in 0..4 {
             FAIL_MAP_AFTER.set(Some(fail_after));

@@ -21,9 +21,21 @@
 //! coarse- or fine-grained pool of a GPU and says which ([`MemoryPool`]'s `Display`).
 //!
 //! On any [`Mirrored`] mapping, [`SpscRing`] is a single-producer single-consumer ring of
-//! variable-size records whose payloads are always contiguous: `reserve(n) → &mut [u8]`,
-//! `commit`; `peek → &[u8]`, `release`. Over a [`HostMirror`] its header lives in the memfd,
-//! so two processes can share it.
+//! variable-size records whose payloads are always contiguous: `reserve(n)`, `commit`;
+//! `peek`, `release`. Over a [`HostMirror`] its header lives in the memfd, so two processes
+//! can share it; each role is claimed once, across processes too.
+//!
+//! # Shared memory
+//! Ring memory is shared with another agent — a peer process mapping the same memfd, another
+//! mapping in this process, a GPU, another thread — so, following rust-vmm's `vm-memory`, safe
+//! functions hand it out as a [`VolatileSlice`] (read and written with volatile copies:
+//! [`VolatileSlice::copy_from`], [`VolatileSlice::copy_to`], the [`Bytes`] methods), never as
+//! `&[u8]`/`&mut [u8]`. Plain slices come from `unsafe` accessors
+//! ([`Producer::reserve_slice`], [`Consumer::peek_slice`]) whose `# Safety` says what the
+//! caller promises about the other agents. What a peer writes into the shared header is
+//! untrusted: impossible positions or record lengths are a [`RingCorrupt`], never a panic or
+//! an access outside the ring. A memfd taken from outside must be sealed against shrinking
+//! and growing ([`Error::Unsealed`]), so mapping it cannot end in `SIGBUS`.
 //!
 //! # Tutorial
 //!
@@ -61,12 +73,13 @@
 //!     }
 //! });
 //! let mut seen = 0u32;
+//! let mut record = Vec::new();
 //! while seen < 1000 {
-//!     if let Some(record) = rx.peek()? {
-//!         // Always one contiguous slice, even across the end of the buffer.
+//!     // Copied out of the shared memory in one volatile copy, even when the record crosses
+//!     // the end of the buffer.
+//!     if rx.pop_into(&mut record)? {
 //!         assert_eq!(record.len(), (seen % 700) as usize);
 //!         assert!(record.iter().all(|&b| b == seen as u8));
-//!         rx.release();
 //!         seen += 1;
 //!     }
 //! }
@@ -74,9 +87,29 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! Where every agent of the ring is trusted to follow the protocol, the `unsafe` slice
+//! accessors skip the copy:
+//! ```
+//! use kfd_ring::{HostMirror, SpscRing};
+//!
+//! let (mut tx, mut rx) = SpscRing::new(HostMirror::new(4096)?)?.split()?;
+//! // SAFETY: this process is the ring's only user: no one else maps its memfd.
+//! unsafe { tx.reserve_slice(3)? }.copy_from_slice(b"abc");
+//! tx.commit();
+//! // SAFETY: as above; the producer leaves committed records alone.
+//! let sum: u32 = unsafe { rx.peek_slice()? }.map_or(0, |r| r.iter().map(|&b| u32::from(b)).sum());
+//! assert_eq!(sum, 97 + 98 + 99); // 'a' + 'b' + 'c'
+//! rx.release();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! For two processes, hand [`HostMirror::memfd`] to the other one, which maps it with
 //! [`HostMirror::from_memfd`] and joins with [`SpscRing::new`]; one side takes
-//! [`SpscRing::into_producer`], the other [`SpscRing::into_consumer`].
+//! [`SpscRing::into_producer`], the other [`SpscRing::into_consumer`]. Each role is claimed in
+//! the shared header (with the claimer's process id) and given back on drop, so a second
+//! producer or consumer anywhere is refused with [`Error::RoleTaken`]; the role of a process
+//! that died holding it is taken over with the `unsafe` [`SpscRing::into_producer_reclaimed`]
+//! or [`SpscRing::into_consumer_reclaimed`].
 //!
 //! ## A GPU-visible host ring and a device-local ring
 //! ```no_run
@@ -131,3 +164,6 @@ pub use gpu_host::{GpuHostRing, HostRingBacking};
 pub use host::{HostMirror, Mirrored};
 pub use pool::{Granularity, Location, MemoryPool};
 pub use spsc::{Consumer, Producer, RECORD_HEADER, ReserveError, RingCorrupt, SpscRing};
+/// Volatile access to shared memory (rust-vmm's `vm-memory`): what this crate hands out for
+/// ring bytes another agent may write at the same time.
+pub use vm_memory::{Bytes, VolatileSlice};

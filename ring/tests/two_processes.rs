@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kfd_ring::{Granule, HostMirror, ReserveError, SpscRing};
+use kfd_ring::{Bytes, Granule, HostMirror, ReserveError, SpscRing};
 
 /// The environment variable that hands the memfd's descriptor number to the child.
 const PEER_FD: &str = "KFD_RING_PEER_FD";
@@ -69,9 +69,11 @@ fn two_processes_share_one_ring_through_the_memfd() {
                 Err(e) => panic!("{e}"),
             }
         };
-        slot[..8].copy_from_slice(&seq.to_le_bytes());
-        slot[8..8 + payload.len()].copy_from_slice(&payload);
-        slot[8 + payload.len()..].copy_from_slice(&checksum(seq, &payload).to_le_bytes());
+        // Volatile writes: the other process maps these bytes too.
+        slot.write_slice(&seq.to_le_bytes(), 0).unwrap();
+        slot.write_slice(&payload, 8).unwrap();
+        slot.write_slice(&checksum(seq, &payload).to_le_bytes(), 8 + payload.len())
+            .unwrap();
         tx.commit();
     }
     let out = child.wait_with_output().unwrap();
@@ -103,16 +105,17 @@ fn peer_process_consumes_the_ring() {
     let mirror = HostMirror::from_memfd(fd, Granule::Page).unwrap();
     let mut rx = SpscRing::new(mirror).unwrap().into_consumer().unwrap();
     let start = Instant::now();
+    let mut got = Vec::new();
     for seq in 0..RECORDS {
         let want = record(seq);
         loop {
-            if let Some(got) = rx.peek().unwrap() {
+            // Copied out of the shared memory (the producer is another process).
+            if rx.pop_into(&mut got).unwrap() {
                 assert_eq!(got.len(), 16 + want.len(), "record {seq}: length");
                 assert_eq!(got[..8], seq.to_le_bytes(), "record {seq}: in order");
                 assert!(got[8..8 + want.len()] == want[..], "record {seq}: payload");
                 let sum = u64::from_le_bytes(got[8 + want.len()..].try_into().unwrap());
                 assert_eq!(sum, checksum(seq, &want), "record {seq}: checksum");
-                rx.release();
                 break;
             }
             assert!(start.elapsed() < DEADLINE, "the producer stalled");

@@ -227,7 +227,7 @@ fn device_ring_aliases_on_the_gpu_and_through_the_cpu_views() {
         assert_eq!(vas, [b, b - cap as u64, b + cap as u64]);
         let side = GpuSide::of(target);
         let fill = pattern(cap, 0xc3);
-        match ring.cpu() {
+        match ring.cpu().ok() {
             Some(cpu) => {
                 assert_eq!(
                     cpu.base().as_ptr() as u64,
@@ -295,24 +295,58 @@ fn spsc_records_through_a_device_ring_are_contiguous_for_the_gpu_too() {
             .unwrap()
             .split()
             .unwrap();
+        // The ring holds the only CPU view: no second ring over the same bytes.
+        assert!(matches!(ring.cpu(), Err(Error::CpuViewTaken)));
         // Move the positions to 24 bytes before the end, then send a record across it.
         tx.push(&vec![0; cap - 32]).unwrap();
         rx.pop_with(|_| ()).unwrap();
         let record = pattern(5000, 0x77);
         let slot = tx.reserve(record.len()).unwrap();
-        let offset = slot.as_ptr() as u64 - ring.gpu_base();
+        let offset = slot.ptr_guard().as_ptr() as u64 - ring.gpu_base();
         assert!(
             offset < cap as u64 && offset + 5000 > cap as u64,
             "the record wraps"
         );
-        slot.copy_from_slice(&record);
+        slot.copy_from(&record);
         tx.commit();
-        assert_eq!(rx.peek().unwrap(), Some(&record[..]));
+        let mut got = Vec::new();
+        assert!(rx.pop_into(&mut got).unwrap());
+        assert!(got == record, "the CPU reads the wrapped record whole");
         // The GPU reads the same record as one run at the same address.
         if let Some(side) = GpuSide::of(target) {
             let got = side.read(gpus[0], ring.gpu_base() + offset, 5000).unwrap();
             assert!(got == record, "the GPU sees the wrapped record whole");
         }
+    });
+}
+
+/// Regression: `DeviceCpuView` was `Copy`, so two `SpscRing`s over copies of one view handed
+/// out the same bytes twice. Now one view exists at a time, and it is not `Copy` or `Clone`
+/// (a `compile_fail` doctest on `DeviceCpuView` checks that).
+#[test]
+fn a_device_ring_hands_out_one_cpu_view_at_a_time() {
+    on_every_target(&["mi300x"], |target| {
+        let (kfd, topo, gpus) = open(target);
+        let pool = MemoryPool::find(&topo, gpus[0], Granularity::Fine).unwrap();
+        let access = AccessMode::Exclusive.rights(gpus[0], &[]);
+        if !pool.host_accessible {
+            eprintln!("{}: {pool} has no CPU views; skipping", target.name());
+            return;
+        }
+        let ring = DeviceRing::new(&kfd, &pool, 1, &access, true).unwrap();
+        let first = ring.cpu().unwrap();
+        assert!(matches!(ring.cpu(), Err(Error::CpuViewTaken)));
+        let spsc = kfd_ring::SpscRing::new(first).unwrap();
+        assert!(
+            matches!(ring.cpu(), Err(Error::CpuViewTaken)),
+            "the ring holds the view"
+        );
+        drop(spsc);
+        let again = ring.cpu().unwrap();
+        assert_eq!(again.capacity(), ring.capacity());
+        drop(again);
+        let no_views = DeviceRing::new(&kfd, &pool, 1, &access, false).unwrap();
+        assert!(matches!(no_views.cpu(), Err(Error::NoCpuViews)));
     });
 }
 

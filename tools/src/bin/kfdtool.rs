@@ -538,7 +538,7 @@ fn ring_cmd(capacity: usize, records: usize) -> CmdResult {
                 loop {
                     match producer.reserve(len) {
                         Ok(buf) => {
-                            buf.fill(fill);
+                            buf.copy_from(&[fill; 4096][..len]);
                             producer.commit();
                             break;
                         }
@@ -548,15 +548,15 @@ fn ring_cmd(capacity: usize, records: usize) -> CmdResult {
             }
         });
         let (mut bytes, mut sum) = (0u64, 0u64);
-        let mut seen = 0usize;
+        let (mut seen, mut record) = (0usize, Vec::new());
         while seen < records {
-            match consumer.pop_with(|r| (r.len(), r.iter().map(|b| u64::from(*b)).sum::<u64>())) {
-                Ok(Some((len, s))) => {
-                    bytes += len as u64;
-                    sum += s;
+            match consumer.pop_into(&mut record) {
+                Ok(true) => {
+                    bytes += record.len() as u64;
+                    sum += record.iter().map(|b| u64::from(*b)).sum::<u64>();
                     seen += 1;
                 }
-                Ok(None) => std::hint::spin_loop(),
+                Ok(false) => std::hint::spin_loop(),
                 Err(e) => return Err(e.to_string()),
             }
         }
@@ -584,7 +584,7 @@ fn ring_cmd(capacity: usize, records: usize) -> CmdResult {
         base + c,
         ring.buffer_objects().count()
     );
-    if let Some(cpu) = ring.cpu() {
+    if let Ok(cpu) = ring.cpu() {
         cpu.write(0, b"wrap")?;
         let mut back = [0u8; 4];
         cpu.read(c as isize, &mut back)?;
