@@ -106,9 +106,10 @@ pub fn assert_empty(target: &Target, provider: &KfdProvider) {
             stats.allocations,
             stats.chunks,
             stats.allocated,
-            stats.opened_ipc
+            stats.opened_ipc,
+            stats.pending_release
         ),
-        (0, 0, 0, 0),
+        (0, 0, 0, 0, 0),
         "{}: {stats:?}",
         target.name()
     );
