@@ -754,13 +754,13 @@ impl KfdProvider {
         result
     }
 
-    /// Tries again to release the chunks earlier frees could not.
-    fn release_pending(&self, pending: Vec<Chunk>) -> Result<()> {
-        let mut result = Ok(());
+    /// Tries again to release the chunks earlier frees could not. What still fails goes back
+    /// to [`State::pending`]; its error was reported by the free that left it there, and is
+    /// not the business of the free that retries it.
+    fn release_pending(&self, pending: Vec<Chunk>) {
         for chunk in pending {
-            result = result.and(self.release_chunk(chunk, Fate::Seen));
+            let _ = self.release_chunk(chunk, Fate::Seen);
         }
-        result
     }
 
     /// Takes the piece at `addr` out of the tracker and releases the chunks left uncovered.
@@ -777,7 +777,8 @@ impl KfdProvider {
         for (_, chunk) in removed.emptied {
             result = result.and(self.release_chunk(chunk, Fate::Seen));
         }
-        Ok(result.and(self.release_pending(pending)))
+        self.release_pending(pending);
+        Ok(result)
     }
 
     /// `free`: frees the allocation (or split piece) at `ptr` of exactly `size` bytes; the
@@ -1297,7 +1298,7 @@ impl Drop for KfdProvider {
             let _ = self.release_chunk(chunk, Fate::Seen);
         }
         let pending = std::mem::take(&mut self.lock().pending);
-        let _ = self.release_pending(pending);
+        self.release_pending(pending);
         drop(std::mem::take(&mut self.lock().pending));
     }
 }
