@@ -159,3 +159,102 @@ fn bench_prints_a_summary_with_ratios() {
         assert!(line.contains('×'), "{line}");
     }
 }
+
+/// Asserts kfdtool refused `args` as a usage error (clap's exit code 2, not a panic's 101
+/// nor a command's failure) whose message names `value`.
+#[track_caller]
+fn usage_error(args: &[&str], value: &str) {
+    let out = kfdtool(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(
+        stderr.contains("invalid value") && stderr.contains(value),
+        "{args:?}: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+}
+
+/// The audit's case: an infinite idle timeout used to panic converting it to a `Duration`.
+#[test]
+fn smi_watch_rejects_an_infinite_idle_timeout() {
+    usage_error(&["smi", "watch", "--idle", "inf"], "inf");
+}
+
+/// Every numeric flag refuses what it cannot mean — not a number, not finite, negative,
+/// zero where a count or size must be positive, too large — with a usage error naming the
+/// value, before anything runs.
+#[test]
+fn numeric_flags_out_of_range_are_usage_errors() {
+    for idle in ["nan", "NaN", "-inf", "-1", "1e300", "31536001", "ten"] {
+        usage_error(&["smi", "watch", &format!("--idle={idle}")], idle);
+    }
+    for (args, value) in [
+        (&["smi", "watch", "--count", "0"][..], "0"),
+        (&["smi", "watch", "--gpu", "0x100000000"], "0x100000000"),
+        (&["alloc", "--size", "0"], "0"),
+        (&["alloc", "--size", "1099511627777"], "1099511627777"),
+        (&["alloc", "--count", "0"], "0"),
+        (&["alloc", "--count", "65537"], "65537"),
+        (&["alloc", "--size=-5"], "-5"),
+        (&["ring", "--capacity", "0"], "0"),
+        (&["ring", "--capacity", "1073741825"], "1073741825"),
+        (&["ring", "--records", "0"], "0"),
+        (&["svm", "--size", "0"], "0"),
+        (&["svm", "--granularity", "64"], "64"),
+        (&["svm", "--gpu", "12x"], "12x"),
+    ] {
+        usage_error(args, value);
+    }
+}
+
+/// A program that cannot be run is named in the error.
+#[test]
+fn trace_names_a_program_that_cannot_run() {
+    let dir = std::env::temp_dir().join(format!("kfdtool-noprog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("trace.json");
+    let out = kfdtool(&[
+        "trace",
+        "--out",
+        json.to_str().unwrap(),
+        "--",
+        "/nonexistent/kfdtool-test-program",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("running /nonexistent/kfdtool-test-program: No such file"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An output that cannot be created is named in the error, and found before the program
+/// runs (the program would leave a marker file).
+#[test]
+fn trace_checks_its_output_before_running_the_program() {
+    let dir = std::env::temp_dir().join(format!("kfdtool-noout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let marker = dir.join("ran");
+    let out_path = dir.join("missing").join("x.json");
+    let out = kfdtool(&[
+        "trace",
+        "--out",
+        out_path.to_str().unwrap(),
+        "--",
+        "/bin/sh",
+        "-c",
+        &format!("echo ran > {}", marker.display()),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("creating the trace file {}", out_path.display())),
+        "{stderr}"
+    );
+    assert!(
+        !marker.exists(),
+        "the program ran before the output was checked"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

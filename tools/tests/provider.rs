@@ -476,30 +476,9 @@ fn forked_child_is_a_new_kfd_process(kind: MemoryKind) {
         }
         let pool =
             KfdPool::new(sibling(p, ProviderParams::new(kind)), PoolParams::default()).unwrap();
-        // SAFETY: the child only runs the closure below, which takes no lock another thread
-        // of the test process could hold (KFD, the topology files, the provider's own lock,
-        // which this thread does not hold), and leaves with `_exit`.
-        let child = unsafe { libc::fork() };
-        assert!(child >= 0, "fork failed");
-        if child == 0 {
-            let code = match child_checks(kind, p, &pool, ptr) {
-                Ok(()) => 0,
-                Err(message) => {
-                    let line = format!("forked child: {message}\n");
-                    // SAFETY: writes a buffer we own to stderr.
-                    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
-                    1
-                }
-            };
-            // SAFETY: ends the child without running the parent's destructors again.
-            unsafe { libc::_exit(code) };
-        }
-        let mut status = 0;
-        // SAFETY: waits for our own child.
-        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
         assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "{}: the forked child failed ({status:#x})",
+            in_forked_child(|| child_checks(kind, p, &pool, ptr)),
+            "{}: the forked child failed (see its line above)",
             target.name()
         );
         // CPU access only: the supervisor may still be tearing the child down, and a GPU view

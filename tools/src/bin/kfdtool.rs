@@ -14,6 +14,7 @@ use kfd_ioctl::topology::Topology;
 use kfd_ioctl::{Errno, Kfd};
 use kfd_svm::{Access, Location, SmiStream, SvmAttrs, SvmBuffer, Timeline};
 use kfd_tools::info;
+use vm_memory::VolatileSlice;
 
 /// Set in the environment of a `kfdtool` that runs under the embedded emulator.
 const EMULATED_ENV: &str = "KFDTOOL_EMULATED_MACHINE";
@@ -52,11 +53,11 @@ enum Command {
         /// The kind of memory.
         #[arg(long, value_enum, default_value = "host")]
         kind: KindArg,
-        /// Bytes per allocation.
-        #[arg(long, default_value_t = 1 << 20)]
+        /// Bytes per allocation (1 B to 1 TiB).
+        #[arg(long, default_value = "1048576", value_parser = whole_in::<usize>(1, MAX_BYTES))]
         size: usize,
-        /// How many allocations.
-        #[arg(long, default_value_t = 4)]
+        /// How many allocations (1 to 65536).
+        #[arg(long, default_value = "4", value_parser = whole_in::<usize>(1, 1 << 16))]
         count: usize,
         /// The GPU (default: the first).
         #[arg(long, value_parser = parse_u32)]
@@ -64,11 +65,12 @@ enum Command {
     },
     /// Build mirrored rings (host, and device-local on the GPU) and stream records through one.
     Ring {
-        /// Minimum capacity in bytes (rounded up to the granule and a power of two).
-        #[arg(long, default_value_t = 64 << 10)]
+        /// Minimum capacity in bytes (rounded up to the granule and a power of two; 1 B to
+        /// 1 GiB).
+        #[arg(long, default_value = "65536", value_parser = whole_in::<usize>(1, 1 << 30))]
         capacity: usize,
-        /// Records to stream through the host ring.
-        #[arg(long, default_value_t = 100_000)]
+        /// Records to stream through the host ring (1 to 10^9).
+        #[arg(long, default_value = "100000", value_parser = whole_in::<usize>(1, 1_000_000_000))]
         records: usize,
     },
     /// Measure the provider, the rings and an ioctl round trip, with a summary table.
@@ -95,12 +97,13 @@ enum SmiCommand {
         /// The GPU (default: the first).
         #[arg(long, value_parser = parse_u32)]
         gpu: Option<u32>,
-        /// Stop after this many events.
-        #[arg(long)]
+        /// Stop after this many events (at least 1).
+        #[arg(long, value_parser = whole_in::<usize>(1, u64::MAX))]
         count: Option<usize>,
-        /// Stop after this many seconds without events.
-        #[arg(long, default_value_t = 10.0)]
-        idle: f64,
+        /// Stop after this many seconds without events (a finite number from 0 to 31536000,
+        /// a year; fractions allowed).
+        #[arg(long, default_value = "10", value_parser = parse_idle)]
+        idle: Duration,
         /// Also events of other processes (needs CAP_SYS_ADMIN).
         #[arg(long)]
         all_processes: bool,
@@ -140,8 +143,8 @@ enum AccessArg {
 
 #[derive(Args, Debug)]
 struct SvmArgs {
-    /// Size of the range in bytes (rounded up to pages).
-    #[arg(long, default_value_t = 2 << 20)]
+    /// Size of the range in bytes (rounded up to pages; 1 B to 1 TiB).
+    #[arg(long, default_value = "2097152", value_parser = whole_in::<usize>(1, MAX_BYTES))]
     size: usize,
     /// The GPU (default: the first).
     #[arg(long, value_parser = parse_u32)]
@@ -162,17 +165,57 @@ struct SvmArgs {
     /// Flags to clear, by name, comma-separated.
     #[arg(long, value_delimiter = ',', value_parser = parse_svm_flag)]
     clear_flags: Vec<SvmFlags>,
-    /// Migration granularity as log2 of pages (the kernel clamps to 63).
-    #[arg(long)]
+    /// Migration granularity as log2 of pages (0 to 63).
+    #[arg(long, value_parser = whole_in::<u8>(0, 63))]
     granularity: Option<u8>,
 }
 
-fn parse_u32(s: &str) -> Result<u32, String> {
+/// The largest byte count a flag takes: 1 TiB.
+const MAX_BYTES: u64 = 1 << 40;
+
+/// The longest `smi watch --idle`: a year, in seconds.
+const MAX_IDLE_SECS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// A whole number, decimal or `0x` hexadecimal.
+fn parse_whole(s: &str) -> Result<u64, String> {
     let parsed = match s.strip_prefix("0x") {
-        Some(hex) => u32::from_str_radix(hex, 16),
+        Some(hex) => u64::from_str_radix(hex, 16),
         None => s.parse(),
     };
     parsed.map_err(|e| format!("{s}: {e}"))
+}
+
+fn parse_u32(s: &str) -> Result<u32, String> {
+    let n = parse_whole(s)?;
+    u32::try_from(n).map_err(|_| format!("{s} is larger than a gpu_id (32 bits)"))
+}
+
+/// A parser of whole numbers in `min..=max` (the error names the value and the range).
+fn whole_in<T: TryFrom<u64>>(
+    min: u64,
+    max: u64,
+) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static {
+    move |s| {
+        let n = parse_whole(s)?;
+        if !(min..=max).contains(&n) {
+            return Err(format!("{s} is out of range: from {min} to {max}"));
+        }
+        T::try_from(n).map_err(|_| format!("{s} does not fit this machine's integers"))
+    }
+}
+
+/// `--idle`: seconds, finite, from 0 to [`MAX_IDLE_SECS`].
+fn parse_idle(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|e| format!("{s} is not a number of seconds: {e}"))?;
+    if !(0.0..=MAX_IDLE_SECS).contains(&secs) {
+        return Err(format!(
+            "{s} is not a number of seconds from 0 to {MAX_IDLE_SECS} (a year)"
+        ));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s}: {e}"))
 }
 
 fn parse_svm_flag(s: &str) -> Result<SvmFlags, String> {
@@ -376,7 +419,7 @@ fn svm_cmd(args: &SvmArgs) -> CmdResult {
     Ok(())
 }
 
-fn smi_watch(gpu: Option<u32>, count: Option<usize>, idle: f64, all: bool) -> CmdResult {
+fn smi_watch(gpu: Option<u32>, count: Option<usize>, idle: Duration, all: bool) -> CmdResult {
     let (kfd, _, gpus) = open_all()?;
     let gpu = pick_gpu(&gpus, gpu)?;
     let mut mask = SmiEventMask::all();
@@ -384,8 +427,10 @@ fn smi_watch(gpu: Option<u32>, count: Option<usize>, idle: f64, all: bool) -> Cm
         mask.remove(SmiEventMask::ALL_PROCESS);
     }
     let mut stream = SmiStream::open(&kfd, gpu, mask)?;
-    eprintln!("kfdtool: watching SMI events of gpu {gpu:#x} (idle timeout {idle} s)");
-    let idle = Duration::from_secs_f64(idle.max(0.0));
+    eprintln!(
+        "kfdtool: watching SMI events of gpu {gpu:#x} (idle timeout {} s)",
+        idle.as_secs_f64()
+    );
     let mut seen = 0usize;
     while count.is_none_or(|c| seen < c) {
         match stream.next_event(Some(idle))? {
@@ -409,10 +454,18 @@ fn trace_cmd(out: &PathBuf, program: &[String]) -> CmdResult {
         streams.push(SmiStream::open(&kfd, *gpu, SmiEventMask::all())?);
     }
     let (name, args) = program.split_first().ok_or("no program to run")?;
+    // The output first: a trace that cannot be written is known before the program runs.
+    let file = std::fs::File::create(out)
+        .map_err(|e| format!("creating the trace file {}: {e}", out.display()))?;
     let started = Instant::now();
-    let mut child = std::process::Command::new(name).args(args).spawn()?;
+    let mut child = std::process::Command::new(name)
+        .args(args)
+        .spawn()
+        .map_err(|e| format!("running {name}: {e}"))?;
     let pid = child.id();
-    let status = child.wait()?;
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for {name} (pid {pid}): {e}"))?;
     let mut timeline = Timeline::new();
     for stream in &mut streams {
         for event in stream.pending() {
@@ -422,8 +475,11 @@ fn trace_cmd(out: &PathBuf, program: &[String]) -> CmdResult {
             }
         }
     }
-    let file = std::fs::File::create(out)?;
-    timeline.write_chrome_trace(std::io::BufWriter::new(file))?;
+    let mut writer = std::io::BufWriter::new(file);
+    timeline
+        .write_chrome_trace(&mut writer)
+        .and_then(|()| std::io::Write::flush(&mut writer))
+        .map_err(|e| format!("writing the trace file {}: {e}", out.display()))?;
     let moved: u64 = timeline.bytes_migrated().values().sum();
     eprintln!(
         "kfdtool: {name} (pid {pid}) {status} after {:.2} s; {} events, {} migrated; wrote {}",
@@ -461,12 +517,16 @@ fn alloc_cmd(kind: KindArg, size: usize, count: usize, gpu: Option<u32>) -> CmdR
     for i in 0..count {
         let ptr = provider.alloc(size, 0)?;
         if provider.host_accessible() {
-            let pattern = (i as u8).wrapping_add(0xa5);
+            let pattern = vec![(i as u8).wrapping_add(0xa5); size];
             // SAFETY: the provider just returned `size` host-accessible bytes at `ptr`, which
-            // nothing else references.
-            let bytes = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), size) };
-            bytes.fill(pattern);
-            if bytes.iter().any(|b| *b != pattern) {
+            // stay mapped until `free_ptr` below, after the slice is gone (only this thread
+            // has the pointer). The GPU may write them meanwhile, which volatile access
+            // tolerates; no Rust reference into them is made.
+            let memory = unsafe { VolatileSlice::new(ptr.as_ptr(), size) };
+            memory.copy_from(&pattern);
+            let mut back = vec![0u8; size];
+            memory.copy_to(&mut back);
+            if back != pattern {
                 return Err(format!("allocation {i} at {ptr:p} did not read back").into());
             }
         }
@@ -643,7 +703,7 @@ fn bench_cmd(quick: bool) -> CmdResult {
         let _ = std::hint::black_box(kfd.get_version());
     });
     // A native ioctl of another type, which no emulator intercepts.
-    let null = std::fs::File::open("/dev/null")?;
+    let null = std::fs::File::open("/dev/null").map_err(|e| format!("opening /dev/null: {e}"))?;
     let native = time_per_call(2_000 * scale, || {
         let _ = std::hint::black_box(rustix::io::ioctl_fionbio(&null, false));
     });

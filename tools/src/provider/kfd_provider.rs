@@ -37,6 +37,10 @@ const HOST_FLAGS: AllocMemFlags = AllocMemFlags::WRITABLE
     .union(AllocMemFlags::NO_SUBSTITUTE)
     .union(AllocMemFlags::COHERENT);
 
+/// How many times a free tries a transiently failing unmap-and-free before it gives up for
+/// now (the chunk then waits in [`State::pending`] for the next free or the provider's drop).
+const FREE_ATTEMPTS: usize = 3;
+
 /// Tells the providers of one process apart in IPC handles.
 static NEXT_PROVIDER_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -58,12 +62,33 @@ struct Chunk {
     file_offset: Option<u64>,
 }
 
-/// Memory another process shared, as `open_ipc_handle` mapped it here.
+impl Chunk {
+    /// A chunk of `region` alone, which the steps building it fill in.
+    fn over(region: Region) -> Chunk {
+        Chunk {
+            bo: None,
+            dmabuf: None,
+            region,
+            file_offset: None,
+        }
+    }
+}
+
+/// Whether anyone outside the provider may have seen a chunk (decides if a HOST chunk's
+/// memfd offsets may be used again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// An allocation that failed part way: nobody saw it.
+    NeverSeen,
+    /// An allocation that was handed out (an IPC handle may name its offsets).
+    Seen,
+}
+
+/// Memory another process shared, as `open_ipc_handle` mapped it here: the import (DEVICE)
+/// or the `USERPTR` BO over the mapped memfd range (HOST), in its range.
 #[derive(Debug)]
 struct Opened {
-    /// The import (DEVICE) or the `USERPTR` BO over the mapped memfd range (HOST).
-    bo: Option<BufferObject>,
-    region: Region,
+    chunk: Chunk,
     size: usize,
 }
 
@@ -72,15 +97,76 @@ struct State {
     tracker: Tracker<Chunk>,
     /// Opened IPC memory by the pointer `open_ipc_handle` returned.
     opened: BTreeMap<usize, Opened>,
+    /// Chunks whose buffer object could not be unmapped or freed yet: kept whole (the BO, and
+    /// the range it lives in, so nothing else takes its address), and tried again by the
+    /// next free and by the provider's drop.
+    pending: Vec<Chunk>,
     allocated: usize,
     peak: usize,
 }
 
-/// The HOST provider's memfd and the next unused offset in it.
+/// The HOST provider's memfd and the offsets in it.
 #[derive(Debug)]
 struct HostFile {
     memfd: OwnedFd,
-    next: AtomicU64,
+    offsets: Mutex<HostOffsets>,
+}
+
+/// Which memfd offsets are free. Offsets an allocation handed out are never reused (see the
+/// module docs on IPC); offsets a failed allocation took are given back, as nothing outside
+/// the provider ever saw them.
+#[derive(Debug, Default)]
+struct HostOffsets {
+    /// Everything from here to [`HOST_FILE_SPAN`] is unused.
+    next: u64,
+    /// Given-back ranges below `next`, `start -> len`.
+    returned: BTreeMap<u64, u64>,
+}
+
+impl HostFile {
+    fn offsets(&self) -> MutexGuard<'_, HostOffsets> {
+        self.offsets.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl HostOffsets {
+    /// `len` bytes of offsets, or `None` when no free range is that large.
+    fn take(&mut self, len: u64) -> Option<u64> {
+        let fit = self.returned.iter().find(|&(_, &l)| l >= len);
+        if let Some((&start, &l)) = fit {
+            self.returned.remove(&start);
+            if l > len {
+                self.returned.insert(start + len, l - len);
+            }
+            return Some(start);
+        }
+        let start = self.next;
+        self.next = start
+            .checked_add(len)
+            .filter(|&end| end <= HOST_FILE_SPAN)?;
+        Some(start)
+    }
+
+    /// Gives back `[start, start + len)`, which `take` returned and nobody saw.
+    fn give_back(&mut self, start: u64, len: u64) {
+        let mut start = start;
+        let mut len = len;
+        if let Some((&before, &l)) = self.returned.range(..start).next_back()
+            && before + l == start
+        {
+            self.returned.remove(&before);
+            start = before;
+            len += l;
+        }
+        if let Some(l) = self.returned.remove(&(start + len)) {
+            len += l;
+        }
+        if start + len == self.next {
+            self.next = start;
+        } else {
+            self.returned.insert(start, len);
+        }
+    }
 }
 
 /// A memory provider with UMF's operations over KFD memory of one [`MemoryKind`].
@@ -213,7 +299,7 @@ impl KfdProvider {
                     .map_err(|e| Error::sys(init, "creating the HOST memfd", e))?;
                 host = Some(HostFile {
                     memfd,
-                    next: AtomicU64::new(0),
+                    offsets: Mutex::new(HostOffsets::default()),
                 });
             }
             MemoryKind::Device => {
@@ -329,6 +415,7 @@ impl KfdProvider {
             allocations: st.tracker.pieces(),
             chunks: st.tracker.chunks(),
             opened_ipc: st.opened.len(),
+            pending_release: st.pending.len(),
         }
     }
 
@@ -428,14 +515,40 @@ impl KfdProvider {
         Ok(())
     }
 
-    /// A `USERPTR` BO over `region` on the provider's GPU, mapped on all its GPUs.
-    fn userptr(&self, region: &Region, code: NativeCode, step: &str) -> Result<BufferObject> {
+    /// A `USERPTR` BO over `region` on the provider's GPU, mapped on all its GPUs, put in
+    /// `slot` as soon as it exists (so that a failed map leaves it to the caller's cleanup).
+    fn userptr_into(
+        &self,
+        slot: &mut Option<BufferObject>,
+        region: &Region,
+        code: NativeCode,
+        step: &str,
+    ) -> Result<()> {
         let bo = sys::userptr_over(&self.kfd, self.gpu_id(), region, HOST_FLAGS)
             .map_err(|e| Error::kfd(code, step, &e))?;
+        let bo = slot.insert(bo);
         self.kfd
-            .map_memory_to_gpu(&bo, &self.gpus)
-            .map_err(|e| Error::kfd(code, step, &e))?;
-        Ok(bo)
+            .map_memory_to_gpu(bo, &self.gpus)
+            .map_err(|e| Error::kfd(code, step, &e))
+    }
+
+    /// Runs the steps that complete a fresh `chunk`; when one fails, gives back everything
+    /// the chunk holds so far (see [`KfdProvider::release_chunk`]), so that a failed `alloc`
+    /// consumes nothing.
+    fn build(
+        &self,
+        mut chunk: Chunk,
+        steps: impl FnOnce(&mut Chunk) -> Result<()>,
+    ) -> Result<Chunk> {
+        match steps(&mut chunk) {
+            Ok(()) => Ok(chunk),
+            Err(e) => {
+                // The step's error is what the caller needs; a failed cleanup keeps the chunk
+                // pending (retried later) and is reported by the next free that retries it.
+                let _ = self.release_chunk(chunk, Fate::NeverSeen);
+                Err(e)
+            }
+        }
     }
 
     fn host_chunk(&self, len: usize, align: usize) -> Result<Chunk> {
@@ -444,29 +557,33 @@ impl KfdProvider {
             .host
             .as_ref()
             .ok_or_else(|| Error::invalid("not a HOST provider"))?;
-        let offset = host.next.fetch_add(len as u64, Ordering::Relaxed);
-        if offset
-            .checked_add(len as u64)
-            .is_none_or(|end| end > HOST_FILE_SPAN)
-        {
-            return Err(Error::sys(
+        let offset = host.offsets().take(len as u64).ok_or_else(|| {
+            Error::native_with(
                 code,
-                "alloc: the HOST memfd is used up",
                 Errno::NOSPC,
-            ));
-        }
-        let region = Region::reserve(len, align)
-            .map_err(|e| Error::sys(code, "alloc: reserving address space", e))?;
-        region
-            .map_file(host.memfd.as_fd(), offset)
-            .map_err(|e| Error::sys(code, "alloc: mapping the HOST memfd", e))?;
-        self.check_va(&region, "alloc")?;
-        let bo = self.userptr(&region, code, "alloc")?;
-        Ok(Chunk {
-            bo: Some(bo),
+                format!(
+                    "alloc: {len} bytes do not fit in what is left of the HOST memfd's span \
+                     ({HOST_FILE_SPAN:#x} bytes of offsets per provider)"
+                ),
+            )
+        })?;
+        let region = Region::reserve(len, align).map_err(|e| {
+            host.offsets().give_back(offset, len as u64);
+            Error::sys(code, "alloc: reserving address space", e)
+        })?;
+        let chunk = Chunk {
+            bo: None,
             dmabuf: None,
             region,
             file_offset: Some(offset),
+        };
+        self.build(chunk, |chunk| {
+            chunk
+                .region
+                .map_file(host.memfd.as_fd(), offset)
+                .map_err(|e| Error::sys(code, "alloc: mapping the HOST memfd", e))?;
+            self.check_va(&chunk.region, "alloc")?;
+            self.userptr_into(&mut chunk.bo, &chunk.region, code, "alloc")
         })
     }
 
@@ -484,31 +601,29 @@ impl KfdProvider {
         };
         let region = Region::reserve(len, align)
             .map_err(|e| Error::sys(code, "alloc: reserving address space", e))?;
-        self.check_va(&region, "alloc")?;
-        let va = region.addr() as u64;
-        let bo = self
-            .kfd
-            .alloc_memory_of_gpu(self.gpu_id(), va, len as u64, pool.alloc_flags)
-            .map_err(|e| Error::kfd(code, "alloc", &e))?;
         let chunk = Chunk {
-            bo: Some(bo),
+            bo: None,
             dmabuf: None,
             region,
             file_offset: None,
         };
-        let bo = chunk.bo.as_ref().ok_or_else(|| Error::invalid("no BO"))?;
-        self.kfd
-            .map_memory_to_gpu(bo, &self.gpus)
-            .map_err(|e| Error::kfd(code, "alloc", &e))?;
-        if pool.host_accessible {
+        self.build(chunk, |chunk| {
+            self.check_va(&chunk.region, "alloc")?;
+            let va = chunk.region.addr() as u64;
+            let bo = self
+                .kfd
+                .alloc_memory_of_gpu(self.gpu_id(), va, len as u64, pool.alloc_flags)
+                .map_err(|e| Error::kfd(code, "alloc", &e))?;
+            let bo = chunk.bo.insert(bo);
+            self.kfd
+                .map_memory_to_gpu(bo, &self.gpus)
+                .map_err(|e| Error::kfd(code, "alloc", &e))?;
+            if !pool.host_accessible {
+                return Ok(());
+            }
             let render = self.kfd.render_fd(self.gpu_id()).ok_or_else(|| {
-                Error::kfd(
-                    code,
-                    "alloc",
-                    &kfd_ioctl::Error::NotAcquired {
-                        gpu_id: self.gpu_id(),
-                    },
-                )
+                let gpu_id = self.gpu_id();
+                Error::kfd(code, "alloc", &kfd_ioctl::Error::NotAcquired { gpu_id })
             })?;
             let offset = bo.mmap_offset().unwrap_or(0);
             chunk
@@ -518,9 +633,8 @@ impl KfdProvider {
             chunk
                 .region
                 .advise(0, len, Advice::LinuxDontFork)
-                .map_err(|e| Error::sys(code, "alloc: MADV_DONTFORK", e))?;
-        }
-        Ok(chunk)
+                .map_err(|e| Error::sys(code, "alloc: MADV_DONTFORK", e))
+        })
     }
 
     fn shared_chunk(&self, len: usize, align: usize) -> Result<Chunk> {
@@ -531,6 +645,8 @@ impl KfdProvider {
             .ok_or_else(|| Error::invalid("not a SHARED provider"))?;
         let region = Region::anonymous(len, align)
             .map_err(|e| Error::sys(code, "alloc: mapping anonymous memory", e))?;
+        // Unmapping the range (dropping the region) is what removes a registration, so a
+        // failed step needs no cleanup beyond the region's own.
         self.check_va(&region, "alloc")?;
         sys::register_svm(&self.kfd, &region, attrs)
             .map_err(|e| Error::svm(code, "alloc: registering the SVM range", &e))?;
@@ -542,9 +658,38 @@ impl KfdProvider {
         })
     }
 
+    /// Unmaps `bo` from every GPU it is mapped on and frees it; a failure is tried again, up
+    /// to [`FREE_ATTEMPTS`] times in all, unless [`kfd_ioctl::Error::is_transient`] says it
+    /// cannot succeed. On an error the BO comes back when it still exists, for the caller to
+    /// keep (with the range it lives in) and try again later.
+    fn free_bo(
+        &self,
+        bo: BufferObject,
+    ) -> std::result::Result<(), Box<(Option<BufferObject>, kfd_ioctl::Error)>> {
+        // `free_memory_of_gpu` unmaps from every GPU still mapped, then frees; a failure hands
+        // the BO back, still allocated, so a transient one is retried and a lasting one kept.
+        let mut bo = bo;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match self.kfd.free_memory_of_gpu(bo) {
+                Ok(()) => return Ok(()),
+                Err(failure) => {
+                    let (e, back) = failure.into_parts();
+                    if attempts >= FREE_ATTEMPTS || !e.is_transient() {
+                        return Err(Box::new((Some(back), e)));
+                    }
+                    bo = back;
+                }
+            }
+        }
+    }
+
     /// Gives a chunk back: its BO unmapped from the GPUs and freed, its range unmapped, and
-    /// for HOST its pages punched out of the memfd.
-    fn release_chunk(&self, chunk: Chunk) -> Result<()> {
+    /// for HOST its pages punched out of the memfd — and its offsets given back when
+    /// `fate` says nobody ever saw them. When the BO cannot be freed yet, the whole chunk is
+    /// kept in [`State::pending`] and the error reported.
+    fn release_chunk(&self, chunk: Chunk, fate: Fate) -> Result<()> {
         let Chunk {
             bo,
             dmabuf,
@@ -553,40 +698,65 @@ impl KfdProvider {
         } = chunk;
         let mut result = Ok(());
         if let Some(bo) = bo
-            && let Err(e) = self.kfd.free_memory_of_gpu(bo)
+            && let Err(failure) = self.free_bo(bo)
         {
-            result = Err(Error::kfd(NativeCode::FreeFailed, "free", e.error()));
+            let (kept, e) = *failure;
+            let error = Error::kfd(NativeCode::FreeFailed, "free", &e);
+            if let Some(bo) = kept {
+                self.lock().pending.push(Chunk {
+                    bo: Some(bo),
+                    dmabuf,
+                    region,
+                    file_offset,
+                });
+                return Err(error);
+            }
+            result = Err(error);
         }
         drop(dmabuf);
         let len = region.len() as u64;
         drop(region);
         if let (Some(offset), Some(host)) = (file_offset, &self.host) {
             let punch = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
-            if let Err(e) = rustix::fs::fallocate(&host.memfd, punch, offset, len) {
-                result = result.and(Err(Error::sys(
-                    NativeCode::FreeFailed,
-                    "free: punching the pages out of the HOST memfd",
-                    e,
-                )));
+            match rustix::fs::fallocate(&host.memfd, punch, offset, len) {
+                Ok(()) if fate == Fate::NeverSeen => host.offsets().give_back(offset, len),
+                Ok(()) => {}
+                Err(e) => {
+                    result = result.and(Err(Error::sys(
+                        NativeCode::FreeFailed,
+                        "free: punching the pages out of the HOST memfd",
+                        e,
+                    )));
+                }
             }
         }
         result
+    }
+
+    /// Tries again to release the chunks earlier frees could not. What still fails goes back
+    /// to [`State::pending`]; its error was reported by the free that left it there, and is
+    /// not the business of the free that retries it.
+    fn release_pending(&self, pending: Vec<Chunk>) {
+        for chunk in pending {
+            let _ = self.release_chunk(chunk, Fate::Seen);
+        }
     }
 
     /// Takes the piece at `addr` out of the tracker and releases the chunks left uncovered.
     /// The outer error is the lookup's; the inner one a release's (reported, but the piece is
     /// gone either way).
     fn remove_piece(&self, addr: usize, size: Option<usize>) -> Result<Result<()>, Miss> {
-        let removed = {
+        let (removed, pending) = {
             let mut st = self.lock();
             let removed = st.tracker.remove(addr, size)?;
             st.allocated -= removed.size;
-            removed
+            (removed, std::mem::take(&mut st.pending))
         };
         let mut result = Ok(());
         for (_, chunk) in removed.emptied {
-            result = result.and(self.release_chunk(chunk));
+            result = result.and(self.release_chunk(chunk, Fate::Seen));
         }
+        self.release_pending(pending);
         Ok(result)
     }
 
@@ -899,16 +1069,15 @@ impl KfdProvider {
                     .ok_or_else(|| Error::invalid("open_ipc_handle: the size does not fit"))?;
                 let region = Region::reserve(len, self.page)
                     .map_err(|e| Error::sys(code, "open_ipc_handle: reserving address space", e))?;
-                region
-                    .map_file(fd.as_fd(), file_start)
-                    .map_err(|e| Error::sys(code, "open_ipc_handle: mapping the memfd", e))?;
-                self.check_va(&region, "open_ipc_handle")?;
-                let bo = self.userptr(&region, code, "open_ipc_handle")?;
-                let opened = Opened {
-                    bo: Some(bo),
-                    region,
-                    size,
-                };
+                let chunk = self.build(Chunk::over(region), |chunk| {
+                    chunk
+                        .region
+                        .map_file(fd.as_fd(), file_start)
+                        .map_err(|e| Error::sys(code, "open_ipc_handle: mapping the memfd", e))?;
+                    self.check_va(&chunk.region, "open_ipc_handle")?;
+                    self.userptr_into(&mut chunk.bo, &chunk.region, code, "open_ipc_handle")
+                })?;
+                let opened = Opened { chunk, size };
                 (opened, delta)
             }
             MemoryKind::Device => {
@@ -929,29 +1098,28 @@ impl KfdProvider {
                 };
                 let region = Region::reserve(object, align)
                     .map_err(|e| Error::sys(code, "open_ipc_handle: reserving address space", e))?;
-                self.check_va(&region, "open_ipc_handle")?;
-                let bo = self
-                    .kfd
-                    .import_dmabuf(fd.as_fd(), self.gpu_id(), region.addr() as u64)
-                    .map_err(|e| Error::kfd(code, "open_ipc_handle", &e))?;
-                let opened = Opened {
-                    bo: Some(bo),
-                    region,
-                    size,
-                };
-                if let Some(bo) = &opened.bo {
+                let chunk = self.build(Chunk::over(region), |chunk| {
+                    self.check_va(&chunk.region, "open_ipc_handle")?;
+                    let va = chunk.region.addr() as u64;
+                    let bo = self
+                        .kfd
+                        .import_dmabuf(fd.as_fd(), self.gpu_id(), va)
+                        .map_err(|e| Error::kfd(code, "open_ipc_handle", &e))?;
+                    let bo = chunk.bo.insert(bo);
                     self.kfd
                         .map_memory_to_gpu(bo, &self.gpus)
                         .map_err(|e| Error::kfd(code, "open_ipc_handle", &e))?;
-                }
-                if f.cpu_visible {
-                    self.map_import_for_cpu(&opened.region, &fd, f.gpu_id, f.mmap_offset)?;
-                }
+                    if f.cpu_visible {
+                        self.map_import_for_cpu(&chunk.region, &fd, f.gpu_id, f.mmap_offset)?;
+                    }
+                    Ok(())
+                })?;
+                let opened = Opened { chunk, size };
                 (opened, offset)
             }
             MemoryKind::Shared => return Err(Error::invalid("unreachable: SHARED IPC")),
         };
-        let ptr = opened.region.ptr_at(offset);
+        let ptr = opened.chunk.region.ptr_at(offset);
         self.lock().opened.insert(ptr.as_ptr() as usize, opened);
         Ok(ptr)
     }
@@ -1032,16 +1200,15 @@ impl KfdProvider {
     }
 
     fn release_opened(&self, opened: Opened) -> Result<()> {
-        let Opened { bo, region, .. } = opened;
-        let result = match bo {
-            Some(bo) => self
-                .kfd
-                .free_memory_of_gpu(bo)
-                .map_err(|e| Error::kfd(NativeCode::IpcCloseFailed, "close_ipc_handle", e.error())),
-            None => Ok(()),
-        };
-        drop(region);
-        result
+        self.release_chunk(opened.chunk, Fate::Seen)
+            .map_err(|e| match e {
+                Error::ProviderSpecific(mut native) => {
+                    native.code = NativeCode::IpcCloseFailed;
+                    native.message = format!("close_ipc_handle: {}", native.message);
+                    Error::ProviderSpecific(native)
+                }
+                other => other,
+            })
     }
 }
 
@@ -1078,24 +1245,70 @@ fn take_fd(pid: i32, fd: i32) -> Result<OwnedFd> {
 impl Drop for KfdProvider {
     fn drop(&mut self) {
         let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
-        let chunks: Vec<Chunk> = state.tracker.drain().map(|(_, chunk)| chunk).collect();
-        let opened: Vec<Opened> = std::mem::take(&mut state.opened).into_values().collect();
+        let mut chunks: Vec<Chunk> = state.tracker.drain().map(|(_, chunk)| chunk).collect();
+        chunks.append(&mut state.pending);
+        chunks.extend(
+            std::mem::take(&mut state.opened)
+                .into_values()
+                .map(|o| o.chunk),
+        );
         if sys::fork_generation() != self.generation {
-            // A forked child: the KFD objects are the parent's; only unmap our copies.
+            // A forked child, a new KFD process: the KFD objects are the parent's, and
+            // freeing them is the parent's business. The child closes what it inherited (the
+            // fds each buffer object's `Kfd` and the provider hold, dma-bufs, the memfd) and
+            // unmaps its copies of the ranges — except ranges it never got (MADV_DONTFORK),
+            // where unmapping would remove whatever the child has mapped there since.
+            // Dropping a BO issues no ioctl in a child only with a fork-aware kfd-ioctl;
+            // before that, KFD refuses the child's UNMAP/FREE with EBADF (the fd belongs to
+            // the parent's KFD process), which leaves the parent's objects alone.
             for chunk in chunks {
-                std::mem::forget(chunk.bo);
-            }
-            for o in opened {
-                std::mem::forget(o.bo);
+                let Chunk {
+                    bo, dmabuf, region, ..
+                } = chunk;
+                drop(bo);
+                drop(dmabuf);
+                region.release_in_forked_child();
             }
             return;
         }
-        // Errors cannot be reported from drop.
+        // Errors cannot be reported from drop. A chunk whose BO still cannot be freed comes
+        // back to `pending`; after one more try its BO's own drop makes the last attempt.
         for chunk in chunks {
-            let _ = self.release_chunk(chunk);
+            let _ = self.release_chunk(chunk, Fate::Seen);
         }
-        for o in opened {
-            let _ = self.release_opened(o);
-        }
+        let pending = std::mem::take(&mut self.lock().pending);
+        self.release_pending(pending);
+        drop(std::mem::take(&mut self.lock().pending));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Offsets a failed allocation gives back are used again, in any order of giving back,
+    /// and the span's end is never passed.
+    #[test]
+    fn host_offsets_given_back_are_reused() {
+        let mut o = HostOffsets::default();
+        let a = o.take(10).unwrap();
+        let b = o.take(20).unwrap();
+        let c = o.take(30).unwrap();
+        assert_eq!((a, b, c), (0, 10, 30));
+        o.give_back(b, 20);
+        assert_eq!(o.take(5), Some(10), "first fit in a returned range");
+        o.give_back(10, 5);
+        o.give_back(a, 10);
+        assert_eq!(o.returned.len(), 1, "neighbours coalesce: {:?}", o.returned);
+        o.give_back(c, 30);
+        assert_eq!((o.next, o.returned.len()), (0, 0), "all given back");
+        assert_eq!(o.take(HOST_FILE_SPAN + 1), None);
+        assert_eq!(
+            (o.next, o.returned.len()),
+            (0, 0),
+            "a refusal takes nothing"
+        );
+        assert_eq!(o.take(HOST_FILE_SPAN), Some(0));
+        assert_eq!(o.take(1), None);
     }
 }

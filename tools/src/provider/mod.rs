@@ -60,12 +60,24 @@
 //! stale mapping can never see a later allocation (freed ranges are punched out of the file,
 //! so their memory does go back).
 //!
+//! # Failures
+//!
+//! A failed `alloc` consumes nothing: whatever step fails (the HOST memfd's span, the address
+//! reservation, `ALLOC_MEMORY_OF_GPU`, `MAP_MEMORY_TO_GPU`, the CPU mapping, the SVM
+//! registration), what the earlier steps took is given back — the buffer object, the range,
+//! the HOST memfd offsets. A free whose `UNMAP_MEMORY_FROM_GPU` fails tries again a few
+//! times; if the unmap still fails, the free reports it and the chunk stays whole (buffer
+//! object and range) until the next free or the provider's drop releases it
+//! ([`ProviderStats::pending_release`]).
+//!
 //! # Processes and `fork`
 //!
 //! A KFD process is a thread group: a forked child is a new KFD process and inherits no GPU
 //! mappings. A provider created before the fork refuses every call in the child with
 //! [`NativeCode::WrongProcess`] (it detects the fork with a `pthread_atfork` handler, one
-//! atomic load per call) and, when dropped there, issues no ioctl. The child opens
+//! atomic load per call). Dropped there, it frees nothing of the parent's: it closes the
+//! fds it inherited and unmaps its copies of the ranges it inherited (not the
+//! `MADV_DONTFORK` ones, which the child never had). The child opens
 //! `/dev/kfd` again ([`Kfd::open`]) and creates its own provider, which works as in any
 //! process. HOST memory stays shared with the child (it is a `MAP_SHARED` memfd); DEVICE
 //! mappings are `MADV_DONTFORK`, as libhsakmt makes them.
@@ -193,6 +205,9 @@ pub struct ProviderStats {
     pub chunks: usize,
     /// IPC handles opened and not closed yet.
     pub opened_ipc: usize,
+    /// Backing chunks already freed whose buffer object KFD has not let go yet (an unmap
+    /// that kept failing); the next free, and the provider's drop, try them again.
+    pub pending_release: usize,
 }
 
 /// What the provider knows about the allocation containing an address (UMF's allocation

@@ -9,7 +9,7 @@
 use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 use std::sync::Once;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rustix::io::Errno;
 use rustix::mm::{Advice, MapFlags, ProtFlags};
@@ -24,6 +24,8 @@ pub(crate) fn page_size() -> usize {
 pub(crate) struct Region {
     addr: NonNull<u8>,
     len: usize,
+    /// Set once the whole range is `MADV_DONTFORK`: a forked child has nothing there.
+    not_in_children: AtomicBool,
 }
 
 // SAFETY: a region is an address range; nothing about it is tied to the creating thread.
@@ -63,7 +65,11 @@ impl Region {
             }
         }
         let addr = NonNull::new(start as *mut u8).ok_or(Errno::NOMEM)?;
-        Ok(Region { addr, len })
+        Ok(Region {
+            addr,
+            len,
+            not_in_children: AtomicBool::new(false),
+        })
     }
 
     /// Reserves an aligned region and fills it with private anonymous read-write memory.
@@ -132,7 +138,20 @@ impl Region {
         // kernel treats the pages (DONTFORK) or discards their contents (FREE, DONTNEED,
         // REMOVE), which is what the provider's purge contract promises callers; no Rust
         // object of ours lives in the region.
-        unsafe { rustix::mm::madvise(at, len, advice) }
+        unsafe { rustix::mm::madvise(at, len, advice) }?;
+        if advice == Advice::LinuxDontFork && offset == 0 && len == self.len {
+            self.not_in_children.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Lets go of the region in a forked child: unmapped like any region, unless the whole
+    /// range is `MADV_DONTFORK`, in which case the child never had it, and the range may
+    /// hold the child's own mappings by now.
+    pub(crate) fn release_in_forked_child(self) {
+        if self.not_in_children.load(Ordering::Relaxed) {
+            std::mem::forget(self);
+        }
     }
 
     /// Writes zeros over `[offset, offset + len)` of the region, which must be mapped

@@ -106,10 +106,38 @@ pub fn assert_empty(target: &Target, provider: &KfdProvider) {
             stats.allocations,
             stats.chunks,
             stats.allocated,
-            stats.opened_ipc
+            stats.opened_ipc,
+            stats.pending_release
         ),
-        (0, 0, 0, 0),
+        (0, 0, 0, 0, 0),
         "{}: {stats:?}",
         target.name()
     );
+}
+
+/// Forks; the child runs `child` and exits with 0 when it returns `Ok`, printing the error
+/// and exiting with 1 otherwise. Returns whether the child succeeded.
+pub fn in_forked_child(child: impl FnOnce() -> Result<(), String>) -> bool {
+    // SAFETY: the child only runs `child`, which takes no lock another thread of the test
+    // process could hold (the providers' locks are this thread's; glibc's malloc is fork
+    // safe), and leaves with `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let code = match child() {
+            Ok(()) => 0,
+            Err(message) => {
+                let line = format!("forked child: {message}\n");
+                // SAFETY: writes a buffer we own to stderr.
+                unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+                1
+            }
+        };
+        // SAFETY: ends the child without running the parent's destructors again.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
 }
