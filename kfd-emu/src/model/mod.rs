@@ -422,11 +422,6 @@ impl Backend for Model {
         })
     }
 
-    fn may_block(&self, cmd: u32) -> bool {
-        // The kernel dispatches /dev/kfd ioctls on the number alone.
-        cmd & 0xFF == 0x0C
-    }
-
     fn process_exited(&self, tgid: i32) {
         process::teardown(self, tgid);
     }

@@ -1,0 +1,185 @@
+//! The emulator under programs that misbehave: a caller whose memory cannot be read must not
+//! stall anyone else, one process must not reach another's VRAM through its stand-ins, a
+//! stand-in's memory cannot be resized, and a supervisor that served many short-lived
+//! processes does not keep their state.
+
+mod fork_support;
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use fork_support::{fork, wait_pid};
+use kfd_emu::model::{Model, ModelConfig};
+use kfd_ioctl::Kfd;
+
+/// How long a test waits for something that should happen at once before it fails.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// `UFFD_API`.
+const UFFD_API: u64 = 0xAA;
+/// `UFFDIO_API`: `_IOWR(0xAA, 0x3F, struct uffdio_api)`.
+const UFFDIO_API: libc::c_ulong = 0xC018_AA3F;
+/// `UFFDIO_REGISTER`: `_IOWR(0xAA, 0x00, struct uffdio_register)`.
+const UFFDIO_REGISTER: libc::c_ulong = 0xC020_AA00;
+/// `UFFDIO_COPY`: `_IOWR(0xAA, 0x03, struct uffdio_copy)`.
+const UFFDIO_COPY: libc::c_ulong = 0xC028_AA03;
+/// `UFFDIO_REGISTER_MODE_MISSING`.
+const MODE_MISSING: u64 = 1;
+const PAGE: usize = 4096;
+
+/// The forked child of the userfaultfd test: registers a page with a new userfaultfd that it
+/// never serves, reports `[uffd, page address]` on `report`, then opens the path stored in
+/// that page. Exits 0 when the open fails with ENOENT (the path the parent puts there), 1-5
+/// when a step failed.
+fn open_path_in_unserved_page(report: i32) -> i32 {
+    // SAFETY: raw system calls on local memory; the fds and the mapping are the child's.
+    unsafe {
+        let uffd = libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) as i32;
+        if uffd < 0 {
+            return 1;
+        }
+        let mut api = [UFFD_API, 0, 0];
+        if libc::ioctl(uffd, UFFDIO_API, api.as_mut_ptr()) != 0 {
+            return 2;
+        }
+        let page = libc::mmap(
+            std::ptr::null_mut(),
+            PAGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if page == libc::MAP_FAILED {
+            return 3;
+        }
+        let mut register = [page as u64, PAGE as u64, MODE_MISSING, 0];
+        if libc::ioctl(uffd, UFFDIO_REGISTER, register.as_mut_ptr()) != 0 {
+            return 4;
+        }
+        let words = [uffd as u64, page as u64];
+        if libc::write(report, words.as_ptr().cast(), 16) != 16 {
+            return 5;
+        }
+        let fd = libc::open(page.cast(), libc::O_RDONLY);
+        let errno = *libc::__errno_location();
+        if fd < 0 && errno == libc::ENOENT {
+            0
+        } else {
+            6
+        }
+    }
+}
+
+/// Whether this kernel lets us make a userfaultfd that catches the supervisor's access (root,
+/// or `vm.unprivileged_userfaultfd = 1`).
+fn userfaultfd_usable() -> bool {
+    // SAFETY: creates a userfaultfd (or fails); the fd is closed at once.
+    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) } as i32;
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: `fd` was just returned to us.
+    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    rustix::process::geteuid().is_root()
+        || std::fs::read_to_string("/proc/sys/vm/unprivileged_userfaultfd")
+            .is_ok_and(|v| v.trim() == "1")
+}
+
+/// What `kfdtool info` does first: open /dev/kfd, GET_VERSION, read the topology, acquire
+/// every GPU's VM.
+fn kfd_info_work(model: &Model) -> Result<(), String> {
+    let kfd = Kfd::open().map_err(|e| format!("open: {e}"))?;
+    kfd.get_version().map_err(|e| format!("GET_VERSION: {e}"))?;
+    std::fs::read_to_string("/sys/devices/virtual/kfd/kfd/topology/generation_id")
+        .map_err(|e| format!("topology: {e}"))?;
+    for gpu in model.machine().gpus() {
+        kfd.acquire_vm(gpu.gpu_id, gpu.render_minor)
+            .map_err(|e| format!("ACQUIRE_VM: {e}"))?;
+    }
+    Ok(())
+}
+
+/// A process whose `open()` path lies in a page behind a userfaultfd nobody serves holds the
+/// supervisor's access to that page forever; another process's KFD work must still complete.
+/// Afterwards the page is served (with a path that does not exist) and the blocked open ends
+/// with ENOENT.
+#[test]
+fn an_open_stuck_in_a_userfaultfd_page_does_not_stall_other_processes() {
+    if !userfaultfd_usable() {
+        eprintln!("skipped: userfaultfd cannot catch kernel accesses here (not root)");
+        return;
+    }
+    let model = Model::new(ModelConfig::default()).expect("model");
+    let (child_tx, child_rx) = mpsc::channel::<i32>();
+    let (done_tx, done_rx) = mpsc::channel::<Result<(), String>>();
+    let view = std::sync::Arc::clone(&model);
+    let runner = std::thread::spawn(move || {
+        kfd_emu::supervisor::run_attached(model, move || {
+            let (read_end, write_end) = rustix::pipe::pipe().expect("pipe");
+            let report = write_end.as_raw_fd();
+            let child = fork(|| open_path_in_unserved_page(report));
+            drop(write_end);
+            let _ = child_tx.send(child);
+            let mut words = [0u8; 16];
+            let got = rustix::io::read(&read_end, &mut words).expect("the child's report");
+            assert_eq!(got, 16, "the child could not set its userfaultfd up");
+            let word = |i: usize| u64::from_ne_bytes(words[i * 8..i * 8 + 8].try_into().unwrap());
+            let pidfd = rustix::process::pidfd_open(
+                rustix::process::Pid::from_raw(child).expect("pid"),
+                rustix::process::PidfdFlags::empty(),
+            )
+            .expect("pidfd_open");
+            let uffd = rustix::process::pidfd_getfd(
+                &pidfd,
+                word(0) as i32,
+                rustix::process::PidfdGetfdFlags::empty(),
+            )
+            .expect("the child's userfaultfd");
+            // The supervisor faulted on the page: the open's path read is stuck.
+            let mut fds = [rustix::event::PollFd::new(
+                &uffd,
+                rustix::event::PollFlags::IN,
+            )];
+            let timeout = rustix::event::Timespec {
+                tv_sec: PATIENCE.as_secs() as i64,
+                tv_nsec: 0,
+            };
+            let faulted = rustix::event::poll(&mut fds, Some(&timeout)).expect("poll");
+            assert_eq!(faulted, 1, "the supervisor never touched the child's path");
+            // Meanwhile another process (this one) does its KFD work.
+            let work = kfd_info_work(&view);
+            let _ = done_tx.send(work);
+            // Serve the page: a path that does not exist.
+            let mut msg = [0u8; 32];
+            assert_eq!(rustix::io::read(&uffd, &mut msg).expect("uffd_msg"), 32);
+            let mut source = vec![0u8; 2 * PAGE];
+            let at = source.as_ptr().align_offset(PAGE);
+            let path = b"/kfd-emu-test/no/such/path\0";
+            source[at..at + path.len()].copy_from_slice(path);
+            let mut copy = [word(1), source[at..].as_ptr() as u64, PAGE as u64, 0, 0];
+            // SAFETY: UFFDIO_COPY reads one page from `source` (ours, page aligned) into the
+            // child's registered page and writes the result into `copy`.
+            let r = unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_COPY, copy.as_mut_ptr()) };
+            assert_eq!(r, 0, "UFFDIO_COPY: {}", std::io::Error::last_os_error());
+            wait_pid(child)
+        })
+        .expect("attach")
+    });
+    let child = child_rx.recv().expect("the child's pid");
+    let work = done_rx.recv_timeout(PATIENCE);
+    if work.is_err() {
+        // The supervisor is stalled: end the child so that everything unwinds, then fail.
+        // SAFETY: kill(2) on our own child's pid, which is not reaped yet.
+        unsafe { libc::kill(child, libc::SIGKILL) };
+        panic!("another process's KFD work stalled behind the blocked open");
+    }
+    assert_eq!(work.unwrap(), Ok(()));
+    let status = runner.join().expect("runner");
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "the served open did not end with ENOENT: {status:?}"
+    );
+}
