@@ -183,3 +183,116 @@ fn an_open_stuck_in_a_userfaultfd_page_does_not_stall_other_processes() {
         "the served open did not end with ENOENT: {status:?}"
     );
 }
+
+const MIB: u64 = 1 << 20;
+/// A GPU VA for the tests' buffer objects.
+const VA: u64 = 0x6000_0000_0000;
+const SECRET: &[u8] = b"VRAM bytes of another process";
+
+/// Opens the emulated `/dev/kfd`, acquires the first GPU, and allocates a CPU-visible VRAM
+/// BO of 2 MiB there.
+fn vram_bo(model: &Model) -> (Kfd, kfd_ioctl::BufferObject) {
+    let kfd = Kfd::open().expect("open the emulated /dev/kfd");
+    let gpu = &model.machine().gpus()[0];
+    kfd.acquire_vm(gpu.gpu_id, gpu.render_minor)
+        .expect("ACQUIRE_VM");
+    let flags = kfd_ioctl::abi::AllocMemFlags::VRAM
+        | kfd_ioctl::abi::AllocMemFlags::WRITABLE
+        | kfd_ioctl::abi::AllocMemFlags::PUBLIC;
+    let bo = kfd
+        .alloc_memory_of_gpu(gpu.gpu_id, VA, 2 * MIB, flags)
+        .expect("ALLOC_MEMORY_OF_GPU");
+    (kfd, bo)
+}
+
+/// The forked child of the isolation test: opens the render node at `path` (it never opened
+/// `/dev/kfd`), maps a page at `offset` and compares it with [`SECRET`]. 0 when the open or
+/// the map fails or the page does not hold the secret, 1 when it does.
+fn peek_at_offset(path: &std::ffi::CStr, offset: u64) -> i32 {
+    // SAFETY: raw system calls on memory prepared before the fork; the mapping is read only
+    // within its length and never written.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDWR);
+        if fd < 0 {
+            return 0;
+        }
+        let page = libc::mmap(
+            std::ptr::null_mut(),
+            PAGE,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd,
+            offset as libc::off_t,
+        );
+        if page == libc::MAP_FAILED {
+            return 0;
+        }
+        let seen = std::slice::from_raw_parts(page.cast::<u8>(), SECRET.len());
+        i32::from(seen == SECRET)
+    }
+}
+
+/// A process that never opened `/dev/kfd` opens the render node and maps the page at another
+/// process's BO offset: it must not see that process's bytes.
+#[test]
+fn a_process_without_dev_kfd_sees_nothing_of_another_process_vram() {
+    let model = Model::new(ModelConfig::default()).expect("model");
+    let view = std::sync::Arc::clone(&model);
+    let minor = model.machine().gpus()[0].render_minor;
+    let path = std::ffi::CString::new(format!("/dev/dri/renderD{minor}")).expect("path");
+    let status = kfd_emu::supervisor::run_attached(model, move || {
+        let (_kfd, bo) = vram_bo(&view);
+        let cpu = bo.map_cpu().expect("mmap the BO through the render node");
+        cpu.write(0, SECRET).expect("write");
+        let offset = bo.mmap_offset().expect("a VRAM BO has an mmap offset");
+        // A new process: it opens the render node itself and never opens /dev/kfd.
+        let child = fork(|| peek_at_offset(&path, offset));
+        wait_pid(child)
+    })
+    .expect("attach");
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "the other process read this one's VRAM: {status:?}"
+    );
+}
+
+/// `ftruncate` on a stand-in (`/dev/kfd` or a render node) fails as on a sealed file, and a
+/// device allocation afterwards is mapped and used normally (no SIGBUS).
+#[test]
+fn stand_ins_cannot_be_resized_and_allocations_still_work() {
+    let model = Model::new(ModelConfig::default()).expect("model");
+    let view = std::sync::Arc::clone(&model);
+    let minor = model.machine().gpus()[0].render_minor;
+    kfd_emu::supervisor::run_attached(model, move || {
+        let kfd = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/kfd")
+            .expect("open /dev/kfd");
+        let render = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open(format!("/dev/dri/renderD{minor}"))
+            .expect("open the render node");
+        for (what, file) in [("/dev/kfd", &kfd), ("the render node", &render)] {
+            for size in [0, 1 << 20, u64::MAX >> 2] {
+                let resized = rustix::fs::ftruncate(file, size);
+                assert_eq!(
+                    resized,
+                    Err(rustix::io::Errno::PERM),
+                    "ftruncate({what}, {size:#x})"
+                );
+            }
+        }
+        let (_kfd, bo) = vram_bo(&view);
+        let cpu = bo.map_cpu().expect("mmap the BO");
+        cpu.write(2 * MIB as usize - SECRET.len(), SECRET)
+            .expect("write the last bytes");
+        let mut back = vec![0u8; SECRET.len()];
+        cpu.read(2 * MIB as usize - SECRET.len(), &mut back)
+            .expect("read");
+        assert_eq!(back, SECRET);
+    })
+    .expect("attach");
+}
