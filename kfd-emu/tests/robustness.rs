@@ -296,3 +296,147 @@ fn stand_ins_cannot_be_resized_and_allocations_still_work() {
     })
     .expect("attach");
 }
+
+/// The forked child of the churn tests: opens `/dev/kfd` (the path prepared before the fork),
+/// issues GET_VERSION, and exits; 0 when both worked.
+fn open_kfd_and_get_version(path: &std::ffi::CStr) -> i32 {
+    // SAFETY: raw system calls on memory prepared before the fork; `args` is a live struct
+    // of the size the command word encodes.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if fd < 0 {
+            return 1;
+        }
+        let mut args = kfd_ioctl::abi::kfd_ioctl_get_version_args::default();
+        let cmd = kfd_ioctl::abi::AMDKFD_IOC_GET_VERSION as libc::c_ulong;
+        if libc::ioctl(fd, cmd, &raw mut args) != 0 || args.major_version != 1 {
+            return 2;
+        }
+        0
+    }
+}
+
+/// Forks `n` children one after the other, each [`open_kfd_and_get_version`]; panics when one
+/// fails.
+fn churn(n: usize) {
+    let path = c"/dev/kfd";
+    for i in 0..n {
+        let child = fork(|| open_kfd_and_get_version(path));
+        let status = wait_pid(child);
+        assert!(status.success(), "child {i}: {status:?}");
+    }
+}
+
+/// Waits until `done` holds; false after [`PATIENCE`]. The supervisor releases a process
+/// when it sees its pidfd turn readable, which is after the parent's `waitpid` returned.
+fn eventually(done: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while !done() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::yield_now();
+    }
+    true
+}
+
+/// A process's file-table entries (its `/dev/kfd` stand-in, its private render nodes) are
+/// released at its exit: after 200 short-lived KFD processes the model knows exactly the
+/// stand-ins it knew before.
+#[test]
+fn exited_processes_leave_nothing_in_the_file_table() {
+    let model = Model::new(ModelConfig::default()).expect("model");
+    let before = model.stand_ins();
+    let view = std::sync::Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(std::sync::Arc::<Model>::clone(&model), move || {
+        churn(200);
+        let minor = view.machine().gpus()[0].render_minor;
+        let render = std::ffi::CString::new(format!("/dev/dri/renderD{minor}")).unwrap();
+        for _ in 0..50 {
+            let child = fork(|| peek_at_offset(&render, 0));
+            assert_eq!(wait_pid(child).code(), Some(0));
+        }
+    })
+    .expect("attach");
+    assert!(
+        eventually(|| model.stand_ins() == before),
+        "{} stand-ins known after the processes exited, {before} before",
+        model.stand_ins()
+    );
+}
+
+/// The environment variable that makes this test binary the churning program of
+/// [`supervisor_memory_stays_flat_over_many_processes`]: phase sizes, comma separated.
+const CHURN: &str = "KFD_EMU_TEST_CHURN";
+
+/// The traced program of the memory test (runs only under [`CHURN`]): forks the children of
+/// each phase, then prints `PHASE <i>` and waits for a line on stdin.
+#[test]
+fn churn_role() {
+    let Ok(phases) = std::env::var(CHURN) else {
+        return;
+    };
+    let mut stdin = std::io::stdin().lines();
+    for (i, n) in phases.split(',').enumerate() {
+        churn(n.parse().expect("a phase size"));
+        println!("PHASE {i}");
+        let _ = stdin.next();
+    }
+}
+
+/// `VmRSS` of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// `kfd-emu run` serving a program that forks short-lived KFD processes (open /dev/kfd,
+/// GET_VERSION, exit): the supervisor's resident memory after the second batch is within a
+/// bound of what it was after the first (warm-up) one. Batch size from
+/// `KFD_EMU_CHURN_BATCH` (default 1000).
+#[test]
+fn supervisor_memory_stays_flat_over_many_processes() {
+    use std::io::{BufRead, Write};
+    let batch: usize = std::env::var("KFD_EMU_CHURN_BATCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kfd-emu"))
+        .arg("run")
+        .arg("--")
+        .arg(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", "churn_role", "--nocapture", "--test-threads=1"])
+        .env(CHURN, format!("{batch},{batch},{batch}"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("kfd-emu run");
+    let supervisor = child.id();
+    let mut input = child.stdin.take().expect("stdin");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut rss = Vec::new();
+    for phase in 0..3 {
+        let want = format!("PHASE {phase}");
+        let seen = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|line| line.ends_with(&want));
+        assert!(seen, "the program never reached {want}");
+        rss.push(rss_kib(supervisor));
+        writeln!(input, "go").expect("stdin");
+    }
+    drop(input);
+    assert!(child.wait().expect("wait").success());
+    eprintln!("supervisor VmRSS after 1, 2, 3 batches of {batch} processes: {rss:?} KiB");
+    // A few bytes kept per process would pass; the bound is for state that is not released
+    // (a process's model state is kilobytes).
+    let growth = rss[2].saturating_sub(rss[1]);
+    assert!(
+        growth < 1024,
+        "the supervisor grew by {growth} KiB over {batch} processes: {rss:?}"
+    );
+}

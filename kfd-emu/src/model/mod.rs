@@ -219,6 +219,14 @@ impl Model {
         &self.cfg.machine
     }
 
+    /// How many stand-in files (their inodes) the model knows: the GPUs' render nodes, and the
+    /// `/dev/kfd`, private render nodes and dma-bufs of live processes. It is back to its
+    /// earlier value once the processes that opened stand-ins since have exited and been
+    /// released.
+    pub fn stand_ins(&self) -> usize {
+        self.files.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// Whether a leak report found anything (only with [`ModelConfig::check_leaks`]).
     pub fn leaks_found(&self) -> bool {
         self.leaks.load(Ordering::Relaxed)
