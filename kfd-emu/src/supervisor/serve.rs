@@ -3,26 +3,30 @@
 //!
 //! # Who does what
 //!
-//! Notifications are received and served by a pool of **workers** in the leader/follower
-//! pattern: one worker at a time (the leader) waits on the listener; when it has received a
-//! notification it hands the leadership to an idle worker and serves the call itself, so the
-//! fast path has no hand-over between threads. Whenever the last idle worker becomes busy, a
-//! new one is started, so there is always a worker receiving: a caller whose memory cannot be
-//! read (a path in a page behind an unserved userfaultfd, a hung FUSE mount) or whose ioctl
-//! waits (WAIT_EVENTS) holds only the worker serving it, never the others or the loop. Workers
-//! beyond [`SPARE_WORKERS`] idle ones end. Caller memory is only ever touched by the worker
-//! serving that caller (see [`super::caller`] for the order of open, `ID_VALID` and access).
+//! Notifications are received and served by a pool of **workers**. One worker at a time holds
+//! the **lead**: it waits on the listener, receives a notification and serves it itself, then
+//! receives the next, so the common case has no hand-over between threads. A call that takes
+//! longer than [`STUCK_AFTER`] (a caller whose memory cannot be read: a path in a page behind an
+//! unserved userfaultfd, a hung FUSE mount; or a WAIT_EVENTS that waits) loses the lead: the
+//! reaper takes it from the busy worker and gives it to an idle worker (started if there is
+//! none), which goes on receiving. The stuck call holds only its own worker; every other caller
+//! is delayed by at most about [`STUCK_AFTER`] once. A worker that finishes a call after losing
+//! the lead waits to lead again, or ends when [`SPARE_WORKERS`] are already waiting. Caller
+//! memory is only ever touched by the worker serving that caller (see [`super::caller`] for the
+//! order of open, `ID_VALID` and access).
 //!
 //! The thread that calls [`Server::run`] is the **reaper**: it polls the pidfds of the tracked
 //! processes, the listener (for its hang-up) and its [`Driver`]'s fds, releases a process's
 //! state when it exits ([`Backend::process_exited`], its thread map entries, its memory file),
-//! and stops the workers when the driver says so.
+//! watches the worker that leads for a call that takes too long, and stops the workers when the
+//! driver says so.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
 use rustix::io::Errno;
@@ -111,6 +115,9 @@ enum Reply {
 /// Idle workers kept; more end after serving their call.
 const SPARE_WORKERS: usize = 2;
 
+/// How long the leading worker may serve one call before the lead is taken from it.
+pub(crate) const STUCK_AFTER: Duration = Duration::from_millis(2);
+
 /// A process that has made an intercepted call.
 struct Tracked {
     /// Readable once the process has exited.
@@ -119,11 +126,24 @@ struct Tracked {
     mem: Arc<ProcMem>,
 }
 
-/// How many workers there are and how many are not serving a call.
+/// The lead: who receives, and since when it has been serving a call.
+#[derive(Debug, Default)]
+struct Lead {
+    /// A worker holds the lead (receiving, or serving the call it received).
+    held: bool,
+    /// Bumped whenever the lead changes hands, so that a worker knows it lost it.
+    term: u64,
+    /// When the holder started serving its current call; `None` while it receives.
+    busy_since: Option<Instant>,
+    /// Workers waiting to lead.
+    waiting: usize,
+}
+
+/// How many workers there are and how many are serving a call.
 #[derive(Debug, Default)]
 struct Pool {
     live: usize,
-    idle: usize,
+    busy: usize,
 }
 
 /// What the reaper and the workers share.
@@ -139,11 +159,17 @@ struct Shared {
     /// Written (and never read) to stop the workers.
     stop_fd: OwnedFd,
     stopping: AtomicBool,
-    /// The leadership: held by the one worker waiting on the listener.
-    leader: Mutex<()>,
+    lead: Mutex<Lead>,
+    /// Signalled when the lead is free.
+    lead_free: Condvar,
     pool: Mutex<Pool>,
-    /// Signalled when a worker ends.
+    /// Signalled when a worker ends or, while stopping, starts serving.
     ended: Condvar,
+    /// The reaper sleeps without a timeout: the next call to start must wake it (`wake_reaper`)
+    /// so that it watches for a stuck call.
+    reaper_idle: AtomicBool,
+    /// Written to wake an idle reaper.
+    wake_reaper: OwnedFd,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -166,9 +192,12 @@ impl Server {
                 tracked: eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?,
                 stop_fd: eventfd(0, EventfdFlags::CLOEXEC)?,
                 stopping: AtomicBool::new(false),
-                leader: Mutex::new(()),
+                lead: Mutex::new(Lead::default()),
+                lead_free: Condvar::new(),
                 pool: Mutex::new(Pool::default()),
                 ended: Condvar::new(),
+                reaper_idle: AtomicBool::new(false),
+                wake_reaper: eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?,
             }),
         })
     }
@@ -190,54 +219,104 @@ impl Server {
 impl Shared {
     /// Starts one idle worker.
     fn start_worker(this: &Arc<Shared>) -> std::io::Result<()> {
-        {
-            let mut pool = lock(&this.pool);
-            pool.live += 1;
-            pool.idle += 1;
-        }
+        lock(&this.pool).live += 1;
         let for_worker = Arc::clone(this);
         let started = std::thread::Builder::new()
             .name("kfd-emu-worker".into())
             .spawn(move || for_worker.work());
         if started.is_err() {
-            let mut pool = lock(&this.pool);
-            pool.live -= 1;
-            pool.idle -= 1;
+            lock(&this.pool).live -= 1;
         }
         started.map(|_| ())
     }
 
-    /// A worker: lead (receive) when it is its turn, then serve what it received.
-    fn work(self: Arc<Self>) {
-        let ended_idle = loop {
-            let notif = {
-                let _leader = lock(&self.leader);
-                self.receive()
-            };
-            let Some(notif) = notif else { break true };
-            let start_another = {
-                let mut pool = lock(&self.pool);
-                pool.idle -= 1;
-                pool.idle == 0
-            };
-            // Someone must be receiving while this worker serves a call that may block.
-            if start_another && Shared::start_worker(&self).is_err() {
-                eprintln!("kfd-emu: no thread for another supervisor worker; serving in turn");
-            }
-            self.handle(&notif);
-            let mut pool = lock(&self.pool);
-            if pool.idle >= SPARE_WORKERS {
-                break false;
-            }
-            pool.idle += 1;
-        };
-        let mut pool = lock(&self.pool);
-        pool.live -= 1;
-        if ended_idle {
-            pool.idle -= 1;
+    /// Waits for the lead; its term, or `None` when stopping.
+    fn take_lead(&self) -> Option<u64> {
+        let mut lead = lock(&self.lead);
+        lead.waiting += 1;
+        while lead.held && !self.stopping.load(Ordering::Acquire) {
+            lead = self.lead_free.wait(lead).unwrap_or_else(|e| e.into_inner());
         }
-        drop(pool);
+        lead.waiting -= 1;
+        if self.stopping.load(Ordering::Acquire) {
+            return None;
+        }
+        lead.held = true;
+        lead.term += 1;
+        Some(lead.term)
+    }
+
+    /// A worker: lead, receiving and serving, until its lead is taken or the workers stop.
+    fn work(self: Arc<Self>) {
+        'lead: while let Some(term) = self.take_lead() {
+            loop {
+                let Some(notif) = self.receive() else {
+                    let mut lead = lock(&self.lead);
+                    if lead.term == term {
+                        lead.held = false;
+                        self.lead_free.notify_one();
+                    }
+                    break 'lead;
+                };
+                self.serve(term, &notif);
+                let mut lead = lock(&self.lead);
+                if lead.term == term {
+                    lead.busy_since = None;
+                    continue;
+                }
+                // The lead was taken while this call was served.
+                if lead.waiting >= SPARE_WORKERS {
+                    break 'lead;
+                }
+                continue 'lead;
+            }
+        }
+        lock(&self.pool).live -= 1;
         self.ended.notify_all();
+    }
+
+    /// Serves `notif` as the holder of lead `term`, telling the reaper when it started.
+    fn serve(&self, term: u64, notif: &SeccompNotif) {
+        {
+            let mut lead = lock(&self.lead);
+            if lead.term == term {
+                lead.busy_since = Some(Instant::now());
+            }
+        }
+        if self.reaper_idle.swap(false, Ordering::SeqCst) {
+            let _ = rustix::io::write(&self.wake_reaper, &1u64.to_ne_bytes());
+        }
+        lock(&self.pool).busy += 1;
+        if self.stopping.load(Ordering::Acquire) {
+            self.ended.notify_all();
+        }
+        self.handle(notif);
+        lock(&self.pool).busy -= 1;
+    }
+
+    /// Takes the lead from a worker that has served one call for longer than
+    /// [`STUCK_AFTER`] and hands it to a waiting worker (or a new one). Whether a call is
+    /// being served, so that the reaper keeps watching.
+    fn unstick(this: &Arc<Shared>) -> bool {
+        let mut lead = lock(&this.lead);
+        let Some(since) = lead.busy_since else {
+            return false;
+        };
+        if since.elapsed() < STUCK_AFTER {
+            return true;
+        }
+        lead.held = false;
+        lead.term += 1;
+        lead.busy_since = None;
+        if lead.waiting > 0 {
+            this.lead_free.notify_one();
+        } else {
+            drop(lead);
+            if Shared::start_worker(this).is_err() {
+                eprintln!("kfd-emu: no thread for another supervisor worker");
+            }
+        }
+        false
     }
 
     /// The next notification, or `None` when the workers are to stop (told to, or the
@@ -281,19 +360,21 @@ impl Shared {
         }
     }
 
-    /// Tells the workers to stop and waits for the idle ones to end.
+    /// Tells the workers to stop and waits for those not serving a call to end.
     fn stop(&self) {
         self.stopping.store(true, Ordering::Release);
         // An eventfd write of 1 cannot fail short of a counter overflow.
         let _ = rustix::io::write(&self.stop_fd, &1u64.to_ne_bytes());
+        drop(lock(&self.lead));
+        self.lead_free.notify_all();
         let mut pool = lock(&self.pool);
-        while pool.idle > 0 {
+        while pool.live > pool.busy {
             pool = self.ended.wait(pool).unwrap_or_else(|e| e.into_inner());
         }
     }
 
     /// The reaper's loop (see the module docs).
-    fn reap(&self, driver: &mut dyn Driver) {
+    fn reap(self: &Arc<Self>, driver: &mut dyn Driver) {
         // The hang-up can come before the last process's pidfd turns readable: after it the
         // listener is no longer polled, but exits still are.
         let mut hung_up = false;
@@ -304,10 +385,14 @@ impl Shared {
                     .iter()
                     .map(|(&tgid, p)| (tgid, Arc::clone(p)))
                     .collect();
-                let first = 1 + usize::from(!hung_up);
+                let first = 2 + usize::from(!hung_up);
                 let mut fds = Vec::with_capacity(first + watched.len() + tracked.len());
                 fds.push(PollFd::from_borrowed_fd(
                     self.tracked.as_fd(),
+                    PollFlags::IN,
+                ));
+                fds.push(PollFd::from_borrowed_fd(
+                    self.wake_reaper.as_fd(),
                     PollFlags::IN,
                 ));
                 if !hung_up {
@@ -326,7 +411,16 @@ impl Shared {
                         PollFlags::IN,
                     ));
                 }
-                match poll(&mut fds, None) {
+                // Idle first, then look: a call that starts after the look wakes the reaper.
+                self.reaper_idle.store(true, Ordering::SeqCst);
+                let timeout = Shared::unstick(self).then(|| {
+                    self.reaper_idle.store(false, Ordering::SeqCst);
+                    rustix::event::Timespec {
+                        tv_sec: 0,
+                        tv_nsec: (STUCK_AFTER / 2).as_nanos() as i64,
+                    }
+                });
+                match poll(&mut fds, timeout.as_ref()) {
                     Ok(_) => {}
                     Err(Errno::INTR) => continue,
                     Err(err) => {
@@ -335,11 +429,14 @@ impl Shared {
                     }
                 }
                 let ready = |fd: &PollFd<'_>| !fd.revents().is_empty();
+                let mut count = [0u8; 8];
                 if ready(&fds[0]) {
-                    let mut count = [0u8; 8];
                     let _ = rustix::io::read(&self.tracked, &mut count);
                 }
-                let hang_up = !hung_up && ready(&fds[1]);
+                if ready(&fds[1]) {
+                    let _ = rustix::io::read(&self.wake_reaper, &mut count);
+                }
+                let hang_up = !hung_up && ready(&fds[2]);
                 let watched_ready: Vec<usize> = (0..watched.len())
                     .filter(|&i| ready(&fds[first + i]))
                     .collect();
