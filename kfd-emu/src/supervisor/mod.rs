@@ -19,9 +19,11 @@
 //!   [`Backend::ioctl`], which reads and writes the argument through [`Caller`]; an fd that is
 //!   not a stand-in gets the kernel's own answer (`CONTINUE`).
 //!
-//! Every call is served on a worker thread of its own while another worker keeps receiving
-//! (see `serve`), so a call that blocks (WAIT_EVENTS, or a caller whose memory cannot be read)
-//! holds up only its own caller. Caller memory is reached through `/proc/<tid>/mem` opened
+//! Calls are received and served by a pool of worker threads, never by the loop that watches
+//! processes (see `serve`): the worker that receives a call serves it, and a call that takes
+//! longer than a couple of milliseconds (WAIT_EVENTS, or a caller whose memory cannot be read:
+//! a page behind an unserved userfaultfd, a hung FUSE mount) hands the receiving on to another
+//! worker, so it holds up only its own caller. Caller memory is reached through `/proc/<tid>/mem` opened
 //! before `SECCOMP_IOCTL_NOTIF_ID_VALID` is checked (see `caller`), never on the receiving
 //! loop and never under the model's lock.
 //!
