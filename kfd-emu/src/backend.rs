@@ -33,6 +33,13 @@ pub trait Caller {
     /// Writes `buf` at `addr` of the caller's memory; `EFAULT` when any byte is not writable.
     fn write(&self, addr: u64, buf: &[u8]) -> Result<(), Errno>;
 
+    /// `ENOENT` unless the call is still held (the caller was not killed meanwhile). Touches
+    /// no caller memory, so it is safe to ask while holding a lock others need. The default
+    /// says the call is held.
+    fn still_valid(&self) -> Result<(), Errno> {
+        Ok(())
+    }
+
     /// Installs `fd` into the caller's fd table (`SECCOMP_IOCTL_NOTIF_ADDFD` without SEND) and
     /// returns the number it got there; `cloexec` sets `O_CLOEXEC` on the new descriptor. Used
     /// for fds an ioctl returns inside its argument (EXPORT_DMABUF, SMI_EVENTS).
@@ -140,10 +147,6 @@ pub trait Backend: Send + Sync + 'static {
         cmd: u32,
         arg: u64,
     ) -> Option<IoctlResult>;
-
-    /// Whether ioctl `cmd` may block for long (WAIT_EVENTS): the supervisor then serves it on
-    /// a thread of its own so other notifications keep flowing.
-    fn may_block(&self, cmd: u32) -> bool;
 
     /// A process that used the backend has exited (its pidfd became readable): release what the
     /// kernel would release when its last `/dev/kfd` reference goes.

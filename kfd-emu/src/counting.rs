@@ -119,10 +119,6 @@ impl<B: Backend + ?Sized> Backend for Counting<B> {
         answer
     }
 
-    fn may_block(&self, cmd: u32) -> bool {
-        self.inner.may_block(cmd)
-    }
-
     fn process_exited(&self, tgid: i32) {
         self.inner.process_exited(tgid)
     }

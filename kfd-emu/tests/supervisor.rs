@@ -16,6 +16,9 @@ use std::process::Command;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+mod fork_support;
+
+use fork_support::{fork, wait_pid};
 use kfd_emu::backend::{Backend, Caller, CallerId, IoctlResult, OpenAction};
 use kfd_emu::supervisor::{attach, run_attached, spawn, spawn_command};
 use rustix::fs::{Mode, OFlags};
@@ -155,10 +158,6 @@ impl Backend for Fake {
             }
             _ => Err(Errno::NOTTY),
         })
-    }
-
-    fn may_block(&self, cmd: u32) -> bool {
-        cmd == BLOCK
     }
 
     fn process_exited(&self, tgid: i32) {
@@ -474,28 +473,6 @@ fn a_blocking_ioctl_is_parked_while_other_threads_are_served() {
     );
 }
 
-/// Forks; the child runs `child` (async-signal-safe calls only) and `_exit`s with its result.
-fn fork(child: impl FnOnce() -> i32) -> i32 {
-    // SAFETY: the child only calls `child`, which makes raw system calls on memory prepared
-    // before the fork, then `_exit`s without running destructors or atexit handlers.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
-    if pid == 0 {
-        let code = child();
-        // SAFETY: ends the forked child at once.
-        unsafe { libc::_exit(code) };
-    }
-    pid
-}
-
-fn wait_pid(pid: i32) -> std::process::ExitStatus {
-    let mut status = 0;
-    // SAFETY: waitpid on our own child with a valid status pointer.
-    let ret = unsafe { libc::waitpid(pid, &raw mut status, 0) };
-    assert_eq!(ret, pid, "waitpid: {}", std::io::Error::last_os_error());
-    std::process::ExitStatus::from_raw(status)
-}
-
 /// The child's checks: 0 when the redirected open and an ECHO both worked.
 fn child_uses_the_backend() -> i32 {
     let Ok(fd) = open("/emu-test/file", OFlags::RDONLY) else {
@@ -579,7 +556,6 @@ fn a_dropped_guard_leaves_the_thread_failing_with_enosys() {
         let guard = attach(Fake::new()).unwrap();
         let served = read_all(open("/emu-test/file", OFlags::RDONLY).unwrap());
         assert_eq!(served, CONTENT);
-        assert!(guard.backend().may_block(BLOCK));
         drop(guard);
         let null = std::fs::File::open("/dev/null")
             .map(|_| ())

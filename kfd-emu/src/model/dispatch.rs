@@ -23,8 +23,6 @@ pub(super) struct Ctx<'a> {
     /// The KFD process of the `/dev/kfd` file (the caller, once the dispatcher checked).
     pub tgid: i32,
     pub serial: u64,
-    /// The argument's address in the caller.
-    pub arg: u64,
 }
 
 /// The argument struct at the start of the kernel buffer (which is at least its size).
@@ -111,7 +109,6 @@ pub(super) fn kfd_ioctl(
                 caller,
                 tgid,
                 serial,
-                arg,
             };
             handle(&ctx, nr, &mut buf)
         }

@@ -430,8 +430,9 @@ fn wait(ctx: &Ctx<'_>, a: &kfd_ioctl_wait_events_args) -> Result<u32, Errno> {
             .0;
         if last_check.elapsed() >= LIVENESS_PERIOD {
             last_check = Instant::now();
-            // A caller killed while waiting: its notification is no longer valid.
-            if ctx.caller.read(ctx.arg, &mut [0u8; 1]) == Err(Errno::NOENT) {
+            // A caller killed while waiting: its notification is no longer valid. Asked
+            // without touching its memory, as the model's lock is held.
+            if ctx.caller.still_valid() == Err(Errno::NOENT) {
                 if let Ok(p) = st.process(ctx.tgid, ctx.serial) {
                     p.events.unregister(waiter);
                 }
@@ -445,22 +446,28 @@ fn wait(ctx: &Ctx<'_>, a: &kfd_ioctl_wait_events_args) -> Result<u32, Errno> {
     }
 
     let process = st.process(ctx.tgid, ctx.serial)?;
-    let mut copied = Ok(());
+    let mut writes = Ok(Vec::new());
     if result == KFD_IOC_WAIT_RESULT_COMPLETE {
-        copied = copy_signaled_event_data(ctx, &process.events, waiter, a.events_ptr);
+        writes = signaled_event_data(&process.events, waiter, a.events_ptr);
     }
     process.events.unregister(waiter);
-    copied.map(|()| result)
+    drop(st);
+    // The caller's memory is written after the lock is gone: a caller whose page faults
+    // forever must not hold up every other process.
+    for (dst, bytes) in writes? {
+        ctx.caller.write(dst, &bytes).map_err(|_| Errno::FAULT)?;
+    }
+    Ok(result)
 }
 
-/// Writes the data of activated memory, hardware-exception and (age-tracked) signal events
-/// back into the caller's array.
-fn copy_signaled_event_data(
-    ctx: &Ctx<'_>,
+/// The data of activated memory, hardware-exception and (age-tracked) signal events, with
+/// where each goes in the caller's array.
+fn signaled_event_data(
     events: &EventTable,
     waiter: u64,
     ptr: u64,
-) -> Result<(), Errno> {
+) -> Result<Vec<(u64, Vec<u8>)>, Errno> {
+    let mut writes = Vec::new();
     let Some(slots) = events.waiters.get(&waiter) else {
         return Err(Errno::INVAL);
     };
@@ -473,15 +480,14 @@ fn copy_signaled_event_data(
             continue;
         }
         let dst = ptr.wrapping_add((i * size_of::<kfd_event_data>()) as u64);
-        let written = match ev.kind {
-            KFD_IOC_EVENT_MEMORY => ctx.caller.write(dst, &ev.memory_exception),
-            KFD_IOC_EVENT_HW_EXCEPTION => ctx.caller.write(dst, &[0u8; 16]),
+        match ev.kind {
+            KFD_IOC_EVENT_MEMORY => writes.push((dst, ev.memory_exception.to_vec())),
+            KFD_IOC_EVENT_HW_EXCEPTION => writes.push((dst, vec![0u8; 16])),
             KFD_IOC_EVENT_SIGNAL if slot.age_enabled => {
-                ctx.caller.write(dst, &ev.age.to_ne_bytes())
+                writes.push((dst, ev.age.to_ne_bytes().to_vec()));
             }
-            _ => Ok(()),
-        };
-        written.map_err(|_| Errno::FAULT)?;
+            _ => {}
+        }
     }
-    Ok(())
+    Ok(writes)
 }

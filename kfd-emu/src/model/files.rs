@@ -37,16 +37,50 @@ pub(super) fn key_of(fd: BorrowedFd<'_>) -> Result<FileKey, Errno> {
     Ok((st.st_dev, st.st_ino))
 }
 
-/// A new memfd of `size` bytes (sparse).
+/// The prefix of the names of the model's memfds (`/proc/<pid>/fd/<n>` shows
+/// `/memfd:kfd-emu:<what> (deleted)`), by which a stand-in whose registration was released is
+/// still recognised.
+const NAME_PREFIX: &str = "kfd-emu:";
+
+/// A new memfd of `size` bytes (sparse), sealed against resizing (`F_SEAL_SHRINK |
+/// F_SEAL_GROW | F_SEAL_SEAL`): a program holding it cannot `ftruncate` it (`EPERM`) or
+/// `fallocate` past its end, so no mapping of it (the program's or the model's) can turn into
+/// a `SIGBUS`.
 pub(super) fn memfd(name: &str, size: u64) -> io::Result<OwnedFd> {
-    let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC)?;
+    let fd = rustix::fs::memfd_create(
+        format!("{NAME_PREFIX}{name}"),
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+    )?;
     rustix::fs::ftruncate(&fd, size)?;
+    rustix::fs::fcntl_add_seals(
+        &fd,
+        rustix::fs::SealFlags::SHRINK | rustix::fs::SealFlags::GROW | rustix::fs::SealFlags::SEAL,
+    )?;
     Ok(fd)
 }
 
-/// The memfd behind `/dev/dri/renderD<minor>`.
-pub(super) fn render_memfd(minor: u32) -> io::Result<OwnedFd> {
-    memfd(&format!("renderD{minor}"), RENDER_MEMFD_SIZE)
+/// The name `memfd` gave to the model's memfd `fd` (without the prefix), or `None` for any
+/// other file.
+pub(super) fn standin_name(fd: BorrowedFd<'_>) -> Option<String> {
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    let link = link.to_str()?;
+    let name = link.strip_prefix("/memfd:")?.strip_suffix(" (deleted)")?;
+    name.strip_prefix(NAME_PREFIX).map(str::to_owned)
+}
+
+/// The name of the render-node memfd of `minor`: the GPU's shared one, or a private one.
+pub(super) fn render_name(minor: u32, private: bool) -> String {
+    if private {
+        format!("renderD{minor}-private")
+    } else {
+        format!("renderD{minor}")
+    }
+}
+
+/// The memfd behind `/dev/dri/renderD<minor>`: the GPU's shared one or, with `private`, an
+/// empty one of the same size.
+pub(super) fn render_memfd(minor: u32, private: bool) -> io::Result<OwnedFd> {
+    memfd(&render_name(minor, private), RENDER_MEMFD_SIZE)
 }
 
 /// A new open file description of the same file as `fd` (what a second `open` of a device
@@ -174,7 +208,7 @@ pub(super) fn proc_modules() -> io::Result<OwnedFd> {
                 .flat_map(|line| [line, "\n"]),
         );
     }
-    let fd = rustix::fs::memfd_create("modules", MemfdFlags::CLOEXEC)?;
+    let fd = memfd("modules", text.len() as u64)?;
     write_at(fd.as_fd(), 0, text.as_bytes())?;
     Ok(fd)
 }

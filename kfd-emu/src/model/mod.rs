@@ -9,9 +9,25 @@
 //! * `/dev/kfd` → a memfd per KFD process (one per thread group, as the kernel keeps one per
 //!   `mm`). Its pages hold the event signal page and, per GPU, the doorbell slice and the
 //!   MMIO-remap page, at the small offsets the ioctls return.
-//! * `/dev/dri/renderD<minor>` → a new open file on one large sparse memfd per GPU. Every VRAM
-//!   or GTT buffer object is a page-aligned slice of it and its `mmap_offset` is the slice's
-//!   offset, so the program's own `mmap` of the render fd maps the BO's real bytes.
+//! * `/dev/dri/renderD<minor>`, opened by a process that has opened `/dev/kfd` → a new open
+//!   file on one large sparse memfd per GPU. Every VRAM or GTT buffer object is a page-aligned
+//!   slice of it and its `mmap_offset` is the slice's offset, so the program's own `mmap` of
+//!   the render fd maps the BO's real bytes, the same pages the model's GPU view reads.
+//!   Opened by a process without a KFD process → an empty private memfd: it answers the DRM
+//!   ioctls (naming the GPU), maps only zeros at any offset, and ACQUIRE_VM refuses it.
+//!
+//!   Isolation, and its approximation: the kernel lets a file map a BO's offset only when that
+//!   file holds a handle on the BO (`drm_vma_node_is_allowed`). A memfd cannot check that per
+//!   offset, and a process's mapping of an import made from another process's dma-buf must
+//!   alias the exporter's pages, so KFD processes on one GPU share its memfd: a KFD process
+//!   that maps an offset it holds no handle on sees that BO's bytes where the kernel would
+//!   answer `EACCES`. Processes that never opened `/dev/kfd` see nothing of anyone's VRAM.
+//! * Every memfd the model hands out (render nodes, `/dev/kfd`, dma-bufs, `/proc/modules`) is
+//!   sealed against resizing (`F_SEAL_SHRINK | F_SEAL_GROW`): `ftruncate` fails with `EPERM`
+//!   (a real device node says `EINVAL`), and no mapping can be cut short into a `SIGBUS`.
+//! * The file table (stand-in inode → what it is) drops a process's entries when it exits; a
+//!   stand-in still held by a child or a peer is then told by its memfd name
+//!   (`kfd-emu:<what>`): a `/dev/kfd` of a process that is gone answers `EBADF`.
 //! * The KFD topology under `/sys/devices/virtual/kfd/kfd/topology` and
 //!   `/sys/class/kfd/kfd/topology` → files of a tree generated from the [`Machine`].
 //! * `/proc/modules` → a list that contains `amdgpu`; `/sys/module/amdgpu` → what libkmod
@@ -119,8 +135,11 @@ enum FileKind {
     /// `/dev/kfd` of a KFD process (`tgid`, and the serial that tells a process apart from a
     /// later one that reuses the pid).
     Kfd { tgid: i32, serial: u64 },
-    /// A render node of GPU index `gpu`.
+    /// A render node of GPU index `gpu`, opened by a KFD process: the GPU's shared memfd.
     Render { gpu: usize },
+    /// A render node of GPU index `gpu` opened by a process without a KFD process: an empty
+    /// memfd of its own, which answers the DRM ioctls but cannot be given to ACQUIRE_VM.
+    PrivateRender { gpu: usize },
     /// A dma-buf the model exported.
     Dmabuf { id: u64 },
 }
@@ -160,11 +179,12 @@ impl Model {
         let mut table = HashMap::new();
         for (index, gpu) in cfg.machine.gpus().iter().enumerate() {
             let what = format!("/dev/dri/renderD{}", gpu.render_minor);
-            let memfd =
-                files::render_memfd(gpu.render_minor).map_err(|source| ModelError::StandIn {
+            let memfd = files::render_memfd(gpu.render_minor, false).map_err(|source| {
+                ModelError::StandIn {
                     what: what.clone(),
                     source,
-                })?;
+                }
+            })?;
             let key = files::key_of(memfd.as_fd()).map_err(|e| ModelError::StandIn {
                 what,
                 source: e.into(),
@@ -197,6 +217,14 @@ impl Model {
     /// The machine the model drives.
     pub fn machine(&self) -> &Machine {
         &self.cfg.machine
+    }
+
+    /// How many stand-in files (their inodes) the model knows: the GPUs' render nodes, and the
+    /// `/dev/kfd`, private render nodes and dma-bufs of live processes. It is back to its
+    /// earlier value once the processes that opened stand-ins since have exited and been
+    /// released.
+    pub fn stand_ins(&self) -> usize {
+        self.files.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// Whether a leak report found anything (only with [`ModelConfig::check_leaks`]).
@@ -267,11 +295,48 @@ impl Model {
         }
     }
 
-    fn open_render(&self, gpu: usize) -> OpenAction {
-        match files::reopen(self.render[gpu].memfd.as_fd()) {
-            Ok(fd) => OpenAction::Inject(fd),
-            Err(errno) => OpenAction::Fail(errno),
+    /// A render node: the GPU's shared memfd for a KFD process, else a private empty one
+    /// (see the module docs).
+    fn open_render(&self, caller: &dyn Caller, gpu: usize) -> OpenAction {
+        let tgid = caller.id().tgid;
+        if self.lock().procs.contains_key(&tgid) {
+            return match files::reopen(self.render[gpu].memfd.as_fd()) {
+                Ok(fd) => OpenAction::Inject(fd),
+                Err(errno) => OpenAction::Fail(errno),
+            };
         }
+        let minor = self.cfg.machine.gpus()[gpu].render_minor;
+        let private = files::render_memfd(minor, true).map_err(|e| io_errno(&e));
+        let fd = match private.and_then(|fd| Ok((files::key_of(fd.as_fd())?, fd))) {
+            Ok((key, fd)) => {
+                self.register(key, FileKind::PrivateRender { gpu });
+                self.lock()
+                    .private_render
+                    .entry(tgid)
+                    .or_default()
+                    .push(key);
+                fd
+            }
+            Err(errno) => return OpenAction::Fail(errno),
+        };
+        OpenAction::Inject(fd)
+    }
+
+    /// What a stand-in whose registration was released (its process exited; a child or a
+    /// peer still holds the fd) is, from its memfd name: a `/dev/kfd` of a process that is
+    /// gone (ioctls fail with `EBADF`, as the kernel's do for a process that is not the
+    /// file's), or a private render node.
+    fn released_kind(&self, file: BorrowedFd<'_>) -> Option<FileKind> {
+        let name = files::standin_name(file)?;
+        if name == process::KFD_MEMFD_NAME {
+            return Some(FileKind::Kfd { tgid: 0, serial: 0 });
+        }
+        self.cfg
+            .machine
+            .gpus()
+            .iter()
+            .position(|g| name == files::render_name(g.render_minor, true))
+            .map(|gpu| FileKind::PrivateRender { gpu })
     }
 
     /// Runs `f` on the generated sysfs tree, generating it on first use.
@@ -381,7 +446,7 @@ impl Backend for Model {
         match self.target(path) {
             None => OpenAction::Continue,
             Some(Target::Kfd) => self.open_kfd(caller),
-            Some(Target::Render(gpu)) => self.open_render(gpu),
+            Some(Target::Render(gpu)) => self.open_render(caller, gpu),
             Some(Target::ProcModules) => match files::proc_modules() {
                 Ok(fd) => OpenAction::Inject(fd),
                 Err(e) => OpenAction::Fail(io_errno(&e)),
@@ -411,23 +476,24 @@ impl Backend for Model {
         arg: u64,
     ) -> Option<IoctlResult> {
         let key = files::key_of(file).ok()?;
-        let kind = self.kind_of(&key)?;
+        let kind = self.kind_of(&key).or_else(|| self.released_kind(file))?;
         Some(match kind {
             FileKind::Kfd { tgid, serial } => {
                 dispatch::kfd_ioctl(self, caller, tgid, serial, cmd, arg)
             }
-            FileKind::Render { gpu } => drm::ioctl(self, caller, gpu, cmd, arg),
+            FileKind::Render { gpu } | FileKind::PrivateRender { gpu } => {
+                drm::ioctl(self, caller, gpu, cmd, arg)
+            }
             // dma_buf_ioctl answers only its own 'b' commands.
             FileKind::Dmabuf { .. } => Err(Errno::NOTTY),
         })
     }
 
-    fn may_block(&self, cmd: u32) -> bool {
-        // The kernel dispatches /dev/kfd ioctls on the number alone.
-        cmd & 0xFF == 0x0C
-    }
-
     fn process_exited(&self, tgid: i32) {
+        let private = self.lock().private_render.remove(&tgid);
+        for key in private.into_iter().flatten() {
+            self.unregister(&key);
+        }
         process::teardown(self, tgid);
     }
 }

@@ -28,6 +28,9 @@ const GPU_SLOT_SIZE: u64 = 0x1_0000;
 /// The MMIO-remap page, within a GPU's slot.
 const MMIO_IN_SLOT: u64 = 0x4000;
 
+/// The name of a process's `/dev/kfd` memfd.
+pub(super) const KFD_MEMFD_NAME: &str = "kfd";
+
 /// Where render-node slices start (offset 0 is never handed out).
 pub(super) const FIRST_SLICE: u64 = 1 << 21;
 
@@ -51,6 +54,9 @@ pub(super) struct State {
     pub smi: Smi,
     /// Per GPU: bytes of VRAM holding migrated SVM pages.
     pub svm_vram: Vec<u64>,
+    /// The private render-node memfds each process without a KFD process opened, released
+    /// (unregistered) when it exits.
+    pub private_render: HashMap<i32, Vec<FileKey>>,
 }
 
 impl State {
@@ -69,6 +75,7 @@ impl State {
             next_fake_offset: files::RENDER_MEMFD_SIZE,
             smi: Smi::default(),
             svm_vram: vec![0; gpus],
+            private_render: HashMap::new(),
         }
     }
 
@@ -161,7 +168,7 @@ impl Process {
     pub(super) fn create(tgid: i32, st: &mut State, machine: &Machine) -> Result<Process, Errno> {
         let gpus = machine.gpus();
         let size = GPU_SLOTS + GPU_SLOT_SIZE * gpus.len() as u64;
-        let memfd = files::memfd("kfd", size).map_err(|e| {
+        let memfd = files::memfd(KFD_MEMFD_NAME, size).map_err(|e| {
             e.raw_os_error()
                 .map_or(Errno::NOMEM, Errno::from_raw_os_error)
         })?;
@@ -292,10 +299,11 @@ pub(super) fn teardown(model: &Model, tgid: i32) {
         }
     }
     drop(st);
+    // The stand-in is released from the file table; a forked child still holding the fd is
+    // told from its memfd name and gets EBADF, as from the kernel (`released_kind`).
+    model.unregister(&process.key);
     // Waiters of the process see their events gone.
     model.wake.notify_all();
-    // The stand-in's inode stays registered as this (now gone) process, so that a forked child
-    // still holding the fd gets EBADF, as from the kernel.
 }
 
 /// What a process left behind, or `None` when it cleaned up.

@@ -1,12 +1,26 @@
-//! [`Caller`] for a held system call: the caller's memory through `process_vm_readv` /
-//! `process_vm_writev`, fd installation through `SECCOMP_IOCTL_NOTIF_ADDFD`.
+//! [`Caller`] for a held system call: the caller's memory through `/proc/<pid>/mem`, fd
+//! installation through `SECCOMP_IOCTL_NOTIF_ADDFD`.
+//!
+//! # Reaching the caller's memory (seccomp_unotify(2)'s order)
+//!
+//! A notification names its caller by thread id, and a thread id can be reused as soon as the
+//! caller is killed. Memory is therefore reached through a file that pins one address space:
+//! `/proc/<tid>/mem` is opened **first**, `SECCOMP_IOCTL_NOTIF_ID_VALID` is checked **second**
+//! (the caller still waiting proves the file is its address space, not that of a process that
+//! reuses the id), and only then is the file read or written (`pread`/`pwrite` at the address).
+//! The file is kept per process ([`ProcMem`]) so that later calls skip the open; it stays tied
+//! to the address space it was validated for: once that address space is gone (the process
+//! exec'd or exited) the file reads and writes nothing, and it is reopened and validated again
+//! for the new caller. A write is additionally preceded by its own `ID_VALID` check.
+//!
+//! Nothing here runs on the supervisor's receiving loop: callers are served on worker threads
+//! ([`super::serve`]), so a read that blocks (a page behind an unserved userfaultfd, a hung FUSE
+//! mount) blocks only the worker serving that caller.
 
-use std::io::{IoSlice, IoSliceMut};
-use std::os::fd::BorrowedFd;
-use std::sync::Arc;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::{Arc, Mutex};
 
-use nix::sys::uio::{RemoteIoVec, process_vm_readv, process_vm_writev};
-use nix::unistd::Pid;
+use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
 use super::seccomp::Listener;
@@ -14,7 +28,168 @@ use crate::backend::{Caller, CallerId};
 
 /// `PATH_MAX`, counting the terminating NUL.
 const PATH_MAX: usize = libc::PATH_MAX as usize;
-const PAGE: usize = 4096;
+const PAGE: u64 = 4096;
+
+/// `PROCMAP_QUERY`, `_IOWR('f', 17, struct procmap_query)` (Linux ≥ 6.11): describes the VMA
+/// that covers an address, through an open `/proc/<pid>/maps`.
+const PROCMAP_QUERY: libc::c_ulong = 0xC068_6611;
+/// `PROCMAP_QUERY_VMA_READABLE`.
+const VMA_READABLE: u64 = 0x01;
+/// `PROCMAP_QUERY_VMA_WRITABLE`.
+const VMA_WRITABLE: u64 = 0x02;
+
+/// `struct procmap_query` of `linux/fs.h`.
+#[repr(C)]
+#[derive(Debug, Default)]
+struct ProcmapQuery {
+    size: u64,
+    query_flags: u64,
+    query_addr: u64,
+    vma_start: u64,
+    vma_end: u64,
+    vma_flags: u64,
+    vma_page_size: u64,
+    vma_offset: u64,
+    inode: u64,
+    dev_major: u32,
+    dev_minor: u32,
+    vma_name_size: u32,
+    build_id_size: u32,
+    vma_name_addr: u64,
+    build_id_addr: u64,
+}
+const _: () = assert!(size_of::<ProcmapQuery>() == 104);
+
+/// The files of one address space, opened on a thread validated as a caller afterwards.
+#[derive(Debug)]
+struct MemFiles {
+    /// `/proc/<tid>/mem`: the bytes.
+    mem: OwnedFd,
+    /// `/proc/<tid>/maps`: the protections, which the memory file does not honour (it
+    /// reaches pages the way a debugger does).
+    maps: OwnedFd,
+}
+
+impl MemFiles {
+    /// Whether every byte of `[addr, addr + len)` is in a VMA with all of `need`
+    /// (`VMA_READABLE`/`VMA_WRITABLE`): what the kernel's `copy_{from,to}_user` would reach.
+    /// `Gone` when the address space is gone. On kernels without `PROCMAP_QUERY` the check
+    /// is skipped (an approximation: a protected page is then reached like a debugger would).
+    fn allows(&self, addr: u64, len: usize, need: u64) -> Result<Transfer, Errno> {
+        let end = addr.checked_add(len as u64).ok_or(Errno::FAULT)?;
+        let mut at = addr;
+        while at < end {
+            let mut q = ProcmapQuery {
+                size: size_of::<ProcmapQuery>() as u64,
+                query_addr: at,
+                ..ProcmapQuery::default()
+            };
+            // SAFETY: PROCMAP_QUERY reads and writes one `struct procmap_query`, whose size
+            // the struct's first field gives; no name or build-id buffer is asked for.
+            let ret = unsafe { libc::ioctl(self.maps.as_raw_fd(), PROCMAP_QUERY, &raw mut q) };
+            if ret < 0 {
+                return match Errno::from_raw_os_error(
+                    std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+                ) {
+                    Errno::NOENT => Err(Errno::FAULT),
+                    Errno::SRCH => Ok(Transfer::Gone),
+                    Errno::NOTTY | Errno::INVAL => Ok(Transfer::Moved(len)),
+                    other => Err(other),
+                };
+            }
+            if q.vma_flags & need != need || q.vma_end <= at {
+                return Err(Errno::FAULT);
+            }
+            at = q.vma_end;
+        }
+        Ok(Transfer::Moved(len))
+    }
+}
+
+/// One process's memory files, opened on a thread that was then validated as a caller.
+#[derive(Debug, Default)]
+pub(crate) struct ProcMem {
+    files: Mutex<Option<Arc<MemFiles>>>,
+}
+
+/// What a transfer through the memory file did.
+enum Transfer {
+    /// This many bytes (fewer than asked when a page is not mapped).
+    Moved(usize),
+    /// Nothing: the address space the file was opened on is gone.
+    Gone,
+}
+
+fn transfer(result: Result<usize, Errno>, want: usize) -> Result<Transfer, Errno> {
+    match result {
+        Ok(0) if want > 0 => Ok(Transfer::Gone),
+        Ok(n) => Ok(Transfer::Moved(n)),
+        // EIO: the first page is not mapped; EINVAL: the address is past loff_t.
+        Err(Errno::IO | Errno::INVAL | Errno::FAULT) => Err(Errno::FAULT),
+        Err(Errno::SRCH) => Err(Errno::NOENT),
+        Err(other) => Err(other),
+    }
+}
+
+impl ProcMem {
+    /// The validated files for `caller`: the cached ones, or (with `fresh`, or when none are
+    /// cached) `/proc/<tid>/{mem,maps}` opened now and validated by `ID_VALID` after the
+    /// open.
+    fn files(&self, caller: &NotifCaller, fresh: bool) -> Result<Arc<MemFiles>, Errno> {
+        let mut cached = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        if !fresh && let Some(files) = cached.as_ref() {
+            return Ok(Arc::clone(files));
+        }
+        let tid = caller.who.tid;
+        let open = |what: &str, flags: OFlags| {
+            let path = format!("/proc/{tid}/{what}");
+            rustix::fs::open(path.as_str(), flags | OFlags::CLOEXEC, Mode::empty())
+        };
+        let mem = open_then_validate(|| open("mem", OFlags::RDWR), || Ok(()))?;
+        let maps = open_then_validate(|| open("maps", OFlags::RDONLY), || caller.still_valid())?;
+        let files = Arc::new(MemFiles { mem, maps });
+        *cached = Some(Arc::clone(&files));
+        Ok(files)
+    }
+
+    /// Checks `[addr, addr + len)` has `need`, then runs `op` on the memory file; both are
+    /// retried once on freshly opened files if the address space is gone (an `exec`).
+    fn access(
+        &self,
+        caller: &NotifCaller,
+        addr: u64,
+        len: usize,
+        need: u64,
+        mut op: impl FnMut(BorrowedFd<'_>) -> Result<usize, Errno>,
+    ) -> Result<usize, Errno> {
+        let mut fresh = false;
+        loop {
+            let files = self.files(caller, fresh)?;
+            if let Transfer::Moved(_) = files.allows(addr, len, need)?
+                && let Transfer::Moved(n) = transfer(op(files.mem.as_fd()), len)?
+            {
+                return Ok(n);
+            }
+            if fresh {
+                return Err(Errno::NOENT);
+            }
+            fresh = true;
+        }
+    }
+}
+
+/// seccomp_unotify(2)'s order for reaching a caller: `open` the memory file first, then
+/// `still_valid` (`SECCOMP_IOCTL_NOTIF_ID_VALID`); the file is returned only when the caller was
+/// still waiting after the open, so it cannot be the address space of a process that reuses
+/// the thread id.
+pub(crate) fn open_then_validate(
+    open: impl FnOnce() -> Result<OwnedFd, Errno>,
+    still_valid: impl FnOnce() -> Result<(), Errno>,
+) -> Result<OwnedFd, Errno> {
+    let file = open()?;
+    still_valid()?;
+    Ok(file)
+}
 
 /// The caller of one notification.
 #[derive(Debug, Clone)]
@@ -22,22 +197,21 @@ pub(crate) struct NotifCaller {
     listener: Arc<Listener>,
     notif_id: u64,
     who: CallerId,
-}
-
-fn from_nix(errno: nix::errno::Errno) -> Errno {
-    match errno {
-        // The thread is gone: the notification is too.
-        nix::errno::Errno::ESRCH => Errno::NOENT,
-        other => Errno::from_raw_os_error(other as i32),
-    }
+    mem: Arc<ProcMem>,
 }
 
 impl NotifCaller {
-    pub(crate) fn new(listener: Arc<Listener>, notif_id: u64, who: CallerId) -> Self {
+    pub(crate) fn new(
+        listener: Arc<Listener>,
+        notif_id: u64,
+        who: CallerId,
+        mem: Arc<ProcMem>,
+    ) -> Self {
         Self {
             listener,
             notif_id,
             who,
+            mem,
         }
     }
 
@@ -49,46 +223,30 @@ impl NotifCaller {
         &self.listener
     }
 
-    /// `ENOENT` unless the notification is still pending, i.e. the thread is still the caller.
-    pub(crate) fn still_valid(&self) -> Result<(), Errno> {
-        if self.listener.id_valid(self.notif_id) {
-            Ok(())
-        } else {
-            Err(Errno::NOENT)
-        }
-    }
-
-    fn remote(addr: u64, len: usize) -> Result<RemoteIoVec, Errno> {
-        let base = usize::try_from(addr).map_err(|_| Errno::FAULT)?;
-        base.checked_add(len).ok_or(Errno::FAULT)?;
-        Ok(RemoteIoVec { base, len })
-    }
-
     /// Reads the NUL-terminated path at `addr`, without its NUL.
     ///
-    /// The string may end just before an unmapped page, so it is read as one remote iovec per
-    /// page: a transfer stops at the first iovec that faults and keeps what came before.
-    /// `EFAULT` if the first byte is unreadable or the string runs into a fault,
-    /// `ENAMETOOLONG` without a NUL in `PATH_MAX` bytes.
+    /// The string may end just before an unmapped page: a read of the memory file stops at
+    /// the first page it cannot reach and keeps what came before. `EFAULT` if the first byte
+    /// is unreadable or the string runs into a fault, `ENAMETOOLONG` without a NUL in
+    /// `PATH_MAX` bytes.
     pub(crate) fn read_path(&self, addr: u64) -> Result<Vec<u8>, Errno> {
-        let start = usize::try_from(addr).map_err(|_| Errno::FAULT)?;
-        let mut remote = Vec::with_capacity(2);
-        let mut at = start;
-        let mut left = PATH_MAX;
-        while left > 0 {
-            let len = (PAGE - at % PAGE).min(left);
-            let end = at.checked_add(len).ok_or(Errno::FAULT)?;
-            remote.push(RemoteIoVec { base: at, len });
-            at = end;
-            left -= len;
-        }
         let mut buf = vec![0u8; PATH_MAX];
-        let got = process_vm_readv(
-            Pid::from_raw(self.who.tid),
-            &mut [IoSliceMut::new(&mut buf)],
-            &remote,
-        )
-        .map_err(from_nix)?;
+        let mut got = 0;
+        // A read may stop early at a page boundary; go on until a NUL, a fault or PATH_MAX.
+        while got < PATH_MAX && !buf[..got].contains(&0) {
+            let at = addr.checked_add(got as u64).ok_or(Errno::FAULT)?;
+            // Up to the end of the page, then page by page: a string may end just before a
+            // page the caller cannot read.
+            let len = ((PAGE - at % PAGE) as usize).min(PATH_MAX - got);
+            let n = match self.mem.access(self, at, len, VMA_READABLE, |fd| {
+                rustix::io::pread(fd, &mut buf[got..got + len], at)
+            }) {
+                Ok(n) => n,
+                Err(Errno::FAULT) if got > 0 => break,
+                Err(e) => return Err(e),
+            };
+            got += n;
+        }
         self.still_valid()?;
         match buf[..got].iter().position(|&b| b == 0) {
             Some(nul) => {
@@ -107,15 +265,12 @@ impl Caller for NotifCaller {
     }
 
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
-        if !buf.is_empty() {
-            let remote = [Self::remote(addr, buf.len())?];
-            let want = buf.len();
-            let got = process_vm_readv(
-                Pid::from_raw(self.who.tid),
-                &mut [IoSliceMut::new(buf)],
-                &remote,
-            )
-            .map_err(from_nix)?;
+        let want = buf.len();
+        if want > 0 {
+            addr.checked_add(want as u64).ok_or(Errno::FAULT)?;
+            let got = self.mem.access(self, addr, want, VMA_READABLE, |fd| {
+                rustix::io::pread(fd, &mut *buf, addr)
+            })?;
             if got != want {
                 return Err(Errno::FAULT);
             }
@@ -124,21 +279,68 @@ impl Caller for NotifCaller {
     }
 
     fn write(&self, addr: u64, buf: &[u8]) -> Result<(), Errno> {
-        // Checked before writing: never write into a process that merely reuses the tid.
-        self.still_valid()?;
         if buf.is_empty() {
-            return Ok(());
+            return self.still_valid();
         }
-        let remote = [Self::remote(addr, buf.len())?];
-        let got = process_vm_writev(Pid::from_raw(self.who.tid), &[IoSlice::new(buf)], &remote)
-            .map_err(from_nix)?;
+        addr.checked_add(buf.len() as u64).ok_or(Errno::FAULT)?;
+        // The file first (opened, then validated, on first use), then ID_VALID, then the
+        // write: never into a process that merely reuses the tid.
+        let got = self.mem.access(self, addr, buf.len(), VMA_WRITABLE, |fd| {
+            self.still_valid()?;
+            rustix::io::pwrite(fd, buf, addr)
+        })?;
         if got != buf.len() {
             return Err(Errno::FAULT);
         }
         Ok(())
     }
 
+    fn still_valid(&self) -> Result<(), Errno> {
+        if self.listener.id_valid(self.notif_id) {
+            Ok(())
+        } else {
+            Err(Errno::NOENT)
+        }
+    }
+
     fn install_fd(&self, fd: BorrowedFd<'_>, cloexec: bool) -> Result<i32, Errno> {
         self.listener.add_fd(self.notif_id, fd, cloexec, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+
+    /// The memory file of a recycled tid never reaches the writer: the open comes first and
+    /// the notification's validity is checked after it, so a caller that went away between
+    /// the notification and the open yields no file at all.
+    #[test]
+    fn memory_file_is_opened_before_the_id_is_validated() {
+        let steps = RefCell::new(Vec::new());
+        let open = || {
+            steps.borrow_mut().push("open");
+            rustix::fs::open("/dev/null", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
+        };
+        let valid = || {
+            steps.borrow_mut().push("id_valid");
+            Ok(())
+        };
+        assert!(open_then_validate(open, valid).is_ok());
+        assert_eq!(*steps.borrow(), ["open", "id_valid"]);
+
+        steps.borrow_mut().clear();
+        let open = || {
+            steps.borrow_mut().push("open");
+            rustix::fs::open("/dev/null", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
+        };
+        let gone = || {
+            steps.borrow_mut().push("id_valid");
+            Err(Errno::NOENT)
+        };
+        assert_eq!(open_then_validate(open, gone).err(), Some(Errno::NOENT));
+        assert_eq!(*steps.borrow(), ["open", "id_valid"]);
     }
 }

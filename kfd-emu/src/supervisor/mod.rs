@@ -17,8 +17,15 @@
 //!   none), an errno fails the call. An empty path with `AT_EMPTY_PATH` runs natively;
 //! - for an ioctl, takes a duplicate of the caller's fd with `pidfd_getfd` and asks
 //!   [`Backend::ioctl`], which reads and writes the argument through [`Caller`]; an fd that is
-//!   not a stand-in gets the kernel's own answer (`CONTINUE`). An ioctl that
-//!   [may block](Backend::may_block) is served on a thread of its own.
+//!   not a stand-in gets the kernel's own answer (`CONTINUE`).
+//!
+//! Calls are received and served by a pool of worker threads, never by the loop that watches
+//! processes (see `serve`): the worker that receives a call serves it, and a call that takes
+//! longer than a couple of milliseconds (WAIT_EVENTS, or a caller whose memory cannot be read:
+//! a page behind an unserved userfaultfd, a hung FUSE mount) hands the receiving on to another
+//! worker, so it holds up only its own caller. Caller memory is reached through `/proc/<tid>/mem` opened
+//! before `SECCOMP_IOCTL_NOTIF_ID_VALID` is checked (see `caller`), never on the receiving
+//! loop and never under the model's lock.
 //!
 //! Every process that makes an intercepted call is tracked with a pidfd; when it exits, the
 //! backend hears of it ([`Backend::process_exited`]). Threads are told apart by tid, processes
@@ -184,7 +191,10 @@ pub fn attach(backend: Arc<dyn Backend>) -> Result<Attached, SupervisorError> {
             .spawn(move || {
                 // No listener: the filter was not installed; nothing to serve.
                 if let Ok(listener) = receive.recv() {
-                    Server::new(listener, backend).run(&mut AttachDriver { shutdown });
+                    match Server::new(listener, backend) {
+                        Ok(mut server) => server.run(&mut AttachDriver { shutdown }),
+                        Err(err) => eprintln!("kfd-emu: starting the supervisor: {err}"),
+                    }
                 }
             })
             .map_err(|source| SupervisorError::Thread { source })?

@@ -1,16 +1,38 @@
 //! The supervisor loop: receive a notification, find out who is calling, ask the backend,
 //! answer.
+//!
+//! # Who does what
+//!
+//! Notifications are received and served by a pool of **workers**. One worker at a time holds
+//! the **lead**: it waits on the listener, receives a notification and serves it itself, then
+//! receives the next, so the common case has no hand-over between threads. A call that takes
+//! longer than [`STUCK_AFTER`] (a caller whose memory cannot be read: a path in a page behind an
+//! unserved userfaultfd, a hung FUSE mount; or a WAIT_EVENTS that waits) loses the lead: the
+//! reaper takes it from the busy worker and gives it to an idle worker (started if there is
+//! none), which goes on receiving. The stuck call holds only its own worker; every other caller
+//! is delayed by at most about [`STUCK_AFTER`] once. A worker that finishes a call after losing
+//! the lead waits to lead again, or ends when [`SPARE_WORKERS`] are already waiting. Caller
+//! memory is only ever touched by the worker serving that caller (see [`super::caller`] for the
+//! order of open, `ID_VALID` and access).
+//!
+//! The thread that calls [`Server::run`] is the **reaper**: it polls the pidfds of the tracked
+//! processes, the listener (for its hang-up) and its [`Driver`]'s fds, releases a process's
+//! state when it exits ([`Backend::process_exited`], its thread map entries, its memory file),
+//! watches the worker that leads for a call that takes too long, and stops the workers when the
+//! driver says so.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use rustix::event::{PollFd, PollFlags, poll};
+use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
 use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open};
 
-use super::caller::NotifCaller;
+use super::caller::{NotifCaller, ProcMem};
 use super::path;
 use super::seccomp::{Listener, SeccompNotif};
 use super::stat;
@@ -25,16 +47,6 @@ pub(crate) trait Driver {
     fn ready(&mut self, index: usize) -> bool;
     /// Asked after each round with the number of live processes seen; `true` stops the loop.
     fn done(&self, live_processes: usize) -> bool;
-}
-
-/// Serves one listener until its [`Driver`] stops it or no task uses the filter any more.
-pub(crate) struct Server {
-    listener: Arc<Listener>,
-    backend: Arc<dyn Backend>,
-    /// tgid → pidfd of every process that has made an intercepted call.
-    processes: HashMap<i32, OwnedFd>,
-    /// tid → tgid, checked with `tgkill(tgid, tid, 0)` before each use.
-    threads: HashMap<i32, i32>,
 }
 
 /// Whether `tid` is a live thread of thread group `tgid` (`tgkill` with signal 0 sends nothing).
@@ -100,47 +112,315 @@ enum Reply {
     ListXattr,
 }
 
+/// Idle workers kept; more end after serving their call.
+const SPARE_WORKERS: usize = 2;
+
+/// How long the leading worker may serve one call before the lead is taken from it.
+pub(crate) const STUCK_AFTER: Duration = Duration::from_millis(2);
+
+/// A process that has made an intercepted call.
+struct Tracked {
+    /// Readable once the process has exited.
+    pidfd: OwnedFd,
+    /// Its memory file, shared by the callers of its threads.
+    mem: Arc<ProcMem>,
+}
+
+/// The lead: who receives, and since when it has been serving a call.
+#[derive(Debug, Default)]
+struct Lead {
+    /// A worker holds the lead (receiving, or serving the call it received).
+    held: bool,
+    /// Bumped whenever the lead changes hands, so that a worker knows it lost it.
+    term: u64,
+    /// When the holder started serving its current call; `None` while it receives.
+    busy_since: Option<Instant>,
+    /// Workers waiting to lead.
+    waiting: usize,
+}
+
+/// How many workers there are and how many are serving a call.
+#[derive(Debug, Default)]
+struct Pool {
+    live: usize,
+    busy: usize,
+}
+
+/// What the reaper and the workers share.
+struct Shared {
+    listener: Arc<Listener>,
+    backend: Arc<dyn Backend>,
+    /// tgid → the process, for every process that has made an intercepted call.
+    processes: Mutex<HashMap<i32, Arc<Tracked>>>,
+    /// tid → tgid, checked with `tgkill(tgid, tid, 0)` before each use.
+    threads: Mutex<HashMap<i32, i32>>,
+    /// Written when a process is tracked, so the reaper polls its pidfd.
+    tracked: OwnedFd,
+    /// Written (and never read) to stop the workers.
+    stop_fd: OwnedFd,
+    stopping: AtomicBool,
+    lead: Mutex<Lead>,
+    /// Signalled when the lead is free.
+    lead_free: Condvar,
+    pool: Mutex<Pool>,
+    /// Signalled when a worker ends or, while stopping, starts serving.
+    ended: Condvar,
+    /// The reaper sleeps without a timeout: the next call to start must wake it (`wake_reaper`)
+    /// so that it watches for a stuck call.
+    reaper_idle: AtomicBool,
+    /// Written to wake an idle reaper.
+    wake_reaper: OwnedFd,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Serves one listener until its [`Driver`] stops it or no task uses the filter any more.
+pub(crate) struct Server {
+    shared: Arc<Shared>,
+}
+
 impl Server {
-    pub(crate) fn new(listener: Listener, backend: Arc<dyn Backend>) -> Self {
-        Self {
-            listener: Arc::new(listener),
-            backend,
-            processes: HashMap::new(),
-            threads: HashMap::new(),
-        }
+    pub(crate) fn new(listener: Listener, backend: Arc<dyn Backend>) -> Result<Self, Errno> {
+        Ok(Self {
+            shared: Arc::new(Shared {
+                listener: Arc::new(listener),
+                backend,
+                processes: Mutex::new(HashMap::new()),
+                threads: Mutex::new(HashMap::new()),
+                tracked: eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?,
+                stop_fd: eventfd(0, EventfdFlags::CLOEXEC)?,
+                stopping: AtomicBool::new(false),
+                lead: Mutex::new(Lead::default()),
+                lead_free: Condvar::new(),
+                pool: Mutex::new(Pool::default()),
+                ended: Condvar::new(),
+                reaper_idle: AtomicBool::new(false),
+                wake_reaper: eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?,
+            }),
+        })
     }
 
     /// Runs until `driver` stops it, or the listener has hung up (no task uses the filter any
-    /// more) and every tracked process has exited and nothing else is watched.
+    /// more) and every tracked process has exited and nothing else is watched. Workers still
+    /// serving a call when it returns end once their call is answered.
     pub(crate) fn run(&mut self, driver: &mut dyn Driver) {
+        let shared = &self.shared;
+        if Shared::start_worker(shared).is_err() {
+            eprintln!("kfd-emu: could not start a supervisor worker");
+            return;
+        }
+        shared.reap(driver);
+        shared.stop();
+    }
+}
+
+impl Shared {
+    /// Starts one idle worker.
+    fn start_worker(this: &Arc<Shared>) -> std::io::Result<()> {
+        lock(&this.pool).live += 1;
+        let for_worker = Arc::clone(this);
+        let started = std::thread::Builder::new()
+            .name("kfd-emu-worker".into())
+            .spawn(move || for_worker.work());
+        if started.is_err() {
+            lock(&this.pool).live -= 1;
+        }
+        started.map(|_| ())
+    }
+
+    /// Waits for the lead; its term, or `None` when stopping.
+    fn take_lead(&self) -> Option<u64> {
+        let mut lead = lock(&self.lead);
+        lead.waiting += 1;
+        while lead.held && !self.stopping.load(Ordering::Acquire) {
+            lead = self.lead_free.wait(lead).unwrap_or_else(|e| e.into_inner());
+        }
+        lead.waiting -= 1;
+        if self.stopping.load(Ordering::Acquire) {
+            return None;
+        }
+        lead.held = true;
+        lead.term += 1;
+        Some(lead.term)
+    }
+
+    /// A worker: lead, receiving and serving, until its lead is taken or the workers stop.
+    fn work(self: Arc<Self>) {
+        'lead: while let Some(term) = self.take_lead() {
+            loop {
+                let Some(notif) = self.receive() else {
+                    let mut lead = lock(&self.lead);
+                    if lead.term == term {
+                        lead.held = false;
+                        self.lead_free.notify_one();
+                    }
+                    break 'lead;
+                };
+                self.serve(term, &notif);
+                let mut lead = lock(&self.lead);
+                if lead.term == term {
+                    lead.busy_since = None;
+                    continue;
+                }
+                // The lead was taken while this call was served.
+                if lead.waiting >= SPARE_WORKERS {
+                    break 'lead;
+                }
+                continue 'lead;
+            }
+        }
+        lock(&self.pool).live -= 1;
+        self.ended.notify_all();
+    }
+
+    /// Serves `notif` as the holder of lead `term`, telling the reaper when it started.
+    fn serve(&self, term: u64, notif: &SeccompNotif) {
+        {
+            let mut lead = lock(&self.lead);
+            if lead.term == term {
+                lead.busy_since = Some(Instant::now());
+            }
+        }
+        if self.reaper_idle.swap(false, Ordering::SeqCst) {
+            let _ = rustix::io::write(&self.wake_reaper, &1u64.to_ne_bytes());
+        }
+        lock(&self.pool).busy += 1;
+        if self.stopping.load(Ordering::Acquire) {
+            self.ended.notify_all();
+        }
+        self.handle(notif);
+        lock(&self.pool).busy -= 1;
+    }
+
+    /// Takes the lead from a worker that has served one call for longer than
+    /// [`STUCK_AFTER`] and hands it to a waiting worker (or a new one). Whether a call is
+    /// being served, so that the reaper keeps watching.
+    fn unstick(this: &Arc<Shared>) -> bool {
+        let mut lead = lock(&this.lead);
+        let Some(since) = lead.busy_since else {
+            return false;
+        };
+        if since.elapsed() < STUCK_AFTER {
+            return true;
+        }
+        lead.held = false;
+        lead.term += 1;
+        lead.busy_since = None;
+        if lead.waiting > 0 {
+            this.lead_free.notify_one();
+        } else {
+            drop(lead);
+            if Shared::start_worker(this).is_err() {
+                eprintln!("kfd-emu: no thread for another supervisor worker");
+            }
+        }
+        false
+    }
+
+    /// The next notification, or `None` when the workers are to stop (told to, or the
+    /// listener hung up). Called by the leader only, so the receive after a readable poll
+    /// never blocks.
+    fn receive(&self) -> Option<SeccompNotif> {
+        loop {
+            if self.stopping.load(Ordering::Acquire) {
+                return None;
+            }
+            let mut fds = [
+                PollFd::from_borrowed_fd(self.listener.as_fd(), PollFlags::IN),
+                PollFd::from_borrowed_fd(self.stop_fd.as_fd(), PollFlags::IN),
+            ];
+            match poll(&mut fds, None) {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(err) => {
+                    eprintln!("kfd-emu: poll in the supervisor failed: {err}");
+                    self.stopping.store(true, Ordering::Release);
+                    return None;
+                }
+            }
+            if !fds[1].revents().is_empty() {
+                return None;
+            }
+            let events = fds[0].revents();
+            if events.contains(PollFlags::IN) {
+                match self.listener.recv() {
+                    Ok(notif) => return Some(notif),
+                    // ENOENT: the caller died between the wake-up and the receive.
+                    Err(Errno::NOENT | Errno::INTR) => {}
+                    Err(err) => {
+                        eprintln!("kfd-emu: SECCOMP_IOCTL_NOTIF_RECV failed: {err}");
+                        return None;
+                    }
+                }
+            } else if events.intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL) {
+                // No task uses the filter any more: nothing will arrive.
+                return None;
+            }
+        }
+    }
+
+    /// Tells the workers to stop and waits for those not serving a call to end.
+    fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        // An eventfd write of 1 cannot fail short of a counter overflow.
+        let _ = rustix::io::write(&self.stop_fd, &1u64.to_ne_bytes());
+        drop(lock(&self.lead));
+        self.lead_free.notify_all();
+        let mut pool = lock(&self.pool);
+        while pool.live > pool.busy {
+            pool = self.ended.wait(pool).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// The reaper's loop (see the module docs).
+    fn reap(self: &Arc<Self>, driver: &mut dyn Driver) {
         // The hang-up can come before the last process's pidfd turns readable: after it the
         // listener is no longer polled, but exits still are.
         let mut hung_up = false;
         loop {
-            let (listener_events, watched_ready, exited, watching) = {
+            let (hang_up, watched_ready, exited, watching) = {
                 let watched = driver.watched();
-                let tgids: Vec<i32> = self.processes.keys().copied().collect();
-                let first = usize::from(!hung_up);
-                let mut fds = Vec::with_capacity(first + watched.len() + tgids.len());
+                let tracked: Vec<(i32, Arc<Tracked>)> = lock(&self.processes)
+                    .iter()
+                    .map(|(&tgid, p)| (tgid, Arc::clone(p)))
+                    .collect();
+                let first = 2 + usize::from(!hung_up);
+                let mut fds = Vec::with_capacity(first + watched.len() + tracked.len());
+                fds.push(PollFd::from_borrowed_fd(
+                    self.tracked.as_fd(),
+                    PollFlags::IN,
+                ));
+                fds.push(PollFd::from_borrowed_fd(
+                    self.wake_reaper.as_fd(),
+                    PollFlags::IN,
+                ));
                 if !hung_up {
+                    // No events asked: only the hang-up (or an error) is reported.
                     fds.push(PollFd::from_borrowed_fd(
                         self.listener.as_fd(),
-                        PollFlags::IN,
+                        PollFlags::empty(),
                     ));
                 }
                 for fd in &watched {
                     fds.push(PollFd::from_borrowed_fd(*fd, PollFlags::IN));
                 }
-                for tgid in &tgids {
+                for (_, process) in &tracked {
                     fds.push(PollFd::from_borrowed_fd(
-                        self.processes[tgid].as_fd(),
+                        process.pidfd.as_fd(),
                         PollFlags::IN,
                     ));
                 }
-                if fds.is_empty() {
-                    return;
-                }
-                match poll(&mut fds, None) {
+                // Idle first, then look: a call that starts after the look wakes the reaper.
+                self.reaper_idle.store(true, Ordering::SeqCst);
+                let timeout = Shared::unstick(self).then(|| {
+                    self.reaper_idle.store(false, Ordering::SeqCst);
+                    rustix::event::Timespec {
+                        tv_sec: 0,
+                        tv_nsec: (STUCK_AFTER / 2).as_nanos() as i64,
+                    }
+                });
+                match poll(&mut fds, timeout.as_ref()) {
                     Ok(_) => {}
                     Err(Errno::INTR) => continue,
                     Err(err) => {
@@ -149,95 +429,106 @@ impl Server {
                     }
                 }
                 let ready = |fd: &PollFd<'_>| !fd.revents().is_empty();
+                let mut count = [0u8; 8];
+                if ready(&fds[0]) {
+                    let _ = rustix::io::read(&self.tracked, &mut count);
+                }
+                if ready(&fds[1]) {
+                    let _ = rustix::io::read(&self.wake_reaper, &mut count);
+                }
+                let hang_up = !hung_up && ready(&fds[2]);
                 let watched_ready: Vec<usize> = (0..watched.len())
                     .filter(|&i| ready(&fds[first + i]))
                     .collect();
-                let exited: Vec<i32> = tgids
+                let exited: Vec<(i32, Arc<Tracked>)> = tracked
                     .iter()
                     .enumerate()
                     .filter(|&(i, _)| ready(&fds[first + watched.len() + i]))
-                    .map(|(_, &tgid)| tgid)
+                    .map(|(_, (tgid, p))| (*tgid, Arc::clone(p)))
                     .collect();
-                let listener_events = if hung_up {
-                    PollFlags::empty()
-                } else {
-                    fds[0].revents()
-                };
-                (listener_events, watched_ready, exited, !watched.is_empty())
+                (hang_up, watched_ready, exited, !watched.is_empty())
             };
-            // Exits first, so a recycled pid in the next notification is a new process.
-            for tgid in exited {
-                self.process_exited(tgid);
-            }
-            if listener_events.contains(PollFlags::IN) {
-                match self.listener.recv() {
-                    Ok(notif) => self.handle(&notif),
-                    // ENOENT: the caller died between the wake-up and the receive.
-                    Err(Errno::NOENT | Errno::INTR) => {}
-                    Err(err) => {
-                        eprintln!("kfd-emu: SECCOMP_IOCTL_NOTIF_RECV failed: {err}");
-                        hung_up = true;
-                    }
-                }
-            } else if listener_events.intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL)
-            {
-                hung_up = true;
+            hung_up |= hang_up;
+            for (tgid, process) in exited {
+                self.process_exited(tgid, &process);
             }
             for index in watched_ready {
                 if driver.ready(index) {
                     return;
                 }
             }
-            if driver.done(self.processes.len()) {
+            let live = lock(&self.processes).len();
+            if driver.done(live) {
                 return;
             }
-            if hung_up && !watching && self.processes.is_empty() {
+            if hung_up && !watching && live == 0 {
                 return;
             }
         }
     }
 
-    fn process_exited(&mut self, tgid: i32) {
-        if self.processes.remove(&tgid).is_some() {
-            self.threads.retain(|_, group| *group != tgid);
-            let backend = &self.backend;
-            if catch_unwind(AssertUnwindSafe(|| backend.process_exited(tgid))).is_err() {
-                eprintln!("kfd-emu: the backend panicked releasing process {tgid}");
+    /// Releases what is kept of process `tgid` if `process` is still its entry (a worker may
+    /// have replaced it with a new process reusing the pid).
+    fn process_exited(&self, tgid: i32, process: &Arc<Tracked>) {
+        {
+            let mut processes = lock(&self.processes);
+            match processes.get(&tgid) {
+                Some(current) if Arc::ptr_eq(current, process) => {
+                    processes.remove(&tgid);
+                }
+                _ => return,
             }
+        }
+        lock(&self.threads).retain(|_, group| *group != tgid);
+        let backend = &self.backend;
+        if catch_unwind(AssertUnwindSafe(|| backend.process_exited(tgid))).is_err() {
+            eprintln!("kfd-emu: the backend panicked releasing process {tgid}");
         }
     }
 
     /// The thread group of the calling thread `tid`.
-    fn tgid_of(&mut self, tid: i32) -> Option<i32> {
-        if let Some(&tgid) = self.threads.get(&tid)
+    fn tgid_of(&self, tid: i32) -> Option<i32> {
+        let known = lock(&self.threads).get(&tid).copied();
+        if let Some(tgid) = known
             && thread_in_group(tgid, tid)
         {
             return Some(tgid);
         }
         let tgid = tgid_from_proc(tid)?;
-        self.threads.insert(tid, tgid);
+        lock(&self.threads).insert(tid, tgid);
         Some(tgid)
     }
 
-    /// The pidfd of `caller`'s process, opened (and the process tracked) on first sight.
-    fn track(&mut self, caller: &NotifCaller) -> Result<(), Errno> {
-        let tgid = crate::backend::Caller::id(caller).tgid;
-        if let Some(pidfd) = self.processes.get(&tgid) {
-            if !has_exited(pidfd) {
-                return Ok(());
+    /// The tracked process `tgid`, tracked now (pidfd opened) on first sight. `tid` is the
+    /// caller, whose notification `id` proves `tgid` was not recycled before the pidfd.
+    fn track(&self, tgid: i32, id: u64) -> Result<Arc<Tracked>, Errno> {
+        let known = lock(&self.processes).get(&tgid).cloned();
+        if let Some(process) = known {
+            if !has_exited(&process.pidfd) {
+                return Ok(process);
             }
             // A new process reusing the pid of one whose exit is not handled yet.
-            self.process_exited(tgid);
+            self.process_exited(tgid, &process);
         }
         let pid = Pid::from_raw(tgid).ok_or(Errno::SRCH)?;
         let pidfd = pidfd_open(pid, PidfdFlags::empty())?;
         // The caller still waiting means `tgid` was not recycled before the pidfd was taken.
-        caller.still_valid()?;
-        self.processes.insert(tgid, pidfd);
-        Ok(())
+        if !self.listener.id_valid(id) {
+            return Err(Errno::NOENT);
+        }
+        let process = Arc::new(Tracked {
+            pidfd,
+            mem: Arc::new(ProcMem::default()),
+        });
+        let mut processes = lock(&self.processes);
+        // Another thread of the process may have tracked it meanwhile: keep the first.
+        let process = Arc::clone(processes.entry(tgid).or_insert(process));
+        drop(processes);
+        let _ = rustix::io::write(&self.tracked, &1u64.to_ne_bytes());
+        Ok(process)
     }
 
-    fn handle(&mut self, notif: &SeccompNotif) {
+    fn handle(&self, notif: &SeccompNotif) {
         let id = notif.id;
         let tid = notif.pid as i32;
         let Some(tgid) = (tid > 0).then(|| self.tgid_of(tid)).flatten() else {
@@ -245,11 +536,16 @@ impl Server {
             let _ = self.listener.respond_continue(id);
             return;
         };
-        let caller = NotifCaller::new(Arc::clone(&self.listener), id, CallerId { tid, tgid });
-        if self.track(&caller).is_err() {
+        let Ok(process) = self.track(tgid, id) else {
             let _ = self.listener.respond_continue(id);
             return;
-        }
+        };
+        let caller = NotifCaller::new(
+            Arc::clone(&self.listener),
+            id,
+            CallerId { tid, tgid },
+            Arc::clone(&process.mem),
+        );
         let args = notif.data.args;
         match i64::from(notif.data.nr) {
             libc::SYS_openat => self.open(
@@ -266,7 +562,9 @@ impl Server {
                 args[1] as i32,
                 args[2] as u32,
             ),
-            libc::SYS_ioctl => self.ioctl(caller, args[0] as i32, args[1] as u32, args[2]),
+            libc::SYS_ioctl => {
+                self.ioctl(&caller, &process, args[0] as i32, args[1] as u32, args[2])
+            }
             libc::SYS_stat | libc::SYS_lstat => {
                 self.stat(&caller, libc::AT_FDCWD, args[0], 0, Reply::Stat(args[1]));
             }
@@ -319,7 +617,7 @@ impl Server {
         }
     }
 
-    fn open(&mut self, caller: &NotifCaller, dirfd: i32, path_addr: u64, flags: i32, mode: u32) {
+    fn open(&self, caller: &NotifCaller, dirfd: i32, path_addr: u64, flags: i32, mode: u32) {
         let id = caller.notif_id();
         let tid = crate::backend::Caller::id(caller).tid;
         // A path we cannot read or resolve is not ours; the kernel reports EFAULT & co itself.
@@ -356,7 +654,7 @@ impl Server {
 
     /// A path-based `stat`-family (or xattr-read) call: the backend describes the path (or declines, and the
     /// kernel runs the call), and the answer is written in the layout the call expects.
-    fn stat(&mut self, caller: &NotifCaller, dirfd: i32, path_addr: u64, flags: i32, reply: Reply) {
+    fn stat(&self, caller: &NotifCaller, dirfd: i32, path_addr: u64, flags: i32, reply: Reply) {
         let id = caller.notif_id();
         // Flags we do not know are the kernel's to refuse. `AT_SYMLINK_NOFOLLOW` changes
         // nothing: the emulated paths hold no symlinks. An empty path with `AT_EMPTY_PATH`
@@ -400,14 +698,9 @@ impl Server {
         };
     }
 
-    fn ioctl(&mut self, caller: NotifCaller, fd: i32, cmd: u32, arg: u64) {
+    fn ioctl(&self, caller: &NotifCaller, process: &Tracked, fd: i32, cmd: u32, arg: u64) {
         let id = caller.notif_id();
-        let tgid = crate::backend::Caller::id(&caller).tgid;
-        let Some(pidfd) = self.processes.get(&tgid) else {
-            let _ = self.listener.respond_continue(id);
-            return;
-        };
-        let file = match pidfd_getfd(pidfd, fd, PidfdGetfdFlags::empty()) {
+        let file = match pidfd_getfd(&process.pidfd, fd, PidfdGetfdFlags::empty()) {
             Ok(file) => file,
             // Not an open fd: what the kernel's ioctl would say.
             Err(Errno::BADF) => {
@@ -419,36 +712,9 @@ impl Server {
                 return;
             }
         };
-        if self.backend.may_block(cmd) {
-            let backend = Arc::clone(&self.backend);
-            let parked = Arc::new(std::sync::Mutex::new(Some((caller, file))));
-            let for_thread = Arc::clone(&parked);
-            let spawned = std::thread::Builder::new()
-                .name("kfd-emu-blocking".into())
-                .spawn(move || {
-                    if let Some((caller, file)) = for_thread.lock().ok().and_then(|mut p| p.take())
-                    {
-                        answer_ioctl(
-                            &caller,
-                            run_ioctl(&*backend, &caller, file.as_fd(), cmd, arg),
-                        );
-                    }
-                });
-            if spawned.is_ok() {
-                return;
-            }
-            // No thread to be had: serve it here, blocking the loop, rather than not at all.
-            if let Some((caller, file)) = parked.lock().ok().and_then(|mut p| p.take()) {
-                answer_ioctl(
-                    &caller,
-                    run_ioctl(&*self.backend, &caller, file.as_fd(), cmd, arg),
-                );
-            }
-            return;
-        }
         answer_ioctl(
-            &caller,
-            run_ioctl(&*self.backend, &caller, file.as_fd(), cmd, arg),
+            caller,
+            run_ioctl(&*self.backend, caller, file.as_fd(), cmd, arg),
         );
     }
 }

@@ -202,12 +202,23 @@ pub(crate) fn spawn_command(
             return Err(err);
         }
     };
+    let mut server = match Server::new(listener, backend) {
+        Ok(server) => server,
+        Err(source) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(SupervisorError::Setup {
+                what: "eventfd",
+                source,
+            });
+        }
+    };
     let mut driver = ChildDriver {
         child,
         pidfd,
         outcome: None,
     };
-    Server::new(listener, backend).run(&mut driver);
+    server.run(&mut driver);
     let outcome = match driver.outcome {
         Some(outcome) => outcome,
         None => driver.child.wait(),

@@ -1,0 +1,442 @@
+//! The emulator under programs that misbehave: a caller whose memory cannot be read must not
+//! stall anyone else, one process must not reach another's VRAM through its stand-ins, a
+//! stand-in's memory cannot be resized, and a supervisor that served many short-lived
+//! processes does not keep their state.
+
+mod fork_support;
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use fork_support::{fork, wait_pid};
+use kfd_emu::model::{Model, ModelConfig};
+use kfd_ioctl::Kfd;
+
+/// How long a test waits for something that should happen at once before it fails.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// `UFFD_API`.
+const UFFD_API: u64 = 0xAA;
+/// `UFFDIO_API`: `_IOWR(0xAA, 0x3F, struct uffdio_api)`.
+const UFFDIO_API: libc::c_ulong = 0xC018_AA3F;
+/// `UFFDIO_REGISTER`: `_IOWR(0xAA, 0x00, struct uffdio_register)`.
+const UFFDIO_REGISTER: libc::c_ulong = 0xC020_AA00;
+/// `UFFDIO_COPY`: `_IOWR(0xAA, 0x03, struct uffdio_copy)`.
+const UFFDIO_COPY: libc::c_ulong = 0xC028_AA03;
+/// `UFFDIO_REGISTER_MODE_MISSING`.
+const MODE_MISSING: u64 = 1;
+const PAGE: usize = 4096;
+
+/// The forked child of the userfaultfd test: registers a page with a new userfaultfd that it
+/// never serves, reports `[uffd, page address]` on `report`, then opens the path stored in
+/// that page. Exits 0 when the open fails with ENOENT (the path the parent puts there), 1-5
+/// when a step failed.
+fn open_path_in_unserved_page(report: i32) -> i32 {
+    // SAFETY: raw system calls on local memory; the fds and the mapping are the child's.
+    unsafe {
+        let uffd = libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) as i32;
+        if uffd < 0 {
+            return 1;
+        }
+        let mut api = [UFFD_API, 0, 0];
+        if libc::ioctl(uffd, UFFDIO_API, api.as_mut_ptr()) != 0 {
+            return 2;
+        }
+        let page = libc::mmap(
+            std::ptr::null_mut(),
+            PAGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if page == libc::MAP_FAILED {
+            return 3;
+        }
+        let mut register = [page as u64, PAGE as u64, MODE_MISSING, 0];
+        if libc::ioctl(uffd, UFFDIO_REGISTER, register.as_mut_ptr()) != 0 {
+            return 4;
+        }
+        let words = [uffd as u64, page as u64];
+        if libc::write(report, words.as_ptr().cast(), 16) != 16 {
+            return 5;
+        }
+        let fd = libc::open(page.cast(), libc::O_RDONLY);
+        let errno = *libc::__errno_location();
+        if fd < 0 && errno == libc::ENOENT {
+            0
+        } else {
+            6
+        }
+    }
+}
+
+/// Whether this kernel lets us make a userfaultfd that catches the supervisor's access (root,
+/// or `vm.unprivileged_userfaultfd = 1`).
+fn userfaultfd_usable() -> bool {
+    // SAFETY: creates a userfaultfd (or fails); the fd is closed at once.
+    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) } as i32;
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: `fd` was just returned to us.
+    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    rustix::process::geteuid().is_root()
+        || std::fs::read_to_string("/proc/sys/vm/unprivileged_userfaultfd")
+            .is_ok_and(|v| v.trim() == "1")
+}
+
+/// What `kfdtool info` does first: open /dev/kfd, GET_VERSION, read the topology, acquire
+/// every GPU's VM.
+fn kfd_info_work(model: &Model) -> Result<(), String> {
+    let kfd = Kfd::open().map_err(|e| format!("open: {e}"))?;
+    kfd.get_version().map_err(|e| format!("GET_VERSION: {e}"))?;
+    std::fs::read_to_string("/sys/devices/virtual/kfd/kfd/topology/generation_id")
+        .map_err(|e| format!("topology: {e}"))?;
+    for gpu in model.machine().gpus() {
+        kfd.acquire_vm(gpu.gpu_id, gpu.render_minor)
+            .map_err(|e| format!("ACQUIRE_VM: {e}"))?;
+    }
+    Ok(())
+}
+
+/// A process whose `open()` path lies in a page behind a userfaultfd nobody serves holds the
+/// supervisor's access to that page forever; another process's KFD work must still complete.
+/// Afterwards the page is served (with a path that does not exist) and the blocked open ends
+/// with ENOENT.
+#[test]
+fn an_open_stuck_in_a_userfaultfd_page_does_not_stall_other_processes() {
+    if !userfaultfd_usable() {
+        eprintln!("skipped: userfaultfd cannot catch kernel accesses here (not root)");
+        return;
+    }
+    let model = Model::new(ModelConfig::default()).expect("model");
+    let (child_tx, child_rx) = mpsc::channel::<i32>();
+    let (done_tx, done_rx) = mpsc::channel::<Result<(), String>>();
+    let view = std::sync::Arc::clone(&model);
+    let runner = std::thread::spawn(move || {
+        kfd_emu::supervisor::run_attached(model, move || {
+            let (read_end, write_end) = rustix::pipe::pipe().expect("pipe");
+            let report = write_end.as_raw_fd();
+            let child = fork(|| open_path_in_unserved_page(report));
+            drop(write_end);
+            let _ = child_tx.send(child);
+            let mut words = [0u8; 16];
+            let got = rustix::io::read(&read_end, &mut words).expect("the child's report");
+            assert_eq!(got, 16, "the child could not set its userfaultfd up");
+            let word = |i: usize| u64::from_ne_bytes(words[i * 8..i * 8 + 8].try_into().unwrap());
+            let pidfd = rustix::process::pidfd_open(
+                rustix::process::Pid::from_raw(child).expect("pid"),
+                rustix::process::PidfdFlags::empty(),
+            )
+            .expect("pidfd_open");
+            let uffd = rustix::process::pidfd_getfd(
+                &pidfd,
+                word(0) as i32,
+                rustix::process::PidfdGetfdFlags::empty(),
+            )
+            .expect("the child's userfaultfd");
+            // The supervisor faulted on the page: the open's path read is stuck.
+            let mut fds = [rustix::event::PollFd::new(
+                &uffd,
+                rustix::event::PollFlags::IN,
+            )];
+            let timeout = rustix::event::Timespec {
+                tv_sec: PATIENCE.as_secs() as i64,
+                tv_nsec: 0,
+            };
+            let faulted = rustix::event::poll(&mut fds, Some(&timeout)).expect("poll");
+            assert_eq!(faulted, 1, "the supervisor never touched the child's path");
+            // Meanwhile another process (this one) does its KFD work.
+            let work = kfd_info_work(&view);
+            let _ = done_tx.send(work);
+            // Serve the page: a path that does not exist.
+            let mut msg = [0u8; 32];
+            assert_eq!(rustix::io::read(&uffd, &mut msg).expect("uffd_msg"), 32);
+            let mut source = vec![0u8; 2 * PAGE];
+            let at = source.as_ptr().align_offset(PAGE);
+            let path = b"/kfd-emu-test/no/such/path\0";
+            source[at..at + path.len()].copy_from_slice(path);
+            let mut copy = [word(1), source[at..].as_ptr() as u64, PAGE as u64, 0, 0];
+            // SAFETY: UFFDIO_COPY reads one page from `source` (ours, page aligned) into the
+            // child's registered page and writes the result into `copy`.
+            let r = unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_COPY, copy.as_mut_ptr()) };
+            assert_eq!(r, 0, "UFFDIO_COPY: {}", std::io::Error::last_os_error());
+            wait_pid(child)
+        })
+        .expect("attach")
+    });
+    let child = child_rx.recv().expect("the child's pid");
+    let work = done_rx.recv_timeout(PATIENCE);
+    if work.is_err() {
+        // The supervisor is stalled: end the child so that everything unwinds, then fail.
+        // SAFETY: kill(2) on our own child's pid, which is not reaped yet.
+        unsafe { libc::kill(child, libc::SIGKILL) };
+        panic!("another process's KFD work stalled behind the blocked open");
+    }
+    assert_eq!(work.unwrap(), Ok(()));
+    let status = runner.join().expect("runner");
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "the served open did not end with ENOENT: {status:?}"
+    );
+}
+
+const MIB: u64 = 1 << 20;
+/// A GPU VA for the tests' buffer objects.
+const VA: u64 = 0x6000_0000_0000;
+const SECRET: &[u8] = b"VRAM bytes of another process";
+
+/// Opens the emulated `/dev/kfd`, acquires the first GPU, and allocates a CPU-visible VRAM
+/// BO of 2 MiB there.
+fn vram_bo(model: &Model) -> (Kfd, kfd_ioctl::BufferObject) {
+    let kfd = Kfd::open().expect("open the emulated /dev/kfd");
+    let gpu = &model.machine().gpus()[0];
+    kfd.acquire_vm(gpu.gpu_id, gpu.render_minor)
+        .expect("ACQUIRE_VM");
+    let flags = kfd_ioctl::abi::AllocMemFlags::VRAM
+        | kfd_ioctl::abi::AllocMemFlags::WRITABLE
+        | kfd_ioctl::abi::AllocMemFlags::PUBLIC;
+    let bo = kfd
+        .alloc_memory_of_gpu(gpu.gpu_id, VA, 2 * MIB, flags)
+        .expect("ALLOC_MEMORY_OF_GPU");
+    (kfd, bo)
+}
+
+/// The forked child of the isolation test: opens the render node at `path` (it never opened
+/// `/dev/kfd`), maps a page at `offset` and compares it with [`SECRET`]. 0 when the open or
+/// the map fails or the page does not hold the secret, 1 when it does.
+fn peek_at_offset(path: &std::ffi::CStr, offset: u64) -> i32 {
+    // SAFETY: raw system calls on memory prepared before the fork; the mapping is read only
+    // within its length and never written.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDWR);
+        if fd < 0 {
+            return 0;
+        }
+        let page = libc::mmap(
+            std::ptr::null_mut(),
+            PAGE,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd,
+            offset as libc::off_t,
+        );
+        if page == libc::MAP_FAILED {
+            return 0;
+        }
+        let seen = std::slice::from_raw_parts(page.cast::<u8>(), SECRET.len());
+        i32::from(seen == SECRET)
+    }
+}
+
+/// A process that never opened `/dev/kfd` opens the render node and maps the page at another
+/// process's BO offset: it must not see that process's bytes.
+#[test]
+fn a_process_without_dev_kfd_sees_nothing_of_another_process_vram() {
+    let model = Model::new(ModelConfig::default()).expect("model");
+    let view = std::sync::Arc::clone(&model);
+    let minor = model.machine().gpus()[0].render_minor;
+    let path = std::ffi::CString::new(format!("/dev/dri/renderD{minor}")).expect("path");
+    let status = kfd_emu::supervisor::run_attached(model, move || {
+        let (_kfd, bo) = vram_bo(&view);
+        let cpu = bo.map_cpu().expect("mmap the BO through the render node");
+        cpu.write(0, SECRET).expect("write");
+        let offset = bo.mmap_offset().expect("a VRAM BO has an mmap offset");
+        // A new process: it opens the render node itself and never opens /dev/kfd.
+        let child = fork(|| peek_at_offset(&path, offset));
+        wait_pid(child)
+    })
+    .expect("attach");
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "the other process read this one's VRAM: {status:?}"
+    );
+}
+
+/// `ftruncate` on a stand-in (`/dev/kfd` or a render node) fails as on a sealed file, and a
+/// device allocation afterwards is mapped and used normally (no SIGBUS).
+#[test]
+fn stand_ins_cannot_be_resized_and_allocations_still_work() {
+    let model = Model::new(ModelConfig::default()).expect("model");
+    let view = std::sync::Arc::clone(&model);
+    let minor = model.machine().gpus()[0].render_minor;
+    kfd_emu::supervisor::run_attached(model, move || {
+        let kfd = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/kfd")
+            .expect("open /dev/kfd");
+        let render = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open(format!("/dev/dri/renderD{minor}"))
+            .expect("open the render node");
+        for (what, file) in [("/dev/kfd", &kfd), ("the render node", &render)] {
+            for size in [0, 1 << 20, u64::MAX >> 2] {
+                let resized = rustix::fs::ftruncate(file, size);
+                assert_eq!(
+                    resized,
+                    Err(rustix::io::Errno::PERM),
+                    "ftruncate({what}, {size:#x})"
+                );
+            }
+        }
+        let (_kfd, bo) = vram_bo(&view);
+        let cpu = bo.map_cpu().expect("mmap the BO");
+        cpu.write(2 * MIB as usize - SECRET.len(), SECRET)
+            .expect("write the last bytes");
+        let mut back = vec![0u8; SECRET.len()];
+        cpu.read(2 * MIB as usize - SECRET.len(), &mut back)
+            .expect("read");
+        assert_eq!(back, SECRET);
+    })
+    .expect("attach");
+}
+
+/// The forked child of the churn tests: opens `/dev/kfd` (the path prepared before the fork),
+/// issues GET_VERSION, and exits; 0 when both worked.
+fn open_kfd_and_get_version(path: &std::ffi::CStr) -> i32 {
+    // SAFETY: raw system calls on memory prepared before the fork; `args` is a live struct
+    // of the size the command word encodes.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if fd < 0 {
+            return 1;
+        }
+        let mut args = kfd_ioctl::abi::kfd_ioctl_get_version_args::default();
+        let cmd = kfd_ioctl::abi::AMDKFD_IOC_GET_VERSION as libc::c_ulong;
+        if libc::ioctl(fd, cmd, &raw mut args) != 0 || args.major_version != 1 {
+            return 2;
+        }
+        0
+    }
+}
+
+/// Forks `n` children one after the other, each [`open_kfd_and_get_version`]; panics when one
+/// fails.
+fn churn(n: usize) {
+    let path = c"/dev/kfd";
+    for i in 0..n {
+        let child = fork(|| open_kfd_and_get_version(path));
+        let status = wait_pid(child);
+        assert!(status.success(), "child {i}: {status:?}");
+    }
+}
+
+/// Waits until `done` holds; false after [`PATIENCE`]. The supervisor releases a process
+/// when it sees its pidfd turn readable, which is after the parent's `waitpid` returned.
+fn eventually(done: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while !done() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::yield_now();
+    }
+    true
+}
+
+/// A process's file-table entries (its `/dev/kfd` stand-in, its private render nodes) are
+/// released at its exit: after 200 short-lived KFD processes the model knows exactly the
+/// stand-ins it knew before.
+#[test]
+fn exited_processes_leave_nothing_in_the_file_table() {
+    let model = Model::new(ModelConfig::default()).expect("model");
+    let before = model.stand_ins();
+    let view = std::sync::Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(std::sync::Arc::<Model>::clone(&model), move || {
+        churn(200);
+        let minor = view.machine().gpus()[0].render_minor;
+        let render = std::ffi::CString::new(format!("/dev/dri/renderD{minor}")).unwrap();
+        for _ in 0..50 {
+            let child = fork(|| peek_at_offset(&render, 0));
+            assert_eq!(wait_pid(child).code(), Some(0));
+        }
+    })
+    .expect("attach");
+    assert!(
+        eventually(|| model.stand_ins() == before),
+        "{} stand-ins known after the processes exited, {before} before",
+        model.stand_ins()
+    );
+}
+
+/// The environment variable that makes this test binary the churning program of
+/// [`supervisor_memory_stays_flat_over_many_processes`]: phase sizes, comma separated.
+const CHURN: &str = "KFD_EMU_TEST_CHURN";
+
+/// The traced program of the memory test (runs only under [`CHURN`]): forks the children of
+/// each phase, then prints `PHASE <i>` and waits for a line on stdin.
+#[test]
+fn churn_role() {
+    let Ok(phases) = std::env::var(CHURN) else {
+        return;
+    };
+    let mut stdin = std::io::stdin().lines();
+    for (i, n) in phases.split(',').enumerate() {
+        churn(n.parse().expect("a phase size"));
+        println!("PHASE {i}");
+        let _ = stdin.next();
+    }
+}
+
+/// `VmRSS` of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// `kfd-emu run` serving a program that forks short-lived KFD processes (open /dev/kfd,
+/// GET_VERSION, exit): the supervisor's resident memory after the second batch is within a
+/// bound of what it was after the first (warm-up) one. Batch size from
+/// `KFD_EMU_CHURN_BATCH` (default 1000).
+#[test]
+fn supervisor_memory_stays_flat_over_many_processes() {
+    use std::io::{BufRead, Write};
+    let batch: usize = std::env::var("KFD_EMU_CHURN_BATCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kfd-emu"))
+        .arg("run")
+        .arg("--")
+        .arg(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", "churn_role", "--nocapture", "--test-threads=1"])
+        .env(CHURN, format!("{batch},{batch},{batch}"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("kfd-emu run");
+    let supervisor = child.id();
+    let mut input = child.stdin.take().expect("stdin");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut rss = Vec::new();
+    for phase in 0..3 {
+        let want = format!("PHASE {phase}");
+        let seen = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|line| line.ends_with(&want));
+        assert!(seen, "the program never reached {want}");
+        rss.push(rss_kib(supervisor));
+        writeln!(input, "go").expect("stdin");
+    }
+    drop(input);
+    assert!(child.wait().expect("wait").success());
+    eprintln!("supervisor VmRSS after 1, 2, 3 batches of {batch} processes: {rss:?} KiB");
+    // A few bytes kept per process would pass; the bound is for state that is not released
+    // (a process's model state is kilobytes).
+    let growth = rss[2].saturating_sub(rss[1]);
+    assert!(
+        growth < 1024,
+        "the supervisor grew by {growth} KiB over {batch} processes: {rss:?}"
+    );
+}
