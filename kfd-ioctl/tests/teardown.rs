@@ -156,9 +156,6 @@ impl Backend for ExitWatch {
     ) -> Option<IoctlResult> {
         self.model.ioctl(caller, file, cmd, arg)
     }
-    fn may_block(&self, cmd: u32) -> bool {
-        self.model.may_block(cmd)
-    }
     fn process_exited(&self, tgid: i32) {
         self.model.process_exited(tgid);
         self.exited.lock().unwrap().push(tgid);
