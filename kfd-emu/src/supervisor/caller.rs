@@ -11,7 +11,11 @@
 //! The file is kept per process ([`ProcMem`]) so that later calls skip the open; it stays tied
 //! to the address space it was validated for: once that address space is gone (the process
 //! exec'd or exited) the file reads and writes nothing, and it is reopened and validated again
-//! for the new caller. A write is additionally preceded by its own `ID_VALID` check.
+//! for the new caller. That is the whole of the man page's order: a write needs no `ID_VALID`
+//! of its own, since the file cannot reach another process. (A check right before the write
+//! would only narrow, not close, the window in which a caller interrupted by a signal after
+//! its call was read gets the answer written into its memory anyway; a read is followed by a
+//! check, so that a call whose caller went away is not carried out.)
 //!
 //! Nothing here runs on the supervisor's receiving loop: callers are served on worker threads
 //! ([`super::serve`]), so a read that blocks (a page behind an unserved userfaultfd, a hung FUSE
@@ -325,10 +329,9 @@ impl Caller for NotifCaller {
             return self.still_valid();
         }
         addr.checked_add(buf.len() as u64).ok_or(Errno::FAULT)?;
-        // The file first (opened, then validated, on first use), then ID_VALID, then the
-        // write: never into a process that merely reuses the tid.
+        // Through the file, which was validated by `ID_VALID` after its open: never into a
+        // process that merely reuses the tid (see the module docs for why no further check).
         let got = self.mem.access(self, addr, buf.len(), VMA_WRITABLE, |fd| {
-            self.still_valid()?;
             rustix::io::pwrite(fd, buf, addr)
         })?;
         if got != buf.len() {
