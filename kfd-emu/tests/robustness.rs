@@ -33,36 +33,17 @@ const PAGE: usize = 4096;
 /// that page. Exits 0 when the open fails with ENOENT (the path the parent puts there), 1-5
 /// when a step failed.
 fn open_path_in_unserved_page(report: i32) -> i32 {
+    let (uffd, page) = match unserved_page_raw() {
+        Ok(made) => made,
+        Err(step) => return step,
+    };
     // SAFETY: raw system calls on local memory; the fds and the mapping are the child's.
     unsafe {
-        let uffd = libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) as i32;
-        if uffd < 0 {
-            return 1;
-        }
-        let mut api = [UFFD_API, 0, 0];
-        if libc::ioctl(uffd, UFFDIO_API, api.as_mut_ptr()) != 0 {
-            return 2;
-        }
-        let page = libc::mmap(
-            std::ptr::null_mut(),
-            PAGE,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        if page == libc::MAP_FAILED {
-            return 3;
-        }
-        let mut register = [page as u64, PAGE as u64, MODE_MISSING, 0];
-        if libc::ioctl(uffd, UFFDIO_REGISTER, register.as_mut_ptr()) != 0 {
-            return 4;
-        }
-        let words = [uffd as u64, page as u64];
+        let words = [uffd as u64, page];
         if libc::write(report, words.as_ptr().cast(), 16) != 16 {
             return 5;
         }
-        let fd = libc::open(page.cast(), libc::O_RDONLY);
+        let fd = libc::open(page as *const libc::c_char, libc::O_RDONLY);
         let errno = *libc::__errno_location();
         if fd < 0 && errno == libc::ENOENT {
             0
@@ -87,6 +68,44 @@ fn userfaultfd_usable() -> bool {
             .is_ok_and(|v| v.trim() == "1")
 }
 
+/// Whether `uffd` reports a fault within [`PATIENCE`].
+fn faulted(uffd: &OwnedFd) -> bool {
+    let mut fds = [rustix::event::PollFd::new(
+        uffd,
+        rustix::event::PollFlags::IN,
+    )];
+    let timeout = rustix::event::Timespec {
+        tv_sec: PATIENCE.as_secs() as i64,
+        tv_nsec: 0,
+    };
+    rustix::event::poll(&mut fds, Some(&timeout)).expect("poll") == 1
+}
+
+/// Takes the fault `uffd` reports and serves it: the page at `page` gets `bytes` at its start,
+/// zeros after.
+fn serve(uffd: &OwnedFd, page: u64, bytes: &[u8]) {
+    let mut msg = [0u8; 32];
+    assert_eq!(rustix::io::read(uffd, &mut msg).expect("uffd_msg"), 32);
+    let mut source = vec![0u8; 2 * PAGE];
+    let at = source.as_ptr().align_offset(PAGE);
+    source[at..at + bytes.len()].copy_from_slice(bytes);
+    let mut copy = [page, source[at..].as_ptr() as u64, PAGE as u64, 0, 0];
+    // SAFETY: UFFDIO_COPY reads one page from `source` (ours, page aligned) into the
+    // registered page and writes the result into `copy`.
+    let r = unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_COPY, copy.as_mut_ptr()) };
+    assert_eq!(r, 0, "UFFDIO_COPY: {}", std::io::Error::last_os_error());
+}
+
+/// A model for a userfaultfd test, or `None` (the test is skipped) when this kernel does not
+/// let us catch the kernel's accesses.
+fn model_for_userfaultfd() -> Option<std::sync::Arc<Model>> {
+    if !userfaultfd_usable() {
+        eprintln!("skipped: userfaultfd cannot catch kernel accesses here (not root)");
+        return None;
+    }
+    Some(Model::new(ModelConfig::default()).expect("model"))
+}
+
 /// What `kfdtool info` does first: open /dev/kfd, GET_VERSION, read the topology, acquire
 /// every GPU's VM.
 fn kfd_info_work(model: &Model) -> Result<(), String> {
@@ -107,11 +126,9 @@ fn kfd_info_work(model: &Model) -> Result<(), String> {
 /// with ENOENT.
 #[test]
 fn an_open_stuck_in_a_userfaultfd_page_does_not_stall_other_processes() {
-    if !userfaultfd_usable() {
-        eprintln!("skipped: userfaultfd cannot catch kernel accesses here (not root)");
+    let Some(model) = model_for_userfaultfd() else {
         return;
-    }
-    let model = Model::new(ModelConfig::default()).expect("model");
+    };
     let (child_tx, child_rx) = mpsc::channel::<i32>();
     let (done_tx, done_rx) = mpsc::channel::<Result<(), String>>();
     let view = std::sync::Arc::clone(&model);
@@ -138,31 +155,15 @@ fn an_open_stuck_in_a_userfaultfd_page_does_not_stall_other_processes() {
             )
             .expect("the child's userfaultfd");
             // The supervisor faulted on the page: the open's path read is stuck.
-            let mut fds = [rustix::event::PollFd::new(
-                &uffd,
-                rustix::event::PollFlags::IN,
-            )];
-            let timeout = rustix::event::Timespec {
-                tv_sec: PATIENCE.as_secs() as i64,
-                tv_nsec: 0,
-            };
-            let faulted = rustix::event::poll(&mut fds, Some(&timeout)).expect("poll");
-            assert_eq!(faulted, 1, "the supervisor never touched the child's path");
+            assert!(
+                faulted(&uffd),
+                "the supervisor never touched the child's path"
+            );
             // Meanwhile another process (this one) does its KFD work.
             let work = kfd_info_work(&view);
             let _ = done_tx.send(work);
             // Serve the page: a path that does not exist.
-            let mut msg = [0u8; 32];
-            assert_eq!(rustix::io::read(&uffd, &mut msg).expect("uffd_msg"), 32);
-            let mut source = vec![0u8; 2 * PAGE];
-            let at = source.as_ptr().align_offset(PAGE);
-            let path = b"/kfd-emu-test/no/such/path\0";
-            source[at..at + path.len()].copy_from_slice(path);
-            let mut copy = [word(1), source[at..].as_ptr() as u64, PAGE as u64, 0, 0];
-            // SAFETY: UFFDIO_COPY reads one page from `source` (ours, page aligned) into the
-            // child's registered page and writes the result into `copy`.
-            let r = unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_COPY, copy.as_mut_ptr()) };
-            assert_eq!(r, 0, "UFFDIO_COPY: {}", std::io::Error::last_os_error());
+            serve(&uffd, word(1), b"/kfd-emu-test/no/such/path\0");
             wait_pid(child)
         })
         .expect("attach")
@@ -439,4 +440,119 @@ fn supervisor_memory_stays_flat_over_many_processes() {
         growth < 1024,
         "the supervisor grew by {growth} KiB over {batch} processes: {rss:?}"
     );
+}
+
+/// A new userfaultfd of this process over one fresh page, registered for missing pages and
+/// served by nobody yet: `(uffd, page address)`, or the step that failed (1: userfaultfd,
+/// 2: UFFDIO_API, 3: mmap, 4: UFFDIO_REGISTER). Allocates nothing and never panics, so a
+/// forked child may call it. The mapping is never unmapped.
+fn unserved_page_raw() -> Result<(i32, u64), i32> {
+    // SAFETY: raw system calls on memory and fds this function creates.
+    unsafe {
+        let uffd = libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) as i32;
+        if uffd < 0 {
+            return Err(1);
+        }
+        let mut api = [UFFD_API, 0, 0];
+        if libc::ioctl(uffd, UFFDIO_API, api.as_mut_ptr()) != 0 {
+            return Err(2);
+        }
+        let page = libc::mmap(
+            std::ptr::null_mut(),
+            PAGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if page == libc::MAP_FAILED {
+            return Err(3);
+        }
+        let mut register = [page as u64, PAGE as u64, MODE_MISSING, 0];
+        if libc::ioctl(uffd, UFFDIO_REGISTER, register.as_mut_ptr()) != 0 {
+            return Err(4);
+        }
+        Ok((uffd, page as u64))
+    }
+}
+
+/// [`unserved_page_raw`] for this process, its fd owned.
+fn unserved_page() -> (OwnedFd, u64) {
+    let (fd, page) = unserved_page_raw().unwrap_or_else(|step| {
+        panic!(
+            "setting up the unserved page failed at step {step}: {}",
+            std::io::Error::last_os_error()
+        )
+    });
+    // SAFETY: `fd` was just returned by userfaultfd(2) and is owned by nobody else.
+    (unsafe { OwnedFd::from_raw_fd(fd) }, page)
+}
+
+/// A GPU read of a USERPTR BO whose page is behind a userfaultfd nobody serves blocks on that
+/// page; the model's lock must not be held meanwhile, or every process's ioctls stall behind
+/// it. Afterwards the page is served and the read returns its bytes.
+#[test]
+fn a_gpu_read_stuck_in_a_userfaultfd_page_does_not_stall_ioctls() {
+    let Some(model) = model_for_userfaultfd() else {
+        return;
+    };
+    let gpu = model.machine().gpus()[0].clone();
+    let (uffd, page) = unserved_page();
+    let (ready_tx, ready_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel::<Result<(), String>>();
+    let (finished_tx, finished_rx) = mpsc::channel::<()>();
+    let runner = {
+        let model = std::sync::Arc::clone(&model);
+        let gpu = gpu.clone();
+        std::thread::spawn(move || {
+            kfd_emu::supervisor::run_attached(model, move || {
+                let kfd = Kfd::open().expect("open the emulated /dev/kfd");
+                kfd.acquire_vm(gpu.gpu_id, gpu.render_minor)
+                    .expect("ACQUIRE_VM");
+                let flags = kfd_ioctl::abi::AllocMemFlags::USERPTR
+                    | kfd_ioctl::abi::AllocMemFlags::WRITABLE;
+                // SAFETY: the page stays mapped (never unmapped) while the BO lives.
+                let bo = unsafe { kfd.alloc_userptr(gpu.gpu_id, VA, page, PAGE as u64, flags) }
+                    .expect("USERPTR BO over the unserved page");
+                kfd.map_memory_to_gpu(&bo, &[gpu.gpu_id])
+                    .expect("MAP_MEMORY_TO_GPU");
+                let _ = ready_tx.send(());
+                if go_rx.recv().is_ok() {
+                    // The GPU read is stuck on the page: an ioctl must still be answered.
+                    let work = kfd.get_version().map(drop).map_err(|e| e.to_string());
+                    let _ = done_tx.send(work);
+                }
+                let _ = finished_rx.recv();
+                kfd.free_memory_of_gpu(bo).expect("free");
+            })
+            .expect("attach")
+        })
+    };
+    ready_rx.recv().expect("the BO is set up");
+    let pid = std::process::id() as i32;
+    let reader = {
+        let model = std::sync::Arc::clone(&model);
+        std::thread::spawn(move || {
+            let mut seen = [0u8; 8];
+            model
+                .gpu_read(pid, gpu.gpu_id, VA, &mut seen)
+                .map(|()| seen)
+        })
+    };
+    // The GPU view faulted on the page: the read is stuck.
+    assert!(faulted(&uffd), "the GPU read never touched the page");
+    go_tx.send(()).expect("the attached thread waits");
+    let work = done_rx.recv_timeout(PATIENCE);
+    // Serve the page (in every case, so that everything unwinds).
+    serve(&uffd, page, b"served!!");
+    let seen = reader.join().expect("reader");
+    let _ = finished_tx.send(());
+    runner.join().expect("runner");
+    assert!(
+        work.is_ok(),
+        "an ioctl stalled behind the GPU read of an unserved page"
+    );
+    assert_eq!(work.unwrap(), Ok(()));
+    assert_eq!(seen.expect("the served read"), *b"served!!");
 }

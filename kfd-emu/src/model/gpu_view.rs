@@ -3,6 +3,7 @@
 //! see them. Only an emulator can offer this.
 
 use std::fmt;
+use std::ops::Range;
 use std::sync::{Mutex, Weak, mpsc};
 
 use rustix::io::Errno;
@@ -77,6 +78,13 @@ impl Piece {
             Piece::Backing { len, .. } | Piece::User { len, .. } => len,
         }
     }
+}
+
+/// Where one piece of an access is moved: bytes the model keeps (`backing`, `offset`, read
+/// under the lock held as `State`), or memory of process `tgid` at an address.
+enum Side<'a> {
+    Model(&'a super::process::State, u64, u64),
+    Process(i32, u64),
 }
 
 /// One GPU-view access for the worker thread.
@@ -190,23 +198,21 @@ impl Model {
 
     /// [`gpu_read`](Self::gpu_read) on the calling thread.
     fn read_here(&self, tgid: i32, gpu_id: u32, va: u64, buf: &mut [u8]) -> Result<(), GpuFault> {
-        let mut st = self.lock();
-        let pieces = self.access(&mut st, tgid, gpu_id, va, buf.len(), false)?;
-        let mut done = 0usize;
-        let mut at = va;
-        for p in pieces {
-            let out = &mut buf[done..done + p.len()];
-            let r = match p {
-                Piece::Backing {
-                    backing, offset, ..
-                } => st.backing_read(self, backing, offset, out),
-                Piece::User { addr, .. } => super::objects::remote_read(tgid, addr, out),
-            };
-            r.map_err(|e| fault(gpu_id, at, false, GpuFaultReason::Backing(e)))?;
-            done += p.len();
-            at += p.len() as u64;
-        }
-        Ok(())
+        self.copy(
+            tgid,
+            gpu_id,
+            va,
+            buf.len(),
+            false,
+            |side, range| match side {
+                Side::Model(st, backing, offset) => {
+                    st.backing_read(self, backing, offset, &mut buf[range])
+                }
+                Side::Process(tgid, addr) => {
+                    super::objects::remote_read(tgid, addr, &mut buf[range])
+                }
+            },
+        )
     }
 
     /// Writes `buf` at GPU VA `va` as GPU `gpu_id` would in process `tgid`'s VM. Faults, before
@@ -235,23 +241,78 @@ impl Model {
 
     /// [`gpu_write`](Self::gpu_write) on the calling thread.
     fn write_here(&self, tgid: i32, gpu_id: u32, va: u64, buf: &[u8]) -> Result<(), GpuFault> {
-        let mut st = self.lock();
-        let pieces = self.access(&mut st, tgid, gpu_id, va, buf.len(), true)?;
-        let mut done = 0usize;
-        let mut at = va;
-        for p in pieces {
-            let data = &buf[done..done + p.len()];
-            let r = match p {
-                Piece::Backing {
-                    backing, offset, ..
-                } => st.backing_write(self, backing, offset, data),
-                Piece::User { addr, .. } => super::objects::remote_write(tgid, addr, data),
-            };
-            r.map_err(|e| fault(gpu_id, at, true, GpuFaultReason::Backing(e)))?;
-            done += p.len();
-            at += p.len() as u64;
+        self.copy(
+            tgid,
+            gpu_id,
+            va,
+            buf.len(),
+            true,
+            |side, range| match side {
+                Side::Model(st, backing, offset) => {
+                    st.backing_write(self, backing, offset, &buf[range])
+                }
+                Side::Process(tgid, addr) => super::objects::remote_write(tgid, addr, &buf[range]),
+            },
+        )
+    }
+
+    /// Translates `[va, va + len)` under the model's lock and moves its bytes with `copy`.
+    /// The bytes the model keeps (VRAM, GTT) are moved under the lock, in address order up
+    /// to the first that fails; a process's own memory (USERPTR BOs, SVM ranges) before that
+    /// point is moved only after the lock is dropped, so that an access that blocks there (a
+    /// page behind a userfaultfd nobody serves, a hung FUSE mapping) holds up only this
+    /// access, not every process's ioctls. The fault reported is the first in address order.
+    /// The process can change its memory (or free the USERPTR BO) meanwhile, as it can while
+    /// a real GPU reads it: the access then reaches what the process has at that address.
+    fn copy(
+        &self,
+        tgid: i32,
+        gpu_id: u32,
+        va: u64,
+        len: usize,
+        write: bool,
+        mut copy: impl FnMut(Side<'_>, Range<usize>) -> Result<(), Errno>,
+    ) -> Result<(), GpuFault> {
+        let fail = |at: u64, e| fault(gpu_id, at, write, GpuFaultReason::Backing(e));
+        // Under the lock: the model's pieces, and where the process's pieces are.
+        let mut outside = Vec::new();
+        let mut failed = None;
+        {
+            let mut st = self.lock();
+            let pieces = self.access(&mut st, tgid, gpu_id, va, len, write)?;
+            let mut done = 0usize;
+            let mut at = va;
+            for p in pieces {
+                let range = done..done + p.len();
+                let r = match p {
+                    Piece::Backing {
+                        backing, offset, ..
+                    } => match st.backing_user(backing, offset) {
+                        Ok(Some((owner, addr))) => {
+                            outside.push((at, owner, addr, range));
+                            Ok(())
+                        }
+                        Ok(None) => copy(Side::Model(&st, backing, offset), range),
+                        Err(e) => Err(e),
+                    },
+                    Piece::User { addr, .. } => {
+                        outside.push((at, tgid, addr, range));
+                        Ok(())
+                    }
+                };
+                if let Err(e) = r {
+                    failed = Some(fail(at, e));
+                    break;
+                }
+                done += p.len();
+                at += p.len() as u64;
+            }
         }
-        Ok(())
+        // Without the lock: the process's pieces before the first failure.
+        for (at, owner, addr, range) in outside {
+            copy(Side::Process(owner, addr), range).map_err(|e| fail(at, e))?;
+        }
+        failed.map_or(Ok(()), Err)
     }
 
     /// Walks the page tables over `[va, va + len)`, handling SVM faults; a VM fault is

@@ -108,6 +108,18 @@ impl State {
         }
     }
 
+    /// The process memory behind `offset` of backing `id` (`(tgid, address)`) when it is a
+    /// USERPTR BO; `None` when the model keeps the bytes itself.
+    pub(super) fn backing_user(&self, id: u64, offset: u64) -> Result<Option<(i32, u64)>, Errno> {
+        let backing = self.backings.get(&id).ok_or(Errno::FAULT)?;
+        match backing.store {
+            Store::UserPtr { tgid, addr } => {
+                Ok(Some((tgid, addr.checked_add(offset).ok_or(Errno::FAULT)?)))
+            }
+            Store::Render { .. } | Store::Kfd { .. } => Ok(None),
+        }
+    }
+
     /// Reads `buf.len()` bytes at `offset` of backing `id`.
     pub(super) fn backing_read(
         &self,

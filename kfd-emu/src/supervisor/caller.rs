@@ -11,12 +11,17 @@
 //! The file is kept per process ([`ProcMem`]) so that later calls skip the open; it stays tied
 //! to the address space it was validated for: once that address space is gone (the process
 //! exec'd or exited) the file reads and writes nothing, and it is reopened and validated again
-//! for the new caller. A write is additionally preceded by its own `ID_VALID` check.
+//! for the new caller. That is the whole of the man page's order: a write needs no `ID_VALID`
+//! of its own, since the file cannot reach another process. (A check right before the write
+//! would only narrow, not close, the window in which a caller interrupted by a signal after
+//! its call was read gets the answer written into its memory anyway; a read is followed by a
+//! check, so that a call whose caller went away is not carried out.)
 //!
 //! Nothing here runs on the supervisor's receiving loop: callers are served on worker threads
 //! ([`super::serve`]), so a read that blocks (a page behind an unserved userfaultfd, a hung FUSE
 //! mount) blocks only the worker serving that caller.
 
+use std::cell::Cell;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
@@ -70,15 +75,41 @@ struct MemFiles {
     maps: OwnedFd,
 }
 
+/// A VMA as `PROCMAP_QUERY` described it: `[start, end)` with its `PROCMAP_QUERY_VMA_*` flags.
+#[derive(Debug, Clone, Copy)]
+struct Vma {
+    start: u64,
+    end: u64,
+    flags: u64,
+}
+
 impl MemFiles {
     /// Whether every byte of `[addr, addr + len)` is in a VMA with all of `need`
     /// (`VMA_READABLE`/`VMA_WRITABLE`): what the kernel's `copy_{from,to}_user` would reach.
     /// `Gone` when the address space is gone. On kernels without `PROCMAP_QUERY` the check
     /// is skipped (an approximation: a protected page is then reached like a debugger would).
-    fn allows(&self, addr: u64, len: usize, need: u64) -> Result<Transfer, Errno> {
+    ///
+    /// `seen` is the VMA the last query of this call described: an access it covers with
+    /// the protections needed is not queried again (see [`NotifCaller`]'s `seen`), and a
+    /// query made here replaces it.
+    fn allows(
+        &self,
+        seen: &Cell<Option<Vma>>,
+        addr: u64,
+        len: usize,
+        need: u64,
+    ) -> Result<Transfer, Errno> {
         let end = addr.checked_add(len as u64).ok_or(Errno::FAULT)?;
         let mut at = addr;
         while at < end {
+            if let Some(vma) = seen.get()
+                && vma.start <= at
+                && at < vma.end
+                && vma.flags & need == need
+            {
+                at = vma.end;
+                continue;
+            }
             let mut q = ProcmapQuery {
                 size: size_of::<ProcmapQuery>() as u64,
                 query_addr: at,
@@ -97,9 +128,14 @@ impl MemFiles {
                     other => Err(other),
                 };
             }
-            if q.vma_flags & need != need || q.vma_end <= at {
+            if q.vma_flags & need != need || q.vma_end <= at || q.vma_start > at {
                 return Err(Errno::FAULT);
             }
+            seen.set(Some(Vma {
+                start: q.vma_start,
+                end: q.vma_end,
+                flags: q.vma_flags,
+            }));
             at = q.vma_end;
         }
         Ok(Transfer::Moved(len))
@@ -165,7 +201,7 @@ impl ProcMem {
         let mut fresh = false;
         loop {
             let files = self.files(caller, fresh)?;
-            if let Transfer::Moved(_) = files.allows(addr, len, need)?
+            if let Transfer::Moved(_) = files.allows(&caller.seen, addr, len, need)?
                 && let Transfer::Moved(n) = transfer(op(files.mem.as_fd()), len)?
             {
                 return Ok(n);
@@ -173,6 +209,8 @@ impl ProcMem {
             if fresh {
                 return Err(Errno::NOENT);
             }
+            // What was seen of the old address space says nothing of the new one.
+            caller.seen.set(None);
             fresh = true;
         }
     }
@@ -192,12 +230,19 @@ pub(crate) fn open_then_validate(
 }
 
 /// The caller of one notification.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct NotifCaller {
     listener: Arc<Listener>,
     notif_id: u64,
     who: CallerId,
     mem: Arc<ProcMem>,
+    /// The VMA the last `PROCMAP_QUERY` of this call described. Later accesses of the same
+    /// call inside it (the write of an ioctl's result over the argument it read) are not
+    /// queried again. This widens, to the length of one call, the window that the
+    /// query-then-access order already has: another thread of the caller that changes the
+    /// mapping while the call is held can have an access land as if the change came after
+    /// it. The caller's own thread is held, and the next call queries afresh.
+    seen: Cell<Option<Vma>>,
 }
 
 impl NotifCaller {
@@ -212,6 +257,7 @@ impl NotifCaller {
             notif_id,
             who,
             mem,
+            seen: Cell::new(None),
         }
     }
 
@@ -283,10 +329,9 @@ impl Caller for NotifCaller {
             return self.still_valid();
         }
         addr.checked_add(buf.len() as u64).ok_or(Errno::FAULT)?;
-        // The file first (opened, then validated, on first use), then ID_VALID, then the
-        // write: never into a process that merely reuses the tid.
+        // Through the file, which was validated by `ID_VALID` after its open: never into a
+        // process that merely reuses the tid (see the module docs for why no further check).
         let got = self.mem.access(self, addr, buf.len(), VMA_WRITABLE, |fd| {
-            self.still_valid()?;
             rustix::io::pwrite(fd, buf, addr)
         })?;
         if got != buf.len() {

@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -168,6 +168,10 @@ struct Shared {
     /// The reaper sleeps without a timeout: the next call to start must wake it (`wake_reaper`)
     /// so that it watches for a stuck call.
     reaper_idle: AtomicBool,
+    /// Calls started so far. The reaper goes idle only after a look that saw no call busy
+    /// and none started since its previous look, so that a steady stream of calls keeps it
+    /// on its timed look instead of waking it through `wake_reaper` once per call.
+    started: AtomicU64,
     /// Written to wake an idle reaper.
     wake_reaper: OwnedFd,
 }
@@ -197,6 +201,7 @@ impl Server {
                 pool: Mutex::new(Pool::default()),
                 ended: Condvar::new(),
                 reaper_idle: AtomicBool::new(false),
+                started: AtomicU64::new(0),
                 wake_reaper: eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?,
             }),
         })
@@ -283,6 +288,7 @@ impl Shared {
                 lead.busy_since = Some(Instant::now());
             }
         }
+        self.started.fetch_add(1, Ordering::SeqCst);
         if self.reaper_idle.swap(false, Ordering::SeqCst) {
             let _ = rustix::io::write(&self.wake_reaper, &1u64.to_ne_bytes());
         }
@@ -378,6 +384,7 @@ impl Shared {
         // The hang-up can come before the last process's pidfd turns readable: after it the
         // listener is no longer polled, but exits still are.
         let mut hung_up = false;
+        let mut seen_started = self.started.load(Ordering::SeqCst);
         loop {
             let (hang_up, watched_ready, exited, watching) = {
                 let watched = driver.watched();
@@ -413,7 +420,10 @@ impl Shared {
                 }
                 // Idle first, then look: a call that starts after the look wakes the reaper.
                 self.reaper_idle.store(true, Ordering::SeqCst);
-                let timeout = Shared::unstick(self).then(|| {
+                let busy = Shared::unstick(self);
+                let started = self.started.load(Ordering::SeqCst);
+                let recent = std::mem::replace(&mut seen_started, started) != started;
+                let timeout = (busy || recent).then(|| {
                     self.reaper_idle.store(false, Ordering::SeqCst);
                     rustix::event::Timespec {
                         tv_sec: 0,
