@@ -556,3 +556,82 @@ fn a_gpu_read_stuck_in_a_userfaultfd_page_does_not_stall_ioctls() {
     assert_eq!(work.unwrap(), Ok(()));
     assert_eq!(seen.expect("the served read"), *b"served!!");
 }
+
+/// [`an_exec_after_a_call_in_a_vfork_child_reaches_its_new_address_space`]: set to run the
+/// spawning role.
+const VFORK_SPAWN: &str = "KFD_EMU_TEST_VFORK_SPAWN";
+
+/// The traced program of the vfork test (runs only under [`VFORK_SPAWN`]): `posix_spawn`s
+/// `cat` of the generated `system_properties` with a file action that opens `/dev/kfd`, so
+/// the child makes an intercepted call while it still shares this process's memory (glibc's
+/// `posix_spawn` is `CLONE_VM | CLONE_VFORK`), then execs and makes another in its own.
+/// Exits with `cat`'s status.
+#[test]
+fn vfork_spawn_role() {
+    use std::ffi::CString;
+    if std::env::var_os(VFORK_SPAWN).is_none() {
+        return;
+    }
+    let cat = CString::new("/bin/cat").unwrap();
+    let file = CString::new("/sys/devices/virtual/kfd/kfd/topology/system_properties").unwrap();
+    let kfd = CString::new("/dev/kfd").unwrap();
+    let argv = [cat.as_ptr(), file.as_ptr(), std::ptr::null()];
+    let envp = [std::ptr::null::<libc::c_char>()];
+    let mut pid: libc::pid_t = 0;
+    // SAFETY: the file-actions object is initialised before use and destroyed after; every
+    // pointer handed to posix_spawn is a NUL-terminated string or a NULL-terminated array that
+    // outlives the call.
+    let status = unsafe {
+        let mut actions = std::mem::zeroed::<libc::posix_spawn_file_actions_t>();
+        assert_eq!(libc::posix_spawn_file_actions_init(&mut actions), 0);
+        assert_eq!(
+            libc::posix_spawn_file_actions_addopen(&mut actions, 9, kfd.as_ptr(), libc::O_RDWR, 0),
+            0
+        );
+        let spawned = libc::posix_spawn(
+            &mut pid,
+            cat.as_ptr(),
+            &actions,
+            std::ptr::null(),
+            argv.as_ptr().cast(),
+            envp.as_ptr().cast(),
+        );
+        libc::posix_spawn_file_actions_destroy(&mut actions);
+        assert_eq!(spawned, 0, "posix_spawn");
+        let mut status = 0;
+        assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
+        status
+    };
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "cat ended with wait status {status:#x}"
+    );
+}
+
+/// A `vfork` child that made an intercepted call before its exec (a memory file opened then
+/// reaches the parent's address space, which outlives the exec) is served from its own
+/// address space after the exec:
+/// `cat` opens the generated sysfs file by a path the supervisor must read from the new image.
+#[test]
+fn an_exec_after_a_call_in_a_vfork_child_reaches_its_new_address_space() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kfd-emu"))
+        .arg("run")
+        .arg("--")
+        .arg(std::env::current_exe().expect("the test binary"))
+        .args([
+            "--exact",
+            "vfork_spawn_role",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(VFORK_SPAWN, "1")
+        .output()
+        .expect("kfd-emu run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("platform_"),
+        "the spawned cat did not read the emulated system_properties: {}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

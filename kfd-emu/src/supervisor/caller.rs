@@ -11,8 +11,10 @@
 //! The file is kept per process ([`ProcMem`]) so that later calls skip the open; it stays tied
 //! to the address space it was validated for: once that address space is gone (the process
 //! exec'd or exited) the file reads and writes nothing, and it is reopened and validated again
-//! for the new caller. That is the whole of the man page's order: a write needs no `ID_VALID`
-//! of its own, since the file cannot reach another process. (A check right before the write
+//! for the new caller. A caller that shares its parent's address space (a `vfork` child) is
+//! never cached: after its exec the file would still reach the parent. That is the whole of
+//! the man page's order: a write needs no `ID_VALID` of its own, since the file cannot reach
+//! another process. (A check right before the write
 //! would only narrow, not close, the window in which a caller interrupted by a signal after
 //! its call was read gets the answer written into its memory anyway; a read is followed by a
 //! check, so that a call whose caller went away is not carried out.)
@@ -184,7 +186,13 @@ impl ProcMem {
         let mem = open_then_validate(|| open("mem", OFlags::RDWR), || Ok(()))?;
         let maps = open_then_validate(|| open("maps", OFlags::RDONLY), || caller.still_valid())?;
         let files = Arc::new(MemFiles { mem, maps });
-        *cached = Some(Arc::clone(&files));
+        // A caller that shares its parent's address space (a `vfork` child before its exec,
+        // as glibc's `posix_spawn` makes) gets files for this call only: kept, they would
+        // still reach the parent's memory after the child's exec, since that address space
+        // lives on, and no read through them would fail to say so.
+        if !shares_parent_address_space(tid) {
+            *cached = Some(Arc::clone(&files));
+        }
         Ok(files)
     }
 
@@ -215,6 +223,29 @@ impl ProcMem {
         }
     }
 }
+
+/// Whether thread `tid` shares its address space with its parent process (`kcmp(KCMP_VM)`):
+/// a `vfork` child before its exec, or a `CLONE_VM` child. Unknown (no `kcmp`, the parent
+/// gone) counts as not shared.
+fn shares_parent_address_space(tid: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
+        return false;
+    };
+    let ppid = status
+        .lines()
+        .find_map(|line| line.strip_prefix("PPid:"))
+        .and_then(|v| v.trim().parse::<libc::pid_t>().ok());
+    let Some(ppid) = ppid.filter(|&p| p > 0) else {
+        return false;
+    };
+    // SAFETY: `kcmp` with KCMP_VM compares two processes' mm pointers; it takes no pointer
+    // arguments and touches no memory of ours.
+    let same = unsafe { libc::syscall(libc::SYS_kcmp, tid, ppid, KCMP_VM, 0, 0) };
+    same == 0
+}
+
+/// `KCMP_VM` from `<linux/kcmp.h>`.
+const KCMP_VM: libc::c_int = 1;
 
 /// seccomp_unotify(2)'s order for reaching a caller: `open` the memory file first, then
 /// `still_valid` (`SECCOMP_IOCTL_NOTIF_ID_VALID`); the file is returned only when the caller was
