@@ -35,7 +35,11 @@ CI=true cargo test --workspace
 # The topology parser runs under Miri by hand, it takes ~5 minutes:
 #   MIRIFLAGS=-Zmiri-disable-isolation cargo +nightly miri test -p kfd-ioctl --test topology \
 #     -- from_a_string lines_that_are_not_key blank_lines a_32_bit_field unknown_keys_are_kept
-rustup component add --toolchain nightly miri rust-src >/dev/null
+rustup component add --toolchain nightly miri rust-src >/dev/null 2>&1 ||
+    rustup toolchain install nightly --profile minimal --component miri,rust-src >/dev/null || {
+        echo "test-all: Miri needs the nightly toolchain with miri and rust-src; install failed" >&2
+        exit 1
+    }
 cargo +nightly miri setup >/dev/null 2>&1
 cargo +nightly miri test -p kfd-ring --lib
 cargo +nightly miri test -p kfd-ioctl --lib -- error:: sys:: abi::
