@@ -1,9 +1,11 @@
 //! A [`Backend`] that counts the ioctls another backend answers, for tests that assert how
-//! many ioctls an operation issues (a count that holds on any machine).
+//! many ioctls an operation issues (a count that holds on any machine), and records which
+//! processes' teardown the backend has done, for tests that check what an exit left behind.
 
 use std::os::fd::BorrowedFd;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
 
 use rustix::io::Errno;
 
@@ -13,12 +15,15 @@ use crate::backend::{Backend, Caller, IoctlResult, OpenAction, StatAnswer};
 const KFD_NRS: usize = 256;
 
 /// Wraps a backend and counts every ioctl it answers: KFD ioctls by command number, DRM ioctls
-/// together. Opens and native (unanswered) ioctls are not counted.
+/// together. Opens and native (unanswered) ioctls are not counted. It also records the
+/// processes whose exit the backend has handled ([`Counting::wait_exited`]).
 #[derive(Debug)]
 pub struct Counting<B: ?Sized> {
     inner: Arc<B>,
     kfd: Box<[AtomicU64; KFD_NRS]>,
     drm: AtomicU64,
+    exited: Mutex<Vec<i32>>,
+    exit_seen: Condvar,
 }
 
 /// The counters at one moment, to compare with a later one.
@@ -75,7 +80,20 @@ impl<B: Backend + ?Sized> Counting<B> {
             inner,
             kfd: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
             drm: AtomicU64::new(0),
+            exited: Mutex::new(Vec::new()),
+            exit_seen: Condvar::new(),
         })
+    }
+
+    /// Waits up to `timeout` until the wrapped backend has handled the exit of process `pid`
+    /// (its teardown and leak report done); whether it has.
+    pub fn wait_exited(&self, pid: i32, timeout: Duration) -> bool {
+        let exited = self.exited.lock().unwrap_or_else(PoisonError::into_inner);
+        let (_exited, waited) = self
+            .exit_seen
+            .wait_timeout_while(exited, timeout, |e| !e.contains(&pid))
+            .unwrap_or_else(PoisonError::into_inner);
+        !waited.timed_out()
     }
 
     /// The wrapped backend.
@@ -120,6 +138,11 @@ impl<B: Backend + ?Sized> Backend for Counting<B> {
     }
 
     fn process_exited(&self, tgid: i32) {
-        self.inner.process_exited(tgid)
+        self.inner.process_exited(tgid);
+        self.exited
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(tgid);
+        self.exit_seen.notify_all();
     }
 }

@@ -4,12 +4,11 @@
 //! stream that ends instead of spinning.
 #![cfg(not(miri))]
 
-use std::os::fd::BorrowedFd;
+use std::sync::Arc;
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use kfd_emu::backend::{Backend, Caller, IoctlResult, OpenAction, StatAnswer};
+use kfd_emu::backend::Backend;
 use kfd_emu::counting::Counting;
 use kfd_emu::model::{Model, ModelConfig};
 use kfd_ioctl::abi::{AllocMemFlags, SmiEventMask};
@@ -121,48 +120,6 @@ fn a_failed_free_gives_the_bo_back_still_mapped_and_freeing_again_works() {
     );
 }
 
-/// A backend that tells when a process's teardown (and leak report) is done.
-struct ExitWatch {
-    model: Arc<Model>,
-    exited: Mutex<Vec<i32>>,
-    changed: Condvar,
-}
-
-impl ExitWatch {
-    fn wait_exited(&self, pid: i32) -> bool {
-        let exited = self.exited.lock().unwrap();
-        let (exited, timeout) = self
-            .changed
-            .wait_timeout_while(exited, Duration::from_secs(20), |e| !e.contains(&pid))
-            .unwrap();
-        drop(exited);
-        !timeout.timed_out()
-    }
-}
-
-impl Backend for ExitWatch {
-    fn open(&self, caller: &dyn Caller, path: &str, flags: i32, mode: u32) -> OpenAction {
-        self.model.open(caller, path, flags, mode)
-    }
-    fn stat(&self, caller: &dyn Caller, path: &str) -> Option<Result<StatAnswer, Errno>> {
-        self.model.stat(caller, path)
-    }
-    fn ioctl(
-        &self,
-        caller: &dyn Caller,
-        file: BorrowedFd<'_>,
-        cmd: u32,
-        arg: u64,
-    ) -> Option<IoctlResult> {
-        self.model.ioctl(caller, file, cmd, arg)
-    }
-    fn process_exited(&self, tgid: i32) {
-        self.model.process_exited(tgid);
-        self.exited.lock().unwrap().push(tgid);
-        self.changed.notify_all();
-    }
-}
-
 /// Forks; the child runs `child` and `_exit`s with its result; returns the child's pid.
 fn fork(child: impl FnOnce() -> i32) -> Pid {
     // SAFETY: the child runs `child`, which takes no lock another thread of the test process
@@ -196,11 +153,7 @@ fn exit_code(pid: Pid) -> Option<i32> {
 #[test]
 fn dropping_after_a_transient_unmap_failure_leaves_no_leak() {
     let model = model(&["UNMAP_MEMORY_FROM_GPU:EIO:1"], true);
-    let watch = Arc::new(ExitWatch {
-        model: model.clone(),
-        exited: Mutex::new(Vec::new()),
-        changed: Condvar::new(),
-    });
+    let watch = Counting::new(model.clone());
     let backend = watch.clone();
     let (status, pid) = attached_within(backend, Duration::from_secs(60), || {
         let pid = fork(|| {
@@ -214,7 +167,7 @@ fn dropping_after_a_transient_unmap_failure_leaves_no_leak() {
     });
     assert_eq!(status, Some(0));
     assert!(
-        watch.wait_exited(pid.as_raw()),
+        watch.wait_exited(pid.as_raw(), Duration::from_secs(20)),
         "the child's teardown never came"
     );
     assert!(
