@@ -118,6 +118,29 @@ pub struct StatAnswer {
     pub ctime: StatTime,
 }
 
+/// What to do with an intercepted `mmap` of a file (not `MAP_ANONYMOUS`).
+///
+/// The kernel decides what a device file's mapping shows by its offset (`kfd_mmap` decodes
+/// `KFD_MMAP_TYPE_*` and the GPU id; `drm_gem_mmap` looks the offset up in the device's vma
+/// manager and checks the file holds a handle on the object). A stand-in is a memfd, so the
+/// backend translates: the mapping the caller asked for becomes a mapping of `fd` at `offset`
+/// with the caller's own address, length, protection and flags.
+#[derive(Debug)]
+pub enum MmapAction {
+    /// Not a stand-in, or one whose offsets need no translation: the call runs natively.
+    Continue,
+    /// Map `fd` at byte `offset` instead of the caller's file and offset.
+    Redirect {
+        /// The memory to map (a memfd the backend owns).
+        fd: std::sync::Arc<OwnedFd>,
+        /// The byte offset in `fd` that the caller's offset stands for.
+        offset: u64,
+    },
+    /// Fail the call with this errno (the kernel's: `EINVAL` for an offset no object has,
+    /// `EACCES` for an object the file holds no handle on, ...).
+    Fail(Errno),
+}
+
 /// The driver side of the emulator.
 ///
 /// Implementations are shared by the supervisor's threads: `ioctl` may be called concurrently
@@ -147,6 +170,24 @@ pub trait Backend: Send + Sync + 'static {
         cmd: u32,
         arg: u64,
     ) -> Option<IoctlResult>;
+
+    /// Decides an `mmap` of `file` (a duplicate of the caller's descriptor, taken with
+    /// `pidfd_getfd`) at byte `offset` for `len` bytes with `prot` (`PROT_*`) and `flags`
+    /// (`MAP_*`). The supervisor carries a [`MmapAction::Redirect`] out so that the caller's
+    /// address space ends up exactly as if the kernel had mapped the device file. The default
+    /// lets every mapping run natively.
+    fn mmap(
+        &self,
+        caller: CallerId,
+        file: BorrowedFd<'_>,
+        offset: u64,
+        len: u64,
+        prot: u32,
+        flags: u32,
+    ) -> MmapAction {
+        let _ = (caller, file, offset, len, prot, flags);
+        MmapAction::Continue
+    }
 
     /// A process that used the backend has exited (its pidfd became readable): release what the
     /// kernel would release when its last `/dev/kfd` reference goes.
