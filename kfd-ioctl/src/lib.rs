@@ -71,12 +71,19 @@
 pub mod abi;
 pub mod topology;
 
+mod buffer_object;
+mod cpu_mapping;
 mod error;
 mod kfd;
+mod smi_events;
+mod svm;
 mod sys;
+mod values;
 
+pub use buffer_object::{BufferObject, FreeError};
+pub use cpu_mapping::CpuMapping;
 pub use error::{Errno, ErrnoName, Error, IoctlContext, Result, Version};
-pub use kfd::{
-    Apertures, BufferObject, CachePolicy, ClockCounters, CpuMapping, DmabufInfo, FreeError,
-    KFD_DEVICE_PATH, Kfd, MemoryPolicy, SVM_INLINE_ATTRS, SmiEvents, TileConfig, render_node_path,
-};
+pub use kfd::{KFD_DEVICE_PATH, Kfd, render_node_path};
+pub use smi_events::SmiEvents;
+pub use svm::SVM_INLINE_ATTRS;
+pub use values::{Apertures, CachePolicy, ClockCounters, DmabufInfo, MemoryPolicy, TileConfig};

@@ -1,0 +1,124 @@
+//! The SVM ioctl: [`Kfd::svm_set_attr`] and [`Kfd::svm_get_attr`].
+
+use std::os::fd::AsFd;
+
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+use crate::abi;
+use crate::error::{Error, IoctlContext, Result};
+use crate::kfd::ioctl_error;
+use crate::{Kfd, sys};
+
+/// How many SVM attributes an SVM call carries without touching the heap.
+pub const SVM_INLINE_ATTRS: usize = 32;
+
+/// `kfd_ioctl_svm_args` followed by its attributes, laid out as the kernel reads them.
+#[repr(C)]
+#[derive(FromBytes, IntoBytes, Immutable, KnownLayout)]
+struct SvmCall {
+    head: abi::kfd_ioctl_svm_args,
+    attrs: [abi::kfd_ioctl_svm_attribute; SVM_INLINE_ATTRS],
+}
+
+impl Kfd {
+    /// `SVM` `SET_ATTR` on `[start, start + size)` (bytes, page aligned) with raw attributes.
+    ///
+    /// Up to [`SVM_INLINE_ATTRS`] attributes travel in a stack buffer: no heap allocation.
+    ///
+    /// # Safety
+    /// The range is this process's memory; registering it lets the GPUs named in the attributes
+    /// read and write it and the kernel migrate it. The caller must own the range and hold no
+    /// Rust reference into it across GPU access.
+    pub unsafe fn svm_set_attr(
+        &self,
+        start: u64,
+        size: u64,
+        attrs: &[abi::kfd_ioctl_svm_attribute],
+    ) -> Result<()> {
+        self.svm(abi::KFD_IOCTL_SVM_OP_SET_ATTR, start, size, attrs, &mut [])
+    }
+
+    /// `SVM` `GET_ATTR` on `[start, start + size)`: the kernel overwrites each attribute's
+    /// value (and, for access queries, its type) in `attrs`.
+    ///
+    /// Up to [`SVM_INLINE_ATTRS`] attributes travel in a stack buffer: no heap allocation.
+    pub fn svm_get_attr(
+        &self,
+        start: u64,
+        size: u64,
+        attrs: &mut [abi::kfd_ioctl_svm_attribute],
+    ) -> Result<()> {
+        self.svm(abi::KFD_IOCTL_SVM_OP_GET_ATTR, start, size, &[], attrs)
+    }
+
+    /// The SVM call: `input` for SET (read only), `output` for GET (copied back).
+    fn svm(
+        &self,
+        op: u32,
+        start: u64,
+        size: u64,
+        input: &[abi::kfd_ioctl_svm_attribute],
+        output: &mut [abi::kfd_ioctl_svm_attribute],
+    ) -> Result<()> {
+        self.require_nr(abi::AMDKFD_IOC_SVM)?;
+        // Flags newer than the running KFD would be silently ignored by it: refuse them.
+        for attr in input {
+            if matches!(
+                attr.r#type,
+                abi::KFD_IOCTL_SVM_ATTR_SET_FLAGS | abi::KFD_IOCTL_SVM_ATTR_CLR_FLAGS
+            ) {
+                let needed = abi::svm_flags_min_minor(abi::SvmFlags::from_bits_retain(attr.value));
+                self.require_minor("SVM flags", needed)?;
+            }
+        }
+        // CLR_FLAGS as a GET query arrived in 1.6.
+        if output
+            .iter()
+            .any(|a| a.r#type == abi::KFD_IOCTL_SVM_ATTR_CLR_FLAGS)
+        {
+            self.require_minor("SVM GET_ATTR of cleared flags", 6)?;
+        }
+        let n = input.len().max(output.len());
+        if n > abi::SVM_MAX_ATTRS as usize {
+            return Err(Error::InvalidArgument {
+                ioctl: "SVM",
+                reason: "more attributes than the ioctl size field can carry",
+            });
+        }
+        let head = abi::kfd_ioctl_svm_args {
+            start_addr: start,
+            size,
+            op,
+            nattr: n as u32,
+        };
+        let context = IoctlContext::range(start, size);
+        let opcode = abi::amdkfd_ioc_svm(n as u32);
+        if n <= SVM_INLINE_ATTRS {
+            let mut call = SvmCall {
+                head,
+                attrs: [abi::kfd_ioctl_svm_attribute::default(); SVM_INLINE_ATTRS],
+            };
+            let src: &[abi::kfd_ioctl_svm_attribute] =
+                if input.is_empty() { output } else { input };
+            call.attrs[..n].copy_from_slice(src);
+            let result = self.call(opcode, &mut call, context);
+            output.copy_from_slice(&call.attrs[..output.len()]);
+            result.map(drop)
+        } else {
+            // Header and attributes as one u64-aligned buffer.
+            let words = (size_of::<abi::kfd_ioctl_svm_args>() + n * 8) / 8;
+            let mut buf = vec![0u64; words];
+            let bytes = buf.as_mut_bytes();
+            bytes[..24].copy_from_slice(head.as_bytes());
+            let src: &[abi::kfd_ioctl_svm_attribute] =
+                if input.is_empty() { output } else { input };
+            bytes[24..].copy_from_slice(src.as_bytes());
+            let result = sys::ioctl_bytes(self.inner.fd.as_fd(), opcode, bytes)
+                .map_err(|failure| ioctl_error("SVM", context, failure));
+            if !output.is_empty() {
+                output.as_mut_bytes().copy_from_slice(&bytes[24..]);
+            }
+            result.map(drop)
+        }
+    }
+}
