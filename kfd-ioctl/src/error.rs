@@ -118,10 +118,9 @@ pub struct ErrnoName(pub Errno);
 
 impl fmt::Display for ErrnoName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let raw = self.0.raw_os_error();
-        match nix::errno::Errno::from_raw(raw) {
-            nix::errno::Errno::UnknownErrno => write!(f, "errno {raw}"),
-            known => write!(f, "{known:?}"),
+        match crate::errno_name(self.0) {
+            Some(name) => f.write_str(name),
+            None => write!(f, "errno {}", self.0.raw_os_error()),
         }
     }
 }
@@ -409,5 +408,11 @@ mod tests {
             "errno 4000"
         );
         assert_eq!(ErrnoName(Errno::NOTTY).to_string(), "ENOTTY");
+    }
+
+    #[test]
+    fn kernel_internal_errnos_print_their_names() {
+        let restart = ErrnoName(Errno::from_raw_os_error(512));
+        assert_eq!(restart.to_string(), "ERESTARTSYS");
     }
 }

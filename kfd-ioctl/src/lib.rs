@@ -73,6 +73,7 @@ pub mod topology;
 
 mod buffer_object;
 mod cpu_mapping;
+mod errno;
 mod error;
 mod kfd;
 mod smi_events;
@@ -82,6 +83,7 @@ mod values;
 
 pub use buffer_object::{BufferObject, FreeError};
 pub use cpu_mapping::CpuMapping;
+pub use errno::{errno_by_name, errno_name};
 pub use error::{Errno, ErrnoName, Error, IoctlContext, Result, Version};
 pub use kfd::{KFD_DEVICE_PATH, Kfd, render_node_path};
 pub use smi_events::SmiEvents;

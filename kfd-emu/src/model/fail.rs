@@ -120,55 +120,16 @@ impl Armed {
     }
 }
 
-/// The errnos the model and its users talk about, by name.
-const ERRNOS: &[(&str, Errno)] = &[
-    ("EPERM", Errno::PERM),
-    ("ENOENT", Errno::NOENT),
-    ("ESRCH", Errno::SRCH),
-    ("EINTR", Errno::INTR),
-    ("EIO", Errno::IO),
-    ("ENXIO", Errno::NXIO),
-    ("E2BIG", Errno::TOOBIG),
-    ("EBADF", Errno::BADF),
-    ("EAGAIN", Errno::AGAIN),
-    ("ENOMEM", Errno::NOMEM),
-    ("EACCES", Errno::ACCESS),
-    ("EFAULT", Errno::FAULT),
-    ("EBUSY", Errno::BUSY),
-    ("EEXIST", Errno::EXIST),
-    ("ENODEV", Errno::NODEV),
-    ("EINVAL", Errno::INVAL),
-    ("ENOSPC", Errno::NOSPC),
-    ("ENOTTY", Errno::NOTTY),
-    ("ERANGE", Errno::RANGE),
-    ("EDEADLK", Errno::DEADLK),
-    ("ENOSYS", Errno::NOSYS),
-    ("ETIME", Errno::TIME),
-    ("EOPNOTSUPP", Errno::OPNOTSUPP),
-    ("EADDRINUSE", Errno::ADDRINUSE),
-    ("ETIMEDOUT", Errno::TIMEDOUT),
-    ("ECANCELED", Errno::CANCELED),
-    ("ERESTARTSYS", Errno::from_raw_os_error(512)),
-    ("ENOTSUPP", Errno::from_raw_os_error(524)),
-];
-
 fn parse_errno(text: &str) -> Option<Errno> {
     if let Ok(n) = text.parse::<i32>() {
         return (1..4096).contains(&n).then(|| Errno::from_raw_os_error(n));
     }
-    let upper = text.to_ascii_uppercase();
-    ERRNOS
-        .iter()
-        .find(|(name, _)| *name == upper)
-        .map(|&(_, errno)| errno)
+    kfd_ioctl::errno_by_name(text)
 }
 
-/// `ENOMEM` for `Errno::NOMEM`; `E<number>` for errnos without a name here.
+/// `ENOMEM` for `Errno::NOMEM`; `E<number>` for errnos without a name.
 pub(super) fn errno_name(errno: Errno) -> String {
-    ERRNOS.iter().find(|&&(_, e)| e == errno).map_or_else(
-        || format!("E{}", errno.raw_os_error()),
-        |(name, _)| (*name).to_owned(),
-    )
+    kfd_ioctl::errno_name(errno).map_or_else(|| format!("E{}", errno.raw_os_error()), str::to_owned)
 }
 
 #[cfg(test)]
