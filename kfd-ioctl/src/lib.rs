@@ -3,6 +3,8 @@
 //! * [`abi`] — `#[repr(C)]` mirrors of every struct, union, enum and constant of the uapi
 //!   `linux/kfd_ioctl.h` at KFD 1.23, opcodes, flags and the minimum KFD minor of each.
 //! * [`topology`] — the KFD sysfs topology tree, parsed and typed.
+//! * [`mem`] — [`mem::Reservation`], an owned aligned `PROT_NONE` range and the fixed
+//!   mappings inside it, for every crate that places memory at an address of its choosing.
 //! * [`Kfd`] — the safe handle on `/dev/kfd` with one method per memory-side ioctl.
 //!
 //! # Tutorial
@@ -69,6 +71,7 @@
 #![warn(missing_docs)]
 
 pub mod abi;
+pub mod mem;
 pub mod topology;
 
 mod buffer_object;

@@ -329,7 +329,8 @@ impl Drop for HostMirror {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sys::{FAIL_MAP_AFTER, page_size};
+    use crate::sys::page_size;
+    use kfd_ioctl::mem::testing::fail_map_after;
 
     /// The lines of `/proc/self/maps` that map the memfd called `name`.
     fn maps_of(name: &str) -> usize {
@@ -587,9 +588,9 @@ mod tests {
     #[cfg_attr(miri, ignore = "maps a memfd")]
     fn a_failure_part_way_leaves_nothing_behind() {
         for fail_after in 0..4 {
-            FAIL_MAP_AFTER.set(Some(fail_after));
+            fail_map_after(Some(fail_after));
             let result = HostMirror::new(1);
-            FAIL_MAP_AFTER.set(None);
+            fail_map_after(None);
             assert!(
                 matches!(result, Err(Error::Map { op: "mmap", .. })),
                 "mapping {fail_after} fails: {result:?}"

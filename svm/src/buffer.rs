@@ -1,13 +1,13 @@
 //! [`SvmBuffer`]: anonymous memory this crate maps, registers as an SVM range and unmaps.
 //!
-//! Unsafe here: `mmap`/`munmap` of the buffer's own memory, the volatile view of it, and the
-//! SET_ATTR calls on it, all sound because the buffer owns the mapping.
+//! Unsafe here: the placement of the buffer's memory in its own reservation (kfd-ioctl's
+//! [`Reservation`]), the volatile view of it, and the SET_ATTR calls on it, all sound because
+//! the buffer owns the mapping.
 
 use std::fmt;
-use std::ptr::NonNull;
 
+use kfd_ioctl::mem::{Reservation, page_size};
 use kfd_ioctl::{Errno, Kfd};
-use rustix::mm::{MapFlags, ProtFlags};
 use vm_memory::{Bytes, VolatileSlice};
 
 use crate::attrs::{SvmAttrs, SvmRangeInfo, get_attrs};
@@ -63,8 +63,10 @@ pub struct MapOptions {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct SvmBuffer {
+    /// First, so it is unmapped (which is also how the kernel learns to drop the SVM range)
+    /// before the last `Kfd` clone may close `/dev/kfd`.
+    memory: Reservation,
     kfd: Kfd,
-    ptr: NonNull<u8>,
     len: usize,
     requested: SvmAttrs,
 }
@@ -108,15 +110,15 @@ impl SvmBuffer {
                 problem: RangeProblem::ZeroSize,
             });
         }
-        let page = rustix::param::page_size();
+        let page = page_size();
         let len = len.checked_next_multiple_of(page).ok_or(Error::Mmap {
             len,
             errno: Errno::NOMEM,
         })?;
-        let ptr = map_anonymous(len, options)?;
+        let memory = map_anonymous(len, options)?;
         let buffer = SvmBuffer {
+            memory,
             kfd: kfd.clone(),
-            ptr,
             len,
             requested: attrs.clone(),
         };
@@ -129,12 +131,12 @@ impl SvmBuffer {
 
     /// The start of the buffer, as a pointer.
     pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
+        self.memory.addr().as_ptr()
     }
 
     /// The start of the buffer, as the address SVM calls take.
     pub fn addr(&self) -> u64 {
-        self.ptr.as_ptr() as u64
+        self.memory.addr().as_ptr() as u64
     }
 
     /// The length in bytes (whole pages).
@@ -156,7 +158,7 @@ impl SvmBuffer {
         // lifetime (it borrows `self`, whose drop unmaps). Safe code reaches the bytes only
         // through volatile accesses; the slice accessors are unsafe and make their caller rule
         // out every other writer.
-        unsafe { VolatileSlice::new(self.ptr.as_ptr(), self.len) }
+        unsafe { VolatileSlice::new(self.memory.addr().as_ptr(), self.len) }
     }
 
     /// The buffer's bytes as a slice.
@@ -170,7 +172,7 @@ impl SvmBuffer {
     pub unsafe fn as_slice(&self) -> &[u8] {
         // SAFETY: the mapping is `len` readable bytes owned by `self`; the caller rules out
         // every writer for the slice's lifetime.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts(self.memory.addr().as_ptr(), self.len) }
     }
 
     /// The buffer's bytes as a mutable slice.
@@ -181,7 +183,7 @@ impl SvmBuffer {
     pub unsafe fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: the mapping is `len` writable bytes owned by `self`, borrowed mutably; the
         // caller rules out GPU access for the slice's lifetime.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.memory.addr().as_ptr(), self.len) }
     }
 
     fn check(&self, offset: usize, len: usize) -> Result<()> {
@@ -248,56 +250,19 @@ impl SvmBuffer {
     }
 }
 
-impl Drop for SvmBuffer {
-    fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` are exactly the mapping this value owns, and nothing borrows it
-        // past `self`. Unmapping is also how the kernel learns to drop the SVM range.
-        let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
-    }
-}
-
-/// Maps `len` bytes (a multiple of the page size) of anonymous read-write memory.
-fn map_anonymous(len: usize, options: MapOptions) -> Result<NonNull<u8>> {
+/// Maps `len` bytes (a multiple of the page size) of anonymous read-write memory, aligned as
+/// `options` ask, inside a reservation of its own (unmapped when it drops).
+fn map_anonymous(len: usize, options: MapOptions) -> Result<Reservation> {
     let align = if options.huge_aligned {
         HUGE_ALIGN
     } else {
-        rustix::param::page_size()
+        page_size()
     };
-    let slack = align - rustix::param::page_size();
-    let total = len.checked_add(slack).ok_or(Error::Mmap {
-        len,
-        errno: Errno::NOMEM,
-    })?;
-    let flags = if options.shared {
-        MapFlags::SHARED
-    } else {
-        MapFlags::PRIVATE
-    };
-    // SAFETY: a new anonymous mapping at an address the kernel chooses aliases nothing.
-    let base = unsafe {
-        rustix::mm::mmap_anonymous(
-            std::ptr::null_mut(),
-            total,
-            ProtFlags::READ | ProtFlags::WRITE,
-            flags,
-        )
-    }
-    .map_err(|errno| Error::Mmap { len: total, errno })? as usize;
-    let start = base.next_multiple_of(align);
-    let end = start + len;
-    // SAFETY: both trims are parts of the mapping made above that nothing references.
-    unsafe {
-        if start > base {
-            let _ = rustix::mm::munmap(base as *mut _, start - base);
-        }
-        if base + total > end {
-            let _ = rustix::mm::munmap(end as *mut _, base + total - end);
-        }
-    }
-    NonNull::new(start as *mut u8).ok_or(Error::Mmap {
-        len: total,
-        errno: Errno::NOMEM,
-    })
+    let memory = Reservation::new(len, align).map_err(|errno| Error::Mmap { len, errno })?;
+    // SAFETY: the whole fresh reservation, which nothing references yet.
+    unsafe { memory.map_anonymous(0, len, options.shared) }
+        .map_err(|errno| Error::Mmap { len, errno })?;
+    Ok(memory)
 }
 
 #[cfg(test)]
@@ -318,9 +283,10 @@ mod tests {
                 huge_aligned: true,
             },
         ] {
-            let page = rustix::param::page_size();
+            let page = page_size();
             let len = 3 * page;
-            let ptr = map_anonymous(len, options).unwrap();
+            let memory = map_anonymous(len, options).unwrap();
+            let ptr = memory.addr();
             let addr = ptr.as_ptr() as usize;
             let align = if options.huge_aligned {
                 HUGE_ALIGN
@@ -328,12 +294,11 @@ mod tests {
                 page
             };
             assert_eq!(addr % align, 0, "{options:?}");
-            // SAFETY: the test's own fresh mapping of `len` bytes, used and unmapped here only.
+            // SAFETY: the test's own fresh mapping of `len` bytes, used here only.
             unsafe {
                 ptr.as_ptr().write(1);
                 ptr.as_ptr().add(len - 1).write(7);
                 assert_eq!(ptr.as_ptr().add(len - 1).read(), 7);
-                rustix::mm::munmap(ptr.as_ptr().cast(), len).unwrap();
             }
         }
     }

@@ -79,54 +79,25 @@ pub fn on_every_target(machines: &[&'static str], body: impl Fn(&Target) + Send 
     }
 }
 
-/// An anonymous `PROT_NONE` reservation of the process's address space, released on drop.
+/// An anonymous `PROT_NONE` reservation of the process's address space, released on drop
+/// (kfd-ioctl's [`Reservation`](kfd_ioctl::mem::Reservation), which panics here on failure).
 ///
 /// libhsakmt places GPU VAs of buffer objects at addresses it reserved this way, so the GPU
 /// VA never collides with CPU memory or SVM ranges; tests do the same.
 #[derive(Debug)]
-pub struct VaReservation {
-    addr: usize,
-    len: usize,
-}
+pub struct VaReservation(kfd_ioctl::mem::Reservation);
 
 impl VaReservation {
-    /// Reserves `len` bytes aligned to `align` (a power of two).
+    /// Reserves `len` bytes (whole pages) aligned to `align` (a power of two).
     pub fn new(len: usize, align: usize) -> VaReservation {
-        let total = len + align;
-        // SAFETY: a fresh anonymous PROT_NONE mapping at a kernel-chosen address aliases
-        // nothing; we only ever unmap ranges of it.
-        let base = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                total,
-                rustix::mm::ProtFlags::empty(),
-                rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::NORESERVE,
-            )
+        match kfd_ioctl::mem::Reservation::new(len, align) {
+            Ok(reservation) => VaReservation(reservation),
+            Err(errno) => panic!("reserving {len:#x} bytes aligned to {align:#x}: {errno}"),
         }
-        .expect("reserving address space") as usize;
-        let addr = (base + align - 1) & !(align - 1);
-        // SAFETY: both trims are inside the mapping made above and nothing references them.
-        unsafe {
-            if addr > base {
-                rustix::mm::munmap(base as *mut _, addr - base).expect("trimming the head");
-            }
-            let end = addr + len;
-            if base + total > end {
-                rustix::mm::munmap(end as *mut _, base + total - end).expect("trimming the tail");
-            }
-        }
-        VaReservation { addr, len }
     }
 
     /// The reserved address.
     pub fn addr(&self) -> u64 {
-        self.addr as u64
-    }
-}
-
-impl Drop for VaReservation {
-    fn drop(&mut self) {
-        // SAFETY: the range is exactly our reservation, which nothing else references.
-        let _ = unsafe { rustix::mm::munmap(self.addr as *mut _, self.len) };
+        self.0.addr().as_ptr() as u64
     }
 }
