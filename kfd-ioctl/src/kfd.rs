@@ -199,16 +199,32 @@ impl Kfd {
         Ok(())
     }
 
-    /// Issues one ioctl on `/dev/kfd` — after checking the running KFD has it — turning an
-    /// errno into [`Error::Ioctl`].
-    pub(crate) fn call<T: IntoBytes + FromBytes>(
+    /// Issues one ioctl with a pointer-free argument on `/dev/kfd` — after checking the running
+    /// KFD has it — turning an errno into [`Error::Ioctl`].
+    pub(crate) fn call<T: sys::PointerFree>(
+        &self,
+        opcode: Opcode,
+        args: &mut T,
+        context: IoctlContext,
+    ) -> Result<i32> {
+        // SAFETY: `T: PointerFree`: the kernel follows no address in `args`.
+        unsafe { self.call_with_pointers(opcode, args, context) }
+    }
+
+    /// [`Kfd::call`] with an argument that holds addresses the kernel reads or writes through.
+    ///
+    /// # Safety
+    /// As for [`sys::ioctl_with_pointers`]: every address in `args` the kernel follows for
+    /// `opcode` is valid for that access, over the length the kernel uses, for the call.
+    pub(crate) unsafe fn call_with_pointers<T: IntoBytes + FromBytes>(
         &self,
         opcode: Opcode,
         args: &mut T,
         context: IoctlContext,
     ) -> Result<i32> {
         self.require_nr(opcode)?;
-        sys::ioctl(self.inner.fd.as_fd(), opcode, args)
+        // SAFETY: the caller's guarantee, passed on.
+        unsafe { sys::ioctl_with_pointers(self.inner.fd.as_fd(), opcode, args) }
             .map_err(|failure| ioctl_error(ioctl_name(opcode), context, failure))
     }
 
@@ -250,22 +266,31 @@ impl Kfd {
     /// then the fill).
     pub fn get_process_apertures(&self) -> Result<Vec<Apertures>> {
         let mut args = abi::kfd_ioctl_get_process_apertures_new_args::default();
-        self.call(
-            abi::AMDKFD_IOC_GET_PROCESS_APERTURES_NEW,
-            &mut args,
-            IoctlContext::default(),
-        )?;
+        // SAFETY: with `num_of_nodes` 0 the call is the count query: the kernel writes the count
+        // into the arguments and follows no pointer (the null one stays unused).
+        unsafe {
+            self.call_with_pointers(
+                abi::AMDKFD_IOC_GET_PROCESS_APERTURES_NEW,
+                &mut args,
+                IoctlContext::default(),
+            )
+        }?;
         let mut raw =
             vec![abi::kfd_process_device_apertures::new_zeroed(); args.num_of_nodes as usize];
         if raw.is_empty() {
             return Ok(Vec::new());
         }
         args.kfd_process_device_apertures_ptr = raw.as_mut_ptr() as u64;
-        self.call(
-            abi::AMDKFD_IOC_GET_PROCESS_APERTURES_NEW,
-            &mut args,
-            IoctlContext::default(),
-        )?;
+        // SAFETY: the kernel writes at most `num_of_nodes` entries (it clamps the count to the
+        // caller's) to the pointer: `raw` has that many, lives across the call, is borrowed by
+        // nothing else, and `kfd_process_device_apertures` is valid in any bit pattern.
+        unsafe {
+            self.call_with_pointers(
+                abi::AMDKFD_IOC_GET_PROCESS_APERTURES_NEW,
+                &mut args,
+                IoctlContext::default(),
+            )
+        }?;
         raw.truncate(args.num_of_nodes as usize);
         Ok(raw.iter().map(Apertures::from).collect())
     }
@@ -362,7 +387,12 @@ impl Kfd {
             handle: None,
             alloc_flags: Some(flags),
         };
-        self.call(abi::AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &mut args, context)?;
+        // SAFETY: the only address in the arguments is `cpu_addr` (in `mmap_offset`), and only
+        // for USERPTR, which only the unsafe `alloc_userptr` passes, whose caller vouches for
+        // the memory; otherwise `mmap_offset` is 0 and the kernel follows nothing.
+        unsafe {
+            self.call_with_pointers(abi::AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &mut args, context)
+        }?;
         Ok(BufferObject {
             kfd: self.clone(),
             handle: args.handle,
@@ -454,7 +484,9 @@ impl Kfd {
             n_devices,
             n_success: 0,
         };
-        match sys::ioctl(self.inner.fd.as_fd(), opcode, &mut args) {
+        // SAFETY: the kernel reads `n_devices` u32s at `device_ids_array_ptr`: `gpus` has that
+        // many and is borrowed across the call.
+        match unsafe { sys::ioctl_with_pointers(self.inner.fd.as_fd(), opcode, &mut args) } {
             Ok(_) => Ok(()),
             Err(failure) => {
                 let errno = failure.errno;
@@ -494,11 +526,17 @@ impl Kfd {
             dmabuf_fd: dmabuf.as_raw_fd() as u32,
             ..Default::default()
         };
-        self.call(
-            abi::AMDKFD_IOC_GET_DMABUF_INFO,
-            &mut args,
-            IoctlContext::default(),
-        )?;
+        // SAFETY: with a metadata buffer, the kernel writes at most `metadata_size` bytes to
+        // `metadata_ptr` (it fails when the blob is larger): `len` is at most the length of
+        // the exclusively borrowed `buf`, and bytes are valid in any pattern. Without one,
+        // the pointer is null and the kernel follows nothing.
+        unsafe {
+            self.call_with_pointers(
+                abi::AMDKFD_IOC_GET_DMABUF_INFO,
+                &mut args,
+                IoctlContext::default(),
+            )
+        }?;
         Ok(DmabufInfo {
             size: args.size,
             gpu_id: args.gpu_id,
@@ -677,11 +715,16 @@ impl Kfd {
             gpu_id,
             ..Default::default()
         };
-        self.call(
-            abi::AMDKFD_IOC_GET_TILE_CONFIG,
-            &mut args,
-            IoctlContext::gpu(gpu_id),
-        )?;
+        // SAFETY: the kernel writes at most `num_tile_configs` and `num_macro_tile_configs`
+        // u32s (it clamps each count to the caller's) to the two pointers: each is an
+        // exclusively borrowed slice of at least that many, and u32s are valid in any pattern.
+        unsafe {
+            self.call_with_pointers(
+                abi::AMDKFD_IOC_GET_TILE_CONFIG,
+                &mut args,
+                IoctlContext::gpu(gpu_id),
+            )
+        }?;
         Ok(TileConfig {
             num_tile_configs: args.num_tile_configs,
             num_macro_tile_configs: args.num_macro_tile_configs,

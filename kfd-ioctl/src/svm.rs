@@ -12,6 +12,10 @@ use crate::{Kfd, sys};
 /// How many SVM attributes an SVM call carries without touching the heap.
 pub const SVM_INLINE_ATTRS: usize = 32;
 
+/// The size of the fixed header of an SVM call (`kfd_ioctl_svm_args`), after which the
+/// attributes follow.
+const SVM_HEADER_SIZE: usize = size_of::<abi::kfd_ioctl_svm_args>();
+
 /// `kfd_ioctl_svm_args` followed by its attributes, laid out as the kernel reads them.
 #[repr(C)]
 #[derive(FromBytes, IntoBytes, Immutable, KnownLayout)]
@@ -35,7 +39,8 @@ impl Kfd {
         size: u64,
         attrs: &[abi::kfd_ioctl_svm_attribute],
     ) -> Result<()> {
-        self.svm(abi::KFD_IOCTL_SVM_OP_SET_ATTR, start, size, attrs, &mut [])
+        // SAFETY: the caller's guarantee on the range, passed on.
+        unsafe { self.svm(abi::KFD_IOCTL_SVM_OP_SET_ATTR, start, size, attrs, &mut []) }
     }
 
     /// `SVM` `GET_ATTR` on `[start, start + size)`: the kernel overwrites each attribute's
@@ -48,11 +53,16 @@ impl Kfd {
         size: u64,
         attrs: &mut [abi::kfd_ioctl_svm_attribute],
     ) -> Result<()> {
-        self.svm(abi::KFD_IOCTL_SVM_OP_GET_ATTR, start, size, &[], attrs)
+        // SAFETY: GET_ATTR reads the kernel's records of the range (and its VMAs) and never
+        // touches the range's memory.
+        unsafe { self.svm(abi::KFD_IOCTL_SVM_OP_GET_ATTR, start, size, &[], attrs) }
     }
 
     /// The SVM call: `input` for SET (read only), `output` for GET (copied back).
-    fn svm(
+    ///
+    /// # Safety
+    /// For SET_ATTR, the obligation of [`Kfd::svm_set_attr`] on `[start, start + size)`.
+    unsafe fn svm(
         &self,
         op: u32,
         start: u64,
@@ -101,22 +111,28 @@ impl Kfd {
             let src: &[abi::kfd_ioctl_svm_attribute] =
                 if input.is_empty() { output } else { input };
             call.attrs[..n].copy_from_slice(src);
-            let result = self.call(opcode, &mut call, context);
+            // SAFETY: the one address the kernel follows is the range, vouched for by our
+            // caller; the attributes travel inside `call`, at least as long as `opcode` says.
+            let result = unsafe { self.call_with_pointers(opcode, &mut call, context) };
             output.copy_from_slice(&call.attrs[..output.len()]);
             result.map(drop)
         } else {
             // Header and attributes as one u64-aligned buffer.
-            let words = (size_of::<abi::kfd_ioctl_svm_args>() + n * 8) / 8;
-            let mut buf = vec![0u64; words];
+            let attrs_size = n * size_of::<abi::kfd_ioctl_svm_attribute>();
+            let mut buf = vec![0u64; (SVM_HEADER_SIZE + attrs_size).div_ceil(8)];
             let bytes = buf.as_mut_bytes();
-            bytes[..24].copy_from_slice(head.as_bytes());
+            bytes[..SVM_HEADER_SIZE].copy_from_slice(head.as_bytes());
             let src: &[abi::kfd_ioctl_svm_attribute] =
                 if input.is_empty() { output } else { input };
-            bytes[24..].copy_from_slice(src.as_bytes());
-            let result = sys::ioctl_bytes(self.inner.fd.as_fd(), opcode, bytes)
+            bytes[SVM_HEADER_SIZE..].copy_from_slice(src.as_bytes());
+            // SAFETY: as for the inline call: the range is vouched for by our caller and the
+            // attributes travel inside `bytes`.
+            let result = unsafe { sys::ioctl_bytes(self.inner.fd.as_fd(), opcode, bytes) }
                 .map_err(|failure| ioctl_error("SVM", context, failure));
             if !output.is_empty() {
-                output.as_mut_bytes().copy_from_slice(&bytes[24..]);
+                output
+                    .as_mut_bytes()
+                    .copy_from_slice(&bytes[SVM_HEADER_SIZE..]);
             }
             result.map(drop)
         }

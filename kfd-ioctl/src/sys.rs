@@ -1,8 +1,12 @@
 //! The fenced unsafe layer: issuing an ioctl on an argument struct, and mapping a device range.
 //!
-//! Everything here takes plain-data arguments (`IntoBytes + FromBytes`: no pointers the kernel
-//! could misread as references, no invalid bit patterns after the kernel writes them back), so
-//! the safe layer never needs `unsafe` itself.
+//! Arguments are plain data (`IntoBytes + FromBytes`: no invalid bit patterns after the kernel
+//! writes them back). Some also hold addresses the kernel reads or writes through (the
+//! aperture array of GET_PROCESS_APERTURES_NEW, the device list of MAP/UNMAP, the metadata
+//! buffer of GET_DMABUF_INFO, the tile-config arrays, the USERPTR address, the SVM range):
+//! those go through the `unsafe` [`ioctl_with_pointers`] and [`ioctl_bytes`], whose callers
+//! state at each call site why every such address is valid. The safe [`ioctl`] takes only
+//! the argument structs marked [`PointerFree`].
 
 use std::ffi::c_void;
 use std::os::fd::BorrowedFd;
@@ -102,22 +106,79 @@ fn retry(mut issue: impl FnMut() -> Result<i32, Errno>) -> Result<i32, Failure> 
     }
 }
 
-/// Issues `ioctl(fd, opcode, arg)`, retrying `EINTR` and `EAGAIN` as [`retry`] does.
+/// An ioctl argument struct with no field the kernel follows into this process's memory:
+/// issuing an ioctl on it can touch no memory but its own bytes.
+///
+/// # Safety
+/// Implement only for structs where, for every opcode this crate issues with them, no field
+/// is an address the kernel reads or writes through.
+pub(crate) unsafe trait PointerFree: IntoBytes + FromBytes {}
+
+/// Marks the pointer-free argument structs.
+macro_rules! pointer_free {
+    ($($(#[$why:meta])* $ty:ident,)*) => {
+        $(
+            $(#[$why])*
+            // SAFETY: checked against the struct's fields in `abi` and the kernel's handler:
+            // none is an address the kernel dereferences.
+            unsafe impl PointerFree for crate::abi::$ty {}
+        )*
+    };
+}
+
+pointer_free! {
+    kfd_ioctl_get_version_args,
+    kfd_ioctl_acquire_vm_args,
+    /// `alternate_aperture_base` is a GPU address the kernel programs, not one it follows.
+    kfd_ioctl_set_memory_policy_args,
+    kfd_ioctl_free_memory_of_gpu_args,
+    kfd_ioctl_import_dmabuf_args,
+    kfd_ioctl_export_dmabuf_args,
+    kfd_ioctl_set_xnack_mode_args,
+    kfd_ioctl_get_available_memory_args,
+    kfd_ioctl_smi_events_args,
+    /// `r_debug` is stored for a debugger to read later, never dereferenced by the kernel.
+    kfd_ioctl_runtime_enable_args,
+    kfd_ioctl_get_clock_counters_args,
+}
+
+/// Issues `ioctl(fd, opcode, arg)` on a pointer-free argument, retrying `EINTR` and `EAGAIN`
+/// as [`retry`] does.
 ///
 /// The opcode's size field must not exceed `size_of::<T>()` — the kernel copies that many bytes
 /// in and out of `arg`. Checked here, so a wrong opcode is an `EINVAL`, not an overrun.
-pub(crate) fn ioctl<T: IntoBytes + FromBytes>(
+pub(crate) fn ioctl<T: PointerFree>(
     fd: BorrowedFd<'_>,
     opcode: Opcode,
     arg: &mut T,
 ) -> Result<i32, Failure> {
-    ioctl_bytes(fd, opcode, arg.as_mut_bytes())
+    // SAFETY: `T: PointerFree`: the kernel follows no address in `arg`.
+    unsafe { ioctl_with_pointers(fd, opcode, arg) }
+}
+
+/// [`ioctl`] on an argument that may hold addresses the kernel reads or writes through.
+///
+/// # Safety
+/// Every address in `arg` that the kernel follows for `opcode` must point to memory valid for
+/// what the kernel does there (reads, writes or both) over the whole length it uses — as the
+/// kernel's handler computes it from the other fields — for the whole call; memory it writes
+/// must hold no live Rust reference and accept any bytes.
+pub(crate) unsafe fn ioctl_with_pointers<T: IntoBytes + FromBytes>(
+    fd: BorrowedFd<'_>,
+    opcode: Opcode,
+    arg: &mut T,
+) -> Result<i32, Failure> {
+    // SAFETY: the caller's guarantee, passed on.
+    unsafe { ioctl_bytes(fd, opcode, arg.as_mut_bytes()) }
 }
 
 /// Issues `ioctl(fd, opcode, buf)` on a byte buffer (variable-size arguments such as SVM's),
 /// with the same size check and retries as [`ioctl`].
+///
+/// # Safety
+/// As for [`ioctl_with_pointers`], for the addresses the bytes of `buf` hold.
 #[inline]
-pub(crate) fn ioctl_bytes(
+pub(crate) unsafe fn ioctl_bytes(
     fd: BorrowedFd<'_>,
     opcode: Opcode,
     buf: &mut [u8],
@@ -135,7 +196,8 @@ pub(crate) fn ioctl_bytes(
         };
         // SAFETY: `buf` is a live, exclusively borrowed byte buffer at least as long as the size
         // encoded in `opcode` (checked above); any bytes the kernel writes are valid `u8`s, and
-        // for `ioctl` they are the bytes of a `FromBytes` value, valid in any pattern.
+        // for `ioctl` they are the bytes of a `FromBytes` value, valid in any pattern. The
+        // addresses inside `buf` are the caller's to vouch for.
         unsafe { rustix::ioctl::ioctl(fd, call) }
     })
 }
