@@ -265,25 +265,30 @@ impl Kfd {
     /// `GET_PROCESS_APERTURES_NEW`: the apertures of every GPU of the process (a count query,
     /// then the fill).
     pub fn get_process_apertures(&self) -> Result<Vec<Apertures>> {
-        let mut args = abi::kfd_ioctl_get_process_apertures_new_args::default();
-        // SAFETY: with `num_of_nodes` 0 the call is the count query: the kernel writes the count
-        // into the arguments and follows no pointer (the null one stays unused).
-        unsafe {
-            self.call_with_pointers(
-                abi::AMDKFD_IOC_GET_PROCESS_APERTURES_NEW,
-                &mut args,
-                IoctlContext::default(),
-            )
-        }?;
-        let mut raw =
-            vec![abi::kfd_process_device_apertures::new_zeroed(); args.num_of_nodes as usize];
+        let count = self.process_apertures_into(&mut [])?;
+        let mut raw = vec![abi::kfd_process_device_apertures::new_zeroed(); count];
         if raw.is_empty() {
             return Ok(Vec::new());
         }
-        args.kfd_process_device_apertures_ptr = raw.as_mut_ptr() as u64;
+        let filled = self.process_apertures_into(&mut raw)?;
+        raw.truncate(filled);
+        Ok(raw.iter().map(Apertures::from).collect())
+    }
+
+    /// One `GET_PROCESS_APERTURES_NEW` into `entries`: with none, the count query (how many
+    /// GPUs the process has); else the fill of up to `entries.len()`. Returns the count.
+    fn process_apertures_into(
+        &self,
+        entries: &mut [abi::kfd_process_device_apertures],
+    ) -> Result<usize> {
+        let mut args = abi::kfd_ioctl_get_process_apertures_new_args {
+            kfd_process_device_apertures_ptr: entries.as_mut_ptr() as u64,
+            num_of_nodes: u32::try_from(entries.len()).unwrap_or(u32::MAX),
+            ..Default::default()
+        };
         // SAFETY: the kernel writes at most `num_of_nodes` entries (it clamps the count to the
-        // caller's) to the pointer: `raw` has that many, lives across the call, is borrowed by
-        // nothing else, and `kfd_process_device_apertures` is valid in any bit pattern.
+        // caller's, and with 0 writes none) to the pointer: `entries` has at least that many,
+        // is exclusively borrowed across the call, and the entries are valid in any pattern.
         unsafe {
             self.call_with_pointers(
                 abi::AMDKFD_IOC_GET_PROCESS_APERTURES_NEW,
@@ -291,8 +296,7 @@ impl Kfd {
                 IoctlContext::default(),
             )
         }?;
-        raw.truncate(args.num_of_nodes as usize);
-        Ok(raw.iter().map(Apertures::from).collect())
+        Ok(args.num_of_nodes as usize)
     }
 
     /// `SET_MEMORY_POLICY` for one GPU (libhsakmt sets [`MemoryPolicy::default`] after
