@@ -89,6 +89,14 @@ impl BufferObject {
     ///
     /// USERPTR memory is already the caller's; mapping it again is refused. The mapping is not
     /// inherited by a forked child (`MADV_DONTFORK`, as the kernel does for KFD BOs).
+    ///
+    /// # Errors
+    /// [`Error::Inherited`] in a forked child; [`Error::InvalidArgument`] for a USERPTR BO, an
+    /// imported one (it has no mmap offset) or one larger than the address space;
+    /// [`Error::NotAcquired`] when the GPU's VM was not acquired through this handle;
+    /// [`Error::Mmap`] with `mmap`'s or `madvise`'s errno (`EINVAL` for a BO the driver will
+    /// not let the CPU map, such as VRAM outside a small BAR; `ENOMEM`).
+    #[doc(alias = "mmap")]
     pub fn map_cpu(&self) -> Result<CpuMapping<'_>> {
         self.kfd.check_owner("map_cpu")?;
         let len = usize::try_from(self.size).map_err(|_| Error::InvalidArgument {

@@ -47,6 +47,13 @@ pub(crate) struct Inner {
 /// that wants KFD opens it again. The KFD version is read once, at open; a method whose ioctl (or
 /// flag) the running KFD lacks fails with [`Error::Unsupported`] before any syscall.
 ///
+/// # Errors every method shares
+/// Besides those each method lists (the errnos of the kernel's handler in `kfd_chardev.c`):
+/// [`Error::Unsupported`] when the running KFD lacks the ioctl; [`Error::Interrupted`] when
+/// the kernel kept answering `EINTR` or `EAGAIN` past the retry bound; `EBADF` in a forked
+/// child (KFD serves only the process that opened it); `EFAULT` when the kernel cannot copy
+/// the arguments.
+///
 /// ```no_run
 /// use kfd_ioctl::{Kfd, abi::AllocMemFlags, topology::Topology};
 ///
@@ -88,13 +95,25 @@ impl fmt::Debug for Kfd {
 
 impl Kfd {
     /// Opens `/dev/kfd` (`O_RDWR | O_CLOEXEC`) and reads the KFD version.
+    ///
+    /// # Errors
+    /// [`Error::Open`] when `/dev/kfd` cannot be opened (`ENOENT` without the driver, `EACCES`
+    /// without access to the device, `EPERM` for a 32-bit process, `ENOMEM`); then as
+    /// [`Kfd::from_fd`].
     #[doc(alias = "hsaKmtOpenKFD")]
+    #[doc(alias = "AMDKFD_IOC_GET_VERSION")]
     pub fn open() -> Result<Kfd> {
         let fd = open_device(Path::new(KFD_DEVICE_PATH))?;
         Kfd::from_fd(fd)
     }
 
     /// Wraps an already open `/dev/kfd` descriptor and reads the KFD version.
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedMajor`] for a KFD whose major version is not 1. The kernel's
+    /// GET_VERSION cannot fail; on a descriptor that is not `/dev/kfd` the ioctl fails as that
+    /// file's driver says (`ENOTTY` from most).
+    #[doc(alias = "AMDKFD_IOC_GET_VERSION")]
     pub fn from_fd(fd: OwnedFd) -> Result<Kfd> {
         let mut args = abi::kfd_ioctl_get_version_args::default();
         sys::ioctl(fd.as_fd(), abi::AMDKFD_IOC_GET_VERSION, &mut args)
@@ -162,6 +181,10 @@ impl Kfd {
     }
 
     /// `GET_VERSION`: asks the kernel for its KFD version again.
+    ///
+    /// # Errors
+    /// Only the errors every method shares (see [`Kfd`]): the kernel's handler cannot fail.
+    #[doc(alias = "AMDKFD_IOC_GET_VERSION")]
     pub fn get_version(&self) -> Result<Version> {
         let mut args = abi::kfd_ioctl_get_version_args::default();
         self.call(
@@ -242,6 +265,12 @@ impl Kfd {
 
     /// `ACQUIRE_VM`: opens the GPU's render node `/dev/dri/renderD<drm_render_minor>` and makes
     /// its GPU VM this process's compute VM. Once per GPU: a second call is a no-op.
+    ///
+    /// # Errors
+    /// [`Error::Open`] when the render node cannot be opened; `EINVAL` for a `gpu_id` the
+    /// process does not have; `EBUSY` when the GPU's VM was already acquired through another
+    /// render-node file; the errnos of the VM's initialisation (`ENOMEM`, `EINVAL`).
+    #[doc(alias = "AMDKFD_IOC_ACQUIRE_VM")]
     pub fn acquire_vm(&self, gpu_id: u32, drm_render_minor: u32) -> Result<()> {
         self.require_nr(abi::AMDKFD_IOC_ACQUIRE_VM)?;
         let mut vms = self.vms_lock();
@@ -264,6 +293,11 @@ impl Kfd {
 
     /// `GET_PROCESS_APERTURES_NEW`: the apertures of every GPU of the process (a count query,
     /// then the fill).
+    ///
+    /// # Errors
+    /// `ENOMEM` when the kernel cannot allocate its copy of the array; `EFAULT` when it cannot
+    /// write ours (not expected: the array is allocated here).
+    #[doc(alias = "AMDKFD_IOC_GET_PROCESS_APERTURES_NEW")]
     pub fn get_process_apertures(&self) -> Result<Vec<Apertures>> {
         let count = self.process_apertures_into(&mut [])?;
         let mut raw = vec![abi::kfd_process_device_apertures::new_zeroed(); count];
@@ -301,6 +335,12 @@ impl Kfd {
 
     /// `SET_MEMORY_POLICY` for one GPU (libhsakmt sets [`MemoryPolicy::default`] after
     /// `ACQUIRE_VM`).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for misc process flags before KFD 1.18; `EINVAL` for a `gpu_id`
+    /// the process does not have or an alternate aperture the GPU's queue manager refuses; `ESRCH`
+    /// when the process cannot be bound to the GPU.
+    #[doc(alias = "AMDKFD_IOC_SET_MEMORY_POLICY")]
     pub fn set_memory_policy(&self, gpu_id: u32, policy: &MemoryPolicy) -> Result<()> {
         if !policy.misc_process_flags.is_empty() {
             self.require_minor("SET_MEMORY_POLICY misc_process_flag", 18)?;
@@ -326,6 +366,16 @@ impl Kfd {
     /// `flags` carries one domain bit plus any modifiers (`WRITABLE`, `EXECUTABLE`, `PUBLIC`,
     /// `NO_SUBSTITUTE`, `AQL_QUEUE_MEM`, `COHERENT`, `UNCACHED`, `EXT_COHERENT`, `CONTIGUOUS`).
     /// USERPTR memory wraps caller memory and goes through [`Kfd::alloc_userptr`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for `USERPTR` in `flags`; [`Error::Unsupported`] for flags
+    /// newer than the running KFD; `EINVAL` for a size of 0, a
+    /// `gpu_id` the process does not have, host-visible VRAM (`PUBLIC`) on a GPU without a large
+    /// BAR, or a DOORBELL or MMIO_REMAP size other than the process's doorbell slice or one page;
+    /// `EADDRINUSE` when `[va, va + size)` overlaps an SVM range; `ENOMEM` when the memory (or the
+    /// doorbell or MMIO page) is not available; `EFAULT` when the kernel runs out of handles; the
+    /// errnos of binding the process to the GPU.
+    #[doc(alias = "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU")]
     pub fn alloc_memory_of_gpu(
         &self,
         gpu_id: u32,
@@ -345,10 +395,21 @@ impl Kfd {
     /// `ALLOC_MEMORY_OF_GPU` with `USERPTR`: makes `size` bytes of this process's memory at
     /// `cpu_addr` a buffer object the GPU reaches at `va`. `flags` adds modifiers.
     ///
+    /// # Errors
+    /// [`Error::Unsupported`] for flags newer than the running KFD; `EINVAL` for a size of 0, a
+    /// `gpu_id` the process does not have, host-visible VRAM (`PUBLIC`) on a GPU without a large
+    /// BAR, or a DOORBELL or MMIO_REMAP size other than the process's doorbell slice or one page;
+    /// `EADDRINUSE` when `[va, va + size)` overlaps an SVM range; `ENOMEM` when the memory (or the
+    /// doorbell or MMIO page) is not available; `EFAULT` when the kernel runs out of handles; the
+    /// errnos of binding the process to the GPU. For USERPTR also `EADDRINUSE` when the CPU
+    /// range is registered as SVM, and the errnos of reaching its pages (`EFAULT` when unmapped).
+    ///
     /// # Safety
     /// `cpu_addr..cpu_addr + size` must be memory this process owns, mapped and not freed
     /// while the BO lives, and the caller accepts that the GPU reads and writes it behind
     /// Rust's back once the BO is mapped (no `&`/`&mut` to it may be live across GPU access).
+    #[doc(alias = "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU")]
+    #[doc(alias = "KFD_IOC_ALLOC_MEM_FLAGS_USERPTR")]
     pub unsafe fn alloc_userptr(
         &self,
         gpu_id: u32,
@@ -416,6 +477,13 @@ impl Kfd {
     /// On failure the BO comes back in the [`FreeError`], still allocated and still mapped on
     /// the GPUs the unmap did not get through: free it again, or drop it (which retries).
     /// In a forked child that inherited the BO this fails with [`Error::Inherited`].
+    ///
+    /// # Errors
+    /// A [`FreeError`] holding the buffer object and: [`Error::Inherited`] in a forked child; the
+    /// errors of [`Kfd::unmap_memory_from_gpu`] for the GPUs it is still mapped on; `EINVAL` for a
+    /// handle the kernel does not know; `EPERM` for the event-signal BO (freed only at exit);
+    /// `EBUSY` when the driver still counts GPU mappings of it.
+    #[doc(alias = "AMDKFD_IOC_FREE_MEMORY_OF_GPU")]
     pub fn free_memory_of_gpu(&self, mut bo: BufferObject) -> Result<(), FreeError> {
         let result = bo.kfd.check_owner("FREE_MEMORY_OF_GPU");
         match result.and_then(|()| bo.release()) {
@@ -432,6 +500,14 @@ impl Kfd {
     /// A failure part way reports which GPUs were mapped and which one failed
     /// ([`Error::DeviceList`]); the BO stays mapped on the ones that succeeded (and is unmapped
     /// from them when dropped). Mapping again where it is mapped is a no-op.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty `gpus`; [`Error::DeviceList`] naming the GPU
+    /// that failed and those done before it: `EINVAL` for a `gpu_id` the process does not have, the
+    /// driver's errnos of the mapping (`ENOMEM`, `EINVAL` for a VA clash), or the bind's; `ENOMEM`
+    /// for a handle the kernel does not know; `EFAULT` if the kernel cannot read the list. An
+    /// interrupted wait for the page tables resumes from `n_success`.
+    #[doc(alias = "AMDKFD_IOC_MAP_MEMORY_TO_GPU")]
     pub fn map_memory_to_gpu(&self, bo: &BufferObject, gpus: &[u32]) -> Result<()> {
         let result = self.device_list_ioctl(
             abi::AMDKFD_IOC_MAP_MEMORY_TO_GPU,
@@ -450,6 +526,13 @@ impl Kfd {
 
     /// `UNMAP_MEMORY_FROM_GPU` on each GPU of `gpus`, in order; errors as for
     /// [`Kfd::map_memory_to_gpu`].
+    ///
+    /// # Errors
+    /// As [`Kfd::map_memory_to_gpu`]: [`Error::InvalidArgument`] for an empty `gpus`,
+    /// [`Error::DeviceList`] for a GPU that failed (`EINVAL` for one the process does not have or
+    /// where the BO is not mapped), `ENOMEM` for an unknown handle, `EFAULT` for an unreadable
+    /// list.
+    #[doc(alias = "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU")]
     pub fn unmap_memory_from_gpu(&self, bo: &BufferObject, gpus: &[u32]) -> Result<()> {
         let result = self.device_list_ioctl(
             abi::AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU,
@@ -512,6 +595,12 @@ impl Kfd {
 
     /// `GET_DMABUF_INFO`: size, exporter and flags of a dma-buf; fills `metadata` with the UMD
     /// metadata blob when given.
+    ///
+    /// # Errors
+    /// `EINVAL` for an fd that is not a dma-buf exported by an amdgpu device (or when the
+    /// caller may use no GPU), or for a `metadata` buffer smaller than the blob; `ENOMEM`;
+    /// `EFAULT` when the kernel cannot write the metadata.
+    #[doc(alias = "AMDKFD_IOC_GET_DMABUF_INFO")]
     pub fn get_dmabuf_info(
         &self,
         dmabuf: BorrowedFd<'_>,
@@ -554,6 +643,12 @@ impl Kfd {
     ///
     /// Issues `GET_DMABUF_INFO` first: the kernel's import does not return the size, which the
     /// returned [`BufferObject`] carries.
+    ///
+    /// # Errors
+    /// Those of [`Kfd::get_dmabuf_info`]; then `EINVAL` for a `gpu_id` the process does not
+    /// have or a dma-buf the driver cannot import; `ENOMEM`; `EFAULT` when the kernel runs out of
+    /// handles; the errnos of binding the process to the GPU.
+    #[doc(alias = "AMDKFD_IOC_IMPORT_DMABUF")]
     pub fn import_dmabuf(
         &self,
         dmabuf: BorrowedFd<'_>,
@@ -591,6 +686,11 @@ impl Kfd {
     }
 
     /// `EXPORT_DMABUF`: a dma-buf fd for `bo` (`O_CLOEXEC` when `cloexec`).
+    ///
+    /// # Errors
+    /// `EINVAL` for a handle (or its GPU) the kernel does not know; the errnos of exporting
+    /// and of making the fd (`EMFILE` when this process's fd table is full).
+    #[doc(alias = "AMDKFD_IOC_EXPORT_DMABUF")]
     pub fn export_dmabuf(&self, bo: &BufferObject, cloexec: bool) -> Result<OwnedFd> {
         let mut flags = OFlags::RDWR;
         if cloexec {
@@ -612,6 +712,10 @@ impl Kfd {
     }
     /// `SET_XNACK_MODE` with a negative value: whether XNACK (retry on GPU page faults) is on
     /// for this process.
+    ///
+    /// # Errors
+    /// `EPERM` when the kernel has no SVM support.
+    #[doc(alias = "AMDKFD_IOC_SET_XNACK_MODE")]
     pub fn xnack_mode(&self) -> Result<bool> {
         let mut args = abi::kfd_ioctl_set_xnack_mode_args { xnack_enabled: -1 };
         self.call(
@@ -623,6 +727,12 @@ impl Kfd {
     }
 
     /// `SET_XNACK_MODE`: turns XNACK on or off for this process (only while it has no queues).
+    ///
+    /// # Errors
+    /// `EBUSY` while the process has user queues; `EPERM` when a GPU of the process cannot run
+    /// with XNACK on (or the kernel has no SVM support); `ENOMEM` when the memory reservation
+    /// the switch changes cannot be made.
+    #[doc(alias = "AMDKFD_IOC_SET_XNACK_MODE")]
     pub fn set_xnack_mode(&self, enabled: bool) -> Result<()> {
         let mut args = abi::kfd_ioctl_set_xnack_mode_args {
             xnack_enabled: i32::from(enabled),
@@ -636,6 +746,10 @@ impl Kfd {
     }
 
     /// `AVAILABLE_MEMORY`: bytes of VRAM this process could still allocate on `gpu_id`.
+    ///
+    /// # Errors
+    /// `EINVAL` for a `gpu_id` the process does not have.
+    #[doc(alias = "AMDKFD_IOC_AVAILABLE_MEMORY")]
     pub fn available_memory(&self, gpu_id: u32) -> Result<u64> {
         let mut args = abi::kfd_ioctl_get_available_memory_args {
             gpu_id,
@@ -650,6 +764,11 @@ impl Kfd {
     }
 
     /// `SMI_EVENTS`: an event fd for `gpu_id`, with no events enabled yet.
+    ///
+    /// # Errors
+    /// `EINVAL` for a `gpu_id` the process does not have; `ENOMEM`, or `EMFILE` when this
+    /// process's fd table is full.
+    #[doc(alias = "AMDKFD_IOC_SMI_EVENTS")]
     pub fn smi_events(&self, gpu_id: u32) -> Result<SmiEvents> {
         let mut args = abi::kfd_ioctl_smi_events_args {
             gpuid: gpu_id,
@@ -669,6 +788,11 @@ impl Kfd {
     /// `RUNTIME_ENABLE`: tells KFD the runtime is up (`mode` ENABLE, optionally TTMP_SAVE) or
     /// down (empty `mode`), with the address of the runtime's `r_debug`. Returns the
     /// capabilities mask the kernel wrote back.
+    ///
+    /// # Errors
+    /// `EBUSY` when enabling a runtime that is already enabled; `EEXIST` when enabling while a
+    /// GPU of the process has queues; an interrupted wait for an attached debugger is retried.
+    #[doc(alias = "AMDKFD_IOC_RUNTIME_ENABLE")]
     pub fn runtime_enable(&self, r_debug: u64, mode: RuntimeEnableMode) -> Result<u32> {
         let mut args = abi::kfd_ioctl_runtime_enable_args {
             r_debug,
@@ -684,6 +808,11 @@ impl Kfd {
     }
 
     /// `GET_CLOCK_COUNTERS` for `gpu_id` (0 asks for the CPU/system counters only).
+    ///
+    /// # Errors
+    /// Only the errors every method shares (see [`Kfd`]): a `gpu_id` the process does not have
+    /// reads a GPU counter of 0.
+    #[doc(alias = "AMDKFD_IOC_GET_CLOCK_COUNTERS")]
     pub fn get_clock_counters(&self, gpu_id: u32) -> Result<ClockCounters> {
         let mut args = abi::kfd_ioctl_get_clock_counters_args {
             gpu_id,
@@ -704,6 +833,11 @@ impl Kfd {
 
     /// `GET_TILE_CONFIG`: fills `tile_config` and `macro_tile_config` (up to their lengths) and
     /// returns how many entries the kernel wrote plus the address configuration.
+    ///
+    /// # Errors
+    /// `EINVAL` for a `gpu_id` the process does not have; `EFAULT` when the kernel cannot write
+    /// the arrays (not expected: they are the caller's slices).
+    #[doc(alias = "AMDKFD_IOC_GET_TILE_CONFIG")]
     pub fn get_tile_config(
         &self,
         gpu_id: u32,

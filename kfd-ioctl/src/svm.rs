@@ -29,10 +29,19 @@ impl Kfd {
     ///
     /// Up to [`SVM_INLINE_ATTRS`] attributes travel in a stack buffer: no heap allocation.
     ///
+    /// # Errors
+    /// [`Error::Unsupported`] for SVM flags or queries newer than the running KFD;
+    /// [`Error::InvalidArgument`] for more attributes than the ioctl's size field carries;
+    /// `EINVAL` for an empty or unaligned range, an unknown attribute or `gpu_id`, or a range not
+    /// wholly mapped in this process; `EPERM` when the kernel has no SVM support (or the process
+    /// disabled it); `ENOMEM`. A prefetch may also fail with the migration's errno.
+    ///
     /// # Safety
     /// The range is this process's memory; registering it lets the GPUs named in the attributes
     /// read and write it and the kernel migrate it. The caller must own the range and hold no
     /// Rust reference into it across GPU access.
+    #[doc(alias = "AMDKFD_IOC_SVM")]
+    #[doc(alias = "KFD_IOCTL_SVM_OP_SET_ATTR")]
     pub unsafe fn svm_set_attr(
         &self,
         start: u64,
@@ -47,6 +56,15 @@ impl Kfd {
     /// value (and, for access queries, its type) in `attrs`.
     ///
     /// Up to [`SVM_INLINE_ATTRS`] attributes travel in a stack buffer: no heap allocation.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for SVM flags or queries newer than the running KFD;
+    /// [`Error::InvalidArgument`] for more attributes than the ioctl's size field carries;
+    /// `EINVAL` for an empty or unaligned range, an unknown attribute or `gpu_id`, or a range not
+    /// wholly mapped in this process; `EPERM` when the kernel has no SVM support (or the process
+    /// disabled it); `ENOMEM`.
+    #[doc(alias = "AMDKFD_IOC_SVM")]
+    #[doc(alias = "KFD_IOCTL_SVM_OP_GET_ATTR")]
     pub fn svm_get_attr(
         &self,
         start: u64,
