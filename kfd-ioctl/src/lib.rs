@@ -5,6 +5,7 @@
 //! * [`topology`] — the KFD sysfs topology tree, parsed and typed.
 //! * [`mem`] — [`mem::Reservation`], an owned aligned `PROT_NONE` range and the fixed
 //!   mappings inside it, for every crate that places memory at an address of its choosing.
+//! * [`smi`] — SMI event records: the kernel's text lines as types, written and parsed.
 //! * [`Kfd`] — the safe handle on `/dev/kfd` with one method per memory-side ioctl.
 //!
 //! # Tutorial
@@ -72,6 +73,7 @@
 
 pub mod abi;
 pub mod mem;
+pub mod smi;
 pub mod topology;
 
 mod buffer_object;
@@ -79,6 +81,7 @@ mod cpu_mapping;
 mod errno;
 mod error;
 mod kfd;
+mod location;
 mod smi_events;
 mod svm;
 mod sys;
@@ -89,6 +92,7 @@ pub use cpu_mapping::CpuMapping;
 pub use errno::{errno_by_name, errno_name};
 pub use error::{Errno, ErrnoName, Error, IoctlContext, Result, Version};
 pub use kfd::{KFD_DEVICE_PATH, Kfd, render_node_path};
+pub use location::Location;
 pub use smi_events::SmiEvents;
 pub use svm::SVM_INLINE_ATTRS;
 pub use values::{Apertures, CachePolicy, ClockCounters, DmabufInfo, MemoryPolicy, TileConfig};

@@ -4,7 +4,7 @@ use std::fmt;
 
 use kfd_ioctl::{Errno, ErrnoName};
 
-use crate::smi::SmiParseError;
+use crate::SmiParseError;
 
 /// Why a range was refused before any ioctl: the kernel would answer `EINVAL` for each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

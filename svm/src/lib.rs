@@ -119,7 +119,6 @@ mod attrs;
 mod buffer;
 mod error;
 mod location;
-mod smi;
 mod stream;
 mod timeline;
 
@@ -129,9 +128,12 @@ pub use attrs::{
 };
 pub use buffer::{HUGE_ALIGN, MapOptions, SvmBuffer};
 pub use error::{Error, RangeProblem, Result};
-pub use location::{Access, Location};
-pub use smi::{
-    EvictionTrigger, MigrateTrigger, RestoreMark, SmiEvent, SmiParseError, UnmapTrigger,
+/// SMI event records: the kernel's text lines, typed, parsed and written back (kfd-ioctl's
+/// [`smi`](kfd_ioctl::smi) module, the one definition of the format, under this crate's names).
+pub use kfd_ioctl::smi::{
+    EvictionTrigger, MigrateTrigger, ParseError as SmiParseError, Record as SmiEvent, RestoreMark,
+    UnmapTrigger,
 };
+pub use location::{Access, Location};
 pub use stream::{Pending, SmiStream};
 pub use timeline::{DEFAULT_PAGE_SIZE, EVENTS_TID, Timeline};

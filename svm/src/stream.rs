@@ -7,8 +7,8 @@ use kfd_ioctl::abi::SmiEventMask;
 use kfd_ioctl::{Errno, Kfd, SmiEvents};
 use rustix::event::{PollFd, PollFlags, Timespec};
 
+use crate::SmiEvent;
 use crate::error::{Error, Result};
-use crate::smi::SmiEvent;
 
 /// A stream of [`SmiEvent`]s from one GPU's SMI event fd.
 ///

@@ -7,7 +7,7 @@ use std::io;
 use serde_json::{Map, Value, json};
 
 use crate::location::Location;
-use crate::smi::{EvictionTrigger, MigrateTrigger, SmiEvent, UnmapTrigger};
+use crate::{EvictionTrigger, MigrateTrigger, SmiEvent, UnmapTrigger};
 
 /// The page size SMI page numbers and counts are in, unless told otherwise (x86-64).
 pub const DEFAULT_PAGE_SIZE: u64 = 4096;

@@ -22,15 +22,16 @@
 //! `POLLOUT`; and a client lives until its process exits, even when the program closes the fd
 //! earlier (the kernel releases it at the last close).
 
-use std::fmt::Write as _;
 use std::os::fd::{AsFd, OwnedFd};
 
+use kfd_ioctl::Location;
 use kfd_ioctl::abi::{
     KFD_SMI_EVENT_ALL_PROCESS, KFD_SMI_EVENT_MIGRATE_END, KFD_SMI_EVENT_MIGRATE_START,
     KFD_SMI_EVENT_PAGE_FAULT_END, KFD_SMI_EVENT_PAGE_FAULT_START, KFD_SMI_EVENT_PROCESS_END,
     KFD_SMI_EVENT_PROCESS_START, KFD_SMI_EVENT_QUEUE_EVICTION, KFD_SMI_EVENT_QUEUE_RESTORE,
     KFD_SMI_EVENT_UNMAP_FROM_GPU, KFD_SMI_EVENT_VMFAULT, kfd_smi_event_mask_from_index,
 };
+use kfd_ioctl::smi::{EvictionTrigger, MigrateTrigger, Record, RestoreMark, UnmapTrigger};
 use rustix::fs::OFlags;
 use rustix::io::Errno;
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
@@ -160,33 +161,41 @@ impl Event<'_> {
         }
     }
 
-    /// The record: `"%x "` with the id, the event's `KFD_EVENT_FMT_*` text, `\n`; timestamps
-    /// other than a fault's own are taken now.
+    /// The record: `"%x "` with the id, the event's `KFD_EVENT_FMT_*` text, `\n` (kfd-ioctl's
+    /// [`Record`], the one definition of the format); timestamps other than a fault's own are
+    /// taken now.
     pub(super) fn record(&self, minor: u32) -> Vec<u8> {
-        let mut s = format!("{:x} ", self.id());
         let now = || super::handlers::clock_ns(libc::CLOCK_BOOTTIME) as i64;
-        // `write!` into a String cannot fail.
-        let _ = match *self {
-            Self::VmFault { task_pid, comm } => writeln!(s, "{:x}:{comm}", task_pid as u32),
+        let record = match *self {
+            Self::VmFault { task_pid, comm } => Record::VmFault {
+                pid: task_pid as u32,
+                task: comm.to_owned(),
+            },
             Self::PageFaultStart {
                 ns,
                 pid,
                 page,
                 gpu_id,
                 write,
-            } => {
-                let rw = if write { 'W' } else { 'R' };
-                writeln!(s, "{} -{pid} @{page:x}({gpu_id:x}) {rw}", ns as i64)
-            }
+            } => Record::PageFaultStart {
+                ns: ns as i64,
+                pid: pid as u32,
+                addr_page: page,
+                node: gpu_id,
+                write,
+            },
             Self::PageFaultEnd {
                 pid,
                 page,
                 gpu_id,
                 migrated,
-            } => {
-                let mu = if migrated { 'M' } else { 'U' };
-                writeln!(s, "{} -{pid} @{page:x}({gpu_id:x}) {mu}", now())
-            }
+            } => Record::PageFaultEnd {
+                ns: now(),
+                pid: pid as u32,
+                addr_page: page,
+                node: gpu_id,
+                migrated,
+            },
             Self::MigrateStart {
                 pid,
                 start,
@@ -196,11 +205,17 @@ impl Event<'_> {
                 prefetch,
                 preferred,
                 trigger,
-            } => writeln!(
-                s,
-                "{} -{pid} @{start:x}({npages:x}) {from:x}->{to:x} {prefetch:x}:{preferred:x} {trigger}",
-                now()
-            ),
+            } => Record::MigrateStart {
+                ns: now(),
+                pid: pid as u32,
+                start_page: start,
+                npages,
+                from: Location::from_raw(from),
+                to: Location::from_raw(to),
+                prefetch_loc: Location::from_raw(prefetch),
+                preferred_loc: Location::from_raw(preferred),
+                trigger: MigrateTrigger::from_raw(trigger as i32),
+            },
             Self::MigrateEnd {
                 pid,
                 start,
@@ -209,51 +224,73 @@ impl Event<'_> {
                 to,
                 trigger,
                 error,
-            } => {
-                if minor >= MIGRATE_END_ERROR_SINCE {
-                    writeln!(
-                        s,
-                        "{} -{pid} @{start:x}({npages:x}) {from:x}->{to:x} {trigger} {error}",
-                        now()
-                    )
-                } else {
-                    writeln!(
-                        s,
-                        "{} -{pid} @{start:x}({npages:x}) {from:x}->{to:x} {trigger}",
-                        now()
-                    )
-                }
-            }
+            } => Record::MigrateEnd {
+                ns: now(),
+                pid: pid as u32,
+                start_page: start,
+                npages,
+                from: Location::from_raw(from),
+                to: Location::from_raw(to),
+                trigger: MigrateTrigger::from_raw(trigger as i32),
+                error_code: (minor >= MIGRATE_END_ERROR_SINCE).then_some(error),
+            },
             Self::QueueEviction {
                 pid,
                 gpu_id,
                 trigger,
-            } => writeln!(s, "{} -{pid} {gpu_id:x} {trigger}", now()),
+            } => Record::QueueEviction {
+                ns: now(),
+                pid: pid as u32,
+                node: gpu_id,
+                trigger: EvictionTrigger::from_raw(trigger as i32),
+            },
             Self::QueueRestore {
                 pid,
                 gpu_id,
                 rescheduled,
-            } => {
+            } => Record::QueueRestore {
+                ns: now(),
+                pid: pid as u32,
+                node: gpu_id,
                 // `%c` of 0 when the restore was not rescheduled: a NUL byte in the record.
-                let c = if rescheduled { 'R' } else { '\0' };
-                writeln!(s, "{} -{pid} {gpu_id:x} {c}", now())
-            }
+                rescheduled: if rescheduled {
+                    RestoreMark::Rescheduled
+                } else {
+                    RestoreMark::Nul
+                },
+            },
             Self::UnmapFromGpu {
                 pid,
                 start,
                 npages,
                 gpu_id,
                 trigger,
-            } => writeln!(
-                s,
-                "{} -{pid} @{start:x}({npages:x}) {gpu_id:x} {trigger}",
-                now()
-            ),
-            Self::Process { task_pid, comm, .. } => {
-                writeln!(s, "{:x} {comm}", task_pid as u32)
-            }
+            } => Record::UnmapFromGpu {
+                ns: now(),
+                pid: pid as u32,
+                start_page: start,
+                npages,
+                node: gpu_id,
+                trigger: UnmapTrigger::from_raw(trigger as i32),
+            },
+            Self::Process {
+                start: true,
+                task_pid,
+                comm,
+            } => Record::ProcessStart {
+                pid: task_pid as u32,
+                task: comm.to_owned(),
+            },
+            Self::Process {
+                start: false,
+                task_pid,
+                comm,
+            } => Record::ProcessEnd {
+                pid: task_pid as u32,
+                task: comm.to_owned(),
+            },
         };
-        let mut bytes = s.into_bytes();
+        let mut bytes = format!("{record}\n").into_bytes();
         bytes.truncate(MAX_RECORD);
         bytes
     }

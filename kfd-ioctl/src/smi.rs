@@ -1,7 +1,10 @@
-//! SMI event records: the kernel's text lines decoded into [`SmiEvent`], and written back.
+//! SMI event records: the kernel's text lines decoded into [`Record`], and written back.
+//!
+//! The one definition of the record format in the workspace: kfd-emu writes its records
+//! through [`Record`]'s `Display`, and kfd-svm's `SmiEvent` is this type under its own name.
 //!
 //! Every record is `"<event id in lower-case hex> "` followed by the event's
-//! `KFD_EVENT_FMT_*` format (see [`kfd_ioctl::abi`]) and a newline; `kfd_smi_event_add` in
+//! `KFD_EVENT_FMT_*` format (see [`crate::abi`]) and a newline; `kfd_smi_event_add` in
 //! the kernel's `kfd_smi_events.c` builds it with `snprintf("%x ", event)` and then the
 //! format. Timestamps are `CLOCK_BOOTTIME` nanoseconds, addresses and sizes are in pages.
 //!
@@ -13,15 +16,14 @@
 //!   `'R'` when the restore was rescheduled; with the macros, the plain restore passed the
 //!   character value 0, writing a NUL byte before the newline, until it was fixed to `'0'`.
 //!
-//! [`SmiEvent::parse`] accepts exactly what those `printf` formats can produce (lower-case hex
+//! [`Record::parse`] accepts exactly what those `printf` formats can produce (lower-case hex
 //! without leading zeros, decimals without `+` or leading zeros), so for every line it accepts,
-//! [`SmiEvent`]'s `Display` writes the same line back. It never panics, whatever the input.
+//! [`Record`]'s `Display` writes the same line back. It never panics, whatever the input.
 
 use std::fmt;
 
-use kfd_ioctl::abi;
-
-use crate::location::Location;
+use crate::Location;
+use crate::abi;
 
 /// Defines a trigger enum over the `i32` the kernel prints with `%d`, with a raw fallback.
 macro_rules! trigger_enum {
@@ -149,7 +151,7 @@ impl RestoreMark {
 /// (an address is `page << 12` with 4 KiB pages); `node` is the `gpu_id` of the reporting GPU.
 /// Events without a timestamp (VM fault, thermal, reset, process) are stamped by the reader.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum SmiEvent {
+pub enum Record {
     /// A GPU VM fault of process `pid` (`KFD_SMI_EVENT_VMFAULT`, `"%x:%s"`).
     #[doc(alias = "KFD_SMI_EVENT_VMFAULT")]
     VmFault {
@@ -326,7 +328,7 @@ pub enum SmiEvent {
 /// Where and why a record did not match its event's format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("at byte {offset}: expected {expected}")]
-pub struct SmiParseError {
+pub struct ParseError {
     /// The byte offset in the line where matching failed.
     pub offset: usize,
     /// What the format wanted there.
@@ -339,11 +341,11 @@ struct Cursor<'a> {
     pos: usize,
 }
 
-type Parsed<T> = Result<T, SmiParseError>;
+type Parsed<T> = Result<T, ParseError>;
 
 impl<'a> Cursor<'a> {
     fn fail<T>(&self, expected: &'static str) -> Parsed<T> {
-        Err(SmiParseError {
+        Err(ParseError {
             offset: self.pos,
             expected,
         })
@@ -519,20 +521,21 @@ impl<'a> Cursor<'a> {
     }
 }
 
-impl SmiEvent {
+impl Record {
     /// Decodes one record; a single trailing `'\n'` is allowed. Never panics.
     ///
     /// A known event id whose text does not match its format is an error; an unknown id is
-    /// [`SmiEvent::Unknown`].
+    /// [`Record::Unknown`].
     ///
     /// ```
-    /// use kfd_svm::{Location, MigrateTrigger, SmiEvent};
+    /// use kfd_ioctl::Location;
+    /// use kfd_ioctl::smi::{MigrateTrigger, Record};
     ///
     /// let line = "5 1234567890 -4242 @7f0000(200) 0->1a2b 1a2b:ffffffff 0\n";
-    /// let event = SmiEvent::parse(line)?;
+    /// let event = Record::parse(line)?;
     /// assert_eq!(
     ///     event,
-    ///     SmiEvent::MigrateStart {
+    ///     Record::MigrateStart {
     ///         ns: 1234567890,
     ///         pid: 4242,
     ///         start_page: 0x7f0000,
@@ -545,9 +548,9 @@ impl SmiEvent {
     ///     }
     /// );
     /// assert_eq!(format!("{event}\n"), line);
-    /// # Ok::<(), kfd_svm::SmiParseError>(())
+    /// # Ok::<(), kfd_ioctl::smi::ParseError>(())
     /// ```
-    pub fn parse(line: &str) -> Result<SmiEvent, SmiParseError> {
+    pub fn parse(line: &str) -> Result<Record, ParseError> {
         let line = line.strip_suffix('\n').unwrap_or(line);
         let mut c = Cursor { line, pos: 0 };
         let id = c.hex32("an event id in hex")?;
@@ -556,7 +559,7 @@ impl SmiEvent {
             abi::KFD_SMI_EVENT_VMFAULT => {
                 let pid = c.hex32("a pid in hex")?;
                 c.lit(":")?;
-                SmiEvent::VmFault {
+                Record::VmFault {
                     pid,
                     task: c.rest(),
                 }
@@ -565,15 +568,15 @@ impl SmiEvent {
                 let bitmask = c.hex("a throttle bitmask")?;
                 c.lit(":")?;
                 let counter = c.hex("a throttle counter")?;
-                SmiEvent::ThermalThrottle { bitmask, counter }
+                Record::ThermalThrottle { bitmask, counter }
             }
             abi::KFD_SMI_EVENT_GPU_PRE_RESET => {
                 let (seq, reason) = c.reset()?;
-                SmiEvent::GpuPreReset { seq, reason }
+                Record::GpuPreReset { seq, reason }
             }
             abi::KFD_SMI_EVENT_GPU_POST_RESET => {
                 let (seq, reason) = c.reset()?;
-                SmiEvent::GpuPostReset { seq, reason }
+                Record::GpuPostReset { seq, reason }
             }
             abi::KFD_SMI_EVENT_MIGRATE_START => {
                 let (ns, pid) = c.ns_pid()?;
@@ -585,7 +588,7 @@ impl SmiEvent {
                 let preferred_loc = Location::from_raw(c.hex32("a preferred location")?);
                 c.lit(" ")?;
                 let trigger = MigrateTrigger::from_raw(c.dec32("a migration trigger")?);
-                SmiEvent::MigrateStart {
+                Record::MigrateStart {
                     ns,
                     pid,
                     start_page,
@@ -609,7 +612,7 @@ impl SmiEvent {
                     c.lit(" ")?;
                     Some(c.dec32("an error code")?)
                 };
-                SmiEvent::MigrateEnd {
+                Record::MigrateEnd {
                     ns,
                     pid,
                     start_page,
@@ -623,7 +626,7 @@ impl SmiEvent {
             abi::KFD_SMI_EVENT_PAGE_FAULT_START => {
                 let (ns, pid) = c.ns_pid()?;
                 let (addr_page, node, rw) = c.fault(b"RW", "'R' or 'W'")?;
-                SmiEvent::PageFaultStart {
+                Record::PageFaultStart {
                     ns,
                     pid,
                     addr_page,
@@ -634,7 +637,7 @@ impl SmiEvent {
             abi::KFD_SMI_EVENT_PAGE_FAULT_END => {
                 let (ns, pid) = c.ns_pid()?;
                 let (addr_page, node, mu) = c.fault(b"MU", "'M' or 'U'")?;
-                SmiEvent::PageFaultEnd {
+                Record::PageFaultEnd {
                     ns,
                     pid,
                     addr_page,
@@ -648,7 +651,7 @@ impl SmiEvent {
                 let node = c.hex32("a gpu_id")?;
                 c.lit(" ")?;
                 let trigger = EvictionTrigger::from_raw(c.dec32("an eviction trigger")?);
-                SmiEvent::QueueEviction {
+                Record::QueueEviction {
                     ns,
                     pid,
                     node,
@@ -669,7 +672,7 @@ impl SmiEvent {
                         _ => RestoreMark::Nul,
                     }
                 };
-                SmiEvent::QueueRestore {
+                Record::QueueRestore {
                     ns,
                     pid,
                     node,
@@ -682,7 +685,7 @@ impl SmiEvent {
                 let node = c.hex32("a gpu_id")?;
                 c.lit(" ")?;
                 let trigger = UnmapTrigger::from_raw(c.dec32("an unmap trigger")?);
-                SmiEvent::UnmapFromGpu {
+                Record::UnmapFromGpu {
                     ns,
                     pid,
                     start_page,
@@ -696,12 +699,12 @@ impl SmiEvent {
                 c.lit(" ")?;
                 let task = c.rest();
                 if id == abi::KFD_SMI_EVENT_PROCESS_START {
-                    SmiEvent::ProcessStart { pid, task }
+                    Record::ProcessStart { pid, task }
                 } else {
-                    SmiEvent::ProcessEnd { pid, task }
+                    Record::ProcessEnd { pid, task }
                 }
             }
-            id => SmiEvent::Unknown { id, text: c.rest() },
+            id => Record::Unknown { id, text: c.rest() },
         };
         c.end()?;
         Ok(event)
@@ -710,33 +713,33 @@ impl SmiEvent {
     /// The event id (`KFD_SMI_EVENT_*`).
     pub fn id(&self) -> u32 {
         match self {
-            SmiEvent::VmFault { .. } => abi::KFD_SMI_EVENT_VMFAULT,
-            SmiEvent::ThermalThrottle { .. } => abi::KFD_SMI_EVENT_THERMAL_THROTTLE,
-            SmiEvent::GpuPreReset { .. } => abi::KFD_SMI_EVENT_GPU_PRE_RESET,
-            SmiEvent::GpuPostReset { .. } => abi::KFD_SMI_EVENT_GPU_POST_RESET,
-            SmiEvent::MigrateStart { .. } => abi::KFD_SMI_EVENT_MIGRATE_START,
-            SmiEvent::MigrateEnd { .. } => abi::KFD_SMI_EVENT_MIGRATE_END,
-            SmiEvent::PageFaultStart { .. } => abi::KFD_SMI_EVENT_PAGE_FAULT_START,
-            SmiEvent::PageFaultEnd { .. } => abi::KFD_SMI_EVENT_PAGE_FAULT_END,
-            SmiEvent::QueueEviction { .. } => abi::KFD_SMI_EVENT_QUEUE_EVICTION,
-            SmiEvent::QueueRestore { .. } => abi::KFD_SMI_EVENT_QUEUE_RESTORE,
-            SmiEvent::UnmapFromGpu { .. } => abi::KFD_SMI_EVENT_UNMAP_FROM_GPU,
-            SmiEvent::ProcessStart { .. } => abi::KFD_SMI_EVENT_PROCESS_START,
-            SmiEvent::ProcessEnd { .. } => abi::KFD_SMI_EVENT_PROCESS_END,
-            SmiEvent::Unknown { id, .. } => *id,
+            Record::VmFault { .. } => abi::KFD_SMI_EVENT_VMFAULT,
+            Record::ThermalThrottle { .. } => abi::KFD_SMI_EVENT_THERMAL_THROTTLE,
+            Record::GpuPreReset { .. } => abi::KFD_SMI_EVENT_GPU_PRE_RESET,
+            Record::GpuPostReset { .. } => abi::KFD_SMI_EVENT_GPU_POST_RESET,
+            Record::MigrateStart { .. } => abi::KFD_SMI_EVENT_MIGRATE_START,
+            Record::MigrateEnd { .. } => abi::KFD_SMI_EVENT_MIGRATE_END,
+            Record::PageFaultStart { .. } => abi::KFD_SMI_EVENT_PAGE_FAULT_START,
+            Record::PageFaultEnd { .. } => abi::KFD_SMI_EVENT_PAGE_FAULT_END,
+            Record::QueueEviction { .. } => abi::KFD_SMI_EVENT_QUEUE_EVICTION,
+            Record::QueueRestore { .. } => abi::KFD_SMI_EVENT_QUEUE_RESTORE,
+            Record::UnmapFromGpu { .. } => abi::KFD_SMI_EVENT_UNMAP_FROM_GPU,
+            Record::ProcessStart { .. } => abi::KFD_SMI_EVENT_PROCESS_START,
+            Record::ProcessEnd { .. } => abi::KFD_SMI_EVENT_PROCESS_END,
+            Record::Unknown { id, .. } => *id,
         }
     }
 
     /// The kernel's timestamp (`CLOCK_BOOTTIME` ns), for the events that carry one.
     pub fn ns(&self) -> Option<i64> {
         match self {
-            SmiEvent::MigrateStart { ns, .. }
-            | SmiEvent::MigrateEnd { ns, .. }
-            | SmiEvent::PageFaultStart { ns, .. }
-            | SmiEvent::PageFaultEnd { ns, .. }
-            | SmiEvent::QueueEviction { ns, .. }
-            | SmiEvent::QueueRestore { ns, .. }
-            | SmiEvent::UnmapFromGpu { ns, .. } => Some(*ns),
+            Record::MigrateStart { ns, .. }
+            | Record::MigrateEnd { ns, .. }
+            | Record::PageFaultStart { ns, .. }
+            | Record::PageFaultEnd { ns, .. }
+            | Record::QueueEviction { ns, .. }
+            | Record::QueueRestore { ns, .. }
+            | Record::UnmapFromGpu { ns, .. } => Some(*ns),
             _ => None,
         }
     }
@@ -744,44 +747,44 @@ impl SmiEvent {
     /// The process the event is about, for the events that name one.
     pub fn pid(&self) -> Option<u32> {
         match self {
-            SmiEvent::VmFault { pid, .. }
-            | SmiEvent::MigrateStart { pid, .. }
-            | SmiEvent::MigrateEnd { pid, .. }
-            | SmiEvent::PageFaultStart { pid, .. }
-            | SmiEvent::PageFaultEnd { pid, .. }
-            | SmiEvent::QueueEviction { pid, .. }
-            | SmiEvent::QueueRestore { pid, .. }
-            | SmiEvent::UnmapFromGpu { pid, .. }
-            | SmiEvent::ProcessStart { pid, .. }
-            | SmiEvent::ProcessEnd { pid, .. } => Some(*pid),
+            Record::VmFault { pid, .. }
+            | Record::MigrateStart { pid, .. }
+            | Record::MigrateEnd { pid, .. }
+            | Record::PageFaultStart { pid, .. }
+            | Record::PageFaultEnd { pid, .. }
+            | Record::QueueEviction { pid, .. }
+            | Record::QueueRestore { pid, .. }
+            | Record::UnmapFromGpu { pid, .. }
+            | Record::ProcessStart { pid, .. }
+            | Record::ProcessEnd { pid, .. } => Some(*pid),
             _ => None,
         }
     }
 }
 
-impl std::str::FromStr for SmiEvent {
-    type Err = SmiParseError;
+impl std::str::FromStr for Record {
+    type Err = ParseError;
 
-    fn from_str(line: &str) -> Result<SmiEvent, SmiParseError> {
-        SmiEvent::parse(line)
+    fn from_str(line: &str) -> Result<Record, ParseError> {
+        Record::parse(line)
     }
 }
 
-impl fmt::Display for SmiEvent {
+impl fmt::Display for Record {
     /// The record exactly as the kernel writes it, without the final newline.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:x} ", self.id())?;
         match self {
-            SmiEvent::VmFault { pid, task } => write!(f, "{pid:x}:{task}"),
-            SmiEvent::ThermalThrottle { bitmask, counter } => write!(f, "{bitmask:x}:{counter:x}"),
-            SmiEvent::GpuPreReset { seq, reason } | SmiEvent::GpuPostReset { seq, reason } => {
+            Record::VmFault { pid, task } => write!(f, "{pid:x}:{task}"),
+            Record::ThermalThrottle { bitmask, counter } => write!(f, "{bitmask:x}:{counter:x}"),
+            Record::GpuPreReset { seq, reason } | Record::GpuPostReset { seq, reason } => {
                 write!(f, "{seq:x}")?;
                 match reason {
                     Some(reason) => write!(f, " {reason}"),
                     None => Ok(()),
                 }
             }
-            SmiEvent::MigrateStart {
+            Record::MigrateStart {
                 ns,
                 pid,
                 start_page,
@@ -799,7 +802,7 @@ impl fmt::Display for SmiEvent {
                 prefetch_loc.to_raw(),
                 preferred_loc.to_raw(),
             ),
-            SmiEvent::MigrateEnd {
+            Record::MigrateEnd {
                 ns,
                 pid,
                 start_page,
@@ -820,7 +823,7 @@ impl fmt::Display for SmiEvent {
                     None => Ok(()),
                 }
             }
-            SmiEvent::PageFaultStart {
+            Record::PageFaultStart {
                 ns,
                 pid,
                 addr_page,
@@ -831,7 +834,7 @@ impl fmt::Display for SmiEvent {
                 "{ns} -{pid} @{addr_page:x}({node:x}) {}",
                 if *write { 'W' } else { 'R' }
             ),
-            SmiEvent::PageFaultEnd {
+            Record::PageFaultEnd {
                 ns,
                 pid,
                 addr_page,
@@ -842,13 +845,13 @@ impl fmt::Display for SmiEvent {
                 "{ns} -{pid} @{addr_page:x}({node:x}) {}",
                 if *migrated { 'M' } else { 'U' }
             ),
-            SmiEvent::QueueEviction {
+            Record::QueueEviction {
                 ns,
                 pid,
                 node,
                 trigger,
             } => write!(f, "{ns} -{pid} {node:x} {trigger}"),
-            SmiEvent::QueueRestore {
+            Record::QueueRestore {
                 ns,
                 pid,
                 node,
@@ -862,7 +865,7 @@ impl fmt::Display for SmiEvent {
                     RestoreMark::Absent => Ok(()),
                 }
             }
-            SmiEvent::UnmapFromGpu {
+            Record::UnmapFromGpu {
                 ns,
                 pid,
                 start_page,
@@ -873,10 +876,10 @@ impl fmt::Display for SmiEvent {
                 f,
                 "{ns} -{pid} @{start_page:x}({npages:x}) {node:x} {trigger}"
             ),
-            SmiEvent::ProcessStart { pid, task } | SmiEvent::ProcessEnd { pid, task } => {
+            Record::ProcessStart { pid, task } | Record::ProcessEnd { pid, task } => {
                 write!(f, "{pid:x} {task}")
             }
-            SmiEvent::Unknown { text, .. } => f.write_str(text),
+            Record::Unknown { text, .. } => f.write_str(text),
         }
     }
 }
@@ -935,7 +938,7 @@ mod tests {
     }
 
     /// Every event kind, built from the header's format strings, with what it must decode to.
-    fn kernel_records() -> Vec<(String, SmiEvent)> {
+    fn kernel_records() -> Vec<(String, Record)> {
         vec![
             (
                 record(
@@ -943,7 +946,7 @@ mod tests {
                     abi::KFD_EVENT_FMT_VMFAULT,
                     &[int(0x1f2e), Arg::Str("rocm-bench")],
                 ),
-                SmiEvent::VmFault {
+                Record::VmFault {
                     pid: 0x1f2e,
                     task: "rocm-bench".into(),
                 },
@@ -954,7 +957,7 @@ mod tests {
                     abi::KFD_EVENT_FMT_THERMAL_THROTTLING,
                     &[int(0x8000_0000_0001u64), int(0x2a)],
                 ),
-                SmiEvent::ThermalThrottle {
+                Record::ThermalThrottle {
                     bitmask: 0x8000_0000_0001,
                     counter: 0x2a,
                 },
@@ -965,7 +968,7 @@ mod tests {
                     abi::KFD_EVENT_FMT_UPDATE_GPU_RESET,
                     &[int(0x1b), Arg::Str("job hang")],
                 ),
-                SmiEvent::GpuPreReset {
+                Record::GpuPreReset {
                     seq: 0x1b,
                     reason: Some("job hang".into()),
                 },
@@ -976,7 +979,7 @@ mod tests {
                     abi::KFD_EVENT_FMT_UPDATE_GPU_RESET,
                     &[int(0x1b), Arg::Str("")],
                 ),
-                SmiEvent::GpuPostReset {
+                Record::GpuPostReset {
                     seq: 0x1b,
                     reason: Some(String::new()),
                 },
@@ -984,7 +987,7 @@ mod tests {
             (
                 // Kernels before the reset cause: "%x\n".
                 record(abi::KFD_SMI_EVENT_GPU_POST_RESET, "%x\n", &[int(3)]),
-                SmiEvent::GpuPostReset {
+                Record::GpuPostReset {
                     seq: 3,
                     reason: None,
                 },
@@ -1005,7 +1008,7 @@ mod tests {
                         int(abi::KFD_MIGRATE_TRIGGER_PREFETCH),
                     ],
                 ),
-                SmiEvent::MigrateStart {
+                Record::MigrateStart {
                     ns: 123_456_789_012,
                     pid: 4242,
                     start_page: 0x7_f123_4560,
@@ -1032,7 +1035,7 @@ mod tests {
                         int(-14),
                     ],
                 ),
-                SmiEvent::MigrateEnd {
+                Record::MigrateEnd {
                     ns: 123_456_999_000,
                     pid: 4242,
                     start_page: 0x7_f123_4560,
@@ -1058,7 +1061,7 @@ mod tests {
                         int(abi::KFD_MIGRATE_TRIGGER_TTM_EVICTION),
                     ],
                 ),
-                SmiEvent::MigrateEnd {
+                Record::MigrateEnd {
                     ns: 5,
                     pid: 1,
                     start_page: 0x10,
@@ -1081,7 +1084,7 @@ mod tests {
                         Arg::Char(b'W'),
                     ],
                 ),
-                SmiEvent::PageFaultStart {
+                Record::PageFaultStart {
                     ns: 99,
                     pid: 77,
                     addr_page: 0x7_f000_0123,
@@ -1101,7 +1104,7 @@ mod tests {
                         Arg::Char(b'U'),
                     ],
                 ),
-                SmiEvent::PageFaultEnd {
+                Record::PageFaultEnd {
                     ns: 100,
                     pid: 77,
                     addr_page: 0x7_f000_0123,
@@ -1120,7 +1123,7 @@ mod tests {
                         int(abi::KFD_QUEUE_EVICTION_CRIU_RESTORE),
                     ],
                 ),
-                SmiEvent::QueueEviction {
+                Record::QueueEviction {
                     ns: 1_000,
                     pid: 8,
                     node: 0x3c4d,
@@ -1133,7 +1136,7 @@ mod tests {
                     abi::KFD_EVENT_FMT_QUEUE_RESTORE,
                     &[int(2_000), int(8), int(0x3c4d), Arg::Char(b'R')],
                 ),
-                SmiEvent::QueueRestore {
+                Record::QueueRestore {
                     ns: 2_000,
                     pid: 8,
                     node: 0x3c4d,
@@ -1146,7 +1149,7 @@ mod tests {
                     abi::KFD_EVENT_FMT_QUEUE_RESTORE,
                     &[int(2_000), int(8), int(0x3c4d), Arg::Char(b'0')],
                 ),
-                SmiEvent::QueueRestore {
+                Record::QueueRestore {
                     ns: 2_000,
                     pid: 8,
                     node: 0x3c4d,
@@ -1160,7 +1163,7 @@ mod tests {
                     abi::KFD_EVENT_FMT_QUEUE_RESTORE,
                     &[int(2_000), int(8), int(0x3c4d), Arg::Char(0)],
                 ),
-                SmiEvent::QueueRestore {
+                Record::QueueRestore {
                     ns: 2_000,
                     pid: 8,
                     node: 0x3c4d,
@@ -1174,7 +1177,7 @@ mod tests {
                     "%lld -%d %x\n",
                     &[int(2_000), int(8), int(0x3c4d)],
                 ),
-                SmiEvent::QueueRestore {
+                Record::QueueRestore {
                     ns: 2_000,
                     pid: 8,
                     node: 0x3c4d,
@@ -1194,7 +1197,7 @@ mod tests {
                         int(abi::KFD_SVM_UNMAP_TRIGGER_UNMAP_FROM_CPU),
                     ],
                 ),
-                SmiEvent::UnmapFromGpu {
+                Record::UnmapFromGpu {
                     ns: 3_000,
                     pid: 9,
                     start_page: 0x7_f000_0000,
@@ -1209,7 +1212,7 @@ mod tests {
                     abi::KFD_EVENT_FMT_PROCESS,
                     &[int(0x1092), Arg::Str("python3")],
                 ),
-                SmiEvent::ProcessStart {
+                Record::ProcessStart {
                     pid: 0x1092,
                     task: "python3".into(),
                 },
@@ -1220,14 +1223,14 @@ mod tests {
                     abi::KFD_EVENT_FMT_PROCESS,
                     &[int(0x1092), Arg::Str("python3")],
                 ),
-                SmiEvent::ProcessEnd {
+                Record::ProcessEnd {
                     pid: 0x1092,
                     task: "python3".into(),
                 },
             ),
             (
                 "e some future event\n".to_owned(),
-                SmiEvent::Unknown {
+                Record::Unknown {
                     id: 0xe,
                     text: "some future event".into(),
                 },
@@ -1240,7 +1243,7 @@ mod tests {
         for (line, expected) in kernel_records() {
             assert!(line.ends_with('\n'), "{line:?}");
             assert!(line.len() < abi::KFD_SMI_EVENT_MSG_SIZE, "{line:?}");
-            assert_eq!(SmiEvent::parse(&line), Ok(expected), "{line:?}");
+            assert_eq!(Record::parse(&line), Ok(expected), "{line:?}");
         }
     }
 
@@ -1248,8 +1251,8 @@ mod tests {
     fn display_writes_the_kernel_record_back() {
         for (line, event) in kernel_records() {
             assert_eq!(format!("{event}\n"), line);
-            assert_eq!(SmiEvent::parse(&event.to_string()), Ok(event.clone()));
-            assert_eq!(event.to_string().parse::<SmiEvent>(), Ok(event));
+            assert_eq!(Record::parse(&event.to_string()), Ok(event.clone()));
+            assert_eq!(event.to_string().parse::<Record>(), Ok(event));
         }
     }
 
@@ -1281,10 +1284,10 @@ mod tests {
         assert_eq!(EvictionTrigger::from_raw(3), EvictionTrigger::Suspend);
         assert_eq!(UnmapTrigger::from_raw(1), UnmapTrigger::MmuNotifyMigrate);
         let line = "b 1 -2 @10(1) 1a2b 9";
-        let event = SmiEvent::parse(line).unwrap();
+        let event = Record::parse(line).unwrap();
         assert!(matches!(
             event,
-            SmiEvent::UnmapFromGpu {
+            Record::UnmapFromGpu {
                 trigger: UnmapTrigger::Other(9),
                 ..
             }
@@ -1321,12 +1324,12 @@ mod tests {
             ("5 1 -2 @10000000000000000(1) 0->1 0:0 0", 8),
         ];
         for &(line, offset) in cases {
-            match SmiEvent::parse(line) {
+            match Record::parse(line) {
                 Err(e) => assert_eq!(e.offset, offset, "{line:?}: {e}"),
                 Ok(event) => panic!("{line:?} parsed as {event:?}"),
             }
         }
-        let e = SmiEvent::parse("7 1 -2 @10(1a2b) X").unwrap_err();
+        let e = Record::parse("7 1 -2 @10(1a2b) X").unwrap_err();
         assert_eq!(e.to_string(), "at byte 17: expected 'R' or 'W'");
     }
 
@@ -1359,7 +1362,7 @@ mod tests {
     /// Parses `line` and, when it is accepted, checks that it is written back unchanged;
     /// the id of the accepted event.
     fn check_total_and_canonical(line: &str) -> Option<u32> {
-        match SmiEvent::parse(line) {
+        match Record::parse(line) {
             Ok(event) => {
                 let expected = line.strip_suffix('\n').unwrap_or(line);
                 assert_eq!(event.to_string(), expected, "{line:?} -> {event:?}");
@@ -1517,7 +1520,7 @@ mod tests {
                 }
             }
             // Only the whole record (with or without its newline) is the whole event.
-            assert_eq!(SmiEvent::parse(line.trim_end_matches('\n')), Ok(event));
+            assert_eq!(Record::parse(line.trim_end_matches('\n')), Ok(event));
         }
     }
 
