@@ -141,10 +141,12 @@ fn test(root: &Path) -> Result<(), Failure> {
     print!("{}", tally.table());
     let failed = total.failed > 0 || total.crashed > 0 || !cargo_ok || !miri_ok;
     println!(
-        "{} passed, {} failed, {} ignored, {} skipped; {} tests left a part out (each test \
-         binary's `kfd-skip:` line above says which and why)",
+        "{} passed, {} failed, {} ignored, {} skipped; {} left a part out",
         total.passed, total.failed, total.ignored, total.skipped, total.skipped_part
     );
+    for reason in &tally.reasons {
+        println!("  skipped because: {reason}");
+    }
     if failed {
         Err(Failure::new(if cargo_ok && miri_ok {
             "tests failed".to_owned()

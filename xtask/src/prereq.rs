@@ -49,32 +49,21 @@ pub fn packages() -> Result<(), Failure> {
         );
         return Ok(());
     }
-    let root = rustix::process::geteuid().is_root();
-    if !root && !on_path("sudo") {
-        return Err(Failure::new(format!(
-            "{} missing; installing needs root, and this user is not root and has no sudo: \
-             run `apt-get install {}` as root, then this command again",
-            names(missing.iter().copied()),
-            missing.join(" ")
-        )));
-    }
+    let how = Privilege::here();
+    // Says why it cannot before anything is printed or run.
+    apt_argv(how, &missing, &[]).map_err(Failure::new)?;
     println!(
         "xtask: packages: installing {}{}",
         names(missing.iter().copied()),
-        if root { "" } else { " through sudo" }
+        if how == Privilege::Sudo {
+            " through sudo"
+        } else {
+            ""
+        }
     );
     let apt = |args: &[&str]| {
-        let mut command = if root {
-            let mut command = Command::new("apt-get");
-            command.env("DEBIAN_FRONTEND", "noninteractive");
-            command
-        } else {
-            let mut command = Command::new("sudo");
-            command.args(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get"]);
-            command
-        };
-        command.arg("-qq").args(args);
-        run(&mut command, "apt-get")
+        let argv = apt_argv(how, &missing, args).map_err(Failure::new)?;
+        run(Command::new(&argv[0]).args(&argv[1..]), "apt-get")
     };
     apt(&["update"])?;
     let mut install = vec!["install", "-y"];
@@ -92,6 +81,52 @@ pub fn packages() -> Result<(), Failure> {
             names(still.into_iter())
         )))
     }
+}
+
+/// How this user can run `apt-get`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Privilege {
+    /// As root: directly.
+    Root,
+    /// Not root, with `sudo` on the `PATH`.
+    Sudo,
+    /// Not root and no `sudo`: it cannot.
+    Neither,
+}
+
+impl Privilege {
+    fn here() -> Privilege {
+        if rustix::process::geteuid().is_root() {
+            Privilege::Root
+        } else if on_path("sudo") {
+            Privilege::Sudo
+        } else {
+            Privilege::Neither
+        }
+    }
+}
+
+/// The command line of `apt-get -qq args…`, non-interactive, run as `how` allows; an error
+/// naming the `missing` packages when it cannot be run at all.
+fn apt_argv(how: Privilege, missing: &[&str], args: &[&str]) -> Result<Vec<String>, String> {
+    let prefix: &[&str] = match how {
+        Privilege::Root => &["env"],
+        Privilege::Sudo => &["sudo", "env"],
+        Privilege::Neither => {
+            return Err(format!(
+                "{} missing; installing needs root, and this user is not root and has no \
+                 sudo: run `apt-get install {}` as root, then this command again",
+                names(missing.iter().copied()),
+                missing.join(" ")
+            ));
+        }
+    };
+    Ok(prefix
+        .iter()
+        .chain(&["DEBIAN_FRONTEND=noninteractive", "apt-get", "-qq"])
+        .chain(args)
+        .map(|s| (*s).to_owned())
+        .collect())
 }
 
 fn installed(package: &str) -> bool {
@@ -174,4 +209,40 @@ pub fn miri() -> Result<(), Failure> {
             .stdout(Stdio::null()),
         "cargo +nightly miri setup",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apt_runs_directly_as_root_through_sudo_otherwise_and_not_at_all_without_either() {
+        let missing = ["rocminfo", "libdrm-dev"];
+        let args = ["install", "-y", "rocminfo"];
+        assert_eq!(
+            apt_argv(Privilege::Root, &missing, &args).unwrap(),
+            [
+                "env",
+                "DEBIAN_FRONTEND=noninteractive",
+                "apt-get",
+                "-qq",
+                "install",
+                "-y",
+                "rocminfo"
+            ]
+        );
+        let sudo = apt_argv(Privilege::Sudo, &missing, &args).unwrap();
+        assert_eq!(sudo[..2], ["sudo", "env"]);
+        assert_eq!(
+            sudo[2..],
+            apt_argv(Privilege::Root, &missing, &args).unwrap()[1..]
+        );
+        let error = apt_argv(Privilege::Neither, &missing, &args).unwrap_err();
+        assert!(
+            error.contains("rocminfo, libdrm-dev missing")
+                && error.contains("not root and has no sudo")
+                && error.contains("apt-get install rocminfo libdrm-dev"),
+            "{error}"
+        );
+    }
 }

@@ -1,7 +1,7 @@
 //! Reading `cargo test` output: which package each test binary belongs to, its `test result:`
 //! counts, and the `kfd-skip:` lines it ends with; and the summary table made of them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use kfd_skip::SUMMARY_PREFIX;
@@ -56,12 +56,14 @@ pub enum Line<'a> {
         /// Ignored.
         ignored: u64,
     },
-    /// `kfd-skip: N test(s) skipped[ a part]: …`.
+    /// `kfd-skip: N test(s) skipped[ a part]: reason [tests]; …`.
     Skipped {
         /// How many tests.
         tests: u64,
         /// Whether they skipped a part only.
         part: bool,
+        /// The reasons with their tests, as printed.
+        reasons: &'a str,
     },
     /// Anything else.
     Other,
@@ -106,11 +108,19 @@ pub fn parse_line(line: &str) -> Line<'_> {
         let rest = rest
             .trim_start_matches("tests ")
             .trim_start_matches("test ");
-        if rest.starts_with("skipped a part:") {
-            return Line::Skipped { tests, part: true };
+        if let Some(reasons) = rest.strip_prefix("skipped a part: ") {
+            return Line::Skipped {
+                tests,
+                part: true,
+                reasons,
+            };
         }
-        if rest.starts_with("skipped:") {
-            return Line::Skipped { tests, part: false };
+        if let Some(reasons) = rest.strip_prefix("skipped: ") {
+            return Line::Skipped {
+                tests,
+                part: false,
+                reasons,
+            };
         }
     }
     Line::Other
@@ -121,6 +131,8 @@ pub fn parse_line(line: &str) -> Line<'_> {
 pub struct Tally {
     /// Package name -> its counts.
     pub packages: BTreeMap<String, Counts>,
+    /// Every reason given for a skip (whole tests and parts), without the test names.
+    pub reasons: BTreeSet<String>,
     /// The package of the binary whose output is being read, and whether its result is in.
     current: Option<(String, bool)>,
 }
@@ -150,7 +162,16 @@ impl Tally {
                     *done = true;
                 }
             }
-            Line::Skipped { tests, part } => {
+            Line::Skipped {
+                tests,
+                part,
+                reasons,
+            } => {
+                // `kfd_skip` prints `reason [names]` joined by `; `.
+                for entry in reasons.split("; ") {
+                    let reason = entry.rsplit_once(" [").map_or(entry, |(reason, _)| reason);
+                    self.reasons.insert(reason.to_owned());
+                }
                 let counts = self.current_counts();
                 if part {
                     counts.skipped_part += tests;
@@ -257,14 +278,16 @@ mod tests {
             parse_line("kfd-skip: 1 test skipped: no UMF [a]"),
             Line::Skipped {
                 tests: 1,
-                part: false
+                part: false,
+                reasons: "no UMF [a]"
             }
         );
         assert_eq!(
             parse_line("kfd-skip: 12 tests skipped a part: the hardware run: no /dev/kfd [a, b]"),
             Line::Skipped {
                 tests: 12,
-                part: true
+                part: true,
+                reasons: "the hardware run: no /dev/kfd [a, b]"
             }
         );
         assert_eq!(parse_line("test foo ... ok"), Line::Other);
@@ -302,6 +325,10 @@ mod tests {
             }
         );
         assert_eq!(tally.packages["unknown"].crashed, 1, "no result line");
+        assert_eq!(
+            tally.reasons.iter().collect::<Vec<_>>(),
+            ["the hardware run: no /dev/kfd"]
+        );
         assert_eq!(tally.total().passed, 52);
         let table = tally.table();
         assert!(table.contains("kfd-provider"), "{table}");
