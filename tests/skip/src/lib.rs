@@ -27,6 +27,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, Once, PoisonError};
 
 /// The prefix of every line this crate prints at exit, for tools that read test output.
@@ -46,6 +47,9 @@ pub type Records = BTreeMap<(Extent, String), Vec<String>>;
 
 static RECORDS: Mutex<Records> = Mutex::new(BTreeMap::new());
 static AT_EXIT: Once = Once::new();
+/// The process that registered the summary: a forked child inherits the registration and
+/// the records, and must not print them again when it exits.
+static REGISTERED_BY: AtomicU32 = AtomicU32::new(0);
 
 /// Whether prerequisites are required: `CI=true`, as `cargo xtask test` and CI run the tests.
 pub fn required() -> bool {
@@ -90,6 +94,7 @@ fn record(extent: Extent, reason: String) {
         .or_default()
         .push(test);
     AT_EXIT.call_once(|| {
+        REGISTERED_BY.store(std::process::id(), Ordering::Relaxed);
         // SAFETY: `print_summary` is an `extern "C" fn()` that never unwinds (it reports
         // nothing rather than panic) and only touches statics that live until the process
         // ends; registering it has no other precondition.
@@ -145,6 +150,9 @@ fn name_list(names: &[&str]) -> String {
 }
 
 extern "C" fn print_summary() {
+    if REGISTERED_BY.load(Ordering::Relaxed) != std::process::id() {
+        return;
+    }
     let Ok(records) = RECORDS.try_lock() else {
         return;
     };

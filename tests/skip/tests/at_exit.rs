@@ -13,8 +13,30 @@ fn helper_that_skips_in_the_child() {
     match std::env::var(CHILD).as_deref() {
         Ok("skip") => kfd_skip::skip("the reason"),
         Ok("prerequisite") => kfd_skip::prerequisite("libfoo is missing"),
+        Ok("fork") => {
+            kfd_skip::skip("the reason");
+            exit_in_a_forked_child();
+        }
         _ => {}
     }
+}
+
+/// Forks a child that leaves through `exit` (which runs the `atexit` handlers it inherited),
+/// and waits for it.
+fn exit_in_a_forked_child() {
+    // SAFETY: the child calls only `exit`, whose handlers here are the summary printer (which
+    // returns at once in another process) and the C library's own.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        // SAFETY: ends the child; nothing of it runs after this.
+        unsafe { libc::exit(0) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above; `status` is a valid out-pointer.
+    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(waited, pid);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
 }
 
 fn child(mode: &str, ci: bool) -> Output {
@@ -76,4 +98,16 @@ fn a_binary_that_skipped_nothing_prints_no_summary() {
     let out = child("none", false);
     assert!(out.status.success(), "{out:?}");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("kfd-skip: "));
+}
+
+#[test]
+fn a_forked_child_that_exits_does_not_print_the_summary_again() {
+    let out = child("fork", false);
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.matches("kfd-skip: ").count(),
+        1,
+        "one summary, the parent's: {stderr}"
+    );
 }
