@@ -100,7 +100,7 @@ fn serve(uffd: &OwnedFd, page: u64, bytes: &[u8]) {
 /// let us catch the kernel's accesses.
 fn model_for_userfaultfd() -> Option<std::sync::Arc<Model>> {
     if !userfaultfd_usable() {
-        eprintln!("skipped: userfaultfd cannot catch kernel accesses here (not root)");
+        kfd_skip::skip("userfaultfd cannot catch kernel accesses here (not root)");
         return None;
     }
     Some(Model::new(ModelConfig::default()).expect("model"))

@@ -54,11 +54,9 @@ struct Report {
     mismatches: Vec<String>,
 }
 
+/// A prerequisite of the proof is missing: a failure under `CI=true`, else a recorded skip.
 fn skip_or_fail(label: &str, reason: &str) {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{label}: cannot run the layout proof on CI: {reason}");
-    }
-    eprintln!("{label}: SKIPPED: {reason}");
+    kfd_skip::prerequisite(format!("{label}: cannot run the layout proof: {reason}"));
 }
 
 fn cc() -> String {

@@ -72,9 +72,12 @@ pub fn on_every_target(machines: &[&'static str], body: impl Fn(&Target) + Send 
             kfd_ioctl::KFD_DEVICE_PATH
         );
     } else {
-        eprintln!(
-            "skipping the hardware run: this machine has no {} (set KFD_TEST_HW=1 to require it)",
-            kfd_ioctl::KFD_DEVICE_PATH
+        kfd_skip::skip_part(
+            "the hardware run",
+            &format!(
+                "this machine has no {} (set KFD_TEST_HW=1 to require it)",
+                kfd_ioctl::KFD_DEVICE_PATH
+            ),
         );
     }
 }

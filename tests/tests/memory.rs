@@ -156,7 +156,7 @@ fn a_device_list_map_that_fails_part_way_says_where_and_keeps_track() {
     on_every_target(&["mi210x8"], |target| {
         let (kfd, gpus) = open_and_acquire(target);
         if gpus.len() < 3 {
-            eprintln!("skipping on {}: needs 3 GPUs", target.name());
+            kfd_skip::skip_part(&target.name(), "needs 3 GPUs");
             return;
         }
         let ids: Vec<u32> = gpus.iter().map(|g| g.0).collect();

@@ -42,7 +42,10 @@ fn xnack_on(kfd: &Kfd, target: &Target) -> bool {
     match kfd.set_xnack_mode(true) {
         Ok(()) => true,
         Err(e) if e.errno() == Some(Errno::PERM) => {
-            eprintln!("{}: skipping the XNACK part: {e}", target.name());
+            kfd_skip::skip_part(
+                &format!("{}: the XNACK part", target.name()),
+                &e.to_string(),
+            );
             false
         }
         Err(e) => panic!("{}: {e}", target.name()),

@@ -94,7 +94,7 @@ fn info_table_lists_every_node_and_the_gpu_apertures() {
 #[test]
 fn another_machine_can_be_chosen_for_the_fallback() {
     if hardware() {
-        eprintln!("skipping: this machine has /dev/kfd, so --machine is not used");
+        kfd_skip::skip("this machine has /dev/kfd, so --machine is not used");
         return;
     }
     let out = kfdtool(&["info", "--json", "--machine", "mi210x8"]);
@@ -127,7 +127,7 @@ fn another_machine_can_be_chosen_for_the_fallback() {
 #[test]
 fn an_unknown_machine_is_a_one_line_error() {
     if hardware() {
-        eprintln!("skipping: this machine has /dev/kfd, so --machine is not used");
+        kfd_skip::skip("this machine has /dev/kfd, so --machine is not used");
         return;
     }
     let out = kfdtool(&["info", "--machine", "no-such-gpu"]);

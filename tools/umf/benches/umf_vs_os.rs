@@ -29,7 +29,7 @@ use std::hint::black_box;
 use std::path::PathBuf;
 
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput, measurement::WallTime};
-use kfd_tools::provider::{KfdPool, KfdProvider, MemoryKind, PoolParams, ProviderParams};
+use kfd_provider::{KfdPool, KfdProvider, MemoryKind, PoolParams, ProviderParams};
 use kfd_umf::abi::{KFD_UMF_KIND_HOST, UMF_RESULT_SUCCESS, umf_memory_provider_ops_t};
 
 #[path = "../../../kfd-ioctl/benches/ratio.rs"]

@@ -105,15 +105,15 @@ pub const UMF_MEMORY_TYPE_SHARED: umf_usm_memory_type_t = 3;
 pub type kfd_umf_kind_t = u32;
 /// `KFD_UMF_KIND_HOST`: system memory the GPUs reach ([`MemoryKind::Host`]).
 ///
-/// [`MemoryKind::Host`]: kfd_tools::provider::MemoryKind::Host
+/// [`MemoryKind::Host`]: kfd_provider::MemoryKind::Host
 pub const KFD_UMF_KIND_HOST: kfd_umf_kind_t = UMF_MEMORY_TYPE_HOST;
 /// `KFD_UMF_KIND_DEVICE`: VRAM of one GPU ([`MemoryKind::Device`]).
 ///
-/// [`MemoryKind::Device`]: kfd_tools::provider::MemoryKind::Device
+/// [`MemoryKind::Device`]: kfd_provider::MemoryKind::Device
 pub const KFD_UMF_KIND_DEVICE: kfd_umf_kind_t = UMF_MEMORY_TYPE_DEVICE;
 /// `KFD_UMF_KIND_SHARED`: SVM memory ([`MemoryKind::Shared`]).
 ///
-/// [`MemoryKind::Shared`]: kfd_tools::provider::MemoryKind::Shared
+/// [`MemoryKind::Shared`]: kfd_provider::MemoryKind::Shared
 pub const KFD_UMF_KIND_SHARED: kfd_umf_kind_t = UMF_MEMORY_TYPE_SHARED;
 
 /// `KFD_UMF_RESULTS_START_FROM`: the native error codes (`get_last_native_error`) are this
@@ -121,41 +121,41 @@ pub const KFD_UMF_KIND_SHARED: kfd_umf_kind_t = UMF_MEMORY_TYPE_SHARED;
 pub const KFD_UMF_RESULTS_START_FROM: i32 = 2000;
 /// `KFD_UMF_RESULT_ALLOC_FAILED` ([`NativeCode::AllocFailed`]).
 ///
-/// [`NativeCode::AllocFailed`]: kfd_tools::provider::NativeCode::AllocFailed
+/// [`NativeCode::AllocFailed`]: kfd_provider::NativeCode::AllocFailed
 pub const KFD_UMF_RESULT_ALLOC_FAILED: i32 = KFD_UMF_RESULTS_START_FROM + 1;
 /// `KFD_UMF_RESULT_FREE_FAILED` ([`NativeCode::FreeFailed`]).
 ///
-/// [`NativeCode::FreeFailed`]: kfd_tools::provider::NativeCode::FreeFailed
+/// [`NativeCode::FreeFailed`]: kfd_provider::NativeCode::FreeFailed
 pub const KFD_UMF_RESULT_FREE_FAILED: i32 = KFD_UMF_RESULTS_START_FROM + 2;
 /// `KFD_UMF_RESULT_PURGE_LAZY_FAILED` ([`NativeCode::PurgeLazyFailed`]).
 ///
-/// [`NativeCode::PurgeLazyFailed`]: kfd_tools::provider::NativeCode::PurgeLazyFailed
+/// [`NativeCode::PurgeLazyFailed`]: kfd_provider::NativeCode::PurgeLazyFailed
 pub const KFD_UMF_RESULT_PURGE_LAZY_FAILED: i32 = KFD_UMF_RESULTS_START_FROM + 3;
 /// `KFD_UMF_RESULT_PURGE_FORCE_FAILED` ([`NativeCode::PurgeForceFailed`]).
 ///
-/// [`NativeCode::PurgeForceFailed`]: kfd_tools::provider::NativeCode::PurgeForceFailed
+/// [`NativeCode::PurgeForceFailed`]: kfd_provider::NativeCode::PurgeForceFailed
 pub const KFD_UMF_RESULT_PURGE_FORCE_FAILED: i32 = KFD_UMF_RESULTS_START_FROM + 4;
 /// `KFD_UMF_RESULT_IPC_GET_FAILED` ([`NativeCode::IpcGetFailed`]).
 ///
-/// [`NativeCode::IpcGetFailed`]: kfd_tools::provider::NativeCode::IpcGetFailed
+/// [`NativeCode::IpcGetFailed`]: kfd_provider::NativeCode::IpcGetFailed
 pub const KFD_UMF_RESULT_IPC_GET_FAILED: i32 = KFD_UMF_RESULTS_START_FROM + 5;
 /// `KFD_UMF_RESULT_IPC_OPEN_FAILED` ([`NativeCode::IpcOpenFailed`]).
 ///
-/// [`NativeCode::IpcOpenFailed`]: kfd_tools::provider::NativeCode::IpcOpenFailed
+/// [`NativeCode::IpcOpenFailed`]: kfd_provider::NativeCode::IpcOpenFailed
 pub const KFD_UMF_RESULT_IPC_OPEN_FAILED: i32 = KFD_UMF_RESULTS_START_FROM + 6;
 /// `KFD_UMF_RESULT_IPC_CLOSE_FAILED` ([`NativeCode::IpcCloseFailed`]).
 ///
-/// [`NativeCode::IpcCloseFailed`]: kfd_tools::provider::NativeCode::IpcCloseFailed
+/// [`NativeCode::IpcCloseFailed`]: kfd_provider::NativeCode::IpcCloseFailed
 pub const KFD_UMF_RESULT_IPC_CLOSE_FAILED: i32 = KFD_UMF_RESULTS_START_FROM + 7;
 /// `KFD_UMF_RESULT_INIT_FAILED` ([`NativeCode::InitFailed`]): opening `/dev/kfd`, the
 /// topology, `ACQUIRE_VM` or the apertures failed in `initialize`.
 ///
-/// [`NativeCode::InitFailed`]: kfd_tools::provider::NativeCode::InitFailed
+/// [`NativeCode::InitFailed`]: kfd_provider::NativeCode::InitFailed
 pub const KFD_UMF_RESULT_INIT_FAILED: i32 = KFD_UMF_RESULTS_START_FROM + 8;
 /// `KFD_UMF_RESULT_WRONG_PROCESS` ([`NativeCode::WrongProcess`]): a provider used in a
 /// forked child; the child must create its own.
 ///
-/// [`NativeCode::WrongProcess`]: kfd_tools::provider::NativeCode::WrongProcess
+/// [`NativeCode::WrongProcess`]: kfd_provider::NativeCode::WrongProcess
 pub const KFD_UMF_RESULT_WRONG_PROCESS: i32 = KFD_UMF_RESULTS_START_FROM + 9;
 
 /// `initialize(const void *params, void **provider)`.

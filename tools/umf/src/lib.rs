@@ -1,7 +1,7 @@
 //! The KFD memory provider as a provider of Intel's Unified Memory Framework (UMF 1.x):
 //! `libkfd_umf.so` and its header `include/kfd_umf.h`.
 //!
-//! [`kfd_tools::provider::KfdProvider`] already has UMF's operations and rules; this crate is
+//! [`kfd_provider::KfdProvider`] already has UMF's operations and rules; this crate is
 //! the C ABI around it, in UMF's own style, so that real UMF pools (disjoint, proxy, jemalloc,
 //! scalable) and UMF's IPC run over KFD memory:
 //!
@@ -84,21 +84,21 @@
 //! # }).unwrap();
 //! ```
 //!
-//! [`KfdProvider`]: kfd_tools::provider::KfdProvider
-//! [`KfdProvider::new`]: kfd_tools::provider::KfdProvider::new
-//! [`KfdProvider::alloc`]: kfd_tools::provider::KfdProvider::alloc
-//! [`KfdProvider::free`]: kfd_tools::provider::KfdProvider::free
-//! [`KfdProvider::recommended_page_size`]: kfd_tools::provider::KfdProvider::recommended_page_size
-//! [`KfdProvider::min_page_size`]: kfd_tools::provider::KfdProvider::min_page_size
-//! [`KfdProvider::cache_line_size`]: kfd_tools::provider::KfdProvider::cache_line_size
-//! [`KfdProvider::purge_lazy`]: kfd_tools::provider::KfdProvider::purge_lazy
-//! [`KfdProvider::purge_force`]: kfd_tools::provider::KfdProvider::purge_force
-//! [`KfdProvider::allocation_split`]: kfd_tools::provider::KfdProvider::allocation_split
-//! [`KfdProvider::allocation_merge`]: kfd_tools::provider::KfdProvider::allocation_merge
-//! [`KfdProvider::stats`]: kfd_tools::provider::KfdProvider::stats
-//! [`KfdProvider::allocation_info`]: kfd_tools::provider::KfdProvider::allocation_info
-//! [`IpcHandle`]: kfd_tools::provider::IpcHandle
-//! [`Error::umf_result`]: kfd_tools::provider::Error::umf_result
+//! [`KfdProvider`]: kfd_provider::KfdProvider
+//! [`KfdProvider::new`]: kfd_provider::KfdProvider::new
+//! [`KfdProvider::alloc`]: kfd_provider::KfdProvider::alloc
+//! [`KfdProvider::free`]: kfd_provider::KfdProvider::free
+//! [`KfdProvider::recommended_page_size`]: kfd_provider::KfdProvider::recommended_page_size
+//! [`KfdProvider::min_page_size`]: kfd_provider::KfdProvider::min_page_size
+//! [`KfdProvider::cache_line_size`]: kfd_provider::KfdProvider::cache_line_size
+//! [`KfdProvider::purge_lazy`]: kfd_provider::KfdProvider::purge_lazy
+//! [`KfdProvider::purge_force`]: kfd_provider::KfdProvider::purge_force
+//! [`KfdProvider::allocation_split`]: kfd_provider::KfdProvider::allocation_split
+//! [`KfdProvider::allocation_merge`]: kfd_provider::KfdProvider::allocation_merge
+//! [`KfdProvider::stats`]: kfd_provider::KfdProvider::stats
+//! [`KfdProvider::allocation_info`]: kfd_provider::KfdProvider::allocation_info
+//! [`IpcHandle`]: kfd_provider::IpcHandle
+//! [`Error::umf_result`]: kfd_provider::Error::umf_result
 
 #![allow(non_snake_case)]
 

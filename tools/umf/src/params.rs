@@ -4,7 +4,7 @@
 
 use std::ffi::{CStr, c_char};
 
-use kfd_tools::provider::{MemoryKind, ProviderParams};
+use kfd_provider::{MemoryKind, ProviderParams};
 
 use crate::abi::{
     KFD_UMF_KIND_DEVICE, KFD_UMF_KIND_HOST, KFD_UMF_KIND_SHARED, UMF_RESULT_ERROR_INVALID_ARGUMENT,

@@ -13,9 +13,7 @@ use std::ffi::{CStr, CString, c_char, c_void};
 use std::sync::{Mutex, PoisonError};
 
 use kfd_ioctl::Kfd;
-use kfd_tools::provider::{
-    Error, IPC_HANDLE_SIZE, IpcHandle, KfdProvider, NativeCode, NativeError,
-};
+use kfd_provider::{Error, IPC_HANDLE_SIZE, IpcHandle, KfdProvider, NativeCode, NativeError};
 
 use crate::abi::*;
 use crate::guard;

@@ -18,7 +18,7 @@ use std::ffi::CString;
 use std::path::Path;
 use std::process::Command;
 
-use kfd_tools::provider::{NativeCode, UmfResult};
+use kfd_provider::{NativeCode, UmfResult};
 use kfd_umf::abi;
 use support::*;
 

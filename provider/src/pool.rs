@@ -8,7 +8,7 @@ use std::ptr::NonNull;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::KfdProvider;
-use super::error::{Error, Result, record};
+use super::error::{Error, Result, recorded};
 
 // The C ABI hands providers and pools to UMF, which calls them from any thread.
 const _: fn() = || {
@@ -210,47 +210,45 @@ impl KfdPool {
     /// alignment is [`Error::InvalidArgument`]; the provider's errors pass through when a
     /// chunk (or a large allocation) has to be taken.
     pub fn alloc(&self, size: usize, alignment: usize) -> Result<NonNull<u8>> {
-        record(self.alloc_inner(size, alignment))
-    }
-
-    fn alloc_inner(&self, size: usize, alignment: usize) -> Result<NonNull<u8>> {
-        self.provider.check_process()?;
-        if size == 0 {
-            return Err(Error::invalid("pool alloc: the size must not be zero"));
-        }
-        if alignment != 0 && !alignment.is_power_of_two() {
-            return Err(Error::invalid(format!(
-                "pool alloc: alignment {alignment} is not a power of two"
-            )));
-        }
-        let class = size
-            .max(alignment)
-            .max(POOL_MIN_CLASS)
-            .checked_next_power_of_two()
-            .unwrap_or(usize::MAX);
-        if class > POOL_MAX_CLASS {
-            return self.alloc_large(size, alignment);
-        }
-        let ci = class_index(class);
-        let mut st = self.lock();
-        if let Some(ptr) = st.take_block(ci, class) {
-            return Ok(ptr);
-        }
-        let sid = match st.empty.pop() {
-            Some(sid) => sid,
-            None => {
-                drop(st);
-                let chunk = self
-                    .provider
-                    .alloc(self.params.chunk_size, self.params.chunk_size)?;
-                st = self.lock();
-                st.stats.provider_allocs += 1;
-                st.add_slab(chunk.as_ptr() as usize, self.params.chunk_size)
+        recorded(|| {
+            self.provider.check_process()?;
+            if size == 0 {
+                return Err(Error::invalid("pool alloc: the size must not be zero"));
             }
-        };
-        st.assign(sid, ci, class, self.params.chunk_size)?;
-        st.take_block(ci, class)
-            .ok_or_else(|| Error::invalid("pool: a fresh slab had no block"))
+            if alignment != 0 && !alignment.is_power_of_two() {
+                return Err(Error::invalid(format!(
+                    "pool alloc: alignment {alignment} is not a power of two"
+                )));
+            }
+            let class = size
+                .max(alignment)
+                .max(POOL_MIN_CLASS)
+                .checked_next_power_of_two()
+                .unwrap_or(usize::MAX);
+            if class > POOL_MAX_CLASS {
+                return self.alloc_large(size, alignment);
+            }
+            let ci = class_index(class);
+            let mut st = self.lock();
+            if let Some(ptr) = st.take_block(ci, class) {
+                return Ok(ptr);
+            }
+            let sid = match st.empty.pop() {
+                Some(sid) => sid,
+                None => {
+                    drop(st);
+                    let chunk = self
+                        .provider
+                        .alloc(self.params.chunk_size, self.params.chunk_size)?;
+                    st = self.lock();
+                    st.stats.provider_allocs += 1;
+                    st.add_slab(chunk.as_ptr() as usize, self.params.chunk_size)
+                }
+            };
+            st.assign(sid, ci, class, self.params.chunk_size)?;
+            st.take_block(ci, class)
+                .ok_or_else(|| Error::invalid("pool: a fresh slab had no block"))
+        })
     }
 
     fn alloc_large(&self, size: usize, alignment: usize) -> Result<NonNull<u8>> {
@@ -271,56 +269,54 @@ impl KfdPool {
     /// live block of this pool (unknown, interior, or already freed) is
     /// [`Error::InvalidArgument`].
     pub fn free(&self, ptr: *mut u8) -> Result<()> {
-        record(self.free_inner(ptr))
-    }
-
-    fn free_inner(&self, ptr: *mut u8) -> Result<()> {
-        if ptr.is_null() {
-            return Err(Error::NullPointer("pool free: the pointer is NULL"));
-        }
-        self.provider.check_process()?;
-        let addr = ptr as usize;
-        let chunk_size = self.params.chunk_size;
-        let key = addr / chunk_size;
-        let mut st = self.lock();
-        let stray = || {
-            Error::invalid(format!(
-                "pool free: {addr:#x} is not a live block of this pool"
-            ))
-        };
-        let release = match st.index.get(&key).copied() {
-            None => return Err(stray()),
-            Some(Entry::Large(size)) => {
-                if !addr.is_multiple_of(chunk_size) {
-                    return Err(stray());
-                }
-                st.index.remove(&key);
-                st.stats.large -= 1;
-                st.stats.in_use -= size;
-                st.stats.provider_frees += 1;
-                drop(st);
-                return self.provider.free(ptr, size);
+        recorded(|| {
+            if ptr.is_null() {
+                return Err(Error::NullPointer("pool free: the pointer is NULL"));
             }
-            Some(Entry::Slab(sid)) => {
-                if !st.free_block(sid, addr) {
-                    return Err(stray());
+            self.provider.check_process()?;
+            let addr = ptr as usize;
+            let chunk_size = self.params.chunk_size;
+            let key = addr / chunk_size;
+            let mut st = self.lock();
+            let stray = || {
+                Error::invalid(format!(
+                    "pool free: {addr:#x} is not a live block of this pool"
+                ))
+            };
+            let release = match st.index.get(&key).copied() {
+                None => return Err(stray()),
+                Some(Entry::Large(size)) => {
+                    if !addr.is_multiple_of(chunk_size) {
+                        return Err(stray());
+                    }
+                    st.index.remove(&key);
+                    st.stats.large -= 1;
+                    st.stats.in_use -= size;
+                    st.stats.provider_frees += 1;
+                    drop(st);
+                    return self.provider.free(ptr, size);
                 }
-                let slab = &st.slabs[sid as usize];
-                if slab.used > 0 {
-                    return Ok(());
+                Some(Entry::Slab(sid)) => {
+                    if !st.free_block(sid, addr) {
+                        return Err(stray());
+                    }
+                    let slab = &st.slabs[sid as usize];
+                    if slab.used > 0 {
+                        return Ok(());
+                    }
+                    st.retire(sid);
+                    if st.empty.len() <= self.params.retained_chunks {
+                        return Ok(());
+                    }
+                    st.empty.pop().map(|sid| st.drop_slab(sid, chunk_size))
                 }
-                st.retire(sid);
-                if st.empty.len() <= self.params.retained_chunks {
-                    return Ok(());
-                }
-                st.empty.pop().map(|sid| st.drop_slab(sid, chunk_size))
+            };
+            drop(st);
+            match release {
+                Some(base) => self.provider.free(base as *mut u8, chunk_size),
+                None => Ok(()),
             }
-        };
-        drop(st);
-        match release {
-            Some(base) => self.provider.free(base as *mut u8, chunk_size),
-            None => Ok(()),
-        }
+        })
     }
 
     /// Gives every empty chunk back to the provider.
@@ -335,7 +331,7 @@ impl KfdPool {
         };
         bases
             .into_iter()
-            .try_for_each(|base| record(self.provider.free(base as *mut u8, chunk_size)))
+            .try_for_each(|base| self.provider.free(base as *mut u8, chunk_size))
     }
 }
 

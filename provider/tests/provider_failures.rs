@@ -13,10 +13,10 @@ use kfd_emu::backend::Backend;
 use kfd_emu::machine::Machine;
 use kfd_emu::model::{Model, ModelConfig};
 use kfd_ioctl::Errno;
-use kfd_tests::{Target, on_every_target};
-use kfd_tools::provider::{
+use kfd_provider::{
     Error, KfdPool, KfdProvider, MemoryKind, NativeCode, PoolParams, ProviderParams, UmfResult,
 };
+use kfd_tests::{Target, on_every_target};
 use provider_support::*;
 
 /// Runs `body` on kfd-emu's `machine` with the ioctl failures `rules` (`IOCTL:ERRNO:COUNT`)

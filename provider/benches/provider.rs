@@ -15,7 +15,7 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput, measurement::WallTime};
 use kfd_ioctl::Kfd;
-use kfd_tools::provider::{KfdPool, KfdProvider, MemoryKind, PoolParams, ProviderParams};
+use kfd_provider::{KfdPool, KfdProvider, MemoryKind, PoolParams, ProviderParams};
 
 #[path = "../../kfd-ioctl/benches/ratio.rs"]
 mod ratio;

@@ -89,7 +89,7 @@
 //! #     kfd_emu::model::Model::new(kfd_emu::model::ModelConfig::default()).unwrap(),
 //! #     || -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! use kfd_ioctl::Kfd;
-//! use kfd_tools::provider::{KfdPool, KfdProvider, MemoryKind, PoolParams, ProviderParams};
+//! use kfd_provider::{KfdPool, KfdProvider, MemoryKind, PoolParams, ProviderParams};
 //!
 //! // System memory the first GPU reaches, mapped on it.
 //! let provider = KfdProvider::new(Kfd::open()?, ProviderParams::new(MemoryKind::Host))?;
@@ -140,7 +140,7 @@ pub enum MemoryKind {
 /// How to create a [`KfdProvider`].
 ///
 /// ```
-/// use kfd_tools::provider::{MemoryKind, ProviderParams};
+/// use kfd_provider::{MemoryKind, ProviderParams};
 ///
 /// let params = ProviderParams::new(MemoryKind::Device)
 ///     .gpu(0x1a2b)

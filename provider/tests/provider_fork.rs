@@ -15,8 +15,8 @@ use kfd_emu::counting::Counting;
 use kfd_emu::machine::Machine;
 use kfd_emu::model::{Model, ModelConfig};
 use kfd_ioctl::Kfd;
+use kfd_provider::{KfdPool, KfdProvider, MemoryKind, PoolParams, ProviderParams};
 use kfd_tests::{Target, on_every_target};
-use kfd_tools::provider::{KfdPool, KfdProvider, MemoryKind, PoolParams, ProviderParams};
 use provider_support::*;
 
 /// What the parent set up before forking: a provider owning the process's only `Kfd`, a

@@ -20,7 +20,7 @@ use kfd_emu::machine::Machine;
 use kfd_emu::model::{Model, ModelConfig};
 use kfd_ioctl::Kfd;
 use kfd_ioctl::topology::Topology;
-use kfd_tools::provider::{IpcHandle, KfdProvider, MemoryKind, ProviderParams, UmfResult};
+use kfd_provider::{IpcHandle, KfdProvider, MemoryKind, ProviderParams, UmfResult};
 use provider_support::*;
 
 const ROLE: &str = "KFD_PROVIDER_IPC_ROLE";

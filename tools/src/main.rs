@@ -4,6 +4,9 @@
 //! on stderr and runs itself again under the embedded emulator (kfd-emu, `--machine`), so the
 //! same code path shows what it would do on the emulated machine.
 
+mod emulated;
+mod info;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -13,7 +16,6 @@ use kfd_ioctl::abi::{SmiEventMask, SvmFlags};
 use kfd_ioctl::topology::Topology;
 use kfd_ioctl::{Errno, Kfd};
 use kfd_svm::{Access, Location, SmiStream, SvmAttrs, SvmBuffer, Timeline};
-use kfd_tools::info;
 use vm_memory::VolatileSlice;
 
 /// Set in the environment of a `kfdtool` that runs under the embedded emulator.
@@ -260,7 +262,7 @@ fn main() -> ExitCode {
                  (kfd-emu, machine {})",
                 cli.machine
             );
-            kfd_tools::run_self_emulated(&cli.machine, EMULATED_ENV)
+            emulated::run_self_emulated(&cli.machine, EMULATED_ENV)
         }
         Err(e) => {
             eprintln!("kfdtool: {e}");
@@ -496,7 +498,7 @@ fn trace_cmd(out: &PathBuf, program: &[String]) -> CmdResult {
 }
 
 fn alloc_cmd(kind: KindArg, size: usize, count: usize, gpu: Option<u32>) -> CmdResult {
-    use kfd_tools::provider::{KfdProvider, MemoryKind, ProviderParams};
+    use kfd_provider::{KfdProvider, MemoryKind, ProviderParams};
     let (kfd, _, gpus) = open_all()?;
     let gpu = pick_gpu(&gpus, gpu)?;
     let kind = match kind {
@@ -691,8 +693,8 @@ fn progress(step: usize, total: usize, what: &str) {
 }
 
 fn bench_cmd(quick: bool) -> CmdResult {
+    use kfd_provider::{KfdPool, KfdProvider, MemoryKind, PoolParams, ProviderParams};
     use kfd_ring::{HostMirror, Mirrored};
-    use kfd_tools::provider::{KfdPool, KfdProvider, MemoryKind, PoolParams, ProviderParams};
     let scale: u64 = if quick { 1 } else { 20 };
     let steps = 4;
     let mut rows = Vec::new();

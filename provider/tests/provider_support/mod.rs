@@ -4,8 +4,8 @@
 #![allow(dead_code)]
 
 use kfd_ioctl::Kfd;
+use kfd_provider::{Error, KfdProvider, MemoryKind, ProviderParams, UmfResult};
 use kfd_tests::Target;
-use kfd_tools::provider::{Error, KfdProvider, MemoryKind, ProviderParams, UmfResult};
 
 /// The machines every provider test runs on.
 pub const MACHINES: &[&str] = &["mi300x", "mi210x8"];

@@ -10,11 +10,11 @@ use std::ptr::NonNull;
 use std::time::Instant;
 
 use kfd_ioctl::{Errno, Kfd};
-use kfd_tests::{Target, on_every_target};
-use kfd_tools::provider::{
+use kfd_provider::{
     Error, IPC_HANDLE_SIZE, IpcHandle, KfdPool, KfdProvider, MemoryKind, NativeCode, PoolParams,
     ProviderParams, UmfResult, last_native_error,
 };
+use kfd_tests::{Target, on_every_target};
 use provider_support::*;
 
 /// Runs `body` with a fresh provider of `kind` on every target, and checks it ends empty.

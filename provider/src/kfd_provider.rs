@@ -17,7 +17,7 @@ use rustix::fs::{FallocateFlags, MemfdFlags};
 use rustix::mm::Advice;
 use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags};
 
-use super::error::{Error, NativeCode, NativeError, Result, record};
+use super::error::{Error, NativeCode, NativeError, Result, recorded};
 use super::ipc::{IPC_HANDLE_SIZE, IpcFields, IpcHandle};
 use super::sys::{self, Region};
 use super::tracker::{Miss, Tracker};
@@ -169,6 +169,37 @@ impl HostOffsets {
     }
 }
 
+/// What a provider of each [`MemoryKind`] allocates from: each kind's own state, so that a
+/// provider holds exactly its kind's.
+#[derive(Debug)]
+enum Backing {
+    /// HOST: the provider's memfd and the offsets in it.
+    Host(HostFile),
+    /// DEVICE: the VRAM pool (flags, host accessibility).
+    Device(MemoryPool),
+    /// SHARED: the attributes every SVM range gets (boxed: they are held inline, up to the
+    /// attribute limit, and would make every provider as large).
+    Shared(Box<SvmAttrs>),
+}
+
+impl Backing {
+    fn kind(&self) -> MemoryKind {
+        match self {
+            Backing::Host(_) => MemoryKind::Host,
+            Backing::Device(_) => MemoryKind::Device,
+            Backing::Shared(_) => MemoryKind::Shared,
+        }
+    }
+}
+
+/// What IPC calls on a SHARED provider say.
+fn shared_ipc_unsupported() -> Error {
+    Error::unsupported(
+        "IPC of SHARED memory: SVM memory is private anonymous memory so that it can migrate \
+         to VRAM, and cannot be mapped by another process",
+    )
+}
+
 /// A memory provider with UMF's operations over KFD memory of one [`MemoryKind`].
 ///
 /// Created with [`KfdProvider::new`]; every method is one op of UMF's
@@ -182,7 +213,6 @@ impl HostOffsets {
 /// Dropping the provider frees everything it still holds and closes what it opened.
 pub struct KfdProvider {
     kfd: Kfd,
-    kind: MemoryKind,
     /// The provider's GPU first, then its peers.
     gpus: Vec<u32>,
     name: String,
@@ -191,11 +221,8 @@ pub struct KfdProvider {
     generation: u64,
     pid: i32,
     id: u64,
-    /// DEVICE: the VRAM pool (flags, host accessibility).
-    vram: Option<MemoryPool>,
-    host: Option<HostFile>,
-    /// SHARED: the attributes every SVM range gets.
-    svm: Option<SvmAttrs>,
+    /// What the provider's kind allocates from.
+    backing: Backing,
     /// The render minor of every GPU of the topology, to acquire an exporter's GPU on import.
     render_minors: BTreeMap<u32, u32>,
     /// The GPU addresses valid on all of the provider's GPUs.
@@ -207,7 +234,7 @@ impl fmt::Debug for KfdProvider {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KfdProvider")
             .field("name", &self.name)
-            .field("kind", &self.kind)
+            .field("kind", &self.kind())
             .field("gpus", &self.gpus)
             .field("host_accessible", &self.host_accessible())
             .finish_non_exhaustive()
@@ -236,116 +263,110 @@ impl KfdProvider {
     /// so all providers of a process must be made from one [`Kfd`] (clones of it): a second
     /// `Kfd::open` in the same process cannot acquire the GPUs again (`EBUSY`).
     pub fn new(kfd: Kfd, params: ProviderParams) -> Result<KfdProvider> {
-        record(KfdProvider::create(kfd, params))
-    }
-
-    fn create(kfd: Kfd, params: ProviderParams) -> Result<KfdProvider> {
-        let generation = sys::fork_generation();
-        let init = NativeCode::InitFailed;
-        let topology = Topology::read().map_err(|e| {
-            Error::ProviderSpecific(NativeError {
-                code: init,
-                errno: None,
-                message: format!("reading the KFD topology: {e}"),
-            })
-        })?;
-        let render_minors: BTreeMap<u32, u32> = topology
-            .gpus()
-            .filter_map(|n| Some((n.gpu_id()?, n.properties.drm_render_minor as u32)))
-            .collect();
-        let gpu_id = match params.gpu_id {
-            Some(id) => id,
-            None => *render_minors
-                .keys()
-                .next()
-                .ok_or_else(|| Error::unsupported("the topology has no GPU"))?,
-        };
-        let mut gpus = vec![gpu_id];
-        for &peer in &params.peers {
-            if !gpus.contains(&peer) {
-                gpus.push(peer);
-            }
-        }
-        for &gpu in &gpus {
-            let minor = *render_minors
-                .get(&gpu)
-                .ok_or_else(|| Error::invalid(format!("no GPU with gpu_id {gpu:#x}")))?;
-            kfd.acquire_vm(gpu, minor).map_err(|e| {
-                let step = if e.errno() == Some(Errno::BUSY) {
-                    "acquiring the GPU's VM (another /dev/kfd handle of this process holds it: \
-                     the providers of a process must share one Kfd, cloned)"
-                } else {
-                    "acquiring the GPU's VM"
-                };
-                Error::kfd(init, step, &e)
+        recorded(|| {
+            let generation = sys::fork_generation();
+            let init = NativeCode::InitFailed;
+            let topology = Topology::read().map_err(|e| {
+                Error::ProviderSpecific(NativeError {
+                    code: init,
+                    errno: None,
+                    message: format!("reading the KFD topology: {e}"),
+                })
             })?;
-        }
-        let apertures = kfd
-            .get_process_apertures()
-            .map_err(|e| Error::kfd(init, "reading the GPU apertures", &e))?;
-        let mut aperture = 0..u64::MAX;
-        for &gpu in &gpus {
-            let a = apertures
-                .iter()
-                .find(|a| a.gpu_id == gpu)
-                .ok_or_else(|| Error::invalid(format!("gpu {gpu:#x} has no GPUVM aperture")))?;
-            aperture = aperture.start.max(a.gpuvm.start)..aperture.end.min(a.gpuvm.end);
-        }
-        let (mut vram, mut host, mut svm) = (None, None, None);
-        match params.kind {
-            MemoryKind::Host => {
-                let memfd = rustix::fs::memfd_create("kfd-provider-host", MemfdFlags::CLOEXEC)
-                    .and_then(|fd| rustix::fs::ftruncate(&fd, HOST_FILE_SPAN).map(|()| fd))
-                    .map_err(|e| Error::sys(init, "creating the HOST memfd", e))?;
-                host = Some(HostFile {
-                    memfd,
-                    offsets: Mutex::new(HostOffsets::default()),
-                });
-            }
-            MemoryKind::Device => {
-                let pool = MemoryPool::device(&topology, gpu_id, Granularity::Coarse)
-                    .map_err(|e| Error::unsupported(format!("DEVICE memory: {e}")))?;
-                vram = Some(pool);
-            }
-            MemoryKind::Shared => {
-                let mut attrs = SvmAttrs::new();
-                for &gpu in &gpus {
-                    let capable = topology
-                        .node_by_gpu_id(gpu)
-                        .is_some_and(|n| n.capability().svm_api_supported());
-                    if !capable {
-                        return Err(Error::unsupported(format!(
-                            "SHARED memory: gpu {gpu:#x} does not support the SVM API"
-                        )));
-                    }
-                    attrs = attrs.access(gpu, Access::Access);
+            let render_minors: BTreeMap<u32, u32> = topology
+                .gpus()
+                .filter_map(|n| Some((n.gpu_id()?, n.properties.drm_render_minor as u32)))
+                .collect();
+            let gpu_id = match params.gpu_id {
+                Some(id) => id,
+                None => *render_minors
+                    .keys()
+                    .next()
+                    .ok_or_else(|| Error::unsupported("the topology has no GPU"))?,
+            };
+            let mut gpus = vec![gpu_id];
+            for &peer in &params.peers {
+                if !gpus.contains(&peer) {
+                    gpus.push(peer);
                 }
-                svm = Some(attrs);
             }
-        }
-        Ok(KfdProvider {
-            kfd,
-            kind: params.kind,
-            gpus,
-            name: params
-                .name
-                .unwrap_or_else(|| KfdProvider::DEFAULT_NAME.to_owned()),
-            page: sys::page_size(),
-            generation,
-            pid: rustix::process::getpid().as_raw_nonzero().get(),
-            id: NEXT_PROVIDER_ID.fetch_add(1, Ordering::Relaxed),
-            vram,
-            host,
-            svm,
-            render_minors,
-            aperture,
-            state: Mutex::new(State::default()),
+            for &gpu in &gpus {
+                let minor = *render_minors
+                    .get(&gpu)
+                    .ok_or_else(|| Error::invalid(format!("no GPU with gpu_id {gpu:#x}")))?;
+                kfd.acquire_vm(gpu, minor).map_err(|e| {
+                    let step = if e.errno() == Some(Errno::BUSY) {
+                        "acquiring the GPU's VM (another /dev/kfd handle of this process holds it: \
+                         the providers of a process must share one Kfd, cloned)"
+                    } else {
+                        "acquiring the GPU's VM"
+                    };
+                    Error::kfd(init, step, &e)
+                })?;
+            }
+            let apertures = kfd
+                .get_process_apertures()
+                .map_err(|e| Error::kfd(init, "reading the GPU apertures", &e))?;
+            let mut aperture = 0..u64::MAX;
+            for &gpu in &gpus {
+                let a = apertures
+                    .iter()
+                    .find(|a| a.gpu_id == gpu)
+                    .ok_or_else(|| Error::invalid(format!("gpu {gpu:#x} has no GPUVM aperture")))?;
+                aperture = aperture.start.max(a.gpuvm.start)..aperture.end.min(a.gpuvm.end);
+            }
+            let backing = match params.kind {
+                MemoryKind::Host => {
+                    let memfd = rustix::fs::memfd_create("kfd-provider-host", MemfdFlags::CLOEXEC)
+                        .and_then(|fd| rustix::fs::ftruncate(&fd, HOST_FILE_SPAN).map(|()| fd))
+                        .map_err(|e| Error::sys(init, "creating the HOST memfd", e))?;
+                    Backing::Host(HostFile {
+                        memfd,
+                        offsets: Mutex::new(HostOffsets::default()),
+                    })
+                }
+                MemoryKind::Device => {
+                    let pool = MemoryPool::device(&topology, gpu_id, Granularity::Coarse)
+                        .map_err(|e| Error::unsupported(format!("DEVICE memory: {e}")))?;
+                    Backing::Device(pool)
+                }
+                MemoryKind::Shared => {
+                    let mut attrs = SvmAttrs::new();
+                    for &gpu in &gpus {
+                        let capable = topology
+                            .node_by_gpu_id(gpu)
+                            .is_some_and(|n| n.capability().svm_api_supported());
+                        if !capable {
+                            return Err(Error::unsupported(format!(
+                                "SHARED memory: gpu {gpu:#x} does not support the SVM API"
+                            )));
+                        }
+                        attrs = attrs.access(gpu, Access::Access);
+                    }
+                    Backing::Shared(Box::new(attrs))
+                }
+            };
+            Ok(KfdProvider {
+                kfd,
+                gpus,
+                name: params
+                    .name
+                    .unwrap_or_else(|| KfdProvider::DEFAULT_NAME.to_owned()),
+                page: sys::page_size(),
+                generation,
+                pid: rustix::process::getpid().as_raw_nonzero().get(),
+                id: NEXT_PROVIDER_ID.fetch_add(1, Ordering::Relaxed),
+                backing,
+                render_minors,
+                aperture,
+                state: Mutex::new(State::default()),
+            })
         })
     }
 
     /// The kind of memory.
     pub fn kind(&self) -> MemoryKind {
-        self.kind
+        self.backing.kind()
     }
 
     /// The provider's GPU (DEVICE memory is its VRAM).
@@ -365,7 +386,10 @@ impl KfdProvider {
 
     /// Whether the CPU can touch the memory (false only for VRAM behind a small BAR).
     pub fn host_accessible(&self) -> bool {
-        self.vram.as_ref().is_none_or(|pool| pool.host_accessible)
+        match &self.backing {
+            Backing::Device(pool) => pool.host_accessible,
+            Backing::Host(_) | Backing::Shared(_) => true,
+        }
     }
 
     /// `get_name`: the name given in [`ProviderParams::name`], or
@@ -383,9 +407,9 @@ impl KfdProvider {
     /// `get_recommended_page_size`: the granule allocations should be made in — 2 MiB for
     /// VRAM (large PTEs) and SVM (its default granularity), the page size for HOST memory.
     pub fn recommended_page_size(&self, _size: usize) -> usize {
-        match self.kind {
-            MemoryKind::Host => self.page,
-            MemoryKind::Device | MemoryKind::Shared => TWO_MIB,
+        match self.backing {
+            Backing::Host(_) => self.page,
+            Backing::Device(_) | Backing::Shared(_) => TWO_MIB,
         }
     }
 
@@ -426,7 +450,7 @@ impl KfdProvider {
         Some(AllocationInfo {
             base: NonNull::new(start as *mut u8)?,
             size,
-            kind: self.kind,
+            kind: self.kind(),
             gpu_id: self.gpu_id(),
             host_accessible: self.host_accessible(),
         })
@@ -460,42 +484,40 @@ impl KfdProvider {
     /// (`ENOMEM` when VRAM or GTT is exhausted), are [`Error::ProviderSpecific`] with
     /// [`NativeCode::AllocFailed`].
     pub fn alloc(&self, size: usize, alignment: usize) -> Result<NonNull<u8>> {
-        record(self.alloc_inner(size, alignment))
-    }
-
-    fn alloc_inner(&self, size: usize, alignment: usize) -> Result<NonNull<u8>> {
-        self.check_process()?;
-        if size == 0 {
-            return Err(Error::invalid("alloc: the size must not be zero"));
-        }
-        let page = self.page;
-        let align = if alignment == 0 || page.is_multiple_of(alignment) {
-            page
-        } else if alignment.is_multiple_of(page) {
-            alignment
-        } else {
-            return Err(Error::invalid(format!(
-                "alloc: alignment {alignment} is neither 0, a divisor nor a multiple of the page size {page}"
-            )));
-        };
-        let len = round_up(size, page).ok_or_else(|| {
-            Error::native_with(
-                NativeCode::AllocFailed,
-                Errno::NOMEM,
-                format!("alloc: {size} bytes cannot be rounded up to whole pages"),
-            )
-        })?;
-        let chunk = match self.kind {
-            MemoryKind::Host => self.host_chunk(len, align),
-            MemoryKind::Device => self.device_chunk(len, align),
-            MemoryKind::Shared => self.shared_chunk(len, align),
-        }?;
-        let ptr = chunk.region.ptr_at(0);
-        let mut st = self.lock();
-        st.tracker.insert(chunk.region.addr(), size, chunk);
-        st.allocated += size;
-        st.peak = st.peak.max(st.allocated);
-        Ok(ptr)
+        recorded(|| {
+            self.check_process()?;
+            if size == 0 {
+                return Err(Error::invalid("alloc: the size must not be zero"));
+            }
+            let page = self.page;
+            let align = if alignment == 0 || page.is_multiple_of(alignment) {
+                page
+            } else if alignment.is_multiple_of(page) {
+                alignment
+            } else {
+                return Err(Error::invalid(format!(
+                    "alloc: alignment {alignment} is neither 0, a divisor nor a multiple of the page size {page}"
+                )));
+            };
+            let len = round_up(size, page).ok_or_else(|| {
+                Error::native_with(
+                    NativeCode::AllocFailed,
+                    Errno::NOMEM,
+                    format!("alloc: {size} bytes cannot be rounded up to whole pages"),
+                )
+            })?;
+            let chunk = match &self.backing {
+                Backing::Host(host) => self.host_chunk(host, len, align),
+                Backing::Device(pool) => self.device_chunk(pool, len, align),
+                Backing::Shared(attrs) => self.shared_chunk(attrs, len, align),
+            }?;
+            let ptr = chunk.region.ptr_at(0);
+            let mut st = self.lock();
+            st.tracker.insert(chunk.region.addr(), size, chunk);
+            st.allocated += size;
+            st.peak = st.peak.max(st.allocated);
+            Ok(ptr)
+        })
     }
 
     /// Fails unless the whole region is a valid GPU address on every GPU of the provider.
@@ -551,12 +573,8 @@ impl KfdProvider {
         }
     }
 
-    fn host_chunk(&self, len: usize, align: usize) -> Result<Chunk> {
+    fn host_chunk(&self, host: &HostFile, len: usize, align: usize) -> Result<Chunk> {
         let code = NativeCode::AllocFailed;
-        let host = self
-            .host
-            .as_ref()
-            .ok_or_else(|| Error::invalid("not a HOST provider"))?;
         let offset = host.offsets().take(len as u64).ok_or_else(|| {
             Error::native_with(
                 code,
@@ -587,12 +605,8 @@ impl KfdProvider {
         })
     }
 
-    fn device_chunk(&self, len: usize, align: usize) -> Result<Chunk> {
+    fn device_chunk(&self, pool: &MemoryPool, len: usize, align: usize) -> Result<Chunk> {
         let code = NativeCode::AllocFailed;
-        let pool = self
-            .vram
-            .as_ref()
-            .ok_or_else(|| Error::invalid("not a DEVICE provider"))?;
         // Large BOs at 2 MiB-aligned addresses get large PTEs, unless an alignment was asked.
         let align = if align == self.page && len >= TWO_MIB {
             TWO_MIB
@@ -637,12 +651,8 @@ impl KfdProvider {
         })
     }
 
-    fn shared_chunk(&self, len: usize, align: usize) -> Result<Chunk> {
+    fn shared_chunk(&self, attrs: &SvmAttrs, len: usize, align: usize) -> Result<Chunk> {
         let code = NativeCode::AllocFailed;
-        let attrs = self
-            .svm
-            .as_ref()
-            .ok_or_else(|| Error::invalid("not a SHARED provider"))?;
         let region = Region::anonymous(len, align)
             .map_err(|e| Error::sys(code, "alloc: mapping anonymous memory", e))?;
         // Unmapping the range (dropping the region) is what removes a registration, so a
@@ -716,7 +726,7 @@ impl KfdProvider {
         drop(dmabuf);
         let len = region.len() as u64;
         drop(region);
-        if let (Some(offset), Some(host)) = (file_offset, &self.host) {
+        if let (Some(offset), Backing::Host(host)) = (file_offset, &self.backing) {
             let punch = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
             match rustix::fs::fallocate(&host.memfd, punch, offset, len) {
                 Ok(()) if fate == Fate::NeverSeen => host.offsets().give_back(offset, len),
@@ -766,67 +776,65 @@ impl KfdProvider {
     /// [`Error::ProviderSpecific`] with [`NativeCode::FreeFailed`] (`EINVAL`); a size other
     /// than the allocation's (0 included) is [`Error::InvalidArgument`].
     pub fn free(&self, ptr: *mut u8, size: usize) -> Result<()> {
-        record(self.free_inner(ptr, size))
-    }
-
-    fn free_inner(&self, ptr: *mut u8, size: usize) -> Result<()> {
-        if ptr.is_null() {
-            return Ok(());
-        }
-        self.check_process()?;
-        let addr = ptr as usize;
-        match self.remove_piece(addr, Some(size)) {
-            Ok(released) => released,
-            Err(Miss::Size { tracked }) => Err(Error::invalid(format!(
-                "free: the allocation at {addr:#x} is {tracked} bytes, not {size}"
-            ))),
-            Err(Miss::Interior { start }) => Err(Error::native_with(
-                NativeCode::FreeFailed,
-                Errno::INVAL,
-                format!("free: {addr:#x} is inside the allocation at {start:#x}, not its start"),
-            )),
-            Err(Miss::Unknown) => Err(Error::native_with(
-                NativeCode::FreeFailed,
-                Errno::INVAL,
-                format!("free: {addr:#x} is not an allocation of this provider"),
-            )),
-        }
+        recorded(|| {
+            if ptr.is_null() {
+                return Ok(());
+            }
+            self.check_process()?;
+            let addr = ptr as usize;
+            match self.remove_piece(addr, Some(size)) {
+                Ok(released) => released,
+                Err(Miss::Size { tracked }) => Err(Error::invalid(format!(
+                    "free: the allocation at {addr:#x} is {tracked} bytes, not {size}"
+                ))),
+                Err(Miss::Interior { start }) => Err(Error::native_with(
+                    NativeCode::FreeFailed,
+                    Errno::INVAL,
+                    format!(
+                        "free: {addr:#x} is inside the allocation at {start:#x}, not its start"
+                    ),
+                )),
+                Err(Miss::Unknown) => Err(Error::native_with(
+                    NativeCode::FreeFailed,
+                    Errno::INVAL,
+                    format!("free: {addr:#x} is not an allocation of this provider"),
+                )),
+            }
+        })
     }
 
     /// Frees the allocation at `ptr` by its pointer alone (LLVM Offload's `olMemFree`),
     /// found in O(log n). NULL is [`Error::NullPointer`]; an unknown or interior pointer is
     /// [`Error::InvalidArgument`].
     pub fn free_ptr(&self, ptr: *mut u8) -> Result<()> {
-        record(self.free_ptr_inner(ptr))
-    }
-
-    fn free_ptr_inner(&self, ptr: *mut u8) -> Result<()> {
-        if ptr.is_null() {
-            return Err(Error::NullPointer("free_ptr: the pointer is NULL"));
-        }
-        self.check_process()?;
-        let addr = ptr as usize;
-        match self.remove_piece(addr, None) {
-            Ok(released) => released,
-            Err(Miss::Interior { start }) => Err(Error::invalid(format!(
-                "free_ptr: {addr:#x} is inside the allocation at {start:#x}, not its start"
-            ))),
-            Err(Miss::Unknown | Miss::Size { .. }) => Err(Error::invalid(format!(
-                "free_ptr: {addr:#x} is not a known allocation"
-            ))),
-        }
+        recorded(|| {
+            if ptr.is_null() {
+                return Err(Error::NullPointer("free_ptr: the pointer is NULL"));
+            }
+            self.check_process()?;
+            let addr = ptr as usize;
+            match self.remove_piece(addr, None) {
+                Ok(released) => released,
+                Err(Miss::Interior { start }) => Err(Error::invalid(format!(
+                    "free_ptr: {addr:#x} is inside the allocation at {start:#x}, not its start"
+                ))),
+                Err(Miss::Unknown | Miss::Size { .. }) => Err(Error::invalid(format!(
+                    "free_ptr: {addr:#x} is not a known allocation"
+                ))),
+            }
+        })
     }
 
     /// `ext_purge_lazy`: the contents of `[ptr, ptr + size)` are no longer needed; the
     /// memory may be given back later (see the [module docs](super#purges) per kind).
     pub fn purge_lazy(&self, ptr: *mut u8, size: usize) -> Result<()> {
-        record(self.purge(ptr, size, false))
+        recorded(|| self.purge(ptr, size, false))
     }
 
     /// `ext_purge_force`: gives the memory of `[ptr, ptr + size)` back now; afterwards it
     /// reads as zeros (see the [module docs](super#purges) per kind).
     pub fn purge_force(&self, ptr: *mut u8, size: usize) -> Result<()> {
-        record(self.purge(ptr, size, true))
+        recorded(|| self.purge(ptr, size, true))
     }
 
     fn purge(&self, ptr: *mut u8, size: usize, force: bool) -> Result<()> {
@@ -875,15 +883,15 @@ impl KfdProvider {
                 .advise(offset, len, advice)
                 .map_err(|e| Error::sys(code, &format!("{op}: {what}"), e))
         };
-        match (self.kind, force) {
-            (MemoryKind::Host, _) => advise(Advice::LinuxRemove, "MADV_REMOVE"),
-            (MemoryKind::Shared, false) => advise(Advice::LinuxFree, "MADV_FREE"),
-            (MemoryKind::Shared, true) => advise(Advice::LinuxDontNeed, "MADV_DONTNEED"),
-            (MemoryKind::Device, false) => Ok(()),
-            (MemoryKind::Device, true) if self.host_accessible() => region
+        match (&self.backing, force) {
+            (Backing::Host(_), _) => advise(Advice::LinuxRemove, "MADV_REMOVE"),
+            (Backing::Shared(_), false) => advise(Advice::LinuxFree, "MADV_FREE"),
+            (Backing::Shared(_), true) => advise(Advice::LinuxDontNeed, "MADV_DONTNEED"),
+            (Backing::Device(_), false) => Ok(()),
+            (Backing::Device(pool), true) if pool.host_accessible => region
                 .fill_zero(offset, len)
                 .map_err(|e| Error::sys(code, "purge_force: zeroing VRAM", e)),
-            (MemoryKind::Device, true) => Err(Error::unsupported(
+            (Backing::Device(_), true) => Err(Error::unsupported(
                 "purge_force: this VRAM has no CPU mapping (small BAR), and zeroing it would \
                  need a GPU copy engine, which this provider does not drive",
             )),
@@ -896,15 +904,13 @@ impl KfdProvider {
     /// otherwise [`Error::InvalidArgument`]. The backing buffer object is shared by the
     /// pieces and freed with the last of them.
     pub fn allocation_split(&self, ptr: *mut u8, total: usize, first: usize) -> Result<()> {
-        record(self.split_inner(ptr, total, first))
-    }
-
-    fn split_inner(&self, ptr: *mut u8, total: usize, first: usize) -> Result<()> {
-        if ptr.is_null() {
-            return Err(Error::NullPointer("allocation_split: the pointer is NULL"));
-        }
-        self.check_process()?;
-        self.lock().tracker.split(ptr as usize, total, first)
+        recorded(|| {
+            if ptr.is_null() {
+                return Err(Error::NullPointer("allocation_split: the pointer is NULL"));
+            }
+            self.check_process()?;
+            self.lock().tracker.split(ptr as usize, total, first)
+        })
     }
 
     /// `ext_allocation_merge`: the adjacent allocations at `low` and `high` become one of
@@ -914,17 +920,22 @@ impl KfdProvider {
     /// [`Error::InvalidArgument`]. Two allocations that happen to be adjacent can be merged
     /// too; the merged one then holds both backing chunks.
     pub fn allocation_merge(&self, low: *mut u8, high: *mut u8, total: usize) -> Result<()> {
-        record(self.merge_inner(low, high, total))
+        recorded(|| {
+            if low.is_null() || high.is_null() {
+                return Err(Error::NullPointer("allocation_merge: a pointer is NULL"));
+            }
+            self.check_process()?;
+            self.lock()
+                .tracker
+                .merge(low as usize, high as usize, total)
+        })
     }
 
-    fn merge_inner(&self, low: *mut u8, high: *mut u8, total: usize) -> Result<()> {
-        if low.is_null() || high.is_null() {
-            return Err(Error::NullPointer("allocation_merge: a pointer is NULL"));
+    fn ipc_unsupported(&self) -> Result<()> {
+        if let Backing::Shared(_) = self.backing {
+            return Err(shared_ipc_unsupported());
         }
-        self.check_process()?;
-        self.lock()
-            .tracker
-            .merge(low as usize, high as usize, total)
+        Ok(())
     }
 
     /// `ext_get_ipc_handle`: a handle another process opens to reach `[ptr, ptr + size)`,
@@ -934,85 +945,75 @@ impl KfdProvider {
     /// freed); HOST memory is named by the provider's memfd. SHARED memory is
     /// [`Error::NotSupported`]. See [`IpcHandle`] for what the consumer needs.
     pub fn get_ipc_handle(&self, ptr: *mut u8, size: usize) -> Result<IpcHandle> {
-        record(self.get_ipc_inner(ptr, size))
-    }
-
-    fn ipc_unsupported(&self) -> Result<()> {
-        if self.kind == MemoryKind::Shared {
-            return Err(Error::unsupported(
-                "IPC of SHARED memory: SVM memory is private anonymous memory so that it can \
-                 migrate to VRAM, and cannot be mapped by another process",
-            ));
-        }
-        Ok(())
-    }
-
-    fn get_ipc_inner(&self, ptr: *mut u8, size: usize) -> Result<IpcHandle> {
-        self.ipc_unsupported()?;
-        if ptr.is_null() {
-            return Err(Error::NullPointer("get_ipc_handle: the pointer is NULL"));
-        }
-        if size == 0 {
-            return Err(Error::invalid("get_ipc_handle: the size must not be zero"));
-        }
-        self.check_process()?;
-        let addr = ptr as usize;
-        let mut st = self.lock();
-        let (start, piece) = st.tracker.piece_containing(addr).ok_or_else(|| {
-            Error::invalid(format!(
-                "get_ipc_handle: {addr:#x} is not memory of this provider"
-            ))
-        })?;
-        let end = addr.saturating_add(size);
-        if end > start + piece {
-            return Err(Error::invalid(format!(
-                "get_ipc_handle: {size} bytes at {addr:#x} run past the allocation"
-            )));
-        }
-        let (base, slot) = st
-            .tracker
-            .chunk_containing_mut(addr)
-            .ok_or_else(|| Error::invalid("get_ipc_handle: no backing chunk"))?;
-        if end > base + slot.len {
-            return Err(Error::invalid(
-                "get_ipc_handle: the range spans two backing chunks (a merge of separate \
-                 allocations); take a handle for each",
-            ));
-        }
-        let in_chunk = (addr - base) as u64;
-        let mut fields = IpcFields {
-            kind: self.kind,
-            cpu_visible: self.host_accessible(),
-            pid: self.pid,
-            fd: -1,
-            gpu_id: self.gpu_id(),
-            offset: in_chunk,
-            size: size as u64,
-            object_size: 0,
-            mmap_offset: 0,
-            provider_id: self.id,
-        };
-        let chunk = &mut slot.chunk;
-        match (&self.host, &chunk.bo) {
-            (Some(host), _) => {
-                fields.fd = host.memfd.as_raw_fd();
-                fields.offset += chunk.file_offset.unwrap_or(0);
+        recorded(|| {
+            self.ipc_unsupported()?;
+            if ptr.is_null() {
+                return Err(Error::NullPointer("get_ipc_handle: the pointer is NULL"));
             }
-            (None, Some(bo)) => {
-                if chunk.dmabuf.is_none() {
-                    let fd = self
-                        .kfd
-                        .export_dmabuf(bo, true)
-                        .map_err(|e| Error::kfd(NativeCode::IpcGetFailed, "get_ipc_handle", &e))?;
-                    chunk.dmabuf = Some(fd);
+            if size == 0 {
+                return Err(Error::invalid("get_ipc_handle: the size must not be zero"));
+            }
+            self.check_process()?;
+            let addr = ptr as usize;
+            let mut st = self.lock();
+            let (start, piece) = st.tracker.piece_containing(addr).ok_or_else(|| {
+                Error::invalid(format!(
+                    "get_ipc_handle: {addr:#x} is not memory of this provider"
+                ))
+            })?;
+            let end = addr.saturating_add(size);
+            if end > start + piece {
+                return Err(Error::invalid(format!(
+                    "get_ipc_handle: {size} bytes at {addr:#x} run past the allocation"
+                )));
+            }
+            let (base, slot) = st
+                .tracker
+                .chunk_containing_mut(addr)
+                .ok_or_else(|| Error::invalid("get_ipc_handle: no backing chunk"))?;
+            if end > base + slot.len {
+                return Err(Error::invalid(
+                    "get_ipc_handle: the range spans two backing chunks (a merge of separate \
+                     allocations); take a handle for each",
+                ));
+            }
+            let in_chunk = (addr - base) as u64;
+            let mut fields = IpcFields {
+                kind: self.kind(),
+                cpu_visible: self.host_accessible(),
+                pid: self.pid,
+                fd: -1,
+                gpu_id: self.gpu_id(),
+                offset: in_chunk,
+                size: size as u64,
+                object_size: 0,
+                mmap_offset: 0,
+                provider_id: self.id,
+            };
+            let chunk = &mut slot.chunk;
+            match (&self.backing, &chunk.bo) {
+                (Backing::Host(host), _) => {
+                    fields.fd = host.memfd.as_raw_fd();
+                    fields.offset += chunk.file_offset.unwrap_or(0);
                 }
-                fields.fd = chunk.dmabuf.as_ref().map_or(-1, |fd| fd.as_raw_fd());
-                fields.object_size = bo.size();
-                fields.mmap_offset = bo.mmap_offset().unwrap_or(0);
+                (Backing::Device(_), Some(bo)) => {
+                    if chunk.dmabuf.is_none() {
+                        let fd = self.kfd.export_dmabuf(bo, true).map_err(|e| {
+                            Error::kfd(NativeCode::IpcGetFailed, "get_ipc_handle", &e)
+                        })?;
+                        chunk.dmabuf = Some(fd);
+                    }
+                    fields.fd = chunk.dmabuf.as_ref().map_or(-1, |fd| fd.as_raw_fd());
+                    fields.object_size = bo.size();
+                    fields.mmap_offset = bo.mmap_offset().unwrap_or(0);
+                }
+                (Backing::Device(_), None) => {
+                    return Err(Error::invalid("get_ipc_handle: no buffer object"));
+                }
+                (Backing::Shared(_), _) => return Err(shared_ipc_unsupported()),
             }
-            (None, None) => return Err(Error::invalid("get_ipc_handle: no buffer object")),
-        }
-        Ok(IpcHandle::encode(&fields))
+            Ok(IpcHandle::encode(&fields))
+        })
     }
 
     /// `ext_put_ipc_handle`: the producer is done with a handle it made. Handles are cached
@@ -1020,19 +1021,17 @@ impl KfdProvider {
     /// that the handle is this provider's; putting it after the allocation was freed is fine,
     /// as in UMF.
     pub fn put_ipc_handle(&self, handle: &IpcHandle) -> Result<()> {
-        record(self.put_ipc_inner(handle))
-    }
-
-    fn put_ipc_inner(&self, handle: &IpcHandle) -> Result<()> {
-        self.ipc_unsupported()?;
-        let fields = handle.decode()?;
-        self.check_process()?;
-        if fields.pid != self.pid || fields.provider_id != self.id {
-            return Err(Error::invalid(
-                "put_ipc_handle: the handle was not made by this provider",
-            ));
-        }
-        Ok(())
+        recorded(|| {
+            self.ipc_unsupported()?;
+            let fields = handle.decode()?;
+            self.check_process()?;
+            if fields.pid != self.pid || fields.provider_id != self.id {
+                return Err(Error::invalid(
+                    "put_ipc_handle: the handle was not made by this provider",
+                ));
+            }
+            Ok(())
+        })
     }
 
     /// `ext_open_ipc_handle`: maps memory another process (or this one) shared, on this
@@ -1041,87 +1040,87 @@ impl KfdProvider {
     /// and from the import are [`Error::ProviderSpecific`] with
     /// [`NativeCode::IpcOpenFailed`].
     pub fn open_ipc_handle(&self, handle: &IpcHandle) -> Result<NonNull<u8>> {
-        record(self.open_ipc_inner(handle))
-    }
-
-    fn open_ipc_inner(&self, handle: &IpcHandle) -> Result<NonNull<u8>> {
-        self.ipc_unsupported()?;
-        let f = handle.decode()?;
-        self.check_process()?;
-        if f.kind != self.kind {
-            return Err(Error::invalid(format!(
-                "open_ipc_handle: a {:?} handle cannot be opened by a {:?} provider",
-                f.kind, self.kind
-            )));
-        }
-        let code = NativeCode::IpcOpenFailed;
-        let size = usize::try_from(f.size)
-            .map_err(|_| Error::invalid("open_ipc_handle: the size does not fit"))?;
-        let fd = take_fd(f.pid, f.fd)?;
-        let page = self.page as u64;
-        let (opened, offset) = match self.kind {
-            MemoryKind::Host => {
-                let file_start = f.offset & !(page - 1);
-                let delta = (f.offset - file_start) as usize;
-                let len = delta
-                    .checked_add(size)
-                    .and_then(|n| round_up(n, self.page))
-                    .ok_or_else(|| Error::invalid("open_ipc_handle: the size does not fit"))?;
-                let region = Region::reserve(len, self.page)
-                    .map_err(|e| Error::sys(code, "open_ipc_handle: reserving address space", e))?;
-                let chunk = self.build(Chunk::over(region), |chunk| {
-                    chunk
-                        .region
-                        .map_file(fd.as_fd(), file_start)
-                        .map_err(|e| Error::sys(code, "open_ipc_handle: mapping the memfd", e))?;
-                    self.check_va(&chunk.region, "open_ipc_handle")?;
-                    self.userptr_into(&mut chunk.bo, &chunk.region, code, "open_ipc_handle")
-                })?;
-                let opened = Opened { chunk, size };
-                (opened, delta)
+        recorded(|| {
+            self.ipc_unsupported()?;
+            let f = handle.decode()?;
+            self.check_process()?;
+            if f.kind != self.kind() {
+                return Err(Error::invalid(format!(
+                    "open_ipc_handle: a {:?} handle cannot be opened by a {:?} provider",
+                    f.kind,
+                    self.kind()
+                )));
             }
-            MemoryKind::Device => {
-                let object = usize::try_from(f.object_size).unwrap_or(0);
-                let offset = usize::try_from(f.offset).unwrap_or(usize::MAX);
-                if object == 0
-                    || !object.is_multiple_of(self.page)
-                    || offset.checked_add(size).is_none_or(|end| end > object)
-                {
-                    return Err(Error::invalid(
-                        "open_ipc_handle: the handle's range does not fit its buffer object",
-                    ));
+            let code = NativeCode::IpcOpenFailed;
+            let size = usize::try_from(f.size)
+                .map_err(|_| Error::invalid("open_ipc_handle: the size does not fit"))?;
+            let fd = take_fd(f.pid, f.fd)?;
+            let page = self.page as u64;
+            let (opened, offset) = match self.backing {
+                Backing::Host(_) => {
+                    let file_start = f.offset & !(page - 1);
+                    let delta = (f.offset - file_start) as usize;
+                    let len = delta
+                        .checked_add(size)
+                        .and_then(|n| round_up(n, self.page))
+                        .ok_or_else(|| Error::invalid("open_ipc_handle: the size does not fit"))?;
+                    let region = Region::reserve(len, self.page).map_err(|e| {
+                        Error::sys(code, "open_ipc_handle: reserving address space", e)
+                    })?;
+                    let chunk = self.build(Chunk::over(region), |chunk| {
+                        chunk.region.map_file(fd.as_fd(), file_start).map_err(|e| {
+                            Error::sys(code, "open_ipc_handle: mapping the memfd", e)
+                        })?;
+                        self.check_va(&chunk.region, "open_ipc_handle")?;
+                        self.userptr_into(&mut chunk.bo, &chunk.region, code, "open_ipc_handle")
+                    })?;
+                    let opened = Opened { chunk, size };
+                    (opened, delta)
                 }
-                let align = if object >= TWO_MIB {
-                    TWO_MIB
-                } else {
-                    self.page
-                };
-                let region = Region::reserve(object, align)
-                    .map_err(|e| Error::sys(code, "open_ipc_handle: reserving address space", e))?;
-                let chunk = self.build(Chunk::over(region), |chunk| {
-                    self.check_va(&chunk.region, "open_ipc_handle")?;
-                    let va = chunk.region.addr() as u64;
-                    let bo = self
-                        .kfd
-                        .import_dmabuf(fd.as_fd(), self.gpu_id(), va)
-                        .map_err(|e| Error::kfd(code, "open_ipc_handle", &e))?;
-                    let bo = chunk.bo.insert(bo);
-                    self.kfd
-                        .map_memory_to_gpu(bo, &self.gpus)
-                        .map_err(|e| Error::kfd(code, "open_ipc_handle", &e))?;
-                    if f.cpu_visible {
-                        self.map_import_for_cpu(&chunk.region, &fd, f.gpu_id, f.mmap_offset)?;
+                Backing::Device(_) => {
+                    let object = usize::try_from(f.object_size).unwrap_or(0);
+                    let offset = usize::try_from(f.offset).unwrap_or(usize::MAX);
+                    if object == 0
+                        || !object.is_multiple_of(self.page)
+                        || offset.checked_add(size).is_none_or(|end| end > object)
+                    {
+                        return Err(Error::invalid(
+                            "open_ipc_handle: the handle's range does not fit its buffer object",
+                        ));
                     }
-                    Ok(())
-                })?;
-                let opened = Opened { chunk, size };
-                (opened, offset)
-            }
-            MemoryKind::Shared => return Err(Error::invalid("unreachable: SHARED IPC")),
-        };
-        let ptr = opened.chunk.region.ptr_at(offset);
-        self.lock().opened.insert(ptr.as_ptr() as usize, opened);
-        Ok(ptr)
+                    let align = if object >= TWO_MIB {
+                        TWO_MIB
+                    } else {
+                        self.page
+                    };
+                    let region = Region::reserve(object, align).map_err(|e| {
+                        Error::sys(code, "open_ipc_handle: reserving address space", e)
+                    })?;
+                    let chunk = self.build(Chunk::over(region), |chunk| {
+                        self.check_va(&chunk.region, "open_ipc_handle")?;
+                        let va = chunk.region.addr() as u64;
+                        let bo = self
+                            .kfd
+                            .import_dmabuf(fd.as_fd(), self.gpu_id(), va)
+                            .map_err(|e| Error::kfd(code, "open_ipc_handle", &e))?;
+                        let bo = chunk.bo.insert(bo);
+                        self.kfd
+                            .map_memory_to_gpu(bo, &self.gpus)
+                            .map_err(|e| Error::kfd(code, "open_ipc_handle", &e))?;
+                        if f.cpu_visible {
+                            self.map_import_for_cpu(&chunk.region, &fd, f.gpu_id, f.mmap_offset)?;
+                        }
+                        Ok(())
+                    })?;
+                    let opened = Opened { chunk, size };
+                    (opened, offset)
+                }
+                Backing::Shared(_) => return Err(shared_ipc_unsupported()),
+            };
+            let ptr = opened.chunk.region.ptr_at(offset);
+            self.lock().opened.insert(ptr.as_ptr() as usize, opened);
+            Ok(ptr)
+        })
     }
 
     /// Maps an imported dma-buf for the CPU over its reservation: the exporter's render-node
@@ -1168,35 +1167,33 @@ impl KfdProvider {
     /// `ptr`. `size` is the handle's size, or 0 (ignored, as UMF's OS provider ignores it).
     /// Any other pointer is [`Error::InvalidArgument`].
     pub fn close_ipc_handle(&self, ptr: *mut u8, size: usize) -> Result<()> {
-        record(self.close_ipc_inner(ptr, size))
-    }
-
-    fn close_ipc_inner(&self, ptr: *mut u8, size: usize) -> Result<()> {
-        self.ipc_unsupported()?;
-        if ptr.is_null() {
-            return Err(Error::NullPointer("close_ipc_handle: the pointer is NULL"));
-        }
-        self.check_process()?;
-        let addr = ptr as usize;
-        let opened = {
-            let mut st = self.lock();
-            match st.opened.get(&addr) {
-                Some(o) if size == 0 || size == o.size => st.opened.remove(&addr),
-                Some(o) => {
-                    return Err(Error::invalid(format!(
-                        "close_ipc_handle: the memory at {addr:#x} is {} bytes, not {size}",
-                        o.size
-                    )));
-                }
-                None => None,
+        recorded(|| {
+            self.ipc_unsupported()?;
+            if ptr.is_null() {
+                return Err(Error::NullPointer("close_ipc_handle: the pointer is NULL"));
             }
-        };
-        let opened = opened.ok_or_else(|| {
-            Error::invalid(format!(
-                "close_ipc_handle: {addr:#x} is not a pointer open_ipc_handle returned"
-            ))
-        })?;
-        self.release_opened(opened)
+            self.check_process()?;
+            let addr = ptr as usize;
+            let opened = {
+                let mut st = self.lock();
+                match st.opened.get(&addr) {
+                    Some(o) if size == 0 || size == o.size => st.opened.remove(&addr),
+                    Some(o) => {
+                        return Err(Error::invalid(format!(
+                            "close_ipc_handle: the memory at {addr:#x} is {} bytes, not {size}",
+                            o.size
+                        )));
+                    }
+                    None => None,
+                }
+            };
+            let opened = opened.ok_or_else(|| {
+                Error::invalid(format!(
+                    "close_ipc_handle: {addr:#x} is not a pointer open_ipc_handle returned"
+                ))
+            })?;
+            self.release_opened(opened)
+        })
     }
 
     fn release_opened(&self, opened: Opened) -> Result<()> {

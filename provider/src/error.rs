@@ -199,8 +199,11 @@ pub fn last_native_error() -> Option<NativeError> {
     LAST_NATIVE.with(|last| last.borrow().clone())
 }
 
-/// Stores a provider-specific error as this thread's last native error; passes `result` on.
-pub(crate) fn record<T>(result: Result<T>) -> Result<T> {
+/// Runs one provider or pool operation: a provider-specific error it returns is stored as
+/// this thread's last native error, then passed on. Every public operation runs through here,
+/// so this is the one place that records.
+pub(crate) fn recorded<T>(op: impl FnOnce() -> Result<T>) -> Result<T> {
+    let result = op();
     if let Err(Error::ProviderSpecific(native)) = &result {
         LAST_NATIVE.with(|last| *last.borrow_mut() = Some(native.clone()));
     }
@@ -246,13 +249,13 @@ mod tests {
             "purge_lazy",
             Errno::INVAL,
         ));
-        assert!(record(failed).is_err());
+        assert!(recorded(|| failed).is_err());
         let here = last_native_error().expect("recorded on this thread");
         assert_eq!(here.code, NativeCode::PurgeLazyFailed);
         assert_eq!(here.errno, Some(Errno::INVAL));
         assert_eq!(here.message, "purge_lazy: EINVAL");
         // Other kinds of error do not overwrite it, and other threads have their own.
-        assert!(record::<()>(Err(Error::invalid("x"))).is_err());
+        assert!(recorded::<()>(|| Err(Error::invalid("x"))).is_err());
         assert_eq!(last_native_error(), Some(here));
         let elsewhere = std::thread::spawn(last_native_error).join().unwrap();
         assert_eq!(elsewhere, None);

@@ -11,11 +11,11 @@ use kfd_emu::counting::Counting;
 use kfd_emu::machine::Machine;
 use kfd_emu::model::{Model, ModelConfig};
 use kfd_ioctl::Kfd;
-use kfd_tests::on_every_target;
-use kfd_tools::provider::{
+use kfd_provider::{
     KfdPool, KfdProvider, MemoryKind, POOL_MAX_CLASS, POOL_MIN_CLASS, PoolParams, ProviderParams,
     UmfResult,
 };
+use kfd_tests::on_every_target;
 use provider_support::*;
 
 /// kfd-emu's model of `machine`, counting the ioctls it answers.

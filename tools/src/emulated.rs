@@ -1,15 +1,4 @@
-//! `kfd-tools`: a UMF-style memory provider over KFD, and the `kfdtool` command line.
-//!
-//! * [`provider`] — [`provider::KfdProvider`] (alloc/free/free by pointer, purge, split/merge,
-//!   IPC across processes; HOST, DEVICE and SHARED memory) and [`provider::KfdPool`], a pooling
-//!   layer whose steady state issues no ioctl. The `kfd-umf` crate (`tools/umf`) exposes the
-//!   provider to real UMF pools through UMF's C ops.
-//! * [`info`] — what `kfdtool info` prints, as a table and as JSON.
-//! * [`run_self_emulated`] — how `kfdtool` re-runs itself under the embedded emulator on a
-//!   machine without `/dev/kfd`.
-
-pub mod info;
-pub mod provider;
+//! How `kfdtool` re-runs itself under the embedded emulator on a machine without `/dev/kfd`.
 
 /// Runs this executable again, with the same arguments, under the embedded emulator on the
 /// machine preset `machine`; `marker_env` is set in the child's environment to the machine's

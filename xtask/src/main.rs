@@ -1,0 +1,291 @@
+//! `cargo xtask`: the workspace's own commands (the alias is in `.cargo/config.toml`).
+//!
+//! * `cargo xtask test` — puts in place what the tests need, each step only when missing
+//!   (Debian packages through `apt-get`, with `sudo` when not root; the sid uapi header and
+//!   Intel UMF into `target/` by `scripts/fetch-*.sh`; the nightly toolchain's Miri), then runs
+//!   every test with prerequisites required (`CI=true`: a missing one fails instead of
+//!   skipping), then the Miri subset, and prints per crate how many tests passed, failed, were
+//!   ignored and skipped. Exits non-zero when anything failed.
+//! * `cargo xtask prerequisites` — only the first part.
+
+mod prereq;
+mod report;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use report::{Line, Tally};
+
+/// Why a step failed, for the one line `xtask` prints before exiting.
+#[derive(Debug)]
+pub struct Failure(String);
+
+impl Failure {
+    /// A failure saying `message`.
+    pub fn new(message: impl Into<String>) -> Failure {
+        Failure(message.into())
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Runs `command` to its end (its output passes through); `what` names it in the error.
+pub fn run(command: &mut Command, what: &str) -> Result<(), Failure> {
+    let status = command
+        .status()
+        .map_err(|e| Failure::new(format!("{what}: cannot run it: {e}")))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(Failure::new(format!("{what} failed ({status})")))
+    }
+}
+
+/// The Miri subset: the pure-Rust parts that parse or index memory a peer controls — the SPSC
+/// ring's cores, header and claims over heap memory, capacity math; kfd-ioctl's ABI helpers,
+/// errors and retry policy; the SMI parser and stream decoder, the SVM attribute builder.
+/// (Tests that need mmap, memfds or the emulator's seccomp are `cfg_attr(miri, ignore)`.) The
+/// topology parser runs under Miri by hand (~5 minutes; see the README).
+const MIRI: &[(&str, &[&str])] = &[
+    ("kfd-ring", &["--lib"]),
+    ("kfd-ioctl", &["--lib", "--", "error::", "sys::", "abi::"]),
+    (
+        "kfd-svm",
+        &[
+            "--lib",
+            "--",
+            "smi::",
+            "stream::",
+            "attrs::",
+            "location::",
+            "error::",
+        ],
+    ),
+];
+
+const USAGE: &str = "usage: cargo xtask test | cargo xtask prerequisites";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = workspace_root();
+    let result = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["test"] => test(&root),
+        ["prerequisites"] => prerequisites(&root),
+        ["help" | "--help" | "-h"] => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        _ => Err(Failure::new(USAGE)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+fn prerequisites(root: &Path) -> Result<(), Failure> {
+    prereq::packages()?;
+    prereq::fetched(root)?;
+    prereq::miri()
+}
+
+/// The cargo that runs `xtask` (so the tests use the same toolchain).
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+fn test(root: &Path) -> Result<(), Failure> {
+    let started = Instant::now();
+    prerequisites(root)?;
+    let names = PackageNames::read(root)?;
+
+    let mut tally = Tally::default();
+    println!("xtask: every test, prerequisites required (CI=true)");
+    let mut workspace = cargo();
+    workspace
+        .args(["test", "--workspace", "--no-fail-fast"])
+        .env("CI", "true");
+    let cargo_ok = stream(root, workspace, &mut tally, &|line| names.of(line))?;
+
+    println!("xtask: the Miri subset");
+    let mut miri_ok = true;
+    for (package, args) in MIRI {
+        let mut miri = Command::new("cargo");
+        miri.args(["+nightly", "miri", "test", "-p", package])
+            .args(*args)
+            .env("CI", "true");
+        let label = format!("{package} (miri)");
+        miri_ok &= stream(root, miri, &mut tally, &|_| Some(label.clone()))?;
+    }
+
+    let total = tally.total();
+    println!();
+    println!("xtask test: summary ({} s)", started.elapsed().as_secs());
+    print!("{}", tally.table());
+    let failed = total.failed > 0 || total.crashed > 0 || !cargo_ok || !miri_ok;
+    println!(
+        "{} passed, {} failed, {} ignored, {} skipped; {} left a part out",
+        total.passed, total.failed, total.ignored, total.skipped, total.skipped_part
+    );
+    for reason in &tally.reasons {
+        println!("  skipped because: {reason}");
+    }
+    if failed {
+        Err(Failure::new(if cargo_ok && miri_ok {
+            "tests failed".to_owned()
+        } else {
+            "tests failed (or a test binary did not build or run: see above)".to_owned()
+        }))
+    } else {
+        Ok(())
+    }
+}
+
+/// Runs `command` in `root` with its stdout and stderr merged into one stream, which is
+/// echoed line by line and fed to `tally`. Returns whether the command succeeded.
+fn stream(
+    root: &Path,
+    mut command: Command,
+    tally: &mut Tally,
+    package_of: &dyn Fn(&Line<'_>) -> Option<String>,
+) -> Result<bool, Failure> {
+    let (reader, writer) =
+        std::io::pipe().map_err(|e| Failure::new(format!("creating a pipe: {e}")))?;
+    let writer2 = writer
+        .try_clone()
+        .map_err(|e| Failure::new(format!("duplicating a pipe: {e}")))?;
+    command
+        .current_dir(root)
+        .env("CARGO_TERM_COLOR", "never")
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(writer2);
+    let mut child = command
+        .spawn()
+        .map_err(|e| Failure::new(format!("running {command:?}: {e}")))?;
+    // The command holds the pipe's write ends: without dropping it, the read never ends.
+    drop(command);
+    let mut reader = BufReader::new(reader);
+    let mut buf = Vec::new();
+    let mut out = std::io::stdout();
+    loop {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf) {
+            Ok(0) => break,
+            Ok(_) => {
+                let _ = out.write_all(&buf);
+                let line = String::from_utf8_lossy(&buf);
+                tally.feed(line.trim_end(), package_of);
+            }
+            Err(e) => return Err(Failure::new(format!("reading the test output: {e}"))),
+        }
+    }
+    tally.finish();
+    let status = child
+        .wait()
+        .map_err(|e| Failure::new(format!("waiting for cargo: {e}")))?;
+    Ok(status.success())
+}
+
+/// Which package a test binary or doctest crate is: built from `cargo metadata` (library
+/// crate names) and from the test build's own artifact messages (executables).
+struct PackageNames {
+    by_lib: HashMap<String, String>,
+    by_executable: HashMap<String, String>,
+}
+
+impl PackageNames {
+    /// Builds every test binary of the workspace (the build the test run then reuses) and
+    /// notes which package each belongs to.
+    fn read(root: &Path) -> Result<PackageNames, Failure> {
+        let metadata = cargo()
+            .args(["metadata", "--no-deps", "--format-version", "1"])
+            .current_dir(root)
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(|e| Failure::new(format!("cargo metadata: {e}")))?;
+        if !metadata.status.success() {
+            return Err(Failure::new("cargo metadata failed"));
+        }
+        let metadata: serde_json::Value = serde_json::from_slice(&metadata.stdout)
+            .map_err(|e| Failure::new(format!("cargo metadata printed no JSON: {e}")))?;
+        let mut by_id = HashMap::new();
+        let mut by_lib = HashMap::new();
+        for package in metadata["packages"].as_array().into_iter().flatten() {
+            let (Some(id), Some(name)) = (package["id"].as_str(), package["name"].as_str()) else {
+                continue;
+            };
+            by_id.insert(id.to_owned(), name.to_owned());
+            for target in package["targets"].as_array().into_iter().flatten() {
+                let kinds = target["kind"].as_array().into_iter().flatten();
+                let is_lib = kinds.filter_map(|k| k.as_str()).any(|k| k.ends_with("lib"));
+                if is_lib && let Some(lib) = target["name"].as_str() {
+                    by_lib.insert(lib.replace('-', "_"), name.to_owned());
+                }
+            }
+        }
+
+        println!("xtask: building every test");
+        let build = cargo()
+            .args([
+                "test",
+                "--workspace",
+                "--no-run",
+                "--message-format=json-render-diagnostics",
+            ])
+            .current_dir(root)
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(|e| Failure::new(format!("cargo test --no-run: {e}")))?;
+        if !build.status.success() {
+            return Err(Failure::new("building the tests failed (see above)"));
+        }
+        let mut by_executable = HashMap::new();
+        for line in build.stdout.split(|&b| b == b'\n') {
+            let Ok(message) = serde_json::from_slice::<serde_json::Value>(line) else {
+                continue;
+            };
+            let (Some(executable), Some(name)) = (
+                message["executable"].as_str(),
+                message["package_id"].as_str().and_then(|id| by_id.get(id)),
+            ) else {
+                continue;
+            };
+            if let Some(file) = Path::new(executable).file_name() {
+                by_executable.insert(file.to_string_lossy().into_owned(), name.clone());
+            }
+        }
+        Ok(PackageNames {
+            by_lib,
+            by_executable,
+        })
+    }
+
+    fn of(&self, line: &Line<'_>) -> Option<String> {
+        match line {
+            Line::Running { binary } => {
+                let file = Path::new(binary).file_name()?.to_string_lossy();
+                self.by_executable.get(file.as_ref()).cloned()
+            }
+            Line::DocTests { krate } => self.by_lib.get(*krate).cloned(),
+            _ => None,
+        }
+    }
+}
