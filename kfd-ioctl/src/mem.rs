@@ -48,18 +48,23 @@ unsafe impl Sync for Reservation {}
 
 impl Reservation {
     /// Reserves `len` bytes (a non-zero multiple of the page size) at an address aligned to
-    /// `align` (a power of two; the page size when smaller).
+    /// `align`: a power of two (the page size when smaller) or a multiple of the page size
+    /// (UMF asks for alignments such as 3 pages).
     ///
     /// The kernel is asked for `len + align - page` bytes and the unaligned head and the tail
     /// are unmapped. When a trim fails (`ENOMEM` past `vm.max_map_count`, as splitting a
     /// mapping adds one) the whole mapping is released and the errno returned: nothing leaks.
     ///
     /// # Errors
-    /// `EINVAL` for a zero or unaligned `len` or an `align` that is not a power of two;
+    /// `EINVAL` for a zero or unaligned `len`, or an `align` that is neither a power of two
+    /// nor a multiple of the page size;
     /// `ENOMEM` when the sizes overflow; otherwise the errno of `mmap` or of a trim.
     pub fn new(len: usize, align: usize) -> Result<Reservation, Errno> {
         let page = page_size();
-        if len == 0 || !len.is_multiple_of(page) || !align.is_power_of_two() {
+        if len == 0
+            || !len.is_multiple_of(page)
+            || !(align.is_power_of_two() || (align != 0 && align.is_multiple_of(page)))
+        {
             return Err(Errno::INVAL);
         }
         let align = align.max(page);

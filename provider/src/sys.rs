@@ -11,63 +11,27 @@ use std::ptr::NonNull;
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use kfd_ioctl::mem::Reservation;
 use rustix::io::Errno;
-use rustix::mm::{Advice, MapFlags, ProtFlags};
+use rustix::mm::Advice;
 
-/// The system page size.
-pub(crate) fn page_size() -> usize {
-    rustix::param::page_size()
-}
+pub(crate) use kfd_ioctl::mem::page_size;
 
-/// An owned range of this process's address space, unmapped on drop.
+/// An owned range of this process's address space (a [`Reservation`]), unmapped on drop.
 #[derive(Debug)]
 pub(crate) struct Region {
-    addr: NonNull<u8>,
-    len: usize,
+    reservation: Reservation,
     /// Set once the whole range is `MADV_DONTFORK`: a forked child has nothing there.
     not_in_children: AtomicBool,
 }
 
-// SAFETY: a region is an address range; nothing about it is tied to the creating thread.
-unsafe impl Send for Region {}
-// SAFETY: `&self` methods only read `addr`/`len` or issue system calls on the range whose
-// effect on its contents is the provider's documented contract (purges, fills).
-unsafe impl Sync for Region {}
-
 impl Region {
     /// Reserves `len` bytes (a multiple of the page size) of address space, `PROT_NONE` and
-    /// `MAP_NORESERVE`, at an address that is a multiple of `align` (a multiple of the page
-    /// size, not necessarily a power of two).
+    /// `MAP_NORESERVE`, at an address that is a multiple of `align` (a power of two or a
+    /// multiple of the page size).
     pub(crate) fn reserve(len: usize, align: usize) -> Result<Region, Errno> {
-        let page = page_size();
-        debug_assert!(len > 0 && len.is_multiple_of(page) && align.is_multiple_of(page));
-        let slack = align.max(page) - page;
-        let total = len.checked_add(slack).ok_or(Errno::NOMEM)?;
-        // SAFETY: a fresh anonymous PROT_NONE mapping at an address the kernel chooses aliases
-        // nothing in the process.
-        let raw = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                total,
-                ProtFlags::empty(),
-                MapFlags::PRIVATE | MapFlags::NORESERVE,
-            )
-        }? as usize;
-        let start = raw.next_multiple_of(align.max(page));
-        let end = start + len;
-        // SAFETY: both trims lie inside the mapping made above, which nothing references.
-        unsafe {
-            if start > raw {
-                let _ = rustix::mm::munmap(raw as *mut _, start - raw);
-            }
-            if raw + total > end {
-                let _ = rustix::mm::munmap(end as *mut _, raw + total - end);
-            }
-        }
-        let addr = NonNull::new(start as *mut u8).ok_or(Errno::NOMEM)?;
         Ok(Region {
-            addr,
-            len,
+            reservation: Reservation::new(len, align)?,
             not_in_children: AtomicBool::new(false),
         })
     }
@@ -75,58 +39,44 @@ impl Region {
     /// Reserves an aligned region and fills it with private anonymous read-write memory.
     pub(crate) fn anonymous(len: usize, align: usize) -> Result<Region, Errno> {
         let region = Region::reserve(len, align)?;
-        // SAFETY: the fixed range is exactly the reservation just made, owned by `region` and
+        // SAFETY: the range is exactly the reservation just made, owned by `region` and
         // referenced by nothing.
-        unsafe {
-            rustix::mm::mmap_anonymous(
-                region.addr.as_ptr().cast(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE | MapFlags::FIXED,
-            )
-        }?;
+        unsafe { region.reservation.map_anonymous(0, len, false) }?;
         Ok(region)
     }
 
     /// Replaces the whole region with a shared read-write mapping of `fd` from `file_offset`
     /// (`MAP_SHARED | MAP_FIXED`).
     pub(crate) fn map_file(&self, fd: BorrowedFd<'_>, file_offset: u64) -> Result<(), Errno> {
-        // SAFETY: the range is this region's own, which no other mapping or Rust object
-        // occupies; what was there (the reservation or an earlier mapping of ours) is replaced.
-        unsafe {
-            rustix::mm::mmap(
-                self.addr.as_ptr().cast(),
-                self.len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::SHARED | MapFlags::FIXED,
-                fd,
-                file_offset,
-            )
-        }?;
-        Ok(())
+        // SAFETY: the range is this region's own; no Rust reference of ours points into it
+        // (callers get raw pointers whose contract says the bytes may change), and what was
+        // there (the reservation or an earlier mapping of ours) is replaced.
+        unsafe { self.reservation.map_fixed(0, self.len(), fd, file_offset) }
     }
 
     /// The first byte.
     pub(crate) fn addr(&self) -> usize {
-        self.addr.as_ptr() as usize
+        self.reservation.addr().as_ptr() as usize
     }
 
     /// The length in bytes.
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.reservation.len()
     }
 
     /// The region's address as a pointer, `offset` bytes in.
     pub(crate) fn ptr_at(&self, offset: usize) -> NonNull<u8> {
-        debug_assert!(offset < self.len);
+        debug_assert!(offset < self.len());
         // SAFETY: `offset` is inside the region (callers pass offsets of tracked pieces), so
         // the result is a non-null address inside the same mapping.
-        unsafe { self.addr.add(offset) }
+        unsafe { self.reservation.addr().add(offset) }
     }
 
     fn range(&self, offset: usize, len: usize) -> Result<*mut std::ffi::c_void, Errno> {
         match offset.checked_add(len) {
-            Some(end) if end <= self.len => Ok(self.addr.as_ptr().wrapping_add(offset).cast()),
+            Some(end) if end <= self.len() => {
+                Ok(self.reservation.addr().as_ptr().wrapping_add(offset).cast())
+            }
             _ => Err(Errno::INVAL),
         }
     }
@@ -139,7 +89,7 @@ impl Region {
         // REMOVE), which is what the provider's purge contract promises callers; no Rust
         // object of ours lives in the region.
         unsafe { rustix::mm::madvise(at, len, advice) }?;
-        if advice == Advice::LinuxDontFork && offset == 0 && len == self.len {
+        if advice == Advice::LinuxDontFork && offset == 0 && len == self.len() {
             self.not_in_children.store(true, Ordering::Relaxed);
         }
         Ok(())
@@ -162,14 +112,6 @@ impl Region {
         // before asking); no Rust reference of ours points into it.
         unsafe { std::ptr::write_bytes(at.cast::<u8>(), 0, len) };
         Ok(())
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: the range is exactly this region, which nothing of ours references past
-        // `self`. An error could only come from bad arguments, which ownership rules out.
-        let _ = unsafe { rustix::mm::munmap(self.addr.as_ptr().cast(), self.len) };
     }
 }
 
