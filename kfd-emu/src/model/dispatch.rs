@@ -2,8 +2,9 @@
 
 use kfd_ioctl::abi::{IOC_READ, IOC_WRITE, IoctlInfo, command_end, ioc_nr, ioc_size, ioctl_info};
 use rustix::io::Errno;
-use zerocopy::{FromBytes, Immutable, IntoBytes};
 
+use super::chardev::Ctx;
+use super::host::{self, CAP_CHECKPOINT_RESTORE, CAP_SYS_ADMIN};
 use super::{Model, events, fail, handlers, memory_ioctls, svm, trace};
 use crate::backend::{Caller, IoctlResult};
 
@@ -15,28 +16,6 @@ const ENOTTY_SINCE_MINOR: u32 = 17;
 const NR_SVM: u8 = 0x20;
 /// CRIU, which needs CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN.
 const NR_CRIU: u8 = 0x22;
-
-/// One ioctl being answered.
-pub(super) struct Ctx<'a> {
-    pub m: &'a Model,
-    pub caller: &'a dyn Caller,
-    /// The KFD process of the `/dev/kfd` file (the caller, once the dispatcher checked).
-    pub tgid: i32,
-    pub serial: u64,
-}
-
-/// The argument struct at the start of the kernel buffer (which is at least its size).
-pub(super) fn get<T: FromBytes + Default>(buf: &[u8]) -> T {
-    T::read_from_prefix(buf).map(|(v, _)| v).unwrap_or_default()
-}
-
-/// Stores the argument struct back at the start of the kernel buffer.
-pub(super) fn put<T: IntoBytes + Immutable>(buf: &mut [u8], value: &T) {
-    let bytes = value.as_bytes();
-    if let Some(dst) = buf.get_mut(..bytes.len()) {
-        dst.copy_from_slice(bytes);
-    }
-}
 
 /// Answers ioctl `cmd` on the `/dev/kfd` stand-in of process `(tgid, serial)`.
 pub(super) fn kfd_ioctl(
@@ -76,7 +55,11 @@ pub(super) fn kfd_ioctl(
         return finish(m, caller, info, &[], Err(Errno::BADF));
     }
     // 4. Privilege.
-    if nr == NR_CRIU && effective_caps(caller.id().tid) & (1 << 40 | 1 << 21) == 0 {
+    if nr == NR_CRIU
+        && host::effective_caps(caller.id().tid)
+            & (1 << CAP_CHECKPOINT_RESTORE | 1 << CAP_SYS_ADMIN)
+            == 0
+    {
         return finish(m, caller, info, &[], Err(Errno::ACCESS));
     }
     // 5., 6. The kernel buffer: zero-extended, filled from the caller for IOC_IN.
@@ -183,17 +166,4 @@ fn handle(ctx: &Ctx<'_>, nr: u8, buf: &mut [u8]) -> IoctlResult {
         _ => Err(Errno::INVAL),
     };
     r.map(|()| 0)
-}
-
-/// The effective capabilities of thread `tid` (the `CapEff` line of `/proc/<tid>/status`;
-/// none when it cannot be read). CRIU needs CAP_CHECKPOINT_RESTORE (40) or CAP_SYS_ADMIN (21).
-pub(super) fn effective_caps(tid: i32) -> u64 {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
-        return 0;
-    };
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("CapEff:"))
-        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .unwrap_or(0)
 }

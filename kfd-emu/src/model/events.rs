@@ -20,7 +20,7 @@ use kfd_ioctl::abi::{
 };
 use rustix::io::Errno;
 
-use super::dispatch::{Ctx, get, put};
+use super::chardev::{Ctx, get, put};
 use super::process::{EVENT_PAGE_OFFSET, State};
 use super::{files, trace};
 

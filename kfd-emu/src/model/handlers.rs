@@ -20,8 +20,9 @@ use kfd_ioctl::abi::{
 use rustix::io::Errno;
 use zerocopy::IntoBytes;
 
-use super::dispatch::{Ctx, get, put};
+use super::chardev::{Ctx, get, put};
 use super::events::KMALLOC_MAX;
+use super::host::clock_ns;
 use crate::machine::{ApertureLayout, Gpu};
 
 /// `TASK_SIZE` of x86_64 with 4-level page tables: `access_ok` refuses anything above.
@@ -66,22 +67,6 @@ pub(super) fn set_memory_policy(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Err
     pdd.alternate_policy = a.alternate_policy;
     pdd.misc_process_flag = a.misc_process_flag;
     Ok(())
-}
-
-/// A clock in nanoseconds.
-pub(super) fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec to the pointer, which points to a local.
-    let r = unsafe { libc::clock_gettime(clock, &mut ts) };
-    if r != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
 }
 
 /// AMDKFD_IOC_GET_CLOCK_COUNTERS: also for a gpu_id the process lacks (then the GPU counter

@@ -16,7 +16,7 @@ use kfd_ioctl::abi::{
 };
 use rustix::io::Errno;
 
-use super::dispatch::{Ctx, get, put};
+use super::chardev::{Ctx, get, put};
 use super::events::KMALLOC_MAX;
 use super::files;
 use super::memory::{Charge, PAGE_SIZE, align_up};

@@ -19,7 +19,7 @@ use kfd_ioctl::abi::{
 };
 
 use super::Model;
-use super::dispatch::get;
+use super::chardev::get;
 use super::fail::errno_name;
 use crate::backend::{Caller, IoctlResult};
 

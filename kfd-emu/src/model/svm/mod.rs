@@ -46,7 +46,7 @@ pub(super) use fault::{gpu_access, report_vm_fault};
 pub(super) use vmas::Vmas;
 
 use super::Model;
-use super::dispatch::{Ctx, get};
+use super::chardev::{Ctx, get};
 use super::memory::{Accounts, PAGE_SIZE};
 use super::objects::Backing;
 use super::process::{Process, State};
