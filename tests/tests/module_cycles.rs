@@ -30,14 +30,11 @@ const KNOWN_CYCLE_EDGES: &[&str] = &[
     "kfd-emu/src/lib.rs: model::dispatch -> model::handlers",
     "kfd-emu/src/lib.rs: model::dispatch -> model::memory_ioctls",
     "kfd-emu/src/lib.rs: model::dispatch -> model::svm",
-    "kfd-emu/src/lib.rs: model::dispatch -> model::trace",
     "kfd-emu/src/lib.rs: model::drm -> model",
     "kfd-emu/src/lib.rs: model::drm -> model::handlers",
-    "kfd-emu/src/lib.rs: model::drm -> model::trace",
     "kfd-emu/src/lib.rs: model::events -> model::chardev",
     "kfd-emu/src/lib.rs: model::events -> model::files",
     "kfd-emu/src/lib.rs: model::events -> model::process",
-    "kfd-emu/src/lib.rs: model::events -> model::trace",
     "kfd-emu/src/lib.rs: model::files -> model::svm",
     "kfd-emu/src/lib.rs: model::gpu_view -> model",
     "kfd-emu/src/lib.rs: model::gpu_view -> model::objects",
@@ -61,7 +58,6 @@ const KNOWN_CYCLE_EDGES: &[&str] = &[
     "kfd-emu/src/lib.rs: model::process -> model::files",
     "kfd-emu/src/lib.rs: model::process -> model::objects",
     "kfd-emu/src/lib.rs: model::process -> model::svm",
-    "kfd-emu/src/lib.rs: model::process -> model::trace",
     "kfd-emu/src/lib.rs: model::svm -> model",
     "kfd-emu/src/lib.rs: model::svm -> model::chardev",
     "kfd-emu/src/lib.rs: model::svm -> model::objects",
@@ -69,8 +65,6 @@ const KNOWN_CYCLE_EDGES: &[&str] = &[
     "kfd-emu/src/lib.rs: model::svm -> model::svm::migrate",
     "kfd-emu/src/lib.rs: model::svm::migrate -> model::process",
     "kfd-emu/src/lib.rs: model::svm::migrate -> model::svm",
-    "kfd-emu/src/lib.rs: model::trace -> model",
-    "kfd-emu/src/lib.rs: model::trace -> model::chardev",
     // Outside the emulator model, a parent that defines types its children use and calls
     // the children (kfd-ioctl's topology, kfd-emu's supervisor), and the ABI registry that
     // collects the topic modules' lists while they use its types.
