@@ -206,6 +206,17 @@ impl Gpu {
         self.layout.apertures()
     }
 
+    /// The `GB_ADDR_CONFIG` register value of this GPU's family (what GET_TILE_CONFIG and
+    /// DRM's register read report).
+    pub fn gb_addr_config(&self) -> u32 {
+        match self.target.major {
+            0..=8 => 0x2201_1003,
+            9 => 0x2a11_4042,
+            10 => 0x0000_0444,
+            _ => 0x0000_0545,
+        }
+    }
+
     fn from_node(node: &Node) -> Result<Self, MachineError> {
         let target = node.gfx_target_version().unwrap_or(GfxTargetVersion {
             major: 9,

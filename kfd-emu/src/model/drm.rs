@@ -6,7 +6,7 @@
 use kfd_ioctl::abi::{IOC_READ, IOC_WRITE, ioc_dir, ioc_nr, ioc_size};
 use rustix::io::Errno;
 
-use super::{Model, handlers, trace};
+use super::{Model, trace};
 use crate::backend::{Caller, IoctlResult};
 use crate::machine::Gpu;
 
@@ -161,7 +161,7 @@ fn amdgpu_info(m: &Model, caller: &dyn Caller, gpu: &Gpu, buf: &[u8]) -> Result<
                 if reg != GB_ADDR_CONFIG {
                     return Err(Errno::INVAL);
                 }
-                regs.extend_from_slice(&handlers::gb_addr_config(gpu).to_ne_bytes());
+                regs.extend_from_slice(&gpu.gb_addr_config().to_ne_bytes());
             }
             regs
         }

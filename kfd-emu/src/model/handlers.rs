@@ -154,16 +154,6 @@ pub(super) fn set_scratch_backing_va(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<()
     Ok(())
 }
 
-/// `GB_ADDR_CONFIG` of a GPU (what GET_TILE_CONFIG and the DRM register read report).
-pub(super) fn gb_addr_config(gpu: &Gpu) -> u32 {
-    match gpu.target.major {
-        0..=8 => 0x2201_1003,
-        9 => 0x2a11_4042,
-        10 => 0x0000_0444,
-        _ => 0x0000_0545,
-    }
-}
-
 /// AMDKFD_IOC_GET_TILE_CONFIG: GFX9 and later have no tile tables (zeros) and no bank/rank
 /// counts.
 pub(super) fn get_tile_config(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
@@ -174,7 +164,7 @@ pub(super) fn get_tile_config(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno
         let mut st = ctx.m.lock();
         st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?.gpu
     };
-    a.gb_addr_config = gb_addr_config(gpu(ctx, index));
+    a.gb_addr_config = gpu(ctx, index).gb_addr_config();
     a.num_banks = 0;
     a.num_ranks = 0;
     a.num_tile_configs = a.num_tile_configs.min(TILE_CONFIGS);

@@ -66,6 +66,7 @@ mod smi;
 mod svm;
 mod trace;
 mod vm;
+mod vmas;
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
