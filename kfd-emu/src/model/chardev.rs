@@ -17,6 +17,10 @@ pub(super) struct Ctx<'a> {
     pub serial: u64,
 }
 
+/// The largest `kcalloc` the kernel can satisfy (`KMALLOC_MAX_SIZE`, 4 MiB on x86_64): an
+/// ioctl whose argument asks the kernel to copy a larger array fails with `ENOMEM`.
+pub(super) const KMALLOC_MAX: u64 = 4 << 20;
+
 /// The argument struct at the start of the kernel buffer (which is at least its size).
 pub(super) fn get<T: FromBytes + Default>(buf: &[u8]) -> T {
     T::read_from_prefix(buf).map(|(v, _)| v).unwrap_or_default()

@@ -20,8 +20,7 @@ use kfd_ioctl::abi::{
 use rustix::io::Errno;
 use zerocopy::IntoBytes;
 
-use super::chardev::{Ctx, get, put};
-use super::events::KMALLOC_MAX;
+use super::chardev::{Ctx, KMALLOC_MAX, get, put};
 use super::host::clock_ns;
 use crate::machine::{ApertureLayout, Gpu};
 
