@@ -56,15 +56,9 @@ const KNOWN_CYCLE_EDGES: &[&str] = &[
     "kfd-emu/src/lib.rs: model::svm -> model::svm::migrate",
     "kfd-emu/src/lib.rs: model::svm::migrate -> model::process",
     "kfd-emu/src/lib.rs: model::svm::migrate -> model::svm",
-    // Outside the emulator model, a parent that defines types its children use and calls
-    // the children (kfd-ioctl's topology, kfd-emu's supervisor), and the ABI registry that
-    // collects the topic modules' lists while they use its types.
-    "kfd-emu/src/lib.rs: machine -> machine::fixup",
-    "kfd-emu/src/lib.rs: machine -> machine::presets",
-    "kfd-emu/src/lib.rs: machine::fixup -> machine",
-    "kfd-emu/src/lib.rs: machine::presets -> machine",
-    "kfd-emu/src/lib.rs: supervisor -> supervisor::spawn",
-    "kfd-emu/src/lib.rs: supervisor::spawn -> supervisor",
+    // kfd-ioctl (being split up on its own): the topology parent defines the types its
+    // children use and calls them, and the ABI layout registry collects the topic modules'
+    // lists while they use its types.
     "kfd-ioctl/src/lib.rs: abi::debug -> abi::layout",
     "kfd-ioctl/src/lib.rs: abi::layout -> abi::debug",
     "kfd-ioctl/src/lib.rs: abi::layout -> abi::opcodes",
