@@ -3,7 +3,7 @@
 
 use kfd_ioctl::topology::TopologyError;
 
-/// An error building a [`Machine`].
+/// An error building a [`Machine`](super::Machine).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MachineError {

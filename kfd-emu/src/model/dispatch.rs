@@ -2,7 +2,7 @@
 //! `kfd_chardev.c`, kfd-abi.md §4.1).
 //!
 //! [`KFD_IOCTLS`] has one entry per ABI opcode: its handler, what the dispatcher checks
-//! before calling it, and the decoder `--trace` prints it with. [`kfd_ioctl`] runs the checks
+//! before calling it, and the decoder `--trace` prints it with. [`kfd_ioctl`](fn@kfd_ioctl) runs the checks
 //! every ioctl passes in the kernel's order, then the entry's handler, the copy-out and the
 //! trace of the same entry. Adding an ioctl is adding its entry.
 

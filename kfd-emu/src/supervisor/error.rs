@@ -1,5 +1,5 @@
 //! Why the supervisor could not be set up: the error of [`attach`](super::attach) and
-//! [`spawn`](super::spawn), in a module of its own so the modules that produce it need not
+//! [`spawn`](fn@super::spawn), in a module of its own so the modules that produce it need not
 //! import their caller.
 
 use rustix::io::Errno;
