@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
+use kfd_ioctl::abi::{AMDKFD_IOCTL_BASE, ioc_nr, ioc_type};
 use rustix::io::Errno;
 
 use crate::backend::{Backend, Caller, IoctlResult, OpenAction, StatAnswer};
@@ -128,8 +129,8 @@ impl<B: Backend + ?Sized> Backend for Counting<B> {
     ) -> Option<IoctlResult> {
         let answer = self.inner.ioctl(caller, file, cmd, arg);
         if answer.is_some() {
-            if (cmd >> 8) & 0xFF == u32::from(b'K') {
-                self.kfd[(cmd & 0xFF) as usize].fetch_add(1, Ordering::SeqCst);
+            if ioc_type(cmd) == AMDKFD_IOCTL_BASE {
+                self.kfd[usize::from(ioc_nr(cmd))].fetch_add(1, Ordering::SeqCst);
             } else {
                 self.drm.fetch_add(1, Ordering::SeqCst);
             }

@@ -242,7 +242,7 @@ unsafe fn trim(start: usize, len: usize) -> Result<(), Errno> {
 /// the `testing` feature (a dev-dependency feature) or in this crate's own tests.
 #[doc(hidden)]
 pub mod testing {
-    use super::Errno;
+    use rustix::io::Errno;
 
     #[cfg(any(test, feature = "testing"))]
     thread_local! {

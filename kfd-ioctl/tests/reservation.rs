@@ -115,7 +115,10 @@ fn reservations_are_aligned_trimmed_released_and_never_leak() {
     // Bad sizes are errors, not panics or rounding.
     assert_eq!(Reservation::new(0, page).err(), Some(Errno::INVAL));
     assert_eq!(Reservation::new(page + 1, page).err(), Some(Errno::INVAL));
-    assert_eq!(Reservation::new(page, 3 * page + 1).err(), Some(Errno::INVAL));
+    assert_eq!(
+        Reservation::new(page, 3 * page + 1).err(),
+        Some(Errno::INVAL)
+    );
     assert_eq!(Reservation::new(page, 0).err(), Some(Errno::INVAL));
     // A multiple of the page size that is no power of two (UMF asks for such) is honoured.
     let odd = Reservation::new(page, 3 * page).expect("reserving at 3 pages");

@@ -8,46 +8,18 @@
 //!   ignored and skipped. Exits non-zero when anything failed.
 //! * `cargo xtask prerequisites` — only the first part.
 
+mod failure;
 mod prereq;
 mod report;
 
 use std::collections::HashMap;
-use std::fmt;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
+use failure::Failure;
 use report::{Line, Tally};
-
-/// Why a step failed, for the one line `xtask` prints before exiting.
-#[derive(Debug)]
-pub struct Failure(String);
-
-impl Failure {
-    /// A failure saying `message`.
-    pub fn new(message: impl Into<String>) -> Failure {
-        Failure(message.into())
-    }
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// Runs `command` to its end (its output passes through); `what` names it in the error.
-pub fn run(command: &mut Command, what: &str) -> Result<(), Failure> {
-    let status = command
-        .status()
-        .map_err(|e| Failure::new(format!("{what}: cannot run it: {e}")))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(Failure::new(format!("{what} failed ({status})")))
-    }
-}
 
 /// The Miri subset: the pure-Rust parts that parse or index memory a peer controls — the SPSC
 /// ring's cores, header and claims over heap memory, capacity math; kfd-ioctl's ABI helpers,
@@ -56,13 +28,24 @@ pub fn run(command: &mut Command, what: &str) -> Result<(), Failure> {
 /// topology parser runs under Miri by hand (~5 minutes; see the README).
 const MIRI: &[(&str, &[&str])] = &[
     ("kfd-ring", &["--lib"]),
-    ("kfd-ioctl", &["--lib", "--", "error::", "sys::", "abi::"]),
+    (
+        "kfd-ioctl",
+        &[
+            "--lib",
+            "--",
+            "error::",
+            "sys::",
+            "abi::",
+            "errno::",
+            "smi::",
+            "location::",
+        ],
+    ),
     (
         "kfd-svm",
         &[
             "--lib",
             "--",
-            "smi::",
             "stream::",
             "attrs::",
             "location::",

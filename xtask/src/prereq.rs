@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::{Failure, run};
+use crate::failure::{Failure, run};
 
 /// Debian packages the tests use, and why.
 pub const PACKAGES: &[(&str, &str)] = &[

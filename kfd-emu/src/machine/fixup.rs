@@ -10,7 +10,7 @@ use kfd_ioctl::topology::{
     TopologyError,
 };
 
-use super::MachineError;
+use super::error::MachineError;
 
 /// What the fixups assume about a GPU part the capture does not describe.
 struct Part {

@@ -38,6 +38,7 @@
 //! topology parser would not read back (a number or file past its
 //! [limits](kfd_ioctl::topology::limits)).
 
+mod error;
 mod fixup;
 mod presets;
 mod sysfs;
@@ -45,8 +46,9 @@ mod sysfs;
 use std::fmt;
 use std::path::Path;
 
-use kfd_ioctl::topology::{GfxTargetVersion, HeapType, Node, Topology, TopologyError};
+use kfd_ioctl::topology::{GfxTargetVersion, HeapType, Node, Topology};
 
+pub use error::MachineError;
 pub use presets::PRESETS;
 
 /// A machine the emulator presents: its topology and the GPUs in it.
@@ -55,33 +57,6 @@ pub struct Machine {
     name: String,
     topology: Topology,
     gpus: Vec<Gpu>,
-}
-
-/// An error building a [`Machine`].
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum MachineError {
-    /// The topology tree could not be read or parsed; or the tree the emulator would write
-    /// for the machine would not read back (its paths are relative to that tree's root).
-    #[error(transparent)]
-    Topology(#[from] TopologyError),
-    /// The tree has no node at all.
-    #[error("the topology has no nodes")]
-    Empty,
-    /// More GPUs than render minors 128–255 can number.
-    #[error("{0} GPUs do not fit the 128 render minors")]
-    TooManyGpus(usize),
-    /// A value of the tree is too large for what the emulator derives from it (a node id
-    /// that cannot move up to make room for a CPU node, VRAM banks that add up past 2^64).
-    #[error("node {node}: {what} {value} is too large for the emulated machine")]
-    TooLarge {
-        /// The node id.
-        node: u32,
-        /// What the value is.
-        what: &'static str,
-        /// The value.
-        value: u64,
-    },
 }
 
 /// The aperture layout of a GFX family, as `kfd_flat_memory.c` computes it.
@@ -206,6 +181,17 @@ impl Gpu {
         self.layout.apertures()
     }
 
+    /// The `GB_ADDR_CONFIG` register value of this GPU's family (what GET_TILE_CONFIG and
+    /// DRM's register read report).
+    pub fn gb_addr_config(&self) -> u32 {
+        match self.target.major {
+            0..=8 => 0x2201_1003,
+            9 => 0x2a11_4042,
+            10 => 0x0000_0444,
+            _ => 0x0000_0545,
+        }
+    }
+
     fn from_node(node: &Node) -> Result<Self, MachineError> {
         let target = node.gfx_target_version().unwrap_or(GfxTargetVersion {
             major: 9,
@@ -256,7 +242,8 @@ fn per_process_xnack(target: GfxTargetVersion) -> bool {
 impl Machine {
     /// The preset called `name` (see [`presets`](Self::presets)).
     pub fn preset(name: &str) -> Option<Machine> {
-        presets::build(name)
+        let topology = presets::topology(name)?;
+        Machine::from_topology(name, topology).ok()
     }
 
     /// The presets: `(name, description)`, the default first.
@@ -328,7 +315,7 @@ impl Machine {
 impl Default for Machine {
     /// The default preset, `mi300x`.
     fn default() -> Self {
-        presets::build(PRESETS[0].0).unwrap_or_else(|| {
+        Machine::preset(PRESETS[0].0).unwrap_or_else(|| {
             // The presets are compiled in and covered by tests; this is unreachable.
             unreachable!("the default preset builds")
         })

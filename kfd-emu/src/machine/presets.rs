@@ -20,8 +20,6 @@ use kfd_ioctl::topology::{
     Cache, IoLink, MemBank, Node, NodeProperties, SystemProperties, Topology, TopologyError,
 };
 
-use super::Machine;
-
 /// `(name, description)` of every preset; the first is the default.
 pub const PRESETS: &[(&str, &str)] = &[
     (
@@ -46,8 +44,8 @@ pub const PRESETS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Builds the preset `name`.
-pub(super) fn build(name: &str) -> Option<Machine> {
+/// The topology of preset `name`, before its fixups.
+pub(super) fn topology(name: &str) -> Option<Topology> {
     let topology = match name {
         "mi300x" => single_gpu(mixed_node(4)?),
         "mi210x8" => capture(MI210).ok(),
@@ -63,7 +61,7 @@ pub(super) fn build(name: &str) -> Option<Machine> {
         }
         _ => return None,
     }?;
-    Machine::from_topology(name, topology).ok()
+    Some(topology)
 }
 
 /// Node `id` of the mixed capture.

@@ -1,42 +1,41 @@
-//! The `/dev/kfd` ioctl dispatcher (`kfd_ioctl` in `kfd_chardev.c`, kfd-abi.md §4.1).
+//! The `/dev/kfd` ioctl table and dispatcher (`amdkfd_ioctls[]` and `kfd_ioctl` in
+//! `kfd_chardev.c`, kfd-abi.md §4.1).
+//!
+//! [`KFD_IOCTLS`] has one entry per ABI opcode: its handler, what the dispatcher checks
+//! before calling it, and the decoder `--trace` prints it with. [`kfd_ioctl`](fn@kfd_ioctl) runs the checks
+//! every ioctl passes in the kernel's order, then the entry's handler, the copy-out and the
+//! trace of the same entry. Adding an ioctl is adding its entry.
 
-use kfd_ioctl::abi::{IOC_READ, IOC_WRITE, IoctlInfo, command_end, ioc_nr, ioc_size, ioctl_info};
+use kfd_ioctl::abi::{
+    AMDKFD_IOC_ACQUIRE_VM, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, AMDKFD_IOC_ALLOC_QUEUE_GWS,
+    AMDKFD_IOC_AVAILABLE_MEMORY, AMDKFD_IOC_CREATE_EVENT, AMDKFD_IOC_CREATE_PROCESS,
+    AMDKFD_IOC_CREATE_QUEUE, AMDKFD_IOC_CRIU_OP, AMDKFD_IOC_DBG_ADDRESS_WATCH_DEPRECATED,
+    AMDKFD_IOC_DBG_REGISTER_DEPRECATED, AMDKFD_IOC_DBG_TRAP, AMDKFD_IOC_DBG_UNREGISTER_DEPRECATED,
+    AMDKFD_IOC_DBG_WAVE_CONTROL_DEPRECATED, AMDKFD_IOC_DESTROY_EVENT, AMDKFD_IOC_DESTROY_QUEUE,
+    AMDKFD_IOC_EXPORT_DMABUF, AMDKFD_IOC_FREE_MEMORY_OF_GPU, AMDKFD_IOC_GET_CLOCK_COUNTERS,
+    AMDKFD_IOC_GET_DMABUF_INFO, AMDKFD_IOC_GET_PROCESS_APERTURES,
+    AMDKFD_IOC_GET_PROCESS_APERTURES_NEW, AMDKFD_IOC_GET_QUEUE_WAVE_STATE,
+    AMDKFD_IOC_GET_TILE_CONFIG, AMDKFD_IOC_GET_VERSION, AMDKFD_IOC_IMPORT_DMABUF,
+    AMDKFD_IOC_MAP_MEMORY_TO_GPU, AMDKFD_IOC_PROFILER, AMDKFD_IOC_RESET_EVENT,
+    AMDKFD_IOC_RUNTIME_ENABLE, AMDKFD_IOC_SET_CU_MASK, AMDKFD_IOC_SET_EVENT,
+    AMDKFD_IOC_SET_MEMORY_POLICY, AMDKFD_IOC_SET_SCRATCH_BACKING_VA, AMDKFD_IOC_SET_TRAP_HANDLER,
+    AMDKFD_IOC_SET_XNACK_MODE, AMDKFD_IOC_SMI_EVENTS, AMDKFD_IOC_SVM,
+    AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, AMDKFD_IOC_UPDATE_QUEUE, AMDKFD_IOC_WAIT_EVENTS, IOC_READ,
+    IOC_WRITE, IOCTLS, IoctlInfo, command_end, ioc_nr, ioc_size, ioctl_info, kfd_ioctl_svm_args,
+    kfd_ioctl_svm_attribute,
+};
 use rustix::io::Errno;
-use zerocopy::{FromBytes, Immutable, IntoBytes};
+use rustix::ioctl::Opcode;
 
+use super::chardev::{Ctx, get};
+use super::host::{self, CAP_CHECKPOINT_RESTORE, CAP_SYS_ADMIN};
+use super::trace::{Decoder, Format};
 use super::{Model, events, fail, handlers, memory_ioctls, svm, trace};
 use crate::backend::{Caller, IoctlResult};
 
 /// The KFD minor from which an unknown ioctl number is `ENOTTY` rather than `EINVAL` (the
 /// 2025 change, also taken into stable kernels; older kernels answer `EINVAL`).
 const ENOTTY_SINCE_MINOR: u32 = 17;
-
-/// The SVM ioctl, whose size depends on its attribute count.
-const NR_SVM: u8 = 0x20;
-/// CRIU, which needs CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN.
-const NR_CRIU: u8 = 0x22;
-
-/// One ioctl being answered.
-pub(super) struct Ctx<'a> {
-    pub m: &'a Model,
-    pub caller: &'a dyn Caller,
-    /// The KFD process of the `/dev/kfd` file (the caller, once the dispatcher checked).
-    pub tgid: i32,
-    pub serial: u64,
-}
-
-/// The argument struct at the start of the kernel buffer (which is at least its size).
-pub(super) fn get<T: FromBytes + Default>(buf: &[u8]) -> T {
-    T::read_from_prefix(buf).map(|(v, _)| v).unwrap_or_default()
-}
-
-/// Stores the argument struct back at the start of the kernel buffer.
-pub(super) fn put<T: IntoBytes + Immutable>(buf: &mut [u8], value: &T) {
-    let bytes = value.as_bytes();
-    if let Some(dst) = buf.get_mut(..bytes.len()) {
-        dst.copy_from_slice(bytes);
-    }
-}
 
 /// Answers ioctl `cmd` on the `/dev/kfd` stand-in of process `(tgid, serial)`.
 pub(super) fn kfd_ioctl(
@@ -49,18 +48,21 @@ pub(super) fn kfd_ioctl(
 ) -> IoctlResult {
     // 1. The number, against the table of the kernel we act as.
     let nr = ioc_nr(cmd);
-    let info = match ioctl_info(nr) {
-        Some(info) if nr < command_end(m.cfg.kfd_minor) => info,
+    let entry = match lookup(nr) {
+        Some(entry) if nr < command_end(m.cfg.kfd_minor) => entry,
         _ => {
             let errno = if m.cfg.kfd_minor >= ENOTTY_SINCE_MINOR {
                 Errno::NOTTY
             } else {
                 Errno::INVAL
             };
-            trace::unknown(m, caller, cmd, errno);
+            if m.cfg.trace {
+                trace::unknown(caller, cmd, errno);
+            }
             return Err(errno);
         }
     };
+    let info: &IoctlInfo = entry.info;
     // 2. Size from the caller's word, direction from the kernel's.
     let usize = ioc_size(cmd);
     let asize = usize.max(info.size);
@@ -73,11 +75,12 @@ pub(super) fn kfd_ioctl(
         alive
     };
     if caller.id().tgid != tgid || !alive {
-        return finish(m, caller, info, &[], Err(Errno::BADF));
+        return finish(m, caller, entry, &[], Err(Errno::BADF));
     }
     // 4. Privilege.
-    if nr == NR_CRIU && effective_caps(caller.id().tid) & (1 << 40 | 1 << 21) == 0 {
-        return finish(m, caller, info, &[], Err(Errno::ACCESS));
+    let restore_caps = 1 << CAP_CHECKPOINT_RESTORE | 1 << CAP_SYS_ADMIN;
+    if entry.checkpoint_restore && host::effective_caps(caller.id().tid) & restore_caps == 0 {
+        return finish(m, caller, entry, &[], Err(Errno::ACCESS));
     }
     // 5., 6. The kernel buffer: zero-extended, filled from the caller for IOC_IN.
     let mut buf = vec![0u8; asize];
@@ -85,14 +88,16 @@ pub(super) fn kfd_ioctl(
         let read = caller.read(arg, &mut buf[..usize]);
         if let Err(e) = read {
             let errno = if e == Errno::NOENT { e } else { Errno::FAULT };
-            return finish(m, caller, info, &[], Err(errno));
+            return finish(m, caller, entry, &[], Err(errno));
         }
     }
     // 7. The SVM validator: the attributes must fit the size the caller passed.
-    if nr == NR_SVM {
-        let nattr = u64::from(u32::from_ne_bytes([buf[20], buf[21], buf[22], buf[23]]));
-        if (usize as u64) < 24 + 8 * nattr {
-            return finish(m, caller, info, &buf, Err(Errno::INVAL));
+    if info.opcode == AMDKFD_IOC_SVM {
+        let nattr = u64::from(get::<kfd_ioctl_svm_args>(&buf).nattr);
+        let header = size_of::<kfd_ioctl_svm_args>() as u64;
+        let attr = size_of::<kfd_ioctl_svm_attribute>() as u64;
+        if (usize as u64) < header + attr * nattr {
+            return finish(m, caller, entry, &buf, Err(Errno::INVAL));
         }
     }
     let before = m.cfg.trace.then(|| buf.clone());
@@ -110,7 +115,7 @@ pub(super) fn kfd_ioctl(
                 tgid,
                 serial,
             };
-            handle(&ctx, nr, &mut buf)
+            entry.handler.call(&ctx, &mut buf)
         }
     };
     // 9. Copy-out, even after a failure, so partial results reach the caller.
@@ -118,7 +123,7 @@ pub(super) fn kfd_ioctl(
         result = Err(Errno::FAULT);
     }
     if let Some(before) = before {
-        trace::kfd(m, caller, info, &before, &buf, result);
+        trace::kfd(caller, info, &entry.decoder, &before, &buf, result);
     }
     result
 }
@@ -127,73 +132,272 @@ pub(super) fn kfd_ioctl(
 fn finish(
     m: &Model,
     caller: &dyn Caller,
-    info: &IoctlInfo,
+    entry: &IoctlEntry,
     buf: &[u8],
     result: IoctlResult,
 ) -> IoctlResult {
     if m.cfg.trace {
-        trace::kfd(m, caller, info, buf, buf, result);
+        trace::kfd(caller, entry.info, &entry.decoder, buf, buf, result);
     }
     result
 }
 
-/// Runs the handler of ioctl `nr`.
-fn handle(ctx: &Ctx<'_>, nr: u8, buf: &mut [u8]) -> IoctlResult {
-    let r = match nr {
-        0x01 => handlers::get_version(ctx, buf),
-        0x02 => handlers::create_queue(ctx, buf),
-        0x03 => handlers::destroy_queue(ctx, buf),
-        0x04 => handlers::set_memory_policy(ctx, buf),
-        0x05 => handlers::get_clock_counters(ctx, buf),
-        0x06 => handlers::get_process_apertures(ctx, buf),
-        0x07 => handlers::update_queue(ctx, buf),
-        0x08 => events::create_event(ctx, buf),
-        0x09 => events::destroy_event(ctx, buf),
-        0x0A => events::set_event(ctx, buf),
-        0x0B => events::reset_event(ctx, buf),
-        0x0C => events::wait_events(ctx, buf),
-        // The pre-1.13 debugger ioctls are gone: the kernel keeps the slots, answering EPERM.
-        0x0D..=0x10 => Err(Errno::PERM),
-        0x11 => handlers::set_scratch_backing_va(ctx, buf),
-        0x12 => handlers::get_tile_config(ctx, buf),
-        0x13 => handlers::set_trap_handler(ctx, buf),
-        0x14 => handlers::get_process_apertures_new(ctx, buf),
-        0x15 => memory_ioctls::acquire_vm(ctx, buf),
-        0x16 => memory_ioctls::alloc_memory_of_gpu(ctx, buf),
-        0x17 => memory_ioctls::free_memory_of_gpu(ctx, buf),
-        0x18 => memory_ioctls::map_memory_to_gpu(ctx, buf),
-        0x19 => memory_ioctls::unmap_memory_from_gpu(ctx, buf),
-        0x1A => handlers::set_cu_mask(ctx, buf),
-        0x1B => handlers::get_queue_wave_state(ctx, buf),
-        0x1C => memory_ioctls::get_dmabuf_info(ctx, buf),
-        0x1D => memory_ioctls::import_dmabuf(ctx, buf),
-        0x1E => handlers::alloc_queue_gws(ctx, buf),
-        0x1F => handlers::smi_events(ctx, buf),
-        // SVM's only return value that is not 0 or an error: see `svm::ioctl`.
-        0x20 => return svm::ioctl(ctx, buf),
-        0x21 => handlers::set_xnack_mode(ctx, buf),
-        0x22 => handlers::criu_op(ctx, buf),
-        0x23 => memory_ioctls::available_memory(ctx, buf),
-        0x24 => memory_ioctls::export_dmabuf(ctx, buf),
-        0x25 => handlers::runtime_enable(ctx, buf),
-        0x26 => handlers::dbg_trap(ctx, buf),
-        0x27 => handlers::create_process(ctx, buf),
-        0x28 => handlers::profiler(ctx, buf),
-        // A table slot without a handler.
-        _ => Err(Errno::INVAL),
-    };
-    r.map(|()| 0)
+/// What answers an ioctl once the dispatcher's checks passed.
+#[derive(Clone, Copy)]
+pub(super) enum Handler {
+    /// A handler whose success is `0`.
+    Status(fn(&Ctx<'_>, &mut [u8]) -> Result<(), Errno>),
+    /// A handler that returns a value of its own on success (SVM).
+    Value(fn(&Ctx<'_>, &mut [u8]) -> IoctlResult),
+    /// A slot the kernel keeps and refuses with this errno.
+    Refused(Errno),
 }
 
-/// The effective capabilities of thread `tid` (the `CapEff` line of `/proc/<tid>/status`;
-/// none when it cannot be read). CRIU needs CAP_CHECKPOINT_RESTORE (40) or CAP_SYS_ADMIN (21).
-pub(super) fn effective_caps(tid: i32) -> u64 {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
-        return 0;
-    };
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("CapEff:"))
-        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .unwrap_or(0)
+impl Handler {
+    /// Runs the handler on the kernel buffer `buf`.
+    pub(super) fn call(self, ctx: &Ctx<'_>, buf: &mut [u8]) -> IoctlResult {
+        match self {
+            Handler::Status(handler) => handler(ctx, buf).map(|()| 0),
+            Handler::Value(handler) => handler(ctx, buf),
+            Handler::Refused(errno) => Err(errno),
+        }
+    }
+}
+
+/// One ioctl of the table.
+#[derive(Clone, Copy)]
+pub(super) struct IoctlEntry {
+    /// The ABI's entry of the opcode: name, number, direction, size and argument struct.
+    pub info: &'static IoctlInfo,
+    pub handler: Handler,
+    /// Needs `CAP_CHECKPOINT_RESTORE` or `CAP_SYS_ADMIN` (`KFD_IOC_FLAG_CHECKPOINT_RESTORE`).
+    pub checkpoint_restore: bool,
+    /// How `--trace` prints the argument.
+    pub decoder: Decoder,
+}
+
+impl IoctlEntry {
+    /// The entry of ABI opcode `opcode` (a build error for a number the ABI does not have).
+    const fn new(opcode: Opcode, handler: Handler) -> IoctlEntry {
+        let Some(info) = ioctl_info(ioc_nr(opcode)) else {
+            panic!("not a KFD ioctl opcode");
+        };
+        IoctlEntry {
+            info,
+            handler,
+            checkpoint_restore: false,
+            decoder: Decoder::FIELDS,
+        }
+    }
+
+    /// The same entry, with these fields traced in these formats.
+    const fn traced(self, formats: &'static [(&'static str, Format)]) -> IoctlEntry {
+        IoctlEntry {
+            decoder: Decoder { formats },
+            ..self
+        }
+    }
+
+    /// The same entry, for callers with `CAP_CHECKPOINT_RESTORE` or `CAP_SYS_ADMIN` only.
+    const fn checkpoint_restore(self) -> IoctlEntry {
+        IoctlEntry {
+            checkpoint_restore: true,
+            ..self
+        }
+    }
+}
+
+use Handler::{Refused, Status, Value};
+
+/// Every KFD ioctl, in number order from `AMDKFD_COMMAND_START`.
+pub(super) const KFD_IOCTLS: &[IoctlEntry] = &[
+    IoctlEntry::new(AMDKFD_IOC_GET_VERSION, Status(handlers::get_version)),
+    IoctlEntry::new(AMDKFD_IOC_CREATE_QUEUE, Status(handlers::create_queue)),
+    IoctlEntry::new(AMDKFD_IOC_DESTROY_QUEUE, Status(handlers::destroy_queue)),
+    IoctlEntry::new(
+        AMDKFD_IOC_SET_MEMORY_POLICY,
+        Status(handlers::set_memory_policy),
+    ),
+    IoctlEntry::new(
+        AMDKFD_IOC_GET_CLOCK_COUNTERS,
+        Status(handlers::get_clock_counters),
+    ),
+    IoctlEntry::new(
+        AMDKFD_IOC_GET_PROCESS_APERTURES,
+        Status(handlers::get_process_apertures),
+    ),
+    IoctlEntry::new(AMDKFD_IOC_UPDATE_QUEUE, Status(handlers::update_queue)),
+    IoctlEntry::new(AMDKFD_IOC_CREATE_EVENT, Status(events::create_event))
+        .traced(&[("event_type", Format::EventType)]),
+    IoctlEntry::new(AMDKFD_IOC_DESTROY_EVENT, Status(events::destroy_event)),
+    IoctlEntry::new(AMDKFD_IOC_SET_EVENT, Status(events::set_event)),
+    IoctlEntry::new(AMDKFD_IOC_RESET_EVENT, Status(events::reset_event)),
+    IoctlEntry::new(AMDKFD_IOC_WAIT_EVENTS, Status(events::wait_events)),
+    // The pre-1.13 debugger ioctls are gone: the kernel keeps the slots, answering EPERM.
+    IoctlEntry::new(AMDKFD_IOC_DBG_REGISTER_DEPRECATED, Refused(Errno::PERM)),
+    IoctlEntry::new(AMDKFD_IOC_DBG_UNREGISTER_DEPRECATED, Refused(Errno::PERM)),
+    IoctlEntry::new(
+        AMDKFD_IOC_DBG_ADDRESS_WATCH_DEPRECATED,
+        Refused(Errno::PERM),
+    ),
+    IoctlEntry::new(AMDKFD_IOC_DBG_WAVE_CONTROL_DEPRECATED, Refused(Errno::PERM)),
+    IoctlEntry::new(
+        AMDKFD_IOC_SET_SCRATCH_BACKING_VA,
+        Status(handlers::set_scratch_backing_va),
+    ),
+    IoctlEntry::new(
+        AMDKFD_IOC_GET_TILE_CONFIG,
+        Status(handlers::get_tile_config),
+    ),
+    IoctlEntry::new(
+        AMDKFD_IOC_SET_TRAP_HANDLER,
+        Status(handlers::set_trap_handler),
+    ),
+    IoctlEntry::new(
+        AMDKFD_IOC_GET_PROCESS_APERTURES_NEW,
+        Status(handlers::get_process_apertures_new),
+    ),
+    IoctlEntry::new(AMDKFD_IOC_ACQUIRE_VM, Status(memory_ioctls::acquire_vm)),
+    IoctlEntry::new(
+        AMDKFD_IOC_ALLOC_MEMORY_OF_GPU,
+        Status(memory_ioctls::alloc_memory_of_gpu),
+    )
+    .traced(&[("flags", Format::AllocFlags)]),
+    IoctlEntry::new(
+        AMDKFD_IOC_FREE_MEMORY_OF_GPU,
+        Status(memory_ioctls::free_memory_of_gpu),
+    ),
+    IoctlEntry::new(
+        AMDKFD_IOC_MAP_MEMORY_TO_GPU,
+        Status(memory_ioctls::map_memory_to_gpu),
+    ),
+    IoctlEntry::new(
+        AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU,
+        Status(memory_ioctls::unmap_memory_from_gpu),
+    ),
+    IoctlEntry::new(AMDKFD_IOC_SET_CU_MASK, Status(handlers::set_cu_mask)),
+    IoctlEntry::new(
+        AMDKFD_IOC_GET_QUEUE_WAVE_STATE,
+        Status(handlers::get_queue_wave_state),
+    ),
+    IoctlEntry::new(
+        AMDKFD_IOC_GET_DMABUF_INFO,
+        Status(memory_ioctls::get_dmabuf_info),
+    )
+    .traced(&[("flags", Format::AllocFlags)]),
+    IoctlEntry::new(
+        AMDKFD_IOC_IMPORT_DMABUF,
+        Status(memory_ioctls::import_dmabuf),
+    ),
+    IoctlEntry::new(
+        AMDKFD_IOC_ALLOC_QUEUE_GWS,
+        Status(handlers::alloc_queue_gws),
+    ),
+    IoctlEntry::new(AMDKFD_IOC_SMI_EVENTS, Status(handlers::smi_events)),
+    // SVM's only return value that is not 0 or an error: see `svm::ioctl`.
+    IoctlEntry::new(AMDKFD_IOC_SVM, Value(svm::ioctl)),
+    IoctlEntry::new(AMDKFD_IOC_SET_XNACK_MODE, Status(handlers::set_xnack_mode))
+        .traced(&[("xnack_enabled", Format::Signed)]),
+    IoctlEntry::new(AMDKFD_IOC_CRIU_OP, Status(handlers::criu_op)).checkpoint_restore(),
+    IoctlEntry::new(
+        AMDKFD_IOC_AVAILABLE_MEMORY,
+        Status(memory_ioctls::available_memory),
+    ),
+    IoctlEntry::new(
+        AMDKFD_IOC_EXPORT_DMABUF,
+        Status(memory_ioctls::export_dmabuf),
+    ),
+    IoctlEntry::new(AMDKFD_IOC_RUNTIME_ENABLE, Status(handlers::runtime_enable)),
+    IoctlEntry::new(AMDKFD_IOC_DBG_TRAP, Status(handlers::dbg_trap)),
+    IoctlEntry::new(AMDKFD_IOC_CREATE_PROCESS, Status(handlers::create_process)),
+    IoctlEntry::new(AMDKFD_IOC_PROFILER, Status(handlers::profiler)),
+];
+
+// The table is the ABI's, in its order: entry `i` is the ioctl numbered `i + 1`, so `lookup`
+// indexes it.
+const _: () = {
+    assert!(KFD_IOCTLS.len() == IOCTLS.len());
+    let mut i = 0;
+    while i < KFD_IOCTLS.len() {
+        assert!(KFD_IOCTLS[i].info.nr == IOCTLS[i].nr);
+        i += 1;
+    }
+};
+
+/// The entry of ioctl number `nr`, if the ABI has one.
+pub(super) fn lookup(nr: u8) -> Option<&'static IoctlEntry> {
+    let entry = KFD_IOCTLS.get(usize::from(nr).checked_sub(1)?)?;
+    (entry.info.nr == nr).then_some(entry)
+}
+
+#[cfg(test)]
+mod tests {
+    use kfd_ioctl::abi::{AMDKFD_COMMAND_END, amdkfd_ioc_svm, command_end, ioc_nr};
+
+    use super::*;
+
+    #[test]
+    fn every_abi_opcode_is_in_the_table_once() {
+        for abi in IOCTLS {
+            let entries: Vec<&IoctlEntry> = KFD_IOCTLS
+                .iter()
+                .filter(|e| e.info.opcode == abi.opcode)
+                .collect();
+            assert_eq!(
+                entries.len(),
+                1,
+                "{} is in the table {} times",
+                abi.name,
+                entries.len()
+            );
+            assert!(std::ptr::eq(entries[0].info, abi), "{}", abi.name);
+        }
+        assert_eq!(KFD_IOCTLS.len(), IOCTLS.len());
+    }
+
+    #[test]
+    fn lookup_finds_the_entry_of_each_number_and_nothing_else() {
+        for nr in 0..=u8::MAX {
+            match lookup(nr) {
+                Some(entry) => {
+                    assert_eq!(entry.info.nr, nr);
+                    assert_eq!(ioc_nr(entry.info.opcode), nr);
+                }
+                None => assert!(nr == 0 || nr >= AMDKFD_COMMAND_END, "{nr:#x} has no entry"),
+            }
+        }
+        // SVM's variable-size words find the one SVM entry.
+        let svm = lookup(ioc_nr(amdkfd_ioc_svm(3))).map(|e| e.info.name);
+        assert_eq!(svm, Some("SVM"));
+        assert!(command_end(23) as usize == KFD_IOCTLS.len() + 1);
+    }
+
+    #[test]
+    fn only_criu_needs_checkpoint_restore() {
+        let privileged: Vec<&str> = KFD_IOCTLS
+            .iter()
+            .filter(|e| e.checkpoint_restore)
+            .map(|e| e.info.name)
+            .collect();
+        assert_eq!(privileged, ["CRIU_OP"]);
+    }
+
+    #[test]
+    fn decoders_name_fields_of_their_argument() {
+        for entry in KFD_IOCTLS {
+            let fields = entry
+                .info
+                .arg
+                .and_then(kfd_ioctl::abi::layout::struct_layout)
+                .map(|s| s.flat_fields())
+                .unwrap_or_default();
+            for (name, _) in entry.decoder.formats {
+                assert!(
+                    fields.iter().any(|f| f.path == *name),
+                    "{}'s decoder names {name}, which its argument lacks",
+                    entry.info.name
+                );
+            }
+        }
+    }
 }

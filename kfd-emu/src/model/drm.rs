@@ -3,10 +3,10 @@
 //! DEV_INFO, READ_MMR_REG). Every other DRM ioctl is refused with `EINVAL`, as `drm_ioctl`
 //! refuses a number without a handler.
 
-use kfd_ioctl::abi::{IOC_READ, IOC_WRITE, ioc_dir, ioc_size};
+use kfd_ioctl::abi::{IOC_READ, IOC_WRITE, ioc_dir, ioc_nr, ioc_size};
 use rustix::io::Errno;
 
-use super::{Model, handlers, trace};
+use super::{Model, trace};
 use crate::backend::{Caller, IoctlResult};
 use crate::machine::Gpu;
 
@@ -30,18 +30,15 @@ const KMS_VERSION: (i32, i32, i32) = (3, 61, 0);
 
 /// Answers DRM ioctl `cmd` on the render node of GPU index `gpu`.
 pub(super) fn ioctl(m: &Model, caller: &dyn Caller, gpu: usize, cmd: u32, arg: u64) -> IoctlResult {
-    let nr = cmd & 0xFF;
+    let nr = u32::from(ioc_nr(cmd));
     let (name, kdir, ksize): (&str, u32, usize) = match nr {
         NR_VERSION => ("DRM_IOCTL_VERSION", IOC_READ | IOC_WRITE, 64),
         NR_GET_CLIENT => ("DRM_IOCTL_GET_CLIENT", IOC_READ | IOC_WRITE, 40),
         NR_AMDGPU_INFO => ("DRM_IOCTL_AMDGPU_INFO", IOC_WRITE, 32),
         _ => {
-            trace::drm(
-                m,
-                caller,
-                &format!("DRM_IOCTL({cmd:#x})"),
-                Err(Errno::INVAL),
-            );
+            if m.cfg.trace {
+                trace::drm(caller, &format!("DRM_IOCTL({cmd:#x})"), Err(Errno::INVAL));
+            }
             return Err(Errno::INVAL);
         }
     };
@@ -73,7 +70,9 @@ pub(super) fn ioctl(m: &Model, caller: &dyn Caller, gpu: usize, cmd: u32, arg: u
     if r.is_ok() && out_size > 0 && caller.write(arg, &buf[..out_size]).is_err() {
         r = Err(Errno::FAULT);
     }
-    trace::drm(m, caller, name, r);
+    if m.cfg.trace {
+        trace::drm(caller, name, r);
+    }
     r.map(|()| 0)
 }
 
@@ -162,7 +161,7 @@ fn amdgpu_info(m: &Model, caller: &dyn Caller, gpu: &Gpu, buf: &[u8]) -> Result<
                 if reg != GB_ADDR_CONFIG {
                     return Err(Errno::INVAL);
                 }
-                regs.extend_from_slice(&handlers::gb_addr_config(gpu).to_ne_bytes());
+                regs.extend_from_slice(&gpu.gb_addr_config().to_ne_bytes());
             }
             regs
         }

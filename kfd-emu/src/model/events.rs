@@ -20,7 +20,7 @@ use kfd_ioctl::abi::{
 };
 use rustix::io::Errno;
 
-use super::dispatch::{Ctx, get, put};
+use super::chardev::{Ctx, KMALLOC_MAX, get, put};
 use super::process::{EVENT_PAGE_OFFSET, State};
 use super::{files, trace};
 
@@ -32,8 +32,6 @@ const KERNEL_PAGE_MAPPED_SIZE: u64 = 256 * 8;
 const UNSIGNALED: u64 = u64::MAX;
 /// `KFD_EVENT_TIMEOUT_INFINITE`.
 const TIMEOUT_INFINITE: u32 = 0xFFFF_FFFF;
-/// The largest `kcalloc` the kernel can satisfy (`KMALLOC_MAX_SIZE`, 4 MiB on x86_64).
-pub(super) const KMALLOC_MAX: u64 = 4 << 20;
 /// The kernel's `struct kfd_event_waiter` (a wait-queue entry, an event pointer, two flags).
 const WAITER_SIZE: u64 = 56;
 /// How often a blocked wait checks that its caller is still there.

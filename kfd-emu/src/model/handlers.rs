@@ -20,8 +20,8 @@ use kfd_ioctl::abi::{
 use rustix::io::Errno;
 use zerocopy::IntoBytes;
 
-use super::dispatch::{Ctx, get, put};
-use super::events::KMALLOC_MAX;
+use super::chardev::{Ctx, KMALLOC_MAX, get, put};
+use super::host::clock_ns;
 use crate::machine::{ApertureLayout, Gpu};
 
 /// `TASK_SIZE` of x86_64 with 4-level page tables: `access_ok` refuses anything above.
@@ -66,22 +66,6 @@ pub(super) fn set_memory_policy(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Err
     pdd.alternate_policy = a.alternate_policy;
     pdd.misc_process_flag = a.misc_process_flag;
     Ok(())
-}
-
-/// A clock in nanoseconds.
-pub(super) fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec to the pointer, which points to a local.
-    let r = unsafe { libc::clock_gettime(clock, &mut ts) };
-    if r != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
 }
 
 /// AMDKFD_IOC_GET_CLOCK_COUNTERS: also for a gpu_id the process lacks (then the GPU counter
@@ -169,16 +153,6 @@ pub(super) fn set_scratch_backing_va(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<()
     Ok(())
 }
 
-/// `GB_ADDR_CONFIG` of a GPU (what GET_TILE_CONFIG and the DRM register read report).
-pub(super) fn gb_addr_config(gpu: &Gpu) -> u32 {
-    match gpu.target.major {
-        0..=8 => 0x2201_1003,
-        9 => 0x2a11_4042,
-        10 => 0x0000_0444,
-        _ => 0x0000_0545,
-    }
-}
-
 /// AMDKFD_IOC_GET_TILE_CONFIG: GFX9 and later have no tile tables (zeros) and no bank/rank
 /// counts.
 pub(super) fn get_tile_config(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
@@ -189,7 +163,7 @@ pub(super) fn get_tile_config(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno
         let mut st = ctx.m.lock();
         st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?.gpu
     };
-    a.gb_addr_config = gb_addr_config(gpu(ctx, index));
+    a.gb_addr_config = gpu(ctx, index).gb_addr_config();
     a.num_banks = 0;
     a.num_ranks = 0;
     a.num_tile_configs = a.num_tile_configs.min(TILE_CONFIGS);

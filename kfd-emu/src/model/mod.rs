@@ -49,6 +49,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod chardev;
 mod dispatch;
 mod drm;
 mod events;
@@ -56,6 +57,7 @@ mod fail;
 mod files;
 mod gpu_view;
 mod handlers;
+mod host;
 mod memory;
 mod memory_ioctls;
 mod objects;
@@ -64,6 +66,7 @@ mod smi;
 mod svm;
 mod trace;
 mod vm;
+mod vmas;
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};

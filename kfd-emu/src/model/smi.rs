@@ -36,6 +36,7 @@ use rustix::fs::OFlags;
 use rustix::io::Errno;
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 
+use super::host::CAP_SYS_ADMIN;
 use crate::backend::Caller;
 
 /// `KFD_MAX_KFIFO_SIZE` since the 1.10 rework of SMI events; the FIFO held 1024 bytes before.
@@ -53,8 +54,6 @@ const MAX_RECORD: usize = 95;
 /// The send buffer asked for on the model's end: room for a full FIFO of the shortest records,
 /// whose socket buffers cost far more than their bytes (the kernel caps it at `wmem_max`).
 const SEND_BUFFER: usize = 4 << 20;
-/// `CAP_SYS_ADMIN`.
-const CAP_SYS_ADMIN: u32 = 21;
 
 /// One SMI event, with what its record prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,7 +164,7 @@ impl Event<'_> {
     /// [`Record`], the one definition of the format); timestamps other than a fault's own are
     /// taken now.
     pub(super) fn record(&self, minor: u32) -> Vec<u8> {
-        let now = || super::handlers::clock_ns(libc::CLOCK_BOOTTIME) as i64;
+        let now = || super::host::clock_ns(libc::CLOCK_BOOTTIME) as i64;
         let record = match *self {
             Self::VmFault { task_pid, comm } => Record::VmFault {
                 pid: task_pid as u32,
@@ -382,7 +381,7 @@ impl Smi {
         // Best effort: the default buffer holds a full FIFO of typical records.
         let _ = rustix::net::sockopt::set_socket_send_buffer_size(&model_end, SEND_BUFFER);
         let who = caller.id();
-        let suser = super::dispatch::effective_caps(who.tid) & (1 << CAP_SYS_ADMIN) != 0;
+        let suser = super::host::effective_caps(who.tid) & (1 << CAP_SYS_ADMIN) != 0;
         let fd = caller.install_fd(client_end.as_fd(), false)?;
         self.clients.push(Client {
             gpu,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, pidfd_open};
 
-use super::SupervisorError;
+use super::error::SupervisorError;
 use super::seccomp::{Filter, Listener};
 use super::serve::{Driver, Server};
 use crate::backend::Backend;

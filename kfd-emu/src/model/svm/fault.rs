@@ -106,7 +106,7 @@ fn restore_pages(
     page: u64,
     write: bool,
 ) -> Result<(), Errno> {
-    let ts = super::super::handlers::clock_ns(libc::CLOCK_BOOTTIME);
+    let ts = super::super::host::clock_ns(libc::CLOCK_BOOTTIME);
     let key = match p.svm.ranges.containing(page) {
         Some(key) => key,
         None => create_unregistered(env, p, page).ok_or(Errno::FAULT)?,

@@ -5,7 +5,7 @@
 //!
 //! * Ranges are kept in an ordered map by start page ([`ranges`]), split on SET and never
 //!   merged; every operation costs `O(log n + k)` for `k` ranges touched.
-//! * Validation reads the caller's VMAs from `/proc/<pid>/maps` ([`vmas`]): a hole or device
+//! * Validation reads the caller's VMAs from `/proc/<pid>/maps` ([`vmas`](super::vmas)): a hole or device
 //!   memory (a mapping of one of the model's stand-ins) is `EFAULT`.
 //! * The kernel removes unmapped memory from its ranges in an MMU notifier, which the emulator
 //!   cannot see; it compares the ranges with the maps instead whenever the process next
@@ -25,7 +25,6 @@
 mod fault;
 mod migrate;
 mod ranges;
-mod vmas;
 
 use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
@@ -43,14 +42,14 @@ use rustix::io::Errno;
 use zerocopy::{FromBytes, IntoBytes};
 
 pub(super) use fault::{gpu_access, report_vm_fault};
-pub(super) use vmas::Vmas;
 
 use super::Model;
-use super::dispatch::{Ctx, get};
+use super::chardev::{Ctx, get};
 use super::memory::{Accounts, PAGE_SIZE};
 use super::objects::Backing;
 use super::process::{Process, State};
 use super::smi::{Event, Smi};
+use super::vmas::Vmas;
 use crate::backend::IoctlResult;
 use ranges::{Attrs, Range, RangeTree};
 
@@ -905,5 +904,20 @@ impl Model {
         self.gpu_index(gpu_id)
             .and_then(|g| st.svm_vram.get(g).copied())
             .unwrap_or(0)
+    }
+}
+
+impl Vmas {
+    /// Reads process `tgid`'s maps; the model's stand-ins are device memory. (Here rather
+    /// than in [`vmas`](super::vmas), which knows nothing of the model.)
+    pub(super) fn read(m: &Model, tgid: i32) -> Result<Vmas, Errno> {
+        let text = std::fs::read_to_string(format!("/proc/{tgid}/maps")).map_err(|e| {
+            e.raw_os_error()
+                .map_or(Errno::FAULT, Errno::from_raw_os_error)
+        })?;
+        let files = m.files.read().unwrap_or_else(|e| e.into_inner());
+        Ok(Vmas::parse(&text, |dev, ino| {
+            files.contains_key(&(dev, ino))
+        }))
     }
 }

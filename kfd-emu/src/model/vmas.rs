@@ -9,8 +9,7 @@
 
 use rustix::io::Errno;
 
-use super::super::Model;
-use super::super::memory::PAGE_SIZE;
+use super::memory::PAGE_SIZE;
 
 /// One VMA, `[start, end)` in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,18 +43,6 @@ pub(in crate::model) struct Vmas {
 }
 
 impl Vmas {
-    /// Reads process `tgid`'s maps; the model's stand-ins are device memory.
-    pub(super) fn read(m: &Model, tgid: i32) -> Result<Vmas, Errno> {
-        let text = std::fs::read_to_string(format!("/proc/{tgid}/maps")).map_err(|e| {
-            e.raw_os_error()
-                .map_or(Errno::FAULT, Errno::from_raw_os_error)
-        })?;
-        let files = m.files.read().unwrap_or_else(|e| e.into_inner());
-        Ok(Vmas::parse(&text, |dev, ino| {
-            files.contains_key(&(dev, ino))
-        }))
-    }
-
     /// Parses maps text; `stand_in(st_dev, inode)` says which files are device stand-ins.
     pub(in crate::model) fn parse(text: &str, stand_in: impl Fn(u64, u64) -> bool) -> Vmas {
         let mut list: Vec<Vma> = text
