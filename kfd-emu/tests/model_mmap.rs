@@ -451,3 +451,28 @@ fn a_dma_buf_of_vram_without_cpu_access_cannot_be_mapped() {
     let dmabuf = export(&emu, h);
     assert_eq!(errno(emu.mmap_action(dmabuf.as_fd(), 0, PAGE)), Errno::PERM);
 }
+
+#[test]
+fn the_event_offset_maps_a_bo_given_as_the_signal_page() {
+    let mut emu = Emu::machine("mi300x");
+    emu.acquire_all();
+    let gpu = emu.gpu();
+    let flags = KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
+    let (page, offset) = emu.alloc(gpu, va(1), 32 * 1024, flags).expect("alloc");
+    let mut a = kfd_ioctl_create_event_args {
+        event_page_offset: page,
+        event_type: KFD_IOC_EVENT_SIGNAL,
+        auto_reset: 1,
+        ..Default::default()
+    };
+    emu.ioctl(AMDKFD_IOC_CREATE_EVENT, &mut a).expect("create");
+    assert_eq!(a.event_page_offset, TYPE_EVENTS);
+    let mut events = emu
+        .cpu_map(emu.kfd.as_fd(), TYPE_EVENTS, 32 * 1024)
+        .expect("the event page");
+    let mut bo = emu
+        .cpu_map(emu.renders[0].as_fd(), offset, 32 * 1024)
+        .expect("the BO");
+    bo.bytes()[8..16].copy_from_slice(&5u64.to_ne_bytes());
+    assert_eq!(events.bytes()[8..16], 5u64.to_ne_bytes(), "the same memory");
+}
