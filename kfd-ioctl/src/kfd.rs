@@ -426,7 +426,7 @@ impl From<FreeError> for Error {
 /// [`Bytes`] trait) or [`CpuMapping::read`]/[`CpuMapping::write`], never as a Rust slice from
 /// safe code. [`CpuMapping::as_slice`] and [`CpuMapping::as_mut_slice`] are the unsafe way.
 ///
-/// ```
+/// ```no_run
 /// # kfd_emu::supervisor::run_attached(
 /// #     kfd_emu::model::Model::new(kfd_emu::model::ModelConfig::default()).unwrap(),
 /// #     || -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
