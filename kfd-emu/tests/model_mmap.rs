@@ -392,6 +392,11 @@ fn a_dma_buf_maps_the_bos_bytes_until_the_last_reference() {
         .expect("map the BO");
     bo.bytes()[100..105].copy_from_slice(b"to-db");
     let dmabuf = export(&emu, h);
+    assert_eq!(
+        rustix::fs::ftruncate(&dmabuf, 0),
+        Err(Errno::PERM),
+        "sealed: no program can cut the BO's memory short"
+    );
     // The dma-buf stand-in is mapped natively: it is the BO's memory.
     assert!(matches!(
         emu.mmap_action(dmabuf.as_fd(), 0, 2 * PAGE),

@@ -44,9 +44,8 @@ pub(super) fn acquire_vm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let a: kfd_ioctl_acquire_vm_args = get(buf);
     // fget(drm_fd) failing is EINVAL here.
     let file = files::caller_file(ctx.tgid, a.drm_fd).map_err(|_| Errno::INVAL)?;
-    let kind = files::key_of(file.as_fd())
-        .ok()
-        .and_then(|key| ctx.m.kind_of(&key));
+    let key = files::key_of(file.as_fd()).ok();
+    let kind = key.and_then(|key| ctx.m.kind_of(&key));
     let mut guard = ctx.m.lock();
     let st = &mut *guard;
     let gpu = {
@@ -80,6 +79,7 @@ pub(super) fn acquire_vm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         .unwrap_or_default();
     let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
     pdd.drm = Some(file);
+    pdd.drm_key = key;
     pdd.task = Some((task, comm.clone()));
     // kfd_process_device_init_vm announces the process on the GPU.
     st.smi.emit(

@@ -243,11 +243,8 @@ impl Model {
         // (ACQUIRE_VM) and that process holds a handle on the object. Decided by the file, so
         // a forked child mapping through its parent's fd gets what the parent would.
         let allowed = st.procs.values().any(|p| {
-            p.pdds.iter().any(|pdd| {
-                pdd.drm
-                    .as_ref()
-                    .is_some_and(|drm| files::key_of(std::os::fd::AsFd::as_fd(drm)) == Ok(key))
-                    && pdd.bos.values().any(|bo| bo.backing == backing)
+            p.pdds.get(gpu).is_some_and(|pdd| {
+                pdd.drm_key == Some(key) && pdd.bos.values().any(|bo| bo.backing == backing)
             })
         });
         if !allowed {

@@ -113,6 +113,9 @@ pub(super) struct Pdd {
     pub gpu_id: u32,
     /// The DRM file given to ACQUIRE_VM (the same open file the caller has).
     pub drm: Option<OwnedFd>,
+    /// The identity of that file's stand-in (the render-node open the VM is), which mappings
+    /// through the render node are checked against.
+    pub drm_key: Option<FileKey>,
     /// Buffer objects by idr id (the low 32 bits of the handle).
     pub bos: BTreeMap<u32, Bo>,
     pub vm: Vm,
@@ -188,6 +191,7 @@ impl Process {
                     gpu,
                     gpu_id: g.gpu_id,
                     drm: None,
+                    drm_key: None,
                     bos: BTreeMap::new(),
                     vm: Vm::default(),
                     scratch_va: 0,
