@@ -481,3 +481,35 @@ fn the_event_offset_maps_a_bo_given_as_the_signal_page() {
     bo.bytes()[8..16].copy_from_slice(&5u64.to_ne_bytes());
     assert_eq!(events.bytes()[8..16], 5u64.to_ne_bytes(), "the same memory");
 }
+
+#[test]
+fn an_import_on_another_gpu_is_a_new_object_that_goes_with_its_last_handle() {
+    let mut emu = Emu::machine("mi210x8");
+    emu.acquire_all();
+    let gpus = emu.gpu_ids();
+    let size = 4 * PAGE;
+    let (exported, _) = emu.alloc(gpus[0], va(1), size, VRAM_RW).expect("on GPU 0");
+    let dmabuf = export(&emu, exported);
+    let (_, a) = emu
+        .alloc(gpus[1], va(2), size, VRAM_RW)
+        .expect("a on GPU 1");
+    let (_, b) = emu
+        .alloc(gpus[1], va(3), size, VRAM_RW)
+        .expect("b on GPU 1");
+    assert_eq!(b, a + size);
+    // The import takes the next node of GPU 1's manager; freeing it gives the node back
+    // although the exporter's object (and the dma-buf) live on.
+    let imported = import(&emu, gpus[1], va(4), &dmabuf);
+    emu.free(imported).expect("free the import");
+    let (_, c) = emu
+        .alloc(gpus[1], va(5), size, VRAM_RW)
+        .expect("c on GPU 1");
+    assert_eq!(c, b + size, "the import's node was freed and reused");
+    // An import on GPU 1 while c holds that node lands after it.
+    let again = import(&emu, gpus[1], va(6), &dmabuf);
+    let (_, d) = emu
+        .alloc(gpus[1], va(7), size, VRAM_RW)
+        .expect("d on GPU 1");
+    assert_eq!(d, c + 2 * size, "the second import holds the node after c");
+    emu.free(again).expect("free");
+}

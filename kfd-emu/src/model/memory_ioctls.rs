@@ -261,7 +261,9 @@ pub(super) fn free_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Er
     if !bo.imported && bo.flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0 {
         pdd.vram_usage = pdd.vram_usage.saturating_sub(bo.size);
     }
+    let gpu = pdd.gpu;
     st.put_backing(bo.backing);
+    st.handle_dropped(bo.backing, gpu);
     Ok(())
 }
 

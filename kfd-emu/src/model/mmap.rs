@@ -119,6 +119,30 @@ impl State {
     }
 }
 
+impl State {
+    /// A handle on `backing` on GPU `gpu` went: an import's GEM object on a device other than
+    /// the memory's own goes with the last handle on it there, and its vma node with it.
+    pub(super) fn handle_dropped(&mut self, backing: u64, gpu: usize) {
+        if self.backings.get(&backing).is_none_or(|b| b.gpu == gpu) {
+            return;
+        }
+        let held = self.procs.values().any(|p| {
+            p.pdds
+                .get(gpu)
+                .is_some_and(|pdd| pdd.bos.values().any(|bo| bo.backing == backing))
+        });
+        if held {
+            return;
+        }
+        if let Some(b) = self.backings.get_mut(&backing)
+            && let Some(i) = b.offsets.iter().position(|&(g, _)| g == gpu)
+        {
+            let (_, start) = b.offsets.swap_remove(i);
+            self.vma[gpu].remove(start);
+        }
+    }
+}
+
 impl Model {
     /// [`Backend::mmap`](crate::backend::Backend::mmap).
     pub(super) fn mmap_standin(
@@ -160,8 +184,9 @@ impl Model {
     }
 
     /// `kfd_mmap` on the `/dev/kfd` of process `(tgid, serial)`: only that process may map
-    /// it (`EBADF` for another one, or once it is gone, as kernels since 6.17 answer; older ones
-    /// look the caller's own process up and answer `EINVAL` when it has none).
+    /// it, `EBADF` for another one or once it is gone (the 2025 `kfd_mmap` that takes the
+    /// process from the file, as `kfd_ioctl` does; before it, `kfd_get_process(current)` gave
+    /// the caller's own process, and `EINVAL` when it had none).
     fn mmap_kfd(
         &self,
         caller: CallerId,

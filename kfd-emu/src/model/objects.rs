@@ -47,8 +47,9 @@ pub(super) struct Backing {
     pub cpu_access: bool,
     /// What was reserved for it, given back when the last reference goes.
     pub charge: Charge,
-    /// Its DRM vma offsets, as (GPU index, byte offset): a GEM object per DRM device, removed
-    /// with the last reference.
+    /// Its DRM vma offsets, as (GPU index, byte offset): a GEM object per DRM device. The
+    /// memory's own GPU's goes with the last reference, another GPU's (an import there) with
+    /// the last handle on that GPU.
     pub offsets: Vec<(usize, u64)>,
 }
 

@@ -272,6 +272,7 @@ pub(super) fn teardown(model: &Model, tgid: i32) {
                 pdd.vram_usage = pdd.vram_usage.saturating_sub(bo.size);
             }
             st.put_backing(bo.backing);
+            st.handle_dropped(bo.backing, pdd.gpu);
         }
     }
     svm::teardown(model, &mut st, &mut process);
