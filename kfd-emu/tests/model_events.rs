@@ -297,7 +297,9 @@ fn a_bo_can_be_the_signal_page() {
     };
     emu.ioctl(AMDKFD_IOC_CREATE_EVENT, &mut a)
         .expect("create with page");
-    let mut cpu = CpuMap::new(emu.renders[0].as_fd(), offset, 32 * 1024);
+    let mut cpu = emu
+        .cpu_map(emu.renders[0].as_fd(), offset, 32 * 1024)
+        .expect("map the page through the render node");
     assert!(
         cpu.bytes().iter().all(|&b| b == 0xFF),
         "every slot unsignaled"

@@ -140,11 +140,10 @@ fn alloc_errnos_in_the_kernel_order() {
             KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE,
         )
         .expect("the MMIO page");
-    assert_ne!(doorbell, mmio);
-    assert!(
-        doorbell < 1 << 32 && mmio < 1 << 32,
-        "small offsets into the kfd memfd"
-    );
+    // amdgpu_bo_mmap_offset for the doorbell BO (a DRM vma offset, from 4 GiB);
+    // KFD_MMAP_TYPE_MMIO | KFD_MMAP_GPU_ID(gpu_id) for the MMIO page (kfd_priv.h).
+    assert!(doorbell >= 1 << 32, "{doorbell:#x}");
+    assert_eq!(mmio, (u64::from(gpu) & 0xFFFF) << 46);
     let (_, gtt) = emu
         .alloc(
             gpu,
@@ -360,7 +359,9 @@ fn cpu_mapping_of_the_render_node_and_the_gpu_view_see_the_same_bytes() {
     let tgid = emu.caller.tgid;
     let (h, offset) = emu.alloc(gpu, va(1), 2 * MIB, VRAM_RW).expect("alloc");
     assert_eq!(emu.map(h, &[gpu]).0, Ok(0));
-    let mut cpu = CpuMap::new(emu.renders[0].as_fd(), offset, 2 * MIB as usize);
+    let mut cpu = emu
+        .cpu_map(emu.renders[0].as_fd(), offset, 2 * MIB as usize)
+        .expect("map the BO through the render node");
     assert!(cpu.bytes().iter().all(|&b| b == 0), "a new BO is zeroed");
     cpu.bytes()[4096..4101].copy_from_slice(b"hello");
     let mut seen = [0u8; 5];
@@ -551,7 +552,9 @@ fn dmabuf_export_info_and_import_alias_the_same_bytes() {
         .gpu_read(tgid, gpus[0], va(2) + 64, &mut seen)
         .expect("read alias");
     assert_eq!(&seen, b"alias");
-    let mut cpu = CpuMap::new(emu.renders[0].as_fd(), offset, 4096);
+    let mut cpu = emu
+        .cpu_map(emu.renders[0].as_fd(), offset, 4096)
+        .expect("map the BO through the render node");
     assert_eq!(
         &cpu.bytes()[64..69],
         b"alias",

@@ -523,35 +523,43 @@ fn child_checks(
 }
 
 macro_rules! per_kind {
-    ($($case:ident),* $(,)?) => {
+    ($($case:ident),* $(,)?; device memory mapped by the CPU: $($mapped:ident),* $(,)?) => {
         mod host {
             $( #[test] fn $case() { super::$case(super::MemoryKind::Host) } )*
+            $( #[test] fn $mapped() { super::$mapped(super::MemoryKind::Host) } )*
         }
         mod device {
             $( #[test] fn $case() { super::$case(super::MemoryKind::Device) } )*
+            $(
+                #[test]
+                #[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
+                fn $mapped() { super::$mapped(super::MemoryKind::Device) }
+            )*
         }
         mod shared {
             $( #[test] fn $case() { super::$case(super::MemoryKind::Shared) } )*
+            $( #[test] fn $mapped() { super::$mapped(super::MemoryKind::Shared) } )*
         }
     };
 }
 
 per_kind!(
-    alloc_with_umf_alignments,
     alloc_rejects_wrong_alignments,
     alloc_of_impossible_sizes_is_provider_specific,
     page_sizes_and_name,
     free_follows_umf,
     free_ptr_resolves_by_pointer,
-    purges_of_whole_allocations,
-    purge_force_reads_back_zero,
     purges_reject_bad_ranges,
-    split_halves_are_freed_separately,
     merged_pieces_are_freed_as_one,
     split_and_merge_follow_umf_rules,
     stats_track_allocated_and_peak,
+    ipc_rejects_bad_arguments;
+    device memory mapped by the CPU:
+    alloc_with_umf_alignments,
+    purges_of_whole_allocations,
+    purge_force_reads_back_zero,
+    split_halves_are_freed_separately,
     ipc_between_two_providers,
-    ipc_rejects_bad_arguments,
     forked_child_is_a_new_kfd_process,
 );
 
@@ -594,6 +602,7 @@ fn free_ptr_among_a_hundred_thousand_allocations() {
 /// HOST memory mapped on every GPU of a two-hive machine, and DEVICE memory on its hive
 /// peers, is seen by each of them.
 #[test]
+#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn peers_see_the_memory() {
     on_every_target(&["mi210x8"], |target| {
         let kfd = Kfd::open().unwrap();

@@ -186,6 +186,7 @@ fn host_forked_child_drop_closes_what_it_inherited() {
 }
 
 #[test]
+#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn device_forked_child_drop_closes_what_it_inherited() {
     forked_child_drop_closes_what_it_inherited(MemoryKind::Device);
 }
@@ -230,6 +231,7 @@ fn host_forked_child_drop_issues_no_ioctl() {
 }
 
 #[test]
+#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn device_forked_child_drop_issues_no_ioctl() {
     forked_child_drop_issues_no_ioctl(MemoryKind::Device);
 }

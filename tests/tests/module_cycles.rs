@@ -43,7 +43,6 @@ const KNOWN_CYCLE_EDGES: &[&str] = &[
     "kfd-emu/src/lib.rs: model::memory_ioctls -> model::objects",
     "kfd-emu/src/lib.rs: model::memory_ioctls -> model::process",
     "kfd-emu/src/lib.rs: model::memory_ioctls -> model::svm",
-    "kfd-emu/src/lib.rs: model::objects -> model",
     "kfd-emu/src/lib.rs: model::objects -> model::process",
     "kfd-emu/src/lib.rs: model::process -> model",
     "kfd-emu/src/lib.rs: model::process -> model::events",

@@ -39,7 +39,7 @@ const LIVENESS_PERIOD: Duration = Duration::from_millis(50);
 
 /// Where a process's signal slots are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SignalPage {
+pub(super) enum SignalPage {
     /// The kernel's page, in the process's `/dev/kfd` memfd.
     Kernel,
     /// A BO the process handed in (its backing).
@@ -80,6 +80,13 @@ pub(super) struct EventTable {
     page: Option<SignalPage>,
     waiters: HashMap<u64, Vec<Slot>>,
     next_waiter: u64,
+}
+
+impl EventTable {
+    /// The signal page, once the first signal event made or took one.
+    pub(super) fn signal_page(&self) -> Option<SignalPage> {
+        self.page
+    }
 }
 
 /// A live event, for the leak report.
@@ -191,9 +198,7 @@ fn write_slot(ctx: &Ctx<'_>, st: &State, id: u32, value: u64) -> Result<(), Errn
             EVENT_PAGE_OFFSET + offset,
             &value.to_ne_bytes(),
         ),
-        Some(SignalPage::Bo { backing }) => {
-            st.backing_write(ctx.m, backing, offset, &value.to_ne_bytes())
-        }
+        Some(SignalPage::Bo { backing }) => st.backing_write(backing, offset, &value.to_ne_bytes()),
     }
 }
 
@@ -220,7 +225,7 @@ fn use_event_page(ctx: &Ctx<'_>, st: &mut State, handle: u64) -> Result<(), Errn
     process.events.mapped_size = size;
     process.signal_handle = Some(handle);
     let fill = vec![0xFF; size.min(u64::from(KFD_SIGNAL_EVENT_LIMIT) * 8) as usize];
-    st.backing_write(ctx.m, backing, 0, &fill)
+    st.backing_write(backing, 0, &fill)
 }
 
 /// AMDKFD_IOC_CREATE_EVENT.
@@ -246,7 +251,8 @@ pub(super) fn create_event(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         let slots = (events.mapped_size / 8).min(u64::from(KFD_SIGNAL_EVENT_LIMIT)) as u32;
         id = events.free_id(1, slots).ok_or(Errno::NOSPC)?;
         events.signal_count += 1;
-        a.event_page_offset = EVENT_PAGE_OFFSET;
+        // kfd_event_create: every signal event names the page by its mmap type.
+        a.event_page_offset = super::offsets::KFD_MMAP_TYPE_EVENTS;
         a.event_slot_index = id;
     } else {
         id = events

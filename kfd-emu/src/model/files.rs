@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use rustix::fs::{FallocateFlags, MemfdFlags, Mode, OFlags};
+use rustix::fs::{MemfdFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::backend::{StatAnswer, StatKind, StatTime};
@@ -27,20 +27,13 @@ pub(super) fn now() -> StatTime {
 /// A file's identity: `(st_dev, st_ino)`.
 pub(super) type FileKey = (u64, u64);
 
-/// The size of each GPU's render-node memfd: room for every BO slice (sparse, so only what is
-/// written costs memory).
-pub(super) const RENDER_MEMFD_SIZE: u64 = 1 << 40;
-
 /// The identity of an open file.
 pub(super) fn key_of(fd: BorrowedFd<'_>) -> Result<FileKey, Errno> {
     let st = rustix::fs::fstat(fd)?;
     Ok((st.st_dev, st.st_ino))
 }
 
-/// The prefix of the names of the model's memfds (`/proc/<pid>/fd/<n>` shows
-/// `/memfd:kfd-emu:<what> (deleted)`), by which a stand-in whose registration was released is
-/// still recognised.
-const NAME_PREFIX: &str = "kfd-emu:";
+pub(super) use super::vmas::{BO_MEMFD_NAME, NAME_PREFIX};
 
 /// A new memfd of `size` bytes (sparse), sealed against resizing (`F_SEAL_SHRINK |
 /// F_SEAL_GROW | F_SEAL_SEAL`): a program holding it cannot `ftruncate` it (`EPERM`) or
@@ -68,19 +61,28 @@ pub(super) fn standin_name(fd: BorrowedFd<'_>) -> Option<String> {
     name.strip_prefix(NAME_PREFIX).map(str::to_owned)
 }
 
-/// The name of the render-node memfd of `minor`: the GPU's shared one, or a private one.
-pub(super) fn render_name(minor: u32, private: bool) -> String {
-    if private {
-        format!("renderD{minor}-private")
-    } else {
-        format!("renderD{minor}")
-    }
+/// The name of the render-node memfds of `minor`.
+pub(super) fn render_name(minor: u32) -> String {
+    format!("renderD{minor}")
 }
 
-/// The memfd behind `/dev/dri/renderD<minor>`: the GPU's shared one or, with `private`, an
-/// empty one of the same size.
-pub(super) fn render_memfd(minor: u32, private: bool) -> io::Result<OwnedFd> {
-    memfd(&render_name(minor, private), RENDER_MEMFD_SIZE)
+/// A memfd standing for one open of `/dev/dri/renderD<minor>`: empty (size 0), so reading it
+/// shows nothing and mapping it natively maps nothing; its mappings are redirected to the
+/// memory of the BOs the model allows it on.
+pub(super) fn render_memfd(minor: u32) -> io::Result<OwnedFd> {
+    memfd(&render_name(minor), 0)
+}
+
+/// Raises this process's soft limit of open files to the hard limit (the model keeps a memfd
+/// per buffer object). Failure leaves the limit as it was: allocations then fail with
+/// `ENOMEM` once it is reached.
+pub(super) fn raise_fd_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        let _ = setrlimit(Resource::Nofile, limit);
+    }
 }
 
 /// A new open file description of the same file as `fd` (what a second `open` of a device
@@ -88,18 +90,6 @@ pub(super) fn render_memfd(minor: u32, private: bool) -> io::Result<OwnedFd> {
 pub(super) fn reopen(fd: BorrowedFd<'_>) -> Result<OwnedFd, Errno> {
     let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
     rustix::fs::open(path.as_str(), OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
-}
-
-/// Releases the pages of `[offset, offset + len)` of a memfd; they read as zeros afterwards.
-pub(super) fn punch_hole(fd: BorrowedFd<'_>, offset: u64, len: u64) {
-    // Failure only leaves memory allocated until the slice is reused and overwritten, and a
-    // slice is zeroed before reuse by this same call; there is nothing better to do.
-    let _ = rustix::fs::fallocate(
-        fd,
-        FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
-        offset,
-        len,
-    );
 }
 
 /// Reads `buf.len()` bytes at `offset` of a memfd (holes read as zeros).

@@ -206,7 +206,7 @@ impl Model {
             false,
             |side, range| match side {
                 Side::Model(st, backing, offset) => {
-                    st.backing_read(self, backing, offset, &mut buf[range])
+                    st.backing_read(backing, offset, &mut buf[range])
                 }
                 Side::Process(tgid, addr) => {
                     super::objects::remote_read(tgid, addr, &mut buf[range])
@@ -248,9 +248,7 @@ impl Model {
             buf.len(),
             true,
             |side, range| match side {
-                Side::Model(st, backing, offset) => {
-                    st.backing_write(self, backing, offset, &buf[range])
-                }
+                Side::Model(st, backing, offset) => st.backing_write(backing, offset, &buf[range]),
                 Side::Process(tgid, addr) => super::objects::remote_write(tgid, addr, &buf[range]),
             },
         )

@@ -1,5 +1,5 @@
-//! Memory accounting (`amdgpu_amdkfd_reserve_mem_limit`) and the slice allocator of the
-//! render-node memfds.
+//! Memory accounting (`amdgpu_amdkfd_reserve_mem_limit`) and the range allocator of the DRM
+//! vma offset managers.
 
 use std::collections::BTreeMap;
 
@@ -176,7 +176,9 @@ impl Accounts {
     }
 }
 
-/// First-fit allocator of page-aligned slices of a render-node memfd.
+/// Best-fit allocator of ranges (`drm_mm` with `DRM_MM_INSERT_BEST`: the smallest free range
+/// that fits, used from its start; among equal ones the lowest, where the kernel takes the one
+/// freed last).
 #[derive(Debug)]
 pub(super) struct Slices {
     /// Free ranges: start → length.
@@ -184,29 +186,26 @@ pub(super) struct Slices {
 }
 
 impl Slices {
-    /// Slices of `[start, end)`.
+    /// Ranges of `[start, end)`.
     pub(super) fn new(start: u64, end: u64) -> Slices {
         let mut free = BTreeMap::new();
         free.insert(start, end - start);
         Slices { free }
     }
 
-    /// A free slice of `size` bytes aligned to `align` (a power of two).
-    pub(super) fn alloc(&mut self, size: u64, align: u64) -> Option<u64> {
-        let (start, len, at) = self.free.iter().find_map(|(&start, &len)| {
-            let at = align_up(start, align)?;
-            let end = start.checked_add(len)?;
-            (at.checked_add(size)? <= end).then_some((start, len, at))
-        })?;
+    /// The start of a free range of `size` bytes.
+    pub(super) fn alloc(&mut self, size: u64) -> Option<u64> {
+        let (start, len) = self
+            .free
+            .iter()
+            .filter(|&(_, &len)| len >= size)
+            .min_by_key(|&(&start, &len)| (len, start))
+            .map(|(&start, &len)| (start, len))?;
         self.free.remove(&start);
-        if at > start {
-            self.free.insert(start, at - start);
+        if len > size {
+            self.free.insert(start + size, len - size);
         }
-        let tail = at + size;
-        if tail < start + len {
-            self.free.insert(tail, start + len - tail);
-        }
-        Some(at)
+        Some(start)
     }
 
     /// Returns `[offset, offset + size)`.
@@ -233,19 +232,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slices_are_first_fit_aligned_and_coalesce() {
-        let mut s = Slices::new(0x20_0000, 0x100_0000);
-        let a = s.alloc(0x1000, 0x1000).expect("a");
-        let b = s.alloc(0x20_0000, 0x20_0000).expect("b");
-        assert_eq!(a, 0x20_0000);
-        assert_eq!(b, 0x40_0000, "2 MiB aligned after the 4 KiB slice");
-        let c = s.alloc(0x1000, 0x1000).expect("c");
-        assert_eq!(c, 0x20_1000, "the hole before b is reused");
+    fn slices_are_best_fit_and_coalesce() {
+        let mut s = Slices::new(0x1000, 0x10_0000);
+        let a = s.alloc(0x1000).expect("a");
+        let b = s.alloc(0x3000).expect("b");
+        let c = s.alloc(0x1000).expect("c");
+        let d = s.alloc(0x2000).expect("d");
+        assert_eq!((a, b, c, d), (0x1000, 0x2000, 0x5000, 0x6000));
+        s.free(b, 0x3000);
+        s.free(d, 0x2000);
+        // Holes: b (3 pages) and d + the tail (the rest): a page goes to the smallest.
+        assert_eq!(s.alloc(0x1000), Some(0x2000), "the smallest hole that fits");
+        assert_eq!(s.alloc(0x2000), Some(0x3000), "what is left of it");
         s.free(a, 0x1000);
         s.free(c, 0x1000);
-        s.free(b, 0x20_0000);
+        s.free(0x2000, 0x1000);
+        s.free(0x3000, 0x2000);
         assert_eq!(s.free.len(), 1, "everything coalesced");
-        assert!(s.alloc(0x1000_0000, 0x1000).is_none());
+        assert!(s.alloc(0x1000_0000).is_none());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::os::fd::AsFd;
+use std::sync::Arc;
 
 use kfd_ioctl::abi::{
     KFD_IOC_ALLOC_MEM_FLAGS_AQL_QUEUE_MEM, KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL,
@@ -20,6 +21,7 @@ use super::chardev::{Ctx, KMALLOC_MAX, get, put};
 use super::files;
 use super::memory::{Charge, PAGE_SIZE, align_up};
 use super::objects::{Backing, Bo, Dmabuf, Domain, Store};
+use super::offsets;
 use super::process::{Process, State, doorbell_slice, make_handle};
 use super::smi::Event;
 use super::svm;
@@ -41,9 +43,8 @@ pub(super) fn acquire_vm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let a: kfd_ioctl_acquire_vm_args = get(buf);
     // fget(drm_fd) failing is EINVAL here.
     let file = files::caller_file(ctx.tgid, a.drm_fd).map_err(|_| Errno::INVAL)?;
-    let kind = files::key_of(file.as_fd())
-        .ok()
-        .and_then(|key| ctx.m.kind_of(&key));
+    let key = files::key_of(file.as_fd()).ok();
+    let kind = key.and_then(|key| ctx.m.kind_of(&key));
     let mut guard = ctx.m.lock();
     let st = &mut *guard;
     let gpu = {
@@ -77,6 +78,7 @@ pub(super) fn acquire_vm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         .unwrap_or_default();
     let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
     pdd.drm = Some(file);
+    pdd.drm_key = key;
     pdd.task = Some((task, comm.clone()));
     // kfd_process_device_init_vm announces the process on the GPU.
     st.smi.emit(
@@ -91,46 +93,36 @@ pub(super) fn acquire_vm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     Ok(())
 }
 
-/// The store and offset of a new BO, and its mmap offset.
+/// Where the bytes of a new BO are.
 fn create_store(
     ctx: &Ctx<'_>,
-    st: &mut State,
     gpu: usize,
     flags: u32,
     size: u64,
     user_addr: u64,
-) -> Result<(Store, u64), Errno> {
+) -> Result<Store, Errno> {
     if flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_GTT) != 0 {
-        let align = if size >= 1 << 21 { 1 << 21 } else { PAGE_SIZE };
-        let offset = st.slices[gpu].alloc(size, align).ok_or(Errno::NOMEM)?;
-        Ok((Store::Render { gpu, offset }, offset))
+        let fd = files::memfd(files::BO_MEMFD_NAME, size).map_err(|_| Errno::NOMEM)?;
+        Ok(Store::Memfd(Arc::new(fd)))
     } else if flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR != 0 {
         // hmm_range_fault over the range: every page must be mapped.
         if files::range_is_mapped(ctx.tgid, user_addr, size) == Some(false) {
             return Err(Errno::FAULT);
         }
-        let offset = st.next_fake_offset;
-        st.next_fake_offset = st.next_fake_offset.saturating_add(size);
-        Ok((
-            Store::UserPtr {
-                tgid: ctx.tgid,
-                addr: user_addr,
-            },
-            offset,
-        ))
+        Ok(Store::UserPtr {
+            tgid: ctx.tgid,
+            addr: user_addr,
+        })
     } else {
         let offset = if flags & KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL != 0 {
             Process::doorbell_offset(gpu)
         } else {
             Process::mmio_offset(gpu)
         };
-        Ok((
-            Store::Kfd {
-                tgid: ctx.tgid,
-                offset,
-            },
+        Ok(Store::Kfd {
+            tgid: ctx.tgid,
             offset,
-        ))
+        })
     }
 }
 
@@ -194,7 +186,7 @@ pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), E
     }
     let charge = Charge::of(flags, aligned).ok_or(Errno::NOMEM)?;
     st.acc.reserve(&m.limits, index, gpu.vram_size, charge)?;
-    let (store, mmap_offset) = match create_store(ctx, st, index, flags, aligned, a.mmap_offset) {
+    let store = match create_store(ctx, index, flags, aligned, a.mmap_offset) {
         Ok(v) => v,
         Err(e) => {
             st.acc.unreserve(index, charge);
@@ -209,10 +201,21 @@ pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), E
         domain,
         cpu_access: domain == Domain::Vram && flags & KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC != 0,
         charge,
+        offsets: Vec::new(),
     });
+    // amdgpu_bo_mmap_offset: every BO (userptr and SG ones too) is a GEM object with a node
+    // in its device's vma manager; an MMIO-remap BO is mapped through /dev/kfd instead.
+    let mmap_offset = match st.vma_offset(backing, index) {
+        Ok(_) if flags & KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP != 0 => offsets::mmio_offset(a.gpu_id),
+        Ok(offset) => offset,
+        Err(e) => {
+            st.put_backing(backing);
+            return Err(e);
+        }
+    };
     let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
     let Some(id) = pdd.free_id() else {
-        st.put_backing(m, backing);
+        st.put_backing(backing);
         return Err(Errno::FAULT);
     };
     pdd.bos.insert(
@@ -257,7 +260,9 @@ pub(super) fn free_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Er
     if !bo.imported && bo.flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0 {
         pdd.vram_usage = pdd.vram_usage.saturating_sub(bo.size);
     }
-    st.put_backing(ctx.m, bo.backing);
+    let gpu = pdd.gpu;
+    st.put_backing(bo.backing);
+    st.handle_dropped(bo.backing, gpu);
     Ok(())
 }
 
@@ -479,10 +484,24 @@ pub(super) fn export_dmabuf(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> 
         }
         (bo.backing, bo.dmabuf)
     };
+    // One dma-buf per GEM object: the BO's own, or the one of the object it was imported from.
+    let existing = existing
+        .filter(|id| st.dmabufs.contains_key(id))
+        .or_else(|| {
+            st.dmabufs
+                .iter()
+                .find(|(_, d)| d.backing == backing)
+                .map(|(&id, _)| id)
+        });
     let id = match existing {
-        Some(id) if st.dmabufs.contains_key(&id) => id,
-        _ => {
-            let file = files::memfd("dmabuf", 0).map_err(|_| Errno::NOMEM)?;
+        Some(id) => id,
+        None => {
+            // The stand-in is the BO's memory itself (a reopen of its memfd), so a mapping of
+            // the dma-buf fd shows the BO's bytes; SG BOs have none to show.
+            let file = match st.backings.get(&backing).map(|b| &b.store) {
+                Some(Store::Memfd(fd)) => files::reopen(fd.as_fd())?,
+                _ => files::memfd("dmabuf", 0).map_err(|_| Errno::NOMEM)?,
+            };
             let key = files::key_of(file.as_fd())?;
             st.next_dmabuf += 1;
             st.dmabufs.insert(
@@ -498,14 +517,14 @@ pub(super) fn export_dmabuf(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> 
                 b.refs += 1;
             }
             m.register(key, FileKind::Dmabuf { id: next_id });
-            if let Ok(pdd) = st.process(ctx.tgid, ctx.serial)?.pdd(handle_gpu(a.handle))
-                && let Some(bo) = pdd.bos.get_mut(&handle_id(a.handle))
-            {
-                bo.dmabuf = Some(next_id);
-            }
             next_id
         }
     };
+    if let Ok(pdd) = st.process(ctx.tgid, ctx.serial)?.pdd(handle_gpu(a.handle))
+        && let Some(bo) = pdd.bos.get_mut(&handle_id(a.handle))
+    {
+        bo.dmabuf = Some(id);
+    }
     let dmabuf = st.dmabufs.get(&id).ok_or(Errno::INVAL)?;
     let cloexec = a.flags & libc::O_CLOEXEC as u32 != 0;
     let fd = ctx.caller.install_fd(dmabuf.file.as_fd(), cloexec)?;
@@ -580,6 +599,9 @@ pub(super) fn import_dmabuf(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> 
         let domain = if b.gpu == gpu { b.domain } else { Domain::Gtt };
         (b.size, domain)
     };
+    // amdgpu_gem_prime_import: a dma-buf of this device gives back its own GEM object (the same
+    // vma offset); one of another device becomes a new object there.
+    st.vma_offset(backing, gpu)?;
     let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
     let bo_id = pdd.free_id().ok_or(Errno::FAULT)?;
     let domain_flag = match domain {

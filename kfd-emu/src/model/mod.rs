@@ -7,27 +7,36 @@
 //! and writing the caller's memory through [`Caller`].
 //!
 //! * `/dev/kfd` → a memfd per KFD process (one per thread group, as the kernel keeps one per
-//!   `mm`). Its pages hold the event signal page and, per GPU, the doorbell slice and the
-//!   MMIO-remap page, at the small offsets the ioctls return.
-//! * `/dev/dri/renderD<minor>`, opened by a process that has opened `/dev/kfd` → a new open
-//!   file on one large sparse memfd per GPU. Every VRAM or GTT buffer object is a page-aligned
-//!   slice of it and its `mmap_offset` is the slice's offset, so the program's own `mmap` of
-//!   the render fd maps the BO's real bytes, the same pages the model's GPU view reads.
-//!   Opened by a process without a KFD process → an empty private memfd: it answers the DRM
-//!   ioctls (naming the GPU), maps only zeros at any offset, and ACQUIRE_VM refuses it.
+//!   `mm`). Its pages hold the event signal page and, per GPU, the doorbell slice, the
+//!   MMIO-remap page and the CWSR pages; the ioctls return the kernel's offsets for them
+//!   (`KFD_MMAP_TYPE_EVENTS`, `KFD_MMAP_TYPE_MMIO | KFD_MMAP_GPU_ID(gpu_id)`, ...), which
+//!   [`Backend::mmap`] decodes as `kfd_mmap` does and redirects to those pages (`mmap`).
+//! * Every VRAM or GTT buffer object → its own sealed memfd of its size. Its `mmap_offset` is
+//!   the kernel's: a DRM vma-manager offset (from 4 GiB) of the GPU's render node, which
+//!   [`Backend::mmap`] looks up and redirects to the BO's memfd (`mmap`). An import shares the
+//!   exporter's memfd (and, on the same GPU, its offset), and EXPORT_DMABUF hands out a reopen
+//!   of it, so a mapping of the dma-buf fd shows the BO's bytes natively.
+//! * `/dev/dri/renderD<minor>` → a new empty memfd per open (a DRM file): `pread` and a
+//!   native `mmap` see nothing. It answers the DRM ioctls (naming the GPU) and can be given to
+//!   ACQUIRE_VM.
 //!
-//!   Isolation, and its approximation: the kernel lets a file map a BO's offset only when that
-//!   file holds a handle on the BO (`drm_vma_node_is_allowed`). A memfd cannot check that per
-//!   offset, and a process's mapping of an import made from another process's dma-buf must
-//!   alias the exporter's pages, so KFD processes on one GPU share its memfd: a KFD process
-//!   that maps an offset it holds no handle on sees that BO's bytes where the kernel would
-//!   answer `EACCES`. Processes that never opened `/dev/kfd` see nothing of anyone's VRAM.
-//! * Every memfd the model hands out (render nodes, `/dev/kfd`, dma-bufs, `/proc/modules`) is
-//!   sealed against resizing (`F_SEAL_SHRINK | F_SEAL_GROW`): `ftruncate` fails with `EPERM`
-//!   (a real device node says `EINVAL`), and no mapping can be cut short into a `SIGBUS`.
+//!   Isolation: the memory of a BO is reachable only through its own memfd, which no process
+//!   gets as an fd except as a dma-buf it exported or was given. A mapping through a render
+//!   node is redirected only when the file is the DRM file of a process's GPU VM and that
+//!   process holds a handle on the object (`drm_vma_node_is_allowed`, else `EACCES`), so a
+//!   process maps nothing of another's VRAM, with or without `/dev/kfd`. This needs the
+//!   supervisor to carry out [`Backend::mmap`]'s redirects; a program whose mmaps are not
+//!   intercepted maps the empty stand-ins and gets `SIGBUS` on access.
+//! * Every memfd the model hands out or maps (render nodes, `/dev/kfd`, BOs and their
+//!   dma-bufs, `/proc/modules`) is sealed against resizing (`F_SEAL_SHRINK | F_SEAL_GROW`):
+//!   `ftruncate` fails with `EPERM` (a real device node says `EINVAL`), and no mapping can be
+//!   cut short into a `SIGBUS`.
 //! * The file table (stand-in inode → what it is) drops a process's entries when it exits; a
 //!   stand-in still held by a child or a peer is then told by its memfd name
-//!   (`kfd-emu:<what>`): a `/dev/kfd` of a process that is gone answers `EBADF`.
+//!   (`kfd-emu:<what>`): a `/dev/kfd` of a process that is gone answers `EBADF`, a render node
+//!   is a DRM file no object is allowed on. A dma-buf's registration (what IMPORT and
+//!   GET_DMABUF_INFO recognise) goes with its exporter's exit; its memory lives on in the fds
+//!   and mappings programs still have (the model cannot see those close).
 //! * The KFD topology under `/sys/devices/virtual/kfd/kfd/topology` and
 //!   `/sys/class/kfd/kfd/topology` → files of a tree generated from the [`Machine`].
 //! * `/proc/modules` → a list that contains `amdgpu`; `/sys/module/amdgpu` → what libkmod
@@ -60,7 +69,9 @@ mod handlers;
 mod host;
 mod memory;
 mod memory_ioctls;
+mod mmap;
 mod objects;
+mod offsets;
 mod process;
 mod smi;
 mod svm;
@@ -69,13 +80,15 @@ mod vm;
 mod vmas;
 
 use std::collections::HashMap;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use rustix::io::Errno;
 
-use crate::backend::{Backend, Caller, IoctlResult, OpenAction, StatAnswer, StatKind, StatTime};
+use crate::backend::{
+    Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer, StatKind, StatTime,
+};
 use crate::machine::Machine;
 
 pub use fail::{FailRule, FailRuleError};
@@ -138,19 +151,10 @@ enum FileKind {
     /// `/dev/kfd` of a KFD process (`tgid`, and the serial that tells a process apart from a
     /// later one that reuses the pid).
     Kfd { tgid: i32, serial: u64 },
-    /// A render node of GPU index `gpu`, opened by a KFD process: the GPU's shared memfd.
+    /// An open of the render node of GPU index `gpu` (a DRM file): an empty memfd of its own.
     Render { gpu: usize },
-    /// A render node of GPU index `gpu` opened by a process without a KFD process: an empty
-    /// memfd of its own, which answers the DRM ioctls but cannot be given to ACQUIRE_VM.
-    PrivateRender { gpu: usize },
     /// A dma-buf the model exported.
     Dmabuf { id: u64 },
-}
-
-/// A GPU's render node: the sparse memfd every BO of that GPU is a slice of.
-#[derive(Debug)]
-struct RenderNode {
-    memfd: OwnedFd,
 }
 
 /// The emulated KFD driver (see the [module docs](self)).
@@ -161,7 +165,6 @@ pub struct Model {
     /// Signalled whenever an event is set or destroyed, or a process goes away.
     wake: Condvar,
     files: RwLock<HashMap<FileKey, FileKind>>,
-    render: Vec<RenderNode>,
     sysfs: Mutex<Option<files::SysfsTree>>,
     fail: Mutex<Vec<fail::Armed>>,
     leaks: AtomicBool,
@@ -173,28 +176,15 @@ pub struct Model {
 }
 
 impl Model {
-    /// Creates the model: one render-node memfd per GPU of the machine.
+    /// Creates the model for `cfg`'s machine.
     pub fn new(cfg: ModelConfig) -> Result<Arc<Model>, ModelError> {
         if cfg.kfd_minor == 0 || cfg.kfd_minor > kfd_ioctl::abi::KFD_IOCTL_MINOR_VERSION {
             return Err(ModelError::Minor(cfg.kfd_minor));
         }
-        let mut render = Vec::new();
-        let mut table = HashMap::new();
-        for (index, gpu) in cfg.machine.gpus().iter().enumerate() {
-            let what = format!("/dev/dri/renderD{}", gpu.render_minor);
-            let memfd = files::render_memfd(gpu.render_minor, false).map_err(|source| {
-                ModelError::StandIn {
-                    what: what.clone(),
-                    source,
-                }
-            })?;
-            let key = files::key_of(memfd.as_fd()).map_err(|e| ModelError::StandIn {
-                what,
-                source: e.into(),
-            })?;
-            table.insert(key, FileKind::Render { gpu: index });
-            render.push(RenderNode { memfd });
-        }
+        // Every VRAM and GTT BO holds a memfd: let the model hold as many as the hard limit
+        // allows (the soft limit is often 1024).
+        files::raise_fd_limit();
+        let table = HashMap::new();
         let state = State::new(cfg.machine.gpus().len());
         let fail = cfg.fail.iter().cloned().map(fail::Armed::new).collect();
         Ok(Arc::new_cyclic(|model| Model {
@@ -203,7 +193,6 @@ impl Model {
             state: Mutex::new(state),
             wake: Condvar::new(),
             files: RwLock::new(table),
-            render,
             sysfs: Mutex::new(None),
             fail: Mutex::new(fail),
             leaks: AtomicBool::new(false),
@@ -222,8 +211,8 @@ impl Model {
         &self.cfg.machine
     }
 
-    /// How many stand-in files (their inodes) the model knows: the GPUs' render nodes, and the
-    /// `/dev/kfd`, private render nodes and dma-bufs of live processes. It is back to its
+    /// How many stand-in files (their inodes) the model knows: the `/dev/kfd`, render-node opens
+    /// and dma-bufs of live processes. It is back to its
     /// earlier value once the processes that opened stand-ins since have exited and been
     /// released.
     pub fn stand_ins(&self) -> usize {
@@ -298,37 +287,25 @@ impl Model {
         }
     }
 
-    /// A render node: the GPU's shared memfd for a KFD process, else a private empty one
-    /// (see the module docs).
+    /// A render node: a new DRM file, an empty memfd of its own (see the module docs).
     fn open_render(&self, caller: &dyn Caller, gpu: usize) -> OpenAction {
         let tgid = caller.id().tgid;
-        if self.lock().procs.contains_key(&tgid) {
-            return match files::reopen(self.render[gpu].memfd.as_fd()) {
-                Ok(fd) => OpenAction::Inject(fd),
-                Err(errno) => OpenAction::Fail(errno),
-            };
-        }
         let minor = self.cfg.machine.gpus()[gpu].render_minor;
-        let private = files::render_memfd(minor, true).map_err(|e| io_errno(&e));
-        let fd = match private.and_then(|fd| Ok((files::key_of(fd.as_fd())?, fd))) {
+        let file = files::render_memfd(minor).map_err(|e| io_errno(&e));
+        match file.and_then(|fd| Ok((files::key_of(fd.as_fd())?, fd))) {
             Ok((key, fd)) => {
-                self.register(key, FileKind::PrivateRender { gpu });
-                self.lock()
-                    .private_render
-                    .entry(tgid)
-                    .or_default()
-                    .push(key);
-                fd
+                self.register(key, FileKind::Render { gpu });
+                self.lock().render_files.entry(tgid).or_default().push(key);
+                OpenAction::Inject(fd)
             }
-            Err(errno) => return OpenAction::Fail(errno),
-        };
-        OpenAction::Inject(fd)
+            Err(errno) => OpenAction::Fail(errno),
+        }
     }
 
     /// What a stand-in whose registration was released (its process exited; a child or a
     /// peer still holds the fd) is, from its memfd name: a `/dev/kfd` of a process that is
     /// gone (ioctls fail with `EBADF`, as the kernel's do for a process that is not the
-    /// file's), or a private render node.
+    /// file's), or a render node (a DRM file no object is allowed on any more).
     fn released_kind(&self, file: BorrowedFd<'_>) -> Option<FileKind> {
         let name = files::standin_name(file)?;
         if name == process::KFD_MEMFD_NAME {
@@ -338,8 +315,8 @@ impl Model {
             .machine
             .gpus()
             .iter()
-            .position(|g| name == files::render_name(g.render_minor, true))
-            .map(|gpu| FileKind::PrivateRender { gpu })
+            .position(|g| name == files::render_name(g.render_minor))
+            .map(|gpu| FileKind::Render { gpu })
     }
 
     /// Runs `f` on the generated sysfs tree, generating it on first use.
@@ -484,16 +461,26 @@ impl Backend for Model {
             FileKind::Kfd { tgid, serial } => {
                 dispatch::kfd_ioctl(self, caller, tgid, serial, cmd, arg)
             }
-            FileKind::Render { gpu } | FileKind::PrivateRender { gpu } => {
-                drm::ioctl(self, caller, gpu, cmd, arg)
-            }
+            FileKind::Render { gpu } => drm::ioctl(self, caller, gpu, cmd, arg),
             // dma_buf_ioctl answers only its own 'b' commands.
             FileKind::Dmabuf { .. } => Err(Errno::NOTTY),
         })
     }
 
+    fn mmap(
+        &self,
+        caller: CallerId,
+        file: BorrowedFd<'_>,
+        offset: u64,
+        len: u64,
+        _prot: u32,
+        _flags: u32,
+    ) -> MmapAction {
+        self.mmap_standin(caller, file, offset, len)
+    }
+
     fn process_exited(&self, tgid: i32) {
-        let private = self.lock().private_render.remove(&tgid);
+        let private = self.lock().render_files.remove(&tgid);
         for key in private.into_iter().flatten() {
             self.unregister(&key);
         }

@@ -2,19 +2,21 @@
 
 use std::collections::BTreeSet;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
 
 use rustix::io::Errno;
 
-use super::Model;
 use super::files::{self, FileKey};
 use super::memory::Charge;
 use super::process::State;
 
 /// Where a BO's bytes are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(super) enum Store {
-    /// A slice of GPU `gpu`'s render-node memfd (VRAM and GTT).
-    Render { gpu: usize, offset: u64 },
+    /// Its own sealed memfd of the BO's size, the bytes from offset 0 (VRAM and GTT). CPU
+    /// mappings through the render node are redirected to it, a dma-buf of the BO is a reopen
+    /// of it, and its pages live as long as any of those or a backing holds it.
+    Memfd(Arc<OwnedFd>),
     /// The caller's own memory at `addr` (USERPTR).
     UserPtr { tgid: i32, addr: u64 },
     /// The KFD process's `/dev/kfd` memfd at `offset` (doorbells, the MMIO-remap page).
@@ -45,6 +47,10 @@ pub(super) struct Backing {
     pub cpu_access: bool,
     /// What was reserved for it, given back when the last reference goes.
     pub charge: Charge,
+    /// Its DRM vma offsets, as (GPU index, byte offset): a GEM object per DRM device. The
+    /// memory's own GPU's goes with the last reference, another GPU's (an import there) with
+    /// the last handle on that GPU.
+    pub offsets: Vec<(usize, u64)>,
 }
 
 /// One buffer object handle of a process on one GPU.
@@ -89,7 +95,7 @@ impl State {
     }
 
     /// Drops one reference to backing `id`; the last gives the memory and its charge back.
-    pub(super) fn put_backing(&mut self, model: &Model, id: u64) {
+    pub(super) fn put_backing(&mut self, id: u64) {
         let Some(backing) = self.backings.get_mut(&id) else {
             return;
         };
@@ -101,66 +107,50 @@ impl State {
             return;
         };
         self.acc.unreserve(backing.gpu, backing.charge);
-        if let Store::Render { gpu, offset } = backing.store {
-            // The kernel wipes VRAM on release and GTT pages come back zeroed.
-            files::punch_hole(model.render[gpu].memfd.as_fd(), offset, backing.size);
-            self.slices[gpu].free(offset, backing.size);
+        for (gpu, start) in backing.offsets {
+            self.vma[gpu].remove(start);
         }
+        // The memfd closes with the last holder: a mapping or a dma-buf fd a program still
+        // has keeps its pages, as the kernel's keep a reference on the GEM object.
     }
 
     /// The process memory behind `offset` of backing `id` (`(tgid, address)`) when it is a
     /// USERPTR BO; `None` when the model keeps the bytes itself.
     pub(super) fn backing_user(&self, id: u64, offset: u64) -> Result<Option<(i32, u64)>, Errno> {
         let backing = self.backings.get(&id).ok_or(Errno::FAULT)?;
-        match backing.store {
-            Store::UserPtr { tgid, addr } => {
+        match &backing.store {
+            &Store::UserPtr { tgid, addr } => {
                 Ok(Some((tgid, addr.checked_add(offset).ok_or(Errno::FAULT)?)))
             }
-            Store::Render { .. } | Store::Kfd { .. } => Ok(None),
+            Store::Memfd(_) | Store::Kfd { .. } => Ok(None),
         }
     }
 
     /// Reads `buf.len()` bytes at `offset` of backing `id`.
-    pub(super) fn backing_read(
-        &self,
-        model: &Model,
-        id: u64,
-        offset: u64,
-        buf: &mut [u8],
-    ) -> Result<(), Errno> {
+    pub(super) fn backing_read(&self, id: u64, offset: u64, buf: &mut [u8]) -> Result<(), Errno> {
         let backing = self.backings.get(&id).ok_or(Errno::FAULT)?;
-        match backing.store {
-            Store::Render { gpu, offset: base } => {
-                files::read_at(model.render[gpu].memfd.as_fd(), base + offset, buf)
-            }
-            Store::Kfd { tgid, offset: base } => {
+        match &backing.store {
+            Store::Memfd(fd) => files::read_at(fd.as_fd(), offset, buf),
+            &Store::Kfd { tgid, offset: base } => {
                 let process = self.procs.get(&tgid).ok_or(Errno::FAULT)?;
                 files::read_at(process.memfd.as_fd(), base + offset, buf)
             }
-            Store::UserPtr { tgid, addr } => {
+            &Store::UserPtr { tgid, addr } => {
                 remote_read(tgid, addr.checked_add(offset).ok_or(Errno::FAULT)?, buf)
             }
         }
     }
 
     /// Writes `buf` at `offset` of backing `id`.
-    pub(super) fn backing_write(
-        &self,
-        model: &Model,
-        id: u64,
-        offset: u64,
-        buf: &[u8],
-    ) -> Result<(), Errno> {
+    pub(super) fn backing_write(&self, id: u64, offset: u64, buf: &[u8]) -> Result<(), Errno> {
         let backing = self.backings.get(&id).ok_or(Errno::FAULT)?;
-        match backing.store {
-            Store::Render { gpu, offset: base } => {
-                files::write_at(model.render[gpu].memfd.as_fd(), base + offset, buf)
-            }
-            Store::Kfd { tgid, offset: base } => {
+        match &backing.store {
+            Store::Memfd(fd) => files::write_at(fd.as_fd(), offset, buf),
+            &Store::Kfd { tgid, offset: base } => {
                 let process = self.procs.get(&tgid).ok_or(Errno::FAULT)?;
                 files::write_at(process.memfd.as_fd(), base + offset, buf)
             }
-            Store::UserPtr { tgid, addr } => {
+            &Store::UserPtr { tgid, addr } => {
                 remote_write(tgid, addr.checked_add(offset).ok_or(Errno::FAULT)?, buf)
             }
         }

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use rustix::io::Errno;
@@ -11,8 +12,9 @@ use rustix::io::Errno;
 use super::Model;
 use super::events::EventTable;
 use super::files::{self, FileKey};
-use super::memory::{Accounts, Slices};
+use super::memory::Accounts;
 use super::objects::{Backing, Bo, Dmabuf};
+use super::offsets::VmaSpace;
 use super::smi::{Event, Smi};
 use super::svm::{self, Svm};
 use super::vm::Vm;
@@ -25,14 +27,13 @@ pub(super) const EVENT_PAGE_SIZE: u64 = 4096 * 8;
 /// Where GPU `i`'s doorbell slice starts in the memfd: `GPU_SLOTS + i * GPU_SLOT_SIZE`.
 const GPU_SLOTS: u64 = 0x2_0000;
 const GPU_SLOT_SIZE: u64 = 0x1_0000;
-/// The MMIO-remap page, within a GPU's slot.
+/// The MMIO-remap page, within a GPU's slot (after the doorbell slice).
 const MMIO_IN_SLOT: u64 = 0x4000;
+/// The two CWSR pages of `KFD_MMAP_TYPE_RESERVED_MEM`, within a GPU's slot.
+const RESERVED_IN_SLOT: u64 = 0x8000;
 
 /// The name of a process's `/dev/kfd` memfd.
 pub(super) const KFD_MEMFD_NAME: &str = "kfd";
-
-/// Where render-node slices start (offset 0 is never handed out).
-pub(super) const FIRST_SLICE: u64 = 1 << 21;
 
 /// The model's state: every KFD process and the device-wide memory bookkeeping.
 #[derive(Debug)]
@@ -41,22 +42,18 @@ pub(super) struct State {
     /// The serial the next process gets.
     pub serial: u64,
     pub acc: Accounts,
-    /// Per GPU: the free slices of its render-node memfd.
-    pub slices: Vec<Slices>,
+    /// Per GPU (DRM device): the vma offset manager of its GEM objects.
+    pub vma: Vec<VmaSpace>,
     pub backings: HashMap<u64, Backing>,
     pub next_backing: u64,
     pub dmabufs: HashMap<u64, Dmabuf>,
     pub next_dmabuf: u64,
-    /// The next USERPTR `mmap_offset` (past the end of the render memfds: there is nothing to
-    /// map there, as there is no CPU mapping of a userptr BO through the DRM fd either).
-    pub next_fake_offset: u64,
     /// The SMI event clients of every GPU.
     pub smi: Smi,
     /// Per GPU: bytes of VRAM holding migrated SVM pages.
     pub svm_vram: Vec<u64>,
-    /// The private render-node memfds each process without a KFD process opened, released
-    /// (unregistered) when it exits.
-    pub private_render: HashMap<i32, Vec<FileKey>>,
+    /// The render-node stand-ins each process opened, released (unregistered) when it exits.
+    pub render_files: HashMap<i32, Vec<FileKey>>,
 }
 
 impl State {
@@ -65,17 +62,14 @@ impl State {
             procs: HashMap::new(),
             serial: 1,
             acc: Accounts::new(gpus),
-            slices: (0..gpus)
-                .map(|_| Slices::new(FIRST_SLICE, files::RENDER_MEMFD_SIZE))
-                .collect(),
+            vma: (0..gpus).map(|_| VmaSpace::new()).collect(),
             backings: HashMap::new(),
             next_backing: 1,
             dmabufs: HashMap::new(),
             next_dmabuf: 1,
-            next_fake_offset: files::RENDER_MEMFD_SIZE,
             smi: Smi::default(),
             svm_vram: vec![0; gpus],
-            private_render: HashMap::new(),
+            render_files: HashMap::new(),
         }
     }
 
@@ -94,7 +88,7 @@ pub(super) struct Process {
     pub tgid: i32,
     pub serial: u64,
     /// The `/dev/kfd` stand-in.
-    pub memfd: OwnedFd,
+    pub memfd: Arc<OwnedFd>,
     pub key: FileKey,
     /// One per GPU of the machine, in machine order (`kfd_process_device`).
     pub pdds: Vec<Pdd>,
@@ -119,6 +113,9 @@ pub(super) struct Pdd {
     pub gpu_id: u32,
     /// The DRM file given to ACQUIRE_VM (the same open file the caller has).
     pub drm: Option<OwnedFd>,
+    /// The identity of that file's stand-in (the render-node open the VM is), which mappings
+    /// through the render node are checked against.
+    pub drm_key: Option<FileKey>,
     /// Buffer objects by idr id (the low 32 bits of the handle).
     pub bos: BTreeMap<u32, Bo>,
     pub vm: Vm,
@@ -179,6 +176,7 @@ impl Process {
             &[0xFF; EVENT_PAGE_SIZE as usize],
         )?;
         let key = files::key_of(memfd.as_fd())?;
+        let memfd = Arc::new(memfd);
         let serial = st.serial;
         st.serial += 1;
         Ok(Process {
@@ -193,6 +191,7 @@ impl Process {
                     gpu,
                     gpu_id: g.gpu_id,
                     drm: None,
+                    drm_key: None,
                     bos: BTreeMap::new(),
                     vm: Vm::default(),
                     scratch_va: 0,
@@ -237,6 +236,11 @@ impl Process {
     pub(super) fn mmio_offset(gpu: usize) -> u64 {
         Self::doorbell_offset(gpu) + MMIO_IN_SLOT
     }
+
+    /// The CWSR (`RESERVED_MEM`) pages of GPU index `gpu` in the memfd.
+    pub(super) fn reserved_offset(gpu: usize) -> u64 {
+        Self::doorbell_offset(gpu) + RESERVED_IN_SLOT
+    }
 }
 
 /// The process doorbell slice size (`kfd_doorbell_process_slice`): 1024 doorbells of 8 bytes
@@ -267,7 +271,8 @@ pub(super) fn teardown(model: &Model, tgid: i32) {
             if !bo.imported && bo.flags & kfd_ioctl::abi::KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0 {
                 pdd.vram_usage = pdd.vram_usage.saturating_sub(bo.size);
             }
-            st.put_backing(model, bo.backing);
+            st.put_backing(bo.backing);
+            st.handle_dropped(bo.backing, pdd.gpu);
         }
     }
     svm::teardown(model, &mut st, &mut process);
@@ -295,7 +300,7 @@ pub(super) fn teardown(model: &Model, tgid: i32) {
     for id in exported {
         if let Some(dmabuf) = st.dmabufs.remove(&id) {
             model.unregister(&dmabuf.key);
-            st.put_backing(model, dmabuf.backing);
+            st.put_backing(dmabuf.backing);
         }
     }
     drop(st);

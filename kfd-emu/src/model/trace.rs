@@ -1,7 +1,7 @@
 //! `--trace`: every ioctl decoded, strace-style, on stderr.
 //!
 //! ```text
-//! [pid 1234] ALLOC_MEMORY_OF_GPU(va_addr=0x7f0000000000, size=2097152, handle=0x0, mmap_offset=0x0, gpu_id=0x1a2b, flags=VRAM|WRITABLE) = 0 (handle=0x1a2b00000001, mmap_offset=0x200000)
+//! [pid 1234] ALLOC_MEMORY_OF_GPU(va_addr=0x7f0000000000, size=2097152, handle=0x0, mmap_offset=0x0, gpu_id=0x1a2b, flags=VRAM|WRITABLE) = 0 (handle=0x1a2b00000001, mmap_offset=0x100000000)
 //! [pid 1234] FREE_MEMORY_OF_GPU(handle=0x1a2b00000007) = -EINVAL
 //! ```
 //!

@@ -4,7 +4,7 @@
 //! Device memory is what the kernel marks `VM_IO | VM_PFNMAP | VM_MIXEDMAP`: doorbell and
 //! MMIO mmaps of `/dev/kfd`, TTM CPU mappings of BOs through a render node, dma-buf mmaps. In
 //! the emulator those are mappings of the model's stand-in files, which the maps show by
-//! device and inode; the `[vvar]` pages (`VM_PFNMAP`) are device memory too, and the
+//! device and inode, or of a BO's memfd, which they show by name; the `[vvar]` pages (`VM_PFNMAP`) are device memory too, and the
 //! `[vsyscall]` page is no VMA at all.
 
 use rustix::io::Errno;
@@ -130,6 +130,21 @@ impl Vmas {
     }
 }
 
+/// The prefix of the names of the model's memfds (`/proc/<pid>/fd/<n>` shows
+/// `/memfd:kfd-emu:<what> (deleted)`), by which a stand-in whose registration was released is
+/// still recognised.
+pub(super) const NAME_PREFIX: &str = "kfd-emu:";
+
+/// The name of the memfd of a buffer object's memory.
+pub(super) const BO_MEMFD_NAME: &str = "bo";
+
+/// Whether `path`, the path field of a `/proc/<pid>/maps` line, is a BO's memfd.
+pub(super) fn is_bo_memfd_path(path: &str) -> bool {
+    path.strip_prefix("/memfd:")
+        .and_then(|p| p.strip_prefix(NAME_PREFIX))
+        .is_some_and(|name| name == BO_MEMFD_NAME)
+}
+
 /// One line: `start-end perms offset major:minor inode [path]`.
 fn parse_line(line: &str, stand_in: &impl Fn(u64, u64) -> bool) -> Option<Vma> {
     let mut fields = line.split_whitespace();
@@ -145,7 +160,9 @@ fn parse_line(line: &str, stand_in: &impl Fn(u64, u64) -> bool) -> Option<Vma> {
         u32::from_str_radix(major, 16).ok()?,
         u32::from_str_radix(minor, 16).ok()?,
     );
-    let special = matches!(path, "[vvar]" | "[vvar_vclock]" | "[vsyscall]");
+    // A BO's memory, mapped where the program mapped a render node or a dma-buf.
+    let special =
+        matches!(path, "[vvar]" | "[vvar_vclock]" | "[vsyscall]") || is_bo_memfd_path(path);
     Some(Vma {
         start,
         end,
@@ -169,6 +186,8 @@ mod tests {
 7f0000004000-7f0000008000 r--p 00000000 00:00 0
 7f0000010000-7f0000012000 rw-s 00000000 00:01 4242        /memfd:kfd (deleted)
 7f0000012000-7f0000014000 rw-s 00000000 00:01 4243        /dev/zero (deleted)
+7f0000020000-7f0000022000 rw-s 00000000 00:01 4244        /memfd:kfd-emu:bo (deleted)
+7f0000022000-7f0000024000 rw-s 00000000 00:01 4245        /memfd:kfd-emu:box (deleted)
 7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0           [stack]
 7ffd00100000-7ffd00102000 r--p 00000000 00:00 0           [vvar]
 ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0   [vsyscall]
@@ -191,6 +210,8 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0   [vsyscall]
         let shmem = v.lookup(0x7f00_0001_2000).expect("shared anon");
         assert!(!shmem.device && !shmem.migratable());
         assert!(v.lookup(0x7ffd_0010_0000).expect("vvar").device);
+        assert!(v.lookup(0x7f00_0002_0000).expect("a BO's memfd").device);
+        assert!(!v.lookup(0x7f00_0002_2000).expect("another memfd").device);
         assert!(v.lookup(0x7f00_0000_8000).is_none());
     }
 

@@ -6,7 +6,7 @@
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
-use kfd_emu::backend::{Backend, Caller, CallerId, OpenAction};
+use kfd_emu::backend::{Backend, Caller, CallerId, MmapAction, OpenAction};
 use kfd_emu::machine::Machine;
 use kfd_emu::model::{Model, ModelConfig};
 use kfd_ioctl::abi::*;
@@ -263,6 +263,35 @@ impl Emu {
         self.map_from(true, handle, gpus, 0)
     }
 
+    /// What the model decides for a shared read-write mapping of `len` bytes of stand-in `fd`
+    /// at `offset` by this process.
+    pub fn mmap_action(&self, fd: BorrowedFd<'_>, offset: u64, len: u64) -> MmapAction {
+        self.mmap_action_as(&self.caller, fd, offset, len)
+    }
+
+    /// [`mmap_action`](Self::mmap_action) as `caller`.
+    pub fn mmap_action_as(
+        &self,
+        caller: &TestCaller,
+        fd: BorrowedFd<'_>,
+        offset: u64,
+        len: u64,
+    ) -> MmapAction {
+        let prot = (libc::PROT_READ | libc::PROT_WRITE) as u32;
+        self.model
+            .mmap(caller.id(), fd, offset, len, prot, libc::MAP_SHARED as u32)
+    }
+
+    /// Maps `len` bytes of stand-in `fd` at `offset` the way the supervisor carries out
+    /// `Backend::mmap`: the redirected memory, the file itself for `Continue`, or the errno.
+    pub fn cpu_map(&self, fd: BorrowedFd<'_>, offset: u64, len: usize) -> Result<CpuMap, Errno> {
+        match self.mmap_action(fd, offset, len as u64) {
+            MmapAction::Redirect { fd, offset } => Ok(CpuMap::new(fd.as_fd(), offset, len)),
+            MmapAction::Continue => Ok(CpuMap::new(fd, offset, len)),
+            MmapAction::Fail(errno) => Err(errno),
+        }
+    }
+
     pub fn available(&self, gpu_id: u32) -> u64 {
         let mut a = kfd_ioctl_get_available_memory_args {
             available: 0,
@@ -286,7 +315,7 @@ pub fn va(n: u64) -> u64 {
     0x7000_0000_0000 + n * 0x1000_0000
 }
 
-/// Maps `len` bytes of render-node fd `fd` at `offset`, shared, and returns the mapping.
+/// A shared read-write mapping of `len` bytes of `fd` at `offset`, unmapped on drop.
 pub struct CpuMap {
     pub ptr: *mut u8,
     pub len: usize,
@@ -306,7 +335,7 @@ impl CpuMap {
                 offset,
             )
         }
-        .expect("mmap the render node");
+        .expect("mmap");
         CpuMap {
             ptr: ptr.cast(),
             len,
