@@ -48,11 +48,13 @@
 //! [`Caller`]: crate::backend::Caller
 
 mod caller;
+mod mmap;
 mod path;
 pub mod seccomp;
 mod serve;
 mod spawn;
 mod stat;
+mod tracer;
 
 use std::ffi::OsStr;
 use std::fmt;
@@ -191,7 +193,7 @@ pub fn attach(backend: Arc<dyn Backend>) -> Result<Attached, SupervisorError> {
             .spawn(move || {
                 // No listener: the filter was not installed; nothing to serve.
                 if let Ok(listener) = receive.recv() {
-                    match Server::new(listener, backend) {
+                    match Server::new(listener, backend, mmap::Route::InProcess) {
                         Ok(mut server) => server.run(&mut AttachDriver { shutdown }),
                         Err(err) => eprintln!("kfd-emu: starting the supervisor: {err}"),
                     }
