@@ -527,7 +527,7 @@ fn file_mapping_cost() {
     let ns = |output: &[u8]| -> u64 {
         String::from_utf8_lossy(output)
             .lines()
-            .find_map(|l| l.strip_prefix("NS_PER_MAP "))
+            .find_map(|l| l.split_once("NS_PER_MAP ").map(|(_, v)| v.to_owned()))
             .and_then(|v| v.trim().parse().ok())
             .expect("NS_PER_MAP")
     };

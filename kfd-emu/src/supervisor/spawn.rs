@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::mpsc;
 
 use rustix::io::Errno;
+use rustix::process::{Pid, PidfdFlags, pidfd_open};
 
 use super::SupervisorError;
 use super::mmap::{Route, Slots};
@@ -138,28 +139,51 @@ fn wait_until_seized(socket: RawFd) -> Result<(), Errno> {
 }
 
 /// Drives the loop for a spawned child: takes its exit status when the tracer reports it
-/// (the tracer reaps it, or detaches it at its exit so that `Child::wait` reaps it), and stops
-/// once it has ended and every process seen has exited.
+/// (the tracer reaps a child killed by a signal, and detaches one that exits, so that
+/// `Child::wait` reaps it once its pidfd says the whole process is gone), and stops once it
+/// has ended and every process seen has exited.
 struct ChildDriver {
     child: Child,
     exit: Arc<ChildExit>,
+    /// The detached child's pidfd, readable once it can be reaped without blocking.
+    pidfd: Option<OwnedFd>,
     /// The child's status, or why reaping failed.
     outcome: Option<std::io::Result<ExitStatus>>,
 }
 
 impl Driver for ChildDriver {
     fn watched(&self) -> Vec<BorrowedFd<'_>> {
-        if self.outcome.is_some() {
-            Vec::new()
-        } else {
-            vec![self.exit.ready.as_fd()]
+        match (&self.outcome, &self.pidfd) {
+            (Some(_), _) => Vec::new(),
+            (None, Some(pidfd)) => vec![pidfd.as_fd()],
+            (None, None) => vec![self.exit.ready.as_fd()],
         }
     }
 
     fn ready(&mut self, _index: usize) -> bool {
-        // The tracer has reaped the child or detached it as it exits: this does not block
-        // for long.
-        self.outcome = Some(wait_for(&self.exit, &mut self.child));
+        if self.pidfd.is_some() {
+            // The detached child has exited as a whole: reaping does not block.
+            self.outcome = Some(self.child.wait());
+            return false;
+        }
+        if let Some(status) = self.exit.status() {
+            self.outcome = Some(Ok(status));
+            return false;
+        }
+        // Detached as its leader exits; other threads may still run.
+        match self.child.try_wait() {
+            Ok(Some(status)) => self.outcome = Some(Ok(status)),
+            Ok(None) => {
+                let pidfd = Pid::from_raw(self.child.id() as i32)
+                    .ok_or(Errno::SRCH)
+                    .and_then(|pid| pidfd_open(pid, PidfdFlags::empty()));
+                match pidfd {
+                    Ok(pidfd) => self.pidfd = Some(pidfd),
+                    Err(_) => self.outcome = Some(self.child.wait()),
+                }
+            }
+            Err(err) => self.outcome = Some(Err(err)),
+        }
         false
     }
 
@@ -263,6 +287,7 @@ pub(crate) fn spawn_command(
     let mut driver = ChildDriver {
         child,
         exit,
+        pidfd: None,
         outcome: None,
     };
     server.run(&mut driver);
