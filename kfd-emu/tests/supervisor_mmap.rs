@@ -329,9 +329,10 @@ fn concurrent_checks(fd: i32) -> Vec<String> {
     })
 }
 
-/// In a forked child: open the stand-in, map object 0, compare; only async-signal-safe
-/// calls. The child's exit code says whether it saw the marker.
-fn fork_check() -> Result<(), String> {
+/// In a forked child: open the stand-in, map object 0 and compare (`expect` `None`), or see
+/// the mapping fail with `expect`; only async-signal-safe calls. The child's exit code says
+/// whether it saw what was expected.
+fn fork_check(expect: Option<Errno>) -> Result<(), String> {
     let path = CString::new(STAND_IN).expect("path");
     let want = marker(0, 0);
     // SAFETY: the child only issues system calls and reads memory, then `_exit`s.
@@ -340,11 +341,13 @@ fn fork_check() -> Result<(), String> {
         // SAFETY: a plain open of a NUL-terminated path.
         let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR) };
         let ok = fd >= 0
-            && map(0, PAGE, libc::MAP_SHARED, fd, BASE).is_ok_and(|at| {
-                (0..want.len())
+            && match (map(0, PAGE, libc::MAP_SHARED, fd, BASE), expect) {
+                (Ok(at), None) => (0..want.len())
                     // SAFETY: one page mapped at `at`.
-                    .all(|i| unsafe { std::ptr::read_volatile((at + i) as *const u8) } == want[i])
-            });
+                    .all(|i| unsafe { std::ptr::read_volatile((at + i) as *const u8) } == want[i]),
+                (Err(errno), Some(expected)) => errno == expected,
+                _ => false,
+            };
         // SAFETY: ends the child without running the parent's destructors or atexit hooks.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
@@ -358,7 +361,7 @@ fn fork_check() -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "the forked child's mapping failed (status {status:#x})"
+            "the forked child's mapping did not give {expect:?} (status {status:#x})"
         ))
     }
 }
@@ -372,7 +375,7 @@ fn mmap_role() {
     match role.split_once(':').unwrap_or((role.as_str(), "")) {
         ("checks", _) => {
             let mut failures = mapping_checks();
-            failures.extend(fork_check().err());
+            failures.extend(fork_check(None).err());
             assert!(failures.is_empty(), "failed: {failures:#?}");
         }
         ("exit", code) => std::process::exit(code.parse().expect("a code")),
@@ -442,7 +445,8 @@ fn assert_written_back(backend: &Redirector) {
     assert_eq!(got, WRITTEN, "the program's write did not reach object 1");
 }
 
-/// Attach: the supervisor maps in its own address space; both directions of sharing work.
+/// Attach: the supervisor maps in its own address space; both directions of sharing work; a
+/// forked child's redirected mapping fails with ENODEV.
 #[test]
 fn attached_mapping_of_a_stand_in_shows_the_backends_object() {
     let backend = Redirector::new();
@@ -450,7 +454,6 @@ fn attached_mapping_of_a_stand_in_shows_the_backends_object() {
     let failures = kfd_emu::supervisor::run_attached(backend.clone(), move || {
         let mut failures = mapping_checks();
         // The supervisor side writes; the mapping sees it at once.
-        let fd = File::open(STAND_IN).map(|f| f.as_raw_fd());
         let f = File::options()
             .read(true)
             .write(true)
@@ -470,7 +473,8 @@ fn attached_mapping_of_a_stand_in_shows_the_backends_object() {
             }
             Err(err) => failures.push(format!("mmap of object 0: {err}")),
         }
-        drop(fd);
+        // A forked child has its own address space, which the supervisor cannot map into.
+        failures.extend(fork_check(Some(Errno::NODEV)).err());
         failures
     })
     .expect("attach");
