@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use rustix::io::Errno;
 
-use crate::backend::{Backend, Caller, IoctlResult, OpenAction, StatAnswer};
+use crate::backend::{Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer};
 
 /// How many KFD command numbers are counted one by one (0x00..0xFF).
 const KFD_NRS: usize = 256;
@@ -135,6 +135,18 @@ impl<B: Backend + ?Sized> Backend for Counting<B> {
             }
         }
         answer
+    }
+
+    fn mmap(
+        &self,
+        caller: CallerId,
+        file: BorrowedFd<'_>,
+        offset: u64,
+        len: u64,
+        prot: u32,
+        flags: u32,
+    ) -> MmapAction {
+        self.inner.mmap(caller, file, offset, len, prot, flags)
     }
 
     fn process_exited(&self, tgid: i32) {

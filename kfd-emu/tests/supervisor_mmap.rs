@@ -482,6 +482,33 @@ fn attached_mapping_of_a_stand_in_shows_the_backends_object() {
     assert_written_back(&backend);
 }
 
+/// `Counting` hands mappings to the backend it wraps (whose answer here is EACCES for offset
+/// 0, then object 0 at `BASE`).
+#[test]
+fn counting_forwards_mappings_to_its_backend() {
+    let counting = kfd_emu::counting::Counting::new(Redirector::new());
+    let result = kfd_emu::supervisor::run_attached(counting, || {
+        let f = File::options().read(true).write(true).open(STAND_IN)?;
+        let refused = map(0, PAGE, libc::MAP_SHARED, f.as_raw_fd(), 0);
+        if refused != Err(Errno::ACCESS) {
+            return Ok(format!("offset 0 gave {refused:?}"));
+        }
+        let at =
+            map(0, PAGE, libc::MAP_SHARED, f.as_raw_fd(), BASE).map_err(std::io::Error::from)?;
+        let want = marker(0, 0);
+        let seen = peek(at, want.len());
+        unmap(at, PAGE);
+        Ok::<_, std::io::Error>(if seen == want {
+            String::new()
+        } else {
+            format!("saw {seen:?}")
+        })
+    })
+    .expect("attach")
+    .expect("open and map");
+    assert!(result.is_empty(), "{result}");
+}
+
 /// `kfd-emu run`'s tracer: the same checks in a traced program, plus a forked child's
 /// mapping; what the program wrote reaches the object.
 #[test]
