@@ -192,6 +192,12 @@ fn mapping_checks() -> Vec<String> {
     };
     let fd = f.as_raw_fd();
     let shared = libc::MAP_SHARED;
+    // The program's own fd at the highest number below its limit, where a slot would go.
+    let exe = File::open("/proc/self/exe").expect("exe");
+    let top = top_fd();
+    // SAFETY: dup2 onto a number this function owns until it closes it below.
+    let own = unsafe { libc::dup2(exe.as_raw_fd(), top) };
+    check("dup2 to the top fd", own == top, &mut failures);
     // The bytes of object 1 at 0x2000, and a write through the mapping.
     match map(0, PAGE, shared, fd, BASE + OBJECT + 0x2000) {
         Ok(at) => {
@@ -257,6 +263,31 @@ fn mapping_checks() -> Vec<String> {
         Err(err) => failures.push(format!("open /proc/self/exe: {err}")),
     }
     failures.extend(registers_kept(fd).err());
+    // The program's own fds are untouched by the slot, and its own marked fd argument is an
+    // ordinary mapping of the fd in the low half.
+    check(
+        "the program's top fd is still its own",
+        rustix::fs::fstat(&exe).map(|s| s.st_ino) == {
+            // SAFETY: `top` is open (dup2 above) and closed only below.
+            let top_fd = unsafe { BorrowedFd::borrow_raw(top) };
+            rustix::fs::fstat(top_fd).map(|s| s.st_ino)
+        },
+        &mut failures,
+    );
+    let marked = (u64::from(kfd_emu::supervisor::seccomp::SLOT_MARKER) << 32) | top as u64;
+    match raw_mmap(marked, 0) {
+        Ok(at) => {
+            check(
+                "a marked fd of the program's own maps that fd",
+                peek(at, 4) == b"\x7fELF",
+                &mut failures,
+            );
+            unmap(at, PAGE);
+        }
+        Err(err) => failures.push(format!("a marked mmap of the program's own fd: {err}")),
+    }
+    // SAFETY: closes the number dup2 opened above; nothing else uses it.
+    unsafe { libc::close(top) };
     failures.extend(concurrent_checks(fd));
     failures
 }
@@ -266,24 +297,7 @@ fn mapping_checks() -> Vec<String> {
 /// register but `rax`, `rcx` and `r11`.
 fn registers_kept(fd: i32) -> Result<(), String> {
     let offset = BASE + OBJECT;
-    let (ret, r8, r9): (i64, u64, u64);
-    // SAFETY: a plain `mmap` system call asking for a new shared page anywhere; the kernel
-    // clobbers only rax, rcx and r11, all declared.
-    unsafe {
-        std::arch::asm!(
-            "syscall",
-            inlateout("rax") libc::SYS_mmap => ret,
-            in("rdi") 0u64,
-            in("rsi") PAGE as u64,
-            in("rdx") libc::PROT_READ as u64,
-            in("r10") libc::MAP_SHARED as u64,
-            inlateout("r8") fd as u64 => r8,
-            inlateout("r9") offset => r9,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack),
-        );
-    }
+    let (ret, r8, r9) = raw_mmap_registers(fd as u64, offset);
     if ret < 0 {
         return Err(format!("raw mmap of object 1: errno {}", -ret));
     }
@@ -295,6 +309,47 @@ fn registers_kept(fd: i32) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The highest fd number below the soft `RLIMIT_NOFILE` (at most 65536).
+fn top_fd() -> i32 {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(65536)
+        .min(65536);
+    limit as i32 - 1
+}
+
+/// `mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd_arg, offset)` with the fd register exactly
+/// `fd_arg` (all 64 bits): the raw result and `r8`, `r9` after the call.
+fn raw_mmap_registers(fd_arg: u64, offset: u64) -> (i64, u64, u64) {
+    let (ret, r8, r9): (i64, u64, u64);
+    // SAFETY: a plain `mmap` system call asking for a new page anywhere; the kernel clobbers
+    // only rax, rcx and r11, all declared.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") libc::SYS_mmap => ret,
+            in("rdi") 0u64,
+            in("rsi") PAGE as u64,
+            in("rdx") libc::PROT_READ as u64,
+            in("r10") libc::MAP_SHARED as u64,
+            inlateout("r8") fd_arg => r8,
+            inlateout("r9") offset => r9,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    (ret, r8, r9)
+}
+
+/// [`raw_mmap_registers`]' address or errno.
+fn raw_mmap(fd_arg: u64, offset: u64) -> Result<usize, Errno> {
+    match raw_mmap_registers(fd_arg, offset).0 {
+        ret if ret < 0 => Err(Errno::from_raw_os_error(-ret as i32)),
+        ret => Ok(ret as usize),
+    }
 }
 
 /// Two threads map their own object at once, many times: each must see its own.

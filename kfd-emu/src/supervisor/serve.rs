@@ -33,7 +33,7 @@ use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open};
 
 use super::caller::{NotifCaller, ProcMem};
-use super::mmap::{self as file_mmap, MmapArgs, Route, SLOT_MARKER};
+use super::mmap::{self as file_mmap, MmapArgs, Route, SLOT_MARKER, Slots};
 use super::path;
 use super::seccomp::{Listener, SeccompNotif};
 use super::stat;
@@ -549,6 +549,15 @@ impl Shared {
     fn handle(&self, notif: &SeccompNotif) {
         let id = notif.id;
         let tid = notif.pid as i32;
+        let args = notif.data.args;
+        if let Route::Traced(slots) = &self.route
+            && i64::from(notif.data.nr) == libc::SYS_mmap
+        {
+            // Needs nothing of the caller but its tid: answered before tracking, so that
+            // nothing can make it run without its memfd in the slot.
+            self.install_slot(slots, tid, id, args[4]);
+            return;
+        }
         let Some(tgid) = (tid > 0).then(|| self.tgid_of(tid)).flatten() else {
             // The caller is gone or invisible in our pid namespace: let the kernel handle it.
             let _ = self.listener.respond_continue(id);
@@ -564,7 +573,6 @@ impl Shared {
             CallerId { tid, tgid },
             Arc::clone(&process.mem),
         );
-        let args = notif.data.args;
         match i64::from(notif.data.nr) {
             libc::SYS_openat => self.open(
                 &caller,
@@ -717,25 +725,23 @@ impl Shared {
         };
     }
 
-    /// A notified file `mmap` (see [`super::mmap`]).
+    /// A notified file `mmap` of an attached caller (see [`super::mmap`]).
     fn mmap(&self, caller: &NotifCaller, process: &Tracked, args: [u64; 6]) {
-        let id = caller.notif_id();
-        let who = caller.id();
+        if (args[4] >> 32) as u32 == SLOT_MARKER {
+            // Not one the tracer prepared (there is none here): an ordinary call.
+            let _ = self.listener.respond_continue(caller.notif_id());
+            return;
+        }
+        self.mmap_in_process(caller, process, MmapArgs::from_regs(args));
+    }
+
+    /// A traced program's `mmap` notified for its slot marker (fd argument `fd_arg`): installs
+    /// the memfd the tracer prepared for thread `tid` at the slot, then lets the kernel map it.
+    fn install_slot(&self, slots: &Slots, tid: i32, id: u64, fd_arg: u64) {
         let listener = &self.listener;
-        let marked = (args[4] >> 32) as u32 == SLOT_MARKER;
-        let slots = match &self.route {
-            Route::Traced(slots) => slots,
-            Route::InProcess if !marked => {
-                self.mmap_in_process(caller, process, MmapArgs::from_regs(args));
-                return;
-            }
-            Route::InProcess => {
-                let _ = listener.respond_continue(id);
-                return;
-            }
-        };
-        let slot = args[4] as u32;
-        let Some(memfd) = marked.then(|| slots.take(who.tid, slot)).flatten() else {
+        let slot = fd_arg as u32;
+        let marked = (fd_arg >> 32) as u32 == SLOT_MARKER;
+        let Some(memfd) = marked.then(|| slots.take(tid, slot)).flatten() else {
             // Not prepared by the tracer: an ordinary call, whatever its fd argument says.
             let _ = listener.respond_continue(id);
             return;
