@@ -674,7 +674,19 @@ fn shell_under_kfd_emu(
     i32,
     std::io::Lines<BufReader<std::process::ChildStdout>>,
 ) {
-    let mut child = kfd_emu_run(&["sh", "-c", script])
+    under_kfd_emu(&["sh", "-c", script])
+}
+
+/// `kfd-emu run -- args` with piped stdio; the program prints its pid first. Returns the
+/// running supervisor, the program's pid and the rest of its output.
+fn under_kfd_emu(
+    args: &[&str],
+) -> (
+    std::process::Child,
+    i32,
+    std::io::Lines<BufReader<std::process::ChildStdout>>,
+) {
+    let mut child = kfd_emu_run(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -732,4 +744,61 @@ fn sigstop_and_sigcont_behave_under_the_tracer() {
     let line = lines.next().expect("a line").expect("read");
     assert_eq!(line, "got hello");
     assert!(child.wait().expect("wait").success());
+}
+
+/// A program whose main thread exits first (`pthread_exit`): it prints its pid, and its other
+/// thread waits for a line on stdin, opens `/dev/kfd` and exits with 7 if that worked.
+const LEADER_EXITS_FIRST: &str = r#"
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static void *worker(void *arg) {
+    char byte;
+    (void)arg;
+    if (read(0, &byte, 1) != 1) exit(2);
+    exit(open("/dev/kfd", O_RDWR | O_CLOEXEC) >= 0 ? 7 : 1);
+}
+
+int main(void) {
+    pthread_t thread;
+    printf("%d\n", (int)getpid());
+    fflush(stdout);
+    if (pthread_create(&thread, NULL, worker, NULL) != 0) return 3;
+    pthread_exit(NULL);
+}
+"#;
+
+/// The traced child's main thread exits while another goes on making emulated calls: the
+/// tracer lets it go at its exit, and `kfd-emu run` still serves the rest of the process and
+/// reports its exit code once the whole process is gone.
+#[test]
+fn a_traced_child_whose_main_thread_exits_first_keeps_being_served() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let source = dir.join("leader_exits_first.c");
+    let program = dir.join("leader_exits_first");
+    std::fs::write(&source, LEADER_EXITS_FIRST).expect("write the C source");
+    let built = Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .status();
+    if !built.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: no C compiler");
+        return;
+    }
+    let (mut child, pid, _lines) = under_kfd_emu(&[program.to_str().expect("utf-8 path")]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while state(pid) != 'Z' {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the main thread never exited"
+        );
+        std::thread::yield_now();
+    }
+    writeln!(child.stdin.take().expect("stdin"), "go").expect("write");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(7), "{status:?}");
 }

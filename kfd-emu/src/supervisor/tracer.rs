@@ -304,10 +304,10 @@ impl Tracer {
             if held.is_some_and(|h| h.slot) {
                 self.release(tgid);
             }
-            if tid == tgid {
-                self.processes.remove(&tgid);
-            }
         }
+        // A leader's exit is reported once the whole group is gone (its own tgid may never
+        // have been looked up: only threads that mapped a file were).
+        self.processes.remove(&tid);
     }
 
     /// A file `mmap` stopped `tid`: ask the backend and carry its answer out.
