@@ -10,7 +10,7 @@ use std::time::Duration;
 use kfd_ioctl::abi::{AMDKFD_IOCTL_BASE, ioc_nr, ioc_type};
 use rustix::io::Errno;
 
-use crate::backend::{Backend, Caller, IoctlResult, OpenAction, StatAnswer};
+use crate::backend::{Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer};
 
 /// How many KFD command numbers are counted one by one (0x00..0xFF).
 const KFD_NRS: usize = 256;
@@ -136,6 +136,18 @@ impl<B: Backend + ?Sized> Backend for Counting<B> {
             }
         }
         answer
+    }
+
+    fn mmap(
+        &self,
+        caller: CallerId,
+        file: BorrowedFd<'_>,
+        offset: u64,
+        len: u64,
+        prot: u32,
+        flags: u32,
+    ) -> MmapAction {
+        self.inner.mmap(caller, file, offset, len, prot, flags)
     }
 
     fn process_exited(&self, tgid: i32) {

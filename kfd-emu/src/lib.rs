@@ -20,7 +20,7 @@
 //! Build a [`model::Model`] of a machine, run the code under test attached to it (on a fresh
 //! thread, so the filter stays on that thread), and look at what the GPU would see:
 //!
-//! ```no_run
+//! ```
 //! use kfd_emu::machine::Machine;
 //! use kfd_emu::model::{Model, ModelConfig};
 //! use kfd_ioctl::abi::AllocMemFlags;

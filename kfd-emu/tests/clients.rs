@@ -69,7 +69,6 @@ fn build_hsakmt_probe() -> Option<PathBuf> {
 }
 
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn libhsakmt_program_runs_on_every_preset() {
     let Some(probe) = build_hsakmt_probe() else {
         return;

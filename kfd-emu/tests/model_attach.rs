@@ -32,7 +32,6 @@ fn open_all(model: &Model) -> (Kfd, Vec<u32>) {
 }
 
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn vram_written_by_the_cpu_is_what_the_gpu_reads() {
     let model = model("mi300x", ModelConfig::default());
     let view = Arc::clone(&model);
@@ -97,7 +96,6 @@ fn userptr_memory_of_the_test_is_seen_by_the_gpu() {
 }
 
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn an_import_at_another_va_aliases_the_export() {
     let model = model("mi210x8", ModelConfig::default());
     let view = Arc::clone(&model);

@@ -236,7 +236,6 @@ fn peek_at_offset(path: &std::ffi::CStr, offset: u64) -> i32 {
 /// A process that never opened `/dev/kfd` opens the render node and maps the page at another
 /// process's BO offset: it must not see that process's bytes.
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn a_process_without_dev_kfd_sees_nothing_of_another_process_vram() {
     let model = Model::new(ModelConfig::default()).expect("model");
     let view = std::sync::Arc::clone(&model);
@@ -262,7 +261,6 @@ fn a_process_without_dev_kfd_sees_nothing_of_another_process_vram() {
 /// `ftruncate` on a stand-in (`/dev/kfd` or a render node) fails as on a sealed file, and a
 /// device allocation afterwards is mapped and used normally (no SIGBUS).
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn stand_ins_cannot_be_resized_and_allocations_still_work() {
     let model = Model::new(ModelConfig::default()).expect("model");
     let view = std::sync::Arc::clone(&model);

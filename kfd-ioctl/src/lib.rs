@@ -15,7 +15,7 @@
 //! example runs as a test: on a machine without an AMD GPU its syscalls are answered by
 //! kfd-emu (in hidden lines), on an MI300X by the kernel.
 //!
-//! ```no_run
+//! ```
 //! # kfd_emu::supervisor::run_attached(
 //! #     kfd_emu::model::Model::new(kfd_emu::model::ModelConfig::default()).unwrap(),
 //! #     || -> Result<(), Box<dyn std::error::Error + Send + Sync>> {

@@ -185,7 +185,6 @@ fn open_fds() -> usize {
 /// issues no ioctl (KFD would refuse them: the objects are the parent's) and closes the three
 /// descriptors (`/dev/kfd`, the render node, the SMI fd); the parent's objects stay usable.
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn a_forked_child_closes_what_it_inherited_and_frees_nothing_of_the_parent() {
     let emu = Counting::new(model(&[], false));
     let backend = emu.clone();

@@ -523,22 +523,15 @@ fn child_checks(
 }
 
 macro_rules! per_kind {
-    ($($case:ident),* $(,)?; device memory mapped by the CPU: $($mapped:ident),* $(,)?) => {
+    ($($case:ident),* $(,)?) => {
         mod host {
             $( #[test] fn $case() { super::$case(super::MemoryKind::Host) } )*
-            $( #[test] fn $mapped() { super::$mapped(super::MemoryKind::Host) } )*
         }
         mod device {
             $( #[test] fn $case() { super::$case(super::MemoryKind::Device) } )*
-            $(
-                #[test]
-                #[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
-                fn $mapped() { super::$mapped(super::MemoryKind::Device) }
-            )*
         }
         mod shared {
             $( #[test] fn $case() { super::$case(super::MemoryKind::Shared) } )*
-            $( #[test] fn $mapped() { super::$mapped(super::MemoryKind::Shared) } )*
         }
     };
 }
@@ -553,8 +546,7 @@ per_kind!(
     merged_pieces_are_freed_as_one,
     split_and_merge_follow_umf_rules,
     stats_track_allocated_and_peak,
-    ipc_rejects_bad_arguments;
-    device memory mapped by the CPU:
+    ipc_rejects_bad_arguments,
     alloc_with_umf_alignments,
     purges_of_whole_allocations,
     purge_force_reads_back_zero,
@@ -602,7 +594,6 @@ fn free_ptr_among_a_hundred_thousand_allocations() {
 /// HOST memory mapped on every GPU of a two-hive machine, and DEVICE memory on its hive
 /// peers, is seen by each of them.
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn peers_see_the_memory() {
     on_every_target(&["mi210x8"], |target| {
         let kfd = Kfd::open().unwrap();

@@ -164,7 +164,6 @@ fn host_map_ioctl_failure_consumes_nothing() {
 }
 
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn device_alloc_ioctl_failure_consumes_nothing() {
     injected_failure_consumes_nothing(
         MemoryKind::Device,
@@ -174,7 +173,6 @@ fn device_alloc_ioctl_failure_consumes_nothing() {
 }
 
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn device_map_ioctl_failure_consumes_nothing() {
     injected_failure_consumes_nothing(MemoryKind::Device, "MAP_MEMORY_TO_GPU:EIO:2", Errno::IO);
 }

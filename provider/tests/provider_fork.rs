@@ -186,7 +186,6 @@ fn host_forked_child_drop_closes_what_it_inherited() {
 }
 
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn device_forked_child_drop_closes_what_it_inherited() {
     forked_child_drop_closes_what_it_inherited(MemoryKind::Device);
 }
@@ -231,7 +230,6 @@ fn host_forked_child_drop_issues_no_ioctl() {
 }
 
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn device_forked_child_drop_issues_no_ioctl() {
     forked_child_drop_issues_no_ioctl(MemoryKind::Device);
 }

@@ -270,7 +270,6 @@ fn host_memory_across_two_processes() {
 }
 
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn device_memory_across_two_processes() {
     across_two_processes("device_memory_across_two_processes", MemoryKind::Device);
 }

@@ -116,7 +116,6 @@ fn allocate_map_unmap_free_on_every_gpu() {
 }
 
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn system_memory_is_mapped_on_all_gpus_and_cpu_visible() {
     on_every_target(&["mi300x", "mi210x8"], |target| {
         let (kfd, gpus) = open_and_acquire(target);

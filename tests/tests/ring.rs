@@ -204,7 +204,6 @@ fn svm_cannot_give_one_gpu_read_only_and_another_read_write() {
 }
 
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn device_ring_aliases_on_the_gpu_and_through_the_cpu_views() {
     on_every_target(&["mi300x", "mi210x8"], |target| {
         let (kfd, topo, gpus) = open(target);
@@ -281,7 +280,6 @@ fn device_ring_aliases_on_the_gpu_and_through_the_cpu_views() {
 }
 
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn spsc_records_through_a_device_ring_are_contiguous_for_the_gpu_too() {
     on_every_target(&["mi300x"], |target| {
         let (kfd, topo, gpus) = open(target);

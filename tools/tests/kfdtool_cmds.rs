@@ -107,7 +107,6 @@ fn trace_writes_the_programs_migrations_as_chrome_trace_json() {
 }
 
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn alloc_writes_reads_and_frees_every_kind() {
     for kind in ["host", "device", "shared"] {
         let text = ok(&kfdtool(&[
@@ -128,7 +127,6 @@ fn alloc_writes_reads_and_frees_every_kind() {
 }
 
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn ring_shows_the_aliases_and_streams_checksummed_records() {
     let text = ok(&kfdtool(&["ring", "--records", "20000"]));
     let host = text

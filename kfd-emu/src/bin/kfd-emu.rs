@@ -6,8 +6,10 @@
 //! kfd-emu machines
 //! ```
 //!
-//! `run` starts PROGRAM under the seccomp filter and answers its `/dev/kfd`, render-node and
-//! KFD-sysfs opens and its KFD/DRM ioctls from the model of the chosen machine. It exits with
+//! `run` starts PROGRAM under the seccomp filter, as its ptrace tracer, and answers its
+//! `/dev/kfd`, render-node and KFD-sysfs opens, its KFD/DRM ioctls and its mappings of the
+//! stand-ins from the model of the chosen machine. The emulator makes itself non-dumpable,
+//! so that a traced program cannot reach its memory or fds through `/proc`. It exits with
 //! the program's exit code (128 + the signal if a signal ended it); with `--check-leaks`, with 3
 //! when the program succeeded but left buffer objects, mappings or fds behind. It exits with
 //! 125 when the emulator itself cannot start, 126/127 when PROGRAM cannot be executed / found.
@@ -158,6 +160,16 @@ fn run(args: RunArgs) -> ExitCode {
     command.args(program);
     restore_interrupt_signals(&mut command);
     ignore_interrupt_signals();
+    // The supervisor holds every traced process's memory (memfds) and is the same user as the
+    // programs it serves: non-dumpable, a traced program cannot open /proc/<our pid>/fd/* or
+    // /proc/<our pid>/mem to reach another's. Our own access to the tracees (ptrace,
+    // pidfd_getfd, their /proc files) does not depend on it; they stay dumpable.
+    if let Err(err) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        eprintln!("kfd-emu: prctl(PR_SET_DUMPABLE, 0) failed: {err}");
+        return ExitCode::from(EXIT_EMULATOR_FAILED);
+    }
     let status = match spawn_command(model.clone(), &mut command) {
         Ok(status) => status,
         Err(SupervisorError::Spawn { program, source }) => {

@@ -92,8 +92,89 @@ pub const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 /// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP` (Linux 6.6): wake the caller on the answering CPU.
 const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
 
-/// Offset of the low 32 bits of `args[1]` in `seccomp_data` (little-endian).
-const ARG1_LOW: u32 = 16 + 8;
+/// Offsets of the low 32 bits of `args[0..6]` in `seccomp_data` (little-endian); the high
+/// half follows at `+ 4`.
+const ARG_LOW: [u32; 6] = [16, 24, 32, 40, 48, 56];
+
+/// The upper 32 bits the tracer puts into a redirected `mmap`'s fd argument (the kernel's
+/// `fget` takes the low 32 bits as the fd, so the call still maps that fd). [`Filter::kfd_traced`]
+/// notifies a file `mmap` carrying it, so that the supervisor can install the memory at the
+/// slot number in the low half (`SECCOMP_ADDFD_FLAG_SETFD`) just before the kernel looks the
+/// fd up. "kfd\0" in ASCII.
+pub const SLOT_MARKER: u32 = 0x6b66_6400;
+
+/// Jump targets of the filter's program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum L {
+    Ioctl,
+    Allow,
+    Notify,
+    Enosys,
+}
+
+/// Where a conditional jump goes.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    /// The next instruction.
+    Next,
+    /// Skip this many instructions.
+    Here(u8),
+    /// A label defined later.
+    To(L),
+}
+use Target::{Here, Next, To};
+
+/// A classic BPF program with forward jumps to labels, resolved at the end.
+#[derive(Debug, Default)]
+struct Program {
+    code: Vec<(libc::sock_filter, Option<L>, Option<L>)>,
+    labels: Vec<(L, usize)>,
+}
+
+impl Program {
+    fn op(&mut self, code: u32, k: u32) {
+        self.code.push((stmt(code, k), None, None));
+    }
+
+    fn jump(&mut self, code: u32, k: u32, jt: Target, jf: Target) {
+        let split = |t: Target| match t {
+            Next => (0, None),
+            Here(n) => (n, None),
+            To(l) => (0, Some(l)),
+        };
+        let ((t, lt), (f, lf)) = (split(jt), split(jf));
+        self.code.push((jump(code, k, t, f), lt, lf));
+    }
+
+    fn label(&mut self, l: L) {
+        self.labels.push((l, self.code.len()));
+    }
+
+    /// The instructions, with each label jump turned into its offset (jumps count the
+    /// instructions after themselves). Every label is defined after its uses.
+    fn resolve(self) -> Vec<libc::sock_filter> {
+        let at = |l: L| {
+            self.labels
+                .iter()
+                .find(|(m, _)| *m == l)
+                .map(|&(_, i)| i)
+                .unwrap_or(0)
+        };
+        self.code
+            .iter()
+            .enumerate()
+            .map(|(i, &(mut ins, lt, lf))| {
+                if let Some(l) = lt {
+                    ins.jt = at(l).saturating_sub(i + 1) as u8;
+                }
+                if let Some(l) = lf {
+                    ins.jf = at(l).saturating_sub(i + 1) as u8;
+                }
+                ins
+            })
+            .collect()
+    }
+}
 
 /// The system calls (x86_64 numbers) that are always notified: the opens and the path-based
 /// `stat` family, and the path-based xattr reads.
@@ -151,6 +232,9 @@ impl Filter {
     /// - `ioctl` whose command type byte (`(cmd >> 8) & 0xff` of the low 32 bits, the
     ///   kernel's `unsigned int cmd`) is `'K'` or `'d'` → `SECCOMP_RET_USER_NOTIF`; only the type
     ///   is matched because `AMDKFD_IOC_SVM` carries a variable size;
+    /// - a file `mmap` (not `MAP_ANONYMOUS`, fd ≥ 0 in the low 32 bits of its argument)
+    ///   → `SECCOMP_RET_USER_NOTIF` (an anonymous mapping, or one with fd -1, is allowed
+    ///   without a round trip); see [`Filter::kfd_traced`] for the spawned program's variant;
     /// - everything else → `SECCOMP_RET_ALLOW`.
     ///
     /// Cost: every notified call is a round trip through the supervisor, including the
@@ -162,47 +246,69 @@ impl Filter {
     /// AT_EMPTY_PATH)` — what Rust's `File::metadata` issues — pays the round trip too, as the
     /// filter cannot read the path; `fstat` and the other fd-based calls are not notified.
     pub fn kfd() -> Self {
+        Self::build(libc::SECCOMP_RET_USER_NOTIF)
+    }
+
+    /// The filter of `kfd-emu run` (a traced program, see the `tracer` module): as
+    /// [`Filter::kfd`], except that a file `mmap` returns `SECCOMP_RET_TRACE` (the tracer
+    /// decides it at its `PTRACE_EVENT_SECCOMP` stop) unless its fd argument carries
+    /// [`SLOT_MARKER`] in its upper 32 bits, which is notified.
+    ///
+    /// Without a tracer a `SECCOMP_RET_TRACE` call fails with `ENOSYS`, so this filter is only
+    /// for a program the supervisor has seized.
+    pub fn kfd_traced() -> Self {
+        Self::build(libc::SECCOMP_RET_TRACE)
+    }
+
+    fn build(file_mmap: u32) -> Self {
         use libc::{
-            BPF_ABS, BPF_ALU, BPF_AND, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_RSH,
-            BPF_W,
+            BPF_ABS, BPF_ALU, BPF_AND, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_JSET, BPF_K, BPF_LD, BPF_RET,
+            BPF_RSH, BPF_W,
         };
         let ld = BPF_LD | BPF_W | BPF_ABS;
-        let jeq = BPF_JMP | BPF_JEQ | BPF_K;
-        let jge = BPF_JMP | BPF_JGE | BPF_K;
+        let (jeq, jge, jset) = (
+            BPF_JMP | BPF_JEQ | BPF_K,
+            BPF_JMP | BPF_JGE | BPF_K,
+            BPF_JMP | BPF_JSET | BPF_K,
+        );
         let ret = BPF_RET | BPF_K;
-        let notify = libc::SECCOMP_RET_USER_NOTIF;
         let enosys = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
-        // The layout: 5 header instructions, one jump per notified number, then the openat2
-        // and ioctl tests, the ioctl type test (5), and the three `ret`s at the end.
-        let n = NOTIFIED.len();
-        let allow_at = 12 + n;
-        let (notify_at, enosys_at) = (allow_at + 1, allow_at + 2);
-        // The offset of a jump at `from` to `to`: jumps count instructions after themselves.
-        let to = |from: usize, to: usize| (to - from - 1) as u8;
-        let mut program = vec![
-            stmt(ld, 4), // arch
-            jump(jeq, AUDIT_ARCH_X86_64, 1, 0),
-            stmt(ret, libc::SECCOMP_RET_KILL_PROCESS),
-            stmt(ld, 0), // nr
-            jump(jge, X32_SYSCALL_BIT, to(4, enosys_at), 0),
-        ];
-        for (i, &nr) in NOTIFIED.iter().enumerate() {
-            program.push(jump(jeq, nr as u32, to(5 + i, notify_at), 0));
+        let mut p = Program::default();
+        p.op(ld, 4); // arch
+        p.jump(jeq, AUDIT_ARCH_X86_64, Here(1), Next);
+        p.op(ret, libc::SECCOMP_RET_KILL_PROCESS);
+        p.op(ld, 0); // nr
+        p.jump(jge, X32_SYSCALL_BIT, To(L::Enosys), Next);
+        for nr in NOTIFIED {
+            p.jump(jeq, nr as u32, To(L::Notify), Next);
         }
-        program.extend([
-            jump(jeq, libc::SYS_openat2 as u32, to(5 + n, enosys_at), 0),
-            jump(jeq, libc::SYS_ioctl as u32, 0, to(6 + n, allow_at)),
-            stmt(ld, ARG1_LOW),
-            stmt(BPF_ALU | BPF_RSH | BPF_K, 8),
-            stmt(BPF_ALU | BPF_AND | BPF_K, 0xff),
-            jump(jeq, u32::from(b'K'), to(10 + n, notify_at), 0),
-            jump(jeq, u32::from(b'd'), to(11 + n, notify_at), 0),
-            stmt(ret, libc::SECCOMP_RET_ALLOW),
-            stmt(ret, notify),
-            stmt(ret, enosys),
-        ]);
-        debug_assert_eq!(program.len(), enosys_at + 1);
-        Self { program }
+        p.jump(jeq, libc::SYS_openat2 as u32, To(L::Enosys), Next);
+        p.jump(jeq, libc::SYS_ioctl as u32, To(L::Ioctl), Next);
+        p.jump(jeq, libc::SYS_mmap as u32, Next, To(L::Allow));
+        // A file mapping: not MAP_ANONYMOUS, and a non-negative fd (the kernel's fd is the
+        // low 32 bits; -1 fails with EBADF natively).
+        p.op(ld, ARG_LOW[3]);
+        p.jump(jset, libc::MAP_ANONYMOUS as u32, To(L::Allow), Next);
+        p.op(ld, ARG_LOW[4] + 4);
+        p.jump(jeq, SLOT_MARKER, To(L::Notify), Next);
+        p.op(ld, ARG_LOW[4]);
+        p.jump(jset, 0x8000_0000, To(L::Allow), Next);
+        p.op(ret, file_mmap);
+        p.label(L::Ioctl);
+        p.op(ld, ARG_LOW[1]);
+        p.op(BPF_ALU | BPF_RSH | BPF_K, 8);
+        p.op(BPF_ALU | BPF_AND | BPF_K, 0xff);
+        p.jump(jeq, u32::from(b'K'), To(L::Notify), Next);
+        p.jump(jeq, u32::from(b'd'), To(L::Notify), Next);
+        p.label(L::Allow);
+        p.op(ret, libc::SECCOMP_RET_ALLOW);
+        p.label(L::Notify);
+        p.op(ret, libc::SECCOMP_RET_USER_NOTIF);
+        p.label(L::Enosys);
+        p.op(ret, enosys);
+        Self {
+            program: p.resolve(),
+        }
     }
 
     /// The instructions, for inspection.
@@ -447,6 +553,28 @@ impl Listener {
     }
 }
 
+impl Listener {
+    /// Installs `fd` into the caller of notification `id` at number `newfd`, replacing what
+    /// is there (`SECCOMP_ADDFD_FLAG_SETFD`, close-on-exec), without answering the call.
+    pub fn add_fd_at(&self, id: u64, fd: BorrowedFd<'_>, newfd: u32) -> Result<i32, Errno> {
+        let mut addfd = SeccompNotifAddfd {
+            id,
+            flags: libc::SECCOMP_ADDFD_FLAG_SETFD as u32,
+            srcfd: fd.as_raw_fd() as u32,
+            newfd,
+            newfd_flags: libc::O_CLOEXEC as u32,
+        };
+        // SAFETY: ADDFD reads one `seccomp_notif_addfd`.
+        unsafe {
+            ioctl_ptr(
+                self.fd.as_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+                (&raw mut addfd).cast(),
+            )
+        }
+    }
+}
+
 impl AsFd for Listener {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
@@ -477,6 +605,9 @@ mod tests {
                 }
                 c if c == libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K => {
                     pc += usize::from(if acc >= ins.k { ins.jt } else { ins.jf });
+                }
+                c if c == libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K => {
+                    pc += usize::from(if acc & ins.k != 0 { ins.jt } else { ins.jf });
                 }
                 c if c == libc::BPF_RET | libc::BPF_K => return ins.k,
                 other => panic!("unexpected BPF opcode {other:#x}"),
@@ -513,7 +644,17 @@ mod tests {
         assert_eq!(run(&f, &call(libc::SYS_readlinkat, [0; 6])), allow);
         assert_eq!(run(&f, &call(libc::SYS_openat2, [0; 6])), ENOSYS);
         assert_eq!(run(&f, &call(libc::SYS_read, [0; 6])), allow);
-        assert_eq!(run(&f, &call(libc::SYS_mmap, [0; 6])), allow);
+        // A file mmap is notified; anonymous ones and fd -1 are not.
+        assert_eq!(run(&f, &call(libc::SYS_mmap, [0; 6])), notify);
+        let anon = (libc::MAP_ANONYMOUS | libc::MAP_PRIVATE) as u64;
+        assert_eq!(
+            run(&f, &call(libc::SYS_mmap, [0, 4096, 3, anon, 0, 0])),
+            allow
+        );
+        let minus_one = u64::MAX;
+        let shared = libc::MAP_SHARED as u64;
+        let no_fd = [0, 4096, 3, shared, minus_one, 0];
+        assert_eq!(run(&f, &call(libc::SYS_mmap, no_fd)), allow);
         // AMDKFD_IOC_GET_VERSION, AMDKFD_IOC_SVM with two sizes, DRM_IOCTL_VERSION.
         assert_eq!(run(&f, &ioctl(0x8008_4b01)), notify);
         assert_eq!(run(&f, &ioctl(0xc028_4b20)), notify);
@@ -524,6 +665,33 @@ mod tests {
         assert_eq!(run(&f, &ioctl(0x4b00_0054)), allow);
         // A sign-extended command: only the low 32 bits count, as in the kernel.
         assert_eq!(run(&f, &ioctl(0xffff_ffff_c018_4b16)), notify);
+    }
+
+    #[test]
+    fn traced_filter_traces_file_mmaps_and_notifies_the_slot_marker() {
+        let f = Filter::kfd_traced();
+        let shared = libc::MAP_SHARED as u64;
+        let file = [0, 4096, 3, shared, 5, 0];
+        assert_eq!(
+            run(&f, &call(libc::SYS_mmap, file)),
+            libc::SECCOMP_RET_TRACE
+        );
+        let marked = [0, 4096, 3, shared, (u64::from(SLOT_MARKER) << 32) | 1023, 0];
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        assert_eq!(run(&f, &call(libc::SYS_mmap, marked)), notify);
+        // Anonymous mappings never stop the program, marker or not.
+        let anon = (libc::MAP_ANONYMOUS | libc::MAP_PRIVATE) as u64;
+        let anon_marked = [0, 4096, 3, anon, (u64::from(SLOT_MARKER) << 32) | 7, 0];
+        let allow = libc::SECCOMP_RET_ALLOW;
+        assert_eq!(run(&f, &call(libc::SYS_mmap, anon_marked)), allow);
+        assert_eq!(
+            run(&f, &call(libc::SYS_mmap, [0, 4096, 3, anon, 0, 0])),
+            allow
+        );
+        // The rest is routed as in the attach filter.
+        assert_eq!(run(&f, &ioctl(0x8008_4b01)), notify);
+        assert_eq!(run(&f, &call(libc::SYS_openat, [0; 6])), notify);
+        assert_eq!(run(&f, &call(libc::SYS_read, [0; 6])), allow);
     }
 
     #[test]

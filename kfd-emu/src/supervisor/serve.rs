@@ -33,10 +33,11 @@ use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open};
 
 use super::caller::{NotifCaller, ProcMem};
+use super::mmap::{self as file_mmap, MmapArgs, Route, SLOT_MARKER, Slots};
 use super::path;
 use super::seccomp::{Listener, SeccompNotif};
 use super::stat;
-use crate::backend::{Backend, Caller, CallerId, IoctlResult, OpenAction};
+use crate::backend::{Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction};
 
 /// What the loop does besides serving the listener: the fds of its owner (a shutdown eventfd,
 /// the spawned child's pidfd) and when to stop.
@@ -57,7 +58,7 @@ fn thread_in_group(tgid: i32, tid: i32) -> bool {
 }
 
 /// The thread group of `tid`, from `/proc/<tid>/status`.
-fn tgid_from_proc(tid: i32) -> Option<i32> {
+pub(crate) fn tgid_from_proc(tid: i32) -> Option<i32> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
     status
         .lines()
@@ -150,6 +151,8 @@ struct Pool {
 struct Shared {
     listener: Arc<Listener>,
     backend: Arc<dyn Backend>,
+    /// How a file `mmap`'s redirect is carried out.
+    route: Route,
     /// tgid → the process, for every process that has made an intercepted call.
     processes: Mutex<HashMap<i32, Arc<Tracked>>>,
     /// tid → tgid, checked with `tgkill(tgid, tid, 0)` before each use.
@@ -186,11 +189,16 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    pub(crate) fn new(listener: Listener, backend: Arc<dyn Backend>) -> Result<Self, Errno> {
+    pub(crate) fn new(
+        listener: Listener,
+        backend: Arc<dyn Backend>,
+        route: Route,
+    ) -> Result<Self, Errno> {
         Ok(Self {
             shared: Arc::new(Shared {
                 listener: Arc::new(listener),
                 backend,
+                route,
                 processes: Mutex::new(HashMap::new()),
                 threads: Mutex::new(HashMap::new()),
                 tracked: eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?,
@@ -541,6 +549,15 @@ impl Shared {
     fn handle(&self, notif: &SeccompNotif) {
         let id = notif.id;
         let tid = notif.pid as i32;
+        let args = notif.data.args;
+        if let Route::Traced(slots) = &self.route
+            && i64::from(notif.data.nr) == libc::SYS_mmap
+        {
+            // Needs nothing of the caller but its tid: answered before tracking, so that
+            // nothing can make it run without its memfd in the slot.
+            self.install_slot(slots, tid, id, args[4]);
+            return;
+        }
         let Some(tgid) = (tid > 0).then(|| self.tgid_of(tid)).flatten() else {
             // The caller is gone or invisible in our pid namespace: let the kernel handle it.
             let _ = self.listener.respond_continue(id);
@@ -556,7 +573,6 @@ impl Shared {
             CallerId { tid, tgid },
             Arc::clone(&process.mem),
         );
-        let args = notif.data.args;
         match i64::from(notif.data.nr) {
             libc::SYS_openat => self.open(
                 &caller,
@@ -575,6 +591,7 @@ impl Shared {
             libc::SYS_ioctl => {
                 self.ioctl(&caller, &process, args[0] as i32, args[1] as u32, args[2])
             }
+            libc::SYS_mmap => self.mmap(&caller, &process, args),
             libc::SYS_stat | libc::SYS_lstat => {
                 self.stat(&caller, libc::AT_FDCWD, args[0], 0, Reply::Stat(args[1]));
             }
@@ -705,6 +722,64 @@ impl Shared {
         let _ = match result {
             Ok(()) => self.listener.respond_value(id, 0),
             Err(errno) => self.listener.respond_error(id, errno),
+        };
+    }
+
+    /// A notified file `mmap` of an attached caller (see [`super::mmap`]).
+    fn mmap(&self, caller: &NotifCaller, process: &Tracked, args: [u64; 6]) {
+        if (args[4] >> 32) as u32 == SLOT_MARKER {
+            // Not one the tracer prepared (there is none here): an ordinary call.
+            let _ = self.listener.respond_continue(caller.notif_id());
+            return;
+        }
+        self.mmap_in_process(caller, process, MmapArgs::from_regs(args));
+    }
+
+    /// A traced program's `mmap` notified for its slot marker (fd argument `fd_arg`): installs
+    /// the memfd the tracer prepared for thread `tid` at the slot, then lets the kernel map it.
+    fn install_slot(&self, slots: &Slots, tid: i32, id: u64, fd_arg: u64) {
+        let listener = &self.listener;
+        let slot = fd_arg as u32;
+        let marked = (fd_arg >> 32) as u32 == SLOT_MARKER;
+        let Some(memfd) = marked.then(|| slots.take(tid, slot)).flatten() else {
+            // Not prepared by the tracer: an ordinary call, whatever its fd argument says.
+            let _ = listener.respond_continue(id);
+            return;
+        };
+        let _ = match listener.add_fd_at(id, memfd.as_fd(), slot) {
+            Ok(_) => listener.respond_continue(id),
+            Err(Errno::NOENT) => Ok(()),
+            // The slot is out of the caller's reach (its limit was lowered meanwhile): the
+            // kernel's mmap cannot run without the file.
+            Err(errno) => listener.respond_error(id, errno),
+        };
+    }
+
+    /// A file `mmap` of an attached caller, which shares this address space.
+    fn mmap_in_process(&self, caller: &NotifCaller, process: &Tracked, args: MmapArgs) {
+        let id = caller.notif_id();
+        let who = caller.id();
+        let (action, _file) = file_mmap::ask(&*self.backend, process.pidfd.as_fd(), who, &args);
+        let listener = &self.listener;
+        let _ = match action {
+            MmapAction::Continue => listener.respond_continue(id),
+            MmapAction::Fail(errno) => listener.respond_error(id, errno),
+            // A forked child: another address space, which only a tracer could reach.
+            MmapAction::Redirect { .. } if who.tgid != std::process::id() as i32 => {
+                listener.respond_error(id, Errno::NODEV)
+            }
+            MmapAction::Redirect { fd, offset } => {
+                match file_mmap::map_here(&args, fd.as_fd(), offset) {
+                    Ok(addr) => {
+                        let sent = listener.respond_value(id, addr as i64);
+                        if sent.is_err() {
+                            file_mmap::unmap_here(addr, args.len);
+                        }
+                        sent
+                    }
+                    Err(errno) => listener.respond_error(id, errno),
+                }
+            }
         };
     }
 

@@ -7,12 +7,16 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus};
 use std::sync::Arc;
 
+use std::sync::mpsc;
+
 use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, pidfd_open};
 
 use super::error::SupervisorError;
+use super::mmap::{Route, Slots};
 use super::seccomp::{Filter, Listener};
 use super::serve::{Driver, Server};
+use super::tracer::{self, ChildExit};
 use crate::backend::Backend;
 
 fn last_errno() -> Errno {
@@ -46,12 +50,13 @@ fn socketpair() -> Result<(OwnedFd, OwnedFd), Errno> {
 #[repr(C, align(8))]
 struct OneFdCmsg([u8; 32]);
 
-/// Sends `fd` over `socket`. Async-signal-safe: only `sendmsg`, on stack buffers.
-fn send_fd(socket: RawFd, fd: RawFd) -> Result<(), Errno> {
-    let mut byte = [0u8; 1];
+/// Sends `fd` and the 4 bytes of `payload` over `socket`. Async-signal-safe: only
+/// `sendmsg`, on stack buffers.
+fn send_fd(socket: RawFd, fd: RawFd, payload: [u8; 4]) -> Result<(), Errno> {
+    let mut bytes = payload;
     let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
+        iov_base: bytes.as_mut_ptr().cast(),
+        iov_len: bytes.len(),
     };
     let mut control = OneFdCmsg([0; 32]);
     // SAFETY: msghdr is plain data; all-zero is a valid empty header.
@@ -76,12 +81,13 @@ fn send_fd(socket: RawFd, fd: RawFd) -> Result<(), Errno> {
 }
 const _: () = assert!(size_of::<libc::cmsghdr>() + size_of::<RawFd>() <= size_of::<OneFdCmsg>());
 
-/// Receives one fd sent by [`send_fd`]; `EPIPE` if the peer closed without sending one.
-fn recv_fd(socket: BorrowedFd<'_>) -> Result<OwnedFd, Errno> {
-    let mut byte = [0u8; 1];
+/// Receives one fd and its payload sent by [`send_fd`]; `EPIPE` if the peer closed without
+/// sending them.
+fn recv_fd(socket: BorrowedFd<'_>) -> Result<(OwnedFd, [u8; 4]), Errno> {
+    let mut bytes = [0u8; 4];
     let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
+        iov_base: bytes.as_mut_ptr().cast(),
+        iov_len: bytes.len(),
     };
     let mut control = OneFdCmsg([0; 32]);
     // SAFETY: msghdr is plain data; all-zero is a valid empty header.
@@ -109,36 +115,113 @@ fn recv_fd(socket: BorrowedFd<'_>) -> Result<OwnedFd, Errno> {
     // SAFETY: an SCM_RIGHTS cmsg carries at least one int after its header.
     let fd = unsafe { libc::CMSG_DATA(cmsg).cast::<RawFd>().read_unaligned() };
     // SAFETY: the kernel installed this fd for us; we are its only owner.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    if got != 4 {
+        return Err(Errno::PIPE);
+    }
+    Ok((fd, bytes))
 }
 
-/// Drives the loop for a spawned child: reaps it when its pidfd becomes readable, and stops
-/// once it is reaped and every process seen has exited.
+/// In the child: waits for the one byte the tracer sends once it has seized the child.
+/// Async-signal-safe: only `recv`, on a stack buffer.
+fn wait_until_seized(socket: RawFd) -> Result<(), Errno> {
+    let mut byte = [0u8; 1];
+    loop {
+        // SAFETY: `recv` writes at most one byte into the local buffer.
+        let got = unsafe { libc::recv(socket, byte.as_mut_ptr().cast(), 1, 0) };
+        match got {
+            1 => return Ok(()),
+            0 => return Err(Errno::PIPE),
+            _ if last_errno() == Errno::INTR => {}
+            _ => return Err(last_errno()),
+        }
+    }
+}
+
+/// Drives the loop for a spawned child: takes its exit status when the tracer reports it
+/// (the tracer reaps a child killed by a signal, and detaches one that exits, so that
+/// `Child::wait` reaps it once its pidfd says the whole process is gone), and stops once it
+/// has ended and every process seen has exited.
 struct ChildDriver {
     child: Child,
-    pidfd: OwnedFd,
-    /// The reaped child's status, or why reaping failed.
+    exit: Arc<ChildExit>,
+    /// The detached child's pidfd, readable once it can be reaped without blocking.
+    pidfd: Option<OwnedFd>,
+    /// The child's status, or why reaping failed.
     outcome: Option<std::io::Result<ExitStatus>>,
 }
 
 impl Driver for ChildDriver {
     fn watched(&self) -> Vec<BorrowedFd<'_>> {
-        if self.outcome.is_some() {
-            Vec::new()
-        } else {
-            vec![self.pidfd.as_fd()]
+        match (&self.outcome, &self.pidfd) {
+            (Some(_), _) => Vec::new(),
+            (None, Some(pidfd)) => vec![pidfd.as_fd()],
+            (None, None) => vec![self.exit.ready.as_fd()],
         }
     }
 
     fn ready(&mut self, _index: usize) -> bool {
-        // A readable pidfd means the child has exited, so this does not block.
-        self.outcome = Some(self.child.wait());
+        if self.pidfd.is_some() {
+            // The detached child has exited as a whole: reaping does not block.
+            self.outcome = Some(self.child.wait());
+            return false;
+        }
+        if let Some(status) = self.exit.status() {
+            self.outcome = Some(Ok(status));
+            return false;
+        }
+        // Detached as its leader exits; other threads may still run.
+        match self.child.try_wait() {
+            Ok(Some(status)) => self.outcome = Some(Ok(status)),
+            Ok(None) => {
+                let pidfd = Pid::from_raw(self.child.id() as i32)
+                    .ok_or(Errno::SRCH)
+                    .and_then(|pid| pidfd_open(pid, PidfdFlags::empty()));
+                match pidfd {
+                    Ok(pidfd) => self.pidfd = Some(pidfd),
+                    Err(_) => self.outcome = Some(self.child.wait()),
+                }
+            }
+            Err(err) => self.outcome = Some(Err(err)),
+        }
         false
     }
 
     fn done(&self, live_processes: usize) -> bool {
         self.outcome.is_some() && live_processes == 0
     }
+}
+
+/// Starts the tracer thread: it receives the child's listener and pid, seizes the child,
+/// lets it go on to `exec`, hands the listener over, and traces until no tracee is left.
+fn start_tracer(
+    parent_end: OwnedFd,
+    backend: Arc<dyn Backend>,
+    slots: Arc<Slots>,
+    exit: Arc<ChildExit>,
+) -> std::io::Result<mpsc::Receiver<Result<OwnedFd, Errno>>> {
+    let (send, receive) = mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("kfd-emu-tracer".into())
+        .spawn(move || {
+            let seized = recv_fd(parent_end.as_fd()).and_then(|(listener, pid)| {
+                let pid = i32::from_ne_bytes(pid);
+                tracer::seize(pid)?;
+                rustix::net::send(&parent_end, &[1], rustix::net::SendFlags::NOSIGNAL)?;
+                Ok((listener, pid))
+            });
+            drop(parent_end);
+            match seized {
+                Ok((listener, pid)) => {
+                    let _ = send.send(Ok(listener));
+                    tracer::run(backend, slots, pid, exit);
+                }
+                Err(err) => {
+                    let _ = send.send(Err(err));
+                }
+            }
+        })?;
+    Ok(receive)
 }
 
 /// See [`super::spawn_command`].
@@ -151,79 +234,81 @@ pub(crate) fn spawn_command(
         program: program.clone(),
         source,
     };
-    let filter = Filter::kfd();
-    let (parent_end, child_end) = socketpair().map_err(|e| SupervisorError::Setup {
-        what: "socketpair",
-        source: e,
-    })?;
+    let setup_err =
+        |what: &'static str| move |source: Errno| SupervisorError::Setup { what, source };
+    let filter = Filter::kfd_traced();
+    let (parent_end, child_end) = socketpair().map_err(setup_err("socketpair"))?;
     let child_raw = child_end.as_raw_fd();
     // SAFETY: the hook runs in the forked child before exec and only issues system calls
-    // (prctl, seccomp, sendmsg, close) on memory it owns: async-signal-safe, no allocation.
+    // (prctl, getpid, seccomp, sendmsg, recv, close) on memory it owns: async-signal-safe,
+    // no allocation.
     unsafe {
         command.pre_exec(move || {
+            // Traceable by the supervisor even when the supervisor made itself non-dumpable
+            // (exec makes the program dumpable again in any case).
+            if libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
             let listener = filter.install().map_err(std::io::Error::from)?;
-            send_fd(child_raw, listener.as_raw_fd()).map_err(std::io::Error::from)?;
+            let pid = libc::getpid().to_ne_bytes();
+            send_fd(child_raw, listener.as_raw_fd(), pid).map_err(std::io::Error::from)?;
             // The listener is close-on-exec anyway; dropping it is a plain close.
             drop(listener);
-            Ok(())
+            wait_until_seized(child_raw).map_err(std::io::Error::from)
         });
     }
-    // Returns once the child has exec'd (or failed to), so the listener is already queued.
-    let child = command.spawn().map_err(spawn_err)?;
+    let slots = Arc::new(Slots::default());
+    let exit = Arc::new(ChildExit::new().map_err(setup_err("eventfd"))?);
+    let seized = start_tracer(parent_end, backend.clone(), slots.clone(), exit.clone())
+        .map_err(|source| SupervisorError::Thread { source })?;
+    // Returns once the child has exec'd (or failed to), so it was seized before.
+    let spawned = command.spawn();
+    // The tracer sees the end of the socket if the child never sent its listener.
     drop(child_end);
-    let pid = Pid::from_raw(child.id() as i32).ok_or(Errno::SRCH);
-    let setup = recv_fd(parent_end.as_fd())
-        .map_err(|e| SupervisorError::Setup {
-            what: "receiving the child's seccomp listener",
-            source: e,
-        })
-        .and_then(|fd| {
-            Listener::new(fd).map_err(|e| SupervisorError::Setup {
-                what: "SECCOMP_GET_NOTIF_SIZES",
-                source: e,
-            })
-        })
+    let mut child = spawned.map_err(spawn_err)?;
+    let setup = seized
+        .recv()
+        .map_err(|_| Errno::PIPE)
+        .and_then(|r| r)
+        .map_err(setup_err("receiving and seizing the child"))
+        .and_then(|fd| Listener::new(fd).map_err(setup_err("SECCOMP_GET_NOTIF_SIZES")))
         .and_then(|listener| {
-            let pidfd = pid
-                .and_then(|pid| pidfd_open(pid, PidfdFlags::empty()))
-                .map_err(|e| SupervisorError::Setup {
-                    what: "pidfd_open of the child",
-                    source: e,
-                })?;
-            Ok((listener, pidfd))
+            Server::new(listener, backend, Route::Traced(slots)).map_err(setup_err("eventfd"))
         });
-    let mut child = child;
-    let (listener, pidfd) = match setup {
-        Ok(parts) => parts,
+    let mut server = match setup {
+        Ok(server) => server,
         Err(err) => {
             // Without a supervisor its intercepted calls would wait forever: end it.
             let _ = child.kill();
-            let _ = child.wait();
+            let _ = wait_for(&exit, &mut child);
             return Err(err);
-        }
-    };
-    let mut server = match Server::new(listener, backend) {
-        Ok(server) => server,
-        Err(source) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(SupervisorError::Setup {
-                what: "eventfd",
-                source,
-            });
         }
     };
     let mut driver = ChildDriver {
         child,
-        pidfd,
+        exit,
+        pidfd: None,
         outcome: None,
     };
     server.run(&mut driver);
-    let outcome = match driver.outcome {
+    let outcome = match driver.outcome.take() {
         Some(outcome) => outcome,
-        None => driver.child.wait(),
+        None => wait_for(&driver.exit, &mut driver.child),
     };
     outcome.map_err(|source| SupervisorError::Wait { source })
+}
+
+/// Waits until the tracer has reaped or detached `child`, then returns its status.
+fn wait_for(exit: &ChildExit, child: &mut Child) -> std::io::Result<ExitStatus> {
+    let mut fds = [rustix::event::PollFd::new(
+        &exit.ready,
+        rustix::event::PollFlags::IN,
+    )];
+    while let Err(Errno::INTR) = rustix::event::poll(&mut fds, None) {}
+    match exit.status() {
+        Some(status) => Ok(status),
+        None => child.wait(),
+    }
 }
 
 /// See [`super::spawn`].

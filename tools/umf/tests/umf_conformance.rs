@@ -8,7 +8,6 @@ mod support;
 use support::*;
 
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn umf_provider_conformance_cases_for_every_kind() {
     let Some((umf, cc)) = umf_and_cc("umf_conformance") else {
         return;

@@ -24,7 +24,6 @@ fn line<'a>(stdout: &'a str, prefix: &str) -> &'a str {
 }
 
 #[test]
-#[ignore = "kfd-emu mmap redirect: maps a BO natively, needs the supervisor to carry out Backend::mmap"]
 fn disjoint_and_proxy_pools_of_every_kind_under_kfd_emu() {
     let Some((umf, cc)) = umf_and_cc("umf_pools") else {
         return;
