@@ -189,6 +189,17 @@ pub trait Backend: Send + Sync + 'static {
         MmapAction::Continue
     }
 
+    /// Whether `file` (a duplicate of the caller's descriptor) stands in for a file the kernel
+    /// would not let a program resize: a device node, a dma-buf, a sysfs or procfs file. The
+    /// supervisor then answers `ftruncate` with `EINVAL` (`do_ftruncate`: not a regular file)
+    /// and `fallocate` with `vfs_fallocate`'s errnos (`ENODEV` for a writable device file), so
+    /// that no program can resize or punch holes in a stand-in's memory. The default claims no
+    /// file.
+    fn is_standin(&self, file: BorrowedFd<'_>) -> bool {
+        let _ = file;
+        false
+    }
+
     /// A process that used the backend has exited (its pidfd became readable): release what the
     /// kernel would release when its last `/dev/kfd` reference goes.
     fn process_exited(&self, tgid: i32);

@@ -150,6 +150,10 @@ impl<B: Backend + ?Sized> Backend for Counting<B> {
         self.inner.mmap(caller, file, offset, len, prot, flags)
     }
 
+    fn is_standin(&self, file: BorrowedFd<'_>) -> bool {
+        self.inner.is_standin(file)
+    }
+
     fn process_exited(&self, tgid: i32) {
         self.inner.process_exited(tgid);
         self.exited

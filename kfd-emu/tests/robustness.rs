@@ -12,6 +12,8 @@ use std::time::Duration;
 use fork_support::{fork, wait_pid};
 use kfd_emu::model::{Model, ModelConfig};
 use kfd_ioctl::Kfd;
+use rustix::fs::FallocateFlags;
+use rustix::io::Errno;
 
 /// How long a test waits for something that should happen at once before it fails.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -258,8 +260,10 @@ fn a_process_without_dev_kfd_sees_nothing_of_another_process_vram() {
     );
 }
 
-/// `ftruncate` on a stand-in (`/dev/kfd` or a render node) fails as on a sealed file, and a
-/// device allocation afterwards is mapped and used normally (no SIGBUS).
+/// `ftruncate` and `fallocate` on a stand-in (`/dev/kfd` or a render node) fail as the
+/// kernel fails them on a device file (`do_ftruncate`: `EINVAL`; `vfs_fallocate`: `EINVAL` for
+/// a bad range, `ENODEV`), and a device allocation
+/// afterwards is mapped and used normally (no SIGBUS).
 #[test]
 fn stand_ins_cannot_be_resized_and_allocations_still_work() {
     let model = Model::new(ModelConfig::default()).expect("model");
@@ -281,11 +285,28 @@ fn stand_ins_cannot_be_resized_and_allocations_still_work() {
                 let resized = rustix::fs::ftruncate(file, size);
                 assert_eq!(
                     resized,
-                    Err(rustix::io::Errno::PERM),
+                    Err(rustix::io::Errno::INVAL),
                     "ftruncate({what}, {size:#x})"
                 );
             }
+            let punch = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+            for (mode, offset, len, errno) in [
+                (punch, 0, 1 << 20, Errno::NODEV),
+                (FallocateFlags::empty(), 1 << 30, 1 << 20, Errno::NODEV),
+                (punch, 0, 0, Errno::INVAL),
+            ] {
+                assert_eq!(
+                    rustix::fs::fallocate(file, mode, offset, len),
+                    Err(errno),
+                    "fallocate({what}, {mode:?}, {offset:#x}, {len:#x})"
+                );
+            }
         }
+        // An ordinary file is the kernel's: the interception changes nothing there.
+        let tmp = tempfile_in_target();
+        rustix::fs::ftruncate(&tmp, 8192).expect("ftruncate of a regular file");
+        rustix::fs::fallocate(&tmp, FallocateFlags::empty(), 0, 4096)
+            .expect("fallocate of a regular file");
         let (_kfd, bo) = vram_bo(&view);
         let cpu = bo.map_cpu().expect("mmap the BO");
         cpu.write(2 * MIB as usize - SECRET.len(), SECRET)
@@ -652,4 +673,18 @@ fn an_exec_after_a_call_in_a_vfork_child_reaches_its_new_address_space() {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A fresh regular file (unlinked at once) in the temporary directory.
+fn tempfile_in_target() -> std::fs::File {
+    let path = std::env::temp_dir().join(format!("kfd-emu-resize-{}", std::process::id()));
+    let file = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .expect("create a temporary file");
+    let _ = std::fs::remove_file(&path);
+    file
 }

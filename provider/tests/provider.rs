@@ -476,8 +476,19 @@ fn forked_child_is_a_new_kfd_process(kind: MemoryKind) {
         }
         let pool =
             KfdPool::new(sibling(p, ProviderParams::new(kind)), PoolParams::default()).unwrap();
+        // kfd-emu's in-process attach cannot map a BO into a forked child (a different address
+        // space than the supervisor's: such mappings fail with ENODEV; `kfd-emu run` can), so
+        // there the child's own DEVICE allocation, which the provider maps for the CPU, is not
+        // made. On hardware it is.
+        let own_device_maps = kind != MemoryKind::Device || matches!(target, Target::Hardware);
+        if !own_device_maps {
+            kfd_skip::skip_part(
+                "a forked child's own DEVICE allocation",
+                "kfd-emu's in-process attach cannot map BOs into a forked child (kfd-emu run can)",
+            );
+        }
         assert!(
-            in_forked_child(|| child_checks(kind, p, &pool, ptr)),
+            in_forked_child(|| child_checks(kind, p, &pool, ptr, own_device_maps)),
             "{}: the forked child failed (see its line above)",
             target.name()
         );
@@ -498,6 +509,7 @@ fn child_checks(
     inherited: &KfdProvider,
     pool: &KfdPool,
     ptr: *mut u8,
+    own_allocation: bool,
 ) -> Result<(), String> {
     let page = page();
     let wrong = |r: Result<(), Error>, what: &str| match r {
@@ -512,6 +524,9 @@ fn child_checks(
     }
     let kfd = Kfd::open().map_err(|e| e.to_string())?;
     let own = KfdProvider::new(kfd, ProviderParams::new(kind)).map_err(|e| e.to_string())?;
+    if !own_allocation {
+        return Ok(());
+    }
     let mine = own.alloc(3 * page, 0).map_err(|e| e.to_string())?;
     if own.host_accessible() {
         fill(mine.as_ptr(), 3 * page, 0x42);

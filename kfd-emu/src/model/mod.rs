@@ -479,6 +479,14 @@ impl Backend for Model {
         self.mmap_standin(caller, file, offset, len)
     }
 
+    fn is_standin(&self, file: BorrowedFd<'_>) -> bool {
+        // Every memfd the model hands out is named `kfd-emu:<what>` (device nodes, dma-bufs,
+        // BO memory, `/proc/modules`); sysfs stand-ins are files of the generated tree, which
+        // the kernel's sysfs would not resize either (they are opened read-only).
+        files::standin_name(file).is_some()
+            || files::key_of(file).is_ok_and(|key| self.kind_of(&key).is_some())
+    }
+
     fn process_exited(&self, tgid: i32) {
         let private = self.lock().render_files.remove(&tgid);
         for key in private.into_iter().flatten() {

@@ -177,8 +177,9 @@ impl Program {
 }
 
 /// The system calls (x86_64 numbers) that are always notified: the opens and the path-based
-/// `stat` family, and the path-based xattr reads.
-pub const NOTIFIED: [i64; 13] = [
+/// `stat` family, the path-based xattr reads, and the calls that resize a file (`ftruncate`,
+/// `fallocate`: rare, and refused on stand-ins as the kernel refuses them on device files).
+pub const NOTIFIED: [i64; 15] = [
     libc::SYS_openat,
     libc::SYS_open,
     libc::SYS_newfstatat,
@@ -192,6 +193,8 @@ pub const NOTIFIED: [i64; 13] = [
     libc::SYS_lgetxattr,
     libc::SYS_listxattr,
     libc::SYS_llistxattr,
+    libc::SYS_ftruncate,
+    libc::SYS_fallocate,
 ];
 
 /// A classic BPF program for `SECCOMP_SET_MODE_FILTER`.

@@ -592,6 +592,9 @@ impl Shared {
                 self.ioctl(&caller, &process, args[0] as i32, args[1] as u32, args[2])
             }
             libc::SYS_mmap => self.mmap(&caller, &process, args),
+            libc::SYS_ftruncate | libc::SYS_fallocate => {
+                self.resize(&caller, &process, i64::from(notif.data.nr), args);
+            }
             libc::SYS_stat | libc::SYS_lstat => {
                 self.stat(&caller, libc::AT_FDCWD, args[0], 0, Reply::Stat(args[1]));
             }
@@ -783,6 +786,28 @@ impl Shared {
         };
     }
 
+    /// `ftruncate(fd, length)` or `fallocate(fd, mode, offset, len)`: on a stand-in, the
+    /// kernel's answer for a device file (see [`resize_errno`]); on anything else the kernel's
+    /// own.
+    fn resize(&self, caller: &NotifCaller, process: &Tracked, nr: i64, args: [u64; 6]) {
+        let id = caller.notif_id();
+        let Ok(file) = pidfd_getfd(&process.pidfd, args[0] as i32, PidfdGetfdFlags::empty()) else {
+            // Not an open fd (EBADF) or not ours to see: the kernel answers.
+            let _ = self.listener.respond_continue(id);
+            return;
+        };
+        if !self.backend.is_standin(file.as_fd()) {
+            let _ = self.listener.respond_continue(id);
+            return;
+        }
+        let writable = rustix::fs::fcntl_getfl(&file).is_ok_and(|fl| {
+            fl.contains(rustix::fs::OFlags::WRONLY) || fl.contains(rustix::fs::OFlags::RDWR)
+        });
+        let _ = self
+            .listener
+            .respond_error(id, resize_errno(nr, args, writable));
+    }
+
     fn ioctl(&self, caller: &NotifCaller, process: &Tracked, fd: i32, cmd: u32, arg: u64) {
         let id = caller.notif_id();
         let file = match pidfd_getfd(&process.pidfd, fd, PidfdGetfdFlags::empty()) {
@@ -801,5 +826,27 @@ impl Shared {
             caller,
             run_ioctl(&*self.backend, caller, file.as_fd(), cmd, arg),
         );
+    }
+}
+
+/// What the kernel answers a resize of a device file (a stand-in), in its order of checks.
+///
+/// `ftruncate` (`ksys_ftruncate`, `do_ftruncate`): `EINVAL` for a negative length, and
+/// `EINVAL` for anything but a regular file opened for writing. `fallocate`
+/// (`vfs_fallocate`): `EINVAL` for a negative offset or a length that is not positive,
+/// `EBADF` for a file not opened for writing, then `ENODEV` for anything but a regular file
+/// or a block device. (Its checks of `mode`'s flags, which come between, are not repeated:
+/// they only change the errno of a call that fails either way.)
+pub(crate) fn resize_errno(nr: i64, args: [u64; 6], writable: bool) -> Errno {
+    if nr == libc::SYS_ftruncate {
+        return Errno::INVAL;
+    }
+    let (offset, len) = (args[2] as i64, args[3] as i64);
+    if offset < 0 || len <= 0 {
+        Errno::INVAL
+    } else if !writable {
+        Errno::BADF
+    } else {
+        Errno::NODEV
     }
 }
