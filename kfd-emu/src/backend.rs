@@ -160,6 +160,20 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// Describes `file` (a duplicate of the caller's descriptor) for an `fstat`, or a
+    /// `newfstatat`/`statx` of an empty path with `AT_EMPTY_PATH`: `None` when it is not a
+    /// stand-in the backend describes (the kernel answers from the file itself), else what a
+    /// stat of the device file would say (`S_IFCHR` and its `st_rdev` for `/dev/kfd` and the
+    /// render nodes). The default describes nothing.
+    fn fstat(
+        &self,
+        caller: &dyn Caller,
+        file: BorrowedFd<'_>,
+    ) -> Option<Result<StatAnswer, Errno>> {
+        let _ = (caller, file);
+        None
+    }
+
     /// Answers ioctl `cmd` with argument `arg` on `file`, a duplicate (taken with
     /// `pidfd_getfd`) of the caller's descriptor. Returns `None` when `file` is not one of this
     /// backend's stand-ins, so the supervisor lets the kernel run the ioctl natively.

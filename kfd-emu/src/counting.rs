@@ -150,6 +150,14 @@ impl<B: Backend + ?Sized> Backend for Counting<B> {
         self.inner.mmap(caller, file, offset, len, prot, flags)
     }
 
+    fn fstat(
+        &self,
+        caller: &dyn Caller,
+        file: BorrowedFd<'_>,
+    ) -> Option<Result<crate::backend::StatAnswer, Errno>> {
+        self.inner.fstat(caller, file)
+    }
+
     fn is_standin(&self, file: BorrowedFd<'_>) -> bool {
         self.inner.is_standin(file)
     }

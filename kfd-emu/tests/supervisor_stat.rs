@@ -220,25 +220,6 @@ fn unrelated_paths_get_the_kernels_answer() {
     assert_eq!(emulated, native);
 }
 
-#[test]
-fn empty_path_with_at_empty_path_stats_the_fd_natively() {
-    let (st, native) = run_attached(model(), || {
-        let file = std::fs::File::open("/dev/kfd").expect("open /dev/kfd");
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
-        let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
-        // SAFETY: an empty NUL-terminated path and a writable `struct stat`.
-        let ret = unsafe { libc::fstatat(fd, c"".as_ptr(), st.as_mut_ptr(), libc::AT_EMPTY_PATH) };
-        assert_eq!(ret, 0);
-        // SAFETY: filled by the call.
-        let st = unsafe { st.assume_init() };
-        (st.st_mode & libc::S_IFMT, file.metadata().unwrap().mode())
-    })
-    .unwrap();
-    // The stand-in itself, a memfd: what `fstat` shows (the fd-based calls are not emulated).
-    assert_eq!(st, libc::S_IFREG);
-    assert_eq!(native & libc::S_IFMT, libc::S_IFREG);
-}
-
 /// The cost of a `stat` of an unrelated path under the filter (a round trip through the
 /// supervisor, answered with CONTINUE) against the native call. Run with
 /// `cargo test -p kfd-emu --release --test supervisor_stat -- --ignored --nocapture`.
@@ -267,4 +248,77 @@ fn stat_cost() {
         "stat /tmp: native {native:?}, under the filter {filtered:?}; stat /dev/kfd (emulated) \
          {emulated:?}"
     );
+}
+
+/// The raw `fstat` system call (`SYS_fstat`, which glibc no longer uses): the struct, or the
+/// errno.
+fn raw_fstat(fd: std::os::fd::BorrowedFd<'_>) -> Result<libc::stat, i32> {
+    use std::os::fd::AsRawFd;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
+    // SAFETY: SYS_fstat writes one `struct stat` into the writable buffer.
+    let ret = unsafe { libc::syscall(libc::SYS_fstat, fd.as_raw_fd(), st.as_mut_ptr()) };
+    if ret == 0 {
+        // SAFETY: a successful fstat filled the struct, which was zeroed before anyway.
+        Ok(unsafe { st.assume_init() })
+    } else {
+        Err(errno())
+    }
+}
+
+/// An open `/dev/kfd` or render node describes itself as the device file, through every way
+/// of asking an fd (`fstat`, `newfstatat`/`statx` with `AT_EMPTY_PATH` as std and glibc do):
+/// a character device with the kernel's `st_rdev`; an ordinary file's fstat is untouched.
+#[test]
+fn fstat_of_a_stand_in_is_the_device_file() {
+    use std::os::fd::AsFd;
+    let model = model();
+    let minor = model.machine().gpus()[0].render_minor;
+    run_attached(model, move || {
+        let kfd = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/kfd")
+            .expect("open /dev/kfd");
+        let render = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open(format!("/dev/dri/renderD{minor}"))
+            .expect("open the render node");
+        for (file, major, minor) in [
+            (&kfd, kfd_emu::model::KFD_MAJOR, 0),
+            (&render, kfd_emu::model::DRM_MAJOR, minor),
+        ] {
+            let rdev = rustix::fs::makedev(major, minor);
+            // std: statx(fd, "", AT_EMPTY_PATH).
+            let meta = file.metadata().expect("metadata");
+            assert!(
+                meta.file_type().is_char_device(),
+                "{major}:{minor}: {meta:?}"
+            );
+            assert_eq!(meta.rdev(), rdev, "{major}:{minor}");
+            // glibc's fstat: newfstatat(fd, "", AT_EMPTY_PATH).
+            let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
+            // SAFETY: `st` is a writable `struct stat`.
+            let ret =
+                unsafe { libc::fstat(std::os::fd::AsRawFd::as_raw_fd(file), st.as_mut_ptr()) };
+            assert_eq!(ret, 0, "fstat: {}", errno());
+            // SAFETY: filled by the successful fstat (and zeroed before).
+            let st = unsafe { st.assume_init() };
+            assert_eq!(st.st_mode & libc::S_IFMT, libc::S_IFCHR);
+            assert_eq!(st.st_rdev, rdev);
+            // The old system call.
+            let st = raw_fstat(file.as_fd()).expect("SYS_fstat");
+            assert_eq!(st.st_mode & libc::S_IFMT, libc::S_IFCHR);
+            assert_eq!(st.st_rdev, rdev);
+        }
+        let own = std::fs::File::open("/proc/self/exe").expect("open the test binary");
+        let meta = own.metadata().expect("metadata of an ordinary file");
+        assert!(meta.file_type().is_file());
+        let st = raw_fstat(own.as_fd()).expect("SYS_fstat of an ordinary file");
+        assert_eq!(st.st_mode & libc::S_IFMT, libc::S_IFREG);
+        // SAFETY: fd 9999 is not open in this test; fstat only reports EBADF for it.
+        let closed = unsafe { std::os::fd::BorrowedFd::borrow_raw(9999) };
+        assert_eq!(raw_fstat(closed), Err(libc::EBADF));
+    })
+    .expect("attach");
 }

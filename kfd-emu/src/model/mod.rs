@@ -448,6 +448,24 @@ impl Backend for Model {
         }
     }
 
+    fn fstat(
+        &self,
+        _caller: &dyn Caller,
+        file: BorrowedFd<'_>,
+    ) -> Option<Result<StatAnswer, Errno>> {
+        let key = files::key_of(file).ok()?;
+        match self.kind_of(&key).or_else(|| self.released_kind(file))? {
+            FileKind::Kfd { .. } => Some(Ok(self.device_stat(KFD_MAJOR, 0))),
+            FileKind::Render { gpu } => {
+                let minor = self.cfg.machine.gpus()[gpu].render_minor;
+                Some(Ok(self.device_stat(DRM_MAJOR, minor)))
+            }
+            // A dma-buf is the kernel's anonymous file in its own pseudo filesystem: the
+            // memfd's regular-file answer stands for it.
+            FileKind::Dmabuf { .. } => None,
+        }
+    }
+
     fn ioctl(
         &self,
         caller: &dyn Caller,

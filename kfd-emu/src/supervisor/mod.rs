@@ -15,7 +15,12 @@
 //! - for a `stat`-family call, resolves the path the same way and asks [`Backend::stat`]: a
 //!   path that is not the backend's runs natively, an answer is written into the caller's
 //!   `struct stat` / `struct statx` (or judged against the `access` mode; an xattr read finds
-//!   none), an errno fails the call. An empty path with `AT_EMPTY_PATH` runs natively;
+//!   none), an errno fails the call. An empty path with `AT_EMPTY_PATH`, and `fstat`, ask
+//!   [`Backend::fstat`] about the fd instead (a stand-in is its device file: `S_IFCHR` with
+//!   the kernel's `st_rdev`; any other file is the kernel's);
+//! - for `ftruncate`/`fallocate` of a stand-in ([`Backend::is_standin`]), answers as the
+//!   kernel does for a device file (`EINVAL`; `EINVAL`/`EBADF`/`ENODEV`), so no program can
+//!   resize or punch holes in a stand-in's memory;
 //! - for an ioctl, takes a duplicate of the caller's fd with `pidfd_getfd` and asks
 //!   [`Backend::ioctl`], which reads and writes the argument through [`Caller`]; an fd that is
 //!   not a stand-in gets the kernel's own answer (`CONTINUE`);
@@ -88,6 +93,8 @@
 //! ```
 //!
 //! [`Caller`]: crate::backend::Caller
+//! [`Backend::fstat`]: crate::backend::Backend::fstat
+//! [`Backend::is_standin`]: crate::backend::Backend::is_standin
 //! [`Backend::mmap`]: crate::backend::Backend::mmap
 //! [`MmapAction::Redirect`]: crate::backend::MmapAction::Redirect
 

@@ -178,8 +178,9 @@ impl Program {
 
 /// The system calls (x86_64 numbers) that are always notified: the opens and the path-based
 /// `stat` family, the path-based xattr reads, and the calls that resize a file (`ftruncate`,
-/// `fallocate`: rare, and refused on stand-ins as the kernel refuses them on device files).
-pub const NOTIFIED: [i64; 15] = [
+/// `fallocate`: rare, and refused on stand-ins as the kernel refuses them on device files), and
+/// `fstat` (a stand-in describes itself as its device file).
+pub const NOTIFIED: [i64; 16] = [
     libc::SYS_openat,
     libc::SYS_open,
     libc::SYS_newfstatat,
@@ -195,6 +196,7 @@ pub const NOTIFIED: [i64; 15] = [
     libc::SYS_llistxattr,
     libc::SYS_ftruncate,
     libc::SYS_fallocate,
+    libc::SYS_fstat,
 ];
 
 /// A classic BPF program for `SECCOMP_SET_MODE_FILTER`.
@@ -247,7 +249,7 @@ impl Filter {
     /// `tests/supervisor_stat.rs` measures it), so programs that stat thousands of files
     /// (`ls -lR`, a compiler's include search) slow down accordingly. `statx(fd, "",
     /// AT_EMPTY_PATH)` — what Rust's `File::metadata` issues — pays the round trip too, as the
-    /// filter cannot read the path; `fstat` and the other fd-based calls are not notified.
+    /// filter cannot read the path; so does `fstat`, and the rare `ftruncate`/`fallocate`.
     pub fn kfd() -> Self {
         Self::build(libc::SECCOMP_RET_USER_NOTIF)
     }
@@ -643,7 +645,9 @@ mod tests {
         for nr in NOTIFIED {
             assert_eq!(run(&f, &call(nr, [0; 6])), notify, "syscall {nr}");
         }
-        assert_eq!(run(&f, &call(libc::SYS_fstat, [0; 6])), allow);
+        assert_eq!(run(&f, &call(libc::SYS_fstat, [0; 6])), notify);
+        assert_eq!(run(&f, &call(libc::SYS_ftruncate, [0; 6])), notify);
+        assert_eq!(run(&f, &call(libc::SYS_pread64, [0; 6])), allow);
         assert_eq!(run(&f, &call(libc::SYS_readlinkat, [0; 6])), allow);
         assert_eq!(run(&f, &call(libc::SYS_openat2, [0; 6])), ENOSYS);
         assert_eq!(run(&f, &call(libc::SYS_read, [0; 6])), allow);

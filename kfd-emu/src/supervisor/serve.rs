@@ -37,7 +37,7 @@ use super::mmap::{self as file_mmap, MmapArgs, Route, SLOT_MARKER, Slots};
 use super::path;
 use super::seccomp::{Listener, SeccompNotif};
 use super::stat;
-use crate::backend::{Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction};
+use crate::backend::{Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer};
 
 /// What the loop does besides serving the listener: the fds of its owner (a shutdown eventfd,
 /// the spawned child's pidfd) and when to stop.
@@ -592,16 +592,25 @@ impl Shared {
                 self.ioctl(&caller, &process, args[0] as i32, args[1] as u32, args[2])
             }
             libc::SYS_mmap => self.mmap(&caller, &process, args),
+            libc::SYS_fstat => self.fstat(&caller, &process, args[0] as i32, Reply::Stat(args[1])),
             libc::SYS_ftruncate | libc::SYS_fallocate => {
                 self.resize(&caller, &process, i64::from(notif.data.nr), args);
             }
             libc::SYS_stat | libc::SYS_lstat => {
-                self.stat(&caller, libc::AT_FDCWD, args[0], 0, Reply::Stat(args[1]));
+                self.stat(
+                    &caller,
+                    &process,
+                    libc::AT_FDCWD,
+                    args[0],
+                    0,
+                    Reply::Stat(args[1]),
+                );
             }
             libc::SYS_newfstatat => {
                 let flags = args[3] as i32;
                 self.stat(
                     &caller,
+                    &process,
                     args[0] as i32,
                     args[1],
                     flags,
@@ -612,6 +621,7 @@ impl Shared {
                 let flags = args[2] as i32;
                 self.stat(
                     &caller,
+                    &process,
                     args[0] as i32,
                     args[1],
                     flags,
@@ -621,6 +631,7 @@ impl Shared {
             libc::SYS_access => {
                 self.stat(
                     &caller,
+                    &process,
                     libc::AT_FDCWD,
                     args[0],
                     0,
@@ -629,17 +640,38 @@ impl Shared {
             }
             libc::SYS_faccessat => {
                 let how = Reply::Access(args[2] as i32);
-                self.stat(&caller, args[0] as i32, args[1], 0, how);
+                self.stat(&caller, &process, args[0] as i32, args[1], 0, how);
             }
             libc::SYS_getxattr | libc::SYS_lgetxattr => {
-                self.stat(&caller, libc::AT_FDCWD, args[0], 0, Reply::GetXattr);
+                self.stat(
+                    &caller,
+                    &process,
+                    libc::AT_FDCWD,
+                    args[0],
+                    0,
+                    Reply::GetXattr,
+                );
             }
             libc::SYS_listxattr | libc::SYS_llistxattr => {
-                self.stat(&caller, libc::AT_FDCWD, args[0], 0, Reply::ListXattr);
+                self.stat(
+                    &caller,
+                    &process,
+                    libc::AT_FDCWD,
+                    args[0],
+                    0,
+                    Reply::ListXattr,
+                );
             }
             libc::SYS_faccessat2 => {
                 let how = Reply::Access(args[2] as i32);
-                self.stat(&caller, args[0] as i32, args[1], args[3] as i32, how);
+                self.stat(
+                    &caller,
+                    &process,
+                    args[0] as i32,
+                    args[1],
+                    args[3] as i32,
+                    how,
+                );
             }
             _ => {
                 let _ = self.listener.respond_continue(id);
@@ -684,21 +716,33 @@ impl Shared {
 
     /// A path-based `stat`-family (or xattr-read) call: the backend describes the path (or declines, and the
     /// kernel runs the call), and the answer is written in the layout the call expects.
-    fn stat(&self, caller: &NotifCaller, dirfd: i32, path_addr: u64, flags: i32, reply: Reply) {
+    fn stat(
+        &self,
+        caller: &NotifCaller,
+        process: &Tracked,
+        dirfd: i32,
+        path_addr: u64,
+        flags: i32,
+        reply: Reply,
+    ) {
         let id = caller.notif_id();
         // Flags we do not know are the kernel's to refuse. `AT_SYMLINK_NOFOLLOW` changes
         // nothing: the emulated paths hold no symlinks. An empty path with `AT_EMPTY_PATH`
-        // names `dirfd` itself, which `resolve` declines, so it runs natively.
+        // names `dirfd` itself: an `fstat` of it.
         let known = libc::AT_SYMLINK_NOFOLLOW
             | libc::AT_EMPTY_PATH
             | libc::AT_NO_AUTOMOUNT
             | libc::AT_STATX_SYNC_TYPE
             | libc::AT_EACCESS;
         let tid = caller.id().tid;
-        let path = (flags & !known == 0)
+        let raw = (flags & !known == 0)
             .then(|| caller.read_path(path_addr).ok())
-            .flatten()
-            .and_then(|raw| path::resolve(tid, dirfd, &raw));
+            .flatten();
+        if flags & libc::AT_EMPTY_PATH != 0 && raw.as_ref().is_some_and(Vec::is_empty) {
+            self.fstat(caller, process, dirfd, reply);
+            return;
+        }
+        let path = raw.and_then(|raw| path::resolve(tid, dirfd, &raw));
         let Some(path) = path.filter(|_| caller.still_valid().is_ok()) else {
             let _ = self.listener.respond_continue(id);
             return;
@@ -709,6 +753,35 @@ impl Shared {
                 eprintln!("kfd-emu: the backend panicked on a stat of {path}; answering EIO");
                 Some(Err(Errno::IO))
             });
+        self.answer_stat(caller, answer, reply);
+    }
+
+    /// `fstat(fd)` (or a stat of `fd` by an empty path): a stand-in the backend describes is
+    /// answered as its device file; any other file, or an fd that is not open, is the
+    /// kernel's.
+    fn fstat(&self, caller: &NotifCaller, process: &Tracked, fd: i32, reply: Reply) {
+        let id = caller.notif_id();
+        let Ok(file) = pidfd_getfd(&process.pidfd, fd, PidfdGetfdFlags::empty()) else {
+            let _ = self.listener.respond_continue(id);
+            return;
+        };
+        let backend = &self.backend;
+        let answer = catch_unwind(AssertUnwindSafe(|| backend.fstat(caller, file.as_fd())))
+            .unwrap_or_else(|_| {
+                eprintln!("kfd-emu: the backend panicked on an fstat; answering EIO");
+                Some(Err(Errno::IO))
+            });
+        self.answer_stat(caller, answer, reply);
+    }
+
+    /// Carries a backend's stat answer out: `None` runs the call natively.
+    fn answer_stat(
+        &self,
+        caller: &NotifCaller,
+        answer: Option<Result<StatAnswer, Errno>>,
+        reply: Reply,
+    ) {
+        let id = caller.notif_id();
         let result = match (answer, reply) {
             (None, _) => {
                 let _ = self.listener.respond_continue(id);
