@@ -253,10 +253,10 @@ fn process_exit_ends_its_waits() {
             .recv_timeout(Duration::from_secs(20))
             .expect("the waiter returns");
         // Parked: woken with FAIL. Not yet started: the dispatcher refuses the dead
-        // process's fd (EBADF, nothing copied back). Woken with FAIL while the process went
-        // away between the wake and the return: FAIL was copied back, and the return is the
-        // dead process's EBADF. (The kernel cannot get here: a process cannot exit while one
-        // of its threads is inside an ioctl; only the emulator's `process_exited` can.)
+        // process's fd (EBADF, nothing copied back). Gone after the dispatcher's check but
+        // before the wait found the process: the wait fails with EBADF and, as every failed
+        // wait, copies FAIL back. (The kernel cannot get here: a process cannot exit while
+        // one of its threads is inside an ioctl; only the emulator's `process_exited` can.)
         assert!(
             (r, result) == (Err(Errno::IO), FAIL)
                 || (r, result) == (Err(Errno::BADF), 99)
