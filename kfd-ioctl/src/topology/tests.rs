@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::TopologyError;
+use super::error::TopologyError;
 use super::read::{self, Fs, MAX_ATTEMPTS, Source};
 
 fn fixture(name: &str) -> PathBuf {
