@@ -9,7 +9,10 @@
 //! use kfd_ioctl::topology::{IoLinkType, Topology};
 //!
 //! // A capture of an 8×MI210 machine: two CPUs, then two xGMI hives of four GPUs.
-//! let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/topology/mi210-8gpu-xgmi");
+//! let root = concat!(
+//!     env!("CARGO_MANIFEST_DIR"),
+//!     "/../kfd-emu/fixtures/topology/mi210-8gpu-xgmi"
+//! );
 //! let topology = Topology::read_from(root)?;
 //! assert_eq!(topology.gpus().count(), 8);
 //!

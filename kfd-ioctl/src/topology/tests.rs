@@ -11,7 +11,7 @@ use super::read::{self, Fs, MAX_ATTEMPTS, Source};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/topology")
+        .join("../kfd-emu/fixtures/topology")
         .join(name)
 }
 
