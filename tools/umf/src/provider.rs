@@ -10,6 +10,7 @@
 
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_void};
+use std::ptr::NonNull;
 use std::sync::{Mutex, PoisonError};
 
 use kfd_ioctl::Kfd;
@@ -122,6 +123,33 @@ unsafe fn with(p: *mut c_void, f: impl FnOnce(&UmfProvider) -> umf_result_t) -> 
     }
 }
 
+/// Clears the out-pointer `out`, runs `make` on the provider and writes the pointer it makes
+/// to `out`, which stays NULL unless the answer is success. `make` returns `None` for an
+/// invalid argument.
+///
+/// # Safety
+///
+/// As [`provider`] for `p`, and as [`put`] for `out`.
+unsafe fn put_made(
+    p: *mut c_void,
+    out: *mut *mut c_void,
+    make: impl FnOnce(&UmfProvider) -> Option<Result<NonNull<u8>, Error>>,
+) -> umf_result_t {
+    // SAFETY: forwarded caller contract.
+    let cleared = unsafe { put(out, std::ptr::null_mut()) };
+    if cleared != UMF_RESULT_SUCCESS {
+        return cleared;
+    }
+    // SAFETY: forwarded caller contract; `out` was writable just above.
+    unsafe {
+        with(p, |p| match make(p) {
+            None => UMF_RESULT_ERROR_INVALID_ARGUMENT,
+            Some(Ok(ptr)) => put(out, ptr.as_ptr().cast()),
+            Some(Err(e)) => fail(&e),
+        })
+    }
+}
+
 /// `initialize(params, &provider)`: opens (or shares) this process's `/dev/kfd` and creates a
 /// [`KfdProvider`] from the `kfd_memory_provider_params_t` at `params`.
 unsafe extern "C" fn initialize(params: *const c_void, out: *mut *mut c_void) -> umf_result_t {
@@ -165,17 +193,8 @@ unsafe extern "C" fn alloc(
     out: *mut *mut c_void,
 ) -> umf_result_t {
     guard(|| {
-        // SAFETY: UMF passes its provider pointer and an out slot (NULL checked).
-        unsafe {
-            let cleared = put(out, std::ptr::null_mut());
-            if cleared != UMF_RESULT_SUCCESS {
-                return cleared;
-            }
-            with(p, |p| match p.provider.alloc(size, alignment) {
-                Ok(ptr) => put(out, ptr.as_ptr().cast()),
-                Err(e) => fail(&e),
-            })
-        }
+        // SAFETY: UMF passes its provider pointer and an out slot (NULL checked by `put`).
+        unsafe { put_made(p, out, |p| Some(p.provider.alloc(size, alignment))) }
     })
 }
 
@@ -363,16 +382,9 @@ unsafe extern "C" fn open_ipc_handle(
         // SAFETY: UMF passes its provider pointer, IPC data of the handle size and an out
         // slot (NULL checked by `put`).
         unsafe {
-            let cleared = put(out, std::ptr::null_mut());
-            if cleared != UMF_RESULT_SUCCESS {
-                return cleared;
-            }
-            with(p, |p| match ipc_handle(data) {
-                None => UMF_RESULT_ERROR_INVALID_ARGUMENT,
-                Some(handle) => match handle.and_then(|h| p.provider.open_ipc_handle(&h)) {
-                    Ok(ptr) => put(out, ptr.as_ptr().cast()),
-                    Err(e) => fail(&e),
-                },
+            put_made(p, out, |p| {
+                let handle = ipc_handle(data)?;
+                Some(handle.and_then(|h| p.provider.open_ipc_handle(&h)))
             })
         }
     })
@@ -542,6 +554,13 @@ mod tests {
         unsafe {
             assert_eq!(ops.alloc.unwrap()(null, 4096, 0, &mut ptr), bad);
             assert_eq!(ops.alloc.unwrap()(null, 4096, 0, null.cast()), bad);
+            ptr = 8 as *mut c_void;
+            assert_eq!(ops.ext_open_ipc_handle.unwrap()(null, null, &mut ptr), bad);
+            assert_eq!(ptr, null, "the out slot is cleared on failure");
+            assert_eq!(
+                ops.ext_open_ipc_handle.unwrap()(null, null, null.cast()),
+                bad
+            );
             assert_eq!(ops.free.unwrap()(null, null, 0), bad);
             assert_eq!(
                 ops.get_recommended_page_size.unwrap()(null, 0, &mut size),
