@@ -13,8 +13,12 @@
 //! that lie on one. The list may only shrink: a new edge that closes a cycle fails, and so does
 //! a listed edge that no longer lies on a cycle (remove it from the list).
 
+mod workspace_support;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
+
+use workspace_support::members;
 
 /// Edges that lie on a module cycle today, as `crate root: from -> to`. Only removals allowed.
 const KNOWN_CYCLE_EDGES: &[&str] = &[
@@ -516,24 +520,9 @@ fn crate_roots(package: &Path) -> Vec<PathBuf> {
     roots
 }
 
-/// The workspace's member directories, from the root `Cargo.toml`.
-fn members(root: &Path) -> Vec<PathBuf> {
-    let manifest =
-        std::fs::read_to_string(root.join("Cargo.toml")).expect("the workspace Cargo.toml");
-    let line = manifest
-        .lines()
-        .find(|l| l.trim_start().starts_with("members"))
-        .expect("a members list");
-    line.split('"')
-        .skip(1)
-        .step_by(2)
-        .map(|m| root.join(m))
-        .collect()
-}
-
 #[test]
 fn no_module_cycles_in_any_crate() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = workspace_support::root();
     let mut found: BTreeMap<String, String> = BTreeMap::new();
     let mut roots = 0;
     for package in members(&root) {
