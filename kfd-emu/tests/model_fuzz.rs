@@ -14,34 +14,9 @@ use std::time::Duration;
 use kfd_emu::backend::{Backend, OpenAction};
 use kfd_emu::model::ModelConfig;
 use kfd_ioctl::abi::*;
+use kfd_skip::Rng;
 use model_support::*;
 use rustix::io::Errno;
-
-/// xorshift64*: small, deterministic, good enough to spread bits.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len() as u64) as usize]
-    }
-}
 
 /// Every errno the kernel's KFD and DRM paths can answer with (plus EMFILE from installing a
 /// dma-buf fd into a full table).

@@ -197,7 +197,7 @@ fn apertures_follow_the_gfx9_layout() {
 fn a_captured_tree_loads_with_or_without_the_topology_folder() {
     let capture = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../fixtures/topology/mi210-8gpu-xgmi"
+        "/fixtures/topology/mi210-8gpu-xgmi"
     );
     let direct = Machine::from_topology_dir(capture).expect("load capture");
     assert_rocr_ready(direct.topology(), "mi210 capture");
@@ -232,7 +232,7 @@ fn duplicate_gpu_ids_and_minors_are_made_unique() {
 #[test]
 fn a_tree_of_gpus_only_gets_a_cpu_node_first() {
     // The MI100 capture is one GPU node, numbered 0.
-    let capture = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/topology/mi100");
+    let capture = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/topology/mi100");
     let machine = Machine::from_topology_dir(capture).expect("load capture");
     assert_rocr_ready(machine.topology(), "mi100 capture");
     let nodes = &machine.topology().nodes;

@@ -886,6 +886,8 @@ impl fmt::Display for Record {
 
 #[cfg(test)]
 mod tests {
+    use kfd_skip::Rng;
+
     use super::*;
 
     /// Fills a C `printf` format from `KFD_EVENT_FMT_*` with arguments, the way the kernel's
@@ -1343,22 +1345,6 @@ mod tests {
             .unwrap_or(default)
     }
 
-    /// xorshift64*: a small deterministic generator, so failures reproduce.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
-
     /// Parses `line` and, when it is accepted, checks that it is written back unchanged;
     /// the id of the accepted event.
     fn check_total_and_canonical(line: &str) -> Option<u32> {
@@ -1381,13 +1367,13 @@ mod tests {
         const ALPHABET: &[u8] = b"0123456789abcdefABx -@():>RWMU\0\n\xff";
         let mut accepted = 0;
         for _ in 0..fuzz_iters(20_000) {
-            let len = rng.below(48);
+            let len = rng.below_usize(48);
             let mut bytes: Vec<u8> = (0..len)
-                .map(|_| ALPHABET[rng.below(ALPHABET.len())])
+                .map(|_| ALPHABET[rng.below_usize(ALPHABET.len())])
                 .collect();
             // Start most lines with a known id so the generator reaches the event formats.
-            if rng.below(4) != 0 {
-                let id = format!("{:x} ", 1 + rng.below(14));
+            if rng.below_usize(4) != 0 {
+                let id = format!("{:x} ", 1 + rng.below_usize(14));
                 bytes.splice(0..0, id.bytes());
             }
             let line = String::from_utf8_lossy(&bytes);
@@ -1407,10 +1393,10 @@ mod tests {
         // Enough rounds, even under Miri, for every kind to survive some mutation.
         for round in 0..fuzz_iters(4_000).max(20 * records.len()) {
             let mut bytes = records[round % records.len()].clone().into_bytes();
-            for _ in 0..=rng.below(3) {
-                let at = rng.below(bytes.len() + 1);
+            for _ in 0..=rng.below_usize(3) {
+                let at = rng.below_usize(bytes.len() + 1);
                 let byte = rng.next() as u8;
-                match rng.below(4) {
+                match rng.below_usize(4) {
                     0 if at < bytes.len() => bytes[at] = byte,
                     1 if at < bytes.len() => {
                         bytes.remove(at);
@@ -1530,10 +1516,10 @@ mod tests {
     fn random_bytes_never_panic() {
         let mut rng = Rng(0x0123_4567_89ab_cdef);
         for _ in 0..fuzz_iters(10_000) {
-            let len = rng.below(300);
+            let len = rng.below_usize(300);
             let mut bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-            if rng.below(2) == 0 {
-                let id = format!("{:x} ", 1 + rng.below(14));
+            if rng.below_usize(2) == 0 {
+                let id = format!("{:x} ", 1 + rng.below_usize(14));
                 bytes.splice(0..0, id.bytes());
             }
             check_total_and_canonical(&String::from_utf8_lossy(&bytes));
@@ -1555,12 +1541,12 @@ mod tests {
             })
             .collect();
         for _ in 0..fuzz_iters(10_000) {
-            let mut tokens = records[rng.below(records.len())].clone();
-            for _ in 0..=rng.below(3) {
-                let donor = &records[rng.below(records.len())];
-                let token = donor[rng.below(donor.len())].clone();
-                let at = rng.below(tokens.len());
-                match rng.below(3) {
+            let mut tokens = records[rng.below_usize(records.len())].clone();
+            for _ in 0..=rng.below_usize(3) {
+                let donor = &records[rng.below_usize(records.len())];
+                let token = donor[rng.below_usize(donor.len())].clone();
+                let at = rng.below_usize(tokens.len());
+                match rng.below_usize(3) {
                     0 => tokens[at] = token,
                     1 => tokens.insert(at, token),
                     _ if tokens.len() > 1 => {

@@ -1,4 +1,4 @@
-//! The topology parser against real sysfs captures (`fixtures/topology/`), against
+//! The topology parser against real sysfs captures (`kfd-emu/fixtures/topology/`), against
 //! malformed trees built in a temporary directory, and against this machine's live tree.
 //!
 //! Every value asserted here was read off the capture files by hand.

@@ -27,7 +27,7 @@ mod topology_support;
 
 use topology_support::{TempTree, fixtures};
 
-/// The captures mutated, as directories below `fixtures/topology/`.
+/// The captures mutated, as directories below `kfd-emu/fixtures/topology/`.
 const CAPTURES: [&str; 4] = [
     "mixed-mi300x-mi350x-gfx906-navi",
     "mi210-8gpu-xgmi",

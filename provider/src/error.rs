@@ -148,40 +148,37 @@ impl Error {
         Error::NotSupported(reason.into())
     }
 
-    /// A provider-specific error from a KFD call made during `step`.
-    pub(crate) fn kfd(code: NativeCode, step: &str, source: &kfd_ioctl::Error) -> Error {
+    /// A provider-specific error: the native code, the errno behind it if any, the message.
+    pub(crate) fn provider_specific(
+        code: NativeCode,
+        errno: Option<Errno>,
+        message: String,
+    ) -> Error {
         Error::ProviderSpecific(NativeError {
             code,
-            errno: source.errno(),
-            message: format!("{step}: {source}"),
+            errno,
+            message,
         })
+    }
+
+    /// A provider-specific error from a KFD call made during `step`.
+    pub(crate) fn kfd(code: NativeCode, step: &str, source: &kfd_ioctl::Error) -> Error {
+        Error::provider_specific(code, source.errno(), format!("{step}: {source}"))
     }
 
     /// A provider-specific error from an SVM call made during `step`.
     pub(crate) fn svm(code: NativeCode, step: &str, source: &kfd_svm::Error) -> Error {
-        Error::ProviderSpecific(NativeError {
-            code,
-            errno: source.errno(),
-            message: format!("{step}: {source}"),
-        })
+        Error::provider_specific(code, source.errno(), format!("{step}: {source}"))
     }
 
     /// A provider-specific error from a system call made during `step`.
     pub(crate) fn sys(code: NativeCode, step: &str, errno: Errno) -> Error {
-        Error::ProviderSpecific(NativeError {
-            code,
-            errno: Some(errno),
-            message: format!("{step}: {}", ErrnoName(errno)),
-        })
+        Error::provider_specific(code, Some(errno), format!("{step}: {}", ErrnoName(errno)))
     }
 
     /// A provider-specific error with an errno and a message of its own.
     pub(crate) fn native_with(code: NativeCode, errno: Errno, message: String) -> Error {
-        Error::ProviderSpecific(NativeError {
-            code,
-            errno: Some(errno),
-            message,
-        })
+        Error::provider_specific(code, Some(errno), message)
     }
 }
 

@@ -267,11 +267,7 @@ impl KfdProvider {
             let generation = sys::fork_generation();
             let init = NativeCode::InitFailed;
             let topology = Topology::read().map_err(|e| {
-                Error::ProviderSpecific(NativeError {
-                    code: init,
-                    errno: None,
-                    message: format!("reading the KFD topology: {e}"),
-                })
+                Error::provider_specific(init, None, format!("reading the KFD topology: {e}"))
             })?;
             let render_minors: BTreeMap<u32, u32> = topology
                 .gpus()

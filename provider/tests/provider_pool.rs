@@ -15,6 +15,7 @@ use kfd_provider::{
     KfdPool, KfdProvider, MemoryKind, POOL_MAX_CLASS, POOL_MIN_CLASS, PoolParams, ProviderParams,
     UmfResult,
 };
+use kfd_skip::Rng;
 use kfd_tests::on_every_target;
 use provider_support::*;
 
@@ -26,18 +27,6 @@ fn counting(machine: &str) -> Arc<Counting<Model>> {
     })
     .expect("a model");
     Counting::new(model)
-}
-
-/// A deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
 }
 
 /// `ops` random allocations (sizes log-uniform over 33 B – 2 MiB, at most 48 live) and frees

@@ -254,6 +254,42 @@ fn two_threads(
     start.elapsed()
 }
 
+/// Streams records of `sizes` bytes, cut from `source`, through a ring on two threads, `iters`
+/// times, and returns the total time: `push` offers one record (false: full, retried) and
+/// `pop` takes one and returns its checksum (`None`: empty, retried).
+fn stream(
+    iters: u64,
+    sizes: &[usize],
+    source: &[u8],
+    mut push: impl FnMut(&[u8]) -> bool + Send,
+    mut pop: impl FnMut() -> Option<u64> + Send,
+) -> Duration {
+    two_threads(
+        iters,
+        || {
+            for (i, &n) in sizes.iter().enumerate() {
+                let from = i % 64;
+                while !push(&source[from..from + n]) {
+                    std::thread::yield_now();
+                }
+            }
+        },
+        || {
+            let mut sum = 0u64;
+            for _ in sizes {
+                loop {
+                    if let Some(s) = pop() {
+                        sum = sum.wrapping_add(s);
+                        break;
+                    }
+                    std::thread::yield_now();
+                }
+            }
+            black_box(sum);
+        },
+    )
+}
+
 fn spsc_stream(c: &mut Criterion) {
     let mut group = c.benchmark_group("ring_spsc_stream");
     group.warm_up_time(Duration::from_millis(500));
@@ -270,29 +306,12 @@ fn spsc_stream(c: &mut Criterion) {
         .unwrap();
     group.bench_function("kfd_ring", |b| {
         b.iter_custom(|iters| {
-            two_threads(
+            stream(
                 iters,
-                || {
-                    for (i, &n) in sizes.iter().enumerate() {
-                        let from = i % 64;
-                        while tx.push(&source[from..from + n]).is_err() {
-                            std::thread::yield_now();
-                        }
-                    }
-                },
-                || {
-                    let mut sum = 0u64;
-                    for _ in &sizes {
-                        loop {
-                            if let Some(s) = pop_slice_checksum(&mut rx) {
-                                sum = sum.wrapping_add(s);
-                                break;
-                            }
-                            std::thread::yield_now();
-                        }
-                    }
-                    black_box(sum);
-                },
+                &sizes,
+                &source,
+                |p| tx.push(p).is_ok(),
+                || pop_slice_checksum(&mut rx),
             )
         })
     });
@@ -301,29 +320,12 @@ fn spsc_stream(c: &mut Criterion) {
     let mut scratch = Vec::with_capacity(8192);
     group.bench_function("rtrb_chunks", |b| {
         b.iter_custom(|iters| {
-            two_threads(
+            stream(
                 iters,
-                || {
-                    for (i, &n) in sizes.iter().enumerate() {
-                        let from = i % 64;
-                        while !rtrb_push(&mut tx, &source[from..from + n]) {
-                            std::thread::yield_now();
-                        }
-                    }
-                },
-                || {
-                    let mut sum = 0u64;
-                    for _ in &sizes {
-                        loop {
-                            if let Some(s) = rtrb_pop(&mut rx, &mut scratch) {
-                                sum = sum.wrapping_add(s);
-                                break;
-                            }
-                            std::thread::yield_now();
-                        }
-                    }
-                    black_box(sum);
-                },
+                &sizes,
+                &source,
+                |p| rtrb_push(&mut tx, p),
+                || rtrb_pop(&mut rx, &mut scratch),
             )
         })
     });
@@ -331,29 +333,12 @@ fn spsc_stream(c: &mut Criterion) {
     let (mut tx, mut rx) = ringbuf::HeapRb::<u8>::new(CAP).split();
     group.bench_function("ringbuf_slices", |b| {
         b.iter_custom(|iters| {
-            two_threads(
+            stream(
                 iters,
-                || {
-                    for (i, &n) in sizes.iter().enumerate() {
-                        let from = i % 64;
-                        while !ringbuf_push(&mut tx, &source[from..from + n]) {
-                            std::thread::yield_now();
-                        }
-                    }
-                },
-                || {
-                    let mut sum = 0u64;
-                    for _ in &sizes {
-                        loop {
-                            if let Some(s) = ringbuf_pop(&mut rx, &mut scratch) {
-                                sum = sum.wrapping_add(s);
-                                break;
-                            }
-                            std::thread::yield_now();
-                        }
-                    }
-                    black_box(sum);
-                },
+                &sizes,
+                &source,
+                |p| ringbuf_push(&mut tx, p),
+                || ringbuf_pop(&mut rx, &mut scratch),
             )
         })
     });

@@ -488,16 +488,11 @@ mod tests {
         }
     }
 
-    /// Hugetlbfs is in the kernel (`MFD_HUGETLB` works), whether or not huge pages are
-    /// reserved; `None` with the reason printed when it is not.
-    fn hugetlb_memfd(size: usize) -> Option<memfd::Memfd> {
-        match unsealed(size, true) {
-            Ok(memfd) => Some(memfd),
-            Err(e) => {
-                eprintln!("skipping: memfd_create(MFD_HUGETLB | MFD_HUGE_2MB) fails here: {e}");
-                None
-            }
-        }
+    /// An unsealed hugetlbfs memfd, which needs hugetlbfs in the kernel but no huge page
+    /// reserved; the skip reason when hugetlbfs is missing.
+    fn hugetlb_memfd(size: usize) -> Result<memfd::Memfd, String> {
+        unsealed(size, true)
+            .map_err(|e| format!("memfd_create(MFD_HUGETLB | MFD_HUGE_2MB) fails here: {e}"))
     }
 
     /// Regression: `from_memfd(fd, Granule::HugeTlb2M)` skipped the seal check, so a peer
@@ -506,8 +501,9 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "maps a memfd")]
     fn an_unsealed_hugetlb_memfd_is_refused() {
-        let Some(memfd) = hugetlb_memfd(2 * crate::TWO_MIB) else {
-            return;
+        let memfd = match hugetlb_memfd(2 * crate::TWO_MIB) {
+            Ok(memfd) => memfd,
+            Err(why) => return kfd_skip::skip(why),
         };
         let err = HostMirror::from_memfd(memfd.into_file().into(), Granule::HugeTlb2M);
         assert!(
@@ -525,13 +521,11 @@ mod tests {
         let mut grants = vec![("page", page)];
         match create_sealed_memfd(2 * crate::TWO_MIB, Granule::HugeTlb2M) {
             Ok(huge) => grants.push(("hugetlb", huge)),
-            Err(e) => {
-                // Only acceptable where hugetlbfs itself is missing.
-                assert!(
-                    hugetlb_memfd(crate::TWO_MIB).is_none(),
-                    "sealing hugetlb: {e}"
-                );
-            }
+            // Only acceptable where hugetlbfs itself is missing.
+            Err(e) => match hugetlb_memfd(crate::TWO_MIB) {
+                Ok(_) => panic!("sealing hugetlb: {e}"),
+                Err(why) => kfd_skip::skip_part("the hugetlb memfd", &why),
+            },
         }
         for (kind, memfd) in grants {
             let seals = memfd.seals().unwrap();
@@ -578,7 +572,7 @@ mod tests {
             }
             // No 2 MiB pages reserved (`vm.nr_hugepages` is 0 on most machines).
             Err(Error::Memfd(_) | Error::Map { .. }) => {
-                eprintln!("skipping: no 2 MiB huge pages available for a hugetlb memfd")
+                kfd_skip::skip("no 2 MiB huge pages available for a hugetlb memfd")
             }
             Err(e) => panic!("{e}"),
         }

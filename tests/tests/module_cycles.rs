@@ -3,16 +3,22 @@
 //! in code) form a graph without cycles.
 //!
 //! A module is a file or an inline `mod name { … }`; declaring a child (`mod x;`) is not a use
-//! of it, nor is a `pub use` re-export (the parent's namespace, not a dependency of its code),
-//! nor a visibility path (`pub(in crate::x)`). A path ends at the deepest module it names:
+//! of it, nor is a `pub use` re-export by itself (the parent's namespace, not a dependency of
+//! its code), nor a visibility path (`pub(in crate::x)`). A re-exported name that the module's
+//! own code also uses (`pub use fault::Fault;` and then `Fault` in a signature) is a use of
+//! where it comes from; names a glob re-export brings in are not followed. A path ends at the deepest module it names:
 //! `super::memory::PAGE_SIZE` is a use of `memory`, `super::Model` one of the parent.
 //!
 //! kfd-emu's model has cycles that predate this check; [`KNOWN_CYCLE_EDGES`] lists the edges
 //! that lie on one. The list may only shrink: a new edge that closes a cycle fails, and so does
 //! a listed edge that no longer lies on a cycle (remove it from the list).
 
+mod workspace_support;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
+
+use workspace_support::members;
 
 /// Edges that lie on a module cycle today, as `crate root: from -> to`. Only removals allowed.
 const KNOWN_CYCLE_EDGES: &[&str] = &[
@@ -55,26 +61,6 @@ const KNOWN_CYCLE_EDGES: &[&str] = &[
     "kfd-emu/src/lib.rs: model::svm -> model::svm::migrate",
     "kfd-emu/src/lib.rs: model::svm::migrate -> model::process",
     "kfd-emu/src/lib.rs: model::svm::migrate -> model::svm",
-    // kfd-ioctl (being split up on its own): the topology parent defines the types its
-    // children use and calls them, and the ABI layout registry collects the topic modules'
-    // lists while they use its types.
-    "kfd-ioctl/src/lib.rs: abi::debug -> abi::layout",
-    "kfd-ioctl/src/lib.rs: abi::layout -> abi::debug",
-    "kfd-ioctl/src/lib.rs: abi::layout -> abi::opcodes",
-    "kfd-ioctl/src/lib.rs: abi::layout -> abi::smi",
-    "kfd-ioctl/src/lib.rs: abi::opcodes -> abi::layout",
-    "kfd-ioctl/src/lib.rs: abi::smi -> abi::layout",
-    "kfd-ioctl/src/lib.rs: topology -> topology::read",
-    "kfd-ioctl/src/lib.rs: topology::node -> topology",
-    "kfd-ioctl/src/lib.rs: topology::node -> topology::parts",
-    "kfd-ioctl/src/lib.rs: topology::node -> topology::text",
-    "kfd-ioctl/src/lib.rs: topology::parts -> topology",
-    "kfd-ioctl/src/lib.rs: topology::parts -> topology::text",
-    "kfd-ioctl/src/lib.rs: topology::read -> topology",
-    "kfd-ioctl/src/lib.rs: topology::read -> topology::node",
-    "kfd-ioctl/src/lib.rs: topology::read -> topology::parts",
-    "kfd-ioctl/src/lib.rs: topology::read -> topology::text",
-    "kfd-ioctl/src/lib.rs: topology::text -> topology",
 ];
 
 /// A module path below the crate root (`["model", "svm", "fault"]`); empty for the root.
@@ -225,6 +211,11 @@ struct Crate {
     modules: BTreeSet<ModPath>,
     /// `(from, path as written)` for every use and every path in code.
     refs: Vec<(ModPath, Vec<String>)>,
+    /// `(from, name it binds, path as written)` for every re-export.
+    reexports: Vec<(ModPath, String, Vec<String>)>,
+    /// The names each module's code mentions outside use declarations: an identifier that is
+    /// neither a segment after `::` nor a field or method after `.`.
+    mentions: BTreeMap<ModPath, BTreeSet<String>>,
 }
 
 /// Reads the module tree rooted at `root` (a `lib.rs`, `main.rs` or `bin/x.rs`).
@@ -300,10 +291,12 @@ fn read_module(
                     i > 0 && (ident(i - 1) == Some("pub") || toks[i - 1] == Tok::Punct(')'));
                 let mut paths = Vec::new();
                 i = use_tree(&toks, i + 1, Vec::new(), &mut paths);
-                if !reexport {
-                    krate
-                        .refs
-                        .extend(paths.into_iter().map(|p| (cur.clone(), p)));
+                for (path, name) in paths {
+                    match name {
+                        Some(name) if reexport => krate.reexports.push((cur.clone(), name, path)),
+                        _ if reexport => {}
+                        _ => krate.refs.push((cur.clone(), path)),
+                    }
                 }
                 continue;
             }
@@ -317,9 +310,25 @@ fn read_module(
                     }
                     k += 2;
                 }
+                if i == 0 || !matches!(toks[i - 1], Tok::PathSep | Tok::Punct('.')) {
+                    krate
+                        .mentions
+                        .entry(cur.clone())
+                        .or_default()
+                        .insert(first.clone());
+                }
                 krate.refs.push((cur.clone(), segs));
                 i = k;
                 continue;
+            }
+            Tok::Ident(name)
+                if i == 0 || !matches!(toks[i - 1], Tok::PathSep | Tok::Punct('.')) =>
+            {
+                krate
+                    .mentions
+                    .entry(cur.clone())
+                    .or_default()
+                    .insert(name.clone());
             }
             _ => {}
         }
@@ -328,23 +337,36 @@ fn read_module(
     Ok(())
 }
 
+/// A path a use declaration imports, with the name it binds (`None` for a glob or `as _`).
+type Import = (Vec<String>, Option<String>);
+
 /// Parses a use tree at `i` below `prefix`, pushing every path it imports; returns the index
 /// after it (after the `;`, or at the `,`/`}` that ends a nested tree).
-fn use_tree(
-    toks: &[Tok],
-    mut i: usize,
-    mut prefix: Vec<String>,
-    out: &mut Vec<Vec<String>>,
-) -> usize {
+fn use_tree(toks: &[Tok], mut i: usize, mut prefix: Vec<String>, out: &mut Vec<Import>) -> usize {
+    let mut name: Option<String> = None;
     loop {
         match toks.get(i) {
-            Some(Tok::Ident(s)) if s == "as" => i += 2,
-            Some(Tok::Ident(s)) if s == "self" && !prefix.is_empty() => i += 1,
-            Some(Tok::Ident(s)) => {
-                prefix.push(s.clone());
+            Some(Tok::Ident(s)) if s == "as" => {
+                name = match toks.get(i + 1) {
+                    Some(Tok::Ident(alias)) if alias != "_" => Some(alias.clone()),
+                    _ => None,
+                };
+                i += 2;
+            }
+            Some(Tok::Ident(s)) if s == "self" && !prefix.is_empty() => {
+                name = prefix.last().cloned();
                 i += 1;
             }
-            Some(Tok::PathSep) | Some(Tok::Punct('*')) => i += 1,
+            Some(Tok::Ident(s)) => {
+                prefix.push(s.clone());
+                name = Some(s.clone());
+                i += 1;
+            }
+            Some(Tok::PathSep) => i += 1,
+            Some(Tok::Punct('*')) => {
+                name = None;
+                i += 1;
+            }
             Some(Tok::Punct('{')) => {
                 i += 1;
                 while !matches!(toks.get(i), Some(Tok::Punct('}')) | None) {
@@ -359,13 +381,13 @@ fn use_tree(
             }
             Some(Tok::Punct(';')) => {
                 if !prefix.is_empty() {
-                    out.push(prefix);
+                    out.push((prefix, name));
                 }
                 return i + 1;
             }
             _ => {
                 if !prefix.is_empty() {
-                    out.push(prefix);
+                    out.push((prefix, name));
                 }
                 return i;
             }
@@ -411,7 +433,15 @@ fn resolve(modules: &BTreeSet<ModPath>, from: &[String], segs: &[String]) -> Opt
 /// The crate's module graph: `from -> {to}`, without self-edges.
 fn graph(krate: &Crate) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
     let mut edges: BTreeMap<ModPath, BTreeSet<ModPath>> = BTreeMap::new();
-    for (from, segs) in &krate.refs {
+    let used_reexports = krate.reexports.iter().filter(|(from, name, _)| {
+        krate
+            .mentions
+            .get(from)
+            .is_some_and(|names| names.contains(name))
+    });
+    let refs = krate.refs.iter().map(|(from, segs)| (from, segs));
+    let reexport_refs = used_reexports.map(|(from, _, segs)| (from, segs));
+    for (from, segs) in refs.chain(reexport_refs) {
         if let Some(to) = resolve(&krate.modules, from, segs)
             && &to != from
         {
@@ -490,24 +520,9 @@ fn crate_roots(package: &Path) -> Vec<PathBuf> {
     roots
 }
 
-/// The workspace's member directories, from the root `Cargo.toml`.
-fn members(root: &Path) -> Vec<PathBuf> {
-    let manifest =
-        std::fs::read_to_string(root.join("Cargo.toml")).expect("the workspace Cargo.toml");
-    let line = manifest
-        .lines()
-        .find(|l| l.trim_start().starts_with("members"))
-        .expect("a members list");
-    line.split('"')
-        .skip(1)
-        .step_by(2)
-        .map(|m| root.join(m))
-        .collect()
-}
-
 #[test]
 fn no_module_cycles_in_any_crate() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = workspace_support::root();
     let mut found: BTreeMap<String, String> = BTreeMap::new();
     let mut roots = 0;
     for package in members(&root) {
@@ -653,4 +668,36 @@ fn paths_end_at_the_deepest_module_and_children_are_found_by_name() {
         krate.cycles().keys().collect::<Vec<_>>(),
         ["crate -> m::x", "m::x -> crate"]
     );
+}
+
+#[test]
+fn a_reexported_name_the_module_also_uses_is_a_use() {
+    // The facade re-exports `Fault` and names it in its own code; `fault` uses the facade.
+    let facade = "mod fault;\npub use fault::{Fault, Unused as Renamed};\npub use fault::*;\n\
+                  pub fn first(f: &[Fault]) -> Option<&Fault> { f.first() }\n";
+    let fault = "pub struct Fault;\npub struct Unused;\npub fn go() { super::first(&[]); }\n";
+    let krate = Scratch::new(
+        "facade",
+        &[
+            ("lib.rs", "mod svm;\n"),
+            ("svm/mod.rs", facade),
+            ("svm/fault.rs", fault),
+        ],
+    );
+    assert_eq!(
+        krate.cycles().keys().collect::<Vec<_>>(),
+        ["svm -> svm::fault", "svm::fault -> svm"]
+    );
+    // Re-exported and only mentioned as a field, a method or a path segment: no use.
+    let facade = "mod fault;\npub use fault::Fault;\npub use fault::go as Renamed;\n\
+                  pub fn first(s: &S) -> u8 { s.Fault + s.Renamed() + x::Fault }\n";
+    let krate = Scratch::new(
+        "facade-unused",
+        &[
+            ("lib.rs", "mod svm;\n"),
+            ("svm/mod.rs", facade),
+            ("svm/fault.rs", fault),
+        ],
+    );
+    assert_eq!(krate.cycles(), BTreeMap::new());
 }

@@ -13,7 +13,7 @@ use kfd_ioctl::topology::Topology;
 use kfd_ioctl::{Errno, Kfd, MemoryPolicy};
 use kfd_svm::{
     Access, Error, Location, MapOptions, MigrateTrigger, SmiEvent, SmiStream, SvmAttrs, SvmBuffer,
-    Timeline, UnmapTrigger, get_attrs,
+    SvmRangeInfo, Timeline, UnmapTrigger, get_attrs,
 };
 use kfd_tests::{Target, VaReservation, on_every_target};
 
@@ -116,20 +116,17 @@ fn attributes_set_in_one_call_read_back_through_get() {
             .clear_flags(SvmFlags::COHERENT)
             .granularity(4);
         let mut buf = SvmBuffer::new(&kfd, 4 * MIB, &attrs).unwrap();
-        let info = buf.attrs(&[gpu]).unwrap();
         let flags = SvmFlags::HOST_ACCESS | SvmFlags::GPU_RO | SvmFlags::GPU_EXEC;
-        assert_eq!(
-            info.preferred_location,
-            Location::Gpu(gpu),
-            "{}",
-            target.name()
-        );
-        assert_eq!(info.prefetch_location, Location::Undefined);
-        assert_eq!(info.flags, flags);
-        // One range: the flags clear everywhere are the complement of its flags.
-        assert_eq!(info.cleared_flags, Some(!flags));
-        assert_eq!(info.granularity, 4);
-        assert_eq!(info.access, vec![(gpu, Access::Access)]);
+        let expected = SvmRangeInfo {
+            preferred_location: Location::Gpu(gpu),
+            prefetch_location: Location::Undefined,
+            flags,
+            // One range: the flags clear everywhere are the complement of its flags.
+            cleared_flags: Some(!flags),
+            granularity: 4,
+            access: vec![(gpu, Access::Access)],
+        };
+        assert_eq!(buf.attrs(&[gpu]).unwrap(), expected, "{}", target.name());
 
         // Every access kind reads back as the type the kernel writes into the query.
         for access in [Access::AccessInPlace, Access::NoAccess, Access::Access] {
@@ -158,18 +155,16 @@ fn attributes_set_in_one_call_read_back_through_get() {
 fn memory_never_set_reports_the_defaults() {
     on_every_target(&["mi300x"], |target| {
         let (kfd, gpu) = open(target);
-        let expect_defaults = |info: kfd_svm::SvmRangeInfo, access: Access| {
-            assert_eq!(
-                info.preferred_location,
-                Location::Undefined,
-                "{}",
-                target.name()
-            );
-            assert_eq!(info.prefetch_location, Location::Undefined);
-            assert_eq!(info.flags, DEFAULT_FLAGS);
-            assert_eq!(info.cleared_flags, Some(!DEFAULT_FLAGS));
-            assert_eq!(info.granularity, 9);
-            assert_eq!(info.access, vec![(gpu, access)]);
+        let expect_defaults = |info: SvmRangeInfo, access: Access| {
+            let defaults = SvmRangeInfo {
+                preferred_location: Location::Undefined,
+                prefetch_location: Location::Undefined,
+                flags: DEFAULT_FLAGS,
+                cleared_flags: Some(!DEFAULT_FLAGS),
+                granularity: 9,
+                access: vec![(gpu, access)],
+            };
+            assert_eq!(info, defaults, "{}", target.name());
         };
         // XNACK is off by default: no GPU has access to what was never set.
         assert!(!kfd.xnack_mode().unwrap(), "{}", target.name());

@@ -454,7 +454,7 @@ fn complete_links(topology: &mut Topology, first_cpu: Option<u32>) -> Result<(),
 
 /// The CPU node a tree without one gets: the 24-core CPU of a real capture.
 const CPU_TEMPLATE: &str = include_str!(
-    "../../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/0/properties"
+    "../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/0/properties"
 );
 
 /// A tree without a CPU node (a capture of GPU nodes only) gets one, as node 0 — the kernel

@@ -1,5 +1,5 @@
 //! The built-in machines, made from the real sysfs captures in the repository's
-//! `fixtures/topology/` (see the README there for where each was published).
+//! `kfd-emu/fixtures/topology/` (see the README there for where each was published).
 //!
 //! What each preset takes from its capture, and what [`fixup`](super::fixup) adds:
 //! * `mi300x`: CPU node 0 and MI300X node 4 (as node 1) of the mixed capture. Added: gpu_id,
@@ -195,75 +195,75 @@ fn node_file(node: &mut Node, rest: &[&str], text: &str, p: &Path) -> Result<(),
 
 const RX7900XTX_PATH: &str = "rx7900xtx/properties.template";
 const RX7900XTX: &str =
-    include_str!("../../../fixtures/topology/rx7900xtx-template/properties.template");
+    include_str!("../../fixtures/topology/rx7900xtx-template/properties.template");
 
-// The capture's files (`find fixtures/topology/<capture> -type f | sort -V`), as paths
+// The capture's files (`find kfd-emu/fixtures/topology/<capture> -type f | sort -V`), as paths
 // relative to the capture's root.
 const MIXED: &[(&str, &str)] = &[
     (
         "nodes/0/io_links/0/properties",
         include_str!(
-            "../../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/0/io_links/0/properties"
+            "../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/0/io_links/0/properties"
         ),
     ),
     (
         "nodes/0/mem_banks/0/properties",
         include_str!(
-            "../../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/0/mem_banks/0/properties"
+            "../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/0/mem_banks/0/properties"
         ),
     ),
     (
         "nodes/0/properties",
         include_str!(
-            "../../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/0/properties"
+            "../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/0/properties"
         ),
     ),
     (
         "nodes/1/mem_banks/0/properties",
         include_str!(
-            "../../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/1/mem_banks/0/properties"
+            "../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/1/mem_banks/0/properties"
         ),
     ),
     (
         "nodes/1/mem_banks/0/used_memory",
         include_str!(
-            "../../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/1/mem_banks/0/used_memory"
+            "../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/1/mem_banks/0/used_memory"
         ),
     ),
     (
         "nodes/1/name",
         include_str!(
-            "../../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/1/name"
+            "../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/1/name"
         ),
     ),
     (
         "nodes/1/p2p_links/0/properties",
         include_str!(
-            "../../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/1/p2p_links/0/properties"
+            "../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/1/p2p_links/0/properties"
         ),
     ),
     (
         "nodes/1/properties",
         include_str!(
-            "../../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/1/properties"
+            "../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/1/properties"
         ),
     ),
     (
         "nodes/4/mem_banks/0/properties",
         include_str!(
-            "../../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/4/mem_banks/0/properties"
+            "../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/4/mem_banks/0/properties"
         ),
     ),
     (
         "nodes/4/mem_banks/0/used_memory",
         include_str!(
-            "../../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/4/mem_banks/0/used_memory"
+            "../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/4/mem_banks/0/used_memory"
         ),
     ),
     (
         "nodes/4/properties",
         include_str!(
-            "../../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/4/properties"
+            "../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/4/properties"
         ),
     ),
 ];
@@ -271,417 +271,417 @@ const MIXED: &[(&str, &str)] = &[
 const MI210: &[(&str, &str)] = &[
     (
         "nodes/0/io_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/io_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/io_links/0/properties"),
     ),
     (
         "nodes/0/io_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/io_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/io_links/1/properties"),
     ),
     (
         "nodes/0/io_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/io_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/io_links/2/properties"),
     ),
     (
         "nodes/0/io_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/io_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/io_links/3/properties"),
     ),
     (
         "nodes/0/io_links/4/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/io_links/4/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/io_links/4/properties"),
     ),
     (
         "nodes/0/p2p_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/p2p_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/p2p_links/0/properties"),
     ),
     (
         "nodes/0/p2p_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/p2p_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/p2p_links/1/properties"),
     ),
     (
         "nodes/0/p2p_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/p2p_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/p2p_links/2/properties"),
     ),
     (
         "nodes/0/p2p_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/p2p_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/p2p_links/3/properties"),
     ),
     (
         "nodes/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/0/properties"),
     ),
     (
         "nodes/1/io_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/io_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/io_links/0/properties"),
     ),
     (
         "nodes/1/io_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/io_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/io_links/1/properties"),
     ),
     (
         "nodes/1/io_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/io_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/io_links/2/properties"),
     ),
     (
         "nodes/1/io_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/io_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/io_links/3/properties"),
     ),
     (
         "nodes/1/io_links/4/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/io_links/4/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/io_links/4/properties"),
     ),
     (
         "nodes/1/p2p_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/p2p_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/p2p_links/0/properties"),
     ),
     (
         "nodes/1/p2p_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/p2p_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/p2p_links/1/properties"),
     ),
     (
         "nodes/1/p2p_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/p2p_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/p2p_links/2/properties"),
     ),
     (
         "nodes/1/p2p_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/p2p_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/p2p_links/3/properties"),
     ),
     (
         "nodes/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/1/properties"),
     ),
     (
         "nodes/2/io_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/io_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/io_links/0/properties"),
     ),
     (
         "nodes/2/io_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/io_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/io_links/1/properties"),
     ),
     (
         "nodes/2/io_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/io_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/io_links/2/properties"),
     ),
     (
         "nodes/2/io_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/io_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/io_links/3/properties"),
     ),
     (
         "nodes/2/p2p_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/p2p_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/p2p_links/0/properties"),
     ),
     (
         "nodes/2/p2p_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/p2p_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/p2p_links/1/properties"),
     ),
     (
         "nodes/2/p2p_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/p2p_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/p2p_links/2/properties"),
     ),
     (
         "nodes/2/p2p_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/p2p_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/p2p_links/3/properties"),
     ),
     (
         "nodes/2/p2p_links/4/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/p2p_links/4/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/p2p_links/4/properties"),
     ),
     (
         "nodes/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/2/properties"),
     ),
     (
         "nodes/3/io_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/io_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/io_links/0/properties"),
     ),
     (
         "nodes/3/io_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/io_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/io_links/1/properties"),
     ),
     (
         "nodes/3/io_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/io_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/io_links/2/properties"),
     ),
     (
         "nodes/3/io_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/io_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/io_links/3/properties"),
     ),
     (
         "nodes/3/p2p_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/p2p_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/p2p_links/0/properties"),
     ),
     (
         "nodes/3/p2p_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/p2p_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/p2p_links/1/properties"),
     ),
     (
         "nodes/3/p2p_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/p2p_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/p2p_links/2/properties"),
     ),
     (
         "nodes/3/p2p_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/p2p_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/p2p_links/3/properties"),
     ),
     (
         "nodes/3/p2p_links/4/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/p2p_links/4/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/p2p_links/4/properties"),
     ),
     (
         "nodes/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/3/properties"),
     ),
     (
         "nodes/4/io_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/io_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/io_links/0/properties"),
     ),
     (
         "nodes/4/io_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/io_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/io_links/1/properties"),
     ),
     (
         "nodes/4/io_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/io_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/io_links/2/properties"),
     ),
     (
         "nodes/4/io_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/io_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/io_links/3/properties"),
     ),
     (
         "nodes/4/p2p_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/p2p_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/p2p_links/0/properties"),
     ),
     (
         "nodes/4/p2p_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/p2p_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/p2p_links/1/properties"),
     ),
     (
         "nodes/4/p2p_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/p2p_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/p2p_links/2/properties"),
     ),
     (
         "nodes/4/p2p_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/p2p_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/p2p_links/3/properties"),
     ),
     (
         "nodes/4/p2p_links/4/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/p2p_links/4/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/p2p_links/4/properties"),
     ),
     (
         "nodes/4/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/4/properties"),
     ),
     (
         "nodes/5/io_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/io_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/io_links/0/properties"),
     ),
     (
         "nodes/5/io_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/io_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/io_links/1/properties"),
     ),
     (
         "nodes/5/io_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/io_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/io_links/2/properties"),
     ),
     (
         "nodes/5/io_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/io_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/io_links/3/properties"),
     ),
     (
         "nodes/5/p2p_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/p2p_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/p2p_links/0/properties"),
     ),
     (
         "nodes/5/p2p_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/p2p_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/p2p_links/1/properties"),
     ),
     (
         "nodes/5/p2p_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/p2p_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/p2p_links/2/properties"),
     ),
     (
         "nodes/5/p2p_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/p2p_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/p2p_links/3/properties"),
     ),
     (
         "nodes/5/p2p_links/4/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/p2p_links/4/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/p2p_links/4/properties"),
     ),
     (
         "nodes/5/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/5/properties"),
     ),
     (
         "nodes/6/io_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/io_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/io_links/0/properties"),
     ),
     (
         "nodes/6/io_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/io_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/io_links/1/properties"),
     ),
     (
         "nodes/6/io_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/io_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/io_links/2/properties"),
     ),
     (
         "nodes/6/io_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/io_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/io_links/3/properties"),
     ),
     (
         "nodes/6/p2p_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/p2p_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/p2p_links/0/properties"),
     ),
     (
         "nodes/6/p2p_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/p2p_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/p2p_links/1/properties"),
     ),
     (
         "nodes/6/p2p_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/p2p_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/p2p_links/2/properties"),
     ),
     (
         "nodes/6/p2p_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/p2p_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/p2p_links/3/properties"),
     ),
     (
         "nodes/6/p2p_links/4/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/p2p_links/4/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/p2p_links/4/properties"),
     ),
     (
         "nodes/6/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/6/properties"),
     ),
     (
         "nodes/7/io_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/io_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/io_links/0/properties"),
     ),
     (
         "nodes/7/io_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/io_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/io_links/1/properties"),
     ),
     (
         "nodes/7/io_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/io_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/io_links/2/properties"),
     ),
     (
         "nodes/7/io_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/io_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/io_links/3/properties"),
     ),
     (
         "nodes/7/p2p_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/p2p_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/p2p_links/0/properties"),
     ),
     (
         "nodes/7/p2p_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/p2p_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/p2p_links/1/properties"),
     ),
     (
         "nodes/7/p2p_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/p2p_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/p2p_links/2/properties"),
     ),
     (
         "nodes/7/p2p_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/p2p_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/p2p_links/3/properties"),
     ),
     (
         "nodes/7/p2p_links/4/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/p2p_links/4/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/p2p_links/4/properties"),
     ),
     (
         "nodes/7/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/7/properties"),
     ),
     (
         "nodes/8/io_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/io_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/io_links/0/properties"),
     ),
     (
         "nodes/8/io_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/io_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/io_links/1/properties"),
     ),
     (
         "nodes/8/io_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/io_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/io_links/2/properties"),
     ),
     (
         "nodes/8/io_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/io_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/io_links/3/properties"),
     ),
     (
         "nodes/8/p2p_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/p2p_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/p2p_links/0/properties"),
     ),
     (
         "nodes/8/p2p_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/p2p_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/p2p_links/1/properties"),
     ),
     (
         "nodes/8/p2p_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/p2p_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/p2p_links/2/properties"),
     ),
     (
         "nodes/8/p2p_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/p2p_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/p2p_links/3/properties"),
     ),
     (
         "nodes/8/p2p_links/4/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/p2p_links/4/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/p2p_links/4/properties"),
     ),
     (
         "nodes/8/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/8/properties"),
     ),
     (
         "nodes/9/io_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/io_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/io_links/0/properties"),
     ),
     (
         "nodes/9/io_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/io_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/io_links/1/properties"),
     ),
     (
         "nodes/9/io_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/io_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/io_links/2/properties"),
     ),
     (
         "nodes/9/io_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/io_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/io_links/3/properties"),
     ),
     (
         "nodes/9/p2p_links/0/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/p2p_links/0/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/p2p_links/0/properties"),
     ),
     (
         "nodes/9/p2p_links/1/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/p2p_links/1/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/p2p_links/1/properties"),
     ),
     (
         "nodes/9/p2p_links/2/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/p2p_links/2/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/p2p_links/2/properties"),
     ),
     (
         "nodes/9/p2p_links/3/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/p2p_links/3/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/p2p_links/3/properties"),
     ),
     (
         "nodes/9/p2p_links/4/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/p2p_links/4/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/p2p_links/4/properties"),
     ),
     (
         "nodes/9/properties",
-        include_str!("../../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/properties"),
+        include_str!("../../fixtures/topology/mi210-8gpu-xgmi/nodes/9/properties"),
     ),
 ];
 
 const MI100: &[(&str, &str)] = &[
     (
         "nodes/0/gpu_id",
-        include_str!("../../../fixtures/topology/mi100/nodes/0/gpu_id"),
+        include_str!("../../fixtures/topology/mi100/nodes/0/gpu_id"),
     ),
     (
         "nodes/0/name",
-        include_str!("../../../fixtures/topology/mi100/nodes/0/name"),
+        include_str!("../../fixtures/topology/mi100/nodes/0/name"),
     ),
     (
         "nodes/0/properties",
-        include_str!("../../../fixtures/topology/mi100/nodes/0/properties"),
+        include_str!("../../fixtures/topology/mi100/nodes/0/properties"),
     ),
 ];

@@ -2,7 +2,7 @@
 //! `AMDKFD_IOC_DBG_TRAP` with every operation's arguments, exception codes and masks, and the
 //! snapshots and context-save header a debugger reads.
 
-use super::layout::{MacroKind, MacroLayout};
+use super::layout::types::{MacroKind, MacroLayout};
 
 abi_consts! {
     registry DEBUG_CONSTS;

@@ -6,7 +6,7 @@
 
 use bitflags::bitflags;
 
-use super::layout::ConstLayout;
+use super::layout::types::ConstLayout;
 use super::*;
 
 bitflags! {

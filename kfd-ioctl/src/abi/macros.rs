@@ -16,16 +16,16 @@ macro_rules! since_or {
     };
 }
 
-/// Maps a field keyword of [`abi_structs!`] to its [`FieldKind`](super::layout::FieldKind).
+/// Maps a field keyword of [`abi_structs!`] to its [`FieldKind`](super::layout::types::FieldKind).
 macro_rules! field_kind {
     (field) => {
-        $crate::abi::layout::FieldKind::Named
+        $crate::abi::layout::types::FieldKind::Named
     };
     (pad) => {
-        $crate::abi::layout::FieldKind::Padding
+        $crate::abi::layout::types::FieldKind::Padding
     };
     (union) => {
-        $crate::abi::layout::FieldKind::Union
+        $crate::abi::layout::types::FieldKind::Union
     };
 }
 
@@ -108,8 +108,8 @@ macro_rules! abi_structs {
                 assert!(::core::mem::size_of::<$name>() == $size);
                 $(assert!(::core::mem::offset_of!($name, $field) == $off);)*
                 $(
-                    let payload_size = $crate::abi::layout::size_of_field(|s: &$name| &s.$payload);
-                    let payload_align = $crate::abi::layout::align_of_field(|s: &$name| &s.$payload);
+                    let payload_size = $crate::abi::layout::types::size_of_field(|s: &$name| &s.$payload);
+                    let payload_align = $crate::abi::layout::types::align_of_field(|s: &$name| &s.$payload);
                     let mut largest = 0;
                     $(
                         assert!(::core::mem::size_of::<$mty>() <= payload_size);
@@ -126,49 +126,49 @@ macro_rules! abi_structs {
                 )?
             };
 
-            impl $crate::abi::layout::AbiType for $name {
-                const FIELDS: &'static [$crate::abi::layout::FieldLayout] = &[
+            impl $crate::abi::layout::types::AbiType for $name {
+                const FIELDS: &'static [$crate::abi::layout::types::FieldLayout] = &[
                     $(
-                        $crate::abi::layout::FieldLayout {
-                            name: $crate::abi::layout::c_name(stringify!($field)),
+                        $crate::abi::layout::types::FieldLayout {
+                            name: $crate::abi::layout::types::c_name(stringify!($field)),
                             offset: $off,
                             size: ::core::mem::size_of::<$ty>(),
                             since_minor: since_or!($since $($fsince)?),
                             kind: field_kind!($kind),
-                            fields: <$ty as $crate::abi::layout::AbiType>::FIELDS,
+                            fields: <$ty as $crate::abi::layout::types::AbiType>::FIELDS,
                         },
                     )*
                     $($(
-                        $crate::abi::layout::FieldLayout {
+                        $crate::abi::layout::types::FieldLayout {
                             name: stringify!($member),
                             offset: ::core::mem::offset_of!($name, $payload),
                             size: ::core::mem::size_of::<$mty>(),
                             since_minor: since_or!($since $($usince)?),
-                            kind: $crate::abi::layout::FieldKind::Named,
-                            fields: <$mty as $crate::abi::layout::AbiType>::FIELDS,
+                            kind: $crate::abi::layout::types::FieldKind::Named,
+                            fields: <$mty as $crate::abi::layout::types::AbiType>::FIELDS,
                         },
                     )*)?
                     $(
-                        $crate::abi::layout::FieldLayout {
+                        $crate::abi::layout::types::FieldLayout {
                             name: stringify!($flex),
                             offset: $size,
                             size: 0,
                             since_minor: $since,
-                            kind: $crate::abi::layout::FieldKind::Flexible,
+                            kind: $crate::abi::layout::types::FieldKind::Flexible,
                             fields: &[],
                         },
                     )?
                 ];
             }
 
-            impl $crate::abi::layout::AbiStruct for $name {
-                const LAYOUT: $crate::abi::layout::StructLayout = $crate::abi::layout::StructLayout {
+            impl $crate::abi::layout::types::AbiStruct for $name {
+                const LAYOUT: $crate::abi::layout::types::StructLayout = $crate::abi::layout::types::StructLayout {
                     name: stringify!($name),
                     since_minor: $since,
                     size: $size,
                     size_since_minor: since_or!($since $($size_since)?),
                     older_sizes: &[$(($old_since, $old_size)),*],
-                    fields: <$name as $crate::abi::layout::AbiType>::FIELDS,
+                    fields: <$name as $crate::abi::layout::types::AbiType>::FIELDS,
                 };
             }
 
@@ -181,7 +181,7 @@ macro_rules! abi_structs {
                             "union (a copy of the leading bytes of `", stringify!($payload), "`)."
                         )]
                         pub fn $member(&self) -> $mty {
-                            $crate::abi::layout::union_read(::zerocopy::IntoBytes::as_bytes(
+                            $crate::abi::layout::types::union_read(::zerocopy::IntoBytes::as_bytes(
                                 &self.$payload,
                             ))
                         }
@@ -191,7 +191,7 @@ macro_rules! abi_structs {
                             "the union's remaining bytes become zero."
                         )]
                         pub fn $setter(&mut self, value: $mty) {
-                            $crate::abi::layout::union_write(
+                            $crate::abi::layout::types::union_write(
                                 ::zerocopy::IntoBytes::as_mut_bytes(&mut self.$payload),
                                 &value,
                             )
@@ -202,8 +202,8 @@ macro_rules! abi_structs {
         )*
 
         /// The layouts of the structs defined in this module, in definition order.
-        pub(crate) const $registry: &[$crate::abi::layout::StructLayout] =
-            &[$(<$name as $crate::abi::layout::AbiStruct>::LAYOUT),*];
+        pub(crate) const $registry: &[$crate::abi::layout::types::StructLayout] =
+            &[$(<$name as $crate::abi::layout::types::AbiStruct>::LAYOUT),*];
     };
 }
 
@@ -231,8 +231,8 @@ macro_rules! abi_consts {
         )*
 
         /// The constants defined in this module, in definition order.
-        pub(crate) const $registry: &[$crate::abi::layout::ConstLayout] = &[$(
-            $crate::abi::layout::ConstLayout {
+        pub(crate) const $registry: &[$crate::abi::layout::types::ConstLayout] = &[$(
+            $crate::abi::layout::types::ConstLayout {
                 name: stringify!($name),
                 value: $name as i128,
                 bits: <$ty>::BITS,

@@ -8,7 +8,7 @@
 
 use rustix::ioctl::{Direction, Opcode, opcode};
 
-use super::layout::{MacroKind, MacroLayout};
+use super::layout::types::{MacroKind, MacroLayout};
 use super::*;
 
 abi_consts! {

@@ -5,7 +5,7 @@
 //! (profiler events); the header already had SMI support from 1.3 in another form, so 1.10
 //! is the first minor these values are claimed for.
 
-use super::layout::{MacroKind, MacroLayout};
+use super::layout::types::{MacroKind, MacroLayout};
 
 abi_consts! {
     registry SMI_CONSTS;

@@ -3,10 +3,11 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use super::error::TopologyError;
 use super::flags::{Capability, Capability2, DebugProp};
+use super::limits;
 use super::parts::{Cache, IoLink, MemBank};
 use super::text::{self, Key};
-use super::{TopologyError, limits};
 
 /// Declares [`NodeProperties`]: one typed field per key the kernel's `node_show` prints, in
 /// print order, and the schema the parser checks widths and required keys against.

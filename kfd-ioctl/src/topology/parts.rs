@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::TopologyError;
+use super::error::TopologyError;
 use super::flags::{CacheType, HeapType, IoLinkFlags, IoLinkType, MemFlags};
 use super::text::{self, Key};
 

@@ -4,10 +4,12 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::error::TopologyError;
+use super::limits;
 use super::node::{Node, NodeProperties};
 use super::parts::{Cache, IoLink, MemBank, SystemProperties};
+use super::snapshot::Topology;
 use super::text;
-use super::{Topology, TopologyError, limits};
 
 /// How many snapshots are tried while `generation_id` keeps changing.
 pub(crate) const MAX_ATTEMPTS: u32 = 8;

@@ -6,12 +6,12 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::TopologyError;
+use super::error::TopologyError;
 use super::read::{self, Fs, MAX_ATTEMPTS, Source};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/topology")
+        .join("../kfd-emu/fixtures/topology")
         .join(name)
 }
 

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::TopologyError;
+use super::error::TopologyError;
 
 /// One `key value` line of a properties file.
 #[derive(Debug, Clone, Copy)]

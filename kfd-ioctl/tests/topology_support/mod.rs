@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// The repository's real captures.
 pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/topology")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../kfd-emu/fixtures/topology")
 }
 
 /// A directory under the system temp dir, removed on drop.

@@ -11,9 +11,10 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use kfd_skip::Rng;
 use vm_memory::Bytes;
 
-use super::tests::{Rng, with_heap_cores};
+use super::tests::with_heap_cores;
 use super::*;
 use crate::HostMirror;
 
@@ -29,13 +30,17 @@ fn iterations(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
+/// What a hostile peer writes, drawn from the shared generator.
+trait Hostile {
     /// A hostile 64-bit position near `around`: anything, a few records off, a capacity or
     /// more off, misaligned, or at the ends of the range.
+    fn position(&mut self, around: u64, cap: u64) -> u64;
+
+    /// A hostile record header word: garbage, or a well-formed header of any length.
+    fn record_word(&mut self, cap: u64) -> u64;
+}
+
+impl Hostile for Rng {
     fn position(&mut self, around: u64, cap: u64) -> u64 {
         match self.below(6) {
             0 => self.next(),
@@ -52,7 +57,6 @@ impl Rng {
         }
     }
 
-    /// A hostile record header word: garbage, or a well-formed header of any length.
     fn record_word(&mut self, cap: u64) -> u64 {
         let n = match self.below(3) {
             0 => self.next() as u32,

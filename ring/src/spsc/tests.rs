@@ -1,5 +1,6 @@
 use std::sync::Arc;
 
+use kfd_skip::Rng;
 use vm_memory::Bytes;
 
 use super::*;
@@ -297,18 +298,6 @@ fn checksum(seq: u64, payload: &[u8]) -> u64 {
         h = (h ^ u64::from_le_bytes(word)).wrapping_mul(0x0000_0100_0000_01b3);
     }
     h
-}
-
-/// xorshift64*: the record sizes, the same sequence on both sides (and the fuzz tests'
-/// choices).
-pub(super) struct Rng(pub(super) u64);
-impl Rng {
-    pub(super) fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
 }
 
 #[cfg_attr(miri, ignore = "maps a memfd")]

@@ -1,4 +1,5 @@
-//! `kfd-skip`: how the workspace's tests skip, so that a skip is never silent.
+//! `kfd-skip`: how the workspace's tests skip, so that a skip is never silent; and the
+//! workspace's other test support, the seeded generator [`Rng`] its fuzz tests share.
 //!
 //! A test that cannot run here (a prerequisite is missing, the machine lacks something) calls
 //! [`skip`] or [`skip_part`] instead of printing and returning. The call records the test's
@@ -24,11 +25,15 @@
 //! }
 //! ```
 
+mod rng;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, Once, PoisonError};
+
+pub use rng::Rng;
 
 /// The prefix of every line this crate prints at exit, for tools that read test output.
 pub const SUMMARY_PREFIX: &str = "kfd-skip: ";

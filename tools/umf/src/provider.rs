@@ -10,6 +10,7 @@
 
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_void};
+use std::ptr::NonNull;
 use std::sync::{Mutex, PoisonError};
 
 use kfd_ioctl::Kfd;
@@ -95,18 +96,18 @@ unsafe fn provider<'a>(provider: *mut c_void) -> Option<&'a UmfProvider> {
     unsafe { provider.cast::<UmfProvider>().as_ref() }
 }
 
-/// Writes `value` to the out-pointer `out`; false when it is NULL.
+/// Writes `value` to the out-pointer `out`: success, or an invalid argument when it is NULL.
 ///
 /// # Safety
 ///
 /// `out` is NULL or valid for a (possibly unaligned) write of a `T`.
-unsafe fn put<T>(out: *mut T, value: T) -> bool {
+unsafe fn put<T>(out: *mut T, value: T) -> umf_result_t {
     if out.is_null() {
-        return false;
+        return UMF_RESULT_ERROR_INVALID_ARGUMENT;
     }
     // SAFETY: non-NULL and writable by the caller's contract; C may hand any alignment.
     unsafe { out.write_unaligned(value) };
-    true
+    UMF_RESULT_SUCCESS
 }
 
 /// Runs `f` on the provider, or answers an invalid argument for a NULL one.
@@ -119,6 +120,33 @@ unsafe fn with(p: *mut c_void, f: impl FnOnce(&UmfProvider) -> umf_result_t) -> 
     match unsafe { provider(p) } {
         Some(p) => f(p),
         None => UMF_RESULT_ERROR_INVALID_ARGUMENT,
+    }
+}
+
+/// Clears the out-pointer `out`, runs `make` on the provider and writes the pointer it makes
+/// to `out`, which stays NULL unless the answer is success. `make` returns `None` for an
+/// invalid argument.
+///
+/// # Safety
+///
+/// As [`provider`] for `p`, and as [`put`] for `out`.
+unsafe fn put_made(
+    p: *mut c_void,
+    out: *mut *mut c_void,
+    make: impl FnOnce(&UmfProvider) -> Option<Result<NonNull<u8>, Error>>,
+) -> umf_result_t {
+    // SAFETY: forwarded caller contract.
+    let cleared = unsafe { put(out, std::ptr::null_mut()) };
+    if cleared != UMF_RESULT_SUCCESS {
+        return cleared;
+    }
+    // SAFETY: forwarded caller contract; `out` was writable just above.
+    unsafe {
+        with(p, |p| match make(p) {
+            None => UMF_RESULT_ERROR_INVALID_ARGUMENT,
+            Some(Ok(ptr)) => put(out, ptr.as_ptr().cast()),
+            Some(Err(e)) => fail(&e),
+        })
     }
 }
 
@@ -165,19 +193,8 @@ unsafe extern "C" fn alloc(
     out: *mut *mut c_void,
 ) -> umf_result_t {
     guard(|| {
-        // SAFETY: UMF passes its provider pointer and an out slot (NULL checked).
-        unsafe {
-            if !put(out, std::ptr::null_mut()) {
-                return UMF_RESULT_ERROR_INVALID_ARGUMENT;
-            }
-            with(p, |p| match p.provider.alloc(size, alignment) {
-                Ok(ptr) => {
-                    out.write_unaligned(ptr.as_ptr().cast());
-                    UMF_RESULT_SUCCESS
-                }
-                Err(e) => fail(&e),
-            })
-        }
+        // SAFETY: UMF passes its provider pointer and an out slot (NULL checked by `put`).
+        unsafe { put_made(p, out, |p| Some(p.provider.alloc(size, alignment))) }
     })
 }
 
@@ -222,15 +239,7 @@ unsafe extern "C" fn get_recommended_page_size(
 ) -> umf_result_t {
     guard(|| {
         // SAFETY: UMF passes its provider pointer and an out slot (NULL checked by `put`).
-        unsafe {
-            with(p, |p| {
-                if put(out, p.provider.recommended_page_size(size)) {
-                    UMF_RESULT_SUCCESS
-                } else {
-                    UMF_RESULT_ERROR_INVALID_ARGUMENT
-                }
-            })
-        }
+        unsafe { with(p, |p| put(out, p.provider.recommended_page_size(size))) }
     })
 }
 
@@ -241,15 +250,7 @@ unsafe extern "C" fn get_min_page_size(
 ) -> umf_result_t {
     guard(|| {
         // SAFETY: UMF passes its provider pointer and an out slot (NULL checked by `put`).
-        unsafe {
-            with(p, |p| {
-                if put(out, p.provider.min_page_size(ptr.cast())) {
-                    UMF_RESULT_SUCCESS
-                } else {
-                    UMF_RESULT_ERROR_INVALID_ARGUMENT
-                }
-            })
-        }
+        unsafe { with(p, |p| put(out, p.provider.min_page_size(ptr.cast()))) }
     })
 }
 
@@ -262,11 +263,7 @@ unsafe extern "C" fn get_name(p: *mut c_void, out: *mut *const c_char) -> umf_re
                 Some(p) => p.name.as_ptr(),
                 None => DEFAULT_NAME.as_ptr(),
             };
-            if put(out, name) {
-                UMF_RESULT_SUCCESS
-            } else {
-                UMF_RESULT_ERROR_INVALID_ARGUMENT
-            }
+            put(out, name)
         }
     })
 }
@@ -316,15 +313,7 @@ unsafe extern "C" fn allocation_split(
 unsafe extern "C" fn get_ipc_handle_size(p: *mut c_void, out: *mut usize) -> umf_result_t {
     guard(|| {
         // SAFETY: UMF passes its provider pointer and an out slot (NULL checked by `put`).
-        unsafe {
-            with(p, |p| {
-                if put(out, p.provider.get_ipc_handle_size()) {
-                    UMF_RESULT_SUCCESS
-                } else {
-                    UMF_RESULT_ERROR_INVALID_ARGUMENT
-                }
-            })
-        }
+        unsafe { with(p, |p| put(out, p.provider.get_ipc_handle_size())) }
     })
 }
 
@@ -393,18 +382,9 @@ unsafe extern "C" fn open_ipc_handle(
         // SAFETY: UMF passes its provider pointer, IPC data of the handle size and an out
         // slot (NULL checked by `put`).
         unsafe {
-            if !put(out, std::ptr::null_mut()) {
-                return UMF_RESULT_ERROR_INVALID_ARGUMENT;
-            }
-            with(p, |p| match ipc_handle(data) {
-                None => UMF_RESULT_ERROR_INVALID_ARGUMENT,
-                Some(handle) => match handle.and_then(|h| p.provider.open_ipc_handle(&h)) {
-                    Ok(ptr) => {
-                        out.write_unaligned(ptr.as_ptr().cast());
-                        UMF_RESULT_SUCCESS
-                    }
-                    Err(e) => fail(&e),
-                },
+            put_made(p, out, |p| {
+                let handle = ipc_handle(data)?;
+                Some(handle.and_then(|h| p.provider.open_ipc_handle(&h)))
             })
         }
     })
@@ -450,11 +430,7 @@ unsafe extern "C" fn ctl(
                     return UMF_RESULT_ERROR_INVALID_ARGUMENT;
                 }
                 // SAFETY: a READ query's `arg` is writable for `size` bytes, checked above.
-                if put(arg.cast::<usize>(), value) {
-                    UMF_RESULT_SUCCESS
-                } else {
-                    UMF_RESULT_ERROR_INVALID_ARGUMENT
-                }
+                put(arg.cast::<usize>(), value)
             })
         }
     })
@@ -507,8 +483,8 @@ unsafe extern "C" fn get_allocation_properties_size(
         // SAFETY: UMF passes its provider pointer and an out slot (NULL checked by `put`).
         unsafe {
             with(p, |_| match property_size(id) {
-                Some(size) if put(out, size) => UMF_RESULT_SUCCESS,
-                _ => UMF_RESULT_ERROR_INVALID_ARGUMENT,
+                Some(size) => put(out, size),
+                None => UMF_RESULT_ERROR_INVALID_ARGUMENT,
             })
         }
     })
@@ -517,15 +493,7 @@ unsafe extern "C" fn get_allocation_properties_size(
 unsafe extern "C" fn get_cache_line_size(p: *mut c_void, out: *mut usize) -> umf_result_t {
     guard(|| {
         // SAFETY: UMF passes its provider pointer and an out slot (NULL checked by `put`).
-        unsafe {
-            with(p, |p| {
-                if put(out, p.provider.cache_line_size()) {
-                    UMF_RESULT_SUCCESS
-                } else {
-                    UMF_RESULT_ERROR_INVALID_ARGUMENT
-                }
-            })
-        }
+        unsafe { with(p, |p| put(out, p.provider.cache_line_size())) }
     })
 }
 
@@ -586,6 +554,13 @@ mod tests {
         unsafe {
             assert_eq!(ops.alloc.unwrap()(null, 4096, 0, &mut ptr), bad);
             assert_eq!(ops.alloc.unwrap()(null, 4096, 0, null.cast()), bad);
+            ptr = 8 as *mut c_void;
+            assert_eq!(ops.ext_open_ipc_handle.unwrap()(null, null, &mut ptr), bad);
+            assert_eq!(ptr, null, "the out slot is cleared on failure");
+            assert_eq!(
+                ops.ext_open_ipc_handle.unwrap()(null, null, null.cast()),
+                bad
+            );
             assert_eq!(ops.free.unwrap()(null, null, 0), bad);
             assert_eq!(
                 ops.get_recommended_page_size.unwrap()(null, 0, &mut size),
