@@ -403,7 +403,7 @@ fn wait(ctx: &Ctx<'_>, a: &kfd_ioctl_wait_events_args) -> Result<u32, Errno> {
         ev.signaled = ev.signaled && !ev.auto_reset;
         // Event ages arrived with KFD 1.14; older kernels ignore the field.
         let last_age = entry.signal_event_data().last_event_age;
-        if ev.kind == KFD_IOC_EVENT_SIGNAL && last_age != 0 && ctx.m.cfg.kfd_minor >= 14 {
+        if ev.kind == KFD_IOC_EVENT_SIGNAL && last_age != 0 && ctx.m.dev.cfg.kfd_minor >= 14 {
             slot.age_enabled = true;
             if ev.age != last_age {
                 slot.activated = true;

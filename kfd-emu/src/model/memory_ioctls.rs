@@ -18,6 +18,7 @@ use kfd_ioctl::abi::{
 use rustix::io::Errno;
 
 use super::chardev::{Ctx, KMALLOC_MAX, get, put};
+use super::driver::{Driver, FileKind};
 use super::files;
 use super::memory::{Charge, PAGE_SIZE, align_up};
 use super::objects::{Backing, Bo, Dmabuf, Domain, Store};
@@ -26,7 +27,6 @@ use super::process::{Process, State, doorbell_slice, make_handle};
 use super::smi::Event;
 use super::svm;
 use super::vm::{Mapping, VM_SIZE};
-use super::{FileKind, Model};
 
 /// The gpu_id part of a handle.
 fn handle_gpu(handle: u64) -> u32 {
@@ -82,7 +82,7 @@ pub(super) fn acquire_vm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     pdd.task = Some((task, comm.clone()));
     // kfd_process_device_init_vm announces the process on the GPU.
     st.smi.emit(
-        ctx.m.cfg.kfd_minor,
+        ctx.m.dev.cfg.kfd_minor,
         gpu,
         &Event::Process {
             start: true,
@@ -139,7 +139,7 @@ pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), E
     svm::alloc_overlap(ctx, st, a.va_addr, a.size, flags, a.mmap_offset)?;
     let index = {
         let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
-        let gpu = &m.cfg.machine.gpus()[pdd.gpu];
+        let gpu = &m.dev.cfg.machine.gpus()[pdd.gpu];
         if flags & KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC != 0
             && flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0
             && !gpu.large_bar
@@ -156,7 +156,7 @@ pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), E
         }
         pdd.gpu
     };
-    let gpu = &m.cfg.machine.gpus()[index];
+    let gpu = &m.dev.cfg.machine.gpus()[index];
 
     // amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu: the domain is the first of VRAM, GTT, USERPTR,
     // DOORBELL|MMIO_REMAP.
@@ -185,7 +185,8 @@ pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), E
         return Err(Errno::INVAL);
     }
     let charge = Charge::of(flags, aligned).ok_or(Errno::NOMEM)?;
-    st.acc.reserve(&m.limits, index, gpu.vram_size, charge)?;
+    st.acc
+        .reserve(&m.dev.limits, index, gpu.vram_size, charge)?;
     let store = match create_store(ctx, index, flags, aligned, a.mmap_offset) {
         Ok(v) => v,
         Err(e) => {
@@ -281,8 +282,8 @@ fn device_list(ctx: &Ctx<'_>, ptr: u64, n: u32) -> Result<Vec<u32>, Errno> {
 
 /// Whether GPU `peer` can reach memory of GPU `owner` (`kfd_mem_attach`): over xGMI in the
 /// same hive (VRAM), or over PCIe when the owner has a large BAR.
-fn peer_accessible(m: &Model, owner: usize, peer: usize, vram: bool) -> bool {
-    let gpus = m.cfg.machine.gpus();
+fn peer_accessible(m: &Driver, owner: usize, peer: usize, vram: bool) -> bool {
+    let gpus = m.dev.cfg.machine.gpus();
     let same_hive =
         vram && gpus[owner].hive_id.is_some() && gpus[owner].hive_id == gpus[peer].hive_id;
     same_hive || gpus[owner].large_bar
@@ -457,8 +458,8 @@ pub(super) fn available_memory(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errn
     let mut a: kfd_ioctl_get_available_memory_args = get(buf);
     let mut st = ctx.m.lock();
     let gpu = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?.gpu;
-    let vram = ctx.m.cfg.machine.gpus()[gpu].vram_size;
-    a.available = st.acc.available(&ctx.m.limits, gpu, vram);
+    let vram = ctx.m.dev.cfg.machine.gpus()[gpu].vram_size;
+    a.available = st.acc.available(&ctx.m.dev.limits, gpu, vram);
     put(buf, &a);
     Ok(())
 }
@@ -467,7 +468,7 @@ pub(super) fn available_memory(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errn
 pub(super) fn export_dmabuf(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let mut a: kfd_ioctl_export_dmabuf_args = get(buf);
     let m = ctx.m;
-    if m.gpu_index(handle_gpu(a.handle)).is_none() {
+    if m.dev.gpu_index(handle_gpu(a.handle)).is_none() {
         return Err(Errno::INVAL);
     }
     let mut guard = m.lock();
@@ -547,7 +548,7 @@ fn dmabuf_of(ctx: &Ctx<'_>, fd: u32) -> Result<u64, Errno> {
 /// AMDKFD_IOC_GET_DMABUF_INFO.
 pub(super) fn get_dmabuf_info(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let mut a: kfd_ioctl_get_dmabuf_info_args = get(buf);
-    let gpus = ctx.m.cfg.machine.gpus();
+    let gpus = ctx.m.dev.cfg.machine.gpus();
     let Some(first) = gpus.first() else {
         return Err(Errno::INVAL);
     };

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use rustix::io::Errno;
 
-use super::Model;
+use super::driver::Driver;
 use super::events::EventTable;
 use super::files::{self, FileKey};
 use super::memory::Accounts;
@@ -254,12 +254,12 @@ pub(super) fn doorbell_slice(layout: ApertureLayout) -> u64 {
 
 /// A process went away: report what it left behind (with `check_leaks`), then release it all
 /// as the kernel does when the last reference to the process goes.
-pub(super) fn teardown(model: &Model, tgid: i32) {
+pub(super) fn teardown(model: &Driver, tgid: i32) {
     let mut st = model.lock();
     let Some(mut process) = st.procs.remove(&tgid) else {
         return;
     };
-    if model.cfg.check_leaks
+    if model.dev.cfg.check_leaks
         && let Some(report) = leak_report(&process, model)
     {
         eprint!("{report}");
@@ -281,7 +281,7 @@ pub(super) fn teardown(model: &Model, tgid: i32) {
     for (gpu, pdd) in process.pdds.iter().enumerate() {
         if let Some((task_pid, comm)) = &pdd.task {
             st.smi.emit(
-                model.cfg.kfd_minor,
+                model.dev.cfg.kfd_minor,
                 gpu,
                 &Event::Process {
                     start: false,
@@ -312,7 +312,7 @@ pub(super) fn teardown(model: &Model, tgid: i32) {
 }
 
 /// What a process left behind, or `None` when it cleaned up.
-fn leak_report(process: &Process, model: &Model) -> Option<String> {
+fn leak_report(process: &Process, model: &Driver) -> Option<String> {
     let mut out = String::new();
     for pdd in &process.pdds {
         for (&id, bo) in &pdd.bos {
@@ -324,7 +324,7 @@ fn leak_report(process: &Process, model: &Model) -> Option<String> {
             let mapped: Vec<String> = bo
                 .mapped
                 .iter()
-                .map(|&g| format!("{:#x}", model.cfg.machine.gpus()[g].gpu_id))
+                .map(|&g| format!("{:#x}", model.dev.cfg.machine.gpus()[g].gpu_id))
                 .collect();
             let _ = writeln!(
                 out,

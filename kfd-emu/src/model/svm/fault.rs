@@ -12,7 +12,7 @@ use kfd_ioctl::abi::{
 };
 use rustix::io::Errno;
 
-use super::super::Model;
+use super::super::driver::Driver;
 use super::super::gpu_view::GpuFaultReason;
 use super::super::memory::PAGE_SIZE;
 use super::super::objects::Store;
@@ -31,7 +31,7 @@ const UNREGISTERED_BLOCK: u64 = 512;
 /// `end`: on first use, the memory unmapped (or replaced) since the last look is released.
 #[allow(clippy::too_many_arguments)]
 pub(in crate::model) fn gpu_access(
-    m: &Model,
+    m: &Driver,
     st: &mut State,
     tgid: i32,
     gpu: usize,
@@ -187,7 +187,7 @@ fn best_restore_location(env: &Env<'_>, r: &Range, gpu: usize) -> Option<u32> {
         return Some(preferred);
     }
     if preferred != KFD_IOCTL_SVM_LOCATION_UNDEFINED
-        && let Some(p) = env.m.gpu_index(preferred)
+        && let Some(p) = env.m.dev.gpu_index(preferred)
         && env.same_hive(gpu, p)
     {
         return Some(preferred);
@@ -196,7 +196,7 @@ fn best_restore_location(env: &Env<'_>, r: &Range, gpu: usize) -> Option<u32> {
         return Some(gpu_id);
     }
     if r.attrs.aip & (1 << gpu) != 0 {
-        return match env.m.gpu_index(r.actual) {
+        return match env.m.dev.gpu_index(r.actual) {
             Some(bo) if env.same_hive(gpu, bo) => Some(r.actual),
             _ => Some(0),
         };
@@ -263,7 +263,7 @@ fn check_vm_userptr(env: &Env<'_>, p: &Process, start: u64, last: u64) -> Option
 
 /// `kfd_smi_event_update_vmfault`: GPU `gpu` of process `tgid` took a VM fault; every client of
 /// that GPU may see it (pid 0), named after the thread that set the VM up.
-pub(in crate::model) fn report_vm_fault(m: &Model, st: &mut State, tgid: i32, gpu: usize) {
+pub(in crate::model) fn report_vm_fault(m: &Driver, st: &mut State, tgid: i32, gpu: usize) {
     let Some(task) = st
         .procs
         .get(&tgid)
@@ -273,7 +273,7 @@ pub(in crate::model) fn report_vm_fault(m: &Model, st: &mut State, tgid: i32, gp
         return;
     };
     st.smi.emit(
-        m.cfg.kfd_minor,
+        m.dev.cfg.kfd_minor,
         gpu,
         &Event::VmFault {
             task_pid: task.0,

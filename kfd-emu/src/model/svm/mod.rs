@@ -43,8 +43,8 @@ use zerocopy::{FromBytes, IntoBytes};
 
 pub(super) use fault::{gpu_access, report_vm_fault};
 
-use super::Model;
 use super::chardev::{Ctx, get};
+use super::driver::Driver;
 use super::memory::{Accounts, PAGE_SIZE};
 use super::objects::Backing;
 use super::process::{Process, State};
@@ -79,7 +79,7 @@ impl Svm {
 /// What the SVM code works with besides the process: the device-wide state and the caller's
 /// VMAs as read at the start of the operation.
 pub(super) struct Env<'a> {
-    m: &'a Model,
+    m: &'a Driver,
     acc: &'a mut Accounts,
     smi: &'a mut Smi,
     /// Per GPU: bytes of VRAM holding migrated SVM pages.
@@ -90,24 +90,24 @@ pub(super) struct Env<'a> {
 
 impl Env<'_> {
     fn gpu_id(&self, gpu: usize) -> u32 {
-        self.m.cfg.machine.gpus()[gpu].gpu_id
+        self.m.dev.cfg.machine.gpus()[gpu].gpu_id
     }
 
     /// `svm_nodes_in_same_hive`: the same device, or two GPUs of one XGMI hive.
     fn same_hive(&self, a: usize, b: usize) -> bool {
-        let gpus = self.m.cfg.machine.gpus();
+        let gpus = self.m.dev.cfg.machine.gpus();
         a == b || (gpus[a].hive_id.is_some() && gpus[a].hive_id == gpus[b].hive_id)
     }
 
     /// Emits `event` to the SMI clients of GPU `gpu`.
     fn emit(&mut self, gpu: usize, event: Event<'_>) {
-        self.smi.emit(self.m.cfg.kfd_minor, gpu, &event);
+        self.smi.emit(self.m.dev.cfg.kfd_minor, gpu, &event);
     }
 }
 
 /// Runs `f` on process `tgid` with the rest of the state as an [`Env`].
 fn with_env<R>(
-    m: &Model,
+    m: &Driver,
     st: &mut State,
     tgid: i32,
     vmas: &Vmas,
@@ -139,8 +139,9 @@ fn bits(mask: u64) -> impl Iterator<Item = usize> {
 }
 
 /// `svms->bitmap_supported`: the GPUs with the SVM capability.
-fn supported(m: &Model) -> u64 {
-    m.cfg
+fn supported(m: &Driver) -> u64 {
+    m.dev
+        .cfg
         .machine
         .gpus()
         .iter()
@@ -150,13 +151,14 @@ fn supported(m: &Model) -> u64 {
 }
 
 /// The access bitmap of a new range: every supported GPU with XNACK on, none with it off.
-fn default_access(m: &Model, xnack: bool) -> u64 {
+fn default_access(m: &Driver, xnack: bool) -> u64 {
     if xnack { supported(m) } else { 0 }
 }
 
 /// `max_svm_range_pages`: 1/32 of the smallest VRAM, clamped to 2 MiB…1 GiB, a power of two.
-fn max_range_pages(m: &Model) -> u64 {
-    m.cfg
+fn max_range_pages(m: &Driver) -> u64 {
+    m.dev
+        .cfg
         .machine
         .gpus()
         .iter()
@@ -298,7 +300,7 @@ fn drop_replaced(env: &mut Env<'_>, p: &mut Process, first: u64, last: u64) {
 /// `svm_range_free`: gives back the system-memory reservation (XNACK off) and the VRAM of range
 /// `r` starting at `start`.
 fn release(
-    m: &Model,
+    m: &Driver,
     acc: &mut Accounts,
     svm_vram: &mut [u64],
     xnack: bool,
@@ -310,7 +312,7 @@ fn release(
         acc.unreserve_system(npages * PAGE_SIZE);
     }
     for (first, last, state) in r.pages.runs(0, npages - 1) {
-        if let Some(g) = m.gpu_index(state.loc) {
+        if let Some(g) = m.dev.gpu_index(state.loc) {
             svm_vram[g] = svm_vram[g].saturating_sub((last - first + 1) * PAGE_SIZE);
         }
     }
@@ -353,7 +355,7 @@ pub(super) fn ioctl(ctx: &Ctx<'_>, buf: &mut [u8]) -> IoctlResult {
 }
 
 /// `svm_range_check_attr`.
-fn check_attr(m: &Model, attrs: &[kfd_ioctl_svm_attribute]) -> Result<(), Errno> {
+fn check_attr(m: &Driver, attrs: &[kfd_ioctl_svm_attribute]) -> Result<(), Errno> {
     let svm_gpus = supported(m);
     for a in attrs {
         let v = a.value;
@@ -371,7 +373,7 @@ fn check_attr(m: &Model, attrs: &[kfd_ioctl_svm_attribute]) -> Result<(), Errno>
             _ => return Err(Errno::INVAL),
         };
         if let Some(gpu_id) = gpu {
-            let g = m.gpu_index(gpu_id).ok_or(Errno::INVAL)?;
+            let g = m.dev.gpu_index(gpu_id).ok_or(Errno::INVAL)?;
             if g >= 64 || svm_gpus & (1 << g) == 0 {
                 return Err(Errno::INVAL);
             }
@@ -382,9 +384,9 @@ fn check_attr(m: &Model, attrs: &[kfd_ioctl_svm_attribute]) -> Result<(), Errno>
 
 /// `svm_range_is_same_attrs`: whether applying `attrs` would change nothing (a prefetch always
 /// changes something).
-fn same_attrs(m: &Model, r: &Range, attrs: &[kfd_ioctl_svm_attribute]) -> bool {
+fn same_attrs(m: &Driver, r: &Range, attrs: &[kfd_ioctl_svm_attribute]) -> bool {
     attrs.iter().all(|a| {
-        let bit = m.gpu_index(a.value).map_or(0, |g| 1u64 << g);
+        let bit = m.dev.gpu_index(a.value).map_or(0, |g| 1u64 << g);
         match a.r#type {
             KFD_IOCTL_SVM_ATTR_PREFERRED_LOC => r.attrs.preferred == a.value,
             KFD_IOCTL_SVM_ATTR_ACCESS => r.attrs.access & bit != 0,
@@ -401,14 +403,14 @@ fn same_attrs(m: &Model, r: &Range, attrs: &[kfd_ioctl_svm_attribute]) -> bool {
 /// `svm_range_apply_attrs`, in array order; `update_mapping` is set when the attributes force
 /// a mapping update.
 fn apply_attrs(
-    m: &Model,
+    m: &Driver,
     xnack: bool,
     attrs: &mut Attrs,
     list: &[kfd_ioctl_svm_attribute],
     update_mapping: &mut bool,
 ) {
     for a in list {
-        let bit = m.gpu_index(a.value).map_or(0, |g| 1u64 << g);
+        let bit = m.dev.gpu_index(a.value).map_or(0, |g| 1u64 << g);
         match a.r#type {
             KFD_IOCTL_SVM_ATTR_PREFERRED_LOC => attrs.preferred = a.value,
             KFD_IOCTL_SVM_ATTR_PREFETCH_LOC => attrs.prefetch = a.value,
@@ -475,7 +477,7 @@ fn add(
     }
     if !p.xnack && new_pages > 0 {
         env.acc
-            .reserve_system(&env.m.limits, new_pages * PAGE_SIZE)?;
+            .reserve_system(&env.m.dev.limits, new_pages * PAGE_SIZE)?;
     }
 
     let max_pages = max_range_pages(env.m);
@@ -608,7 +610,7 @@ struct Summary {
 
 /// `svm_range_get_attr`'s aggregation over the ranges overlapping `[start, last]` (the gaps
 /// between them do not count), or the defaults when there are none.
-fn summarize(m: &Model, p: &Process, start: u64, last: u64) -> Summary {
+fn summarize(m: &Driver, p: &Process, start: u64, last: u64) -> Summary {
     let keys = p.svm.ranges.overlapping(start, last);
     if keys.is_empty() {
         return Summary {
@@ -706,7 +708,7 @@ fn get_attr(
                 | KFD_IOCTL_SVM_ATTR_ACCESS
                 | KFD_IOCTL_SVM_ATTR_SET_FLAGS
                 | KFD_IOCTL_SVM_ATTR_GRANULARITY => {}
-                KFD_IOCTL_SVM_ATTR_CLR_FLAGS if m.cfg.kfd_minor >= GET_CLR_FLAGS_SINCE => {}
+                KFD_IOCTL_SVM_ATTR_CLR_FLAGS if m.dev.cfg.kfd_minor >= GET_CLR_FLAGS_SINCE => {}
                 _ => return Err(Errno::INVAL),
             }
         }
@@ -716,7 +718,7 @@ fn get_attr(
                 KFD_IOCTL_SVM_ATTR_PREFERRED_LOC => a.value = s.preferred,
                 KFD_IOCTL_SVM_ATTR_PREFETCH_LOC => a.value = s.prefetch,
                 KFD_IOCTL_SVM_ATTR_ACCESS => {
-                    let g = m.gpu_index(a.value).ok_or(Errno::INVAL)?;
+                    let g = m.dev.gpu_index(a.value).ok_or(Errno::INVAL)?;
                     let bit = 1u64 << g;
                     a.r#type = if s.access & bit != 0 {
                         KFD_IOCTL_SVM_ATTR_ACCESS
@@ -739,7 +741,7 @@ fn get_attr(
 /// SET_XNACK_MODE's `svm_range_switch_xnack_reserve_mem`: with XNACK off every range counts
 /// against the system-memory limit, so turning it off reserves them all (`ENOMEM` when they do
 /// not fit, and nothing changes) and turning it on gives the reservation back.
-pub(super) fn switch_xnack(m: &Model, st: &mut State, tgid: i32, on: bool) -> Result<(), Errno> {
+pub(super) fn switch_xnack(m: &Driver, st: &mut State, tgid: i32, on: bool) -> Result<(), Errno> {
     // Memory unmapped since the last look is not counted (the kernel's deferred work would
     // have removed it by now).
     if st
@@ -756,7 +758,7 @@ pub(super) fn switch_xnack(m: &Model, st: &mut State, tgid: i32, on: bool) -> Re
     if on {
         acc.unreserve_system(bytes);
     } else {
-        acc.reserve_system(&m.limits, bytes)?;
+        acc.reserve_system(&m.dev.limits, bytes)?;
     }
     p.xnack = on;
     Ok(())
@@ -804,7 +806,7 @@ pub(super) fn alloc_overlap(
 }
 
 /// `svm_range_list_fini` at process teardown: every range goes, with what it held.
-pub(super) fn teardown(m: &Model, st: &mut State, p: &mut Process) {
+pub(super) fn teardown(m: &Driver, st: &mut State, p: &mut Process) {
     let svm = std::mem::take(&mut p.svm);
     for (start, r) in svm.ranges.iter() {
         release(m, &mut st.acc, &mut st.svm_vram, p.xnack, start, r);
@@ -849,17 +851,15 @@ pub struct SvmPage {
     pub writable_on: Vec<u32>,
 }
 
-impl Model {
+impl Driver {
     fn gpu_ids(&self, mask: u64) -> Vec<u32> {
         bits(mask)
-            .filter_map(|g| self.cfg.machine.gpus().get(g).map(|gpu| gpu.gpu_id))
+            .filter_map(|g| self.dev.cfg.machine.gpus().get(g).map(|gpu| gpu.gpu_id))
             .collect()
     }
 
-    /// The SVM ranges of process `tgid` as the kernel keeps them (split, never merged: what
-    /// GET_ATTR aggregates away). The model's own bookkeeping, as of the last time the process
-    /// touched SVM (memory unmapped since is still listed).
-    pub fn svm_ranges(&self, tgid: i32) -> Vec<SvmRange> {
+    /// [`Model::svm_ranges`](super::Model::svm_ranges).
+    pub(in crate::model) fn svm_ranges(&self, tgid: i32) -> Vec<SvmRange> {
         let st = self.lock();
         let Some(p) = st.procs.get(&tgid) else {
             return Vec::new();
@@ -882,9 +882,8 @@ impl Model {
             .collect()
     }
 
-    /// Where the SVM page holding `va` of process `tgid` is and which GPUs map it; `None` when
-    /// no range holds it.
-    pub fn svm_page(&self, tgid: i32, va: u64) -> Option<SvmPage> {
+    /// [`Model::svm_page`](super::Model::svm_page).
+    pub(in crate::model) fn svm_page(&self, tgid: i32, va: u64) -> Option<SvmPage> {
         let st = self.lock();
         let p = st.procs.get(&tgid)?;
         let page = va / PAGE_SIZE;
@@ -897,11 +896,11 @@ impl Model {
         })
     }
 
-    /// Bytes of GPU `gpu_id`'s VRAM holding migrated SVM pages. (AVAILABLE_MEMORY does not
-    /// count them: the kernel reserves KFD's VRAM limit only while a migration runs.)
-    pub fn svm_vram_usage(&self, gpu_id: u32) -> u64 {
+    /// [`Model::svm_vram_usage`](super::Model::svm_vram_usage).
+    pub(in crate::model) fn svm_vram_usage(&self, gpu_id: u32) -> u64 {
         let st = self.lock();
-        self.gpu_index(gpu_id)
+        self.dev
+            .gpu_index(gpu_id)
             .and_then(|g| st.svm_vram.get(g).copied())
             .unwrap_or(0)
     }
@@ -910,7 +909,7 @@ impl Model {
 impl Vmas {
     /// Reads process `tgid`'s maps; the model's stand-ins are device memory. (Here rather
     /// than in [`vmas`](super::vmas), which knows nothing of the model.)
-    pub(super) fn read(m: &Model, tgid: i32) -> Result<Vmas, Errno> {
+    pub(super) fn read(m: &Driver, tgid: i32) -> Result<Vmas, Errno> {
         let text = std::fs::read_to_string(format!("/proc/{tgid}/maps")).map_err(|e| {
             e.raw_os_error()
                 .map_or(Errno::FAULT, Errno::from_raw_os_error)
