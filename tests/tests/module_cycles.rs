@@ -7,8 +7,8 @@
 //! nor a visibility path (`pub(in crate::x)`). A path ends at the deepest module it names:
 //! `super::memory::PAGE_SIZE` is a use of `memory`, `super::Model` one of the parent.
 //!
-//! kfd-emu's model has cycles that predate this check; [`KNOWN_CYCLE_EDGES`] lists the edges
-//! that lie on one. The list may only shrink: a new edge that closes a cycle fails, and so does
+//! kfd-ioctl has cycles that predate this check; [`KNOWN_CYCLE_EDGES`] lists the edges that
+//! lie on one. The list may only shrink: a new edge that closes a cycle fails, and so does
 //! a listed edge that no longer lies on a cycle (remove it from the list).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -16,24 +16,6 @@ use std::path::{Path, PathBuf};
 
 /// Edges that lie on a module cycle today, as `crate root: from -> to`. Only removals allowed.
 const KNOWN_CYCLE_EDGES: &[&str] = &[
-    // kfd-emu's model: the per-process state (process) still holds the subsystems' data through
-    // modules that also hold their behaviour (events, svm, objects); the split removes them.
-    "kfd-emu/src/lib.rs: model::chardev -> model::driver",
-    "kfd-emu/src/lib.rs: model::driver -> model::process",
-    "kfd-emu/src/lib.rs: model::events -> model::chardev",
-    "kfd-emu/src/lib.rs: model::events -> model::process",
-    "kfd-emu/src/lib.rs: model::objects -> model::process",
-    "kfd-emu/src/lib.rs: model::process -> model::driver",
-    "kfd-emu/src/lib.rs: model::process -> model::events",
-    "kfd-emu/src/lib.rs: model::process -> model::objects",
-    "kfd-emu/src/lib.rs: model::process -> model::svm",
-    "kfd-emu/src/lib.rs: model::svm -> model::chardev",
-    "kfd-emu/src/lib.rs: model::svm -> model::driver",
-    "kfd-emu/src/lib.rs: model::svm -> model::objects",
-    "kfd-emu/src/lib.rs: model::svm -> model::process",
-    "kfd-emu/src/lib.rs: model::svm -> model::svm::migrate",
-    "kfd-emu/src/lib.rs: model::svm::migrate -> model::process",
-    "kfd-emu/src/lib.rs: model::svm::migrate -> model::svm",
     // kfd-ioctl (being split up on its own): the topology parent defines the types its
     // children use and calls them, and the ABI layout registry collects the topic modules'
     // lists while they use its types.

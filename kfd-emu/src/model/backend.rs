@@ -14,7 +14,7 @@ use super::driver::{Driver, FileKind};
 use super::files::{self, io_errno};
 use super::gpu_view::GpuFault;
 use super::svm::{SvmPage, SvmRange};
-use super::{dispatch, drm, gpu_view, process};
+use super::{dispatch, drm, gpu_view, process, teardown};
 use crate::backend::{
     Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer, StatKind, StatTime,
 };
@@ -308,7 +308,7 @@ impl Backend for Model {
         for key in private.into_iter().flatten() {
             self.drv.unregister(&key);
         }
-        process::teardown(&self.drv, tgid);
+        teardown::teardown(&self.drv, tgid);
     }
 }
 

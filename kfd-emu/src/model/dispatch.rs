@@ -31,7 +31,7 @@ use super::chardev::{Ctx, get};
 use super::driver::Driver;
 use super::host::{self, CAP_CHECKPOINT_RESTORE, CAP_SYS_ADMIN};
 use super::trace::{Decoder, Format};
-use super::{events, fail, handlers, memory_ioctls, svm, trace};
+use super::{event_ioctls, fail, handlers, memory_ioctls, svm, trace};
 use crate::backend::{Caller, IoctlResult};
 
 /// The KFD minor from which an unknown ioctl number is `ENOTTY` rather than `EINVAL` (the
@@ -228,12 +228,15 @@ pub(super) const KFD_IOCTLS: &[IoctlEntry] = &[
         Status(handlers::get_process_apertures),
     ),
     IoctlEntry::new(AMDKFD_IOC_UPDATE_QUEUE, Status(handlers::update_queue)),
-    IoctlEntry::new(AMDKFD_IOC_CREATE_EVENT, Status(events::create_event))
+    IoctlEntry::new(AMDKFD_IOC_CREATE_EVENT, Status(event_ioctls::create_event))
         .traced(&[("event_type", Format::EventType)]),
-    IoctlEntry::new(AMDKFD_IOC_DESTROY_EVENT, Status(events::destroy_event)),
-    IoctlEntry::new(AMDKFD_IOC_SET_EVENT, Status(events::set_event)),
-    IoctlEntry::new(AMDKFD_IOC_RESET_EVENT, Status(events::reset_event)),
-    IoctlEntry::new(AMDKFD_IOC_WAIT_EVENTS, Status(events::wait_events)),
+    IoctlEntry::new(
+        AMDKFD_IOC_DESTROY_EVENT,
+        Status(event_ioctls::destroy_event),
+    ),
+    IoctlEntry::new(AMDKFD_IOC_SET_EVENT, Status(event_ioctls::set_event)),
+    IoctlEntry::new(AMDKFD_IOC_RESET_EVENT, Status(event_ioctls::reset_event)),
+    IoctlEntry::new(AMDKFD_IOC_WAIT_EVENTS, Status(event_ioctls::wait_events)),
     // The pre-1.13 debugger ioctls are gone: the kernel keeps the slots, answering EPERM.
     IoctlEntry::new(AMDKFD_IOC_DBG_REGISTER_DEPRECATED, Refused(Errno::PERM)),
     IoctlEntry::new(AMDKFD_IOC_DBG_UNREGISTER_DEPRECATED, Refused(Errno::PERM)),

@@ -8,10 +8,13 @@ use std::os::fd::BorrowedFd;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 
+use rustix::io::Errno;
+
 use super::device::Device;
 use super::fail;
 use super::files::{self, FileKey};
 use super::process::{self, State};
+use super::vmas::Vmas;
 
 /// What a stand-in file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,5 +99,18 @@ impl Driver {
             .iter()
             .position(|g| name == files::render_name(g.render_minor))
             .map(|gpu| FileKind::Render { gpu })
+    }
+
+    /// Reads process `tgid`'s maps; the model's stand-ins are device memory. (Here rather
+    /// than in [`vmas`](super::vmas), which knows nothing of the stand-ins.)
+    pub(super) fn read_vmas(&self, tgid: i32) -> Result<Vmas, Errno> {
+        let text = std::fs::read_to_string(format!("/proc/{tgid}/maps")).map_err(|e| {
+            e.raw_os_error()
+                .map_or(Errno::FAULT, Errno::from_raw_os_error)
+        })?;
+        let files = self.files.read().unwrap_or_else(|e| e.into_inner());
+        Ok(Vmas::parse(&text, |dev, ino| {
+            files.contains_key(&(dev, ino))
+        }))
     }
 }

@@ -343,7 +343,7 @@ impl Driver {
                 GpuFaultReason::NotMapped | GpuFaultReason::ReadOnly | GpuFaultReason::NoAccess
             )
         {
-            super::svm::report_vm_fault(self, st, tgid, gpu);
+            super::svm::report_vm_fault(&self.dev, st, tgid, gpu);
         }
         result
     }

@@ -12,15 +12,18 @@ use kfd_ioctl::abi::{
 };
 use rustix::io::Errno;
 
+use super::super::device::Device;
 use super::super::driver::Driver;
 use super::super::gpu_view::GpuFaultReason;
 use super::super::memory::PAGE_SIZE;
 use super::super::objects::Store;
 use super::super::process::{Process, State};
 use super::super::smi::Event;
+use super::super::vmas::Vmas;
+use super::env::Env;
 use super::migrate::{restore, to_vram, validate_and_map, vram_to_ram};
 use super::ranges::{Attrs, Range};
-use super::{Env, Vmas, check_vm, drop_replaced, populate, supported, sync_unmapped};
+use super::{check_vm, drop_replaced, populate, supported, sync_unmapped};
 
 /// The 2 MiB block (in pages) an unregistered range is created around.
 const UNREGISTERED_BLOCK: u64 = 512;
@@ -54,13 +57,13 @@ pub(in crate::model) fn gpu_access(
     }
     let fresh = vmas.is_none();
     if fresh {
-        *vmas = Some(Vmas::read(m, tgid).map_err(|_| GpuFaultReason::NotMapped)?);
+        *vmas = Some(m.read_vmas(tgid).map_err(|_| GpuFaultReason::NotMapped)?);
     }
     let Some(vmas) = vmas.as_ref() else {
         return Err(GpuFaultReason::NotMapped);
     };
     let mut env = Env {
-        m,
+        dev: &m.dev,
         acc,
         smi,
         svm_vram,
@@ -187,7 +190,7 @@ fn best_restore_location(env: &Env<'_>, r: &Range, gpu: usize) -> Option<u32> {
         return Some(preferred);
     }
     if preferred != KFD_IOCTL_SVM_LOCATION_UNDEFINED
-        && let Some(p) = env.m.dev.gpu_index(preferred)
+        && let Some(p) = env.dev.gpu_index(preferred)
         && env.same_hive(gpu, p)
     {
         return Some(preferred);
@@ -196,7 +199,7 @@ fn best_restore_location(env: &Env<'_>, r: &Range, gpu: usize) -> Option<u32> {
         return Some(gpu_id);
     }
     if r.attrs.aip & (1 << gpu) != 0 {
-        return match env.m.dev.gpu_index(r.actual) {
+        return match env.dev.gpu_index(r.actual) {
             Some(bo) if env.same_hive(gpu, bo) => Some(r.actual),
             _ => Some(0),
         };
@@ -229,7 +232,7 @@ fn create_unregistered(env: &mut Env<'_>, p: &mut Process, page: u64) -> Option<
         first = page;
         last = page;
     }
-    let mut attrs = Attrs::defaults(supported(env.m));
+    let mut attrs = Attrs::defaults(supported(env.dev));
     if vma.heap_stack {
         attrs.preferred = KFD_IOCTL_SVM_LOCATION_SYSMEM;
     }
@@ -263,7 +266,7 @@ fn check_vm_userptr(env: &Env<'_>, p: &Process, start: u64, last: u64) -> Option
 
 /// `kfd_smi_event_update_vmfault`: GPU `gpu` of process `tgid` took a VM fault; every client of
 /// that GPU may see it (pid 0), named after the thread that set the VM up.
-pub(in crate::model) fn report_vm_fault(m: &Driver, st: &mut State, tgid: i32, gpu: usize) {
+pub(in crate::model) fn report_vm_fault(dev: &Device, st: &mut State, tgid: i32, gpu: usize) {
     let Some(task) = st
         .procs
         .get(&tgid)
@@ -273,7 +276,7 @@ pub(in crate::model) fn report_vm_fault(m: &Driver, st: &mut State, tgid: i32, g
         return;
     };
     st.smi.emit(
-        m.dev.cfg.kfd_minor,
+        dev.cfg.kfd_minor,
         gpu,
         &Event::VmFault {
             task_pid: task.0,

@@ -22,11 +22,11 @@
 //!   CPU faults on pages in VRAM (which would migrate them back) are not observable, so never
 //!   happen.
 
+mod env;
 mod fault;
 mod migrate;
-mod ranges;
+pub(in crate::model) mod ranges;
 
-use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
 
 use kfd_ioctl::abi::{
@@ -44,104 +44,23 @@ use zerocopy::{FromBytes, IntoBytes};
 pub(super) use fault::{gpu_access, report_vm_fault};
 
 use super::chardev::{Ctx, get};
+use super::device::Device;
 use super::driver::Driver;
 use super::memory::{Accounts, PAGE_SIZE};
-use super::objects::Backing;
 use super::process::{Process, State};
-use super::smi::{Event, Smi};
 use super::vmas::Vmas;
 use crate::backend::IoctlResult;
-use ranges::{Attrs, Range, RangeTree};
+use env::{Env, bits, with_env};
+use ranges::{Attrs, Range};
 
 /// The first minor whose GET_ATTR reports the cleared flags (CLR_FLAGS was `EINVAL` before).
 const GET_CLR_FLAGS_SINCE: u32 = 6;
 /// The largest granularity (`min(value, 0x3F)`).
 const MAX_GRANULARITY: u32 = 0x3F;
 
-/// A process's SVM state (`struct svm_range_list`).
-#[derive(Debug, Default)]
-pub(super) struct Svm {
-    ranges: RangeTree,
-    /// Queues were evicted for an invalidation and the restore worker has not run yet.
-    evicted: bool,
-}
-
-impl Svm {
-    /// How many bytes the process's ranges cover.
-    fn bytes(&self) -> u64 {
-        self.ranges
-            .iter()
-            .map(|(start, r)| (r.last - start + 1) * PAGE_SIZE)
-            .sum()
-    }
-}
-
-/// What the SVM code works with besides the process: the device-wide state and the caller's
-/// VMAs as read at the start of the operation.
-pub(super) struct Env<'a> {
-    m: &'a Driver,
-    acc: &'a mut Accounts,
-    smi: &'a mut Smi,
-    /// Per GPU: bytes of VRAM holding migrated SVM pages.
-    svm_vram: &'a mut Vec<u64>,
-    backings: &'a HashMap<u64, Backing>,
-    vmas: &'a Vmas,
-}
-
-impl Env<'_> {
-    fn gpu_id(&self, gpu: usize) -> u32 {
-        self.m.dev.cfg.machine.gpus()[gpu].gpu_id
-    }
-
-    /// `svm_nodes_in_same_hive`: the same device, or two GPUs of one XGMI hive.
-    fn same_hive(&self, a: usize, b: usize) -> bool {
-        let gpus = self.m.dev.cfg.machine.gpus();
-        a == b || (gpus[a].hive_id.is_some() && gpus[a].hive_id == gpus[b].hive_id)
-    }
-
-    /// Emits `event` to the SMI clients of GPU `gpu`.
-    fn emit(&mut self, gpu: usize, event: Event<'_>) {
-        self.smi.emit(self.m.dev.cfg.kfd_minor, gpu, &event);
-    }
-}
-
-/// Runs `f` on process `tgid` with the rest of the state as an [`Env`].
-fn with_env<R>(
-    m: &Driver,
-    st: &mut State,
-    tgid: i32,
-    vmas: &Vmas,
-    f: impl FnOnce(&mut Env<'_>, &mut Process) -> R,
-) -> Option<R> {
-    let State {
-        procs,
-        acc,
-        smi,
-        svm_vram,
-        backings,
-        ..
-    } = st;
-    let p = procs.get_mut(&tgid)?;
-    let mut env = Env {
-        m,
-        acc,
-        smi,
-        svm_vram,
-        backings,
-        vmas,
-    };
-    Some(f(&mut env, p))
-}
-
-/// The GPU indices set in `mask`.
-fn bits(mask: u64) -> impl Iterator<Item = usize> {
-    (0..64).filter(move |g| mask & (1 << g) != 0)
-}
-
 /// `svms->bitmap_supported`: the GPUs with the SVM capability.
-fn supported(m: &Driver) -> u64 {
-    m.dev
-        .cfg
+fn supported(dev: &Device) -> u64 {
+    dev.cfg
         .machine
         .gpus()
         .iter()
@@ -151,14 +70,13 @@ fn supported(m: &Driver) -> u64 {
 }
 
 /// The access bitmap of a new range: every supported GPU with XNACK on, none with it off.
-fn default_access(m: &Driver, xnack: bool) -> u64 {
-    if xnack { supported(m) } else { 0 }
+fn default_access(dev: &Device, xnack: bool) -> u64 {
+    if xnack { supported(dev) } else { 0 }
 }
 
 /// `max_svm_range_pages`: 1/32 of the smallest VRAM, clamped to 2 MiB…1 GiB, a power of two.
-fn max_range_pages(m: &Driver) -> u64 {
-    m.dev
-        .cfg
+fn max_range_pages(dev: &Device) -> u64 {
+    dev.cfg
         .machine
         .gpus()
         .iter()
@@ -205,7 +123,7 @@ fn unmap_from_cpu(env: &mut Env<'_>, p: &mut Process, key: u64, s: u64, l: u64) 
     p.svm.ranges.split_at(s);
     p.svm.ranges.split_at(l + 1);
     if let Some(gone) = p.svm.ranges.remove(s) {
-        release(env.m, env.acc, env.svm_vram, p.xnack, s, &gone);
+        release(env.dev, env.acc, env.svm_vram, p.xnack, s, &gone);
     }
 }
 
@@ -300,7 +218,7 @@ fn drop_replaced(env: &mut Env<'_>, p: &mut Process, first: u64, last: u64) {
 /// `svm_range_free`: gives back the system-memory reservation (XNACK off) and the VRAM of range
 /// `r` starting at `start`.
 fn release(
-    m: &Driver,
+    dev: &Device,
     acc: &mut Accounts,
     svm_vram: &mut [u64],
     xnack: bool,
@@ -312,7 +230,7 @@ fn release(
         acc.unreserve_system(npages * PAGE_SIZE);
     }
     for (first, last, state) in r.pages.runs(0, npages - 1) {
-        if let Some(g) = m.dev.gpu_index(state.loc) {
+        if let Some(g) = dev.gpu_index(state.loc) {
             svm_vram[g] = svm_vram[g].saturating_sub((last - first + 1) * PAGE_SIZE);
         }
     }
@@ -355,8 +273,8 @@ pub(super) fn ioctl(ctx: &Ctx<'_>, buf: &mut [u8]) -> IoctlResult {
 }
 
 /// `svm_range_check_attr`.
-fn check_attr(m: &Driver, attrs: &[kfd_ioctl_svm_attribute]) -> Result<(), Errno> {
-    let svm_gpus = supported(m);
+fn check_attr(dev: &Device, attrs: &[kfd_ioctl_svm_attribute]) -> Result<(), Errno> {
+    let svm_gpus = supported(dev);
     for a in attrs {
         let v = a.value;
         let gpu = match a.r#type {
@@ -373,7 +291,7 @@ fn check_attr(m: &Driver, attrs: &[kfd_ioctl_svm_attribute]) -> Result<(), Errno
             _ => return Err(Errno::INVAL),
         };
         if let Some(gpu_id) = gpu {
-            let g = m.dev.gpu_index(gpu_id).ok_or(Errno::INVAL)?;
+            let g = dev.gpu_index(gpu_id).ok_or(Errno::INVAL)?;
             if g >= 64 || svm_gpus & (1 << g) == 0 {
                 return Err(Errno::INVAL);
             }
@@ -384,9 +302,9 @@ fn check_attr(m: &Driver, attrs: &[kfd_ioctl_svm_attribute]) -> Result<(), Errno
 
 /// `svm_range_is_same_attrs`: whether applying `attrs` would change nothing (a prefetch always
 /// changes something).
-fn same_attrs(m: &Driver, r: &Range, attrs: &[kfd_ioctl_svm_attribute]) -> bool {
+fn same_attrs(dev: &Device, r: &Range, attrs: &[kfd_ioctl_svm_attribute]) -> bool {
     attrs.iter().all(|a| {
-        let bit = m.dev.gpu_index(a.value).map_or(0, |g| 1u64 << g);
+        let bit = dev.gpu_index(a.value).map_or(0, |g| 1u64 << g);
         match a.r#type {
             KFD_IOCTL_SVM_ATTR_PREFERRED_LOC => r.attrs.preferred == a.value,
             KFD_IOCTL_SVM_ATTR_ACCESS => r.attrs.access & bit != 0,
@@ -403,14 +321,14 @@ fn same_attrs(m: &Driver, r: &Range, attrs: &[kfd_ioctl_svm_attribute]) -> bool 
 /// `svm_range_apply_attrs`, in array order; `update_mapping` is set when the attributes force
 /// a mapping update.
 fn apply_attrs(
-    m: &Driver,
+    dev: &Device,
     xnack: bool,
     attrs: &mut Attrs,
     list: &[kfd_ioctl_svm_attribute],
     update_mapping: &mut bool,
 ) {
     for a in list {
-        let bit = m.dev.gpu_index(a.value).map_or(0, |g| 1u64 << g);
+        let bit = dev.gpu_index(a.value).map_or(0, |g| 1u64 << g);
         match a.r#type {
             KFD_IOCTL_SVM_ATTR_PREFERRED_LOC => attrs.preferred = a.value,
             KFD_IOCTL_SVM_ATTR_PREFETCH_LOC => attrs.prefetch = a.value,
@@ -477,11 +395,11 @@ fn add(
     }
     if !p.xnack && new_pages > 0 {
         env.acc
-            .reserve_system(&env.m.dev.limits, new_pages * PAGE_SIZE)?;
+            .reserve_system(&env.dev.limits, new_pages * PAGE_SIZE)?;
     }
 
-    let max_pages = max_range_pages(env.m);
-    let access = default_access(env.m, p.xnack);
+    let max_pages = max_range_pages(env.dev);
+    let access = default_access(env.dev, p.xnack);
     let vmas = env.vmas;
     let mut added = Vec::new();
     let mut remap = Vec::new();
@@ -504,7 +422,7 @@ fn add(
         };
         let (r_last, granularity) = (r.last, r.attrs.granularity);
         let next = r_last.min(last) + 1;
-        if same_attrs(env.m, r, attrs) && r.mapped_to_gpu {
+        if same_attrs(env.dev, r, attrs) && r.mapped_to_gpu {
             // Already so, and mapped: left alone.
         } else if key < start || r_last > last {
             let aligned = |page: u64| page & ((1u64 << granularity) - 1) == 0;
@@ -549,14 +467,14 @@ fn set_attr(
     npages: u64,
     attrs: &[kfd_ioctl_svm_attribute],
 ) -> Result<(), Errno> {
-    let m = ctx.m;
-    check_attr(m, attrs)?;
+    let dev = &ctx.m.dev;
+    check_attr(dev, attrs)?;
     on_checked_range(ctx, start, npages, |env, p, last| {
         let plan = add(env, p, start, last, attrs)?;
         let mut update_mapping = false;
         for &key in &plan.update {
             if let Some(r) = p.svm.ranges.get_mut(key) {
-                apply_attrs(m, p.xnack, &mut r.attrs, attrs, &mut update_mapping);
+                apply_attrs(dev, p.xnack, &mut r.attrs, attrs, &mut update_mapping);
             }
         }
         let mut ret = Ok(());
@@ -610,13 +528,13 @@ struct Summary {
 
 /// `svm_range_get_attr`'s aggregation over the ranges overlapping `[start, last]` (the gaps
 /// between them do not count), or the defaults when there are none.
-fn summarize(m: &Driver, p: &Process, start: u64, last: u64) -> Summary {
+fn summarize(dev: &Device, p: &Process, start: u64, last: u64) -> Summary {
     let keys = p.svm.ranges.overlapping(start, last);
     if keys.is_empty() {
         return Summary {
             preferred: KFD_IOCTL_SVM_LOCATION_UNDEFINED,
             prefetch: KFD_IOCTL_SVM_LOCATION_UNDEFINED,
-            access: default_access(m, p.xnack),
+            access: default_access(dev, p.xnack),
             aip: 0,
             flags_and: ranges::DEFAULT_FLAGS,
             flags_or: ranges::DEFAULT_FLAGS,
@@ -634,7 +552,7 @@ fn summarize(m: &Driver, p: &Process, start: u64, last: u64) -> Summary {
             _ => Some(value),
         }
     };
-    let all = supported(m);
+    let all = supported(dev);
     let mut s = Summary {
         preferred: 0,
         prefetch: 0,
@@ -672,11 +590,11 @@ fn on_checked_range<R>(
     npages: u64,
     f: impl FnOnce(&mut Env<'_>, &mut Process, u64) -> Result<R, Errno>,
 ) -> Result<R, Errno> {
-    let m = ctx.m;
+    let dev = &ctx.m.dev;
     let last = start.checked_add(npages - 1).ok_or(Errno::FAULT)?;
-    let vmas = Vmas::read(m, ctx.tgid).map_err(|_| Errno::FAULT)?;
-    let mut guard = m.lock();
-    with_env(m, &mut guard, ctx.tgid, &vmas, |env, p| {
+    let vmas = ctx.m.read_vmas(ctx.tgid).map_err(|_| Errno::FAULT)?;
+    let mut guard = ctx.m.lock();
+    with_env(dev, &mut guard, ctx.tgid, &vmas, |env, p| {
         sync_unmapped(env, p);
         drop_replaced(env, p, start, last);
         let end = last
@@ -699,7 +617,7 @@ fn get_attr(
     npages: u64,
     attrs: &mut [kfd_ioctl_svm_attribute],
 ) -> Result<(), Errno> {
-    let m = ctx.m;
+    let dev = &ctx.m.dev;
     on_checked_range(ctx, start, npages, |_env, p, last| {
         for a in attrs.iter() {
             match a.r#type {
@@ -708,17 +626,17 @@ fn get_attr(
                 | KFD_IOCTL_SVM_ATTR_ACCESS
                 | KFD_IOCTL_SVM_ATTR_SET_FLAGS
                 | KFD_IOCTL_SVM_ATTR_GRANULARITY => {}
-                KFD_IOCTL_SVM_ATTR_CLR_FLAGS if m.dev.cfg.kfd_minor >= GET_CLR_FLAGS_SINCE => {}
+                KFD_IOCTL_SVM_ATTR_CLR_FLAGS if dev.cfg.kfd_minor >= GET_CLR_FLAGS_SINCE => {}
                 _ => return Err(Errno::INVAL),
             }
         }
-        let s = summarize(m, p, start, last);
+        let s = summarize(dev, p, start, last);
         for a in attrs.iter_mut() {
             match a.r#type {
                 KFD_IOCTL_SVM_ATTR_PREFERRED_LOC => a.value = s.preferred,
                 KFD_IOCTL_SVM_ATTR_PREFETCH_LOC => a.value = s.prefetch,
                 KFD_IOCTL_SVM_ATTR_ACCESS => {
-                    let g = m.dev.gpu_index(a.value).ok_or(Errno::INVAL)?;
+                    let g = dev.gpu_index(a.value).ok_or(Errno::INVAL)?;
                     let bit = 1u64 << g;
                     a.r#type = if s.access & bit != 0 {
                         KFD_IOCTL_SVM_ATTR_ACCESS
@@ -748,9 +666,9 @@ pub(super) fn switch_xnack(m: &Driver, st: &mut State, tgid: i32, on: bool) -> R
         .procs
         .get(&tgid)
         .is_some_and(|p| !p.svm.ranges.is_empty())
-        && let Ok(vmas) = Vmas::read(m, tgid)
+        && let Ok(vmas) = m.read_vmas(tgid)
     {
-        with_env(m, st, tgid, &vmas, sync_unmapped);
+        with_env(&m.dev, st, tgid, &vmas, sync_unmapped);
     }
     let State { procs, acc, .. } = st;
     let p = procs.get_mut(&tgid).ok_or(Errno::BADF)?;
@@ -786,8 +704,8 @@ pub(super) fn alloc_overlap(
             at.wrapping_add(size).wrapping_sub(1) / PAGE_SIZE,
         )
     };
-    if let Ok(vmas) = Vmas::read(ctx.m, ctx.tgid) {
-        with_env(ctx.m, st, ctx.tgid, &vmas, |env, p| {
+    if let Ok(vmas) = ctx.m.read_vmas(ctx.tgid) {
+        with_env(&ctx.m.dev, st, ctx.tgid, &vmas, |env, p| {
             sync_unmapped(env, p);
             for (first, last) in [pages(va), pages(cpu)] {
                 drop_replaced(env, p, first, last);
@@ -806,10 +724,10 @@ pub(super) fn alloc_overlap(
 }
 
 /// `svm_range_list_fini` at process teardown: every range goes, with what it held.
-pub(super) fn teardown(m: &Driver, st: &mut State, p: &mut Process) {
+pub(super) fn teardown(dev: &Device, st: &mut State, p: &mut Process) {
     let svm = std::mem::take(&mut p.svm);
     for (start, r) in svm.ranges.iter() {
-        release(m, &mut st.acc, &mut st.svm_vram, p.xnack, start, r);
+        release(dev, &mut st.acc, &mut st.svm_vram, p.xnack, start, r);
     }
 }
 
@@ -903,20 +821,5 @@ impl Driver {
             .gpu_index(gpu_id)
             .and_then(|g| st.svm_vram.get(g).copied())
             .unwrap_or(0)
-    }
-}
-
-impl Vmas {
-    /// Reads process `tgid`'s maps; the model's stand-ins are device memory. (Here rather
-    /// than in [`vmas`](super::vmas), which knows nothing of the model.)
-    pub(super) fn read(m: &Driver, tgid: i32) -> Result<Vmas, Errno> {
-        let text = std::fs::read_to_string(format!("/proc/{tgid}/maps")).map_err(|e| {
-            e.raw_os_error()
-                .map_or(Errno::FAULT, Errno::from_raw_os_error)
-        })?;
-        let files = m.files.read().unwrap_or_else(|e| e.into_inner());
-        Ok(Vmas::parse(&text, |dev, ino| {
-            files.contains_key(&(dev, ino))
-        }))
     }
 }
