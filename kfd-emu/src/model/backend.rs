@@ -38,7 +38,7 @@ pub enum ModelError {
     Minor(u32),
 }
 
-/// The emulated KFD driver (see the [module docs](self)).
+/// The emulated KFD driver (see the [module docs](crate::model)).
 #[derive(Debug)]
 pub struct Model {
     /// The device, the process state and the stand-in table the handlers work on.
@@ -312,7 +312,7 @@ impl Backend for Model {
     }
 }
 
-/// The GPU-side view of memory (see [`gpu_view`]).
+/// The GPU-side view of memory (the `gpu_view` module).
 impl Model {
     /// Reads `buf.len()` bytes at GPU VA `va` as GPU `gpu_id` sees them in process `tgid`'s
     /// VM. Faults when any byte is unmapped. SVM memory is accessed as the kernel would let
@@ -337,7 +337,7 @@ impl Model {
     }
 }
 
-/// What the model keeps of SVM (see [`svm`](super::svm)).
+/// What the model keeps of SVM (the `svm` module).
 impl Model {
     /// The SVM ranges of process `tgid` as the kernel keeps them (split, never merged: what
     /// GET_ATTR aggregates away). The model's own bookkeeping, as of the last time the process

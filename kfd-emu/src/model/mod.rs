@@ -6,6 +6,34 @@
 //! file ([`Backend::open`]) and answers ioctls on those stand-ins ([`Backend::ioctl`]), reading
 //! and writing the caller's memory through [`Caller`].
 //!
+//! # Layers
+//!
+//! The modules form layers, like the kernel's own split, and a module uses only modules of its
+//! own layer or below; no module uses one that uses it back (`tests/tests/module_cycles.rs`
+//! checks that there is no module cycle). From the bottom:
+//!
+//! 1. **Device** — read-only data of the machine (`kfd_node`/`adev`): `device` (the
+//!    [`ModelConfig`] and the host's memory limits), with the machine itself in
+//!    [`crate::machine`], and the leaves every layer uses: `memory` (page size, limits,
+//!    accounting), `offsets` (the kernel's mmap offsets), `vmas` (a process's maps), `files`
+//!    (stand-in memfds, the sysfs tree), `host` (clocks, capabilities), `fail` (armed faults),
+//!    `trace` (the `--trace` printer: ioctl arguments, errnos and constants by their ABI names).
+//! 2. **State** — per-process data only, with no reference to the model or a caller, testable
+//!    alone: `process` (`State`: the KFD processes, their GPU VMs, objects and accounts),
+//!    `objects`, `vm`, `events` (the event table), `smi` (SMI clients and their records),
+//!    `svm::ranges` (the SVM range tree). `driver` puts the device, the state under its lock
+//!    and the stand-in file table together (`Driver`), without calling any behaviour.
+//! 3. **Kernel behaviour** — functions over the device, the state and their effects: `svm`
+//!    (SET/GET, `svm::env` below `svm::migrate` and `svm::fault`), `gpu_view` (accesses through
+//!    a GPU's page tables), `mmap` (which pages a stand-in's offset maps), `teardown` (what a
+//!    process leaves when it goes).
+//! 4. **Chardev** — `chardev` (the ioctl context `Ctx` and argument access), the handlers
+//!    (`handlers`, `memory_ioctls`, `event_ioctls`, SVM's ioctl in `svm`), `dispatch` (one ioctl
+//!    table keyed by the ABI opcodes, with version checks and fault injection), `drm`;
+//!    and on top `backend`: [`Model`], the [`Backend`] impl that owns the `Driver`, the sysfs
+//!    tree and the GPU-view worker. Nothing imports `backend`; `mod.rs` only declares the
+//!    modules and re-exports the public API.
+//!
 //! * `/dev/kfd` → a memfd per KFD process (one per thread group, as the kernel keeps one per
 //!   `mm`). Its pages hold the event signal page and, per GPU, the doorbell slice, the
 //!   MMIO-remap page and the CWSR pages; the ioctls return the kernel's offsets for them
@@ -57,6 +85,14 @@
 //! })?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! [`Backend`]: crate::backend::Backend
+//! [`Backend::open`]: crate::backend::Backend::open
+//! [`Backend::ioctl`]: crate::backend::Backend::ioctl
+//! [`Backend::mmap`]: crate::backend::Backend::mmap
+//! [`Backend::stat`]: crate::backend::Backend::stat
+//! [`Caller`]: crate::backend::Caller
+//! [`Machine`]: crate::machine::Machine
 
 mod backend;
 mod chardev;

@@ -731,7 +731,7 @@ pub(super) fn teardown(dev: &Device, st: &mut State, p: &mut Process) {
     }
 }
 
-/// An SVM range as the model keeps it (see [`Model::svm_ranges`]).
+/// An SVM range as the model keeps it (see [`Model::svm_ranges`](super::Model::svm_ranges)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SvmRange {
@@ -757,7 +757,7 @@ pub struct SvmRange {
     pub mapped_to_gpu: bool,
 }
 
-/// One page of SVM memory (see [`Model::svm_page`]).
+/// One page of SVM memory (see [`Model::svm_page`](super::Model::svm_page)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SvmPage {
