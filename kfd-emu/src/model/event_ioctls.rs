@@ -4,12 +4,11 @@
 use std::time::{Duration, Instant};
 
 use kfd_ioctl::abi::{
-    KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL, KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP,
-    KFD_IOC_ALLOC_MEM_FLAGS_USERPTR, KFD_IOC_EVENT_HW_EXCEPTION, KFD_IOC_EVENT_MEMORY,
-    KFD_IOC_EVENT_SIGNAL, KFD_IOC_WAIT_RESULT_COMPLETE, KFD_IOC_WAIT_RESULT_FAIL,
-    KFD_IOC_WAIT_RESULT_TIMEOUT, KFD_SIGNAL_EVENT_LIMIT, kfd_event_data,
-    kfd_ioctl_create_event_args, kfd_ioctl_destroy_event_args, kfd_ioctl_reset_event_args,
-    kfd_ioctl_set_event_args, kfd_ioctl_wait_events_args,
+    AllocMemFlags, KFD_IOC_EVENT_HW_EXCEPTION, KFD_IOC_EVENT_MEMORY, KFD_IOC_EVENT_SIGNAL,
+    KFD_IOC_WAIT_RESULT_COMPLETE, KFD_IOC_WAIT_RESULT_FAIL, KFD_IOC_WAIT_RESULT_TIMEOUT,
+    KFD_SIGNAL_EVENT_LIMIT, kfd_event_data, kfd_ioctl_create_event_args,
+    kfd_ioctl_destroy_event_args, kfd_ioctl_reset_event_args, kfd_ioctl_set_event_args,
+    kfd_ioctl_wait_events_args,
 };
 use rustix::io::Errno;
 
@@ -45,11 +44,9 @@ fn use_event_page(ctx: &Ctx<'_>, st: &mut State, handle: u64) -> Result<(), Errn
     pdd.bound()?;
     let bo = pdd.bos.get(&(handle as u32)).ok_or(Errno::INVAL)?;
     // amdgpu_amdkfd_gpuvm_map_gtt_bo_to_kernel: not a userptr, nor an SG BO.
-    if bo.flags
-        & (KFD_IOC_ALLOC_MEM_FLAGS_USERPTR
-            | KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL
-            | KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP)
-        != 0
+    if bo
+        .flags
+        .intersects(AllocMemFlags::USERPTR | AllocMemFlags::DOORBELL | AllocMemFlags::MMIO_REMAP)
     {
         return Err(Errno::INVAL);
     }

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
+use kfd_ioctl::abi::AllocMemFlags;
 use rustix::io::Errno;
 
 use super::files::FileKey;
@@ -60,7 +61,7 @@ pub(super) struct Bo {
     /// The BO size in bytes (page aligned; half the request for `AQL_QUEUE_MEM`).
     pub size: u64,
     /// `KFD_IOC_ALLOC_MEM_FLAGS_*` (for imports: VRAM or GTT | WRITABLE | EXECUTABLE).
-    pub flags: u32,
+    pub flags: AllocMemFlags,
     /// The backing id.
     pub backing: u64,
     /// GPU indices it is mapped on.

@@ -5,6 +5,8 @@
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
+use kfd_ioctl::abi::AllocMemFlags;
+
 use super::driver::Driver;
 use super::process::{Process, make_handle};
 use super::smi::Event;
@@ -26,7 +28,7 @@ pub(super) fn teardown(model: &Driver, tgid: i32) {
     for pdd in &mut process.pdds {
         let bos = std::mem::take(&mut pdd.bos);
         for bo in bos.into_values() {
-            if !bo.imported && bo.flags & kfd_ioctl::abi::KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0 {
+            if !bo.imported && bo.flags.intersects(AllocMemFlags::VRAM) {
                 pdd.vram_usage = pdd.vram_usage.saturating_sub(bo.size);
             }
             st.put_backing(bo.backing);
@@ -89,7 +91,7 @@ fn leak_report(process: &Process, model: &Driver) -> Option<String> {
                 "  buffer object handle={handle:#x} va={:#x} size={} flags={}{}{}",
                 bo.va,
                 bo.size,
-                super::trace::alloc_flags(bo.flags),
+                super::trace::alloc_flags(bo.flags.bits()),
                 if bo.imported { " (imported)" } else { "" },
                 if mapped.is_empty() {
                     String::new()

@@ -30,13 +30,13 @@ pub(in crate::model) mod ranges;
 use std::os::unix::fs::FileExt;
 
 use kfd_ioctl::abi::{
-    KFD_IOC_ALLOC_MEM_FLAGS_USERPTR, KFD_IOC_ALLOC_MEM_FLAGS_VRAM, KFD_IOCTL_SVM_ATTR_ACCESS,
-    KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE, KFD_IOCTL_SVM_ATTR_CLR_FLAGS,
-    KFD_IOCTL_SVM_ATTR_GRANULARITY, KFD_IOCTL_SVM_ATTR_NO_ACCESS, KFD_IOCTL_SVM_ATTR_PREFERRED_LOC,
-    KFD_IOCTL_SVM_ATTR_PREFETCH_LOC, KFD_IOCTL_SVM_ATTR_SET_FLAGS,
-    KFD_IOCTL_SVM_FLAG_GPU_ALWAYS_MAPPED, KFD_IOCTL_SVM_LOCATION_SYSMEM,
-    KFD_IOCTL_SVM_LOCATION_UNDEFINED, KFD_IOCTL_SVM_OP_GET_ATTR, KFD_IOCTL_SVM_OP_SET_ATTR,
-    KFD_SVM_UNMAP_TRIGGER_UNMAP_FROM_CPU, kfd_ioctl_svm_args, kfd_ioctl_svm_attribute,
+    AllocMemFlags, KFD_IOCTL_SVM_ATTR_ACCESS, KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE,
+    KFD_IOCTL_SVM_ATTR_CLR_FLAGS, KFD_IOCTL_SVM_ATTR_GRANULARITY, KFD_IOCTL_SVM_ATTR_NO_ACCESS,
+    KFD_IOCTL_SVM_ATTR_PREFERRED_LOC, KFD_IOCTL_SVM_ATTR_PREFETCH_LOC,
+    KFD_IOCTL_SVM_ATTR_SET_FLAGS, KFD_IOCTL_SVM_FLAG_GPU_ALWAYS_MAPPED,
+    KFD_IOCTL_SVM_LOCATION_SYSMEM, KFD_IOCTL_SVM_LOCATION_UNDEFINED, KFD_IOCTL_SVM_OP_GET_ATTR,
+    KFD_IOCTL_SVM_OP_SET_ATTR, KFD_SVM_UNMAP_TRIGGER_UNMAP_FROM_CPU, kfd_ioctl_svm_args,
+    kfd_ioctl_svm_attribute,
 };
 use rustix::io::Errno;
 use zerocopy::{FromBytes, IntoBytes};
@@ -690,7 +690,7 @@ pub(super) fn alloc_overlap(
     st: &mut State,
     va: u64,
     size: u64,
-    flags: u32,
+    flags: AllocMemFlags,
     cpu: u64,
 ) -> Result<(), Errno> {
     let p = st.process(ctx.tgid, ctx.serial)?;
@@ -714,10 +714,10 @@ pub(super) fn alloc_overlap(
     }
     let p = st.process(ctx.tgid, ctx.serial)?;
     let hits = |(first, last): (u64, u64)| first <= last && p.svm.ranges.overlaps(first, last);
-    if !(va == 0 && flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0) && hits(pages(va)) {
+    if !(va == 0 && flags.intersects(AllocMemFlags::VRAM)) && hits(pages(va)) {
         return Err(Errno::ADDRINUSE);
     }
-    if flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR != 0 && hits(pages(cpu)) {
+    if flags.intersects(AllocMemFlags::USERPTR) && hits(pages(cpu)) {
         return Err(Errno::ADDRINUSE);
     }
     Ok(())
