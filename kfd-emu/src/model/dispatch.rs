@@ -31,7 +31,7 @@ use super::chardev::{Ctx, get};
 use super::driver::Driver;
 use super::host::{self, CAP_CHECKPOINT_RESTORE, CAP_SYS_ADMIN};
 use super::trace::{Decoder, Format};
-use super::{event_ioctls, fail, handlers, memory_ioctls, svm, trace};
+use super::{event_ioctls, fail, handlers, memory_ioctls, svm_ioctl, trace};
 use crate::backend::{Caller, IoctlResult};
 
 /// The KFD minor from which an unknown ioctl number is `ENOTTY` rather than `EINVAL` (the
@@ -298,8 +298,8 @@ pub(super) const KFD_IOCTLS: &[IoctlEntry] = &[
         Status(handlers::alloc_queue_gws),
     ),
     IoctlEntry::new(AMDKFD_IOC_SMI_EVENTS, Status(handlers::smi_events)),
-    // SVM's only return value that is not 0 or an error: see `svm::ioctl`.
-    IoctlEntry::new(AMDKFD_IOC_SVM, Value(svm::ioctl)),
+    // SVM's only return value that is not 0 or an error: see `svm_ioctl::ioctl`.
+    IoctlEntry::new(AMDKFD_IOC_SVM, Value(svm_ioctl::ioctl)),
     IoctlEntry::new(AMDKFD_IOC_SET_XNACK_MODE, Status(handlers::set_xnack_mode))
         .traced(&[("xnack_enabled", Format::Signed)]),
     IoctlEntry::new(AMDKFD_IOC_CRIU_OP, Status(handlers::criu_op)).checkpoint_restore(),

@@ -305,7 +305,9 @@ pub(super) fn smi_events(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let mut guard = ctx.m.lock();
     let st = &mut *guard;
     let gpu = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpuid)?.gpu;
-    a.anon_fd = st.smi.open(ctx.caller, gpu)? as u32;
+    a.anon_fd = st
+        .smi
+        .open(ctx.caller.id(), gpu, |fd| ctx.caller.install_fd(fd, false))? as u32;
     put(buf, &a);
     Ok(())
 }

@@ -132,7 +132,16 @@ pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), E
     let flags = AllocMemFlags::from_bits_retain(a.flags);
     let mut guard = m.lock();
     let st = &mut *guard;
-    svm::alloc_overlap(ctx, st, a.va_addr, a.size, flags, a.mmap_offset)?;
+    svm::alloc_overlap(
+        ctx.m,
+        ctx.tgid,
+        ctx.serial,
+        st,
+        a.va_addr,
+        a.size,
+        flags,
+        a.mmap_offset,
+    )?;
     let index = {
         let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
         let gpu = &m.dev.cfg.machine.gpus()[pdd.gpu];

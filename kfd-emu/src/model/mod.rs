@@ -28,7 +28,7 @@
 //!    a GPU's page tables), `mmap` (which pages a stand-in's offset maps), `teardown` (what a
 //!    process leaves when it goes).
 //! 4. **Chardev** — `chardev` (the ioctl context `Ctx` and argument access), the handlers
-//!    (`handlers`, `memory_ioctls`, `event_ioctls`, SVM's ioctl in `svm`), `dispatch` (one ioctl
+//!    (`handlers`, `memory_ioctls`, `event_ioctls`, `svm_ioctl`), `dispatch` (one ioctl
 //!    table keyed by the ABI opcodes, with version checks and fault injection), `drm`;
 //!    and on top `backend`: [`Model`], the [`Backend`] impl that owns the `Driver`, the sysfs
 //!    tree and the GPU-view worker. Nothing imports `backend`; `mod.rs` only declares the
@@ -115,6 +115,7 @@ mod offsets;
 mod process;
 mod smi;
 mod svm;
+mod svm_ioctl;
 mod teardown;
 mod trace;
 mod vm;

@@ -34,22 +34,18 @@ use kfd_ioctl::abi::{
     KFD_IOCTL_SVM_ATTR_CLR_FLAGS, KFD_IOCTL_SVM_ATTR_GRANULARITY, KFD_IOCTL_SVM_ATTR_NO_ACCESS,
     KFD_IOCTL_SVM_ATTR_PREFERRED_LOC, KFD_IOCTL_SVM_ATTR_PREFETCH_LOC,
     KFD_IOCTL_SVM_ATTR_SET_FLAGS, KFD_IOCTL_SVM_FLAG_GPU_ALWAYS_MAPPED,
-    KFD_IOCTL_SVM_LOCATION_SYSMEM, KFD_IOCTL_SVM_LOCATION_UNDEFINED, KFD_IOCTL_SVM_OP_GET_ATTR,
-    KFD_IOCTL_SVM_OP_SET_ATTR, KFD_SVM_UNMAP_TRIGGER_UNMAP_FROM_CPU, kfd_ioctl_svm_args,
-    kfd_ioctl_svm_attribute,
+    KFD_IOCTL_SVM_LOCATION_SYSMEM, KFD_IOCTL_SVM_LOCATION_UNDEFINED,
+    KFD_SVM_UNMAP_TRIGGER_UNMAP_FROM_CPU, kfd_ioctl_svm_attribute,
 };
 use rustix::io::Errno;
-use zerocopy::{FromBytes, IntoBytes};
 
 pub(super) use fault::{gpu_access, report_vm_fault};
 
-use super::chardev::{Ctx, get};
 use super::device::Device;
 use super::driver::Driver;
 use super::memory::{Accounts, PAGE_SIZE};
 use super::process::{Process, State};
 use super::vmas::Vmas;
-use crate::backend::IoctlResult;
 use env::{Env, bits, with_env};
 use ranges::{Attrs, Range};
 
@@ -233,42 +229,6 @@ fn release(
         if let Some(g) = dev.gpu_index(state.loc) {
             svm_vram[g] = svm_vram[g].saturating_sub((last - first + 1) * PAGE_SIZE);
         }
-    }
-}
-
-/// The attributes of an SVM call, from the kernel buffer after the header.
-fn read_attrs(buf: &[u8], nattr: u32) -> Vec<kfd_ioctl_svm_attribute> {
-    let bytes = buf.get(24..24 + 8 * nattr as usize).unwrap_or(&[]);
-    bytes
-        .chunks_exact(8)
-        .filter_map(|c| kfd_ioctl_svm_attribute::read_from_bytes(c).ok())
-        .collect()
-}
-
-/// AMDKFD_IOC_SVM: the ioctl-level checks, then SET_ATTR or GET_ATTR. An unknown op returns
-/// the *positive* `EINVAL` of `svm_ioctl`'s `r = EINVAL`, which the dispatcher passes on as
-/// the ioctl's return value.
-pub(super) fn ioctl(ctx: &Ctx<'_>, buf: &mut [u8]) -> IoctlResult {
-    let a: kfd_ioctl_svm_args = get(buf);
-    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
-    let page = PAGE_SIZE - 1;
-    if a.start_addr & page != 0 || a.size & page != 0 || a.start_addr == 0 || a.size == 0 {
-        return Err(Errno::INVAL);
-    }
-    let (start, npages) = (a.start_addr / PAGE_SIZE, a.size / PAGE_SIZE);
-    let mut attrs = read_attrs(buf, a.nattr);
-    match a.op {
-        KFD_IOCTL_SVM_OP_SET_ATTR => set_attr(ctx, start, npages, &attrs).map(|()| 0),
-        KFD_IOCTL_SVM_OP_GET_ATTR => {
-            let r = get_attr(ctx, start, npages, &mut attrs);
-            // The kernel fills the attributes in its buffer, which is copied back even when a
-            // later one failed.
-            if let Some(dst) = buf.get_mut(24..24 + attrs.as_bytes().len()) {
-                dst.copy_from_slice(attrs.as_bytes());
-            }
-            r.map(|()| 0)
-        }
-        _ => Ok(i64::from(Errno::INVAL.raw_os_error())),
     }
 }
 
@@ -461,15 +421,16 @@ fn add(
 }
 
 /// `svm_range_set_attr`.
-fn set_attr(
-    ctx: &Ctx<'_>,
+pub(super) fn set_attr(
+    m: &Driver,
+    tgid: i32,
     start: u64,
     npages: u64,
     attrs: &[kfd_ioctl_svm_attribute],
 ) -> Result<(), Errno> {
-    let dev = &ctx.m.dev;
+    let dev = &m.dev;
     check_attr(dev, attrs)?;
-    on_checked_range(ctx, start, npages, |env, p, last| {
+    on_checked_range(m, tgid, start, npages, |env, p, last| {
         let plan = add(env, p, start, last, attrs)?;
         let mut update_mapping = false;
         for &key in &plan.update {
@@ -585,16 +546,16 @@ fn summarize(dev: &Device, p: &Process, start: u64, last: u64) -> Summary {
 /// (`EFAULT`) and that no buffer object is mapped there (`EADDRINUSE`); then run `f` on the
 /// process with the range's last page. A caller without a KFD process gets `EBADF`.
 fn on_checked_range<R>(
-    ctx: &Ctx<'_>,
+    m: &Driver,
+    tgid: i32,
     start: u64,
     npages: u64,
     f: impl FnOnce(&mut Env<'_>, &mut Process, u64) -> Result<R, Errno>,
 ) -> Result<R, Errno> {
-    let dev = &ctx.m.dev;
     let last = start.checked_add(npages - 1).ok_or(Errno::FAULT)?;
-    let vmas = ctx.m.read_vmas(ctx.tgid).map_err(|_| Errno::FAULT)?;
-    let mut guard = ctx.m.lock();
-    with_env(dev, &mut guard, ctx.tgid, &vmas, |env, p| {
+    let vmas = m.read_vmas(tgid).map_err(|_| Errno::FAULT)?;
+    let mut guard = m.lock();
+    with_env(&m.dev, &mut guard, tgid, &vmas, |env, p| {
         sync_unmapped(env, p);
         drop_replaced(env, p, start, last);
         let end = last
@@ -611,14 +572,15 @@ fn on_checked_range<R>(
 }
 
 /// `svm_range_get_attr`: fills `attrs` in place.
-fn get_attr(
-    ctx: &Ctx<'_>,
+pub(super) fn get_attr(
+    m: &Driver,
+    tgid: i32,
     start: u64,
     npages: u64,
     attrs: &mut [kfd_ioctl_svm_attribute],
 ) -> Result<(), Errno> {
-    let dev = &ctx.m.dev;
-    on_checked_range(ctx, start, npages, |_env, p, last| {
+    let dev = &m.dev;
+    on_checked_range(m, tgid, start, npages, |_env, p, last| {
         for a in attrs.iter() {
             match a.r#type {
                 KFD_IOCTL_SVM_ATTR_PREFERRED_LOC
@@ -685,15 +647,18 @@ pub(super) fn switch_xnack(m: &Driver, st: &mut State, tgid: i32, on: bool) -> R
 /// ALLOC_MEMORY_OF_GPU's SVM check (kfd-abi.md §4.6 step 3), after the pending munmap work:
 /// `[va, va + size)` overlapping a range is `EADDRINUSE` (unless it is VRAM without a VA), and
 /// so is a USERPTR's CPU range `[cpu, cpu + size)`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn alloc_overlap(
-    ctx: &Ctx<'_>,
+    m: &Driver,
+    tgid: i32,
+    serial: u64,
     st: &mut State,
     va: u64,
     size: u64,
     flags: AllocMemFlags,
     cpu: u64,
 ) -> Result<(), Errno> {
-    let p = st.process(ctx.tgid, ctx.serial)?;
+    let p = st.process(tgid, serial)?;
     if p.svm.ranges.is_empty() {
         return Ok(());
     }
@@ -704,15 +669,15 @@ pub(super) fn alloc_overlap(
             at.wrapping_add(size).wrapping_sub(1) / PAGE_SIZE,
         )
     };
-    if let Ok(vmas) = ctx.m.read_vmas(ctx.tgid) {
-        with_env(&ctx.m.dev, st, ctx.tgid, &vmas, |env, p| {
+    if let Ok(vmas) = m.read_vmas(tgid) {
+        with_env(&m.dev, st, tgid, &vmas, |env, p| {
             sync_unmapped(env, p);
             for (first, last) in [pages(va), pages(cpu)] {
                 drop_replaced(env, p, first, last);
             }
         });
     }
-    let p = st.process(ctx.tgid, ctx.serial)?;
+    let p = st.process(tgid, serial)?;
     let hits = |(first, last): (u64, u64)| first <= last && p.svm.ranges.overlaps(first, last);
     if !(va == 0 && flags.intersects(AllocMemFlags::VRAM)) && hits(pages(va)) {
         return Err(Errno::ADDRINUSE);
