@@ -320,3 +320,47 @@ impl State {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use kfd_ioctl::abi::AllocMemFlags;
+
+    use super::super::memory::{Charge, Limits};
+    use super::super::objects::Domain;
+    use super::*;
+
+    /// The state layer on its own, with no model, driver or caller: a backing shared by two
+    /// references keeps its bytes and its charge until the last one goes.
+    #[test]
+    fn a_backing_lives_until_its_last_reference_with_the_state_alone() {
+        const VRAM: u64 = 1 << 40;
+        let mut st = State::new(1);
+        let limits = Limits::of_host();
+        let charge = Charge::of(AllocMemFlags::VRAM, 4096).expect("charge");
+        let free = st.acc.available(&limits, 0, VRAM);
+        st.acc.reserve(&limits, 0, VRAM, charge).expect("reserve");
+        let charged = st.acc.available(&limits, 0, VRAM);
+        assert!(charged < free);
+        let fd = files::memfd("state-test", 4096).expect("memfd");
+        let id = st.add_backing(Backing {
+            refs: 2,
+            store: Store::Memfd(Arc::new(fd)),
+            size: 4096,
+            gpu: 0,
+            domain: Domain::Vram,
+            cpu_access: false,
+            charge,
+            offsets: Vec::new(),
+        });
+        st.backing_write(id, 8, b"ping").expect("write");
+        st.put_backing(id);
+        let mut back = [0u8; 4];
+        st.backing_read(id, 8, &mut back)
+            .expect("one reference left");
+        assert_eq!(&back, b"ping");
+        assert_eq!(st.acc.available(&limits, 0, VRAM), charged);
+        st.put_backing(id);
+        assert_eq!(st.backing_read(id, 8, &mut back), Err(Errno::FAULT));
+        assert_eq!(st.acc.available(&limits, 0, VRAM), free);
+    }
+}
