@@ -20,7 +20,7 @@ use super::super::objects::Store;
 use super::super::process::{Process, State};
 use super::super::smi::Event;
 use super::super::vmas::Vmas;
-use super::env::Env;
+use super::env::{Env, with_env};
 use super::migrate::{restore, to_vram, validate_and_map, vram_to_ram};
 use super::ranges::{Attrs, Range};
 use super::{check_vm, drop_replaced, populate, supported, sync_unmapped};
@@ -43,15 +43,7 @@ pub(in crate::model) fn gpu_access(
     write: bool,
     vmas: &mut Option<Vmas>,
 ) -> Result<(), GpuFaultReason> {
-    let State {
-        procs,
-        acc,
-        smi,
-        svm_vram,
-        backings,
-        ..
-    } = st;
-    let p = procs.get_mut(&tgid).ok_or(GpuFaultReason::NoProcess)?;
+    let p = st.procs.get(&tgid).ok_or(GpuFaultReason::NoProcess)?;
     if (p.svm.ranges.is_empty() && !p.xnack) || p.pdds[gpu].drm.is_none() {
         return Err(GpuFaultReason::NotMapped);
     }
@@ -62,43 +54,38 @@ pub(in crate::model) fn gpu_access(
     let Some(vmas) = vmas.as_ref() else {
         return Err(GpuFaultReason::NotMapped);
     };
-    let mut env = Env {
-        dev: &m.dev,
-        acc,
-        smi,
-        svm_vram,
-        backings,
-        vmas,
-    };
-    let page = va / PAGE_SIZE;
-    if fresh {
-        sync_unmapped(&mut env, p);
-        drop_replaced(&mut env, p, page, (end - 1) / PAGE_SIZE);
-    }
-    let bit = 1u64 << gpu;
-    for attempt in 0..2 {
-        if let Some(key) = p.svm.ranges.containing(page)
-            && let Some(r) = p.svm.ranges.get(key)
-        {
-            let state = r.pages.get(page - key);
-            if state.mapped & bit != 0 {
-                return if write && state.writable & bit == 0 {
-                    Err(GpuFaultReason::ReadOnly)
-                } else {
-                    Ok(())
-                };
+    with_env(&m.dev, st, tgid, vmas, |env, p| {
+        let page = va / PAGE_SIZE;
+        if fresh {
+            sync_unmapped(env, p);
+            drop_replaced(env, p, page, (end - 1) / PAGE_SIZE);
+        }
+        let bit = 1u64 << gpu;
+        for attempt in 0..2 {
+            if let Some(key) = p.svm.ranges.containing(page)
+                && let Some(r) = p.svm.ranges.get(key)
+            {
+                let state = r.pages.get(page - key);
+                if state.mapped & bit != 0 {
+                    return if write && state.writable & bit == 0 {
+                        Err(GpuFaultReason::ReadOnly)
+                    } else {
+                        Ok(())
+                    };
+                }
             }
+            if !p.xnack || attempt == 1 {
+                break;
+            }
+            restore_pages(env, p, gpu, page, write).map_err(|e| match e {
+                Errno::PERM => GpuFaultReason::ReadOnly,
+                Errno::ACCESS => GpuFaultReason::NoAccess,
+                _ => GpuFaultReason::NotMapped,
+            })?;
         }
-        if !p.xnack || attempt == 1 {
-            break;
-        }
-        restore_pages(&mut env, p, gpu, page, write).map_err(|e| match e {
-            Errno::PERM => GpuFaultReason::ReadOnly,
-            Errno::ACCESS => GpuFaultReason::NoAccess,
-            _ => GpuFaultReason::NotMapped,
-        })?;
-    }
-    Err(GpuFaultReason::NotMapped)
+        Err(GpuFaultReason::NotMapped)
+    })
+    .unwrap_or(Err(GpuFaultReason::NoProcess))
 }
 
 /// `svm_range_restore_pages`: handles a retry fault of GPU `gpu` on `page`.
