@@ -1,7 +1,8 @@
 //! Shared virtual memory (`kfd_svm.c`, kfd-abi.md §4.13): AMDKFD_IOC_SVM's SET_ATTR and
-//! GET_ATTR over the caller's own memory, the ranges they make, where each page is, which GPUs
-//! map it, and what the kernel does around them — munmap, XNACK switches, ALLOC's overlap
-//! check, GPU faults and process teardown.
+//! GET_ATTR (the ioctl itself is [`svm_ioctl`](super::svm_ioctl)) over the caller's own
+//! memory, the ranges they make, where each page is, which GPUs map it, and what the kernel
+//! does around them — munmap, XNACK switches, ALLOC's overlap check, GPU faults and process
+//! teardown.
 //!
 //! * Ranges are kept in an ordered map by start page ([`ranges`]), split on SET and never
 //!   merged; every operation costs `O(log n + k)` for `k` ranges touched.
