@@ -9,9 +9,10 @@
 //! where it comes from; names a glob re-export brings in are not followed. A path ends at the deepest module it names:
 //! `super::memory::PAGE_SIZE` is a use of `memory`, `super::Model` one of the parent.
 //!
-//! kfd-emu's model has cycles that predate this check; [`KNOWN_CYCLE_EDGES`] lists the edges
-//! that lie on one. The list may only shrink: a new edge that closes a cycle fails, and so does
-//! a listed edge that no longer lies on a cycle (remove it from the list).
+//! No crate has a cycle today. [`KNOWN_CYCLE_EDGES`] held the edges that lay on one when the
+//! check came in (kfd-emu's model, kfd-ioctl's topology and layout registry); it is empty now
+//! and may only stay so: a new edge that closes a cycle fails, and so does a listed edge that
+//! no longer lies on a cycle.
 
 mod workspace_support;
 
@@ -21,47 +22,7 @@ use std::path::{Path, PathBuf};
 use workspace_support::members;
 
 /// Edges that lie on a module cycle today, as `crate root: from -> to`. Only removals allowed.
-const KNOWN_CYCLE_EDGES: &[&str] = &[
-    // kfd-emu's model: everything that holds a `Ctx` (and with it the whole `Model`) is on the
-    // cycle through `model`, which calls the dispatcher; the Device/State split removes it.
-    "kfd-emu/src/lib.rs: model -> model::dispatch",
-    "kfd-emu/src/lib.rs: model -> model::drm",
-    "kfd-emu/src/lib.rs: model -> model::gpu_view",
-    "kfd-emu/src/lib.rs: model -> model::process",
-    "kfd-emu/src/lib.rs: model::chardev -> model",
-    "kfd-emu/src/lib.rs: model::dispatch -> model",
-    "kfd-emu/src/lib.rs: model::dispatch -> model::chardev",
-    "kfd-emu/src/lib.rs: model::dispatch -> model::events",
-    "kfd-emu/src/lib.rs: model::dispatch -> model::handlers",
-    "kfd-emu/src/lib.rs: model::dispatch -> model::memory_ioctls",
-    "kfd-emu/src/lib.rs: model::dispatch -> model::svm",
-    "kfd-emu/src/lib.rs: model::drm -> model",
-    "kfd-emu/src/lib.rs: model::events -> model::chardev",
-    "kfd-emu/src/lib.rs: model::events -> model::process",
-    "kfd-emu/src/lib.rs: model::gpu_view -> model",
-    "kfd-emu/src/lib.rs: model::gpu_view -> model::objects",
-    "kfd-emu/src/lib.rs: model::gpu_view -> model::process",
-    "kfd-emu/src/lib.rs: model::gpu_view -> model::svm",
-    "kfd-emu/src/lib.rs: model::handlers -> model::chardev",
-    "kfd-emu/src/lib.rs: model::handlers -> model::svm",
-    "kfd-emu/src/lib.rs: model::memory_ioctls -> model",
-    "kfd-emu/src/lib.rs: model::memory_ioctls -> model::chardev",
-    "kfd-emu/src/lib.rs: model::memory_ioctls -> model::objects",
-    "kfd-emu/src/lib.rs: model::memory_ioctls -> model::process",
-    "kfd-emu/src/lib.rs: model::memory_ioctls -> model::svm",
-    "kfd-emu/src/lib.rs: model::objects -> model::process",
-    "kfd-emu/src/lib.rs: model::process -> model",
-    "kfd-emu/src/lib.rs: model::process -> model::events",
-    "kfd-emu/src/lib.rs: model::process -> model::objects",
-    "kfd-emu/src/lib.rs: model::process -> model::svm",
-    "kfd-emu/src/lib.rs: model::svm -> model",
-    "kfd-emu/src/lib.rs: model::svm -> model::chardev",
-    "kfd-emu/src/lib.rs: model::svm -> model::objects",
-    "kfd-emu/src/lib.rs: model::svm -> model::process",
-    "kfd-emu/src/lib.rs: model::svm -> model::svm::migrate",
-    "kfd-emu/src/lib.rs: model::svm::migrate -> model::process",
-    "kfd-emu/src/lib.rs: model::svm::migrate -> model::svm",
-];
+const KNOWN_CYCLE_EDGES: &[&str] = &[];
 
 /// A module path below the crate root (`["model", "svm", "fault"]`); empty for the root.
 type ModPath = Vec<String>;

@@ -5,12 +5,12 @@
 
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
-use super::Model;
+use super::driver::Driver;
 use crate::backend::Caller;
 
 /// One ioctl being answered.
 pub(super) struct Ctx<'a> {
-    pub m: &'a Model,
+    pub m: &'a Driver,
     pub caller: &'a dyn Caller,
     /// The KFD process of the `/dev/kfd` file (the caller, once the dispatcher checked).
     pub tgid: i32,

@@ -28,9 +28,10 @@ use rustix::io::Errno;
 use rustix::ioctl::Opcode;
 
 use super::chardev::{Ctx, get};
+use super::driver::Driver;
 use super::host::{self, CAP_CHECKPOINT_RESTORE, CAP_SYS_ADMIN};
 use super::trace::{Decoder, Format};
-use super::{Model, events, fail, handlers, memory_ioctls, svm, trace};
+use super::{event_ioctls, fail, handlers, memory_ioctls, svm_ioctl, trace};
 use crate::backend::{Caller, IoctlResult};
 
 /// The KFD minor from which an unknown ioctl number is `ENOTTY` rather than `EINVAL` (the
@@ -39,7 +40,7 @@ const ENOTTY_SINCE_MINOR: u32 = 17;
 
 /// Answers ioctl `cmd` on the `/dev/kfd` stand-in of process `(tgid, serial)`.
 pub(super) fn kfd_ioctl(
-    m: &Model,
+    m: &Driver,
     caller: &dyn Caller,
     tgid: i32,
     serial: u64,
@@ -49,14 +50,14 @@ pub(super) fn kfd_ioctl(
     // 1. The number, against the table of the kernel we act as.
     let nr = ioc_nr(cmd);
     let entry = match lookup(nr) {
-        Some(entry) if nr < command_end(m.cfg.kfd_minor) => entry,
+        Some(entry) if nr < command_end(m.dev.cfg.kfd_minor) => entry,
         _ => {
-            let errno = if m.cfg.kfd_minor >= ENOTTY_SINCE_MINOR {
+            let errno = if m.dev.cfg.kfd_minor >= ENOTTY_SINCE_MINOR {
                 Errno::NOTTY
             } else {
                 Errno::INVAL
             };
-            if m.cfg.trace {
+            if m.dev.cfg.trace {
                 trace::unknown(caller, cmd, errno);
             }
             return Err(errno);
@@ -100,7 +101,7 @@ pub(super) fn kfd_ioctl(
             return finish(m, caller, entry, &buf, Err(Errno::INVAL));
         }
     }
-    let before = m.cfg.trace.then(|| buf.clone());
+    let before = m.dev.cfg.trace.then(|| buf.clone());
     // Fault injection, in place of the handler.
     let injected = {
         let mut rules = m.fail.lock().unwrap_or_else(|e| e.into_inner());
@@ -130,13 +131,13 @@ pub(super) fn kfd_ioctl(
 
 /// Traces and returns a result the dispatcher produced before any handler ran.
 fn finish(
-    m: &Model,
+    m: &Driver,
     caller: &dyn Caller,
     entry: &IoctlEntry,
     buf: &[u8],
     result: IoctlResult,
 ) -> IoctlResult {
-    if m.cfg.trace {
+    if m.dev.cfg.trace {
         trace::kfd(caller, entry.info, &entry.decoder, buf, buf, result);
     }
     result
@@ -227,12 +228,15 @@ pub(super) const KFD_IOCTLS: &[IoctlEntry] = &[
         Status(handlers::get_process_apertures),
     ),
     IoctlEntry::new(AMDKFD_IOC_UPDATE_QUEUE, Status(handlers::update_queue)),
-    IoctlEntry::new(AMDKFD_IOC_CREATE_EVENT, Status(events::create_event))
+    IoctlEntry::new(AMDKFD_IOC_CREATE_EVENT, Status(event_ioctls::create_event))
         .traced(&[("event_type", Format::EventType)]),
-    IoctlEntry::new(AMDKFD_IOC_DESTROY_EVENT, Status(events::destroy_event)),
-    IoctlEntry::new(AMDKFD_IOC_SET_EVENT, Status(events::set_event)),
-    IoctlEntry::new(AMDKFD_IOC_RESET_EVENT, Status(events::reset_event)),
-    IoctlEntry::new(AMDKFD_IOC_WAIT_EVENTS, Status(events::wait_events)),
+    IoctlEntry::new(
+        AMDKFD_IOC_DESTROY_EVENT,
+        Status(event_ioctls::destroy_event),
+    ),
+    IoctlEntry::new(AMDKFD_IOC_SET_EVENT, Status(event_ioctls::set_event)),
+    IoctlEntry::new(AMDKFD_IOC_RESET_EVENT, Status(event_ioctls::reset_event)),
+    IoctlEntry::new(AMDKFD_IOC_WAIT_EVENTS, Status(event_ioctls::wait_events)),
     // The pre-1.13 debugger ioctls are gone: the kernel keeps the slots, answering EPERM.
     IoctlEntry::new(AMDKFD_IOC_DBG_REGISTER_DEPRECATED, Refused(Errno::PERM)),
     IoctlEntry::new(AMDKFD_IOC_DBG_UNREGISTER_DEPRECATED, Refused(Errno::PERM)),
@@ -294,8 +298,8 @@ pub(super) const KFD_IOCTLS: &[IoctlEntry] = &[
         Status(handlers::alloc_queue_gws),
     ),
     IoctlEntry::new(AMDKFD_IOC_SMI_EVENTS, Status(handlers::smi_events)),
-    // SVM's only return value that is not 0 or an error: see `svm::ioctl`.
-    IoctlEntry::new(AMDKFD_IOC_SVM, Value(svm::ioctl)),
+    // SVM's only return value that is not 0 or an error: see `svm_ioctl::ioctl`.
+    IoctlEntry::new(AMDKFD_IOC_SVM, Value(svm_ioctl::ioctl)),
     IoctlEntry::new(AMDKFD_IOC_SET_XNACK_MODE, Status(handlers::set_xnack_mode))
         .traced(&[("xnack_enabled", Format::Signed)]),
     IoctlEntry::new(AMDKFD_IOC_CRIU_OP, Status(handlers::criu_op)).checkpoint_restore(),

@@ -6,7 +6,8 @@
 use kfd_ioctl::abi::{IOC_READ, IOC_WRITE, ioc_dir, ioc_nr, ioc_size};
 use rustix::io::Errno;
 
-use super::{Model, trace};
+use super::device::Device;
+use super::trace;
 use crate::backend::{Caller, IoctlResult};
 use crate::machine::Gpu;
 
@@ -29,14 +30,20 @@ const DEV_INFO_SIZE: usize = 368;
 const KMS_VERSION: (i32, i32, i32) = (3, 61, 0);
 
 /// Answers DRM ioctl `cmd` on the render node of GPU index `gpu`.
-pub(super) fn ioctl(m: &Model, caller: &dyn Caller, gpu: usize, cmd: u32, arg: u64) -> IoctlResult {
+pub(super) fn ioctl(
+    dev: &Device,
+    caller: &dyn Caller,
+    gpu: usize,
+    cmd: u32,
+    arg: u64,
+) -> IoctlResult {
     let nr = u32::from(ioc_nr(cmd));
     let (name, kdir, ksize): (&str, u32, usize) = match nr {
         NR_VERSION => ("DRM_IOCTL_VERSION", IOC_READ | IOC_WRITE, 64),
         NR_GET_CLIENT => ("DRM_IOCTL_GET_CLIENT", IOC_READ | IOC_WRITE, 40),
         NR_AMDGPU_INFO => ("DRM_IOCTL_AMDGPU_INFO", IOC_WRITE, 32),
         _ => {
-            if m.cfg.trace {
+            if dev.cfg.trace {
                 trace::drm(caller, &format!("DRM_IOCTL({cmd:#x})"), Err(Errno::INVAL));
             }
             return Err(Errno::INVAL);
@@ -60,17 +67,17 @@ pub(super) fn ioctl(m: &Model, caller: &dyn Caller, gpu: usize, cmd: u32, arg: u
         .read(arg, &mut buf[..in_size])
         .map_err(|_| Errno::FAULT)
         .and_then(|()| {
-            let g = &m.cfg.machine.gpus()[gpu];
+            let g = &dev.cfg.machine.gpus()[gpu];
             match nr {
                 NR_VERSION => version(caller, &mut buf),
                 NR_GET_CLIENT => get_client(caller, &mut buf),
-                _ => amdgpu_info(m, caller, g, &buf),
+                _ => amdgpu_info(dev, caller, g, &buf),
             }
         });
     if r.is_ok() && out_size > 0 && caller.write(arg, &buf[..out_size]).is_err() {
         r = Err(Errno::FAULT);
     }
-    if m.cfg.trace {
+    if dev.cfg.trace {
         trace::drm(caller, name, r);
     }
     r.map(|()| 0)
@@ -139,7 +146,7 @@ fn get_client(caller: &dyn Caller, buf: &mut [u8]) -> Result<(), Errno> {
 }
 
 /// DRM_IOCTL_AMDGPU_INFO: writes at most `return_size` bytes to `return_pointer`.
-fn amdgpu_info(m: &Model, caller: &dyn Caller, gpu: &Gpu, buf: &[u8]) -> Result<(), Errno> {
+fn amdgpu_info(dev: &Device, caller: &dyn Caller, gpu: &Gpu, buf: &[u8]) -> Result<(), Errno> {
     let ptr = u64_at(buf, 0);
     let size = u32_at(buf, 8) as usize;
     let query = u32_at(buf, 12);
@@ -148,7 +155,7 @@ fn amdgpu_info(m: &Model, caller: &dyn Caller, gpu: &Gpu, buf: &[u8]) -> Result<
     }
     let out: Vec<u8> = match query {
         AMDGPU_INFO_ACCEL_WORKING => 1u32.to_ne_bytes().to_vec(),
-        AMDGPU_INFO_DEV_INFO => dev_info(m, gpu),
+        AMDGPU_INFO_DEV_INFO => dev_info(dev, gpu),
         AMDGPU_INFO_READ_MMR_REG => {
             let offset = u32_at(buf, 16);
             let count = u32_at(buf, 20);
@@ -196,9 +203,9 @@ fn pci_rev(device_id: u32) -> u32 {
 }
 
 /// `struct drm_amdgpu_info_device`, from the GPU's topology node.
-fn dev_info(m: &Model, gpu: &Gpu) -> Vec<u8> {
+fn dev_info(dev: &Device, gpu: &Gpu) -> Vec<u8> {
     let mut d = vec![0u8; DEV_INFO_SIZE];
-    let node = m.cfg.machine.node_of(gpu);
+    let node = dev.cfg.machine.node_of(gpu);
     let prop = |key: &str| {
         node.and_then(|n| n.properties.get(key))
             .and_then(|v| u32::try_from(v).ok())

@@ -325,3 +325,8 @@ impl Drop for SysfsTree {
         let _ = std::fs::remove_dir_all(&self.root);
     }
 }
+
+/// The errno of an I/O error (EIO when it carries none).
+pub(super) fn io_errno(e: &std::io::Error) -> Errno {
+    e.raw_os_error().map_or(Errno::IO, Errno::from_raw_os_error)
+}

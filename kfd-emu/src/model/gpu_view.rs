@@ -8,7 +8,7 @@ use std::sync::{Mutex, Weak, mpsc};
 
 use rustix::io::Errno;
 
-use super::Model;
+use super::driver::Driver;
 
 /// Why a GPU access faulted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,7 +118,7 @@ pub(crate) struct Worker {
 
 impl Worker {
     /// Starts the thread; it ends when the model is dropped.
-    pub(crate) fn start(model: Weak<Model>) -> Worker {
+    pub(crate) fn start(model: Weak<Driver>) -> Worker {
         let (tx, rx) = mpsc::channel::<Job>();
         let spawned = std::thread::Builder::new()
             .name("kfd-emu-gpu-view".into())
@@ -163,20 +163,17 @@ impl Worker {
     }
 }
 
-impl Model {
-    /// Reads `buf.len()` bytes at GPU VA `va` as GPU `gpu_id` sees them in process `tgid`'s
-    /// VM. Faults when any byte is unmapped. SVM memory is accessed as the kernel would let
-    /// it be: with XNACK on, a page the GPU does not map is a retry fault the model handles
-    /// (migrating and mapping it, with the SMI records); a fault that stays a fault is
-    /// reported to SMI clients as a VM fault.
-    pub fn gpu_read(
+impl Driver {
+    /// [`Model::gpu_read`](super::Model::gpu_read), its jobs sent to `view`.
+    pub(super) fn gpu_read(
         &self,
+        view: &Worker,
         tgid: i32,
         gpu_id: u32,
         va: u64,
         buf: &mut [u8],
     ) -> Result<(), GpuFault> {
-        let Some(jobs) = self.view.sender() else {
+        let Some(jobs) = view.sender() else {
             return self.read_here(tgid, gpu_id, va, buf);
         };
         let (reply, answer) = mpsc::sync_channel(1);
@@ -215,11 +212,16 @@ impl Model {
         )
     }
 
-    /// Writes `buf` at GPU VA `va` as GPU `gpu_id` would in process `tgid`'s VM. Faults, before
-    /// writing anything, when any byte is unmapped or mapped read-only (SVM faults are handled
-    /// as for [`gpu_read`](Self::gpu_read)).
-    pub fn gpu_write(&self, tgid: i32, gpu_id: u32, va: u64, buf: &[u8]) -> Result<(), GpuFault> {
-        let Some(jobs) = self.view.sender() else {
+    /// [`Model::gpu_write`](super::Model::gpu_write), its jobs sent to `view`.
+    pub(super) fn gpu_write(
+        &self,
+        view: &Worker,
+        tgid: i32,
+        gpu_id: u32,
+        va: u64,
+        buf: &[u8],
+    ) -> Result<(), GpuFault> {
+        let Some(jobs) = view.sender() else {
             return self.write_here(tgid, gpu_id, va, buf);
         };
         let (reply, answer) = mpsc::sync_channel(1);
@@ -341,7 +343,7 @@ impl Model {
                 GpuFaultReason::NotMapped | GpuFaultReason::ReadOnly | GpuFaultReason::NoAccess
             )
         {
-            super::svm::report_vm_fault(self, st, tgid, gpu);
+            super::svm::report_vm_fault(&self.dev, st, tgid, gpu);
         }
         result
     }
@@ -357,7 +359,7 @@ impl Model {
         len: usize,
         write: bool,
     ) -> Result<Vec<Piece>, GpuFault> {
-        let gpu_id = self.cfg.machine.gpus()[gpu].gpu_id;
+        let gpu_id = self.dev.cfg.machine.gpus()[gpu].gpu_id;
         let mut pieces = Vec::new();
         let mut vmas = None;
         let mut at = va;

@@ -36,7 +36,7 @@ fn access_ok(addr: u64, size: u64) -> bool {
 
 /// The machine's description of the GPU behind a pdd.
 fn gpu<'a>(ctx: &'a Ctx<'_>, index: usize) -> &'a Gpu {
-    &ctx.m.cfg.machine.gpus()[index]
+    &ctx.m.dev.cfg.machine.gpus()[index]
 }
 
 /// AMDKFD_IOC_GET_VERSION: 1.minor of the kernel the model acts as.
@@ -45,7 +45,7 @@ pub(super) fn get_version(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         buf,
         &kfd_ioctl_get_version_args {
             major_version: KFD_IOCTL_MAJOR_VERSION,
-            minor_version: ctx.m.cfg.kfd_minor,
+            minor_version: ctx.m.dev.cfg.kfd_minor,
         },
     );
     Ok(())
@@ -105,7 +105,7 @@ fn apertures_of(gpu: &Gpu) -> kfd_process_device_apertures {
 pub(super) fn get_process_apertures(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let mut a: kfd_ioctl_get_process_apertures_args = get(buf);
     ctx.m.lock().process(ctx.tgid, ctx.serial)?;
-    let gpus = ctx.m.cfg.machine.gpus();
+    let gpus = ctx.m.dev.cfg.machine.gpus();
     a.num_of_nodes = 0;
     for (slot, gpu) in a.process_apertures.iter_mut().zip(gpus) {
         *slot = apertures_of(gpu);
@@ -121,7 +121,7 @@ pub(super) fn get_process_apertures(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(),
 pub(super) fn get_process_apertures_new(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let mut a: kfd_ioctl_get_process_apertures_new_args = get(buf);
     ctx.m.lock().process(ctx.tgid, ctx.serial)?;
-    let gpus = ctx.m.cfg.machine.gpus();
+    let gpus = ctx.m.dev.cfg.machine.gpus();
     if a.num_of_nodes == 0 {
         a.num_of_nodes = gpus.len() as u32;
         put(buf, &a);
@@ -229,7 +229,7 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     {
         return Err(Errno::FAULT);
     }
-    let max_type = if ctx.m.cfg.kfd_minor >= 17 {
+    let max_type = if ctx.m.dev.cfg.kfd_minor >= 17 {
         KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID
     } else {
         KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID - 1
@@ -305,7 +305,9 @@ pub(super) fn smi_events(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let mut guard = ctx.m.lock();
     let st = &mut *guard;
     let gpu = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpuid)?.gpu;
-    a.anon_fd = st.smi.open(ctx.caller, gpu)? as u32;
+    a.anon_fd = st
+        .smi
+        .open(ctx.caller.id(), gpu, |fd| ctx.caller.install_fd(fd, false))? as u32;
     put(buf, &a);
     Ok(())
 }
@@ -314,6 +316,7 @@ pub(super) fn smi_events(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
 /// only the per-process-XNACK GC versions can, since `amdgpu.noretry` defaults to 1).
 fn xnack_allowed(ctx: &Ctx<'_>) -> bool {
     ctx.m
+        .dev
         .cfg
         .machine
         .gpus()

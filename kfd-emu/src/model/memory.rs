@@ -3,11 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use kfd_ioctl::abi::{
-    KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL, KFD_IOC_ALLOC_MEM_FLAGS_GTT,
-    KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP, KFD_IOC_ALLOC_MEM_FLAGS_USERPTR,
-    KFD_IOC_ALLOC_MEM_FLAGS_VRAM,
-};
+use kfd_ioctl::abi::AllocMemFlags;
 use rustix::io::Errno;
 
 /// The page size the model (and the kernel on x86_64) works in.
@@ -67,28 +63,26 @@ pub(super) struct Charge {
 impl Charge {
     /// The charge of `size` bytes with `flags`; `None` for flags the kernel rejects
     /// ("Invalid BO type": ENOMEM).
-    pub(super) fn of(flags: u32, size: u64) -> Option<Charge> {
+    pub(super) fn of(flags: AllocMemFlags, size: u64) -> Option<Charge> {
         let zero = Charge {
             system: 0,
             ttm: 0,
             vram: 0,
         };
-        if flags & KFD_IOC_ALLOC_MEM_FLAGS_GTT != 0 {
+        if flags.intersects(AllocMemFlags::GTT) {
             Some(Charge {
                 system: size,
                 ttm: size,
                 ..zero
             })
-        } else if flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0 {
+        } else if flags.intersects(AllocMemFlags::VRAM) {
             Some(Charge { vram: size, ..zero })
-        } else if flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR != 0 {
+        } else if flags.intersects(AllocMemFlags::USERPTR) {
             Some(Charge {
                 system: size,
                 ..zero
             })
-        } else if flags & (KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL | KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP)
-            != 0
-        {
+        } else if flags.intersects(AllocMemFlags::DOORBELL | AllocMemFlags::MMIO_REMAP) {
             Some(zero)
         } else {
             None
@@ -263,10 +257,10 @@ mod tests {
         let vram = 1 << 30;
         let before = acc.available(&limits, 0, vram);
         assert_eq!(before, (1 << 30) - (8 << 20));
-        let small = Charge::of(KFD_IOC_ALLOC_MEM_FLAGS_VRAM, 4096).expect("charge");
+        let small = Charge::of(AllocMemFlags::VRAM, 4096).expect("charge");
         acc.reserve(&limits, 0, vram, small).expect("reserve");
         assert_eq!(acc.available(&limits, 0, vram), before - VRAM_ALIGN);
-        let huge = Charge::of(KFD_IOC_ALLOC_MEM_FLAGS_VRAM, vram).expect("charge");
+        let huge = Charge::of(AllocMemFlags::VRAM, vram).expect("charge");
         assert_eq!(acc.reserve(&limits, 0, vram, huge), Err(Errno::NOMEM));
         acc.unreserve(0, small);
         assert_eq!(acc.available(&limits, 0, vram), before);

@@ -6,18 +6,15 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use kfd_ioctl::abi::{
-    KFD_IOC_ALLOC_MEM_FLAGS_AQL_QUEUE_MEM, KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL,
-    KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE, KFD_IOC_ALLOC_MEM_FLAGS_GTT,
-    KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP, KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC,
-    KFD_IOC_ALLOC_MEM_FLAGS_USERPTR, KFD_IOC_ALLOC_MEM_FLAGS_VRAM,
-    KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE, kfd_ioctl_acquire_vm_args,
-    kfd_ioctl_alloc_memory_of_gpu_args, kfd_ioctl_export_dmabuf_args,
-    kfd_ioctl_free_memory_of_gpu_args, kfd_ioctl_get_available_memory_args,
-    kfd_ioctl_get_dmabuf_info_args, kfd_ioctl_import_dmabuf_args, kfd_ioctl_map_memory_to_gpu_args,
+    AllocMemFlags, kfd_ioctl_acquire_vm_args, kfd_ioctl_alloc_memory_of_gpu_args,
+    kfd_ioctl_export_dmabuf_args, kfd_ioctl_free_memory_of_gpu_args,
+    kfd_ioctl_get_available_memory_args, kfd_ioctl_get_dmabuf_info_args,
+    kfd_ioctl_import_dmabuf_args, kfd_ioctl_map_memory_to_gpu_args,
 };
 use rustix::io::Errno;
 
 use super::chardev::{Ctx, KMALLOC_MAX, get, put};
+use super::driver::{Driver, FileKind};
 use super::files;
 use super::memory::{Charge, PAGE_SIZE, align_up};
 use super::objects::{Backing, Bo, Dmabuf, Domain, Store};
@@ -26,7 +23,6 @@ use super::process::{Process, State, doorbell_slice, make_handle};
 use super::smi::Event;
 use super::svm;
 use super::vm::{Mapping, VM_SIZE};
-use super::{FileKind, Model};
 
 /// The gpu_id part of a handle.
 fn handle_gpu(handle: u64) -> u32 {
@@ -82,7 +78,7 @@ pub(super) fn acquire_vm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     pdd.task = Some((task, comm.clone()));
     // kfd_process_device_init_vm announces the process on the GPU.
     st.smi.emit(
-        ctx.m.cfg.kfd_minor,
+        ctx.m.dev.cfg.kfd_minor,
         gpu,
         &Event::Process {
             start: true,
@@ -97,14 +93,14 @@ pub(super) fn acquire_vm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
 fn create_store(
     ctx: &Ctx<'_>,
     gpu: usize,
-    flags: u32,
+    flags: AllocMemFlags,
     size: u64,
     user_addr: u64,
 ) -> Result<Store, Errno> {
-    if flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_GTT) != 0 {
+    if flags.intersects(AllocMemFlags::VRAM | AllocMemFlags::GTT) {
         let fd = files::memfd(files::BO_MEMFD_NAME, size).map_err(|_| Errno::NOMEM)?;
         Ok(Store::Memfd(Arc::new(fd)))
-    } else if flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR != 0 {
+    } else if flags.intersects(AllocMemFlags::USERPTR) {
         // hmm_range_fault over the range: every page must be mapped.
         if files::range_is_mapped(ctx.tgid, user_addr, size) == Some(false) {
             return Err(Errno::FAULT);
@@ -114,7 +110,7 @@ fn create_store(
             addr: user_addr,
         })
     } else {
-        let offset = if flags & KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL != 0 {
+        let offset = if flags.intersects(AllocMemFlags::DOORBELL) {
             Process::doorbell_offset(gpu)
         } else {
             Process::mmio_offset(gpu)
@@ -133,59 +129,68 @@ pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), E
     if a.size == 0 {
         return Err(Errno::INVAL);
     }
-    let flags = a.flags;
+    let flags = AllocMemFlags::from_bits_retain(a.flags);
     let mut guard = m.lock();
     let st = &mut *guard;
-    svm::alloc_overlap(ctx, st, a.va_addr, a.size, flags, a.mmap_offset)?;
+    svm::alloc_overlap(
+        ctx.m,
+        ctx.tgid,
+        ctx.serial,
+        st,
+        a.va_addr,
+        a.size,
+        flags,
+        a.mmap_offset,
+    )?;
     let index = {
         let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
-        let gpu = &m.cfg.machine.gpus()[pdd.gpu];
-        if flags & KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC != 0
-            && flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0
+        let gpu = &m.dev.cfg.machine.gpus()[pdd.gpu];
+        if flags.intersects(AllocMemFlags::PUBLIC)
+            && flags.intersects(AllocMemFlags::VRAM)
             && !gpu.large_bar
         {
             return Err(Errno::INVAL);
         }
         pdd.bound()?;
-        if flags & KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL != 0 {
+        if flags.intersects(AllocMemFlags::DOORBELL) {
             if a.size != doorbell_slice(gpu.layout) {
                 return Err(Errno::INVAL);
             }
-        } else if flags & KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP != 0 && a.size != PAGE_SIZE {
+        } else if flags.intersects(AllocMemFlags::MMIO_REMAP) && a.size != PAGE_SIZE {
             return Err(Errno::INVAL);
         }
         pdd.gpu
     };
-    let gpu = &m.cfg.machine.gpus()[index];
+    let gpu = &m.dev.cfg.machine.gpus()[index];
 
     // amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu: the domain is the first of VRAM, GTT, USERPTR,
     // DOORBELL|MMIO_REMAP.
-    let domain = if flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM) != 0 {
+    let domain = if flags.intersects(AllocMemFlags::VRAM) {
         Domain::Vram
-    } else if flags
-        & (KFD_IOC_ALLOC_MEM_FLAGS_GTT
-            | KFD_IOC_ALLOC_MEM_FLAGS_USERPTR
-            | KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL
-            | KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP)
-        != 0
-    {
+    } else if flags.intersects(
+        AllocMemFlags::GTT
+            | AllocMemFlags::USERPTR
+            | AllocMemFlags::DOORBELL
+            | AllocMemFlags::MMIO_REMAP,
+    ) {
         Domain::Gtt
     } else {
         return Err(Errno::INVAL);
     };
-    let userptr = flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_GTT) == 0
-        && flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR != 0;
+    let userptr = !flags.intersects(AllocMemFlags::VRAM | AllocMemFlags::GTT)
+        && flags.intersects(AllocMemFlags::USERPTR);
     if userptr && a.mmap_offset == 0 {
         return Err(Errno::INVAL);
     }
-    let aql = flags & KFD_IOC_ALLOC_MEM_FLAGS_AQL_QUEUE_MEM != 0;
+    let aql = flags.intersects(AllocMemFlags::AQL_QUEUE_MEM);
     let size = if aql { a.size >> 1 } else { a.size };
     let aligned = align_up(size, PAGE_SIZE).ok_or(Errno::NOMEM)?;
     if aligned == 0 {
         return Err(Errno::INVAL);
     }
     let charge = Charge::of(flags, aligned).ok_or(Errno::NOMEM)?;
-    st.acc.reserve(&m.limits, index, gpu.vram_size, charge)?;
+    st.acc
+        .reserve(&m.dev.limits, index, gpu.vram_size, charge)?;
     let store = match create_store(ctx, index, flags, aligned, a.mmap_offset) {
         Ok(v) => v,
         Err(e) => {
@@ -199,14 +204,14 @@ pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), E
         size: aligned,
         gpu: index,
         domain,
-        cpu_access: domain == Domain::Vram && flags & KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC != 0,
+        cpu_access: domain == Domain::Vram && flags.intersects(AllocMemFlags::PUBLIC),
         charge,
         offsets: Vec::new(),
     });
     // amdgpu_bo_mmap_offset: every BO (userptr and SG ones too) is a GEM object with a node
     // in its device's vma manager; an MMIO-remap BO is mapped through /dev/kfd instead.
     let mmap_offset = match st.vma_offset(backing, index) {
-        Ok(_) if flags & KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP != 0 => offsets::mmio_offset(a.gpu_id),
+        Ok(_) if flags.intersects(AllocMemFlags::MMIO_REMAP) => offsets::mmio_offset(a.gpu_id),
         Ok(offset) => offset,
         Err(e) => {
             st.put_backing(backing);
@@ -231,7 +236,7 @@ pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), E
             dmabuf: None,
         },
     );
-    if flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0 {
+    if flags.intersects(AllocMemFlags::VRAM) {
         pdd.vram_usage += aligned;
     }
     a.handle = make_handle(a.gpu_id, id);
@@ -257,7 +262,7 @@ pub(super) fn free_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Er
     let Some(bo) = pdd.bos.remove(&handle_id(a.handle)) else {
         return Err(Errno::INVAL);
     };
-    if !bo.imported && bo.flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0 {
+    if !bo.imported && bo.flags.intersects(AllocMemFlags::VRAM) {
         pdd.vram_usage = pdd.vram_usage.saturating_sub(bo.size);
     }
     let gpu = pdd.gpu;
@@ -281,8 +286,8 @@ fn device_list(ctx: &Ctx<'_>, ptr: u64, n: u32) -> Result<Vec<u32>, Errno> {
 
 /// Whether GPU `peer` can reach memory of GPU `owner` (`kfd_mem_attach`): over xGMI in the
 /// same hive (VRAM), or over PCIe when the owner has a large BAR.
-fn peer_accessible(m: &Model, owner: usize, peer: usize, vram: bool) -> bool {
-    let gpus = m.cfg.machine.gpus();
+fn peer_accessible(m: &Driver, owner: usize, peer: usize, vram: bool) -> bool {
+    let gpus = m.dev.cfg.machine.gpus();
     let same_hive =
         vram && gpus[owner].hive_id.is_some() && gpus[owner].hive_id == gpus[peer].hive_id;
     same_hive || gpus[owner].large_bar
@@ -310,8 +315,9 @@ fn map_one(
     if bo.va == 0 {
         return Err(Errno::INVAL);
     }
-    let sg =
-        bo.flags & (KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL | KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP) != 0;
+    let sg = bo
+        .flags
+        .intersects(AllocMemFlags::DOORBELL | AllocMemFlags::MMIO_REMAP);
     let vram = domain == Domain::Vram;
     if peer != backing_gpu && (vram || sg) && !peer_accessible(ctx.m, backing_gpu, peer, vram) {
         return Err(Errno::INVAL);
@@ -333,7 +339,7 @@ fn map_one(
     let (size, backing, writable) = (
         bo.size,
         bo.backing,
-        bo.flags & KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE != 0,
+        bo.flags.intersects(AllocMemFlags::WRITABLE),
     );
     for copy in 0..copies {
         process.pdds[peer_pdd].vm.insert(
@@ -457,8 +463,8 @@ pub(super) fn available_memory(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errn
     let mut a: kfd_ioctl_get_available_memory_args = get(buf);
     let mut st = ctx.m.lock();
     let gpu = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?.gpu;
-    let vram = ctx.m.cfg.machine.gpus()[gpu].vram_size;
-    a.available = st.acc.available(&ctx.m.limits, gpu, vram);
+    let vram = ctx.m.dev.cfg.machine.gpus()[gpu].vram_size;
+    a.available = st.acc.available(&ctx.m.dev.limits, gpu, vram);
     put(buf, &a);
     Ok(())
 }
@@ -467,7 +473,7 @@ pub(super) fn available_memory(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errn
 pub(super) fn export_dmabuf(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let mut a: kfd_ioctl_export_dmabuf_args = get(buf);
     let m = ctx.m;
-    if m.gpu_index(handle_gpu(a.handle)).is_none() {
+    if m.dev.gpu_index(handle_gpu(a.handle)).is_none() {
         return Err(Errno::INVAL);
     }
     let mut guard = m.lock();
@@ -479,7 +485,7 @@ pub(super) fn export_dmabuf(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> 
             .pdd(handle_gpu(a.handle))?;
         let bo = pdd.bos.get(&handle_id(a.handle)).ok_or(Errno::INVAL)?;
         // amdgpu_gem_prime_export refuses userptr BOs.
-        if bo.flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR != 0 {
+        if bo.flags.intersects(AllocMemFlags::USERPTR) {
             return Err(Errno::PERM);
         }
         (bo.backing, bo.dmabuf)
@@ -547,7 +553,7 @@ fn dmabuf_of(ctx: &Ctx<'_>, fd: u32) -> Result<u64, Errno> {
 /// AMDKFD_IOC_GET_DMABUF_INFO.
 pub(super) fn get_dmabuf_info(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let mut a: kfd_ioctl_get_dmabuf_info_args = get(buf);
-    let gpus = ctx.m.cfg.machine.gpus();
+    let gpus = ctx.m.dev.cfg.machine.gpus();
     let Some(first) = gpus.first() else {
         return Err(Errno::INVAL);
     };
@@ -563,13 +569,14 @@ pub(super) fn get_dmabuf_info(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno
         // No GEM metadata was ever set: the size is 0 and nothing is copied.
         a.metadata_size = 0;
     }
-    a.flags = match backing.domain {
-        Domain::Vram => KFD_IOC_ALLOC_MEM_FLAGS_VRAM,
-        Domain::Gtt => KFD_IOC_ALLOC_MEM_FLAGS_GTT,
+    let mut flags = match backing.domain {
+        Domain::Vram => AllocMemFlags::VRAM,
+        Domain::Gtt => AllocMemFlags::GTT,
     };
     if backing.cpu_access {
-        a.flags |= KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC;
+        flags |= AllocMemFlags::PUBLIC;
     }
+    a.flags = flags.bits();
     // A VRAM BO names its partition; a GTT BO has none (xcp_id -1), and the kernel then
     // reports the first KFD GPU.
     a.gpu_id = match backing.domain {
@@ -605,17 +612,15 @@ pub(super) fn import_dmabuf(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> 
     let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
     let bo_id = pdd.free_id().ok_or(Errno::FAULT)?;
     let domain_flag = match domain {
-        Domain::Vram => KFD_IOC_ALLOC_MEM_FLAGS_VRAM,
-        Domain::Gtt => KFD_IOC_ALLOC_MEM_FLAGS_GTT,
+        Domain::Vram => AllocMemFlags::VRAM,
+        Domain::Gtt => AllocMemFlags::GTT,
     };
     pdd.bos.insert(
         bo_id,
         Bo {
             va: a.va_addr,
             size,
-            flags: domain_flag
-                | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE
-                | KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE,
+            flags: domain_flag | AllocMemFlags::WRITABLE | AllocMemFlags::EXECUTABLE,
             backing,
             mapped: BTreeSet::new(),
             imported: true,

@@ -18,11 +18,12 @@ use std::sync::Arc;
 
 use rustix::io::Errno;
 
+use super::driver::{Driver, FileKind};
+use super::files;
 use super::memory::PAGE_SIZE;
 use super::objects::{Domain, Store};
 use super::offsets::*;
 use super::process::{EVENT_PAGE_OFFSET, EVENT_PAGE_SIZE, Process, State, doorbell_slice};
-use super::{FileKind, Model, files};
 use crate::backend::{CallerId, MmapAction};
 
 impl State {
@@ -63,7 +64,7 @@ impl State {
     }
 }
 
-impl Model {
+impl Driver {
     /// [`Backend::mmap`](crate::backend::Backend::mmap).
     pub(super) fn mmap_standin(
         &self,
@@ -122,7 +123,7 @@ impl Model {
         };
         let gpu_id = ((offset & KFD_MMAP_GPU_ID_MASK) >> KFD_MMAP_GPU_ID_SHIFT) as u32;
         let dev = if gpu_id != 0 {
-            self.gpu_index(gpu_id)
+            self.dev.gpu_index(gpu_id)
         } else {
             None
         };
@@ -131,7 +132,7 @@ impl Model {
             KFD_MMAP_TYPE_DOORBELL => {
                 let gpu = dev.ok_or(Errno::NODEV)?;
                 // kfd_doorbell_mmap: the whole slice of one process and GPU, nothing else.
-                if len != doorbell_slice(self.cfg.machine.gpus()[gpu].layout) {
+                if len != doorbell_slice(self.dev.cfg.machine.gpus()[gpu].layout) {
                     return Err(Errno::INVAL);
                 }
                 Process::doorbell_offset(gpu)

@@ -1,14 +1,14 @@
 //! Buffer objects (the kernel's `kgd_mem`), the memory behind them, and dma-bufs.
 
 use std::collections::BTreeSet;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
+use kfd_ioctl::abi::AllocMemFlags;
 use rustix::io::Errno;
 
-use super::files::{self, FileKey};
+use super::files::FileKey;
 use super::memory::Charge;
-use super::process::State;
 
 /// Where a BO's bytes are.
 #[derive(Debug, Clone)]
@@ -61,7 +61,7 @@ pub(super) struct Bo {
     /// The BO size in bytes (page aligned; half the request for `AQL_QUEUE_MEM`).
     pub size: u64,
     /// `KFD_IOC_ALLOC_MEM_FLAGS_*` (for imports: VRAM or GTT | WRITABLE | EXECUTABLE).
-    pub flags: u32,
+    pub flags: AllocMemFlags,
     /// The backing id.
     pub backing: u64,
     /// GPU indices it is mapped on.
@@ -83,78 +83,6 @@ pub(super) struct Dmabuf {
     pub key: FileKey,
     /// The process that exported it (the dma-buf goes when that process does).
     pub exporter: i32,
-}
-
-impl State {
-    /// Registers a new backing with one reference.
-    pub(super) fn add_backing(&mut self, backing: Backing) -> u64 {
-        let id = self.next_backing;
-        self.next_backing += 1;
-        self.backings.insert(id, backing);
-        id
-    }
-
-    /// Drops one reference to backing `id`; the last gives the memory and its charge back.
-    pub(super) fn put_backing(&mut self, id: u64) {
-        let Some(backing) = self.backings.get_mut(&id) else {
-            return;
-        };
-        backing.refs = backing.refs.saturating_sub(1);
-        if backing.refs > 0 {
-            return;
-        }
-        let Some(backing) = self.backings.remove(&id) else {
-            return;
-        };
-        self.acc.unreserve(backing.gpu, backing.charge);
-        for (gpu, start) in backing.offsets {
-            self.vma[gpu].remove(start);
-        }
-        // The memfd closes with the last holder: a mapping or a dma-buf fd a program still
-        // has keeps its pages, as the kernel's keep a reference on the GEM object.
-    }
-
-    /// The process memory behind `offset` of backing `id` (`(tgid, address)`) when it is a
-    /// USERPTR BO; `None` when the model keeps the bytes itself.
-    pub(super) fn backing_user(&self, id: u64, offset: u64) -> Result<Option<(i32, u64)>, Errno> {
-        let backing = self.backings.get(&id).ok_or(Errno::FAULT)?;
-        match &backing.store {
-            &Store::UserPtr { tgid, addr } => {
-                Ok(Some((tgid, addr.checked_add(offset).ok_or(Errno::FAULT)?)))
-            }
-            Store::Memfd(_) | Store::Kfd { .. } => Ok(None),
-        }
-    }
-
-    /// Reads `buf.len()` bytes at `offset` of backing `id`.
-    pub(super) fn backing_read(&self, id: u64, offset: u64, buf: &mut [u8]) -> Result<(), Errno> {
-        let backing = self.backings.get(&id).ok_or(Errno::FAULT)?;
-        match &backing.store {
-            Store::Memfd(fd) => files::read_at(fd.as_fd(), offset, buf),
-            &Store::Kfd { tgid, offset: base } => {
-                let process = self.procs.get(&tgid).ok_or(Errno::FAULT)?;
-                files::read_at(process.memfd.as_fd(), base + offset, buf)
-            }
-            &Store::UserPtr { tgid, addr } => {
-                remote_read(tgid, addr.checked_add(offset).ok_or(Errno::FAULT)?, buf)
-            }
-        }
-    }
-
-    /// Writes `buf` at `offset` of backing `id`.
-    pub(super) fn backing_write(&self, id: u64, offset: u64, buf: &[u8]) -> Result<(), Errno> {
-        let backing = self.backings.get(&id).ok_or(Errno::FAULT)?;
-        match &backing.store {
-            Store::Memfd(fd) => files::write_at(fd.as_fd(), offset, buf),
-            &Store::Kfd { tgid, offset: base } => {
-                let process = self.procs.get(&tgid).ok_or(Errno::FAULT)?;
-                files::write_at(process.memfd.as_fd(), base + offset, buf)
-            }
-            &Store::UserPtr { tgid, addr } => {
-                remote_write(tgid, addr.checked_add(offset).ok_or(Errno::FAULT)?, buf)
-            }
-        }
-    }
 }
 
 /// Reads another process's memory (`process_vm_readv`).

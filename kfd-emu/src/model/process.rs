@@ -2,21 +2,18 @@
 //! `kfd_process_device`), the model's global state, and process teardown.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use rustix::io::Errno;
 
-use super::Model;
 use super::events::EventTable;
 use super::files::{self, FileKey};
 use super::memory::Accounts;
-use super::objects::{Backing, Bo, Dmabuf};
+use super::objects::{Backing, Bo, Dmabuf, Store, remote_read, remote_write};
 use super::offsets::VmaSpace;
-use super::smi::{Event, Smi};
-use super::svm::{self, Svm};
+use super::smi::Smi;
+use super::svm::ranges::Svm;
 use super::vm::Vm;
 use crate::machine::{ApertureLayout, Machine};
 
@@ -252,117 +249,118 @@ pub(super) fn doorbell_slice(layout: ApertureLayout) -> u64 {
     }
 }
 
-/// A process went away: report what it left behind (with `check_leaks`), then release it all
-/// as the kernel does when the last reference to the process goes.
-pub(super) fn teardown(model: &Model, tgid: i32) {
-    let mut st = model.lock();
-    let Some(mut process) = st.procs.remove(&tgid) else {
-        return;
-    };
-    if model.cfg.check_leaks
-        && let Some(report) = leak_report(&process, model)
-    {
-        eprint!("{report}");
-        model.leaks.store(true, Ordering::Relaxed);
+impl State {
+    /// Registers a new backing with one reference.
+    pub(super) fn add_backing(&mut self, backing: Backing) -> u64 {
+        let id = self.next_backing;
+        self.next_backing += 1;
+        self.backings.insert(id, backing);
+        id
     }
-    for pdd in &mut process.pdds {
-        let bos = std::mem::take(&mut pdd.bos);
-        for bo in bos.into_values() {
-            if !bo.imported && bo.flags & kfd_ioctl::abi::KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0 {
-                pdd.vram_usage = pdd.vram_usage.saturating_sub(bo.size);
+
+    /// Drops one reference to backing `id`; the last gives the memory and its charge back.
+    pub(super) fn put_backing(&mut self, id: u64) {
+        let Some(backing) = self.backings.get_mut(&id) else {
+            return;
+        };
+        backing.refs = backing.refs.saturating_sub(1);
+        if backing.refs > 0 {
+            return;
+        }
+        let Some(backing) = self.backings.remove(&id) else {
+            return;
+        };
+        self.acc.unreserve(backing.gpu, backing.charge);
+        for (gpu, start) in backing.offsets {
+            self.vma[gpu].remove(start);
+        }
+        // The memfd closes with the last holder: a mapping or a dma-buf fd a program still
+        // has keeps its pages, as the kernel's keep a reference on the GEM object.
+    }
+
+    /// The process memory behind `offset` of backing `id` (`(tgid, address)`) when it is a
+    /// USERPTR BO; `None` when the model keeps the bytes itself.
+    pub(super) fn backing_user(&self, id: u64, offset: u64) -> Result<Option<(i32, u64)>, Errno> {
+        let backing = self.backings.get(&id).ok_or(Errno::FAULT)?;
+        match &backing.store {
+            &Store::UserPtr { tgid, addr } => {
+                Ok(Some((tgid, addr.checked_add(offset).ok_or(Errno::FAULT)?)))
             }
-            st.put_backing(bo.backing);
-            st.handle_dropped(bo.backing, pdd.gpu);
+            Store::Memfd(_) | Store::Kfd { .. } => Ok(None),
         }
     }
-    svm::teardown(model, &mut st, &mut process);
-    // The process's own SMI fds closed when it exited; the others see it go.
-    st.smi.release(tgid);
-    for (gpu, pdd) in process.pdds.iter().enumerate() {
-        if let Some((task_pid, comm)) = &pdd.task {
-            st.smi.emit(
-                model.cfg.kfd_minor,
-                gpu,
-                &Event::Process {
-                    start: false,
-                    task_pid: *task_pid,
-                    comm,
-                },
-            );
+
+    /// Reads `buf.len()` bytes at `offset` of backing `id`.
+    pub(super) fn backing_read(&self, id: u64, offset: u64, buf: &mut [u8]) -> Result<(), Errno> {
+        let backing = self.backings.get(&id).ok_or(Errno::FAULT)?;
+        match &backing.store {
+            Store::Memfd(fd) => files::read_at(fd.as_fd(), offset, buf),
+            &Store::Kfd { tgid, offset: base } => {
+                let process = self.procs.get(&tgid).ok_or(Errno::FAULT)?;
+                files::read_at(process.memfd.as_fd(), base + offset, buf)
+            }
+            &Store::UserPtr { tgid, addr } => {
+                remote_read(tgid, addr.checked_add(offset).ok_or(Errno::FAULT)?, buf)
+            }
         }
     }
-    let exported: Vec<u64> = st
-        .dmabufs
-        .iter()
-        .filter(|(_, d)| d.exporter == tgid)
-        .map(|(&id, _)| id)
-        .collect();
-    for id in exported {
-        if let Some(dmabuf) = st.dmabufs.remove(&id) {
-            model.unregister(&dmabuf.key);
-            st.put_backing(dmabuf.backing);
+
+    /// Writes `buf` at `offset` of backing `id`.
+    pub(super) fn backing_write(&self, id: u64, offset: u64, buf: &[u8]) -> Result<(), Errno> {
+        let backing = self.backings.get(&id).ok_or(Errno::FAULT)?;
+        match &backing.store {
+            Store::Memfd(fd) => files::write_at(fd.as_fd(), offset, buf),
+            &Store::Kfd { tgid, offset: base } => {
+                let process = self.procs.get(&tgid).ok_or(Errno::FAULT)?;
+                files::write_at(process.memfd.as_fd(), base + offset, buf)
+            }
+            &Store::UserPtr { tgid, addr } => {
+                remote_write(tgid, addr.checked_add(offset).ok_or(Errno::FAULT)?, buf)
+            }
         }
     }
-    drop(st);
-    // The stand-in is released from the file table; a forked child still holding the fd is
-    // told from its memfd name and gets EBADF, as from the kernel (`released_kind`).
-    model.unregister(&process.key);
-    // Waiters of the process see their events gone.
-    model.wake.notify_all();
 }
 
-/// What a process left behind, or `None` when it cleaned up.
-fn leak_report(process: &Process, model: &Model) -> Option<String> {
-    let mut out = String::new();
-    for pdd in &process.pdds {
-        for (&id, bo) in &pdd.bos {
-            let handle = make_handle(pdd.gpu_id, id);
-            if Some(handle) == process.signal_handle {
-                // The event page: the kernel frees it at teardown and refuses FREE before.
-                continue;
-            }
-            let mapped: Vec<String> = bo
-                .mapped
-                .iter()
-                .map(|&g| format!("{:#x}", model.cfg.machine.gpus()[g].gpu_id))
-                .collect();
-            let _ = writeln!(
-                out,
-                "  buffer object handle={handle:#x} va={:#x} size={} flags={}{}{}",
-                bo.va,
-                bo.size,
-                super::trace::alloc_flags(bo.flags),
-                if bo.imported { " (imported)" } else { "" },
-                if mapped.is_empty() {
-                    String::new()
-                } else {
-                    format!(", still mapped on {}", mapped.join(", "))
-                }
-            );
-        }
-        for (start, m) in pdd.vm.iter() {
-            let _ = writeln!(
-                out,
-                "  mapping gpu_id={:#x} va={start:#x}..{:#x} handle={:#x}",
-                pdd.gpu_id, m.end, m.handle
-            );
-        }
-        if pdd.vram_usage > 0 {
-            let _ = writeln!(
-                out,
-                "  {} MiB of VRAM still allocated on gpu_id={:#x}",
-                pdd.vram_usage.div_ceil(1 << 20),
-                pdd.gpu_id
-            );
-        }
+#[cfg(test)]
+mod tests {
+    use kfd_ioctl::abi::AllocMemFlags;
+
+    use super::super::memory::{Charge, Limits};
+    use super::super::objects::Domain;
+    use super::*;
+
+    /// The state layer on its own, with no model, driver or caller: a backing shared by two
+    /// references keeps its bytes and its charge until the last one goes.
+    #[test]
+    fn a_backing_lives_until_its_last_reference_with_the_state_alone() {
+        const VRAM: u64 = 1 << 40;
+        let mut st = State::new(1);
+        let limits = Limits::of_host();
+        let charge = Charge::of(AllocMemFlags::VRAM, 4096).expect("charge");
+        let free = st.acc.available(&limits, 0, VRAM);
+        st.acc.reserve(&limits, 0, VRAM, charge).expect("reserve");
+        let charged = st.acc.available(&limits, 0, VRAM);
+        assert!(charged < free);
+        let fd = files::memfd("state-test", 4096).expect("memfd");
+        let id = st.add_backing(Backing {
+            refs: 2,
+            store: Store::Memfd(Arc::new(fd)),
+            size: 4096,
+            gpu: 0,
+            domain: Domain::Vram,
+            cpu_access: false,
+            charge,
+            offsets: Vec::new(),
+        });
+        st.backing_write(id, 8, b"ping").expect("write");
+        st.put_backing(id);
+        let mut back = [0u8; 4];
+        st.backing_read(id, 8, &mut back)
+            .expect("one reference left");
+        assert_eq!(&back, b"ping");
+        assert_eq!(st.acc.available(&limits, 0, VRAM), charged);
+        st.put_backing(id);
+        assert_eq!(st.backing_read(id, 8, &mut back), Err(Errno::FAULT));
+        assert_eq!(st.acc.available(&limits, 0, VRAM), free);
     }
-    for event in process.events.live() {
-        let _ = writeln!(out, "  {event}");
-    }
-    (!out.is_empty()).then(|| {
-        format!(
-            "kfd-emu: process {} exited with live KFD objects:\n{out}",
-            process.tgid
-        )
-    })
 }

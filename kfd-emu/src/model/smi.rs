@@ -22,7 +22,7 @@
 //! `POLLOUT`; and a client lives until its process exits, even when the program closes the fd
 //! earlier (the kernel releases it at the last close).
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use kfd_ioctl::Location;
 use kfd_ioctl::abi::{
@@ -37,7 +37,7 @@ use rustix::io::Errno;
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 
 use super::host::CAP_SYS_ADMIN;
-use crate::backend::Caller;
+use crate::backend::CallerId;
 
 /// `KFD_MAX_KFIFO_SIZE` since the 1.10 rework of SMI events; the FIFO held 1024 bytes before.
 const FIFO_SIZE: u64 = 8192;
@@ -366,9 +366,15 @@ pub(super) struct Smi {
 }
 
 impl Smi {
-    /// `kfd_smi_event_open`: a new client of GPU `gpu` for the caller; returns the fd number
-    /// installed in the caller.
-    pub(super) fn open(&mut self, caller: &dyn Caller, gpu: usize) -> Result<i32, Errno> {
+    /// `kfd_smi_event_open`: a new client of GPU `gpu` for the thread `who`; `install` puts the
+    /// client end into the caller (without `O_CLOEXEC`) and returns its fd number, which this
+    /// returns.
+    pub(super) fn open(
+        &mut self,
+        who: CallerId,
+        gpu: usize,
+        install: impl FnOnce(BorrowedFd<'_>) -> Result<i32, Errno>,
+    ) -> Result<i32, Errno> {
         let (model_end, client_end) = rustix::net::socketpair(
             AddressFamily::UNIX,
             SocketType::STREAM,
@@ -380,9 +386,8 @@ impl Smi {
         rustix::fs::fcntl_setfl(&client_end, flags | OFlags::NONBLOCK)?;
         // Best effort: the default buffer holds a full FIFO of typical records.
         let _ = rustix::net::sockopt::set_socket_send_buffer_size(&model_end, SEND_BUFFER);
-        let who = caller.id();
         let suser = super::host::effective_caps(who.tid) & (1 << CAP_SYS_ADMIN) != 0;
-        let fd = caller.install_fd(client_end.as_fd(), false)?;
+        let fd = install(client_end.as_fd())?;
         self.clients.push(Client {
             gpu,
             tgid: who.tgid,

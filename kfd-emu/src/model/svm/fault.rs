@@ -12,15 +12,18 @@ use kfd_ioctl::abi::{
 };
 use rustix::io::Errno;
 
-use super::super::Model;
+use super::super::device::Device;
+use super::super::driver::Driver;
 use super::super::gpu_view::GpuFaultReason;
 use super::super::memory::PAGE_SIZE;
 use super::super::objects::Store;
 use super::super::process::{Process, State};
 use super::super::smi::Event;
+use super::super::vmas::Vmas;
+use super::env::{Env, with_env};
 use super::migrate::{restore, to_vram, validate_and_map, vram_to_ram};
 use super::ranges::{Attrs, Range};
-use super::{Env, Vmas, check_vm, drop_replaced, populate, supported, sync_unmapped};
+use super::{check_vm, drop_replaced, populate, supported, sync_unmapped};
 
 /// The 2 MiB block (in pages) an unregistered range is created around.
 const UNREGISTERED_BLOCK: u64 = 512;
@@ -31,7 +34,7 @@ const UNREGISTERED_BLOCK: u64 = 512;
 /// `end`: on first use, the memory unmapped (or replaced) since the last look is released.
 #[allow(clippy::too_many_arguments)]
 pub(in crate::model) fn gpu_access(
-    m: &Model,
+    m: &Driver,
     st: &mut State,
     tgid: i32,
     gpu: usize,
@@ -40,62 +43,49 @@ pub(in crate::model) fn gpu_access(
     write: bool,
     vmas: &mut Option<Vmas>,
 ) -> Result<(), GpuFaultReason> {
-    let State {
-        procs,
-        acc,
-        smi,
-        svm_vram,
-        backings,
-        ..
-    } = st;
-    let p = procs.get_mut(&tgid).ok_or(GpuFaultReason::NoProcess)?;
+    let p = st.procs.get(&tgid).ok_or(GpuFaultReason::NoProcess)?;
     if (p.svm.ranges.is_empty() && !p.xnack) || p.pdds[gpu].drm.is_none() {
         return Err(GpuFaultReason::NotMapped);
     }
     let fresh = vmas.is_none();
     if fresh {
-        *vmas = Some(Vmas::read(m, tgid).map_err(|_| GpuFaultReason::NotMapped)?);
+        *vmas = Some(m.read_vmas(tgid).map_err(|_| GpuFaultReason::NotMapped)?);
     }
     let Some(vmas) = vmas.as_ref() else {
         return Err(GpuFaultReason::NotMapped);
     };
-    let mut env = Env {
-        m,
-        acc,
-        smi,
-        svm_vram,
-        backings,
-        vmas,
-    };
-    let page = va / PAGE_SIZE;
-    if fresh {
-        sync_unmapped(&mut env, p);
-        drop_replaced(&mut env, p, page, (end - 1) / PAGE_SIZE);
-    }
-    let bit = 1u64 << gpu;
-    for attempt in 0..2 {
-        if let Some(key) = p.svm.ranges.containing(page)
-            && let Some(r) = p.svm.ranges.get(key)
-        {
-            let state = r.pages.get(page - key);
-            if state.mapped & bit != 0 {
-                return if write && state.writable & bit == 0 {
-                    Err(GpuFaultReason::ReadOnly)
-                } else {
-                    Ok(())
-                };
+    with_env(&m.dev, st, tgid, vmas, |env, p| {
+        let page = va / PAGE_SIZE;
+        if fresh {
+            sync_unmapped(env, p);
+            drop_replaced(env, p, page, (end - 1) / PAGE_SIZE);
+        }
+        let bit = 1u64 << gpu;
+        for attempt in 0..2 {
+            if let Some(key) = p.svm.ranges.containing(page)
+                && let Some(r) = p.svm.ranges.get(key)
+            {
+                let state = r.pages.get(page - key);
+                if state.mapped & bit != 0 {
+                    return if write && state.writable & bit == 0 {
+                        Err(GpuFaultReason::ReadOnly)
+                    } else {
+                        Ok(())
+                    };
+                }
             }
+            if !p.xnack || attempt == 1 {
+                break;
+            }
+            restore_pages(env, p, gpu, page, write).map_err(|e| match e {
+                Errno::PERM => GpuFaultReason::ReadOnly,
+                Errno::ACCESS => GpuFaultReason::NoAccess,
+                _ => GpuFaultReason::NotMapped,
+            })?;
         }
-        if !p.xnack || attempt == 1 {
-            break;
-        }
-        restore_pages(&mut env, p, gpu, page, write).map_err(|e| match e {
-            Errno::PERM => GpuFaultReason::ReadOnly,
-            Errno::ACCESS => GpuFaultReason::NoAccess,
-            _ => GpuFaultReason::NotMapped,
-        })?;
-    }
-    Err(GpuFaultReason::NotMapped)
+        Err(GpuFaultReason::NotMapped)
+    })
+    .unwrap_or(Err(GpuFaultReason::NoProcess))
 }
 
 /// `svm_range_restore_pages`: handles a retry fault of GPU `gpu` on `page`.
@@ -187,7 +177,7 @@ fn best_restore_location(env: &Env<'_>, r: &Range, gpu: usize) -> Option<u32> {
         return Some(preferred);
     }
     if preferred != KFD_IOCTL_SVM_LOCATION_UNDEFINED
-        && let Some(p) = env.m.gpu_index(preferred)
+        && let Some(p) = env.dev.gpu_index(preferred)
         && env.same_hive(gpu, p)
     {
         return Some(preferred);
@@ -196,7 +186,7 @@ fn best_restore_location(env: &Env<'_>, r: &Range, gpu: usize) -> Option<u32> {
         return Some(gpu_id);
     }
     if r.attrs.aip & (1 << gpu) != 0 {
-        return match env.m.gpu_index(r.actual) {
+        return match env.dev.gpu_index(r.actual) {
             Some(bo) if env.same_hive(gpu, bo) => Some(r.actual),
             _ => Some(0),
         };
@@ -229,7 +219,7 @@ fn create_unregistered(env: &mut Env<'_>, p: &mut Process, page: u64) -> Option<
         first = page;
         last = page;
     }
-    let mut attrs = Attrs::defaults(supported(env.m));
+    let mut attrs = Attrs::defaults(supported(env.dev));
     if vma.heap_stack {
         attrs.preferred = KFD_IOCTL_SVM_LOCATION_SYSMEM;
     }
@@ -263,7 +253,7 @@ fn check_vm_userptr(env: &Env<'_>, p: &Process, start: u64, last: u64) -> Option
 
 /// `kfd_smi_event_update_vmfault`: GPU `gpu` of process `tgid` took a VM fault; every client of
 /// that GPU may see it (pid 0), named after the thread that set the VM up.
-pub(in crate::model) fn report_vm_fault(m: &Model, st: &mut State, tgid: i32, gpu: usize) {
+pub(in crate::model) fn report_vm_fault(dev: &Device, st: &mut State, tgid: i32, gpu: usize) {
     let Some(task) = st
         .procs
         .get(&tgid)
@@ -273,7 +263,7 @@ pub(in crate::model) fn report_vm_fault(m: &Model, st: &mut State, tgid: i32, gp
         return;
     };
     st.smi.emit(
-        m.cfg.kfd_minor,
+        dev.cfg.kfd_minor,
         gpu,
         &Event::VmFault {
             task_pid: task.0,

@@ -28,8 +28,8 @@ use rustix::io::Errno;
 use super::super::memory::{Charge, PAGE_SIZE};
 use super::super::process::Process;
 use super::super::smi::Event;
+use super::env::{Env, bits};
 use super::ranges::{PageState, Range};
-use super::{Env, bits};
 
 /// `svm_range_best_prefetch_location`: where a prefetch puts range `r` — its prefetch
 /// location, unless a GPU that needs access to it is outside that GPU's XGMI hive (then system
@@ -39,7 +39,7 @@ pub(super) fn best_prefetch_location(env: &Env<'_>, xnack: bool, r: &Range) -> u
     if best == 0 || best == KFD_IOCTL_SVM_LOCATION_UNDEFINED {
         return best;
     }
-    let Some(bo) = env.m.gpu_index(best) else {
+    let Some(bo) = env.dev.gpu_index(best) else {
         return 0;
     };
     let needs = if xnack {
@@ -119,15 +119,15 @@ fn ram_to_vram(
     if s < key || l > r.last {
         return Err(Errno::FAULT);
     }
-    let best = env.m.gpu_index(best_id).ok_or(Errno::NODEV)?;
+    let best = env.dev.gpu_index(best_id).ok_or(Errno::NODEV)?;
     let npages = r.last - key + 1;
     let has_bo = r.actual != 0;
     let (prefetch, preferred) = (r.attrs.prefetch, r.attrs.preferred);
-    let vram_size = env.m.cfg.machine.gpus()[best].vram_size;
+    let vram_size = env.dev.cfg.machine.gpus()[best].vram_size;
     // The VRAM BO of the whole range is created unless the range has one: does it fit next to
     // KFD's allocations and the SVM pages already there?
     let room = vram_size
-        .saturating_sub(env.m.limits.pt_reserve)
+        .saturating_sub(env.dev.limits.pt_reserve)
         .saturating_sub(env.acc.vram[best].0)
         .saturating_sub(env.svm_vram[best]);
     // The KFD VRAM limit is reserved for the range for the duration of the migration only.
@@ -138,7 +138,7 @@ fn ram_to_vram(
     };
     if env
         .acc
-        .reserve(&env.m.limits, best, vram_size, charge)
+        .reserve(&env.dev.limits, best, vram_size, charge)
         .is_err()
     {
         return Err(Errno::NOSPC);
@@ -219,7 +219,7 @@ pub(super) fn vram_to_ram(
         return Err(Errno::FAULT);
     }
     let from_id = r.actual;
-    let node = env.m.gpu_index(from_id).ok_or(Errno::NODEV)?;
+    let node = env.dev.gpu_index(from_id).ok_or(Errno::NODEV)?;
     let (prefetch, preferred) = (r.attrs.prefetch, r.attrs.preferred);
     let pid = p.tgid;
     let pieces = env.vmas.pieces(s, l);
@@ -361,7 +361,7 @@ pub(super) fn validate_and_map(
         None if p.xnack => {
             let mut b = r.attrs.aip;
             // Prefetched or faulted to a GPU with ACCESS: map it there.
-            if let Some(g) = env.m.gpu_index(r.actual)
+            if let Some(g) = env.dev.gpu_index(r.actual)
                 && r.attrs.access & (1 << g) != 0
             {
                 b |= 1 << g;
@@ -378,7 +378,7 @@ pub(super) fn validate_and_map(
     if bitmap == 0 {
         return Ok(());
     }
-    let bo = env.m.gpu_index(r.actual);
+    let bo = env.dev.gpu_index(r.actual);
     let gpu_ro = r.attrs.flags & KFD_IOCTL_SVM_FLAG_GPU_RO != 0;
     let pieces = env.vmas.pieces(s, l);
     let mut covered = s;

@@ -1,7 +1,8 @@
 //! Shared virtual memory (`kfd_svm.c`, kfd-abi.md §4.13): AMDKFD_IOC_SVM's SET_ATTR and
-//! GET_ATTR over the caller's own memory, the ranges they make, where each page is, which GPUs
-//! map it, and what the kernel does around them — munmap, XNACK switches, ALLOC's overlap
-//! check, GPU faults and process teardown.
+//! GET_ATTR (the ioctl itself is [`svm_ioctl`](super::svm_ioctl)) over the caller's own
+//! memory, the ranges they make, where each page is, which GPUs map it, and what the kernel
+//! does around them — munmap, XNACK switches, ALLOC's overlap check, GPU faults and process
+//! teardown.
 //!
 //! * Ranges are kept in an ordered map by start page ([`ranges`]), split on SET and never
 //!   merged; every operation costs `O(log n + k)` for `k` ranges touched.
@@ -22,125 +23,41 @@
 //!   CPU faults on pages in VRAM (which would migrate them back) are not observable, so never
 //!   happen.
 
+mod env;
 mod fault;
 mod migrate;
-mod ranges;
+pub(in crate::model) mod ranges;
 
-use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
 
 use kfd_ioctl::abi::{
-    KFD_IOC_ALLOC_MEM_FLAGS_USERPTR, KFD_IOC_ALLOC_MEM_FLAGS_VRAM, KFD_IOCTL_SVM_ATTR_ACCESS,
-    KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE, KFD_IOCTL_SVM_ATTR_CLR_FLAGS,
-    KFD_IOCTL_SVM_ATTR_GRANULARITY, KFD_IOCTL_SVM_ATTR_NO_ACCESS, KFD_IOCTL_SVM_ATTR_PREFERRED_LOC,
-    KFD_IOCTL_SVM_ATTR_PREFETCH_LOC, KFD_IOCTL_SVM_ATTR_SET_FLAGS,
-    KFD_IOCTL_SVM_FLAG_GPU_ALWAYS_MAPPED, KFD_IOCTL_SVM_LOCATION_SYSMEM,
-    KFD_IOCTL_SVM_LOCATION_UNDEFINED, KFD_IOCTL_SVM_OP_GET_ATTR, KFD_IOCTL_SVM_OP_SET_ATTR,
-    KFD_SVM_UNMAP_TRIGGER_UNMAP_FROM_CPU, kfd_ioctl_svm_args, kfd_ioctl_svm_attribute,
+    AllocMemFlags, KFD_IOCTL_SVM_ATTR_ACCESS, KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE,
+    KFD_IOCTL_SVM_ATTR_CLR_FLAGS, KFD_IOCTL_SVM_ATTR_GRANULARITY, KFD_IOCTL_SVM_ATTR_NO_ACCESS,
+    KFD_IOCTL_SVM_ATTR_PREFERRED_LOC, KFD_IOCTL_SVM_ATTR_PREFETCH_LOC,
+    KFD_IOCTL_SVM_ATTR_SET_FLAGS, KFD_IOCTL_SVM_FLAG_GPU_ALWAYS_MAPPED,
+    KFD_IOCTL_SVM_LOCATION_SYSMEM, KFD_IOCTL_SVM_LOCATION_UNDEFINED,
+    KFD_SVM_UNMAP_TRIGGER_UNMAP_FROM_CPU, kfd_ioctl_svm_attribute,
 };
 use rustix::io::Errno;
-use zerocopy::{FromBytes, IntoBytes};
 
 pub(super) use fault::{gpu_access, report_vm_fault};
 
-use super::Model;
-use super::chardev::{Ctx, get};
+use super::device::Device;
+use super::driver::Driver;
 use super::memory::{Accounts, PAGE_SIZE};
-use super::objects::Backing;
 use super::process::{Process, State};
-use super::smi::{Event, Smi};
 use super::vmas::Vmas;
-use crate::backend::IoctlResult;
-use ranges::{Attrs, Range, RangeTree};
+use env::{Env, bits, with_env};
+use ranges::{Attrs, Range};
 
 /// The first minor whose GET_ATTR reports the cleared flags (CLR_FLAGS was `EINVAL` before).
 const GET_CLR_FLAGS_SINCE: u32 = 6;
 /// The largest granularity (`min(value, 0x3F)`).
 const MAX_GRANULARITY: u32 = 0x3F;
 
-/// A process's SVM state (`struct svm_range_list`).
-#[derive(Debug, Default)]
-pub(super) struct Svm {
-    ranges: RangeTree,
-    /// Queues were evicted for an invalidation and the restore worker has not run yet.
-    evicted: bool,
-}
-
-impl Svm {
-    /// How many bytes the process's ranges cover.
-    fn bytes(&self) -> u64 {
-        self.ranges
-            .iter()
-            .map(|(start, r)| (r.last - start + 1) * PAGE_SIZE)
-            .sum()
-    }
-}
-
-/// What the SVM code works with besides the process: the device-wide state and the caller's
-/// VMAs as read at the start of the operation.
-pub(super) struct Env<'a> {
-    m: &'a Model,
-    acc: &'a mut Accounts,
-    smi: &'a mut Smi,
-    /// Per GPU: bytes of VRAM holding migrated SVM pages.
-    svm_vram: &'a mut Vec<u64>,
-    backings: &'a HashMap<u64, Backing>,
-    vmas: &'a Vmas,
-}
-
-impl Env<'_> {
-    fn gpu_id(&self, gpu: usize) -> u32 {
-        self.m.cfg.machine.gpus()[gpu].gpu_id
-    }
-
-    /// `svm_nodes_in_same_hive`: the same device, or two GPUs of one XGMI hive.
-    fn same_hive(&self, a: usize, b: usize) -> bool {
-        let gpus = self.m.cfg.machine.gpus();
-        a == b || (gpus[a].hive_id.is_some() && gpus[a].hive_id == gpus[b].hive_id)
-    }
-
-    /// Emits `event` to the SMI clients of GPU `gpu`.
-    fn emit(&mut self, gpu: usize, event: Event<'_>) {
-        self.smi.emit(self.m.cfg.kfd_minor, gpu, &event);
-    }
-}
-
-/// Runs `f` on process `tgid` with the rest of the state as an [`Env`].
-fn with_env<R>(
-    m: &Model,
-    st: &mut State,
-    tgid: i32,
-    vmas: &Vmas,
-    f: impl FnOnce(&mut Env<'_>, &mut Process) -> R,
-) -> Option<R> {
-    let State {
-        procs,
-        acc,
-        smi,
-        svm_vram,
-        backings,
-        ..
-    } = st;
-    let p = procs.get_mut(&tgid)?;
-    let mut env = Env {
-        m,
-        acc,
-        smi,
-        svm_vram,
-        backings,
-        vmas,
-    };
-    Some(f(&mut env, p))
-}
-
-/// The GPU indices set in `mask`.
-fn bits(mask: u64) -> impl Iterator<Item = usize> {
-    (0..64).filter(move |g| mask & (1 << g) != 0)
-}
-
 /// `svms->bitmap_supported`: the GPUs with the SVM capability.
-fn supported(m: &Model) -> u64 {
-    m.cfg
+fn supported(dev: &Device) -> u64 {
+    dev.cfg
         .machine
         .gpus()
         .iter()
@@ -150,13 +67,13 @@ fn supported(m: &Model) -> u64 {
 }
 
 /// The access bitmap of a new range: every supported GPU with XNACK on, none with it off.
-fn default_access(m: &Model, xnack: bool) -> u64 {
-    if xnack { supported(m) } else { 0 }
+fn default_access(dev: &Device, xnack: bool) -> u64 {
+    if xnack { supported(dev) } else { 0 }
 }
 
 /// `max_svm_range_pages`: 1/32 of the smallest VRAM, clamped to 2 MiB…1 GiB, a power of two.
-fn max_range_pages(m: &Model) -> u64 {
-    m.cfg
+fn max_range_pages(dev: &Device) -> u64 {
+    dev.cfg
         .machine
         .gpus()
         .iter()
@@ -203,7 +120,7 @@ fn unmap_from_cpu(env: &mut Env<'_>, p: &mut Process, key: u64, s: u64, l: u64) 
     p.svm.ranges.split_at(s);
     p.svm.ranges.split_at(l + 1);
     if let Some(gone) = p.svm.ranges.remove(s) {
-        release(env.m, env.acc, env.svm_vram, p.xnack, s, &gone);
+        release(env.dev, env.acc, env.svm_vram, p.xnack, s, &gone);
     }
 }
 
@@ -298,7 +215,7 @@ fn drop_replaced(env: &mut Env<'_>, p: &mut Process, first: u64, last: u64) {
 /// `svm_range_free`: gives back the system-memory reservation (XNACK off) and the VRAM of range
 /// `r` starting at `start`.
 fn release(
-    m: &Model,
+    dev: &Device,
     acc: &mut Accounts,
     svm_vram: &mut [u64],
     xnack: bool,
@@ -310,51 +227,15 @@ fn release(
         acc.unreserve_system(npages * PAGE_SIZE);
     }
     for (first, last, state) in r.pages.runs(0, npages - 1) {
-        if let Some(g) = m.gpu_index(state.loc) {
+        if let Some(g) = dev.gpu_index(state.loc) {
             svm_vram[g] = svm_vram[g].saturating_sub((last - first + 1) * PAGE_SIZE);
         }
     }
 }
 
-/// The attributes of an SVM call, from the kernel buffer after the header.
-fn read_attrs(buf: &[u8], nattr: u32) -> Vec<kfd_ioctl_svm_attribute> {
-    let bytes = buf.get(24..24 + 8 * nattr as usize).unwrap_or(&[]);
-    bytes
-        .chunks_exact(8)
-        .filter_map(|c| kfd_ioctl_svm_attribute::read_from_bytes(c).ok())
-        .collect()
-}
-
-/// AMDKFD_IOC_SVM: the ioctl-level checks, then SET_ATTR or GET_ATTR. An unknown op returns
-/// the *positive* `EINVAL` of `svm_ioctl`'s `r = EINVAL`, which the dispatcher passes on as
-/// the ioctl's return value.
-pub(super) fn ioctl(ctx: &Ctx<'_>, buf: &mut [u8]) -> IoctlResult {
-    let a: kfd_ioctl_svm_args = get(buf);
-    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
-    let page = PAGE_SIZE - 1;
-    if a.start_addr & page != 0 || a.size & page != 0 || a.start_addr == 0 || a.size == 0 {
-        return Err(Errno::INVAL);
-    }
-    let (start, npages) = (a.start_addr / PAGE_SIZE, a.size / PAGE_SIZE);
-    let mut attrs = read_attrs(buf, a.nattr);
-    match a.op {
-        KFD_IOCTL_SVM_OP_SET_ATTR => set_attr(ctx, start, npages, &attrs).map(|()| 0),
-        KFD_IOCTL_SVM_OP_GET_ATTR => {
-            let r = get_attr(ctx, start, npages, &mut attrs);
-            // The kernel fills the attributes in its buffer, which is copied back even when a
-            // later one failed.
-            if let Some(dst) = buf.get_mut(24..24 + attrs.as_bytes().len()) {
-                dst.copy_from_slice(attrs.as_bytes());
-            }
-            r.map(|()| 0)
-        }
-        _ => Ok(i64::from(Errno::INVAL.raw_os_error())),
-    }
-}
-
 /// `svm_range_check_attr`.
-fn check_attr(m: &Model, attrs: &[kfd_ioctl_svm_attribute]) -> Result<(), Errno> {
-    let svm_gpus = supported(m);
+fn check_attr(dev: &Device, attrs: &[kfd_ioctl_svm_attribute]) -> Result<(), Errno> {
+    let svm_gpus = supported(dev);
     for a in attrs {
         let v = a.value;
         let gpu = match a.r#type {
@@ -371,7 +252,7 @@ fn check_attr(m: &Model, attrs: &[kfd_ioctl_svm_attribute]) -> Result<(), Errno>
             _ => return Err(Errno::INVAL),
         };
         if let Some(gpu_id) = gpu {
-            let g = m.gpu_index(gpu_id).ok_or(Errno::INVAL)?;
+            let g = dev.gpu_index(gpu_id).ok_or(Errno::INVAL)?;
             if g >= 64 || svm_gpus & (1 << g) == 0 {
                 return Err(Errno::INVAL);
             }
@@ -382,9 +263,9 @@ fn check_attr(m: &Model, attrs: &[kfd_ioctl_svm_attribute]) -> Result<(), Errno>
 
 /// `svm_range_is_same_attrs`: whether applying `attrs` would change nothing (a prefetch always
 /// changes something).
-fn same_attrs(m: &Model, r: &Range, attrs: &[kfd_ioctl_svm_attribute]) -> bool {
+fn same_attrs(dev: &Device, r: &Range, attrs: &[kfd_ioctl_svm_attribute]) -> bool {
     attrs.iter().all(|a| {
-        let bit = m.gpu_index(a.value).map_or(0, |g| 1u64 << g);
+        let bit = dev.gpu_index(a.value).map_or(0, |g| 1u64 << g);
         match a.r#type {
             KFD_IOCTL_SVM_ATTR_PREFERRED_LOC => r.attrs.preferred == a.value,
             KFD_IOCTL_SVM_ATTR_ACCESS => r.attrs.access & bit != 0,
@@ -401,14 +282,14 @@ fn same_attrs(m: &Model, r: &Range, attrs: &[kfd_ioctl_svm_attribute]) -> bool {
 /// `svm_range_apply_attrs`, in array order; `update_mapping` is set when the attributes force
 /// a mapping update.
 fn apply_attrs(
-    m: &Model,
+    dev: &Device,
     xnack: bool,
     attrs: &mut Attrs,
     list: &[kfd_ioctl_svm_attribute],
     update_mapping: &mut bool,
 ) {
     for a in list {
-        let bit = m.gpu_index(a.value).map_or(0, |g| 1u64 << g);
+        let bit = dev.gpu_index(a.value).map_or(0, |g| 1u64 << g);
         match a.r#type {
             KFD_IOCTL_SVM_ATTR_PREFERRED_LOC => attrs.preferred = a.value,
             KFD_IOCTL_SVM_ATTR_PREFETCH_LOC => attrs.prefetch = a.value,
@@ -475,11 +356,11 @@ fn add(
     }
     if !p.xnack && new_pages > 0 {
         env.acc
-            .reserve_system(&env.m.limits, new_pages * PAGE_SIZE)?;
+            .reserve_system(&env.dev.limits, new_pages * PAGE_SIZE)?;
     }
 
-    let max_pages = max_range_pages(env.m);
-    let access = default_access(env.m, p.xnack);
+    let max_pages = max_range_pages(env.dev);
+    let access = default_access(env.dev, p.xnack);
     let vmas = env.vmas;
     let mut added = Vec::new();
     let mut remap = Vec::new();
@@ -502,7 +383,7 @@ fn add(
         };
         let (r_last, granularity) = (r.last, r.attrs.granularity);
         let next = r_last.min(last) + 1;
-        if same_attrs(env.m, r, attrs) && r.mapped_to_gpu {
+        if same_attrs(env.dev, r, attrs) && r.mapped_to_gpu {
             // Already so, and mapped: left alone.
         } else if key < start || r_last > last {
             let aligned = |page: u64| page & ((1u64 << granularity) - 1) == 0;
@@ -541,20 +422,21 @@ fn add(
 }
 
 /// `svm_range_set_attr`.
-fn set_attr(
-    ctx: &Ctx<'_>,
+pub(super) fn set_attr(
+    m: &Driver,
+    tgid: i32,
     start: u64,
     npages: u64,
     attrs: &[kfd_ioctl_svm_attribute],
 ) -> Result<(), Errno> {
-    let m = ctx.m;
-    check_attr(m, attrs)?;
-    on_checked_range(ctx, start, npages, |env, p, last| {
+    let dev = &m.dev;
+    check_attr(dev, attrs)?;
+    on_checked_range(m, tgid, start, npages, |env, p, last| {
         let plan = add(env, p, start, last, attrs)?;
         let mut update_mapping = false;
         for &key in &plan.update {
             if let Some(r) = p.svm.ranges.get_mut(key) {
-                apply_attrs(m, p.xnack, &mut r.attrs, attrs, &mut update_mapping);
+                apply_attrs(dev, p.xnack, &mut r.attrs, attrs, &mut update_mapping);
             }
         }
         let mut ret = Ok(());
@@ -608,13 +490,13 @@ struct Summary {
 
 /// `svm_range_get_attr`'s aggregation over the ranges overlapping `[start, last]` (the gaps
 /// between them do not count), or the defaults when there are none.
-fn summarize(m: &Model, p: &Process, start: u64, last: u64) -> Summary {
+fn summarize(dev: &Device, p: &Process, start: u64, last: u64) -> Summary {
     let keys = p.svm.ranges.overlapping(start, last);
     if keys.is_empty() {
         return Summary {
             preferred: KFD_IOCTL_SVM_LOCATION_UNDEFINED,
             prefetch: KFD_IOCTL_SVM_LOCATION_UNDEFINED,
-            access: default_access(m, p.xnack),
+            access: default_access(dev, p.xnack),
             aip: 0,
             flags_and: ranges::DEFAULT_FLAGS,
             flags_or: ranges::DEFAULT_FLAGS,
@@ -632,7 +514,7 @@ fn summarize(m: &Model, p: &Process, start: u64, last: u64) -> Summary {
             _ => Some(value),
         }
     };
-    let all = supported(m);
+    let all = supported(dev);
     let mut s = Summary {
         preferred: 0,
         prefetch: 0,
@@ -665,16 +547,16 @@ fn summarize(m: &Model, p: &Process, start: u64, last: u64) -> Summary {
 /// (`EFAULT`) and that no buffer object is mapped there (`EADDRINUSE`); then run `f` on the
 /// process with the range's last page. A caller without a KFD process gets `EBADF`.
 fn on_checked_range<R>(
-    ctx: &Ctx<'_>,
+    m: &Driver,
+    tgid: i32,
     start: u64,
     npages: u64,
     f: impl FnOnce(&mut Env<'_>, &mut Process, u64) -> Result<R, Errno>,
 ) -> Result<R, Errno> {
-    let m = ctx.m;
     let last = start.checked_add(npages - 1).ok_or(Errno::FAULT)?;
-    let vmas = Vmas::read(m, ctx.tgid).map_err(|_| Errno::FAULT)?;
+    let vmas = m.read_vmas(tgid).map_err(|_| Errno::FAULT)?;
     let mut guard = m.lock();
-    with_env(m, &mut guard, ctx.tgid, &vmas, |env, p| {
+    with_env(&m.dev, &mut guard, tgid, &vmas, |env, p| {
         sync_unmapped(env, p);
         drop_replaced(env, p, start, last);
         let end = last
@@ -691,14 +573,15 @@ fn on_checked_range<R>(
 }
 
 /// `svm_range_get_attr`: fills `attrs` in place.
-fn get_attr(
-    ctx: &Ctx<'_>,
+pub(super) fn get_attr(
+    m: &Driver,
+    tgid: i32,
     start: u64,
     npages: u64,
     attrs: &mut [kfd_ioctl_svm_attribute],
 ) -> Result<(), Errno> {
-    let m = ctx.m;
-    on_checked_range(ctx, start, npages, |_env, p, last| {
+    let dev = &m.dev;
+    on_checked_range(m, tgid, start, npages, |_env, p, last| {
         for a in attrs.iter() {
             match a.r#type {
                 KFD_IOCTL_SVM_ATTR_PREFERRED_LOC
@@ -706,17 +589,17 @@ fn get_attr(
                 | KFD_IOCTL_SVM_ATTR_ACCESS
                 | KFD_IOCTL_SVM_ATTR_SET_FLAGS
                 | KFD_IOCTL_SVM_ATTR_GRANULARITY => {}
-                KFD_IOCTL_SVM_ATTR_CLR_FLAGS if m.cfg.kfd_minor >= GET_CLR_FLAGS_SINCE => {}
+                KFD_IOCTL_SVM_ATTR_CLR_FLAGS if dev.cfg.kfd_minor >= GET_CLR_FLAGS_SINCE => {}
                 _ => return Err(Errno::INVAL),
             }
         }
-        let s = summarize(m, p, start, last);
+        let s = summarize(dev, p, start, last);
         for a in attrs.iter_mut() {
             match a.r#type {
                 KFD_IOCTL_SVM_ATTR_PREFERRED_LOC => a.value = s.preferred,
                 KFD_IOCTL_SVM_ATTR_PREFETCH_LOC => a.value = s.prefetch,
                 KFD_IOCTL_SVM_ATTR_ACCESS => {
-                    let g = m.gpu_index(a.value).ok_or(Errno::INVAL)?;
+                    let g = dev.gpu_index(a.value).ok_or(Errno::INVAL)?;
                     let bit = 1u64 << g;
                     a.r#type = if s.access & bit != 0 {
                         KFD_IOCTL_SVM_ATTR_ACCESS
@@ -739,16 +622,16 @@ fn get_attr(
 /// SET_XNACK_MODE's `svm_range_switch_xnack_reserve_mem`: with XNACK off every range counts
 /// against the system-memory limit, so turning it off reserves them all (`ENOMEM` when they do
 /// not fit, and nothing changes) and turning it on gives the reservation back.
-pub(super) fn switch_xnack(m: &Model, st: &mut State, tgid: i32, on: bool) -> Result<(), Errno> {
+pub(super) fn switch_xnack(m: &Driver, st: &mut State, tgid: i32, on: bool) -> Result<(), Errno> {
     // Memory unmapped since the last look is not counted (the kernel's deferred work would
     // have removed it by now).
     if st
         .procs
         .get(&tgid)
         .is_some_and(|p| !p.svm.ranges.is_empty())
-        && let Ok(vmas) = Vmas::read(m, tgid)
+        && let Ok(vmas) = m.read_vmas(tgid)
     {
-        with_env(m, st, tgid, &vmas, sync_unmapped);
+        with_env(&m.dev, st, tgid, &vmas, sync_unmapped);
     }
     let State { procs, acc, .. } = st;
     let p = procs.get_mut(&tgid).ok_or(Errno::BADF)?;
@@ -756,7 +639,7 @@ pub(super) fn switch_xnack(m: &Model, st: &mut State, tgid: i32, on: bool) -> Re
     if on {
         acc.unreserve_system(bytes);
     } else {
-        acc.reserve_system(&m.limits, bytes)?;
+        acc.reserve_system(&m.dev.limits, bytes)?;
     }
     p.xnack = on;
     Ok(())
@@ -765,15 +648,18 @@ pub(super) fn switch_xnack(m: &Model, st: &mut State, tgid: i32, on: bool) -> Re
 /// ALLOC_MEMORY_OF_GPU's SVM check (kfd-abi.md §4.6 step 3), after the pending munmap work:
 /// `[va, va + size)` overlapping a range is `EADDRINUSE` (unless it is VRAM without a VA), and
 /// so is a USERPTR's CPU range `[cpu, cpu + size)`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn alloc_overlap(
-    ctx: &Ctx<'_>,
+    m: &Driver,
+    tgid: i32,
+    serial: u64,
     st: &mut State,
     va: u64,
     size: u64,
-    flags: u32,
+    flags: AllocMemFlags,
     cpu: u64,
 ) -> Result<(), Errno> {
-    let p = st.process(ctx.tgid, ctx.serial)?;
+    let p = st.process(tgid, serial)?;
     if p.svm.ranges.is_empty() {
         return Ok(());
     }
@@ -784,34 +670,34 @@ pub(super) fn alloc_overlap(
             at.wrapping_add(size).wrapping_sub(1) / PAGE_SIZE,
         )
     };
-    if let Ok(vmas) = Vmas::read(ctx.m, ctx.tgid) {
-        with_env(ctx.m, st, ctx.tgid, &vmas, |env, p| {
+    if let Ok(vmas) = m.read_vmas(tgid) {
+        with_env(&m.dev, st, tgid, &vmas, |env, p| {
             sync_unmapped(env, p);
             for (first, last) in [pages(va), pages(cpu)] {
                 drop_replaced(env, p, first, last);
             }
         });
     }
-    let p = st.process(ctx.tgid, ctx.serial)?;
+    let p = st.process(tgid, serial)?;
     let hits = |(first, last): (u64, u64)| first <= last && p.svm.ranges.overlaps(first, last);
-    if !(va == 0 && flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM != 0) && hits(pages(va)) {
+    if !(va == 0 && flags.intersects(AllocMemFlags::VRAM)) && hits(pages(va)) {
         return Err(Errno::ADDRINUSE);
     }
-    if flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR != 0 && hits(pages(cpu)) {
+    if flags.intersects(AllocMemFlags::USERPTR) && hits(pages(cpu)) {
         return Err(Errno::ADDRINUSE);
     }
     Ok(())
 }
 
 /// `svm_range_list_fini` at process teardown: every range goes, with what it held.
-pub(super) fn teardown(m: &Model, st: &mut State, p: &mut Process) {
+pub(super) fn teardown(dev: &Device, st: &mut State, p: &mut Process) {
     let svm = std::mem::take(&mut p.svm);
     for (start, r) in svm.ranges.iter() {
-        release(m, &mut st.acc, &mut st.svm_vram, p.xnack, start, r);
+        release(dev, &mut st.acc, &mut st.svm_vram, p.xnack, start, r);
     }
 }
 
-/// An SVM range as the model keeps it (see [`Model::svm_ranges`]).
+/// An SVM range as the model keeps it (see [`Model::svm_ranges`](super::Model::svm_ranges)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SvmRange {
@@ -837,7 +723,7 @@ pub struct SvmRange {
     pub mapped_to_gpu: bool,
 }
 
-/// One page of SVM memory (see [`Model::svm_page`]).
+/// One page of SVM memory (see [`Model::svm_page`](super::Model::svm_page)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SvmPage {
@@ -849,17 +735,15 @@ pub struct SvmPage {
     pub writable_on: Vec<u32>,
 }
 
-impl Model {
+impl Driver {
     fn gpu_ids(&self, mask: u64) -> Vec<u32> {
         bits(mask)
-            .filter_map(|g| self.cfg.machine.gpus().get(g).map(|gpu| gpu.gpu_id))
+            .filter_map(|g| self.dev.cfg.machine.gpus().get(g).map(|gpu| gpu.gpu_id))
             .collect()
     }
 
-    /// The SVM ranges of process `tgid` as the kernel keeps them (split, never merged: what
-    /// GET_ATTR aggregates away). The model's own bookkeeping, as of the last time the process
-    /// touched SVM (memory unmapped since is still listed).
-    pub fn svm_ranges(&self, tgid: i32) -> Vec<SvmRange> {
+    /// [`Model::svm_ranges`](super::Model::svm_ranges).
+    pub(in crate::model) fn svm_ranges(&self, tgid: i32) -> Vec<SvmRange> {
         let st = self.lock();
         let Some(p) = st.procs.get(&tgid) else {
             return Vec::new();
@@ -882,9 +766,8 @@ impl Model {
             .collect()
     }
 
-    /// Where the SVM page holding `va` of process `tgid` is and which GPUs map it; `None` when
-    /// no range holds it.
-    pub fn svm_page(&self, tgid: i32, va: u64) -> Option<SvmPage> {
+    /// [`Model::svm_page`](super::Model::svm_page).
+    pub(in crate::model) fn svm_page(&self, tgid: i32, va: u64) -> Option<SvmPage> {
         let st = self.lock();
         let p = st.procs.get(&tgid)?;
         let page = va / PAGE_SIZE;
@@ -897,27 +780,12 @@ impl Model {
         })
     }
 
-    /// Bytes of GPU `gpu_id`'s VRAM holding migrated SVM pages. (AVAILABLE_MEMORY does not
-    /// count them: the kernel reserves KFD's VRAM limit only while a migration runs.)
-    pub fn svm_vram_usage(&self, gpu_id: u32) -> u64 {
+    /// [`Model::svm_vram_usage`](super::Model::svm_vram_usage).
+    pub(in crate::model) fn svm_vram_usage(&self, gpu_id: u32) -> u64 {
         let st = self.lock();
-        self.gpu_index(gpu_id)
+        self.dev
+            .gpu_index(gpu_id)
             .and_then(|g| st.svm_vram.get(g).copied())
             .unwrap_or(0)
-    }
-}
-
-impl Vmas {
-    /// Reads process `tgid`'s maps; the model's stand-ins are device memory. (Here rather
-    /// than in [`vmas`](super::vmas), which knows nothing of the model.)
-    pub(super) fn read(m: &Model, tgid: i32) -> Result<Vmas, Errno> {
-        let text = std::fs::read_to_string(format!("/proc/{tgid}/maps")).map_err(|e| {
-            e.raw_os_error()
-                .map_or(Errno::FAULT, Errno::from_raw_os_error)
-        })?;
-        let files = m.files.read().unwrap_or_else(|e| e.into_inner());
-        Ok(Vmas::parse(&text, |dev, ino| {
-            files.contains_key(&(dev, ino))
-        }))
     }
 }

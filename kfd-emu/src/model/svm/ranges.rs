@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use super::super::memory::PAGE_SIZE;
+
 use kfd_ioctl::abi::{
     KFD_IOCTL_SVM_FLAG_COHERENT, KFD_IOCTL_SVM_FLAG_HOST_ACCESS, KFD_IOCTL_SVM_LOCATION_UNDEFINED,
 };
@@ -300,6 +302,24 @@ impl RangeTree {
         head.last = page - 1;
         self.map.insert(page, tail);
         true
+    }
+}
+
+/// A process's SVM state (`struct svm_range_list`).
+#[derive(Debug, Default)]
+pub(in crate::model) struct Svm {
+    pub(super) ranges: RangeTree,
+    /// Queues were evicted for an invalidation and the restore worker has not run yet.
+    pub(super) evicted: bool,
+}
+
+impl Svm {
+    /// How many bytes the process's ranges cover.
+    pub(super) fn bytes(&self) -> u64 {
+        self.ranges
+            .iter()
+            .map(|(start, r)| (r.last - start + 1) * PAGE_SIZE)
+            .sum()
     }
 }
 

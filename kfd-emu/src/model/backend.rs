@@ -1,0 +1,390 @@
+//! The top of the chardev layer: [`Model`], the supervisor's [`Backend`]. It owns the
+//! [`Driver`] (device, process state, stand-in table), the generated sysfs tree and the GPU-view
+//! worker, decides which opens get a stand-in and hands ioctls to the dispatcher (KFD) or the
+//! DRM layer. Nothing below imports it.
+
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use rustix::io::Errno;
+
+use super::device::{Device, ModelConfig};
+use super::driver::{Driver, FileKind};
+use super::files::{self, io_errno};
+use super::gpu_view::GpuFault;
+use super::svm::{SvmPage, SvmRange};
+use super::{dispatch, drm, gpu_view, process, teardown};
+use crate::backend::{
+    Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer, StatKind, StatTime,
+};
+use crate::machine::Machine;
+
+/// An error creating the [`Model`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// A stand-in file (a render node's memfd) could not be created.
+    #[error("could not create the stand-in for {what}: {source}")]
+    StandIn {
+        /// Which stand-in.
+        what: String,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The requested KFD minor version is not one the model can act as.
+    #[error("KFD 1.{0} is not supported: the model acts as KFD 1.1 to 1.{max}", max = kfd_ioctl::abi::KFD_IOCTL_MINOR_VERSION)]
+    Minor(u32),
+}
+
+/// The emulated KFD driver (see the [module docs](crate::model)).
+#[derive(Debug)]
+pub struct Model {
+    /// The device, the process state and the stand-in table the handlers work on.
+    drv: Arc<Driver>,
+    sysfs: Mutex<Option<files::SysfsTree>>,
+    /// Where GPU-view accesses run (see [`gpu_view`]): a thread started with the model.
+    view: gpu_view::Worker,
+    /// When the model was made: the times the device nodes report.
+    born: StatTime,
+}
+
+impl Model {
+    /// Creates the model for `cfg`'s machine.
+    pub fn new(cfg: ModelConfig) -> Result<Arc<Model>, ModelError> {
+        if cfg.kfd_minor == 0 || cfg.kfd_minor > kfd_ioctl::abi::KFD_IOCTL_MINOR_VERSION {
+            return Err(ModelError::Minor(cfg.kfd_minor));
+        }
+        // Every VRAM and GTT BO holds a memfd: let the model hold as many as the hard limit
+        // allows (the soft limit is often 1024).
+        files::raise_fd_limit();
+        let drv = Arc::new(Driver::new(Device::new(cfg)));
+        Ok(Arc::new(Model {
+            view: gpu_view::Worker::start(Arc::downgrade(&drv)),
+            drv,
+            sysfs: Mutex::new(None),
+            born: files::now(),
+        }))
+    }
+
+    /// The configuration the model was made with.
+    pub fn config(&self) -> &ModelConfig {
+        &self.drv.dev.cfg
+    }
+
+    /// The machine the model drives.
+    pub fn machine(&self) -> &Machine {
+        &self.drv.dev.cfg.machine
+    }
+
+    /// How many stand-in files (their inodes) the model knows: the `/dev/kfd`, render-node opens
+    /// and dma-bufs of live processes. It is back to its
+    /// earlier value once the processes that opened stand-ins since have exited and been
+    /// released.
+    pub fn stand_ins(&self) -> usize {
+        self.drv
+            .files
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    /// Whether a leak report found anything (only with [`ModelConfig::check_leaks`]).
+    pub fn leaks_found(&self) -> bool {
+        self.drv.leaks.load(Ordering::Relaxed)
+    }
+
+    fn open_kfd(&self, caller: &dyn Caller) -> OpenAction {
+        let tgid = caller.id().tgid;
+        let mut st = self.drv.lock();
+        if let Some(process) = st.procs.get(&tgid) {
+            return match process.memfd.try_clone() {
+                Ok(fd) => OpenAction::Inject(fd),
+                Err(e) => OpenAction::Fail(io_errno(&e)),
+            };
+        }
+        match process::Process::create(tgid, &mut st, &self.drv.dev.cfg.machine) {
+            Ok(process) => {
+                let fd = process.memfd.try_clone();
+                let key = process.key;
+                let serial = process.serial;
+                st.procs.insert(tgid, process);
+                drop(st);
+                self.drv.register(key, FileKind::Kfd { tgid, serial });
+                match fd {
+                    Ok(fd) => OpenAction::Inject(fd),
+                    Err(e) => OpenAction::Fail(io_errno(&e)),
+                }
+            }
+            Err(errno) => OpenAction::Fail(errno),
+        }
+    }
+
+    /// A render node: a new DRM file, an empty memfd of its own (see the module docs).
+    fn open_render(&self, caller: &dyn Caller, gpu: usize) -> OpenAction {
+        let tgid = caller.id().tgid;
+        let minor = self.drv.dev.cfg.machine.gpus()[gpu].render_minor;
+        let file = files::render_memfd(minor).map_err(|e| io_errno(&e));
+        match file.and_then(|fd| Ok((files::key_of(fd.as_fd())?, fd))) {
+            Ok((key, fd)) => {
+                self.drv.register(key, FileKind::Render { gpu });
+                self.drv
+                    .lock()
+                    .render_files
+                    .entry(tgid)
+                    .or_default()
+                    .push(key);
+                OpenAction::Inject(fd)
+            }
+            Err(errno) => OpenAction::Fail(errno),
+        }
+    }
+
+    /// Runs `f` on the generated sysfs tree, generating it on first use.
+    fn with_sysfs<T>(
+        &self,
+        f: impl FnOnce(&files::SysfsTree) -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        let mut sysfs = self.sysfs.lock().unwrap_or_else(|e| e.into_inner());
+        if sysfs.is_none() {
+            *sysfs = Some(
+                files::SysfsTree::generate(&self.drv.dev.cfg.machine).map_err(|e| io_errno(&e))?,
+            );
+        }
+        match sysfs.as_ref() {
+            Some(tree) => f(tree),
+            None => Err(Errno::NOENT),
+        }
+    }
+
+    fn open_sysfs(&self, part: files::SysfsPart, rest: &str, flags: i32) -> OpenAction {
+        match self.with_sysfs(|tree| tree.open(part, rest, flags)) {
+            Ok(fd) => OpenAction::Inject(fd),
+            Err(errno) => OpenAction::Fail(errno),
+        }
+    }
+}
+
+/// The two roots under which the kernel publishes the topology.
+const SYSFS_ROOTS: [&str; 2] = [
+    "/sys/devices/virtual/kfd/kfd/topology",
+    "/sys/class/kfd/kfd/topology",
+];
+
+/// `major` of `/dev/kfd`. The kernel allocates it dynamically; 235 is what many hosts show.
+pub const KFD_MAJOR: u32 = 235;
+/// `major` of the DRM nodes (`DRM_MAJOR`).
+pub const DRM_MAJOR: u32 = 226;
+
+/// What an emulated path is.
+enum Target<'p> {
+    Kfd,
+    Render(usize),
+    ProcModules,
+    Sysfs(files::SysfsPart, &'p str),
+}
+
+impl Model {
+    /// Which emulated file `path` names; `None` for a path that is not the model's.
+    fn target<'p>(&self, path: &'p str) -> Option<Target<'p>> {
+        if path == "/dev/kfd" {
+            return Some(Target::Kfd);
+        }
+        if let Some(minor) = path.strip_prefix("/dev/dri/renderD") {
+            let minor = minor.parse::<u32>().ok()?;
+            return self
+                .drv
+                .dev
+                .cfg
+                .machine
+                .gpus()
+                .iter()
+                .position(|gpu| gpu.render_minor == minor)
+                .map(Target::Render);
+        }
+        if path == "/proc/modules" {
+            return Some(Target::ProcModules);
+        }
+        for root in SYSFS_ROOTS {
+            if let Some(rest) = path.strip_prefix(root)
+                && (rest.is_empty() || rest.starts_with('/'))
+            {
+                return Some(Target::Sysfs(files::SysfsPart::Topology, rest));
+            }
+        }
+        if let Some(rest) = path.strip_prefix("/sys/module/amdgpu")
+            && (rest.is_empty() || rest.starts_with('/'))
+        {
+            return Some(Target::Sysfs(files::SysfsPart::AmdgpuModule, rest));
+        }
+        None
+    }
+
+    /// The answer for a device node: `S_IFCHR | 0666`, root-owned, on devtmpfs (0:5).
+    fn device_stat(&self, major: u32, minor: u32) -> StatAnswer {
+        StatAnswer {
+            kind: StatKind::CharDevice { major, minor },
+            perm: 0o666,
+            dev: (0, 5),
+            // Distinct and stable per node.
+            ino: 0x4b00_0000 | u64::from(major) << 12 | u64::from(minor),
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            blksize: 4096,
+            blocks: 0,
+            atime: self.born,
+            mtime: self.born,
+            ctime: self.born,
+        }
+    }
+}
+
+impl Backend for Model {
+    fn open(&self, caller: &dyn Caller, path: &str, flags: i32, _mode: u32) -> OpenAction {
+        match self.target(path) {
+            None => OpenAction::Continue,
+            Some(Target::Kfd) => self.open_kfd(caller),
+            Some(Target::Render(gpu)) => self.open_render(caller, gpu),
+            Some(Target::ProcModules) => match files::proc_modules() {
+                Ok(fd) => OpenAction::Inject(fd),
+                Err(e) => OpenAction::Fail(io_errno(&e)),
+            },
+            Some(Target::Sysfs(part, rest)) => self.open_sysfs(part, rest, flags),
+        }
+    }
+
+    fn stat(&self, _caller: &dyn Caller, path: &str) -> Option<Result<StatAnswer, Errno>> {
+        match self.target(path)? {
+            Target::Kfd => Some(Ok(self.device_stat(KFD_MAJOR, 0))),
+            Target::Render(gpu) => {
+                let minor = self.drv.dev.cfg.machine.gpus()[gpu].render_minor;
+                Some(Ok(self.device_stat(DRM_MAJOR, minor)))
+            }
+            // The host's own /proc/modules stats like the generated one (size 0).
+            Target::ProcModules => None,
+            Target::Sysfs(part, rest) => Some(self.with_sysfs(|tree| tree.stat(part, rest))),
+        }
+    }
+
+    fn fstat(
+        &self,
+        _caller: &dyn Caller,
+        file: BorrowedFd<'_>,
+    ) -> Option<Result<StatAnswer, Errno>> {
+        let key = files::key_of(file).ok()?;
+        let kind = self
+            .drv
+            .kind_of(&key)
+            .or_else(|| self.drv.released_kind(file))?;
+        match kind {
+            FileKind::Kfd { .. } => Some(Ok(self.device_stat(KFD_MAJOR, 0))),
+            FileKind::Render { gpu } => {
+                let minor = self.drv.dev.cfg.machine.gpus()[gpu].render_minor;
+                Some(Ok(self.device_stat(DRM_MAJOR, minor)))
+            }
+            // A dma-buf is the kernel's anonymous file in its own pseudo filesystem: the
+            // memfd's regular-file answer stands for it.
+            FileKind::Dmabuf { .. } => None,
+        }
+    }
+
+    fn ioctl(
+        &self,
+        caller: &dyn Caller,
+        file: BorrowedFd<'_>,
+        cmd: u32,
+        arg: u64,
+    ) -> Option<IoctlResult> {
+        let key = files::key_of(file).ok()?;
+        let kind = self
+            .drv
+            .kind_of(&key)
+            .or_else(|| self.drv.released_kind(file))?;
+        Some(match kind {
+            FileKind::Kfd { tgid, serial } => {
+                dispatch::kfd_ioctl(&self.drv, caller, tgid, serial, cmd, arg)
+            }
+            FileKind::Render { gpu } => drm::ioctl(&self.drv.dev, caller, gpu, cmd, arg),
+            // dma_buf_ioctl answers only its own 'b' commands.
+            FileKind::Dmabuf { .. } => Err(Errno::NOTTY),
+        })
+    }
+
+    fn mmap(
+        &self,
+        caller: CallerId,
+        file: BorrowedFd<'_>,
+        offset: u64,
+        len: u64,
+        _prot: u32,
+        _flags: u32,
+    ) -> MmapAction {
+        self.drv.mmap_standin(caller, file, offset, len)
+    }
+
+    fn is_standin(&self, file: BorrowedFd<'_>) -> bool {
+        // Every memfd the model hands out is named `kfd-emu:<what>` (device nodes, dma-bufs,
+        // BO memory, `/proc/modules`); sysfs stand-ins are files of the generated tree, which
+        // the kernel's sysfs would not resize either (they are opened read-only).
+        files::standin_name(file).is_some()
+            || files::key_of(file).is_ok_and(|key| self.drv.kind_of(&key).is_some())
+    }
+
+    fn process_exited(&self, tgid: i32) {
+        let private = self.drv.lock().render_files.remove(&tgid);
+        for key in private.into_iter().flatten() {
+            self.drv.unregister(&key);
+        }
+        teardown::teardown(&self.drv, tgid);
+    }
+}
+
+/// The GPU-side view of memory (the `gpu_view` module).
+impl Model {
+    /// Reads `buf.len()` bytes at GPU VA `va` as GPU `gpu_id` sees them in process `tgid`'s
+    /// VM. Faults when any byte is unmapped. SVM memory is accessed as the kernel would let
+    /// it be: with XNACK on, a page the GPU does not map is a retry fault the model handles
+    /// (migrating and mapping it, with the SMI records); a fault that stays a fault is
+    /// reported to SMI clients as a VM fault.
+    pub fn gpu_read(
+        &self,
+        tgid: i32,
+        gpu_id: u32,
+        va: u64,
+        buf: &mut [u8],
+    ) -> Result<(), GpuFault> {
+        self.drv.gpu_read(&self.view, tgid, gpu_id, va, buf)
+    }
+
+    /// Writes `buf` at GPU VA `va` as GPU `gpu_id` would in process `tgid`'s VM. Faults, before
+    /// writing anything, when any byte is unmapped or mapped read-only (SVM faults are handled
+    /// as for [`gpu_read`](Self::gpu_read)).
+    pub fn gpu_write(&self, tgid: i32, gpu_id: u32, va: u64, buf: &[u8]) -> Result<(), GpuFault> {
+        self.drv.gpu_write(&self.view, tgid, gpu_id, va, buf)
+    }
+}
+
+/// What the model keeps of SVM (the `svm` module).
+impl Model {
+    /// The SVM ranges of process `tgid` as the kernel keeps them (split, never merged: what
+    /// GET_ATTR aggregates away). The model's own bookkeeping, as of the last time the process
+    /// touched SVM (memory unmapped since is still listed).
+    pub fn svm_ranges(&self, tgid: i32) -> Vec<SvmRange> {
+        self.drv.svm_ranges(tgid)
+    }
+
+    /// Where the SVM page holding `va` of process `tgid` is and which GPUs map it; `None` when
+    /// no range holds it.
+    pub fn svm_page(&self, tgid: i32, va: u64) -> Option<SvmPage> {
+        self.drv.svm_page(tgid, va)
+    }
+
+    /// Bytes of GPU `gpu_id`'s VRAM holding migrated SVM pages. (AVAILABLE_MEMORY does not
+    /// count them: the kernel reserves KFD's VRAM limit only while a migration runs.)
+    pub fn svm_vram_usage(&self, gpu_id: u32) -> u64 {
+        self.drv.svm_vram_usage(gpu_id)
+    }
+}

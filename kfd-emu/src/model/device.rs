@@ -1,0 +1,64 @@
+//! The device layer: read-only data of the machine the model drives (the kernel's
+//! `kfd_node`/`adev`): the configuration, its GPUs and the host's memory limits. Nothing here
+//! changes after the model is made, and nothing here depends on a process or a caller.
+
+use crate::machine::Machine;
+
+use super::fail::FailRule;
+use super::memory::Limits;
+
+/// How the model behaves: which machine, which KFD version, and the emulator-only extras.
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    /// The machine whose GPUs the model drives.
+    pub machine: Machine,
+    /// The KFD minor version to act as (1.x). Ioctls newer than this fail as that kernel's
+    /// dispatcher would. Default: the header's, 23.
+    pub kfd_minor: u32,
+    /// Print every ioctl to stderr, decoded, strace-style.
+    pub trace: bool,
+    /// Errors to inject before the handler runs.
+    pub fail: Vec<FailRule>,
+    /// Report what a process leaves behind when it exits (buffer objects, mappings, events).
+    pub check_leaks: bool,
+}
+
+impl Default for ModelConfig {
+    /// The `mi300x` machine at KFD 1.23, no tracing, no faults, no leak check.
+    fn default() -> Self {
+        ModelConfig {
+            machine: Machine::default(),
+            kfd_minor: kfd_ioctl::abi::KFD_IOCTL_MINOR_VERSION,
+            trace: false,
+            fail: Vec::new(),
+            check_leaks: false,
+        }
+    }
+}
+
+/// What the model knows of the device, fixed when it is made: the configuration (machine, KFD
+/// version, extras) and the host's memory limits.
+#[derive(Debug)]
+pub(super) struct Device {
+    pub cfg: ModelConfig,
+    pub limits: Limits,
+}
+
+impl Device {
+    /// The device for `cfg`, with the host's memory limits.
+    pub(super) fn new(cfg: ModelConfig) -> Device {
+        Device {
+            cfg,
+            limits: Limits::of_host(),
+        }
+    }
+
+    /// The GPU index of `gpu_id` in the machine.
+    pub(super) fn gpu_index(&self, gpu_id: u32) -> Option<usize> {
+        self.cfg
+            .machine
+            .gpus()
+            .iter()
+            .position(|gpu| gpu.gpu_id == gpu_id)
+    }
+}
