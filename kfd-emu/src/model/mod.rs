@@ -56,9 +56,11 @@
 //!   supervisor to carry out [`Backend::mmap`]'s redirects; a program whose mmaps are not
 //!   intercepted maps the empty stand-ins and gets `SIGBUS` on access.
 //! * Every memfd the model hands out or maps (render nodes, `/dev/kfd`, BOs and their
-//!   dma-bufs, `/proc/modules`) is sealed against resizing (`F_SEAL_SHRINK | F_SEAL_GROW`):
-//!   `ftruncate` fails with `EPERM` (a real device node says `EINVAL`), and no mapping can be
-//!   cut short into a `SIGBUS`.
+//!   dma-bufs, `/proc/modules`) is sealed against resizing (`F_SEAL_SHRINK | F_SEAL_GROW`), so
+//!   no mapping can be cut short into a `SIGBUS`; on top of that the supervisor answers
+//!   `ftruncate` and `fallocate` of a stand-in ([`Backend::is_standin`]) as the kernel answers
+//!   them for a device file (`EINVAL`; `ENODEV`), and `fstat` of `/dev/kfd` or a render node
+//!   ([`Backend::fstat`]) as the device file's (`S_IFCHR`, its `st_rdev`).
 //! * The file table (stand-in inode → what it is) drops a process's entries when it exits; a
 //!   stand-in still held by a child or a peer is then told by its memfd name
 //!   (`kfd-emu:<what>`): a `/dev/kfd` of a process that is gone answers `EBADF`, a render node
@@ -91,6 +93,8 @@
 //! [`Backend::ioctl`]: crate::backend::Backend::ioctl
 //! [`Backend::mmap`]: crate::backend::Backend::mmap
 //! [`Backend::stat`]: crate::backend::Backend::stat
+//! [`Backend::fstat`]: crate::backend::Backend::fstat
+//! [`Backend::is_standin`]: crate::backend::Backend::is_standin
 //! [`Caller`]: crate::backend::Caller
 //! [`Machine`]: crate::machine::Machine
 
