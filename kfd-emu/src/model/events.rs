@@ -76,7 +76,7 @@ pub(super) struct EventTable {
     /// Signal (and debug) events, plus the reserved id 0.
     signal_count: u64,
     /// Bytes of signal slots (0 until a page exists).
-    mapped_size: u64,
+    pub(super) mapped_size: u64,
     page: Option<SignalPage>,
     waiters: HashMap<u64, Vec<Slot>>,
     next_waiter: u64,
@@ -221,6 +221,10 @@ fn use_event_page(ctx: &Ctx<'_>, st: &mut State, handle: u64) -> Result<(), Errn
         return Err(Errno::INVAL);
     }
     let (backing, size) = (bo.backing, bo.size);
+    // kfd_event_page_set: the page must hold every slot.
+    if size < u64::from(KFD_SIGNAL_EVENT_LIMIT) * 8 {
+        return Err(Errno::INVAL);
+    }
     process.events.page = Some(SignalPage::Bo { backing });
     process.events.mapped_size = size;
     process.signal_handle = Some(handle);
