@@ -240,10 +240,23 @@ impl Emu {
         gpus: &[u32],
         n_success: u32,
     ) -> (Result<i64, Errno>, u32) {
+        let ptr = gpus.as_ptr() as u64;
+        self.map_raw(unmap, handle, ptr, gpus.len() as u32, n_success)
+    }
+
+    /// MAP (or UNMAP) with every argument given (the device array at `ptr`).
+    pub fn map_raw(
+        &self,
+        unmap: bool,
+        handle: u64,
+        ptr: u64,
+        n_devices: u32,
+        n_success: u32,
+    ) -> (Result<i64, Errno>, u32) {
         let mut a = kfd_ioctl_map_memory_to_gpu_args {
             handle,
-            device_ids_array_ptr: gpus.as_ptr() as u64,
-            n_devices: gpus.len() as u32,
+            device_ids_array_ptr: ptr,
+            n_devices,
             n_success,
         };
         let cmd = if unmap {
