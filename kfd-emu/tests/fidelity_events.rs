@@ -377,3 +377,84 @@ fn a_user_event_page_must_hold_every_slot() {
         Err(Errno::INVAL)
     );
 }
+
+// kfd_wait_on_events: alloc_event_waiters (kcalloc of `num_events` waiters) comes before any
+// entry is copied, so an array too large for kmalloc is -ENOMEM even at a bad address; a
+// reasonable count at a bad address is copy_from_user's -EFAULT. Both report
+// KFD_IOC_WAIT_RESULT_FAIL.
+#[test]
+fn the_waiter_allocation_comes_before_the_copy() {
+    let emu = Emu::machine("mi300x");
+    for (n, errno) in [(1 << 24, Errno::NOMEM), (16, Errno::FAULT)] {
+        let mut a = kfd_ioctl_wait_events_args {
+            events_ptr: 8,
+            num_events: n,
+            wait_for_all: 1,
+            timeout: 0,
+            wait_result: 99,
+        };
+        assert_eq!(emu.ioctl(AMDKFD_IOC_WAIT_EVENTS, &mut a), Err(errno), "{n}");
+        assert_eq!(a.wait_result, FAIL);
+    }
+}
+
+// kfd_event_init_process: id 0 is allocated with a NULL pointer ("a fast path to ignore bogus
+// events"), so lookup_event_by_id(p, 0) finds nothing: SET, RESET, DESTROY and WAIT of id 0
+// are -EINVAL, and signal ids start at 1. DESTROY of a destroyed id is -EINVAL too.
+#[test]
+fn event_id_0_is_reserved_and_unusable() {
+    let emu = Emu::machine("mi300x");
+    let id = create(&emu, KFD_IOC_EVENT_SIGNAL, false).event_id;
+    assert_eq!(id, 1);
+    assert_eq!(set(&emu, 0), Err(Errno::INVAL));
+    assert_eq!(reset(&emu, 0), Err(Errno::INVAL));
+    assert_eq!(destroy(&emu, 0), Err(Errno::INVAL));
+    assert_eq!(
+        wait(&emu, &mut [data(0)], false, 0),
+        (Err(Errno::INVAL), FAIL)
+    );
+    assert_eq!(destroy(&emu, id), Ok(0));
+    assert_eq!(destroy(&emu, id), Err(Errno::INVAL));
+}
+
+// kfd_wait_on_events: with entries not all activated the caller sleeps
+// (schedule_timeout) and re-tests the condition on each wake-up; set_event marks the waiter
+// activated (`WRITE_ONCE(waiter->activated, true)`) and, since a waiter is queued on the
+// auto-reset event, leaves it unsignaled (`!waitqueue_active`). A finite timeout ends the
+// wait with KFD_IOC_WAIT_RESULT_TIMEOUT and ret 0, not before it has passed.
+#[test]
+fn wait_for_all_completes_when_the_last_event_is_set_and_times_out_otherwise() {
+    let emu = Emu::machine("mi300x");
+    let first = create(&emu, KFD_IOC_EVENT_SIGNAL, true).event_id;
+    let last = create(&emu, KFD_IOC_EVENT_SIGNAL, true).event_id;
+    set(&emu, first).expect("set");
+    let start = std::time::Instant::now();
+    assert_eq!(
+        wait(&emu, &mut [data(first), data(last)], true, 50),
+        (Ok(0), TIMEOUT)
+    );
+    assert!(start.elapsed() >= std::time::Duration::from_millis(50));
+    set(&emu, first).expect("set");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Infinite: only the SET below can end it, whether it comes before or during it.
+            tx.send(wait(
+                &emu,
+                &mut [data(first), data(last)],
+                true,
+                0xFFFF_FFFF,
+            ))
+            .expect("send");
+        });
+        set(&emu, last).expect("set");
+        let r = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the waiter returns");
+        assert_eq!(r, (Ok(0), COMPLETE));
+    });
+    // Both signals went to that wait.
+    for id in [first, last] {
+        assert_eq!(wait(&emu, &mut [data(id)], false, 0), (Ok(0), TIMEOUT));
+    }
+}
