@@ -471,7 +471,7 @@ fn available_memory_follows_the_kernel_accounting() {
 // metadata through amdgpu_bo_get_metadata only when kfd_ioctl_get_dmabuf_info got a
 // `metadata_ptr` (KFD BOs have none: size 0), otherwise `metadata_size` is left as given;
 // gpu_id the BO's partition for VRAM. An import of this device's own dma-buf is the same GEM
-// object, and its export gives back the same dma-buf.
+// object (amdgpu_gem_prime_import), and its export gives back the same dma-buf.
 #[test]
 fn dmabuf_info_follows_the_bo() {
     let mut emu = Emu::machine("mi210x8");
@@ -539,7 +539,18 @@ fn dmabuf_info_follows_the_bo() {
             );
         }
     }
+    // import_obj_create keeps the dma-buf (`(*mem)->dmabuf = dma_buf`) even for another
+    // device, where the import is a new GTT object: exporting that import gives back the
+    // original dma-buf, and the info of the original BO (VRAM of GPU 2).
     let fd = fds[0].as_raw_fd() as u32;
+    let on_peer = import(&emu, gpus[1], fd, va(20)).expect("import on a peer");
+    let again = export(&emu, on_peer).expect("export the peer's import");
+    fds.push(own_fd(again));
+    let got = info(&emu, again).expect("info");
+    assert_eq!(
+        (got.size, got.flags, got.gpu_id),
+        (8192, KFD_IOC_ALLOC_MEM_FLAGS_VRAM, gpus[2])
+    );
     let mut a = kfd_ioctl_get_dmabuf_info_args {
         metadata_size: 77,
         dmabuf_fd: fd,
