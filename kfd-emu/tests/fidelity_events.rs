@@ -481,3 +481,60 @@ fn a_larger_user_event_page_gives_more_slots() {
     set(&emu, high).expect("set");
     assert_eq!(wait(&emu, &mut [data(high)], false, 0), (Ok(0), COMPLETE));
 }
+
+// copy_signaled_event_data writes back only what it has to (ages of age-tracked signal
+// events, memory exception data): a read-only array is fine for a plain wait, while an age it
+// cannot write is -EFAULT with KFD_IOC_WAIT_RESULT_FAIL, after the signal was consumed.
+#[test]
+fn only_a_needed_write_back_can_fault() {
+    let emu = emu_at(KFD_IOCTL_MINOR_VERSION);
+    let id = create(&emu, KFD_IOC_EVENT_SIGNAL, true).event_id;
+    let page = 4096;
+    // SAFETY: a fresh private anonymous mapping the test owns, written only through the raw
+    // pointer below (before it is made read-only) and unmapped at the end of the test.
+    let base = unsafe {
+        rustix::mm::mmap_anonymous(
+            std::ptr::null_mut(),
+            page,
+            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+            rustix::mm::MapFlags::PRIVATE,
+        )
+    }
+    .expect("mmap");
+    let entries = base.cast::<kfd_event_data>();
+    let mut waits = Vec::new();
+    for entry in [data(id), aged(id, 1)] {
+        // SAFETY: the start of the mapping above, writable until the mprotect below, and
+        // aligned for the entry (page-aligned).
+        unsafe { std::ptr::write(entries, entry) };
+        // SAFETY: the mapping above, made read-only; nothing holds a reference into it.
+        unsafe { rustix::mm::mprotect(base, page, rustix::mm::MprotectFlags::READ) }
+            .expect("mprotect");
+        set(&emu, id).expect("set");
+        let mut a = kfd_ioctl_wait_events_args {
+            events_ptr: entries as u64,
+            num_events: 1,
+            wait_for_all: 0,
+            timeout: 0,
+            wait_result: 99,
+        };
+        waits.push((emu.ioctl(AMDKFD_IOC_WAIT_EVENTS, &mut a), a.wait_result));
+        // SAFETY: as above, writable again for the next entry.
+        unsafe {
+            rustix::mm::mprotect(
+                base,
+                page,
+                rustix::mm::MprotectFlags::READ | rustix::mm::MprotectFlags::WRITE,
+            )
+        }
+        .expect("mprotect");
+    }
+    // SAFETY: unmaps exactly the mapping made above; nothing refers to it any more.
+    unsafe { rustix::mm::munmap(base, page) }.expect("munmap");
+    assert_eq!(waits, [(Ok(0), COMPLETE), (Err(Errno::FAULT), FAIL)]);
+    assert_eq!(
+        wait(&emu, &mut [data(id)], false, 0),
+        (Ok(0), TIMEOUT),
+        "the faulting wait consumed the signal"
+    );
+}
