@@ -3,14 +3,17 @@
 //! where the answer depends on the KFD version, both sides of the gate are driven.
 
 mod model_support;
+mod model_svm_support;
 
 use std::os::fd::AsFd;
 
-use kfd_emu::backend::MmapAction;
+use kfd_emu::backend::{Caller, MmapAction};
 use kfd_emu::model::ModelConfig;
 use kfd_ioctl::abi::*;
 use model_support::*;
+use model_svm_support::{Anon, PAGE};
 use rustix::io::Errno;
+use rustix::mm::MprotectFlags;
 use zerocopy::IntoBytes;
 
 const COMPLETE: u32 = KFD_IOC_WAIT_RESULT_COMPLETE;
@@ -52,6 +55,14 @@ fn fill_signal_slots(emu: &Emu) -> (Vec<u32>, Errno) {
         }
         assert!(ids.len() < 4 * KFD_SIGNAL_EVENT_LIMIT as usize, "no limit");
     }
+}
+
+/// Gives the pages of `memory` from byte `offset` on the protection `flags`.
+fn protect(memory: &Anon, offset: u64, flags: MprotectFlags) {
+    let at = (memory.addr + offset) as *mut std::ffi::c_void;
+    // SAFETY: pages of a mapping this test owns, which no Rust reference points into (the model
+    // reaches them through process_vm_readv/writev).
+    unsafe { rustix::mm::mprotect(at, (memory.len - offset) as usize, flags) }.expect("mprotect");
 }
 
 /// A WAIT_EVENTS entry for `id` that last saw age `age`.
@@ -124,34 +135,14 @@ fn a_bad_entry_fails_the_wait_after_earlier_entries_were_consumed() {
 
     // The second entry lies on an inaccessible page.
     set(&emu, auto).expect("set");
-    let page = 4096usize;
-    // SAFETY: a fresh private anonymous mapping the test owns; only written through the raw
-    // pointer below and unmapped at the end of the test.
-    let base = unsafe {
-        rustix::mm::mmap_anonymous(
-            std::ptr::null_mut(),
-            2 * page,
-            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-            rustix::mm::MapFlags::PRIVATE,
-        )
-    }
-    .expect("mmap");
-    let size = size_of::<kfd_event_data>();
-    // SAFETY: the second page of the mapping above, made inaccessible.
-    unsafe {
-        rustix::mm::mprotect(
-            base.cast::<u8>().add(page).cast(),
-            page,
-            rustix::mm::MprotectFlags::empty(),
-        )
-    }
-    .expect("mprotect");
-    let first = base as usize + page - size;
-    // SAFETY: `first` is within the first (writable) page and suitably aligned for the
-    // 8-byte-aligned entry (the page end minus a multiple of 8).
-    unsafe { std::ptr::write(first as *mut kfd_event_data, data(auto)) };
+    let memory = Anon::new(2 * PAGE);
+    let first = memory.addr + PAGE - size_of::<kfd_event_data>() as u64;
+    emu.caller
+        .write(first, data(auto).as_bytes())
+        .expect("write");
+    protect(&memory, PAGE, MprotectFlags::empty());
     let mut a = kfd_ioctl_wait_events_args {
-        events_ptr: first as u64,
+        events_ptr: first,
         num_events: 2,
         wait_for_all: 0,
         timeout: 0,
@@ -159,8 +150,6 @@ fn a_bad_entry_fails_the_wait_after_earlier_entries_were_consumed() {
     };
     assert_eq!(emu.ioctl(AMDKFD_IOC_WAIT_EVENTS, &mut a), Err(Errno::FAULT));
     assert_eq!(a.wait_result, FAIL);
-    // SAFETY: unmaps exactly the mapping made above; nothing refers to it any more.
-    unsafe { rustix::mm::munmap(base, 2 * page) }.expect("munmap");
     assert_eq!(
         wait(&emu, &mut [data(auto)], false, 0),
         (Ok(0), TIMEOUT),
@@ -489,48 +478,24 @@ fn a_larger_user_event_page_gives_more_slots() {
 fn only_a_needed_write_back_can_fault() {
     let emu = emu_at(KFD_IOCTL_MINOR_VERSION);
     let id = create(&emu, KFD_IOC_EVENT_SIGNAL, true).event_id;
-    let page = 4096;
-    // SAFETY: a fresh private anonymous mapping the test owns, written only through the raw
-    // pointer below (before it is made read-only) and unmapped at the end of the test.
-    let base = unsafe {
-        rustix::mm::mmap_anonymous(
-            std::ptr::null_mut(),
-            page,
-            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-            rustix::mm::MapFlags::PRIVATE,
-        )
-    }
-    .expect("mmap");
-    let entries = base.cast::<kfd_event_data>();
+    let memory = Anon::new(PAGE);
     let mut waits = Vec::new();
     for entry in [data(id), aged(id, 1)] {
-        // SAFETY: the start of the mapping above, writable until the mprotect below, and
-        // aligned for the entry (page-aligned).
-        unsafe { std::ptr::write(entries, entry) };
-        // SAFETY: the mapping above, made read-only; nothing holds a reference into it.
-        unsafe { rustix::mm::mprotect(base, page, rustix::mm::MprotectFlags::READ) }
-            .expect("mprotect");
+        protect(&memory, 0, MprotectFlags::READ | MprotectFlags::WRITE);
+        emu.caller
+            .write(memory.addr, entry.as_bytes())
+            .expect("write");
+        protect(&memory, 0, MprotectFlags::READ);
         set(&emu, id).expect("set");
         let mut a = kfd_ioctl_wait_events_args {
-            events_ptr: entries as u64,
+            events_ptr: memory.addr,
             num_events: 1,
             wait_for_all: 0,
             timeout: 0,
             wait_result: 99,
         };
         waits.push((emu.ioctl(AMDKFD_IOC_WAIT_EVENTS, &mut a), a.wait_result));
-        // SAFETY: as above, writable again for the next entry.
-        unsafe {
-            rustix::mm::mprotect(
-                base,
-                page,
-                rustix::mm::MprotectFlags::READ | rustix::mm::MprotectFlags::WRITE,
-            )
-        }
-        .expect("mprotect");
     }
-    // SAFETY: unmaps exactly the mapping made above; nothing refers to it any more.
-    unsafe { rustix::mm::munmap(base, page) }.expect("munmap");
     assert_eq!(waits, [(Ok(0), COMPLETE), (Err(Errno::FAULT), FAIL)]);
     assert_eq!(
         wait(&emu, &mut [data(id)], false, 0),
