@@ -12,66 +12,6 @@ use kfd_ioctl::abi::*;
 use model_support::*;
 use rustix::io::Errno;
 
-fn create(emu: &Emu, kind: u32, auto_reset: bool) -> kfd_ioctl_create_event_args {
-    let mut a = kfd_ioctl_create_event_args {
-        event_type: kind,
-        auto_reset: u32::from(auto_reset),
-        ..Default::default()
-    };
-    emu.ioctl(AMDKFD_IOC_CREATE_EVENT, &mut a)
-        .expect("create event");
-    a
-}
-
-fn set(emu: &Emu, id: u32) -> Result<i64, Errno> {
-    let mut a = kfd_ioctl_set_event_args {
-        event_id: id,
-        pad: 0,
-    };
-    emu.ioctl(AMDKFD_IOC_SET_EVENT, &mut a)
-}
-
-fn reset(emu: &Emu, id: u32) -> Result<i64, Errno> {
-    let mut a = kfd_ioctl_reset_event_args {
-        event_id: id,
-        pad: 0,
-    };
-    emu.ioctl(AMDKFD_IOC_RESET_EVENT, &mut a)
-}
-
-fn destroy(emu: &Emu, id: u32) -> Result<i64, Errno> {
-    let mut a = kfd_ioctl_destroy_event_args {
-        event_id: id,
-        pad: 0,
-    };
-    emu.ioctl(AMDKFD_IOC_DESTROY_EVENT, &mut a)
-}
-
-/// WAIT_EVENTS on `events`: the result and `wait_result`.
-fn wait(
-    emu: &Emu,
-    events: &mut [kfd_event_data],
-    all: bool,
-    timeout: u32,
-) -> (Result<i64, Errno>, u32) {
-    let mut a = kfd_ioctl_wait_events_args {
-        events_ptr: events.as_mut_ptr() as u64,
-        num_events: events.len() as u32,
-        wait_for_all: u32::from(all),
-        timeout,
-        wait_result: 99,
-    };
-    let r = emu.ioctl(AMDKFD_IOC_WAIT_EVENTS, &mut a);
-    (r, a.wait_result)
-}
-
-fn data(id: u32) -> kfd_event_data {
-    kfd_event_data {
-        event_id: id,
-        ..Default::default()
-    }
-}
-
 const COMPLETE: u32 = KFD_IOC_WAIT_RESULT_COMPLETE;
 const TIMEOUT: u32 = KFD_IOC_WAIT_RESULT_TIMEOUT;
 const FAIL: u32 = KFD_IOC_WAIT_RESULT_FAIL;

@@ -51,6 +51,10 @@ fn use_event_page(ctx: &Ctx<'_>, st: &mut State, handle: u64) -> Result<(), Errn
         return Err(Errno::INVAL);
     }
     let (backing, size) = (bo.backing, bo.size);
+    // kfd_event_page_set: the page must hold every slot.
+    if size < u64::from(KFD_SIGNAL_EVENT_LIMIT) * 8 {
+        return Err(Errno::INVAL);
+    }
     process.events.page = Some(SignalPage::Bo { backing });
     process.events.mapped_size = size;
     process.signal_handle = Some(handle);
@@ -78,7 +82,9 @@ pub(super) fn create_event(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
             events.page = Some(SignalPage::Kernel);
             events.mapped_size = KERNEL_PAGE_MAPPED_SIZE;
         }
-        let slots = (events.mapped_size / 8).min(u64::from(KFD_SIGNAL_EVENT_LIMIT)) as u32;
+        // allocate_event_notification_slot: ids below `signal_mapped_size / 8`, not capped at
+        // KFD_SIGNAL_EVENT_LIMIT (a user page larger than 32 KiB gives more).
+        let slots = u32::try_from(events.mapped_size / 8).unwrap_or(u32::MAX);
         id = events.free_id(1, slots).ok_or(Errno::NOSPC)?;
         events.signal_count += 1;
         // kfd_event_create: every signal event names the page by its mmap type.

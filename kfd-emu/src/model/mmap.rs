@@ -93,7 +93,17 @@ impl Driver {
             return MmapAction::Fail(Errno::OVERFLOW);
         }
         let result = match kind {
-            FileKind::Kfd { tgid, serial } => self.mmap_kfd(caller, tgid, serial, offset, pages),
+            FileKind::Kfd { tgid, serial } => {
+                let r = self.mmap_kfd(caller, tgid, serial, offset, pages);
+                // kfd_event_mmap: `p->signal_mapped_size = vma->vm_end - vma->vm_start`.
+                if r.is_ok()
+                    && offset & KFD_MMAP_TYPE_MASK == KFD_MMAP_TYPE_EVENTS
+                    && let Some(p) = self.lock().procs.get_mut(&tgid)
+                {
+                    p.events.mapped_size = pages;
+                }
+                r
+            }
             FileKind::Render { gpu } => self.mmap_render(key, gpu, offset, pages),
             FileKind::Dmabuf { id } => self.mmap_dmabuf(id, offset, pages),
         };

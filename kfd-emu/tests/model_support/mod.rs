@@ -240,10 +240,23 @@ impl Emu {
         gpus: &[u32],
         n_success: u32,
     ) -> (Result<i64, Errno>, u32) {
+        let ptr = gpus.as_ptr() as u64;
+        self.map_raw(unmap, handle, ptr, gpus.len() as u32, n_success)
+    }
+
+    /// MAP (or UNMAP) with every argument given (the device array at `ptr`).
+    pub fn map_raw(
+        &self,
+        unmap: bool,
+        handle: u64,
+        ptr: u64,
+        n_devices: u32,
+        n_success: u32,
+    ) -> (Result<i64, Errno>, u32) {
         let mut a = kfd_ioctl_map_memory_to_gpu_args {
             handle,
-            device_ids_array_ptr: gpus.as_ptr() as u64,
-            n_devices: gpus.len() as u32,
+            device_ids_array_ptr: ptr,
+            n_devices,
             n_success,
         };
         let cmd = if unmap {
@@ -361,4 +374,69 @@ pub fn own_fd(raw: u32) -> OwnedFd {
     // SAFETY: the model's install_fd (TestCaller) created this fd for the test, which now
     // takes ownership of it.
     unsafe { OwnedFd::from_raw_fd(raw as i32) }
+}
+
+/// CREATE_EVENT of `kind`; panics on failure.
+pub fn create(emu: &Emu, kind: u32, auto_reset: bool) -> kfd_ioctl_create_event_args {
+    let mut a = kfd_ioctl_create_event_args {
+        event_type: kind,
+        auto_reset: u32::from(auto_reset),
+        ..Default::default()
+    };
+    emu.ioctl(AMDKFD_IOC_CREATE_EVENT, &mut a)
+        .expect("create event");
+    a
+}
+
+/// SET_EVENT of `id`.
+pub fn set(emu: &Emu, id: u32) -> Result<i64, Errno> {
+    let mut a = kfd_ioctl_set_event_args {
+        event_id: id,
+        pad: 0,
+    };
+    emu.ioctl(AMDKFD_IOC_SET_EVENT, &mut a)
+}
+
+/// RESET_EVENT of `id`.
+pub fn reset(emu: &Emu, id: u32) -> Result<i64, Errno> {
+    let mut a = kfd_ioctl_reset_event_args {
+        event_id: id,
+        pad: 0,
+    };
+    emu.ioctl(AMDKFD_IOC_RESET_EVENT, &mut a)
+}
+
+/// DESTROY_EVENT of `id`.
+pub fn destroy(emu: &Emu, id: u32) -> Result<i64, Errno> {
+    let mut a = kfd_ioctl_destroy_event_args {
+        event_id: id,
+        pad: 0,
+    };
+    emu.ioctl(AMDKFD_IOC_DESTROY_EVENT, &mut a)
+}
+
+/// WAIT_EVENTS on `events`: the result and `wait_result`.
+pub fn wait(
+    emu: &Emu,
+    events: &mut [kfd_event_data],
+    all: bool,
+    timeout: u32,
+) -> (Result<i64, Errno>, u32) {
+    let mut a = kfd_ioctl_wait_events_args {
+        events_ptr: events.as_mut_ptr() as u64,
+        num_events: events.len() as u32,
+        wait_for_all: u32::from(all),
+        timeout,
+        wait_result: 99,
+    };
+    let r = emu.ioctl(AMDKFD_IOC_WAIT_EVENTS, &mut a);
+    (r, a.wait_result)
+}
+
+/// A WAIT_EVENTS entry for event `id`, no event age.
+pub fn data(id: u32) -> kfd_event_data {
+    kfd_event_data {
+        event_id: id,
+        ..Default::default()
+    }
 }
