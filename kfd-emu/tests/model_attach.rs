@@ -1,12 +1,15 @@
 //! The model behind the real thing: the product's `Kfd` on a thread attached through seccomp
 //! (`supervisor::run_attached`), checked against the model's GPU-side view.
 
+mod model_svm_support;
+
 use std::sync::Arc;
 
 use kfd_emu::machine::Machine;
 use kfd_emu::model::{GpuFaultReason, Model, ModelConfig};
 use kfd_ioctl::abi::AllocMemFlags;
-use kfd_ioctl::{Errno, Error, Kfd};
+use kfd_ioctl::{Errno, Error};
+use model_svm_support::open_all;
 
 const MIB: u64 = 1 << 20;
 /// GPU VAs of the tests (GPU-only addresses: nothing is mapped there on the CPU side).
@@ -18,17 +21,6 @@ fn model(machine: &str, cfg: ModelConfig) -> Arc<Model> {
         ..cfg
     })
     .expect("model")
-}
-
-/// Opens the emulated `/dev/kfd` and acquires every GPU.
-fn open_all(model: &Model) -> (Kfd, Vec<u32>) {
-    let kfd = Kfd::open().expect("open the emulated /dev/kfd");
-    let gpus: Vec<u32> = model.machine().gpus().iter().map(|g| g.gpu_id).collect();
-    for g in model.machine().gpus() {
-        kfd.acquire_vm(g.gpu_id, g.render_minor)
-            .expect("acquire_vm");
-    }
-    (kfd, gpus)
 }
 
 #[test]
