@@ -725,9 +725,22 @@ fn state(pid: i32) -> char {
 fn sigstop_and_sigcont_behave_under_the_tracer() {
     let (mut child, pid, mut lines) = shell_under_kfd_emu("echo $$; read line; echo got $line");
     kill(pid, libc::SIGSTOP);
+    // Stopped for good: the signal-delivery stop ('t') is left for a moment when the tracer
+    // re-injects SIGSTOP, before the group-stop; wait until the program has stayed stopped
+    // for 100 ms in a row. (A tracer that resumed it at the group-stop never gets there: the
+    // program runs on into `read`, state S.)
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !matches!(state(pid), 'T' | 't') {
-        assert!(std::time::Instant::now() < deadline, "never stopped");
+    let mut stopped_since = None;
+    loop {
+        assert!(std::time::Instant::now() < deadline, "never stayed stopped");
+        if matches!(state(pid), 'T' | 't') {
+            let since = *stopped_since.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() >= std::time::Duration::from_millis(100) {
+                break;
+            }
+        } else {
+            stopped_since = None;
+        }
         std::thread::yield_now();
     }
     // It stays stopped, with input waiting: a PTRACE_CONT at the group-stop (instead of
