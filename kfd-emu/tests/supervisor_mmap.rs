@@ -670,11 +670,38 @@ fn a_dumpable_supervisors_proc_files_are_open_to_its_program() {
 fn shell_under_kfd_emu(
     script: &str,
 ) -> (
-    std::process::Child,
+    KillOnDrop,
     i32,
     std::io::Lines<BufReader<std::process::ChildStdout>>,
 ) {
     under_kfd_emu(&["sh", "-c", script])
+}
+
+/// A running `kfd-emu run`, killed on drop unless it has exited: a test that fails half-way
+/// leaves no supervisor and no (stopped) program behind, which would hold the test run's
+/// output pipe open. (The supervisor's death kills its tracees: `PTRACE_O_EXITKILL`.)
+struct KillOnDrop(std::process::Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
 }
 
 /// `kfd-emu run -- args` with piped stdio; the program prints its pid first. Returns the
@@ -682,7 +709,7 @@ fn shell_under_kfd_emu(
 fn under_kfd_emu(
     args: &[&str],
 ) -> (
-    std::process::Child,
+    KillOnDrop,
     i32,
     std::io::Lines<BufReader<std::process::ChildStdout>>,
 ) {
@@ -694,7 +721,7 @@ fn under_kfd_emu(
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let first = lines.next().expect("the pid line").expect("read");
     let pid = first.trim().parse().expect("a pid");
-    (child, pid, lines)
+    (KillOnDrop(child), pid, lines)
 }
 
 fn kill(pid: i32, sig: i32) {

@@ -165,27 +165,70 @@ fn stream(
         .map_err(|e| Failure::new(format!("running {command:?}: {e}")))?;
     // The command holds the pipe's write ends: without dropping it, the read never ends.
     drop(command);
-    let mut reader = BufReader::new(reader);
-    let mut buf = Vec::new();
+    // Read on a thread: a process a test started and left behind (a stopped child of a test
+    // that failed, say) keeps the pipe's write end open after cargo has exited, and a read
+    // to the end of the pipe would then wait for it forever.
+    let (lines, received) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(reader);
+        loop {
+            let mut buf = Vec::new();
+            match reader.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if lines.send(buf).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
     let mut out = std::io::stdout();
+    let mut exited: Option<(std::process::ExitStatus, Instant)> = None;
     loop {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf) {
-            Ok(0) => break,
-            Ok(_) => {
+        match received.recv_timeout(std::time::Duration::from_millis(100)) {
+            Ok(buf) => {
                 let _ = out.write_all(&buf);
                 let line = String::from_utf8_lossy(&buf);
                 tally.feed(line.trim_end(), package_of);
+                continue;
             }
-            Err(e) => return Err(Failure::new(format!("reading the test output: {e}"))),
+            // Every write end is closed: all output is in.
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        match exited {
+            None => {
+                let status = child
+                    .try_wait()
+                    .map_err(|e| Failure::new(format!("waiting for cargo: {e}")))?;
+                exited = status.map(|s| (s, Instant::now()));
+            }
+            // Cargo is gone and nothing came for a while, yet the pipe is still open.
+            Some((_, at)) if at.elapsed() >= LEFTOVER_GRACE => {
+                println!(
+                    "xtask: warning: cargo exited {} s ago but a process it started still \
+                     holds its output open (a test left a child running); not waiting for it",
+                    at.elapsed().as_secs()
+                );
+                break;
+            }
+            Some(_) => {}
         }
     }
     tally.finish();
-    let status = child
-        .wait()
-        .map_err(|e| Failure::new(format!("waiting for cargo: {e}")))?;
+    let status = match exited {
+        Some((status, _)) => status,
+        None => child
+            .wait()
+            .map_err(|e| Failure::new(format!("waiting for cargo: {e}")))?,
+    };
     Ok(status.success())
 }
+
+/// How long output may still come after cargo exited (a test binary's last lines can trail
+/// the exit of cargo only through a process left behind).
+const LEFTOVER_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Which package a test binary or doctest crate is: built from `cargo metadata` (library
 /// crate names) and from the test build's own artifact messages (executables).
@@ -270,5 +313,29 @@ impl PackageNames {
             Line::DocTests { krate } => self.by_lib.get(*krate).cloned(),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process the command leaves behind with the output pipe open does not hold the run:
+    /// the output before it is read, and the command's status is reported once the grace
+    /// period has passed.
+    #[test]
+    fn a_process_left_behind_does_not_hold_the_run() {
+        let mut command = Command::new("sh");
+        // The background sleeper keeps stdout open for 20 s after `sh` exits.
+        command.args(["-c", "sleep 20 & echo 'test result: ok. 1 passed'; exit 3"]);
+        let started = Instant::now();
+        let mut tally = Tally::default();
+        let ok = stream(Path::new("."), command, &mut tally, &|_| None).expect("stream");
+        assert!(!ok, "the command's own status (3) is reported");
+        let took = started.elapsed();
+        assert!(
+            took >= LEFTOVER_GRACE && took < std::time::Duration::from_secs(30),
+            "{took:?}"
+        );
     }
 }
