@@ -86,6 +86,7 @@ fn workspace_root() -> PathBuf {
 fn prerequisites(root: &Path) -> Result<(), Failure> {
     prereq::packages()?;
     prereq::fetched(root)?;
+    prereq::huge_pages()?;
     prereq::miri()
 }
 

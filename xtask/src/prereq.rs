@@ -83,6 +83,56 @@ pub fn packages() -> Result<(), Failure> {
     }
 }
 
+/// The 2 MiB huge pages the hugetlb tests need (kfd-ring's hugetlb memfd granule; sealing a
+/// hugetlbfs memfd). A machine that reserves none would skip them.
+pub const HUGE_PAGES: u64 = 8;
+
+/// Reserves [`HUGE_PAGES`] 2 MiB huge pages when fewer are free (`vm.nr_hugepages`, as root
+/// directly, through `sudo sysctl` otherwise).
+pub fn huge_pages() -> Result<(), Failure> {
+    const NR: &str = "/proc/sys/vm/nr_hugepages";
+    let free = free_huge_pages().unwrap_or(0);
+    if free >= HUGE_PAGES {
+        println!("xtask: huge pages: {free} free");
+        return Ok(());
+    }
+    let total = std::fs::read_to_string(NR)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let want = total + (HUGE_PAGES - free);
+    println!("xtask: huge pages: reserving {want} (vm.nr_hugepages) for the hugetlb tests");
+    let reserved = match Privilege::here() {
+        Privilege::Root => std::fs::write(NR, format!("{want}\n"))
+            .map_err(|e| Failure::new(format!("writing {NR}: {e}"))),
+        Privilege::Sudo => run(
+            Command::new("sudo").args(["-n", "sysctl", "-q", &format!("vm.nr_hugepages={want}")]),
+            "sudo sysctl vm.nr_hugepages",
+        ),
+        Privilege::Neither => Err(Failure::new(format!(
+            "the hugetlb tests need {HUGE_PAGES} free 2 MiB huge pages: run as root or with sudo, \
+             or set vm.nr_hugepages yourself"
+        ))),
+    };
+    reserved?;
+    match free_huge_pages() {
+        Some(n) if n >= HUGE_PAGES => Ok(()),
+        n => Err(Failure::new(format!(
+            "asked the kernel for {want} huge pages, {} are free (memory too fragmented?)",
+            n.unwrap_or(0)
+        ))),
+    }
+}
+
+/// `HugePages_Free` of `/proc/meminfo` (2 MiB pages on x86_64).
+fn free_huge_pages() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("HugePages_Free:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// How this user can run `apt-get`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Privilege {
