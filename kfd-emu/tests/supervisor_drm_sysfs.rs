@@ -139,3 +139,64 @@ fn other_char_devices_stay_the_hosts() {
     // /dev/null's entry, as the host's kernel shows it.
     assert_eq!(null_dev, read("/sys/dev/char/1:3/dev".into()));
 }
+
+/// `readlink(2)` through libc with a `size`-byte buffer: the bytes, or the errno.
+fn readlink(path: &std::ffi::CStr, size: usize) -> Result<Vec<u8>, i32> {
+    let mut buf = vec![0u8; size];
+    // SAFETY: `path` is NUL-terminated and `buf` has `size` writable bytes.
+    let n = unsafe { libc::readlink(path.as_ptr(), buf.as_mut_ptr().cast(), size) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+    }
+    buf.truncate(usize::try_from(n).unwrap_or(0));
+    Ok(buf)
+}
+
+#[test]
+fn render_node_links_and_dev_dri_entries() {
+    let host_link = std::env::temp_dir().join(format!("kfd-emu-drm-link-{}", std::process::id()));
+    let _ = std::fs::remove_file(&host_link);
+    std::os::unix::fs::symlink("some/target", &host_link).expect("host symlink");
+    let host_c = std::ffi::CString::new(host_link.to_str().unwrap()).unwrap();
+    let (subsystem, short, by_class, not_link, missing, host, entries) =
+        run_attached(model("mi210x8"), || {
+            let mut entries: Vec<String> = std::fs::read_dir("/dev/dri")
+                .map(|dir| {
+                    dir.filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            entries.sort();
+            (
+                readlink(c"/sys/dev/char/226:128/device/subsystem", 256),
+                readlink(c"/sys/dev/char/226:128/device/subsystem", 4),
+                readlink(c"/sys/class/drm/renderD129/device/subsystem", 256),
+                readlink(c"/sys/dev/char/226:128/device/vendor", 256),
+                readlink(c"/sys/dev/char/226:128/device/nothing", 256),
+                readlink(&host_c, 256),
+                entries,
+            )
+        })
+        .expect("supervisor");
+    let _ = std::fs::remove_file(&host_link);
+    let subsystem = subsystem.expect("readlink of device/subsystem");
+    assert!(subsystem.ends_with(b"/bus/pci"), "{subsystem:?}");
+    assert_eq!(
+        short.as_deref(),
+        Ok(&subsystem[..4]),
+        "truncated to the buffer"
+    );
+    assert_eq!(by_class, Ok(subsystem));
+    assert_eq!(not_link, Err(libc::EINVAL));
+    assert_eq!(missing, Err(libc::ENOENT));
+    assert_eq!(host.as_deref(), Ok(&b"some/target"[..]));
+    let mut want: Vec<String> = Machine::preset("mi210x8")
+        .expect("preset")
+        .gpus()
+        .iter()
+        .map(|gpu| format!("renderD{}", gpu.render_minor))
+        .collect();
+    want.sort();
+    assert_eq!(entries, want);
+}

@@ -202,6 +202,9 @@ impl Model {
                 .position(|gpu| gpu.render_minor == minor)
                 .map(Target::Render);
         }
+        if path == "/dev/dri" {
+            return Some(Target::Sysfs(files::SysfsPart::DevDri, ""));
+        }
         if path == "/proc/modules" {
             return Some(Target::ProcModules);
         }
@@ -301,6 +304,18 @@ impl Backend for Model {
             Target::ProcModules => None,
             Target::Sysfs(part, rest) => Some(self.with_sysfs(|tree| tree.stat(part, rest))),
         }
+    }
+
+    fn readlink(&self, caller: &dyn Caller, path: &str) -> Option<Result<String, Errno>> {
+        // A render node's `device/subsystem` names its bus (libdrm's drmParseSubsystemType
+        // looks at the last component only); every other emulated path is no link.
+        if let Some(Target::Sysfs(files::SysfsPart::DevChar | files::SysfsPart::ClassDrm, rest)) =
+            self.target(path)
+            && rest.split('/').skip(1).eq(["device", "subsystem"])
+        {
+            return Some(Ok("../../../bus/pci".to_owned()));
+        }
+        Some(self.stat(caller, path)?.and(Err(Errno::INVAL)))
     }
 
     fn fstat(

@@ -217,6 +217,8 @@ pub(super) enum SysfsPart {
     DevChar,
     /// The DRM class (`/sys/class/drm`, entries `renderD<minor>`).
     ClassDrm,
+    /// The directory `/dev/dri`: an empty file per render node, for a reader of its entries.
+    DevDri,
 }
 
 impl SysfsPart {
@@ -227,6 +229,7 @@ impl SysfsPart {
             SysfsPart::AmdgpuModule => "module/amdgpu",
             SysfsPart::DevChar => "dev/char",
             SysfsPart::ClassDrm => "class/drm",
+            SysfsPart::DevDri => "dev/dri",
         }
     }
 }
@@ -260,8 +263,11 @@ impl SysfsTree {
         std::fs::write(module.join("coresize"), "20480000\n")?;
         // The XNACK default follows `noretry`, which the emulated driver leaves at 1.
         std::fs::write(module.join("parameters/noretry"), "1\n")?;
+        let dri = tree.root.join(SysfsPart::DevDri.dir());
+        std::fs::create_dir_all(&dri)?;
         for gpu in machine.gpus() {
             let minor = gpu.render_minor;
+            std::fs::write(dri.join(render_name(minor)), "")?;
             for node in [
                 tree.root
                     .join(SysfsPart::DevChar.dir())
@@ -271,6 +277,8 @@ impl SysfsTree {
                     .join(render_name(minor)),
             ] {
                 write_pci_device(gpu, &node.join("device"))?;
+                // What libdrm's drmNodeIsDRM stats: the device's `drm` directory.
+                std::fs::create_dir_all(node.join("device/drm").join(render_name(minor)))?;
                 std::fs::write(
                     node.join("uevent"),
                     format!(
