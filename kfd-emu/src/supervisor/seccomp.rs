@@ -235,7 +235,8 @@ impl Filter {
     /// - [`NOTIFIED`]: `openat`, `open` and the path-based `stat` family (`newfstatat`,
     ///   `statx`, `stat`, `lstat`, `access`, `faccessat`, `faccessat2`) and the path-based
     ///   xattr reads (`getxattr`, `lgetxattr`, `listxattr`, `llistxattr`: `ls -l` asks for
-    ///   `security.selinux` of what it lists) → `SECCOMP_RET_USER_NOTIF`;
+    ///   `security.selinux` of what it lists), `readlink` and `readlinkat` →
+    ///   `SECCOMP_RET_USER_NOTIF`;
     /// - `openat2` → `ENOSYS` (glibc then uses `openat`);
     /// - `ioctl` whose command type byte (`(cmd >> 8) & 0xff` of the low 32 bits, the
     ///   kernel's `unsigned int cmd`) is `'K'` or `'d'` → `SECCOMP_RET_USER_NOTIF`; only the type
@@ -253,6 +254,8 @@ impl Filter {
     /// (`ls -lR`, a compiler's include search) slow down accordingly. `statx(fd, "",
     /// AT_EMPTY_PATH)` — what Rust's `File::metadata` issues — pays the round trip too, as the
     /// filter cannot read the path; so does `fstat`, and the rare `ftruncate`/`fallocate`.
+    /// `readlink`/`readlinkat` pay it as well, and glibc's `realpath` issues one per path
+    /// component.
     pub fn kfd() -> Self {
         Self::build(libc::SECCOMP_RET_USER_NOTIF)
     }
