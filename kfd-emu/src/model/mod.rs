@@ -76,7 +76,7 @@
 //!   `/sys/class/drm/renderD<minor>` hold `dev`, `uevent` and a `device/` with the PCI files
 //!   (`uevent` with `PCI_SLOT_NAME`/`PCI_ID`, `vendor`, `device`, `subsystem_*`, `revision`,
 //!   `class`, `drm/`) from the topology's ids and `location_id`; a `readlink` of its
-//!   `device/subsystem` ([`Backend::readlink`]) names the `pci` bus, of any other emulated
+//!   `device/subsystem` ([`Backend::readlink`](crate::backend::Backend::readlink)) names the `pci` bus, of any other emulated
 //!   path is `EINVAL` (`ENOENT` when it does not exist).
 //! * A `stat`/`access` of those paths ([`Backend::stat`]): `/dev/kfd` is a character device
 //!   `0666` with major [`KFD_MAJOR`], a render node one with major [`DRM_MAJOR`] and its minor,
