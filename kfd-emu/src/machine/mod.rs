@@ -182,6 +182,14 @@ pub struct Gpu {
 }
 
 impl Gpu {
+    /// The PCI slot name sysfs and uevent use, `dddd:bb:dd.f`.
+    pub fn pci_slot_name(&self) -> String {
+        let bus = (self.location_id >> 8) & 0xff;
+        let dev = (self.location_id >> 3) & 0x1f;
+        let func = self.location_id & 0x7;
+        format!("{:04x}:{bus:02x}:{dev:02x}.{func:x}", self.pci_domain)
+    }
+
     /// The apertures GET_PROCESS_APERTURES reports for this GPU.
     pub fn apertures(&self) -> Apertures {
         self.layout.apertures()
@@ -322,16 +330,6 @@ impl Machine {
     /// which must exist.
     pub fn write_sysfs(&self, dir: &Path) -> std::io::Result<()> {
         sysfs::write(&self.topology, dir)
-    }
-}
-
-impl Gpu {
-    /// The PCI slot name sysfs and uevent use, `dddd:bb:dd.f`.
-    pub fn pci_slot_name(&self) -> String {
-        let bus = (self.location_id >> 8) & 0xff;
-        let dev = (self.location_id >> 3) & 0x1f;
-        let func = self.location_id & 0x7;
-        format!("{:04x}:{bus:02x}:{dev:02x}.{func:x}", self.pci_domain)
     }
 }
 
