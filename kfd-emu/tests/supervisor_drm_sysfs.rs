@@ -200,3 +200,39 @@ fn render_node_links_and_dev_dri_entries() {
     want.sort();
     assert_eq!(entries, want);
 }
+
+#[test]
+fn readlinkat_resolves_against_its_directory_and_a_zero_buffer_is_einval() {
+    let (relative, zero) = run_attached(model("mi210x8"), || {
+        let dir = std::fs::File::open("/sys/dev/char/226:128").map(std::os::fd::OwnedFd::from);
+        let relative = dir.map_err(|e| e.raw_os_error()).map(|dir| {
+            use std::os::fd::AsRawFd;
+            let mut buf = [0u8; 64];
+            // SAFETY: the path is NUL-terminated and `buf` has 64 writable bytes.
+            let n = unsafe {
+                libc::readlinkat(
+                    dir.as_raw_fd(),
+                    c"device/subsystem".as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
+            usize::try_from(n)
+                .map(|n| buf[..n].to_vec())
+                .map_err(|_| errno())
+        });
+        (
+            relative,
+            readlink(c"/sys/dev/char/226:128/device/subsystem", 0),
+        )
+    })
+    .expect("supervisor");
+    let target = relative.expect("open of 226:128").expect("readlinkat");
+    assert!(target.ends_with(b"/pci"), "{target:?}");
+    // The kernel refuses a buffer of size 0 before it looks at the path.
+    assert_eq!(zero, Err(libc::EINVAL));
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}

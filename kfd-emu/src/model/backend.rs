@@ -307,15 +307,12 @@ impl Backend for Model {
     }
 
     fn readlink(&self, caller: &dyn Caller, path: &str) -> Option<Result<String, Errno>> {
-        // A render node's `device/subsystem` names its bus (libdrm's drmParseSubsystemType
-        // looks at the last component only); every other emulated path is no link.
-        if let Some(Target::Sysfs(files::SysfsPart::DevChar | files::SysfsPart::ClassDrm, rest)) =
-            self.target(path)
-            && rest.split('/').skip(1).eq(["device", "subsystem"])
-        {
-            return Some(Ok("../../../bus/pci".to_owned()));
+        // The generated tree holds the links (a render node's `device/subsystem`); every
+        // other emulated path is no link.
+        match self.target(path)? {
+            Target::Sysfs(part, rest) => Some(self.with_sysfs(|tree| tree.readlink(part, rest))),
+            _ => Some(self.stat(caller, path)?.and(Err(Errno::INVAL))),
         }
-        Some(self.stat(caller, path)?.and(Err(Errno::INVAL)))
     }
 
     fn fstat(

@@ -277,6 +277,10 @@ impl SysfsTree {
                     .join(render_name(minor)),
             ] {
                 write_pci_device(gpu, &node.join("device"))?;
+                // The device's bus, by the last component of the link (libdrm's
+                // drmParseSubsystemType); a real link, so that a `readlinkat` relative to an
+                // opened entry (answered by the kernel in this tree) sees it too.
+                std::os::unix::fs::symlink("../../../bus/pci", node.join("device/subsystem"))?;
                 // What libdrm's drmNodeIsDRM stats: the device's `drm` directory.
                 std::fs::create_dir_all(node.join("device/drm").join(render_name(minor)))?;
                 std::fs::write(
@@ -320,6 +324,16 @@ impl SysfsTree {
         let path =
             CString::new(path.into_os_string().into_encoded_bytes()).map_err(|_| Errno::NOENT)?;
         rustix::fs::open(path.as_c_str(), flags | OFlags::CLOEXEC, Mode::empty())
+    }
+
+    /// The target of the link `rest`: `EINVAL` for a file or directory, `ENOENT` for a path
+    /// not in the tree.
+    pub(super) fn readlink(&self, part: SysfsPart, rest: &str) -> Result<String, Errno> {
+        let target = std::fs::read_link(self.path(part, rest)?).map_err(|e| io_errno(&e))?;
+        target
+            .into_os_string()
+            .into_string()
+            .map_err(|_| Errno::INVAL)
     }
 
     /// Describes `rest` as sysfs would: directories `0755`, files `0444`, owned by root, with
