@@ -160,6 +160,15 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// Decides a `readlink`/`readlinkat` of the absolute, lexically normalised `path`: `None`
+    /// when the path is not this backend's (the kernel runs the call), `Some(Ok(target))` for
+    /// an emulated symbolic link, `Some(Err)` to fail it (`EINVAL` for an emulated file that
+    /// is not a link, `ENOENT` for one that does not exist). The default claims nothing.
+    fn readlink(&self, caller: &dyn Caller, path: &str) -> Option<Result<String, Errno>> {
+        let _ = (caller, path);
+        None
+    }
+
     /// Describes `file` (a duplicate of the caller's descriptor) for an `fstat`, or a
     /// `newfstatat`/`statx` of an empty path with `AT_EMPTY_PATH`: `None` when it is not a
     /// stand-in the backend describes (the kernel answers from the file itself), else what a

@@ -48,24 +48,45 @@ fn describe(out: &Output) -> String {
     )
 }
 
-/// Builds the libhsakmt probe into the target directory.
-fn build_hsakmt_probe() -> Option<PathBuf> {
-    let header = Path::new("/usr/include/hsakmt.h").exists();
-    let lib = Path::new("/usr/lib/x86_64-linux-gnu/libhsakmt.so").exists();
-    if !prerequisite(header && lib, "libhsakmt-dev (hsakmt.h, libhsakmt.so)") {
+/// Builds `tests/clients/<name>.c` into the target directory with `cc_args` (before the
+/// source) and `libs` (after it); `None` (skip) when `files`, the package `what`, are missing.
+fn build_probe(
+    name: &str,
+    files: &[&str],
+    what: &str,
+    cc_args: &[&str],
+    libs: &[&str],
+) -> Option<PathBuf> {
+    if !prerequisite(files.iter().all(|f| Path::new(f).exists()), what) {
         return None;
     }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/hsakmt_probe.c");
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hsakmt_probe");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/clients/{name}.c"));
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let status = Command::new("cc")
-        .args(["-Wall", "-Werror", "-O1", "-o"])
+        .args(["-Wall", "-Werror", "-O1"])
+        .args(cc_args)
+        .arg("-o")
         .arg(&out)
         .arg(&src)
-        .arg("-lhsakmt")
+        .args(libs)
         .status()
         .expect("running cc");
     assert!(status.success(), "building {} failed", src.display());
     Some(out)
+}
+
+/// Builds the libhsakmt probe into the target directory.
+fn build_hsakmt_probe() -> Option<PathBuf> {
+    build_probe(
+        "hsakmt_probe",
+        &[
+            "/usr/include/hsakmt.h",
+            "/usr/lib/x86_64-linux-gnu/libhsakmt.so",
+        ],
+        "libhsakmt-dev (hsakmt.h, libhsakmt.so)",
+        &[],
+        &["-lhsakmt"],
+    )
 }
 
 #[test]
@@ -154,5 +175,63 @@ fn rocminfo_lists_the_cpu_and_gpu_agents() {
             let want = format!("amdgcn-amd-amdhsa--{isa}");
             assert!(text.contains(&want), "{name}: no ISA {want} in\n{text}");
         }
+    }
+}
+
+/// Builds the libdrm probe into the target directory.
+fn build_drm_probe() -> Option<PathBuf> {
+    build_probe(
+        "drm_probe",
+        &[
+            "/usr/include/xf86drm.h",
+            "/usr/lib/x86_64-linux-gnu/libdrm.so",
+        ],
+        "libdrm-dev (xf86drm.h, libdrm.so)",
+        &["-I/usr/include/libdrm"],
+        &["-ldrm"],
+    )
+}
+
+/// libdrm's `drmGetDevices2` lists every emulated GPU by its render node with the PCI
+/// location and ids of its topology node (opendir of /dev/dri, stat of each node, the
+/// `/sys/dev/char/226:<minor>` entry and its `device/subsystem` link).
+#[test]
+fn libdrm_lists_the_render_nodes_with_their_pci_ids() {
+    let Some(probe) = build_drm_probe() else {
+        return;
+    };
+    for name in ["mi210x8", "mi100"] {
+        let machine = Machine::preset(name).unwrap();
+        let out = run_under_emulator(name, true, &probe, &[]);
+        assert!(out.status.success(), "{name}: {}", describe(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let mut lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(
+            lines.first().copied(),
+            Some(format!("count {}", machine.gpus().len()).as_str()),
+            "{name}: {}",
+            describe(&out)
+        );
+        lines.remove(0);
+        let mut want: Vec<String> = machine
+            .gpus()
+            .iter()
+            .map(|gpu| {
+                let loc = gpu.location_id;
+                format!(
+                    "/dev/dri/renderD{} {:04x}:{:02x}:{:02x}.{:x} {:04x}:{:04x}",
+                    gpu.render_minor,
+                    gpu.pci_domain,
+                    loc >> 8,
+                    (loc >> 3) & 0x1f,
+                    loc & 7,
+                    gpu.vendor_id,
+                    gpu.device_id
+                )
+            })
+            .collect();
+        want.sort();
+        lines.sort();
+        assert_eq!(lines, want, "{name}: {}", describe(&out));
     }
 }

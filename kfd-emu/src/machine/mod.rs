@@ -164,6 +164,12 @@ pub struct Gpu {
     pub render_minor: u32,
     /// PCI device id.
     pub device_id: u32,
+    /// PCI vendor id (0x1002).
+    pub vendor_id: u32,
+    /// PCI domain (0 when the kernel does not print it).
+    pub pci_domain: u32,
+    /// PCI location, `bus << 8 | device << 3 | function`.
+    pub location_id: u32,
     /// xGMI hive id; `None` outside a hive.
     pub hive_id: Option<u64>,
     /// Aperture family.
@@ -176,6 +182,14 @@ pub struct Gpu {
 }
 
 impl Gpu {
+    /// The PCI slot name sysfs and uevent use, `dddd:bb:dd.f`.
+    pub fn pci_slot_name(&self) -> String {
+        let bus = (self.location_id >> 8) & 0xff;
+        let dev = (self.location_id >> 3) & 0x1f;
+        let func = self.location_id & 0x7;
+        format!("{:04x}:{bus:02x}:{dev:02x}.{func:x}", self.pci_domain)
+    }
+
     /// The apertures GET_PROCESS_APERTURES reports for this GPU.
     pub fn apertures(&self) -> Apertures {
         self.layout.apertures()
@@ -222,6 +236,13 @@ impl Gpu {
             large_bar,
             render_minor: u32::try_from(node.properties.drm_render_minor).unwrap_or(0),
             device_id: u32::try_from(node.properties.device_id).unwrap_or(0),
+            vendor_id: u32::try_from(node.properties.vendor_id).unwrap_or(0),
+            pci_domain: node
+                .properties
+                .domain
+                .and_then(|d| u32::try_from(d).ok())
+                .unwrap_or(0),
+            location_id: u32::try_from(node.properties.location_id).unwrap_or(0),
             hive_id: node.hive_id(),
             layout: ApertureLayout::of(node.gfx_target_version()),
             xnack_capable: per_process_xnack(target),

@@ -174,8 +174,7 @@ const SYSFS_ROOTS: [&str; 2] = [
 
 /// `major` of `/dev/kfd`. The kernel allocates it dynamically; 235 is what many hosts show.
 pub const KFD_MAJOR: u32 = 235;
-/// `major` of the DRM nodes (`DRM_MAJOR`).
-pub const DRM_MAJOR: u32 = 226;
+pub use super::files::DRM_MAJOR;
 
 /// What an emulated path is.
 enum Target<'p> {
@@ -203,6 +202,9 @@ impl Model {
                 .position(|gpu| gpu.render_minor == minor)
                 .map(Target::Render);
         }
+        if path == "/dev/dri" {
+            return Some(Target::Sysfs(files::SysfsPart::DevDri, ""));
+        }
         if path == "/proc/modules" {
             return Some(Target::ProcModules);
         }
@@ -218,7 +220,42 @@ impl Model {
         {
             return Some(Target::Sysfs(files::SysfsPart::AmdgpuModule, rest));
         }
+        for (root, part) in [
+            ("/sys/dev/char/", files::SysfsPart::DevChar),
+            ("/sys/class/drm/", files::SysfsPart::ClassDrm),
+        ] {
+            if let Some(rest) = path.strip_prefix(root)
+                && self.is_render_entry(part, rest)
+            {
+                return Some(Target::Sysfs(part, rest));
+            }
+        }
         None
+    }
+
+    /// Whether `rest` (below `/sys/dev/char/` or `/sys/class/drm/`) is in the entry of one of
+    /// the machine's render nodes (`226:<minor>` or `renderD<minor>`); other entries stay the
+    /// host's.
+    fn is_render_entry(&self, part: files::SysfsPart, rest: &str) -> bool {
+        let entry = rest.split('/').next().unwrap_or("");
+        let minor = match part {
+            files::SysfsPart::DevChar => entry
+                .strip_prefix(&format!("{DRM_MAJOR}:"))
+                .and_then(|m| m.parse::<u32>().ok()),
+            files::SysfsPart::ClassDrm => entry
+                .strip_prefix("renderD")
+                .and_then(|m| m.parse::<u32>().ok()),
+            _ => None,
+        };
+        minor.is_some_and(|minor| {
+            self.drv
+                .dev
+                .cfg
+                .machine
+                .gpus()
+                .iter()
+                .any(|gpu| gpu.render_minor == minor)
+        })
     }
 
     /// The answer for a device node: `S_IFCHR | 0666`, root-owned, on devtmpfs (0:5).
@@ -266,6 +303,15 @@ impl Backend for Model {
             // The host's own /proc/modules stats like the generated one (size 0).
             Target::ProcModules => None,
             Target::Sysfs(part, rest) => Some(self.with_sysfs(|tree| tree.stat(part, rest))),
+        }
+    }
+
+    fn readlink(&self, caller: &dyn Caller, path: &str) -> Option<Result<String, Errno>> {
+        // The generated tree holds the links (a render node's `device/subsystem`); every
+        // other emulated path is no link.
+        match self.target(path)? {
+            Target::Sysfs(part, rest) => Some(self.with_sysfs(|tree| tree.readlink(part, rest))),
+            _ => Some(self.stat(caller, path)?.and(Err(Errno::INVAL))),
         }
     }
 

@@ -203,6 +203,9 @@ pub(super) fn proc_modules() -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
+/// `major` of the DRM nodes (`DRM_MAJOR`).
+pub const DRM_MAJOR: u32 = 226;
+
 /// The parts of sysfs the emulator generates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum SysfsPart {
@@ -210,6 +213,12 @@ pub(super) enum SysfsPart {
     Topology,
     /// The amdgpu module (`/sys/module/amdgpu`).
     AmdgpuModule,
+    /// The DRM char devices by number (`/sys/dev/char`, entries `226:<minor>`).
+    DevChar,
+    /// The DRM class (`/sys/class/drm`, entries `renderD<minor>`).
+    ClassDrm,
+    /// The directory `/dev/dri`: an empty file per render node, for a reader of its entries.
+    DevDri,
 }
 
 impl SysfsPart {
@@ -218,6 +227,9 @@ impl SysfsPart {
         match self {
             SysfsPart::Topology => "topology",
             SysfsPart::AmdgpuModule => "module/amdgpu",
+            SysfsPart::DevChar => "dev/char",
+            SysfsPart::ClassDrm => "class/drm",
+            SysfsPart::DevDri => "dev/dri",
         }
     }
 }
@@ -251,6 +263,37 @@ impl SysfsTree {
         std::fs::write(module.join("coresize"), "20480000\n")?;
         // The XNACK default follows `noretry`, which the emulated driver leaves at 1.
         std::fs::write(module.join("parameters/noretry"), "1\n")?;
+        let dri = tree.root.join(SysfsPart::DevDri.dir());
+        std::fs::create_dir_all(&dri)?;
+        for gpu in machine.gpus() {
+            let minor = gpu.render_minor;
+            std::fs::write(dri.join(render_name(minor)), "")?;
+            for node in [
+                tree.root
+                    .join(SysfsPart::DevChar.dir())
+                    .join(format!("{}:{minor}", DRM_MAJOR)),
+                tree.root
+                    .join(SysfsPart::ClassDrm.dir())
+                    .join(render_name(minor)),
+            ] {
+                write_pci_device(gpu, &node.join("device"))?;
+                // The device's bus, by the last component of the link (libdrm's
+                // drmParseSubsystemType); a real link, so that a `readlinkat` relative to an
+                // opened entry (answered by the kernel in this tree) sees it too.
+                std::os::unix::fs::symlink("../../../bus/pci", node.join("device/subsystem"))?;
+                // What libdrm's drmNodeIsDRM stats: the device's `drm` directory.
+                std::fs::create_dir_all(node.join("device/drm").join(render_name(minor)))?;
+                std::fs::write(
+                    node.join("uevent"),
+                    format!(
+                        "MAJOR={}\nMINOR={minor}\nDEVNAME=dri/{}\n",
+                        DRM_MAJOR,
+                        render_name(minor)
+                    ),
+                )?;
+                std::fs::write(node.join("dev"), format!("{}:{minor}\n", DRM_MAJOR))?;
+            }
+        }
         Ok(tree)
     }
 
@@ -281,6 +324,16 @@ impl SysfsTree {
         let path =
             CString::new(path.into_os_string().into_encoded_bytes()).map_err(|_| Errno::NOENT)?;
         rustix::fs::open(path.as_c_str(), flags | OFlags::CLOEXEC, Mode::empty())
+    }
+
+    /// The target of the link `rest`: `EINVAL` for a file or directory, `ENOENT` for a path
+    /// not in the tree.
+    pub(super) fn readlink(&self, part: SysfsPart, rest: &str) -> Result<String, Errno> {
+        let target = std::fs::read_link(self.path(part, rest)?).map_err(|e| io_errno(&e))?;
+        target
+            .into_os_string()
+            .into_string()
+            .map_err(|_| Errno::INVAL)
     }
 
     /// Describes `rest` as sysfs would: directories `0755`, files `0444`, owned by root, with
@@ -318,6 +371,37 @@ impl SysfsTree {
             ctime: time(meta.ctime(), meta.ctime_nsec()),
         })
     }
+}
+
+/// The PCI device files of `gpu` under `dir` (the render node's `device`), in the kernel's
+/// formats: `uevent` as `pci_uevent` prints it, the ids as `0x%04x` (`revision` `0x%02x`).
+///
+/// The topology gives vendor, device, domain and location; it has no subsystem ids, class or
+/// revision: the subsystem is the vendor with device 0, the class 0x038000 (display, other),
+/// the revision 0.
+fn write_pci_device(gpu: &crate::machine::Gpu, dir: &Path) -> io::Result<()> {
+    const CLASS: u32 = 0x03_8000;
+    let (vendor, device) = (gpu.vendor_id, gpu.device_id);
+    let (sub_vendor, sub_device, revision) = (vendor, 0u32, 0u32);
+    std::fs::create_dir_all(dir)?;
+    let uevent = format!(
+        "DRIVER=amdgpu\nPCI_CLASS={CLASS:X}\nPCI_ID={vendor:04X}:{device:04X}\n\
+         PCI_SUBSYS_ID={sub_vendor:04X}:{sub_device:04X}\nPCI_SLOT_NAME={}\n\
+         MODALIAS=pci:v{vendor:08X}d{device:08X}sv{sub_vendor:08X}sd{sub_device:08X}\
+         bc{:02X}sc{:02X}i{:02X}\n",
+        gpu.pci_slot_name(),
+        CLASS >> 16,
+        (CLASS >> 8) & 0xff,
+        CLASS & 0xff,
+    );
+    std::fs::write(dir.join("uevent"), uevent)?;
+    std::fs::write(dir.join("vendor"), format!("{vendor:#06x}\n"))?;
+    std::fs::write(dir.join("device"), format!("{device:#06x}\n"))?;
+    std::fs::write(dir.join("subsystem_vendor"), format!("{sub_vendor:#06x}\n"))?;
+    std::fs::write(dir.join("subsystem_device"), format!("{sub_device:#06x}\n"))?;
+    std::fs::write(dir.join("revision"), format!("{revision:#04x}\n"))?;
+    std::fs::write(dir.join("class"), format!("{CLASS:#08x}\n"))?;
+    Ok(())
 }
 
 impl Drop for SysfsTree {

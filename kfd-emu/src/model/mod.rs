@@ -71,6 +71,13 @@
 //!   `/sys/class/kfd/kfd/topology` → files of a tree generated from the [`Machine`].
 //! * `/proc/modules` → a list that contains `amdgpu`; `/sys/module/amdgpu` → what libkmod
 //!   reads of a loaded module (`refcnt`, `holders/`, `initstate`, `parameters/noretry`).
+//! * What libdrm's `drmGetDevices2` reads of a render node: `/dev/dri` opens as a directory
+//!   with an entry per render node; `/sys/dev/char/226:<minor>` and
+//!   `/sys/class/drm/renderD<minor>` hold `dev`, `uevent` and a `device/` with the PCI files
+//!   (`uevent` with `PCI_SLOT_NAME`/`PCI_ID`, `vendor`, `device`, `subsystem_*`, `revision`,
+//!   `class`, `drm/`) from the topology's ids and `location_id`; a `readlink` of its
+//!   `device/subsystem` ([`Backend::readlink`](crate::backend::Backend::readlink)) names the `pci` bus, of any other emulated
+//!   path is `EINVAL` (`ENOENT` when it does not exist).
 //! * A `stat`/`access` of those paths ([`Backend::stat`]): `/dev/kfd` is a character device
 //!   `0666` with major [`KFD_MAJOR`], a render node one with major [`DRM_MAJOR`] and its minor,
 //!   sysfs files are `0444` with the generated file's size, directories `0755`, and a path

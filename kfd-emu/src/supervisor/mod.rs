@@ -145,7 +145,7 @@ impl Driver for AttachDriver {
 ///
 /// Dropping it stops the supervisor thread. **The filter stays on the thread** (seccomp
 /// filters cannot be removed), so afterwards every notified call (`open`/`openat`, the
-/// `stat` family, `'K'`/`'d'` ioctls, file `mmap`s; see [`Filter::kfd`]) of that thread — and of threads and processes it started — fails with `ENOSYS`. Attach on a
+/// `stat` family, `readlink`, `'K'`/`'d'` ioctls, file `mmap`s; see [`Filter::kfd`]) of that thread — and of threads and processes it started — fails with `ENOSYS`. Attach on a
 /// thread that ends with the guard: [`run_attached`] does exactly that.
 pub struct Attached {
     backend: Arc<dyn Backend>,

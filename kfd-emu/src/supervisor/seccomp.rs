@@ -179,8 +179,9 @@ impl Program {
 /// The system calls (x86_64 numbers) that are always notified: the opens and the path-based
 /// `stat` family, the path-based xattr reads, and the calls that resize a file (`ftruncate`,
 /// `fallocate`: rare, and refused on stand-ins as the kernel refuses them on device files), and
-/// `fstat` (a stand-in describes itself as its device file).
-pub const NOTIFIED: [i64; 16] = [
+/// `fstat` (a stand-in describes itself as its device file), and `readlink`/`readlinkat` (the
+/// emulated sysfs links, such as a render node's `device/subsystem`).
+pub const NOTIFIED: [i64; 18] = [
     libc::SYS_openat,
     libc::SYS_open,
     libc::SYS_newfstatat,
@@ -197,6 +198,8 @@ pub const NOTIFIED: [i64; 16] = [
     libc::SYS_ftruncate,
     libc::SYS_fallocate,
     libc::SYS_fstat,
+    libc::SYS_readlink,
+    libc::SYS_readlinkat,
 ];
 
 /// A classic BPF program for `SECCOMP_SET_MODE_FILTER`.
@@ -232,7 +235,8 @@ impl Filter {
     /// - [`NOTIFIED`]: `openat`, `open` and the path-based `stat` family (`newfstatat`,
     ///   `statx`, `stat`, `lstat`, `access`, `faccessat`, `faccessat2`) and the path-based
     ///   xattr reads (`getxattr`, `lgetxattr`, `listxattr`, `llistxattr`: `ls -l` asks for
-    ///   `security.selinux` of what it lists) → `SECCOMP_RET_USER_NOTIF`;
+    ///   `security.selinux` of what it lists), `readlink` and `readlinkat` →
+    ///   `SECCOMP_RET_USER_NOTIF`;
     /// - `openat2` → `ENOSYS` (glibc then uses `openat`);
     /// - `ioctl` whose command type byte (`(cmd >> 8) & 0xff` of the low 32 bits, the
     ///   kernel's `unsigned int cmd`) is `'K'` or `'d'` → `SECCOMP_RET_USER_NOTIF`; only the type
@@ -250,6 +254,8 @@ impl Filter {
     /// (`ls -lR`, a compiler's include search) slow down accordingly. `statx(fd, "",
     /// AT_EMPTY_PATH)` — what Rust's `File::metadata` issues — pays the round trip too, as the
     /// filter cannot read the path; so does `fstat`, and the rare `ftruncate`/`fallocate`.
+    /// `readlink`/`readlinkat` pay it as well, and glibc's `realpath` issues one per path
+    /// component.
     pub fn kfd() -> Self {
         Self::build(libc::SECCOMP_RET_USER_NOTIF)
     }
@@ -648,7 +654,8 @@ mod tests {
         assert_eq!(run(&f, &call(libc::SYS_fstat, [0; 6])), notify);
         assert_eq!(run(&f, &call(libc::SYS_ftruncate, [0; 6])), notify);
         assert_eq!(run(&f, &call(libc::SYS_pread64, [0; 6])), allow);
-        assert_eq!(run(&f, &call(libc::SYS_readlinkat, [0; 6])), allow);
+        assert_eq!(run(&f, &call(libc::SYS_readlinkat, [0; 6])), notify);
+        assert_eq!(run(&f, &call(libc::SYS_readlink, [0; 6])), notify);
         assert_eq!(run(&f, &call(libc::SYS_openat2, [0; 6])), ENOSYS);
         assert_eq!(run(&f, &call(libc::SYS_read, [0; 6])), allow);
         // A file mmap is notified; anonymous ones and fd -1 are not.

@@ -673,10 +673,57 @@ impl Shared {
                     how,
                 );
             }
+            libc::SYS_readlink => {
+                self.readlink(&caller, libc::AT_FDCWD, args[0], args[1], args[2] as i32);
+            }
+            libc::SYS_readlinkat => {
+                self.readlink(&caller, args[0] as i32, args[1], args[2], args[3] as i32);
+            }
             _ => {
                 let _ = self.listener.respond_continue(id);
             }
         }
+    }
+
+    /// `readlink`/`readlinkat`: the backend names an emulated link's target (or declines, and
+    /// the kernel runs the call); at most `size` bytes of it are written, without a NUL, and
+    /// the call returns their count.
+    fn readlink(&self, caller: &NotifCaller, dirfd: i32, path_addr: u64, buf: u64, size: i32) {
+        let id = caller.notif_id();
+        let tid = caller.id().tid;
+        // A size the kernel refuses (EINVAL) or a path we cannot read is the kernel's to fail.
+        let path = (size > 0)
+            .then(|| caller.read_path(path_addr).ok())
+            .flatten()
+            .and_then(|raw| path::resolve(tid, dirfd, &raw));
+        let Some(path) = path.filter(|_| caller.still_valid().is_ok()) else {
+            let _ = self.listener.respond_continue(id);
+            return;
+        };
+        let backend = &self.backend;
+        let answer = catch_unwind(AssertUnwindSafe(|| backend.readlink(caller, &path)))
+            .unwrap_or_else(|_| {
+                eprintln!("kfd-emu: the backend panicked on a readlink of {path}; answering EIO");
+                Some(Err(Errno::IO))
+            });
+        let result = match answer {
+            None => {
+                let _ = self.listener.respond_continue(id);
+                return;
+            }
+            Some(Err(errno)) => Err(errno),
+            Some(Ok(target)) => {
+                let len = target.len().min(usize::try_from(size).unwrap_or(0));
+                let bytes = &target.as_bytes()[..len];
+                caller.write(buf, bytes).map(|()| len)
+            }
+        };
+        let _ = match result {
+            Ok(len) => self
+                .listener
+                .respond_value(id, i64::try_from(len).unwrap_or(i64::MAX)),
+            Err(errno) => self.listener.respond_error(id, errno),
+        };
     }
 
     fn open(&self, caller: &NotifCaller, dirfd: i32, path_addr: u64, flags: i32, mode: u32) {

@@ -1,0 +1,238 @@
+//! What libdrm's `drmGetDevices2` reads of a render node besides `/dev/dri`: the PCI device
+//! files under `/sys/dev/char/226:<minor>/device` and `/sys/class/drm/renderD<minor>/device`,
+//! generated from the topology, under the supervisor with the real model. The expected values
+//! come from the emulated topology's `properties` (read through the emulator too), never from
+//! the code that writes the PCI files.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kfd_emu::machine::Machine;
+use kfd_emu::model::{Model, ModelConfig};
+use kfd_emu::supervisor::run_attached;
+
+const TOPOLOGY: &str = "/sys/devices/virtual/kfd/kfd/topology/nodes";
+
+fn model(preset: &str) -> Arc<Model> {
+    Model::new(ModelConfig {
+        machine: Machine::preset(preset).expect("preset"),
+        ..ModelConfig::default()
+    })
+    .expect("model")
+}
+
+/// `key value` lines of a topology `properties` file.
+fn properties(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .filter_map(|line| {
+            let (key, value) = line.split_once(' ')?;
+            Some((key.to_owned(), value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// `KEY=value` lines of a `uevent` file.
+fn uevent(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+/// One GPU node's PCI view as a libdrm-like reader sees it.
+#[derive(Debug)]
+struct Seen {
+    props: BTreeMap<String, u64>,
+    by_number: Result<(String, String, String, String), std::io::ErrorKind>,
+    by_class: Result<(String, String), std::io::ErrorKind>,
+}
+
+fn read(path: String) -> Result<String, std::io::ErrorKind> {
+    std::fs::read_to_string(path).map_err(|e| e.kind())
+}
+
+fn look(preset: &str) -> Vec<Seen> {
+    run_attached(model(preset), || {
+        let mut seen = Vec::new();
+        for node in 0.. {
+            let Ok(text) = read(format!("{TOPOLOGY}/{node}/properties")) else {
+                break;
+            };
+            let props = properties(&text);
+            let minor = props.get("drm_render_minor").copied().unwrap_or(0);
+            if props.get("simd_count").copied().unwrap_or(0) == 0 {
+                continue; // a CPU node
+            }
+            let char_dev = format!("/sys/dev/char/226:{minor}");
+            let by_number = (|| {
+                Ok((
+                    read(format!("{char_dev}/device/uevent"))?,
+                    read(format!("{char_dev}/device/vendor"))?,
+                    read(format!("{char_dev}/device/device"))?,
+                    read(format!("{char_dev}/dev"))?,
+                ))
+            })();
+            let class = format!("/sys/class/drm/renderD{minor}/device");
+            let by_class = (|| {
+                Ok((
+                    read(format!("{class}/uevent"))?,
+                    read(format!("{class}/subsystem_vendor"))?,
+                ))
+            })();
+            seen.push(Seen {
+                props,
+                by_number,
+                by_class,
+            });
+        }
+        seen
+    })
+    .expect("supervisor")
+}
+
+#[test]
+fn render_nodes_have_the_topologys_pci_device_files() {
+    let seen = look("mi210x8");
+    assert_eq!(seen.len(), 8, "eight GPU nodes: {seen:?}");
+    let mut slots = Vec::new();
+    for gpu in &seen {
+        let p = &gpu.props;
+        let location = p["location_id"];
+        let slot = format!(
+            "{:04x}:{:02x}:{:02x}.{:x}",
+            p.get("domain").copied().unwrap_or(0),
+            location >> 8,
+            (location >> 3) & 0x1f,
+            location & 7
+        );
+        let (uevent_text, vendor, device, dev) = gpu.by_number.clone().expect("226:<minor> files");
+        let u = uevent(&uevent_text);
+        assert_eq!(u["DRIVER"], "amdgpu");
+        assert_eq!(u["PCI_SLOT_NAME"], slot);
+        assert_eq!(
+            u["PCI_ID"],
+            format!("{:04X}:{:04X}", p["vendor_id"], p["device_id"])
+        );
+        assert_eq!(vendor, format!("{:#06x}\n", p["vendor_id"]));
+        assert_eq!(device, format!("{:#06x}\n", p["device_id"]));
+        assert_eq!(dev, format!("226:{}\n", p["drm_render_minor"]));
+        let (class_uevent, sub_vendor) = gpu.by_class.clone().expect("renderD<minor> files");
+        assert_eq!(class_uevent, uevent_text);
+        assert!(sub_vendor.starts_with("0x") && sub_vendor.ends_with('\n'));
+        slots.push(slot);
+    }
+    slots.sort();
+    slots.dedup();
+    assert_eq!(slots.len(), 8, "each GPU its own PCI slot");
+}
+
+#[test]
+fn other_char_devices_stay_the_hosts() {
+    let (other_minor, null_dev) = run_attached(model("mi210x8"), || {
+        (
+            read("/sys/dev/char/226:4000/device/uevent".into()),
+            read("/sys/dev/char/1:3/dev".into()),
+        )
+    })
+    .expect("supervisor");
+    assert_eq!(other_minor, Err(std::io::ErrorKind::NotFound));
+    // /dev/null's entry, as the host's kernel shows it.
+    assert_eq!(null_dev, read("/sys/dev/char/1:3/dev".into()));
+}
+
+/// `readlink(2)` through libc with a `size`-byte buffer: the bytes, or the errno.
+fn readlink(path: &std::ffi::CStr, size: usize) -> Result<Vec<u8>, i32> {
+    let mut buf = vec![0u8; size];
+    // SAFETY: `path` is NUL-terminated and `buf` has `size` writable bytes.
+    let n = unsafe { libc::readlink(path.as_ptr(), buf.as_mut_ptr().cast(), size) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+    }
+    buf.truncate(usize::try_from(n).unwrap_or(0));
+    Ok(buf)
+}
+
+#[test]
+fn render_node_links_and_dev_dri_entries() {
+    let host_link = std::env::temp_dir().join(format!("kfd-emu-drm-link-{}", std::process::id()));
+    let _ = std::fs::remove_file(&host_link);
+    std::os::unix::fs::symlink("some/target", &host_link).expect("host symlink");
+    let host_c = std::ffi::CString::new(host_link.to_str().unwrap()).unwrap();
+    let (subsystem, short, by_class, not_link, missing, host, entries) =
+        run_attached(model("mi210x8"), || {
+            let mut entries: Vec<String> = std::fs::read_dir("/dev/dri")
+                .map(|dir| {
+                    dir.filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            entries.sort();
+            (
+                readlink(c"/sys/dev/char/226:128/device/subsystem", 256),
+                readlink(c"/sys/dev/char/226:128/device/subsystem", 4),
+                readlink(c"/sys/class/drm/renderD129/device/subsystem", 256),
+                readlink(c"/sys/dev/char/226:128/device/vendor", 256),
+                readlink(c"/sys/dev/char/226:128/device/nothing", 256),
+                readlink(&host_c, 256),
+                entries,
+            )
+        })
+        .expect("supervisor");
+    let _ = std::fs::remove_file(&host_link);
+    let subsystem = subsystem.expect("readlink of device/subsystem");
+    assert!(subsystem.ends_with(b"/bus/pci"), "{subsystem:?}");
+    assert_eq!(
+        short.as_deref(),
+        Ok(&subsystem[..4]),
+        "truncated to the buffer"
+    );
+    assert_eq!(by_class, Ok(subsystem));
+    assert_eq!(not_link, Err(libc::EINVAL));
+    assert_eq!(missing, Err(libc::ENOENT));
+    assert_eq!(host.as_deref(), Ok(&b"some/target"[..]));
+    let mut want: Vec<String> = Machine::preset("mi210x8")
+        .expect("preset")
+        .gpus()
+        .iter()
+        .map(|gpu| format!("renderD{}", gpu.render_minor))
+        .collect();
+    want.sort();
+    assert_eq!(entries, want);
+}
+
+#[test]
+fn readlinkat_resolves_against_its_directory_and_a_zero_buffer_is_einval() {
+    let (relative, zero) = run_attached(model("mi210x8"), || {
+        let dir = std::fs::File::open("/sys/dev/char/226:128").map(std::os::fd::OwnedFd::from);
+        let relative = dir.map_err(|e| e.raw_os_error()).map(|dir| {
+            use std::os::fd::AsRawFd;
+            let mut buf = [0u8; 64];
+            // SAFETY: the path is NUL-terminated and `buf` has 64 writable bytes.
+            let n = unsafe {
+                libc::readlinkat(
+                    dir.as_raw_fd(),
+                    c"device/subsystem".as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
+            usize::try_from(n)
+                .map(|n| buf[..n].to_vec())
+                .map_err(|_| errno())
+        });
+        (
+            relative,
+            readlink(c"/sys/dev/char/226:128/device/subsystem", 0),
+        )
+    })
+    .expect("supervisor");
+    let target = relative.expect("open of 226:128").expect("readlinkat");
+    assert!(target.ends_with(b"/pci"), "{target:?}");
+    // The kernel refuses a buffer of size 0 before it looks at the path.
+    assert_eq!(zero, Err(libc::EINVAL));
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
