@@ -158,6 +158,10 @@ impl<B: Backend + ?Sized> Backend for Counting<B> {
         self.inner.fstat(caller, file)
     }
 
+    fn readlink(&self, caller: &dyn Caller, path: &str) -> Option<Result<String, Errno>> {
+        self.inner.readlink(caller, path)
+    }
+
     fn is_standin(&self, file: BorrowedFd<'_>) -> bool {
         self.inner.is_standin(file)
     }

@@ -236,3 +236,20 @@ fn readlinkat_resolves_against_its_directory_and_a_zero_buffer_is_einval() {
 fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
+
+/// `kfd_emu::counting::Counting` passes readlink on to the model it wraps (the teardown and
+/// trace tests run the model through it).
+#[test]
+fn counting_forwards_readlink() {
+    let counting = kfd_emu::counting::Counting::new(model("mi210x8"));
+    let link = run_attached(counting, || {
+        readlink(c"/sys/dev/char/226:128/device/subsystem", 256)
+    })
+    .expect("attach");
+    let link = link.expect("readlink through Counting");
+    assert!(
+        link.ends_with(b"/bus/pci"),
+        "{:?}",
+        String::from_utf8_lossy(&link)
+    );
+}
