@@ -688,3 +688,76 @@ fn tempfile_in_target() -> std::fs::File {
     let _ = std::fs::remove_file(&path);
     file
 }
+
+/// A device node opened read-only is a read-only file, as the kernel's is: `do_mmap` refuses a
+/// shared writable mapping of it (`EACCES`, before the driver looks at the offset) while a
+/// read-only mapping of the event page works, and `fallocate` says `EBADF` (`vfs_fallocate`
+/// checks the mode before the file type).
+#[test]
+fn a_read_only_stand_in_maps_read_only() {
+    use kfd_ioctl::abi::{
+        AMDKFD_IOC_CREATE_EVENT, KFD_IOC_EVENT_SIGNAL, kfd_ioctl_create_event_args,
+    };
+    let model = Model::new(ModelConfig::default()).expect("model");
+    let minor = model.machine().gpus()[0].render_minor;
+    let result = kfd_emu::supervisor::run_attached(model, move || {
+        let kfd = std::fs::File::open("/dev/kfd").expect("open /dev/kfd read-only");
+        let mut args = kfd_ioctl_create_event_args {
+            event_type: KFD_IOC_EVENT_SIGNAL,
+            ..Default::default()
+        };
+        // SAFETY: CREATE_EVENT reads and writes the argument struct, which is live.
+        let ret =
+            unsafe { libc::ioctl(kfd.as_raw_fd(), AMDKFD_IOC_CREATE_EVENT as _, &raw mut args) };
+        assert_eq!(ret, 0, "CREATE_EVENT on a read-only /dev/kfd");
+        let offset = args.event_page_offset;
+        let map = |prot: i32| {
+            // SAFETY: a fresh mapping at an address the kernel picks; nothing aliases it.
+            let at = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    4096,
+                    prot,
+                    libc::MAP_SHARED,
+                    kfd.as_raw_fd(),
+                    offset as libc::off_t,
+                )
+            };
+            if at == libc::MAP_FAILED {
+                Err(Errno::from_raw_os_error(
+                    std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+                ))
+            } else {
+                // SAFETY: the mapping made just above.
+                unsafe { libc::munmap(at, 4096) };
+                Ok(())
+            }
+        };
+        assert_eq!(map(libc::PROT_READ | libc::PROT_WRITE), Err(Errno::ACCESS));
+        assert_eq!(map(libc::PROT_READ), Ok(()));
+        assert_eq!(
+            rustix::fs::fallocate(&kfd, FallocateFlags::empty(), 0, 4096),
+            Err(Errno::BADF)
+        );
+        let render = std::fs::File::open(format!("/dev/dri/renderD{minor}"))
+            .expect("open the render node read-only");
+        // SAFETY: as above; the call fails before anything is mapped.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                render.as_raw_fd(),
+                1 << 32,
+            )
+        };
+        assert_eq!(at, libc::MAP_FAILED);
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::EACCES),
+            "a shared writable mapping of a read-only render node"
+        );
+    });
+    result.expect("attach");
+}

@@ -283,8 +283,12 @@ impl Backend for Model {
     fn open(&self, caller: &dyn Caller, path: &str, flags: i32, _mode: u32) -> OpenAction {
         match self.target(path) {
             None => OpenAction::Continue,
-            Some(Target::Kfd) => self.open_kfd(caller),
-            Some(Target::Render(gpu)) => self.open_render(caller, gpu),
+            // A device node opened read-only (or write-only) is a file of that access mode,
+            // which `mmap` and `fallocate` look at.
+            Some(Target::Kfd) => files::with_access_mode(self.open_kfd(caller), flags),
+            Some(Target::Render(gpu)) => {
+                files::with_access_mode(self.open_render(caller, gpu), flags)
+            }
             Some(Target::ProcModules) => match files::proc_modules() {
                 Ok(fd) => OpenAction::Inject(fd),
                 Err(e) => OpenAction::Fail(io_errno(&e)),
@@ -365,9 +369,16 @@ impl Backend for Model {
         file: BorrowedFd<'_>,
         offset: u64,
         len: u64,
-        _prot: u32,
-        _flags: u32,
+        prot: u32,
+        flags: u32,
     ) -> MmapAction {
+        // do_mmap, before the driver is asked: a file not open for reading cannot be mapped,
+        // and a shared writable mapping needs a file open for writing (`EACCES`). A
+        // stand-in is opened with the caller's access mode, so its duplicate says which.
+        let ours = files::key_of(file).is_ok_and(|key| self.drv.kind_of(&key).is_some());
+        if ours && let Some(errno) = files::mmap_access_refused(file, prot, flags) {
+            return MmapAction::Fail(errno);
+        }
         self.drv.mmap_standin(caller, file, offset, len)
     }
 

@@ -92,6 +92,49 @@ pub(super) fn reopen(fd: BorrowedFd<'_>) -> Result<OwnedFd, Errno> {
     rustix::fs::open(path.as_str(), OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
 }
 
+/// The stand-in of an open answered with the access mode the caller asked for (`O_RDONLY`,
+/// `O_WRONLY` or `O_RDWR` in `flags`): stand-ins are made read-write, and a reopen of the
+/// same file (same inode, so the same registration) gives a narrower mode.
+pub(crate) fn with_access_mode(
+    action: crate::backend::OpenAction,
+    flags: i32,
+) -> crate::backend::OpenAction {
+    use crate::backend::OpenAction;
+    let mode = match flags & libc::O_ACCMODE {
+        libc::O_RDONLY => OFlags::RDONLY,
+        libc::O_WRONLY => OFlags::WRONLY,
+        _ => return action,
+    };
+    match action {
+        OpenAction::Inject(fd) => {
+            let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            match rustix::fs::open(path.as_str(), mode | OFlags::CLOEXEC, Mode::empty()) {
+                Ok(narrow) => OpenAction::Inject(narrow),
+                Err(errno) => OpenAction::Fail(errno),
+            }
+        }
+        other => other,
+    }
+}
+
+/// What `do_mmap` says, before the driver's `mmap` runs, about mapping `file` with `prot`
+/// and `flags`: `EACCES` for a file not open for reading, and for a shared writable mapping
+/// of a file not open for writing; `None` when the access mode allows it.
+pub(crate) fn mmap_access_refused(file: BorrowedFd<'_>, prot: u32, flags: u32) -> Option<Errno> {
+    let access = rustix::fs::fcntl_getfl(file).ok()? & OFlags::RWMODE;
+    let readable = access == OFlags::RDONLY || access == OFlags::RDWR;
+    let writable = access == OFlags::WRONLY || access == OFlags::RDWR;
+    let shared = matches!(
+        flags & 0x3,
+        f if f == libc::MAP_SHARED as u32 || f == libc::MAP_SHARED_VALIDATE as u32
+    );
+    if !readable || (shared && prot & libc::PROT_WRITE as u32 != 0 && !writable) {
+        Some(Errno::ACCESS)
+    } else {
+        None
+    }
+}
+
 /// Reads `buf.len()` bytes at `offset` of a memfd (holes read as zeros).
 pub(super) fn read_at(
     fd: BorrowedFd<'_>,
