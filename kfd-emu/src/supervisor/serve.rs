@@ -472,16 +472,34 @@ impl Shared {
             }
             for index in watched_ready {
                 if driver.ready(index) {
+                    // A process tracked after this round's snapshot was taken (its pidfd not
+                    // polled) may have exited before the stop came: report it now, or no one
+                    // will. (Seen under load: the reaper descheduled between snapshot and
+                    // poll while a forked child was tracked, exited and was reaped.)
+                    self.sweep_exited();
                     return;
                 }
             }
             let live = lock(&self.processes).len();
             if driver.done(live) {
+                self.sweep_exited();
                 return;
             }
             if hung_up && !watching && live == 0 {
                 return;
             }
+        }
+    }
+
+    /// Reports every tracked process whose pidfd says it has exited.
+    fn sweep_exited(&self) {
+        let exited: Vec<(i32, Arc<Tracked>)> = lock(&self.processes)
+            .iter()
+            .filter(|(_, p)| has_exited(&p.pidfd))
+            .map(|(&tgid, p)| (tgid, Arc::clone(p)))
+            .collect();
+        for (tgid, process) in exited {
+            self.process_exited(tgid, &process);
         }
     }
 
