@@ -230,18 +230,7 @@ fn event_age_reports_missed_signals() {
 #[test]
 fn a_bo_can_be_the_signal_page() {
     let mut emu = Emu::machine("mi300x");
-    emu.acquire_all();
-    let gpu = emu.gpu();
-    let flags = KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
-    let (page, offset) = emu.alloc(gpu, va(1), 32 * 1024, flags).expect("alloc");
-    let mut a = kfd_ioctl_create_event_args {
-        event_page_offset: page,
-        event_type: KFD_IOC_EVENT_SIGNAL,
-        auto_reset: 1,
-        ..Default::default()
-    };
-    emu.ioctl(AMDKFD_IOC_CREATE_EVENT, &mut a)
-        .expect("create with page");
+    let (page, offset, mut a) = emu.signal_event_on_a_bo();
     let mut cpu = emu
         .cpu_map(emu.renders[0].as_fd(), offset, 32 * 1024)
         .expect("map the page through the render node");

@@ -460,17 +460,7 @@ fn a_dma_buf_of_vram_without_cpu_access_cannot_be_mapped() {
 #[test]
 fn the_event_offset_maps_a_bo_given_as_the_signal_page() {
     let mut emu = Emu::machine("mi300x");
-    emu.acquire_all();
-    let gpu = emu.gpu();
-    let flags = KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
-    let (page, offset) = emu.alloc(gpu, va(1), 32 * 1024, flags).expect("alloc");
-    let mut a = kfd_ioctl_create_event_args {
-        event_page_offset: page,
-        event_type: KFD_IOC_EVENT_SIGNAL,
-        auto_reset: 1,
-        ..Default::default()
-    };
-    emu.ioctl(AMDKFD_IOC_CREATE_EVENT, &mut a).expect("create");
+    let (_, offset, a) = emu.signal_event_on_a_bo();
     assert_eq!(a.event_page_offset, TYPE_EVENTS);
     let mut events = emu
         .cpu_map(emu.kfd.as_fd(), TYPE_EVENTS, 32 * 1024)

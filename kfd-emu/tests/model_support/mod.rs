@@ -226,6 +226,25 @@ impl Emu {
         Ok((a.handle, a.mmap_offset))
     }
 
+    /// Acquires every GPU, allocates a 32 KiB GTT BO and creates an auto-reset signal event
+    /// with that BO as the signal page. Returns the BO's handle, its render-node offset and
+    /// the CREATE_EVENT answer.
+    pub fn signal_event_on_a_bo(&mut self) -> (u64, u64, kfd_ioctl_create_event_args) {
+        self.acquire_all();
+        let gpu = self.gpu();
+        let flags = KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
+        let (page, offset) = self.alloc(gpu, va(1), 32 * 1024, flags).expect("alloc");
+        let mut a = kfd_ioctl_create_event_args {
+            event_page_offset: page,
+            event_type: KFD_IOC_EVENT_SIGNAL,
+            auto_reset: 1,
+            ..Default::default()
+        };
+        self.ioctl(AMDKFD_IOC_CREATE_EVENT, &mut a)
+            .expect("create with a BO as the page");
+        (page, offset, a)
+    }
+
     pub fn free(&self, handle: u64) -> Result<i64, Errno> {
         let mut a = kfd_ioctl_free_memory_of_gpu_args { handle };
         self.ioctl(AMDKFD_IOC_FREE_MEMORY_OF_GPU, &mut a)
