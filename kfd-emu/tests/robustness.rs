@@ -734,6 +734,24 @@ fn a_read_only_stand_in_maps_read_only() {
             }
         };
         assert_eq!(map(libc::PROT_READ | libc::PROT_WRITE), Err(Errno::ACCESS));
+        // do_mmap looks at the length before the file's mode: EINVAL, not EACCES.
+        // SAFETY: a zero-length mapping is refused before anything is mapped.
+        let empty = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                0,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                kfd.as_raw_fd(),
+                offset as libc::off_t,
+            )
+        };
+        assert_eq!(empty, libc::MAP_FAILED);
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::EINVAL),
+            "a zero-length writable mapping of a read-only /dev/kfd"
+        );
         assert_eq!(map(libc::PROT_READ), Ok(()));
         assert_eq!(
             rustix::fs::fallocate(&kfd, FallocateFlags::empty(), 0, 4096),

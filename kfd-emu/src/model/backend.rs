@@ -372,14 +372,8 @@ impl Backend for Model {
         prot: u32,
         flags: u32,
     ) -> MmapAction {
-        // do_mmap, before the driver is asked: a file not open for reading cannot be mapped,
-        // and a shared writable mapping needs a file open for writing (`EACCES`). A
-        // stand-in is opened with the caller's access mode, so its duplicate says which.
-        let ours = files::key_of(file).is_ok_and(|key| self.drv.kind_of(&key).is_some());
-        if ours && let Some(errno) = files::mmap_access_refused(file, prot, flags) {
-            return MmapAction::Fail(errno);
-        }
-        self.drv.mmap_standin(caller, file, offset, len)
+        self.drv
+            .mmap_standin(caller, file, offset, len, prot, flags)
     }
 
     fn is_standin(&self, file: BorrowedFd<'_>) -> bool {

@@ -72,6 +72,8 @@ impl Driver {
         file: BorrowedFd<'_>,
         offset: u64,
         len: u64,
+        prot: u32,
+        flags: u32,
     ) -> MmapAction {
         let Ok(key) = files::key_of(file) else {
             return MmapAction::Continue;
@@ -91,6 +93,12 @@ impl Driver {
             .is_none()
         {
             return MmapAction::Fail(Errno::OVERFLOW);
+        }
+        // Then do_mmap's file checks, still before the driver: a file not open for reading
+        // cannot be mapped, and a shared writable mapping needs one open for writing. A
+        // stand-in is opened with the caller's access mode, so its duplicate says which.
+        if let Some(errno) = files::mmap_access_refused(file, prot, flags) {
+            return MmapAction::Fail(errno);
         }
         let result = match kind {
             FileKind::Kfd { tgid, serial } => {
