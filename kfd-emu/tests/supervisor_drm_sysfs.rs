@@ -253,3 +253,48 @@ fn counting_forwards_readlink() {
         String::from_utf8_lossy(&link)
     );
 }
+
+/// A hostile buffer for an emulated link: a read-only page and a NULL pointer get EFAULT, as
+/// from the kernel, nothing is written, and the supervisor goes on serving the next call.
+#[test]
+fn readlink_into_a_buffer_the_caller_cannot_write_is_efault() {
+    let (read_only, null, after) = run_attached(model("mi210x8"), || {
+        let path = c"/sys/dev/char/226:128/device/subsystem";
+        // SAFETY: a fresh private anonymous page; nothing else refers to it.
+        let page = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(page, libc::MAP_FAILED);
+        let call = |buf: *mut libc::c_char| {
+            // SAFETY: the kernel (or the supervisor for it) checks the buffer; a bad one is
+            // EFAULT, which is what this asks for.
+            let n = unsafe { libc::readlink(path.as_ptr(), buf, 256) };
+            if n < 0 {
+                Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+            } else {
+                Ok(n)
+            }
+        };
+        let read_only = call(page.cast());
+        let null = call(std::ptr::null_mut());
+        // SAFETY: the page is ours and nothing refers into it.
+        let untouched = unsafe { std::slice::from_raw_parts(page.cast::<u8>(), 4096) }
+            .iter()
+            .all(|&b| b == 0);
+        assert!(untouched, "nothing written into the read-only page");
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(page, 4096) };
+        (read_only, null, readlink(path, 256))
+    })
+    .expect("attach");
+    assert_eq!(read_only, Err(libc::EFAULT));
+    assert_eq!(null, Err(libc::EFAULT));
+    assert!(after.expect("served after").ends_with(b"/bus/pci"));
+}

@@ -322,3 +322,29 @@ fn fstat_of_a_stand_in_is_the_device_file() {
     })
     .expect("attach");
 }
+
+/// `fstat` of a stand-in into a buffer the caller cannot write (NULL) is EFAULT, as from the
+/// kernel, and the next `fstat` is served.
+#[test]
+fn fstat_of_a_stand_in_into_a_bad_buffer_is_efault() {
+    use std::os::fd::AsRawFd;
+    let (bad, good) = run_attached(model(), || {
+        let kfd = std::fs::File::open("/dev/kfd").expect("open /dev/kfd");
+        // SAFETY: SYS_fstat with a NULL buffer only fails with EFAULT.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_fstat,
+                kfd.as_raw_fd(),
+                std::ptr::null_mut::<libc::stat>(),
+            )
+        };
+        let bad = if ret == 0 { Ok(()) } else { Err(errno()) };
+        (
+            bad,
+            raw_fstat(std::os::fd::AsFd::as_fd(&kfd)).map(|st| st.st_mode & libc::S_IFMT),
+        )
+    })
+    .expect("attach");
+    assert_eq!(bad, Err(libc::EFAULT));
+    assert_eq!(good, Ok(libc::S_IFCHR));
+}
