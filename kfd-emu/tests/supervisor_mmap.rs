@@ -482,8 +482,61 @@ fn as_ordinary_user(command: &mut Command) -> &mut Command {
     command
 }
 
+/// Executables an ordinary user can run: when this test runs as root, the build directory may
+/// be closed to other users (a checkout under a `0700` directory), so the binaries are linked
+/// (or copied) into a fresh world-readable directory, removed on drop. Otherwise the paths are
+/// used as they are.
+struct ReachableBins {
+    dir: Option<std::path::PathBuf>,
+}
+
+impl ReachableBins {
+    fn new() -> ReachableBins {
+        if !rustix::process::geteuid().is_root() {
+            return ReachableBins { dir: None };
+        }
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "kfd-emu-test-bins-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir(&dir).expect("create the binaries' directory");
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("open the binaries' directory to every user");
+        ReachableBins { dir: Some(dir) }
+    }
+
+    /// `path`, or its link in the open directory.
+    fn get(&self, path: &std::path::Path) -> std::path::PathBuf {
+        let Some(dir) = &self.dir else {
+            return path.to_owned();
+        };
+        let to = dir.join(path.file_name().expect("a file name"));
+        if std::fs::hard_link(path, &to).is_err() {
+            std::fs::copy(path, &to).expect("copy the binary");
+        }
+        std::fs::set_permissions(&to, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("make the binary executable by every user");
+        to
+    }
+}
+
+impl Drop for ReachableBins {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
 fn role_command(role: &str) -> Command {
-    let mut command = Command::new(std::env::current_exe().expect("the test binary"));
+    role_command_of(&std::env::current_exe().expect("the test binary"), role)
+}
+
+/// [`role_command`] with the test binary at `exe`.
+fn role_command_of(exe: &std::path::Path, role: &str) -> Command {
+    let mut command = Command::new(exe);
     command
         .args(["--exact", "mmap_role", "--nocapture", "--test-threads=1"])
         .env(ROLE, role);
@@ -642,8 +695,10 @@ fn kfd_emu_run(args: &[&str]) -> Command {
 /// is not dumpable (while the tracees it reads and traces are).
 #[test]
 fn a_traced_program_cannot_open_the_supervisors_proc_files() {
-    let exe = std::env::current_exe().expect("exe");
-    let status = as_ordinary_user(&mut Command::new(env!("CARGO_BIN_EXE_kfd-emu")))
+    let bins = ReachableBins::new();
+    let exe = bins.get(&std::env::current_exe().expect("exe"));
+    let kfd_emu = bins.get(std::path::Path::new(env!("CARGO_BIN_EXE_kfd-emu")));
+    let status = as_ordinary_user(&mut Command::new(kfd_emu))
         .arg("run")
         .arg("--")
         .arg(exe)
@@ -659,7 +714,9 @@ fn a_traced_program_cannot_open_the_supervisors_proc_files() {
 /// can fail.
 #[test]
 fn a_dumpable_supervisors_proc_files_are_open_to_its_program() {
-    let status = as_ordinary_user(&mut role_command("supervise:peek:open"))
+    let bins = ReachableBins::new();
+    let exe = bins.get(&std::env::current_exe().expect("exe"));
+    let status = as_ordinary_user(&mut role_command_of(&exe, "supervise:peek:open"))
         .status()
         .expect("the supervising role");
     assert!(status.success(), "{status:?}");
