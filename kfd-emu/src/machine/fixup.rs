@@ -83,6 +83,16 @@ fn part(target: Option<GfxTargetVersion>) -> Part {
             l2: 6144,
             l3: 98_304,
         },
+        // RX 9070 XT: 16 GiB GDDR6, 64 MiB Infinity Cache.
+        Some(120001) => Part {
+            name: "ip discovery",
+            vram: 17_095_983_104,
+            width: 256,
+            mem_clk: 1258,
+            l1: 32,
+            l2: 8192,
+            l3: 65_536,
+        },
         _ => Part {
             name: "ip discovery",
             vram: 16 << 30,
