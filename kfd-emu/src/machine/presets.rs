@@ -54,7 +54,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     (
         "mi300a",
         "1x AMD Instinct MI300A APU (gfx942, 228 CUs; GPU memory is the socket's 128 GiB of \
-         system RAM) and its 24-core CPU",
+         system RAM) and its 24-core CPU (48 threads)",
     ),
     (
         "rx9070xt-small-bar",
