@@ -432,3 +432,34 @@ fn the_new_presets_honour_the_kfd_minor() {
         }
     }
 }
+
+#[test]
+fn the_whole_mi300a_capture_loads_as_four_apus_in_one_hive() {
+    // The published capture as `--topology` reads it: four CPU nodes, then four APU nodes
+    // (cpu_cores_count 0: the MI300A's CPU cores are nodes of their own) of one xGMI hive,
+    // with their captured render minors and PCI domains kept.
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/topology/mi300a-4apu");
+    let machine = Machine::from_topology_dir(dir).expect("the capture loads");
+    assert_eq!(machine.topology().nodes.len(), 8);
+    let gpus = machine.gpus();
+    assert_eq!(gpus.len(), 4);
+    let minors: Vec<u32> = gpus.iter().map(|g| g.render_minor).collect();
+    assert_eq!(minors, [128, 136, 144, 152]);
+    let domains: Vec<u32> = gpus.iter().map(|g| g.pci_domain).collect();
+    assert_eq!(domains, [0, 1, 2, 3]);
+    assert!(gpus.iter().all(|g| g.apu && g.xnack_capable && g.noretry));
+    // The fixups give an MI300A the bank the kernel reports: the TTM limit (half of the
+    // socket's 128 GiB less the 512 MiB carve-out), FB_PUBLIC.
+    assert!(
+        gpus.iter()
+            .all(|g| g.vram_size == 68_451_041_280 && g.large_bar)
+    );
+    assert!(
+        gpus.iter()
+            .all(|g| g.hive_id == gpus[0].hive_id && g.hive_id.is_some())
+    );
+    assert_eq!(
+        (machine.xnack_mode(false), machine.xnack_mode(true)),
+        (false, true)
+    );
+}

@@ -13,10 +13,10 @@
 //! * `rx7900xtx`: CPU node 0 of the mixed capture and the RX 7900 XTX template with its
 //!   `{drm_render_minor}` placeholder filled (128). Added: VRAM bank (24 GiB), caches, links.
 //! * `mi300a`: CPU node 0 and APU node 4 of the 4×MI300A capture (one socket: its 48 CPU
-//!   threads and its GPU, as nodes 0 and 1). Derived, as the kernel reports them: the GPU's
-//!   memory bank (`FB_PUBLIC`, the TTM limit of the socket's RAM: half of 128 GiB less a
-//!   512 MiB carve-out), the CPU's memory bank (that RAM), and the xGMI links between the two
-//!   (`kcd_fill_gpu_direct_io_link_to_cpu` on a GC 9.4.3 APU package). Added: gpu_id, caches.
+//!   threads and its GPU, as nodes 0 and 1). Derived, as the kernel reports them: the CPU's
+//!   memory bank (the socket's RAM, 128 GiB less a 512 MiB carve-out) and the xGMI links
+//!   between the two (`kcd_fill_gpu_direct_io_link_to_cpu` on a GC 9.4.3 APU package). Added:
+//!   gpu_id, caches, and the APU's memory bank (`FB_PUBLIC`, the TTM limit: half that RAM).
 //! * `rx9070xt-small-bar`: CPU node 0 and the RX 9070 XT node 6 of the mixed capture, its VRAM
 //!   bank reported as a card without Resizable BAR reports it (`kfd_create_vcrat_image_gpu`:
 //!   private VRAM → one `FB_PRIVATE` bank of the whole VRAM size). Added: gpu_id, render
@@ -28,6 +28,8 @@ use std::path::Path;
 use kfd_ioctl::topology::{
     Cache, IoLink, MemBank, Node, NodeProperties, SystemProperties, Topology, TopologyError,
 };
+
+use super::fixup::MI300A_RAM;
 
 /// `(name, description)` of every preset; the first is the default.
 pub const PRESETS: &[(&str, &str)] = &[
@@ -117,19 +119,13 @@ fn xgmi_link(from: u32, to: u32) -> Option<IoLink> {
     IoLink::parse(0, &text, Path::new(DERIVED)).ok()
 }
 
-/// Bytes of RAM Linux sees on one MI300A socket: 128 GiB of HBM3 less the GPU's 512 MiB
-/// carve-out (the BIOS default).
-const MI300A_RAM: u64 = (128 << 30) - (512 << 20);
-
 /// The `mi300a` preset: one socket of the 4×MI300A capture (CPU node 0, APU node 4).
 fn mi300a() -> Option<Topology> {
     let nodes = capture(MI300A).ok()?.nodes;
     let mut cpu = nodes.iter().find(|n| n.id == 0)?.clone();
     let mut gpu = nodes.into_iter().find(|n| n.id == 4)?;
+    // The socket's RAM; the APU's bank (the TTM limit of it, FB_PUBLIC) is the fixups' MI300A.
     cpu.mem_banks = vec![bank(0, MI300A_RAM, 64, 5200)?];
-    // amdgpu_amdkfd_get_local_mem_info / KFD_XCP_MEMORY_SIZE on an apu_prefer_gtt APU: the
-    // "VRAM" KFD reports is the TTM limit (ttm_tt_pages_limit: half of RAM), all of it public.
-    gpu.mem_banks = vec![bank(1, MI300A_RAM / 2, 8192, 5200)?];
     cpu.io_links = vec![xgmi_link(0, 1)?];
     gpu.io_links = vec![xgmi_link(1, 0)?];
     cpu.p2p_links.clear();
