@@ -3,8 +3,8 @@
 //!
 //! A [`Machine`] is a KFD topology ([`kfd_ioctl::topology::Topology`]) made complete enough
 //! for the runtimes that read it (see [`fixup`](self#fixups)), plus the facts the model needs
-//! about each GPU ([`Gpu`]): its `gpu_id`, render minor, VRAM size, apertures and XNACK
-//! capability.
+//! about each GPU ([`Gpu`]): its `gpu_id`, render minor, VRAM size, apertures, whether it is
+//! an APU, and its XNACK rules ([`Machine::xnack_mode`]).
 //!
 //! ```
 //! use kfd_emu::machine::Machine;
@@ -28,7 +28,8 @@
 //! * a GPU whose `drm_render_minor` is outside 128–255 or taken gets the next free one;
 //! * a GPU without a data cache of type HSACU gets L1/L2 (and L3 where the part has one);
 //! * a CPU node without caches gets L1/L2/L3, so libhsakmt does not read the host's;
-//! * missing memory banks are added (VRAM size from a table of the known parts);
+//! * missing memory banks are added (VRAM size from a table of the known parts; an MI300A's
+//!   is what the kernel reports for that APU, its socket's TTM limit);
 //! * every link's `node_from` is its node, and each GPU has a PCIe link to a CPU and back.
 //!
 //! Generated caches list at most 1024 processors in their sibling maps, whatever the core or
