@@ -30,9 +30,28 @@ struct Part {
     l3: u32,
 }
 
-/// Known parts by `gfx_target_version`; the real values of the boards the presets describe.
-fn part(target: Option<GfxTargetVersion>) -> Part {
-    match target.and_then(GfxTargetVersion::raw) {
+/// Bytes of RAM Linux sees on one MI300A socket: 128 GiB of HBM3 less the GPU's 512 MiB
+/// carve-out (the BIOS default).
+pub(super) const MI300A_RAM: u64 = (128 << 30) - (512 << 20);
+
+/// Known parts by PCI device id and `gfx_target_version`; the real values of the boards the
+/// presets describe.
+fn part(node: &Node) -> Part {
+    // MI300A (0x74a0), an apu_prefer_gtt APU: amdgpu_amdkfd_get_local_mem_info reports all of
+    // KFD's memory public, KFD_XCP_MEMORY_SIZE making it the TTM limit (ttm_tt_pages_limit:
+    // half of the socket's RAM).
+    if node.properties.device_id == 0x74a0 {
+        return Part {
+            name: "ip discovery",
+            vram: MI300A_RAM / 2,
+            width: 8192,
+            mem_clk: 1300,
+            l1: 32,
+            l2: 4096,
+            l3: 262_144,
+        };
+    }
+    match node.gfx_target_version().and_then(GfxTargetVersion::raw) {
         // Radeon VII / MI50: 16 GiB HBM2.
         Some(90006) => Part {
             name: "vega20",
@@ -83,6 +102,16 @@ fn part(target: Option<GfxTargetVersion>) -> Part {
             l2: 6144,
             l3: 98_304,
         },
+        // RX 9070 XT: 16 GiB GDDR6, 64 MiB Infinity Cache.
+        Some(120001) => Part {
+            name: "ip discovery",
+            vram: 17_095_983_104,
+            width: 256,
+            mem_clk: 1258,
+            l1: 32,
+            l2: 8192,
+            l3: 65_536,
+        },
         _ => Part {
             name: "ip discovery",
             vram: 16 << 30,
@@ -131,7 +160,7 @@ pub(super) fn complete(topology: &mut Topology) -> Result<(), MachineError> {
 }
 
 fn complete_gpu(node: &mut Node) -> Result<(), MachineError> {
-    let part = part(node.gfx_target_version());
+    let part = part(node);
     if node.name.is_none() {
         node.name = Some(part.name.to_owned());
     }

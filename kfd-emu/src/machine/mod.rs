@@ -3,8 +3,8 @@
 //!
 //! A [`Machine`] is a KFD topology ([`kfd_ioctl::topology::Topology`]) made complete enough
 //! for the runtimes that read it (see [`fixup`](self#fixups)), plus the facts the model needs
-//! about each GPU ([`Gpu`]): its `gpu_id`, render minor, VRAM size, apertures and XNACK
-//! capability.
+//! about each GPU ([`Gpu`]): its `gpu_id`, render minor, VRAM size, apertures, whether it is
+//! an APU, and its XNACK rules ([`Machine::xnack_mode`]).
 //!
 //! ```
 //! use kfd_emu::machine::Machine;
@@ -28,7 +28,8 @@
 //! * a GPU whose `drm_render_minor` is outside 128–255 or taken gets the next free one;
 //! * a GPU without a data cache of type HSACU gets L1/L2 (and L3 where the part has one);
 //! * a CPU node without caches gets L1/L2/L3, so libhsakmt does not read the host's;
-//! * missing memory banks are added (VRAM size from a table of the known parts);
+//! * missing memory banks are added (VRAM size from a table of the known parts; an MI300A's
+//!   is what the kernel reports for that APU, its socket's TTM limit);
 //! * every link's `node_from` is its node, and each GPU has a PCIe link to a CPU and back.
 //!
 //! Generated caches list at most 1024 processors in their sibling maps, whatever the core or
@@ -174,9 +175,18 @@ pub struct Gpu {
     pub hive_id: Option<u64>,
     /// Aperture family.
     pub layout: ApertureLayout,
-    /// Whether a process may turn XNACK (retry faults) on for this GPU (GC 9.4.2, 9.4.3,
-    /// 9.5.0, 12.1.0: per-process XNACK).
+    /// Whether a process may turn XNACK (retry faults) on for this GPU whatever the boot-time
+    /// retry setting (`KFD_SUPPORT_XNACK_PER_PROCESS`: GC 9.4.2, 9.4.3, 9.4.4, 9.5.0, 12.1.0).
     pub xnack_capable: bool,
+    /// The boot-time `noretry` setting, `amdgpu_gmc_noretry_set` with `amdgpu.noretry=-1` (the
+    /// default) on bare metal: 1 for GC 9.0.1, 9.4.0–9.4.4, 9.5.0 and from 10.3.0 on; 0 (retry
+    /// faults on) for the others, such as the GFX9 APUs (gfx902, gfx909, gfx90c) and gfx101x.
+    pub noretry: bool,
+    /// Whether the kernel treats the GPU as an APU whose GPU memory is carved out of system
+    /// RAM (`adev->apu_prefer_gtt`): KFD's VRAM allocations are GTT BOs charged to system
+    /// memory, AVAILABLE_MEMORY is bounded by the system limits, and SVM never migrates to
+    /// "VRAM". A topology GPU node with CPU cores (a CRAT APU) or an MI300A.
+    pub apu: bool,
     /// Whether the GPU supports the SVM API (`HSA_CAP_SVMAPI_SUPPORTED`).
     pub svm_capable: bool,
 }
@@ -246,11 +256,36 @@ impl Gpu {
             hive_id: node.hive_id(),
             layout: ApertureLayout::of(node.gfx_target_version()),
             xnack_capable: per_process_xnack(target),
+            noretry: noretry_default(target),
+            apu: node.is_cpu() || APP_APU_DEVICE_IDS.contains(&node.properties.device_id),
             svm_capable: node.capability().svm_api_supported(),
         })
     }
+
+    /// Whether the GPU counts in `kfd_process_xnack_mode`: `KFD_IS_SOC15` (GC 9.0.1 and
+    /// later); older GPUs have no SVM API and are skipped.
+    fn soc15(&self) -> bool {
+        self.target.major >= 9
+    }
 }
 
+/// PCI device ids of the parts the kernel runs as an APU although their topology node has no
+/// CPU cores: the MI300A (`0x74a0`), whose CPU cores are nodes of their own.
+const APP_APU_DEVICE_IDS: &[u64] = &[0x74a0];
+
+/// `amdgpu_gmc_noretry_set`'s `noretry_default` (`amdgpu.noretry=-1`, bare metal) by
+/// `gfx_target_version`: GC 9.0.1 (gfx900), 9.4.0 (gfx906), 9.4.1 (gfx908), 9.4.2 (gfx90a),
+/// 9.4.3/9.4.4 (gfx940–gfx942), 9.5.0 (gfx950), and every GC from 10.3.0 (gfx1030 on). The
+/// other GFX9 parts (gfx902 = 9.1.0, gfx904 = 9.2.1, gfx909 = 9.2.2, gfx90c = 9.3.0) and
+/// gfx101x (GC 10.1.x) boot with retry faults on.
+fn noretry_default(target: GfxTargetVersion) -> bool {
+    match (target.major, target.minor) {
+        (9, 0) => matches!(target.stepping, 0 | 6 | 8 | 10),
+        (9, 4) | (9, 5) => true,
+        (10, 0..=2) => false,
+        (major, _) => major >= 10,
+    }
+}
 /// GC versions with per-process XNACK (`KFD_SUPPORT_XNACK_PER_PROCESS`), by
 /// `gfx_target_version`: gfx90a (GC 9.4.2), gfx940–gfx942 (9.4.3), gfx950 (9.5.0), GC 12.1.0.
 fn per_process_xnack(target: GfxTargetVersion) -> bool {
@@ -261,6 +296,20 @@ fn per_process_xnack(target: GfxTargetVersion) -> bool {
 }
 
 impl Machine {
+    /// `kfd_process_xnack_mode(p, supported)` (`kfd_process.c`) for a process that uses every
+    /// GPU of the machine, as a KFD process does: whether XNACK can be on for all of them. GPUs
+    /// before GFX9 do not count; with `supported` (may a process turn it on?) a GPU with
+    /// per-process XNACK always can; otherwise a GPU of GC 10.1.1 or later (no shader
+    /// preemption during page faults) or one booted with `noretry` cannot. Without `supported`
+    /// it is the default mode of a new process (`create_process`). SR-IOV VFs without XNACK
+    /// support (`amdgpu_sriov_xnack_support`) are not emulated.
+    pub fn xnack_mode(&self, supported: bool) -> bool {
+        self.gpus
+            .iter()
+            .filter(|gpu| gpu.soc15())
+            .all(|gpu| (supported && gpu.xnack_capable) || (gpu.target.major < 10 && !gpu.noretry))
+    }
+
     /// The preset called `name` (see [`presets`](Self::presets)).
     pub fn preset(name: &str) -> Option<Machine> {
         let topology = presets::topology(name)?;

@@ -12,6 +12,15 @@
 //!   render minor, caches, GPU→CPU link; its P2P link to a GPU not in the preset is dropped.
 //! * `rx7900xtx`: CPU node 0 of the mixed capture and the RX 7900 XTX template with its
 //!   `{drm_render_minor}` placeholder filled (128). Added: VRAM bank (24 GiB), caches, links.
+//! * `mi300a`: CPU node 0 and APU node 4 of the 4×MI300A capture (one socket: its 48 CPU
+//!   threads and its GPU, as nodes 0 and 1). Derived, as the kernel reports them: the CPU's
+//!   memory bank (the socket's RAM, 128 GiB less a 512 MiB carve-out) and the xGMI links
+//!   between the two (`kcd_fill_gpu_direct_io_link_to_cpu` on a GC 9.4.3 APU package). Added:
+//!   gpu_id, caches, and the APU's memory bank (`FB_PUBLIC`, the TTM limit: half that RAM).
+//! * `rx9070xt-small-bar`: CPU node 0 and the RX 9070 XT node 6 of the mixed capture, its VRAM
+//!   bank reported as a card without Resizable BAR reports it (`kfd_create_vcrat_image_gpu`:
+//!   private VRAM → one `FB_PRIVATE` bank of the whole VRAM size). Added: gpu_id, render
+//!   minor, caches, links.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -19,6 +28,8 @@ use std::path::Path;
 use kfd_ioctl::topology::{
     Cache, IoLink, MemBank, Node, NodeProperties, SystemProperties, Topology, TopologyError,
 };
+
+use super::fixup::MI300A_RAM;
 
 /// `(name, description)` of every preset; the first is the default.
 pub const PRESETS: &[(&str, &str)] = &[
@@ -42,6 +53,16 @@ pub const PRESETS: &[(&str, &str)] = &[
         "rx7900xtx",
         "1x AMD Radeon RX 7900 XTX (gfx1100, 96 CUs, 24 GiB) and a 24-core CPU",
     ),
+    (
+        "mi300a",
+        "1x AMD Instinct MI300A APU (gfx942, 228 CUs; GPU memory is the socket's 128 GiB of \
+         system RAM) and its 24-core CPU (48 threads)",
+    ),
+    (
+        "rx9070xt-small-bar",
+        "1x AMD Radeon RX 9070 XT (gfx1201, 64 CUs, 16 GiB) behind a 256 MiB BAR (VRAM not \
+         CPU-visible: FB_PRIVATE) and a 24-core CPU",
+    ),
 ];
 
 /// The topology of preset `name`, before its fixups.
@@ -59,9 +80,62 @@ pub(super) fn topology(name: &str) -> Option<Topology> {
                 ..Node::default()
             })
         }
+        "mi300a" => mi300a(),
+        "rx9070xt-small-bar" => {
+            let mut gpu = mixed_node(6)?;
+            // kfd_create_vcrat_image_gpu: with private (CPU-invisible) VRAM the kernel reports
+            // one FB_PRIVATE bank of public + private, the whole VRAM.
+            let size = gpu.mem_banks.first()?.size_in_bytes;
+            gpu.mem_banks = vec![bank(2, size, 256, 1258)?];
+            single_gpu(gpu)
+        }
         _ => return None,
     }?;
     Some(topology)
+}
+
+/// Where derived files say they come from, in parse errors (which cannot happen for text built
+/// here).
+const DERIVED: &str = "<preset derived>";
+
+/// A memory bank of `heap_type`, `size` bytes, `width` bits at `mem_clk` MHz, with nothing used.
+fn bank(heap_type: u32, size: u64, width: u32, mem_clk: u32) -> Option<MemBank> {
+    let text = format!(
+        "heap_type {heap_type}\nsize_in_bytes {size}\nflags 0\nwidth {width}\nmem_clk_max {mem_clk}\n"
+    );
+    let mut bank = MemBank::parse(0, &text, Path::new(DERIVED)).ok()?;
+    bank.used_memory = Some(0);
+    Some(bank)
+}
+
+/// An enabled xGMI io_link from `from` to `to` (CRAT_IOLINK_TYPE_XGMI = 11, weight 13: what
+/// `kcd_fill_gpu_direct_io_link_to_cpu` gives a GC 9.4.3 APU's GPU–CPU link).
+fn xgmi_link(from: u32, to: u32) -> Option<IoLink> {
+    let text = format!(
+        "type 11\nversion_major 0\nversion_minor 0\nnode_from {from}\nnode_to {to}\n\
+         weight 13\nmin_latency 0\nmax_latency 0\nmin_bandwidth 0\nmax_bandwidth 0\n\
+         recommended_transfer_size 0\nrecommended_sdma_engine_id_mask 0\nflags 1\n"
+    );
+    IoLink::parse(0, &text, Path::new(DERIVED)).ok()
+}
+
+/// The `mi300a` preset: one socket of the 4×MI300A capture (CPU node 0, APU node 4).
+fn mi300a() -> Option<Topology> {
+    let nodes = capture(MI300A).ok()?.nodes;
+    let mut cpu = nodes.iter().find(|n| n.id == 0)?.clone();
+    let mut gpu = nodes.into_iter().find(|n| n.id == 4)?;
+    // The socket's RAM; the APU's bank (the TTM limit of it, FB_PUBLIC) is the fixups' MI300A.
+    cpu.mem_banks = vec![bank(0, MI300A_RAM, 64, 5200)?];
+    cpu.io_links = vec![xgmi_link(0, 1)?];
+    gpu.io_links = vec![xgmi_link(1, 0)?];
+    cpu.p2p_links.clear();
+    gpu.p2p_links.clear();
+    gpu.id = 1;
+    Some(Topology {
+        generation_id: None,
+        system: SystemProperties::default(),
+        nodes: vec![cpu, gpu],
+    })
 }
 
 /// Node `id` of the mixed capture.
@@ -264,6 +338,24 @@ const MIXED: &[(&str, &str)] = &[
         "nodes/4/properties",
         include_str!(
             "../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/4/properties"
+        ),
+    ),
+    (
+        "nodes/6/mem_banks/0/properties",
+        include_str!(
+            "../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/6/mem_banks/0/properties"
+        ),
+    ),
+    (
+        "nodes/6/mem_banks/0/used_memory",
+        include_str!(
+            "../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/6/mem_banks/0/used_memory"
+        ),
+    ),
+    (
+        "nodes/6/properties",
+        include_str!(
+            "../../fixtures/topology/mixed-mi300x-mi350x-gfx906-navi/topology/nodes/6/properties"
         ),
     ),
 ];
@@ -685,3 +777,30 @@ const MI100: &[(&str, &str)] = &[
         include_str!("../../fixtures/topology/mi100/nodes/0/properties"),
     ),
 ];
+
+const MI300A: &[(&str, &str)] = &[
+    (
+        "nodes/0/properties",
+        include_str!("../../fixtures/topology/mi300a-4apu/nodes/0/properties"),
+    ),
+    (
+        "nodes/4/properties",
+        include_str!("../../fixtures/topology/mi300a-4apu/nodes/4/properties"),
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::{PRESETS, topology};
+    use crate::machine::Machine;
+
+    #[test]
+    fn every_preset_topology_completes() {
+        for &(name, _) in PRESETS {
+            let t = topology(name).unwrap_or_else(|| panic!("{name}: no topology"));
+            if let Err(e) = Machine::from_topology(name, t) {
+                panic!("{name}: {e}");
+            }
+        }
+    }
+}

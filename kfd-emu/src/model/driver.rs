@@ -43,7 +43,8 @@ pub(super) struct Driver {
 impl Driver {
     /// The driver of `dev`, with no process yet.
     pub(super) fn new(dev: Device) -> Driver {
-        let state = State::new(dev.cfg.machine.gpus().len());
+        let mut state = State::new(dev.cfg.machine.gpus().len());
+        state.acc.apu = dev.cfg.machine.gpus().iter().map(|g| g.apu).collect();
         let fail = dev.cfg.fail.iter().cloned().map(fail::Armed::new).collect();
         Driver {
             dev,

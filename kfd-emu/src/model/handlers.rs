@@ -22,7 +22,7 @@ use zerocopy::IntoBytes;
 
 use super::chardev::{Ctx, KMALLOC_MAX, get, put};
 use super::host::clock_ns;
-use crate::machine::{ApertureLayout, Gpu};
+use crate::machine::Gpu;
 
 /// `TASK_SIZE` of x86_64 with 4-level page tables: `access_ok` refuses anything above.
 const TASK_SIZE: u64 = (1 << 47) - 4096;
@@ -312,17 +312,10 @@ pub(super) fn smi_events(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     Ok(())
 }
 
-/// Whether every GPU of the machine lets a process turn XNACK on (GFX9+ GPUs only count;
-/// only the per-process-XNACK GC versions can, since `amdgpu.noretry` defaults to 1).
+/// Whether every GPU of the process lets it turn XNACK on: `kfd_process_xnack_mode(p, true)`
+/// (see [`Machine::xnack_mode`](crate::machine::Machine::xnack_mode)).
 fn xnack_allowed(ctx: &Ctx<'_>) -> bool {
-    ctx.m
-        .dev
-        .cfg
-        .machine
-        .gpus()
-        .iter()
-        .filter(|g| g.layout != ApertureLayout::Vi)
-        .all(|g| g.xnack_capable)
+    ctx.m.dev.cfg.machine.xnack_mode(true)
 }
 
 /// AMDKFD_IOC_SET_XNACK_MODE: `< 0` queries; `>= 0` sets (EPERM where not supported), moving

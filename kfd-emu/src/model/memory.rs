@@ -61,9 +61,11 @@ pub(super) struct Charge {
 }
 
 impl Charge {
-    /// The charge of `size` bytes with `flags`; `None` for flags the kernel rejects
-    /// ("Invalid BO type": ENOMEM).
-    pub(super) fn of(flags: AllocMemFlags, size: u64) -> Option<Charge> {
+    /// The charge of `size` bytes with `flags` on a GPU that is (`apu`) or is not an
+    /// `apu_prefer_gtt` APU, where `amdgpu_amdkfd_reserve_mem_limit` charges a VRAM
+    /// allocation to system and TTM memory too, as it is a GTT BO; `None` for flags the kernel
+    /// rejects ("Invalid BO type": ENOMEM).
+    pub(super) fn on(flags: AllocMemFlags, size: u64, apu: bool) -> Option<Charge> {
         let zero = Charge {
             system: 0,
             ttm: 0,
@@ -76,7 +78,12 @@ impl Charge {
                 ..zero
             })
         } else if flags.intersects(AllocMemFlags::VRAM) {
-            Some(Charge { vram: size, ..zero })
+            let system = if apu { size } else { 0 };
+            Some(Charge {
+                system,
+                ttm: system,
+                vram: size,
+            })
         } else if flags.intersects(AllocMemFlags::USERPTR) {
             Some(Charge {
                 system: size,
@@ -95,8 +102,11 @@ impl Charge {
 pub(super) struct Accounts {
     pub system_used: u64,
     pub ttm_used: u64,
-    /// Per GPU: `vram_used` (page-aligned sizes) and `vram_used_aligned` (2 MiB steps).
+    /// Per GPU: `vram_used` (page-aligned sizes) and `vram_used_aligned` (2 MiB steps; page
+    /// steps on an APU).
     pub vram: Vec<(u64, u64)>,
+    /// Per GPU: whether it is an `apu_prefer_gtt` APU (set once, from the machine).
+    pub apu: Vec<bool>,
 }
 
 impl Accounts {
@@ -105,6 +115,18 @@ impl Accounts {
             system_used: 0,
             ttm_used: 0,
             vram: vec![(0, 0); gpus],
+            apu: vec![false; gpus],
+        }
+    }
+
+    /// What `vram_used_aligned` counts for `vram` bytes on GPU `gpu`: 2 MiB steps
+    /// (`VRAM_AVAILABLITY_ALIGN`), the bytes themselves on an `apu_prefer_gtt` APU
+    /// (`amdgpu_amdkfd_reserve_mem_limit`); `None` on overflow.
+    fn aligned(&self, gpu: usize, vram: u64) -> Option<u64> {
+        if self.apu.get(gpu).copied().unwrap_or(false) {
+            Some(vram)
+        } else {
+            align_up(vram, VRAM_ALIGN)
         }
     }
 
@@ -126,7 +148,7 @@ impl Accounts {
         {
             return Err(Errno::NOMEM);
         }
-        let aligned = align_up(charge.vram, VRAM_ALIGN).ok_or(Errno::NOMEM)?;
+        let aligned = self.aligned(gpu, charge.vram).ok_or(Errno::NOMEM)?;
         self.system_used += charge.system;
         self.ttm_used += charge.ttm;
         self.vram[gpu].0 += charge.vram;
@@ -136,7 +158,7 @@ impl Accounts {
 
     /// Gives back what [`reserve`](Self::reserve) took.
     pub(super) fn unreserve(&mut self, gpu: usize, charge: Charge) {
-        let aligned = align_up(charge.vram, VRAM_ALIGN).unwrap_or(charge.vram);
+        let aligned = self.aligned(gpu, charge.vram).unwrap_or(charge.vram);
         self.system_used = self.system_used.saturating_sub(charge.system);
         self.ttm_used = self.ttm_used.saturating_sub(charge.ttm);
         let (used, used_aligned) = &mut self.vram[gpu];
@@ -161,12 +183,21 @@ impl Accounts {
         self.system_used = self.system_used.saturating_sub(bytes);
     }
 
-    /// AVAILABLE_MEMORY of GPU `gpu` (dGPU formula).
+    /// AVAILABLE_MEMORY of GPU `gpu` (`amdgpu_amdkfd_get_available_memory`): the VRAM left
+    /// (size − `vram_used_aligned` − the page-table reserve) in 2 MiB steps; on an
+    /// `apu_prefer_gtt` APU the least of that and the system and TTM memory left, in pages.
+    /// Never negative.
     pub(super) fn available(&self, limits: &Limits, gpu: usize, vram_size: u64) -> u64 {
         let free = vram_size
             .saturating_sub(self.vram[gpu].1)
             .saturating_sub(limits.pt_reserve);
-        free & !(VRAM_ALIGN - 1)
+        if self.apu.get(gpu).copied().unwrap_or(false) {
+            let system = limits.system.saturating_sub(self.system_used);
+            let ttm = limits.ttm.saturating_sub(self.ttm_used);
+            free.min(system).min(ttm) & !(PAGE_SIZE - 1)
+        } else {
+            free & !(VRAM_ALIGN - 1)
+        }
     }
 }
 
@@ -257,10 +288,10 @@ mod tests {
         let vram = 1 << 30;
         let before = acc.available(&limits, 0, vram);
         assert_eq!(before, (1 << 30) - (8 << 20));
-        let small = Charge::of(AllocMemFlags::VRAM, 4096).expect("charge");
+        let small = Charge::on(AllocMemFlags::VRAM, 4096, false).expect("charge");
         acc.reserve(&limits, 0, vram, small).expect("reserve");
         assert_eq!(acc.available(&limits, 0, vram), before - VRAM_ALIGN);
-        let huge = Charge::of(AllocMemFlags::VRAM, vram).expect("charge");
+        let huge = Charge::on(AllocMemFlags::VRAM, vram, false).expect("charge");
         assert_eq!(acc.reserve(&limits, 0, vram, huge), Err(Errno::NOMEM));
         acc.unreserve(0, small);
         assert_eq!(acc.available(&limits, 0, vram), before);

@@ -164,8 +164,11 @@ pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), E
     let gpu = &m.dev.cfg.machine.gpus()[index];
 
     // amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu: the domain is the first of VRAM, GTT, USERPTR,
-    // DOORBELL|MMIO_REMAP.
-    let domain = if flags.intersects(AllocMemFlags::VRAM) {
+    // DOORBELL|MMIO_REMAP; on an `apu_prefer_gtt` APU, VRAM is a GTT BO (system memory, which
+    // the CPU can map whatever PUBLIC says).
+    let domain = if flags.intersects(AllocMemFlags::VRAM) && gpu.apu {
+        Domain::Gtt
+    } else if flags.intersects(AllocMemFlags::VRAM) {
         Domain::Vram
     } else if flags.intersects(
         AllocMemFlags::GTT
@@ -188,7 +191,7 @@ pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), E
     if aligned == 0 {
         return Err(Errno::INVAL);
     }
-    let charge = Charge::of(flags, aligned).ok_or(Errno::NOMEM)?;
+    let charge = Charge::on(flags, aligned, gpu.apu).ok_or(Errno::NOMEM)?;
     st.acc
         .reserve(&m.dev.limits, index, gpu.vram_size, charge)?;
     let store = match create_store(ctx, index, flags, aligned, a.mmap_offset) {

@@ -8,7 +8,9 @@
 //!   `DRM_FILE_PAGE_OFFSET_START` (4 GiB), one node per GEM object and DRM device, placed best
 //!   fit as `drm_mm` does (`DRM_MM_INSERT_BEST`). `drm_gem_mmap` finds the node the whole range
 //!   lies in (else `EINVAL`), checks the file is allowed on it (`drm_vma_node_is_allowed`, else
-//!   `EACCES`), and `amdgpu_gem_object_mmap` refuses userptr and `NO_CPU_ACCESS` BOs (`EPERM`).
+//!   `EACCES`), and `amdgpu_gem_object_mmap` refuses userptr BOs (`EPERM`). KFD creates no
+//!   `NO_CPU_ACCESS` BO: VRAM without PUBLIC is mapped too (the debugger reaches every BO
+//!   through it; on a small BAR the kernel moves the BO where the CPU can reach it on fault).
 //!   The mapping is redirected to the BO's own memfd.
 //! * A dma-buf: the stand-in is a reopen of the BO's memfd, so its mapping runs natively once
 //!   `dma_buf_mmap`'s checks passed.
@@ -21,7 +23,7 @@ use rustix::io::Errno;
 use super::driver::{Driver, FileKind};
 use super::files;
 use super::memory::PAGE_SIZE;
-use super::objects::{Domain, Store};
+use super::objects::Store;
 use super::offsets::*;
 use super::process::{EVENT_PAGE_OFFSET, EVENT_PAGE_SIZE, Process, State, doorbell_slice};
 use crate::backend::{CallerId, MmapAction};
@@ -217,8 +219,10 @@ impl Driver {
         let b = st.backings.get(&backing).ok_or(Errno::INVAL)?;
         let at = offset - start;
         match &b.store {
-            // amdgpu_gem_object_mmap: AMDGPU_GEM_CREATE_NO_CPU_ACCESS (VRAM without PUBLIC).
-            Store::Memfd(_) if b.domain == Domain::Vram && !b.cpu_access => Err(Errno::PERM),
+            // amdgpu_gem_object_mmap refuses AMDGPU_GEM_CREATE_NO_CPU_ACCESS, which
+            // amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu no longer sets on VRAM without PUBLIC
+            // (`PUBLIC ? CPU_ACCESS_REQUIRED : 0`, since "The thunk needs to mmap all BOs for
+            // CPU access to allow the debugger to access them"): every VRAM BO maps.
             Store::Memfd(fd) => Ok(Some((fd.clone(), at))),
             // amdgpu_ttm_tt_get_usermm: a userptr BO cannot be mapped through DRM.
             Store::UserPtr { .. } => Err(Errno::PERM),
@@ -245,7 +249,7 @@ impl Driver {
             return Err(Errno::INVAL);
         }
         match b.store {
-            Store::Memfd(_) if b.domain == Domain::Vram && !b.cpu_access => Err(Errno::PERM),
+            // amdgpu_gem_object_mmap again: no KFD BO is NO_CPU_ACCESS (see mmap_render).
             Store::Memfd(_) => Ok(None),
             Store::UserPtr { .. } | Store::Kfd { .. } => Err(Errno::PERM),
         }

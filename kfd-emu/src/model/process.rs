@@ -205,9 +205,9 @@ impl Process {
             runtime_enabled: false,
             r_debug: 0,
             ttmp_setup: false,
-            // The default mode: no GPU of the presets has retry faults on by default
-            // (`amdgpu.noretry=1`).
-            xnack: false,
+            // create_process: `kfd_process_xnack_mode(process, false)`, the mode every GPU
+            // can run in as booted (off on every preset: they boot with `noretry`).
+            xnack: machine.xnack_mode(false),
             signal_handle: None,
             svm: Svm::default(),
         })
@@ -336,7 +336,7 @@ mod tests {
         const VRAM: u64 = 1 << 40;
         let mut st = State::new(1);
         let limits = Limits::of_host();
-        let charge = Charge::of(AllocMemFlags::VRAM, 4096).expect("charge");
+        let charge = Charge::on(AllocMemFlags::VRAM, 4096, false).expect("charge");
         let free = st.acc.available(&limits, 0, VRAM);
         st.acc.reserve(&limits, 0, VRAM, charge).expect("reserve");
         let charged = st.acc.available(&limits, 0, VRAM);

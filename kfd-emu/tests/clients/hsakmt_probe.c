@@ -21,7 +21,7 @@
         }                                                                            \
     } while (0)
 
-static int alloc_map_free(HSAuint32 node, HSAuint64 size, int vram)
+static int alloc_map_free(HSAuint32 node, HSAuint64 size, int vram, int host)
 {
     HsaMemFlags flags;
     void *mem = NULL;
@@ -29,7 +29,7 @@ static int alloc_map_free(HSAuint32 node, HSAuint64 size, int vram)
 
     memset(&flags, 0, sizeof(flags));
     flags.ui32.PageSize = HSA_PAGE_SIZE_4KB;
-    flags.ui32.HostAccess = 1;
+    flags.ui32.HostAccess = host;
     if (vram) {
         flags.ui32.NonPaged = 1;
         flags.ui32.NoSubstitute = 1;
@@ -41,16 +41,40 @@ static int alloc_map_free(HSAuint32 node, HSAuint64 size, int vram)
     }
     CHECK(hsaKmtMapMemoryToGPU(mem, size, &alternate_va));
     /* HostAccess memory is CPU-visible at the same address. */
-    memset(mem, 0x5a, 4096);
-    if (((volatile unsigned char *)mem)[4095] != 0x5a) {
-        fprintf(stderr, "FAILED CPU write through the mapping\n");
-        return 1;
+    if (host) {
+        memset(mem, 0x5a, 4096);
+        if (((volatile unsigned char *)mem)[4095] != 0x5a) {
+            fprintf(stderr, "FAILED CPU write through the mapping\n");
+            return 1;
+        }
     }
     CHECK(hsaKmtUnmapMemoryToGPU(mem));
     CHECK(hsaKmtFreeMemory(mem, size));
-    printf("alloc node=%u kind=%s size=%llu ok\n", node, vram ? "vram" : "system",
-           (unsigned long long)size);
+    printf("alloc node=%u kind=%s size=%llu ok\n", node,
+           vram ? (host ? "vram" : "vram-device") : "system", (unsigned long long)size);
     return 0;
+}
+
+/* VRAM behind a small BAR (a FB_PRIVATE bank): CPU-visible VRAM is refused (the kernel's
+ * ALLOC of VRAM|PUBLIC is EINVAL), VRAM for the GPU alone is allocated, mapped and freed. */
+static int small_bar_vram(HSAuint32 node, HSAuint64 size)
+{
+    HsaMemFlags flags;
+    void *mem = NULL;
+    HSAKMT_STATUS status;
+
+    memset(&flags, 0, sizeof(flags));
+    flags.ui32.PageSize = HSA_PAGE_SIZE_4KB;
+    flags.ui32.HostAccess = 1;
+    flags.ui32.NonPaged = 1;
+    flags.ui32.NoSubstitute = 1;
+    status = hsaKmtAllocMemory(node, size, flags, &mem);
+    if (status == HSAKMT_STATUS_SUCCESS) {
+        fprintf(stderr, "FAILED CPU-visible VRAM allocated behind a small BAR\n");
+        return 1;
+    }
+    printf("alloc node=%u kind=vram size=%llu refused\n", node, (unsigned long long)size);
+    return alloc_map_free(node, size, 1, 0);
 }
 
 #define EXPECT(cond)                                                                 \
@@ -147,6 +171,7 @@ int main(void)
                props.NumCaches, props.NumIOLinks, props.EngineId.ui32.Major,
                props.EngineId.ui32.Minor, props.EngineId.ui32.Stepping, props.DrmRenderMinor,
                props.NumSIMDPerCU);
+        int small_bar = 0;
         if (props.NumMemoryBanks > 0) {
             HsaMemoryProperties *banks = calloc(props.NumMemoryBanks, sizeof(*banks));
             HSAuint32 b;
@@ -154,20 +179,25 @@ int main(void)
             if (banks == NULL)
                 return 1;
             CHECK(hsaKmtGetNodeMemoryProperties(node, props.NumMemoryBanks, banks));
-            for (b = 0; b < props.NumMemoryBanks; b++)
+            for (b = 0; b < props.NumMemoryBanks; b++) {
                 if (banks[b].HeapType == HSA_HEAPTYPE_FRAME_BUFFER_PUBLIC ||
                     banks[b].HeapType == HSA_HEAPTYPE_FRAME_BUFFER_PRIVATE)
                     vram += banks[b].SizeInBytes;
+                if (banks[b].HeapType == HSA_HEAPTYPE_FRAME_BUFFER_PRIVATE)
+                    small_bar = 1;
+            }
             printf("node %u vram=%llu\n", node, (unsigned long long)vram);
             free(banks);
         }
-        if (props.NumFComputeCores > 0 && alloc_map_free(node, 2 << 20, 1))
+        if (props.NumFComputeCores > 0 && small_bar && small_bar_vram(node, 2 << 20))
+            return 1;
+        if (props.NumFComputeCores > 0 && !small_bar && alloc_map_free(node, 2 << 20, 1, 1))
             return 1;
         if (props.NumFComputeCores > 0 && props.Capability.ui32.SVMAPISupported &&
             svm_round_trip(node))
             return 1;
     }
-    if (alloc_map_free(0, 1 << 20, 0))
+    if (alloc_map_free(0, 1 << 20, 0, 1))
         return 1;
     if (xnack())
         return 1;

@@ -172,6 +172,10 @@ fn restore_pages(
 /// ACCESS_IN_PLACE (system memory across hives); `None` when the GPU has no access.
 fn best_restore_location(env: &Env<'_>, r: &Range, gpu: usize) -> Option<u32> {
     let gpu_id = env.gpu_id(gpu);
+    // An `apu_prefer_gtt` APU restores the range in system memory.
+    if env.dev.cfg.machine.gpus()[gpu].apu {
+        return Some(0);
+    }
     let preferred = r.attrs.preferred;
     if preferred == gpu_id || preferred == KFD_IOCTL_SVM_LOCATION_SYSMEM {
         return Some(preferred);

@@ -42,6 +42,10 @@ pub(super) fn best_prefetch_location(env: &Env<'_>, xnack: bool, r: &Range) -> u
     let Some(bo) = env.dev.gpu_index(best) else {
         return 0;
     };
+    // An `apu_prefer_gtt` APU has no VRAM to migrate to: system memory.
+    if env.dev.cfg.machine.gpus()[bo].apu {
+        return 0;
+    }
     let needs = if xnack {
         r.attrs.aip
     } else {
