@@ -92,6 +92,54 @@ pub(super) fn reopen(fd: BorrowedFd<'_>) -> Result<OwnedFd, Errno> {
     rustix::fs::open(path.as_str(), OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
 }
 
+/// Where an exported dma-buf file holds its liveness lock: one byte near the largest offset a
+/// lock may cover, far past any BO's end, so a program's own byte-range locks on its data do
+/// not meet it.
+const ALIVE_LOCK_AT: i64 = i64::MAX - 1;
+
+/// The `struct flock` of the liveness lock, of type `kind` (`F_RDLCK` to hold, `F_WRLCK` to
+/// probe).
+fn alive_lock(kind: i32) -> libc::flock {
+    // SAFETY: `flock` is plain integers; all-zero is a valid value, then set field by field.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = kind as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = ALIVE_LOCK_AT;
+    lock.l_len = 1;
+    lock
+}
+
+/// A new open file of the same file as `base` for a program to hold as a dma-buf fd, carrying
+/// an open-file-description lock (`F_OFD_SETLK`, read). The kernel drops such a lock only
+/// when the last reference to that open file goes (`__fput` → `locks_remove_file`): the last
+/// fd in any process, an fd in flight in an `SCM_RIGHTS` message, a mapping. So the model,
+/// which keeps no reference itself, learns that every reference is gone by asking
+/// ([`exported_file_alive`]) — exactly, with no scan of anyone's fd table.
+pub(super) fn exported_file(base: BorrowedFd<'_>) -> Result<OwnedFd, Errno> {
+    let file = reopen(base)?;
+    nix::fcntl::fcntl(
+        file.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_OFD_SETLK(&alive_lock(libc::F_RDLCK)),
+    )
+    .map_err(|e| Errno::from_raw_os_error(e as i32))?;
+    Ok(file)
+}
+
+/// Whether any open file [`exported_file`] made of `probe`'s file is still referenced
+/// anywhere: `F_OFD_GETLK` through `probe` (an open file of the same file that holds no lock)
+/// finds one of their locks. A probe that fails says alive (the registration stays; the next
+/// probe asks again).
+pub(super) fn exported_file_alive(probe: BorrowedFd<'_>) -> bool {
+    let mut lock = alive_lock(libc::F_WRLCK);
+    match nix::fcntl::fcntl(
+        probe.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_OFD_GETLK(&mut lock),
+    ) {
+        Ok(_) => lock.l_type != libc::F_UNLCK as libc::c_short,
+        Err(_) => true,
+    }
+}
+
 /// The stand-in of an open answered with the access mode the caller asked for (`O_RDONLY`,
 /// `O_WRONLY` or `O_RDWR` in `flags`): stand-ins are made read-write, and a reopen of the
 /// same file (same inode, so the same registration) gives a narrower mode.

@@ -64,9 +64,19 @@
 //! * The file table (stand-in inode → what it is) drops a process's entries when it exits; a
 //!   stand-in still held by a child or a peer is then told by its memfd name
 //!   (`kfd-emu:<what>`): a `/dev/kfd` of a process that is gone answers `EBADF`, a render node
-//!   is a DRM file no object is allowed on. A dma-buf's registration (what IMPORT and
-//!   GET_DMABUF_INFO recognise) goes with its exporter's exit; its memory lives on in the fds
-//!   and mappings programs still have (the model cannot see those close).
+//!   is a DRM file no object is allowed on.
+//! * A dma-buf lives, as the kernel's does, while any reference to it does: every export
+//!   installs an open file of its own carrying an open-file-description lock, which the
+//!   kernel drops only at that file's last `fput` (the last fd in any process, an fd in flight
+//!   in `SCM_RIGHTS`, a mapping of it), and the model keeps no reference itself, so a lock
+//!   probe tells exactly whether any remains. Until none does, IMPORT and GET_DMABUF_INFO
+//!   recognise it in any process (after its exporter freed its handle and exited too) and it
+//!   holds the BO's memory and charge, which go with the last reference (dma-buf or handle).
+//!   The model looks when it matters: at a process exit, AVAILABLE_MEMORY and an ALLOC that
+//!   would not fit. Where it differs: two exports of a live dma-buf give two open files of the
+//!   same memory (the kernel's give the same file), and a program's own `fcntl` lock over the
+//!   file's whole range meets the model's lock (a write lock fails, a read lock keeps the
+//!   dma-buf while it is held).
 //! * The KFD topology under `/sys/devices/virtual/kfd/kfd/topology` and
 //!   `/sys/class/kfd/kfd/topology` → files of a tree generated from the [`Machine`].
 //! * `/proc/modules` → a list that contains `amdgpu`; `/sys/module/amdgpu` → what libkmod

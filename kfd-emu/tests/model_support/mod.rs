@@ -170,6 +170,17 @@ impl Emu {
             .expect("the kfd stand-in is the model's")
     }
 
+    /// EXPORT_DMABUF of `handle` (close-on-exec): the dma-buf fd.
+    pub fn export(&self, handle: u64) -> Result<OwnedFd, Errno> {
+        let mut a = kfd_ioctl_export_dmabuf_args {
+            handle,
+            flags: libc::O_CLOEXEC as u32,
+            dmabuf_fd: 0,
+        };
+        self.ioctl(AMDKFD_IOC_EXPORT_DMABUF, &mut a)?;
+        Ok(own_fd(a.dmabuf_fd))
+    }
+
     /// Opens GPU `index`'s render node.
     pub fn open_render(&self, index: usize) -> OwnedFd {
         let minor = self.model.machine().gpus()[index].render_minor;
