@@ -192,9 +192,12 @@ fn build_drm_probe() -> Option<PathBuf> {
     )
 }
 
-/// libdrm's `drmGetDevices2` lists every emulated GPU by its render node with the PCI
-/// location and ids of its topology node (opendir of /dev/dri, stat of each node, the
-/// `/sys/dev/char/226:<minor>` entry and its `device/subsystem` link).
+/// libdrm's `drmGetDevices2` lists every emulated GPU once, with its primary node
+/// `card<N>` and its render node `renderD<128+N>` folded into one device (both node bits
+/// available), and the PCI location and ids of its topology node (opendir of /dev/dri, stat of
+/// each node, the `/sys/dev/char/226:<minor>` entry, its `device/subsystem` link and the
+/// `realpath` of its `device`); `drmGetDevice2` of an opened render node (its `fstat`) finds
+/// the same device.
 #[test]
 fn libdrm_lists_the_render_nodes_with_their_pci_ids() {
     let Some(probe) = build_drm_probe() else {
@@ -219,8 +222,10 @@ fn libdrm_lists_the_render_nodes_with_their_pci_ids() {
             .map(|gpu| {
                 let loc = gpu.location_id;
                 format!(
-                    "/dev/dri/renderD{} {:04x}:{:02x}:{:02x}.{:x} {:04x}:{:04x}",
+                    "/dev/dri/renderD{} /dev/dri/card{} {:04x}:{:02x}:{:02x}.{:x} {:04x}:{:04x} \
+                     nodes 0x5 fd same",
                     gpu.render_minor,
+                    gpu.render_minor - 128,
                     gpu.pci_domain,
                     loc >> 8,
                     (loc >> 3) & 0x1f,

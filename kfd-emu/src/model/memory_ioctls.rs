@@ -56,7 +56,7 @@ pub(super) fn acquire_vm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         pdd.gpu
     };
     // Not an amdgpu DRM file, or one of another device.
-    if kind != Some(FileKind::Render { gpu }) {
+    if !matches!(kind, Some(FileKind::Render { gpu: of, .. }) if of == gpu) {
         return Err(Errno::INVAL);
     }
     // The file's VM is already some other process's compute VM.

@@ -46,7 +46,10 @@
 //!   of it, so a mapping of the dma-buf fd shows the BO's bytes natively.
 //! * `/dev/dri/renderD<minor>` → a new empty memfd per open (a DRM file): `pread` and a
 //!   native `mmap` see nothing. It answers the DRM ioctls (naming the GPU) and can be given to
-//!   ACQUIRE_VM.
+//!   ACQUIRE_VM. `/dev/dri/card<minor - 128>`, the GPU's primary node (`drm_minor_alloc`
+//!   gives both minors one index), opens as the same kind of DRM file of the same GPU (as
+//!   `amdgpu_file_to_fpriv` accepts either); only its `st_rdev` differs. Where it differs:
+//!   no DRM master, mode-setting or primary-only ioctl is emulated.
 //!
 //!   Isolation: the memory of a BO is reachable only through its own memfd, which no process
 //!   gets as an fd except as a dma-buf it exported or was given. A mapping through a render
@@ -81,13 +84,22 @@
 //!   `/sys/class/kfd/kfd/topology` → files of a tree generated from the [`Machine`].
 //! * `/proc/modules` → a list that contains `amdgpu`; `/sys/module/amdgpu` → what libkmod
 //!   reads of a loaded module (`refcnt`, `holders/`, `initstate`, `parameters/noretry`).
-//! * What libdrm's `drmGetDevices2` reads of a render node: `/dev/dri` opens as a directory
-//!   with an entry per render node; `/sys/dev/char/226:<minor>` and
-//!   `/sys/class/drm/renderD<minor>` hold `dev`, `uevent` and a `device/` with the PCI files
-//!   (`uevent` with `PCI_SLOT_NAME`/`PCI_ID`, `vendor`, `device`, `subsystem_*`, `revision`,
-//!   `class`, `drm/`) from the topology's ids and `location_id`; a `readlink` of its
-//!   `device/subsystem` ([`Backend::readlink`](crate::backend::Backend::readlink)) names the `pci` bus, of any other emulated
-//!   path is `EINVAL` (`ENOENT` when it does not exist).
+//! * The DRM and PCI side of sysfs, laid out as the kernel's (so that libdrm's
+//!   `drmGetDevices2` lists every GPU once, with its primary and render nodes, its PCI
+//!   location and ids): `/dev/dri` opens as a directory with `card<N>` and `renderD<minor>`
+//!   per GPU; each GPU is a PCI device `/sys/devices/pci<domain>:00/<PCI_SLOT_NAME>` with
+//!   `uevent` (`PCI_SLOT_NAME`, `PCI_ID`), `vendor`, `device`, `subsystem_*`, `revision`,
+//!   `class` from the topology's ids and `location_id`, a `subsystem` link naming the `pci`
+//!   bus and a `drm/` with both minors (`dev`, `uevent`, links `device` and `subsystem`);
+//!   `/sys/dev/char/226:<minor>` and `/sys/class/drm/<node>` are links to those minors, so
+//!   `realpath` of `/sys/dev/char/226:<minor>/device` is the PCI device, and a `readlink`
+//!   ([`Backend::readlink`](crate::backend::Backend::readlink)) of any of these links gives
+//!   the kernel's relative target (`EINVAL` for an emulated file that is no link, `ENOENT`
+//!   when it does not exist). `/sys/class/drm` lists the nodes and `version`;
+//!   `/sys/class/kfd` lists `kfd` (`dev`, `uevent`, `topology`). Where it differs: the GPUs
+//!   hang directly from their root bus (no bridges); `/sys/devices/pci<domain>:00` and
+//!   `/sys/class/drm` list only the emulated devices; a `stat` of a link describes its
+//!   target, and so does an `lstat`.
 //! * A `stat`/`access` of those paths ([`Backend::stat`]): `/dev/kfd` is a character device
 //!   `0666` with major [`KFD_MAJOR`], a render node one with major [`DRM_MAJOR`] and its minor,
 //!   sysfs files are `0444` with the generated file's size, directories `0755`, and a path
