@@ -14,9 +14,10 @@ use super::driver::{Driver, FileKind};
 use super::files::{self, io_errno};
 use super::gpu_view::GpuFault;
 use super::svm::{SvmPage, SvmRange};
-use super::{dispatch, drm, gpu_view, process, teardown};
+use super::{dispatch, drm, gpu_view, process, smi, teardown};
 use crate::backend::{
     Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer, StatKind, StatTime,
+    WriteCall,
 };
 use crate::machine::Machine;
 
@@ -386,6 +387,30 @@ impl Backend for Model {
             // memfd's regular-file answer stands for it.
             FileKind::Dmabuf { .. } => None,
         }
+    }
+
+    fn write(
+        &self,
+        caller: &dyn Caller,
+        file: BorrowedFd<'_>,
+        segments: &dyn Fn() -> Result<WriteCall, Errno>,
+    ) -> Option<IoctlResult> {
+        let key = files::key_of(file).ok()?;
+        if !self.drv.lock().smi.is_client(key) {
+            return None;
+        }
+        // Caller memory is read outside the model's lock; the mask is set under it.
+        let (pieces, vector) = match segments() {
+            Ok(WriteCall::Write(buf, count)) => (vec![(buf, count)], false),
+            Ok(WriteCall::Vector(pieces)) => (pieces, true),
+            Err(errno) => return Some(Err(errno)),
+        };
+        let read = |addr, buf: &mut [u8]| caller.read(addr, buf);
+        let (result, mask) = smi::write(&pieces, vector, read);
+        if let Some(mask) = mask {
+            self.drv.lock().smi.set_mask(key, mask);
+        }
+        Some(result)
     }
 
     fn ioctl(

@@ -101,11 +101,16 @@
 //!   `/sys/class/drm` list only the emulated devices; a `stat` of a link describes its
 //!   target, and so does an `lstat`.
 //! * A `stat`/`access` of those paths ([`Backend::stat`]): `/dev/kfd` is a character device
-//!   `0666` with major [`KFD_MAJOR`], a render node one with major [`DRM_MAJOR`] and its minor,
+//!   `0666` with major [`KFD_MAJOR`], a render or primary node one with major [`DRM_MAJOR`] and
+//!   its minor,
 //!   sysfs files are `0444` with the generated file's size, directories `0755`, and a path
 //!   under an emulated sysfs root that is not in the tree is `ENOENT`.
-//! * SVM ranges live over the caller's own memory (`svm`), and SMI event fds are socket pairs
-//!   the model writes the kernel's records into (`smi`).
+//! * SVM ranges live over the caller's own memory (`svm`). An SMI event fd is the read end
+//!   of a pipe the model writes the kernel's records into, installed at a number of
+//!   [`SMI_FDS`](crate::backend::SMI_FDS) whose writes the supervisor hands to the model, so
+//!   reads and polls are native and exact (no `POLLOUT`), writes are `kfd_smi_ev_write`'s
+//!   (`EFAULT` under 8 bytes, else the first 8 are the mask and 8 is returned), and a client
+//!   goes with the last close of its fd; where it differs is listed in `smi`.
 //!
 //! ```no_run
 //! use kfd_emu::model::{Model, ModelConfig};
