@@ -410,7 +410,8 @@ fn writes_are_the_kernels_and_the_fd_never_polls_writable() {
     use std::os::fd::AsRawFd;
     let model = model("mi300x");
     let view = Arc::clone(&model);
-    kfd_emu::supervisor::run_attached(model, move || {
+    // Through `Counting`, which must pass the writes on.
+    kfd_emu::supervisor::run_attached(kfd_emu::counting::Counting::new(model), move || {
         let (kfd, gpus) = open_all(&view);
         let g = gpus[0];
         let mut smi = kfd.smi_events(g).expect("SMI_EVENTS");
