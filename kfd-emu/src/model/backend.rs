@@ -178,9 +178,7 @@ const SYSFS_ROOTS: [&str; 2] = [
     "/sys/class/kfd/kfd/topology",
 ];
 
-/// `major` of `/dev/kfd`. The kernel allocates it dynamically; 235 is what many hosts show.
-pub const KFD_MAJOR: u32 = 235;
-pub use super::files::DRM_MAJOR;
+pub use super::files::{DRM_MAJOR, KFD_MAJOR};
 
 /// What an emulated path is.
 enum Target<'p> {

@@ -299,6 +299,9 @@ pub(super) fn proc_modules() -> io::Result<OwnedFd> {
 /// `major` of the DRM nodes (`DRM_MAJOR`).
 pub const DRM_MAJOR: u32 = 226;
 
+/// `major` of `/dev/kfd`. The kernel allocates it dynamically; 235 is what many hosts show.
+pub const KFD_MAJOR: u32 = 235;
+
 /// The parts of sysfs the emulator generates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum SysfsPart {
@@ -411,16 +414,10 @@ impl SysfsTree {
         // What a listing of /sys/class/kfd shows; the topology below it is its own part.
         let kfd = tree.root.join(SysfsPart::ClassKfd.dir()).join("kfd");
         std::fs::create_dir_all(kfd.join("topology"))?;
-        std::fs::write(
-            kfd.join("dev"),
-            format!("{}:0\n", super::backend::KFD_MAJOR),
-        )?;
+        std::fs::write(kfd.join("dev"), format!("{}:0\n", KFD_MAJOR))?;
         std::fs::write(
             kfd.join("uevent"),
-            format!(
-                "MAJOR={}\nMINOR=0\nDEVNAME=kfd\n",
-                super::backend::KFD_MAJOR
-            ),
+            format!("MAJOR={}\nMINOR=0\nDEVNAME=kfd\n", KFD_MAJOR),
         )?;
         Ok(tree)
     }
