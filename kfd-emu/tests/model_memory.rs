@@ -790,3 +790,31 @@ fn a_dmabuf_holds_its_memory_until_the_last_fd_and_handle_go() {
         "the exporter's stand-ins and the dma-buf are released"
     );
 }
+
+/// ACQUIRE_VM takes a DRM file of the GPU opened through its primary node `card<N>` as well
+/// as its render node (`amdgpu_file_to_fpriv` checks only that the file is amdgpu's), and a
+/// BO allocated then maps through that file.
+#[test]
+fn acquire_vm_takes_the_primary_node_too() {
+    let emu = Emu::machine("mi300x");
+    let gpu = emu.gpu();
+    let card = injected(emu.model.open(
+        &emu.caller,
+        "/dev/dri/card0",
+        libc::O_RDWR | libc::O_CLOEXEC,
+        0,
+    ));
+    let mut acquire = kfd_ioctl_acquire_vm_args {
+        drm_fd: card.as_raw_fd() as u32,
+        gpu_id: gpu,
+    };
+    emu.ioctl(AMDKFD_IOC_ACQUIRE_VM, &mut acquire)
+        .expect("acquire_vm with card0");
+    let (h, offset) = emu.alloc(gpu, va(1), 4096, VRAM_RW).expect("alloc");
+    let mut cpu = emu
+        .cpu_map(card.as_fd(), offset, 4096)
+        .expect("map the BO through the primary node");
+    cpu.bytes()[..4].copy_from_slice(b"card");
+    drop(cpu);
+    emu.free(h).expect("free");
+}
