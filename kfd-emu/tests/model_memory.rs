@@ -703,8 +703,8 @@ fn import_and_info_of_closed_and_foreign_fds_fail_as_the_kernel() {
 
 /// The dma-buf holds the BO's memory after the exporter freed its handle and exited, for as
 /// long as an fd of it exists (here in this process, standing for a child it was passed to),
-/// and an import there works; re-exporting while one is held gives the same dma-buf. The
-/// charge (AVAILABLE_MEMORY) follows the last reference.
+/// and an import there works; an import's handle, a new export of it and a mapping of the
+/// dma-buf hold it in turn. The charge (AVAILABLE_MEMORY) follows the last reference.
 #[test]
 fn a_dmabuf_holds_its_memory_until_the_last_fd_and_handle_go() {
     let mut importer = Emu::machine("mi300x");
@@ -782,7 +782,16 @@ fn a_dmabuf_holds_its_memory_until_the_last_fd_and_handle_go() {
         .ioctl(AMDKFD_IOC_GET_DMABUF_INFO, &mut info)
         .expect("info");
     assert_eq!(info.size, 8 * MIB);
+    // A mapping of the dma-buf is a reference too: the fd can go, the mapping holds it.
+    let mut mapped = CpuMap::new(third.as_fd(), 0, 4096);
     drop(third);
+    assert_eq!(
+        importer.available(gpu),
+        before - 8 * MIB,
+        "held by a mapping"
+    );
+    mapped.bytes()[..3].copy_from_slice(b"map");
+    drop(mapped);
     assert_eq!(importer.available(gpu), before, "every reference gone");
     assert_eq!(
         importer.model.stand_ins(),
