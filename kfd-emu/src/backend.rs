@@ -44,6 +44,31 @@ pub trait Caller {
     /// returns the number it got there; `cloexec` sets `O_CLOEXEC` on the new descriptor. Used
     /// for fds an ioctl returns inside its argument (EXPORT_DMABUF, SMI_EVENTS).
     fn install_fd(&self, fd: BorrowedFd<'_>, cloexec: bool) -> Result<i32, Errno>;
+
+    /// Installs `fd` into the caller's fd table at number `number`, replacing what is there
+    /// (`SECCOMP_IOCTL_NOTIF_ADDFD` with `SECCOMP_ADDFD_FLAG_SETFD`); `EBADF` when `number` is
+    /// not below the caller's `RLIMIT_NOFILE`. Used for the SMI event fds, which live at
+    /// numbers in [`SMI_FDS`]. The default cannot.
+    fn install_fd_at(&self, fd: BorrowedFd<'_>, number: u32, cloexec: bool) -> Result<i32, Errno> {
+        let _ = (fd, number, cloexec);
+        Err(Errno::NOSYS)
+    }
+}
+
+/// The fd numbers the SMI event fds are installed at: the filter notifies `write`, `writev`
+/// and `pwritev2` of these numbers (only), so that [`Backend::write`] answers them as the
+/// kernel's SMI file does, while reads and polls stay native. Below the usual soft
+/// `RLIMIT_NOFILE` of 1024 and below the `kfd-emu run` tracer's slot (the highest free
+/// number under that limit); far above the numbers programs are given first.
+pub const SMI_FDS: std::ops::Range<u32> = 944..1008;
+
+/// The pieces of a write call that [`Backend::write`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteCall {
+    /// `write(fd, buf, count)`: `(buf, count)`.
+    Write(u64, u64),
+    /// `writev` (or `pwritev2` at the current position): the vector's `(base, len)` pieces.
+    Vector(Vec<(u64, u64)>),
 }
 
 /// What to do with an intercepted `open`/`openat`.
@@ -226,4 +251,21 @@ pub trait Backend: Send + Sync + 'static {
     /// A process that used the backend has exited (its pidfd became readable): release what the
     /// kernel would release when its last `/dev/kfd` reference goes.
     fn process_exited(&self, tgid: i32);
+
+    /// Answers a `write`, `writev` or `pwritev2` at the current position on `file` (a
+    /// duplicate of the caller's descriptor, whose number is in [`SMI_FDS`]): `None` when it
+    /// is not a stand-in the backend writes (the kernel runs the call), else the call's
+    /// result. `segments` gives the call's `(address, length)` pieces in order (one for a
+    /// `write`, the vector's for the others, as [`WriteCall`] says), or the errno the
+    /// kernel's checks of them would fail with; it is only asked for a stand-in's. The
+    /// default writes nothing.
+    fn write(
+        &self,
+        caller: &dyn Caller,
+        file: BorrowedFd<'_>,
+        segments: &dyn Fn() -> Result<WriteCall, Errno>,
+    ) -> Option<IoctlResult> {
+        let _ = (caller, file, segments);
+        None
+    }
 }

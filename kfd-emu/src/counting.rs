@@ -10,7 +10,9 @@ use std::time::Duration;
 use kfd_ioctl::abi::{AMDKFD_IOCTL_BASE, ioc_nr, ioc_type};
 use rustix::io::Errno;
 
-use crate::backend::{Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer};
+use crate::backend::{
+    Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer, WriteCall,
+};
 
 /// How many KFD command numbers are counted one by one (0x00..0xFF).
 const KFD_NRS: usize = 256;
@@ -173,5 +175,14 @@ impl<B: Backend + ?Sized> Backend for Counting<B> {
             .unwrap_or_else(PoisonError::into_inner)
             .push(tgid);
         self.exit_seen.notify_all();
+    }
+
+    fn write(
+        &self,
+        caller: &dyn Caller,
+        file: BorrowedFd<'_>,
+        segments: &dyn Fn() -> Result<WriteCall, Errno>,
+    ) -> Option<IoctlResult> {
+        self.inner.write(caller, file, segments)
     }
 }

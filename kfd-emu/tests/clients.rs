@@ -239,9 +239,12 @@ fn build_drm_probe() -> Option<PathBuf> {
     )
 }
 
-/// libdrm's `drmGetDevices2` lists every emulated GPU by its render node with the PCI
-/// location and ids of its topology node (opendir of /dev/dri, stat of each node, the
-/// `/sys/dev/char/226:<minor>` entry and its `device/subsystem` link).
+/// libdrm's `drmGetDevices2` lists every emulated GPU once, with its primary node
+/// `card<N>` and its render node `renderD<128+N>` folded into one device (both node bits
+/// available), and the PCI location and ids of its topology node (opendir of /dev/dri, stat of
+/// each node, the `/sys/dev/char/226:<minor>` entry, its `device/subsystem` link and the
+/// `realpath` of its `device`); `drmGetDevice2` of an opened render node (its `fstat`) finds
+/// the same device.
 #[test]
 fn libdrm_lists_the_render_nodes_with_their_pci_ids() {
     let Some(probe) = build_drm_probe() else {
@@ -266,8 +269,10 @@ fn libdrm_lists_the_render_nodes_with_their_pci_ids() {
             .map(|gpu| {
                 let loc = gpu.location_id;
                 format!(
-                    "/dev/dri/renderD{} {:04x}:{:02x}:{:02x}.{:x} {:04x}:{:04x}",
+                    "/dev/dri/renderD{} /dev/dri/card{} {:04x}:{:02x}:{:02x}.{:x} {:04x}:{:04x} \
+                     nodes 0x5 fd same",
                     gpu.render_minor,
+                    gpu.render_minor - 128,
                     gpu.pci_domain,
                     loc >> 8,
                     (loc >> 3) & 0x1f,
@@ -281,4 +286,46 @@ fn libdrm_lists_the_render_nodes_with_their_pci_ids() {
         lines.sort();
         assert_eq!(lines, want, "{name}: {}", describe(&out));
     }
+}
+
+/// A C program under `kfd-emu run` (the traced filter) writes and polls its SMI event fd as
+/// the kernel's `kfd_smi_ev_write` and `kfd_smi_ev_poll` answer: the fd is at a number of
+/// `SMI_FDS`, a 4-byte write is `EFAULT`, a 16-byte one returns 8, a `writev` of two 8-byte
+/// pieces 16, a `pwrite` `ESPIPE`, `poll(POLLIN | POLLOUT)` reports nothing, and a read of
+/// the empty FIFO is `EAGAIN`.
+#[test]
+fn a_c_program_writes_and_polls_its_smi_fd_as_the_kernels() {
+    let Some(probe) = build_probe(
+        "smi_probe",
+        &["/usr/include/stdio.h"],
+        "libc6-dev",
+        &[],
+        &[],
+    ) else {
+        return;
+    };
+    let out = run_under_emulator("mi300x", true, &probe, &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut lines = stdout.lines();
+    let fd: u32 = lines
+        .next()
+        .and_then(|l| l.strip_prefix("fd "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", describe(&out)));
+    assert!(kfd_emu::backend::SMI_FDS.contains(&fd), "fd {fd}");
+    assert_eq!(
+        lines.collect::<Vec<_>>(),
+        [
+            "poll 0 0",
+            "revents 0",
+            "write4 -1 EFAULT",
+            "write16 8 0",
+            "writev 16 0",
+            "pwrite -1 ESPIPE",
+            "read -1 EAGAIN",
+        ],
+        "{}",
+        describe(&out)
+    );
 }

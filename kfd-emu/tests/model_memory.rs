@@ -1,11 +1,13 @@
 //! Buffer objects through the Backend trait: ACQUIRE_VM, ALLOC/FREE, MAP/UNMAP, available
 //! memory, the GPU view, USERPTR and dma-buf aliasing, with the kernel's errnos.
 
+mod fork_support;
 mod model_support;
 
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::Path;
 
+use kfd_emu::backend::Backend;
 use kfd_emu::machine::Machine;
 use kfd_emu::model::{GpuFaultReason, ModelConfig};
 use kfd_ioctl::abi::*;
@@ -637,4 +639,191 @@ fn gtt_dmabuf_info_names_the_first_gpu() {
         info.gpu_id, gpus[0],
         "a GTT BO has no partition: the first KFD GPU"
     );
+}
+
+/// `dma_buf_get` (through `amdgpu_amdkfd_gpuvm_import_dmabuf_fd` and
+/// `amdgpu_amdkfd_get_dmabuf_info`): a closed fd is `EBADF`, any file that is not an amdgpu
+/// dma-buf `EINVAL` — a pipe, `/dev/null`, a memfd, even one named like the model's — and
+/// IMPORT looks up its gpu_id before the fd (`kfd_ioctl_import_dmabuf`).
+#[test]
+fn import_and_info_of_closed_and_foreign_fds_fail_as_the_kernel() {
+    let mut emu = Emu::machine("mi300x");
+    emu.acquire_all();
+    let gpu = emu.gpu();
+    let (h, _) = emu.alloc(gpu, va(1), 4096, VRAM_RW).expect("alloc");
+    let dmabuf = emu.export(h).expect("export");
+    let (pipe, _write) = rustix::pipe::pipe().expect("pipe");
+    let null = std::fs::File::open("/dev/null").expect("/dev/null");
+    let memfd = rustix::fs::memfd_create("plain", rustix::fs::MemfdFlags::CLOEXEC).expect("memfd");
+    let lookalike =
+        rustix::fs::memfd_create("kfd-emu:bo", rustix::fs::MemfdFlags::CLOEXEC).expect("memfd");
+    rustix::fs::ftruncate(&lookalike, 4096).expect("size");
+    // Closed at a number far above the ones the tests running alongside take.
+    let high = rustix::io::fcntl_dupfd_cloexec(&dmabuf, 3000).expect("dup");
+    let closed = high.as_raw_fd() as u32;
+    drop((high, dmabuf));
+    let cases = [
+        ("closed", closed, Errno::BADF),
+        ("pipe", pipe.as_raw_fd() as u32, Errno::INVAL),
+        ("/dev/null", null.as_raw_fd() as u32, Errno::INVAL),
+        ("memfd", memfd.as_raw_fd() as u32, Errno::INVAL),
+        ("look-alike", lookalike.as_raw_fd() as u32, Errno::INVAL),
+        ("/dev/kfd", emu.kfd.as_raw_fd() as u32, Errno::INVAL),
+    ];
+    for (what, fd, errno) in cases {
+        let mut info = kfd_ioctl_get_dmabuf_info_args {
+            dmabuf_fd: fd,
+            ..Default::default()
+        };
+        assert_eq!(
+            emu.ioctl(AMDKFD_IOC_GET_DMABUF_INFO, &mut info),
+            Err(errno),
+            "info of {what}"
+        );
+        let mut import = kfd_ioctl_import_dmabuf_args {
+            va_addr: va(2),
+            gpu_id: gpu,
+            dmabuf_fd: fd,
+            handle: 0,
+        };
+        assert_eq!(
+            emu.ioctl(AMDKFD_IOC_IMPORT_DMABUF, &mut import),
+            Err(errno),
+            "import of {what}"
+        );
+        import.gpu_id = 0x9;
+        assert_eq!(
+            emu.ioctl(AMDKFD_IOC_IMPORT_DMABUF, &mut import),
+            Err(Errno::INVAL),
+            "import of {what} on an unknown gpu_id: the gpu_id is looked up first"
+        );
+    }
+    emu.free(h).expect("free");
+}
+
+/// The dma-buf holds the BO's memory after the exporter freed its handle and exited, for as
+/// long as an fd of it exists (here in this process, standing for a child it was passed to),
+/// and an import there works; an import's handle, a new export of it and a mapping of the
+/// dma-buf hold it in turn. The charge (AVAILABLE_MEMORY) follows the last reference.
+#[test]
+fn a_dmabuf_holds_its_memory_until_the_last_fd_and_handle_go() {
+    let mut importer = Emu::machine("mi300x");
+    importer.acquire_all();
+    let gpu = importer.gpu();
+    let before = importer.available(gpu);
+    // The exporter: a child of this process, idle until released, that the model is told
+    // about by pid; the fds the model installs for it land here (the test caller's table).
+    let render = importer.open_render(0);
+    let stand_ins = importer.model.stand_ins();
+    let (child, release) = fork_support::fork_idle();
+    let exporter_caller = TestCaller {
+        tid: child,
+        tgid: child,
+    };
+    let kfd = injected(importer.model.open(
+        &exporter_caller,
+        "/dev/kfd",
+        libc::O_RDWR | libc::O_CLOEXEC,
+        0,
+    ));
+    let exporter = Emu {
+        model: importer.model.clone(),
+        caller: exporter_caller,
+        kfd,
+        renders: Vec::new(),
+    };
+    let mut acquire = kfd_ioctl_acquire_vm_args {
+        drm_fd: render.as_raw_fd() as u32,
+        gpu_id: gpu,
+    };
+    exporter
+        .ioctl(AMDKFD_IOC_ACQUIRE_VM, &mut acquire)
+        .expect("acquire_vm");
+    let (h, _) = exporter.alloc(gpu, va(1), 8 * MIB, VRAM_RW).expect("alloc");
+    let first = exporter.export(h).expect("export");
+    let second = exporter.export(h).expect("export again");
+    exporter.free(h).expect("free");
+    rustix::io::write(&release, &[1]).expect("release the child");
+    fork_support::wait_pid(child);
+    drop((exporter, render));
+    importer.model.process_exited(child);
+    assert_eq!(importer.available(gpu), before - 8 * MIB, "held by two fds");
+    drop(first);
+    assert_eq!(importer.available(gpu), before - 8 * MIB, "held by one fd");
+
+    let mut import = kfd_ioctl_import_dmabuf_args {
+        va_addr: va(2),
+        gpu_id: gpu,
+        dmabuf_fd: second.as_raw_fd() as u32,
+        handle: 0,
+    };
+    importer
+        .ioctl(AMDKFD_IOC_IMPORT_DMABUF, &mut import)
+        .expect("import after the exporter is gone");
+    drop(second);
+    assert_eq!(
+        importer.available(gpu),
+        before - 8 * MIB,
+        "held by the import"
+    );
+    // A re-export of the import is the same memory; its fd keeps it after the import goes.
+    let third = importer.export(import.handle).expect("export the import");
+    importer.free(import.handle).expect("free the import");
+    assert_eq!(
+        importer.available(gpu),
+        before - 8 * MIB,
+        "held by a new fd"
+    );
+    let mut info = kfd_ioctl_get_dmabuf_info_args {
+        dmabuf_fd: third.as_raw_fd() as u32,
+        ..Default::default()
+    };
+    importer
+        .ioctl(AMDKFD_IOC_GET_DMABUF_INFO, &mut info)
+        .expect("info");
+    assert_eq!(info.size, 8 * MIB);
+    // A mapping of the dma-buf is a reference too: the fd can go, the mapping holds it.
+    let mut mapped = CpuMap::new(third.as_fd(), 0, 4096);
+    drop(third);
+    assert_eq!(
+        importer.available(gpu),
+        before - 8 * MIB,
+        "held by a mapping"
+    );
+    mapped.bytes()[..3].copy_from_slice(b"map");
+    drop(mapped);
+    assert_eq!(importer.available(gpu), before, "every reference gone");
+    assert_eq!(
+        importer.model.stand_ins(),
+        stand_ins,
+        "the exporter's stand-ins and the dma-buf are released"
+    );
+}
+
+/// ACQUIRE_VM takes a DRM file of the GPU opened through its primary node `card<N>` as well
+/// as its render node (`amdgpu_file_to_fpriv` checks only that the file is amdgpu's), and a
+/// BO allocated then maps through that file.
+#[test]
+fn acquire_vm_takes_the_primary_node_too() {
+    let emu = Emu::machine("mi300x");
+    let gpu = emu.gpu();
+    let card = injected(emu.model.open(
+        &emu.caller,
+        "/dev/dri/card0",
+        libc::O_RDWR | libc::O_CLOEXEC,
+        0,
+    ));
+    let mut acquire = kfd_ioctl_acquire_vm_args {
+        drm_fd: card.as_raw_fd() as u32,
+        gpu_id: gpu,
+    };
+    emu.ioctl(AMDKFD_IOC_ACQUIRE_VM, &mut acquire)
+        .expect("acquire_vm with card0");
+    let (h, offset) = emu.alloc(gpu, va(1), 4096, VRAM_RW).expect("alloc");
+    let mut cpu = emu
+        .cpu_map(card.as_fd(), offset, 4096)
+        .expect("map the BO through the primary node");
+    cpu.bytes()[..4].copy_from_slice(b"card");
+    drop(cpu);
+    emu.free(h).expect("free");
 }

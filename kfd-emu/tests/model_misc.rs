@@ -436,8 +436,12 @@ fn opens_are_redirected_to_stand_ins() {
         m.open(&c, "/dev/dri/renderD200", libc::O_RDWR, 0),
         OpenAction::Continue
     ));
+    // The primary node of the first GPU (minor 0, as its render minor is 128) is a DRM file
+    // of its own too; a card of no GPU is the host's.
+    let card = injected(m.open(&c, "/dev/dri/card0", libc::O_RDWR, 0));
+    assert_ne!(key(&card), key(&r1));
     assert!(matches!(
-        m.open(&c, "/dev/dri/card0", libc::O_RDWR, 0),
+        m.open(&c, "/dev/dri/card99", libc::O_RDWR, 0),
         OpenAction::Continue
     ));
     assert!(matches!(

@@ -8,7 +8,7 @@ mod model_support;
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-use fork_support::{fork, wait_pid};
+use fork_support::wait_pid;
 use kfd_emu::backend::{Backend, MmapAction};
 use kfd_ioctl::abi::*;
 use model_support::*;
@@ -285,15 +285,7 @@ struct OtherProcess {
 impl OtherProcess {
     fn start(first: &Emu) -> OtherProcess {
         let render = first.open_render(0);
-        let (read, release) = rustix::pipe::pipe().expect("pipe");
-        let raw = read.as_raw_fd();
-        let pid = fork(|| {
-            let mut byte = 0u8;
-            // SAFETY: a read into a local byte; the parent closes the pipe to end the child.
-            unsafe { libc::read(raw, (&raw mut byte).cast(), 1) };
-            0
-        });
-        drop(read);
+        let (pid, release) = fork_support::fork_idle();
         let caller = TestCaller {
             tid: pid,
             tgid: pid,

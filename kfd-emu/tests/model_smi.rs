@@ -8,7 +8,7 @@ mod model_svm_support;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 
-use kfd_emu::backend::Backend;
+use kfd_emu::backend::{Backend, WriteCall};
 use kfd_ioctl::abi::*;
 use kfd_ioctl::{Errno, SmiEvents};
 use model_support::{Emu, TestCaller, injected, own_fd};
@@ -47,6 +47,25 @@ fn smi_as(emu: &Emu, caller: &TestCaller, kfd: std::os::fd::BorrowedFd<'_>, gpu:
         .expect("the kfd stand-in is the model's")
         .expect("SMI_EVENTS");
     SmiEvents::from_fd(own_fd(args.anon_fd), gpu)
+}
+
+/// The event ids (the first field) of the records `smi` has pending.
+fn ids(smi: &mut SmiEvents) -> Vec<String> {
+    drain(smi)
+        .iter()
+        .map(|l| l.split(' ').next().unwrap_or("").to_owned())
+        .collect()
+}
+
+/// What the supervisor hands the backend for a test caller's `write` of `mask` to `smi`
+/// (the fd is not behind the filter here); the write takes 8 bytes.
+fn set_mask_as(emu: &Emu, caller: &TestCaller, smi: &SmiEvents, mask: SmiEventMask) {
+    let bits = mask.bits();
+    let addr = &raw const bits as u64;
+    let written = emu
+        .model
+        .write(caller, smi.as_fd(), &|| Ok(WriteCall::Write(addr, 8)));
+    assert_eq!(written, Some(Ok(8)), "mask write");
 }
 
 #[test]
@@ -102,12 +121,6 @@ fn the_mask_chooses_the_events_and_holds_from_the_next_one() {
         let g = gpus[0];
         let mut smi = kfd.smi_events(g).expect("SMI_EVENTS");
         let mem = Anon::new(2 * MIB);
-        let ids = |smi: &mut SmiEvents| -> Vec<String> {
-            drain(smi)
-                .iter()
-                .map(|l| l.split(' ').next().unwrap_or("").to_owned())
-                .collect()
-        };
         svm_set(&kfd, mem.addr, mem.len, &[prefetch(g)]).expect("prefetch");
         assert_eq!(ids(&mut smi), Vec::<String>::new(), "nothing enabled yet");
         smi.set_mask(SmiEventMask::MIGRATE_END).expect("mask");
@@ -245,8 +258,8 @@ fn another_process_is_seen_only_with_all_process_and_cap_sys_admin() {
         )
         .expect("prefetch the other process's stack")
     };
-    mine.set_mask(SmiEventMask::MIGRATE_START).expect("mask");
-    theirs.set_mask(SmiEventMask::MIGRATE_START).expect("mask");
+    set_mask_as(&emu, &emu.caller, &mine, SmiEventMask::MIGRATE_START);
+    set_mask_as(&emu, &child, &theirs, SmiEventMask::MIGRATE_START);
     prefetch_to(g);
     let start = format!(
         "5 T -{} @{:x}({:x}) 0->{g:x} {g:x}:ffffffff 0",
@@ -260,8 +273,12 @@ fn another_process_is_seen_only_with_all_process_and_cap_sys_admin() {
         "its own events"
     );
     assert_eq!(drain(&mut mine), Vec::<String>::new(), "not another's");
-    mine.set_mask(SmiEventMask::MIGRATE_START | SmiEventMask::ALL_PROCESS)
-        .expect("mask");
+    set_mask_as(
+        &emu,
+        &emu.caller,
+        &mine,
+        SmiEventMask::MIGRATE_START | SmiEventMask::ALL_PROCESS,
+    );
     prefetch_to(g);
     let expected = if cap_sys_admin() {
         vec![start.clone()]
@@ -281,8 +298,12 @@ fn process_start_and_end_reach_every_client() {
     let emu = Emu::machine("mi300x");
     let g = emu.gpu();
     let mut mine = smi_as(&emu, &emu.caller, emu.kfd.as_fd(), g);
-    mine.set_mask(SmiEventMask::PROCESS_START | SmiEventMask::PROCESS_END)
-        .expect("mask");
+    set_mask_as(
+        &emu,
+        &emu.caller,
+        &mine,
+        SmiEventMask::PROCESS_START | SmiEventMask::PROCESS_END,
+    );
     // The other process gets a render node stand-in the way it would have one: an fd in its
     // table, inherited (a duplicate without O_CLOEXEC keeps its number across exec).
     let render = emu.open_render(0);
@@ -372,10 +393,89 @@ fn process_exit_releases_ranges_vram_and_event_fds() {
     emu.model.process_exited(pid());
     assert!(emu.model.svm_ranges(pid()).is_empty());
     assert_eq!(emu.model.svm_vram_usage(g), 0);
+    // Its fd is still held (here): as `kfd_smi_ev_release` runs at the last close only, the
+    // client lives on, with nothing to read.
     let mut buf = [0u8; 8];
-    assert_eq!(
-        rustix::io::read(&smi, &mut buf),
-        Ok(0),
-        "the model's end is closed"
-    );
+    assert_eq!(rustix::io::read(&smi, &mut buf), Err(Errno::AGAIN));
+}
+
+/// `kfd_smi_ev_write` and `kfd_smi_ev_poll`, through the filter: the fd sits at a number of
+/// `SMI_FDS`; a write of fewer than 8 bytes (or of 8 bytes it cannot read) is `EFAULT`; a
+/// longer one takes its first 8 bytes as the mask and returns 8; a `writev` goes piece by
+/// piece; a positioned write is `ESPIPE`; and `poll` reports `POLLIN` with a record pending,
+/// never `POLLOUT`.
+#[test]
+fn writes_are_the_kernels_and_the_fd_never_polls_writable() {
+    use std::io::IoSlice;
+    use std::os::fd::AsRawFd;
+    let model = model("mi300x");
+    let view = Arc::clone(&model);
+    // Through `Counting`, which must pass the writes on.
+    kfd_emu::supervisor::run_attached(kfd_emu::counting::Counting::new(model), move || {
+        let (kfd, gpus) = open_all(&view);
+        let g = gpus[0];
+        let mut smi = kfd.smi_events(g).expect("SMI_EVENTS");
+        let raw = smi.as_fd().as_raw_fd();
+        assert!(
+            kfd_emu::backend::SMI_FDS.contains(&(raw as u32)),
+            "fd {raw} in the SMI range"
+        );
+        let revents = |smi: &SmiEvents| {
+            let mut fds = [PollFd::new(smi, PollFlags::IN | PollFlags::OUT)];
+            let zero = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            rustix::event::poll(&mut fds, Some(&zero)).expect("poll");
+            fds[0].revents()
+        };
+        assert_eq!(
+            revents(&smi),
+            PollFlags::empty(),
+            "nothing, not even POLLOUT"
+        );
+        let bits = |m: SmiEventMask| m.bits().to_ne_bytes();
+        assert_eq!(rustix::io::write(&smi, &[1, 2, 3, 4]), Err(Errno::FAULT));
+        assert_eq!(rustix::io::write(&smi, &[]), Err(Errno::FAULT));
+        // SAFETY: a write from address 0, which no mapping covers: the kernel reads nothing.
+        let null = unsafe { libc::write(raw, std::ptr::null(), 8) };
+        assert_eq!(
+            (null, std::io::Error::last_os_error().raw_os_error()),
+            (-1, Some(libc::EFAULT))
+        );
+        let mut two = [0u8; 16];
+        two[..8].copy_from_slice(&bits(SmiEventMask::MIGRATE_START));
+        two[8..].copy_from_slice(&u64::MAX.to_ne_bytes());
+        assert_eq!(rustix::io::write(&smi, &two), Ok(8), "the first 8 bytes");
+        assert_eq!(rustix::io::pwrite(&smi, &two, 0), Err(Errno::SPIPE));
+        let mem = Anon::new(2 * MIB);
+        svm_set(&kfd, mem.addr, mem.len, &[prefetch(g)]).expect("prefetch");
+        assert_eq!(
+            revents(&smi),
+            PollFlags::IN,
+            "POLLIN with a record pending, still no POLLOUT"
+        );
+        assert_eq!(ids(&mut smi), ["5"], "the mask of the first 8 bytes only");
+        // writev: whole 8-byte pieces one after the other; the last one taken is the mask.
+        let end = bits(SmiEventMask::MIGRATE_END);
+        let both = bits(SmiEventMask::MIGRATE_START | SmiEventMask::MIGRATE_END);
+        assert_eq!(
+            rustix::io::writev(&smi, &[IoSlice::new(&end), IoSlice::new(&both)]),
+            Ok(16)
+        );
+        svm_set(&kfd, mem.addr, mem.len, &[prefetch(0)]).expect("prefetch");
+        assert_eq!(ids(&mut smi), ["5", "6"]);
+        // A short first piece fails the call; a short later one ends it early.
+        assert_eq!(
+            rustix::io::writev(&smi, &[IoSlice::new(&end[..4]), IoSlice::new(&both)]),
+            Err(Errno::FAULT)
+        );
+        assert_eq!(
+            rustix::io::writev(&smi, &[IoSlice::new(&end), IoSlice::new(&both[..4])]),
+            Ok(8)
+        );
+        svm_set(&kfd, mem.addr, mem.len, &[prefetch(g)]).expect("prefetch");
+        assert_eq!(ids(&mut smi), ["6"], "the mask of the last whole piece");
+    })
+    .expect("attach");
 }

@@ -195,10 +195,159 @@ fn render_node_links_and_dev_dri_entries() {
         .expect("preset")
         .gpus()
         .iter()
-        .map(|gpu| format!("renderD{}", gpu.render_minor))
+        .flat_map(|gpu| {
+            [
+                format!("card{}", gpu.render_minor - 128),
+                format!("renderD{}", gpu.render_minor),
+            ]
+        })
         .collect();
     want.sort();
-    assert_eq!(entries, want);
+    assert_eq!(entries, want, "a primary and a render node per GPU");
+}
+
+/// The names in directory `path`, sorted; the errno when it cannot be listed.
+fn list(path: &str) -> Result<Vec<String>, i32> {
+    let mut names: Vec<String> = std::fs::read_dir(path)
+        .map_err(|e| e.raw_os_error().unwrap_or(0))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// What a program walking the DRM and KFD classes sees, against the topology read through
+/// the emulator: `/sys/class/drm` lists `card<N>` and `renderD<128+N>` per GPU (the kernel's
+/// `drm_minor_alloc` gives both minors the same index), each a link that resolves, as
+/// `/sys/dev/char/226:<minor>` does, to a DRM minor under the GPU's PCI device, so
+/// `realpath` of its `device` is `/sys/devices/pci<domain>:00/<PCI_SLOT_NAME>`;
+/// `/dev/dri/card<N>` is a character device `226:<N>` that opens as a DRM file of the GPU;
+/// and `/sys/class/kfd` lists `kfd`, which holds `dev` and `topology`.
+#[test]
+fn drm_and_kfd_classes_list_and_resolve_like_sysfs() {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    type Node = (
+        String,
+        Result<std::path::PathBuf, i32>,
+        Result<String, i32>,
+        Result<String, i32>,
+    );
+    let (nodes, class_drm, class_kfd, kfd_dir, kfd_dev, cards, props) =
+        run_attached(model("mi210x8"), || {
+            let props: Vec<BTreeMap<String, u64>> = (0..)
+                .map_while(|node| read(format!("{TOPOLOGY}/{node}/properties")).ok())
+                .map(|text| properties(&text))
+                .filter(|p| p.get("simd_count").is_some_and(|&n| n > 0))
+                .collect();
+            let class_drm = list("/sys/class/drm");
+            let mut nodes: Vec<Node> = Vec::new();
+            let mut cards = Vec::new();
+            for name in class_drm.clone().unwrap_or_default() {
+                let Some(minor) = name
+                    .strip_prefix("card")
+                    .map(|n| n.parse::<u32>().ok())
+                    .or_else(|| name.strip_prefix("renderD").map(|n| n.parse::<u32>().ok()))
+                    .flatten()
+                else {
+                    continue;
+                };
+                let by_number = format!("/sys/dev/char/226:{minor}");
+                nodes.push((
+                    name.clone(),
+                    std::fs::canonicalize(format!("{by_number}/device"))
+                        .map_err(|e| e.raw_os_error().unwrap_or(0)),
+                    read(format!("{by_number}/device/uevent")).map_err(|_| 0),
+                    std::fs::read_link(&by_number)
+                        .map(|t| t.to_string_lossy().into_owned())
+                        .map_err(|e| e.raw_os_error().unwrap_or(0)),
+                ));
+                if name.starts_with("card") {
+                    let path = format!("/dev/dri/{name}");
+                    let stat = std::fs::metadata(&path)
+                        .map(|m| (m.file_type().is_char_device(), m.rdev()));
+                    let fstat = std::fs::File::open(&path)
+                        .and_then(|f| f.metadata())
+                        .map(|m| (m.file_type().is_char_device(), m.rdev()));
+                    cards.push((
+                        minor,
+                        stat.map_err(|e| e.kind()),
+                        fstat.map_err(|e| e.kind()),
+                    ));
+                }
+            }
+            (
+                nodes,
+                class_drm,
+                list("/sys/class/kfd"),
+                list("/sys/class/kfd/kfd"),
+                read("/sys/class/kfd/kfd/dev".into()),
+                cards,
+                props,
+            )
+        })
+        .expect("supervisor");
+    assert_eq!(props.len(), 8, "eight GPU nodes");
+    let mut want_class: Vec<String> = props
+        .iter()
+        .flat_map(|p| {
+            let render = p["drm_render_minor"];
+            [format!("card{}", render - 128), format!("renderD{render}")]
+        })
+        .chain(["version".to_owned()])
+        .collect();
+    want_class.sort();
+    assert_eq!(class_drm, Ok(want_class));
+    assert_eq!(nodes.len(), 16, "{nodes:?}");
+    for (name, real, uevent_text, link) in &nodes {
+        let uevent_text = uevent_text.as_ref().expect("device/uevent");
+        let slot = &uevent(uevent_text)["PCI_SLOT_NAME"];
+        let domain = &slot[..4];
+        assert_eq!(
+            real.as_deref().map(|p| p.to_string_lossy().into_owned()),
+            Ok(format!("/sys/devices/pci{domain}:00/{slot}")),
+            "realpath of {name}'s device"
+        );
+        assert_eq!(
+            link.as_deref(),
+            Ok(format!("../../devices/pci{domain}:00/{slot}/drm/{name}").as_str()),
+            "readlink of {name} by number"
+        );
+    }
+    // A card and a render node of the same GPU name the same PCI device; GPUs do not share one.
+    let slot_of = |name: &str| {
+        nodes
+            .iter()
+            .find(|n| n.0 == name)
+            .map(|n| n.1.clone())
+            .expect("listed")
+    };
+    for p in &props {
+        let render = p["drm_render_minor"];
+        assert_eq!(
+            slot_of(&format!("card{}", render - 128)),
+            slot_of(&format!("renderD{render}"))
+        );
+    }
+    let mut slots: Vec<_> = nodes.iter().map(|n| n.1.clone()).collect();
+    slots.sort();
+    slots.dedup();
+    assert_eq!(slots.len(), 8);
+    for (minor, stat, fstat) in cards {
+        let want = Ok((true, libc::makedev(226, minor)));
+        assert_eq!(stat, want, "stat of card{minor}");
+        assert_eq!(fstat, want, "fstat of an opened card{minor}");
+    }
+    assert_eq!(class_kfd, Ok(vec!["kfd".to_owned()]));
+    assert_eq!(
+        kfd_dir,
+        Ok(vec![
+            "dev".to_owned(),
+            "topology".to_owned(),
+            "uevent".to_owned()
+        ])
+    );
+    assert_eq!(kfd_dev, Ok(format!("{}:0\n", kfd_emu::model::KFD_MAJOR)));
 }
 
 #[test]

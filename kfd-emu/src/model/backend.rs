@@ -14,9 +14,10 @@ use super::driver::{Driver, FileKind};
 use super::files::{self, io_errno};
 use super::gpu_view::GpuFault;
 use super::svm::{SvmPage, SvmRange};
-use super::{dispatch, drm, gpu_view, process, teardown};
+use super::{dispatch, drm, gpu_view, process, smi, teardown};
 use crate::backend::{
     Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer, StatKind, StatTime,
+    WriteCall,
 };
 use crate::machine::Machine;
 
@@ -121,14 +122,19 @@ impl Model {
         }
     }
 
-    /// A render node: a new DRM file, an empty memfd of its own (see the module docs).
-    fn open_render(&self, caller: &dyn Caller, gpu: usize) -> OpenAction {
+    /// A render node (or, `primary`, the primary node): a new DRM file, an empty memfd of its
+    /// own, so reading it shows nothing and mapping it natively maps nothing; its mappings are
+    /// redirected to the memory of the BOs the model allows it on (see the module docs).
+    fn open_render(&self, caller: &dyn Caller, gpu: usize, primary: bool) -> OpenAction {
         let tgid = caller.id().tgid;
-        let minor = self.drv.dev.cfg.machine.gpus()[gpu].render_minor;
-        let file = files::render_memfd(minor).map_err(|e| io_errno(&e));
+        let file = files::memfd(
+            &files::drm_node_name(self.drm_minor(gpu, primary), primary),
+            0,
+        )
+        .map_err(|e| io_errno(&e));
         match file.and_then(|fd| Ok((files::key_of(fd.as_fd())?, fd))) {
             Ok((key, fd)) => {
-                self.drv.register(key, FileKind::Render { gpu });
+                self.drv.register(key, FileKind::Render { gpu, primary });
                 self.drv
                     .lock()
                     .render_files
@@ -172,14 +178,14 @@ const SYSFS_ROOTS: [&str; 2] = [
     "/sys/class/kfd/kfd/topology",
 ];
 
-/// `major` of `/dev/kfd`. The kernel allocates it dynamically; 235 is what many hosts show.
-pub const KFD_MAJOR: u32 = 235;
-pub use super::files::DRM_MAJOR;
+pub use super::files::{DRM_MAJOR, KFD_MAJOR};
 
 /// What an emulated path is.
 enum Target<'p> {
     Kfd,
     Render(usize),
+    /// A primary node `/dev/dri/card<N>` of GPU index `.0`.
+    Card(usize),
     ProcModules,
     Sysfs(files::SysfsPart, &'p str),
 }
@@ -190,17 +196,15 @@ impl Model {
         if path == "/dev/kfd" {
             return Some(Target::Kfd);
         }
-        if let Some(minor) = path.strip_prefix("/dev/dri/renderD") {
-            let minor = minor.parse::<u32>().ok()?;
-            return self
-                .drv
-                .dev
-                .cfg
-                .machine
-                .gpus()
-                .iter()
-                .position(|gpu| gpu.render_minor == minor)
-                .map(Target::Render);
+        for (prefix, primary) in [("/dev/dri/renderD", false), ("/dev/dri/card", true)] {
+            if let Some(minor) = path.strip_prefix(prefix) {
+                let (gpu, is_primary) = self.drm_node(minor.parse::<u32>().ok()?)?;
+                return match (primary, is_primary) {
+                    (false, false) => Some(Target::Render(gpu)),
+                    (true, true) => Some(Target::Card(gpu)),
+                    _ => None,
+                };
+            }
         }
         if path == "/dev/dri" {
             return Some(Target::Sysfs(files::SysfsPart::DevDri, ""));
@@ -220,12 +224,25 @@ impl Model {
         {
             return Some(Target::Sysfs(files::SysfsPart::AmdgpuModule, rest));
         }
+        if path == "/sys/class/drm" {
+            return Some(Target::Sysfs(files::SysfsPart::ClassDrm, ""));
+        }
+        if let Some(rest) = path.strip_prefix("/sys/class/kfd")
+            && (rest.is_empty() || rest.starts_with('/'))
+        {
+            return Some(Target::Sysfs(files::SysfsPart::ClassKfd, rest));
+        }
+        if let Some(rest) = path.strip_prefix("/sys/devices/")
+            && self.is_pci_root(rest.split('/').next().unwrap_or(""))
+        {
+            return Some(Target::Sysfs(files::SysfsPart::PciDevices, rest));
+        }
         for (root, part) in [
             ("/sys/dev/char/", files::SysfsPart::DevChar),
             ("/sys/class/drm/", files::SysfsPart::ClassDrm),
         ] {
             if let Some(rest) = path.strip_prefix(root)
-                && self.is_render_entry(part, rest)
+                && self.is_drm_entry(part, rest)
             {
                 return Some(Target::Sysfs(part, rest));
             }
@@ -234,28 +251,59 @@ impl Model {
     }
 
     /// Whether `rest` (below `/sys/dev/char/` or `/sys/class/drm/`) is in the entry of one of
-    /// the machine's render nodes (`226:<minor>` or `renderD<minor>`); other entries stay the
-    /// host's.
-    fn is_render_entry(&self, part: files::SysfsPart, rest: &str) -> bool {
+    /// the machine's DRM nodes (`226:<minor>`, `card<N>`, `renderD<minor>`, the class's
+    /// `version`); other entries stay the host's.
+    fn is_drm_entry(&self, part: files::SysfsPart, rest: &str) -> bool {
         let entry = rest.split('/').next().unwrap_or("");
-        let minor = match part {
-            files::SysfsPart::DevChar => entry
-                .strip_prefix(&format!("{DRM_MAJOR}:"))
-                .and_then(|m| m.parse::<u32>().ok()),
-            files::SysfsPart::ClassDrm => entry
-                .strip_prefix("renderD")
-                .and_then(|m| m.parse::<u32>().ok()),
-            _ => None,
+        let node = |minor: Option<&str>| {
+            minor
+                .and_then(|m| m.parse::<u32>().ok())
+                .and_then(|m| self.drm_node(m))
         };
-        minor.is_some_and(|minor| {
-            self.drv
-                .dev
-                .cfg
-                .machine
-                .gpus()
-                .iter()
-                .any(|gpu| gpu.render_minor == minor)
-        })
+        match part {
+            files::SysfsPart::DevChar => {
+                node(entry.strip_prefix(&format!("{DRM_MAJOR}:"))).is_some()
+            }
+            files::SysfsPart::ClassDrm => {
+                entry == "version"
+                    || node(entry.strip_prefix("renderD")).is_some_and(|(_, primary)| !primary)
+                    || node(entry.strip_prefix("card")).is_some_and(|(_, primary)| primary)
+            }
+            _ => false,
+        }
+    }
+
+    /// The GPU (index) whose DRM minor `minor` is, and whether it is its primary node
+    /// (`card<N>`) rather than its render node.
+    fn drm_node(&self, minor: u32) -> Option<(usize, bool)> {
+        files::drm_node(&self.drv.dev.cfg.machine, |m, _| m == minor)
+    }
+
+    /// Whether `entry` of `/sys/devices` is the root bus (`pci<domain>:00`) of one of the
+    /// machine's GPUs.
+    fn is_pci_root(&self, entry: &str) -> bool {
+        self.drv
+            .dev
+            .cfg
+            .machine
+            .gpus()
+            .iter()
+            .any(|gpu| files::pci_root(gpu) == entry)
+    }
+
+    /// The answer for GPU `gpu`'s render node, or its primary node.
+    fn drm_node_stat(&self, gpu: usize, primary: bool) -> StatAnswer {
+        self.device_stat(DRM_MAJOR, self.drm_minor(gpu, primary))
+    }
+
+    /// The minor of GPU `gpu`'s render node, or its primary node.
+    fn drm_minor(&self, gpu: usize, primary: bool) -> u32 {
+        let node = &self.drv.dev.cfg.machine.gpus()[gpu];
+        if primary {
+            files::card_minor(node)
+        } else {
+            node.render_minor
+        }
     }
 
     /// The answer for a device node: `S_IFCHR | 0666`, root-owned, on devtmpfs (0:5).
@@ -287,7 +335,10 @@ impl Backend for Model {
             // which `mmap` and `fallocate` look at.
             Some(Target::Kfd) => files::with_access_mode(self.open_kfd(caller), flags),
             Some(Target::Render(gpu)) => {
-                files::with_access_mode(self.open_render(caller, gpu), flags)
+                files::with_access_mode(self.open_render(caller, gpu, false), flags)
+            }
+            Some(Target::Card(gpu)) => {
+                files::with_access_mode(self.open_render(caller, gpu, true), flags)
             }
             Some(Target::ProcModules) => match files::proc_modules() {
                 Ok(fd) => OpenAction::Inject(fd),
@@ -300,10 +351,8 @@ impl Backend for Model {
     fn stat(&self, _caller: &dyn Caller, path: &str) -> Option<Result<StatAnswer, Errno>> {
         match self.target(path)? {
             Target::Kfd => Some(Ok(self.device_stat(KFD_MAJOR, 0))),
-            Target::Render(gpu) => {
-                let minor = self.drv.dev.cfg.machine.gpus()[gpu].render_minor;
-                Some(Ok(self.device_stat(DRM_MAJOR, minor)))
-            }
+            Target::Render(gpu) => Some(Ok(self.drm_node_stat(gpu, false))),
+            Target::Card(gpu) => Some(Ok(self.drm_node_stat(gpu, true))),
             // The host's own /proc/modules stats like the generated one (size 0).
             Target::ProcModules => None,
             Target::Sysfs(part, rest) => Some(self.with_sysfs(|tree| tree.stat(part, rest))),
@@ -331,14 +380,35 @@ impl Backend for Model {
             .or_else(|| self.drv.released_kind(file))?;
         match kind {
             FileKind::Kfd { .. } => Some(Ok(self.device_stat(KFD_MAJOR, 0))),
-            FileKind::Render { gpu } => {
-                let minor = self.drv.dev.cfg.machine.gpus()[gpu].render_minor;
-                Some(Ok(self.device_stat(DRM_MAJOR, minor)))
-            }
+            FileKind::Render { gpu, primary } => Some(Ok(self.drm_node_stat(gpu, primary))),
             // A dma-buf is the kernel's anonymous file in its own pseudo filesystem: the
             // memfd's regular-file answer stands for it.
             FileKind::Dmabuf { .. } => None,
         }
+    }
+
+    fn write(
+        &self,
+        caller: &dyn Caller,
+        file: BorrowedFd<'_>,
+        segments: &dyn Fn() -> Result<WriteCall, Errno>,
+    ) -> Option<IoctlResult> {
+        let key = files::key_of(file).ok()?;
+        if !self.drv.lock().smi.is_client(key) {
+            return None;
+        }
+        // Caller memory is read outside the model's lock; the mask is set under it.
+        let (pieces, vector) = match segments() {
+            Ok(WriteCall::Write(buf, count)) => (vec![(buf, count)], false),
+            Ok(WriteCall::Vector(pieces)) => (pieces, true),
+            Err(errno) => return Some(Err(errno)),
+        };
+        let read = |addr, buf: &mut [u8]| caller.read(addr, buf);
+        let (result, mask) = smi::write(&pieces, vector, read);
+        if let Some(mask) = mask {
+            self.drv.lock().smi.set_mask(key, mask);
+        }
+        Some(result)
     }
 
     fn ioctl(
@@ -357,7 +427,7 @@ impl Backend for Model {
             FileKind::Kfd { tgid, serial } => {
                 dispatch::kfd_ioctl(&self.drv, caller, tgid, serial, cmd, arg)
             }
-            FileKind::Render { gpu } => drm::ioctl(&self.drv.dev, caller, gpu, cmd, arg),
+            FileKind::Render { gpu, .. } => drm::ioctl(&self.drv.dev, caller, gpu, cmd, arg),
             // dma_buf_ioctl answers only its own 'b' commands.
             FileKind::Dmabuf { .. } => Err(Errno::NOTTY),
         })

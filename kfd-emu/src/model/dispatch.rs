@@ -68,13 +68,11 @@ pub(super) fn kfd_ioctl(
     let usize = ioc_size(cmd);
     let asize = usize.max(info.size);
     // 3. Only the process that opened /dev/kfd may use the fd.
-    let alive = {
-        let mut st = m.lock();
-        let alive = st.procs.get(&tgid).is_some_and(|p| p.serial == serial);
-        // Event masks the process wrote to its SMI fds apply from its next ioctl on.
-        st.smi.take_masks_of(caller.id().tgid);
-        alive
-    };
+    let alive = m
+        .lock()
+        .procs
+        .get(&tgid)
+        .is_some_and(|p| p.serial == serial);
     if caller.id().tgid != tgid || !alive {
         return finish(m, caller, entry, &[], Err(Errno::BADF));
     }

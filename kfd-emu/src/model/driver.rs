@@ -22,8 +22,11 @@ pub(super) enum FileKind {
     /// `/dev/kfd` of a KFD process (`tgid`, and the serial that tells a process apart from a
     /// later one that reuses the pid).
     Kfd { tgid: i32, serial: u64 },
-    /// An open of the render node of GPU index `gpu` (a DRM file): an empty memfd of its own.
-    Render { gpu: usize },
+    /// An open of the render node of GPU index `gpu` (a DRM file): an empty memfd of its own;
+    /// `primary` when it was opened as the primary node `/dev/dri/card<N>`, which is the same
+    /// kind of DRM file of the same device (what `amdgpu_file_to_fpriv` accepts) under
+    /// another minor.
+    Render { gpu: usize, primary: bool },
     /// A dma-buf the model exported.
     Dmabuf { id: u64 },
 }
@@ -93,13 +96,10 @@ impl Driver {
         if name == process::KFD_MEMFD_NAME {
             return Some(FileKind::Kfd { tgid: 0, serial: 0 });
         }
-        self.dev
-            .cfg
-            .machine
-            .gpus()
-            .iter()
-            .position(|g| name == files::render_name(g.render_minor))
-            .map(|gpu| FileKind::Render { gpu })
+        files::drm_node(&self.dev.cfg.machine, |minor, primary| {
+            name == files::drm_node_name(minor, primary)
+        })
+        .map(|(gpu, primary)| FileKind::Render { gpu, primary })
     }
 
     /// Reads process `tgid`'s maps; the model's stand-ins are device memory. (Here rather

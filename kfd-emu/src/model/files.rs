@@ -66,13 +66,6 @@ pub(super) fn render_name(minor: u32) -> String {
     format!("renderD{minor}")
 }
 
-/// A memfd standing for one open of `/dev/dri/renderD<minor>`: empty (size 0), so reading it
-/// shows nothing and mapping it natively maps nothing; its mappings are redirected to the
-/// memory of the BOs the model allows it on.
-pub(super) fn render_memfd(minor: u32) -> io::Result<OwnedFd> {
-    memfd(&render_name(minor), 0)
-}
-
 /// Raises this process's soft limit of open files to the hard limit (the model keeps a memfd
 /// per buffer object). Failure leaves the limit as it was: allocations then fail with
 /// `ENOMEM` once it is reached.
@@ -90,6 +83,54 @@ pub(super) fn raise_fd_limit() {
 pub(super) fn reopen(fd: BorrowedFd<'_>) -> Result<OwnedFd, Errno> {
     let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
     rustix::fs::open(path.as_str(), OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
+}
+
+/// Where an exported dma-buf file holds its liveness lock: one byte near the largest offset a
+/// lock may cover, far past any BO's end, so a program's own byte-range locks on its data do
+/// not meet it.
+const ALIVE_LOCK_AT: i64 = i64::MAX - 1;
+
+/// The `struct flock` of the liveness lock, of type `kind` (`F_RDLCK` to hold, `F_WRLCK` to
+/// probe).
+fn alive_lock(kind: i32) -> libc::flock {
+    // SAFETY: `flock` is plain integers; all-zero is a valid value, then set field by field.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = kind as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = ALIVE_LOCK_AT;
+    lock.l_len = 1;
+    lock
+}
+
+/// A new open file of the same file as `base` for a program to hold as a dma-buf fd, carrying
+/// an open-file-description lock (`F_OFD_SETLK`, read). The kernel drops such a lock only
+/// when the last reference to that open file goes (`__fput` → `locks_remove_file`): the last
+/// fd in any process, an fd in flight in an `SCM_RIGHTS` message, a mapping. So the model,
+/// which keeps no reference itself, learns that every reference is gone by asking
+/// ([`exported_file_alive`]) — exactly, with no scan of anyone's fd table.
+pub(super) fn exported_file(base: BorrowedFd<'_>) -> Result<OwnedFd, Errno> {
+    let file = reopen(base)?;
+    nix::fcntl::fcntl(
+        file.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_OFD_SETLK(&alive_lock(libc::F_RDLCK)),
+    )
+    .map_err(|e| Errno::from_raw_os_error(e as i32))?;
+    Ok(file)
+}
+
+/// Whether any open file [`exported_file`] made of `probe`'s file is still referenced
+/// anywhere: `F_OFD_GETLK` through `probe` (an open file of the same file that holds no lock)
+/// finds one of their locks. A probe that fails says alive (the registration stays; the next
+/// probe asks again).
+pub(super) fn exported_file_alive(probe: BorrowedFd<'_>) -> bool {
+    let mut lock = alive_lock(libc::F_WRLCK);
+    match nix::fcntl::fcntl(
+        probe.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_OFD_GETLK(&mut lock),
+    ) {
+        Ok(_) => lock.l_type != libc::F_UNLCK as libc::c_short,
+        Err(_) => true,
+    }
 }
 
 /// The stand-in of an open answered with the access mode the caller asked for (`O_RDONLY`,
@@ -198,6 +239,15 @@ pub(super) fn caller_file(tgid: i32, fd: u32) -> Result<OwnedFd, Errno> {
     })
 }
 
+/// The lowest number in `range` that process `tgid` has no fd at (from `/proc/<tgid>/fd`).
+pub(super) fn free_fd_in(tgid: i32, range: std::ops::Range<u32>) -> Option<u32> {
+    let taken: std::collections::BTreeSet<u32> = std::fs::read_dir(format!("/proc/{tgid}/fd"))
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    range.into_iter().find(|n| !taken.contains(n))
+}
+
 /// Whether two fds of this process refer to the same open file description (`kcmp`). Falls
 /// back to comparing inodes where `kcmp` is not available.
 pub(super) fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
@@ -249,6 +299,9 @@ pub(super) fn proc_modules() -> io::Result<OwnedFd> {
 /// `major` of the DRM nodes (`DRM_MAJOR`).
 pub const DRM_MAJOR: u32 = 226;
 
+/// `major` of `/dev/kfd`. The kernel allocates it dynamically; 235 is what many hosts show.
+pub const KFD_MAJOR: u32 = 235;
+
 /// The parts of sysfs the emulator generates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum SysfsPart {
@@ -256,26 +309,77 @@ pub(super) enum SysfsPart {
     Topology,
     /// The amdgpu module (`/sys/module/amdgpu`).
     AmdgpuModule,
-    /// The DRM char devices by number (`/sys/dev/char`, entries `226:<minor>`).
+    /// The DRM char devices by number (`/sys/dev/char`, entries `226:<minor>`: links to the
+    /// DRM minors under the PCI devices).
     DevChar,
-    /// The DRM class (`/sys/class/drm`, entries `renderD<minor>`).
+    /// The DRM class (`/sys/class/drm`: `version` and links `card<N>`, `renderD<minor>`).
     ClassDrm,
-    /// The directory `/dev/dri`: an empty file per render node, for a reader of its entries.
+    /// The KFD class (`/sys/class/kfd`, its device `kfd` with `dev`, `uevent`, `topology/`).
+    ClassKfd,
+    /// The GPUs' PCI devices (`/sys/devices/pci<domain>:00/<slot>`, with their `drm/`).
+    PciDevices,
+    /// The directory `/dev/dri`: an empty file per DRM node (`card<N>`, `renderD<minor>`),
+    /// for a reader of its entries.
     DevDri,
 }
 
 impl SysfsPart {
-    /// Its directory inside the generated tree.
+    /// Its directory inside the generated tree, which is laid out as `/sys` is (so relative
+    /// links resolve inside it as they do in sysfs).
     fn dir(self) -> &'static str {
         match self {
             SysfsPart::Topology => "topology",
             SysfsPart::AmdgpuModule => "module/amdgpu",
             SysfsPart::DevChar => "dev/char",
             SysfsPart::ClassDrm => "class/drm",
+            SysfsPart::ClassKfd => "class/kfd",
+            SysfsPart::PciDevices => "devices",
             SysfsPart::DevDri => "dev/dri",
         }
     }
 }
+
+/// The minor of GPU `gpu`'s primary node `/dev/dri/card<N>`: `drm_minor_alloc` gives a
+/// device's primary and render minors the same index, render minors from 128.
+pub(super) fn card_minor(gpu: &crate::machine::Gpu) -> u32 {
+    gpu.render_minor.saturating_sub(128)
+}
+
+/// The name of a primary node (`card<N>`).
+pub(super) fn card_name(minor: u32) -> String {
+    format!("card{minor}")
+}
+
+/// The first DRM node of `machine` that `wanted(minor, primary)` accepts, as (GPU index,
+/// primary): each GPU has its primary node (`card<N>`) and its render node.
+pub(super) fn drm_node(
+    machine: &Machine,
+    wanted: impl Fn(u32, bool) -> bool,
+) -> Option<(usize, bool)> {
+    machine.gpus().iter().enumerate().find_map(|(gpu, g)| {
+        [(g.render_minor, false), (card_minor(g), true)]
+            .into_iter()
+            .find(|&(minor, primary)| wanted(minor, primary))
+            .map(|(_, primary)| (gpu, primary))
+    })
+}
+
+/// The device-node name of DRM minor `minor` (`card<N>` or `renderD<minor>`).
+pub(super) fn drm_node_name(minor: u32, primary: bool) -> String {
+    if primary {
+        card_name(minor)
+    } else {
+        render_name(minor)
+    }
+}
+
+/// `/sys/devices/pci<domain>:00`: the root bus the emulated GPUs hang from.
+pub(super) fn pci_root(gpu: &crate::machine::Gpu) -> String {
+    format!("pci{:04x}:00", gpu.pci_domain)
+}
+
+/// `/sys/class/drm/version` (`drm_class_version`).
+const DRM_CLASS_VERSION: &str = "drm 1.1.0 20060810\n";
 
 /// The generated sysfs parts (topology, amdgpu module): a private directory, removed on drop.
 #[derive(Debug)]
@@ -306,38 +410,65 @@ impl SysfsTree {
         std::fs::write(module.join("coresize"), "20480000\n")?;
         // The XNACK default follows `noretry`, which the emulated driver leaves at 1.
         std::fs::write(module.join("parameters/noretry"), "1\n")?;
-        let dri = tree.root.join(SysfsPart::DevDri.dir());
-        std::fs::create_dir_all(&dri)?;
+        tree.write_drm(machine)?;
+        // What a listing of /sys/class/kfd shows; the topology below it is its own part.
+        let kfd = tree.root.join(SysfsPart::ClassKfd.dir()).join("kfd");
+        std::fs::create_dir_all(kfd.join("topology"))?;
+        std::fs::write(kfd.join("dev"), format!("{}:0\n", KFD_MAJOR))?;
+        std::fs::write(
+            kfd.join("uevent"),
+            format!("MAJOR={}\nMINOR=0\nDEVNAME=kfd\n", KFD_MAJOR),
+        )?;
+        Ok(tree)
+    }
+
+    /// The DRM side of every GPU, as sysfs lays it out: the PCI device
+    /// `devices/pci<domain>:00/<slot>` with its files and a `drm/` holding the minors
+    /// `card<N>` and `renderD<minor>` (`dev`, `uevent`, links `device` back to the PCI device
+    /// and `subsystem`); `dev/char/226:<minor>` and `class/drm/<name>` are links to those
+    /// minors, so `realpath` of `/sys/dev/char/226:<minor>/device` is the PCI device (libdrm's
+    /// `get_pci_path`); and `/dev/dri` has an entry per node.
+    fn write_drm(&self, machine: &Machine) -> io::Result<()> {
+        let dri = self.root.join(SysfsPart::DevDri.dir());
+        let dev_char = self.root.join(SysfsPart::DevChar.dir());
+        let class_drm = self.root.join(SysfsPart::ClassDrm.dir());
+        for dir in [&dri, &dev_char, &class_drm] {
+            std::fs::create_dir_all(dir)?;
+        }
+        // Where the PCI devices' `subsystem` links point: a directory, so they resolve.
+        std::fs::create_dir_all(self.root.join("bus/pci"))?;
+        std::fs::write(class_drm.join("version"), DRM_CLASS_VERSION)?;
         for gpu in machine.gpus() {
-            let minor = gpu.render_minor;
-            std::fs::write(dri.join(render_name(minor)), "")?;
-            for node in [
-                tree.root
-                    .join(SysfsPart::DevChar.dir())
-                    .join(format!("{}:{minor}", DRM_MAJOR)),
-                tree.root
-                    .join(SysfsPart::ClassDrm.dir())
-                    .join(render_name(minor)),
+            let slot = gpu.pci_slot_name();
+            let device = format!("{}/{slot}", pci_root(gpu));
+            let pci = self.root.join(SysfsPart::PciDevices.dir()).join(&device);
+            write_pci_device(gpu, &pci)?;
+            // The device's bus, by the last component of the link (libdrm's
+            // drmParseSubsystemType).
+            std::os::unix::fs::symlink("../../../bus/pci", pci.join("subsystem"))?;
+            for (name, minor) in [
+                (card_name(card_minor(gpu)), card_minor(gpu)),
+                (render_name(gpu.render_minor), gpu.render_minor),
             ] {
-                write_pci_device(gpu, &node.join("device"))?;
-                // The device's bus, by the last component of the link (libdrm's
-                // drmParseSubsystemType); a real link, so that a `readlinkat` relative to an
-                // opened entry (answered by the kernel in this tree) sees it too.
-                std::os::unix::fs::symlink("../../../bus/pci", node.join("device/subsystem"))?;
-                // What libdrm's drmNodeIsDRM stats: the device's `drm` directory.
-                std::fs::create_dir_all(node.join("device/drm").join(render_name(minor)))?;
+                // What libdrm's drmNodeIsDRM stats (`device/drm`) lists the minor too.
+                let node = pci.join("drm").join(&name);
+                std::fs::create_dir_all(&node)?;
+                std::fs::write(node.join("dev"), format!("{DRM_MAJOR}:{minor}\n"))?;
                 std::fs::write(
                     node.join("uevent"),
                     format!(
-                        "MAJOR={}\nMINOR={minor}\nDEVNAME=dri/{}\n",
-                        DRM_MAJOR,
-                        render_name(minor)
+                        "MAJOR={DRM_MAJOR}\nMINOR={minor}\nDEVNAME=dri/{name}\nDEVTYPE=drm_minor\n"
                     ),
                 )?;
-                std::fs::write(node.join("dev"), format!("{}:{minor}\n", DRM_MAJOR))?;
+                std::os::unix::fs::symlink(format!("../../../{slot}"), node.join("device"))?;
+                std::os::unix::fs::symlink("../../../../../class/drm", node.join("subsystem"))?;
+                let target = format!("../../devices/{device}/drm/{name}");
+                std::os::unix::fs::symlink(&target, dev_char.join(format!("{DRM_MAJOR}:{minor}")))?;
+                std::os::unix::fs::symlink(&target, class_drm.join(&name))?;
+                std::fs::write(dri.join(&name), "")?;
             }
         }
-        Ok(tree)
+        Ok(())
     }
 
     /// The generated file behind `rest` (`""` or `/nodes/0/properties`, relative to `part`'s
@@ -384,7 +515,9 @@ impl SysfsTree {
     /// says 4096), link count and times.
     pub(super) fn stat(&self, part: SysfsPart, rest: &str) -> Result<StatAnswer, Errno> {
         use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::symlink_metadata(self.path(part, rest)?).map_err(|e| {
+        // A `stat` follows links (the tree's are sysfs's); the few `lstat`s of them see what
+        // they point to.
+        let meta = std::fs::metadata(self.path(part, rest)?).map_err(|e| {
             e.raw_os_error()
                 .map_or(Errno::NOENT, Errno::from_raw_os_error)
         })?;

@@ -22,6 +22,7 @@ use super::offsets;
 use super::process::{Process, State, doorbell_slice, make_handle};
 use super::smi::Event;
 use super::svm;
+use super::teardown;
 use super::vm::{Mapping, VM_SIZE};
 
 /// The gpu_id part of a handle.
@@ -55,7 +56,7 @@ pub(super) fn acquire_vm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         pdd.gpu
     };
     // Not an amdgpu DRM file, or one of another device.
-    if kind != Some(FileKind::Render { gpu }) {
+    if !matches!(kind, Some(FileKind::Render { gpu: of, .. }) if of == gpu) {
         return Err(Errno::INVAL);
     }
     // The file's VM is already some other process's compute VM.
@@ -192,8 +193,16 @@ pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), E
         return Err(Errno::INVAL);
     }
     let charge = Charge::on(flags, aligned, gpu.apu).ok_or(Errno::NOMEM)?;
-    st.acc
-        .reserve(&m.dev.limits, index, gpu.vram_size, charge)?;
+    if st
+        .acc
+        .reserve(&m.dev.limits, index, gpu.vram_size, charge)
+        .is_err()
+    {
+        // Memory that dma-bufs nobody holds any more kept is free in the kernel already.
+        teardown::release_closed_dmabufs(m, st);
+        st.acc
+            .reserve(&m.dev.limits, index, gpu.vram_size, charge)?;
+    }
     let store = match create_store(ctx, index, flags, aligned, a.mmap_offset) {
         Ok(v) => v,
         Err(e) => {
@@ -464,8 +473,10 @@ pub(super) fn unmap_memory_from_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(),
 /// AMDKFD_IOC_AVAILABLE_MEMORY.
 pub(super) fn available_memory(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let mut a: kfd_ioctl_get_available_memory_args = get(buf);
-    let mut st = ctx.m.lock();
+    let mut guard = ctx.m.lock();
+    let st = &mut *guard;
     let gpu = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?.gpu;
+    teardown::release_closed_dmabufs(ctx.m, st);
     let vram = ctx.m.dev.cfg.machine.gpus()[gpu].vram_size;
     a.available = st.acc.available(&ctx.m.dev.limits, gpu, vram);
     put(buf, &a);
@@ -507,19 +518,18 @@ pub(super) fn export_dmabuf(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> 
         None => {
             // The stand-in is the BO's memory itself (a reopen of its memfd), so a mapping of
             // the dma-buf fd shows the BO's bytes; SG BOs have none to show.
-            let file = match st.backings.get(&backing).map(|b| &b.store) {
+            let probe = match st.backings.get(&backing).map(|b| &b.store) {
                 Some(Store::Memfd(fd)) => files::reopen(fd.as_fd())?,
                 _ => files::memfd("dmabuf", 0).map_err(|_| Errno::NOMEM)?,
             };
-            let key = files::key_of(file.as_fd())?;
+            let key = files::key_of(probe.as_fd())?;
             st.next_dmabuf += 1;
             st.dmabufs.insert(
                 next_id,
                 Dmabuf {
                     backing,
-                    file,
+                    probe,
                     key,
-                    exporter: ctx.tgid,
                 },
             );
             if let Some(b) = st.backings.get_mut(&backing) {
@@ -535,8 +545,13 @@ pub(super) fn export_dmabuf(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> 
         bo.dmabuf = Some(id);
     }
     let dmabuf = st.dmabufs.get(&id).ok_or(Errno::INVAL)?;
+    // The kernel installs the same file at every export of a live dma-buf (`dma_buf_fd`);
+    // the model keeps no reference to hand out again, so each export is an open file of its
+    // own on the same memory, all of them keeping the dma-buf alive. The model's own copy
+    // goes when this returns: from then on only the program's references count.
+    let file = files::exported_file(dmabuf.probe.as_fd()).map_err(|_| Errno::NOMEM)?;
     let cloexec = a.flags & libc::O_CLOEXEC as u32 != 0;
-    let fd = ctx.caller.install_fd(dmabuf.file.as_fd(), cloexec)?;
+    let fd = ctx.caller.install_fd(file.as_fd(), cloexec)?;
     a.dmabuf_fd = fd as u32;
     put(buf, &a);
     Ok(())

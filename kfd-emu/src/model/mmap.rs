@@ -114,7 +114,7 @@ impl Driver {
                 }
                 r
             }
-            FileKind::Render { gpu } => self.mmap_render(key, gpu, offset, pages),
+            FileKind::Render { gpu, .. } => self.mmap_render(key, gpu, offset, pages),
             FileKind::Dmabuf { id } => self.mmap_dmabuf(id, offset, pages),
         };
         match result {

@@ -46,7 +46,10 @@
 //!   of it, so a mapping of the dma-buf fd shows the BO's bytes natively.
 //! * `/dev/dri/renderD<minor>` → a new empty memfd per open (a DRM file): `pread` and a
 //!   native `mmap` see nothing. It answers the DRM ioctls (naming the GPU) and can be given to
-//!   ACQUIRE_VM.
+//!   ACQUIRE_VM. `/dev/dri/card<minor - 128>`, the GPU's primary node (`drm_minor_alloc`
+//!   gives both minors one index), opens as the same kind of DRM file of the same GPU (as
+//!   `amdgpu_file_to_fpriv` accepts either); only its `st_rdev` differs. Where it differs:
+//!   no DRM master, mode-setting or primary-only ioctl is emulated.
 //!
 //!   Isolation: the memory of a BO is reachable only through its own memfd, which no process
 //!   gets as an fd except as a dma-buf it exported or was given. A mapping through a render
@@ -64,26 +67,50 @@
 //! * The file table (stand-in inode → what it is) drops a process's entries when it exits; a
 //!   stand-in still held by a child or a peer is then told by its memfd name
 //!   (`kfd-emu:<what>`): a `/dev/kfd` of a process that is gone answers `EBADF`, a render node
-//!   is a DRM file no object is allowed on. A dma-buf's registration (what IMPORT and
-//!   GET_DMABUF_INFO recognise) goes with its exporter's exit; its memory lives on in the fds
-//!   and mappings programs still have (the model cannot see those close).
+//!   is a DRM file no object is allowed on.
+//! * A dma-buf lives, as the kernel's does, while any reference to it does: every export
+//!   installs an open file of its own carrying an open-file-description lock, which the
+//!   kernel drops only at that file's last `fput` (the last fd in any process, an fd in flight
+//!   in `SCM_RIGHTS`, a mapping of it), and the model keeps no reference itself, so a lock
+//!   probe tells exactly whether any remains. Until none does, IMPORT and GET_DMABUF_INFO
+//!   recognise it in any process (after its exporter freed its handle and exited too) and it
+//!   holds the BO's memory and charge, which go with the last reference (dma-buf or handle).
+//!   The model looks when it matters: at a process exit, AVAILABLE_MEMORY and an ALLOC that
+//!   would not fit. Where it differs: two exports of a live dma-buf give two open files of the
+//!   same memory (the kernel's give the same file), and a program's own `fcntl` lock over the
+//!   file's whole range meets the model's lock (a write lock fails, a read lock keeps the
+//!   dma-buf while it is held).
 //! * The KFD topology under `/sys/devices/virtual/kfd/kfd/topology` and
 //!   `/sys/class/kfd/kfd/topology` → files of a tree generated from the [`Machine`].
 //! * `/proc/modules` → a list that contains `amdgpu`; `/sys/module/amdgpu` → what libkmod
 //!   reads of a loaded module (`refcnt`, `holders/`, `initstate`, `parameters/noretry`).
-//! * What libdrm's `drmGetDevices2` reads of a render node: `/dev/dri` opens as a directory
-//!   with an entry per render node; `/sys/dev/char/226:<minor>` and
-//!   `/sys/class/drm/renderD<minor>` hold `dev`, `uevent` and a `device/` with the PCI files
-//!   (`uevent` with `PCI_SLOT_NAME`/`PCI_ID`, `vendor`, `device`, `subsystem_*`, `revision`,
-//!   `class`, `drm/`) from the topology's ids and `location_id`; a `readlink` of its
-//!   `device/subsystem` ([`Backend::readlink`](crate::backend::Backend::readlink)) names the `pci` bus, of any other emulated
-//!   path is `EINVAL` (`ENOENT` when it does not exist).
+//! * The DRM and PCI side of sysfs, laid out as the kernel's (so that libdrm's
+//!   `drmGetDevices2` lists every GPU once, with its primary and render nodes, its PCI
+//!   location and ids): `/dev/dri` opens as a directory with `card<N>` and `renderD<minor>`
+//!   per GPU; each GPU is a PCI device `/sys/devices/pci<domain>:00/<PCI_SLOT_NAME>` with
+//!   `uevent` (`PCI_SLOT_NAME`, `PCI_ID`), `vendor`, `device`, `subsystem_*`, `revision`,
+//!   `class` from the topology's ids and `location_id`, a `subsystem` link naming the `pci`
+//!   bus and a `drm/` with both minors (`dev`, `uevent`, links `device` and `subsystem`);
+//!   `/sys/dev/char/226:<minor>` and `/sys/class/drm/<node>` are links to those minors, so
+//!   `realpath` of `/sys/dev/char/226:<minor>/device` is the PCI device, and a `readlink`
+//!   ([`Backend::readlink`](crate::backend::Backend::readlink)) of any of these links gives
+//!   the kernel's relative target (`EINVAL` for an emulated file that is no link, `ENOENT`
+//!   when it does not exist). `/sys/class/drm` lists the nodes and `version`;
+//!   `/sys/class/kfd` lists `kfd` (`dev`, `uevent`, `topology`). Where it differs: the GPUs
+//!   hang directly from their root bus (no bridges); `/sys/devices/pci<domain>:00` and
+//!   `/sys/class/drm` list only the emulated devices; a `stat` of a link describes its
+//!   target, and so does an `lstat`.
 //! * A `stat`/`access` of those paths ([`Backend::stat`]): `/dev/kfd` is a character device
-//!   `0666` with major [`KFD_MAJOR`], a render node one with major [`DRM_MAJOR`] and its minor,
+//!   `0666` with major [`KFD_MAJOR`], a render or primary node one with major [`DRM_MAJOR`] and
+//!   its minor,
 //!   sysfs files are `0444` with the generated file's size, directories `0755`, and a path
 //!   under an emulated sysfs root that is not in the tree is `ENOENT`.
-//! * SVM ranges live over the caller's own memory (`svm`), and SMI event fds are socket pairs
-//!   the model writes the kernel's records into (`smi`).
+//! * SVM ranges live over the caller's own memory (`svm`). An SMI event fd is the read end
+//!   of a pipe the model writes the kernel's records into, installed at a number of
+//!   [`SMI_FDS`](crate::backend::SMI_FDS) whose writes the supervisor hands to the model, so
+//!   reads and polls are native and exact (no `POLLOUT`), writes are `kfd_smi_ev_write`'s
+//!   (`EFAULT` under 8 bytes, else the first 8 are the mask and 8 is returned), and a client
+//!   goes with the last close of its fd; where it differs is listed in `smi`.
 //!
 //! ```no_run
 //! use kfd_emu::model::{Model, ModelConfig};

@@ -74,15 +74,19 @@ pub(super) struct Bo {
     pub dmabuf: Option<u64>,
 }
 
-/// A dma-buf the model exported: a stand-in memfd the model recognises by inode.
+/// A dma-buf the model exported: a stand-in memfd the model recognises by inode. It holds a
+/// reference on its backing and lives, as the kernel's `struct dma_buf` does, while any
+/// program still holds one of the files exported for it (an fd in any process or in flight,
+/// a mapping), whoever exported it and whether or not that process is still there
+/// (`teardown::release_closed_dmabufs`).
 #[derive(Debug)]
 pub(super) struct Dmabuf {
     pub backing: u64,
-    /// The stand-in file; every export of the BO installs this same open file.
-    pub file: OwnedFd,
+    /// An open file of the stand-in that the model keeps and never hands out: exports are new
+    /// opens of it (`files::exported_file`), and it is what asks whether any of them is still
+    /// held (`files::exported_file_alive`).
+    pub probe: OwnedFd,
     pub key: FileKey,
-    /// The process that exported it (the dma-buf goes when that process does).
-    pub exporter: i32,
 }
 
 /// Reads another process's memory (`process_vm_readv`).

@@ -4,23 +4,35 @@
 //! # The event fd
 //!
 //! The kernel's fd is an anonymous-inode file with its own `read`, `write` and `poll`. The
-//! model's is one end of a `SOCK_STREAM` Unix socket pair, so that programs read and poll it
-//! natively, without a round trip through the emulator:
-//! * the client end is installed into the caller without `O_CLOEXEC` (as `anon_inode_getfd`
-//!   installs the kernel's), with `O_NONBLOCK` set on its open file, so a read of an empty FIFO
-//!   fails with `EAGAIN` and a read never respects record boundaries — both as in the kernel;
-//! * records are written whole into the model's end. The model keeps a duplicate of the client
-//!   end only to ask `FIONREAD` how many bytes are still unread, so the 8192-byte FIFO and its
-//!   rule — a record that does not fit whole is dropped — are the kernel's exactly;
-//! * the 64-bit enable mask a program `write`s lands in the model's end. It is read
-//!   (non-blocking) before each record is emitted and before every ioctl of the opening
-//!   process, so a mask is in force for everything emitted after its `write` returned.
+//! model's is the read end of a pipe, so that programs read and poll it natively, without a
+//! round trip through the emulator:
+//! * the read end is installed into the caller without `O_CLOEXEC` (as `anon_inode_getfd`
+//!   installs the kernel's), with `O_NONBLOCK` set on its open file, so a read of an empty
+//!   FIFO fails with `EAGAIN` and a read never respects record boundaries — both as in the
+//!   kernel; and `poll` reports `POLLIN` when a record is pending and never `POLLOUT`
+//!   (`pipe_poll` of a read end; `kfd_smi_ev_poll` only ever says `EPOLLIN`);
+//! * records are written whole into the write end, which only the model has. `FIONREAD` on
+//!   it counts the bytes still unread, so the 8192-byte FIFO and its rule — a record that
+//!   does not fit whole is dropped — are the kernel's exactly;
+//! * the read end goes at a free number of [`SMI_FDS`](crate::backend::SMI_FDS) (the lowest
+//!   one the process does not use), and the seccomp filter notifies `write`, `writev` and
+//!   `pwritev2` of those numbers only, so the supervisor hands them to the model
+//!   ([`Backend::write`](crate::backend::Backend::write), [`write`]), which answers as
+//!   `kfd_smi_ev_write`: fewer than 8 bytes (or 8 unreadable ones) is `EFAULT`, more take
+//!   the first 8 as the mask and return 8, a `writev` goes piece by piece. The mask is in
+//!   force for everything emitted after the write returned. A positioned write is `ESPIPE`
+//!   natively, as for the kernel's file;
+//! * a client goes when the program's end is closed everywhere (the pipe's write end then
+//!   polls `POLLERR`; the kernel releases it at the last `fput`), checked before anything is
+//!   emitted and when its opener exits.
 //!
-//! Where the socket differs from the kernel's file: a `write` of fewer than 8 bytes succeeds
-//! (the kernel says `EFAULT`) and counts once the rest arrives; a longer write sets the mask 8
-//! bytes at a time (the kernel takes the first 8 and returns 8); `poll` also reports
-//! `POLLOUT`; and a client lives until its process exits, even when the program closes the fd
-//! earlier (the kernel releases it at the last close).
+//! Where the pipe differs from the kernel's file: the fd's number is not the lowest free one
+//! (the kernel's is) but one of `SMI_FDS`, and the `SMI_EVENTS` call fails with `EMFILE` when
+//! that range is full or above the process's `RLIMIT_NOFILE` (below 1008); `F_GETFL` shows
+//! `O_RDONLY | O_NONBLOCK` (the kernel's is `O_RDWR`); `fstat` shows a FIFO; a read of 0
+//! bytes returns 0 (the kernel's says `EAGAIN`); and a write through a duplicate of the fd at
+//! a number outside `SMI_FDS` (`dup`, `fcntl(F_DUPFD)`), through `io_uring`, `splice` or
+//! `sendfile` is not seen by the model and fails natively with `EBADF`.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
@@ -32,10 +44,12 @@ use kfd_ioctl::abi::{
     KFD_SMI_EVENT_UNMAP_FROM_GPU, KFD_SMI_EVENT_VMFAULT, kfd_smi_event_mask_from_index,
 };
 use kfd_ioctl::smi::{EvictionTrigger, MigrateTrigger, Record, RestoreMark, UnmapTrigger};
+use rustix::event::{PollFd, PollFlags};
 use rustix::fs::OFlags;
 use rustix::io::Errno;
-use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
+use rustix::pipe::PipeFlags;
 
+use super::files::FileKey;
 use super::host::CAP_SYS_ADMIN;
 use crate::backend::CallerId;
 
@@ -51,9 +65,6 @@ const PROCESS_EVENTS_SINCE: u32 = 19;
 const MIGRATE_END_ERROR_SINCE: u32 = 23;
 /// `KFD_SMI_EVENT_MSG_SIZE` less the NUL `snprintf` keeps: the longest record.
 const MAX_RECORD: usize = 95;
-/// The send buffer asked for on the model's end: room for a full FIFO of the shortest records,
-/// whose socket buffers cost far more than their bytes (the kernel caps it at `wmem_max`).
-const SEND_BUFFER: usize = 4 << 20;
 
 /// One SMI event, with what its record prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -306,29 +317,26 @@ struct Client {
     suser: bool,
     /// The enable mask (bit `i - 1` for event `i`).
     mask: u64,
-    /// The model's end: records go out, masks come in.
-    model_end: OwnedFd,
-    /// The program's end (the same open file the program has), for `FIONREAD`.
-    client_end: OwnedFd,
-    /// Mask bytes received that do not make a whole mask yet.
-    partial: Vec<u8>,
+    /// The write end of the pipe whose read end the program holds: records go in here, and
+    /// `FIONREAD` on it counts the bytes not read yet.
+    writer: OwnedFd,
+    /// The identity of the program's end, by which its writes are recognised.
+    key: FileKey,
 }
 
 impl Client {
-    /// Takes the masks the program wrote since the last look.
-    fn take_masks(&mut self) {
-        let mut buf = [0u8; 256];
-        loop {
-            match rustix::net::recv(&self.model_end, &mut buf, RecvFlags::DONTWAIT) {
-                Ok((0, _)) | Err(_) => break,
-                Ok((n, _)) => self.partial.extend_from_slice(&buf[..n]),
-            }
-        }
-        let whole = self.partial.len() / 8 * 8;
-        if whole > 0 {
-            let last = &self.partial[whole - 8..whole];
-            self.mask = u64::from_ne_bytes(last.try_into().unwrap_or([0; 8]));
-            self.partial.drain(..whole);
+    /// Whether the program still holds the read end anywhere: a pipe's write end polls
+    /// `POLLERR` once it has no reader (`pipe_poll`), which is the kernel's last `fput` of
+    /// the SMI file (`kfd_smi_ev_release`).
+    fn open(&self) -> bool {
+        let mut fds = [PollFd::new(&self.writer, PollFlags::OUT)];
+        let zero = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        match rustix::event::poll(&mut fds, Some(&zero)) {
+            Ok(_) => !fds[0].revents().contains(PollFlags::ERR),
+            Err(_) => true,
         }
     }
 
@@ -343,20 +351,58 @@ impl Client {
 
     /// Queues `record` unless it does not fit whole in the FIFO of `fifo` bytes.
     fn push(&self, record: &[u8], fifo: u64) {
-        let Ok(queued) = rustix::io::ioctl_fionread(&self.client_end) else {
+        let Ok(queued) = rustix::io::ioctl_fionread(&self.writer) else {
             return;
         };
         if queued + record.len() as u64 > fifo {
             return;
         }
-        // A record is far below one socket buffer, so it is sent whole or (the socket's own
-        // buffers exhausted) not at all, which is the drop the kernel would make anyway.
-        let _ = rustix::net::send(
-            &self.model_end,
-            record,
-            SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
-        );
+        // A record is below PIPE_BUF, so it is written whole or (the pipe full, which the FIFO
+        // limit far below its capacity rules out) not at all.
+        let _ = rustix::io::write(&self.writer, record);
     }
+}
+
+/// A `write` of one piece, or a `writev` of `pieces` (`vector`), to an SMI fd, read
+/// through `read`: what the call returns, and the mask it leaves, if any.
+///
+/// `kfd_smi_ev_write` takes a piece of at least 8 bytes, sets the mask from its first 8 and
+/// returns 8; a shorter piece (even an empty `write`: `vfs_write` passes it on), or 8 bytes
+/// it cannot read, is `EFAULT`. A vector with nothing in it writes nothing (`vfs_writev`);
+/// else it goes piece by piece (`do_loop_readv_writev`, empty pieces after a taken one
+/// skipped as `iov_iter_advance` skips them): it stops at the first piece not taken whole,
+/// and fails only when nothing was taken before.
+pub(super) fn write(
+    pieces: &[(u64, u64)],
+    vector: bool,
+    read: impl Fn(u64, &mut [u8]) -> Result<(), Errno>,
+) -> (Result<i64, Errno>, Option<u64>) {
+    let take = |(addr, len): (u64, u64)| {
+        let mut bytes = [0u8; 8];
+        if len < 8 {
+            return Err(Errno::FAULT);
+        }
+        read(addr, &mut bytes).map_err(|_| Errno::FAULT)?;
+        Ok(u64::from_ne_bytes(bytes))
+    };
+    let total: u64 = pieces.iter().map(|&(_, len)| len).sum();
+    let (mut done, mut mask) = (0u64, None);
+    let mut next = pieces.iter().copied().peekable();
+    while (!vector || done < total)
+        && let Some(piece) = next.next()
+    {
+        match take(piece) {
+            Ok(value) => mask = Some(value),
+            Err(errno) if done == 0 => return (Err(errno), mask),
+            Err(_) => break,
+        }
+        done += 8;
+        if !vector || piece.1 != 8 {
+            break;
+        }
+        while next.next_if(|&(_, len)| len == 0).is_some() {}
+    }
+    (Ok(done as i64), mask)
 }
 
 /// The SMI clients of every GPU.
@@ -367,53 +413,57 @@ pub(super) struct Smi {
 
 impl Smi {
     /// `kfd_smi_event_open`: a new client of GPU `gpu` for the thread `who`; `install` puts the
-    /// client end into the caller (without `O_CLOEXEC`) and returns its fd number, which this
-    /// returns.
+    /// program's end into the caller (without `O_CLOEXEC`) and returns its fd number, which
+    /// this returns.
     pub(super) fn open(
         &mut self,
         who: CallerId,
         gpu: usize,
         install: impl FnOnce(BorrowedFd<'_>) -> Result<i32, Errno>,
     ) -> Result<i32, Errno> {
-        let (model_end, client_end) = rustix::net::socketpair(
-            AddressFamily::UNIX,
-            SocketType::STREAM,
-            SocketFlags::CLOEXEC,
-            None,
-        )
-        .map_err(|_| Errno::NOMEM)?;
-        let flags = rustix::fs::fcntl_getfl(&client_end)?;
-        rustix::fs::fcntl_setfl(&client_end, flags | OFlags::NONBLOCK)?;
-        // Best effort: the default buffer holds a full FIFO of typical records.
-        let _ = rustix::net::sockopt::set_socket_send_buffer_size(&model_end, SEND_BUFFER);
+        let (reader, writer) =
+            rustix::pipe::pipe_with(PipeFlags::CLOEXEC).map_err(|_| Errno::NOMEM)?;
+        let flags = rustix::fs::fcntl_getfl(&reader)?;
+        rustix::fs::fcntl_setfl(&reader, flags | OFlags::NONBLOCK)?;
+        let flags = rustix::fs::fcntl_getfl(&writer)?;
+        rustix::fs::fcntl_setfl(&writer, flags | OFlags::NONBLOCK)?;
+        let key = super::files::key_of(reader.as_fd())?;
         let suser = super::host::effective_caps(who.tid) & (1 << CAP_SYS_ADMIN) != 0;
-        let fd = install(client_end.as_fd())?;
+        let fd = install(reader.as_fd())?;
         self.clients.push(Client {
             gpu,
             tgid: who.tgid,
             suser,
             mask: 0,
-            model_end,
-            client_end,
-            partial: Vec::new(),
+            writer,
+            key,
         });
         Ok(fd)
     }
 
-    /// Applies the masks the clients of process `tgid` wrote (before any ioctl of it).
-    pub(super) fn take_masks_of(&mut self, tgid: i32) {
-        for client in self.clients.iter_mut().filter(|c| c.tgid == tgid) {
-            client.take_masks();
+    /// Whether `key` is the program's end of a client (its writes are
+    /// [`set_mask`](Self::set_mask)s).
+    pub(super) fn is_client(&self, key: FileKey) -> bool {
+        self.clients.iter().any(|c| c.key == key)
+    }
+
+    /// `kfd_smi_ev_write` took `mask` for the client whose program end is `key`.
+    pub(super) fn set_mask(&mut self, key: FileKey, mask: u64) {
+        for client in self.clients.iter_mut().filter(|c| c.key == key) {
+            client.mask = mask;
         }
     }
 
-    /// Closes the clients process `tgid` opened (it exited, and its fds with it).
+    /// Closes the clients process `tgid` opened (it exited, and its fds with it). A client
+    /// whose fd it passed on lives on until that goes too (see [`listening`](Self::listening)).
     pub(super) fn release(&mut self, tgid: i32) {
-        self.clients.retain(|c| c.tgid != tgid);
+        self.clients.retain(|c| c.tgid != tgid || c.open());
     }
 
-    /// Whether any client listens to GPU `gpu` (`list_empty(&dev->smi_clients)`).
-    pub(super) fn listening(&self, gpu: usize) -> bool {
+    /// Whether any client listens to GPU `gpu` (`list_empty(&dev->smi_clients)`); clients whose
+    /// file is closed everywhere are released first.
+    pub(super) fn listening(&mut self, gpu: usize) -> bool {
+        self.clients.retain(Client::open);
         self.clients.iter().any(|c| c.gpu == gpu)
     }
 
@@ -436,8 +486,7 @@ impl Smi {
         } else {
             0
         };
-        for client in self.clients.iter_mut().filter(|c| c.gpu == gpu) {
-            client.take_masks();
+        for client in self.clients.iter().filter(|c| c.gpu == gpu) {
             if client.enabled(pid, id) {
                 client.push(&record, fifo);
             }
@@ -525,6 +574,39 @@ mod tests {
             ),
             "c 99 app\n"
         );
+    }
+
+    #[test]
+    fn writes_take_whole_eight_byte_pieces() {
+        let memory: Vec<u8> = (0..64).collect();
+        let read = |addr: u64, buf: &mut [u8]| {
+            let at = usize::try_from(addr).map_err(|_| Errno::FAULT)?;
+            let bytes = memory.get(at..at + buf.len()).ok_or(Errno::FAULT)?;
+            buf.copy_from_slice(bytes);
+            Ok(())
+        };
+        let word = |at: u64| u64::from_ne_bytes(memory[at as usize..][..8].try_into().unwrap());
+        // write: one piece, whatever its length.
+        assert_eq!(write(&[(0, 16)], false, read), (Ok(8), Some(word(0))));
+        assert_eq!(write(&[(0, 7)], false, read), (Err(Errno::FAULT), None));
+        assert_eq!(write(&[(0, 0)], false, read), (Err(Errno::FAULT), None));
+        assert_eq!(write(&[(60, 8)], false, read), (Err(Errno::FAULT), None));
+        // writev: nothing to write is 0; whole pieces in turn; empty ones after a taken piece
+        // are skipped, a leading one fails.
+        assert_eq!(write(&[], true, read), (Ok(0), None));
+        assert_eq!(write(&[(0, 0), (8, 0)], true, read), (Ok(0), None));
+        let three = [(0, 8), (0, 0), (16, 8), (24, 8)];
+        assert_eq!(write(&three, true, read), (Ok(24), Some(word(24))));
+        assert_eq!(
+            write(&[(0, 0), (8, 8)], true, read),
+            (Err(Errno::FAULT), None)
+        );
+        // A piece not taken whole ends the call; a failure after a taken piece is its count.
+        assert_eq!(
+            write(&[(0, 8), (8, 12), (24, 8)], true, read),
+            (Ok(16), Some(word(8)))
+        );
+        assert_eq!(write(&[(0, 8), (8, 4)], true, read), (Ok(8), Some(word(0))));
     }
 
     #[test]

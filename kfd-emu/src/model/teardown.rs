@@ -1,14 +1,16 @@
 //! Process teardown (`kfd_process_wq_release` and what it frees): when a process goes away,
-//! its objects, SVM ranges, SMI clients and dma-buf exports are released, and what it left
-//! behind is reported (with `check_leaks`).
+//! its objects, SVM ranges and SMI clients are released, and what it left behind is reported
+//! (with `check_leaks`); and dma-bufs go when the last file of theirs does, in any process.
 
 use std::fmt::Write as _;
+use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 
 use kfd_ioctl::abi::AllocMemFlags;
 
 use super::driver::Driver;
-use super::process::{Process, make_handle};
+use super::files;
+use super::process::{Process, State, make_handle};
 use super::smi::Event;
 use super::svm;
 
@@ -51,24 +53,36 @@ pub(super) fn teardown(model: &Driver, tgid: i32) {
             );
         }
     }
-    let exported: Vec<u64> = st
-        .dmabufs
-        .iter()
-        .filter(|(_, d)| d.exporter == tgid)
-        .map(|(&id, _)| id)
-        .collect();
-    for id in exported {
-        if let Some(dmabuf) = st.dmabufs.remove(&id) {
-            model.unregister(&dmabuf.key);
-            st.put_backing(dmabuf.backing);
-        }
-    }
+    // Its dma-bufs stay while other processes hold them; those only it held went with it.
+    release_closed_dmabufs(model, &mut st);
     drop(st);
     // The stand-in is released from the file table; a forked child still holding the fd is
     // told from its memfd name and gets EBADF, as from the kernel (`released_kind`).
     model.unregister(&process.key);
     // Waiters of the process see their events gone.
     model.wake.notify_all();
+}
+
+/// Releases every dma-buf no program holds any more (`dma_buf_release` at the last `fput`
+/// of its file, then the GEM reference it held): its registration goes, so a stand-in of the
+/// same memory is no dma-buf, and so does its reference on the memory, whose charge is given
+/// back with the last reference (handles of the exporter or of importers may hold it on).
+///
+/// The model cannot see a `close`, so it asks at the points where the answer shows: a process
+/// exit, AVAILABLE_MEMORY, and an ALLOC that would not fit. One `fcntl` per live dma-buf.
+pub(super) fn release_closed_dmabufs(model: &Driver, st: &mut State) {
+    let closed: Vec<u64> = st
+        .dmabufs
+        .iter()
+        .filter(|(_, d)| !files::exported_file_alive(d.probe.as_fd()))
+        .map(|(&id, _)| id)
+        .collect();
+    for id in closed {
+        if let Some(dmabuf) = st.dmabufs.remove(&id) {
+            model.unregister(&dmabuf.key);
+            st.put_backing(dmabuf.backing);
+        }
+    }
 }
 
 /// What a process left behind, or `None` when it cleaned up.

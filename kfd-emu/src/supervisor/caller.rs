@@ -382,6 +382,11 @@ impl Caller for NotifCaller {
     fn install_fd(&self, fd: BorrowedFd<'_>, cloexec: bool) -> Result<i32, Errno> {
         self.listener.add_fd(self.notif_id, fd, cloexec, false)
     }
+
+    fn install_fd_at(&self, fd: BorrowedFd<'_>, number: u32, cloexec: bool) -> Result<i32, Errno> {
+        self.listener
+            .add_fd_numbered(self.notif_id, fd, number, cloexec)
+    }
 }
 
 #[cfg(test)]

@@ -103,6 +103,14 @@ const ARG_LOW: [u32; 6] = [16, 24, 32, 40, 48, 56];
 /// fd up. "kfd\0" in ASCII.
 pub const SLOT_MARKER: u32 = 0x6b66_6400;
 
+/// The fd numbers of the SMI event fds, whose writes the filter notifies.
+pub use crate::backend::SMI_FDS;
+
+/// The write calls [`SMI_FDS`] is about (`pwrite64` and `pwritev` need no answer: a pipe
+/// and the kernel's anonymous SMI file both refuse positioned writes with `ESPIPE`;
+/// `pwritev2` at offset -1 is a `writev`).
+pub const SMI_WRITES: [i64; 3] = [libc::SYS_write, libc::SYS_writev, libc::SYS_pwritev2];
+
 /// Jump targets of the filter's program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum L {
@@ -110,6 +118,7 @@ enum L {
     Allow,
     Notify,
     Enosys,
+    SmiWrite,
 }
 
 /// Where a conditional jump goes.
@@ -237,6 +246,10 @@ impl Filter {
     ///   xattr reads (`getxattr`, `lgetxattr`, `listxattr`, `llistxattr`: `ls -l` asks for
     ///   `security.selinux` of what it lists), `readlink` and `readlinkat` →
     ///   `SECCOMP_RET_USER_NOTIF`;
+    /// - `write`, `writev` and `pwritev2` of an fd number in [`SMI_FDS`] (the low 32 bits of
+    ///   the argument, the kernel's `unsigned int fd`) → `SECCOMP_RET_USER_NOTIF`: an SMI
+    ///   event fd's writes are answered as `kfd_smi_ev_write` answers them; every other
+    ///   write runs natively without a round trip;
     /// - `openat2` → `ENOSYS` (glibc then uses `openat`);
     /// - `ioctl` whose command type byte (`(cmd >> 8) & 0xff` of the low 32 bits, the
     ///   kernel's `unsigned int cmd`) is `'K'` or `'d'` → `SECCOMP_RET_USER_NOTIF`; only the type
@@ -293,6 +306,9 @@ impl Filter {
         for nr in NOTIFIED {
             p.jump(jeq, nr as u32, To(L::Notify), Next);
         }
+        for nr in SMI_WRITES {
+            p.jump(jeq, nr as u32, To(L::SmiWrite), Next);
+        }
         p.jump(jeq, libc::SYS_openat2 as u32, To(L::Enosys), Next);
         p.jump(jeq, libc::SYS_ioctl as u32, To(L::Ioctl), Next);
         p.jump(jeq, libc::SYS_mmap as u32, Next, To(L::Allow));
@@ -317,6 +333,13 @@ impl Filter {
         p.op(ret, libc::SECCOMP_RET_USER_NOTIF);
         p.label(L::Enosys);
         p.op(ret, enosys);
+        // An SMI write: the fd (the kernel's `unsigned int`, the low 32 bits) in SMI_FDS.
+        p.label(L::SmiWrite);
+        p.op(ld, ARG_LOW[0]);
+        p.jump(jge, SMI_FDS.end, Here(1), Next);
+        p.jump(jge, SMI_FDS.start, Here(1), Next);
+        p.op(ret, libc::SECCOMP_RET_ALLOW);
+        p.op(ret, libc::SECCOMP_RET_USER_NOTIF);
         Self {
             program: p.resolve(),
         }
@@ -568,12 +591,23 @@ impl Listener {
     /// Installs `fd` into the caller of notification `id` at number `newfd`, replacing what
     /// is there (`SECCOMP_ADDFD_FLAG_SETFD`, close-on-exec), without answering the call.
     pub fn add_fd_at(&self, id: u64, fd: BorrowedFd<'_>, newfd: u32) -> Result<i32, Errno> {
+        self.add_fd_numbered(id, fd, newfd, true)
+    }
+
+    /// [`add_fd_at`](Self::add_fd_at) with `O_CLOEXEC` as asked.
+    pub fn add_fd_numbered(
+        &self,
+        id: u64,
+        fd: BorrowedFd<'_>,
+        newfd: u32,
+        cloexec: bool,
+    ) -> Result<i32, Errno> {
         let mut addfd = SeccompNotifAddfd {
             id,
             flags: libc::SECCOMP_ADDFD_FLAG_SETFD as u32,
             srcfd: fd.as_raw_fd() as u32,
             newfd,
-            newfd_flags: libc::O_CLOEXEC as u32,
+            newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
         };
         // SAFETY: ADDFD reads one `seccomp_notif_addfd`.
         unsafe {
@@ -679,6 +713,35 @@ mod tests {
         assert_eq!(run(&f, &ioctl(0x4b00_0054)), allow);
         // A sign-extended command: only the low 32 bits count, as in the kernel.
         assert_eq!(run(&f, &ioctl(0xffff_ffff_c018_4b16)), notify);
+    }
+
+    #[test]
+    fn writes_are_notified_only_for_the_smi_fd_numbers() {
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        let allow = libc::SECCOMP_RET_ALLOW;
+        for f in [Filter::kfd(), Filter::kfd_traced()] {
+            for nr in SMI_WRITES {
+                let at = |fd: u64| run(&f, &call(nr, [fd, 0, 8, 0, 0, 0]));
+                let (first, last) = (u64::from(SMI_FDS.start), u64::from(SMI_FDS.end - 1));
+                assert_eq!(at(first), notify, "syscall {nr}");
+                assert_eq!(at(last), notify, "syscall {nr}");
+                assert_eq!(at(first - 1), allow, "syscall {nr}");
+                assert_eq!(at(last + 1), allow, "syscall {nr}");
+                assert_eq!(at(1), allow, "syscall {nr}: stdout stays native");
+                // Only the low 32 bits are the fd, as in the kernel.
+                assert_eq!(at((7 << 32) | first), notify, "syscall {nr}");
+            }
+            assert_eq!(
+                run(
+                    &f,
+                    &call(
+                        libc::SYS_pwrite64,
+                        [u64::from(SMI_FDS.start), 0, 8, 0, 0, 0]
+                    )
+                ),
+                allow
+            );
+        }
     }
 
     #[test]

@@ -37,7 +37,9 @@ use super::mmap::{self as file_mmap, MmapArgs, Route, SLOT_MARKER, Slots};
 use super::path;
 use super::seccomp::{Listener, SeccompNotif};
 use super::stat;
-use crate::backend::{Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer};
+use crate::backend::{
+    Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer, WriteCall,
+};
 
 /// What the loop does besides serving the listener: the fds of its owner (a shutdown eventfd,
 /// the spawned child's pidfd) and when to stop.
@@ -697,6 +699,9 @@ impl Shared {
             libc::SYS_readlinkat => {
                 self.readlink(&caller, args[0] as i32, args[1], args[2], args[3] as i32);
             }
+            libc::SYS_write | libc::SYS_writev | libc::SYS_pwritev2 => {
+                self.smi_write(&caller, &process, i64::from(notif.data.nr), args);
+            }
             _ => {
                 let _ = self.listener.respond_continue(id);
             }
@@ -965,6 +970,91 @@ impl Shared {
             run_ioctl(&*self.backend, caller, file.as_fd(), cmd, arg),
         );
     }
+}
+
+// SMI event fds: the write calls the filter notifies for the fd numbers in `SMI_FDS`.
+impl Shared {
+    /// `write(fd, buf, count)`, `writev(fd, iov, iovcnt)` or `pwritev2(fd, iov, iovcnt, -1,
+    /// 0, flags)` on an fd in [`SMI_FDS`](crate::backend::SMI_FDS): the backend answers for
+    /// its SMI stand-ins ([`Backend::write`]); anything else, and `pwritev2` at an offset
+    /// (which a pipe refuses as the kernel's SMI file does), runs natively.
+    fn smi_write(&self, caller: &NotifCaller, process: &Tracked, nr: i64, args: [u64; 6]) {
+        let id = caller.notif_id();
+        if nr == libc::SYS_pwritev2 && args[3] as i64 != -1 {
+            let _ = self.listener.respond_continue(id);
+            return;
+        }
+        let Ok(file) = pidfd_getfd(&process.pidfd, args[0] as i32, PidfdGetfdFlags::empty()) else {
+            let _ = self.listener.respond_continue(id);
+            return;
+        };
+        let segments = || write_segments(caller, nr, args);
+        match self.backend.write(caller, file.as_fd(), &segments) {
+            None => {
+                let _ = self.listener.respond_continue(id);
+            }
+            Some(Ok(n)) => {
+                let _ = self.listener.respond_value(id, n);
+            }
+            Some(Err(errno)) => {
+                let _ = self.listener.respond_error(id, errno);
+            }
+        }
+    }
+}
+
+/// The highest user address plus one on x86_64 (`TASK_SIZE_MAX` with 4-level paging): what
+/// `access_ok` measures a user range against.
+const USER_END: u64 = (1 << 47) - 4096;
+
+/// The `(address, length)` pieces of a notified write call, checked as the kernel checks
+/// them before the file's `write` runs: `access_ok` of a `write`'s buffer (`vfs_write`), and
+/// for the vector calls `import_iovec` (more than `UIO_MAXIOV` entries or a negative length:
+/// `EINVAL`; an unreadable array or a piece outside user space: `EFAULT`), then
+/// `do_loop_readv_writev`'s refusal of `RWF_*` flags other than `RWF_HIPRI` (`EOPNOTSUPP`)
+/// once there is something to write.
+fn write_segments(caller: &NotifCaller, nr: i64, args: [u64; 6]) -> Result<WriteCall, Errno> {
+    let in_user =
+        |(addr, len): (u64, u64)| addr.checked_add(len).is_some_and(|end| end <= USER_END);
+    if nr == libc::SYS_write {
+        let piece = (args[1], args[2]);
+        return if in_user(piece) {
+            Ok(WriteCall::Write(piece.0, piece.1))
+        } else {
+            Err(Errno::FAULT)
+        };
+    }
+    const UIO_MAXIOV: u64 = 1024;
+    let (iov, count) = (args[1], args[2]);
+    if count > UIO_MAXIOV {
+        return Err(Errno::INVAL);
+    }
+    let mut raw = vec![0u8; count as usize * 16];
+    caller.read(iov, &mut raw)?;
+    let pieces: Vec<(u64, u64)> = raw
+        .chunks_exact(16)
+        .map(|entry| {
+            let word = |at: usize| {
+                let mut bytes = [0u8; 8];
+                bytes.copy_from_slice(&entry[at..at + 8]);
+                u64::from_ne_bytes(bytes)
+            };
+            (word(0), word(8))
+        })
+        .collect();
+    // `iovec_from_user` refuses a negative length while copying, then `__import_iovec`
+    // checks each piece's range.
+    if pieces.iter().any(|&(_, len)| (len as i64) < 0) {
+        return Err(Errno::INVAL);
+    }
+    if !pieces.iter().all(|&piece| in_user(piece)) {
+        return Err(Errno::FAULT);
+    }
+    let flags = if nr == libc::SYS_pwritev2 { args[5] } else { 0 };
+    if pieces.iter().any(|&(_, len)| len > 0) && flags & !(libc::RWF_HIPRI as u64) != 0 {
+        return Err(Errno::OPNOTSUPP);
+    }
+    Ok(WriteCall::Vector(pieces))
 }
 
 /// What the kernel answers a resize of a device file (a stand-in), in its order of checks.

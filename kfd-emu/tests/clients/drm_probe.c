@@ -1,8 +1,27 @@
-/* Lists the DRM devices libdrm finds (drmGetDevices2) with their render node and PCI ids:
- * one line per device, "<render node> <domain>:<bus>:<dev>.<func> <vendor>:<device>". */
+/* Lists the DRM devices libdrm finds (drmGetDevices2) with their nodes and PCI ids: one line
+ * per device, "<render node> <primary node> <domain>:<bus>:<dev>.<func> <vendor>:<device>
+ * nodes <available_nodes> fd <drmGetDevice2 of the opened render node: same|differs|error>". */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <xf86drm.h>
+
+/* What drmGetDevice2 says of an open of `node` (it starts from the fd's fstat). */
+static const char *device_of_open(const char *node, drmDevicePtr listed)
+{
+    int fd = open(node, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return "error";
+    drmDevicePtr dev = NULL;
+    int ret = drmGetDevice2(fd, 0, &dev);
+    close(fd);
+    if (ret != 0 || !dev)
+        return "error";
+    const char *same = drmDevicesEqual(dev, listed) ? "same" : "differs";
+    drmFreeDevice(&dev);
+    return same;
+}
 
 int main(void)
 {
@@ -27,10 +46,12 @@ int main(void)
             printf("other bustype %d nodes %#x\n", d->bustype, d->available_nodes);
             continue;
         }
-        printf("%s %04x:%02x:%02x.%x %04x:%04x\n", d->nodes[DRM_NODE_RENDER],
-               d->businfo.pci->domain, d->businfo.pci->bus, d->businfo.pci->dev,
-               d->businfo.pci->func, d->deviceinfo.pci->vendor_id,
-               d->deviceinfo.pci->device_id);
+        const char *primary =
+            d->available_nodes & (1 << DRM_NODE_PRIMARY) ? d->nodes[DRM_NODE_PRIMARY] : "-";
+        printf("%s %s %04x:%02x:%02x.%x %04x:%04x nodes %#x fd %s\n", d->nodes[DRM_NODE_RENDER],
+               primary, d->businfo.pci->domain, d->businfo.pci->bus, d->businfo.pci->dev,
+               d->businfo.pci->func, d->deviceinfo.pci->vendor_id, d->deviceinfo.pci->device_id,
+               d->available_nodes, device_of_open(d->nodes[DRM_NODE_RENDER], d));
     }
     drmFreeDevices(devices, got);
     free(devices);

@@ -1,4 +1,5 @@
 //! Forking a child that runs raw system calls, and reaping it (shared by the test binaries).
+#![allow(dead_code)]
 
 use std::os::unix::process::ExitStatusExt;
 
@@ -22,4 +23,20 @@ pub fn wait_pid(pid: i32) -> std::process::ExitStatus {
     let ret = unsafe { libc::waitpid(pid, &raw mut status, 0) };
     assert_eq!(ret, pid, "waitpid: {}", std::io::Error::last_os_error());
     std::process::ExitStatus::from_raw(status)
+}
+
+/// Forks a child that only waits: it exits when a byte is written to the returned pipe end.
+/// Returns its pid and that end.
+pub fn fork_idle() -> (i32, std::os::fd::OwnedFd) {
+    use std::os::fd::AsRawFd;
+    let (read, release) = rustix::pipe::pipe().expect("pipe");
+    let raw = read.as_raw_fd();
+    let pid = fork(|| {
+        let mut byte = 0u8;
+        // SAFETY: a read into a local byte; the parent writes to the pipe to end the child.
+        unsafe { libc::read(raw, (&raw mut byte).cast(), 1) };
+        0
+    });
+    drop(read);
+    (pid, release)
 }

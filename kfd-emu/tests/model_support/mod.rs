@@ -93,6 +93,25 @@ impl Caller for TestCaller {
         std::mem::forget(new);
         Ok(raw)
     }
+
+    fn install_fd_at(&self, fd: BorrowedFd<'_>, number: u32, cloexec: bool) -> Result<i32, Errno> {
+        // SAFETY: `number` is a free fd number of this process (the model picked it from its
+        // fd table); dup3 puts a new descriptor there that the test then owns.
+        let r = unsafe {
+            libc::dup3(
+                fd.as_raw_fd(),
+                number as i32,
+                if cloexec { libc::O_CLOEXEC } else { 0 },
+            )
+        };
+        if r < 0 {
+            Err(Errno::from_raw_os_error(
+                std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+            ))
+        } else {
+            Ok(r)
+        }
+    }
 }
 
 /// A model with `/dev/kfd` opened by this process.
@@ -168,6 +187,17 @@ impl Emu {
         self.model
             .ioctl(&self.caller, self.kfd.as_fd(), cmd, addr)
             .expect("the kfd stand-in is the model's")
+    }
+
+    /// EXPORT_DMABUF of `handle` (close-on-exec): the dma-buf fd.
+    pub fn export(&self, handle: u64) -> Result<OwnedFd, Errno> {
+        let mut a = kfd_ioctl_export_dmabuf_args {
+            handle,
+            flags: libc::O_CLOEXEC as u32,
+            dmabuf_fd: 0,
+        };
+        self.ioctl(AMDKFD_IOC_EXPORT_DMABUF, &mut a)?;
+        Ok(own_fd(a.dmabuf_fd))
     }
 
     /// Opens GPU `index`'s render node.
