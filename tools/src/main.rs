@@ -6,6 +6,7 @@
 
 mod emulated;
 mod info;
+mod trace;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,7 +16,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use kfd_ioctl::abi::{SmiEventMask, SvmFlags};
 use kfd_ioctl::topology::Topology;
 use kfd_ioctl::{Errno, Kfd};
-use kfd_svm::{Access, Location, SmiStream, SvmAttrs, SvmBuffer, Timeline};
+use kfd_svm::{Access, Location, SmiStream, SvmAttrs, SvmBuffer};
 use vm_memory::VolatileSlice;
 
 /// Set in the environment of a `kfdtool` that runs under the embedded emulator.
@@ -81,15 +82,60 @@ enum Command {
         #[arg(long)]
         quick: bool,
     },
-    /// Run a program and write its migration/fault timeline as Chrome-trace JSON (Perfetto).
-    Trace {
-        /// Where to write the JSON.
-        #[arg(long, default_value = "trace.json")]
-        out: PathBuf,
-        /// The program and its arguments.
-        #[arg(required = true, last = true)]
-        program: Vec<String>,
+    /// Record the SMI events of a program (or of every process, or of some) in rocprofv3's
+    /// formats and as a Perfetto timeline, then print a summary and draw SVG pictures.
+    Trace(TraceArgs),
+    /// Summarise and draw a trace recorded earlier: a rocpd database (`results.db` of
+    /// `kfdtool trace --format rocpd`, or one rocprofv3 wrote).
+    Report {
+        /// The rocpd database.
+        trace: PathBuf,
+        /// Draw residency.svg and throughput.svg into this directory (it must exist).
+        #[arg(long)]
+        svg: Option<PathBuf>,
+        /// Only the records of these processes (repeatable).
+        #[arg(long, value_parser = parse_u32)]
+        pid: Vec<u32>,
     },
+}
+
+/// What `kfdtool trace` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+enum Format {
+    /// A rocpd SQLite database, rocprofv3's default output (`results.db`).
+    Rocpd,
+    /// `regions_trace.csv`, as `rocpd convert -f csv` makes it from the database.
+    Csv,
+    /// `results.json`, as rocprofv3 `-f json` writes it (records under `buffer_records.kfd`).
+    Json,
+    /// `trace.json`, a Chrome-trace timeline for Perfetto.
+    Perfetto,
+    /// `residency.svg` and `throughput.svg`.
+    Svg,
+}
+
+#[derive(Args, Debug)]
+struct TraceArgs {
+    /// Output formats (repeatable or comma-separated). Without any, `--out` names the one
+    /// Perfetto file written (default trace.json).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    format: Vec<Format>,
+    /// With `--format`: the directory (it must exist) for results.db, regions_trace.csv,
+    /// results.json, trace.json, residency.svg, throughput.svg. Without: the Perfetto file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Record every process's events, not only the program's (needs CAP_SYS_ADMIN).
+    #[arg(long)]
+    all_processes: bool,
+    /// Record only these processes (repeatable; needs CAP_SYS_ADMIN).
+    #[arg(long, value_parser = parse_u32)]
+    pid: Vec<u32>,
+    /// Without a program: stop after this many seconds (else at Ctrl-C).
+    #[arg(long, value_parser = parse_idle)]
+    duration: Option<Duration>,
+    /// The program and its arguments.
+    #[arg(last = true)]
+    program: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -244,7 +290,8 @@ fn main() -> ExitCode {
                     all_processes,
                 },
         } => smi_watch(*gpu, *count, *idle, *all_processes),
-        Command::Trace { out, program } => trace_cmd(out, program),
+        Command::Trace(args) => trace::trace_cmd(args),
+        Command::Report { trace, svg, pid } => trace::report_cmd(trace, svg.as_deref(), pid),
         Command::Alloc {
             kind,
             size,
@@ -445,56 +492,6 @@ fn smi_watch(gpu: Option<u32>, count: Option<usize>, idle: Duration, all: bool) 
     }
     eprintln!("kfdtool: {seen} events");
     Ok(())
-}
-
-fn trace_cmd(out: &PathBuf, program: &[String]) -> CmdResult {
-    let (kfd, _, gpus) = open_all()?;
-    // Every event of every GPU, of every process (the program is another process): the
-    // ALL_PROCESS bit needs CAP_SYS_ADMIN, as in the kernel.
-    let mut streams = Vec::new();
-    for gpu in &gpus {
-        streams.push(SmiStream::open(&kfd, *gpu, SmiEventMask::all())?);
-    }
-    let (name, args) = program.split_first().ok_or("no program to run")?;
-    // The output first: a trace that cannot be written is known before the program runs.
-    let file = std::fs::File::create(out)
-        .map_err(|e| format!("creating the trace file {}: {e}", out.display()))?;
-    let started = Instant::now();
-    let mut child = std::process::Command::new(name)
-        .args(args)
-        .spawn()
-        .map_err(|e| format!("running {name}: {e}"))?;
-    let pid = child.id();
-    let status = child
-        .wait()
-        .map_err(|e| format!("waiting for {name} (pid {pid}): {e}"))?;
-    let mut timeline = Timeline::new();
-    for stream in &mut streams {
-        for event in stream.pending() {
-            let event = event?;
-            if event.pid().is_none_or(|p| p == pid) {
-                timeline.push(event);
-            }
-        }
-    }
-    let mut writer = std::io::BufWriter::new(file);
-    timeline
-        .write_chrome_trace(&mut writer)
-        .and_then(|()| std::io::Write::flush(&mut writer))
-        .map_err(|e| format!("writing the trace file {}: {e}", out.display()))?;
-    let moved: u64 = timeline.bytes_migrated().values().sum();
-    eprintln!(
-        "kfdtool: {name} (pid {pid}) {status} after {:.2} s; {} events, {} migrated; wrote {}",
-        started.elapsed().as_secs_f64(),
-        timeline.events().len(),
-        info::human_bytes(moved),
-        out.display()
-    );
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{name} {status}").into())
-    }
 }
 
 fn alloc_cmd(kind: KindArg, size: usize, count: usize, gpu: Option<u32>) -> CmdResult {
