@@ -177,6 +177,12 @@ pub fn trace_cmd(args: &TraceArgs) -> CmdResult {
                 .into(),
         );
     }
+    // Ctrl-C ends the recording, not kfdtool: caught before anything else, so that a kfdtool
+    // that re-runs itself under the emulator (when open_all finds no /dev/kfd) also outlives
+    // it and waits for its child to write the outputs.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted))
+        .map_err(|e| format!("catching Ctrl-C: {e}"))?;
     let (kfd, topology, gpus) = open_all()?;
     // The program is another process, so its events need the ALL_PROCESS bit (CAP_SYS_ADMIN,
     // as in the kernel's kfd_smi_ev_enabled); the filter below keeps the wanted pids.
@@ -190,9 +196,6 @@ pub fn trace_cmd(args: &TraceArgs) -> CmdResult {
     }
     // The outputs first: a trace that cannot be written is known before the program runs.
     let outputs = Outputs::prepare(args)?;
-    let interrupted = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted))
-        .map_err(|e| format!("catching Ctrl-C: {e}"))?;
 
     let started = Instant::now();
     let start_ns = boottime_ns();
