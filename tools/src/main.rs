@@ -6,6 +6,7 @@
 
 mod emulated;
 mod info;
+mod parse;
 mod trace;
 
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ use kfd_ioctl::abi::{SmiEventMask, SvmFlags};
 use kfd_ioctl::topology::Topology;
 use kfd_ioctl::{Errno, Kfd};
 use kfd_svm::{Access, Location, SmiStream, SvmAttrs, SvmBuffer};
+use parse::{parse_idle, parse_u32, parse_whole};
 use vm_memory::VolatileSlice;
 
 /// Set in the environment of a `kfdtool` that runs under the embedded emulator.
@@ -84,7 +86,7 @@ enum Command {
     },
     /// Record the SMI events of a program (or of every process, or of some) in rocprofv3's
     /// formats and as a Perfetto timeline, then print a summary and draw SVG pictures.
-    Trace(TraceArgs),
+    Trace(trace::TraceArgs),
     /// Summarise and draw a trace recorded earlier: a rocpd database (`results.db` of
     /// `kfdtool trace --format rocpd`, or one rocprofv3 wrote).
     Report {
@@ -97,45 +99,6 @@ enum Command {
         #[arg(long, value_parser = parse_u32)]
         pid: Vec<u32>,
     },
-}
-
-/// What `kfdtool trace` writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
-enum Format {
-    /// A rocpd SQLite database, rocprofv3's default output (`results.db`).
-    Rocpd,
-    /// `regions_trace.csv`, as `rocpd convert -f csv` makes it from the database.
-    Csv,
-    /// `results.json`, as rocprofv3 `-f json` writes it (records under `buffer_records.kfd`).
-    Json,
-    /// `trace.json`, a Chrome-trace timeline for Perfetto.
-    Perfetto,
-    /// `residency.svg` and `throughput.svg`.
-    Svg,
-}
-
-#[derive(Args, Debug)]
-struct TraceArgs {
-    /// Output formats (repeatable or comma-separated). Without any, `--out` names the one
-    /// Perfetto file written (default trace.json).
-    #[arg(long, value_enum, value_delimiter = ',')]
-    format: Vec<Format>,
-    /// With `--format`: the directory (it must exist) for results.db, regions_trace.csv,
-    /// results.json, trace.json, residency.svg, throughput.svg. Without: the Perfetto file.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Record every process's events, not only the program's (needs CAP_SYS_ADMIN).
-    #[arg(long)]
-    all_processes: bool,
-    /// Record only these processes (repeatable; needs CAP_SYS_ADMIN).
-    #[arg(long, value_parser = parse_u32)]
-    pid: Vec<u32>,
-    /// Without a program: stop after this many seconds (else at Ctrl-C).
-    #[arg(long, value_parser = parse_idle)]
-    duration: Option<Duration>,
-    /// The program and its arguments.
-    #[arg(last = true)]
-    program: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -221,23 +184,6 @@ struct SvmArgs {
 /// The largest byte count a flag takes: 1 TiB.
 const MAX_BYTES: u64 = 1 << 40;
 
-/// The longest `smi watch --idle`: a year, in seconds.
-const MAX_IDLE_SECS: f64 = 365.0 * 24.0 * 3600.0;
-
-/// A whole number, decimal or `0x` hexadecimal.
-fn parse_whole(s: &str) -> Result<u64, String> {
-    let parsed = match s.strip_prefix("0x") {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => s.parse(),
-    };
-    parsed.map_err(|e| format!("{s}: {e}"))
-}
-
-fn parse_u32(s: &str) -> Result<u32, String> {
-    let n = parse_whole(s)?;
-    u32::try_from(n).map_err(|_| format!("{s} is larger than a gpu_id (32 bits)"))
-}
-
 /// A parser of whole numbers in `min..=max` (the error names the value and the range).
 fn whole_in<T: TryFrom<u64>>(
     min: u64,
@@ -250,20 +196,6 @@ fn whole_in<T: TryFrom<u64>>(
         }
         T::try_from(n).map_err(|_| format!("{s} does not fit this machine's integers"))
     }
-}
-
-/// `--idle`: seconds, finite, from 0 to [`MAX_IDLE_SECS`].
-fn parse_idle(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
-        .trim()
-        .parse()
-        .map_err(|e| format!("{s} is not a number of seconds: {e}"))?;
-    if !(0.0..=MAX_IDLE_SECS).contains(&secs) {
-        return Err(format!(
-            "{s} is not a number of seconds from 0 to {MAX_IDLE_SECS} (a year)"
-        ));
-    }
-    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s}: {e}"))
 }
 
 fn parse_svm_flag(s: &str) -> Result<SvmFlags, String> {
@@ -290,7 +222,7 @@ fn main() -> ExitCode {
                     all_processes,
                 },
         } => smi_watch(*gpu, *count, *idle, *all_processes),
-        Command::Trace(args) => trace::trace_cmd(args),
+        Command::Trace(args) => trace::trace_cmd(args, open_all),
         Command::Report { trace, svg, pid } => trace::report_cmd(trace, svg.as_deref(), pid),
         Command::Alloc {
             kind,

@@ -621,7 +621,6 @@ pub fn regions_csv(conn: &Connection) -> rusqlite::Result<String> {
     let mut stmt = conn.prepare(REGIONS_QUERY)?;
     let names: Vec<String> = stmt
         .column_names()
-        .into_iter()
         .map(|n| format!("\"{}\"", python_title(n)))
         .collect();
     let columns = names.len();

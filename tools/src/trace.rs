@@ -17,7 +17,54 @@ use kfdtool::plots;
 use kfdtool::rocpd::{self, Agent, TraceInfo};
 use rustix::event::{PollFd, PollFlags, Timespec};
 
-use crate::{CmdResult, Format, TraceArgs, info, open_all};
+use clap::{Args, ValueEnum};
+use kfd_ioctl::Kfd;
+use kfd_ioctl::topology::Topology;
+
+use crate::info;
+use crate::parse::{parse_idle, parse_u32};
+
+/// A failure of the subcommand, printed as one line.
+type CmdResult = Result<(), Box<dyn std::error::Error>>;
+
+/// What `kfdtool trace` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub enum Format {
+    /// A rocpd SQLite database, rocprofv3's default output (`results.db`).
+    Rocpd,
+    /// `regions_trace.csv`, as `rocpd convert -f csv` makes it from the database.
+    Csv,
+    /// `results.json`, as rocprofv3 `-f json` writes it (records under `buffer_records.kfd`).
+    Json,
+    /// `trace.json`, a Chrome-trace timeline for Perfetto.
+    Perfetto,
+    /// `residency.svg` and `throughput.svg`.
+    Svg,
+}
+
+#[derive(Args, Debug)]
+pub struct TraceArgs {
+    /// Output formats (repeatable or comma-separated). Without any, `--out` names the one
+    /// Perfetto file written (default trace.json).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    format: Vec<Format>,
+    /// With `--format`: the directory (it must exist) for results.db, regions_trace.csv,
+    /// results.json, trace.json, residency.svg, throughput.svg. Without: the Perfetto file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Record every process's events, not only the program's (needs CAP_SYS_ADMIN).
+    #[arg(long)]
+    all_processes: bool,
+    /// Record only these processes (repeatable; needs CAP_SYS_ADMIN).
+    #[arg(long, value_parser = parse_u32)]
+    pid: Vec<u32>,
+    /// Without a program: stop after this many seconds (else at Ctrl-C).
+    #[arg(long, value_parser = parse_idle)]
+    duration: Option<Duration>,
+    /// The program and its arguments.
+    #[arg(last = true)]
+    program: Vec<String>,
+}
 
 /// The file each format writes in the output directory.
 fn file_names(format: Format) -> &'static [&'static str] {
@@ -165,7 +212,12 @@ fn wait_readable(streams: &[SmiStream], wait: Duration) -> Result<(), String> {
 /// How often recording looks at the program and the clock.
 const TICK: Duration = Duration::from_millis(20);
 
-pub fn trace_cmd(args: &TraceArgs) -> CmdResult {
+/// `kfdtool trace`; `open` opens KFD and acquires every GPU (returning the topology and the GPU
+/// ids).
+pub fn trace_cmd(
+    args: &TraceArgs,
+    open: impl FnOnce() -> Result<(Kfd, Topology, Vec<u32>), kfd_ioctl::Error>,
+) -> CmdResult {
     if args.program.is_empty() && !args.all_processes && args.pid.is_empty() {
         return Err(
             "nothing to trace: give a PROGRAM after --, or --all-processes, or --pid".into(),
@@ -183,7 +235,7 @@ pub fn trace_cmd(args: &TraceArgs) -> CmdResult {
     let interrupted = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted))
         .map_err(|e| format!("catching Ctrl-C: {e}"))?;
-    let (kfd, topology, gpus) = open_all()?;
+    let (kfd, topology, gpus) = open()?;
     // The program is another process, so its events need the ALL_PROCESS bit (CAP_SYS_ADMIN,
     // as in the kernel's kfd_smi_ev_enabled); the filter below keeps the wanted pids.
     let mut streams = Vec::new();
@@ -358,6 +410,7 @@ fn write_outputs(
     Ok(())
 }
 
+/// `kfdtool report`.
 pub fn report_cmd(trace: &Path, svg: Option<&Path>, pids: &[u32]) -> CmdResult {
     if let Some(dir) = svg
         && !dir.is_dir()
