@@ -69,7 +69,12 @@ pub fn residency_svg(records: &[KfdRecord], agents: &[Agent]) -> Result<String, 
             .y_label_area_size(120)
             .build_cartesian_2d(0f64..x_max, 0f64..y_max)
             .map_err(err)?;
+        // A label at each row's lower edge (plotters may also offer fractional positions,
+        // which get none).
         let row_label = |y: &f64| {
+            if y.fract() != 0.0 {
+                return String::new();
+            }
             rows.get(*y as usize)
                 .map(|r| format!("{:#x}", r.0))
                 .unwrap_or_default()
@@ -79,7 +84,7 @@ pub fn residency_svg(records: &[KfdRecord], agents: &[Agent]) -> Result<String, 
             .disable_mesh()
             .x_desc("time since the first record (ms)")
             .y_desc("address (migrated ranges)")
-            .y_labels(rows.len().clamp(1, 16))
+            .y_labels((rows.len() + 1).clamp(2, 17))
             .y_label_formatter(&row_label)
             .draw()
             .map_err(err)?;
