@@ -229,7 +229,7 @@ impl KfdRecord {
 
     /// Whether a page fault migrated pages (`*_MIGRATED`) rather than only mapping them.
     pub fn fault_migrated(&self) -> bool {
-        self.kind == KfdKind::PageFault && self.operation % 2 == 0
+        self.kind == KfdKind::PageFault && self.operation.is_multiple_of(2)
     }
 
     /// Whether a page fault was a write fault.
