@@ -891,3 +891,175 @@ pub fn read_rocpd(path: &Path) -> Result<RocpdTrace, RocpdError> {
     }
     Ok(trace)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(kind: KfdKind, operation: u32) -> KfdRecord {
+        KfdRecord {
+            kind,
+            operation,
+            start_ns: 100,
+            end_ns: 250,
+            pid: 77,
+            agent: None,
+            src_agent: None,
+            dst_agent: None,
+            prefetch_agent: None,
+            preferred_agent: None,
+            start_address: 0,
+            end_address: 0,
+            error_code: 0,
+            count: 0,
+        }
+    }
+
+    fn sample() -> Vec<KfdRecord> {
+        vec![
+            KfdRecord {
+                src_agent: Some(0),
+                dst_agent: Some(2),
+                preferred_agent: Some(2),
+                start_address: 0x7f00_0000_0000,
+                end_address: 0x7f00_0020_0000,
+                error_code: -12,
+                ..record(KfdKind::PageMigrate, 3)
+            },
+            KfdRecord {
+                agent: Some(2),
+                start_address: 0x7f00_0000_5000,
+                end_address: 0x7f00_0000_5000,
+                ..record(KfdKind::PageFault, 3)
+            },
+            KfdRecord {
+                agent: Some(1),
+                ..record(KfdKind::Queue, 4)
+            },
+            KfdRecord {
+                agent: Some(1),
+                end_ns: 100,
+                ..record(KfdKind::EventQueue, 6)
+            },
+            KfdRecord {
+                count: 9,
+                end_ns: 100,
+                ..record(KfdKind::EventDroppedEvents, 0)
+            },
+        ]
+    }
+
+    fn info() -> TraceInfo {
+        TraceInfo {
+            pid: 76,
+            ppid: 1,
+            command: "a \"quoted\" command".into(),
+            start_ns: 1,
+            end_ns: 2,
+            agents: vec![],
+        }
+    }
+
+    #[test]
+    fn records_read_back_from_every_extdata_encoding() {
+        let dir = std::env::temp_dir().join(format!("kfdtool-rocpd-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("x.db");
+        let records = sample();
+        write_rocpd(&path, &info(), &records).unwrap();
+        assert_eq!(read_rocpd(&path).unwrap().records, records);
+
+        // The other shapes rocprofiler-sdk has written: every value a string (agents -1 for
+        // none), and the cereal variant nesting the fields in record.data with numbers.
+        let conn = Connection::open(&path).unwrap();
+        let rows: Vec<(i64, String)> = conn
+            .prepare("SELECT id, extdata FROM rocpd_event ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let table: String = conn
+            .query_row(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'rocpd_event_%'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        for (i, (id, ext)) in rows.iter().enumerate() {
+            let v: Value = serde_json::from_str(ext).unwrap();
+            let fields = v["kfd"].as_object().unwrap();
+            let rewritten = if i % 2 == 0 {
+                let strings: serde_json::Map<String, Value> = fields
+                    .iter()
+                    .map(|(k, v)| {
+                        (
+                            k.clone(),
+                            Value::String(v.to_string().trim_matches('"').into()),
+                        )
+                    })
+                    .collect();
+                json!({ "kfd": strings })
+            } else {
+                let numbers: serde_json::Map<String, Value> = fields
+                    .iter()
+                    .map(|(k, v)| {
+                        (
+                            k.clone(),
+                            number(v).map_or(json!(null), |n| json!(n as i64)),
+                        )
+                    })
+                    .collect();
+                json!({ "kfd": { "record": { "index": 5, "data": numbers } } })
+            };
+            conn.execute(
+                &format!("UPDATE `{table}` SET extdata = ?1 WHERE id = ?2"),
+                params![rewritten.to_string(), id],
+            )
+            .unwrap();
+        }
+        drop(conn);
+        assert_eq!(read_rocpd(&path).unwrap().records, records);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_csv_quotes_strings_only_and_titles_the_header() {
+        assert_eq!(python_title("guid"), "Guid");
+        assert_eq!(python_title("Process_Id"), "Process_Id");
+        assert_eq!(python_title("start_TIMESTAMP2x"), "Start_Timestamp2X");
+        let mut conn = Connection::open_in_memory().unwrap();
+        write_rocpd_to(&mut conn, &info(), &sample()).unwrap();
+        let csv = regions_csv(&conn).unwrap();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 6);
+        // Sorted by start, then end descending: the 250 ends before the instants at 100.
+        assert!(
+            lines[1].contains(
+                "\"KFD_PAGE_MIGRATE\",\"ROCPROFILER_KFD_PAGE_MIGRATE_TTM_EVICTION\",76,77,0,100,250"
+            ),
+            "{csv}"
+        );
+        assert!(lines[5].ends_with(",76,77,0,100,100"), "{csv}");
+        assert_eq!(
+            csv_field(rusqlite::types::ValueRef::Text(b"a\"b")),
+            "\"a\"\"b\""
+        );
+    }
+
+    #[test]
+    fn a_database_without_rocpd_tables_is_refused() {
+        let dir = std::env::temp_dir().join(format!("kfdtool-rocpd-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("empty.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (x)")
+            .unwrap();
+        match read_rocpd(&path) {
+            Err(RocpdError::Format { what, .. }) => assert!(what.contains("not a rocpd database")),
+            other => panic!("{other:?}"),
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
