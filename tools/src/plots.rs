@@ -1,9 +1,9 @@
 //! The pictures of a trace, as SVG (plotters, SVG backend only, no font files: text is left
 //! to the viewer's `sans-serif`):
 //! * [`residency_svg`]: address × time, each migrated range coloured by where its pages were
-//!   (kfd-svm's [`residency`](kfd_svm::summary::residency));
+//!   (kfd-svm's [`residency`]);
 //! * [`throughput_svg`]: migration throughput over time, one line per direction
-//!   ([`throughput_series`](kfd_svm::summary::throughput_series)).
+//!   ([`throughput_series`]).
 
 use kfd_svm::KfdRecord;
 use kfd_svm::summary::{Residency, agent_name, residency, throughput_series};
