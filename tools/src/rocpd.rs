@@ -109,6 +109,27 @@ impl Agent {
     }
 }
 
+/// One line naming the agents the summary's node ids stand for: `agents: node 0 CPU (name),
+/// node 1 GPU 0x7396 (gfx942)`.
+pub fn agents_line(agents: &[Agent]) -> String {
+    let names: Vec<String> = agents
+        .iter()
+        .map(|a| {
+            let kind = match (a.is_gpu, a.gpu_id) {
+                (true, Some(g)) => format!("GPU {g:#x}"),
+                (true, None) => "GPU".to_owned(),
+                (false, _) => "CPU".to_owned(),
+            };
+            if a.name.is_empty() {
+                format!("node {} {kind}", a.node_id)
+            } else {
+                format!("node {} {kind} ({})", a.node_id, a.name)
+            }
+        })
+        .collect();
+    format!("agents: {}", names.join(", "))
+}
+
 /// What a trace says besides its records.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TraceInfo {

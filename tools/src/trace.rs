@@ -349,6 +349,7 @@ pub fn trace_cmd(
         );
     }
     print!("{}", Summary::new(&pairing.records));
+    println!("{}", rocpd::agents_line(&info.agents));
     println!(
         "unpaired: {} ends without their start, {} starts without their end (rocprofv3 drops both)",
         pairing.unmatched_ends, pairing.open_starts
@@ -422,6 +423,7 @@ pub fn report_cmd(trace: &Path, svg: Option<&Path>, pids: &[u32]) -> CmdResult {
         read.records.retain(|r| pids.contains(&r.pid));
     }
     print!("{}", Summary::new(&read.records));
+    println!("{}", rocpd::agents_line(&read.agents));
     if read.other_regions > 0 {
         println!(
             "(and {} regions of other domains, not KFD)",

@@ -298,7 +298,10 @@ fn a_known_workload_gives_exactly_the_expected_records_in_every_format() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), s.to_string());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{s}{}\n", rocpd::agents_line(&info.agents))
+    );
     for name in ["residency.svg", "throughput.svg"] {
         roxmltree::Document::parse(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap();
     }

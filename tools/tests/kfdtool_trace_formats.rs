@@ -63,6 +63,8 @@ fn trace_writes_every_format_and_report_reads_the_database_back() {
     assert!(stderr.contains("8 MiB migrated"), "{stderr}");
     assert!(stdout.contains("1 migrations, 8 MiB"), "{stdout}");
     assert!(stdout.contains("PREFETCH: 1, 8 MiB"), "{stdout}");
+    assert!(stdout.contains("agents: node 0 CPU"), "{stdout}");
+    assert!(stdout.contains(", node 1 GPU 0x"), "{stdout}");
 
     // The database: the prefetch, on the program's pid (process and KFD thread).
     let db = dir.join("results.db");
