@@ -342,6 +342,8 @@ impl fmt::Display for Summary {
 /// One stretch of an address range in one place, for the residency picture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Residency {
+    /// The process whose address space this is.
+    pub pid: u32,
     /// The first byte.
     pub start_address: u64,
     /// The end (exclusive).
@@ -354,58 +356,61 @@ pub struct Residency {
     pub agent: Option<u32>,
 }
 
-/// Where the migrated pages were over time: every address range that migrations touched,
+/// Where the migrated pages were over time: per process, every address range that migrations
+/// touched,
 /// split at the boundaries of all of them, located at the source of its first migration from
 /// the start of the trace, and at each successful migration's destination from its end on, up
 /// to the end of the trace. Ranges no migration touched are not shown.
 pub fn residency(records: &[KfdRecord]) -> Vec<Residency> {
-    let moves: Vec<&KfdRecord> = records
-        .iter()
-        .filter(|r| r.kind == KfdKind::PageMigrate && r.error_code == 0 && r.bytes() > 0)
-        .collect();
     let Some(t0) = records.iter().map(|r| r.start_ns).min() else {
         return Vec::new();
     };
     let t1 = records.iter().map(|r| r.end_ns).max().unwrap_or(t0);
-    let mut bounds: Vec<u64> = moves
+    // Each process's address space apart.
+    let mut by_pid: BTreeMap<u32, Vec<&KfdRecord>> = BTreeMap::new();
+    for r in records
         .iter()
-        .flat_map(|r| [r.start_address, r.end_address])
-        .collect();
-    bounds.sort_unstable();
-    bounds.dedup();
+        .filter(|r| r.kind == KfdKind::PageMigrate && r.error_code == 0 && r.bytes() > 0)
+    {
+        by_pid.entry(r.pid).or_default().push(r);
+    }
     let mut out = Vec::new();
-    for w in bounds.windows(2) {
-        let (a, b) = (w[0], w[1]);
-        let mut covering: Vec<&&KfdRecord> = moves
+    for (pid, moves) in by_pid {
+        let mut bounds: Vec<u64> = moves
             .iter()
-            .filter(|r| r.start_address <= a && b <= r.end_address)
+            .flat_map(|r| [r.start_address, r.end_address])
             .collect();
-        if covering.is_empty() {
-            continue;
-        }
-        covering.sort_by_key(|r| r.end_ns);
-        let mut at = covering[0].src_agent;
-        let mut since = t0;
-        for r in covering {
-            if r.end_ns > since {
-                out.push(Residency {
-                    start_address: a,
-                    end_address: b,
-                    from_ns: since,
-                    until_ns: r.end_ns,
-                    agent: at,
-                });
-                since = r.end_ns;
+        bounds.sort_unstable();
+        bounds.dedup();
+        for w in bounds.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let mut covering: Vec<&&KfdRecord> = moves
+                .iter()
+                .filter(|r| r.start_address <= a && b <= r.end_address)
+                .collect();
+            if covering.is_empty() {
+                continue;
             }
-            at = r.dst_agent;
+            covering.sort_by_key(|r| r.end_ns);
+            let stretch = |from_ns, until_ns, agent| Residency {
+                pid,
+                start_address: a,
+                end_address: b,
+                from_ns,
+                until_ns,
+                agent,
+            };
+            let mut at = covering[0].src_agent;
+            let mut since = t0;
+            for r in covering {
+                if r.end_ns > since {
+                    out.push(stretch(since, r.end_ns, at));
+                    since = r.end_ns;
+                }
+                at = r.dst_agent;
+            }
+            out.push(stretch(since, t1.max(since), at));
         }
-        out.push(Residency {
-            start_address: a,
-            end_address: b,
-            from_ns: since,
-            until_ns: t1.max(since),
-            agent: at,
-        });
     }
     out
 }
@@ -515,5 +520,30 @@ mod tests {
         assert_eq!(width, 500);
         let total: f64 = series[&(Some(0), Some(1))].iter().sum();
         assert!((total - (2u64 << 20) as f64).abs() < 1e-3, "{total}");
+    }
+
+    #[test]
+    fn residency_keeps_each_processs_address_space_apart() {
+        let r = records(&[
+            "5 0 -1 @0(100) 0->1a2b ffffffff:ffffffff 0",
+            "6 10 -1 @0(100) 0->1a2b 0 0",
+            "5 20 -2 @80(100) 0->1a2b ffffffff:ffffffff 0",
+            "6 30 -2 @80(100) 0->1a2b 0 0",
+        ]);
+        let res = residency(&r);
+        let rows: Vec<(u32, u64, u64, Option<u32>)> = res
+            .iter()
+            .map(|s| (s.pid, s.start_address, s.from_ns, s.agent))
+            .collect();
+        // Overlapping addresses of two processes are not split against each other.
+        assert_eq!(
+            rows,
+            [
+                (1, 0, 0, Some(0)),
+                (1, 0, 10, Some(1)),
+                (2, 0x80000, 0, Some(0)),
+                (2, 0x80000, 30, Some(1)),
+            ]
+        );
     }
 }

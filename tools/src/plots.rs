@@ -35,12 +35,13 @@ fn err<E: std::fmt::Display>(e: E) -> String {
 /// of its agent, with a legend.
 pub fn residency_svg(records: &[KfdRecord], agents: &[Agent]) -> Result<String, String> {
     let spans = residency(records);
-    let mut rows: Vec<(u64, u64)> = spans
+    let mut rows: Vec<(u32, u64, u64)> = spans
         .iter()
-        .map(|s| (s.start_address, s.end_address))
+        .map(|s| (s.pid, s.start_address, s.end_address))
         .collect();
     rows.sort_unstable();
     rows.dedup();
+    let several_pids = rows.first().map(|r| r.0) != rows.last().map(|r| r.0);
     let t0 = spans.iter().map(|s| s.from_ns).min().unwrap_or(0);
     let t1 = spans.iter().map(|s| s.until_ns).max().unwrap_or(t0);
     let ms = |t: u64| t.saturating_sub(t0) as f64 / 1e6;
@@ -75,15 +76,21 @@ pub fn residency_svg(records: &[KfdRecord], agents: &[Agent]) -> Result<String, 
             if y.fract() != 0.0 {
                 return String::new();
             }
-            rows.get(*y as usize)
-                .map(|r| format!("{:#x}", r.0))
-                .unwrap_or_default()
+            match rows.get(*y as usize) {
+                Some((pid, start, _)) if several_pids => format!("{pid}:{start:#x}"),
+                Some((_, start, _)) => format!("{start:#x}"),
+                None => String::new(),
+            }
         };
         chart
             .configure_mesh()
             .disable_mesh()
             .x_desc("time since the first record (ms)")
-            .y_desc("address (migrated ranges)")
+            .y_desc(if several_pids {
+                "pid:address (migrated ranges)"
+            } else {
+                "address (migrated ranges)"
+            })
             .y_labels((rows.len() + 1).clamp(2, 17))
             .y_label_formatter(&row_label)
             .draw()
@@ -91,7 +98,7 @@ pub fn residency_svg(records: &[KfdRecord], agents: &[Agent]) -> Result<String, 
         for (i, agent) in located.iter().enumerate() {
             let colour = Palette99::pick(i).to_rgba();
             let row_of = |s: &Residency| {
-                rows.binary_search(&(s.start_address, s.end_address))
+                rows.binary_search(&(s.pid, s.start_address, s.end_address))
                     .unwrap_or(0) as f64
             };
             chart
