@@ -13,7 +13,9 @@
 //!   crate, so working with it needs no `unsafe`.
 //! * [`SmiEvent`]: the kernel's SMI text records decoded (and written back byte for byte);
 //!   [`SmiStream`]: the events of one GPU, as they come; [`Timeline`]: a migration and fault
-//!   timeline in Chrome-trace JSON for Perfetto.
+//!   timeline in Chrome-trace JSON for Perfetto; [`Pairing`]: the events paired into the
+//!   records rocprofv3 (`--kfd-trace`) writes ([`KfdRecord`]), and [`Summary`]: what they say
+//!   about migration bytes and throughput, faults and queue churn.
 //!
 //! # Tutorial
 //!
@@ -119,7 +121,9 @@ mod attrs;
 mod buffer;
 mod error;
 mod location;
+pub mod records;
 mod stream;
+pub mod summary;
 mod timeline;
 
 pub use attrs::{
@@ -135,5 +139,7 @@ pub use kfd_ioctl::smi::{
     UnmapTrigger,
 };
 pub use location::{Access, Location};
+pub use records::{AgentMap, KfdKind, KfdRecord, Pairing};
 pub use stream::{Pending, SmiStream};
+pub use summary::Summary;
 pub use timeline::{DEFAULT_PAGE_SIZE, EVENTS_TID, Timeline};

@@ -6,6 +6,8 @@
 
 mod emulated;
 mod info;
+mod parse;
+mod trace;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,7 +17,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use kfd_ioctl::abi::{SmiEventMask, SvmFlags};
 use kfd_ioctl::topology::Topology;
 use kfd_ioctl::{Errno, Kfd};
-use kfd_svm::{Access, Location, SmiStream, SvmAttrs, SvmBuffer, Timeline};
+use kfd_svm::{Access, Location, SmiStream, SvmAttrs, SvmBuffer};
+use parse::{parse_idle, parse_u32, parse_whole};
 use vm_memory::VolatileSlice;
 
 /// Set in the environment of a `kfdtool` that runs under the embedded emulator.
@@ -81,14 +84,20 @@ enum Command {
         #[arg(long)]
         quick: bool,
     },
-    /// Run a program and write its migration/fault timeline as Chrome-trace JSON (Perfetto).
-    Trace {
-        /// Where to write the JSON.
-        #[arg(long, default_value = "trace.json")]
-        out: PathBuf,
-        /// The program and its arguments.
-        #[arg(required = true, last = true)]
-        program: Vec<String>,
+    /// Record the SMI events of a program (or of every process, or of some) in rocprofv3's
+    /// formats and as a Perfetto timeline, then print a summary and draw SVG pictures.
+    Trace(trace::TraceArgs),
+    /// Summarise and draw a trace recorded earlier: a rocpd database (`results.db` of
+    /// `kfdtool trace --format rocpd`, or one rocprofv3 wrote).
+    Report {
+        /// The rocpd database.
+        trace: PathBuf,
+        /// Draw residency.svg and throughput.svg into this directory (it must exist).
+        #[arg(long)]
+        svg: Option<PathBuf>,
+        /// Only the records of these processes (repeatable).
+        #[arg(long, value_parser = parse_u32)]
+        pid: Vec<u32>,
     },
 }
 
@@ -175,23 +184,6 @@ struct SvmArgs {
 /// The largest byte count a flag takes: 1 TiB.
 const MAX_BYTES: u64 = 1 << 40;
 
-/// The longest `smi watch --idle`: a year, in seconds.
-const MAX_IDLE_SECS: f64 = 365.0 * 24.0 * 3600.0;
-
-/// A whole number, decimal or `0x` hexadecimal.
-fn parse_whole(s: &str) -> Result<u64, String> {
-    let parsed = match s.strip_prefix("0x") {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => s.parse(),
-    };
-    parsed.map_err(|e| format!("{s}: {e}"))
-}
-
-fn parse_u32(s: &str) -> Result<u32, String> {
-    let n = parse_whole(s)?;
-    u32::try_from(n).map_err(|_| format!("{s} is larger than a gpu_id (32 bits)"))
-}
-
 /// A parser of whole numbers in `min..=max` (the error names the value and the range).
 fn whole_in<T: TryFrom<u64>>(
     min: u64,
@@ -204,20 +196,6 @@ fn whole_in<T: TryFrom<u64>>(
         }
         T::try_from(n).map_err(|_| format!("{s} does not fit this machine's integers"))
     }
-}
-
-/// `--idle`: seconds, finite, from 0 to [`MAX_IDLE_SECS`].
-fn parse_idle(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
-        .trim()
-        .parse()
-        .map_err(|e| format!("{s} is not a number of seconds: {e}"))?;
-    if !(0.0..=MAX_IDLE_SECS).contains(&secs) {
-        return Err(format!(
-            "{s} is not a number of seconds from 0 to {MAX_IDLE_SECS} (a year)"
-        ));
-    }
-    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s}: {e}"))
 }
 
 fn parse_svm_flag(s: &str) -> Result<SvmFlags, String> {
@@ -244,7 +222,8 @@ fn main() -> ExitCode {
                     all_processes,
                 },
         } => smi_watch(*gpu, *count, *idle, *all_processes),
-        Command::Trace { out, program } => trace_cmd(out, program),
+        Command::Trace(args) => trace::trace_cmd(args, open_all),
+        Command::Report { trace, svg, pid } => trace::report_cmd(trace, svg.as_deref(), pid),
         Command::Alloc {
             kind,
             size,
@@ -445,56 +424,6 @@ fn smi_watch(gpu: Option<u32>, count: Option<usize>, idle: Duration, all: bool) 
     }
     eprintln!("kfdtool: {seen} events");
     Ok(())
-}
-
-fn trace_cmd(out: &PathBuf, program: &[String]) -> CmdResult {
-    let (kfd, _, gpus) = open_all()?;
-    // Every event of every GPU, of every process (the program is another process): the
-    // ALL_PROCESS bit needs CAP_SYS_ADMIN, as in the kernel.
-    let mut streams = Vec::new();
-    for gpu in &gpus {
-        streams.push(SmiStream::open(&kfd, *gpu, SmiEventMask::all())?);
-    }
-    let (name, args) = program.split_first().ok_or("no program to run")?;
-    // The output first: a trace that cannot be written is known before the program runs.
-    let file = std::fs::File::create(out)
-        .map_err(|e| format!("creating the trace file {}: {e}", out.display()))?;
-    let started = Instant::now();
-    let mut child = std::process::Command::new(name)
-        .args(args)
-        .spawn()
-        .map_err(|e| format!("running {name}: {e}"))?;
-    let pid = child.id();
-    let status = child
-        .wait()
-        .map_err(|e| format!("waiting for {name} (pid {pid}): {e}"))?;
-    let mut timeline = Timeline::new();
-    for stream in &mut streams {
-        for event in stream.pending() {
-            let event = event?;
-            if event.pid().is_none_or(|p| p == pid) {
-                timeline.push(event);
-            }
-        }
-    }
-    let mut writer = std::io::BufWriter::new(file);
-    timeline
-        .write_chrome_trace(&mut writer)
-        .and_then(|()| std::io::Write::flush(&mut writer))
-        .map_err(|e| format!("writing the trace file {}: {e}", out.display()))?;
-    let moved: u64 = timeline.bytes_migrated().values().sum();
-    eprintln!(
-        "kfdtool: {name} (pid {pid}) {status} after {:.2} s; {} events, {} migrated; wrote {}",
-        started.elapsed().as_secs_f64(),
-        timeline.events().len(),
-        info::human_bytes(moved),
-        out.display()
-    );
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{name} {status}").into())
-    }
 }
 
 fn alloc_cmd(kind: KindArg, size: usize, count: usize, gpu: Option<u32>) -> CmdResult {

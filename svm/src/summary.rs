@@ -1,0 +1,549 @@
+//! [`Summary`]: what a list of [`KfdRecord`]s says about migration, faults and queue churn, and
+//! the series the pictures are drawn from ([`residency`], [`throughput_series`]).
+//!
+//! Everything here is arithmetic on the records (no I/O, no dependencies), so the same figures
+//! come out of a trace recorded live and of a rocpd database read back, ours or rocprofv3's.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::records::{KfdKind, KfdRecord};
+
+/// A migration direction: (source node, destination node); `None` is no agent.
+pub type Direction = (Option<u32>, Option<u32>);
+
+/// The migrations of one direction.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DirectionStats {
+    /// Migrations that succeeded (error code 0).
+    pub count: u64,
+    /// Migrations that reported an error (not in `bytes`).
+    pub failed: u64,
+    /// Bytes of the successful migrations (the ranges the kernel reported; see
+    /// [`Timeline`](crate::Timeline) on what they cover).
+    pub bytes: u64,
+    /// Nanoseconds during which at least one migration of this direction was under way (the
+    /// union of their start..end intervals).
+    pub busy_ns: u64,
+    /// Successful migrations and bytes per operation (trigger).
+    pub by_operation: BTreeMap<u32, (u64, u64)>,
+}
+
+impl DirectionStats {
+    /// Effective throughput: bytes over the time migrations were under way, in bytes per
+    /// second; `None` when no time passed.
+    pub fn throughput(&self) -> Option<f64> {
+        (self.busy_ns > 0).then(|| self.bytes as f64 * 1e9 / self.busy_ns as f64)
+    }
+}
+
+/// Latency figures in ns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Latency {
+    /// How many samples.
+    pub count: u64,
+    /// The smallest.
+    pub min: u64,
+    /// The median (the lower one of an even count).
+    pub median: u64,
+    /// The mean, rounded down.
+    pub mean: u64,
+    /// The largest.
+    pub max: u64,
+}
+
+impl Latency {
+    /// The figures of `samples` (`None` when there are none).
+    pub fn of(mut samples: Vec<u64>) -> Option<Latency> {
+        if samples.is_empty() {
+            return None;
+        }
+        samples.sort_unstable();
+        let count = samples.len() as u64;
+        let sum: u128 = samples.iter().map(|s| u128::from(*s)).sum();
+        Some(Latency {
+            count,
+            min: samples[0],
+            median: samples[(samples.len() - 1) / 2],
+            mean: (sum / u128::from(count)) as u64,
+            max: samples[samples.len() - 1],
+        })
+    }
+}
+
+/// The figures of a trace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Migrations per direction.
+    pub migrations: BTreeMap<Direction, DirectionStats>,
+    /// Page faults per (GPU, operation) (see [`KfdKind::operation_names`]).
+    pub faults: BTreeMap<(Option<u32>, u32), u64>,
+    /// Faults resolved by migrating pages.
+    pub faults_migrated: u64,
+    /// Faults resolved by updating the mapping only.
+    pub faults_updated: u64,
+    /// Fault-to-resolution time (PAGE_FAULT_START to PAGE_FAULT_END).
+    pub fault_latency: Option<Latency>,
+    /// Queue evictions (closed by a restore) per (GPU, operation).
+    pub queue_evictions: BTreeMap<(Option<u32>, u32), u64>,
+    /// Time queues were evicted, eviction to restore.
+    pub queue_evicted: Option<Latency>,
+    /// Restores that failed and were rescheduled.
+    pub restores_rescheduled: u64,
+    /// Unmaps from GPUs per (GPU, operation): (count, bytes).
+    pub unmaps: BTreeMap<(Option<u32>, u32), (u64, u64)>,
+    /// Events the kernel dropped (the sum of the DROPPED_EVENTS counts).
+    pub dropped_events: u64,
+    /// Records per kind.
+    pub records: BTreeMap<KfdKind, u64>,
+    /// The first start and last end over all records.
+    pub span_ns: Option<(u64, u64)>,
+}
+
+/// The length of the union of `intervals` (start, end).
+fn union_ns(mut intervals: Vec<(u64, u64)>) -> u64 {
+    intervals.sort_unstable();
+    let mut total = 0u64;
+    let mut current: Option<(u64, u64)> = None;
+    for (s, e) in intervals {
+        current = match current {
+            Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
+            Some((cs, ce)) => {
+                total = total.saturating_add(ce - cs);
+                Some((s, e))
+            }
+            None => Some((s, e)),
+        };
+    }
+    if let Some((cs, ce)) = current {
+        total = total.saturating_add(ce - cs);
+    }
+    total
+}
+
+impl Summary {
+    /// The figures of `records`.
+    pub fn new(records: &[KfdRecord]) -> Summary {
+        let mut s = Summary::default();
+        let mut busy: BTreeMap<Direction, Vec<(u64, u64)>> = BTreeMap::new();
+        let mut fault_ns = Vec::new();
+        let mut evicted_ns = Vec::new();
+        for r in records {
+            *s.records.entry(r.kind).or_default() += 1;
+            s.span_ns = Some(match s.span_ns {
+                Some((a, b)) => (a.min(r.start_ns), b.max(r.end_ns)),
+                None => (r.start_ns, r.end_ns),
+            });
+            match r.kind {
+                KfdKind::PageMigrate => {
+                    let dir = (r.src_agent, r.dst_agent);
+                    let stats = s.migrations.entry(dir).or_default();
+                    if r.error_code != 0 {
+                        stats.failed += 1;
+                        continue;
+                    }
+                    stats.count += 1;
+                    stats.bytes = stats.bytes.saturating_add(r.bytes());
+                    let op = stats.by_operation.entry(r.operation).or_default();
+                    op.0 += 1;
+                    op.1 = op.1.saturating_add(r.bytes());
+                    busy.entry(dir)
+                        .or_default()
+                        .push((r.start_ns, r.end_ns.max(r.start_ns)));
+                }
+                KfdKind::PageFault => {
+                    *s.faults.entry((r.agent, r.operation)).or_default() += 1;
+                    if r.fault_migrated() {
+                        s.faults_migrated += 1;
+                    } else {
+                        s.faults_updated += 1;
+                    }
+                    fault_ns.push(r.duration_ns());
+                }
+                KfdKind::Queue => {
+                    *s.queue_evictions.entry((r.agent, r.operation)).or_default() += 1;
+                    evicted_ns.push(r.duration_ns());
+                }
+                KfdKind::EventQueue => s.restores_rescheduled += 1,
+                KfdKind::EventUnmapFromGpu => {
+                    let u = s.unmaps.entry((r.agent, r.operation)).or_default();
+                    u.0 += 1;
+                    u.1 = u.1.saturating_add(r.bytes());
+                }
+                KfdKind::EventDroppedEvents => {
+                    s.dropped_events = s.dropped_events.saturating_add(r.count);
+                }
+            }
+        }
+        for (dir, intervals) in busy {
+            if let Some(stats) = s.migrations.get_mut(&dir) {
+                stats.busy_ns = union_ns(intervals);
+            }
+        }
+        s.fault_latency = Latency::of(fault_ns);
+        s.queue_evicted = Latency::of(evicted_ns);
+        s
+    }
+
+    /// Bytes migrated successfully, all directions.
+    pub fn bytes_migrated(&self) -> u64 {
+        self.migrations.values().map(|d| d.bytes).sum()
+    }
+
+    /// Page faults, all kinds.
+    pub fn fault_count(&self) -> u64 {
+        self.faults.values().sum()
+    }
+}
+
+/// An agent as the summary prints it.
+pub fn agent_name(agent: Option<u32>) -> String {
+    match agent {
+        Some(node) => format!("node {node}"),
+        None => "none".to_owned(),
+    }
+}
+
+/// Bytes with a binary unit (`8 MiB`, `1.5 GiB`, `512 B`).
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value.fract() == 0.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.2} {}", UNITS[unit])
+    }
+}
+
+/// The part of an operation name after its kind's prefix (`PREFETCH`, `READ_FAULT_MIGRATED`).
+fn short_op(kind: KfdKind, op: u32) -> String {
+    let name = kind.operation_name(op);
+    let prefix = format!(
+        "ROCPROFILER_{}_",
+        match kind {
+            KfdKind::EventUnmapFromGpu => "KFD_EVENT_UNMAP_FROM_GPU",
+            KfdKind::EventQueue => "KFD_EVENT_QUEUE",
+            KfdKind::EventDroppedEvents => "KFD_EVENT",
+            other => other.name(),
+        }
+    );
+    name.strip_prefix(&prefix).unwrap_or(&name).to_owned()
+}
+
+fn write_latency(f: &mut fmt::Formatter<'_>, what: &str, l: &Latency) -> fmt::Result {
+    writeln!(
+        f,
+        "  {what}: n {}, min {} ns, median {} ns, mean {} ns, max {} ns",
+        l.count, l.min, l.median, l.mean, l.max
+    )
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.span_ns {
+            Some((a, b)) => writeln!(
+                f,
+                "KFD trace summary: {} records over {:.3} ms (agents are KFD topology nodes)",
+                self.records.values().sum::<u64>(),
+                b.saturating_sub(a) as f64 / 1e6
+            )?,
+            None => return writeln!(f, "KFD trace summary: no records"),
+        }
+        writeln!(f, "migrations:")?;
+        if self.migrations.is_empty() {
+            writeln!(f, "  none")?;
+        }
+        for ((src, dst), d) in &self.migrations {
+            let rate = match d.throughput() {
+                Some(r) => format!("{:.1} MiB/s", r / f64::from(1 << 20)),
+                None => "n/a (no time elapsed)".to_owned(),
+            };
+            writeln!(
+                f,
+                "  {} -> {}: {} migrations, {}, busy {:.3} ms, effective {rate}{}",
+                agent_name(*src),
+                agent_name(*dst),
+                d.count,
+                human_bytes(d.bytes),
+                d.busy_ns as f64 / 1e6,
+                if d.failed > 0 {
+                    format!(", {} failed", d.failed)
+                } else {
+                    String::new()
+                }
+            )?;
+            for (op, (n, bytes)) in &d.by_operation {
+                writeln!(
+                    f,
+                    "    {}: {n}, {}",
+                    short_op(KfdKind::PageMigrate, *op),
+                    human_bytes(*bytes)
+                )?;
+            }
+        }
+        writeln!(
+            f,
+            "page faults: {} ({} migrated, {} updated)",
+            self.fault_count(),
+            self.faults_migrated,
+            self.faults_updated
+        )?;
+        for ((agent, op), n) in &self.faults {
+            writeln!(
+                f,
+                "  {} {}: {n}",
+                agent_name(*agent),
+                short_op(KfdKind::PageFault, *op)
+            )?;
+        }
+        if let Some(l) = &self.fault_latency {
+            write_latency(f, "fault to resolution", l)?;
+        }
+        writeln!(
+            f,
+            "queue evictions: {}, restores rescheduled: {}",
+            self.queue_evictions.values().sum::<u64>(),
+            self.restores_rescheduled
+        )?;
+        for ((agent, op), n) in &self.queue_evictions {
+            writeln!(
+                f,
+                "  {} {}: {n}",
+                agent_name(*agent),
+                short_op(KfdKind::Queue, *op)
+            )?;
+        }
+        if let Some(l) = &self.queue_evicted {
+            write_latency(f, "evicted to restored", l)?;
+        }
+        writeln!(
+            f,
+            "unmaps from GPU: {}",
+            self.unmaps.values().map(|u| u.0).sum::<u64>()
+        )?;
+        for ((agent, op), (n, bytes)) in &self.unmaps {
+            writeln!(
+                f,
+                "  {} {}: {n}, {}",
+                agent_name(*agent),
+                short_op(KfdKind::EventUnmapFromGpu, *op),
+                human_bytes(*bytes)
+            )?;
+        }
+        writeln!(f, "dropped events: {}", self.dropped_events)
+    }
+}
+
+/// One stretch of an address range in one place, for the residency picture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Residency {
+    /// The process whose address space this is.
+    pub pid: u32,
+    /// The first byte.
+    pub start_address: u64,
+    /// The end (exclusive).
+    pub end_address: u64,
+    /// From (ns).
+    pub from_ns: u64,
+    /// Until (ns).
+    pub until_ns: u64,
+    /// Where the pages were (a node; `None`: no agent).
+    pub agent: Option<u32>,
+}
+
+/// Where the migrated pages were over time: per process, every address range that migrations
+/// touched,
+/// split at the boundaries of all of them, located at the source of its first migration from
+/// the start of the trace, and at each successful migration's destination from its end on, up
+/// to the end of the trace. Ranges no migration touched are not shown.
+pub fn residency(records: &[KfdRecord]) -> Vec<Residency> {
+    let Some(t0) = records.iter().map(|r| r.start_ns).min() else {
+        return Vec::new();
+    };
+    let t1 = records.iter().map(|r| r.end_ns).max().unwrap_or(t0);
+    // Each process's address space apart.
+    let mut by_pid: BTreeMap<u32, Vec<&KfdRecord>> = BTreeMap::new();
+    for r in records
+        .iter()
+        .filter(|r| r.kind == KfdKind::PageMigrate && r.error_code == 0 && r.bytes() > 0)
+    {
+        by_pid.entry(r.pid).or_default().push(r);
+    }
+    let mut out = Vec::new();
+    for (pid, moves) in by_pid {
+        let mut bounds: Vec<u64> = moves
+            .iter()
+            .flat_map(|r| [r.start_address, r.end_address])
+            .collect();
+        bounds.sort_unstable();
+        bounds.dedup();
+        for w in bounds.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let mut covering: Vec<&&KfdRecord> = moves
+                .iter()
+                .filter(|r| r.start_address <= a && b <= r.end_address)
+                .collect();
+            if covering.is_empty() {
+                continue;
+            }
+            covering.sort_by_key(|r| r.end_ns);
+            let stretch = |from_ns, until_ns, agent| Residency {
+                pid,
+                start_address: a,
+                end_address: b,
+                from_ns,
+                until_ns,
+                agent,
+            };
+            let mut at = covering[0].src_agent;
+            let mut since = t0;
+            for r in covering {
+                if r.end_ns > since {
+                    out.push(stretch(since, r.end_ns, at));
+                    since = r.end_ns;
+                }
+                at = r.dst_agent;
+            }
+            out.push(stretch(since, t1.max(since), at));
+        }
+    }
+    out
+}
+
+/// Migrated bytes per time bin and direction: the trace's span cut into `bins` equal bins (at
+/// least 1), each successful migration's bytes spread evenly over its start..end (all in the
+/// bin of its end when it took no time). Returns the bin width in ns and, per direction, the
+/// bytes of each bin.
+pub fn throughput_series(
+    records: &[KfdRecord],
+    bins: usize,
+) -> (u64, BTreeMap<Direction, Vec<f64>>) {
+    let bins = bins.max(1);
+    let mut out: BTreeMap<Direction, Vec<f64>> = BTreeMap::new();
+    let Some(t0) = records.iter().map(|r| r.start_ns).min() else {
+        return (1, out);
+    };
+    let t1 = records.iter().map(|r| r.end_ns).max().unwrap_or(t0);
+    let width = (t1.saturating_sub(t0)).div_ceil(bins as u64).max(1);
+    let bin_of = |t: u64| (((t - t0) / width) as usize).min(bins - 1);
+    for r in records
+        .iter()
+        .filter(|r| r.kind == KfdKind::PageMigrate && r.error_code == 0)
+    {
+        let series = out
+            .entry((r.src_agent, r.dst_agent))
+            .or_insert_with(|| vec![0.0; bins]);
+        let bytes = r.bytes() as f64;
+        let (s, e) = (r.start_ns.max(t0), r.end_ns.max(r.start_ns).max(t0));
+        if e == s {
+            series[bin_of(e)] += bytes;
+            continue;
+        }
+        for (b, slot) in series
+            .iter_mut()
+            .enumerate()
+            .take(bin_of(e) + 1)
+            .skip(bin_of(s))
+        {
+            let lo = t0 + b as u64 * width;
+            let hi = lo + width;
+            let overlap = e.min(hi).saturating_sub(s.max(lo));
+            *slot += bytes * overlap as f64 / (e - s) as f64;
+        }
+    }
+    (width, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SmiEvent;
+    use crate::records::{AgentMap, Pairing};
+
+    fn records(lines: &[&str]) -> Vec<KfdRecord> {
+        let events: Vec<SmiEvent> = lines.iter().map(|l| SmiEvent::parse(l).unwrap()).collect();
+        Pairing::new(&events, 4096, &AgentMap::new([(0x1a2b, 1)], Some(0))).records
+    }
+
+    #[test]
+    fn figures_per_direction_fault_and_queue() {
+        let r = records(&[
+            "5 0 -1 @0(100) 0->1a2b ffffffff:ffffffff 0",
+            "5 500 -1 @100(100) 0->1a2b ffffffff:ffffffff 0",
+            "6 1000 -1 @0(100) 0->1a2b 0 0",
+            "6 2000 -1 @100(100) 0->1a2b 0 0",
+            "5 3000 -1 @0(100) 1a2b->0 ffffffff:ffffffff 2",
+            "6 3000 -1 @0(100) 1a2b->0 2 -14",
+            "7 4000 -1 @5(1a2b) R",
+            "8 4100 -1 @5(1a2b) M",
+            "7 4200 -1 @6(1a2b) W",
+            "8 4500 -1 @6(1a2b) U",
+            "9 5000 -1 1a2b 2",
+            "a 6000 -1 1a2b R",
+            "a 9000 -1 1a2b 0",
+            "e 9500 -1 3",
+        ]);
+        let s = Summary::new(&r);
+        let up = &s.migrations[&(Some(0), Some(1))];
+        assert_eq!((up.count, up.bytes, up.busy_ns), (2, 2 << 20, 2000));
+        assert_eq!(up.throughput(), Some((2u64 << 20) as f64 * 1e9 / 2000.0));
+        assert_eq!(s.migrations[&(Some(1), Some(0))].failed, 1);
+        assert_eq!((s.faults_migrated, s.faults_updated), (1, 1));
+        let l = s.fault_latency.unwrap();
+        assert_eq!(
+            (l.count, l.min, l.median, l.mean, l.max),
+            (2, 100, 100, 200, 300)
+        );
+        assert_eq!(s.queue_evictions[&(Some(1), 2)], 1);
+        assert_eq!(s.queue_evicted.unwrap().max, 4000);
+        assert_eq!((s.restores_rescheduled, s.dropped_events), (1, 3));
+        let text = s.to_string();
+        assert!(
+            text.contains("node 0 -> node 1: 2 migrations, 2 MiB"),
+            "{text}"
+        );
+        assert!(text.contains("READ_FAULT_MIGRATED: 1"), "{text}");
+        assert!(text.contains("EVICT_TTM: 1"), "{text}");
+        assert!(text.contains("dropped events: 3"), "{text}");
+
+        let res = residency(&r);
+        // Two 1 MiB ranges: the first in system memory until 1000, then on node 1.
+        assert_eq!(res[0].agent, Some(0));
+        assert_eq!((res[0].from_ns, res[0].until_ns), (0, 1000));
+        assert_eq!((res[1].agent, res[1].until_ns), (Some(1), 9500));
+        let (width, series) = throughput_series(&r, 19);
+        assert_eq!(width, 500);
+        let total: f64 = series[&(Some(0), Some(1))].iter().sum();
+        assert!((total - (2u64 << 20) as f64).abs() < 1e-3, "{total}");
+    }
+
+    #[test]
+    fn residency_keeps_each_processs_address_space_apart() {
+        let r = records(&[
+            "5 0 -1 @0(100) 0->1a2b ffffffff:ffffffff 0",
+            "6 10 -1 @0(100) 0->1a2b 0 0",
+            "5 20 -2 @80(100) 0->1a2b ffffffff:ffffffff 0",
+            "6 30 -2 @80(100) 0->1a2b 0 0",
+        ]);
+        let res = residency(&r);
+        let rows: Vec<(u32, u64, u64, Option<u32>)> = res
+            .iter()
+            .map(|s| (s.pid, s.start_address, s.from_ns, s.agent))
+            .collect();
+        // Overlapping addresses of two processes are not split against each other.
+        assert_eq!(
+            rows,
+            [
+                (1, 0, 0, Some(0)),
+                (1, 0, 10, Some(1)),
+                (2, 0x80000, 0, Some(0)),
+                (2, 0x80000, 30, Some(1)),
+            ]
+        );
+    }
+}
