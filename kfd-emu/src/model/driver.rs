@@ -4,9 +4,9 @@
 //! [`Model`](super::backend::Model) on top call into the handlers with it.
 
 use std::collections::HashMap;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 
 use rustix::io::Errno;
 
@@ -14,7 +14,7 @@ use super::device::Device;
 use super::fail;
 use super::files::{self, FileKey};
 use super::process::{self, State};
-use super::vmas::Vmas;
+use super::vmas::{StandIns, Vmas};
 
 /// What a stand-in file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +38,8 @@ pub(super) struct Driver {
     pub files: RwLock<HashMap<FileKey, FileKind>>,
     pub fail: Mutex<Vec<fail::Armed>>,
     pub leaks: AtomicBool,
+    /// Per KFD process (tgid): its open `/proc/<pid>/maps`, which [`Driver::vmas`] asks.
+    maps: Mutex<HashMap<i32, Arc<OwnedFd>>>,
 }
 
 impl Driver {
@@ -52,6 +54,7 @@ impl Driver {
             files: RwLock::new(HashMap::new()),
             fail: Mutex::new(fail),
             leaks: AtomicBool::new(false),
+            maps: Mutex::new(HashMap::new()),
         }
     }
 
@@ -101,16 +104,50 @@ impl Driver {
             .map(|gpu| FileKind::Render { gpu })
     }
 
-    /// Reads process `tgid`'s maps; the model's stand-ins are device memory. (Here rather
-    /// than in [`vmas`](super::vmas), which knows nothing of the stand-ins.)
-    pub(super) fn read_vmas(&self, tgid: i32) -> Result<Vmas, Errno> {
-        let text = std::fs::read_to_string(format!("/proc/{tgid}/maps")).map_err(|e| {
+    /// The VMAs of process `tgid`; the model's stand-ins are device memory. The process's
+    /// maps file is opened at the first call and kept until [`Driver::forget_maps`] (its
+    /// exit); on a kernel without `PROCMAP_QUERY` the maps text is read and parsed at each
+    /// call. (Here rather than in [`vmas`](super::vmas), which knows nothing of the
+    /// stand-ins.)
+    pub(super) fn vmas(&self, tgid: i32) -> Result<Vmas<'_>, Errno> {
+        static QUERY: OnceLock<bool> = OnceLock::new();
+        let io = |e: std::io::Error| {
             e.raw_os_error()
                 .map_or(Errno::FAULT, Errno::from_raw_os_error)
-        })?;
-        let files = self.files.read().unwrap_or_else(|e| e.into_inner());
-        Ok(Vmas::parse(&text, |dev, ino| {
-            files.contains_key(&(dev, ino))
-        }))
+        };
+        let path = format!("/proc/{tgid}/maps");
+        let maps = {
+            let mut all = self.maps.lock().unwrap_or_else(|e| e.into_inner());
+            match all.get(&tgid) {
+                Some(maps) => Arc::clone(maps),
+                None => {
+                    let maps = Arc::new(OwnedFd::from(std::fs::File::open(&path).map_err(io)?));
+                    all.insert(tgid, Arc::clone(&maps));
+                    maps
+                }
+            }
+        };
+        if *QUERY.get_or_init(|| Vmas::query_supported(&maps)) {
+            return Ok(Vmas::query(maps, self));
+        }
+        let text = std::fs::read_to_string(path).map_err(io)?;
+        Ok(Vmas::parse(&text, self))
+    }
+
+    /// Closes process `tgid`'s maps file (it exited).
+    pub(super) fn forget_maps(&self, tgid: i32) {
+        self.maps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&tgid);
+    }
+}
+
+impl StandIns for Driver {
+    fn is_stand_in(&self, dev: u64, inode: u64) -> bool {
+        self.files
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&(dev, inode))
     }
 }
