@@ -11,8 +11,7 @@ use kfd_ioctl::abi::{AMDKFD_IOCTL_BASE, ioc_nr, ioc_type};
 use rustix::io::Errno;
 
 use crate::backend::{
-    AddressSpaceChange, Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction,
-    StatAnswer,
+    AddressSpaceChange, Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer,
 };
 
 /// How many KFD command numbers are counted one by one (0x00..0xFF).

@@ -368,9 +368,7 @@ pub(super) fn changed(m: &Arc<Driver>, tgid: i32, change: AddressSpaceChange) {
     let serial = {
         let st = m.lock();
         match st.procs.get(&tgid) {
-            Some(p) if !p.svm.is_empty() || !userptr_backings(&st, tgid).is_empty() => {
-                p.serial
-            }
+            Some(p) if !p.svm.is_empty() || !userptr_backings(&st, tgid).is_empty() => p.serial,
             // Nothing the notifiers watch.
             _ => return,
         }
@@ -442,12 +440,33 @@ mod tests {
     fn calls_the_kernel_refuses_change_nothing() {
         let v = maps();
         let none = |change| invalidations(change, &v).is_empty();
-        assert!(none(AddressSpaceChange::Unmap { start: BASE + 1, len: 4096 }));
-        assert!(none(AddressSpaceChange::Unmap { start: BASE, len: 0 }));
-        assert!(none(AddressSpaceChange::Unmap { start: BASE, len: u64::MAX }));
-        assert!(none(AddressSpaceChange::Protect { start: BASE, len: 4096, prot: 0x100 }));
-        assert!(none(AddressSpaceChange::Protect { start: BASE + 8, len: 4096, prot: 0 }));
-        assert!(none(AddressSpaceChange::Advise { start: BASE, len: 0, advice: libc::MADV_DONTNEED }));
+        assert!(none(AddressSpaceChange::Unmap {
+            start: BASE + 1,
+            len: 4096
+        }));
+        assert!(none(AddressSpaceChange::Unmap {
+            start: BASE,
+            len: 0
+        }));
+        assert!(none(AddressSpaceChange::Unmap {
+            start: BASE,
+            len: u64::MAX
+        }));
+        assert!(none(AddressSpaceChange::Protect {
+            start: BASE,
+            len: 4096,
+            prot: 0x100
+        }));
+        assert!(none(AddressSpaceChange::Protect {
+            start: BASE + 8,
+            len: 4096,
+            prot: 0
+        }));
+        assert!(none(AddressSpaceChange::Advise {
+            start: BASE,
+            len: 0,
+            advice: libc::MADV_DONTNEED
+        }));
         let remap = |flags| AddressSpaceChange::Remap {
             old: BASE,
             old_len: 4096,
@@ -466,23 +485,44 @@ mod tests {
         let v = maps();
         let got = |change| invalidations(change, &v);
         assert_eq!(
-            got(AddressSpaceChange::Unmap { start: BASE, len: 1 }),
+            got(AddressSpaceChange::Unmap {
+                start: BASE,
+                len: 1
+            }),
             [(BASE, BASE + 4096, Unmap)]
         );
         // mprotect to read-only: only the VMA whose protection changes, up to the hole.
         let prot = libc::PROT_READ as u32;
         assert_eq!(
-            got(AddressSpaceChange::Protect { start: BASE, len: 0x20000, prot }),
+            got(AddressSpaceChange::Protect {
+                start: BASE,
+                len: 0x20000,
+                prot
+            }),
             [(BASE, BASE + 0x4000, Evict)]
         );
         // DONTNEED skips the hole and goes on; FREE stops at the shared mapping.
-        let advise = |advice| AddressSpaceChange::Advise { start: BASE + 0x6000, len: 0xc000, advice };
+        let advise = |advice| AddressSpaceChange::Advise {
+            start: BASE + 0x6000,
+            len: 0xc000,
+            advice,
+        };
         assert_eq!(
             got(advise(libc::MADV_DONTNEED)),
-            [(BASE + 0x6000, BASE + 0x8000, Evict), (BASE + 0x1_0000, BASE + 0x1_2000, Evict)]
+            [
+                (BASE + 0x6000, BASE + 0x8000, Evict),
+                (BASE + 0x1_0000, BASE + 0x1_2000, Evict)
+            ]
         );
-        assert_eq!(got(advise(libc::MADV_FREE)), [(BASE + 0x6000, BASE + 0x8000, Evict)]);
-        assert_eq!(got(advise(libc::MADV_REMOVE)), [], "private anonymous: EINVAL");
+        assert_eq!(
+            got(advise(libc::MADV_FREE)),
+            [(BASE + 0x6000, BASE + 0x8000, Evict)]
+        );
+        assert_eq!(
+            got(advise(libc::MADV_REMOVE)),
+            [],
+            "private anonymous: EINVAL"
+        );
         // mremap: growing into the next VMA moves; shrinking cuts the tail; FIXED unmaps the
         // target first.
         let remap = |old_len, new_len, flags, new_addr| AddressSpaceChange::Remap {
@@ -505,7 +545,11 @@ mod tests {
             got(remap(0x2000, 0x2000, MREMAP_MAYMOVE | MREMAP_FIXED, to)),
             [(to, to + 0x2000, Unmap), (BASE, BASE + 0x2000, Unmap)]
         );
-        assert_eq!(got(remap(0x8000, 0x9000, MREMAP_MAYMOVE, 0)), [], "EFAULT: two VMAs");
+        assert_eq!(
+            got(remap(0x8000, 0x9000, MREMAP_MAYMOVE, 0)),
+            [],
+            "EFAULT: two VMAs"
+        );
         // brk: below the break unmaps the rest of the heap, above it nothing.
         assert_eq!(
             got(AddressSpaceChange::Brk { addr: 0x0100_0801 }),

@@ -16,8 +16,8 @@ use super::gpu_view::GpuFault;
 use super::svm::{SvmPage, SvmRange};
 use super::{addrspace, dispatch, drm, gpu_view, process, teardown};
 use crate::backend::{
-    AddressSpaceChange, Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction,
-    StatAnswer, StatKind, StatTime,
+    AddressSpaceChange, Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer,
+    StatKind, StatTime,
 };
 use crate::machine::Machine;
 

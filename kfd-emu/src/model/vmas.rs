@@ -143,7 +143,12 @@ impl<'a> Vmas<'a> {
     /// Whether the kernel answers `PROCMAP_QUERY` on `maps` (not `ENOTTY` or `EINVAL`).
     pub(in crate::model) fn query_supported(maps: &OwnedFd) -> bool {
         !matches!(
-            host::procmap_query(maps.as_fd(), 0, host::PROCMAP_QUERY_COVERING_OR_NEXT_VMA, &mut []),
+            host::procmap_query(
+                maps.as_fd(),
+                0,
+                host::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
+                &mut []
+            ),
             Err(Errno::NOTTY | Errno::INVAL)
         )
     }
@@ -358,7 +363,9 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0   [vsyscall]
         assert_eq!((pieces[0].1, pieces[0].2), (page + 2, page + 3));
         assert_eq!((pieces[1].1, pieces[1].2), (page + 4, page + 7));
         assert!(v.covers(base, base + 0x8000) && !v.covers(base, base + 0x9000));
-        let next = v.covering_or_next(base + 0x9000).expect("the memfd above the hole");
+        let next = v
+            .covering_or_next(base + 0x9000)
+            .expect("the memfd above the hole");
         assert_eq!(next.start, base + 0x1_0000);
         let over: Vec<(u64, u64)> = v
             .overlapping(base + 0x6000, base + 0x1_1000)
@@ -367,7 +374,10 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0   [vsyscall]
             .collect();
         assert_eq!(
             over,
-            vec![(base + 0x6000, base + 0x8000), (base + 0x1_0000, base + 0x1_1000)]
+            vec![
+                (base + 0x6000, base + 0x8000),
+                (base + 0x1_0000, base + 0x1_1000)
+            ]
         );
         assert!(v.lookup(0x0100_0000).expect("heap").heap);
     }

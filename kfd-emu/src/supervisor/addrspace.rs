@@ -81,7 +81,10 @@ mod tests {
             })
         );
         let hint = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
-        assert_eq!(decode(libc::SYS_mmap, [0x1000, 0x2000, 3, hint, 0, 0]), None);
+        assert_eq!(
+            decode(libc::SYS_mmap, [0x1000, 0x2000, 3, hint, 0, 0]),
+            None
+        );
         assert_eq!(
             decode(libc::SYS_clone, [libc::SIGCHLD as u64, 0, 0, 0, 0, 0]),
             Some(AddressSpaceChange::Fork)

@@ -29,11 +29,13 @@
 //!   as if the kernel had mapped the device file at that offset: same address (`MAP_FIXED`,
 //!   `MAP_FIXED_NOREPLACE`, hint), length, protection and flags, the kernel's errno on failure;
 //! - for a call that changes the address space (`munmap`, `mremap`, `mprotect`, `brk`,
-//!   `madvise` with advice that drops pages, `mmap` with `MAP_FIXED`, `fork` and `clone`
-//!   without `CLONE_VM`), tells [`Backend::address_space`] before the kernel runs it, then
-//!   answers `CONTINUE`: the backend does what the kernel's MMU notifiers would, and it is
-//!   done when the call returns. In attach mode only the attached thread and what it spawns
-//!   are filtered, so the other threads' calls are not seen.
+//!   `madvise` with advice that drops pages, `mmap` with `MAP_FIXED`; for a spawned program
+//!   also `fork` and `clone` without `CLONE_VM`), tells [`Backend::address_space`] before the
+//!   kernel runs it, then answers `CONTINUE`: the backend does what the kernel's MMU
+//!   notifiers would, and it is done when the call returns. In attach mode only the attached
+//!   thread and what it spawns are filtered, so the other threads' calls are not seen, and
+//!   forks are not notified (glibc's `fork` holds the malloc locks the supervisor's threads
+//!   need).
 //!
 //! # Mappings of stand-ins
 //!

@@ -46,8 +46,7 @@ pub(in crate::model) fn invalidate(
             match event {
                 Invalidation::Unmap => unmap_from_cpu(env, p, key, s, l),
                 Invalidation::Evict => {
-                    quiesced |=
-                        migrate::evict(env, p, key, s, l, KFD_SVM_UNMAP_TRIGGER_MMU_NOTIFY);
+                    quiesced |= migrate::evict(env, p, key, s, l, KFD_SVM_UNMAP_TRIGGER_MMU_NOTIFY);
                 }
             }
         }
