@@ -446,3 +446,97 @@ fn userptr_invalidations_evict_and_restore_and_unmapped_memory_stays_invalid() {
     })
     .expect("attach");
 }
+
+/// The environment variable naming what the traced program ([`addrspace_role`]) does.
+const ROLE: &str = "KFD_EMU_TEST_ADDRSPACE_ROLE";
+
+/// Runs this test binary's [`addrspace_role`] as `role` under `kfd-emu run` (the supervisor
+/// in this process, the program traced) against a model of the mi300x, and returns its exit
+/// status: the role asserts what it sees.
+fn run_role(role: &str) -> std::process::ExitStatus {
+    let model = model("mi300x");
+    let gpu = &model.machine().gpus()[0];
+    let mut command = std::process::Command::new(std::env::current_exe().expect("test binary"));
+    command
+        .args([
+            "--exact",
+            "addrspace_role",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, format!("{role}:{}:{}", gpu.gpu_id, gpu.render_minor));
+    kfd_emu::supervisor::spawn_command(model, &mut command).expect("kfd-emu run")
+}
+
+/// Under `kfd-emu run` (a traced program, the supervisor in another process): the munmap of
+/// the middle of a range is recorded before munmap returns.
+#[test]
+fn under_kfd_emu_run_munmap_is_recorded_before_it_returns() {
+    let status = run_role("munmap");
+    assert!(status.success(), "the program's checks failed: {status:?}");
+}
+
+/// Under `kfd-emu run` a fork is seen: the parent's private memory becomes copy-on-write
+/// (`MMU_NOTIFY_PROTECTION_PAGE`), so its range mapped on a GPU with XNACK off evicts the
+/// queues, and the restore worker resumes them.
+#[test]
+fn under_kfd_emu_run_a_fork_evicts_the_parents_mapped_ranges() {
+    let status = run_role("fork");
+    assert!(status.success(), "the program's checks failed: {status:?}");
+}
+
+/// The traced program (runs only under [`ROLE`]).
+#[test]
+fn addrspace_role() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let mut parts = role.split(':');
+    let (what, g, minor) = (
+        parts.next().unwrap_or(""),
+        parts
+            .next()
+            .and_then(|v| v.parse::<u32>().ok())
+            .expect("gpu_id"),
+        parts
+            .next()
+            .and_then(|v| v.parse::<u32>().ok())
+            .expect("render minor"),
+    );
+    let kfd = Kfd::open().expect("the emulated /dev/kfd");
+    kfd.acquire_vm(g, minor).expect("acquire_vm");
+    let mut smi = smi_all(&kfd, g);
+    let pid = pid();
+    let mem = Anon::new(2 * MIB);
+    svm_set(&kfd, mem.addr, 16 * PAGE, &[access(g)]).expect("map on the GPU");
+    match what {
+        "munmap" => {
+            mem.unmap(5, 3);
+            let p5 = mem.pfn(5);
+            assert_eq!(drain(&mut smi), [format!("b T -{pid} @{p5:x}(3) {g:x} 2")]);
+            let mut a = [attr(KFD_IOCTL_SVM_ATTR_GRANULARITY, 0)];
+            assert_eq!(svm_get(&kfd, mem.page(5), PAGE, &mut a), Err(Errno::FAULT));
+            svm_get(&kfd, mem.addr, 5 * PAGE, &mut a).expect("the head is a range");
+        }
+        "fork" => {
+            // SAFETY: the child only exits (async-signal-safe).
+            let child = unsafe { libc::fork() };
+            if child == 0 {
+                // SAFETY: ends the child at once, without running the parent's destructors.
+                unsafe { libc::_exit(0) };
+            }
+            assert!(child > 0, "fork");
+            let mut status = 0;
+            // SAFETY: waits for the child just forked; writes a local.
+            assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+            assert_eq!(
+                records(&mut smi, 2),
+                [
+                    format!("9 T -{pid} {g:x} 0"),
+                    format!("a T -{pid} {g:x} \0")
+                ]
+            );
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
