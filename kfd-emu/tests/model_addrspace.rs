@@ -469,7 +469,8 @@ fn run_role(role: &str) -> std::process::ExitStatus {
 }
 
 /// Under `kfd-emu run` (a traced program, the supervisor in another process): the munmap of
-/// the middle of a range is recorded before munmap returns.
+/// the middle of a range is recorded before munmap returns, and so is a MAP_FIXED mapping of
+/// a file over a page of it (a call the tracer sees).
 #[test]
 fn under_kfd_emu_run_munmap_is_recorded_before_it_returns() {
     let status = run_role("munmap");
@@ -517,6 +518,24 @@ fn addrspace_role() {
             let mut a = [attr(KFD_IOCTL_SVM_ATTR_GRANULARITY, 0)];
             assert_eq!(svm_get(&kfd, mem.page(5), PAGE, &mut a), Err(Errno::FAULT));
             svm_get(&kfd, mem.addr, 5 * PAGE, &mut a).expect("the head is a range");
+            // A MAP_FIXED mapping of a file (which the tracer, not the listener, sees) over
+            // page 10 replaces it.
+            let exe = std::fs::File::open("/proc/self/exe").expect("exe");
+            // SAFETY: maps a page of this program's file over a page of `mem`, which nothing
+            // references; `mem` unmaps it with the rest on drop.
+            let at = unsafe {
+                libc::mmap(
+                    mem.page(10) as *mut _,
+                    PAGE as usize,
+                    libc::PROT_READ,
+                    libc::MAP_PRIVATE | libc::MAP_FIXED,
+                    std::os::fd::AsRawFd::as_raw_fd(&exe),
+                    0,
+                )
+            };
+            assert_eq!(at as u64, mem.page(10), "mmap MAP_FIXED of a file");
+            let p10 = mem.pfn(10);
+            assert_eq!(drain(&mut smi), [format!("b T -{pid} @{p10:x}(1) {g:x} 2")]);
         }
         "fork" => {
             // SAFETY: the child only exits (async-signal-safe).

@@ -448,11 +448,17 @@ fn mmap_role() {
         }
         ("exit", code) => std::process::exit(code.parse().expect("a code")),
         ("anon", n) => {
-            for _ in 0..n.parse::<usize>().expect("a count") {
+            let n: u32 = n.parse().expect("a count");
+            let start = std::time::Instant::now();
+            for _ in 0..n {
                 let at = map(0, PAGE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
                     .expect("anonymous mmap");
                 unmap(at, PAGE);
             }
+            println!(
+                "NS_PER_MAP {}",
+                start.elapsed().as_nanos() / u128::from(n.max(1))
+            );
         }
         ("filemap", n) => {
             let n: u32 = n.parse().expect("a count");
@@ -626,11 +632,9 @@ fn anonymous_mappings_do_not_stop_a_traced_program() {
     );
 }
 
-/// The cost of an ordinary file mapping under `kfd-emu run` against the same program
-/// untraced (`cargo test -p kfd-emu --test supervisor_mmap -- --ignored --nocapture`).
-#[test]
-#[ignore = "a measurement, not a check"]
-fn file_mapping_cost() {
+/// The nanoseconds per iteration role `role` prints (`NS_PER_MAP`), run natively and under
+/// `kfd-emu run`.
+fn cost_native_and_traced(role: &str) -> (u64, u64) {
     let ns = |output: &[u8]| -> u64 {
         String::from_utf8_lossy(output)
             .lines()
@@ -638,7 +642,7 @@ fn file_mapping_cost() {
             .and_then(|v| v.trim().parse().ok())
             .expect("NS_PER_MAP")
     };
-    let native = role_command("filemap:20000").output().expect("native");
+    let native = role_command(role).output().expect("native");
     let traced = Command::new(env!("CARGO_BIN_EXE_kfd-emu"))
         .arg("run")
         .arg("--")
@@ -646,11 +650,28 @@ fn file_mapping_cost() {
             std::iter::once(std::env::current_exe().expect("exe").into_os_string())
                 .chain(["--exact", "mmap_role", "--nocapture", "--test-threads=1"].map(Into::into)),
         )
-        .env(ROLE, "filemap:20000")
+        .env(ROLE, role)
         .output()
         .expect("traced");
-    let (native, traced) = (ns(&native.stdout), ns(&traced.stdout));
+    (ns(&native.stdout), ns(&traced.stdout))
+}
+
+/// The cost of an ordinary file mapping under `kfd-emu run` against the same program
+/// untraced (`cargo test -p kfd-emu --test supervisor_mmap -- --ignored --nocapture`).
+#[test]
+#[ignore = "a measurement, not a check"]
+fn file_mapping_cost() {
+    let (native, traced) = cost_native_and_traced("filemap:20000");
     println!("file mmap+munmap: native {native} ns, under kfd-emu run {traced} ns");
+}
+
+/// The cost of an anonymous `mmap` + `munmap` (the munmap notified, the mmap not) under
+/// `kfd-emu run` against the same program untraced.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn munmap_cost() {
+    let (native, traced) = cost_native_and_traced("anon:20000");
+    println!("anonymous mmap+munmap: native {native} ns, under kfd-emu run {traced} ns");
 }
 
 fn kfd_emu_run(args: &[&str]) -> Command {

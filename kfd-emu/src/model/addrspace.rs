@@ -28,7 +28,10 @@
 //! `MADV_DONTFORK`/`MADV_WIPEONFORK` memory is not told apart either. `MADV_REMOVE`
 //! invalidates the caller's mapping only (the kernel's hole punch invalidates every mapping of
 //! the file). A `MAP_FIXED` mmap of a file the kernel refuses for its access mode (`EACCES`)
-//! still counts as replacing what was there.
+//! still counts as replacing what was there. `shmdt` is not notified: an SVM range or USERPTR
+//! BO over System V shared memory that is detached stays. A thread of the supervised process
+//! that calls the model's own API (tests do) and unmaps memory while it holds the model's lock
+//! cannot be waited for: its change is not applied ([`Driver::lock_for_call`]).
 //!
 //! [`Backend::address_space`]: crate::backend::Backend::address_space
 //! [`svm::invalidate`]: super::svm::invalidate
@@ -45,7 +48,7 @@ use super::process::State;
 use super::smi::Event;
 use super::svm::{self, Invalidation};
 use super::vmas::Vmas;
-use crate::backend::AddressSpaceChange;
+use crate::backend::{AddressSpaceChange, CallerId};
 
 const MREMAP_MAYMOVE: u32 = 1;
 const MREMAP_FIXED: u32 = 2;
@@ -364,9 +367,12 @@ fn restore_userptrs(m: &Driver, tgid: i32, serial: u64) {
 
 /// Applies `change` of process `tgid`'s address space (see the [module docs](self)) and
 /// schedules the restore workers when it evicted something.
-pub(super) fn changed(m: &Arc<Driver>, tgid: i32, change: AddressSpaceChange) {
+pub(super) fn changed(m: &Arc<Driver>, caller: CallerId, change: AddressSpaceChange) {
+    let tgid = caller.tgid;
     let serial = {
-        let st = m.lock();
+        let Some(st) = m.lock_for_call(caller.tid) else {
+            return;
+        };
         match st.procs.get(&tgid) {
             Some(p) if !p.svm.is_empty() || !userptr_backings(&st, tgid).is_empty() => p.serial,
             // Nothing the notifiers watch.
@@ -376,7 +382,9 @@ pub(super) fn changed(m: &Arc<Driver>, tgid: i32, change: AddressSpaceChange) {
     let Ok(vmas) = m.vmas(tgid) else {
         return;
     };
-    let mut st = m.lock();
+    let Some(mut st) = m.lock_for_call(caller.tid) else {
+        return;
+    };
     let list = match change {
         AddressSpaceChange::Fork => fork_spans(&st, tgid, &vmas),
         _ => invalidations(change, &vmas),

@@ -386,7 +386,7 @@ impl Backend for Model {
     }
 
     fn address_space(&self, caller: CallerId, change: AddressSpaceChange) {
-        addrspace::changed(&self.drv, caller.tgid, change);
+        addrspace::changed(&self.drv, caller, change);
     }
 
     fn process_exited(&self, tgid: i32) {

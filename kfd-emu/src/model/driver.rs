@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 
 use rustix::io::Errno;
@@ -33,6 +33,8 @@ pub(super) enum FileKind {
 pub(super) struct Driver {
     pub dev: Device,
     state: Mutex<State>,
+    /// The thread that last took `state` (its holder while it is held).
+    state_owner: AtomicI32,
     /// Signalled whenever an event is set or destroyed, or a process goes away.
     pub wake: Condvar,
     pub files: RwLock<HashMap<FileKey, FileKind>>,
@@ -50,6 +52,7 @@ impl Driver {
         Driver {
             dev,
             state: Mutex::new(state),
+            state_owner: AtomicI32::new(0),
             wake: Condvar::new(),
             files: RwLock::new(HashMap::new()),
             fail: Mutex::new(fail),
@@ -61,7 +64,31 @@ impl Driver {
     /// The model state, even if a thread panicked while holding it (the state stays
     /// consistent between ioctls, which are the only writers).
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        let guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        self.state_owner.store(this_thread(), Ordering::Relaxed);
+        guard
+    }
+
+    /// The model state for the address-space call of thread `tid`, or `None` when `tid`
+    /// itself holds it: a thread of this process calling the model's API (a test) whose
+    /// allocator unmapped or protected memory while it held the lock is blocked in that call
+    /// and cannot be waited for; its change is not applied.
+    pub(super) fn lock_for_call(&self, tid: i32) -> Option<MutexGuard<'_, State>> {
+        loop {
+            match self.state.try_lock() {
+                Ok(guard) => {
+                    self.state_owner.store(this_thread(), Ordering::Relaxed);
+                    return Some(guard);
+                }
+                Err(std::sync::TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    if self.state_owner.load(Ordering::Relaxed) == tid {
+                        return None;
+                    }
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                }
+            }
+        }
     }
 
     pub(super) fn register(&self, key: FileKey, kind: FileKind) {
@@ -141,6 +168,14 @@ impl Driver {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&tgid);
     }
+}
+
+/// The calling thread's id.
+fn this_thread() -> i32 {
+    thread_local! {
+        static TID: i32 = rustix::thread::gettid().as_raw_nonzero().get();
+    }
+    TID.with(|tid| *tid)
 }
 
 impl StandIns for Driver {

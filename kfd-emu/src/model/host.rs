@@ -92,7 +92,12 @@ pub(super) fn procmap_query(
         query_flags: flags,
         query_addr: addr,
         vma_name_size: u32::try_from(name.len()).unwrap_or(u32::MAX),
-        vma_name_addr: name.as_mut_ptr() as u64,
+        // Both the name's size and address, or neither (EINVAL otherwise).
+        vma_name_addr: if name.is_empty() {
+            0
+        } else {
+            name.as_mut_ptr() as u64
+        },
         ..ProcmapQuery::default()
     };
     // SAFETY: PROCMAP_QUERY reads and writes one `struct procmap_query` at the pointer (a
