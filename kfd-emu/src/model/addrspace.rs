@@ -67,7 +67,7 @@ const RESTORE_ATTEMPTS: u32 = 1000;
 /// `[start, start + PAGE_ALIGN(len))` in bytes when `start` is page-aligned and the length is
 /// neither zero nor wraps: the checks munmap, mmap, madvise and mprotect make first.
 fn page_range(start: u64, len: u64) -> Option<(u64, u64)> {
-    if start % PAGE_SIZE != 0 || len == 0 {
+    if !start.is_multiple_of(PAGE_SIZE) || len == 0 {
         return None;
     }
     let end = start.checked_add(len.checked_next_multiple_of(PAGE_SIZE)?)?;
@@ -178,7 +178,7 @@ fn remap(
     let may_move = flags & MREMAP_MAYMOVE != 0;
     if flags & !(MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP) != 0
         || (flags & (MREMAP_FIXED | MREMAP_DONTUNMAP) != 0 && !may_move)
-        || old % PAGE_SIZE != 0
+        || !old.is_multiple_of(PAGE_SIZE)
     {
         return Vec::new();
     }
@@ -205,7 +205,7 @@ fn remap(
         let Some(new_end) = new_addr.checked_add(new_len) else {
             return Vec::new();
         };
-        if new_addr % PAGE_SIZE != 0 || (new_addr < old_end && old < new_end) {
+        if !new_addr.is_multiple_of(PAGE_SIZE) || (new_addr < old_end && old < new_end) {
             return Vec::new();
         }
         // What is at the new place goes first, then the old range moves (or its tail is cut
