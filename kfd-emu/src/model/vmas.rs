@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use rustix::io::Errno;
 
-use super::host;
 use super::memory::PAGE_SIZE;
+use crate::procmap;
 
 /// One VMA, `[start, end)` in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,10 +143,10 @@ impl<'a> Vmas<'a> {
     /// Whether the kernel answers `PROCMAP_QUERY` on `maps` (not `ENOTTY` or `EINVAL`).
     pub(in crate::model) fn query_supported(maps: &OwnedFd) -> bool {
         !matches!(
-            host::procmap_query(
+            procmap::procmap_query(
                 maps.as_fd(),
                 0,
-                host::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
+                procmap::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
                 &mut []
             ),
             Err(Errno::NOTTY | Errno::INVAL)
@@ -168,12 +168,12 @@ impl<'a> Vmas<'a> {
             }
             Source::Query { maps, stand_ins } => {
                 let flags = if or_next {
-                    host::PROCMAP_QUERY_COVERING_OR_NEXT_VMA
+                    procmap::PROCMAP_QUERY_COVERING_OR_NEXT_VMA
                 } else {
                     0
                 };
                 let mut name = [0u8; NAME_MAX];
-                let q = host::procmap_query(maps.as_fd(), addr, flags, &mut name).ok()?;
+                let q = procmap::procmap_query(maps.as_fd(), addr, flags, &mut name).ok()?;
                 let len = (q.vma_name_size as usize).saturating_sub(1).min(NAME_MAX);
                 let path = std::str::from_utf8(&name[..len]).unwrap_or("");
                 let perm = |bit| q.vma_flags & bit != 0;
@@ -181,10 +181,10 @@ impl<'a> Vmas<'a> {
                     q.vma_start,
                     q.vma_end,
                     (
-                        perm(host::PROCMAP_QUERY_VMA_READABLE),
-                        perm(host::PROCMAP_QUERY_VMA_WRITABLE),
-                        perm(host::PROCMAP_QUERY_VMA_EXECUTABLE),
-                        perm(host::PROCMAP_QUERY_VMA_SHARED),
+                        perm(procmap::PROCMAP_QUERY_VMA_READABLE),
+                        perm(procmap::PROCMAP_QUERY_VMA_WRITABLE),
+                        perm(procmap::PROCMAP_QUERY_VMA_EXECUTABLE),
+                        perm(procmap::PROCMAP_QUERY_VMA_SHARED),
                     ),
                     rustix::fs::makedev(q.dev_major, q.dev_minor),
                     q.inode,
