@@ -15,7 +15,7 @@
 //!   (queues stopped, restored by the restore worker 1 ms later) or unmap from the GPUs
 //!   (XNACK on). In attach mode only the attached thread and what it spawns are filtered:
 //!   address-space calls of the process's other threads are not seen, so their munmaps leave
-//!   the ranges in place.
+//!   the ranges in place; and forks are seen only under `kfd-emu run`.
 //! * Migration and mapping ([`migrate`]) and GPU faults ([`fault`]) move bookkeeping: the
 //!   bytes always stay in the caller's mapping, so the CPU and the GPU view see the same data.
 //!   CPU faults on pages in VRAM (which would migrate them back) are not observable, so never
