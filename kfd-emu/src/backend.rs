@@ -166,6 +166,70 @@ pub enum MmapAction {
     Fail(Errno),
 }
 
+/// A change to a process's address space, seen at the system call that makes it, before the
+/// kernel runs it: what drives the kernel's MMU notifiers. The arguments are the caller's, not
+/// validated: the backend checks them as the kernel would (a call the kernel will refuse
+/// changes nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AddressSpaceChange {
+    /// `munmap(start, len)`.
+    Unmap {
+        /// First byte.
+        start: u64,
+        /// Length in bytes (rounded up to pages by the kernel).
+        len: u64,
+    },
+    /// `mmap(start, len, ..., MAP_FIXED, ...)` that the kernel will run (its fd, if any, is
+    /// open): whatever was mapped in `[start, start + len)` is unmapped first.
+    MapFixed {
+        /// First byte.
+        start: u64,
+        /// Length in bytes.
+        len: u64,
+    },
+    /// `mremap(old, old_len, new_len, flags, new_addr)`.
+    Remap {
+        /// The old address.
+        old: u64,
+        /// The old length.
+        old_len: u64,
+        /// The new length.
+        new_len: u64,
+        /// `MREMAP_*`.
+        flags: u32,
+        /// The new address (with `MREMAP_FIXED`).
+        new_addr: u64,
+    },
+    /// `madvise(start, len, advice)` with an advice that drops pages (`MADV_DONTNEED`,
+    /// `MADV_FREE`, `MADV_REMOVE`, `MADV_DONTNEED_LOCKED`).
+    Advise {
+        /// First byte.
+        start: u64,
+        /// Length in bytes.
+        len: u64,
+        /// `MADV_*`.
+        advice: i32,
+    },
+    /// `mprotect(start, len, prot)`.
+    Protect {
+        /// First byte.
+        start: u64,
+        /// Length in bytes.
+        len: u64,
+        /// `PROT_*`.
+        prot: u32,
+    },
+    /// `brk(addr)`: the heap ends at `addr` (a shrink unmaps the rest of it).
+    Brk {
+        /// The new program break.
+        addr: u64,
+    },
+    /// `fork`, or `clone` without `CLONE_VM`: the process's private memory becomes
+    /// copy-on-write.
+    Fork,
+}
+
 /// The driver side of the emulator.
 ///
 /// Implementations are shared by the supervisor's threads: `ioctl` may be called concurrently
@@ -246,6 +310,14 @@ pub trait Backend: Send + Sync + 'static {
     fn is_standin(&self, file: BorrowedFd<'_>) -> bool {
         let _ = file;
         false
+    }
+
+    /// Applies `change` to the caller's address space as the kernel's MMU notifiers would,
+    /// before the system call runs (the supervisor then lets the kernel run it). Called for
+    /// `munmap`, `mremap`, `madvise` (page-dropping advice only), `mprotect`, `brk`, `mmap`
+    /// with `MAP_FIXED`, `fork` and `clone` without `CLONE_VM`. The default does nothing.
+    fn address_space(&self, caller: CallerId, change: AddressSpaceChange) {
+        let _ = (caller, change);
     }
 
     /// A process that used the backend has exited (its pidfd became readable): release what the

@@ -11,7 +11,8 @@ use kfd_ioctl::abi::{AMDKFD_IOCTL_BASE, ioc_nr, ioc_type};
 use rustix::io::Errno;
 
 use crate::backend::{
-    Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer, WriteCall,
+    AddressSpaceChange, Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer,
+    WriteCall,
 };
 
 /// How many KFD command numbers are counted one by one (0x00..0xFF).
@@ -166,6 +167,10 @@ impl<B: Backend + ?Sized> Backend for Counting<B> {
 
     fn is_standin(&self, file: BorrowedFd<'_>) -> bool {
         self.inner.is_standin(file)
+    }
+
+    fn address_space(&self, caller: CallerId, change: AddressSpaceChange) {
+        self.inner.address_space(caller, change);
     }
 
     fn process_exited(&self, tgid: i32) {

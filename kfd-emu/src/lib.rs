@@ -63,6 +63,7 @@ pub mod backend;
 pub mod counting;
 pub mod machine;
 pub mod model;
+mod procmap;
 pub mod supervisor;
 
 /// Runs `f` on this machine's `/dev/kfd` when it has one; otherwise on a fresh thread attached

@@ -15,7 +15,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use kfd_emu::backend::{Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction};
+use kfd_emu::backend::{
+    AddressSpaceChange, Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction,
+};
 use rustix::io::Errno;
 
 /// The stand-in's path: opening it gives the stand-in memfd.
@@ -62,8 +64,10 @@ fn file_id(fd: BorrowedFd<'_>) -> (u64, u64) {
 struct Redirector {
     stand_in: OwnedFd,
     objects: Vec<Arc<OwnedFd>>,
-    /// `mmap` calls asked.
+    /// `mmap` calls asked, and `MAP_FIXED` mmaps told ([`Backend::address_space`]).
     calls: AtomicU64,
+    /// munmaps told.
+    munmaps: AtomicU64,
 }
 
 impl Redirector {
@@ -85,6 +89,7 @@ impl Redirector {
             stand_in: memfd("stand-in", PAGE as u64),
             objects,
             calls: AtomicU64::new(0),
+            munmaps: AtomicU64::new(0),
         })
     }
 
@@ -130,6 +135,14 @@ impl Backend for Redirector {
             fd: Arc::clone(&self.objects[i as usize]),
             offset: (offset - BASE) % OBJECT,
         }
+    }
+
+    fn address_space(&self, _caller: CallerId, change: AddressSpaceChange) {
+        match change {
+            AddressSpaceChange::MapFixed { .. } => self.calls.fetch_add(1, Ordering::SeqCst),
+            AddressSpaceChange::Unmap { .. } => self.munmaps.fetch_add(1, Ordering::SeqCst),
+            _ => 0,
+        };
     }
 
     fn process_exited(&self, _tgid: i32) {}
@@ -435,11 +448,17 @@ fn mmap_role() {
         }
         ("exit", code) => std::process::exit(code.parse().expect("a code")),
         ("anon", n) => {
-            for _ in 0..n.parse::<usize>().expect("a count") {
+            let n: u32 = n.parse().expect("a count");
+            let start = std::time::Instant::now();
+            for _ in 0..n {
                 let at = map(0, PAGE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
                     .expect("anonymous mmap");
                 unmap(at, PAGE);
             }
+            println!(
+                "NS_PER_MAP {}",
+                start.elapsed().as_nanos() / u128::from(n.max(1))
+            );
         }
         ("filemap", n) => {
             let n: u32 = n.parse().expect("a count");
@@ -636,8 +655,9 @@ fn traced_program_exit_code_is_preserved() {
     assert_eq!(status.code(), Some(42));
 }
 
-/// Anonymous mappings never reach the tracer: 2000 of them add no backend call (file
-/// mappings, the loader's, do reach it).
+/// Anonymous mappings never reach the tracer nor the backend: 2000 of them add no backend
+/// call, neither an `mmap` nor a `MAP_FIXED` address-space change (file mappings, the
+/// loader's, do reach it); their 2000 munmaps are each told to the backend before they run.
 #[test]
 fn anonymous_mappings_do_not_stop_a_traced_program() {
     let calls = |n: usize| {
@@ -648,21 +668,26 @@ fn anonymous_mappings_do_not_stop_a_traced_program() {
         )
         .expect("spawn");
         assert!(status.success(), "{status:?}");
-        backend.calls.load(Ordering::SeqCst)
+        (
+            backend.calls.load(Ordering::SeqCst),
+            backend.munmaps.load(Ordering::SeqCst),
+        )
     };
-    let (none, many) = (calls(0), calls(2000));
+    let ((none, munmaps_before), (many, munmaps)) = (calls(0), calls(2000));
     assert!(
         none > 0,
         "the loader's file mappings should have been asked about"
     );
     assert_eq!(none, many, "anonymous mappings reached the backend");
+    assert!(
+        munmaps >= munmaps_before + 2000,
+        "{munmaps} munmaps seen, {munmaps_before} without the loop"
+    );
 }
 
-/// The cost of an ordinary file mapping under `kfd-emu run` against the same program
-/// untraced (`cargo test -p kfd-emu --test supervisor_mmap -- --ignored --nocapture`).
-#[test]
-#[ignore = "a measurement, not a check"]
-fn file_mapping_cost() {
+/// The nanoseconds per iteration role `role` prints (`NS_PER_MAP`), run natively and under
+/// `kfd-emu run`.
+fn cost_native_and_traced(role: &str) -> (u64, u64) {
     let ns = |output: &[u8]| -> u64 {
         String::from_utf8_lossy(output)
             .lines()
@@ -670,7 +695,7 @@ fn file_mapping_cost() {
             .and_then(|v| v.trim().parse().ok())
             .expect("NS_PER_MAP")
     };
-    let native = role_command("filemap:20000").output().expect("native");
+    let native = role_command(role).output().expect("native");
     let traced = Command::new(env!("CARGO_BIN_EXE_kfd-emu"))
         .arg("run")
         .arg("--")
@@ -678,11 +703,28 @@ fn file_mapping_cost() {
             std::iter::once(std::env::current_exe().expect("exe").into_os_string())
                 .chain(["--exact", "mmap_role", "--nocapture", "--test-threads=1"].map(Into::into)),
         )
-        .env(ROLE, "filemap:20000")
+        .env(ROLE, role)
         .output()
         .expect("traced");
-    let (native, traced) = (ns(&native.stdout), ns(&traced.stdout));
+    (ns(&native.stdout), ns(&traced.stdout))
+}
+
+/// The cost of an ordinary file mapping under `kfd-emu run` against the same program
+/// untraced (`cargo test -p kfd-emu --test supervisor_mmap -- --ignored --nocapture`).
+#[test]
+#[ignore = "a measurement, not a check"]
+fn file_mapping_cost() {
+    let (native, traced) = cost_native_and_traced("filemap:20000");
     println!("file mmap+munmap: native {native} ns, under kfd-emu run {traced} ns");
+}
+
+/// The cost of an anonymous `mmap` + `munmap` (the munmap notified, the mmap not) under
+/// `kfd-emu run` against the same program untraced.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn munmap_cost() {
+    let (native, traced) = cost_native_and_traced("anon:20000");
+    println!("anonymous mmap+munmap: native {native} ns, under kfd-emu run {traced} ns");
 }
 
 fn kfd_emu_run(args: &[&str]) -> Command {

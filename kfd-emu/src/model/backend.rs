@@ -14,10 +14,10 @@ use super::driver::{Driver, FileKind};
 use super::files::{self, io_errno};
 use super::gpu_view::GpuFault;
 use super::svm::{SvmPage, SvmRange};
-use super::{dispatch, drm, gpu_view, process, smi, teardown};
+use super::{addrspace, dispatch, drm, gpu_view, process, smi, teardown};
 use crate::backend::{
-    Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer, StatKind, StatTime,
-    WriteCall,
+    AddressSpaceChange, Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer,
+    StatKind, StatTime, WriteCall,
 };
 use crate::machine::Machine;
 
@@ -454,12 +454,17 @@ impl Backend for Model {
             || files::key_of(file).is_ok_and(|key| self.drv.kind_of(&key).is_some())
     }
 
+    fn address_space(&self, caller: CallerId, change: AddressSpaceChange) {
+        addrspace::changed(&self.drv, caller, change);
+    }
+
     fn process_exited(&self, tgid: i32) {
         let private = self.drv.lock().render_files.remove(&tgid);
         for key in private.into_iter().flatten() {
             self.drv.unregister(&key);
         }
         teardown::teardown(&self.drv, tgid);
+        self.drv.forget_maps(tgid);
     }
 }
 

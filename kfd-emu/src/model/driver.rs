@@ -4,9 +4,9 @@
 //! [`Model`](super::backend::Model) on top call into the handlers with it.
 
 use std::collections::HashMap;
-use std::os::fd::BorrowedFd;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 
 use rustix::io::Errno;
 
@@ -14,7 +14,7 @@ use super::device::Device;
 use super::fail;
 use super::files::{self, FileKey};
 use super::process::{self, State};
-use super::vmas::Vmas;
+use super::vmas::{StandIns, Vmas};
 
 /// What a stand-in file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,11 +36,15 @@ pub(super) enum FileKind {
 pub(super) struct Driver {
     pub dev: Device,
     state: Mutex<State>,
+    /// The thread that last took `state` (its holder while it is held).
+    state_owner: AtomicI32,
     /// Signalled whenever an event is set or destroyed, or a process goes away.
     pub wake: Condvar,
     pub files: RwLock<HashMap<FileKey, FileKind>>,
     pub fail: Mutex<Vec<fail::Armed>>,
     pub leaks: AtomicBool,
+    /// Per KFD process (tgid): its open `/proc/<pid>/maps`, which [`Driver::vmas`] asks.
+    maps: Mutex<HashMap<i32, Arc<OwnedFd>>>,
 }
 
 impl Driver {
@@ -52,17 +56,43 @@ impl Driver {
         Driver {
             dev,
             state: Mutex::new(state),
+            state_owner: AtomicI32::new(0),
             wake: Condvar::new(),
             files: RwLock::new(HashMap::new()),
             fail: Mutex::new(fail),
             leaks: AtomicBool::new(false),
+            maps: Mutex::new(HashMap::new()),
         }
     }
 
     /// The model state, even if a thread panicked while holding it (the state stays
     /// consistent between ioctls, which are the only writers).
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        let guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        self.state_owner.store(this_thread(), Ordering::Relaxed);
+        guard
+    }
+
+    /// The model state for the address-space call of thread `tid`, or `None` when `tid`
+    /// itself holds it: a thread of this process calling the model's API (a test) whose
+    /// allocator unmapped or protected memory while it held the lock is blocked in that call
+    /// and cannot be waited for; its change is not applied.
+    pub(super) fn lock_for_call(&self, tid: i32) -> Option<MutexGuard<'_, State>> {
+        loop {
+            match self.state.try_lock() {
+                Ok(guard) => {
+                    self.state_owner.store(this_thread(), Ordering::Relaxed);
+                    return Some(guard);
+                }
+                Err(std::sync::TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    if self.state_owner.load(Ordering::Relaxed) == tid {
+                        return None;
+                    }
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                }
+            }
+        }
     }
 
     pub(super) fn register(&self, key: FileKey, kind: FileKind) {
@@ -102,16 +132,58 @@ impl Driver {
         .map(|(gpu, primary)| FileKind::Render { gpu, primary })
     }
 
-    /// Reads process `tgid`'s maps; the model's stand-ins are device memory. (Here rather
-    /// than in [`vmas`](super::vmas), which knows nothing of the stand-ins.)
-    pub(super) fn read_vmas(&self, tgid: i32) -> Result<Vmas, Errno> {
-        let text = std::fs::read_to_string(format!("/proc/{tgid}/maps")).map_err(|e| {
+    /// The VMAs of process `tgid`; the model's stand-ins are device memory. The process's
+    /// maps file is opened at the first call and kept until [`Driver::forget_maps`] (its
+    /// exit); on a kernel without `PROCMAP_QUERY` the maps text is read and parsed at each
+    /// call. (Here rather than in [`vmas`](super::vmas), which knows nothing of the
+    /// stand-ins.)
+    pub(super) fn vmas(&self, tgid: i32) -> Result<Vmas<'_>, Errno> {
+        static QUERY: OnceLock<bool> = OnceLock::new();
+        let io = |e: std::io::Error| {
             e.raw_os_error()
                 .map_or(Errno::FAULT, Errno::from_raw_os_error)
-        })?;
-        let files = self.files.read().unwrap_or_else(|e| e.into_inner());
-        Ok(Vmas::parse(&text, |dev, ino| {
-            files.contains_key(&(dev, ino))
-        }))
+        };
+        let path = format!("/proc/{tgid}/maps");
+        let maps = {
+            let mut all = self.maps.lock().unwrap_or_else(|e| e.into_inner());
+            match all.get(&tgid) {
+                Some(maps) => Arc::clone(maps),
+                None => {
+                    let maps = Arc::new(OwnedFd::from(std::fs::File::open(&path).map_err(io)?));
+                    all.insert(tgid, Arc::clone(&maps));
+                    maps
+                }
+            }
+        };
+        if *QUERY.get_or_init(|| Vmas::query_supported(&maps)) {
+            return Ok(Vmas::query(maps, self));
+        }
+        let text = std::fs::read_to_string(path).map_err(io)?;
+        Ok(Vmas::parse(&text, self))
+    }
+
+    /// Closes process `tgid`'s maps file (it exited).
+    pub(super) fn forget_maps(&self, tgid: i32) {
+        self.maps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&tgid);
+    }
+}
+
+/// The calling thread's id.
+fn this_thread() -> i32 {
+    thread_local! {
+        static TID: i32 = rustix::thread::gettid().as_raw_nonzero().get();
+    }
+    TID.with(|tid| *tid)
+}
+
+impl StandIns for Driver {
+    fn is_stand_in(&self, dev: u64, inode: u64) -> bool {
+        self.files
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&(dev, inode))
     }
 }

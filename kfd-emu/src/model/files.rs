@@ -278,7 +278,7 @@ pub(super) fn range_is_mapped(tgid: i32, addr: u64, len: u64) -> Option<bool> {
     let Some(end) = addr.checked_add(len) else {
         return Some(false);
     };
-    Some(super::vmas::Vmas::parse(&maps, |_, _| false).covers(addr, end))
+    Some(super::vmas::Vmas::parse(&maps, &|_: u64, _: u64| false).covers(addr, end))
 }
 
 /// `/proc/modules` as the emulator shows it: an `amdgpu` line, then the host's modules.

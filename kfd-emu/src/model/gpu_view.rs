@@ -374,6 +374,14 @@ impl Driver {
                 if write && !m.writable {
                     return Err(fault(gpu_id, at, write, GpuFaultReason::ReadOnly));
                 }
+                // A USERPTR BO whose memory was unmapped has no pages (see `addrspace`).
+                if st
+                    .procs
+                    .get(&tgid)
+                    .is_some_and(|p| p.userptrs.no_pages.contains(&m.backing))
+                {
+                    return Err(fault(gpu_id, at, write, GpuFaultReason::NotMapped));
+                }
                 let chunk = (m.end - at).min(left);
                 pieces.push(Piece::Backing {
                     backing: m.backing,
@@ -384,7 +392,7 @@ impl Driver {
                 left -= chunk;
                 continue;
             }
-            super::svm::gpu_access(self, st, tgid, gpu, at, va + len as u64, write, &mut vmas)
+            super::svm::gpu_access(self, st, tgid, gpu, at, write, &mut vmas)
                 .map_err(|reason| fault(gpu_id, at, write, reason))?;
             let chunk = (super::memory::PAGE_SIZE - at % super::memory::PAGE_SIZE).min(left);
             pieces.push(Piece::User {

@@ -134,7 +134,6 @@ pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), E
     let mut guard = m.lock();
     let st = &mut *guard;
     svm::alloc_overlap(
-        ctx.m,
         ctx.tgid,
         ctx.serial,
         st,

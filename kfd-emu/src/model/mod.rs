@@ -24,7 +24,8 @@
 //!    `svm::ranges` (the SVM range tree). `driver` puts the device, the state under its lock
 //!    and the stand-in file table together (`Driver`), without calling any behaviour.
 //! 3. **Kernel behaviour** — functions over the device, the state and their effects: `svm`
-//!    (SET/GET, `svm::env` below `svm::migrate` and `svm::fault`), `gpu_view` (accesses through
+//!    (SET/GET, `svm::env` below `svm::migrate`, `svm::fault` and `svm::notify`), `addrspace`
+//!    (the MMU notifiers of munmap, mremap, madvise, mprotect, brk, fork), `gpu_view` (accesses through
 //!    a GPU's page tables), `mmap` (which pages a stand-in's offset maps), `teardown` (what a
 //!    process leaves when it goes).
 //! 4. **Chardev** — `chardev` (the ioctl context `Ctx` and argument access), the handlers
@@ -132,6 +133,7 @@
 //! [`Caller`]: crate::backend::Caller
 //! [`Machine`]: crate::machine::Machine
 
+mod addrspace;
 mod backend;
 mod chardev;
 mod device;

@@ -74,6 +74,21 @@ pub(super) struct Bo {
     pub dmabuf: Option<u64>,
 }
 
+/// What the MMU notifiers of a process's USERPTR BOs left (`amdgpu_amdkfd_evict_userptr`):
+/// BOs by backing id.
+#[derive(Debug, Default)]
+pub(super) struct Userptrs {
+    /// `process_info->evicted_bos != 0`: the queues were quiesced for a USERPTR and the restore
+    /// worker has not run yet.
+    pub evicted: bool,
+    /// `mem->invalid`: invalidated since the restore worker last got their pages.
+    pub invalid: BTreeSet<u64>,
+    /// Their pages could not be got again (the memory was unmapped): the restore worker
+    /// takes that `EFAULT` for success ("it will fail later with a VM fault if the GPU tries
+    /// to access it"), and GPU accesses through them fault.
+    pub no_pages: BTreeSet<u64>,
+}
+
 /// A dma-buf the model exported: a stand-in memfd the model recognises by inode. It holds a
 /// reference on its backing and lives, as the kernel's `struct dma_buf` does, while any
 /// program still holds one of the files exported for it (an fd in any process or in flight,

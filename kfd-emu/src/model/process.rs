@@ -10,7 +10,7 @@ use rustix::io::Errno;
 use super::events::EventTable;
 use super::files::{self, FileKey};
 use super::memory::Accounts;
-use super::objects::{Backing, Bo, Dmabuf, Store, remote_read, remote_write};
+use super::objects::{Backing, Bo, Dmabuf, Store, Userptrs, remote_read, remote_write};
 use super::offsets::VmaSpace;
 use super::smi::Smi;
 use super::svm::ranges::Svm;
@@ -100,6 +100,8 @@ pub(super) struct Process {
     pub signal_handle: Option<u64>,
     /// SVM ranges.
     pub svm: Svm,
+    /// Its USERPTR BOs' invalidations.
+    pub userptrs: Userptrs,
 }
 
 /// A process's view of one GPU.
@@ -210,6 +212,7 @@ impl Process {
             xnack: machine.xnack_mode(false),
             signal_handle: None,
             svm: Svm::default(),
+            userptrs: Userptrs::default(),
         })
     }
 

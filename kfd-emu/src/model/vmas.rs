@@ -1,15 +1,24 @@
-//! The caller's VMAs, from `/proc/<pid>/maps`: what `vma_lookup` would find, with the flags
-//! SVM cares about.
+//! The caller's VMAs: what `vma_lookup` would find, with the flags SVM cares about.
+//!
+//! The VMAs are asked of the kernel when they are needed, one `PROCMAP_QUERY` ioctl
+//! (Linux 6.11) per VMA on the process's open `/proc/<pid>/maps` ([`Vmas::query`]): exact and
+//! current, in `O(log n)` of the process's VMAs, with no text to parse. On an older kernel
+//! (`ENOTTY`) the model reads and parses the whole maps text instead ([`Vmas::parse`]), once
+//! per operation. The rest of the model sees one type, [`Vmas`], either way.
 //!
 //! Device memory is what the kernel marks `VM_IO | VM_PFNMAP | VM_MIXEDMAP`: doorbell and
 //! MMIO mmaps of `/dev/kfd`, TTM CPU mappings of BOs through a render node, dma-buf mmaps. In
-//! the emulator those are mappings of the model's stand-in files, which the maps show by
-//! device and inode, or of a BO's memfd, which they show by name; the `[vvar]` pages (`VM_PFNMAP`) are device memory too, and the
-//! `[vsyscall]` page is no VMA at all.
+//! the emulator those are mappings of the model's stand-in files, which a VMA shows by device
+//! and inode ([`StandIns`]), or of a BO's memfd, which it shows by name; the `[vvar]` pages
+//! (`VM_PFNMAP`) are device memory too, and the `[vsyscall]` page is no VMA at all.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
 
 use rustix::io::Errno;
 
 use super::memory::PAGE_SIZE;
+use crate::procmap;
 
 /// One VMA, `[start, end)` in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,6 +27,7 @@ pub(in crate::model) struct Vma {
     pub end: u64,
     pub read: bool,
     pub write: bool,
+    pub exec: bool,
     /// `MAP_SHARED` (`s` in the permissions).
     pub shared: bool,
     /// `VM_IO | VM_PFNMAP | VM_MIXEDMAP`.
@@ -26,6 +36,8 @@ pub(in crate::model) struct Vma {
     pub anonymous: bool,
     /// `[heap]` or `[stack]` (`vma_is_initial_heap/stack`).
     pub heap_stack: bool,
+    /// `[heap]` (`vma_is_initial_heap`), the VMA `brk` grows and shrinks.
+    pub heap: bool,
 }
 
 impl Vma {
@@ -34,30 +46,163 @@ impl Vma {
     pub(super) fn migratable(&self) -> bool {
         self.anonymous && !self.shared && !self.device
     }
+
+    /// A VMA from its fields as maps or `PROCMAP_QUERY` report them.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        start: u64,
+        end: u64,
+        (read, write, exec, shared): (bool, bool, bool, bool),
+        dev: u64,
+        inode: u64,
+        path: &str,
+        stand_ins: &dyn StandIns,
+    ) -> Vma {
+        // maps shows the first word of a name; PROCMAP_QUERY adds " (deleted)".
+        let path = path.split(' ').next().unwrap_or("");
+        // A BO's memory, mapped where the program mapped a render node or a dma-buf.
+        let special =
+            matches!(path, "[vvar]" | "[vvar_vclock]" | "[vsyscall]") || is_bo_memfd_path(path);
+        Vma {
+            start,
+            end,
+            read,
+            write,
+            exec,
+            shared,
+            device: special || (inode != 0 && stand_ins.is_stand_in(dev, inode)),
+            anonymous: inode == 0,
+            heap_stack: matches!(path, "[heap]" | "[stack]"),
+            heap: path == "[heap]",
+        }
+    }
 }
 
-/// The VMAs of a process, sorted by start.
-#[derive(Debug, Default, Clone)]
-pub(in crate::model) struct Vmas {
-    list: Vec<Vma>,
+/// Which files are the model's device stand-ins, by `(st_dev, st_ino)`.
+pub(in crate::model) trait StandIns {
+    /// Whether the file `(dev, inode)` is a stand-in (its mappings are device memory).
+    fn is_stand_in(&self, dev: u64, inode: u64) -> bool;
 }
 
-impl Vmas {
-    /// Parses maps text; `stand_in(st_dev, inode)` says which files are device stand-ins.
-    pub(in crate::model) fn parse(text: &str, stand_in: impl Fn(u64, u64) -> bool) -> Vmas {
+impl<F: Fn(u64, u64) -> bool> StandIns for F {
+    fn is_stand_in(&self, dev: u64, inode: u64) -> bool {
+        self(dev, inode)
+    }
+}
+
+/// Where the VMAs come from.
+enum Source<'a> {
+    /// `PROCMAP_QUERY` on the process's maps file, asked at each lookup.
+    Query {
+        maps: Arc<OwnedFd>,
+        stand_ins: &'a dyn StandIns,
+    },
+    /// The maps text, parsed: sorted by start.
+    List(Vec<Vma>),
+}
+
+/// The VMAs of a process (see the [module docs](self)).
+pub(in crate::model) struct Vmas<'a> {
+    source: Source<'a>,
+}
+
+impl std::fmt::Debug for Vmas<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.source {
+            Source::Query { .. } => f.write_str("Vmas(PROCMAP_QUERY)"),
+            Source::List(list) => f.debug_tuple("Vmas").field(list).finish(),
+        }
+    }
+}
+
+/// The longest VMA name `PROCMAP_QUERY` is given room for (`PATH_MAX`): a longer one is
+/// `ENAMETOOLONG`, and the VMA is then taken for an ordinary file mapping.
+const NAME_MAX: usize = 4096;
+
+impl<'a> Vmas<'a> {
+    /// Parses maps text; `stand_ins` says which files are device stand-ins.
+    pub(in crate::model) fn parse(text: &str, stand_ins: &dyn StandIns) -> Vmas<'a> {
         let mut list: Vec<Vma> = text
             .lines()
-            .filter_map(|l| parse_line(l, &stand_in))
+            .filter_map(|l| parse_line(l, stand_ins))
             .collect();
         list.sort_unstable_by_key(|v| v.start);
-        Vmas { list }
+        Vmas {
+            source: Source::List(list),
+        }
+    }
+
+    /// The VMAs of the process whose `/proc/<pid>/maps` is open as `maps`, asked of the
+    /// kernel at each lookup (`PROCMAP_QUERY`).
+    pub(in crate::model) fn query(maps: Arc<OwnedFd>, stand_ins: &'a dyn StandIns) -> Vmas<'a> {
+        Vmas {
+            source: Source::Query { maps, stand_ins },
+        }
+    }
+
+    /// Whether the kernel answers `PROCMAP_QUERY` on `maps` (not `ENOTTY` or `EINVAL`).
+    pub(in crate::model) fn query_supported(maps: &OwnedFd) -> bool {
+        !matches!(
+            procmap::procmap_query(
+                maps.as_fd(),
+                0,
+                procmap::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
+                &mut []
+            ),
+            Err(Errno::NOTTY | Errno::INVAL)
+        )
+    }
+
+    /// The VMA holding byte `addr` (`vma_lookup`), or with `or_next` the first one above it
+    /// (`find_vma`).
+    fn find(&self, addr: u64, or_next: bool) -> Option<Vma> {
+        match &self.source {
+            Source::List(list) => {
+                if or_next {
+                    let i = list.partition_point(|v| v.end <= addr);
+                    return list.get(i).copied();
+                }
+                let i = list.partition_point(|v| v.start <= addr);
+                let v = list.get(i.checked_sub(1)?)?;
+                (addr < v.end).then_some(*v)
+            }
+            Source::Query { maps, stand_ins } => {
+                let flags = if or_next {
+                    procmap::PROCMAP_QUERY_COVERING_OR_NEXT_VMA
+                } else {
+                    0
+                };
+                let mut name = [0u8; NAME_MAX];
+                let q = procmap::procmap_query(maps.as_fd(), addr, flags, &mut name).ok()?;
+                let len = (q.vma_name_size as usize).saturating_sub(1).min(NAME_MAX);
+                let path = std::str::from_utf8(&name[..len]).unwrap_or("");
+                let perm = |bit| q.vma_flags & bit != 0;
+                Some(Vma::new(
+                    q.vma_start,
+                    q.vma_end,
+                    (
+                        perm(procmap::PROCMAP_QUERY_VMA_READABLE),
+                        perm(procmap::PROCMAP_QUERY_VMA_WRITABLE),
+                        perm(procmap::PROCMAP_QUERY_VMA_EXECUTABLE),
+                        perm(procmap::PROCMAP_QUERY_VMA_SHARED),
+                    ),
+                    rustix::fs::makedev(q.dev_major, q.dev_minor),
+                    q.inode,
+                    path,
+                    *stand_ins,
+                ))
+            }
+        }
     }
 
     /// The VMA holding byte `addr` (`vma_lookup`).
-    pub(super) fn lookup(&self, addr: u64) -> Option<&Vma> {
-        let i = self.list.partition_point(|v| v.start <= addr);
-        let v = self.list.get(i.checked_sub(1)?)?;
-        (addr < v.end).then_some(v)
+    pub(super) fn lookup(&self, addr: u64) -> Option<Vma> {
+        self.find(addr, false)
+    }
+
+    /// The first VMA that ends above `addr` (`find_vma`): the one holding it, or the next.
+    pub(super) fn covering_or_next(&self, addr: u64) -> Option<Vma> {
+        self.find(addr, true)
     }
 
     /// Whether every byte of `[start, end)` is inside some VMA.
@@ -85,32 +230,22 @@ impl Vmas {
         Ok(())
     }
 
-    /// The page ranges `[first, last]` within pages `[first, last]` that no ordinary VMA
-    /// covers: memory unmapped (or replaced by device memory) since it was registered.
-    pub(super) fn holes(&self, first: u64, last: u64) -> Vec<(u64, u64)> {
-        let (start, end) = (first * PAGE_SIZE, (last + 1) * PAGE_SIZE);
-        let mut holes = Vec::new();
+    /// The VMAs that overlap `[start, end)`, clipped to it: `(vma, start, end)` in bytes,
+    /// holes skipped.
+    pub(super) fn overlapping(&self, start: u64, end: u64) -> Vec<(Vma, u64, u64)> {
+        let mut out = Vec::new();
         let mut at = start;
-        let i = self.list.partition_point(|v| v.end <= start);
-        for v in &self.list[i..] {
-            if at >= end {
+        while at < end {
+            let Some(v) = self.covering_or_next(at) else {
+                break;
+            };
+            if v.start >= end {
                 break;
             }
-            if v.device {
-                continue;
-            }
-            if v.start > at {
-                holes.push((at, v.start.min(end)));
-            }
-            at = at.max(v.end);
+            out.push((v, v.start.max(at), v.end.min(end)));
+            at = v.end;
         }
-        if at < end {
-            holes.push((at, end));
-        }
-        holes
-            .into_iter()
-            .map(|(s, e)| (s / PAGE_SIZE, e.div_ceil(PAGE_SIZE) - 1))
-            .collect()
+        out
     }
 
     /// The pieces of pages `[first, last]` VMA by VMA, as the migration and mapping loops walk
@@ -123,7 +258,7 @@ impl Vmas {
                 break;
             };
             let next = (v.end / PAGE_SIZE).min(last + 1);
-            out.push((*v, page, next - 1));
+            out.push((v, page, next - 1));
             page = next;
         }
         out
@@ -146,7 +281,7 @@ pub(super) fn is_bo_memfd_path(path: &str) -> bool {
 }
 
 /// One line: `start-end perms offset major:minor inode [path]`.
-fn parse_line(line: &str, stand_in: &impl Fn(u64, u64) -> bool) -> Option<Vma> {
+fn parse_line(line: &str, stand_ins: &dyn StandIns) -> Option<Vma> {
     let mut fields = line.split_whitespace();
     let (lo, hi) = fields.next()?.split_once('-')?;
     let perms = fields.next()?.as_bytes();
@@ -154,25 +289,20 @@ fn parse_line(line: &str, stand_in: &impl Fn(u64, u64) -> bool) -> Option<Vma> {
     let (major, minor) = fields.next()?.split_once(':')?;
     let inode: u64 = fields.next()?.parse().ok()?;
     let path = fields.next().unwrap_or("");
-    let start = u64::from_str_radix(lo, 16).ok()?;
-    let end = u64::from_str_radix(hi, 16).ok()?;
     let dev = rustix::fs::makedev(
         u32::from_str_radix(major, 16).ok()?,
         u32::from_str_radix(minor, 16).ok()?,
     );
-    // A BO's memory, mapped where the program mapped a render node or a dma-buf.
-    let special =
-        matches!(path, "[vvar]" | "[vvar_vclock]" | "[vsyscall]") || is_bo_memfd_path(path);
-    Some(Vma {
-        start,
-        end,
-        read: perms.first() == Some(&b'r'),
-        write: perms.get(1) == Some(&b'w'),
-        shared: perms.get(3) == Some(&b's'),
-        device: special || (inode != 0 && stand_in(dev, inode)),
-        anonymous: inode == 0,
-        heap_stack: matches!(path, "[heap]" | "[stack]"),
-    })
+    let perm = |i: usize, c: u8| perms.get(i) == Some(&c);
+    Some(Vma::new(
+        u64::from_str_radix(lo, 16).ok()?,
+        u64::from_str_radix(hi, 16).ok()?,
+        (perm(0, b'r'), perm(1, b'w'), perm(2, b'x'), perm(3, b's')),
+        dev,
+        inode,
+        path,
+        stand_ins,
+    ))
 }
 
 #[cfg(test)]
@@ -193,9 +323,10 @@ mod tests {
 ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0   [vsyscall]
 ";
 
-    fn vmas() -> Vmas {
-        let dev = rustix::fs::makedev(0, 1);
-        Vmas::parse(MAPS, |d, ino| d == dev && ino == 4242)
+    fn vmas() -> Vmas<'static> {
+        Vmas::parse(MAPS, &|d: u64, ino: u64| {
+            d == rustix::fs::makedev(0, 1) && ino == 4242
+        })
     }
 
     #[test]
@@ -216,7 +347,7 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0   [vsyscall]
     }
 
     #[test]
-    fn validity_holes_and_pieces() {
+    fn validity_neighbours_and_pieces() {
         let v = vmas();
         let base = 0x7f00_0000_0000u64;
         assert_eq!(v.check(base, base + 0x8000), Ok(()), "two adjacent VMAs");
@@ -227,11 +358,97 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0   [vsyscall]
             "device"
         );
         let page = base / PAGE_SIZE;
-        assert_eq!(v.holes(page, page + 0x13), vec![(page + 8, page + 0x11)]);
         let pieces = v.pieces(page + 2, page + 9);
         assert_eq!(pieces.len(), 2);
         assert_eq!((pieces[0].1, pieces[0].2), (page + 2, page + 3));
         assert_eq!((pieces[1].1, pieces[1].2), (page + 4, page + 7));
         assert!(v.covers(base, base + 0x8000) && !v.covers(base, base + 0x9000));
+        let next = v
+            .covering_or_next(base + 0x9000)
+            .expect("the memfd above the hole");
+        assert_eq!(next.start, base + 0x1_0000);
+        let over: Vec<(u64, u64)> = v
+            .overlapping(base + 0x6000, base + 0x1_1000)
+            .iter()
+            .map(|&(_, s, e)| (s, e))
+            .collect();
+        assert_eq!(
+            over,
+            vec![
+                (base + 0x6000, base + 0x8000),
+                (base + 0x1_0000, base + 0x1_1000)
+            ]
+        );
+        assert!(v.lookup(0x0100_0000).expect("heap").heap);
+    }
+
+    /// PROCMAP_QUERY and the maps text say the same of this process's own mappings: a
+    /// read-only private page next to a PROT_NONE one, and a shared one.
+    #[test]
+    fn query_agrees_with_the_maps_text() {
+        use rustix::mm::{MapFlags, ProtFlags, mmap_anonymous, munmap};
+        let maps = Arc::new(OwnedFd::from(
+            std::fs::File::open("/proc/self/maps").expect("maps"),
+        ));
+        if !Vmas::query_supported(&maps) {
+            // Nothing to compare on a kernel before 6.11: the model parses the text there.
+            let release = rustix::system::uname()
+                .release()
+                .to_string_lossy()
+                .into_owned();
+            let mut v = release
+                .split(['.', '-'])
+                .map(|n| n.parse::<u32>().unwrap_or(0));
+            let version = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+            assert!(version < (6, 11), "Linux {release} has PROCMAP_QUERY");
+            return;
+        }
+        // SAFETY: fresh anonymous mappings of this test, unmapped below; nothing else uses them.
+        let (private, shared) = unsafe {
+            let private = mmap_anonymous(
+                std::ptr::null_mut(),
+                3 * 4096,
+                ProtFlags::READ,
+                MapFlags::PRIVATE,
+            )
+            .expect("mmap");
+            rustix::mm::mprotect(
+                private.cast::<u8>().add(4096).cast(),
+                4096,
+                rustix::mm::MprotectFlags::empty(),
+            )
+            .expect("a PROT_NONE page in the middle");
+            let shared = mmap_anonymous(
+                std::ptr::null_mut(),
+                4096,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+            )
+            .expect("mmap");
+            (private as u64, shared as u64)
+        };
+        let none = |_: u64, _: u64| false;
+        let query = Vmas::query(maps, &none);
+        let text = std::fs::read_to_string("/proc/self/maps").expect("maps");
+        let parsed = Vmas::parse(&text, &none);
+        for addr in [private, private + 4096, private + 8192, shared, 0x1000] {
+            assert_eq!(query.lookup(addr), parsed.lookup(addr), "at {addr:#x}");
+            assert_eq!(
+                query.covering_or_next(addr),
+                parsed.covering_or_next(addr),
+                "at or after {addr:#x}"
+            );
+        }
+        let first = query.lookup(private).expect("the first page");
+        assert!(first.read && !first.write && first.anonymous && !first.shared);
+        assert!(query.lookup(shared).expect("the shared page").shared);
+        let none = query.lookup(private + 4096).expect("the PROT_NONE page");
+        assert!(!none.read && !none.write && none.start == private + 4096);
+        assert!(query.lookup(0x1000).is_none(), "below mmap_min_addr");
+        // SAFETY: the pages mapped above, not used after this.
+        unsafe {
+            munmap(private as *mut _, 3 * 4096).expect("munmap");
+            munmap(shared as *mut _, 4096).expect("munmap");
+        }
     }
 }

@@ -24,7 +24,7 @@
 //! mount) blocks only the worker serving that caller.
 
 use std::cell::Cell;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
 use rustix::fs::{Mode, OFlags};
@@ -32,40 +32,11 @@ use rustix::io::Errno;
 
 use super::seccomp::Listener;
 use crate::backend::{Caller, CallerId};
+use crate::procmap;
 
 /// `PATH_MAX`, counting the terminating NUL.
 const PATH_MAX: usize = libc::PATH_MAX as usize;
 const PAGE: u64 = 4096;
-
-/// `PROCMAP_QUERY`, `_IOWR('f', 17, struct procmap_query)` (Linux ≥ 6.11): describes the VMA
-/// that covers an address, through an open `/proc/<pid>/maps`.
-const PROCMAP_QUERY: libc::c_ulong = 0xC068_6611;
-/// `PROCMAP_QUERY_VMA_READABLE`.
-const VMA_READABLE: u64 = 0x01;
-/// `PROCMAP_QUERY_VMA_WRITABLE`.
-const VMA_WRITABLE: u64 = 0x02;
-
-/// `struct procmap_query` of `linux/fs.h`.
-#[repr(C)]
-#[derive(Debug, Default)]
-struct ProcmapQuery {
-    size: u64,
-    query_flags: u64,
-    query_addr: u64,
-    vma_start: u64,
-    vma_end: u64,
-    vma_flags: u64,
-    vma_page_size: u64,
-    vma_offset: u64,
-    inode: u64,
-    dev_major: u32,
-    dev_minor: u32,
-    vma_name_size: u32,
-    build_id_size: u32,
-    vma_name_addr: u64,
-    build_id_addr: u64,
-}
-const _: () = assert!(size_of::<ProcmapQuery>() == 104);
 
 /// The files of one address space, opened on a thread validated as a caller afterwards.
 #[derive(Debug)]
@@ -87,7 +58,7 @@ struct Vma {
 
 impl MemFiles {
     /// Whether every byte of `[addr, addr + len)` is in a VMA with all of `need`
-    /// (`VMA_READABLE`/`VMA_WRITABLE`): what the kernel's `copy_{from,to}_user` would reach.
+    /// (`PROCMAP_QUERY_VMA_READABLE`/`_WRITABLE`): what the kernel's `copy_{from,to}_user` would reach.
     /// `Gone` when the address space is gone. On kernels without `PROCMAP_QUERY` the check
     /// is skipped (an approximation: a protected page is then reached like a debugger would).
     ///
@@ -112,24 +83,13 @@ impl MemFiles {
                 at = vma.end;
                 continue;
             }
-            let mut q = ProcmapQuery {
-                size: size_of::<ProcmapQuery>() as u64,
-                query_addr: at,
-                ..ProcmapQuery::default()
+            let q = match procmap::procmap_query(self.maps.as_fd(), at, 0, &mut []) {
+                Ok(q) => q,
+                Err(Errno::NOENT) => return Err(Errno::FAULT),
+                Err(Errno::SRCH) => return Ok(Transfer::Gone),
+                Err(Errno::NOTTY | Errno::INVAL) => return Ok(Transfer::Moved(len)),
+                Err(other) => return Err(other),
             };
-            // SAFETY: PROCMAP_QUERY reads and writes one `struct procmap_query`, whose size
-            // the struct's first field gives; no name or build-id buffer is asked for.
-            let ret = unsafe { libc::ioctl(self.maps.as_raw_fd(), PROCMAP_QUERY, &raw mut q) };
-            if ret < 0 {
-                return match Errno::from_raw_os_error(
-                    std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-                ) {
-                    Errno::NOENT => Err(Errno::FAULT),
-                    Errno::SRCH => Ok(Transfer::Gone),
-                    Errno::NOTTY | Errno::INVAL => Ok(Transfer::Moved(len)),
-                    other => Err(other),
-                };
-            }
             if q.vma_flags & need != need || q.vma_end <= at || q.vma_start > at {
                 return Err(Errno::FAULT);
             }
@@ -315,13 +275,16 @@ impl NotifCaller {
             // Up to the end of the page, then page by page: a string may end just before a
             // page the caller cannot read.
             let len = ((PAGE - at % PAGE) as usize).min(PATH_MAX - got);
-            let n = match self.mem.access(self, at, len, VMA_READABLE, |fd| {
-                rustix::io::pread(fd, &mut buf[got..got + len], at)
-            }) {
-                Ok(n) => n,
-                Err(Errno::FAULT) if got > 0 => break,
-                Err(e) => return Err(e),
-            };
+            let n =
+                match self
+                    .mem
+                    .access(self, at, len, procmap::PROCMAP_QUERY_VMA_READABLE, |fd| {
+                        rustix::io::pread(fd, &mut buf[got..got + len], at)
+                    }) {
+                    Ok(n) => n,
+                    Err(Errno::FAULT) if got > 0 => break,
+                    Err(e) => return Err(e),
+                };
             got += n;
         }
         self.still_valid()?;
@@ -345,9 +308,13 @@ impl Caller for NotifCaller {
         let want = buf.len();
         if want > 0 {
             addr.checked_add(want as u64).ok_or(Errno::FAULT)?;
-            let got = self.mem.access(self, addr, want, VMA_READABLE, |fd| {
-                rustix::io::pread(fd, &mut *buf, addr)
-            })?;
+            let got = self.mem.access(
+                self,
+                addr,
+                want,
+                procmap::PROCMAP_QUERY_VMA_READABLE,
+                |fd| rustix::io::pread(fd, &mut *buf, addr),
+            )?;
             if got != want {
                 return Err(Errno::FAULT);
             }
@@ -362,9 +329,13 @@ impl Caller for NotifCaller {
         addr.checked_add(buf.len() as u64).ok_or(Errno::FAULT)?;
         // Through the file, which was validated by `ID_VALID` after its open: never into a
         // process that merely reuses the tid (see the module docs for why no further check).
-        let got = self.mem.access(self, addr, buf.len(), VMA_WRITABLE, |fd| {
-            rustix::io::pwrite(fd, buf, addr)
-        })?;
+        let got = self.mem.access(
+            self,
+            addr,
+            buf.len(),
+            procmap::PROCMAP_QUERY_VMA_WRITABLE,
+            |fd| rustix::io::pwrite(fd, buf, addr),
+        )?;
         if got != buf.len() {
             return Err(Errno::FAULT);
         }

@@ -66,6 +66,18 @@ pub(crate) struct MmapArgs {
 }
 
 impl MmapArgs {
+    /// The argument registers again.
+    pub(crate) fn regs(&self) -> [u64; 6] {
+        [
+            self.addr,
+            self.len,
+            u64::from(self.prot),
+            u64::from(self.flags),
+            self.fd as u32 as u64,
+            self.offset,
+        ]
+    }
+
     pub(crate) fn from_regs(args: [u64; 6]) -> Self {
         Self {
             addr: args[0],

@@ -31,7 +31,15 @@
 //! - for a file `mmap`, takes a duplicate of the caller's fd the same way and asks
 //!   [`Backend::mmap`], then carries the answer out so that the caller's address space ends up
 //!   as if the kernel had mapped the device file at that offset: same address (`MAP_FIXED`,
-//!   `MAP_FIXED_NOREPLACE`, hint), length, protection and flags, the kernel's errno on failure.
+//!   `MAP_FIXED_NOREPLACE`, hint), length, protection and flags, the kernel's errno on failure;
+//! - for a call that changes the address space (`munmap`, `mremap`, `mprotect`, `brk`,
+//!   `madvise` with advice that drops pages, `mmap` with `MAP_FIXED`; for a spawned program
+//!   also `fork` and `clone` without `CLONE_VM`), tells [`Backend::address_space`] before the
+//!   kernel runs it, then answers `CONTINUE`: the backend does what the kernel's MMU
+//!   notifiers would, and it is done when the call returns. In attach mode only the attached
+//!   thread and what it spawns are filtered, so the other threads' calls are not seen, and
+//!   forks are not notified (glibc's `fork` holds the malloc locks the supervisor's threads
+//!   need).
 //!
 //! # Mappings of stand-ins
 //!
@@ -99,9 +107,11 @@
 //! [`Caller`]: crate::backend::Caller
 //! [`Backend::fstat`]: crate::backend::Backend::fstat
 //! [`Backend::is_standin`]: crate::backend::Backend::is_standin
+//! [`Backend::address_space`]: crate::backend::Backend::address_space
 //! [`Backend::mmap`]: crate::backend::Backend::mmap
 //! [`MmapAction::Redirect`]: crate::backend::MmapAction::Redirect
 
+mod addrspace;
 mod caller;
 mod error;
 mod mmap;

@@ -115,6 +115,9 @@ pub const SMI_WRITES: [i64; 3] = [libc::SYS_write, libc::SYS_writev, libc::SYS_p
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum L {
     Ioctl,
+    AnonMmap,
+    Madvise,
+    Clone,
     Allow,
     Notify,
     Enosys,
@@ -211,6 +214,21 @@ pub const NOTIFIED: [i64; 18] = [
     libc::SYS_readlinkat,
 ];
 
+/// The address-space calls that are always notified (the backend applies what the kernel's
+/// MMU notifiers do before they run): `munmap`, `mremap`, `mprotect` and `brk`. `madvise`
+/// and anonymous `mmap`s are notified only for some arguments, `fork` and `clone` only by
+/// [`Filter::kfd_traced`] (see [`Filter::kfd`]).
+pub const ADDRESS_SPACE: [i64; 4] = [
+    libc::SYS_munmap,
+    libc::SYS_mremap,
+    libc::SYS_mprotect,
+    libc::SYS_brk,
+];
+
+/// The `madvise` advice that drops pages (`MMU_NOTIFY_CLEAR`): `MADV_DONTNEED`, `MADV_FREE`,
+/// `MADV_REMOVE`, `MADV_DONTNEED_LOCKED`. Other advice is not notified.
+pub const MADVISE_NOTIFIED: [u32; 4] = [4, 8, 9, 24];
+
 /// A classic BPF program for `SECCOMP_SET_MODE_FILTER`.
 #[derive(Debug, Clone)]
 pub struct Filter {
@@ -255,9 +273,20 @@ impl Filter {
     ///   kernel's `unsigned int cmd`) is `'K'` or `'d'` → `SECCOMP_RET_USER_NOTIF`; only the type
     ///   is matched because `AMDKFD_IOC_SVM` carries a variable size;
     /// - a file `mmap` (not `MAP_ANONYMOUS`, fd ≥ 0 in the low 32 bits of its argument)
-    ///   → `SECCOMP_RET_USER_NOTIF` (an anonymous mapping, or one with fd -1, is allowed
-    ///   without a round trip); see [`Filter::kfd_traced`] for the spawned program's variant;
+    ///   → `SECCOMP_RET_USER_NOTIF` (one with fd -1 is allowed without a round trip); see
+    ///   [`Filter::kfd_traced`] for the spawned program's variant;
+    /// - an anonymous `mmap` with `MAP_FIXED` (it replaces what was there), [`ADDRESS_SPACE`]
+    ///   (`munmap`, `mremap`, `mprotect`, `brk`) and `madvise` with advice in
+    ///   [`MADVISE_NOTIFIED`] → `SECCOMP_RET_USER_NOTIF`; anonymous mappings without
+    ///   `MAP_FIXED` and other advice are allowed. Forks are not notified here: glibc's
+    ///   `fork` holds every malloc arena lock across its `clone`, and the supervisor's own
+    ///   threads, in the same process, allocate to serve a call (see [`Filter::kfd_traced`]);
     /// - everything else → `SECCOMP_RET_ALLOW`.
+    ///
+    /// The supervisor's threads share the attached program's allocator: a call notified while
+    /// its thread holds a malloc arena lock (glibc's `brk`, `mprotect`, `madvise` and `munmap`
+    /// of its heaps) waits for a worker, which uses an arena of its own as long as the
+    /// process has fewer threads than glibc's arena limit (8 per CPU).
     ///
     /// Cost: every notified call is a round trip through the supervisor, including the
     /// great majority that are not the emulator's and are sent back with
@@ -268,23 +297,28 @@ impl Filter {
     /// AT_EMPTY_PATH)` — what Rust's `File::metadata` issues — pays the round trip too, as the
     /// filter cannot read the path; so does `fstat`, and the rare `ftruncate`/`fallocate`.
     /// `readlink`/`readlinkat` pay it as well, and glibc's `realpath` issues one per path
-    /// component.
+    /// component. So do the address-space calls: a program that frees large blocks
+    /// (`munmap`), grows them (`mremap`), trims its heap (`brk`, `madvise`) or changes
+    /// protections pays one round trip per call.
     pub fn kfd() -> Self {
-        Self::build(libc::SECCOMP_RET_USER_NOTIF)
+        Self::build(libc::SECCOMP_RET_USER_NOTIF, false)
     }
 
     /// The filter of `kfd-emu run` (a traced program, see the `tracer` module): as
     /// [`Filter::kfd`], except that a file `mmap` returns `SECCOMP_RET_TRACE` (the tracer
     /// decides it at its `PTRACE_EVENT_SECCOMP` stop) unless its fd argument carries
-    /// [`SLOT_MARKER`] in its upper 32 bits, which is notified.
+    /// [`SLOT_MARKER`] in its upper 32 bits, which is notified; and that forks are notified:
+    /// `fork`, and `clone` without `CLONE_VM` (`vfork`, which shares the address space, is
+    /// not). `clone3` is not: its flags are in memory the filter cannot read, so a fork made
+    /// with it is not seen (glibc's `fork` uses `clone`).
     ///
     /// Without a tracer a `SECCOMP_RET_TRACE` call fails with `ENOSYS`, so this filter is only
     /// for a program the supervisor has seized.
     pub fn kfd_traced() -> Self {
-        Self::build(libc::SECCOMP_RET_TRACE)
+        Self::build(libc::SECCOMP_RET_TRACE, true)
     }
 
-    fn build(file_mmap: u32) -> Self {
+    fn build(file_mmap: u32, forks: bool) -> Self {
         use libc::{
             BPF_ABS, BPF_ALU, BPF_AND, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_JSET, BPF_K, BPF_LD, BPF_RET,
             BPF_RSH, BPF_W,
@@ -303,24 +337,45 @@ impl Filter {
         p.op(ret, libc::SECCOMP_RET_KILL_PROCESS);
         p.op(ld, 0); // nr
         p.jump(jge, X32_SYSCALL_BIT, To(L::Enosys), Next);
-        for nr in NOTIFIED {
-            p.jump(jeq, nr as u32, To(L::Notify), Next);
+        for nr in NOTIFIED.iter().chain(&ADDRESS_SPACE) {
+            p.jump(jeq, *nr as u32, To(L::Notify), Next);
         }
         for nr in SMI_WRITES {
             p.jump(jeq, nr as u32, To(L::SmiWrite), Next);
         }
         p.jump(jeq, libc::SYS_openat2 as u32, To(L::Enosys), Next);
         p.jump(jeq, libc::SYS_ioctl as u32, To(L::Ioctl), Next);
+        p.jump(jeq, libc::SYS_madvise as u32, To(L::Madvise), Next);
+        if forks {
+            p.jump(jeq, libc::SYS_fork as u32, To(L::Notify), Next);
+            p.jump(jeq, libc::SYS_clone as u32, To(L::Clone), Next);
+        }
         p.jump(jeq, libc::SYS_mmap as u32, Next, To(L::Allow));
         // A file mapping: not MAP_ANONYMOUS, and a non-negative fd (the kernel's fd is the
         // low 32 bits; -1 fails with EBADF natively).
         p.op(ld, ARG_LOW[3]);
-        p.jump(jset, libc::MAP_ANONYMOUS as u32, To(L::Allow), Next);
+        p.jump(jset, libc::MAP_ANONYMOUS as u32, To(L::AnonMmap), Next);
         p.op(ld, ARG_LOW[4] + 4);
         p.jump(jeq, SLOT_MARKER, To(L::Notify), Next);
         p.op(ld, ARG_LOW[4]);
         p.jump(jset, 0x8000_0000, To(L::Allow), Next);
         p.op(ret, file_mmap);
+        // An anonymous mapping (its flags still loaded): notified when it replaces.
+        p.label(L::AnonMmap);
+        p.jump(jset, libc::MAP_FIXED as u32, To(L::Notify), To(L::Allow));
+        p.label(L::Madvise);
+        p.op(ld, ARG_LOW[2]);
+        let (last, rest) = MADVISE_NOTIFIED.split_last().unwrap_or((&0, &[]));
+        for advice in rest {
+            p.jump(jeq, *advice, To(L::Notify), Next);
+        }
+        p.jump(jeq, *last, To(L::Notify), To(L::Allow));
+        if forks {
+            // clone: a fork unless CLONE_VM (a thread, vfork).
+            p.label(L::Clone);
+            p.op(ld, ARG_LOW[0]);
+            p.jump(jset, libc::CLONE_VM as u32, To(L::Allow), To(L::Notify));
+        }
         p.label(L::Ioctl);
         p.op(ld, ARG_LOW[1]);
         p.op(BPF_ALU | BPF_RSH | BPF_K, 8);
@@ -699,6 +754,43 @@ mod tests {
             run(&f, &call(libc::SYS_mmap, [0, 4096, 3, anon, 0, 0])),
             allow
         );
+        // An anonymous MAP_FIXED mapping replaces what was there: notified; NOREPLACE is not.
+        let fixed = anon | libc::MAP_FIXED as u64;
+        assert_eq!(
+            run(
+                &f,
+                &call(libc::SYS_mmap, [1 << 30, 4096, 3, fixed, u64::MAX, 0])
+            ),
+            notify
+        );
+        let noreplace = anon | libc::MAP_FIXED_NOREPLACE as u64;
+        assert_eq!(
+            run(
+                &f,
+                &call(libc::SYS_mmap, [1 << 30, 4096, 3, noreplace, 0, 0])
+            ),
+            allow
+        );
+        for nr in ADDRESS_SPACE {
+            assert_eq!(run(&f, &call(nr, [0; 6])), notify, "syscall {nr}");
+        }
+        // madvise: only advice that drops pages.
+        for advice in [libc::MADV_DONTNEED, libc::MADV_FREE, libc::MADV_REMOVE, 24] {
+            let args = [1 << 30, 4096, advice as u64, 0, 0, 0];
+            assert_eq!(run(&f, &call(libc::SYS_madvise, args)), notify, "{advice}");
+        }
+        for advice in [
+            libc::MADV_WILLNEED,
+            libc::MADV_HUGEPAGE,
+            libc::MADV_DONTFORK,
+        ] {
+            let args = [1 << 30, 4096, advice as u64, 0, 0, 0];
+            assert_eq!(run(&f, &call(libc::SYS_madvise, args)), allow, "{advice}");
+        }
+        // No fork is notified in attach mode (glibc holds the malloc locks across it).
+        let fork = [libc::SIGCHLD as u64, 0, 0, 0, 0, 0];
+        assert_eq!(run(&f, &call(libc::SYS_clone, fork)), allow);
+        assert_eq!(run(&f, &call(libc::SYS_fork, [0; 6])), allow);
         let minus_one = u64::MAX;
         let shared = libc::MAP_SHARED as u64;
         let no_fd = [0, 4096, 3, shared, minus_one, 0];
@@ -756,8 +848,17 @@ mod tests {
         let marked = [0, 4096, 3, shared, (u64::from(SLOT_MARKER) << 32) | 1023, 0];
         let notify = libc::SECCOMP_RET_USER_NOTIF;
         assert_eq!(run(&f, &call(libc::SYS_mmap, marked)), notify);
-        // Anonymous mappings never stop the program, marker or not.
+        // Anonymous mappings never stop the program, marker or not; MAP_FIXED ones are
+        // notified (not traced).
         let anon = (libc::MAP_ANONYMOUS | libc::MAP_PRIVATE) as u64;
+        let fixed = anon | libc::MAP_FIXED as u64;
+        assert_eq!(
+            run(
+                &f,
+                &call(libc::SYS_mmap, [1 << 30, 4096, 3, fixed, u64::MAX, 0])
+            ),
+            notify
+        );
         let anon_marked = [0, 4096, 3, anon, (u64::from(SLOT_MARKER) << 32) | 7, 0];
         let allow = libc::SECCOMP_RET_ALLOW;
         assert_eq!(run(&f, &call(libc::SYS_mmap, anon_marked)), allow);
@@ -765,6 +866,14 @@ mod tests {
             run(&f, &call(libc::SYS_mmap, [0, 4096, 3, anon, 0, 0])),
             allow
         );
+        // Forks are: a fork is notified, a thread is not; vfork and clone3 are allowed.
+        let fork = [libc::SIGCHLD as u64, 0, 0, 0, 0, 0];
+        assert_eq!(run(&f, &call(libc::SYS_clone, fork)), notify);
+        assert_eq!(run(&f, &call(libc::SYS_fork, [0; 6])), notify);
+        let thread = [(libc::CLONE_VM | libc::CLONE_THREAD) as u64, 0, 0, 0, 0, 0];
+        assert_eq!(run(&f, &call(libc::SYS_clone, thread)), allow);
+        assert_eq!(run(&f, &call(libc::SYS_vfork, [0; 6])), allow);
+        assert_eq!(run(&f, &call(libc::SYS_clone3, [0; 6])), allow);
         // The rest is routed as in the attach filter.
         assert_eq!(run(&f, &ioctl(0x8008_4b01)), notify);
         assert_eq!(run(&f, &call(libc::SYS_openat, [0; 6])), notify);

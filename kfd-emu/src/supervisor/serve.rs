@@ -32,6 +32,7 @@ use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
 use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open};
 
+use super::addrspace;
 use super::caller::{NotifCaller, ProcMem};
 use super::mmap::{self as file_mmap, MmapArgs, Route, SLOT_MARKER, Slots};
 use super::path;
@@ -570,8 +571,10 @@ impl Shared {
         let id = notif.id;
         let tid = notif.pid as i32;
         let args = notif.data.args;
+        let anonymous = args[3] as u32 & libc::MAP_ANONYMOUS as u32 != 0;
         if let Route::Traced(slots) = &self.route
             && i64::from(notif.data.nr) == libc::SYS_mmap
+            && !anonymous
         {
             // Needs nothing of the caller but its tid: answered before tracking, so that
             // nothing can make it run without its memfd in the slot.
@@ -611,7 +614,18 @@ impl Shared {
             libc::SYS_ioctl => {
                 self.ioctl(&caller, &process, args[0] as i32, args[1] as u32, args[2])
             }
-            libc::SYS_mmap => self.mmap(&caller, &process, args),
+            libc::SYS_mmap if !anonymous => self.mmap(&caller, &process, args),
+            nr @ (libc::SYS_mmap
+            | libc::SYS_munmap
+            | libc::SYS_mremap
+            | libc::SYS_madvise
+            | libc::SYS_mprotect
+            | libc::SYS_brk
+            | libc::SYS_fork
+            | libc::SYS_clone) => {
+                addrspace::tell(&*self.backend, caller.id(), nr, args);
+                let _ = self.listener.respond_continue(id);
+            }
             libc::SYS_fstat => self.fstat(&caller, &process, args[0] as i32, Reply::Stat(args[1])),
             libc::SYS_ftruncate | libc::SYS_fallocate => {
                 self.resize(&caller, &process, i64::from(notif.data.nr), args);
@@ -906,6 +920,10 @@ impl Shared {
         let id = caller.notif_id();
         let who = caller.id();
         let (action, _file) = file_mmap::ask(&*self.backend, process.pidfd.as_fd(), who, &args);
+        if !matches!(action, MmapAction::Fail(_)) {
+            // A MAP_FIXED mapping the kernel will make replaces what is there.
+            addrspace::tell(&*self.backend, who, libc::SYS_mmap, args.regs());
+        }
         let listener = &self.listener;
         let _ = match action {
             MmapAction::Continue => listener.respond_continue(id),

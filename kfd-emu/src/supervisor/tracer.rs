@@ -29,6 +29,7 @@ use rustix::event::{EventfdFlags, eventfd};
 use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open};
 
+use super::addrspace;
 use super::mmap::{self as file_mmap, MmapArgs, Pending, SLOT_CEILING, SLOT_MARKER, Slots};
 use super::serve::tgid_from_proc;
 use crate::backend::{Backend, CallerId, MmapAction};
@@ -326,8 +327,12 @@ impl Tracer {
         else {
             return self.resume(tid, 0);
         };
-        let (action, file) =
-            file_mmap::ask(&*self.backend, pidfd.as_fd(), CallerId { tid, tgid }, &args);
+        let who = CallerId { tid, tgid };
+        let (action, file) = file_mmap::ask(&*self.backend, pidfd.as_fd(), who, &args);
+        if !matches!(action, MmapAction::Fail(_)) {
+            // A MAP_FIXED file mapping replaces what is there (anonymous ones are notified).
+            addrspace::tell(&*self.backend, who, libc::SYS_mmap, args.regs());
+        }
         match action {
             MmapAction::Continue => self.resume(tid, 0),
             MmapAction::Fail(errno) => self.fail(tid, regs, errno),

@@ -144,6 +144,12 @@ impl Anon {
         self.set_owned(first, count, true);
     }
 
+    /// Records that pages `[first, first + count)` are no longer this value's: the test
+    /// unmapped them another way (an mremap moved them off), so dropping must leave them.
+    pub fn forget(&self, first: u64, count: u64) {
+        self.set_owned(first, count, false);
+    }
+
     /// The address of page `i`.
     pub fn page(&self, i: u64) -> u64 {
         self.addr + i * PAGE

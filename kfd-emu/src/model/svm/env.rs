@@ -20,7 +20,7 @@ pub(super) struct Env<'a> {
     /// Per GPU: bytes of VRAM holding migrated SVM pages.
     pub svm_vram: &'a mut Vec<u64>,
     pub backings: &'a HashMap<u64, Backing>,
-    pub vmas: &'a Vmas,
+    pub vmas: &'a Vmas<'a>,
 }
 
 impl Env<'_> {
@@ -45,7 +45,7 @@ pub(super) fn with_env<R>(
     dev: &Device,
     st: &mut State,
     tgid: i32,
-    vmas: &Vmas,
+    vmas: &Vmas<'_>,
     f: impl FnOnce(&mut Env<'_>, &mut Process) -> R,
 ) -> Option<R> {
     let State {

@@ -23,43 +23,35 @@ use super::super::vmas::Vmas;
 use super::env::{Env, with_env};
 use super::migrate::{restore, to_vram, validate_and_map, vram_to_ram};
 use super::ranges::{Attrs, Range};
-use super::{check_vm, drop_replaced, populate, supported, sync_unmapped};
+use super::{check_vm, supported};
 
 /// The 2 MiB block (in pages) an unregistered range is created around.
 const UNREGISTERED_BLOCK: u64 = 512;
 
 /// Makes the page at `va` accessible to GPU `gpu` of process `tgid` for a read or a write, as
 /// the hardware and the fault handler would; `Ok` when the access may go ahead in the caller's
-/// memory. `vmas` caches the caller's maps for the rest of the access, which ends at byte
-/// `end`: on first use, the memory unmapped (or replaced) since the last look is released.
-#[allow(clippy::too_many_arguments)]
-pub(in crate::model) fn gpu_access(
-    m: &Driver,
+/// memory. `vmas` keeps the caller's VMAs for the rest of the access.
+pub(in crate::model) fn gpu_access<'a>(
+    m: &'a Driver,
     st: &mut State,
     tgid: i32,
     gpu: usize,
     va: u64,
-    end: u64,
     write: bool,
-    vmas: &mut Option<Vmas>,
+    vmas: &mut Option<Vmas<'a>>,
 ) -> Result<(), GpuFaultReason> {
     let p = st.procs.get(&tgid).ok_or(GpuFaultReason::NoProcess)?;
     if (p.svm.ranges.is_empty() && !p.xnack) || p.pdds[gpu].drm.is_none() {
         return Err(GpuFaultReason::NotMapped);
     }
-    let fresh = vmas.is_none();
-    if fresh {
-        *vmas = Some(m.read_vmas(tgid).map_err(|_| GpuFaultReason::NotMapped)?);
+    if vmas.is_none() {
+        *vmas = Some(m.vmas(tgid).map_err(|_| GpuFaultReason::NotMapped)?);
     }
     let Some(vmas) = vmas.as_ref() else {
         return Err(GpuFaultReason::NotMapped);
     };
     with_env(&m.dev, st, tgid, vmas, |env, p| {
         let page = va / PAGE_SIZE;
-        if fresh {
-            sync_unmapped(env, p);
-            drop_replaced(env, p, page, (end - 1) / PAGE_SIZE);
-        }
         let bit = 1u64 << gpu;
         for attempt in 0..2 {
             if let Some(key) = p.svm.ranges.containing(page)
@@ -101,7 +93,7 @@ fn restore_pages(
         Some(key) => key,
         None => create_unregistered(env, p, page).ok_or(Errno::FAULT)?,
     };
-    let Some(vma) = env.vmas.lookup(page * PAGE_SIZE).copied() else {
+    let Some(vma) = env.vmas.lookup(page * PAGE_SIZE) else {
         // A stale fault on memory munmap removed.
         return Ok(());
     };
@@ -201,7 +193,7 @@ fn best_restore_location(env: &Env<'_>, r: &Range, gpu: usize) -> Option<u32> {
 /// `svm_range_create_unregistered_range`: a range for memory that was never registered,
 /// around a fault on `page` (XNACK on: the GPU may touch any of the process's memory).
 fn create_unregistered(env: &mut Env<'_>, p: &mut Process, page: u64) -> Option<u64> {
-    let vma = *env.vmas.lookup(page * PAGE_SIZE)?;
+    let vma = env.vmas.lookup(page * PAGE_SIZE)?;
     let mut first = (vma.start / PAGE_SIZE).max(page & !(UNREGISTERED_BLOCK - 1));
     let mut end = (vma.end / PAGE_SIZE).min((page + 1).next_multiple_of(UNREGISTERED_BLOCK));
     if let Some(next) = p.svm.ranges.next_after(page) {
@@ -230,7 +222,6 @@ fn create_unregistered(env: &mut Env<'_>, p: &mut Process, page: u64) -> Option<
     p.svm
         .ranges
         .insert(first, last, Range::new(last - first + 1, attrs));
-    populate(p, env.vmas, first);
     Some(first)
 }
 

@@ -279,32 +279,53 @@ pub(super) fn vram_to_ram(
 
 /// `svm_range_evict` for an `MMU_NOTIFY_MIGRATE` invalidation of pages `[s, l]` of range `key`.
 pub(super) fn invalidate_migrate(env: &mut Env<'_>, p: &mut Process, key: u64, s: u64, l: u64) {
+    evict(env, p, key, s, l, KFD_SVM_UNMAP_TRIGGER_MMU_NOTIFY_MIGRATE);
+}
+
+/// `svm_range_evict`: an invalidation of pages `[s, l]` of range `key` other than an unmap.
+/// With XNACK off (or `GPU_ALWAYS_MAPPED`) a range mapped on a GPU is marked invalid and the
+/// first eviction quiesces the process's queues (`QUEUE_EVICTION`, trigger SVM); the restore
+/// worker remaps it ([`restore`]). With XNACK on the pages are unmapped from the GPUs
+/// (`UNMAP_FROM_GPU` with `trigger`: `MMU_NOTIFY_MIGRATE` for a migration, else
+/// `MMU_NOTIFY`). Returns whether this eviction quiesced the queues (the restore worker is
+/// to be scheduled).
+pub(super) fn evict(
+    env: &mut Env<'_>,
+    p: &mut Process,
+    key: u64,
+    s: u64,
+    l: u64,
+    trigger: u32,
+) -> bool {
     let xnack = p.xnack;
     let Some(r) = p.svm.ranges.get_mut(key) else {
-        return;
+        return false;
     };
     if !xnack || r.attrs.flags & KFD_IOCTL_SVM_FLAG_GPU_ALWAYS_MAPPED != 0 {
         if !r.mapped_to_gpu {
-            return;
+            return false;
         }
         r.invalid = true;
-        if !p.svm.evicted {
-            // The first eviction quiesces the process: its queues on every GPU.
-            p.svm.evicted = true;
-            for g in 0..p.pdds.len() {
-                let gpu_id = p.pdds[g].gpu_id;
-                env.emit(
-                    g,
-                    Event::QueueEviction {
-                        pid: p.tgid,
-                        gpu_id,
-                        trigger: KFD_QUEUE_EVICTION_TRIGGER_SVM,
-                    },
-                );
-            }
+        if p.svm.evicted {
+            return false;
         }
+        // The first eviction quiesces the process: its queues on every GPU.
+        p.svm.evicted = true;
+        for g in 0..p.pdds.len() {
+            let gpu_id = p.pdds[g].gpu_id;
+            env.emit(
+                g,
+                Event::QueueEviction {
+                    pid: p.tgid,
+                    gpu_id,
+                    trigger: KFD_QUEUE_EVICTION_TRIGGER_SVM,
+                },
+            );
+        }
+        true
     } else {
-        unmap_from_gpus(env, p, key, s, l, KFD_SVM_UNMAP_TRIGGER_MMU_NOTIFY_MIGRATE);
+        unmap_from_gpus(env, p, key, s, l, trigger);
+        false
     }
 }
 
@@ -387,9 +408,13 @@ pub(super) fn validate_and_map(
     let pieces = env.vmas.pieces(s, l);
     let mut covered = s;
     for (vma, a, b) in pieces {
-        // hmm_range_fault cannot read a PROT_NONE VMA.
+        // hmm_range_fault cannot read a VMA without VM_READ: the kernel skips it, meaning to
+        // unmap it from the GPUs first, but its bounds mix bytes and pages
+        // (`max(start, prange->start)` with `start` in bytes) and nothing is unmapped, so
+        // the piece keeps whatever PTEs it had. The walk goes on.
         if !vma.read {
-            return Err(Errno::FAULT);
+            covered = b + 1;
+            continue;
         }
         let writable = vma.write && !gpu_ro;
         for g in bits(bitmap) {

@@ -6,18 +6,16 @@
 //!
 //! * Ranges are kept in an ordered map by start page ([`ranges`]), split on SET and never
 //!   merged; every operation costs `O(log n + k)` for `k` ranges touched.
-//! * Validation reads the caller's VMAs from `/proc/<pid>/maps` ([`vmas`](super::vmas)): a hole or device
-//!   memory (a mapping of one of the model's stand-ins) is `EFAULT`.
-//! * The kernel removes unmapped memory from its ranges in an MMU notifier, which the emulator
-//!   cannot see; it compares the ranges with the maps instead whenever the process next
-//!   touches SVM (an SVM ioctl, an ALLOC, the GPU view) and removes what is gone then, with
-//!   the kernel's `UNMAP_FROM_GPU` records. Memory unmapped and mapped again at the same
-//!   address in between leaves the maps as they were; to tell it apart, the model makes the
-//!   pages of a new range present ([`populate`], as the kernel's `hmm_range_fault` would)
-//!   and takes pages an operation looks at that are no longer present (nor swapped) for
-//!   replaced ([`drop_replaced`]): new memory has no pages until it is touched. New memory
-//!   the program touched before its next SVM call goes unnoticed, and pages dropped with
-//!   `MADV_DONTNEED` are taken for replaced ones.
+//! * Validation asks for the caller's VMAs ([`vmas`](super::vmas), one `PROCMAP_QUERY` per
+//!   VMA): a hole or device memory (a mapping of one of the model's stand-ins) is `EFAULT`.
+//! * What the kernel's MMU notifiers do ([`notify`]) happens when the program's munmap,
+//!   mremap, MAP_FIXED mmap, brk, madvise, mprotect or fork is notified, before the syscall
+//!   runs ([`address_space`](super::addrspace)): unmapped memory leaves its ranges with the
+//!   kernel's `UNMAP_FROM_GPU` records before munmap returns, and other invalidations evict
+//!   (queues stopped, restored by the restore worker 1 ms later) or unmap from the GPUs
+//!   (XNACK on). In attach mode only the attached thread and what it spawns are filtered:
+//!   address-space calls of the process's other threads are not seen, so their munmaps leave
+//!   the ranges in place; and forks are seen only under `kfd-emu run`.
 //! * Migration and mapping ([`migrate`]) and GPU faults ([`fault`]) move bookkeeping: the
 //!   bytes always stay in the caller's mapping, so the CPU and the GPU view see the same data.
 //!   CPU faults on pages in VRAM (which would migrate them back) are not observable, so never
@@ -26,9 +24,8 @@
 mod env;
 mod fault;
 mod migrate;
+mod notify;
 pub(in crate::model) mod ranges;
-
-use std::os::unix::fs::FileExt;
 
 use kfd_ioctl::abi::{
     AllocMemFlags, KFD_IOCTL_SVM_ATTR_ACCESS, KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE,
@@ -41,12 +38,12 @@ use kfd_ioctl::abi::{
 use rustix::io::Errno;
 
 pub(super) use fault::{gpu_access, report_vm_fault};
+pub(super) use notify::{Invalidation, invalidate, restore_worker};
 
 use super::device::Device;
 use super::driver::Driver;
 use super::memory::{Accounts, PAGE_SIZE};
 use super::process::{Process, State};
-use super::vmas::Vmas;
 use env::{Env, bits, with_env};
 use ranges::{Attrs, Range};
 
@@ -96,24 +93,6 @@ fn check_vm(p: &Process, start: u64, last: u64) -> Option<(u64, u64)> {
         .map(|(s, e)| (s / PAGE_SIZE, (e - 1) / PAGE_SIZE))
 }
 
-/// The deferred work of the MMU notifier: removes from the ranges every page the process no
-/// longer has an ordinary VMA for, unmapping it from the GPUs (`UNMAP_FROM_GPU`, trigger
-/// `UNMAP_FROM_CPU`) and giving back what it held.
-fn sync_unmapped(env: &mut Env<'_>, p: &mut Process) {
-    let Some((first, last)) = p.svm.ranges.span() else {
-        return;
-    };
-    for (hole_first, hole_last) in env.vmas.holes(first, last) {
-        for key in p.svm.ranges.overlapping(hole_first, hole_last) {
-            let Some(r) = p.svm.ranges.get(key) else {
-                continue;
-            };
-            let (s, l) = (hole_first.max(key), hole_last.min(r.last));
-            unmap_from_cpu(env, p, key, s, l);
-        }
-    }
-}
-
 /// `svm_range_unmap_from_cpu` and its deferred removal: pages `[s, l]` of range `key` are gone.
 fn unmap_from_cpu(env: &mut Env<'_>, p: &mut Process, key: u64, s: u64, l: u64) {
     migrate::unmap_from_gpus(env, p, key, s, l, KFD_SVM_UNMAP_TRIGGER_UNMAP_FROM_CPU);
@@ -121,94 +100,6 @@ fn unmap_from_cpu(env: &mut Env<'_>, p: &mut Process, key: u64, s: u64, l: u64) 
     p.svm.ranges.split_at(l + 1);
     if let Some(gone) = p.svm.ranges.remove(s) {
         release(env.dev, env.acc, env.svm_vram, p.xnack, s, &gone);
-    }
-}
-
-/// pagemap: the page is present.
-const PM_PRESENT: u64 = 1 << 63;
-/// pagemap: the page is swapped out (or a migration entry).
-const PM_SWAP: u64 = 1 << 62;
-/// How many pages one `process_vm_readv` faults in (`IOV_MAX` remote iovecs).
-const POPULATE_BATCH: usize = 1024;
-
-/// Makes every page of the new range `key` present, as the kernel's `hmm_range_fault` would
-/// on mapping, by reading one byte of each (`process_vm_readv`): untouched anonymous memory
-/// gets the zero page. A page of a populated range that is absent later was unmapped and
-/// mapped again ([`drop_replaced`]). A range with pages that cannot be read (PROT_NONE) is not
-/// populated, and never checked.
-fn populate(p: &mut Process, vmas: &Vmas, key: u64) {
-    use nix::sys::uio::{RemoteIoVec, process_vm_readv};
-    let Some(last) = p.svm.ranges.get(key).map(|r| r.last) else {
-        return;
-    };
-    let pieces = vmas.pieces(key, last);
-    let mut populated =
-        pieces.last().is_some_and(|&(_, _, b)| b == last) && pieces.iter().all(|(v, _, _)| v.read);
-    if populated {
-        let pages: Vec<u64> = pieces.iter().flat_map(|&(_, a, b)| a..=b).collect();
-        let mut sink = [0u8; POPULATE_BATCH];
-        for batch in pages.chunks(POPULATE_BATCH) {
-            let remote: Vec<RemoteIoVec> = batch
-                .iter()
-                .map(|&page| RemoteIoVec {
-                    base: (page * PAGE_SIZE) as usize,
-                    len: 1,
-                })
-                .collect();
-            let mut local = [std::io::IoSliceMut::new(&mut sink[..batch.len()])];
-            let read = process_vm_readv(nix::unistd::Pid::from_raw(p.tgid), &mut local, &remote);
-            populated &= read == Ok(batch.len());
-        }
-    }
-    if let Some(r) = p.svm.ranges.get_mut(key) {
-        r.populated = populated;
-    }
-}
-
-/// The munmap of memory that was mapped again before the process touched SVM: new memory has
-/// no pages until it is touched, so a page of `[first, last]` that a populated range holds
-/// and that is neither present (which includes PROT_NONE PTEs) nor swapped out was replaced
-/// (or, the one mistake, dropped with `MADV_DONTNEED`). Such pages leave their ranges as
-/// munmap'd pages do.
-fn drop_replaced(env: &mut Env<'_>, p: &mut Process, first: u64, last: u64) {
-    let keys = p.svm.ranges.overlapping(first, last);
-    if keys.is_empty() {
-        return;
-    }
-    let Ok(pagemap) = std::fs::File::open(format!("/proc/{}/pagemap", p.tgid)) else {
-        return;
-    };
-    let mut gone = Vec::new();
-    for key in keys {
-        let Some(r) = p.svm.ranges.get(key) else {
-            continue;
-        };
-        if !r.populated {
-            continue;
-        }
-        let (a, b) = (first.max(key), last.min(r.last));
-        for (_, s, l) in env.vmas.pieces(a, b) {
-            let mut entries = vec![0u8; ((l - s + 1) * 8) as usize];
-            if pagemap.read_exact_at(&mut entries, s * 8).is_err() {
-                continue;
-            }
-            let mut run: Option<(u64, u64)> = None;
-            for (i, e) in entries.chunks_exact(8).enumerate() {
-                let entry = u64::from_ne_bytes(e.try_into().unwrap_or([0xFF; 8]));
-                let page = s + i as u64;
-                if entry & (PM_PRESENT | PM_SWAP) == 0 {
-                    run = Some(run.map_or((page, page), |(r0, _)| (r0, page)));
-                } else if let Some(done) = run.take() {
-                    gone.push(done);
-                }
-            }
-            gone.extend(run);
-        }
-    }
-    for (s, l) in gone {
-        if let Some(key) = p.svm.ranges.containing(s) {
-            unmap_from_cpu(env, p, key, s, l);
-        }
     }
 }
 
@@ -361,7 +252,6 @@ fn add(
 
     let max_pages = max_range_pages(env.dev);
     let access = default_access(env.dev, p.xnack);
-    let vmas = env.vmas;
     let mut added = Vec::new();
     let mut remap = Vec::new();
     let new_ranges = |p: &mut Process, first: u64, last: u64, added: &mut Vec<u64>| {
@@ -371,7 +261,6 @@ fn add(
             p.svm
                 .ranges
                 .insert(at, end, Range::new(end - at + 1, Attrs::defaults(access)));
-            populate(p, vmas, at);
             added.push(at);
             at = end + 1;
         }
@@ -542,9 +431,8 @@ fn summarize(dev: &Device, p: &Process, start: u64, last: u64) -> Summary {
     s
 }
 
-/// What SET_ATTR and GET_ATTR do first, in the kernel's order: take the pending munmap work
-/// (pages unmapped or replaced since the last look), check the caller's VMAs over the range
-/// (`EFAULT`) and that no buffer object is mapped there (`EADDRINUSE`); then run `f` on the
+/// What SET_ATTR and GET_ATTR do first, in the kernel's order: check the caller's VMAs over
+/// the range (`EFAULT`) and that no buffer object is mapped there (`EADDRINUSE`); then run `f` on the
 /// process with the range's last page. A caller without a KFD process gets `EBADF`.
 fn on_checked_range<R>(
     m: &Driver,
@@ -554,11 +442,9 @@ fn on_checked_range<R>(
     f: impl FnOnce(&mut Env<'_>, &mut Process, u64) -> Result<R, Errno>,
 ) -> Result<R, Errno> {
     let last = start.checked_add(npages - 1).ok_or(Errno::FAULT)?;
-    let vmas = m.read_vmas(tgid).map_err(|_| Errno::FAULT)?;
+    let vmas = m.vmas(tgid).map_err(|_| Errno::FAULT)?;
     let mut guard = m.lock();
     with_env(&m.dev, &mut guard, tgid, &vmas, |env, p| {
-        sync_unmapped(env, p);
-        drop_replaced(env, p, start, last);
         let end = last
             .checked_add(1)
             .and_then(|e| e.checked_mul(PAGE_SIZE))
@@ -623,16 +509,6 @@ pub(super) fn get_attr(
 /// against the system-memory limit, so turning it off reserves them all (`ENOMEM` when they do
 /// not fit, and nothing changes) and turning it on gives the reservation back.
 pub(super) fn switch_xnack(m: &Driver, st: &mut State, tgid: i32, on: bool) -> Result<(), Errno> {
-    // Memory unmapped since the last look is not counted (the kernel's deferred work would
-    // have removed it by now).
-    if st
-        .procs
-        .get(&tgid)
-        .is_some_and(|p| !p.svm.ranges.is_empty())
-        && let Ok(vmas) = m.read_vmas(tgid)
-    {
-        with_env(&m.dev, st, tgid, &vmas, sync_unmapped);
-    }
     let State { procs, acc, .. } = st;
     let p = procs.get_mut(&tgid).ok_or(Errno::BADF)?;
     let bytes = p.svm.bytes();
@@ -645,12 +521,10 @@ pub(super) fn switch_xnack(m: &Driver, st: &mut State, tgid: i32, on: bool) -> R
     Ok(())
 }
 
-/// ALLOC_MEMORY_OF_GPU's SVM check (kfd-abi.md §4.6 step 3), after the pending munmap work:
-/// `[va, va + size)` overlapping a range is `EADDRINUSE` (unless it is VRAM without a VA), and
-/// so is a USERPTR's CPU range `[cpu, cpu + size)`.
-#[allow(clippy::too_many_arguments)]
+/// ALLOC_MEMORY_OF_GPU's SVM check (kfd-abi.md §4.6 step 3): `[va, va + size)` overlapping a
+/// range is `EADDRINUSE` (unless it is VRAM without a VA), and so is a USERPTR's CPU range
+/// `[cpu, cpu + size)`.
 pub(super) fn alloc_overlap(
-    m: &Driver,
     tgid: i32,
     serial: u64,
     st: &mut State,
@@ -670,15 +544,6 @@ pub(super) fn alloc_overlap(
             at.wrapping_add(size).wrapping_sub(1) / PAGE_SIZE,
         )
     };
-    if let Ok(vmas) = m.read_vmas(tgid) {
-        with_env(&m.dev, st, tgid, &vmas, |env, p| {
-            sync_unmapped(env, p);
-            for (first, last) in [pages(va), pages(cpu)] {
-                drop_replaced(env, p, first, last);
-            }
-        });
-    }
-    let p = st.process(tgid, serial)?;
     let hits = |(first, last): (u64, u64)| first <= last && p.svm.ranges.overlaps(first, last);
     if !(va == 0 && flags.intersects(AllocMemFlags::VRAM)) && hits(pages(va)) {
         return Err(Errno::ADDRINUSE);

@@ -166,8 +166,6 @@ pub(super) struct Range {
     pub mapped_to_gpu: bool,
     /// Evicted by an invalidation, waiting for the restore worker.
     pub invalid: bool,
-    /// Every page was made present when the range was created (see `svm::populate`).
-    pub populated: bool,
     pub pages: Pages,
 }
 
@@ -180,7 +178,6 @@ impl Range {
             actual: 0,
             mapped_to_gpu: false,
             invalid: false,
-            populated: false,
             pages: Pages::new(npages),
         }
     }
@@ -270,13 +267,6 @@ impl RangeTree {
         self.map.range(..=page).next_back().map(|(_, r)| r.last)
     }
 
-    /// The first page of the first range and the last page of the last one.
-    pub(super) fn span(&self) -> Option<(u64, u64)> {
-        let (&first, _) = self.map.first_key_value()?;
-        let (_, last) = self.map.last_key_value()?;
-        Some((first, last.last))
-    }
-
     /// `svm_range_split`: splits the range holding `page` so that a range starts at `page`
     /// (both pieces keep the attributes, the location and the mapping state); returns whether
     /// it split.
@@ -296,7 +286,6 @@ impl RangeTree {
             actual: head.actual,
             mapped_to_gpu: head.mapped_to_gpu,
             invalid: head.invalid,
-            populated: head.populated,
             pages: head.pages.split_off(page - start),
         };
         head.last = page - 1;
@@ -320,6 +309,25 @@ impl Svm {
             .iter()
             .map(|(start, r)| (r.last - start + 1) * PAGE_SIZE)
             .sum()
+    }
+
+    /// Whether the process has no range.
+    pub(in crate::model) fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// The memory the ranges cover, as `[start, end)` byte spans (neighbouring ranges
+    /// joined), ascending.
+    pub(in crate::model) fn spans(&self) -> Vec<(u64, u64)> {
+        let mut spans: Vec<(u64, u64)> = Vec::new();
+        for (start, r) in self.ranges.iter() {
+            let (s, e) = (start * PAGE_SIZE, (r.last + 1) * PAGE_SIZE);
+            match spans.last_mut() {
+                Some(last) if last.1 == s => last.1 = e,
+                _ => spans.push((s, e)),
+            }
+        }
+        spans
     }
 }
 
@@ -367,7 +375,6 @@ mod tests {
         assert!(!t.split_at(25), "already a boundary");
         assert_eq!(t.get(20).map(|r| r.last), Some(24));
         assert_eq!(t.get(25).map(|r| (r.last, r.pages.len)), Some((29, 5)));
-        assert_eq!(t.span(), Some((10, 49)));
         assert_eq!(t.len(), 4);
     }
 }
