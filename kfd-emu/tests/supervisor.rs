@@ -640,4 +640,45 @@ fn a_program_that_cannot_start_is_an_error() {
         matches!(err, kfd_emu::supervisor::SupervisorError::Spawn { .. }),
         "{err}"
     );
+    // The child whose exec failed does not stay behind (it used to stay stopped in its exit,
+    // holding the fds it inherited). It was forked from this thread, so it has its name.
+    let name: String = std::thread::current()
+        .name()
+        .unwrap_or_default()
+        .chars()
+        .take(15)
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let left = children_named(&name);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the failed child is still there: {left:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// This process's children (of any thread) whose command name is `name`, with their state.
+fn children_named(name: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return found;
+    };
+    for task in tasks.flatten() {
+        let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        for pid in children.split_whitespace() {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // "pid (comm) state ...": the comm may hold spaces and parentheses.
+            if let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')'))
+                && stat[open + 1..close] == *name
+            {
+                found.push(format!("{pid}: {}", stat[close + 1..].trim()));
+            }
+        }
+    }
+    found
 }

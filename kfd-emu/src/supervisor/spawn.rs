@@ -199,7 +199,7 @@ fn start_tracer(
     backend: Arc<dyn Backend>,
     slots: Arc<Slots>,
     exit: Arc<ChildExit>,
-) -> std::io::Result<mpsc::Receiver<Result<OwnedFd, Errno>>> {
+) -> std::io::Result<mpsc::Receiver<Result<(OwnedFd, i32), Errno>>> {
     let (send, receive) = mpsc::sync_channel(1);
     std::thread::Builder::new()
         .name("kfd-emu-tracer".into())
@@ -213,7 +213,8 @@ fn start_tracer(
             drop(parent_end);
             match seized {
                 Ok((listener, pid)) => {
-                    let _ = send.send(Ok(listener));
+                    exit.tracing_on_this_thread();
+                    let _ = send.send(Ok((listener, pid)));
                     tracer::run(backend, slots, pid, exit);
                 }
                 Err(err) => {
@@ -265,13 +266,27 @@ pub(crate) fn spawn_command(
     let spawned = command.spawn();
     // The tracer sees the end of the socket if the child never sent its listener.
     drop(child_end);
-    let mut child = spawned.map_err(spawn_err)?;
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(err) => {
+            // The exec failed, and std's spawn has waited for the child: as this thread is in
+            // the tracer's thread group, that wait may have taken the report of the child's
+            // PTRACE_EVENT_EXIT stop, which the tracer then never sees, so the child would
+            // stay stopped in its exit (holding every fd it inherited, listeners of other
+            // supervisors of this process included). Not even SIGKILL ends that stop: the
+            // tracer resumes it, and reaps it.
+            if let Ok(Ok((_, pid))) = seized.recv() {
+                exit.release_failed_exec(pid);
+            }
+            return Err(spawn_err(err));
+        }
+    };
     let setup = seized
         .recv()
         .map_err(|_| Errno::PIPE)
         .and_then(|r| r)
         .map_err(setup_err("receiving and seizing the child"))
-        .and_then(|fd| Listener::new(fd).map_err(setup_err("SECCOMP_GET_NOTIF_SIZES")))
+        .and_then(|(fd, _)| Listener::new(fd).map_err(setup_err("SECCOMP_GET_NOTIF_SIZES")))
         .and_then(|listener| {
             Server::new(listener, backend, Route::Traced(slots)).map_err(setup_err("eventfd"))
         });

@@ -23,6 +23,7 @@ use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rustix::event::{EventfdFlags, eventfd};
@@ -113,14 +114,98 @@ pub(crate) struct ChildExit {
     status: Mutex<Option<ExitStatus>>,
     /// Written when the status is recorded, or when the tracer ends without one.
     pub(crate) ready: OwnedFd,
+    /// The tracer thread's id while its loop runs (0 before and after).
+    tracer_tid: AtomicI32,
+    /// Tracees the tracer is asked to resume (see [`ChildExit::release_failed_exec`]).
+    release: Mutex<Vec<i32>>,
+}
+
+/// The signal that interrupts the tracer's `waitpid` ([`ChildExit::release_failed_exec`]):
+/// a real-time signal given a handler that does nothing, installed without `SA_RESTART`.
+fn kick_signal() -> Option<i32> {
+    static SIGNAL: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
+    *SIGNAL.get_or_init(|| {
+        extern "C" fn nothing(_: libc::c_int) {}
+        let sig = libc::SIGRTMAX() - 3;
+        // SAFETY: sigaction reads and writes only the two local structs; the handler does
+        // nothing, so it is async-signal-safe. An existing handler of the program's is kept
+        // (then no signal is used).
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &raw mut old) != 0
+                || old.sa_sigaction != libc::SIG_DFL
+            {
+                return None;
+            }
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = nothing as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&raw mut action.sa_mask);
+            (libc::sigaction(sig, &raw const action, std::ptr::null_mut()) == 0).then_some(sig)
+        }
+    })
 }
 
 impl ChildExit {
     pub(crate) fn new() -> Result<Self, Errno> {
+        // Installed before any tracer runs, so its first kick finds the handler.
+        let _ = kick_signal();
         Ok(Self {
             status: Mutex::new(None),
             ready: eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?,
+            tracer_tid: AtomicI32::new(0),
+            release: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The child `pid` failed to exec, and `std`'s spawn, which then waits for it from a
+    /// thread of the tracer's thread group, may have taken the report of its
+    /// `PTRACE_EVENT_EXIT` stop: the tracer would never see it, and the child would stay
+    /// stopped in its exit for good (holding every fd it inherited). Only the tracer may
+    /// resume it, so this asks it to (interrupting its `waitpid` with [`kick_signal`]) and
+    /// waits until it has, or has ended. A child the tracer saw exit itself is not traced
+    /// any more, and the resume does nothing.
+    pub(crate) fn release_failed_exec(&self, pid: i32) {
+        let Some(sig) = kick_signal() else {
+            return;
+        };
+        self.release
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(pid);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let tid = self.tracer_tid.load(Ordering::Acquire);
+            let pending = !self
+                .release
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty();
+            if tid == 0 || !pending || std::time::Instant::now() > deadline {
+                return;
+            }
+            // SAFETY: tgkill takes plain integers; `tid` is a thread of this process (the
+            // tracer's id is cleared before that thread ends).
+            unsafe {
+                libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, sig);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
+    /// Says that the calling thread is the tracer (before it hands the child's listener
+    /// over, so that a failed exec seen after that finds it).
+    pub(crate) fn tracing_on_this_thread(&self) {
+        let tid = rustix::thread::gettid().as_raw_nonzero().get();
+        self.tracer_tid.store(tid, Ordering::Release);
+    }
+
+    /// Resumes the tracees [`ChildExit::release_failed_exec`] asked for.
+    fn resume_released(&self) {
+        let pids = std::mem::take(&mut *self.release.lock().unwrap_or_else(|e| e.into_inner()));
+        for pid in pids {
+            // ESRCH: not stopped or not traced any more (the tracer saw its exit itself).
+            let _ = ptrace_value(libc::PTRACE_CONT, pid, 0);
+        }
     }
 
     fn record(&self, status: Option<ExitStatus>) {
@@ -188,7 +273,10 @@ pub(crate) fn run(backend: Arc<dyn Backend>, slots: Arc<Slots>, child: i32, exit
         holds: HashMap::new(),
         processes: HashMap::new(),
     };
+    tracer.exit.tracing_on_this_thread();
     tracer.run();
+    tracer.exit.tracer_tid.store(0, Ordering::Release);
+    tracer.exit.resume_released();
     // Without a status (cannot happen once seized) the waiter falls back to waiting itself.
     tracer.exit.record(None);
 }
@@ -217,6 +305,7 @@ impl Tracer {
                 unsafe { libc::waitpid(-1, &raw mut status, libc::__WALL | libc::__WNOTHREAD) };
             if tid < 0 {
                 if errno() == Errno::INTR {
+                    self.exit.resume_released();
                     continue;
                 }
                 // ECHILD: no tracee is left.
