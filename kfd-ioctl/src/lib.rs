@@ -90,13 +90,15 @@ mod sys;
 mod values;
 
 pub use buffer_object::{BufferObject, FreeError};
-pub use cpu_mapping::CpuMapping;
+pub use cpu_mapping::{CpuMapping, OwnedCpuMapping};
 pub use errno::{errno_by_name, errno_name};
 pub use error::{Errno, ErrnoName, Error, IoctlContext, Result, Version};
 pub use event::{Event, EventKind, MemoryFault, WaitOutcome};
 pub use kfd::{KFD_DEVICE_PATH, Kfd, render_node_path};
 pub use location::Location;
-pub use queue::{ComputeBuffers, Doorbells, Queue, QueueBuffer, QueueSizes, QueueSpec, QueueType};
+pub use queue::{
+    ComputeBuffers, Doorbells, Queue, QueueBuffer, QueueSizes, QueueSpec, QueueType, RawQueueSpec,
+};
 pub use smi_events::SmiEvents;
 pub use svm::SVM_INLINE_ATTRS;
 pub use values::{Apertures, CachePolicy, ClockCounters, DmabufInfo, MemoryPolicy, TileConfig};

@@ -19,6 +19,11 @@ use crate::error::{Error, IoctlContext, Result};
 use crate::topology::Node;
 use crate::{BufferObject, Kfd, sys};
 
+/// `KFD_MMAP_TYPE_DOORBELL` (`kfd_priv.h`): the top bits of a doorbell mmap offset.
+const KFD_MMAP_TYPE_DOORBELL: u64 = 3 << 62;
+/// `KFD_MMAP_GPU_ID_SHIFT`: where the GPU id goes in a `/dev/kfd` mmap offset (16 bits).
+const KFD_MMAP_GPU_ID_SHIFT: u32 = 46;
+
 /// What runs on a queue (`KFD_IOC_QUEUE_TYPE_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -217,6 +222,29 @@ pub struct ComputeBuffers {
     pub sizes: QueueSizes,
 }
 
+/// [`Kfd::create_queue_raw`]'s arguments: GPU addresses.
+#[derive(Debug, Clone, Copy)]
+pub struct RawQueueSpec {
+    /// The GPU.
+    pub gpu_id: u32,
+    /// What runs on it.
+    pub queue_type: QueueType,
+    /// Share of the GPU, 0..=100.
+    pub percentage: u32,
+    /// Priority, 0..=15.
+    pub priority: u32,
+    /// The ring's GPU address.
+    pub ring_va: u64,
+    /// The ring size in bytes: a power of two.
+    pub ring_size: u32,
+    /// The read pointer's GPU address.
+    pub read_pointer_va: u64,
+    /// The write pointer's GPU address.
+    pub write_pointer_va: u64,
+    /// Compute queues: the EOP buffer's and context save area's GPU addresses and the sizes.
+    pub compute: Option<(u64, u64, QueueSizes)>,
+}
+
 /// A user-mode queue from `CREATE_QUEUE`; destroyed on drop, or by [`Queue::close`], which
 /// reports errors. It keeps its buffer objects alive until then.
 pub struct Queue {
@@ -269,11 +297,6 @@ impl Kfd {
     #[doc(alias = "AMDKFD_IOC_CREATE_QUEUE")]
     #[doc(alias = "hsaKmtCreateQueue")]
     pub fn create_queue(&self, spec: &QueueSpec) -> Result<Queue> {
-        self.check_owner("CREATE_QUEUE")?;
-        let (queue_type, sdma_engine_id) = spec.queue_type.raw();
-        if let QueueType::SdmaByEngine(_) = spec.queue_type {
-            self.require_minor("KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID", 17)?;
-        }
         let ring = spec.ring.gpu_address(
             u64::from(spec.ring_size),
             4096,
@@ -294,33 +317,30 @@ impl Kfd {
             spec.read_pointer.bo.clone(),
             spec.write_pointer.bo.clone(),
         ];
-        let mut args = abi::kfd_ioctl_create_queue_args {
-            ring_base_address: ring,
-            write_pointer_address: wptr,
-            read_pointer_address: rptr,
-            ring_size: spec.ring_size,
+        let mut raw = RawQueueSpec {
             gpu_id: spec.gpu_id,
-            queue_type,
-            queue_percentage: spec.percentage,
-            queue_priority: spec.priority,
-            sdma_engine_id,
-            ..Default::default()
+            queue_type: spec.queue_type,
+            percentage: spec.percentage,
+            priority: spec.priority,
+            ring_va: ring,
+            ring_size: spec.ring_size,
+            read_pointer_va: rptr,
+            write_pointer_va: wptr,
+            compute: None,
         };
         match (&spec.compute, spec.queue_type.is_compute()) {
             (Some(c), true) => {
-                args.eop_buffer_address = c.eop.gpu_address(
+                let eop = c.eop.gpu_address(
                     c.sizes.eop_buffer_size,
                     256,
                     "the EOP buffer must lie in its BO",
                 )?;
-                args.eop_buffer_size = c.sizes.eop_buffer_size;
-                args.ctx_save_restore_address = c.ctx_save.gpu_address(
+                let ctx_save = c.ctx_save.gpu_address(
                     c.sizes.total_ctx_save_size(),
                     4096,
                     "the context save area must be page aligned and lie in its BO",
                 )?;
-                args.ctx_save_restore_size = c.sizes.cwsr_size;
-                args.ctl_stack_size = c.sizes.ctl_stack_size;
+                raw.compute = Some((eop, ctx_save, c.sizes));
                 buffers.push(c.eop.bo.clone());
                 buffers.push(c.ctx_save.bo.clone());
             }
@@ -332,14 +352,59 @@ impl Kfd {
             }
             (_, false) => {}
         }
+        // SAFETY: every address of `raw` is GPU memory of a BO checked above to hold it; the
+        // BOs go into the returned `Queue`, which keeps them alive until DESTROY_QUEUE.
+        let mut queue = unsafe { self.create_queue_raw(&raw) }?;
+        queue._buffers = buffers;
+        Ok(queue)
+    }
+
+    /// `CREATE_QUEUE` over addresses: what [`Kfd::create_queue`] does once it checked its
+    /// buffer objects, for rings and pointers in memory that is not one (a USERPTR view of a
+    /// mirrored ring, an SVM range). The returned queue keeps nothing alive.
+    ///
+    /// # Errors
+    /// As [`Kfd::create_queue`], without its argument checks.
+    ///
+    /// # Safety
+    /// The ring (`ring_size` bytes), the read and write pointers (8 bytes each) and for a
+    /// compute queue the EOP buffer and context save area must be memory of this process the
+    /// GPU reaches at those addresses, and stay so until the queue is destroyed (dropped or
+    /// closed): the GPU reads and writes them behind Rust's back for that long.
+    #[doc(alias = "AMDKFD_IOC_CREATE_QUEUE")]
+    pub unsafe fn create_queue_raw(&self, spec: &RawQueueSpec) -> Result<Queue> {
+        self.check_owner("CREATE_QUEUE")?;
+        let (queue_type, sdma_engine_id) = spec.queue_type.raw();
+        if let QueueType::SdmaByEngine(_) = spec.queue_type {
+            self.require_minor("KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID", 17)?;
+        }
+        let mut args = abi::kfd_ioctl_create_queue_args {
+            ring_base_address: spec.ring_va,
+            write_pointer_address: spec.write_pointer_va,
+            read_pointer_address: spec.read_pointer_va,
+            ring_size: spec.ring_size,
+            gpu_id: spec.gpu_id,
+            queue_type,
+            queue_percentage: spec.percentage,
+            queue_priority: spec.priority,
+            sdma_engine_id,
+            ..Default::default()
+        };
+        if let Some((eop, ctx_save, sizes)) = spec.compute {
+            args.eop_buffer_address = eop;
+            args.eop_buffer_size = sizes.eop_buffer_size;
+            args.ctx_save_restore_address = ctx_save;
+            args.ctx_save_restore_size = sizes.cwsr_size;
+            args.ctl_stack_size = sizes.ctl_stack_size;
+        }
         let context = IoctlContext {
             gpu_id: Some(spec.gpu_id),
-            range: Some((ring, u64::from(spec.ring_size))),
+            range: Some((spec.ring_va, u64::from(spec.ring_size))),
             ..IoctlContext::default()
         };
-        // SAFETY: every address in `args` is GPU memory of a BO checked above to hold it, and
-        // the BOs are kept alive by the returned `Queue` until DESTROY_QUEUE; the kernel reads
-        // none of them through the CPU during the call (`access_ok` only).
+        // SAFETY: the kernel only checks the addresses (`access_ok`, and the GPU mappings on
+        // newer kernels) during the call; the caller vouches for the memory for the queue's
+        // life.
         unsafe { self.call_with_pointers(abi::AMDKFD_IOC_CREATE_QUEUE, &mut args, context) }?;
         Ok(Queue {
             kfd: self.clone(),
@@ -347,16 +412,17 @@ impl Kfd {
             gpu_id: spec.gpu_id,
             queue_type: spec.queue_type,
             doorbell_offset: args.doorbell_offset,
-            ring_va: ring,
+            ring_va: spec.ring_va,
             ring_size: spec.ring_size,
             closed: false,
-            _buffers: buffers,
+            _buffers: Vec::new(),
         })
     }
 
     /// Maps the per-process doorbell page of `gpu_id`: `ALLOC_MEMORY_OF_GPU(DOORBELL)` of
-    /// the process's doorbell slice at GPU address `va`, then `mmap` of `/dev/kfd` at the
-    /// offset the kernel returns (`KFD_MMAP_TYPE_DOORBELL | KFD_MMAP_GPU_ID(gpu_id)`).
+    /// the process's doorbell slice at GPU address `va` (as libhsakmt does), then `mmap` of
+    /// `/dev/kfd` at the kernel's doorbell offset (`KFD_MMAP_TYPE_DOORBELL |
+    /// KFD_MMAP_GPU_ID(gpu_id)`, which `kfd_mmap` sends to `kfd_doorbell_mmap`).
     /// `gfx_major` picks the doorbell size: 8 bytes from GFX 9 (SOC15), 4 before
     /// (`kfd_doorbell_process_slice`: 1024 doorbells, page aligned).
     ///
@@ -372,7 +438,10 @@ impl Kfd {
             | AllocMemFlags::COHERENT
             | AllocMemFlags::NO_SUBSTITUTE;
         let bo = self.alloc_memory_of_gpu(gpu_id, va, slice as u64, flags)?;
-        let offset = bo.mmap_offset().unwrap_or_default();
+        // Not the BO's `mmap_offset` (a DRM offset of the SG BO): `/dev/kfd` at the doorbell
+        // type and the GPU id, as CREATE_QUEUE's `doorbell_offset` says without its low bits
+        // (libhsakmt masks them off).
+        let offset = KFD_MMAP_TYPE_DOORBELL | (u64::from(gpu_id) & 0xFFFF) << KFD_MMAP_GPU_ID_SHIFT;
         let ptr = sys::mmap_shared(self.inner.fd.as_fd(), offset, slice).map_err(|errno| {
             Error::Mmap {
                 file: "/dev/kfd",

@@ -14,6 +14,7 @@ use super::device::Device;
 use super::fail;
 use super::files::{self, FileKey};
 use super::process::{self, State};
+use super::queues::Kick;
 use super::vmas::Vmas;
 
 /// What a stand-in file is.
@@ -38,6 +39,8 @@ pub(super) struct Driver {
     pub files: RwLock<HashMap<FileKey, FileKind>>,
     pub fail: Mutex<Vec<fail::Armed>>,
     pub leaks: AtomicBool,
+    /// Wakes the SDMA engines.
+    pub sdma_kick: Kick,
 }
 
 impl Driver {
@@ -52,6 +55,7 @@ impl Driver {
             files: RwLock::new(HashMap::new()),
             fail: Mutex::new(fail),
             leaks: AtomicBool::new(false),
+            sdma_kick: Kick::default(),
         }
     }
 

@@ -12,6 +12,7 @@ use super::files::{self, FileKey};
 use super::memory::Accounts;
 use super::objects::{Backing, Bo, Dmabuf, Store, remote_read, remote_write};
 use super::offsets::VmaSpace;
+use super::queues::Queues;
 use super::smi::Smi;
 use super::svm::ranges::Svm;
 use super::vm::Vm;
@@ -100,6 +101,8 @@ pub(super) struct Process {
     pub signal_handle: Option<u64>,
     /// SVM ranges.
     pub svm: Svm,
+    /// User-mode queues.
+    pub queues: Queues,
 }
 
 /// A process's view of one GPU.
@@ -210,6 +213,7 @@ impl Process {
             xnack: false,
             signal_handle: None,
             svm: Svm::default(),
+            queues: Queues::default(),
         })
     }
 

@@ -1,0 +1,171 @@
+//! User-mode queues (the state of `kfd_process_queue_manager.c` and the device queue
+//! manager's SDMA bookkeeping): a process's queues by id, what each is made of, and how far
+//! the SDMA engine got in it. The ioctls are in [`queue_ioctls`](super::queue_ioctls), the
+//! engine that executes SDMA queues in [`sdma`](super::sdma).
+
+use std::collections::BTreeMap;
+use std::os::fd::AsFd;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rustix::io::Errno;
+
+use super::events::SignalPage;
+use super::files;
+use super::process::{EVENT_PAGE_OFFSET, State};
+
+/// `KFD_MAX_NUM_OF_QUEUES_PER_PROCESS`: the queue-slot bitmap of a process.
+pub(super) const MAX_QUEUES_PER_PROCESS: u32 = 1024;
+/// `pqm_create_queue`'s `max_queues = 127` (the HWS limit on a process's queues per GPU).
+pub(super) const MAX_QUEUES_PER_PDD: usize = 127;
+/// `max_num_of_queues_per_device` (the `amdgpu.max_num_of_queues_per_device` default).
+pub(super) const MAX_QUEUES_PER_DEVICE: usize = 4096;
+/// `KFD_QUEUE_DOORBELL_MIRROR_OFFSET`: the distance of an SDMA engine's odd queues' doorbells.
+pub(super) const DOORBELL_MIRROR_OFFSET: u32 = 512;
+
+/// What engine a queue runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Engine {
+    /// A compute (CP) queue; AQL when `aql`.
+    Compute { aql: bool },
+    /// An SDMA queue: engine id (PCIe engines first, then xGMI) and queue on it.
+    Sdma { engine: u32, queue: u32 },
+}
+
+/// Why an SDMA queue stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stopped {
+    /// A VM fault at this address.
+    VmFault(u64),
+    /// A packet the engine cannot process (its header dword).
+    BadPacket(u32),
+}
+
+/// One queue (`struct queue` with its `queue_properties`).
+#[derive(Debug, Clone)]
+pub(super) struct Queue {
+    pub gpu: usize,
+    pub engine: Engine,
+    pub ring_va: u64,
+    pub ring_size: u64,
+    pub rptr_va: u64,
+    pub wptr_va: u64,
+    pub percentage: u32,
+    pub priority: u32,
+    /// The doorbell's byte offset in the process's doorbell slice of the GPU.
+    pub doorbell: u64,
+    pub cu_mask: Vec<u32>,
+    pub gws: u32,
+    /// SDMA: bytes consumed (the read pointer the engine writes back).
+    pub consumed: u64,
+    pub stopped: Option<Stopped>,
+}
+
+/// A process's queues, by queue id (`pqm->queues` and its slot bitmap).
+#[derive(Debug, Default)]
+pub(super) struct Queues {
+    pub by_id: BTreeMap<u32, Queue>,
+}
+
+impl Queues {
+    /// The lowest free queue id (`find_available_queue_slot`); `None` when all
+    /// `KFD_MAX_NUM_OF_QUEUES_PER_PROCESS` are taken.
+    pub(super) fn free_id(&self) -> Option<u32> {
+        (0..MAX_QUEUES_PER_PROCESS).find(|id| !self.by_id.contains_key(id))
+    }
+
+    /// Queues on GPU index `gpu`.
+    pub(super) fn on_gpu(&self, gpu: usize) -> usize {
+        self.by_id.values().filter(|q| q.gpu == gpu).count()
+    }
+}
+
+impl State {
+    /// Queues on GPU index `gpu` across every process (`dqm->total_queue_count`).
+    pub(super) fn queues_on_device(&self, gpu: usize) -> usize {
+        self.procs.values().map(|p| p.queues.on_gpu(gpu)).sum()
+    }
+
+    /// Whether SDMA queue `queue` of engine `engine` on GPU `gpu` is taken (the device's SDMA
+    /// bitmaps are shared by every process).
+    pub(super) fn sdma_taken(&self, gpu: usize, engine: u32, queue: u32) -> bool {
+        self.procs.values().any(|p| {
+            p.queues
+                .by_id
+                .values()
+                .any(|q| q.gpu == gpu && q.engine == Engine::Sdma { engine, queue })
+        })
+    }
+
+    /// Reads signal slot `id` of process `tgid`'s signal page.
+    pub(super) fn signal_slot(&self, tgid: i32, id: u32) -> Result<u64, Errno> {
+        let process = self.procs.get(&tgid).ok_or(Errno::BADF)?;
+        let offset = u64::from(id) * 8;
+        let mut value = [0u8; 8];
+        match process.events.signal_page() {
+            Some(SignalPage::Kernel) | None => files::read_at(
+                process.memfd.as_fd(),
+                EVENT_PAGE_OFFSET + offset,
+                &mut value,
+            )?,
+            Some(SignalPage::Bo { backing }) => self.backing_read(backing, offset, &mut value)?,
+        }
+        Ok(u64::from_ne_bytes(value))
+    }
+
+    /// Writes `value` to signal slot `id` of process `tgid`'s signal page.
+    pub(super) fn set_signal_slot(&self, tgid: i32, id: u32, value: u64) -> Result<(), Errno> {
+        let process = self.procs.get(&tgid).ok_or(Errno::BADF)?;
+        let offset = u64::from(id) * 8;
+        match process.events.signal_page() {
+            Some(SignalPage::Kernel) | None => files::write_at(
+                process.memfd.as_fd(),
+                EVENT_PAGE_OFFSET + offset,
+                &value.to_ne_bytes(),
+            ),
+            Some(SignalPage::Bo { backing }) => {
+                self.backing_write(backing, offset, &value.to_ne_bytes())
+            }
+        }
+    }
+}
+
+/// How the engines are told to look for work now (a doorbell the model cannot see being
+/// written, a new queue, a waiter that wants to see completion).
+#[derive(Debug, Default)]
+pub(super) struct Kick {
+    count: Mutex<u64>,
+    cond: Condvar,
+    /// Held by whoever runs the engines (their threads, or a waiter running them first), so
+    /// that no packet runs twice, and by what changes a queue under them.
+    pass: Mutex<()>,
+}
+
+impl Kick {
+    /// Keeps the engines out until the guard drops: between two packets, as a preemption.
+    pub(super) fn hold_engines(&self) -> MutexGuard<'_, ()> {
+        self.pass.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes every engine.
+    pub(super) fn kick(&self) {
+        let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        *count = count.wrapping_add(1);
+        self.cond.notify_all();
+    }
+
+    /// The current kick count.
+    pub(super) fn count(&self) -> u64 {
+        *self.count.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits up to `timeout` for a kick after `seen`; returns the count.
+    pub(super) fn wait(&self, seen: u64, timeout: Duration) -> u64 {
+        let count = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        let (count, _) = self
+            .cond
+            .wait_timeout_while(count, timeout, |c| *c == seen)
+            .unwrap_or_else(|e| e.into_inner());
+        *count
+    }
+}

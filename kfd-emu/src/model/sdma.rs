@@ -1,0 +1,496 @@
+//! The SDMA engines: one thread per GPU that notices new work on the user SDMA queues of
+//! that GPU (the write pointer in the process's memory, read through the GPU's page tables as
+//! the engine's `RB_WPTR_POLL` does; a doorbell write or a waiter kicks it) and executes their
+//! packets against the GPU view: BO, USERPTR and SVM memory alike.
+//!
+//! Packets are the SDMA 4.x layouts of `vega10_sdma_pkt_open.h`, which `sdma_v4_4_2`
+//! (gfx94x), `navi10_sdma_pkt_open.h` (5.x) and `sdma_v6_0_0_pkt_open.h` (6.x) keep for every
+//! packet here (they add cache-policy bits the model ignores): NOP, COPY_LINEAR,
+//! CONSTANT_FILL, FENCE, TRAP, POLL_REGMEM (memory), ATOMIC (64-bit add, swap, compare-swap)
+//! and TIMESTAMP. The engine writes the read pointer back (bytes, 64-bit) after each packet.
+//!
+//! A TRAP raises the KFD event named by its `int_context` as the interrupt path does
+//! (`kfd_signal_event_interrupt` with 28 valid id bits). An access that faults is what the
+//! hardware does with a VM fault: the SMI VMFAULT record (from the GPU view), the process's
+//! memory events set with the fault (`kfd_signal_vm_fault_event`), and the queue stops at the
+//! packet. A packet the engine does not know stops the queue too; nothing panics.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use kfd_ioctl::abi::{
+    KFD_IOC_EVENT_DEBUG_EVENT, KFD_IOC_EVENT_MEMORY, KFD_IOC_EVENT_SIGNAL, KFD_SIGNAL_EVENT_LIMIT,
+    kfd_hsa_memory_exception_data, kfd_memory_exception_failure,
+};
+use zerocopy::IntoBytes;
+
+use super::driver::Driver;
+use super::events::UNSIGNALED;
+use super::gpu_view::{GpuFault, GpuFaultReason};
+use super::host::clock_ns;
+use super::process::Process;
+use super::queues::{Engine, Stopped};
+
+/// `SDMA_OP_*` of `vega10_sdma_pkt_open.h`.
+const OP_NOP: u32 = 0;
+const OP_COPY: u32 = 1;
+const OP_FENCE: u32 = 5;
+const OP_TRAP: u32 = 6;
+const OP_POLL_REGMEM: u32 = 8;
+const OP_ATOMIC: u32 = 10;
+const OP_CONST_FILL: u32 = 11;
+const OP_TIMESTAMP: u32 = 13;
+/// `SDMA_SUBOP_COPY_LINEAR`.
+const SUBOP_COPY_LINEAR: u32 = 0;
+/// `SDMA_SUBOP_TIMESTAMP_GET_GLOBAL`.
+const SUBOP_TIMESTAMP_GET_GLOBAL: u32 = 2;
+/// The TC atomic opcodes of `SDMA_PKT_ATOMIC_HEADER_operation` (`TC_OP_ATOMIC_*_RTN_64`).
+const ATOMIC_SWAP_RTN_64: u32 = 39;
+const ATOMIC_CMPSWAP_RTN_64: u32 = 40;
+const ATOMIC_ADD_RTN_64: u32 = 47;
+/// The valid bits of a TRAP's `int_context` the interrupt handler passes on (`KFD_CONTEXT_ID`
+/// masking in `kfd_int_process_v9.c`).
+const TRAP_ID_BITS: u32 = 28;
+/// Slowest idle polling.
+const MAX_IDLE: Duration = Duration::from_millis(5);
+/// Fastest polling after work.
+const MIN_IDLE: Duration = Duration::from_micros(20);
+
+/// Starts one engine thread per GPU of the machine; each ends once the driver is dropped.
+pub(super) fn start(drv: &Arc<Driver>) {
+    for gpu in 0..drv.dev.cfg.machine.gpus().len() {
+        let weak: Weak<Driver> = Arc::downgrade(drv);
+        let _ = std::thread::Builder::new()
+            .name(format!("kfd-emu-sdma{gpu}"))
+            .spawn(move || engine(weak, gpu));
+    }
+}
+
+fn engine(weak: Weak<Driver>, gpu: usize) {
+    let mut idle = MIN_IDLE;
+    let mut seen = 0;
+    loop {
+        let Some(drv) = weak.upgrade() else { return };
+        let progressed = {
+            let _pass = drv.sdma_kick.hold_engines();
+            run_gpu(&drv, gpu)
+        };
+        idle = if progressed {
+            MIN_IDLE
+        } else {
+            (idle * 2).min(MAX_IDLE)
+        };
+        let kick = &drv.sdma_kick;
+        seen = kick.wait(seen.max(kick.count()), idle);
+        drop(drv);
+    }
+}
+
+/// Runs every GPU's engine once on the calling thread (what a waiter does before it waits).
+pub(super) fn run_pass(drv: &Driver) {
+    let _pass = drv.sdma_kick.hold_engines();
+    for gpu in 0..drv.dev.cfg.machine.gpus().len() {
+        run_gpu(drv, gpu);
+    }
+}
+
+/// What the engine needs of a queue, copied out of the state.
+struct Work {
+    tgid: i32,
+    id: u32,
+    gpu_id: u32,
+    ring_va: u64,
+    ring_size: u64,
+    rptr_va: u64,
+    wptr_va: u64,
+    consumed: u64,
+}
+
+/// One round over GPU `gpu`'s SDMA queues; whether any packet ran.
+fn run_gpu(drv: &Driver, gpu: usize) -> bool {
+    let gpu_id = drv.dev.cfg.machine.gpus()[gpu].gpu_id;
+    let work: Vec<Work> = {
+        let st = drv.lock();
+        st.procs
+            .values()
+            .flat_map(|p| {
+                p.queues.by_id.iter().filter_map(move |(&id, q)| {
+                    let sdma = matches!(q.engine, Engine::Sdma { .. });
+                    (sdma && q.gpu == gpu && q.stopped.is_none() && q.ring_size > 0).then_some(
+                        Work {
+                            tgid: p.tgid,
+                            id,
+                            gpu_id,
+                            ring_va: q.ring_va,
+                            ring_size: q.ring_size,
+                            rptr_va: q.rptr_va,
+                            wptr_va: q.wptr_va,
+                            consumed: q.consumed,
+                        },
+                    )
+                })
+            })
+            .collect()
+    };
+    let mut progressed = false;
+    for w in work {
+        progressed |= run_queue(drv, &w);
+    }
+    progressed
+}
+
+/// What running a packet did.
+enum Step {
+    /// Done; the engine moves on by this many dwords.
+    Done(usize),
+    /// The packet is not all there yet, or a POLL_REGMEM condition does not hold yet.
+    Wait,
+    /// The queue stops.
+    Stop(Stopped),
+}
+
+/// Runs the packets of one queue from its read pointer up to its write pointer.
+fn run_queue(drv: &Driver, w: &Work) -> bool {
+    let mut wptr = [0u8; 8];
+    if let Err(f) = drv.read_here(w.tgid, w.gpu_id, w.wptr_va, &mut wptr) {
+        stop(drv, w, Stopped::VmFault(f.va), Some(f));
+        return true;
+    }
+    let wptr = u64::from_ne_bytes(wptr);
+    let mut consumed = w.consumed;
+    let pending = wptr.wrapping_sub(consumed);
+    if pending == 0 || pending > w.ring_size || !pending.is_multiple_of(4) {
+        return false;
+    }
+    // The dwords from the read pointer to the write pointer, across the wrap.
+    let mask = w.ring_size - 1;
+    let mut bytes = vec![0u8; pending as usize];
+    let start = consumed & mask;
+    let first = (w.ring_size - start).min(pending) as usize;
+    let read = drv
+        .read_here(w.tgid, w.gpu_id, w.ring_va + start, &mut bytes[..first])
+        .and_then(|()| match bytes.get_mut(first..) {
+            Some(rest) if !rest.is_empty() => drv.read_here(w.tgid, w.gpu_id, w.ring_va, rest),
+            _ => Ok(()),
+        });
+    if let Err(f) = read {
+        stop(drv, w, Stopped::VmFault(f.va), Some(f));
+        return true;
+    }
+    let dwords: Vec<u32> = bytes
+        .chunks_exact(4)
+        .map(|d| u32::from_le_bytes([d[0], d[1], d[2], d[3]]))
+        .collect();
+    let mut at = 0;
+    let mut ran = false;
+    while at < dwords.len() {
+        match execute(drv, w, &dwords[at..]) {
+            Step::Done(n) => {
+                at += n;
+                consumed = consumed.wrapping_add(4 * n as u64);
+                ran = true;
+                if !advance(drv, w, consumed) {
+                    return true;
+                }
+            }
+            Step::Wait => break,
+            Step::Stop(why) => {
+                stop(drv, w, why, None);
+                return true;
+            }
+        }
+    }
+    ran
+}
+
+/// Records the new read pointer in the queue and writes it to the process's memory; false
+/// when the queue went away or the write faulted (the queue is stopped then).
+fn advance(drv: &Driver, w: &Work, consumed: u64) -> bool {
+    {
+        let mut st = drv.lock();
+        let Some(q) = st
+            .procs
+            .get_mut(&w.tgid)
+            .and_then(|p| p.queues.by_id.get_mut(&w.id))
+        else {
+            return false;
+        };
+        q.consumed = consumed;
+    }
+    if let Err(f) = drv.write_here(w.tgid, w.gpu_id, w.rptr_va, &consumed.to_ne_bytes()) {
+        stop(drv, w, Stopped::VmFault(f.va), Some(f));
+        return false;
+    }
+    true
+}
+
+/// The 64-bit address in dwords `lo`, `hi`.
+fn addr(lo: u32, hi: u32) -> u64 {
+    u64::from(hi) << 32 | u64::from(lo)
+}
+
+/// Runs the packet at the start of `d`.
+fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
+    let header = d[0];
+    let op = header & 0xFF;
+    let sub_op = (header >> 8) & 0xFF;
+    let len = match (op, sub_op) {
+        (OP_NOP, _) => 1 + ((header >> 16) & 0x3FFF) as usize,
+        (OP_COPY, SUBOP_COPY_LINEAR) => 7,
+        (OP_CONST_FILL, _) => 5,
+        (OP_FENCE, _) => 4,
+        (OP_TRAP, _) => 2,
+        (OP_POLL_REGMEM, _) => 6,
+        (OP_ATOMIC, _) => 8,
+        (OP_TIMESTAMP, SUBOP_TIMESTAMP_GET_GLOBAL) => 3,
+        _ => return Step::Stop(Stopped::BadPacket(header)),
+    };
+    if d.len() < len {
+        return Step::Wait;
+    }
+    let p = &d[..len];
+    let trace = |what: String| {
+        if drv.dev.cfg.trace {
+            eprintln!(
+                "[{}] sdma gpu {:#x} queue {}: {what}",
+                w.tgid, w.gpu_id, w.id
+            );
+        }
+    };
+    let result = match op {
+        OP_NOP => {
+            trace(format!("NOP count={}", len - 1));
+            Ok(())
+        }
+        OP_COPY => {
+            // COPY_LINEAR: count is bytes - 1 (22 bits on 4.x).
+            let count = u64::from(p[1] & 0x3F_FFFF) + 1;
+            let (src, dst) = (addr(p[3], p[4]), addr(p[5], p[6]));
+            trace(format!(
+                "COPY_LINEAR src={src:#x} dst={dst:#x} bytes={count}"
+            ));
+            copy(drv, w, src, dst, count)
+        }
+        OP_CONST_FILL => {
+            // fillsize in header bits 30-31 (2: dwords); count is bytes - 1.
+            let dst = addr(p[1], p[2]);
+            let count = u64::from(p[4] & 0x3F_FFFF) + 1;
+            let unit = 1usize << ((header >> 30) & 3);
+            trace(format!(
+                "CONSTANT_FILL dst={dst:#x} data={:#x} bytes={count}",
+                p[3]
+            ));
+            let pattern = p[3].to_le_bytes();
+            let data: Vec<u8> = (0..count as usize).map(|i| pattern[i % unit]).collect();
+            drv.write_here(w.tgid, w.gpu_id, dst, &data)
+        }
+        OP_FENCE => {
+            let dst = addr(p[1], p[2]);
+            trace(format!("FENCE addr={dst:#x} data={:#x}", p[3]));
+            drv.write_here(w.tgid, w.gpu_id, dst, &p[3].to_le_bytes())
+        }
+        OP_TRAP => {
+            let context = p[1] & 0x0FFF_FFFF;
+            trace(format!("TRAP int_context={context:#x}"));
+            signal_interrupt(drv, w.tgid, context);
+            Ok(())
+        }
+        OP_POLL_REGMEM => {
+            // mem_poll (bit 31) polls memory; func in bits 28-30.
+            if header >> 31 == 0 {
+                return Step::Stop(Stopped::BadPacket(header));
+            }
+            let at = addr(p[1] & !3, p[2]);
+            let (value, mask) = (p[3], p[4]);
+            let func = (header >> 28) & 7;
+            let mut now = [0u8; 4];
+            if let Err(f) = drv.read_here(w.tgid, w.gpu_id, at, &mut now) {
+                return fault_step(drv, w, f);
+            }
+            let now = u32::from_le_bytes(now) & mask;
+            let holds = match func {
+                0 => true,
+                1 => now < value,
+                2 => now <= value,
+                3 => now == value,
+                4 => now != value,
+                5 => now >= value,
+                6 => now > value,
+                _ => return Step::Stop(Stopped::BadPacket(header)),
+            };
+            trace(format!(
+                "POLL_REGMEM addr={at:#x} func={func} value={value:#x} mask={mask:#x}: {}",
+                if holds { "holds" } else { "waits" }
+            ));
+            if !holds {
+                return Step::Wait;
+            }
+            Ok(())
+        }
+        OP_ATOMIC => {
+            let at = addr(p[1], p[2]);
+            let src = addr(p[3], p[4]);
+            let cmp = addr(p[5], p[6]);
+            let operation = header >> 25;
+            trace(format!(
+                "ATOMIC op={operation} addr={at:#x} src={src:#x} cmp={cmp:#x}"
+            ));
+            match atomic(drv, w, operation, at, src, cmp) {
+                Some(r) => r,
+                None => return Step::Stop(Stopped::BadPacket(header)),
+            }
+        }
+        _ => {
+            // TIMESTAMP GET_GLOBAL: the 64-bit GPU clock (100 MHz reference) at the address.
+            let dst = addr(p[1] & !7, p[2]);
+            let ticks = clock_ns(libc::CLOCK_MONOTONIC_RAW) / 10;
+            trace(format!("TIMESTAMP addr={dst:#x} value={ticks}"));
+            drv.write_here(w.tgid, w.gpu_id, dst, &ticks.to_le_bytes())
+        }
+    };
+    match result {
+        Ok(()) => Step::Done(len),
+        Err(f) => fault_step(drv, w, f),
+    }
+}
+
+/// Copies `count` bytes from `src` to `dst` through the GPU view, in chunks.
+fn copy(drv: &Driver, w: &Work, src: u64, dst: u64, count: u64) -> Result<(), GpuFault> {
+    const CHUNK: u64 = 1 << 20;
+    let mut buf = vec![0u8; count.min(CHUNK) as usize];
+    let mut done = 0;
+    while done < count {
+        let n = (count - done).min(CHUNK) as usize;
+        drv.read_here(w.tgid, w.gpu_id, src + done, &mut buf[..n])?;
+        drv.write_here(w.tgid, w.gpu_id, dst + done, &buf[..n])?;
+        done += n as u64;
+    }
+    Ok(())
+}
+
+/// A 64-bit atomic at `at`; `None` for an operation the engine does not know.
+fn atomic(
+    drv: &Driver,
+    w: &Work,
+    operation: u32,
+    at: u64,
+    src: u64,
+    cmp: u64,
+) -> Option<Result<(), GpuFault>> {
+    if !matches!(
+        operation,
+        ATOMIC_ADD_RTN_64 | ATOMIC_SWAP_RTN_64 | ATOMIC_CMPSWAP_RTN_64
+    ) {
+        return None;
+    }
+    let mut old = [0u8; 8];
+    if let Err(f) = drv.read_here(w.tgid, w.gpu_id, at, &mut old) {
+        return Some(Err(f));
+    }
+    let old = u64::from_le_bytes(old);
+    let new = match operation {
+        ATOMIC_ADD_RTN_64 => old.wrapping_add(src),
+        ATOMIC_SWAP_RTN_64 => src,
+        _ if old == cmp => src,
+        _ => return Some(Ok(())),
+    };
+    Some(drv.write_here(w.tgid, w.gpu_id, at, &new.to_le_bytes()))
+}
+
+/// A faulting access stops the queue.
+fn fault_step(drv: &Driver, w: &Work, f: GpuFault) -> Step {
+    signal_vm_fault(drv, w.tgid, &f);
+    Step::Stop(Stopped::VmFault(f.va))
+}
+
+/// Stops queue `w`; a fault not yet reported is reported first.
+fn stop(drv: &Driver, w: &Work, why: Stopped, fault: Option<GpuFault>) {
+    if let Some(f) = fault {
+        signal_vm_fault(drv, w.tgid, &f);
+    }
+    if drv.dev.cfg.trace {
+        eprintln!(
+            "[{}] sdma gpu {:#x} queue {}: stopped: {why:?}",
+            w.tgid, w.gpu_id, w.id
+        );
+    }
+    let mut st = drv.lock();
+    if let Some(q) = st
+        .procs
+        .get_mut(&w.tgid)
+        .and_then(|p| p.queues.by_id.get_mut(&w.id))
+    {
+        q.stopped = Some(why);
+    }
+    drop(st);
+    drv.wake.notify_all();
+}
+
+/// `kfd_signal_vm_fault_event`: every memory event of the process is set with the fault (the
+/// SMI record was emitted by the GPU view's walk).
+fn signal_vm_fault(drv: &Driver, tgid: i32, f: &GpuFault) {
+    let data = kfd_hsa_memory_exception_data {
+        failure: kfd_memory_exception_failure {
+            NotPresent: u32::from(f.reason != GpuFaultReason::ReadOnly),
+            ReadOnly: u32::from(f.reason == GpuFaultReason::ReadOnly),
+            NoExecute: 0,
+            imprecise: 0,
+        },
+        va: f.va & !(super::memory::PAGE_SIZE - 1),
+        gpu_id: f.gpu_id,
+        ErrorType: 0,
+    };
+    let mut st = drv.lock();
+    if let Some(p) = st.procs.get_mut(&tgid) {
+        let ids: Vec<u32> = p
+            .events
+            .events
+            .iter()
+            .filter(|(_, e)| e.kind == KFD_IOC_EVENT_MEMORY)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            if let Some(e) = p.events.events.get_mut(&id) {
+                e.memory_exception.copy_from_slice(data.as_bytes());
+            }
+            p.events.set(id);
+        }
+    }
+    drop(st);
+    drv.wake.notify_all();
+}
+
+/// `kfd_signal_event_interrupt(pasid, partial_id, 28)`: the event whose id the interrupt
+/// names, if its slot was written; else every event whose slot was written. Setting one
+/// acknowledges its slot (`acknowledge_signal` writes it back to unsignaled).
+fn signal_interrupt(drv: &Driver, tgid: i32, partial_id: u32) {
+    let mut st = drv.lock();
+    let Some(p) = st.procs.get(&tgid) else { return };
+    let can = |p: &Process, id: u32| {
+        p.events
+            .events
+            .get(&id)
+            .is_some_and(|e| e.kind == KFD_IOC_EVENT_SIGNAL || e.kind == KFD_IOC_EVENT_DEBUG_EVENT)
+    };
+    let written = |id: u32| st.signal_slot(tgid, id).is_ok_and(|v| v != UNSIGNALED);
+    // (1 << 28) >= KFD_SIGNAL_EVENT_LIMIT: the id is looked up whole.
+    debug_assert!(1u64 << TRAP_ID_BITS >= u64::from(KFD_SIGNAL_EVENT_LIMIT));
+    let ids: Vec<u32> = if can(p, partial_id) && written(partial_id) {
+        vec![partial_id]
+    } else {
+        p.events
+            .events
+            .keys()
+            .copied()
+            .filter(|&id| id < KFD_SIGNAL_EVENT_LIMIT && can(p, id) && written(id))
+            .collect()
+    };
+    for id in ids {
+        let _ = st.set_signal_slot(tgid, id, UNSIGNALED);
+        if let Some(p) = st.procs.get_mut(&tgid) {
+            p.events.set(id);
+        }
+    }
+    drop(st);
+    drv.wake.notify_all();
+}
