@@ -235,3 +235,39 @@ fn libdrm_lists_the_render_nodes_with_their_pci_ids() {
         assert_eq!(lines, want, "{name}: {}", describe(&out));
     }
 }
+
+/// libhsakmt's hsaKmtCreateQueue and hsaKmtDestroyQueue on kfd-emu, with a fence the SDMA
+/// engine writes in between: on every preset, every GPU gets an SDMA queue whose FENCE lands
+/// in system memory, and nothing is left behind under `--check-leaks`.
+#[test]
+fn libhsakmt_sdma_queue_runs_a_fence_on_every_preset() {
+    let Some(program) = build_probe(
+        "hsakmt_queue",
+        &[
+            "/usr/include/hsakmt.h",
+            "/usr/lib/x86_64-linux-gnu/libhsakmt.so",
+        ],
+        "libhsakmt-dev (hsakmt.h, libhsakmt.so)",
+        &[],
+        &["-lhsakmt"],
+    ) else {
+        return;
+    };
+    for (name, _) in Machine::presets() {
+        let machine = Machine::preset(name).unwrap();
+        let out = run_under_emulator(name, true, &program, &[]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{name}: {}", describe(&out));
+        for node in machine.topology().nodes.iter().filter(|n| n.is_gpu()) {
+            let want = format!("queue node={} id=", node.id);
+            let line = text.lines().find(|l| l.starts_with(&want));
+            let line = line.unwrap_or_else(|| panic!("{name}: no `{want}` in\n{text}"));
+            // The fence landed, and the engine wrote back the read pointer past it (16 bytes).
+            assert!(
+                line.ends_with("fence=0xc0ffee rptr=16"),
+                "{name}: {line}"
+            );
+        }
+        assert!(text.ends_with("done\n"), "{name}: {text}");
+    }
+}
