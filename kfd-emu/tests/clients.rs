@@ -263,10 +263,7 @@ fn libhsakmt_sdma_queue_runs_a_fence_on_every_preset() {
             let line = text.lines().find(|l| l.starts_with(&want));
             let line = line.unwrap_or_else(|| panic!("{name}: no `{want}` in\n{text}"));
             // The fence landed, and the engine wrote back the read pointer past it (16 bytes).
-            assert!(
-                line.ends_with("fence=0xc0ffee rptr=16"),
-                "{name}: {line}"
-            );
+            assert!(line.ends_with("fence=0xc0ffee rptr=16"), "{name}: {line}");
         }
         assert!(text.ends_with("done\n"), "{name}: {text}");
     }
