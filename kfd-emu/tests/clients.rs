@@ -77,8 +77,13 @@ fn build_probe(
 
 /// Builds the libhsakmt probe into the target directory.
 fn build_hsakmt_probe() -> Option<PathBuf> {
+    build_hsakmt_program("hsakmt_probe")
+}
+
+/// Builds `tests/clients/<name>.c` against libhsakmt.
+fn build_hsakmt_program(name: &str) -> Option<PathBuf> {
     build_probe(
-        "hsakmt_probe",
+        name,
         &[
             "/usr/include/hsakmt.h",
             "/usr/lib/x86_64-linux-gnu/libhsakmt.so",
@@ -241,16 +246,7 @@ fn libdrm_lists_the_render_nodes_with_their_pci_ids() {
 /// in system memory, and nothing is left behind under `--check-leaks`.
 #[test]
 fn libhsakmt_sdma_queue_runs_a_fence_on_every_preset() {
-    let Some(program) = build_probe(
-        "hsakmt_queue",
-        &[
-            "/usr/include/hsakmt.h",
-            "/usr/lib/x86_64-linux-gnu/libhsakmt.so",
-        ],
-        "libhsakmt-dev (hsakmt.h, libhsakmt.so)",
-        &[],
-        &["-lhsakmt"],
-    ) else {
+    let Some(program) = build_hsakmt_program("hsakmt_queue") else {
         return;
     };
     for (name, _) in Machine::presets() {
@@ -267,4 +263,27 @@ fn libhsakmt_sdma_queue_runs_a_fence_on_every_preset() {
         }
         assert!(text.ends_with("done\n"), "{name}: {text}");
     }
+}
+
+/// `--trace` prints each SDMA packet the engine executes, with its fields.
+#[test]
+fn trace_prints_the_sdma_packets_executed() {
+    let Some(program) = build_hsakmt_program("hsakmt_queue") else {
+        return;
+    };
+    let out = Command::new(kfd_emu())
+        .args(["run", "--machine", "mi300x", "--trace", "--"])
+        .arg(&program)
+        .output()
+        .expect("running kfd-emu");
+    assert!(out.status.success(), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let fence = err
+        .lines()
+        .find(|l| l.contains(" sdma gpu ") && l.contains(": FENCE addr="))
+        .unwrap_or_else(|| panic!("no traced FENCE in\n{err}"));
+    assert!(fence.ends_with(" data=0xc0ffee"), "{fence}");
+    // The queue's creation is traced as an ioctl before its packet.
+    let create = err.find("CREATE_QUEUE").expect("CREATE_QUEUE traced");
+    assert!(create < err.find(fence).unwrap_or(0), "{err}");
 }
