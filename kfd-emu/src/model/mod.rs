@@ -21,14 +21,16 @@
 //! 2. **State** — per-process data only, with no reference to the model or a caller, testable
 //!    alone: `process` (`State`: the KFD processes, their GPU VMs, objects and accounts),
 //!    `objects`, `vm`, `events` (the event table), `smi` (SMI clients and their records),
-//!    `svm::ranges` (the SVM range tree). `driver` puts the device, the state under its lock
+//!    `svm::ranges` (the SVM range tree), `queues` (a process's user queues, and the kick
+//!    that wakes the copy engines). `driver` puts the device, the state under its lock
 //!    and the stand-in file table together (`Driver`), without calling any behaviour.
 //! 3. **Kernel behaviour** — functions over the device, the state and their effects: `svm`
 //!    (SET/GET, `svm::env` below `svm::migrate` and `svm::fault`), `gpu_view` (accesses through
 //!    a GPU's page tables), `mmap` (which pages a stand-in's offset maps), `teardown` (what a
-//!    process leaves when it goes).
+//!    process leaves when it goes), `sdma` (the copy engines: one thread per GPU executing
+//!    the SDMA queues' packets through the GPU view).
 //! 4. **Chardev** — `chardev` (the ioctl context `Ctx` and argument access), the handlers
-//!    (`handlers`, `memory_ioctls`, `event_ioctls`, `svm_ioctl`), `dispatch` (one ioctl
+//!    (`handlers`, `memory_ioctls`, `event_ioctls`, `queue_ioctls`, `svm_ioctl`), `dispatch` (one ioctl
 //!    table keyed by the ABI opcodes, with version checks and fault injection), `drm`;
 //!    and on top `backend`: [`Model`], the [`Backend`] impl that owns the `Driver`, the sysfs
 //!    tree and the GPU-view worker. Nothing imports `backend`; `mod.rs` only declares the
@@ -84,6 +86,12 @@
 //!   under an emulated sysfs root that is not in the tree is `ENOENT`.
 //! * SVM ranges live over the caller's own memory (`svm`), and SMI event fds are socket pairs
 //!   the model writes the kernel's records into (`smi`).
+//! * User queues (`queue_ioctls`): CREATE_QUEUE's checks, limits and doorbell offsets are the
+//!   kernel's. SDMA queues run: an engine thread per GPU (`sdma`) reads each queue's write
+//!   pointer through the GPU view, executes its packets against BO, USERPTR and SVM memory,
+//!   writes the read pointer back, raises the event a TRAP names, and turns a faulting
+//!   access into a VM fault (SMI record, memory events, stopped queue). Compute (AQL) queues
+//!   are created and checked, but nothing executes their packets.
 //!
 //! ```no_run
 //! use kfd_emu::model::{Model, ModelConfig};

@@ -18,7 +18,7 @@ use rustix::io::Errno;
 use super::chardev::{Ctx, get, put};
 use super::memory::PAGE_SIZE;
 use super::offsets::{KFD_MMAP_TYPE_DOORBELL, kfd_mmap_gpu_id};
-use super::process::{Pdd, doorbell_slice};
+use super::process::{Pdd, State, doorbell_slice};
 use super::queues::{
     DOORBELL_MIRROR_OFFSET, Engine, MAX_QUEUES_PER_DEVICE, MAX_QUEUES_PER_PDD, Queue,
 };
@@ -39,6 +39,24 @@ const RING_CLAMP_SINCE_MINOR: u32 = 18;
 /// `vega20_doorbell_index_init`, which the model uses for every SOC15 GPU).
 const SDMA_DOORBELL_BASE: u32 = 0x100;
 const SDMA_DOORBELL_STEP: u32 = 0xA;
+
+impl State {
+    /// Queues on GPU index `gpu` across every process (`dqm->total_queue_count`).
+    pub(super) fn queues_on_device(&self, gpu: usize) -> usize {
+        self.procs.values().map(|p| p.queues.on_gpu(gpu)).sum()
+    }
+
+    /// Whether SDMA queue `queue` of engine `engine` on GPU `gpu` is taken (the device's SDMA
+    /// bitmaps are shared by every process).
+    pub(super) fn sdma_taken(&self, gpu: usize, engine: u32, queue: u32) -> bool {
+        self.procs.values().any(|p| {
+            p.queues
+                .by_id
+                .values()
+                .any(|q| q.gpu == gpu && q.engine == Engine::Sdma { engine, queue })
+        })
+    }
+}
 
 /// `access_ok(addr, size)`.
 fn access_ok(addr: u64, size: u64) -> bool {

@@ -4,15 +4,8 @@
 //! engine that executes SDMA queues in [`sdma`](super::sdma).
 
 use std::collections::BTreeMap;
-use std::os::fd::AsFd;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
-
-use rustix::io::Errno;
-
-use super::events::SignalPage;
-use super::files;
-use super::process::{EVENT_PAGE_OFFSET, State};
 
 /// `KFD_MAX_NUM_OF_QUEUES_PER_PROCESS`: the queue-slot bitmap of a process.
 pub(super) const MAX_QUEUES_PER_PROCESS: u32 = 1024;
@@ -77,56 +70,6 @@ impl Queues {
     /// Queues on GPU index `gpu`.
     pub(super) fn on_gpu(&self, gpu: usize) -> usize {
         self.by_id.values().filter(|q| q.gpu == gpu).count()
-    }
-}
-
-impl State {
-    /// Queues on GPU index `gpu` across every process (`dqm->total_queue_count`).
-    pub(super) fn queues_on_device(&self, gpu: usize) -> usize {
-        self.procs.values().map(|p| p.queues.on_gpu(gpu)).sum()
-    }
-
-    /// Whether SDMA queue `queue` of engine `engine` on GPU `gpu` is taken (the device's SDMA
-    /// bitmaps are shared by every process).
-    pub(super) fn sdma_taken(&self, gpu: usize, engine: u32, queue: u32) -> bool {
-        self.procs.values().any(|p| {
-            p.queues
-                .by_id
-                .values()
-                .any(|q| q.gpu == gpu && q.engine == Engine::Sdma { engine, queue })
-        })
-    }
-
-    /// Reads signal slot `id` of process `tgid`'s signal page.
-    pub(super) fn signal_slot(&self, tgid: i32, id: u32) -> Result<u64, Errno> {
-        let process = self.procs.get(&tgid).ok_or(Errno::BADF)?;
-        let offset = u64::from(id) * 8;
-        let mut value = [0u8; 8];
-        match process.events.signal_page() {
-            Some(SignalPage::Kernel) | None => files::read_at(
-                process.memfd.as_fd(),
-                EVENT_PAGE_OFFSET + offset,
-                &mut value,
-            )?,
-            Some(SignalPage::Bo { backing }) => self.backing_read(backing, offset, &mut value)?,
-        }
-        Ok(u64::from_ne_bytes(value))
-    }
-
-    /// Writes `value` to signal slot `id` of process `tgid`'s signal page.
-    pub(super) fn set_signal_slot(&self, tgid: i32, id: u32, value: u64) -> Result<(), Errno> {
-        let process = self.procs.get(&tgid).ok_or(Errno::BADF)?;
-        let offset = u64::from(id) * 8;
-        match process.events.signal_page() {
-            Some(SignalPage::Kernel) | None => files::write_at(
-                process.memfd.as_fd(),
-                EVENT_PAGE_OFFSET + offset,
-                &value.to_ne_bytes(),
-            ),
-            Some(SignalPage::Bo { backing }) => {
-                self.backing_write(backing, offset, &value.to_ne_bytes())
-            }
-        }
     }
 }
 

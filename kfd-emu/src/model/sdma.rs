@@ -15,6 +15,7 @@
 //! memory events set with the fault (`kfd_signal_vm_fault_event`), and the queue stops at the
 //! packet. A packet the engine does not know stops the queue too; nothing panics.
 
+use std::os::fd::AsFd;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -22,13 +23,16 @@ use kfd_ioctl::abi::{
     KFD_IOC_EVENT_DEBUG_EVENT, KFD_IOC_EVENT_MEMORY, KFD_IOC_EVENT_SIGNAL, KFD_SIGNAL_EVENT_LIMIT,
     kfd_hsa_memory_exception_data, kfd_memory_exception_failure,
 };
+use rustix::io::Errno;
 use zerocopy::IntoBytes;
 
 use super::driver::Driver;
+use super::events::SignalPage;
 use super::events::UNSIGNALED;
+use super::files;
 use super::gpu_view::{GpuFault, GpuFaultReason};
 use super::host::clock_ns;
-use super::process::Process;
+use super::process::{EVENT_PAGE_OFFSET, Process, State};
 use super::queues::{Engine, Stopped};
 
 /// `SDMA_OP_*` of `vega10_sdma_pkt_open.h`.
@@ -493,4 +497,38 @@ fn signal_interrupt(drv: &Driver, tgid: i32, partial_id: u32) {
     }
     drop(st);
     drv.wake.notify_all();
+}
+
+impl State {
+    /// Reads signal slot `id` of process `tgid`'s signal page.
+    pub(super) fn signal_slot(&self, tgid: i32, id: u32) -> Result<u64, Errno> {
+        let process = self.procs.get(&tgid).ok_or(Errno::BADF)?;
+        let offset = u64::from(id) * 8;
+        let mut value = [0u8; 8];
+        match process.events.signal_page() {
+            Some(SignalPage::Kernel) | None => files::read_at(
+                process.memfd.as_fd(),
+                EVENT_PAGE_OFFSET + offset,
+                &mut value,
+            )?,
+            Some(SignalPage::Bo { backing }) => self.backing_read(backing, offset, &mut value)?,
+        }
+        Ok(u64::from_ne_bytes(value))
+    }
+
+    /// Writes `value` to signal slot `id` of process `tgid`'s signal page.
+    pub(super) fn set_signal_slot(&self, tgid: i32, id: u32, value: u64) -> Result<(), Errno> {
+        let process = self.procs.get(&tgid).ok_or(Errno::BADF)?;
+        let offset = u64::from(id) * 8;
+        match process.events.signal_page() {
+            Some(SignalPage::Kernel) | None => files::write_at(
+                process.memfd.as_fd(),
+                EVENT_PAGE_OFFSET + offset,
+                &value.to_ne_bytes(),
+            ),
+            Some(SignalPage::Bo { backing }) => {
+                self.backing_write(backing, offset, &value.to_ne_bytes())
+            }
+        }
+    }
 }
