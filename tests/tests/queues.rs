@@ -572,3 +572,37 @@ fn xgmi_queues_need_xgmi_engines_and_engine_ids_are_bounded() {
         }
     });
 }
+
+#[test]
+fn a_doorbell_write_alone_starts_the_engine() {
+    on_every_target(&["mi300x", "radeon-vii"], |target| {
+        let env = open(target);
+        let spec = env.spec(0);
+        let ring = spec.ring.bo.clone();
+        let q = env.kfd.create_queue(&spec).expect("a queue");
+        let gfx = env.node.gfx_target_version().expect("gfx").major;
+        let doorbells = env
+            .kfd
+            .map_doorbells(env.gpu_id, gfx, env.va.addr() + (900 << 20))
+            .expect("doorbells");
+        let target_bo = env.bo(2 << 20, 4096, GTT);
+        let fence = kfd_queue::packet::fence(target_bo.va(), 0x0D00_BE11);
+        let bytes: Vec<u8> = fence.iter().flat_map(|d| d.to_le_bytes()).collect();
+        ring.map_cpu().unwrap().write(0, &bytes).unwrap();
+        // The write pointer in memory stays 0: only the doorbell says there is work.
+        doorbells
+            .ring(q.doorbell_in_page(&doorbells), bytes.len() as u64)
+            .unwrap();
+        let idle = env.kfd.create_event(EventKind::Signal, true).unwrap();
+        let cpu = target_bo.map_cpu().unwrap();
+        let landed = (0..5000).any(|_| {
+            // A short WAIT_EVENTS: on kfd-emu it also runs the engines first.
+            let _ = env.kfd.wait_events(&[&idle], false, 1);
+            let mut v = [0u8; 4];
+            cpu.read(0, &mut v).unwrap();
+            u32::from_le_bytes(v) == 0x0D00_BE11
+        });
+        assert!(landed, "{}: the fence did not land", env.name);
+        q.close().unwrap();
+    });
+}

@@ -1,7 +1,9 @@
 //! The SDMA engines: one thread per GPU that notices new work on the user SDMA queues of
-//! that GPU (the write pointer in the process's memory, read through the GPU's page tables as
-//! the engine's `RB_WPTR_POLL` does; a doorbell write or a waiter kicks it) and executes their
-//! packets against the GPU view: BO, USERPTR and SVM memory alike.
+//! that GPU — a doorbell write (the process's doorbell slice is in its `/dev/kfd` memfd, which
+//! the engine reads), else the write pointer in the process's memory, read through the GPU's
+//! page tables as the engine's `RB_WPTR_POLL` does — polling with a backoff, woken by a new
+//! queue and run first by every WAIT_EVENTS, and executes their packets against the GPU
+//! view: BO, USERPTR and SVM memory alike.
 //!
 //! Packets are the SDMA 4.x layouts of `vega10_sdma_pkt_open.h`, which `sdma_v4_4_2`
 //! (gfx94x), `navi10_sdma_pkt_open.h` (5.x) and `sdma_v6_0_0_pkt_open.h` (6.x) keep for every
@@ -15,7 +17,7 @@
 //! memory events set with the fault (`kfd_signal_vm_fault_event`), and the queue stops at the
 //! packet. A packet the engine does not know stops the queue too; nothing panics.
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -34,6 +36,7 @@ use super::gpu_view::{GpuFault, GpuFaultReason};
 use super::host::clock_ns;
 use super::process::{EVENT_PAGE_OFFSET, Process, State};
 use super::queues::{Engine, Stopped};
+use crate::machine::ApertureLayout;
 
 /// `SDMA_OP_*` of `vega10_sdma_pkt_open.h`.
 const OP_NOP: u32 = 0;
@@ -108,11 +111,18 @@ struct Work {
     rptr_va: u64,
     wptr_va: u64,
     consumed: u64,
+    /// The process's `/dev/kfd` memfd and where the queue's doorbell is in it, with its size.
+    doorbell: (Arc<OwnedFd>, u64, usize),
 }
 
 /// One round over GPU `gpu`'s SDMA queues; whether any packet ran.
 fn run_gpu(drv: &Driver, gpu: usize) -> bool {
     let gpu_id = drv.dev.cfg.machine.gpus()[gpu].gpu_id;
+    let doorbell_size = if drv.dev.cfg.machine.gpus()[gpu].layout == ApertureLayout::Vi {
+        4
+    } else {
+        8
+    };
     let work: Vec<Work> = {
         let st = drv.lock();
         st.procs
@@ -130,6 +140,11 @@ fn run_gpu(drv: &Driver, gpu: usize) -> bool {
                             rptr_va: q.rptr_va,
                             wptr_va: q.wptr_va,
                             consumed: q.consumed,
+                            doorbell: (
+                                p.memfd.clone(),
+                                Process::doorbell_offset(gpu) + q.doorbell,
+                                doorbell_size,
+                            ),
                         },
                     )
                 })
@@ -155,17 +170,33 @@ enum Step {
 
 /// Runs the packets of one queue from its read pointer up to its write pointer.
 fn run_queue(drv: &Driver, w: &Work) -> bool {
-    let mut wptr = [0u8; 8];
-    if let Err(f) = drv.read_here(w.tgid, w.gpu_id, w.wptr_va, &mut wptr) {
-        stop(drv, w, Stopped::VmFault(f.va), Some(f));
-        return true;
-    }
-    let wptr = u64::from_ne_bytes(wptr);
     let mut consumed = w.consumed;
-    let pending = wptr.wrapping_sub(consumed);
-    if pending == 0 || pending > w.ring_size || !pending.is_multiple_of(4) {
-        return false;
-    }
+    // Bytes to run up to a write pointer, when it is one: ahead, within a ring, in dwords.
+    let pending_to = |wptr: u64| {
+        let pending = wptr.wrapping_sub(consumed);
+        (pending > 0 && pending <= w.ring_size && pending.is_multiple_of(4)).then_some(pending)
+    };
+    // A doorbell write is the new write pointer (the engine's RB_WPTR); without one, the
+    // engine polls the write pointer in memory (RB_WPTR_POLL), through the GPU's page tables.
+    let (memfd, at, size) = &w.doorbell;
+    let mut rung = [0u8; 8];
+    let rung = files::read_at(memfd.as_fd(), *at, &mut rung[..*size])
+        .ok()
+        .map(|()| u64::from_le_bytes(rung));
+    let pending = match rung.and_then(pending_to) {
+        Some(pending) => pending,
+        None => {
+            let mut wptr = [0u8; 8];
+            if let Err(f) = drv.read_here(w.tgid, w.gpu_id, w.wptr_va, &mut wptr) {
+                stop(drv, w, Stopped::VmFault(f.va), Some(f));
+                return true;
+            }
+            match pending_to(u64::from_le_bytes(wptr)) {
+                Some(pending) => pending,
+                None => return false,
+            }
+        }
+    };
     // The dwords from the read pointer to the write pointer, across the wrap.
     let mask = w.ring_size - 1;
     let mut bytes = vec![0u8; pending as usize];
