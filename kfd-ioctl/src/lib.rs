@@ -7,6 +7,9 @@
 //!   mappings inside it, for every crate that places memory at an address of its choosing.
 //! * [`smi`] — SMI event records: the kernel's text lines as types, written and parsed.
 //! * [`Kfd`] — the safe handle on `/dev/kfd` with one method per memory-side ioctl.
+//! * [`Queue`], [`Event`], [`Doorbells`] — user-mode queues over buffer objects the queue
+//!   keeps alive, KFD events and `WAIT_EVENTS`, and the per-process doorbell page
+//!   (`kfd-queue` builds SDMA queues on them).
 //!
 //! # Tutorial
 //!

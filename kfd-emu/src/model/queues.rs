@@ -102,13 +102,12 @@ impl Kick {
         *self.count.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Waits up to `timeout` for a kick after `seen`; returns the count.
-    pub(super) fn wait(&self, seen: u64, timeout: Duration) -> u64 {
+    /// Waits up to `timeout` for a kick after the count `seen`.
+    pub(super) fn wait(&self, seen: u64, timeout: Duration) {
         let count = self.count.lock().unwrap_or_else(|e| e.into_inner());
-        let (count, _) = self
+        let _ = self
             .cond
             .wait_timeout_while(count, timeout, |c| *c == seen)
             .unwrap_or_else(|e| e.into_inner());
-        *count
     }
 }

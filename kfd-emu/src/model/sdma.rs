@@ -75,9 +75,10 @@ pub(super) fn start(drv: &Arc<Driver>) {
 
 fn engine(weak: Weak<Driver>, gpu: usize) {
     let mut idle = MIN_IDLE;
-    let mut seen = 0;
     loop {
         let Some(drv) = weak.upgrade() else { return };
+        // A kick that comes while the engine runs makes it look again at once.
+        let seen = drv.sdma_kick.count();
         let progressed = {
             let _pass = drv.sdma_kick.hold_engines();
             run_gpu(&drv, gpu)
@@ -87,8 +88,7 @@ fn engine(weak: Weak<Driver>, gpu: usize) {
         } else {
             (idle * 2).min(MAX_IDLE)
         };
-        let kick = &drv.sdma_kick;
-        seen = kick.wait(seen.max(kick.count()), idle);
+        drv.sdma_kick.wait(seen, idle);
         drop(drv);
     }
 }
