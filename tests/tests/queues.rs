@@ -486,6 +486,7 @@ fn a_copy_to_an_unmapped_address_is_a_vm_fault_then_a_stopped_queue() {
         let src = env.bo(0, 1 << 20, GTT);
         let unmapped = env.va.addr() + (512 << 20);
         let mut q = env.queue();
+        let mut other = env.queue();
         let before = q.write_pointer();
         let c = q.copy(unmapped + 0x123, src.va(), 4096).unwrap();
         // First the fault: the memory event with the faulting page.
@@ -515,6 +516,15 @@ fn a_copy_to_an_unmapped_address_is_a_vm_fault_then_a_stopped_queue() {
         assert!(matches!(q.wait(fence, WAIT), Err(Error::VmFault(_))));
         assert!(!q.is_done(fence).unwrap());
         assert_eq!(q.read_pointer().unwrap(), before);
+        // The process's other queues on the GPU were evicted with it (kfd_dqm_evict_pasid).
+        let fence = other
+            .submit(&[Command::Fence {
+                addr: src.va(),
+                value: 2,
+            }])
+            .unwrap();
+        assert!(matches!(other.wait(fence, WAIT), Err(Error::VmFault(_))));
+        assert_eq!(other.read_pointer().unwrap(), 0);
     });
 }
 

@@ -32,6 +32,8 @@ pub(super) enum Stopped {
     VmFault(u64),
     /// A packet the engine cannot process (its header dword).
     BadPacket(u32),
+    /// Evicted with the process's other queues on the GPU after a VM fault of one of them.
+    Evicted,
 }
 
 /// One queue (`struct queue` with its `queue_properties`).

@@ -105,6 +105,7 @@ pub(super) fn run_pass(drv: &Driver) {
 struct Work {
     tgid: i32,
     id: u32,
+    gpu: usize,
     gpu_id: u32,
     ring_va: u64,
     ring_size: u64,
@@ -134,6 +135,7 @@ fn run_gpu(drv: &Driver, gpu: usize) -> bool {
                         Work {
                             tgid: p.tgid,
                             id,
+                            gpu,
                             gpu_id,
                             ring_va: q.ring_va,
                             ring_size: q.ring_size,
@@ -166,6 +168,8 @@ enum Step {
     Wait,
     /// The queue stops.
     Stop(Stopped),
+    /// An access faulted: the process's queues on the GPU were evicted.
+    Faulted,
 }
 
 /// Runs the packets of one queue from its read pointer up to its write pointer.
@@ -188,7 +192,7 @@ fn run_queue(drv: &Driver, w: &Work) -> bool {
         None => {
             let mut wptr = [0u8; 8];
             if let Err(f) = drv.read_here(w.tgid, w.gpu_id, w.wptr_va, &mut wptr) {
-                stop(drv, w, Stopped::VmFault(f.va), Some(f));
+                vm_fault(drv, w, &f);
                 return true;
             }
             match pending_to(u64::from_le_bytes(wptr)) {
@@ -209,7 +213,7 @@ fn run_queue(drv: &Driver, w: &Work) -> bool {
             _ => Ok(()),
         });
     if let Err(f) = read {
-        stop(drv, w, Stopped::VmFault(f.va), Some(f));
+        vm_fault(drv, w, &f);
         return true;
     }
     let dwords: Vec<u32> = bytes
@@ -230,9 +234,10 @@ fn run_queue(drv: &Driver, w: &Work) -> bool {
             }
             Step::Wait => break,
             Step::Stop(why) => {
-                stop(drv, w, why, None);
+                stop(drv, w, why);
                 return true;
             }
+            Step::Faulted => return true,
         }
     }
     ran
@@ -253,7 +258,7 @@ fn advance(drv: &Driver, w: &Work, consumed: u64) -> bool {
         q.consumed = consumed;
     }
     if let Err(f) = drv.write_here(w.tgid, w.gpu_id, w.rptr_va, &consumed.to_ne_bytes()) {
-        stop(drv, w, Stopped::VmFault(f.va), Some(f));
+        vm_fault(drv, w, &f);
         return false;
     }
     true
@@ -434,15 +439,12 @@ fn atomic(
 
 /// A faulting access stops the queue.
 fn fault_step(drv: &Driver, w: &Work, f: GpuFault) -> Step {
-    signal_vm_fault(drv, w.tgid, &f);
-    Step::Stop(Stopped::VmFault(f.va))
+    vm_fault(drv, w, &f);
+    Step::Faulted
 }
 
-/// Stops queue `w`; a fault not yet reported is reported first.
-fn stop(drv: &Driver, w: &Work, why: Stopped, fault: Option<GpuFault>) {
-    if let Some(f) = fault {
-        signal_vm_fault(drv, w.tgid, &f);
-    }
+/// Stops queue `w` alone (a packet it cannot run).
+fn stop(drv: &Driver, w: &Work, why: Stopped) {
     if drv.dev.cfg.trace {
         eprintln!(
             "[{}] sdma gpu {:#x} queue {}: stopped: {why:?}",
@@ -461,9 +463,13 @@ fn stop(drv: &Driver, w: &Work, why: Stopped, fault: Option<GpuFault>) {
     drv.wake.notify_all();
 }
 
-/// `kfd_signal_vm_fault_event`: every memory event of the process is set with the fault (the
-/// SMI record was emitted by the GPU view's walk).
-fn signal_vm_fault(drv: &Driver, tgid: i32, f: &GpuFault) {
+/// A VM fault of queue `w`, as the interrupt handler takes it (`event_interrupt_wq_v9`, then
+/// `kfd_set_dbg_ev_from_interrupt` without a debugger): the SMI record (emitted by the GPU
+/// view's walk), the process's queues on the GPU evicted (`kfd_dqm_evict_pasid`: they all
+/// stop, the faulting one at its packet), then `kfd_signal_vm_fault_event`: every memory
+/// event of the process set with the fault.
+fn vm_fault(drv: &Driver, w: &Work, f: &GpuFault) {
+    let tgid = w.tgid;
     let data = kfd_hsa_memory_exception_data {
         failure: kfd_memory_exception_failure {
             NotPresent: u32::from(f.reason != GpuFaultReason::ReadOnly),
@@ -475,8 +481,23 @@ fn signal_vm_fault(drv: &Driver, tgid: i32, f: &GpuFault) {
         gpu_id: f.gpu_id,
         ErrorType: 0,
     };
+    if drv.dev.cfg.trace {
+        eprintln!(
+            "[{tgid}] sdma gpu {:#x} queue {}: {f}; the process's queues on the GPU stop",
+            w.gpu_id, w.id
+        );
+    }
     let mut st = drv.lock();
     if let Some(p) = st.procs.get_mut(&tgid) {
+        for (&id, q) in p.queues.by_id.iter_mut().filter(|(_, q)| q.gpu == w.gpu) {
+            if q.stopped.is_none() {
+                q.stopped = Some(if id == w.id {
+                    Stopped::VmFault(f.va)
+                } else {
+                    Stopped::Evicted
+                });
+            }
+        }
         let ids: Vec<u32> = p
             .events
             .events
