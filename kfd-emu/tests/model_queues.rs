@@ -400,9 +400,12 @@ fn xnack_and_runtime_enable_refuse_while_queues_exist() {
 #[test]
 fn a_queue_left_at_exit_is_a_leak_and_a_destroyed_one_is_not() {
     for leave in [false, true] {
+        // A kernel before the buffer checks: the BOs can go while the queue stays, so the
+        // queue is all that is left.
         let mut emu = Emu::new(ModelConfig {
             machine: Machine::preset("mi100").unwrap(),
             check_leaks: true,
+            kfd_minor: 15,
             ..ModelConfig::default()
         });
         emu.acquire_all();
@@ -421,5 +424,36 @@ fn a_queue_left_at_exit_is_a_leak_and_a_destroyed_one_is_not() {
         }
         emu.model.process_exited(emu.caller.tgid);
         assert_eq!(emu.model.leaks_found(), leave, "queue left: {leave}");
+    }
+}
+
+#[test]
+fn newer_kernels_refuse_to_unmap_what_a_queue_holds() {
+    // unmap_bo_from_gpuvm: `bo_va->queue_refcount` -> -EBUSY, from the kernels that take it
+    // in kfd_queue_acquire_buffers; the hold goes with DESTROY_QUEUE.
+    for (minor, held) in [(KFD_IOCTL_MINOR_VERSION, true), (15, false)] {
+        let emu = emu("mi100", minor);
+        let gpu = emu.gpu();
+        let (ring, _) = emu.alloc(gpu, va(1), 4096, GTT_RW).unwrap();
+        let (ptrs, _) = emu.alloc(gpu, va(2), 4096, GTT_RW).unwrap();
+        let (other, _) = emu.alloc(gpu, va(3), 4096, GTT_RW).unwrap();
+        for h in [ring, ptrs, other] {
+            assert_eq!(emu.map(h, &[gpu]).0, Ok(0));
+        }
+        let q = create(&emu, &sdma_args(&emu)).expect("queue");
+        // A BO the queue does not use unmaps.
+        assert_eq!(emu.unmap(other, &[gpu]), (Ok(0), 1));
+        let want = if held {
+            (Err(Errno::BUSY), 0)
+        } else {
+            (Ok(0), 1)
+        };
+        assert_eq!(emu.unmap(ring, &[gpu]), want, "minor {minor}");
+        assert_eq!(emu.unmap(ptrs, &[gpu]), want, "minor {minor}");
+        assert_eq!(destroy(&emu, q.queue_id), Ok(0));
+        if held {
+            assert_eq!(emu.unmap(ring, &[gpu]), (Ok(0), 1));
+            assert_eq!(emu.unmap(ptrs, &[gpu]), (Ok(0), 1));
+        }
     }
 }

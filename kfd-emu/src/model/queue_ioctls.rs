@@ -141,36 +141,40 @@ fn check_properties(ctx: &Ctx<'_>, a: &mut kfd_ioctl_create_queue_args) -> Resul
 
 /// `kfd_queue_buffer_get`: a GPU mapping must start at the page of `addr` and, for a
 /// non-zero `expected`, end exactly `expected` bytes (page aligned) later; else `EINVAL`.
-fn buffer_get(pdd: &Pdd, addr: u64, expected: u64) -> Result<(), Errno> {
+/// The handle of the BO mapped there.
+fn buffer_get(pdd: &Pdd, addr: u64, expected: u64) -> Result<u64, Errno> {
     let page = addr & !(PAGE_SIZE - 1);
     let (start, m) = pdd.vm.lookup(page).ok_or(Errno::INVAL)?;
     let expected = expected.next_multiple_of(PAGE_SIZE);
     if start != page || (expected != 0 && m.end != page + expected) {
         return Err(Errno::INVAL);
     }
-    Ok(())
+    Ok(m.handle)
 }
 
 /// `kfd_queue_acquire_buffers` (newer kernels): the write and read pointers are each in a
 /// one-page mapping, the ring in a mapping of its size; compute queues also need the GPU's
-/// EOP size and CWSR sizes and mappings of them.
+/// EOP size and CWSR sizes and mappings of them. The handles of the BOs whose mappings the
+/// queue then holds.
 fn acquire_buffers(
     ctx: &Ctx<'_>,
     pdd: &Pdd,
     a: &kfd_ioctl_create_queue_args,
     compute: bool,
-) -> Result<(), Errno> {
-    buffer_get(pdd, a.write_pointer_address, PAGE_SIZE)?;
-    buffer_get(pdd, a.read_pointer_address, PAGE_SIZE)?;
+) -> Result<Vec<u64>, Errno> {
+    let mut held = vec![
+        buffer_get(pdd, a.write_pointer_address, PAGE_SIZE)?,
+        buffer_get(pdd, a.read_pointer_address, PAGE_SIZE)?,
+    ];
     let ring = u64::from(a.ring_size);
     let ring = if ctx.m.dev.cfg.kfd_minor >= 22 {
         ring + u64::from(a.metadata_ring_size)
     } else {
         ring
     };
-    buffer_get(pdd, a.ring_base_address, ring)?;
+    held.push(buffer_get(pdd, a.ring_base_address, ring)?);
     if !compute {
-        return Ok(());
+        return Ok(held);
     }
     let machine = &ctx.m.dev.cfg.machine;
     let sizes = machine
@@ -181,12 +185,17 @@ fn acquire_buffers(
         if a.eop_buffer_size != sizes.eop_buffer_size {
             return Err(Errno::INVAL);
         }
-        buffer_get(pdd, a.eop_buffer_address, a.eop_buffer_size)?;
+        held.push(buffer_get(pdd, a.eop_buffer_address, a.eop_buffer_size)?);
     }
     if a.ctl_stack_size != sizes.ctl_stack_size || a.ctx_save_restore_size != sizes.cwsr_size {
         return Err(Errno::INVAL);
     }
-    buffer_get(pdd, a.ctx_save_restore_address, sizes.total_ctx_save_size())
+    held.push(buffer_get(
+        pdd,
+        a.ctx_save_restore_address,
+        sizes.total_ctx_save_size(),
+    )?);
+    Ok(held)
 }
 
 /// AMDKFD_IOC_CREATE_QUEUE (`kfd_ioctl_create_queue`, then `pqm_create_queue` and the device
@@ -212,10 +221,12 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         a.queue_type,
         KFD_IOC_QUEUE_TYPE_COMPUTE | KFD_IOC_QUEUE_TYPE_COMPUTE_AQL
     );
-    if minor >= BUFFER_CHECKS_SINCE_MINOR {
+    let held = if minor >= BUFFER_CHECKS_SINCE_MINOR {
         let process = st.process(ctx.tgid, ctx.serial)?;
-        acquire_buffers(ctx, process.pdd(a.gpu_id)?, &a, compute)?;
-    }
+        acquire_buffers(ctx, process.pdd(a.gpu_id)?, &a, compute)?
+    } else {
+        Vec::new()
+    };
     // pqm_create_queue: the HWS limit of a process's queues on a device.
     if queues_here >= MAX_QUEUES_PER_PDD {
         return Err(Errno::NOSPC);
@@ -296,6 +307,7 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
             doorbell,
             cu_mask: Vec::new(),
             gws: 0,
+            held,
             consumed: 0,
             stopped: None,
         },

@@ -51,6 +51,9 @@ pub(super) struct Queue {
     pub doorbell: u64,
     pub cu_mask: Vec<u32>,
     pub gws: u32,
+    /// The BO handles whose GPU mappings the queue holds (`kfd_queue_acquire_buffers` takes a
+    /// `queue_refcount` on each; newer kernels only).
+    pub held: Vec<u64>,
     /// SDMA: bytes consumed (the read pointer the engine writes back).
     pub consumed: u64,
     pub stopped: Option<Stopped>,
@@ -67,6 +70,13 @@ impl Queues {
     /// `KFD_MAX_NUM_OF_QUEUES_PER_PROCESS` are taken.
     pub(super) fn free_id(&self) -> Option<u32> {
         (0..MAX_QUEUES_PER_PROCESS).find(|id| !self.by_id.contains_key(id))
+    }
+
+    /// Whether a queue on GPU index `gpu` holds the mapping of BO `handle` there.
+    pub(super) fn hold(&self, gpu: usize, handle: u64) -> bool {
+        self.by_id
+            .values()
+            .any(|q| q.gpu == gpu && q.held.contains(&handle))
     }
 
     /// Queues on GPU index `gpu`.
