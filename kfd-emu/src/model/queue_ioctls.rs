@@ -355,12 +355,7 @@ pub(super) fn update_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let _pass = ctx.m.sdma_kick.hold_engines();
     let mut st = ctx.m.lock();
     let process = st.process(ctx.tgid, ctx.serial)?;
-    let gpu = process
-        .queues
-        .by_id
-        .get(&a.queue_id)
-        .ok_or(Errno::FAULT)?
-        .gpu;
+    let gpu = process.queues.get_mut(a.queue_id, Errno::FAULT)?.gpu;
     if ctx.m.dev.cfg.kfd_minor >= BUFFER_CHECKS_SINCE_MINOR
         && a.ring_base_address != 0
         && a.ring_size != 0
@@ -368,11 +363,7 @@ pub(super) fn update_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         let pdd = process.pdds.get(gpu).ok_or(Errno::FAULT)?;
         buffer_get(pdd, a.ring_base_address, u64::from(a.ring_size))?;
     }
-    let q = process
-        .queues
-        .by_id
-        .get_mut(&a.queue_id)
-        .ok_or(Errno::FAULT)?;
+    let q = process.queues.get_mut(a.queue_id, Errno::FAULT)?;
     q.ring_va = a.ring_base_address;
     q.ring_size = u64::from(a.ring_size);
     q.percentage = a.queue_percentage & 0xFF;
@@ -394,11 +385,7 @@ pub(super) fn set_cu_mask(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         .map_err(|_| Errno::FAULT)?;
     let mut st = ctx.m.lock();
     let process = st.process(ctx.tgid, ctx.serial)?;
-    let q = process
-        .queues
-        .by_id
-        .get_mut(&a.queue_id)
-        .ok_or(Errno::FAULT)?;
+    let q = process.queues.get_mut(a.queue_id, Errno::FAULT)?;
     q.cu_mask = mask
         .chunks_exact(4)
         .map(|w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]]))
@@ -413,7 +400,7 @@ pub(super) fn get_queue_wave_state(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), 
     let a: kfd_ioctl_get_queue_wave_state_args = get(buf);
     let mut st = ctx.m.lock();
     let process = st.process(ctx.tgid, ctx.serial)?;
-    process.queues.by_id.get(&a.queue_id).ok_or(Errno::FAULT)?;
+    process.queues.get_mut(a.queue_id, Errno::FAULT)?;
     Err(Errno::INVAL)
 }
 
@@ -424,11 +411,7 @@ pub(super) fn alloc_queue_gws(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno
     let mut a: kfd_ioctl_alloc_queue_gws_args = get(buf);
     let mut st = ctx.m.lock();
     let process = st.process(ctx.tgid, ctx.serial)?;
-    let q = process
-        .queues
-        .by_id
-        .get_mut(&a.queue_id)
-        .ok_or(Errno::INVAL)?;
+    let q = process.queues.get_mut(a.queue_id, Errno::INVAL)?;
     let machine = &ctx.m.dev.cfg.machine;
     let gws = machine
         .node_of(&machine.gpus()[q.gpu])

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
+use rustix::io::Errno;
+
 /// `KFD_MAX_NUM_OF_QUEUES_PER_PROCESS`: the queue-slot bitmap of a process.
 pub(super) const MAX_QUEUES_PER_PROCESS: u32 = 1024;
 /// `pqm_create_queue`'s `max_queues = 127` (the HWS limit on a process's queues per GPU).
@@ -70,6 +72,12 @@ impl Queues {
     /// `KFD_MAX_NUM_OF_QUEUES_PER_PROCESS` are taken.
     pub(super) fn free_id(&self) -> Option<u32> {
         (0..MAX_QUEUES_PER_PROCESS).find(|id| !self.by_id.contains_key(id))
+    }
+
+    /// Queue `id` (`pqm_get_user_queue`); `missing` (each ioctl says its own errno) when the
+    /// process has none.
+    pub(super) fn get_mut(&mut self, id: u32, missing: Errno) -> Result<&mut Queue, Errno> {
+        self.by_id.get_mut(&id).ok_or(missing)
     }
 
     /// Whether a queue on GPU index `gpu` holds the mapping of BO `handle` there.
