@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use rustix::io::Errno;
 
@@ -39,8 +39,9 @@ pub(super) struct Driver {
     pub files: RwLock<HashMap<FileKey, FileKind>>,
     pub fail: Mutex<Vec<fail::Armed>>,
     pub leaks: AtomicBool,
-    /// Wakes the SDMA engines.
-    pub sdma_kick: Kick,
+    /// Wakes the SDMA engines (shared with their threads, which wait on it without keeping
+    /// the driver alive).
+    pub sdma_kick: Arc<Kick>,
 }
 
 impl Driver {
@@ -55,7 +56,7 @@ impl Driver {
             files: RwLock::new(HashMap::new()),
             fail: Mutex::new(fail),
             leaks: AtomicBool::new(false),
-            sdma_kick: Kick::default(),
+            sdma_kick: Arc::new(Kick::default()),
         }
     }
 

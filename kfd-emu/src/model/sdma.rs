@@ -35,7 +35,7 @@ use super::files;
 use super::gpu_view::{GpuFault, GpuFaultReason};
 use super::host::clock_ns;
 use super::process::{EVENT_PAGE_OFFSET, Process, State};
-use super::queues::{Engine, Stopped};
+use super::queues::{Engine, Kick, Stopped};
 use crate::machine::ApertureLayout;
 
 /// `SDMA_OP_*` of `vega10_sdma_pkt_open.h`.
@@ -62,34 +62,49 @@ const TRAP_ID_BITS: u32 = 28;
 const MAX_IDLE: Duration = Duration::from_millis(5);
 /// Fastest polling after work.
 const MIN_IDLE: Duration = Duration::from_micros(20);
+/// How long an engine with no queue sleeps unless kicked (it still notices the model going).
+const NO_QUEUES_IDLE: Duration = Duration::from_millis(100);
+
+/// What one round of an engine found.
+enum Round {
+    /// It ran packets.
+    Ran,
+    /// It has queues, but found nothing to run.
+    Idle,
+    /// The GPU has no running SDMA queue.
+    NoQueues,
+}
 
 /// Starts one engine thread per GPU of the machine; each ends once the driver is dropped.
 pub(super) fn start(drv: &Arc<Driver>) {
     for gpu in 0..drv.dev.cfg.machine.gpus().len() {
         let weak: Weak<Driver> = Arc::downgrade(drv);
+        let kick = drv.sdma_kick.clone();
         let _ = std::thread::Builder::new()
             .name(format!("kfd-emu-sdma{gpu}"))
-            .spawn(move || engine(weak, gpu));
+            .spawn(move || engine(weak, &kick, gpu));
     }
 }
 
-fn engine(weak: Weak<Driver>, gpu: usize) {
+fn engine(weak: Weak<Driver>, kick: &Kick, gpu: usize) {
     let mut idle = MIN_IDLE;
     loop {
-        let Some(drv) = weak.upgrade() else { return };
         // A kick that comes while the engine runs makes it look again at once.
-        let seen = drv.sdma_kick.count();
-        let progressed = {
+        let seen = kick.count();
+        let Some(drv) = weak.upgrade() else { return };
+        let round = {
             let _pass = drv.sdma_kick.hold_engines();
             run_gpu(&drv, gpu)
         };
-        idle = if progressed {
-            MIN_IDLE
-        } else {
-            (idle * 2).min(MAX_IDLE)
+        idle = match round {
+            Round::Ran => MIN_IDLE,
+            Round::Idle => (idle * 2).min(MAX_IDLE),
+            // No queue to watch: a new one kicks the engine.
+            Round::NoQueues => NO_QUEUES_IDLE,
         };
-        drv.sdma_kick.wait(seen, idle);
+        // The driver is not kept alive while the engine sleeps.
         drop(drv);
+        kick.wait(seen, idle);
     }
 }
 
@@ -116,8 +131,8 @@ struct Work {
     doorbell: (Arc<OwnedFd>, u64, usize),
 }
 
-/// One round over GPU `gpu`'s SDMA queues; whether any packet ran.
-fn run_gpu(drv: &Driver, gpu: usize) -> bool {
+/// One round over GPU `gpu`'s SDMA queues.
+fn run_gpu(drv: &Driver, gpu: usize) -> Round {
     let gpu_id = drv.dev.cfg.machine.gpus()[gpu].gpu_id;
     let doorbell_size = if drv.dev.cfg.machine.gpus()[gpu].layout == ApertureLayout::Vi {
         4
@@ -153,11 +168,14 @@ fn run_gpu(drv: &Driver, gpu: usize) -> bool {
             })
             .collect()
     };
-    let mut progressed = false;
-    for w in work {
-        progressed |= run_queue(drv, &w);
+    if work.is_empty() {
+        return Round::NoQueues;
     }
-    progressed
+    let mut ran = false;
+    for w in work {
+        ran |= run_queue(drv, &w);
+    }
+    if ran { Round::Ran } else { Round::Idle }
 }
 
 /// What running a packet did.
