@@ -616,3 +616,29 @@ fn a_doorbell_write_alone_starts_the_engine() {
         q.close().unwrap();
     });
 }
+
+#[test]
+fn a_submission_larger_than_the_engines_read_window_completes() {
+    on_every_target(&["mi300x"], |target| {
+        let env = open(target);
+        let mem = env.bo(0, 4096, GTT);
+        let mut q = SdmaQueue::new(&env.context, env.gpu_id, SdmaEngine::Pcie, 256 << 10)
+            .unwrap_or_else(|e| panic!("{}: {e}", env.name));
+        // 10000 fences of 16 bytes: 160 KB of packets in one submission.
+        let fences: Vec<Command> = (0..10_000u32)
+            .map(|i| Command::Fence {
+                addr: mem.va() + 4 * u64::from(i % 1024),
+                value: i,
+            })
+            .collect();
+        let c = q.submit(&fences).unwrap();
+        q.wait(c, WAIT).unwrap();
+        let mut last = [0u8; 4];
+        mem.map_cpu()
+            .unwrap()
+            .read(4 * (9_999 % 1024), &mut last)
+            .unwrap();
+        assert_eq!(u32::from_le_bytes(last), 9_999, "{}", env.name);
+        assert_eq!(q.read_pointer().unwrap(), q.write_pointer());
+    });
+}

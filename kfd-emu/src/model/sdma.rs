@@ -58,6 +58,8 @@ const ATOMIC_ADD_RTN_64: u32 = 47;
 /// The valid bits of a TRAP's `int_context` the interrupt handler passes on (`KFD_CONTEXT_ID`
 /// masking in `kfd_int_process_v9.c`).
 const TRAP_ID_BITS: u32 = 28;
+/// The most ring bytes an engine reads in one round: twice the largest packet.
+const READ_WINDOW: u64 = 128 << 10;
 /// Slowest idle polling.
 const MAX_IDLE: Duration = Duration::from_millis(5);
 /// Fastest polling after work.
@@ -219,7 +221,10 @@ fn run_queue(drv: &Driver, w: &Work) -> bool {
             }
         }
     };
-    // The dwords from the read pointer to the write pointer, across the wrap.
+    // The dwords from the read pointer towards the write pointer, across the wrap, at most a
+    // window per round (the largest packet, a NOP, is 64 KiB): a write pointer a whole large
+    // ring ahead costs the supervisor no more memory than that.
+    let pending = pending.min(READ_WINDOW);
     let mask = w.ring_size - 1;
     let mut bytes = vec![0u8; pending as usize];
     let start = consumed & mask;
