@@ -100,8 +100,13 @@ impl QueueContext {
     }
 
     /// A signal event in the context's signal page (the first one makes the page, on
-    /// `gpu_id`); the page's BO and the event's slot address.
-    fn signal_event(&self, gpu_id: u32) -> Result<(Event, u64)> {
+    /// `gpu_id`), and the GPU address of its slot: what a GPU agent writes (any value but all
+    /// ones) before raising the event's interrupt — an SDMA TRAP, or an AQL completion signal
+    /// whose `event_mailbox_ptr` is the slot.
+    ///
+    /// # Errors
+    /// The errors of allocating and mapping the page, and of CREATE_EVENT.
+    pub fn signal_event(&self, gpu_id: u32) -> Result<(Event, u64)> {
         let mut page = self
             .signal_page
             .lock()

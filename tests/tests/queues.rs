@@ -642,3 +642,142 @@ fn a_submission_larger_than_the_engines_read_window_completes() {
         assert_eq!(q.read_pointer().unwrap(), q.write_pointer());
     });
 }
+
+/// `amd_signal_t`: kind, value, event mailbox, event id.
+fn write_signal(cpu: &kfd_ioctl::CpuMapping<'_>, at: usize, value: i64, mailbox: u64, id: u32) {
+    let mut s = [0u8; 64];
+    s[0..8].copy_from_slice(&1i64.to_le_bytes()); // AMD_SIGNAL_KIND_USER
+    s[8..16].copy_from_slice(&value.to_le_bytes());
+    s[16..24].copy_from_slice(&mailbox.to_le_bytes());
+    s[24..28].copy_from_slice(&id.to_le_bytes());
+    cpu.write(at, &s).unwrap();
+}
+
+fn signal_value(cpu: &kfd_ioctl::CpuMapping<'_>, at: usize) -> i64 {
+    let mut v = [0u8; 8];
+    cpu.read(at + 8, &mut v).unwrap();
+    i64::from_le_bytes(v)
+}
+
+/// A barrier packet (`hsa_barrier_and_packet_t` / `_or_`): `kind` 3 (AND) or 5 (OR), the
+/// barrier bit, system-scope fences; dependencies and completion signal by address.
+fn barrier(kind: u16, deps: &[u64], completion: u64) -> [u8; 64] {
+    let mut p = [0u8; 64];
+    let header = kind | 1 << 8 | 2 << 9 | 2 << 11;
+    p[0..2].copy_from_slice(&header.to_le_bytes());
+    for (i, d) in deps.iter().enumerate() {
+        p[8 + 8 * i..16 + 8 * i].copy_from_slice(&d.to_le_bytes());
+    }
+    p[56..64].copy_from_slice(&completion.to_le_bytes());
+    p
+}
+
+#[test]
+fn aql_barriers_wait_for_their_dependencies_and_complete_their_signals() {
+    on_every_target(&["mi100", "radeon-vii"], |target| {
+        let env = open(target);
+        let sizes = kfd_ioctl::QueueSizes::for_node(&env.node).expect("CWSR sizes");
+        let ring = Arc::new(env.bo(0, 4096, GTT));
+        let pointers = Arc::new(env.bo(1 << 20, 4096, GTT));
+        let eop = Arc::new(env.bo(2 << 20, sizes.eop_buffer_size, GTT));
+        let ctx_save = Arc::new(env.bo(4 << 20, sizes.total_ctx_save_size(), GTT));
+        let signals = env.bo(3 << 20, 4096, GTT);
+        let spec = QueueSpec {
+            gpu_id: env.gpu_id,
+            queue_type: QueueType::ComputeAql,
+            percentage: 100,
+            priority: 7,
+            ring: QueueBuffer::start_of(ring.clone()),
+            ring_size: 4096,
+            // amd_queue_t's read_dispatch_id and write_dispatch_id: packet indices.
+            read_pointer: QueueBuffer::start_of(pointers.clone()),
+            write_pointer: QueueBuffer {
+                bo: pointers.clone(),
+                offset: 8,
+            },
+            compute: Some(kfd_ioctl::ComputeBuffers {
+                eop: QueueBuffer::start_of(eop),
+                ctx_save: QueueBuffer::start_of(ctx_save),
+                sizes,
+            }),
+        };
+        let q = env
+            .kfd
+            .create_queue(&spec)
+            .unwrap_or_else(|e| panic!("{}: {e}", env.name));
+        let gfx = env.node.gfx_target_version().expect("gfx").major;
+        let doorbells = env
+            .kfd
+            .map_doorbells(env.gpu_id, gfx, env.va.addr() + (900 << 20))
+            .expect("doorbells");
+        let (event, slot) = env.context.signal_event(env.gpu_id).unwrap();
+        let sig = signals.map_cpu().unwrap();
+        let ring_cpu = ring.map_cpu().unwrap();
+        let ptr_cpu = pointers.map_cpu().unwrap();
+        let s = |i: u64| signals.va() + 64 * i;
+        // Signal 0: a dependency at 1; 1 and 2: completions at 1 with the event's mailbox.
+        write_signal(&sig, 0, 1, 0, 0);
+        write_signal(&sig, 64, 1, slot, event.id());
+        write_signal(&sig, 128, 1, slot, event.id());
+        write_signal(&sig, 192, 1, 0, 0);
+        let publish = |index: u64, packet: [u8; 64]| {
+            // Body first, header last, then the write index and the doorbell.
+            let at = (index as usize % 64) * 64;
+            ring_cpu.write(at + 2, &packet[2..]).unwrap();
+            ring_cpu.write(at, &packet[..2]).unwrap();
+            ptr_cpu.write(8, &(index + 1).to_le_bytes()).unwrap();
+            doorbells
+                .ring(q.doorbell_in_page(&doorbells), index)
+                .unwrap();
+        };
+        let read_index = || {
+            let mut v = [0u8; 8];
+            ptr_cpu.read(0, &mut v).unwrap();
+            u64::from_le_bytes(v)
+        };
+        // BARRIER_AND on signal 0 (still 1): nothing completes.
+        publish(0, barrier(3, &[s(0)], s(1)));
+        assert_eq!(
+            env.kfd.wait_events(&[&event], false, 100).unwrap(),
+            WaitOutcome::Timeout,
+            "{}",
+            env.name
+        );
+        assert_eq!(signal_value(&sig, 64), 1);
+        assert_eq!(read_index(), 0);
+        // The dependency reaches 0: the barrier completes, its signal drops, the event fires.
+        sig.write(8, &0i64.to_le_bytes()).unwrap();
+        let woke = env.kfd.wait_events(&[&event], false, 10_000).unwrap();
+        assert!(matches!(woke, WaitOutcome::Complete(_)), "{}", env.name);
+        assert_eq!(signal_value(&sig, 64), 0);
+        // BARRIER_OR: one of its dependencies (signal 3 at 1, signal 0 at 0) suffices.
+        publish(1, barrier(5, &[s(3), s(0)], s(2)));
+        let woke = env.kfd.wait_events(&[&event], false, 10_000).unwrap();
+        assert!(matches!(woke, WaitOutcome::Complete(_)), "{}", env.name);
+        assert_eq!(signal_value(&sig, 128), 0);
+        let deadline = std::time::Instant::now() + WAIT;
+        while read_index() != 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{}: read index",
+                env.name
+            );
+            let _ = env.kfd.wait_events(&[&event], false, 1);
+        }
+        if env.model.is_some() {
+            // No ISA here: a kernel dispatch stops the queue; what follows never completes.
+            write_signal(&sig, 256, 1, slot, event.id());
+            let mut dispatch = [0u8; 64];
+            dispatch[0..2].copy_from_slice(&(2u16 | 1 << 8).to_le_bytes());
+            publish(2, dispatch);
+            publish(3, barrier(3, &[], s(4)));
+            assert_eq!(
+                env.kfd.wait_events(&[&event], false, 200).unwrap(),
+                WaitOutcome::Timeout
+            );
+            assert_eq!(signal_value(&sig, 256), 1, "never completed");
+            assert_eq!(read_index(), 2, "stopped at the dispatch");
+        }
+        q.close().unwrap();
+    });
+}

@@ -14,7 +14,7 @@ use super::driver::{Driver, FileKind};
 use super::files::{self, io_errno};
 use super::gpu_view::GpuFault;
 use super::svm::{SvmPage, SvmRange};
-use super::{dispatch, drm, gpu_view, process, sdma, teardown};
+use super::{dispatch, drm, gpu_view, process, scheduler, teardown};
 use crate::backend::{
     Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer, StatKind, StatTime,
 };
@@ -60,7 +60,7 @@ impl Model {
         // allows (the soft limit is often 1024).
         files::raise_fd_limit();
         let drv = Arc::new(Driver::new(Device::new(cfg)));
-        sdma::start(&drv);
+        scheduler::start(&drv);
         Ok(Arc::new(Model {
             view: gpu_view::Worker::start(Arc::downgrade(&drv)),
             drv,

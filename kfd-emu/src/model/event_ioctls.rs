@@ -208,7 +208,7 @@ fn wait(ctx: &Ctx<'_>, a: &kfd_ioctl_wait_events_args) -> Result<u32, Errno> {
 
     // A waiter sees what the copy engines can finish before it waits: they run now, on this
     // thread (the engine threads go on while it waits).
-    super::sdma::run_pass(ctx.m);
+    super::scheduler::run_pass(ctx.m);
     let mut st = ctx.m.lock();
     let events = &mut st.process(ctx.tgid, ctx.serial)?.events;
     let waiter = events.next_waiter;

@@ -27,8 +27,9 @@
 //! 3. **Kernel behaviour** — functions over the device, the state and their effects: `svm`
 //!    (SET/GET, `svm::env` below `svm::migrate` and `svm::fault`), `gpu_view` (accesses through
 //!    a GPU's page tables), `mmap` (which pages a stand-in's offset maps), `teardown` (what a
-//!    process leaves when it goes), `sdma` (the copy engines: one thread per GPU executing
-//!    the SDMA queues' packets through the GPU view).
+//!    process leaves when it goes), the GPU engines: `engine` (what they share: the queue
+//!    run, faults, event interrupts) below `sdma` (the copy engines' packets) and `aql` (the
+//!    AQL packet processor), and `scheduler` on top (one thread per GPU running its queues).
 //! 4. **Chardev** — `chardev` (the ioctl context `Ctx` and argument access), the handlers
 //!    (`handlers`, `memory_ioctls`, `event_ioctls`, `queue_ioctls`, `svm_ioctl`), `dispatch` (one ioctl
 //!    table keyed by the ABI opcodes, with version checks and fault injection), `drm`;
@@ -87,11 +88,11 @@
 //! * SVM ranges live over the caller's own memory (`svm`), and SMI event fds are socket pairs
 //!   the model writes the kernel's records into (`smi`).
 //! * User queues (`queue_ioctls`): CREATE_QUEUE's checks, limits and doorbell offsets are the
-//!   kernel's. SDMA queues run: an engine thread per GPU (`sdma`) reads each queue's write
+//!   kernel's. SDMA queues run: an engine thread per GPU (`scheduler`, `sdma`) reads each queue's write
 //!   pointer through the GPU view, executes its packets against BO, USERPTR and SVM memory,
 //!   writes the read pointer back, raises the event a TRAP names, and turns a faulting
-//!   access into a VM fault (SMI record, memory events, stopped queue). Compute (AQL) queues
-//!   are created and checked, but nothing executes their packets.
+//!   access into a VM fault (SMI record, memory events, stopped queues). AQL queues run their
+//!   barrier packets and completion signals (`aql`); a kernel dispatch stops the queue.
 //!
 //! ```no_run
 //! use kfd_emu::model::{Model, ModelConfig};
@@ -113,12 +114,14 @@
 //! [`Caller`]: crate::backend::Caller
 //! [`Machine`]: crate::machine::Machine
 
+mod aql;
 mod backend;
 mod chardev;
 mod device;
 mod dispatch;
 mod driver;
 mod drm;
+mod engine;
 mod event_ioctls;
 mod events;
 mod fail;
@@ -134,6 +137,7 @@ mod offsets;
 mod process;
 mod queue_ioctls;
 mod queues;
+mod scheduler;
 mod sdma;
 mod smi;
 mod svm;

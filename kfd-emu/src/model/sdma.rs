@@ -1,9 +1,8 @@
-//! The SDMA engines: one thread per GPU that notices new work on the user SDMA queues of
-//! that GPU — a doorbell write (the process's doorbell slice is in its `/dev/kfd` memfd, which
-//! the engine reads), else the write pointer in the process's memory, read through the GPU's
-//! page tables as the engine's `RB_WPTR_POLL` does — polling with a backoff, woken by a new
-//! queue and run first by every WAIT_EVENTS, and executes their packets against the GPU
-//! view: BO, USERPTR and SVM memory alike.
+//! The SDMA engines: what one does with a user SDMA queue when [`scheduler`](super::scheduler)
+//! runs it — notice new work (a doorbell write: the process's doorbell slice is in its
+//! `/dev/kfd` memfd, which the engine reads; else the write pointer in the process's memory,
+//! read through the GPU's page tables as the engine's `RB_WPTR_POLL` does) and execute the
+//! packets against the GPU view: BO, USERPTR and SVM memory alike.
 //!
 //! Packets are the SDMA 4.x layouts of `vega10_sdma_pkt_open.h`, which `sdma_v4_4_2`
 //! (gfx94x), `navi10_sdma_pkt_open.h` (5.x) and `sdma_v6_0_0_pkt_open.h` (6.x) keep for every
@@ -17,26 +16,11 @@
 //! memory events set with the fault (`kfd_signal_vm_fault_event`), and the queue stops at the
 //! packet. A packet the engine does not know stops the queue too; nothing panics.
 
-use std::os::fd::{AsFd, OwnedFd};
-use std::sync::{Arc, Weak};
-use std::time::Duration;
-
-use kfd_ioctl::abi::{
-    KFD_IOC_EVENT_DEBUG_EVENT, KFD_IOC_EVENT_MEMORY, KFD_IOC_EVENT_SIGNAL, KFD_SIGNAL_EVENT_LIMIT,
-    kfd_hsa_memory_exception_data, kfd_memory_exception_failure,
-};
-use rustix::io::Errno;
-use zerocopy::IntoBytes;
-
 use super::driver::Driver;
-use super::events::SignalPage;
-use super::events::UNSIGNALED;
-use super::files;
-use super::gpu_view::{GpuFault, GpuFaultReason};
+use super::engine::{Work, advance, signal_interrupt, stop, vm_fault};
+use super::gpu_view::GpuFault;
 use super::host::clock_ns;
-use super::process::{EVENT_PAGE_OFFSET, Process, State};
-use super::queues::{Engine, Kick, Stopped};
-use crate::machine::ApertureLayout;
+use super::queues::Stopped;
 
 /// `SDMA_OP_*` of `vega10_sdma_pkt_open.h`.
 const OP_NOP: u32 = 0;
@@ -55,131 +39,8 @@ const SUBOP_TIMESTAMP_GET_GLOBAL: u32 = 2;
 const ATOMIC_SWAP_RTN_64: u32 = 39;
 const ATOMIC_CMPSWAP_RTN_64: u32 = 40;
 const ATOMIC_ADD_RTN_64: u32 = 47;
-/// The valid bits of a TRAP's `int_context` the interrupt handler passes on (`KFD_CONTEXT_ID`
-/// masking in `kfd_int_process_v9.c`).
-const TRAP_ID_BITS: u32 = 28;
 /// The most ring bytes an engine reads in one round: twice the largest packet.
 const READ_WINDOW: u64 = 128 << 10;
-/// Slowest idle polling.
-const MAX_IDLE: Duration = Duration::from_millis(5);
-/// Fastest polling after work.
-const MIN_IDLE: Duration = Duration::from_micros(20);
-/// How long an engine with no queue sleeps unless kicked (it still notices the model going).
-const NO_QUEUES_IDLE: Duration = Duration::from_millis(100);
-
-/// What one round of an engine found.
-enum Round {
-    /// It ran packets.
-    Ran,
-    /// It has queues, but found nothing to run.
-    Idle,
-    /// The GPU has no running SDMA queue.
-    NoQueues,
-}
-
-/// Starts one engine thread per GPU of the machine; each ends once the driver is dropped.
-pub(super) fn start(drv: &Arc<Driver>) {
-    for gpu in 0..drv.dev.cfg.machine.gpus().len() {
-        let weak: Weak<Driver> = Arc::downgrade(drv);
-        let kick = drv.sdma_kick.clone();
-        let _ = std::thread::Builder::new()
-            .name(format!("kfd-emu-sdma{gpu}"))
-            .spawn(move || engine(weak, &kick, gpu));
-    }
-}
-
-fn engine(weak: Weak<Driver>, kick: &Kick, gpu: usize) {
-    let mut idle = MIN_IDLE;
-    loop {
-        // A kick that comes while the engine runs makes it look again at once.
-        let seen = kick.count();
-        let Some(drv) = weak.upgrade() else { return };
-        let round = {
-            let _pass = drv.sdma_kick.hold_engines();
-            run_gpu(&drv, gpu)
-        };
-        idle = match round {
-            Round::Ran => MIN_IDLE,
-            Round::Idle => (idle * 2).min(MAX_IDLE),
-            // No queue to watch: a new one kicks the engine.
-            Round::NoQueues => NO_QUEUES_IDLE,
-        };
-        // The driver is not kept alive while the engine sleeps.
-        drop(drv);
-        kick.wait(seen, idle);
-    }
-}
-
-/// Runs every GPU's engine once on the calling thread (what a waiter does before it waits).
-pub(super) fn run_pass(drv: &Driver) {
-    let _pass = drv.sdma_kick.hold_engines();
-    for gpu in 0..drv.dev.cfg.machine.gpus().len() {
-        run_gpu(drv, gpu);
-    }
-}
-
-/// What the engine needs of a queue, copied out of the state.
-struct Work {
-    tgid: i32,
-    id: u32,
-    gpu: usize,
-    gpu_id: u32,
-    ring_va: u64,
-    ring_size: u64,
-    rptr_va: u64,
-    wptr_va: u64,
-    consumed: u64,
-    /// The process's `/dev/kfd` memfd and where the queue's doorbell is in it, with its size.
-    doorbell: (Arc<OwnedFd>, u64, usize),
-}
-
-/// One round over GPU `gpu`'s SDMA queues.
-fn run_gpu(drv: &Driver, gpu: usize) -> Round {
-    let gpu_id = drv.dev.cfg.machine.gpus()[gpu].gpu_id;
-    let doorbell_size = if drv.dev.cfg.machine.gpus()[gpu].layout == ApertureLayout::Vi {
-        4
-    } else {
-        8
-    };
-    let work: Vec<Work> = {
-        let st = drv.lock();
-        st.procs
-            .values()
-            .flat_map(|p| {
-                p.queues.by_id.iter().filter_map(move |(&id, q)| {
-                    let sdma = matches!(q.engine, Engine::Sdma { .. });
-                    (sdma && q.gpu == gpu && q.stopped.is_none() && q.ring_size > 0).then_some(
-                        Work {
-                            tgid: p.tgid,
-                            id,
-                            gpu,
-                            gpu_id,
-                            ring_va: q.ring_va,
-                            ring_size: q.ring_size,
-                            rptr_va: q.rptr_va,
-                            wptr_va: q.wptr_va,
-                            consumed: q.consumed,
-                            doorbell: (
-                                p.memfd.clone(),
-                                Process::doorbell_offset(gpu) + q.doorbell,
-                                doorbell_size,
-                            ),
-                        },
-                    )
-                })
-            })
-            .collect()
-    };
-    if work.is_empty() {
-        return Round::NoQueues;
-    }
-    let mut ran = false;
-    for w in work {
-        ran |= run_queue(drv, &w);
-    }
-    if ran { Round::Ran } else { Round::Idle }
-}
-
 /// What running a packet did.
 enum Step {
     /// Done; the engine moves on by this many dwords.
@@ -193,7 +54,7 @@ enum Step {
 }
 
 /// Runs the packets of one queue from its read pointer up to its write pointer.
-fn run_queue(drv: &Driver, w: &Work) -> bool {
+pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
     let mut consumed = w.consumed;
     // Bytes to run up to a write pointer, when it is one: ahead, within a ring, in dwords.
     let pending_to = |wptr: u64| {
@@ -202,12 +63,7 @@ fn run_queue(drv: &Driver, w: &Work) -> bool {
     };
     // A doorbell write is the new write pointer (the engine's RB_WPTR); without one, the
     // engine polls the write pointer in memory (RB_WPTR_POLL), through the GPU's page tables.
-    let (memfd, at, size) = &w.doorbell;
-    let mut rung = [0u8; 8];
-    let rung = files::read_at(memfd.as_fd(), *at, &mut rung[..*size])
-        .ok()
-        .map(|()| u64::from_le_bytes(rung));
-    let pending = match rung.and_then(pending_to) {
+    let pending = match w.rung().and_then(pending_to) {
         Some(pending) => pending,
         None => {
             let mut wptr = [0u8; 8];
@@ -264,27 +120,6 @@ fn run_queue(drv: &Driver, w: &Work) -> bool {
         }
     }
     ran
-}
-
-/// Records the new read pointer in the queue and writes it to the process's memory; false
-/// when the queue went away or the write faulted (the queue is stopped then).
-fn advance(drv: &Driver, w: &Work, consumed: u64) -> bool {
-    {
-        let mut st = drv.lock();
-        let Some(q) = st
-            .procs
-            .get_mut(&w.tgid)
-            .and_then(|p| p.queues.by_id.get_mut(&w.id))
-        else {
-            return false;
-        };
-        q.consumed = consumed;
-    }
-    if let Err(f) = drv.write_here(w.tgid, w.gpu_id, w.rptr_va, &consumed.to_ne_bytes()) {
-        vm_fault(drv, w, &f);
-        return false;
-    }
-    true
 }
 
 /// The 64-bit address in dwords `lo`, `hi`.
@@ -464,146 +299,4 @@ fn atomic(
 fn fault_step(drv: &Driver, w: &Work, f: GpuFault) -> Step {
     vm_fault(drv, w, &f);
     Step::Faulted
-}
-
-/// Stops queue `w` alone (a packet it cannot run).
-fn stop(drv: &Driver, w: &Work, why: Stopped) {
-    if drv.dev.cfg.trace {
-        eprintln!(
-            "[{}] sdma gpu {:#x} queue {}: stopped: {why:?}",
-            w.tgid, w.gpu_id, w.id
-        );
-    }
-    let mut st = drv.lock();
-    if let Some(q) = st
-        .procs
-        .get_mut(&w.tgid)
-        .and_then(|p| p.queues.by_id.get_mut(&w.id))
-    {
-        q.stopped = Some(why);
-    }
-    drop(st);
-    drv.wake.notify_all();
-}
-
-/// A VM fault of queue `w`, as the interrupt handler takes it (`event_interrupt_wq_v9`, then
-/// `kfd_set_dbg_ev_from_interrupt` without a debugger): the SMI record (emitted by the GPU
-/// view's walk), the process's queues on the GPU evicted (`kfd_dqm_evict_pasid`: they all
-/// stop, the faulting one at its packet), then `kfd_signal_vm_fault_event`: every memory
-/// event of the process set with the fault.
-fn vm_fault(drv: &Driver, w: &Work, f: &GpuFault) {
-    let tgid = w.tgid;
-    let data = kfd_hsa_memory_exception_data {
-        failure: kfd_memory_exception_failure {
-            NotPresent: u32::from(f.reason != GpuFaultReason::ReadOnly),
-            ReadOnly: u32::from(f.reason == GpuFaultReason::ReadOnly),
-            NoExecute: 0,
-            imprecise: 0,
-        },
-        va: f.va & !(super::memory::PAGE_SIZE - 1),
-        gpu_id: f.gpu_id,
-        ErrorType: 0,
-    };
-    if drv.dev.cfg.trace {
-        eprintln!(
-            "[{tgid}] sdma gpu {:#x} queue {}: {f}; the process's queues on the GPU stop",
-            w.gpu_id, w.id
-        );
-    }
-    let mut st = drv.lock();
-    if let Some(p) = st.procs.get_mut(&tgid) {
-        for (&id, q) in p.queues.by_id.iter_mut().filter(|(_, q)| q.gpu == w.gpu) {
-            if q.stopped.is_none() {
-                q.stopped = Some(if id == w.id {
-                    Stopped::VmFault(f.va)
-                } else {
-                    Stopped::Evicted
-                });
-            }
-        }
-        let ids: Vec<u32> = p
-            .events
-            .events
-            .iter()
-            .filter(|(_, e)| e.kind == KFD_IOC_EVENT_MEMORY)
-            .map(|(&id, _)| id)
-            .collect();
-        for id in ids {
-            if let Some(e) = p.events.events.get_mut(&id) {
-                e.memory_exception.copy_from_slice(data.as_bytes());
-            }
-            p.events.set(id);
-        }
-    }
-    drop(st);
-    drv.wake.notify_all();
-}
-
-/// `kfd_signal_event_interrupt(pasid, partial_id, 28)`: the event whose id the interrupt
-/// names, if its slot was written; else every event whose slot was written. Setting one
-/// acknowledges its slot (`acknowledge_signal` writes it back to unsignaled).
-fn signal_interrupt(drv: &Driver, tgid: i32, partial_id: u32) {
-    let mut st = drv.lock();
-    let Some(p) = st.procs.get(&tgid) else { return };
-    let can = |p: &Process, id: u32| {
-        p.events
-            .events
-            .get(&id)
-            .is_some_and(|e| e.kind == KFD_IOC_EVENT_SIGNAL || e.kind == KFD_IOC_EVENT_DEBUG_EVENT)
-    };
-    let written = |id: u32| st.signal_slot(tgid, id).is_ok_and(|v| v != UNSIGNALED);
-    // (1 << 28) >= KFD_SIGNAL_EVENT_LIMIT: the id is looked up whole.
-    debug_assert!(1u64 << TRAP_ID_BITS >= u64::from(KFD_SIGNAL_EVENT_LIMIT));
-    let ids: Vec<u32> = if can(p, partial_id) && written(partial_id) {
-        vec![partial_id]
-    } else {
-        p.events
-            .events
-            .keys()
-            .copied()
-            .filter(|&id| id < KFD_SIGNAL_EVENT_LIMIT && can(p, id) && written(id))
-            .collect()
-    };
-    for id in ids {
-        let _ = st.set_signal_slot(tgid, id, UNSIGNALED);
-        if let Some(p) = st.procs.get_mut(&tgid) {
-            p.events.set(id);
-        }
-    }
-    drop(st);
-    drv.wake.notify_all();
-}
-
-impl State {
-    /// Reads signal slot `id` of process `tgid`'s signal page.
-    pub(super) fn signal_slot(&self, tgid: i32, id: u32) -> Result<u64, Errno> {
-        let process = self.procs.get(&tgid).ok_or(Errno::BADF)?;
-        let offset = u64::from(id) * 8;
-        let mut value = [0u8; 8];
-        match process.events.signal_page() {
-            Some(SignalPage::Kernel) | None => files::read_at(
-                process.memfd.as_fd(),
-                EVENT_PAGE_OFFSET + offset,
-                &mut value,
-            )?,
-            Some(SignalPage::Bo { backing }) => self.backing_read(backing, offset, &mut value)?,
-        }
-        Ok(u64::from_ne_bytes(value))
-    }
-
-    /// Writes `value` to signal slot `id` of process `tgid`'s signal page.
-    pub(super) fn set_signal_slot(&self, tgid: i32, id: u32, value: u64) -> Result<(), Errno> {
-        let process = self.procs.get(&tgid).ok_or(Errno::BADF)?;
-        let offset = u64::from(id) * 8;
-        match process.events.signal_page() {
-            Some(SignalPage::Kernel) | None => files::write_at(
-                process.memfd.as_fd(),
-                EVENT_PAGE_OFFSET + offset,
-                &value.to_ne_bytes(),
-            ),
-            Some(SignalPage::Bo { backing }) => {
-                self.backing_write(backing, offset, &value.to_ne_bytes())
-            }
-        }
-    }
 }
