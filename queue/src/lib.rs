@@ -7,6 +7,9 @@
 //!   doorbell, and completions waited on through `WAIT_EVENTS`: each submission ends with a
 //!   fence and a TRAP that raises a KFD event, and a GPU VM fault arrives on a memory event as
 //!   [`Error::VmFault`].
+//! * [`aql`] — [`AqlQueue`]: AQL packets on a compute queue, barrier-AND/OR with
+//!   dependencies, completion [`Signal`]s in `amd_signal_t`'s layout wired to KFD events, and
+//!   [`KernelDispatch`] encoding for runtimes with their own code objects.
 //! * [`QueueContext`] — what a process's queues share: the signal page, the doorbell pages
 //!   and the GPU addresses of the queues' own buffer objects.
 //!
@@ -48,9 +51,11 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod aql;
 mod error;
 pub mod packet;
 mod sdma;
 
+pub use aql::{AqlQueue, KernelDispatch, Signal};
 pub use error::{Error, Result};
 pub use sdma::{Command, Completion, QueueContext, SdmaEngine, SdmaQueue};

@@ -8,7 +8,7 @@ use kfd_ioctl::abi::{AllocMemFlags, KFD_SIGNAL_EVENT_LIMIT};
 use kfd_ioctl::mem::Reservation;
 use kfd_ioctl::topology::Topology;
 use kfd_ioctl::{
-    BufferObject, Doorbells, Event, EventKind, Kfd, OwnedCpuMapping, Queue, QueueType,
+    BufferObject, Doorbells, Event, EventKind, Kfd, OwnedCpuMapping, Queue, QueueSizes, QueueType,
     RawQueueSpec, WaitOutcome,
 };
 use kfd_ring::{GpuAccess, GpuHostRing, Granularity, HostMirror, Mirrored, Right};
@@ -19,7 +19,7 @@ use crate::packet::{self, AtomicOp, PollFunc, SdmaGeneration};
 
 /// GPU address space the context places its own buffer objects in (pointers, doorbells, the
 /// signal page): reserved in the CPU address space too, so nothing else lands there.
-const VA_SPACE: usize = 64 << 20;
+const VA_SPACE: usize = 16 << 30;
 /// The bytes of the pointers page: read pointer at 0, write pointer at 8, fence at 64.
 const POINTERS_SIZE: u64 = 4096;
 const RPTR_AT: usize = 0;
@@ -37,6 +37,8 @@ pub struct QueueContext {
     kfd: Kfd,
     /// Per GPU: its SDMA generation and its GFX major version.
     gpus: BTreeMap<u32, (SdmaGeneration, u32)>,
+    /// Per GPU: the sizes of a compute queue's EOP buffer and CWSR area.
+    sizes: BTreeMap<u32, QueueSizes>,
     va: Mutex<usize>,
     reservation: Reservation,
     signal_page: Mutex<Option<Arc<BufferObject>>>,
@@ -56,10 +58,15 @@ impl QueueContext {
                 Some((n.gpu_id()?, (SdmaGeneration::of(gfx)?, gfx.major)))
             })
             .collect();
+        let sizes = topology
+            .gpus()
+            .filter_map(|n| Some((n.gpu_id()?, QueueSizes::for_node(n)?)))
+            .collect();
         let reservation = Reservation::new(VA_SPACE, 2 << 20).map_err(Error::Reserve)?;
         Ok(Arc::new(QueueContext {
             kfd: kfd.clone(),
             gpus,
+            sizes,
             va: Mutex::new(0),
             reservation,
             signal_page: Mutex::new(None),
@@ -77,6 +84,16 @@ impl QueueContext {
         self.gpus.get(&gpu_id).map(|&(g, _)| g)
     }
 
+    /// The compute-queue buffer sizes of `gpu_id`.
+    pub(crate) fn queue_sizes(&self, gpu_id: u32) -> Option<QueueSizes> {
+        self.sizes.get(&gpu_id).copied()
+    }
+
+    /// The GFX major version of `gpu_id`.
+    pub(crate) fn gfx_major(&self, gpu_id: u32) -> Option<u32> {
+        self.gpus.get(&gpu_id).map(|&(_, major)| major)
+    }
+
     /// `size` bytes of the context's GPU address range.
     fn take_va(&self, size: u64) -> Result<u64> {
         let mut next = self.va.lock().unwrap_or_else(PoisonError::into_inner);
@@ -91,7 +108,7 @@ impl QueueContext {
     }
 
     /// A GTT buffer object of `size` bytes in the context's range, mapped on `gpu_id`.
-    fn gtt(&self, gpu_id: u32, size: u64) -> Result<Arc<BufferObject>> {
+    pub(crate) fn gtt(&self, gpu_id: u32, size: u64) -> Result<Arc<BufferObject>> {
         let va = self.take_va(size)?;
         let flags = AllocMemFlags::GTT | AllocMemFlags::WRITABLE | AllocMemFlags::COHERENT;
         let bo = self.kfd.alloc_memory_of_gpu(gpu_id, va, size, flags)?;
@@ -133,7 +150,7 @@ impl QueueContext {
     }
 
     /// The doorbell page of `gpu_id`, mapped the first time.
-    fn doorbells(&self, gpu_id: u32, gfx_major: u32) -> Result<Arc<Doorbells>> {
+    pub(crate) fn doorbells(&self, gpu_id: u32, gfx_major: u32) -> Result<Arc<Doorbells>> {
         let mut all = self
             .doorbells
             .lock()

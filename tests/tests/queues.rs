@@ -781,3 +781,43 @@ fn aql_barriers_wait_for_their_dependencies_and_complete_their_signals() {
         q.close().unwrap();
     });
 }
+
+#[test]
+fn aql_queue_barriers_respect_dependency_order_and_signal_completion() {
+    use kfd_queue::{AqlQueue, Signal};
+    on_every_target(&["mi100", "radeon-vii"], |target| {
+        let env = open(target);
+        let mut q = AqlQueue::new(&env.context, env.gpu_id, 64)
+            .unwrap_or_else(|e| panic!("{}: {e}", env.name));
+        let signal = |v| Signal::new(&env.context, env.gpu_id, v).unwrap();
+        let (gate, first, second, either) = (signal(1), signal(1), signal(1), signal(1));
+        // first waits for the gate; second waits for first: a chain.
+        q.barrier_and(&[&gate], Some(&first)).unwrap();
+        q.barrier_and(&[&first], Some(&second)).unwrap();
+        assert!(matches!(
+            second.wait_zero(Duration::from_millis(100)),
+            Err(Error::Timeout(_))
+        ));
+        assert_eq!((first.value().unwrap(), q.read_index().unwrap()), (1, 0));
+        gate.store(0).unwrap();
+        second.wait_zero(WAIT).unwrap();
+        assert_eq!(first.value().unwrap(), 0, "{}: in order", env.name);
+        // An OR needs one of its dependencies: the gate (0) and one still at 1.
+        let never = signal(1);
+        q.barrier_or(&[&never, &gate], Some(&either)).unwrap();
+        either.wait_zero(WAIT).unwrap();
+        assert_eq!(never.value().unwrap(), 1);
+        let deadline = std::time::Instant::now() + WAIT;
+        while q.read_index().unwrap() != q.write_index() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{}: read index",
+                env.name
+            );
+            std::thread::yield_now();
+        }
+        // More than five dependencies do not fit a barrier packet.
+        let six: Vec<&Signal> = vec![&gate; 6];
+        assert!(matches!(q.barrier_and(&six, None), Err(Error::Command(_))));
+    });
+}
