@@ -283,7 +283,8 @@ fn trace_prints_the_sdma_packets_executed() {
         .find(|l| l.contains(" sdma gpu ") && l.contains(": FENCE addr="))
         .unwrap_or_else(|| panic!("no traced FENCE in\n{err}"));
     assert!(fence.ends_with(" data=0xc0ffee"), "{fence}");
-    // The queue's creation is traced as an ioctl before its packet.
+    // The queue's creation is traced as an ioctl, its type by name, before its packet.
     let create = err.find("CREATE_QUEUE").expect("CREATE_QUEUE traced");
+    assert!(err[create..].contains("queue_type=SDMA,"), "{err}");
     assert!(create < err.find(fence).unwrap_or(0), "{err}");
 }

@@ -213,7 +213,8 @@ use Handler::{Refused, Status, Value};
 /// Every KFD ioctl, in number order from `AMDKFD_COMMAND_START`.
 pub(super) const KFD_IOCTLS: &[IoctlEntry] = &[
     IoctlEntry::new(AMDKFD_IOC_GET_VERSION, Status(handlers::get_version)),
-    IoctlEntry::new(AMDKFD_IOC_CREATE_QUEUE, Status(queue_ioctls::create_queue)),
+    IoctlEntry::new(AMDKFD_IOC_CREATE_QUEUE, Status(queue_ioctls::create_queue))
+        .traced(&[("queue_type", Format::QueueType)]),
     IoctlEntry::new(
         AMDKFD_IOC_DESTROY_QUEUE,
         Status(queue_ioctls::destroy_queue),
