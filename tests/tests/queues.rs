@@ -821,3 +821,61 @@ fn aql_queue_barriers_respect_dependency_order_and_signal_completion() {
         assert!(matches!(q.barrier_and(&six, None), Err(Error::Command(_))));
     });
 }
+
+/// Garbage in a ring is what the engine reads, never a crash of the emulator: every ring
+/// of random dwords stops its queue (an unknown packet, or a fault) or runs out, and a new
+/// queue still works afterwards. Emulated only: on a GPU, random packets could write anywhere
+/// the process maps.
+#[test]
+fn random_ring_contents_stop_their_queue_and_the_engine_goes_on() {
+    on_every_target(&["mi300x"], |target| {
+        let env = open(target);
+        if env.model.is_none() {
+            kfd_skip::skip_part(
+                "random packets",
+                "they are not sent to real hardware, where they could write anywhere",
+            );
+            return;
+        }
+        // The SDMA queue first: its context's signal page must be the process's first.
+        let mut sdma = env.queue();
+        let gfx = env.node.gfx_target_version().expect("gfx").major;
+        let doorbells = env
+            .kfd
+            .map_doorbells(env.gpu_id, gfx, env.va.addr() + (900 << 20))
+            .expect("doorbells");
+        let idle = env.kfd.create_event(EventKind::Signal, true).unwrap();
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        for round in 0..16u64 {
+            let spec = env.spec(round);
+            let ring = spec.ring.bo.clone();
+            let q = env.kfd.create_queue(&spec).expect("a queue");
+            let words: Vec<u8> = (0..1024)
+                .flat_map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    (seed as u32).to_le_bytes()
+                })
+                .collect();
+            ring.map_cpu().unwrap().write(0, &words).unwrap();
+            doorbells
+                .ring(q.doorbell_in_page(&doorbells), 4096)
+                .unwrap();
+            // Let the engines at it (WAIT_EVENTS runs them first).
+            for _ in 0..5 {
+                let _ = env.kfd.wait_events(&[&idle], false, 1);
+            }
+            q.close().unwrap();
+        }
+        // The engines are alive: another queue still runs.
+        let mem = env.bo(64 << 20, 4096, GTT);
+        let c = sdma
+            .submit(&[Command::Fence {
+                addr: mem.va(),
+                value: 5,
+            }])
+            .unwrap();
+        sdma.wait(c, WAIT).unwrap();
+    });
+}
