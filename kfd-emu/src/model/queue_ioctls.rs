@@ -2,8 +2,10 @@
 //! CREATE_QUEUE, DESTROY_QUEUE, UPDATE_QUEUE, SET_CU_MASK, GET_QUEUE_WAVE_STATE and
 //! ALLOC_QUEUE_GWS over the process's [`Queues`](super::queues::Queues).
 //!
-//! Compute (AQL) queues are created and kept with their checks, but nothing runs on them (the
-//! model has no CP); SDMA queues run on the engines of [`sdma`](super::sdma).
+//! SDMA queues run on the copy engines of [`sdma`](super::sdma), AQL queues on the packet
+//! processor of [`aql`](super::aql) (barriers and signals; no kernel dispatch), both
+//! scheduled by [`scheduler`](super::scheduler); PM4 compute queues are created and kept,
+//! but nothing runs their packets.
 
 use kfd_ioctl::QueueSizes;
 use kfd_ioctl::abi::{

@@ -1,7 +1,7 @@
 //! User-mode queues (the state of `kfd_process_queue_manager.c` and the device queue
 //! manager's SDMA bookkeeping): a process's queues by id, what each is made of, and how far
-//! the SDMA engine got in it. The ioctls are in [`queue_ioctls`](super::queue_ioctls), the
-//! engine that executes SDMA queues in [`sdma`](super::sdma).
+//! the engine got in it. The ioctls are in [`queue_ioctls`](super::queue_ioctls), the engines
+//! that run queues in [`scheduler`](super::scheduler).
 
 use std::collections::BTreeMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -56,7 +56,8 @@ pub(super) struct Queue {
     /// The BO handles whose GPU mappings the queue holds (`kfd_queue_acquire_buffers` takes a
     /// `queue_refcount` on each; newer kernels only).
     pub held: Vec<u64>,
-    /// SDMA: bytes consumed (the read pointer the engine writes back).
+    /// What the engine consumed (the read pointer it writes back): bytes for SDMA, packets
+    /// for AQL.
     pub consumed: u64,
     pub stopped: Option<Stopped>,
 }
