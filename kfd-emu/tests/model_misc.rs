@@ -296,10 +296,12 @@ fn queues_are_checked_then_refused() {
     }
     emu.acquire_all();
     let mut args = good;
+    // kfd_queue_acquire_buffers: the ring and pointers are stack memory, not GPU mappings
+    // (model_queues has the queues that are created).
     assert_eq!(
         emu.ioctl(AMDKFD_IOC_CREATE_QUEUE, &mut args),
-        Err(Errno::NOSPC),
-        "not emulated"
+        Err(Errno::INVAL),
+        "buffers that are not GPU mappings"
     );
     let mut destroy = kfd_ioctl_destroy_queue_args::default();
     assert_eq!(

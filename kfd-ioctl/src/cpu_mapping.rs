@@ -165,3 +165,56 @@ impl Drop for CpuMapping<'_> {
         unsafe { sys::munmap(self.ptr, self.len) }
     }
 }
+
+/// A CPU mapping that owns (a share of) its buffer object: for holders that keep the BO and
+/// its mapping together, such as a queue's pointers. Derefs to the [`CpuMapping`].
+pub struct OwnedCpuMapping {
+    // Unmapped before the BO goes (field order).
+    map: CpuMapping<'static>,
+    bo: std::sync::Arc<BufferObject>,
+}
+
+impl fmt::Debug for OwnedCpuMapping {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedCpuMapping")
+            .field("map", &self.map)
+            .field("bo", &self.bo)
+            .finish()
+    }
+}
+
+impl OwnedCpuMapping {
+    /// The buffer object.
+    pub fn buffer_object(&self) -> &std::sync::Arc<BufferObject> {
+        &self.bo
+    }
+}
+
+impl std::ops::Deref for OwnedCpuMapping {
+    type Target = CpuMapping<'static>;
+    fn deref(&self) -> &CpuMapping<'static> {
+        &self.map
+    }
+}
+
+impl BufferObject {
+    /// [`BufferObject::map_cpu`] for a shared BO: the mapping keeps the BO alive.
+    ///
+    /// # Errors
+    /// As [`BufferObject::map_cpu`].
+    #[doc(alias = "mmap")]
+    pub fn map_cpu_owned(bo: std::sync::Arc<BufferObject>) -> Result<OwnedCpuMapping> {
+        let borrowed = bo.map_cpu()?;
+        let map = CpuMapping {
+            ptr: borrowed.ptr,
+            len: borrowed.len,
+            owner_pid: borrowed.owner_pid,
+            // The `'static` stands for "as long as `bo`", which the value holds and drops
+            // after the mapping; the mapping is never handed out by value.
+            _bo: std::marker::PhantomData,
+        };
+        // The unmap moves to `map`.
+        std::mem::forget(borrowed);
+        Ok(OwnedCpuMapping { map, bo })
+    }
+}

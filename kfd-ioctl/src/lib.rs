@@ -7,6 +7,9 @@
 //!   mappings inside it, for every crate that places memory at an address of its choosing.
 //! * [`smi`] — SMI event records: the kernel's text lines as types, written and parsed.
 //! * [`Kfd`] — the safe handle on `/dev/kfd` with one method per memory-side ioctl.
+//! * [`Queue`], [`Event`], [`Doorbells`] — user-mode queues over buffer objects the queue
+//!   keeps alive, KFD events and `WAIT_EVENTS`, and the per-process doorbell page
+//!   (`kfd-queue` builds SDMA queues on them).
 //!
 //! # Tutorial
 //!
@@ -80,19 +83,25 @@ mod buffer_object;
 mod cpu_mapping;
 mod errno;
 mod error;
+mod event;
 mod kfd;
 mod location;
+mod queue;
 mod smi_events;
 mod svm;
 mod sys;
 mod values;
 
 pub use buffer_object::{BufferObject, FreeError};
-pub use cpu_mapping::CpuMapping;
+pub use cpu_mapping::{CpuMapping, OwnedCpuMapping};
 pub use errno::{errno_by_name, errno_name};
 pub use error::{Errno, ErrnoName, Error, IoctlContext, Result, Version};
+pub use event::{Event, EventKind, MemoryFault, WaitOutcome};
 pub use kfd::{KFD_DEVICE_PATH, Kfd, render_node_path};
 pub use location::Location;
+pub use queue::{
+    ComputeBuffers, Doorbells, Queue, QueueBuffer, QueueSizes, QueueSpec, QueueType, RawQueueSpec,
+};
 pub use smi_events::SmiEvents;
 pub use svm::SVM_INLINE_ATTRS;
 pub use values::{Apertures, CachePolicy, ClockCounters, DmabufInfo, MemoryPolicy, TileConfig};

@@ -140,6 +140,15 @@ pointer_free! {
     /// `r_debug` is stored for a debugger to read later, never dereferenced by the kernel.
     kfd_ioctl_runtime_enable_args,
     kfd_ioctl_get_clock_counters_args,
+    /// `event_page_offset` is a BO handle, not an address.
+    kfd_ioctl_create_event_args,
+    kfd_ioctl_destroy_event_args,
+    kfd_ioctl_set_event_args,
+    kfd_ioctl_reset_event_args,
+    kfd_ioctl_destroy_queue_args,
+    /// `ring_base_address` is the queue's own ring, which the queue's owner keeps alive.
+    kfd_ioctl_update_queue_args,
+    kfd_ioctl_alloc_queue_gws_args,
 }
 
 /// Issues `ioctl(fd, opcode, arg)` on a pointer-free argument, retrying `EINTR` and `EAGAIN`

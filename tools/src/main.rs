@@ -4,6 +4,7 @@
 //! on stderr and runs itself again under the embedded emulator (kfd-emu, `--machine`), so the
 //! same code path shows what it would do on the emulated machine.
 
+mod copy;
 mod emulated;
 mod info;
 mod parse;
@@ -77,6 +78,16 @@ enum Command {
         /// Records to stream through the host ring (1 to 10^9).
         #[arg(long, default_value = "100000", value_parser = whole_in::<usize>(1, 1_000_000_000))]
         records: usize,
+    },
+    /// SDMA copy throughput by direction and link (system→VRAM, VRAM→system, VRAM→VRAM,
+    /// peer), in a table; under the emulator these are the emulator's own speeds.
+    Copy {
+        /// Bytes per copy (4 KiB to 1 GiB).
+        #[arg(long, default_value = "16777216", value_parser = whole_in::<u64>(4096, 1 << 30))]
+        size: u64,
+        /// Timed copies per direction (1 to 10000).
+        #[arg(long, default_value = "8", value_parser = whole_in::<u32>(1, 10_000))]
+        repeat: u32,
     },
     /// Measure the provider, the rings and an ioctl round trip, with a summary table.
     Bench {
@@ -232,6 +243,9 @@ fn main() -> ExitCode {
         } => alloc_cmd(*kind, *size, *count, *gpu),
         Command::Ring { capacity, records } => ring_cmd(*capacity, *records),
         Command::Bench { quick } => bench_cmd(*quick),
+        Command::Copy { size, repeat } => {
+            copy::copy_cmd(*size, *repeat, std::env::var(EMULATED_ENV).ok().as_deref())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -160,6 +160,46 @@ fn bench_prints_a_summary_with_ratios() {
     }
 }
 
+/// `kfdtool copy` moves bytes with the GPU's copy engine in every direction, checks them, and
+/// prints the throughput table; under the emulator it says the speeds are the emulator's.
+#[test]
+fn copy_prints_the_sdma_throughput_by_direction() {
+    let out = kfdtool(&[
+        "--machine",
+        "mi210x8",
+        "copy",
+        "--size",
+        "1048576",
+        "--repeat",
+        "2",
+    ]);
+    let text = ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let emulated = stderr.contains("running under the embedded emulator");
+    for direction in ["system → VRAM ", "VRAM → VRAM ", "VRAM → system "] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(direction))
+            .unwrap_or_else(|| panic!("no `{direction}` row in\n{text}"));
+        assert!(line.contains(" 1048576 "), "{line}");
+        let rate: f64 = line
+            .split_whitespace()
+            .last()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no GB/s in `{line}`"));
+        assert!(rate > 0.0, "{line}");
+    }
+    if emulated {
+        assert!(text.contains("the emulator's own speeds"), "{text}");
+        // Eight MI210s in xGMI hives of four: the peer copy runs on an xGMI engine.
+        let peer = text
+            .lines()
+            .find(|l| l.starts_with("peer VRAM → VRAM"))
+            .unwrap_or_else(|| panic!("no peer row in\n{text}"));
+        assert!(peer.contains("xGMI") && peer.contains("xgmi"), "{peer}");
+    }
+}
+
 /// Asserts kfdtool refused `args` as a usage error (clap's exit code 2, not a panic's 101
 /// nor a command's failure) whose message names `value`.
 #[track_caller]
@@ -202,6 +242,9 @@ fn numeric_flags_out_of_range_are_usage_errors() {
         (&["svm", "--size", "0"], "0"),
         (&["svm", "--granularity", "64"], "64"),
         (&["svm", "--gpu", "12x"], "12x"),
+        (&["copy", "--size", "4095"], "4095"),
+        (&["copy", "--size", "1073741825"], "1073741825"),
+        (&["copy", "--repeat", "0"], "0"),
     ] {
         usage_error(args, value);
     }

@@ -14,7 +14,7 @@ use super::driver::{Driver, FileKind};
 use super::files::{self, io_errno};
 use super::gpu_view::GpuFault;
 use super::svm::{SvmPage, SvmRange};
-use super::{addrspace, dispatch, drm, gpu_view, process, smi, teardown};
+use super::{addrspace, dispatch, drm, gpu_view, process, scheduler, smi, teardown};
 use crate::backend::{
     AddressSpaceChange, Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer,
     StatKind, StatTime, WriteCall,
@@ -61,6 +61,7 @@ impl Model {
         // allows (the soft limit is often 1024).
         files::raise_fd_limit();
         let drv = Arc::new(Driver::new(Device::new(cfg)));
+        scheduler::start(&drv);
         Ok(Arc::new(Model {
             view: gpu_view::Worker::start(Arc::downgrade(&drv)),
             drv,

@@ -31,7 +31,7 @@ use super::chardev::{Ctx, get};
 use super::driver::Driver;
 use super::host::{self, CAP_CHECKPOINT_RESTORE, CAP_SYS_ADMIN};
 use super::trace::{Decoder, Format};
-use super::{event_ioctls, fail, handlers, memory_ioctls, svm_ioctl, trace};
+use super::{event_ioctls, fail, handlers, memory_ioctls, queue_ioctls, svm_ioctl, trace};
 use crate::backend::{Caller, IoctlResult};
 
 /// The KFD minor from which an unknown ioctl number is `ENOTTY` rather than `EINVAL` (the
@@ -211,8 +211,12 @@ use Handler::{Refused, Status, Value};
 /// Every KFD ioctl, in number order from `AMDKFD_COMMAND_START`.
 pub(super) const KFD_IOCTLS: &[IoctlEntry] = &[
     IoctlEntry::new(AMDKFD_IOC_GET_VERSION, Status(handlers::get_version)),
-    IoctlEntry::new(AMDKFD_IOC_CREATE_QUEUE, Status(handlers::create_queue)),
-    IoctlEntry::new(AMDKFD_IOC_DESTROY_QUEUE, Status(handlers::destroy_queue)),
+    IoctlEntry::new(AMDKFD_IOC_CREATE_QUEUE, Status(queue_ioctls::create_queue))
+        .traced(&[("queue_type", Format::QueueType)]),
+    IoctlEntry::new(
+        AMDKFD_IOC_DESTROY_QUEUE,
+        Status(queue_ioctls::destroy_queue),
+    ),
     IoctlEntry::new(
         AMDKFD_IOC_SET_MEMORY_POLICY,
         Status(handlers::set_memory_policy),
@@ -225,7 +229,7 @@ pub(super) const KFD_IOCTLS: &[IoctlEntry] = &[
         AMDKFD_IOC_GET_PROCESS_APERTURES,
         Status(handlers::get_process_apertures),
     ),
-    IoctlEntry::new(AMDKFD_IOC_UPDATE_QUEUE, Status(handlers::update_queue)),
+    IoctlEntry::new(AMDKFD_IOC_UPDATE_QUEUE, Status(queue_ioctls::update_queue)),
     IoctlEntry::new(AMDKFD_IOC_CREATE_EVENT, Status(event_ioctls::create_event))
         .traced(&[("event_type", Format::EventType)]),
     IoctlEntry::new(
@@ -277,10 +281,10 @@ pub(super) const KFD_IOCTLS: &[IoctlEntry] = &[
         AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU,
         Status(memory_ioctls::unmap_memory_from_gpu),
     ),
-    IoctlEntry::new(AMDKFD_IOC_SET_CU_MASK, Status(handlers::set_cu_mask)),
+    IoctlEntry::new(AMDKFD_IOC_SET_CU_MASK, Status(queue_ioctls::set_cu_mask)),
     IoctlEntry::new(
         AMDKFD_IOC_GET_QUEUE_WAVE_STATE,
-        Status(handlers::get_queue_wave_state),
+        Status(queue_ioctls::get_queue_wave_state),
     ),
     IoctlEntry::new(
         AMDKFD_IOC_GET_DMABUF_INFO,
@@ -293,7 +297,7 @@ pub(super) const KFD_IOCTLS: &[IoctlEntry] = &[
     ),
     IoctlEntry::new(
         AMDKFD_IOC_ALLOC_QUEUE_GWS,
-        Status(handlers::alloc_queue_gws),
+        Status(queue_ioctls::alloc_queue_gws),
     ),
     IoctlEntry::new(AMDKFD_IOC_SMI_EVENTS, Status(handlers::smi_events)),
     // SVM's only return value that is not 0 or an error: see `svm_ioctl::ioctl`.

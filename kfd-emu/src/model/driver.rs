@@ -14,6 +14,7 @@ use super::device::Device;
 use super::fail;
 use super::files::{self, FileKey};
 use super::process::{self, State};
+use super::queues::Kick;
 use super::vmas::{StandIns, Vmas};
 
 /// What a stand-in file is.
@@ -45,6 +46,9 @@ pub(super) struct Driver {
     pub leaks: AtomicBool,
     /// Per KFD process (tgid): its open `/proc/<pid>/maps`, which [`Driver::vmas`] asks.
     maps: Mutex<HashMap<i32, Arc<OwnedFd>>>,
+    /// Wakes the SDMA engines (shared with their threads, which wait on it without keeping
+    /// the driver alive).
+    pub sdma_kick: Arc<Kick>,
 }
 
 impl Driver {
@@ -62,6 +66,7 @@ impl Driver {
             fail: Mutex::new(fail),
             leaks: AtomicBool::new(false),
             maps: Mutex::new(HashMap::new()),
+            sdma_kick: Arc::new(Kick::default()),
         }
     }
 

@@ -17,21 +17,11 @@ use super::events::{
     Event, EventTable, FIRST_NONSIGNAL_ID, KERNEL_PAGE_MAPPED_SIZE, LIVENESS_PERIOD, SignalPage,
     Slot, TIMEOUT_INFINITE, UNSIGNALED, WAITER_SIZE,
 };
-use super::files;
-use super::process::{EVENT_PAGE_OFFSET, State};
+use super::process::State;
 
 /// Writes `value` to signal slot `id` of the process's page.
 fn write_slot(ctx: &Ctx<'_>, st: &State, id: u32, value: u64) -> Result<(), Errno> {
-    let process = st.procs.get(&ctx.tgid).ok_or(Errno::BADF)?;
-    let offset = u64::from(id) * 8;
-    match process.events.page {
-        Some(SignalPage::Kernel) | None => files::write_at(
-            std::os::fd::AsFd::as_fd(&process.memfd),
-            EVENT_PAGE_OFFSET + offset,
-            &value.to_ne_bytes(),
-        ),
-        Some(SignalPage::Bo { backing }) => st.backing_write(backing, offset, &value.to_ne_bytes()),
-    }
+    st.set_signal_slot(ctx.tgid, id, value)
 }
 
 /// `kfd_kmap_event_page`: the BO with handle `handle` becomes the signal page.
@@ -216,6 +206,9 @@ fn wait(ctx: &Ctx<'_>, a: &kfd_ioctl_wait_events_args) -> Result<u32, Errno> {
         ms => Some(Instant::now() + Duration::from_millis(u64::from(ms.min(0x7FFF_FFFF)) + 4)),
     };
 
+    // A waiter sees what the copy engines can finish before it waits: they run now, on this
+    // thread (the engine threads go on while it waits).
+    super::scheduler::run_pass(ctx.m);
     let mut st = ctx.m.lock();
     let events = &mut st.process(ctx.tgid, ctx.serial)?.events;
     let waiter = events.next_waiter;

@@ -194,7 +194,13 @@ impl Driver {
     }
 
     /// [`gpu_read`](Self::gpu_read) on the calling thread.
-    fn read_here(&self, tgid: i32, gpu_id: u32, va: u64, buf: &mut [u8]) -> Result<(), GpuFault> {
+    pub(super) fn read_here(
+        &self,
+        tgid: i32,
+        gpu_id: u32,
+        va: u64,
+        buf: &mut [u8],
+    ) -> Result<(), GpuFault> {
         self.copy(
             tgid,
             gpu_id,
@@ -242,7 +248,13 @@ impl Driver {
     }
 
     /// [`gpu_write`](Self::gpu_write) on the calling thread.
-    fn write_here(&self, tgid: i32, gpu_id: u32, va: u64, buf: &[u8]) -> Result<(), GpuFault> {
+    pub(super) fn write_here(
+        &self,
+        tgid: i32,
+        gpu_id: u32,
+        va: u64,
+        buf: &[u8],
+    ) -> Result<(), GpuFault> {
         self.copy(
             tgid,
             gpu_id,

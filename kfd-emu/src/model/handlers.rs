@@ -1,21 +1,17 @@
 //! The ioctls that are not about buffer objects or events: version, apertures, clocks,
 //! per-GPU settings, XNACK, SMI event fds, the debugger entry points, and the honest failures
-//! of what this model does not emulate (queues, CRIU). SVM is in [`svm`](super::svm).
+//! of what this model does not emulate (CRIU). Queues are in [`queue_ioctls`](super::queue_ioctls). SVM is in [`svm`](super::svm).
 
 use kfd_ioctl::abi::{
     KFD_IOC_CACHE_POLICY_NONCOHERENT, KFD_IOC_PROFILER_VERSION, KFD_IOC_PROFILER_VERSION_NUM,
-    KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID, KFD_IOCTL_MAJOR_VERSION, KFD_MAX_QUEUE_PERCENTAGE,
-    KFD_MAX_QUEUE_PRIORITY, KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK,
-    KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK, NUM_OF_SUPPORTED_GPUS, kfd_ioctl_alloc_queue_gws_args,
-    kfd_ioctl_create_queue_args, kfd_ioctl_criu_args, kfd_ioctl_dbg_trap_args,
-    kfd_ioctl_destroy_queue_args, kfd_ioctl_get_clock_counters_args,
+    KFD_IOCTL_MAJOR_VERSION, KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK,
+    KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK, NUM_OF_SUPPORTED_GPUS, kfd_ioctl_criu_args,
+    kfd_ioctl_dbg_trap_args, kfd_ioctl_get_clock_counters_args,
     kfd_ioctl_get_process_apertures_args, kfd_ioctl_get_process_apertures_new_args,
-    kfd_ioctl_get_queue_wave_state_args, kfd_ioctl_get_tile_config_args,
-    kfd_ioctl_get_version_args, kfd_ioctl_profiler_args, kfd_ioctl_runtime_enable_args,
-    kfd_ioctl_set_cu_mask_args, kfd_ioctl_set_memory_policy_args,
+    kfd_ioctl_get_tile_config_args, kfd_ioctl_get_version_args, kfd_ioctl_profiler_args,
+    kfd_ioctl_runtime_enable_args, kfd_ioctl_set_memory_policy_args,
     kfd_ioctl_set_scratch_backing_va_args, kfd_ioctl_set_trap_handler_args,
-    kfd_ioctl_set_xnack_mode_args, kfd_ioctl_smi_events_args, kfd_ioctl_update_queue_args,
-    kfd_process_device_apertures,
+    kfd_ioctl_set_xnack_mode_args, kfd_ioctl_smi_events_args, kfd_process_device_apertures,
 };
 use rustix::io::Errno;
 use zerocopy::IntoBytes;
@@ -24,16 +20,6 @@ use super::chardev::{Ctx, KMALLOC_MAX, get, put};
 use super::files;
 use super::host::clock_ns;
 use crate::machine::Gpu;
-
-/// `TASK_SIZE` of x86_64 with 4-level page tables: `access_ok` refuses anything above.
-const TASK_SIZE: u64 = (1 << 47) - 4096;
-/// `ENOTSUPP`, the kernel-internal errno `set_queue_properties_from_user` leaks.
-const ENOTSUPP: Errno = Errno::from_raw_os_error(524);
-
-/// `access_ok(addr, size)`.
-fn access_ok(addr: u64, size: u64) -> bool {
-    addr.checked_add(size).is_some_and(|end| end <= TASK_SIZE)
-}
 
 /// The machine's description of the GPU behind a pdd.
 fn gpu<'a>(ctx: &'a Ctx<'_>, index: usize) -> &'a Gpu {
@@ -208,97 +194,6 @@ pub(super) fn set_trap_handler(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errn
     Ok(())
 }
 
-/// AMDKFD_IOC_CREATE_QUEUE: the kernel's argument checks, then an honest failure: user queues
-/// are not emulated (no queue slot: `ENOSPC`).
-pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
-    let a: kfd_ioctl_create_queue_args = get(buf);
-    if a.queue_percentage & 0xFF > KFD_MAX_QUEUE_PERCENTAGE
-        || a.queue_priority > KFD_MAX_QUEUE_PRIORITY
-    {
-        return Err(Errno::INVAL);
-    }
-    if a.ring_base_address != 0 && !access_ok(a.ring_base_address, 8) {
-        return Err(Errno::FAULT);
-    }
-    if a.ring_size != 0 && !a.ring_size.is_power_of_two() {
-        return Err(Errno::INVAL);
-    }
-    if !access_ok(a.read_pointer_address, 4)
-        || !access_ok(a.write_pointer_address, 4)
-        || (a.eop_buffer_address != 0 && !access_ok(a.eop_buffer_address, 4))
-        || (a.ctx_save_restore_address != 0 && !access_ok(a.ctx_save_restore_address, 4))
-    {
-        return Err(Errno::FAULT);
-    }
-    let max_type = if ctx.m.dev.cfg.kfd_minor >= 17 {
-        KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID
-    } else {
-        KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID - 1
-    };
-    if a.queue_type > max_type {
-        return Err(ENOTSUPP);
-    }
-    let mut st = ctx.m.lock();
-    let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
-    pdd.bound().map_err(|_| Errno::SRCH)?;
-    Err(Errno::NOSPC)
-}
-
-/// AMDKFD_IOC_DESTROY_QUEUE: there are no queues, so no id matches.
-pub(super) fn destroy_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
-    let _a: kfd_ioctl_destroy_queue_args = get(buf);
-    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
-    Err(Errno::INVAL)
-}
-
-/// AMDKFD_IOC_UPDATE_QUEUE: argument checks, then no such queue (`EFAULT`, as
-/// `pqm_update_queue_properties` says).
-pub(super) fn update_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
-    let a: kfd_ioctl_update_queue_args = get(buf);
-    if a.queue_percentage & 0xFF > KFD_MAX_QUEUE_PERCENTAGE
-        || a.queue_priority > KFD_MAX_QUEUE_PRIORITY
-    {
-        return Err(Errno::INVAL);
-    }
-    if a.ring_base_address != 0 && !access_ok(a.ring_base_address, 8) {
-        return Err(Errno::FAULT);
-    }
-    if a.ring_size != 0 && !a.ring_size.is_power_of_two() {
-        return Err(Errno::INVAL);
-    }
-    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
-    Err(Errno::FAULT)
-}
-
-/// AMDKFD_IOC_SET_CU_MASK: argument checks, the mask copy, then no such queue.
-pub(super) fn set_cu_mask(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
-    let a: kfd_ioctl_set_cu_mask_args = get(buf);
-    if !a.num_cu_mask.is_multiple_of(32) || a.num_cu_mask == 0 {
-        return Err(Errno::INVAL);
-    }
-    let bits = a.num_cu_mask.min(1024);
-    let mut mask = vec![0u8; (bits / 8) as usize];
-    ctx.caller
-        .read(a.cu_mask_ptr, &mut mask)
-        .map_err(|_| Errno::FAULT)?;
-    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
-    Err(Errno::FAULT)
-}
-
-/// AMDKFD_IOC_GET_QUEUE_WAVE_STATE: no such queue.
-pub(super) fn get_queue_wave_state(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
-    let _a: kfd_ioctl_get_queue_wave_state_args = get(buf);
-    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
-    Err(Errno::FAULT)
-}
-
-/// AMDKFD_IOC_ALLOC_QUEUE_GWS: no such queue.
-pub(super) fn alloc_queue_gws(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
-    let _a: kfd_ioctl_alloc_queue_gws_args = get(buf);
-    ctx.m.lock().process(ctx.tgid, ctx.serial)?;
-    Err(Errno::INVAL)
-}
-
 /// AMDKFD_IOC_SMI_EVENTS: a new event fd for the GPU (see [`smi`](super::smi)), installed in
 /// the caller without `O_CLOEXEC`.
 pub(super) fn smi_events(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
@@ -331,7 +226,7 @@ fn xnack_allowed(ctx: &Ctx<'_>) -> bool {
 
 /// AMDKFD_IOC_SET_XNACK_MODE: `< 0` queries; `>= 0` sets (EPERM where not supported), moving
 /// the SVM ranges' system-memory reservation (`ENOMEM` when turning XNACK off cannot reserve
-/// it). The kernel's `EBUSY` while user queues exist cannot arise: the model creates no queues.
+/// it); `EBUSY` to change it while the process has user queues.
 pub(super) fn set_xnack_mode(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let mut a: kfd_ioctl_set_xnack_mode_args = get(buf);
     let allowed = xnack_allowed(ctx);
@@ -344,6 +239,10 @@ pub(super) fn set_xnack_mode(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno>
         return Ok(());
     }
     let want = a.xnack_enabled != 0;
+    // kfd_ioctl_set_xnack_mode: "Process has user queues running".
+    if !process.queues.by_id.is_empty() {
+        return Err(Errno::BUSY);
+    }
     if want == process.xnack {
         return Ok(());
     }
@@ -361,8 +260,8 @@ pub(super) fn criu_op(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     Err(Errno::INVAL)
 }
 
-/// AMDKFD_IOC_RUNTIME_ENABLE: enable (EBUSY when already enabled; EEXIST with queues, which
-/// cannot exist here) or disable.
+/// AMDKFD_IOC_RUNTIME_ENABLE: enable (EBUSY when already enabled; EEXIST while the process
+/// has user queues) or disable.
 pub(super) fn runtime_enable(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let a: kfd_ioctl_runtime_enable_args = get(buf);
     let mut st = ctx.m.lock();
@@ -370,6 +269,9 @@ pub(super) fn runtime_enable(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno>
     if a.mode_mask & KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK != 0 {
         if process.runtime_enabled {
             return Err(Errno::BUSY);
+        }
+        if !process.queues.by_id.is_empty() {
+            return Err(Errno::EXIST);
         }
         process.runtime_enabled = true;
         process.r_debug = a.r_debug;

@@ -459,6 +459,11 @@ pub(super) fn unmap_memory_from_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(),
             put(buf, &a);
             return Err(Errno::INVAL);
         }
+        // unmap_bo_from_gpuvm: a mapping a user queue holds (`bo_va->queue_refcount`).
+        if process.queues.hold(gpu, a.handle) {
+            put(buf, &a);
+            return Err(Errno::BUSY);
+        }
         process.pdds[peer].vm.remove_handle(a.handle);
         if let Some(bo) = process.pdds[owner].bos.get_mut(&handle_id(a.handle)) {
             bo.mapped.remove(&gpu);

@@ -21,15 +21,18 @@
 //! 2. **State** — per-process data only, with no reference to the model or a caller, testable
 //!    alone: `process` (`State`: the KFD processes, their GPU VMs, objects and accounts),
 //!    `objects`, `vm`, `events` (the event table), `smi` (SMI clients and their records),
-//!    `svm::ranges` (the SVM range tree). `driver` puts the device, the state under its lock
+//!    `svm::ranges` (the SVM range tree), `queues` (a process's user queues, and the kick
+//!    that wakes the copy engines). `driver` puts the device, the state under its lock
 //!    and the stand-in file table together (`Driver`), without calling any behaviour.
 //! 3. **Kernel behaviour** — functions over the device, the state and their effects: `svm`
 //!    (SET/GET, `svm::env` below `svm::migrate`, `svm::fault` and `svm::notify`), `addrspace`
 //!    (the MMU notifiers of munmap, mremap, madvise, mprotect, brk, fork), `gpu_view` (accesses through
 //!    a GPU's page tables), `mmap` (which pages a stand-in's offset maps), `teardown` (what a
-//!    process leaves when it goes).
+//!    process leaves when it goes), the GPU engines: `engine` (what they share: the queue
+//!    run, faults, event interrupts) below `sdma` (the copy engines' packets) and `aql` (the
+//!    AQL packet processor), and `scheduler` on top (one thread per GPU running its queues).
 //! 4. **Chardev** — `chardev` (the ioctl context `Ctx` and argument access), the handlers
-//!    (`handlers`, `memory_ioctls`, `event_ioctls`, `svm_ioctl`), `dispatch` (one ioctl
+//!    (`handlers`, `memory_ioctls`, `event_ioctls`, `queue_ioctls`, `svm_ioctl`), `dispatch` (one ioctl
 //!    table keyed by the ABI opcodes, with version checks and fault injection), `drm`;
 //!    and on top `backend`: [`Model`], the [`Backend`] impl that owns the `Driver`, the sysfs
 //!    tree and the GPU-view worker. Nothing imports `backend`; `mod.rs` only declares the
@@ -112,6 +115,12 @@
 //!   reads and polls are native and exact (no `POLLOUT`), writes are `kfd_smi_ev_write`'s
 //!   (`EFAULT` under 8 bytes, else the first 8 are the mask and 8 is returned), and a client
 //!   goes with the last close of its fd; where it differs is listed in `smi`.
+//! * User queues (`queue_ioctls`): CREATE_QUEUE's checks, limits and doorbell offsets are the
+//!   kernel's. SDMA queues run: an engine thread per GPU (`scheduler`, `sdma`) reads each queue's write
+//!   pointer through the GPU view, executes its packets against BO, USERPTR and SVM memory,
+//!   writes the read pointer back, raises the event a TRAP names, and turns a faulting
+//!   access into a VM fault (SMI record, memory events, stopped queues). AQL queues run their
+//!   barrier packets and completion signals (`aql`); a kernel dispatch stops the queue.
 //!
 //! ```no_run
 //! use kfd_emu::model::{Model, ModelConfig};
@@ -134,12 +143,14 @@
 //! [`Machine`]: crate::machine::Machine
 
 mod addrspace;
+mod aql;
 mod backend;
 mod chardev;
 mod device;
 mod dispatch;
 mod driver;
 mod drm;
+mod engine;
 mod event_ioctls;
 mod events;
 mod fail;
@@ -153,6 +164,10 @@ mod mmap;
 mod objects;
 mod offsets;
 mod process;
+mod queue_ioctls;
+mod queues;
+mod scheduler;
+mod sdma;
 mod smi;
 mod svm;
 mod svm_ioctl;

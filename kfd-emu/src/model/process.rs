@@ -12,6 +12,7 @@ use super::files::{self, FileKey};
 use super::memory::Accounts;
 use super::objects::{Backing, Bo, Dmabuf, Store, Userptrs, remote_read, remote_write};
 use super::offsets::VmaSpace;
+use super::queues::Queues;
 use super::smi::Smi;
 use super::svm::ranges::Svm;
 use super::vm::Vm;
@@ -102,6 +103,8 @@ pub(super) struct Process {
     pub svm: Svm,
     /// Its USERPTR BOs' invalidations.
     pub userptrs: Userptrs,
+    /// User-mode queues.
+    pub queues: Queues,
 }
 
 /// A process's view of one GPU.
@@ -213,6 +216,7 @@ impl Process {
             signal_handle: None,
             svm: Svm::default(),
             userptrs: Userptrs::default(),
+            queues: Queues::default(),
         })
     }
 

@@ -130,6 +130,16 @@ fn leak_report(process: &Process, model: &Driver) -> Option<String> {
             );
         }
     }
+    for (id, q) in &process.queues.by_id {
+        let _ = writeln!(
+            out,
+            "  queue id={id} gpu_id={:#x} {:?} ring={:#x} size={}",
+            model.dev.cfg.machine.gpus()[q.gpu].gpu_id,
+            q.engine,
+            q.ring_va,
+            q.ring_size
+        );
+    }
     for event in process.events.live() {
         let _ = writeln!(out, "  {event}");
     }

@@ -30,6 +30,8 @@ pub(super) enum Format {
     AllocFlags,
     /// A `KFD_IOC_EVENT_*` type by name (`SIGNAL`).
     EventType,
+    /// A `KFD_IOC_QUEUE_TYPE_*` by name (`SDMA`).
+    QueueType,
 }
 
 /// How `--trace` prints one ioctl's argument: every field of its struct in the ABI layout
@@ -79,11 +81,17 @@ pub(super) fn alloc_flags(flags: u32) -> String {
 
 /// The name of a `KFD_IOC_EVENT_*` type (the number when there is none).
 pub(super) fn event_type(kind: u32) -> String {
+    constant_name("KFD_IOC_EVENT_", kind)
+}
+
+/// The name, without `prefix`, of the ABI constant with that prefix and `value`; the number
+/// when there is none.
+fn constant_name(prefix: &str, value: u32) -> String {
     CONSTANTS
         .iter()
-        .filter(|c| c.value == i128::from(kind))
-        .find_map(|c| c.name.strip_prefix("KFD_IOC_EVENT_"))
-        .map_or_else(|| kind.to_string(), str::to_owned)
+        .filter(|c| c.value == i128::from(value))
+        .find_map(|c| c.name.strip_prefix(prefix))
+        .map_or_else(|| value.to_string(), str::to_owned)
 }
 
 /// Whether a field with this C name holds an id, address, handle, offset, flags or mask.
@@ -153,6 +161,7 @@ fn field_text(leaf: &Leaf, decoder: &Decoder, buf: &[u8]) -> String {
         }
         Some(Format::AllocFlags) => alloc_flags(value as u32),
         Some(Format::EventType) => event_type(value as u32),
+        Some(Format::QueueType) => constant_name("KFD_IOC_QUEUE_TYPE_", value as u32),
         None if is_hex(name) => format!("{value:#x}"),
         None => value.to_string(),
     };

@@ -12,14 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define CHECK(call)                                                                  \
-    do {                                                                             \
-        HSAKMT_STATUS status_ = (call);                                              \
-        if (status_ != HSAKMT_STATUS_SUCCESS) {                                      \
-            fprintf(stderr, "FAILED %s = %d (line %d)\n", #call, (int)status_, __LINE__); \
-            return 1;                                                                \
-        }                                                                            \
-    } while (0)
+#include "hsakmt_check.h"
 
 static int alloc_map_free(HSAuint32 node, HSAuint64 size, int vram, int host)
 {

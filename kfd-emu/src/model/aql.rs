@@ -1,0 +1,171 @@
+//! The AQL packet processor: what the model's CP does with a user AQL queue when
+//! [`scheduler`](super::scheduler) runs it. The read and write pointers are packet indices
+//! (`amd_queue_t`'s `read_dispatch_id` and `write_dispatch_id`, which ROCr passes to
+//! CREATE_QUEUE); packets are the HSA's 64-byte AQL packets (`hsa.h`).
+//!
+//! * BARRIER_AND and BARRIER_OR wait, in order, until all (any) of their non-null dependency
+//!   signals hold 0 (`amd_signal_t.value`); a packet whose header is still INVALID is not
+//!   published yet.
+//! * A packet done decrements its completion signal; when the signal has an event mailbox
+//!   (`event_mailbox_ptr`), the event id is written there and the event interrupt raised
+//!   (`kfd_signal_event_interrupt` with 32 valid bits, `SOC15_INTSRC_CP_END_OF_PIPE`), as the
+//!   CP's end-of-pipe does. The header is then set INVALID and the read pointer advanced.
+//! * A KERNEL_DISPATCH (there is no ISA here), an AGENT_DISPATCH or a vendor packet cannot run:
+//!   the queue stops at it, as the CP stops at a packet it cannot process — never completed.
+//! * An access that faults is a VM fault, as for SDMA.
+
+use super::driver::Driver;
+use super::engine::{Work, advance, signal_interrupt, stop, vm_fault};
+use super::gpu_view::GpuFault;
+use super::queues::Stopped;
+
+/// `HSA_PACKET_TYPE_INVALID`.
+const PACKET_INVALID: u16 = 1;
+/// `HSA_PACKET_TYPE_BARRIER_AND`.
+const PACKET_BARRIER_AND: u16 = 3;
+/// `HSA_PACKET_TYPE_BARRIER_OR`.
+const PACKET_BARRIER_OR: u16 = 5;
+/// An AQL packet's size.
+const PACKET_SIZE: u64 = 64;
+/// The most packets one round runs.
+const ROUND_PACKETS: u64 = 256;
+/// `amd_signal_t`: `value` (i64), `event_mailbox_ptr` (u64) and `event_id` (u32) offsets.
+const SIGNAL_VALUE: u64 = 8;
+const SIGNAL_MAILBOX: u64 = 16;
+const SIGNAL_EVENT_ID: u64 = 24;
+
+/// What a packet did.
+enum Step {
+    Done,
+    Wait,
+    Stop(Stopped),
+}
+
+/// Runs the packets of AQL queue `w` from its read index to its write index.
+pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
+    let packets = w.ring_size / PACKET_SIZE;
+    let mut wptr = [0u8; 8];
+    if let Err(f) = drv.read_here(w.tgid, w.gpu_id, w.wptr_va, &mut wptr) {
+        vm_fault(drv, w, &f);
+        return true;
+    }
+    let end = u64::from_le_bytes(wptr);
+    let mut consumed = w.consumed;
+    let pending = end.wrapping_sub(consumed);
+    if pending == 0 || pending > packets {
+        return false;
+    }
+    let mut ran = false;
+    for _ in 0..pending.min(ROUND_PACKETS) {
+        let at = w.ring_va + (consumed % packets) * PACKET_SIZE;
+        match execute(drv, w, at) {
+            Ok(Step::Done) => {
+                consumed += 1;
+                ran = true;
+                if !advance(drv, w, consumed) {
+                    return true;
+                }
+            }
+            Ok(Step::Wait) => break,
+            Ok(Step::Stop(why)) => {
+                stop(drv, w, why);
+                return true;
+            }
+            Err(f) => {
+                vm_fault(drv, w, &f);
+                return true;
+            }
+        }
+    }
+    ran
+}
+
+fn read_u64(drv: &Driver, w: &Work, va: u64) -> Result<u64, GpuFault> {
+    let mut b = [0u8; 8];
+    drv.read_here(w.tgid, w.gpu_id, va, &mut b)?;
+    Ok(u64::from_le_bytes(b))
+}
+
+/// Runs the packet at `at`.
+fn execute(drv: &Driver, w: &Work, at: u64) -> Result<Step, GpuFault> {
+    let mut p = [0u8; PACKET_SIZE as usize];
+    drv.read_here(w.tgid, w.gpu_id, at, &mut p)?;
+    let header = u16::from_le_bytes([p[0], p[1]]);
+    let kind = header & 0xFF;
+    let word = |i: usize| u64::from_le_bytes(p[i..i + 8].try_into().unwrap_or_default());
+    let trace = |what: String| {
+        if drv.dev.cfg.trace {
+            eprintln!(
+                "[{}] aql gpu {:#x} queue {}: {what}",
+                w.tgid, w.gpu_id, w.id
+            );
+        }
+    };
+    match kind {
+        PACKET_INVALID => return Ok(Step::Wait),
+        PACKET_BARRIER_AND | PACKET_BARRIER_OR => {
+            let deps: Vec<u64> = (0..5)
+                .map(|k| word(8 + 8 * k))
+                .filter(|&d| d != 0)
+                .collect();
+            let mut zero = 0;
+            for &dep in &deps {
+                if read_u64(drv, w, dep + SIGNAL_VALUE)? == 0 {
+                    zero += 1;
+                }
+            }
+            let name = if kind == PACKET_BARRIER_AND {
+                "AND"
+            } else {
+                "OR"
+            };
+            let holds = if kind == PACKET_BARRIER_AND {
+                zero == deps.len()
+            } else {
+                deps.is_empty() || zero > 0
+            };
+            trace(format!(
+                "BARRIER_{name} deps={deps:#x?} completion={:#x}: {}",
+                word(56),
+                if holds { "done" } else { "waits" }
+            ));
+            if !holds {
+                return Ok(Step::Wait);
+            }
+            complete(drv, w, word(56))?;
+        }
+        _ => {
+            trace(format!(
+                "packet type {kind} (header {header:#06x}) cannot run: the queue stops"
+            ));
+            return Ok(Step::Stop(Stopped::BadPacket(u32::from(header))));
+        }
+    }
+    // The slot is free again: INVALID, as the packet processor leaves it.
+    drv.write_here(w.tgid, w.gpu_id, at, &PACKET_INVALID.to_le_bytes())?;
+    Ok(Step::Done)
+}
+
+/// The end of a packet: its completion signal decremented, and its event raised when the
+/// signal has a mailbox.
+fn complete(drv: &Driver, w: &Work, signal: u64) -> Result<(), GpuFault> {
+    if signal == 0 {
+        return Ok(());
+    }
+    let value = read_u64(drv, w, signal + SIGNAL_VALUE)?;
+    drv.write_here(
+        w.tgid,
+        w.gpu_id,
+        signal + SIGNAL_VALUE,
+        &value.wrapping_sub(1).to_le_bytes(),
+    )?;
+    let mailbox = read_u64(drv, w, signal + SIGNAL_MAILBOX)?;
+    if mailbox != 0 {
+        let mut id = [0u8; 4];
+        drv.read_here(w.tgid, w.gpu_id, signal + SIGNAL_EVENT_ID, &mut id)?;
+        let id = u32::from_le_bytes(id);
+        drv.write_here(w.tgid, w.gpu_id, mailbox, &u64::from(id).to_le_bytes())?;
+        signal_interrupt(drv, w.tgid, id);
+    }
+    Ok(())
+}

@@ -1,0 +1,218 @@
+//! What the model's GPU engines share (the SDMA engines of [`sdma`](super::sdma) and the AQL
+//! packet processor of [`aql`](super::aql)): the queue being run ([`Work`]), the read pointer
+//! written back, a queue stopped, a VM fault taken as the interrupt handler takes it, and the
+//! event interrupt of a TRAP or a completion signal. Which queue runs when is
+//! [`scheduler`](super::scheduler)'s.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+
+use kfd_ioctl::abi::{
+    KFD_IOC_EVENT_DEBUG_EVENT, KFD_IOC_EVENT_MEMORY, KFD_IOC_EVENT_SIGNAL, KFD_SIGNAL_EVENT_LIMIT,
+    kfd_hsa_memory_exception_data, kfd_memory_exception_failure,
+};
+use rustix::io::Errno;
+use zerocopy::IntoBytes;
+
+use super::driver::Driver;
+use super::events::{SignalPage, UNSIGNALED};
+use super::files;
+use super::gpu_view::{GpuFault, GpuFaultReason};
+use super::process::{EVENT_PAGE_OFFSET, Process, State};
+use super::queues::Stopped;
+
+/// The valid bits of a TRAP's `int_context` the interrupt handler passes on (`KFD_CONTEXT_ID`
+/// masking in `kfd_int_process_v9.c`).
+const TRAP_ID_BITS: u32 = 28;
+
+/// What the engine needs of a queue, copied out of the state.
+pub(super) struct Work {
+    pub tgid: i32,
+    pub id: u32,
+    pub gpu: usize,
+    pub gpu_id: u32,
+    pub ring_va: u64,
+    pub ring_size: u64,
+    pub rptr_va: u64,
+    pub wptr_va: u64,
+    pub consumed: u64,
+    /// An AQL queue (else SDMA): pointers count packets, not bytes.
+    pub aql: bool,
+    /// The process's `/dev/kfd` memfd and where the queue's doorbell is in it, with its size.
+    pub doorbell: (Arc<OwnedFd>, u64, usize),
+}
+
+/// Records the new read pointer in the queue and writes it to the process's memory; false
+/// when the queue went away or the write faulted (the queue is stopped then).
+pub(super) fn advance(drv: &Driver, w: &Work, consumed: u64) -> bool {
+    {
+        let mut st = drv.lock();
+        let Some(q) = st
+            .procs
+            .get_mut(&w.tgid)
+            .and_then(|p| p.queues.by_id.get_mut(&w.id))
+        else {
+            return false;
+        };
+        q.consumed = consumed;
+    }
+    if let Err(f) = drv.write_here(w.tgid, w.gpu_id, w.rptr_va, &consumed.to_ne_bytes()) {
+        vm_fault(drv, w, &f);
+        return false;
+    }
+    true
+}
+
+/// Stops queue `w` alone (a packet it cannot run).
+pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
+    if drv.dev.cfg.trace {
+        eprintln!(
+            "[{}] sdma gpu {:#x} queue {}: stopped: {why:?}",
+            w.tgid, w.gpu_id, w.id
+        );
+    }
+    let mut st = drv.lock();
+    if let Some(q) = st
+        .procs
+        .get_mut(&w.tgid)
+        .and_then(|p| p.queues.by_id.get_mut(&w.id))
+    {
+        q.stopped = Some(why);
+    }
+    drop(st);
+    drv.wake.notify_all();
+}
+
+/// A VM fault of queue `w`, as the interrupt handler takes it (`event_interrupt_wq_v9`, then
+/// `kfd_set_dbg_ev_from_interrupt` without a debugger): the SMI record (emitted by the GPU
+/// view's walk), the process's queues on the GPU evicted (`kfd_dqm_evict_pasid`: they all
+/// stop, the faulting one at its packet), then `kfd_signal_vm_fault_event`: every memory
+/// event of the process set with the fault.
+pub(super) fn vm_fault(drv: &Driver, w: &Work, f: &GpuFault) {
+    let tgid = w.tgid;
+    let data = kfd_hsa_memory_exception_data {
+        failure: kfd_memory_exception_failure {
+            NotPresent: u32::from(f.reason != GpuFaultReason::ReadOnly),
+            ReadOnly: u32::from(f.reason == GpuFaultReason::ReadOnly),
+            NoExecute: 0,
+            imprecise: 0,
+        },
+        va: f.va & !(super::memory::PAGE_SIZE - 1),
+        gpu_id: f.gpu_id,
+        ErrorType: 0,
+    };
+    if drv.dev.cfg.trace {
+        eprintln!(
+            "[{tgid}] sdma gpu {:#x} queue {}: {f}; the process's queues on the GPU stop",
+            w.gpu_id, w.id
+        );
+    }
+    let mut st = drv.lock();
+    if let Some(p) = st.procs.get_mut(&tgid) {
+        for (&id, q) in p.queues.by_id.iter_mut().filter(|(_, q)| q.gpu == w.gpu) {
+            if q.stopped.is_none() {
+                q.stopped = Some(if id == w.id {
+                    Stopped::VmFault(f.va)
+                } else {
+                    Stopped::Evicted
+                });
+            }
+        }
+        let ids: Vec<u32> = p
+            .events
+            .events
+            .iter()
+            .filter(|(_, e)| e.kind == KFD_IOC_EVENT_MEMORY)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            if let Some(e) = p.events.events.get_mut(&id) {
+                e.memory_exception.copy_from_slice(data.as_bytes());
+            }
+            p.events.set(id);
+        }
+    }
+    drop(st);
+    drv.wake.notify_all();
+}
+
+/// `kfd_signal_event_interrupt(pasid, partial_id, 28)` for an SDMA TRAP (32 valid bits for
+/// the CP's end of pipe: the same lookup, both being wider than `KFD_SIGNAL_EVENT_LIMIT`'s
+/// ids): the event whose id the interrupt names, if its slot was written; else every event
+/// whose slot was written. Setting one acknowledges its slot (`acknowledge_signal` writes it
+/// back to unsignaled).
+pub(super) fn signal_interrupt(drv: &Driver, tgid: i32, partial_id: u32) {
+    let mut st = drv.lock();
+    let Some(p) = st.procs.get(&tgid) else { return };
+    let can = |p: &Process, id: u32| {
+        p.events
+            .events
+            .get(&id)
+            .is_some_and(|e| e.kind == KFD_IOC_EVENT_SIGNAL || e.kind == KFD_IOC_EVENT_DEBUG_EVENT)
+    };
+    let written = |id: u32| st.signal_slot(tgid, id).is_ok_and(|v| v != UNSIGNALED);
+    // (1 << 28) >= KFD_SIGNAL_EVENT_LIMIT: the id is looked up whole.
+    debug_assert!(1u64 << TRAP_ID_BITS >= u64::from(KFD_SIGNAL_EVENT_LIMIT));
+    let ids: Vec<u32> = if can(p, partial_id) && written(partial_id) {
+        vec![partial_id]
+    } else {
+        p.events
+            .events
+            .keys()
+            .copied()
+            .filter(|&id| id < KFD_SIGNAL_EVENT_LIMIT && can(p, id) && written(id))
+            .collect()
+    };
+    for id in ids {
+        let _ = st.set_signal_slot(tgid, id, UNSIGNALED);
+        if let Some(p) = st.procs.get_mut(&tgid) {
+            p.events.set(id);
+        }
+    }
+    drop(st);
+    drv.wake.notify_all();
+}
+
+impl Work {
+    /// What the producer last rang the queue's doorbell with.
+    pub(super) fn rung(&self) -> Option<u64> {
+        let (memfd, at, size) = &self.doorbell;
+        let mut value = [0u8; 8];
+        files::read_at(memfd.as_fd(), *at, &mut value[..*size]).ok()?;
+        Some(u64::from_le_bytes(value))
+    }
+}
+
+impl State {
+    /// Reads signal slot `id` of process `tgid`'s signal page.
+    pub(super) fn signal_slot(&self, tgid: i32, id: u32) -> Result<u64, Errno> {
+        let process = self.procs.get(&tgid).ok_or(Errno::BADF)?;
+        let offset = u64::from(id) * 8;
+        let mut value = [0u8; 8];
+        match process.events.signal_page() {
+            Some(SignalPage::Kernel) | None => files::read_at(
+                process.memfd.as_fd(),
+                EVENT_PAGE_OFFSET + offset,
+                &mut value,
+            )?,
+            Some(SignalPage::Bo { backing }) => self.backing_read(backing, offset, &mut value)?,
+        }
+        Ok(u64::from_ne_bytes(value))
+    }
+
+    /// Writes `value` to signal slot `id` of process `tgid`'s signal page.
+    pub(super) fn set_signal_slot(&self, tgid: i32, id: u32, value: u64) -> Result<(), Errno> {
+        let process = self.procs.get(&tgid).ok_or(Errno::BADF)?;
+        let offset = u64::from(id) * 8;
+        match process.events.signal_page() {
+            Some(SignalPage::Kernel) | None => files::write_at(
+                process.memfd.as_fd(),
+                EVENT_PAGE_OFFSET + offset,
+                &value.to_ne_bytes(),
+            ),
+            Some(SignalPage::Bo { backing }) => {
+                self.backing_write(backing, offset, &value.to_ne_bytes())
+            }
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! SDMA packet encoding.
+//!
+//! The layouts are the kernel's `drivers/gpu/drm/amd/amdgpu/vega10_sdma_pkt_open.h` (SDMA
+//! 4.x: gfx9), which `sdma_v4_4_2` (gfx94x), `navi10_sdma_pkt_open.h` (SDMA 5.x: gfx10) and
+//! `sdma_v6_0_0_pkt_open.h` (SDMA 6.x: gfx11) keep for every packet here: same opcodes, same
+//! dwords, same fields. The later headers add cache-policy bits (`cpv`, `cache_policy`),
+//! which these encoders leave 0 (the default policy). What differs per generation is how much
+//! one packet may move ([`SdmaGeneration::copy_max_bytes`]).
+//!
+//! ```
+//! use kfd_queue::packet::{self, SdmaGeneration};
+//!
+//! // FENCE: header (op 5, mtype 3), address low and high, data.
+//! assert_eq!(packet::fence(0x1234_5678_9000, 7), [0x0003_0005, 0x5678_9000, 0x1234, 7]);
+//! // A copy larger than one packet may carry is refused.
+//! let generation = SdmaGeneration::Sdma4;
+//! assert!(packet::copy_linear(generation, 0, 0x1000, generation.copy_max_bytes() + 1).is_none());
+//! ```
+
+use kfd_ioctl::topology::GfxTargetVersion;
+
+/// `SDMA_OP_NOP`.
+pub const OP_NOP: u32 = 0;
+/// `SDMA_OP_COPY`.
+pub const OP_COPY: u32 = 1;
+/// `SDMA_OP_FENCE`.
+pub const OP_FENCE: u32 = 5;
+/// `SDMA_OP_TRAP`.
+pub const OP_TRAP: u32 = 6;
+/// `SDMA_OP_POLL_REGMEM`.
+pub const OP_POLL_REGMEM: u32 = 8;
+/// `SDMA_OP_ATOMIC`.
+pub const OP_ATOMIC: u32 = 10;
+/// `SDMA_OP_CONST_FILL`.
+pub const OP_CONST_FILL: u32 = 11;
+/// `SDMA_OP_TIMESTAMP`.
+pub const OP_TIMESTAMP: u32 = 13;
+/// `SDMA_SUBOP_COPY_LINEAR`.
+pub const SUBOP_COPY_LINEAR: u32 = 0;
+/// `SDMA_SUBOP_TIMESTAMP_GET_GLOBAL`.
+pub const SUBOP_TIMESTAMP_GET_GLOBAL: u32 = 2;
+
+/// The SDMA generation of a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SdmaGeneration {
+    /// SDMA 4.x (gfx9 before gfx94x): `sdma_v4_0.c`.
+    Sdma4,
+    /// SDMA 4.4.2 (gfx94x, gfx950): `sdma_v4_4_2.c`.
+    Sdma4_4_2,
+    /// SDMA 5.x (gfx10): `sdma_v5_0.c`, `sdma_v5_2.c`.
+    Sdma5,
+    /// SDMA 6.x and later (gfx11, gfx12): `sdma_v6_0.c`; SDMA 7 keeps these packets.
+    Sdma6,
+}
+
+impl SdmaGeneration {
+    /// The generation of a GFX version; `None` before gfx9 (SDMA 2/3 use other layouts).
+    pub fn of(gfx: GfxTargetVersion) -> Option<SdmaGeneration> {
+        match (gfx.major, gfx.minor) {
+            (9, 4..) => Some(SdmaGeneration::Sdma4_4_2),
+            (9, _) => Some(SdmaGeneration::Sdma4),
+            (10, _) => Some(SdmaGeneration::Sdma5),
+            (11.., _) => Some(SdmaGeneration::Sdma6),
+            _ => None,
+        }
+    }
+
+    /// The most bytes one COPY_LINEAR moves: `copy_max_bytes` of the kernel's buffer funcs
+    /// (0x400000 for 4.x, 4.4.2, 5.x and 6.x), which the 22-bit `count` of SDMA 4.x also
+    /// bounds.
+    pub fn copy_max_bytes(self) -> u64 {
+        0x40_0000
+    }
+
+    /// The most bytes one CONSTANT_FILL writes: `fill_max_bytes` (0x400000 likewise).
+    pub fn fill_max_bytes(self) -> u64 {
+        0x40_0000
+    }
+}
+
+fn lo(addr: u64) -> u32 {
+    addr as u32
+}
+
+fn hi(addr: u64) -> u32 {
+    (addr >> 32) as u32
+}
+
+/// NOP with `count` dwords of padding after the header.
+pub fn nop(count: u16) -> Vec<u32> {
+    let count = u32::from(count) & 0x3FFF;
+    let mut p = vec![OP_NOP | count << 16];
+    p.resize(1 + count as usize, 0);
+    p
+}
+
+/// COPY_LINEAR of `bytes` bytes from `src` to `dst` (`SDMA_PKT_COPY_LINEAR`: `count` is
+/// bytes - 1); `None` for 0 bytes or more than [`SdmaGeneration::copy_max_bytes`].
+pub fn copy_linear(generation: SdmaGeneration, dst: u64, src: u64, bytes: u64) -> Option<[u32; 7]> {
+    if bytes == 0 || bytes > generation.copy_max_bytes() {
+        return None;
+    }
+    Some([
+        OP_COPY | SUBOP_COPY_LINEAR << 8,
+        (bytes - 1) as u32,
+        0,
+        lo(src),
+        hi(src),
+        lo(dst),
+        hi(dst),
+    ])
+}
+
+/// CONSTANT_FILL of `bytes` bytes at `dst` with the dword `value` (`SDMA_PKT_CONSTANT_FILL`,
+/// `fillsize` 2: dwords; `count` is bytes - 1); `None` for 0 bytes, more than
+/// [`SdmaGeneration::fill_max_bytes`], or a count or address that is not dword aligned.
+pub fn constant_fill(
+    generation: SdmaGeneration,
+    dst: u64,
+    value: u32,
+    bytes: u64,
+) -> Option<[u32; 5]> {
+    if bytes == 0
+        || bytes > generation.fill_max_bytes()
+        || !bytes.is_multiple_of(4)
+        || !dst.is_multiple_of(4)
+    {
+        return None;
+    }
+    Some([
+        OP_CONST_FILL | 2 << 30,
+        lo(dst),
+        hi(dst),
+        value,
+        (bytes - 1) as u32,
+    ])
+}
+
+/// FENCE: writes the dword `data` at `addr` (dword aligned) once everything before it is done
+/// (`SDMA_PKT_FENCE`, `mtype` 3 as `sdma_v4_0_ring_emit_fence` sets it).
+pub fn fence(addr: u64, data: u32) -> [u32; 4] {
+    [OP_FENCE | 3 << 16, lo(addr) & !3, hi(addr), data]
+}
+
+/// TRAP: an interrupt with `int_context` (28 bits: KFD takes it as an event id).
+pub fn trap(int_context: u32) -> [u32; 2] {
+    [OP_TRAP, int_context & 0x0FFF_FFFF]
+}
+
+/// How POLL_REGMEM compares the polled value (masked) with the reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollFunc {
+    /// Always true.
+    Always = 0,
+    /// `<`.
+    Less = 1,
+    /// `<=`.
+    LessEqual = 2,
+    /// `==`.
+    Equal = 3,
+    /// `!=`.
+    NotEqual = 4,
+    /// `>=`.
+    GreaterEqual = 5,
+    /// `>`.
+    Greater = 6,
+}
+
+/// POLL_REGMEM on memory: waits until `(*addr & mask) func value` (`mem_poll` 1), polling
+/// every `interval` (in 160-clock units) up to `retry_count` times (0xFFF: forever).
+pub fn poll_memory(
+    addr: u64,
+    value: u32,
+    mask: u32,
+    func: PollFunc,
+    interval: u16,
+    retry_count: u16,
+) -> [u32; 6] {
+    [
+        OP_POLL_REGMEM | (func as u32) << 28 | 1 << 31,
+        lo(addr) & !3,
+        hi(addr),
+        value,
+        mask,
+        u32::from(interval) | (u32::from(retry_count) & 0xFFF) << 16,
+    ]
+}
+
+/// The 64-bit atomic operations of `SDMA_PKT_ATOMIC` (`operation`: the TC atomic opcodes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtomicOp {
+    /// `TC_OP_ATOMIC_SWAP_RTN_64`.
+    Swap64 = 39,
+    /// `TC_OP_ATOMIC_CMPSWAP_RTN_64`: store `src` when the memory holds `cmp`.
+    CompareSwap64 = 40,
+    /// `TC_OP_ATOMIC_ADD_RTN_64` (what ROCr's SDMA blits use).
+    Add64 = 47,
+}
+
+/// ATOMIC `op` on the 8 bytes at `addr` (8-aligned) with `src` (and `cmp`).
+pub fn atomic(op: AtomicOp, addr: u64, src: u64, cmp: u64) -> [u32; 8] {
+    [
+        OP_ATOMIC | (op as u32) << 25,
+        lo(addr) & !7,
+        hi(addr),
+        lo(src),
+        hi(src),
+        lo(cmp),
+        hi(cmp),
+        0,
+    ]
+}
+
+/// TIMESTAMP GET_GLOBAL: writes the 64-bit global GPU timestamp at `addr` (8-aligned).
+pub fn timestamp(addr: u64) -> [u32; 3] {
+    [
+        OP_TIMESTAMP | SUBOP_TIMESTAMP_GET_GLOBAL << 8,
+        lo(addr) & !7,
+        hi(addr),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The field positions of `vega10_sdma_pkt_open.h`, spelled out.
+    #[test]
+    fn packets_put_their_fields_where_the_kernel_header_says() {
+        let c = copy_linear(SdmaGeneration::Sdma4, 0x1_2345_6780, 0xA_0000_1000, 4096).unwrap();
+        assert_eq!(
+            c,
+            [0x0000_0001, 4095, 0, 0x0000_1000, 0xA, 0x2345_6780, 0x1]
+        );
+        let f = constant_fill(SdmaGeneration::Sdma6, 0x10_0000_0040, 0xDEAD_BEEF, 64).unwrap();
+        assert_eq!(f, [0x8000_000B, 0x40, 0x10, 0xDEAD_BEEF, 63]);
+        assert_eq!(trap(0x1234_5678), [6, 0x0234_5678]);
+        let p = poll_memory(0x2000_0007, 5, 0xFF, PollFunc::Equal, 10, 0xFFF);
+        assert_eq!(p, [0xB000_0008, 0x2000_0004, 0, 5, 0xFF, 0x0FFF_000A]);
+        let a = atomic(AtomicOp::Add64, 0x3000_0008, 0x1_0000_0002, 0);
+        assert_eq!(a, [(47 << 25) | 10, 0x3000_0008, 0, 2, 1, 0, 0, 0]);
+        assert_eq!(timestamp(0x4000_0010), [0x20D, 0x4000_0010, 0]);
+        assert_eq!(nop(2), [2 << 16, 0, 0]);
+    }
+
+    #[test]
+    fn sizes_outside_a_packets_range_are_refused() {
+        let g = SdmaGeneration::Sdma4_4_2;
+        assert!(copy_linear(g, 0, 0, 0).is_none());
+        assert!(copy_linear(g, 0, 0, g.copy_max_bytes()).is_some());
+        assert!(copy_linear(g, 0, 0, g.copy_max_bytes() + 1).is_none());
+        assert!(constant_fill(g, 0, 0, 6).is_none());
+        assert!(constant_fill(g, 2, 0, 8).is_none());
+    }
+
+    #[test]
+    fn generations_follow_the_gfx_version() {
+        let v = |major, minor, stepping| GfxTargetVersion {
+            major,
+            minor,
+            stepping,
+        };
+        assert_eq!(SdmaGeneration::of(v(9, 0, 6)), Some(SdmaGeneration::Sdma4));
+        assert_eq!(
+            SdmaGeneration::of(v(9, 4, 2)),
+            Some(SdmaGeneration::Sdma4_4_2)
+        );
+        assert_eq!(SdmaGeneration::of(v(10, 3, 0)), Some(SdmaGeneration::Sdma5));
+        assert_eq!(SdmaGeneration::of(v(11, 0, 0)), Some(SdmaGeneration::Sdma6));
+        assert_eq!(SdmaGeneration::of(v(8, 0, 3)), None);
+    }
+}

@@ -1,0 +1,543 @@
+//! [`QueueContext`], what a process's queues share, and [`SdmaQueue`], one SDMA queue.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use kfd_ioctl::abi::{AllocMemFlags, KFD_SIGNAL_EVENT_LIMIT};
+use kfd_ioctl::mem::Reservation;
+use kfd_ioctl::topology::Topology;
+use kfd_ioctl::{
+    BufferObject, Doorbells, Event, EventKind, Kfd, OwnedCpuMapping, Queue, QueueSizes, QueueType,
+    RawQueueSpec, WaitOutcome,
+};
+use kfd_ring::{GpuAccess, GpuHostRing, Granularity, HostMirror, Mirrored, Right};
+use vm_memory::Bytes;
+
+use crate::error::{Error, Result};
+use crate::packet::{self, AtomicOp, PollFunc, SdmaGeneration};
+
+/// GPU address space the context places its own buffer objects in (pointers, doorbells, the
+/// signal page): reserved in the CPU address space too, so nothing else lands there.
+const VA_SPACE: usize = 16 << 30;
+/// The bytes of the pointers page: read pointer at 0, write pointer at 8, fence at 64.
+const POINTERS_SIZE: u64 = 4096;
+const RPTR_AT: usize = 0;
+const WPTR_AT: usize = 8;
+const FENCE_AT: u64 = 64;
+
+/// What the queues of one process share: the GPU address range for their own buffer
+/// objects, the signal page their traps name events in, and each GPU's doorbell page.
+///
+/// The signal page is the process's only one: KFD takes a BO as the signal page only with
+/// the first signal event of the process, so make the context before creating signal
+/// events elsewhere (else [`SdmaQueue::new`] fails with `EINVAL` from CREATE_EVENT).
+#[derive(Debug)]
+pub struct QueueContext {
+    kfd: Kfd,
+    /// Per GPU: its SDMA generation and its GFX major version.
+    gpus: BTreeMap<u32, (SdmaGeneration, u32)>,
+    /// Per GPU: the sizes of a compute queue's EOP buffer and CWSR area.
+    sizes: BTreeMap<u32, QueueSizes>,
+    va: Mutex<usize>,
+    reservation: Reservation,
+    signal_page: Mutex<Option<Arc<BufferObject>>>,
+    doorbells: Mutex<BTreeMap<u32, Arc<Doorbells>>>,
+}
+
+impl QueueContext {
+    /// A context for the GPUs of `topology` (whose VMs the caller acquired).
+    ///
+    /// # Errors
+    /// [`Error::Reserve`] when the address range cannot be reserved.
+    pub fn new(kfd: &Kfd, topology: &Topology) -> Result<Arc<QueueContext>> {
+        let gpus = topology
+            .gpus()
+            .filter_map(|n| {
+                let gfx = n.gfx_target_version()?;
+                Some((n.gpu_id()?, (SdmaGeneration::of(gfx)?, gfx.major)))
+            })
+            .collect();
+        let sizes = topology
+            .gpus()
+            .filter_map(|n| Some((n.gpu_id()?, QueueSizes::for_node(n)?)))
+            .collect();
+        let reservation = Reservation::new(VA_SPACE, 2 << 20).map_err(Error::Reserve)?;
+        Ok(Arc::new(QueueContext {
+            kfd: kfd.clone(),
+            gpus,
+            sizes,
+            va: Mutex::new(0),
+            reservation,
+            signal_page: Mutex::new(None),
+            doorbells: Mutex::new(BTreeMap::new()),
+        }))
+    }
+
+    /// The KFD handle.
+    pub fn kfd(&self) -> &Kfd {
+        &self.kfd
+    }
+
+    /// The SDMA generation of `gpu_id`.
+    pub fn generation(&self, gpu_id: u32) -> Option<SdmaGeneration> {
+        self.gpus.get(&gpu_id).map(|&(g, _)| g)
+    }
+
+    /// The compute-queue buffer sizes of `gpu_id`.
+    pub(crate) fn queue_sizes(&self, gpu_id: u32) -> Option<QueueSizes> {
+        self.sizes.get(&gpu_id).copied()
+    }
+
+    /// The GFX major version of `gpu_id`.
+    pub(crate) fn gfx_major(&self, gpu_id: u32) -> Option<u32> {
+        self.gpus.get(&gpu_id).map(|&(_, major)| major)
+    }
+
+    /// `size` bytes of the context's GPU address range.
+    fn take_va(&self, size: u64) -> Result<u64> {
+        let mut next = self.va.lock().unwrap_or_else(PoisonError::into_inner);
+        let size = usize::try_from(size).map_err(|_| Error::AddressSpace)?;
+        let end = next
+            .checked_add(size)
+            .filter(|&e| e <= self.reservation.len());
+        let end = end.ok_or(Error::AddressSpace)?;
+        let va = self.reservation.addr().as_ptr() as u64 + *next as u64;
+        *next = end.next_multiple_of(4096);
+        Ok(va)
+    }
+
+    /// A GTT buffer object of `size` bytes in the context's range, mapped on `gpu_id`.
+    pub(crate) fn gtt(&self, gpu_id: u32, size: u64) -> Result<Arc<BufferObject>> {
+        let va = self.take_va(size)?;
+        let flags = AllocMemFlags::GTT | AllocMemFlags::WRITABLE | AllocMemFlags::COHERENT;
+        let bo = self.kfd.alloc_memory_of_gpu(gpu_id, va, size, flags)?;
+        self.kfd.map_memory_to_gpu(&bo, &[gpu_id])?;
+        Ok(Arc::new(bo))
+    }
+
+    /// A signal event in the context's signal page (the first one makes the page, on
+    /// `gpu_id`), and the GPU address of its slot: what a GPU agent writes (any value but all
+    /// ones) before raising the event's interrupt — an SDMA TRAP, or an AQL completion signal
+    /// whose `event_mailbox_ptr` is the slot.
+    ///
+    /// # Errors
+    /// The errors of allocating and mapping the page, and of CREATE_EVENT.
+    pub fn signal_event(&self, gpu_id: u32) -> Result<(Event, u64)> {
+        let mut page = self
+            .signal_page
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let event = match page.as_ref() {
+            Some(_) => self.kfd.create_event(EventKind::Signal, true)?,
+            None => {
+                let bo = self.gtt(gpu_id, u64::from(KFD_SIGNAL_EVENT_LIMIT) * 8)?;
+                let event = self
+                    .kfd
+                    .create_event_on_page(EventKind::Signal, true, &bo)?;
+                *page = Some(bo);
+                event
+            }
+        };
+        let Some(bo) = page.as_ref() else {
+            return Err(Error::AddressSpace);
+        };
+        if !bo.mapped_gpus().contains(&gpu_id) {
+            self.kfd.map_memory_to_gpu(bo, &[gpu_id])?;
+        }
+        let slot = event.slot().ok_or(Error::AddressSpace)?;
+        Ok((event, bo.va() + u64::from(slot) * 8))
+    }
+
+    /// The doorbell page of `gpu_id`, mapped the first time.
+    pub(crate) fn doorbells(&self, gpu_id: u32, gfx_major: u32) -> Result<Arc<Doorbells>> {
+        let mut all = self
+            .doorbells
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(d) = all.get(&gpu_id) {
+            return Ok(d.clone());
+        }
+        let size = if gfx_major >= 9 { 8192 } else { 4096 };
+        let va = self.take_va(size)?;
+        let d = Arc::new(self.kfd.map_doorbells(gpu_id, gfx_major, va)?);
+        all.insert(gpu_id, d.clone());
+        Ok(d)
+    }
+}
+
+/// Which SDMA engines a queue goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SdmaEngine {
+    /// A PCIe engine (`KFD_IOC_QUEUE_TYPE_SDMA`).
+    Pcie,
+    /// An xGMI engine (`KFD_IOC_QUEUE_TYPE_SDMA_XGMI`), for peer copies over xGMI.
+    Xgmi,
+    /// The engine with this id (`KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID`, KFD 1.17).
+    Id(u32),
+}
+
+/// One command of a submission.
+#[derive(Debug, Clone, Copy)]
+pub enum Command<'a> {
+    /// Copy `bytes` bytes from GPU address `src` to `dst` (split into packets as needed).
+    Copy {
+        /// Destination GPU address.
+        dst: u64,
+        /// Source GPU address.
+        src: u64,
+        /// Bytes.
+        bytes: u64,
+    },
+    /// Fill `bytes` bytes (a multiple of 4) at `dst` with the dword `value`.
+    Fill {
+        /// Destination GPU address (4-aligned).
+        dst: u64,
+        /// The dword.
+        value: u32,
+        /// Bytes.
+        bytes: u64,
+    },
+    /// Write the dword `value` at `addr` once everything before is done.
+    Fence {
+        /// GPU address (4-aligned).
+        addr: u64,
+        /// The dword.
+        value: u32,
+    },
+    /// Set `event` (a signal event of this context) through the interrupt path: its slot is
+    /// written, then a TRAP names it.
+    Signal(&'a Event),
+    /// Wait until `(*addr & mask) func value`.
+    PollMemory {
+        /// GPU address (4-aligned).
+        addr: u64,
+        /// Reference value.
+        value: u32,
+        /// Mask applied to the memory.
+        mask: u32,
+        /// Comparison.
+        func: PollFunc,
+    },
+    /// A 64-bit atomic on `addr`.
+    Atomic {
+        /// The operation.
+        op: AtomicOp,
+        /// GPU address (8-aligned).
+        addr: u64,
+        /// Operand.
+        src: u64,
+        /// Compared value (compare-swap).
+        cmp: u64,
+    },
+    /// Write the 64-bit GPU timestamp at `addr` (8-aligned).
+    Timestamp {
+        /// GPU address.
+        addr: u64,
+    },
+}
+
+/// A submission's completion: wait for it with [`SdmaQueue::wait`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a submission is only known done after waiting for it"]
+pub struct Completion {
+    seq: u32,
+}
+
+/// A user-mode SDMA queue: a mirrored ring the GPU reads, its read and write pointers, its
+/// doorbell, and the events its completions and faults arrive on. Destroyed on drop (the
+/// queue first, then its memory).
+#[derive(Debug)]
+pub struct SdmaQueue {
+    // Field order is drop order: the queue goes before the memory the GPU follows.
+    queue: Queue,
+    trap: Event,
+    trap_slot: u64,
+    fault: Event,
+    ring: GpuHostRing,
+    pointers: OwnedCpuMapping,
+    doorbells: Arc<Doorbells>,
+    doorbell_at: usize,
+    generation: SdmaGeneration,
+    gpu_id: u32,
+    /// Bytes written to the ring so far.
+    wptr: u64,
+    /// The last submission's sequence number.
+    seq: u32,
+    context: Arc<QueueContext>,
+}
+
+impl SdmaQueue {
+    /// A queue on `gpu_id`'s `engine`s with a ring of at least `ring_bytes` (a power of two
+    /// of pages).
+    ///
+    /// # Errors
+    /// [`Error::NoSdma`] for a GPU the context does not know or older than gfx9; the errors of
+    /// the ring ([`Error::Ring`]), of the allocations, of CREATE_EVENT and of CREATE_QUEUE
+    /// (`ENOMEM` when the engines have no free queue, `EINVAL` for an engine id past the
+    /// GPU's).
+    pub fn new(
+        context: &Arc<QueueContext>,
+        gpu_id: u32,
+        engine: SdmaEngine,
+        ring_bytes: usize,
+    ) -> Result<SdmaQueue> {
+        let &(generation, gfx_major) = context.gpus.get(&gpu_id).ok_or(Error::NoSdma(gpu_id))?;
+        let kfd = &context.kfd;
+        let access = [GpuAccess {
+            gpu_id,
+            right: Right::ReadWrite,
+        }];
+        let ring = GpuHostRing::userptr(
+            kfd,
+            HostMirror::new(ring_bytes)?,
+            &access,
+            Granularity::Fine,
+        )?;
+        let pointers = BufferObject::map_cpu_owned(context.gtt(gpu_id, POINTERS_SIZE)?)?;
+        let doorbells = context.doorbells(gpu_id, gfx_major)?;
+        let (trap, trap_slot) = context.signal_event(gpu_id)?;
+        let fault = kfd.create_event(EventKind::Memory, false)?;
+        let ring_size = u32::try_from(ring.capacity()).map_err(|_| Error::RingTooLarge)?;
+        let queue_type = match engine {
+            SdmaEngine::Pcie => QueueType::Sdma,
+            SdmaEngine::Xgmi => QueueType::SdmaXgmi,
+            SdmaEngine::Id(id) => QueueType::SdmaByEngine(id),
+        };
+        let p = pointers.buffer_object().va();
+        let spec = RawQueueSpec {
+            gpu_id,
+            queue_type,
+            percentage: 100,
+            priority: 7,
+            ring_va: ring.gpu_base(),
+            ring_size,
+            read_pointer_va: p + RPTR_AT as u64,
+            write_pointer_va: p + WPTR_AT as u64,
+            compute: None,
+        };
+        // SAFETY: the ring is the base view of `ring`'s USERPTR mapping on `gpu_id` and the
+        // pointers are in `pointers`' BO mapped on it; both are fields of the returned value
+        // declared after `queue`, so they outlive the queue (destroyed when it drops first).
+        let queue = unsafe { kfd.create_queue_raw(&spec) }?;
+        let doorbell_at = queue.doorbell_in_page(&doorbells);
+        Ok(SdmaQueue {
+            queue,
+            trap,
+            trap_slot,
+            fault,
+            ring,
+            pointers,
+            doorbells,
+            doorbell_at,
+            generation,
+            gpu_id,
+            wptr: 0,
+            seq: 0,
+            context: context.clone(),
+        })
+    }
+
+    /// The KFD queue.
+    pub fn queue(&self) -> &Queue {
+        &self.queue
+    }
+    /// The GPU.
+    pub fn gpu_id(&self) -> u32 {
+        self.gpu_id
+    }
+    /// The SDMA generation the packets are encoded for.
+    pub fn generation(&self) -> SdmaGeneration {
+        self.generation
+    }
+    /// The ring's size in bytes.
+    pub fn ring_size(&self) -> usize {
+        self.ring.capacity()
+    }
+    /// The read pointer the engine wrote back: bytes it consumed.
+    pub fn read_pointer(&self) -> Result<u64> {
+        Ok(self
+            .pointers
+            .as_volatile_slice()?
+            .read_obj::<u64>(RPTR_AT)?)
+    }
+    /// The write pointer: bytes submitted.
+    pub fn write_pointer(&self) -> u64 {
+        self.wptr
+    }
+    /// A signal event of this queue's context, for [`Command::Signal`]: the event and the GPU
+    /// address of its slot.
+    pub fn signal_event(&self) -> Result<(Event, u64)> {
+        self.context.signal_event(self.gpu_id)
+    }
+
+    /// Copies `bytes` bytes from GPU address `src` to `dst`: host↔device, device↔device, or a
+    /// peer GPU's memory mapped on this queue's GPU.
+    ///
+    /// # Errors
+    /// As [`SdmaQueue::submit`].
+    pub fn copy(&mut self, dst: u64, src: u64, bytes: u64) -> Result<Completion> {
+        self.submit(&[Command::Copy { dst, src, bytes }])
+    }
+
+    /// Encodes `commands`, then a fence of the submission's sequence number and a TRAP of the
+    /// queue's event, writes them to the ring (one contiguous write through the mirror, even
+    /// across the wrap), publishes the write pointer and rings the doorbell.
+    ///
+    /// # Errors
+    /// [`Error::Command`] for a command the engine cannot take (a misaligned fill, an event
+    /// that is not a signal event); [`Error::RingFull`] when the engine does not make room in
+    /// time; [`Error::Kfd`] when ringing the doorbell fails.
+    pub fn submit(&mut self, commands: &[Command<'_>]) -> Result<Completion> {
+        let mut dwords = Vec::new();
+        for c in commands {
+            self.encode(c, &mut dwords)?;
+        }
+        let seq = self.seq.wrapping_add(1);
+        let fence_va = self.pointers.buffer_object().va() + FENCE_AT;
+        dwords.extend(packet::fence(fence_va, seq));
+        self.encode_signal(&self.trap, self.trap_slot, &mut dwords)?;
+        let bytes: Vec<u8> = dwords.iter().flat_map(|d| d.to_le_bytes()).collect();
+        self.make_room(bytes.len() as u64)?;
+        let at = (self.wptr as usize) & (self.ring.capacity() - 1);
+        self.ring.write(at as isize, &bytes)?;
+        self.wptr += bytes.len() as u64;
+        self.seq = seq;
+        let memory = self.pointers.as_volatile_slice()?;
+        memory.write_obj(self.wptr, WPTR_AT)?;
+        self.doorbells.ring(self.doorbell_at, self.wptr)?;
+        Ok(Completion { seq })
+    }
+
+    fn encode(&self, c: &Command<'_>, out: &mut Vec<u32>) -> Result<()> {
+        let g = self.generation;
+        match *c {
+            Command::Copy { dst, src, bytes } => {
+                let mut done = 0;
+                while done < bytes {
+                    let n = (bytes - done).min(g.copy_max_bytes());
+                    let p = packet::copy_linear(g, dst + done, src + done, n)
+                        .ok_or(Error::Command("copy"))?;
+                    out.extend(p);
+                    done += n;
+                }
+            }
+            Command::Fill { dst, value, bytes } => {
+                let mut done = 0;
+                while done < bytes {
+                    let n = (bytes - done).min(g.fill_max_bytes());
+                    let p = packet::constant_fill(g, dst + done, value, n).ok_or(
+                        Error::Command("fill: address and size must be multiples of 4"),
+                    )?;
+                    out.extend(p);
+                    done += n;
+                }
+            }
+            Command::Fence { addr, value } => out.extend(packet::fence(addr, value)),
+            Command::Signal(event) => {
+                let (slot, page) = (event.slot(), self.context.signal_page_va());
+                let (Some(slot), Some(page)) = (slot, page) else {
+                    return Err(Error::Command("signal: not a signal event of the context"));
+                };
+                self.encode_signal(event, page + u64::from(slot) * 8, out)?;
+            }
+            Command::PollMemory {
+                addr,
+                value,
+                mask,
+                func,
+            } => out.extend(packet::poll_memory(addr, value, mask, func, 10, 0xFFF)),
+            Command::Atomic { op, addr, src, cmp } => {
+                out.extend(packet::atomic(op, addr, src, cmp))
+            }
+            Command::Timestamp { addr } => out.extend(packet::timestamp(addr)),
+        }
+        Ok(())
+    }
+
+    /// What ROCr's SDMA blits do for an interrupt signal: write the event id into its slot
+    /// (`event_mailbox_ptr`), then TRAP with the id.
+    fn encode_signal(&self, event: &Event, slot_va: u64, out: &mut Vec<u32>) -> Result<()> {
+        if event.kind() != EventKind::Signal {
+            return Err(Error::Command("signal: not a signal event"));
+        }
+        out.extend(packet::fence(slot_va, event.id()));
+        out.extend(packet::trap(event.id()));
+        Ok(())
+    }
+
+    /// Waits until the ring has `bytes` free.
+    fn make_room(&self, bytes: u64) -> Result<()> {
+        let size = self.ring.capacity() as u64;
+        if bytes > size {
+            return Err(Error::RingFull);
+        }
+        let deadline = Instant::now() + Duration::from_secs(1);
+        loop {
+            let used = self.wptr.wrapping_sub(self.read_pointer()?);
+            if size - used.min(size) >= bytes {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::RingFull);
+            }
+            let _ = self
+                .context
+                .kfd
+                .wait_events(&[&self.trap, &self.fault], false, 1)?;
+        }
+    }
+
+    /// Whether `c` is done: the fence of its submission landed.
+    pub fn is_done(&self, c: Completion) -> Result<bool> {
+        let memory = self.pointers.as_volatile_slice()?;
+        let done: u32 = memory.read_obj(FENCE_AT as usize)?;
+        Ok(done.wrapping_sub(c.seq) as i32 >= 0)
+    }
+
+    /// Waits up to `timeout` for `c`, through WAIT_EVENTS on the queue's trap event and its
+    /// memory-fault event.
+    ///
+    /// # Errors
+    /// [`Error::VmFault`] when the GPU took a VM fault before `c` completed (the queue has
+    /// stopped); [`Error::Timeout`]; [`Error::Kfd`] when WAIT_EVENTS fails.
+    pub fn wait(&self, c: Completion, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.is_done(c)? {
+                return Ok(());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            // Slices, so that a trap another waiter consumed costs at most one slice.
+            let slice = left.min(Duration::from_millis(20));
+            let ms = u32::try_from(slice.as_millis()).unwrap_or(u32::MAX);
+            let events = [&self.trap, &self.fault];
+            if let WaitOutcome::Complete(faults) =
+                self.context.kfd.wait_events(&events, false, ms)?
+                && let Some(Some(fault)) = faults.get(1)
+            {
+                if self.is_done(c)? {
+                    return Ok(());
+                }
+                return Err(Error::VmFault(*fault));
+            }
+            if left.is_zero() {
+                return if self.is_done(c)? {
+                    Ok(())
+                } else {
+                    Err(Error::Timeout(timeout))
+                };
+            }
+        }
+    }
+}
+
+impl QueueContext {
+    fn signal_page_va(&self) -> Option<u64> {
+        self.signal_page
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|bo| bo.va())
+    }
+}
