@@ -551,7 +551,7 @@ fn a_caller_killed_mid_ioctl_does_not_hang_the_supervisor() {
 }
 
 #[test]
-fn a_dropped_guard_leaves_the_thread_failing_with_enosys() {
+fn a_dropped_guard_leaves_the_thread_on_the_real_kernel() {
     let after = std::thread::spawn(|| {
         let guard = attach(Fake::new()).unwrap();
         let served = read_all(open("/emu-test/file", OFlags::RDONLY).unwrap());
@@ -565,7 +565,8 @@ fn a_dropped_guard_leaves_the_thread_failing_with_enosys() {
     })
     .join()
     .unwrap();
-    assert_eq!(after, (Err(Some(libc::ENOSYS)), Err(Errno::NOSYS)));
+    // /dev/null opens as it would anywhere; the emulated path is not there on the real kernel.
+    assert_eq!(after, (Ok(()), Err(Errno::NOENT)));
 }
 
 fn output_file() -> (OwnedFd, std::process::Stdio) {

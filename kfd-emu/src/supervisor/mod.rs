@@ -157,13 +157,20 @@ impl Driver for AttachDriver {
 
 /// The guard of [`attach`]: while it lives, the attached thread's intercepted calls are served.
 ///
-/// Dropping it stops the supervisor thread. **The filter stays on the thread** (seccomp
-/// filters cannot be removed), so afterwards every notified call (`open`/`openat`, the
-/// `stat` family, `readlink`, `'K'`/`'d'` ioctls, file `mmap`s; see [`Filter::kfd`]) of that thread — and of threads and processes it started — fails with `ENOSYS`. Attach on a
-/// thread that ends with the guard: [`run_attached`] does exactly that.
+/// Dropping it stops serving: it returns once no call is served from the backend any more.
+/// **The filter stays on the thread** (seccomp filters cannot be removed), so afterwards every
+/// notified call (`open`/`openat`, the `stat` family, `readlink`, `'K'`/`'d'` ioctls, file
+/// `mmap`s, the address-space calls; see [`Filter::kfd`]) of that thread — and of threads
+/// and processes it started — still stops for a round trip, and the supervisor thread lets
+/// it run on the real kernel as issued, until no task uses the filter any more. (Failing them
+/// instead, as an absent listener makes the kernel do, would fail the thread's `munmap`s, which
+/// glibc aborts on.) Attach on a thread that ends with the guard: [`run_attached`] does
+/// exactly that.
 pub struct Attached {
     backend: Arc<dyn Backend>,
     shutdown: Arc<OwnedFd>,
+    /// Says when the server has stopped (then the thread passes calls through).
+    stopped: std::sync::Mutex<Option<mpsc::Receiver<()>>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -187,9 +194,13 @@ impl Drop for Attached {
         // An eventfd write of 1 cannot fail short of a counter overflow, which a single
         // writer never reaches.
         let _ = rustix::io::write(&*self.shutdown, &1u64.to_ne_bytes());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        // Not a join: the thread goes on letting this thread's calls through until no task
+        // uses the filter, which includes this thread.
+        let stopped = self.stopped.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(stopped) = stopped.take() {
+            let _ = stopped.recv();
         }
+        self.thread.take();
     }
 }
 
@@ -210,6 +221,7 @@ pub fn attach(backend: Arc<dyn Backend>) -> Result<Attached, SupervisorError> {
     })?;
     let shutdown = Arc::new(shutdown);
     let (send, receive) = mpsc::sync_channel::<Listener>(1);
+    let (stopped_tx, stopped) = mpsc::sync_channel::<()>(1);
     let thread = {
         let backend = Arc::clone(&backend);
         let shutdown = Arc::clone(&shutdown);
@@ -219,7 +231,13 @@ pub fn attach(backend: Arc<dyn Backend>) -> Result<Attached, SupervisorError> {
                 // No listener: the filter was not installed; nothing to serve.
                 if let Ok(listener) = receive.recv() {
                     match Server::new(listener, backend, mmap::Route::InProcess) {
-                        Ok(mut server) => server.run(&mut AttachDriver { shutdown }),
+                        Ok(mut server) => {
+                            server.run(&mut AttachDriver { shutdown });
+                            let listener = server.listener();
+                            drop(server);
+                            let _ = stopped_tx.send(());
+                            serve::pass_through(&listener);
+                        }
                         Err(err) => eprintln!("kfd-emu: starting the supervisor: {err}"),
                     }
                 }
@@ -242,6 +260,7 @@ pub fn attach(backend: Arc<dyn Backend>) -> Result<Attached, SupervisorError> {
             Ok(Attached {
                 backend,
                 shutdown,
+                stopped: std::sync::Mutex::new(Some(stopped)),
                 thread: Some(thread),
             })
         }

@@ -218,6 +218,11 @@ impl Server {
         })
     }
 
+    /// The listener it serves.
+    pub(crate) fn listener(&self) -> Arc<Listener> {
+        Arc::clone(&self.shared.listener)
+    }
+
     /// Runs until `driver` stops it, or the listener has hung up (no task uses the filter any
     /// more) and every tracked process has exited and nothing else is watched. Workers still
     /// serving a call when it returns end once their call is answered.
@@ -1094,5 +1099,33 @@ pub(crate) fn resize_errno(nr: i64, args: [u64; 6], writable: bool) -> Errno {
         Errno::BADF
     } else {
         Errno::NODEV
+    }
+}
+
+/// Lets every call notified on `listener` run as the program issued it
+/// (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`) until no task uses the filter any more (`POLLHUP`).
+/// What a dropped attach guard leaves behind: the filter stays on the thread, and its calls
+/// go to the real kernel — address-space calls included, which a program cannot do without
+/// (glibc aborts when the `munmap` of a cached thread stack fails).
+pub(crate) fn pass_through(listener: &Listener) {
+    loop {
+        let mut fds = [PollFd::from_borrowed_fd(listener.as_fd(), PollFlags::IN)];
+        match poll(&mut fds, None) {
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(_) => return,
+        }
+        let events = fds[0].revents();
+        if events.contains(PollFlags::IN) {
+            match listener.recv() {
+                Ok(notif) => {
+                    let _ = listener.respond_continue(notif.id);
+                }
+                // The caller died between the wake-up and the receive.
+                Err(Errno::NOENT | Errno::INTR) => {}
+                Err(_) => return,
+            }
+        } else if events.intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL) {
+            return;
+        }
     }
 }
