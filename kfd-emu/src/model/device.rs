@@ -6,6 +6,7 @@ use crate::machine::Machine;
 
 use super::fail::FailRule;
 use super::memory::Limits;
+use super::timing::{Clock, ClockMode, Costs, Timing};
 
 /// How the model behaves: which machine, which KFD version, and the emulator-only extras.
 #[derive(Debug, Clone)]
@@ -21,10 +22,16 @@ pub struct ModelConfig {
     pub fail: Vec<FailRule>,
     /// Report what a process leaves behind when it exits (buffer objects, mappings, events).
     pub check_leaks: bool,
+    /// The timing model's parameters (`kfd-emu run --timing FILE`).
+    pub timing: Timing,
+    /// Which time SMI records, GET_CLOCK_COUNTERS and WAIT_EVENTS timeouts show
+    /// (`kfd-emu run --clock`): the host's (default) or the timing model's.
+    pub clock: ClockMode,
 }
 
 impl Default for ModelConfig {
-    /// The `mi300x` machine at KFD 1.23, no tracing, no faults, no leak check.
+    /// The `mi300x` machine at KFD 1.23, no tracing, no faults, no leak check, the default
+    /// timing model on the wall clock.
     fn default() -> Self {
         ModelConfig {
             machine: Machine::default(),
@@ -32,24 +39,33 @@ impl Default for ModelConfig {
             trace: false,
             fail: Vec::new(),
             check_leaks: false,
+            timing: Timing::default(),
+            clock: ClockMode::Wall,
         }
     }
 }
 
 /// What the model knows of the device, fixed when it is made: the configuration (machine, KFD
-/// version, extras) and the host's memory limits.
+/// version, extras), the host's memory limits and the timing model's costs; and the model's
+/// clock, the one thing here that moves (an atomic counter of modeled time).
 #[derive(Debug)]
 pub(super) struct Device {
     pub cfg: ModelConfig,
     pub limits: Limits,
+    pub costs: Costs,
+    pub clock: Clock,
 }
 
 impl Device {
     /// The device for `cfg`, with the host's memory limits.
     pub(super) fn new(cfg: ModelConfig) -> Device {
+        let costs = Costs::new(&cfg.machine, cfg.timing.clone());
+        let clock = Clock::new(cfg.clock);
         Device {
             cfg,
             limits: Limits::of_host(),
+            costs,
+            clock,
         }
     }
 
