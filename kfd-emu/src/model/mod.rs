@@ -165,5 +165,5 @@ pub use backend::{DRM_MAJOR, KFD_MAJOR, Model, ModelError};
 pub use device::ModelConfig;
 pub use fail::{FailRule, FailRuleError};
 pub use gpu_view::{GpuFault, GpuFaultReason};
-pub use timing::{Clock, ClockMode, Costs, LinkCost, Timing, TimingError};
 pub use svm::{SvmPage, SvmRange};
+pub use timing::{Clock, ClockMode, Costs, LinkCost, Timing, TimingError};

@@ -483,20 +483,28 @@ mod tests {
     #[test]
     fn file_keys_override_and_errors_name_file_line_and_key() {
         let p = Path::new("t.conf");
-        let t = Timing::parse("# c\n\nfault_service_ns = 1_000\npcie_efficiency_pct=50\n", p)
-            .expect("parse");
+        let t = Timing::parse(
+            "# c\n\nfault_service_ns = 1_000\npcie_efficiency_pct=50\n",
+            p,
+        )
+        .expect("parse");
         assert_eq!((t.fault_service_ns, t.pcie_efficiency_pct), (1000, 50));
         assert_eq!(t.migrate_setup_ns, Timing::default().migrate_setup_ns);
         let round = Timing::parse(&t.to_string(), p).expect("round trip");
         assert_eq!(round, t);
         let e = Timing::parse("x\n", p).unwrap_err().to_string();
         assert!(e.starts_with("t.conf:1: expected"), "{e}");
-        let e = Timing::parse("\nfault_ns = 3\n", p).unwrap_err().to_string();
+        let e = Timing::parse("\nfault_ns = 3\n", p)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("t.conf:2: unknown key \"fault_ns\""), "{e}");
         let e = Timing::parse("sdma_setup_ns = -1", p)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("\"sdma_setup_ns\"") && e.contains("t.conf:1"), "{e}");
+        assert!(
+            e.contains("\"sdma_setup_ns\"") && e.contains("t.conf:1"),
+            "{e}"
+        );
         let e = Timing::parse("xgmi_efficiency_pct = 101", p)
             .unwrap_err()
             .to_string();
