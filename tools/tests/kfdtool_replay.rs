@@ -11,12 +11,13 @@ use std::process::Command;
 use std::sync::Arc;
 
 use kfd_emu::machine::Machine;
-use kfd_emu::model::{Costs, Model, ModelConfig, Timing};
+use kfd_emu::model::{ClockMode, Costs, Model, ModelConfig, Timing};
 use kfd_ioctl::Kfd;
 use kfd_ioctl::abi::SmiEventMask;
 use kfd_ioctl::topology::Topology;
 use kfd_svm::{
-    AgentMap, DEFAULT_PAGE_SIZE, Location, MapOptions, Pairing, SmiStream, SvmAttrs, SvmBuffer,
+    AgentMap, DEFAULT_PAGE_SIZE, Location, MapOptions, Pairing, SmiStream, Summary, SvmAttrs,
+    SvmBuffer,
 };
 use kfdtool::replay::{Comparison, LocationArg, Policy, RegionRow, Stats, replay};
 use kfdtool::rocpd::{self, Agent, TraceInfo};
@@ -27,9 +28,10 @@ const PAGE: u64 = 4096;
 /// Records: GPU reads of pages 5, 6 and 700 of a 4 MiB range (XNACK on, granularity 9: two
 /// faults, two 2 MiB migrations; page 6 is mapped by then), then a prefetch of another 2 MiB
 /// to the GPU. Returns the database and the two ranges.
-fn record(dir: &Path) -> (PathBuf, (u64, u64), (u64, u64)) {
+fn record(dir: &Path, clock: ClockMode) -> (PathBuf, (u64, u64), (u64, u64)) {
     let model = Model::new(ModelConfig {
         machine: Machine::preset("mi300x").expect("preset"),
+        clock,
         ..ModelConfig::default()
     })
     .expect("model");
@@ -142,7 +144,7 @@ fn row(c: &Comparison, start: u64) -> &RegionRow {
 #[test]
 fn granularity_0_and_9_migrate_what_the_policy_says_in_the_modeled_time() {
     let dir = temp_dir("replay");
-    let (db, faulted, prefetched) = record(&dir);
+    let (db, faulted, prefetched) = record(&dir, ClockMode::Wall);
     let trace = rocpd::read_rocpd(&db).expect("read back");
     let costs = Costs::new(&Machine::preset("mi300x").unwrap(), Timing::default());
     let t = &costs.timing;
@@ -238,5 +240,28 @@ fn granularity_0_and_9_migrate_what_the_policy_says_in_the_modeled_time() {
         stderr.contains("--preferred-loc: node 77 is not a GPU agent"),
         "{stderr}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_trace_recorded_under_the_model_clock_summarises_to_the_models_figures() {
+    let dir = temp_dir("model-summary");
+    let (db, _, _) = record(&dir, ClockMode::Model);
+    let trace = rocpd::read_rocpd(&db).expect("read back");
+    let costs = Costs::new(&Machine::preset("mi300x").unwrap(), Timing::default());
+    let summary = Summary::new(&trace.records);
+    // Three 2 MiB migrations to the GPU (two faults, one prefetch), one after the other: busy
+    // for three migration times, so the throughput is the modeled link's.
+    assert_eq!(summary.migrations.len(), 1, "{summary}");
+    let stats = summary.migrations.values().next().expect("one direction");
+    let one = costs.migration_ns(0, 2 * MIB);
+    assert_eq!((stats.count, stats.bytes), (3, 6 * MIB));
+    assert_eq!(stats.busy_ns, 3 * one);
+    let expected = (2 * MIB) as f64 * 1e9 / one as f64;
+    assert!((stats.throughput().expect("time passed") - expected).abs() < 1e-6);
+    // Each fault lasts its service and its block's migration.
+    let latency = summary.fault_latency.expect("faults");
+    let fault = costs.timing.fault_service_ns + one;
+    assert_eq!((latency.count, latency.min, latency.max), (2, fault, fault));
     std::fs::remove_dir_all(&dir).unwrap();
 }
