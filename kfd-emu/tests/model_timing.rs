@@ -301,3 +301,46 @@ fn a_wait_that_times_out_takes_its_timeout_in_model_time() {
     assert_eq!((r, result), (Ok(0), KFD_IOC_WAIT_RESULT_TIMEOUT));
     assert_eq!(clock(&emu) - before, 24_000_000);
 }
+
+#[test]
+fn kfd_emu_timing_prints_the_parameters_and_each_gpus_link() {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kfd-emu"))
+            .arg("timing")
+            .args(args)
+            .output()
+            .expect("run kfd-emu");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let text = run(&["--machine", "mi210x8"]);
+    // The parameters read back as a timing file equal to the defaults.
+    let params: String = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        Timing::parse(&params, Path::new("stdout")).expect("a timing file"),
+        Timing::default()
+    );
+    let machine = Machine::preset("mi210x8").expect("preset");
+    let costs = Costs::new(&machine, Timing::default());
+    let links: Vec<&str> = text.lines().filter(|l| l.starts_with("# GPU ")).collect();
+    assert_eq!(links.len(), 8);
+    for (i, line) in links.iter().enumerate() {
+        let link = costs.host_link(i);
+        assert!(
+            line.contains(&format!("host link {} MB/s effective", link.mbps))
+                && line.contains(&format!(
+                    "1 MiB migrates in {} ns",
+                    costs.migration_ns(i, 1 << 20)
+                )),
+            "{line}"
+        );
+    }
+}

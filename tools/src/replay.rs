@@ -426,11 +426,18 @@ pub fn replay(trace: &RocpdTrace, policy: &Policy) -> Result<Comparison, ReplayE
         return Err(ReplayError::Empty);
     }
     let gpus = policy.machine.gpus().len();
+    // Only the GPUs the replayed operations use must exist on the machine.
+    let used = |i: usize| {
+        ops.iter().any(|(_, op)| match *op {
+            Op::Fault { gpu, .. } => gpu == i,
+            Op::Prefetch { to, .. } => matches!(to, Target::Gpu(g) if g == i),
+        })
+    };
     if let Some((index, &node)) = agents
         .gpu_nodes
         .iter()
         .enumerate()
-        .find(|(i, _)| *i >= gpus)
+        .find(|&(i, _)| i >= gpus && used(i))
     {
         return Err(ReplayError::NoSuchGpu {
             node,
