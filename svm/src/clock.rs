@@ -108,7 +108,7 @@ impl fmt::Display for ClockFit {
         write!(
             f,
             "clock: GPU {:#x} (node {}) counter at {:.6} MHz; boottime_ns = {} + (counter - {}) \
-             x {:.6} ns, fitted over {:.3} s",
+             x {:.6} ns, fitted over {:.6} s",
             self.gpu_id,
             self.node_id,
             self.gpu_hz / 1e6,
