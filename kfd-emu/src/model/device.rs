@@ -1,6 +1,8 @@
 //! The device layer: read-only data of the machine the model drives (the kernel's
-//! `kfd_node`/`adev`): the configuration, its GPUs and the host's memory limits. Nothing here
-//! changes after the model is made, and nothing here depends on a process or a caller.
+//! `kfd_node`/`adev`): the configuration, its GPUs, the host's memory limits and the timing
+//! model's costs. Nothing here changes after the model is made except the model's clock (an
+//! atomic counter, like the GPU's own timestamp counter), and nothing here depends on a
+//! process or a caller.
 
 use crate::machine::Machine;
 
