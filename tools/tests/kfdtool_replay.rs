@@ -19,7 +19,7 @@ use kfd_svm::{
     AgentMap, DEFAULT_PAGE_SIZE, Location, MapOptions, Pairing, SmiStream, Summary, SvmAttrs,
     SvmBuffer,
 };
-use kfdtool::replay::{Comparison, LocationArg, Policy, RegionRow, Stats, replay};
+use kfdtool::replay::{AccessArg, Comparison, LocationArg, Policy, RegionRow, Stats, replay};
 use kfdtool::rocpd::{self, Agent, TraceInfo};
 
 const MIB: u64 = 1 << 20;
@@ -63,20 +63,19 @@ fn record(dir: &Path, clock: ClockMode) -> (PathBuf, (u64, u64), (u64, u64)) {
                 view.gpu_read(pid as i32, gpu, a.addr() + page * PAGE, &mut [0u8; 8])
                     .expect("the fault is handled");
             }
-            // A mapping the trace never names keeps the two ranges apart (adjacent ones would
-            // be one region of the replay).
-            let spacer = SvmBuffer::with_options(&kfd, (2 * MIB) as usize, &SvmAttrs::new(), huge)
-                .expect("spacer");
-            let mut b = SvmBuffer::with_options(&kfd, (2 * MIB) as usize, &SvmAttrs::new(), huge)
-                .expect("buffer");
+            // The prefetched range must not touch the faulted one (touching ranges are one
+            // region of the replay): buffers the trace never names are kept until one is apart.
             let apart = |x: u64, xl: u64, y: u64, yl: u64| x + xl < y || y + yl < x;
-            assert!(
-                apart(a.addr(), 4 * MIB, b.addr(), 2 * MIB),
-                "the two ranges touch: {:#x} {:#x} (spacer {:#x})",
-                a.addr(),
-                b.addr(),
-                spacer.addr()
-            );
+            let mut spacers = Vec::new();
+            let mut b = loop {
+                let b = SvmBuffer::with_options(&kfd, (2 * MIB) as usize, &SvmAttrs::new(), huge)
+                    .expect("buffer");
+                if apart(a.addr(), 4 * MIB, b.addr(), 2 * MIB) {
+                    break b;
+                }
+                assert!(spacers.len() < 8, "every mapping lands next to the first");
+                spacers.push(b);
+            };
             b.prefetch(Location::Gpu(gpu)).expect("prefetch");
             let events: Vec<_> = smi.pending().map(|e| e.expect("event")).collect();
             let pairing = Pairing::new(
@@ -195,6 +194,24 @@ fn granularity_0_and_9_migrate_what_the_policy_says_in_the_modeled_time() {
         row(&sys, faulted.0).replayed,
         expected_faults,
         "default granularity: 9"
+    );
+
+    // ACCESS_IN_PLACE: each fault maps the pages where they are, nothing migrates.
+    let mut in_place = policy(None);
+    in_place.access = Some(AccessArg::InPlace);
+    let r = replay(&trace, &in_place).expect("replay");
+    assert_eq!(
+        row(&r, faulted.0).replayed,
+        stats(0, 0, 2, 2 * t.fault_service_ns)
+    );
+
+    // Preferred location system memory: the faults restore the pages there.
+    let mut preferred = policy(None);
+    preferred.preferred = Some(LocationArg::System);
+    let r = replay(&trace, &preferred).expect("replay");
+    assert_eq!(
+        row(&r, faulted.0).replayed,
+        stats(0, 0, 2, 2 * t.fault_service_ns)
     );
 
     // XNACK off and no access: the GPU accesses stay faults nobody services.
