@@ -4,6 +4,8 @@
 //! atomic counter, like the GPU's own timestamp counter), and nothing here depends on a
 //! process or a caller.
 
+use std::sync::Arc;
+
 use crate::machine::Machine;
 
 use super::fail::FailRule;
@@ -55,14 +57,14 @@ pub(super) struct Device {
     pub cfg: ModelConfig,
     pub limits: Limits,
     pub costs: Costs,
-    pub clock: Clock,
+    pub clock: Arc<Clock>,
 }
 
 impl Device {
     /// The device for `cfg`, with the host's memory limits.
     pub(super) fn new(cfg: ModelConfig) -> Device {
         let costs = Costs::new(&cfg.machine, cfg.timing.clone());
-        let clock = Clock::new(cfg.clock);
+        let clock = Arc::new(Clock::new(cfg.clock));
         Device {
             cfg,
             limits: Limits::of_host(),

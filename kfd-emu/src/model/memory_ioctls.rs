@@ -80,7 +80,6 @@ pub(super) fn acquire_vm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     // kfd_process_device_init_vm announces the process on the GPU.
     st.smi.emit(
         ctx.m.dev.cfg.kfd_minor,
-        &ctx.m.dev.clock,
         gpu,
         &Event::Process {
             start: true,

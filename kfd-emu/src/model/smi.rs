@@ -35,6 +35,7 @@
 //! `sendfile` is not seen by the model and fails natively with `EBADF`.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
 
 use kfd_ioctl::Location;
 use kfd_ioctl::abi::{
@@ -410,9 +411,16 @@ pub(super) fn write(
 #[derive(Debug, Default)]
 pub(super) struct Smi {
     clients: Vec<Client>,
+    /// The clock records are stamped with: the device's (see [`Smi::use_clock`]).
+    clock: Arc<Clock>,
 }
 
 impl Smi {
+    /// Stamps records with `clock` (the device's model clock) from now on.
+    pub(super) fn use_clock(&mut self, clock: Arc<Clock>) {
+        self.clock = clock;
+    }
+
     /// `kfd_smi_event_open`: a new client of GPU `gpu` for the thread `who`; `install` puts the
     /// program's end into the caller (without `O_CLOEXEC`) and returns its fd number, which
     /// this returns.
@@ -470,12 +478,12 @@ impl Smi {
 
     /// `kfd_smi_event_add`: formats `event` for the kernel of KFD 1.`minor` and queues it to
     /// every client of GPU `gpu` that enabled it and may see it.
-    /// Its time is `clock`'s now.
-    pub(super) fn emit(&mut self, minor: u32, clock: &Clock, gpu: usize, event: &Event<'_>) {
+    /// Its time is the clock's now.
+    pub(super) fn emit(&mut self, minor: u32, gpu: usize, event: &Event<'_>) {
         if !self.listening(gpu) || !event.exists_at(minor) {
             return;
         }
-        let record = event.record(minor, clock.now_ns());
+        let record = event.record(minor, self.clock.now_ns());
         let fifo = if minor >= PROFILER_EVENTS_SINCE {
             FIFO_SIZE
         } else {

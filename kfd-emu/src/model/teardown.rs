@@ -44,7 +44,6 @@ pub(super) fn teardown(model: &Driver, tgid: i32) {
         if let Some((task_pid, comm)) = &pdd.task {
             st.smi.emit(
                 model.dev.cfg.kfd_minor,
-                &model.dev.clock,
                 gpu,
                 &Event::Process {
                     start: false,

@@ -418,6 +418,13 @@ pub struct Clock {
     modeled: AtomicU64,
 }
 
+impl Default for Clock {
+    /// A wall clock.
+    fn default() -> Self {
+        Clock::new(ClockMode::Wall)
+    }
+}
+
 impl Clock {
     /// A clock in `mode`, its model time starting at the host's `CLOCK_BOOTTIME`.
     pub fn new(mode: ClockMode) -> Clock {

@@ -36,8 +36,7 @@ impl Env<'_> {
 
     /// Emits `event` to the SMI clients of GPU `gpu`.
     pub(super) fn emit(&mut self, gpu: usize, event: Event<'_>) {
-        self.smi
-            .emit(self.dev.cfg.kfd_minor, &self.dev.clock, gpu, &event);
+        self.smi.emit(self.dev.cfg.kfd_minor, gpu, &event);
     }
 }
 

@@ -270,7 +270,6 @@ pub(in crate::model) fn report_vm_fault(dev: &Device, st: &mut State, tgid: i32,
     };
     st.smi.emit(
         dev.cfg.kfd_minor,
-        &dev.clock,
         gpu,
         &Event::VmFault {
             task_pid: task.0,
