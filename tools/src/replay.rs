@@ -454,6 +454,18 @@ pub fn replay(trace: &RocpdTrace, policy: &Policy) -> Result<Comparison, ReplayE
         .prefetch
         .map(|p| agents.location("--prefetch-loc", p))
         .transpose()?;
+    for target in [preferred, prefetch].into_iter().flatten() {
+        if let Target::Gpu(index) = target
+            && index >= gpus
+        {
+            return Err(ReplayError::NoSuchGpu {
+                node: agents.gpu_nodes[index],
+                index,
+                machine: policy.machine.name().to_owned(),
+                gpus,
+            });
+        }
+    }
     let regions = regions(&ops);
     let span: u64 = regions.iter().map(|(s, e)| e - s).sum();
     if span > MAX_REPLAY_BYTES {

@@ -393,8 +393,10 @@ fn link_cost(timing: &Timing, l: &IoLink) -> LinkCost {
         IoLinkType::Xgmi => timing.xgmi_efficiency_pct,
         _ => timing.pcie_efficiency_pct,
     };
+    // u128: a timing file may set a huge default bandwidth.
+    let effective = u128::from(raw) * u128::from(pct) / 100;
     LinkCost {
-        mbps: (raw * pct / 100).max(1),
+        mbps: u64::try_from(effective).unwrap_or(u64::MAX).max(1),
         latency_ns: u64::from(l.min_latency),
     }
 }
@@ -512,6 +514,14 @@ mod tests {
             e.contains("\"sdma_setup_ns\"") && e.contains("t.conf:1"),
             "{e}"
         );
+        // A link reporting 0 MB/s takes the default, and a huge default does not overflow.
+        let huge = Timing::parse("default_link_mbps = 18446744073709551615", p).expect("parse");
+        let zero = IoLink {
+            link_type: 2,
+            ..IoLink::default()
+        };
+        assert_eq!(link_cost(&huge, &zero).mbps, 14_757_395_258_967_641_292);
+        assert_eq!(link_cost(&Timing::default(), &zero).mbps, 12_800);
         let e = Timing::parse("xgmi_efficiency_pct = 101", p)
             .unwrap_err()
             .to_string();
