@@ -13,7 +13,13 @@
 //! kfd-emu run --machine mi210x8 --check-leaks -- ./my-hsakmt-client
 //! kfd-emu run --topology captures/node42 --kfd-minor 11 --trace -- rocminfo
 //! kfd-emu run --fail ALLOC_MEMORY_OF_GPU:ENOMEM:1 -- ./my-runtime-tests
+//! kfd-emu run --clock model --timing slow-pcie.timing -- kfdtool trace -- ./my-svm-app
+//! kfd-emu timing --machine mi210x8
 //! ```
+//!
+//! With `--clock model`, SMI timestamps, GET_CLOCK_COUNTERS and WAIT_EVENTS timeouts follow
+//! the timing model ([`model::Timing`], [`model::Costs`]): migrations cost their bytes over the
+//! GPU's link as the topology describes it, faults and prefetches their service times.
 //!
 //! # In a Rust test
 //!

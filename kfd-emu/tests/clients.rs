@@ -382,3 +382,41 @@ fn trace_prints_the_sdma_packets_executed() {
     assert!(err[create..].contains("queue_type=SDMA,"), "{err}");
     assert!(create < err.find(fence).unwrap_or(0), "{err}");
 }
+
+/// `kfd-emu run --clock model`: a C program's GET_CLOCK_COUNTERS shows the model's time, which
+/// stands still while nothing is modeled and advances by exactly a WAIT_EVENTS timeout
+/// (10 ms + 1 jiffy at HZ=250) when the wait times out; with the default wall clock both
+/// intervals are the host's time.
+#[test]
+fn under_the_model_clock_a_programs_clock_counters_advance_only_by_the_model() {
+    let Some(probe) = build_probe(
+        "clock_probe",
+        &["/usr/include/stdio.h"],
+        "libc6-dev",
+        &[],
+        &[],
+    ) else {
+        return;
+    };
+    let run = |clock: &str| {
+        let out = Command::new(kfd_emu())
+            .args(["run", "--machine", "mi300x", "--clock", clock, "--"])
+            .arg(&probe)
+            .output()
+            .expect("running kfd-emu");
+        assert!(out.status.success(), "{}", describe(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(run("model"), "idle 0\nwait 1 14000000\nfreq 1000000000\n");
+    let wall = run("wall");
+    let field = |key: &str, n: usize| -> u64 {
+        wall.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|rest| rest.split(' ').nth(n))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{key} in {wall}"))
+    };
+    assert!(field("idle ", 0) > 0, "{wall}");
+    assert_eq!(field("wait ", 0), 1, "{wall}");
+    assert!(field("wait ", 1) >= 10_000_000, "{wall}");
+}

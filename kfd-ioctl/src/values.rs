@@ -93,7 +93,8 @@ pub struct ClockCounters {
     pub gpu_clock_counter: u64,
     /// The CPU's counter (`rdtsc`-like).
     pub cpu_clock_counter: u64,
-    /// The system counter (`CLOCK_MONOTONIC_RAW` ns on Linux).
+    /// The system counter: `CLOCK_BOOTTIME` ns on current kernels (`ktime_get_boottime_ns`
+    /// in `kfd_ioctl_get_clock_counters`), the clock SMI timestamps use.
     pub system_clock_counter: u64,
     /// The system counter's frequency in Hz.
     pub system_clock_freq: u64,

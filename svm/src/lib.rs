@@ -119,6 +119,7 @@
 
 mod attrs;
 mod buffer;
+pub mod clock;
 mod error;
 mod location;
 pub mod records;
@@ -131,6 +132,7 @@ pub use attrs::{
     get_attrs, prefetch,
 };
 pub use buffer::{HUGE_ALIGN, MapOptions, SvmBuffer};
+pub use clock::{ClockFit, ClockSample};
 pub use error::{Error, RangeProblem, Result};
 /// SMI event records: the kernel's text lines, typed, parsed and written back (kfd-ioctl's
 /// [`smi`](kfd_ioctl::smi) module, the one definition of the format, under this crate's names).

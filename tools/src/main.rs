@@ -8,6 +8,7 @@ mod copy;
 mod emulated;
 mod info;
 mod parse;
+mod replay_cmd;
 mod trace;
 
 use std::path::PathBuf;
@@ -98,6 +99,10 @@ enum Command {
     /// Record the SMI events of a program (or of every process, or of some) in rocprofv3's
     /// formats and as a Perfetto timeline, then print a summary and draw SVG pictures.
     Trace(trace::TraceArgs),
+    /// Replay the GPU faults and prefetches of a recorded trace on the emulator's model under
+    /// changed SVM attributes, and compare migrations, faults and modeled time with the
+    /// recording, per range and in total.
+    Replay(replay_cmd::ReplayArgs),
     /// Summarise and draw a trace recorded earlier: a rocpd database (`results.db` of
     /// `kfdtool trace --format rocpd`, or one rocprofv3 wrote).
     Report {
@@ -235,6 +240,7 @@ fn main() -> ExitCode {
         } => smi_watch(*gpu, *count, *idle, *all_processes),
         Command::Trace(args) => trace::trace_cmd(args, open_all),
         Command::Report { trace, svg, pid } => trace::report_cmd(trace, svg.as_deref(), pid),
+        Command::Replay(args) => replay_cmd::replay_cmd(args),
         Command::Alloc {
             kind,
             size,

@@ -55,7 +55,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use kfd_ioctl::topology::Topology;
-use kfd_svm::{KfdKind, KfdRecord};
+use kfd_svm::{ClockSample, KfdKind, KfdRecord};
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 
@@ -145,6 +145,39 @@ pub struct TraceInfo {
     pub end_ns: u64,
     /// The agents.
     pub agents: Vec<Agent>,
+    /// GET_CLOCK_COUNTERS samples of each GPU (at the start and the end of recording): kept in
+    /// the database in each GPU agent's `extdata` under `kfd_clock_samples`.
+    pub clock_samples: Vec<ClockSample>,
+}
+
+/// The key of an agent's `extdata` (rocpd's `rocpd_info_agent` keeps agent facts as JSON)
+/// under which kfdtool keeps that GPU's GET_CLOCK_COUNTERS samples: an array of objects with
+/// the ioctl's field names. rocprofv3 does not write it; rocpd's readers ignore it.
+pub const CLOCK_SAMPLES_KEY: &str = "kfd_clock_samples";
+
+/// A clock sample as JSON (GET_CLOCK_COUNTERS' field names).
+pub fn clock_sample_json(c: &ClockSample) -> Value {
+    json!({
+        "gpu_id": c.gpu_id,
+        "node_id": c.node_id,
+        "gpu_clock_counter": c.gpu_counter,
+        "cpu_clock_counter": c.cpu_counter,
+        "system_clock_counter": c.system_counter,
+        "system_clock_freq": c.system_freq,
+    })
+}
+
+/// A clock sample read back from JSON; `None` when a field is missing.
+pub fn clock_sample_from_json(v: &Value) -> Option<ClockSample> {
+    let n = |k: &str| v.get(k).and_then(Value::as_u64);
+    Some(ClockSample {
+        gpu_id: u32::try_from(n("gpu_id")?).ok()?,
+        node_id: u32::try_from(n("node_id")?).ok()?,
+        gpu_counter: n("gpu_clock_counter")?,
+        cpu_counter: n("cpu_clock_counter")?,
+        system_counter: n("system_clock_counter")?,
+        system_freq: n("system_clock_freq")?,
+    })
 }
 
 /// The schema version rocprofiler-sdk's `rocpd_tables.sql` writes.
@@ -502,7 +535,16 @@ pub fn write_rocpd_to(
     let mut type_index: BTreeMap<bool, i64> = BTreeMap::new();
     for a in &info.agents {
         let index = type_index.entry(a.is_gpu).or_default();
-        let extdata = json!({ "node_id": a.node_id, "gpu_id": a.gpu_id });
+        let mut extdata = json!({ "node_id": a.node_id, "gpu_id": a.gpu_id });
+        let samples: Vec<Value> = info
+            .clock_samples
+            .iter()
+            .filter(|c| Some(c.gpu_id) == a.gpu_id)
+            .map(clock_sample_json)
+            .collect();
+        if !samples.is_empty() {
+            extdata[CLOCK_SAMPLES_KEY] = Value::Array(samples);
+        }
         tx.execute(
             &format!(
                 "INSERT INTO `{}` (id, guid, nid, pid, type, absolute_index, logical_index, \
@@ -790,6 +832,8 @@ pub struct RocpdTrace {
     pub agents: Vec<Agent>,
     /// Regions of other categories (HIP, HSA, kernels …), not read.
     pub other_regions: u64,
+    /// The GPUs' clock samples kfdtool keeps in agent `extdata` ([`CLOCK_SAMPLES_KEY`]).
+    pub clock_samples: Vec<ClockSample>,
 }
 
 /// Reads the KFD records of a rocpd database (ours or rocprofv3's) at `path`.
@@ -899,10 +943,22 @@ pub fn read_rocpd(path: &Path) -> Result<RocpdTrace, RocpdError> {
         let kind: Option<String> = row.get(1).map_err(sql)?;
         let name: Option<String> = row.get(2).map_err(sql)?;
         let extdata: Option<String> = row.get(3).map_err(sql)?;
+        let extdata = extdata.and_then(|e| serde_json::from_str::<Value>(&e).ok());
         let gpu_id = extdata
-            .and_then(|e| serde_json::from_str::<Value>(&e).ok())
+            .as_ref()
             .and_then(|e| e.get("gpu_id").and_then(Value::as_u64))
             .and_then(|g| u32::try_from(g).ok());
+        if let Some(samples) = extdata
+            .as_ref()
+            .and_then(|e| e.get(CLOCK_SAMPLES_KEY))
+            .and_then(Value::as_array)
+        {
+            for v in samples {
+                let sample = clock_sample_from_json(v)
+                    .ok_or_else(|| bad(format!("agent {id}: a bad clock sample {v}")))?;
+                trace.clock_samples.push(sample);
+            }
+        }
         trace.agents.push(Agent {
             node_id: u32::try_from(id).map_err(|_| bad(format!("agent id {id}")))?,
             gpu_id,
@@ -978,6 +1034,7 @@ mod tests {
             start_ns: 1,
             end_ns: 2,
             agents: vec![],
+            clock_samples: Vec::new(),
         }
     }
 

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use kfd_ioctl::abi::SmiEventMask;
 use kfd_svm::{
-    AgentMap, DEFAULT_PAGE_SIZE, KfdRecord, Pairing, SmiEvent, SmiStream, Summary, Timeline,
+    AgentMap, ClockFit, ClockSample, DEFAULT_PAGE_SIZE, KfdRecord, Pairing, SmiEvent, SmiStream,
+    Summary, Timeline,
 };
 use kfdtool::plots;
 use kfdtool::rocpd::{self, Agent, TraceInfo};
@@ -138,6 +139,29 @@ fn boottime_ns() -> u64 {
     u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap_or(0)
 }
 
+/// One GET_CLOCK_COUNTERS sample of each GPU; a GPU whose sample fails is left out (an
+/// old kernel without the ioctl: the trace then has no clock correlation for it).
+fn clock_samples(kfd: &Kfd, topology: &Topology, gpus: &[u32]) -> Vec<ClockSample> {
+    gpus.iter()
+        .filter_map(|&gpu_id| {
+            let c = kfd.get_clock_counters(gpu_id).ok()?;
+            let node_id = topology
+                .nodes
+                .iter()
+                .find(|n| n.gpu_id() == Some(gpu_id))
+                .map_or(0, |n| n.id);
+            Some(ClockSample {
+                gpu_id,
+                node_id,
+                gpu_counter: c.gpu_clock_counter,
+                cpu_counter: c.cpu_clock_counter,
+                system_counter: c.system_clock_counter,
+                system_freq: c.system_clock_freq,
+            })
+        })
+        .collect()
+}
+
 /// Which events are kept.
 enum Filter {
     /// Everything (`--all-processes`).
@@ -250,6 +274,7 @@ pub fn trace_cmd(
     let outputs = Outputs::prepare(args)?;
 
     let started = Instant::now();
+    let mut samples = clock_samples(&kfd, &topology, &gpus);
     let start_ns = boottime_ns();
     let mut child = match args.program.split_first() {
         Some((name, rest)) => Some(
@@ -299,6 +324,7 @@ pub fn trace_cmd(
     // What the kernel queued before the program ended.
     capture.drain(&mut streams, &filter)?;
     let end_ns = boottime_ns();
+    samples.extend(clock_samples(&kfd, &topology, &gpus));
 
     let agents = Agent::from_topology(&topology);
     let pairing = Pairing::new(
@@ -321,6 +347,7 @@ pub fn trace_cmd(
         start_ns,
         end_ns,
         agents,
+        clock_samples: samples,
     };
     write_outputs(&outputs, &info, &capture.events, &pairing.records)?;
 
@@ -350,6 +377,7 @@ pub fn trace_cmd(
     }
     print!("{}", Summary::new(&pairing.records));
     println!("{}", rocpd::agents_line(&info.agents));
+    print_clock_fits(&info.clock_samples);
     println!(
         "unpaired: {} ends without their start, {} starts without their end (rocprofv3 drops both)",
         pairing.unmatched_ends, pairing.open_starts
@@ -394,7 +422,13 @@ fn write_outputs(
     }
     if let Some(path) = outputs.path(Format::Perfetto) {
         let timeline: Timeline = events.iter().cloned().collect();
-        let json = timeline.to_chrome_trace();
+        let mut json = timeline.to_chrome_trace();
+        // The clock samples go with the trace's metadata (Chrome's `otherData`).
+        json["otherData"][rocpd::CLOCK_SAMPLES_KEY] = info
+            .clock_samples
+            .iter()
+            .map(rocpd::clock_sample_json)
+            .collect();
         write(path, json.to_string().as_bytes())?;
     }
     let mut svgs = outputs.paths(Format::Svg);
@@ -411,6 +445,13 @@ fn write_outputs(
     Ok(())
 }
 
+/// The summary's clock lines: each GPU's counter against `CLOCK_BOOTTIME`.
+fn print_clock_fits(samples: &[ClockSample]) {
+    for fit in ClockFit::of_samples(samples) {
+        println!("{fit}");
+    }
+}
+
 /// `kfdtool report`.
 pub fn report_cmd(trace: &Path, svg: Option<&Path>, pids: &[u32]) -> CmdResult {
     if let Some(dir) = svg
@@ -424,6 +465,7 @@ pub fn report_cmd(trace: &Path, svg: Option<&Path>, pids: &[u32]) -> CmdResult {
     }
     print!("{}", Summary::new(&read.records));
     println!("{}", rocpd::agents_line(&read.agents));
+    print_clock_fits(&read.clock_samples);
     if read.other_regions > 0 {
         println!(
             "(and {} regions of other domains, not KFD)",

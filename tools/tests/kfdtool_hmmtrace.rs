@@ -220,6 +220,7 @@ fn info(w: &Workload) -> TraceInfo {
         start_ns: 1,
         end_ns: 2,
         agents: Agent::from_topology(&w.topology),
+        clock_samples: Vec::new(),
     }
 }
 

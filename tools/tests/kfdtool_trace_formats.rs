@@ -298,3 +298,86 @@ fn ctrl_c_ends_a_recording_without_a_program_and_the_outputs_are_written() {
     assert_eq!(regions(&db), []);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn trace_records_each_gpus_clock_samples_and_the_summary_prints_the_fit() {
+    let dir = temp_dir("clock");
+    let me = env!("CARGO_BIN_EXE_kfdtool");
+    let out = kfdtool(&[
+        "trace",
+        "--format",
+        "rocpd,perfetto",
+        "--out",
+        dir.to_str().unwrap(),
+        "--",
+        me,
+        "svm",
+        "--prefetch",
+        "gpu",
+        "--size",
+        "2097152",
+    ]);
+    let stdout = ok(&out);
+    let read = kfdtool::rocpd::read_rocpd(&dir.join("results.db")).expect("read back");
+    let gpus: Vec<&kfdtool::rocpd::Agent> = read.agents.iter().filter(|a| a.is_gpu).collect();
+    assert!(!gpus.is_empty());
+    // Two samples (start, end) of every GPU, under that GPU's agent, in BOOTTIME ns at 1 GHz.
+    assert_eq!(read.clock_samples.len(), 2 * gpus.len(), "{read:?}");
+    for a in &gpus {
+        let mine: Vec<_> = read
+            .clock_samples
+            .iter()
+            .filter(|s| Some(s.gpu_id) == a.gpu_id)
+            .collect();
+        assert_eq!(mine.len(), 2);
+        assert!(mine.iter().all(|s| s.node_id == a.node_id));
+        assert!(mine.iter().all(|s| s.system_freq == 1_000_000_000));
+        assert!(mine[0].system_counter < mine[1].system_counter);
+        assert!(mine[0].gpu_counter < mine[1].gpu_counter);
+        let fit = kfd_svm::ClockFit::new(mine[0], mine[1]).expect("a fit");
+        // The GPU counter of gfx9 and later is the 100 MHz reference clock: kfd-emu's and an
+        // MI300X's. Between samples taken within microseconds of each other the fit is within
+        // 1% of it over the program's run.
+        assert!(
+            (fit.gpu_hz - 100e6).abs() < 1e6,
+            "{fit}: the GPU counter is not at 100 MHz"
+        );
+        // The fit puts the end sample's counter at its boottime.
+        let err = fit.boottime_ns(mine[1].gpu_counter) - mine[1].system_counter as f64;
+        assert!(err.abs() < 1.0, "{err}");
+        let line = format!(
+            "clock: GPU {:#x} (node {}) counter at ",
+            fit.gpu_id, a.node_id
+        );
+        assert!(stdout.contains(&line), "{stdout}");
+    }
+    // The Perfetto timeline carries the same samples in its metadata.
+    let trace: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("trace.json")).unwrap()).unwrap();
+    let samples = trace["otherData"]["kfd_clock_samples"]
+        .as_array()
+        .expect("samples in otherData");
+    let back: Vec<kfd_svm::ClockSample> = samples
+        .iter()
+        .map(|v| kfdtool::rocpd::clock_sample_from_json(v).expect("a sample"))
+        .collect();
+    let mut sorted = read.clock_samples.clone();
+    sorted.sort_by_key(|s| (s.gpu_id, s.system_counter));
+    let mut back_sorted = back;
+    back_sorted.sort_by_key(|s| (s.gpu_id, s.system_counter));
+    assert_eq!(back_sorted, sorted);
+    // `kfdtool report` prints the same fit from the database.
+    let report = ok(&kfdtool(&[
+        "report",
+        dir.join("results.db").to_str().unwrap(),
+    ]));
+    let fit_lines = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| l.starts_with("clock: "))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(fit_lines(&report), fit_lines(&stdout));
+    assert_eq!(fit_lines(&report).len(), gpus.len());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -2,7 +2,9 @@
 //!
 //! ```text
 //! kfd-emu run [--machine NAME | --topology DIR] [--kfd-minor N] [--trace]
-//!             [--fail IOCTL:ERRNO[:COUNT]]... [--check-leaks] -- PROGRAM ARGS...
+//!             [--fail IOCTL:ERRNO[:COUNT]]... [--check-leaks]
+//!             [--timing FILE] [--clock wall|model] -- PROGRAM ARGS...
+//! kfd-emu timing [--machine NAME | --topology DIR] [--timing FILE]
 //! kfd-emu machines
 //! ```
 //!
@@ -20,9 +22,9 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::sync::Arc;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use kfd_emu::machine::Machine;
-use kfd_emu::model::{FailRule, Model, ModelConfig};
+use kfd_emu::model::{ClockMode, Costs, FailRule, Model, ModelConfig, Timing};
 use kfd_emu::supervisor::{SupervisorError, spawn_command};
 
 /// Exit code when the emulator itself fails, as `env`/`timeout` use 125.
@@ -44,6 +46,32 @@ enum Cmd {
     Run(RunArgs),
     /// List the machine presets `--machine` accepts.
     Machines,
+    /// Print the timing model of a machine: the parameters (as a `--timing` file) and each
+    /// GPU's link to system memory.
+    Timing(TimingArgs),
+}
+
+/// Which time the emulated driver shows.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ClockArg {
+    /// The host's CLOCK_BOOTTIME.
+    Wall,
+    /// The timing model's time: SMI timestamps, GET_CLOCK_COUNTERS and WAIT_EVENTS timeouts
+    /// advance only by what migrations, faults, prefetches and waits would take.
+    Model,
+}
+
+#[derive(Debug, Args)]
+struct TimingArgs {
+    /// The machine preset (the default is mi300x).
+    #[arg(long, value_name = "NAME", conflicts_with = "topology")]
+    machine: Option<String>,
+    /// A captured KFD sysfs topology tree.
+    #[arg(long, value_name = "DIR")]
+    topology: Option<PathBuf>,
+    /// Timing parameters to apply over the defaults (`key = value` lines).
+    #[arg(long, value_name = "FILE")]
+    timing: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -69,6 +97,13 @@ struct RunArgs {
     /// At exit, report live buffer objects, mappings and fds, and exit with 3 if there are any.
     #[arg(long)]
     check_leaks: bool,
+    /// Timing-model parameters over the defaults: `key = value` lines (see `kfd-emu timing`
+    /// for the keys and the default values).
+    #[arg(long, value_name = "FILE")]
+    timing: Option<PathBuf>,
+    /// Which time SMI timestamps, GET_CLOCK_COUNTERS and WAIT_EVENTS timeouts follow.
+    #[arg(long, value_enum, default_value = "wall")]
+    clock: ClockArg,
     /// The program and its arguments (after `--`).
     #[arg(
         value_name = "PROGRAM",
@@ -92,12 +127,12 @@ fn list_machines() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn machine(args: &RunArgs) -> Result<Machine, String> {
-    if let Some(dir) = &args.topology {
+fn machine(topology: Option<&PathBuf>, preset: Option<&String>) -> Result<Machine, String> {
+    if let Some(dir) = topology {
         return Machine::from_topology_dir(dir)
             .map_err(|err| format!("cannot load the topology in {}: {err}", dir.display()));
     }
-    match &args.machine {
+    match preset {
         None => Ok(Machine::default()),
         Some(name) => Machine::preset(name).ok_or_else(|| {
             let names: Vec<&str> = Machine::presets().iter().map(|(name, _)| *name).collect();
@@ -129,9 +164,46 @@ fn ignore_interrupt_signals() {
     }
 }
 
+/// The timing parameters: the defaults, or FILE's over them.
+fn timing(file: Option<&PathBuf>) -> Result<Timing, String> {
+    file.map_or_else(
+        || Ok(Timing::default()),
+        |path| Timing::from_file(path).map_err(|e| e.to_string()),
+    )
+}
+
+fn print_timing(args: TimingArgs) -> ExitCode {
+    let (machine, timing) = match machine(args.topology.as_ref(), args.machine.as_ref())
+        .and_then(|m| Ok((m, timing(args.timing.as_ref())?)))
+    {
+        Ok(both) => both,
+        Err(message) => {
+            eprintln!("kfd-emu: {message}");
+            return ExitCode::from(EXIT_EMULATOR_FAILED);
+        }
+    };
+    print!("{timing}");
+    let costs = Costs::new(&machine, timing);
+    for (i, gpu) in machine.gpus().iter().enumerate() {
+        let link = costs.host_link(i);
+        println!(
+            "# GPU {i} (gpu_id {:#x}, node {}): host link {} MB/s effective, {} ns latency; \
+             1 MiB migrates in {} ns",
+            gpu.gpu_id,
+            gpu.node_id,
+            link.mbps,
+            link.latency_ns,
+            costs.migration_ns(i, 1 << 20)
+        );
+    }
+    ExitCode::SUCCESS
+}
+
 fn run(args: RunArgs) -> ExitCode {
-    let machine = match machine(&args) {
-        Ok(machine) => machine,
+    let setup = machine(args.topology.as_ref(), args.machine.as_ref())
+        .and_then(|m| Ok((m, timing(args.timing.as_ref())?)));
+    let (machine, timing) = match setup {
+        Ok(both) => both,
         Err(message) => {
             eprintln!("kfd-emu: {message}");
             return ExitCode::from(EXIT_EMULATOR_FAILED);
@@ -143,6 +215,11 @@ fn run(args: RunArgs) -> ExitCode {
         trace: args.trace,
         fail: args.fail,
         check_leaks: args.check_leaks,
+        timing,
+        clock: match args.clock {
+            ClockArg::Wall => ClockMode::Wall,
+            ClockArg::Model => ClockMode::Model,
+        },
     };
     let model: Arc<Model> = match Model::new(config) {
         Ok(model) => model,
@@ -204,5 +281,6 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Cmd::Run(args) => run(args),
         Cmd::Machines => list_machines(),
+        Cmd::Timing(args) => print_timing(args),
     }
 }

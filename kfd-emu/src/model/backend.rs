@@ -80,6 +80,17 @@ impl Model {
         &self.drv.dev.cfg.machine
     }
 
+    /// The timing model's costs on this machine (what the SDMA engine, replay and tests use
+    /// to time a copy, a migration or a fault).
+    pub fn costs(&self) -> &super::timing::Costs {
+        &self.drv.dev.costs
+    }
+
+    /// The model's clock: the time modeled so far, and the time the model shows.
+    pub fn clock(&self) -> &super::timing::Clock {
+        &self.drv.dev.clock
+    }
+
     /// How many stand-in files (their inodes) the model knows: the `/dev/kfd`, render-node opens
     /// and dma-bufs of live processes. It is back to its
     /// earlier value once the processes that opened stand-ins since have exited and been

@@ -1,11 +1,16 @@
 //! The device layer: read-only data of the machine the model drives (the kernel's
-//! `kfd_node`/`adev`): the configuration, its GPUs and the host's memory limits. Nothing here
-//! changes after the model is made, and nothing here depends on a process or a caller.
+//! `kfd_node`/`adev`): the configuration, its GPUs, the host's memory limits and the timing
+//! model's costs. Nothing here changes after the model is made except the model's clock (an
+//! atomic counter, like the GPU's own timestamp counter), and nothing here depends on a
+//! process or a caller.
+
+use std::sync::Arc;
 
 use crate::machine::Machine;
 
 use super::fail::FailRule;
 use super::memory::Limits;
+use super::timing::{Clock, ClockMode, Costs, Timing};
 
 /// How the model behaves: which machine, which KFD version, and the emulator-only extras.
 #[derive(Debug, Clone)]
@@ -21,10 +26,16 @@ pub struct ModelConfig {
     pub fail: Vec<FailRule>,
     /// Report what a process leaves behind when it exits (buffer objects, mappings, events).
     pub check_leaks: bool,
+    /// The timing model's parameters (`kfd-emu run --timing FILE`).
+    pub timing: Timing,
+    /// Which time SMI records, GET_CLOCK_COUNTERS and WAIT_EVENTS timeouts show
+    /// (`kfd-emu run --clock`): the host's (default) or the timing model's.
+    pub clock: ClockMode,
 }
 
 impl Default for ModelConfig {
-    /// The `mi300x` machine at KFD 1.23, no tracing, no faults, no leak check.
+    /// The `mi300x` machine at KFD 1.23, no tracing, no faults, no leak check, the default
+    /// timing model on the wall clock.
     fn default() -> Self {
         ModelConfig {
             machine: Machine::default(),
@@ -32,25 +43,51 @@ impl Default for ModelConfig {
             trace: false,
             fail: Vec::new(),
             check_leaks: false,
+            timing: Timing::default(),
+            clock: ClockMode::Wall,
         }
     }
 }
 
 /// What the model knows of the device, fixed when it is made: the configuration (machine, KFD
-/// version, extras) and the host's memory limits.
+/// version, extras), the host's memory limits and the timing model's costs; and the model's
+/// clock, the one thing here that moves (an atomic counter of modeled time).
 #[derive(Debug)]
 pub(super) struct Device {
     pub cfg: ModelConfig,
     pub limits: Limits,
+    pub costs: Costs,
+    pub clock: Arc<Clock>,
 }
 
 impl Device {
     /// The device for `cfg`, with the host's memory limits.
     pub(super) fn new(cfg: ModelConfig) -> Device {
+        let costs = Costs::new(&cfg.machine, cfg.timing.clone());
+        let clock = Arc::new(Clock::new(cfg.clock));
         Device {
             cfg,
             limits: Limits::of_host(),
+            costs,
+            clock,
         }
+    }
+
+    /// Times an SDMA copy of `bytes` run by an engine of GPU `engine` from `src` to `dst`
+    /// (`None`: system memory; `Some(i)`: GPU `i`'s VRAM): advances the model clock by
+    /// [`Costs::sdma_copy_ns`] and returns the clock's time when the copy completes (what a
+    /// completion's timestamp or fence should carry).
+    #[allow(dead_code)] // for the SDMA engine (model/sdma.rs), which another change adds
+    pub(super) fn time_sdma_copy(
+        &self,
+        engine: usize,
+        src: Option<usize>,
+        dst: Option<usize>,
+        bytes: u64,
+    ) -> u64 {
+        self.clock
+            .advance(self.costs.sdma_copy_ns(engine, src, dst, bytes));
+        self.clock.now_ns()
     }
 
     /// The GPU index of `gpu_id` in the machine.
@@ -60,5 +97,25 @@ impl Device {
             .gpus()
             .iter()
             .position(|gpu| gpu.gpu_id == gpu_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_sdma_copy_advances_the_model_clock_by_its_cost() {
+        let dev = Device::new(ModelConfig {
+            machine: Machine::preset("mi210x8").expect("preset"),
+            clock: ClockMode::Model,
+            ..ModelConfig::default()
+        });
+        let start = dev.clock.now_ns();
+        let cost = dev.costs.sdma_copy_ns(0, None, Some(0), 64 << 20);
+        // 64 MiB over 32000 MB/s PCIe at 80%, plus the setup.
+        assert_eq!(cost, 3_000 + (64u64 << 20) * 1000 / 25_600);
+        assert_eq!(dev.time_sdma_copy(0, None, Some(0), 64 << 20), start + cost);
+        assert_eq!(dev.clock.modeled_ns(), cost);
     }
 }

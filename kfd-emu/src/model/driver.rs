@@ -56,6 +56,7 @@ impl Driver {
     pub(super) fn new(dev: Device) -> Driver {
         let mut state = State::new(dev.cfg.machine.gpus().len());
         state.acc.apu = dev.cfg.machine.gpus().iter().map(|g| g.apu).collect();
+        state.smi.use_clock(Arc::clone(&dev.clock));
         let fail = dev.cfg.fail.iter().cloned().map(fail::Armed::new).collect();
         Driver {
             dev,

@@ -18,6 +18,7 @@ use super::events::{
     Slot, TIMEOUT_INFINITE, UNSIGNALED, WAITER_SIZE,
 };
 use super::process::State;
+use super::timing::ClockMode;
 
 /// Writes `value` to signal slot `id` of the process's page.
 fn write_slot(ctx: &Ctx<'_>, st: &State, id: u32, value: u64) -> Result<(), Errno> {
@@ -278,6 +279,16 @@ fn wait(ctx: &Ctx<'_>, a: &kfd_ioctl_wait_events_args) -> Result<u32, Errno> {
         }
     }
 
+    // Under the model clock a wait that timed out took its timeout (msecs_to_jiffies + 1
+    // jiffy, as the deadline above) in model time too.
+    if result == KFD_IOC_WAIT_RESULT_TIMEOUT
+        && ctx.m.dev.clock.mode() == ClockMode::Model
+        && a.timeout != 0
+        && a.timeout != TIMEOUT_INFINITE
+    {
+        let ms = u64::from(a.timeout.min(0x7FFF_FFFF)) + 4;
+        ctx.m.dev.clock.advance(ms * 1_000_000);
+    }
     let process = st.process(ctx.tgid, ctx.serial)?;
     let mut writes = Ok(Vec::new());
     if result == KFD_IOC_WAIT_RESULT_COMPLETE {

@@ -18,7 +18,6 @@ use zerocopy::IntoBytes;
 
 use super::chardev::{Ctx, KMALLOC_MAX, get, put};
 use super::files;
-use super::host::clock_ns;
 use crate::machine::Gpu;
 
 /// The machine's description of the GPU behind a pdd.
@@ -63,11 +62,17 @@ pub(super) fn get_clock_counters(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Er
         let mut st = ctx.m.lock();
         st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id).is_ok()
     };
-    let raw = clock_ns(libc::CLOCK_MONOTONIC_RAW);
-    // The GPU's 100 MHz reference clock.
+    // kfd_ioctl_get_clock_counters: gpu_clock_counter from
+    // amdgpu_amdkfd_get_gpu_clock_counter (0 without a device), cpu_clock_counter =
+    // ktime_get_raw_ns(), system_clock_counter = ktime_get_boottime_ns(), system_clock_freq =
+    // NSEC_PER_SEC. The GPU counter is the 100 MHz reference clock of gfx9 and later
+    // (RLC's REFCLK timestamp), modeled as CLOCK_MONOTONIC_RAW / 10. Under the model clock
+    // all three follow the model's time, so the counters and the SMI records agree.
+    let clock = &ctx.m.dev.clock;
+    let raw = clock.raw_ns();
     a.gpu_clock_counter = if known { raw / 10 } else { 0 };
     a.cpu_clock_counter = raw;
-    a.system_clock_counter = clock_ns(libc::CLOCK_BOOTTIME);
+    a.system_clock_counter = clock.now_ns();
     a.system_clock_freq = 1_000_000_000;
     put(buf, &a);
     Ok(())

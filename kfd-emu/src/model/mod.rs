@@ -17,7 +17,8 @@
 //!    [`crate::machine`], and the leaves every layer uses: `memory` (page size, limits,
 //!    accounting), `offsets` (the kernel's mmap offsets), `vmas` (a process's maps), `files`
 //!    (stand-in memfds, the sysfs tree), `host` (clocks, capabilities), `fail` (armed faults),
-//!    `trace` (the `--trace` printer: ioctl arguments, errnos and constants by their ABI names).
+//!    `trace` (the `--trace` printer: ioctl arguments, errnos and constants by their ABI names),
+//!    `timing` (the timing model: link, fault, prefetch and SDMA costs, and the model's clock).
 //! 2. **State** — per-process data only, with no reference to the model or a caller, testable
 //!    alone: `process` (`State`: the KFD processes, their GPU VMs, objects and accounts),
 //!    `objects`, `vm`, `events` (the event table), `smi` (SMI clients and their records),
@@ -172,6 +173,7 @@ mod smi;
 mod svm;
 mod svm_ioctl;
 mod teardown;
+mod timing;
 mod trace;
 mod vm;
 mod vmas;
@@ -181,3 +183,4 @@ pub use device::ModelConfig;
 pub use fail::{FailRule, FailRuleError};
 pub use gpu_view::{GpuFault, GpuFaultReason};
 pub use svm::{SvmPage, SvmRange};
+pub use timing::{Clock, ClockMode, Costs, LinkCost, Timing, TimingError};

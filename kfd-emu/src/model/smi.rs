@@ -35,6 +35,7 @@
 //! `sendfile` is not seen by the model and fails natively with `EBADF`.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
 
 use kfd_ioctl::Location;
 use kfd_ioctl::abi::{
@@ -51,6 +52,7 @@ use rustix::pipe::PipeFlags;
 
 use super::files::FileKey;
 use super::host::CAP_SYS_ADMIN;
+use super::timing::Clock;
 use crate::backend::CallerId;
 
 /// `KFD_MAX_KFIFO_SIZE` since the 1.10 rework of SMI events; the FIFO held 1024 bytes before.
@@ -173,9 +175,9 @@ impl Event<'_> {
 
     /// The record: `"%x "` with the id, the event's `KFD_EVENT_FMT_*` text, `\n` (kfd-ioctl's
     /// [`Record`], the one definition of the format); timestamps other than a fault's own are
-    /// taken now.
-    pub(super) fn record(&self, minor: u32) -> Vec<u8> {
-        let now = || super::host::clock_ns(libc::CLOCK_BOOTTIME) as i64;
+    /// `now_ns` (the model clock's now).
+    pub(super) fn record(&self, minor: u32, now_ns: u64) -> Vec<u8> {
+        let now = || now_ns as i64;
         let record = match *self {
             Self::VmFault { task_pid, comm } => Record::VmFault {
                 pid: task_pid as u32,
@@ -409,9 +411,16 @@ pub(super) fn write(
 #[derive(Debug, Default)]
 pub(super) struct Smi {
     clients: Vec<Client>,
+    /// The clock records are stamped with: the device's (see [`Smi::use_clock`]).
+    clock: Arc<Clock>,
 }
 
 impl Smi {
+    /// Stamps records with `clock` (the device's model clock) from now on.
+    pub(super) fn use_clock(&mut self, clock: Arc<Clock>) {
+        self.clock = clock;
+    }
+
     /// `kfd_smi_event_open`: a new client of GPU `gpu` for the thread `who`; `install` puts the
     /// program's end into the caller (without `O_CLOEXEC`) and returns its fd number, which
     /// this returns.
@@ -469,11 +478,12 @@ impl Smi {
 
     /// `kfd_smi_event_add`: formats `event` for the kernel of KFD 1.`minor` and queues it to
     /// every client of GPU `gpu` that enabled it and may see it.
+    /// Its time is the clock's now.
     pub(super) fn emit(&mut self, minor: u32, gpu: usize, event: &Event<'_>) {
         if !self.listening(gpu) || !event.exists_at(minor) {
             return;
         }
-        let record = event.record(minor);
+        let record = event.record(minor, self.clock.now_ns());
         let fifo = if minor >= PROFILER_EVENTS_SINCE {
             FIFO_SIZE
         } else {
@@ -500,7 +510,7 @@ mod tests {
 
     #[test]
     fn records_follow_the_kernel_formats() {
-        let text = |e: Event<'_>, minor| String::from_utf8(e.record(minor)).expect("utf-8");
+        let text = |e: Event<'_>, minor| String::from_utf8(e.record(minor, 0)).expect("utf-8");
         assert_eq!(
             text(
                 Event::VmFault {
@@ -561,7 +571,7 @@ mod tests {
             gpu_id: 0xabcd,
             rescheduled: false,
         }
-        .record(23);
+        .record(23, 0);
         assert!(restore.ends_with(b" -42 abcd \0\n"), "{restore:?}");
         assert_eq!(
             text(

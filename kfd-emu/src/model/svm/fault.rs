@@ -88,7 +88,7 @@ fn restore_pages(
     page: u64,
     write: bool,
 ) -> Result<(), Errno> {
-    let ts = super::super::host::clock_ns(libc::CLOCK_BOOTTIME);
+    let ts = env.dev.clock.now_ns();
     let key = match p.svm.ranges.containing(page) {
         Some(key) => key,
         None => create_unregistered(env, p, page).ok_or(Errno::FAULT)?,
@@ -117,6 +117,8 @@ fn restore_pages(
             write,
         },
     );
+    // The fault's service (interrupt, restore worker, page-table update) before its migration.
+    env.dev.clock.advance(env.dev.costs.fault_ns());
     // The migration block: the granularity-aligned block around the fault, within the range.
     let size = 1u64 << r.attrs.granularity;
     let s = (page & !(size - 1)).max(key);

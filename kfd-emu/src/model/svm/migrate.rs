@@ -74,6 +74,8 @@ pub(super) fn trigger_migration(
     if best == KFD_IOCTL_SVM_LOCATION_UNDEFINED || (best == 0 && actual == 0) {
         return Ok(false);
     }
+    // The prefetch's own setup, before its migrations (timing model).
+    env.dev.clock.advance(env.dev.costs.prefetch_ns());
     if best == 0 {
         vram_to_ram(env, p, key, key, last, KFD_MIGRATE_TRIGGER_PREFETCH)?;
     } else {
@@ -168,10 +170,11 @@ fn ram_to_vram(
             },
         );
         invalidate_migrate(env, p, key, a, b);
+        let mut piece = 0;
         if vma.migratable()
             && let Some(r) = p.svm.ranges.get_mut(key)
         {
-            moved += r.pages.count(a - key, b - key, |st| st.loc == 0);
+            piece = r.pages.count(a - key, b - key, |st| st.loc == 0);
             r.pages.update(a - key, b - key, |st| {
                 if st.loc == 0 {
                     *st = PageState {
@@ -181,6 +184,11 @@ fn ram_to_vram(
                 }
             });
         }
+        moved += piece;
+        // The copy of the pages that moved, over the GPU's link (timing model).
+        env.dev
+            .clock
+            .advance(env.dev.costs.migration_ns(best, piece * PAGE_SIZE));
         env.emit(
             best,
             Event::MigrateEnd {
@@ -251,6 +259,9 @@ pub(super) fn vram_to_ram(
                 }
             });
             env.svm_vram[node] = env.svm_vram[node].saturating_sub(n * PAGE_SIZE);
+            env.dev
+                .clock
+                .advance(env.dev.costs.migration_ns(node, n * PAGE_SIZE));
         }
         env.emit(
             node,

@@ -1,0 +1,670 @@
+//! What-if replay: the GPU faults and prefetches of a recorded trace run again on kfd-emu's
+//! model, under the timing model's clock and changed SVM attributes, compared with the
+//! recording.
+//!
+//! The replay lives in kfdtool, not kfd-emu: reading a trace needs SQLite and kfd-svm's records
+//! (here), and replaying drives the model as a client does, through kfd-ioctl's `Kfd`, kfd-svm's
+//! `SvmBuffer` and the model's GPU view. kfd-emu keeps depending on kfd-ioctl's ABI types only
+//! (ARCHITECTURE.md), and kfdtool already depends on all of them.
+//!
+//! What is replayed, in the recorded order:
+//! * each GPU page fault (`KFD_PAGE_FAULT`, its address, GPU and read/write) as an access of
+//!   that GPU through the model's GPU view: with XNACK on, a retry fault the model services
+//!   (migrating the granularity block around it toward the best restore location); with XNACK
+//!   off, a fault nothing services unless the policy mapped the range;
+//! * each prefetch migration (`KFD_PAGE_MIGRATE` with trigger PREFETCH) as a SET_ATTR of
+//!   PREFETCH_LOC over its pages: to the recorded destination, or `--prefetch-loc`.
+//!
+//! Migrations caused by faults, evictions and CPU faults are outcomes, not inputs: the replay
+//! makes its own. Accesses that did not fault in the recording are not in the trace, so the
+//! replay cannot see them (with a smaller granularity than the recording's, pages the
+//! recording found already mapped do not fault again here). CPU faults are not replayed (the
+//! model has no CPU page-fault path).
+//!
+//! The memory: the recorded addresses are grouped into regions (2 MiB aligned, so
+//! granularity blocks line up as in the recording) and each region is one `SvmBuffer` of the
+//! replaying thread, registered with the policy's attributes.
+//!
+//! The recorded run's modeled time is the timing model applied to the recorded records (a
+//! fault costs `fault_service_ns`, a prefetch migration `prefetch_setup_ns`, every migration
+//! `migration_ns` of its bytes over its GPU's link); the replay's is the model clock's advance
+//! over each replayed operation. `measured` is the recording's own time: the sum of its
+//! faults' and prefetch migrations' durations.
+
+use std::fmt;
+use std::sync::Arc;
+
+use kfd_emu::machine::Machine;
+use kfd_emu::model::{ClockMode, Costs, Model, ModelConfig, Timing};
+use kfd_ioctl::Kfd;
+use kfd_ioctl::abi::SmiEventMask;
+use kfd_svm::{
+    Access, AgentMap, DEFAULT_PAGE_SIZE, KfdKind, Location, MapOptions, Pairing, SmiStream,
+    SvmAttrs, SvmBuffer,
+};
+
+use crate::rocpd::RocpdTrace;
+
+/// Regions are aligned to this (the kernel's default granularity, 2^9 pages).
+const REGION_ALIGN: u64 = 2 << 20;
+/// The most memory a replay maps (address space; pages are only touched where written).
+pub const MAX_REPLAY_BYTES: u64 = 1 << 40;
+/// The operation value of `ROCPROFILER_KFD_PAGE_MIGRATE_PREFETCH`.
+const OP_PREFETCH: u32 = 0;
+
+/// A location named on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocationArg {
+    /// System memory.
+    System,
+    /// The GPU of this trace agent (KFD topology node id, as `kfdtool report` names agents).
+    Node(u32),
+}
+
+/// Which access the policy gives the GPUs of the trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessArg {
+    /// ACCESS: map, migrate toward the GPU.
+    Access,
+    /// ACCESS_IN_PLACE: map where the pages are.
+    InPlace,
+    /// NO_ACCESS.
+    None,
+}
+
+/// The changed SVM attributes and the machine of the replay. `None` keeps what the replay
+/// would do by default (the kernel's defaults; prefetches to their recorded destinations).
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// The machine the model emulates.
+    pub machine: Machine,
+    /// The timing model's parameters.
+    pub timing: Timing,
+    /// GRANULARITY (log2 pages) of every region.
+    pub granularity: Option<u8>,
+    /// PREFERRED_LOC of every region.
+    pub preferred: Option<LocationArg>,
+    /// Where every prefetch goes instead of its recorded destination.
+    pub prefetch: Option<LocationArg>,
+    /// XNACK; `None`: on when the trace has GPU page faults.
+    pub xnack: Option<bool>,
+    /// The access every GPU of the trace gets to every region.
+    pub access: Option<AccessArg>,
+}
+
+/// What a run did to one region (or to all).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Migration records.
+    pub migrations: u64,
+    /// Bytes they cover.
+    pub bytes: u64,
+    /// GPU page faults the kernel serviced (PAGE_FAULT records).
+    pub faults: u64,
+    /// GPU accesses that stayed faults (nothing serviced them: XNACK off, no access).
+    pub unserviced: u64,
+    /// The modeled time, ns.
+    pub modeled_ns: u64,
+    /// The recording's measured time, ns (0 for a replay).
+    pub measured_ns: u64,
+}
+
+impl std::ops::AddAssign for Stats {
+    fn add_assign(&mut self, o: Stats) {
+        self.migrations += o.migrations;
+        self.bytes += o.bytes;
+        self.faults += o.faults;
+        self.unserviced += o.unserviced;
+        self.modeled_ns += o.modeled_ns;
+        self.measured_ns += o.measured_ns;
+    }
+}
+
+/// One region's two runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionRow {
+    /// The recorded addresses `[start, end)`.
+    pub start: u64,
+    /// See `start`.
+    pub end: u64,
+    /// The recording.
+    pub recorded: Stats,
+    /// The replay.
+    pub replayed: Stats,
+}
+
+/// The comparison `kfdtool replay` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Comparison {
+    /// Per region, in address order.
+    pub regions: Vec<RegionRow>,
+    /// Operations replayed (faults, prefetches).
+    pub operations: u64,
+}
+
+impl Comparison {
+    /// The sums over the regions: (recorded, replayed).
+    pub fn totals(&self) -> (Stats, Stats) {
+        let mut t = (Stats::default(), Stats::default());
+        for r in &self.regions {
+            t.0 += r.recorded;
+            t.1 += r.replayed;
+        }
+        t
+    }
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+fn stats_line(f: &mut fmt::Formatter<'_>, what: &str, s: &Stats) -> fmt::Result {
+    write!(
+        f,
+        "  {what:<9}{:>6} migrations {:>12} {:>6} faults",
+        s.migrations,
+        kfd_svm::summary::human_bytes(s.bytes),
+        s.faults
+    )?;
+    if s.unserviced > 0 {
+        write!(f, " ({} unserviced)", s.unserviced)?;
+    }
+    write!(f, "  modeled {}", ms(s.modeled_ns))?;
+    if s.measured_ns > 0 {
+        write!(f, "  measured {}", ms(s.measured_ns))?;
+    }
+    writeln!(f)
+}
+
+impl fmt::Display for Comparison {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "replayed {} operations", self.operations)?;
+        for r in &self.regions {
+            writeln!(
+                f,
+                "range {:#x}-{:#x} ({}):",
+                r.start,
+                r.end,
+                kfd_svm::summary::human_bytes(r.end - r.start)
+            )?;
+            stats_line(f, "recorded", &r.recorded)?;
+            stats_line(f, "replay", &r.replayed)?;
+        }
+        let (rec, rep) = self.totals();
+        writeln!(f, "total:")?;
+        stats_line(f, "recorded", &rec)?;
+        stats_line(f, "replay", &rep)
+    }
+}
+
+/// Why a replay cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// Nothing to replay.
+    #[error("the trace has no GPU page faults and no prefetch migrations to replay")]
+    Empty,
+    /// The trace names a GPU agent the machine does not have.
+    #[error(
+        "the trace's GPU agent {node} is its GPU number {index}, and the machine {machine} \
+         has {gpus} GPUs"
+    )]
+    NoSuchGpu {
+        /// The trace's agent.
+        node: u32,
+        /// Its index among the trace's GPU agents.
+        index: usize,
+        /// The machine.
+        machine: String,
+        /// How many GPUs it has.
+        gpus: usize,
+    },
+    /// A location argument names no GPU agent of the trace.
+    #[error("{what}: node {node} is not a GPU agent of the trace (its GPU agents: {known})")]
+    BadLocation {
+        /// Which option.
+        what: &'static str,
+        /// The node.
+        node: u32,
+        /// The GPU agents.
+        known: String,
+    },
+    /// The recorded addresses span too much memory.
+    #[error("the recorded addresses span {bytes} bytes in their regions, more than {max}")]
+    TooLarge {
+        /// The span.
+        bytes: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// The model or the emulator failed.
+    #[error("the emulator: {0}")]
+    Emulator(String),
+    /// A client call failed.
+    #[error("replaying: {0}")]
+    Replay(String),
+}
+
+/// One thing the replay does.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Fault { gpu: usize, addr: u64, write: bool },
+    Prefetch { start: u64, end: u64, to: Target },
+}
+
+/// Where a prefetch goes.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    System,
+    Gpu(usize),
+}
+
+/// How the trace's agents map to the machine's GPUs: the i-th GPU agent is GPU i.
+struct Agents {
+    gpu_nodes: Vec<u32>,
+    system_nodes: Vec<u32>,
+}
+
+impl Agents {
+    fn of(trace: &RocpdTrace) -> Agents {
+        let mut gpu_nodes: Vec<u32> = trace
+            .agents
+            .iter()
+            .filter(|a| a.is_gpu)
+            .map(|a| a.node_id)
+            .collect();
+        // A trace without agent rows (or missing some): the GPUs its records name.
+        for r in &trace.records {
+            for n in [r.agent, r.src_agent, r.dst_agent].into_iter().flatten() {
+                let is_cpu = trace.agents.iter().any(|a| a.node_id == n && !a.is_gpu);
+                if !is_cpu && !gpu_nodes.contains(&n) && r.kind != KfdKind::PageMigrate {
+                    gpu_nodes.push(n);
+                }
+            }
+        }
+        let system_nodes = trace
+            .agents
+            .iter()
+            .filter(|a| !a.is_gpu)
+            .map(|a| a.node_id)
+            .collect();
+        Agents {
+            gpu_nodes,
+            system_nodes,
+        }
+    }
+
+    fn gpu(&self, node: u32) -> Option<usize> {
+        self.gpu_nodes.iter().position(|&n| n == node)
+    }
+
+    fn target(&self, node: Option<u32>) -> Option<Target> {
+        match node {
+            Some(n) if self.system_nodes.contains(&n) => Some(Target::System),
+            Some(n) => self.gpu(n).map(Target::Gpu),
+            None => None,
+        }
+    }
+
+    fn location(&self, what: &'static str, arg: LocationArg) -> Result<Target, ReplayError> {
+        match arg {
+            LocationArg::System => Ok(Target::System),
+            LocationArg::Node(node) => {
+                self.gpu(node)
+                    .map(Target::Gpu)
+                    .ok_or_else(|| ReplayError::BadLocation {
+                        what,
+                        node,
+                        known: format!("{:?}", self.gpu_nodes),
+                    })
+            }
+        }
+    }
+}
+
+/// The operations of a trace, in time order.
+fn operations(trace: &RocpdTrace, agents: &Agents) -> Vec<(u64, Op)> {
+    let mut ops = Vec::new();
+    for r in &trace.records {
+        let op = match r.kind {
+            KfdKind::PageFault => r.agent.and_then(|n| agents.gpu(n)).map(|gpu| Op::Fault {
+                gpu,
+                addr: r.start_address,
+                write: r.fault_is_write(),
+            }),
+            KfdKind::PageMigrate if r.operation == OP_PREFETCH && r.bytes() > 0 => {
+                agents.target(r.dst_agent).map(|to| Op::Prefetch {
+                    start: r.start_address,
+                    end: r.end_address,
+                    to,
+                })
+            }
+            _ => None,
+        };
+        if let Some(op) = op {
+            ops.push((r.start_ns, op));
+        }
+    }
+    ops.sort_by_key(|(t, _)| *t);
+    ops
+}
+
+/// The 2 MiB-aligned regions covering `ops`' addresses, merged where they overlap or touch (a
+/// trace does not say where one allocation ends and the next begins).
+fn regions(ops: &[(u64, Op)]) -> Vec<(u64, u64)> {
+    let mut spans: Vec<(u64, u64)> = ops
+        .iter()
+        .map(|(_, op)| match *op {
+            Op::Fault { addr, .. } => (addr, addr.saturating_add(1)),
+            Op::Prefetch { start, end, .. } => (start, end),
+        })
+        .map(|(s, e)| {
+            (
+                s / REGION_ALIGN * REGION_ALIGN,
+                e.div_ceil(REGION_ALIGN).saturating_mul(REGION_ALIGN),
+            )
+        })
+        .collect();
+    spans.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (s, e) in spans {
+        match merged.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    merged
+}
+
+fn region_of(regions: &[(u64, u64)], addr: u64) -> Option<usize> {
+    regions.iter().position(|&(s, e)| s <= addr && addr < e)
+}
+
+/// The recorded run's stats per region, with the timing model applied to its records.
+fn recorded_stats(
+    trace: &RocpdTrace,
+    agents: &Agents,
+    regions: &[(u64, u64)],
+    costs: &Costs,
+) -> Vec<Stats> {
+    let mut stats = vec![Stats::default(); regions.len()];
+    for r in &trace.records {
+        let Some(i) = region_of(regions, r.start_address) else {
+            continue;
+        };
+        let s = &mut stats[i];
+        match r.kind {
+            KfdKind::PageFault => {
+                s.faults += 1;
+                s.modeled_ns += costs.fault_ns();
+                s.measured_ns += r.duration_ns();
+            }
+            KfdKind::PageMigrate => {
+                s.migrations += 1;
+                s.bytes += r.bytes();
+                let gpu = [r.src_agent, r.dst_agent]
+                    .into_iter()
+                    .flatten()
+                    .find_map(|n| agents.gpu(n))
+                    .unwrap_or(0);
+                s.modeled_ns += costs.migration_ns(gpu, r.bytes());
+                if r.operation == OP_PREFETCH {
+                    s.modeled_ns += costs.prefetch_ns();
+                    s.measured_ns += r.duration_ns();
+                }
+            }
+            _ => {}
+        }
+    }
+    stats
+}
+
+/// Replays `trace` under `policy` and compares it with the recording.
+pub fn replay(trace: &RocpdTrace, policy: &Policy) -> Result<Comparison, ReplayError> {
+    let agents = Agents::of(trace);
+    let ops = operations(trace, &agents);
+    if ops.is_empty() {
+        return Err(ReplayError::Empty);
+    }
+    let gpus = policy.machine.gpus().len();
+    // Only the GPUs the replayed operations use must exist on the machine.
+    let used = |i: usize| {
+        ops.iter().any(|(_, op)| match *op {
+            Op::Fault { gpu, .. } => gpu == i,
+            Op::Prefetch { to, .. } => matches!(to, Target::Gpu(g) if g == i),
+        })
+    };
+    if let Some((index, &node)) = agents
+        .gpu_nodes
+        .iter()
+        .enumerate()
+        .find(|&(i, _)| i >= gpus && used(i))
+    {
+        return Err(ReplayError::NoSuchGpu {
+            node,
+            index,
+            machine: policy.machine.name().to_owned(),
+            gpus,
+        });
+    }
+    let preferred = policy
+        .preferred
+        .map(|p| agents.location("--preferred-loc", p))
+        .transpose()?;
+    let prefetch = policy
+        .prefetch
+        .map(|p| agents.location("--prefetch-loc", p))
+        .transpose()?;
+    for target in [preferred, prefetch].into_iter().flatten() {
+        if let Target::Gpu(index) = target
+            && index >= gpus
+        {
+            return Err(ReplayError::NoSuchGpu {
+                node: agents.gpu_nodes[index],
+                index,
+                machine: policy.machine.name().to_owned(),
+                gpus,
+            });
+        }
+    }
+    let regions = regions(&ops);
+    let span: u64 = regions.iter().map(|(s, e)| e - s).sum();
+    if span > MAX_REPLAY_BYTES {
+        return Err(ReplayError::TooLarge {
+            bytes: span,
+            max: MAX_REPLAY_BYTES,
+        });
+    }
+    let model = Model::new(ModelConfig {
+        machine: policy.machine.clone(),
+        timing: policy.timing.clone(),
+        clock: ClockMode::Model,
+        ..ModelConfig::default()
+    })
+    .map_err(|e| ReplayError::Emulator(e.to_string()))?;
+    let costs = model.costs().clone();
+    let recorded = recorded_stats(trace, &agents, &regions, &costs);
+    let xnack = policy
+        .xnack
+        .unwrap_or_else(|| ops.iter().any(|(_, op)| matches!(op, Op::Fault { .. })));
+    let view = Arc::clone(&model);
+    let setup = Setup {
+        regions: regions.clone(),
+        ops,
+        xnack,
+        granularity: policy.granularity,
+        preferred,
+        prefetch,
+        access: policy.access,
+        trace_gpus: agents.gpu_nodes.len(),
+    };
+    let replayed = kfd_emu::supervisor::run_attached(model, move || run(&view, &setup))
+        .map_err(|e| ReplayError::Emulator(e.to_string()))??;
+    Ok(Comparison {
+        regions: regions
+            .iter()
+            .zip(recorded)
+            .zip(replayed.per_region)
+            .map(|((&(start, end), recorded), replayed)| RegionRow {
+                start,
+                end,
+                recorded,
+                replayed,
+            })
+            .collect(),
+        operations: replayed.operations,
+    })
+}
+
+/// What the replaying thread needs.
+struct Setup {
+    regions: Vec<(u64, u64)>,
+    ops: Vec<(u64, Op)>,
+    xnack: bool,
+    granularity: Option<u8>,
+    preferred: Option<Target>,
+    prefetch: Option<Target>,
+    access: Option<AccessArg>,
+    trace_gpus: usize,
+}
+
+struct Replayed {
+    per_region: Vec<Stats>,
+    operations: u64,
+}
+
+/// On the thread attached to `model`: registers the regions and runs the operations.
+fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
+    let fail = |what: &str, e: &dyn fmt::Display| ReplayError::Replay(format!("{what}: {e}"));
+    let kfd = Kfd::open().map_err(|e| fail("opening the emulated /dev/kfd", &e))?;
+    let gpu_ids: Vec<u32> = model.machine().gpus().iter().map(|g| g.gpu_id).collect();
+    for g in model.machine().gpus() {
+        kfd.acquire_vm(g.gpu_id, g.render_minor)
+            .map_err(|e| fail("ACQUIRE_VM", &e))?;
+    }
+    kfd.set_xnack_mode(setup.xnack)
+        .map_err(|e| fail("SET_XNACK_MODE", &e))?;
+    let location = |t: Target| match t {
+        Target::System => Location::System,
+        Target::Gpu(i) => Location::Gpu(gpu_ids[i]),
+    };
+    let mut attrs = SvmAttrs::new();
+    if let Some(g) = setup.granularity {
+        attrs = attrs.granularity(g);
+    }
+    if let Some(p) = setup.preferred {
+        attrs = attrs.preferred_location(location(p));
+    }
+    if let Some(a) = setup.access {
+        let access = match a {
+            AccessArg::Access => Access::Access,
+            AccessArg::InPlace => Access::AccessInPlace,
+            AccessArg::None => Access::NoAccess,
+        };
+        for &g in &gpu_ids[..setup.trace_gpus.min(gpu_ids.len())] {
+            attrs = attrs.access(g, access);
+        }
+    }
+    let options = MapOptions {
+        huge_aligned: true,
+        ..MapOptions::default()
+    };
+    let mut buffers = Vec::new();
+    for &(s, e) in &setup.regions {
+        let len = usize::try_from(e - s).map_err(|_| fail("a region", &"too large"))?;
+        buffers.push(
+            SvmBuffer::with_options(&kfd, len, &attrs, options)
+                .map_err(|e| fail("registering a region", &e))?,
+        );
+    }
+    let mask = SmiEventMask::MIGRATE_START
+        | SmiEventMask::MIGRATE_END
+        | SmiEventMask::PAGE_FAULT_START
+        | SmiEventMask::PAGE_FAULT_END;
+    let mut streams = gpu_ids
+        .iter()
+        .map(|&g| SmiStream::open(&kfd, g, mask))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| fail("SMI_EVENTS", &e))?;
+    // Where a recorded address is in the replay.
+    let translate = |addr: u64| {
+        let i = region_of(&setup.regions, addr)?;
+        Some((i, buffers[i].addr() + (addr - setup.regions[i].0)))
+    };
+    let pid = std::process::id() as i32;
+    let mut per_region = vec![Stats::default(); setup.regions.len()];
+    let mut events = Vec::new();
+    let mut operations = 0;
+    for &(_, op) in &setup.ops {
+        let before = model.clock().modeled_ns();
+        let region = match op {
+            Op::Fault { gpu, addr, write } => {
+                let Some((i, at)) = translate(addr) else {
+                    continue;
+                };
+                let at = at & !(DEFAULT_PAGE_SIZE - 1);
+                let access = if write {
+                    model.gpu_write(pid, gpu_ids[gpu], at, &[0])
+                } else {
+                    model.gpu_read(pid, gpu_ids[gpu], at, &mut [0])
+                };
+                if access.is_err() {
+                    per_region[i].unserviced += 1;
+                }
+                i
+            }
+            Op::Prefetch { start, end, to } => {
+                let (Some((i, a)), Some((j, _))) = (translate(start), translate(end - 1)) else {
+                    continue;
+                };
+                if i != j {
+                    continue;
+                }
+                let to = location(setup.prefetch.unwrap_or(to));
+                let prefetch = SvmAttrs::new().prefetch_location(to);
+                // SAFETY: [a, a + end - start) lies inside buffer i, which this thread owns
+                // and registered; nothing holds a reference into it.
+                unsafe { prefetch.apply(&kfd, a, end - start) }
+                    .map_err(|e| fail("a prefetch", &e))?;
+                i
+            }
+        };
+        operations += 1;
+        per_region[region].modeled_ns += model.clock().modeled_ns() - before;
+        for stream in &mut streams {
+            for event in stream.pending() {
+                events.push(event.map_err(|e| fail("reading SMI events", &e))?);
+            }
+        }
+    }
+    let agent_map = AgentMap::new(
+        gpu_ids.iter().enumerate().map(|(i, &g)| (g, i as u32)),
+        None,
+    );
+    let pairing = Pairing::new(&events, DEFAULT_PAGE_SIZE, &agent_map);
+    let base_of = |addr: u64| {
+        setup
+            .regions
+            .iter()
+            .zip(&buffers)
+            .position(|(&(s, e), b)| b.addr() <= addr && addr < b.addr() + (e - s))
+    };
+    for r in &pairing.records {
+        let Some(i) = base_of(r.start_address) else {
+            continue;
+        };
+        let s = &mut per_region[i];
+        match r.kind {
+            KfdKind::PageFault => s.faults += 1,
+            KfdKind::PageMigrate => {
+                s.migrations += 1;
+                s.bytes += r.bytes();
+            }
+            _ => {}
+        }
+    }
+    drop(buffers);
+    Ok(Replayed {
+        per_region,
+        operations,
+    })
+}

@@ -1,0 +1,284 @@
+//! `kfdtool replay`: a trace recorded on the emulator (GPU read faults with XNACK on, and a
+//! prefetch) replayed under other granularities and prefetch locations; the migrations, bytes,
+//! faults and modeled times of each run are what the kernel's policy and the timing model
+//! give, to the nanosecond.
+//!
+//! Recording needs kfd-emu's GPU view (a GPU touching memory), so it runs on the emulator; the
+//! replay always runs on the model.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use kfd_emu::machine::Machine;
+use kfd_emu::model::{ClockMode, Costs, Model, ModelConfig, Timing};
+use kfd_ioctl::Kfd;
+use kfd_ioctl::abi::SmiEventMask;
+use kfd_ioctl::topology::Topology;
+use kfd_svm::{
+    AgentMap, DEFAULT_PAGE_SIZE, Location, MapOptions, Pairing, SmiStream, Summary, SvmAttrs,
+    SvmBuffer,
+};
+use kfdtool::replay::{AccessArg, Comparison, LocationArg, Policy, RegionRow, Stats, replay};
+use kfdtool::rocpd::{self, Agent, TraceInfo};
+
+const MIB: u64 = 1 << 20;
+const PAGE: u64 = 4096;
+
+/// Records: GPU reads of pages 5, 6 and 700 of a 4 MiB range (XNACK on, granularity 9: two
+/// faults, two 2 MiB migrations; page 6 is mapped by then), then a prefetch of another 2 MiB
+/// to the GPU. Returns the database and the two ranges.
+fn record(dir: &Path, clock: ClockMode) -> (PathBuf, (u64, u64), (u64, u64)) {
+    let model = Model::new(ModelConfig {
+        machine: Machine::preset("mi300x").expect("preset"),
+        clock,
+        ..ModelConfig::default()
+    })
+    .expect("model");
+    let view = Arc::clone(&model);
+    let (records, topology, pid, faulted, prefetched) =
+        kfd_emu::supervisor::run_attached(model, move || {
+            let kfd = Kfd::open().expect("open the emulated /dev/kfd");
+            let topology = Topology::read().expect("topology");
+            for g in view.machine().gpus() {
+                kfd.acquire_vm(g.gpu_id, g.render_minor)
+                    .expect("acquire_vm");
+            }
+            let gpu = view.machine().gpus()[0].gpu_id;
+            kfd.set_xnack_mode(true).expect("XNACK on");
+            let mut smi = SmiStream::open(
+                &kfd,
+                gpu,
+                SmiEventMask::all().difference(SmiEventMask::ALL_PROCESS),
+            )
+            .expect("SMI");
+            let huge = MapOptions {
+                huge_aligned: true,
+                ..MapOptions::default()
+            };
+            let pid = std::process::id();
+            let a = SvmBuffer::with_options(&kfd, (4 * MIB) as usize, &SvmAttrs::new(), huge)
+                .expect("buffer");
+            for page in [5, 6, 700] {
+                view.gpu_read(pid as i32, gpu, a.addr() + page * PAGE, &mut [0u8; 8])
+                    .expect("the fault is handled");
+            }
+            // The prefetched range must not touch the faulted one (touching ranges are one
+            // region of the replay): buffers the trace never names are kept until one is apart.
+            let apart = |x: u64, xl: u64, y: u64, yl: u64| x + xl < y || y + yl < x;
+            let mut spacers = Vec::new();
+            let mut b = loop {
+                let b = SvmBuffer::with_options(&kfd, (2 * MIB) as usize, &SvmAttrs::new(), huge)
+                    .expect("buffer");
+                if apart(a.addr(), 4 * MIB, b.addr(), 2 * MIB) {
+                    break b;
+                }
+                assert!(spacers.len() < 8, "every mapping lands next to the first");
+                spacers.push(b);
+            };
+            b.prefetch(Location::Gpu(gpu)).expect("prefetch");
+            let events: Vec<_> = smi.pending().map(|e| e.expect("event")).collect();
+            let pairing = Pairing::new(
+                &events,
+                DEFAULT_PAGE_SIZE,
+                &AgentMap::from_topology(&topology),
+            );
+            let faulted = (a.addr(), a.addr() + 4 * MIB);
+            let prefetched = (b.addr(), b.addr() + 2 * MIB);
+            (pairing.records, topology, pid, faulted, prefetched)
+        })
+        .expect("attach");
+    let info = TraceInfo {
+        pid,
+        ppid: 1,
+        command: "replay test".into(),
+        start_ns: records.first().map_or(0, |r| r.start_ns),
+        end_ns: records.last().map_or(0, |r| r.end_ns),
+        agents: Agent::from_topology(&topology),
+        clock_samples: Vec::new(),
+    };
+    let db = dir.join("results.db");
+    rocpd::write_rocpd(&db, &info, &records).expect("write the database");
+    (db, faulted, prefetched)
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kfdtool-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn policy(granularity: Option<u8>) -> Policy {
+    Policy {
+        machine: Machine::preset("mi300x").expect("preset"),
+        timing: Timing::default(),
+        granularity,
+        preferred: None,
+        prefetch: None,
+        xnack: None,
+        access: None,
+    }
+}
+
+fn stats(migrations: u64, bytes: u64, faults: u64, modeled_ns: u64) -> Stats {
+    Stats {
+        migrations,
+        bytes,
+        faults,
+        unserviced: 0,
+        modeled_ns,
+        measured_ns: 0,
+    }
+}
+
+/// The row of the region starting at `start`.
+fn row(c: &Comparison, start: u64) -> &RegionRow {
+    c.regions
+        .iter()
+        .find(|r| r.start == start)
+        .unwrap_or_else(|| panic!("no region at {start:#x}: {c}"))
+}
+
+#[test]
+fn granularity_0_and_9_migrate_what_the_policy_says_in_the_modeled_time() {
+    let dir = temp_dir("replay");
+    let (db, faulted, prefetched) = record(&dir, ClockMode::Wall);
+    let trace = rocpd::read_rocpd(&db).expect("read back");
+    let costs = Costs::new(&Machine::preset("mi300x").unwrap(), Timing::default());
+    let t = &costs.timing;
+    let fault_2m = t.fault_service_ns + costs.migration_ns(0, 2 * MIB);
+    let prefetch_2m = t.prefetch_setup_ns + costs.migration_ns(0, 2 * MIB);
+
+    // Granularity 9, the recording's: the same two faults, each moving its 2 MiB block.
+    let g9 = replay(&trace, &policy(Some(9))).expect("replay");
+    assert_eq!(g9.operations, 3, "two faults and one prefetch");
+    assert_eq!(g9.regions.len(), 2);
+    let (rf, rp) = (row(&g9, faulted.0), row(&g9, prefetched.0));
+    assert_eq!((rf.start, rf.end), faulted);
+    assert_eq!((rp.start, rp.end), prefetched);
+    let expected_faults = stats(2, 4 * MIB, 2, 2 * fault_2m);
+    let expected_prefetch = stats(1, 2 * MIB, 0, prefetch_2m);
+    assert_eq!(rf.replayed, expected_faults);
+    assert_eq!(rp.replayed, expected_prefetch);
+    // The recording, timed by the model, is the same.
+    let without_measured = |s: Stats| Stats {
+        measured_ns: 0,
+        ..s
+    };
+    assert_eq!(without_measured(rf.recorded), expected_faults);
+    assert_eq!(without_measured(rp.recorded), expected_prefetch);
+
+    // Granularity 0: each fault moves its own page only.
+    let g0 = replay(&trace, &policy(Some(0))).expect("replay");
+    let fault_page = t.fault_service_ns + costs.migration_ns(0, PAGE);
+    assert_eq!(
+        row(&g0, faulted.0).replayed,
+        stats(2, 2 * PAGE, 2, 2 * fault_page)
+    );
+    // The prefetch moves the whole range whatever the granularity.
+    assert_eq!(row(&g0, prefetched.0).replayed, expected_prefetch);
+    let ((_, t9), (_, t0)) = (g9.totals(), g0.totals());
+    assert_eq!(t9.bytes - t0.bytes, 4 * MIB - 2 * PAGE);
+    assert_eq!(
+        t9.modeled_ns - t0.modeled_ns,
+        2 * (costs.migration_ns(0, 2 * MIB) - costs.migration_ns(0, PAGE))
+    );
+
+    // Prefetches sent to system memory move nothing: the range is there already.
+    let mut to_system = policy(None);
+    to_system.prefetch = Some(LocationArg::System);
+    let sys = replay(&trace, &to_system).expect("replay");
+    assert_eq!(row(&sys, prefetched.0).replayed, Stats::default());
+    assert_eq!(
+        row(&sys, faulted.0).replayed,
+        expected_faults,
+        "default granularity: 9"
+    );
+
+    // ACCESS_IN_PLACE: each fault maps the pages where they are, nothing migrates.
+    let mut in_place = policy(None);
+    in_place.access = Some(AccessArg::InPlace);
+    let r = replay(&trace, &in_place).expect("replay");
+    assert_eq!(
+        row(&r, faulted.0).replayed,
+        stats(0, 0, 2, 2 * t.fault_service_ns)
+    );
+
+    // Preferred location system memory: the faults restore the pages there.
+    let mut preferred = policy(None);
+    preferred.preferred = Some(LocationArg::System);
+    let r = replay(&trace, &preferred).expect("replay");
+    assert_eq!(
+        row(&r, faulted.0).replayed,
+        stats(0, 0, 2, 2 * t.fault_service_ns)
+    );
+
+    // XNACK off and no access: the GPU accesses stay faults nobody services.
+    let mut off = policy(None);
+    off.xnack = Some(false);
+    let r = replay(&trace, &off).expect("replay");
+    assert_eq!(row(&r, faulted.0).replayed.unserviced, 2);
+    assert_eq!(
+        (
+            row(&r, faulted.0).replayed.faults,
+            row(&r, faulted.0).replayed.migrations
+        ),
+        (0, 0)
+    );
+
+    // The command line prints the comparison, per range and in total.
+    let out = Command::new(env!("CARGO_BIN_EXE_kfdtool"))
+        .args(["replay", db.to_str().unwrap(), "--granularity", "0"])
+        .output()
+        .expect("run kfdtool");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(g0.to_string(), stdout);
+    assert!(stdout.starts_with("replayed 3 operations\n"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("range {:#x}-{:#x} (4 MiB):", faulted.0, faulted.1)),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("  replay ").count(), 3, "{stdout}");
+
+    // A location that is no GPU of the trace is refused by name.
+    let out = Command::new(env!("CARGO_BIN_EXE_kfdtool"))
+        .args(["replay", db.to_str().unwrap(), "--preferred-loc", "77"])
+        .output()
+        .expect("run kfdtool");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--preferred-loc: node 77 is not a GPU agent"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_trace_recorded_under_the_model_clock_summarises_to_the_models_figures() {
+    let dir = temp_dir("model-summary");
+    let (db, _, _) = record(&dir, ClockMode::Model);
+    let trace = rocpd::read_rocpd(&db).expect("read back");
+    let costs = Costs::new(&Machine::preset("mi300x").unwrap(), Timing::default());
+    let summary = Summary::new(&trace.records);
+    // Three 2 MiB migrations to the GPU (two faults, one prefetch), one after the other: busy
+    // for three migration times, so the throughput is the modeled link's.
+    assert_eq!(summary.migrations.len(), 1, "{summary}");
+    let stats = summary.migrations.values().next().expect("one direction");
+    let one = costs.migration_ns(0, 2 * MIB);
+    assert_eq!((stats.count, stats.bytes), (3, 6 * MIB));
+    assert_eq!(stats.busy_ns, 3 * one);
+    let expected = (2 * MIB) as f64 * 1e9 / one as f64;
+    assert!((stats.throughput().expect("time passed") - expected).abs() < 1e-6);
+    // Each fault lasts its service and its block's migration.
+    let latency = summary.fault_latency.expect("faults");
+    let fault = costs.timing.fault_service_ns + one;
+    assert_eq!((latency.count, latency.min, latency.max), (2, fault, fault));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
