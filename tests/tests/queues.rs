@@ -879,3 +879,75 @@ fn random_ring_contents_stop_their_queue_and_the_engine_goes_on() {
         sdma.wait(c, WAIT).unwrap();
     });
 }
+
+/// Under kfd-emu's model clock an SDMA copy takes what the timing model says it takes: the
+/// engine's TIMESTAMP packets on both sides of a host → VRAM copy differ by exactly the
+/// model's cost of that copy over the GPU's host link (the GPU counter runs at 100 MHz, so to
+/// the 10 ns tick), and a copy within VRAM is timed over no host link. Emulator only: the
+/// hardware's own timing is what it is.
+#[test]
+fn under_the_model_clock_an_sdma_copy_takes_the_timing_models_time() {
+    use kfd_emu::machine::Machine;
+    use kfd_emu::model::{ClockMode, ModelConfig};
+    // One COPY_LINEAR packet each (the model charges its setup per packet).
+    const LEN: u64 = 1 << 20;
+    for machine in ["mi300x", "radeon-vii"] {
+        let model = Model::new(ModelConfig {
+            machine: Machine::preset(machine).expect("preset"),
+            clock: ClockMode::Model,
+            ..ModelConfig::default()
+        })
+        .expect("model");
+        let target = Target::Emulated {
+            machine,
+            model: model.clone(),
+        };
+        let (host_to_vram, vram_to_vram) = kfd_emu::supervisor::run_attached(model.clone(), || {
+            let env = open(&target);
+            let host = env.bo(0, LEN, GTT);
+            let vram = env.bo(16 << 20, 2 * LEN, VRAM);
+            let stamps = env.bo(48 << 20, 4096, GTT);
+            let mut q = env.queue();
+            let ts = |at: u64| Command::Timestamp {
+                addr: stamps.va() + at,
+            };
+            let copy = |dst, src| Command::Copy {
+                dst,
+                src,
+                bytes: LEN,
+            };
+            let c = q
+                .submit(&[
+                    ts(0),
+                    copy(vram.va(), host.va()),
+                    ts(8),
+                    copy(vram.va() + LEN, vram.va()),
+                    ts(16),
+                ])
+                .unwrap();
+            q.wait(c, WAIT).unwrap();
+            let mut raw = [0u8; 24];
+            stamps.map_cpu().unwrap().read(0, &mut raw).unwrap();
+            let t: Vec<u64> = raw
+                .chunks(8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            (t[1] - t[0], t[2] - t[1])
+        })
+        .expect("attach");
+        let costs = model.costs();
+        let ticks = |ns: u64| ns / 10;
+        let want_in = costs.sdma_copy_ns(0, None, Some(0), LEN);
+        let want_local = costs.sdma_copy_ns(0, Some(0), Some(0), LEN);
+        // Whole ticks of a clock that started at an arbitrary ns: within one tick.
+        assert!(
+            host_to_vram.abs_diff(ticks(want_in)) <= 1,
+            "{machine}: host → VRAM took {host_to_vram} ticks, the model says {want_in} ns"
+        );
+        assert!(
+            vram_to_vram.abs_diff(ticks(want_local)) <= 1,
+            "{machine}: VRAM → VRAM took {vram_to_vram} ticks, the model says {want_local} ns"
+        );
+        assert!(want_in > want_local, "{machine}: the host link costs more");
+    }
+}

@@ -77,7 +77,6 @@ impl Device {
     /// (`None`: system memory; `Some(i)`: GPU `i`'s VRAM): advances the model clock by
     /// [`Costs::sdma_copy_ns`] and returns the clock's time when the copy completes (what a
     /// completion's timestamp or fence should carry).
-    #[allow(dead_code)] // for the SDMA engine (model/sdma.rs), which another change adds
     pub(super) fn time_sdma_copy(
         &self,
         engine: usize,

@@ -19,7 +19,7 @@
 use super::driver::Driver;
 use super::engine::{Work, advance, signal_interrupt, stop, vm_fault};
 use super::gpu_view::GpuFault;
-use super::host::clock_ns;
+use super::objects::Domain;
 use super::queues::Stopped;
 
 /// `SDMA_OP_*` of `vega10_sdma_pkt_open.h`.
@@ -167,7 +167,14 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
             trace(format!(
                 "COPY_LINEAR src={src:#x} dst={dst:#x} bytes={count}"
             ));
-            copy(drv, w, src, dst, count)
+            let copied = copy(drv, w, src, dst, count);
+            if copied.is_ok() {
+                // The timing model's cost of the copy over the link it takes (a peer's VRAM
+                // over xGMI when there is a direct link, else PCIe through system memory).
+                let (from, to) = (vram_of(drv, w, src), vram_of(drv, w, dst));
+                drv.dev.time_sdma_copy(w.gpu, from, to, count);
+            }
+            copied
         }
         OP_CONST_FILL => {
             // fillsize in header bits 30-31 (2: dwords); count is bytes - 1.
@@ -239,9 +246,11 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
             }
         }
         _ => {
-            // TIMESTAMP GET_GLOBAL: the 64-bit GPU clock (100 MHz reference) at the address.
+            // TIMESTAMP GET_GLOBAL: the 64-bit GPU clock (100 MHz reference) at the address,
+            // the same counter GET_CLOCK_COUNTERS reports (so under the model clock it
+            // follows the model).
             let dst = addr(p[1] & !7, p[2]);
-            let ticks = clock_ns(libc::CLOCK_MONOTONIC_RAW) / 10;
+            let ticks = drv.dev.clock.raw_ns() / 10;
             trace(format!("TIMESTAMP addr={dst:#x} value={ticks}"));
             drv.write_here(w.tgid, w.gpu_id, dst, &ticks.to_le_bytes())
         }
@@ -250,6 +259,17 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
         Ok(()) => Step::Done(len),
         Err(f) => fault_step(drv, w, f),
     }
+}
+
+/// The GPU (index) whose VRAM the queue's GPU reaches at `va`: a VRAM BO mapped there in the
+/// process's VM of that GPU. `None` for system memory (GTT, USERPTR, SVM ranges, which the
+/// model keeps in the process's memory) and for an address the VM does not map.
+fn vram_of(drv: &Driver, w: &Work, va: u64) -> Option<usize> {
+    let st = drv.lock();
+    let pdd = st.procs.get(&w.tgid)?.pdds.get(w.gpu)?;
+    let (_, mapping) = pdd.vm.lookup(va)?;
+    let backing = st.backings.get(&mapping.backing)?;
+    (backing.domain == Domain::Vram).then_some(backing.gpu)
 }
 
 /// Copies `count` bytes from `src` to `dst` through the GPU view, in chunks.
