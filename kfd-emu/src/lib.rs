@@ -65,6 +65,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod arenas;
 pub mod backend;
 pub mod counting;
 pub mod machine;

@@ -60,6 +60,8 @@ impl Model {
         // Every VRAM and GTT BO holds a memfd: let the model hold as many as the hard limit
         // allows (the soft limit is often 1024).
         files::raise_fd_limit();
+        // Before the engine and GPU-view threads start: see `arenas`.
+        crate::arenas::one_per_thread();
         let drv = Arc::new(Driver::new(Device::new(cfg)));
         scheduler::start(&drv);
         Ok(Arc::new(Model {

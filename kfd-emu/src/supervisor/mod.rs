@@ -211,9 +211,16 @@ impl Drop for Attached {
 /// listener handed over. Threads and processes the calling thread creates afterwards are
 /// filtered as well and served by the same supervisor; other threads of the process are not.
 ///
+/// It raises glibc's malloc arena limit (`M_ARENA_MAX`) for the process first, so that the
+/// supervisor's threads get arenas of their own: glibc makes notified calls (`mprotect`,
+/// `munmap`, `madvise`, `brk`) while it holds the calling thread's arena lock.
+///
 /// See [`Attached`] for what remains after the guard is dropped; [`run_attached`] is the
 /// usual way in.
 pub fn attach(backend: Arc<dyn Backend>) -> Result<Attached, SupervisorError> {
+    // Before the supervisor's threads start: an attached thread may hold its malloc arena's
+    // lock inside a notified call (see `crate::arenas`).
+    crate::arenas::one_per_thread();
     let filter = Filter::kfd();
     let shutdown = eventfd(0, EventfdFlags::CLOEXEC).map_err(|source| SupervisorError::Setup {
         what: "eventfd",
