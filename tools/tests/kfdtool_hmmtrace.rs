@@ -1,5 +1,6 @@
 //! A known workload under kfd-emu (an 8 MiB SVM prefetch to a GPU, a GPU read fault and a GPU
-//! write fault with XNACK on, an munmap of a registered range) recorded and written in
+//! write fault with XNACK on, an munmap of a registered range, and an SDMA copy, which adds
+//! no KFD record) recorded and written in
 //! rocprofv3's formats: the records, the rocpd database rows (read with queries like rocpd's),
 //! the regions CSV text and the JSON values are checked field by field, the summary figures
 //! against what the workload implies, the SVGs for their structure, and `kfdtool report` on the
@@ -15,8 +16,9 @@ use std::sync::Arc;
 use kfd_emu::machine::Machine;
 use kfd_emu::model::{Model, ModelConfig};
 use kfd_ioctl::Kfd;
-use kfd_ioctl::abi::SmiEventMask;
+use kfd_ioctl::abi::{AllocMemFlags, SmiEventMask};
 use kfd_ioctl::topology::Topology;
+use kfd_queue::{QueueContext, SdmaEngine, SdmaQueue};
 use kfd_svm::{
     Access, AgentMap, DEFAULT_PAGE_SIZE, KfdKind, KfdRecord, Location, MapOptions, Pairing,
     SmiEvent, SmiStream, Summary, SvmAttrs, SvmBuffer,
@@ -104,6 +106,42 @@ fn run_workload() -> Workload {
                 events.push(e.expect("event"));
             }
         }
+        // 4. An SDMA copy of 1 MiB from system memory to VRAM through a user queue: the
+        //    kernel emits no SMI record for a user queue's work, so it adds no KFD record.
+        let va = kfd_ioctl::mem::Reservation::new(8 << 20, 2 << 20).expect("GPU VA range");
+        let base = va.addr().as_ptr() as u64;
+        let gtt = AllocMemFlags::GTT | AllocMemFlags::WRITABLE;
+        let vram = AllocMemFlags::VRAM | AllocMemFlags::WRITABLE | AllocMemFlags::PUBLIC;
+        let host = kfd
+            .alloc_memory_of_gpu(gpu, base, MIB, gtt)
+            .expect("GTT BO");
+        let dev = kfd
+            .alloc_memory_of_gpu(gpu, base + (4 << 20), MIB, vram)
+            .expect("VRAM BO");
+        kfd.map_memory_to_gpu(&host, &[gpu]).expect("map");
+        kfd.map_memory_to_gpu(&dev, &[gpu]).expect("map");
+        host.map_cpu()
+            .expect("CPU map")
+            .write(0, &[0x3c; 4096])
+            .expect("write");
+        let context = QueueContext::new(&kfd, &topology).expect("queue context");
+        let mut q = SdmaQueue::new(&context, gpu, SdmaEngine::Pcie, 4096).expect("SDMA queue");
+        let done = q.copy(dev.va(), host.va(), MIB).expect("copy");
+        q.wait(done, std::time::Duration::from_secs(10))
+            .expect("copy done");
+        let mut copied = [0u8; 4096];
+        dev.map_cpu()
+            .expect("CPU map")
+            .read(0, &mut copied)
+            .expect("read");
+        assert_eq!(copied, [0x3c; 4096], "the SDMA copy ran");
+        drop(q);
+        for s in &mut streams {
+            for e in s.pending() {
+                events.push(e.expect("event"));
+            }
+        }
+
         let faulted = b.addr();
         drop(b);
         Workload {
