@@ -504,9 +504,10 @@ fn build_rocr_program(name: &str) -> Option<PathBuf> {
 /// Unmodified ROCr 5.2.3 on the GFX9 presets: on every GPU agent, an AQL queue from
 /// hsa_queue_create completes a BARRIER_AND and a BARRIER_OR in dependency order (the OR
 /// packet, its dependency met, still waits behind the AND packet), and
-/// hsa_amd_memory_async_copy moves 1 MiB host→device and back through ROCr's SDMA blits
-/// (HSA_ENABLE_SDMA=1, ROCr's default for dGPUs, set to be sure), which the emulator's SDMA
-/// engines run: COPY_LINEAR, the HDP-flush register poll, the ATOMIC that decrements the
+/// hsa_amd_memory_async_copy moves 1 MiB host→device (after a dependency signal) and back
+/// through ROCr's SDMA blits (HSA_ENABLE_SDMA=1, ROCr's default for dGPUs, set to be sure),
+/// profiled, which the emulator's SDMA engines run: the POLL_REGMEMs on the dependency, the
+/// TIMESTAMPs, the HDP-flush register poll, COPY_LINEAR, the ATOMIC that decrements the
 /// signal, and the FENCE and TRAP of its event mailbox. hsa_shut_down then destroys it all:
 /// `--check-leaks` finds only libhsakmt's events page.
 #[test]
@@ -543,6 +544,17 @@ fn rocr_runs_barriers_in_dependency_order_and_copies_through_sdma() {
         assert_eq!(sdma(": POLL_REGMEM register="), 2 * gpus, "{name}: {err}");
         assert_eq!(sdma(": ATOMIC op=47 "), 2 * gpus, "{name}: {err}");
         assert_eq!(sdma(": TRAP "), 2 * gpus, "{name}: {err}");
+        // The first copy's dependency: a poll of each dword of the signal's value, until
+        // both hold 0; both copies profiled: a timestamp before and after each.
+        let polls_held = err
+            .lines()
+            .filter(|l| {
+                l.contains(": POLL_REGMEM addr=")
+                    && l.ends_with(" func=3 value=0x0 mask=0xffffffff: holds")
+            })
+            .count();
+        assert_eq!(polls_held, 2 * gpus, "{name}: {err}");
+        assert_eq!(sdma(": TIMESTAMP "), 4 * gpus, "{name}: {err}");
         assert!(!err.contains("stopped"), "{name}: {err}");
         // ROCr destroyed every queue it created.
         assert_eq!(

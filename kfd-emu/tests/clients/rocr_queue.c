@@ -6,7 +6,8 @@
  *    packet processor runs packets in order); completing A then completes both, in order.
  *  - hsa_amd_memory_async_copy a buffer host→device and back device→host (memory from
  *    hsa_amd_memory_pool_allocate, access through hsa_amd_agents_allow_access) and check the
- *    bytes. With HSA_ENABLE_SDMA=1 (the test's environment) ROCr copies through its SDMA
+ *    bytes; the first copy waits for a dependency signal and is profiled (its start and end
+ *    times, from the engine's timestamps). With HSA_ENABLE_SDMA=1 (the test's environment) ROCr copies through its SDMA
  *    queues (BlitSdma).
  * then hsa_shut_down. One line per agent for the Rust test; exits non-zero at the first
  * failure, naming it.
@@ -176,7 +177,8 @@ static int copies(hsa_agent_t gpu, int n)
 {
     hsa_amd_memory_pool_t device_pool;
     uint8_t *src = NULL, *back = NULL, *dev = NULL;
-    hsa_signal_t done;
+    hsa_signal_t done, gate;
+    hsa_amd_profiling_async_copy_time_t time;
     uint32_t i;
 
     if (pool_of(gpu, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED, &device_pool))
@@ -191,8 +193,16 @@ static int copies(hsa_agent_t gpu, int n)
         back[i] = 0;
     }
     CHECK(hsa_signal_create(1, 0, NULL, &done));
-    CHECK(hsa_amd_memory_async_copy(dev, gpu, src, cpu_agent, COPY_BYTES, 0, NULL, done));
+    CHECK(hsa_signal_create(1, 0, NULL, &gate));
+    /* The host to device copy waits for `gate` (BlitSdma polls its value's two dwords). */
+    CHECK(hsa_amd_memory_async_copy(dev, gpu, src, cpu_agent, COPY_BYTES, 1, &gate, done));
+    EXPECT(wait_below(done, 1, SHORT_WAIT) == 1, "gpu %d: copy done before its dependency", n);
+    hsa_signal_store_screlease(gate, 0);
     EXPECT(wait_below(done, 1, LONG_WAIT) == 0, "gpu %d: host to device copy not done", n);
+    /* Profiled: the engine's timestamps before and after the copy. */
+    CHECK(hsa_amd_profiling_get_async_copy_time(done, &time));
+    EXPECT(time.start != 0 && time.end >= time.start, "gpu %d: copy time %lu..%lu", n,
+           (unsigned long)time.start, (unsigned long)time.end);
     hsa_signal_store_relaxed(done, 1);
     CHECK(hsa_amd_memory_async_copy(back, cpu_agent, dev, gpu, COPY_BYTES, 0, NULL, done));
     EXPECT(wait_below(done, 1, LONG_WAIT) == 0, "gpu %d: device to host copy not done", n);
@@ -200,6 +210,7 @@ static int copies(hsa_agent_t gpu, int n)
         EXPECT(back[i] == src[i], "gpu %d: byte %u is %#x, not %#x", n, i, back[i], src[i]);
     printf("gpu %d copied %u bytes there and back\n", n, COPY_BYTES);
     CHECK(hsa_signal_destroy(done));
+    CHECK(hsa_signal_destroy(gate));
     CHECK(hsa_amd_memory_pool_free(dev));
     CHECK(hsa_amd_memory_pool_free(back));
     CHECK(hsa_amd_memory_pool_free(src));
@@ -217,6 +228,7 @@ int main(void)
     EXPECT(cpu_agent.handle != 0, "no CPU agent");
     if (pool_of(cpu_agent, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED, &system_pool))
         return 1;
+    CHECK(hsa_amd_profiling_async_copy_enable(true));
     printf("gpus %d\n", agents.gpus);
     for (i = 0; i < agents.gpus; i++)
         if (barriers(agents.gpu[i], i) || copies(agents.gpu[i], i))
