@@ -420,3 +420,185 @@ fn under_the_model_clock_a_programs_clock_counters_advance_only_by_the_model() {
     assert_eq!(field("wait ", 0), 1, "{wall}");
     assert!(field("wait ", 1) >= 10_000_000, "{wall}");
 }
+
+/// The GFX9 presets ROCr 5.2.3 runs on: gfx906 (radeon-vii), gfx908 (mi100), gfx90a
+/// (mi210x8).
+const GFX9_PRESETS: [&str; 3] = ["radeon-vii", "mi100", "mi210x8"];
+
+/// Runs `program` under `kfd-emu run --machine machine --check-leaks --trace` with `env` set.
+fn run_traced(machine: &str, program: &Path, env: &[(&str, &str)]) -> Output {
+    Command::new(kfd_emu())
+        .args([
+            "run",
+            "--machine",
+            machine,
+            "--check-leaks",
+            "--trace",
+            "--",
+        ])
+        .arg(program)
+        .envs(env.iter().copied())
+        .output()
+        .expect("running kfd-emu")
+}
+
+/// Checks that what `--check-leaks` reports of a libhsakmt client is its events page alone:
+/// libhsakmt 5.2.3 allocates it (`KFD_SIGNAL_EVENT_LIMIT` 8-byte slots, 32 KiB, mapped on
+/// every GPU) at its first signal event, passes its handle as the first CREATE_EVENT's
+/// `event_page_offset`, and never frees it (hsaKmtCloseKFD leaves it; the kernel frees it at
+/// the process's exit, `kfd_process_free_outstanding_kfd_bos`). Anything else is a leak.
+fn only_the_events_page_leaks(name: &str, out: &Output) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let Some(at) = err.find("exited with live KFD objects:\n") else {
+        assert!(out.status.success(), "{name}: {}", describe(out));
+        return;
+    };
+    assert_eq!(out.status.code(), Some(3), "{name}: {}", describe(out));
+    let page = err
+        .split("CREATE_EVENT(event_page_offset=")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_else(|| panic!("{name}: no CREATE_EVENT traced\n{err}"));
+    let report = err[at..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "));
+    let mut lines = 0;
+    for line in report {
+        lines += 1;
+        let span = line
+            .strip_prefix("  mapping gpu_id=")
+            .and_then(|l| l.split(" va=").nth(1))
+            .and_then(|l| l.split_once(" handle="))
+            .and_then(|(range, handle)| {
+                let (start, end) = range.split_once("..")?;
+                let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+                Some((hex(end)? - hex(start)?, handle == page))
+            });
+        assert_eq!(
+            span,
+            Some((32 << 10, true)),
+            "{name}: a leak other than the events page ({page}): {line}"
+        );
+    }
+    assert!(lines > 0, "{name}: {}", describe(out));
+}
+
+/// libhsakmt's hsaKmtCreateQueue(HSA_QUEUE_COMPUTE_AQL) and hsaKmtDestroyQueue on the GFX9
+/// presets, with a BARRIER_AND packet the emulator's AQL packet processor runs in between: it
+/// waits while its dependency signal holds 1, then is consumed (its header back to INVALID,
+/// the read index at one) and decrements its completion signal to 0, whose event mailbox
+/// wakes hsaKmtWaitOnEvent. The queue is created at KFD 1.23, so the kernel's buffer checks
+/// (`kfd_queue_acquire_buffers`) see libhsakmt 5.2.3's own EOP and CWSR sizes: they are the
+/// kernel's on these GPUs. (On the gfx942, gfx11 and gfx12 presets, which ROCm 5.2 predates,
+/// its control stack size is not the node's `ctl_stack_size` and CREATE_QUEUE fails with
+/// `EINVAL`, as it would on such a kernel.)
+#[test]
+fn libhsakmt_aql_queue_runs_a_barrier_on_the_gfx9_presets() {
+    let Some(program) = build_hsakmt_program("hsakmt_aql") else {
+        return;
+    };
+    for name in GFX9_PRESETS {
+        let machine = Machine::preset(name).unwrap();
+        let out = run_traced(name, &program, &[]);
+        only_the_events_page_leaks(name, &out);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        for node in machine.topology().nodes.iter().filter(|n| n.is_gpu()) {
+            let want = format!("aql node={} signal=0 rptr=1 header=1 event=woke\n", node.id);
+            assert!(
+                text.contains(&want),
+                "{name}: no `{want}` in {}",
+                describe(&out)
+            );
+        }
+        assert!(text.ends_with("done\n"), "{name}: {text}");
+        // Created as AQL queues, and the packet waited before it ran.
+        let gpus = machine.topology().gpus().count();
+        assert_eq!(
+            err.matches("queue_type=COMPUTE_AQL,").count(),
+            gpus,
+            "{name}: {err}"
+        );
+        assert!(err.contains(": waits\n"), "{name}: {err}");
+        assert_eq!(err.matches("DESTROY_QUEUE(").count(), gpus, "{name}: {err}");
+    }
+}
+
+/// Builds `tests/clients/<name>.c` against ROCr (Debian's libhsa-runtime64 5.2.3).
+fn build_rocr_program(name: &str) -> Option<PathBuf> {
+    build_probe(
+        name,
+        &[
+            "/usr/include/hsa/hsa_ext_amd.h",
+            "/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so",
+        ],
+        "libhsa-runtime-dev (hsa/hsa.h, libhsa-runtime64.so)",
+        &[],
+        &["-lhsa-runtime64"],
+    )
+}
+
+/// Unmodified ROCr 5.2.3 on the GFX9 presets: on every GPU agent, an AQL queue from
+/// hsa_queue_create completes a BARRIER_AND and a BARRIER_OR in dependency order (the OR
+/// packet, its dependency met, still waits behind the AND packet), and
+/// hsa_amd_memory_async_copy moves 1 MiB host→device (after a dependency signal) and back
+/// through ROCr's SDMA blits (HSA_ENABLE_SDMA=1, ROCr's default for dGPUs, set to be sure),
+/// profiled, which the emulator's SDMA engines run: the POLL_REGMEMs on the dependency, the
+/// TIMESTAMPs, the HDP-flush register poll, COPY_LINEAR, the ATOMIC that decrements the
+/// signal, and the FENCE and TRAP of its event mailbox. hsa_shut_down then destroys it all:
+/// `--check-leaks` finds only libhsakmt's events page.
+#[test]
+fn rocr_runs_barriers_in_dependency_order_and_copies_through_sdma() {
+    let Some(program) = build_rocr_program("rocr_queue") else {
+        return;
+    };
+    for name in GFX9_PRESETS {
+        let machine = Machine::preset(name).unwrap();
+        let gpus = machine.topology().gpus().count();
+        let out = run_traced(name, &program, &[("HSA_ENABLE_SDMA", "1")]);
+        only_the_events_page_leaks(name, &out);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let mut want = vec![format!("gpus {gpus}")];
+        for n in 0..gpus {
+            want.push(format!("gpu {n} barriers and=0 or=0 read_index=2"));
+            want.push(format!("gpu {n} copied 1048576 bytes there and back"));
+        }
+        want.push("done".into());
+        assert_eq!(
+            text.lines().collect::<Vec<_>>(),
+            want,
+            "{name}: {}",
+            describe(&out)
+        );
+        // The copies ran on SDMA queues, each as ROCr's BlitSdma builds it for GFX9.
+        let sdma = |what: &str| {
+            err.lines()
+                .filter(|l| l.contains(" sdma gpu ") && l.contains(what))
+                .count()
+        };
+        assert_eq!(sdma(": COPY_LINEAR "), 2 * gpus, "{name}: {err}");
+        assert_eq!(sdma(": POLL_REGMEM register="), 2 * gpus, "{name}: {err}");
+        assert_eq!(sdma(": ATOMIC op=47 "), 2 * gpus, "{name}: {err}");
+        assert_eq!(sdma(": TRAP "), 2 * gpus, "{name}: {err}");
+        // The first copy's dependency: a poll of each dword of the signal's value, until
+        // both hold 0; both copies profiled: a timestamp before and after each.
+        let polls_held = err
+            .lines()
+            .filter(|l| {
+                l.contains(": POLL_REGMEM addr=")
+                    && l.ends_with(" func=3 value=0x0 mask=0xffffffff: holds")
+            })
+            .count();
+        assert_eq!(polls_held, 2 * gpus, "{name}: {err}");
+        assert_eq!(sdma(": TIMESTAMP "), 4 * gpus, "{name}: {err}");
+        assert!(!err.contains("stopped"), "{name}: {err}");
+        // ROCr destroyed every queue it created.
+        assert_eq!(
+            err.matches("CREATE_QUEUE(").count(),
+            err.matches("DESTROY_QUEUE(").count(),
+            "{name}: {err}"
+        );
+    }
+}

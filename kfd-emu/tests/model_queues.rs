@@ -220,7 +220,7 @@ fn compute_queues_need_the_gpus_eop_and_cwsr_sizes_on_newer_kernels() {
     let mut a = ok;
     a.eop_buffer_size = 8192;
     assert_eq!(create(&emu, &a).map(|_| ()), Err(Errno::INVAL));
-    // `ctl_stack_size != node ctl_stack_size`, `ctx_save_restore_area_size != cwsr_size`.
+    // `ctl_stack_size != node ctl_stack_size`, `ctx_save_restore_area_size < cwsr_size`.
     let mut a = ok;
     a.ctl_stack_size += 4096;
     assert_eq!(create(&emu, &a).map(|_| ()), Err(Errno::INVAL));
@@ -231,6 +231,19 @@ fn compute_queues_need_the_gpus_eop_and_cwsr_sizes_on_newer_kernels() {
     let mut a = ok;
     a.ctx_save_restore_address = va(3);
     assert_eq!(create(&emu, &a).map(|_| ()), Err(Errno::INVAL));
+    // A larger save area is fine (the check is `<` since "drm/amdkfd: relax checks for over
+    // allocation of save area"), its mapping spanning the size asked for, not the node's.
+    let mut larger = ok;
+    larger.ctx_save_restore_size += 4096;
+    assert_eq!(create(&emu, &larger).map(|_| ()), Err(Errno::INVAL));
+    let bigger = QueueSizes {
+        cwsr_size: larger.ctx_save_restore_size,
+        ..sizes
+    };
+    mapped(&emu, va(5), bigger.total_ctx_save_size());
+    larger.ctx_save_restore_address = va(5);
+    let q = create(&emu, &larger).expect("a compute queue with a larger save area");
+    assert_eq!(destroy(&emu, q.queue_id), Ok(0));
     let q = create(&emu, &ok).expect("a compute queue with the GPU's sizes");
     // Its doorbell: the first CP doorbell (0) of the process's slice.
     let base = (3u64 << 62) | (u64::from(emu.gpu()) << 46);

@@ -20,6 +20,10 @@ pub const PACKAGES: &[(&str, &str)] = &[
         "rocminfo",
         "the ROCr client that kfd-emu must run unmodified",
     ),
+    (
+        "libhsa-runtime-dev",
+        "ROCr 5.2.3's headers and libhsa-runtime64.so for the C tests of its queues and copies",
+    ),
 ];
 
 /// Installs the packages of [`PACKAGES`] that are missing: with `apt-get` as root, through

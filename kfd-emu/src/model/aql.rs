@@ -6,10 +6,13 @@
 //! * BARRIER_AND and BARRIER_OR wait, in order, until all (any) of their non-null dependency
 //!   signals hold 0 (`amd_signal_t.value`); a packet whose header is still INVALID is not
 //!   published yet.
-//! * A packet done decrements its completion signal; when the signal has an event mailbox
+//! * A packet that can run leaves the queue first: its header is set INVALID and the read
+//!   index advanced past it (the HSA packet processor consumes a packet before it completes:
+//!   a waiter that sees the completion signal sees the read index past the packet too).
+//!   Then its completion signal is decremented; when the signal has an event mailbox
 //!   (`event_mailbox_ptr`), the event id is written there and the event interrupt raised
 //!   (`kfd_signal_event_interrupt` with 32 valid bits, `SOC15_INTSRC_CP_END_OF_PIPE`), as the
-//!   CP's end-of-pipe does. The header is then set INVALID and the read pointer advanced.
+//!   CP's end-of-pipe does.
 //! * A KERNEL_DISPATCH (there is no ISA here), an AGENT_DISPATCH or a vendor packet cannot run:
 //!   the queue stops at it, as the CP stops at a packet it cannot process — never completed.
 //! * An access that faults is a VM fault, as for SDMA.
@@ -36,7 +39,8 @@ const SIGNAL_EVENT_ID: u64 = 24;
 
 /// What a packet did.
 enum Step {
-    Done,
+    /// Consumed; its completion signal (0 for none) is to be signalled.
+    Done(u64),
     Wait,
     Stop(Stopped),
 }
@@ -59,10 +63,14 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
     for _ in 0..pending.min(ROUND_PACKETS) {
         let at = w.ring_va + (consumed % packets) * PACKET_SIZE;
         match execute(drv, w, at) {
-            Ok(Step::Done) => {
+            Ok(Step::Done(signal)) => {
                 consumed += 1;
                 ran = true;
                 if !advance(drv, w, consumed) {
+                    return true;
+                }
+                if let Err(f) = complete(drv, w, signal) {
+                    vm_fault(drv, w, &f);
                     return true;
                 }
             }
@@ -132,7 +140,6 @@ fn execute(drv: &Driver, w: &Work, at: u64) -> Result<Step, GpuFault> {
             if !holds {
                 return Ok(Step::Wait);
             }
-            complete(drv, w, word(56))?;
         }
         _ => {
             trace(format!(
@@ -143,7 +150,7 @@ fn execute(drv: &Driver, w: &Work, at: u64) -> Result<Step, GpuFault> {
     }
     // The slot is free again: INVALID, as the packet processor leaves it.
     drv.write_here(w.tgid, w.gpu_id, at, &PACKET_INVALID.to_le_bytes())?;
-    Ok(Step::Done)
+    Ok(Step::Done(word(56)))
 }
 
 /// The end of a packet: its completion signal decremented, and its event raised when the

@@ -88,8 +88,24 @@ pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
 /// view's walk), the process's queues on the GPU evicted (`kfd_dqm_evict_pasid`: they all
 /// stop, the faulting one at its packet), then `kfd_signal_vm_fault_event`: every memory
 /// event of the process set with the fault.
+///
+/// A process whose address space is gone (`ESRCH` reaching its memory: it is exiting) takes
+/// no fault: the kernel dequeues every queue of an exiting process at its mm's release
+/// (`kfd_process_notifier_release_internal` → `kfd_process_dequeue_from_all_devices`) before
+/// the memory goes, so its queues just stop here until teardown destroys them.
 pub(super) fn vm_fault(drv: &Driver, w: &Work, f: &GpuFault) {
     let tgid = w.tgid;
+    if f.reason == GpuFaultReason::Backing(Errno::SRCH) {
+        let mut st = drv.lock();
+        if let Some(p) = st.procs.get_mut(&tgid) {
+            for q in p.queues.by_id.values_mut() {
+                q.stopped.get_or_insert(Stopped::Evicted);
+            }
+        }
+        drop(st);
+        drv.wake.notify_all();
+        return;
+    }
     let data = kfd_hsa_memory_exception_data {
         failure: kfd_memory_exception_failure {
             NotPresent: u32::from(f.reason != GpuFaultReason::ReadOnly),

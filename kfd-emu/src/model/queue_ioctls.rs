@@ -189,13 +189,23 @@ fn acquire_buffers(
         }
         held.push(buffer_get(pdd, a.eop_buffer_address, a.eop_buffer_size)?);
     }
-    if a.ctl_stack_size != sizes.ctl_stack_size || a.ctx_save_restore_size != sizes.cwsr_size {
+    // The control stack must be the node's; the save area at least the node's `cwsr_size`,
+    // and mapped over its own size (with the debugger's bytes) per XCC. The kernel compared
+    // the save area for equality until "drm/amdkfd: relax checks for over allocation of save
+    // area" (mainline 15bd4958fe38, in 6.12 stable as d15deafab5d7): `<` now, so a runtime
+    // that sizes it larger than the kernel computes (libhsakmt 5.2.3 on GPUs it predates)
+    // still gets its queue.
+    if a.ctl_stack_size != sizes.ctl_stack_size || a.ctx_save_restore_size < sizes.cwsr_size {
         return Err(Errno::INVAL);
     }
+    let asked = QueueSizes {
+        cwsr_size: a.ctx_save_restore_size,
+        ..sizes
+    };
     held.push(buffer_get(
         pdd,
         a.ctx_save_restore_address,
-        sizes.total_ctx_save_size(),
+        asked.total_ctx_save_size(),
     )?);
     Ok(held)
 }

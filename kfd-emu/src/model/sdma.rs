@@ -7,7 +7,8 @@
 //! Packets are the SDMA 4.x layouts of `vega10_sdma_pkt_open.h`, which `sdma_v4_4_2`
 //! (gfx94x), `navi10_sdma_pkt_open.h` (5.x) and `sdma_v6_0_0_pkt_open.h` (6.x) keep for every
 //! packet here (they add cache-policy bits the model ignores): NOP, COPY_LINEAR,
-//! CONSTANT_FILL, FENCE, TRAP, POLL_REGMEM (memory), ATOMIC (64-bit add, swap, compare-swap)
+//! CONSTANT_FILL, FENCE, TRAP, POLL_REGMEM (memory; a register poll, such as an HDP flush,
+//! holds at once: no MMIO registers are modelled), ATOMIC (64-bit add, swap, compare-swap)
 //! and TIMESTAMP. The engine writes the read pointer back (bytes, 64-bit) after each packet.
 //!
 //! A TRAP raises the KFD event named by its `int_context` as the interrupt path does
@@ -202,12 +203,26 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
         }
         OP_POLL_REGMEM => {
             // mem_poll (bit 31) polls memory; func in bits 28-30.
-            if header >> 31 == 0 {
-                return Step::Stop(Stopped::BadPacket(header));
-            }
-            let at = addr(p[1] & !3, p[2]);
             let (value, mask) = (p[3], p[4]);
             let func = (header >> 28) & 7;
+            if func == 7 {
+                return Step::Stop(Stopped::BadPacket(header));
+            }
+            if header >> 31 == 0 {
+                // A register poll: the model has no MMIO registers, so every register
+                // condition holds at once. Runtimes emit these for an HDP flush: ROCr's
+                // `hdp_flush_cmd` (sdma_registers.h: header 8, func 0 "always"), and the
+                // kernel's `sdma_v4_0_ring_emit_hdp_flush` (hdp_flush bit 26, func 3 on
+                // GPU_HDP_FLUSH_DONE) — the HDP write cache is not modelled either: CPU and
+                // GPU views of VRAM are coherent here.
+                trace(format!(
+                    "POLL_REGMEM register={:#x} func={func} value={value:#x} mask={mask:#x}: \
+                     register not modelled, holds",
+                    p[1] >> 2
+                ));
+                return Step::Done(len);
+            }
+            let at = addr(p[1] & !3, p[2]);
             let mut now = [0u8; 4];
             if let Err(f) = drv.read_here(w.tgid, w.gpu_id, at, &mut now) {
                 return fault_step(drv, w, f);
@@ -220,8 +235,7 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
                 3 => now == value,
                 4 => now != value,
                 5 => now >= value,
-                6 => now > value,
-                _ => return Step::Stop(Stopped::BadPacket(header)),
+                _ => now > value,
             };
             trace(format!(
                 "POLL_REGMEM addr={at:#x} func={func} value={value:#x} mask={mask:#x}: {}",

@@ -12,29 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "hsakmt_check.h"
-
-static int system_memory(HSAuint32 node, HSAuint64 size, void **mem)
-{
-    HsaMemFlags flags;
-    HSAuint64 alternate_va = 0;
-
-    memset(&flags, 0, sizeof(flags));
-    flags.ui32.PageSize = HSA_PAGE_SIZE_4KB;
-    flags.ui32.HostAccess = 1;
-    flags.ui32.ExecuteAccess = 1;
-    CHECK(hsaKmtAllocMemory(node, size, flags, mem));
-    CHECK(hsaKmtMapMemoryToGPU(*mem, size, &alternate_va));
-    memset(*mem, 0, size);
-    return 0;
-}
-
-static double seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "hsakmt_gpu.h"
 
 static int sdma_fence(HSAuint32 node)
 {
@@ -89,21 +67,5 @@ static int sdma_fence(HSAuint32 node)
 
 int main(void)
 {
-    HsaSystemProperties system;
-    HSAuint32 node;
-
-    CHECK(hsaKmtOpenKFD());
-    CHECK(hsaKmtAcquireSystemProperties(&system));
-    for (node = 0; node < system.NumNodes; node++) {
-        HsaNodeProperties props;
-        CHECK(hsaKmtGetNodeProperties(node, &props));
-        if (props.NumFComputeCores == 0)
-            continue;
-        if (sdma_fence(node))
-            return 1;
-    }
-    CHECK(hsaKmtReleaseSystemProperties());
-    CHECK(hsaKmtCloseKFD());
-    printf("done\n");
-    return 0;
+    return on_every_gpu(sdma_fence);
 }
