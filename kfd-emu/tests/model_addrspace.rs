@@ -113,6 +113,19 @@ fn fault_in(view: &kfd_emu::model::Model, g: u32, va: u64) {
     view.gpu_read(pid(), g, va, &mut seen).expect("fault in");
 }
 
+/// With XNACK on: the first GPU, its SMI stream (every event), and 8 pages of a fresh 2 MiB
+/// anonymous mapping registered in place for it, the first page faulted in by the GPU.
+fn mapped_in_place(view: &kfd_emu::model::Model) -> (Kfd, u32, SmiEvents, i32, Anon) {
+    let (kfd, gpus) = open_all(view);
+    let g = gpus[0];
+    kfd.set_xnack_mode(true).expect("XNACK on");
+    let smi = smi_all(&kfd, g);
+    let mem = Anon::new(2 * MIB);
+    svm_set(&kfd, mem.addr, 8 * PAGE, &[in_place(g)]).expect("in place");
+    fault_in(view, g, mem.addr);
+    (kfd, g, smi, pid(), mem)
+}
+
 #[test]
 fn munmap_of_the_middle_of_a_range_leaves_two_and_is_recorded_before_it_returns() {
     let model = model("mi300x");
@@ -234,14 +247,7 @@ fn madvise_dontneed_with_xnack_on_unmaps_from_the_gpus_and_keeps_the_range() {
     let model = model("mi300x");
     let view = Arc::clone(&model);
     kfd_emu::supervisor::run_attached(model, move || {
-        let (kfd, gpus) = open_all(&view);
-        let g = gpus[0];
-        kfd.set_xnack_mode(true).expect("XNACK on");
-        let mut smi = smi_all(&kfd, g);
-        let pid = pid();
-        let mem = Anon::new(2 * MIB);
-        svm_set(&kfd, mem.addr, 8 * PAGE, &[in_place(g)]).expect("in place");
-        fault_in(&view, g, mem.addr);
+        let (_kfd, g, mut smi, pid, mem) = mapped_in_place(&view);
         assert_eq!(
             view.svm_page(pid, mem.page(2)).map(|p| p.mapped_on),
             Some(vec![g])
@@ -316,14 +322,7 @@ fn mprotect_evicts_what_changes_protection() {
     let model = model("mi300x");
     let view = Arc::clone(&model);
     kfd_emu::supervisor::run_attached(model, move || {
-        let (kfd, gpus) = open_all(&view);
-        let g = gpus[0];
-        kfd.set_xnack_mode(true).expect("XNACK on");
-        let mut smi = smi_all(&kfd, g);
-        let pid = pid();
-        let mem = Anon::new(2 * MIB);
-        svm_set(&kfd, mem.addr, 8 * PAGE, &[in_place(g)]).expect("in place");
-        fault_in(&view, g, mem.addr);
+        let (_kfd, g, mut smi, pid, mem) = mapped_in_place(&view);
         let rw = (libc::PROT_READ | libc::PROT_WRITE) as u32;
         mprotect(mem.addr, 8 * PAGE, rw).expect("same protection");
         assert!(
