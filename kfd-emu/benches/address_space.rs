@@ -5,15 +5,16 @@
 //! thread that is not filtered, in the same run. The anonymous `mmap` itself is not notified,
 //! so the difference is the munmap's round trip.
 
+#[path = "support/attached.rs"]
+mod attached;
 #[path = "../../kfd-ioctl/benches/ratio.rs"]
 mod ratio;
 
 use std::hint::black_box;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use attached::Attached;
 use criterion::{Criterion, criterion_group, criterion_main};
-use kfd_emu::model::{Model, ModelConfig};
 use kfd_ioctl::Kfd;
 use kfd_ioctl::abi::{KFD_IOCTL_SVM_ATTR_GRANULARITY, kfd_ioctl_svm_attribute};
 use rustix::mm::{MapFlags, ProtFlags};
@@ -39,72 +40,36 @@ fn map_unmap(n: u64) -> Duration {
     start.elapsed()
 }
 
-/// A thread attached to the model, with `/dev/kfd` open and one SVM range, that times
-/// [`map_unmap`] on request.
-struct Attached {
-    requests: mpsc::Sender<u64>,
-    results: mpsc::Receiver<Duration>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Attached {
-    fn start() -> Attached {
-        let (requests, rx) = mpsc::channel::<u64>();
-        let (tx, results) = mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let model = Model::new(ModelConfig::default()).expect("model");
-            kfd_emu::supervisor::run_attached(model, move || {
-                let kfd = Kfd::open().expect("the emulated /dev/kfd");
-                // SAFETY: a fresh private mapping of 16 pages that stays mapped, untouched by
-                // Rust code, until the process ends; it is registered as SVM memory.
-                let mem = unsafe {
-                    rustix::mm::mmap_anonymous(
-                        std::ptr::null_mut(),
-                        16 * PAGE,
-                        ProtFlags::READ | ProtFlags::WRITE,
-                        MapFlags::PRIVATE,
-                    )
-                }
-                .expect("mmap") as u64;
-                let attrs = [kfd_ioctl_svm_attribute {
-                    r#type: KFD_IOCTL_SVM_ATTR_GRANULARITY,
-                    value: 0,
-                }];
-                // SAFETY: the range is the mapping above, which lives as long as the process.
-                unsafe { kfd.svm_set_attr(mem, 16 * PAGE as u64, &attrs) }.expect("SVM range");
-                for n in rx {
-                    if tx.send(map_unmap(n)).is_err() {
-                        break;
-                    }
-                }
-            })
-            .expect("attach");
-        });
-        Attached {
-            requests,
-            results,
-            thread: Some(thread),
+/// Attached: `/dev/kfd` open and one SVM range, then [`map_unmap`] timed on request.
+fn attached() -> Attached {
+    Attached::start(|| {
+        let kfd = Kfd::open().expect("the emulated /dev/kfd");
+        // SAFETY: a fresh private mapping of 16 pages that stays mapped, untouched by Rust
+        // code, until the process ends; it is registered as SVM memory.
+        let mem = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                16 * PAGE,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
         }
-    }
-
-    fn time(&self, n: u64) -> Duration {
-        self.requests.send(n).expect("attached thread alive");
-        self.results.recv().expect("attached thread answers")
-    }
-}
-
-impl Drop for Attached {
-    fn drop(&mut self) {
-        let (closed, _) = mpsc::channel();
-        self.requests = closed;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        .expect("mmap") as u64;
+        let attrs = [kfd_ioctl_svm_attribute {
+            r#type: KFD_IOCTL_SVM_ATTR_GRANULARITY,
+            value: 0,
+        }];
+        // SAFETY: the range is the mapping above, which lives as long as the process.
+        unsafe { kfd.svm_set_attr(mem, 16 * PAGE as u64, &attrs) }.expect("SVM range");
+        move |n| {
+            let _open = &kfd;
+            map_unmap(n)
         }
-    }
+    })
 }
 
 fn bench(c: &mut Criterion) {
-    let attached = Attached::start();
+    let attached = attached();
     let mut group = c.benchmark_group("address_space");
     group.bench_function("mmap_munmap_native", |b| b.iter_custom(map_unmap));
     group.bench_function("mmap_munmap_notified", |b| {

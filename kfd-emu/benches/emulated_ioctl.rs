@@ -7,14 +7,16 @@
 //! rounds and prints the medians (µs per call) and the median ratio, against the target of
 //! ≤ 20 µs per emulated ioctl.
 
+#[path = "support/attached.rs"]
+mod attached;
+
 use std::fs::File;
 use std::hint::black_box;
 use std::os::fd::AsRawFd;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use attached::Attached;
 use criterion::{Criterion, criterion_group, criterion_main};
-use kfd_emu::model::{Model, ModelConfig};
 use kfd_ioctl::abi::{AMDKFD_IOC_GET_VERSION, kfd_ioctl_get_version_args};
 
 /// Issues GET_VERSION on `fd`; the ioctl's return value.
@@ -32,61 +34,6 @@ fn get_version(fd: &File) -> i32 {
     r
 }
 
-/// A thread attached to the model that times `n` GET_VERSION calls on request.
-struct Attached {
-    requests: mpsc::Sender<u64>,
-    results: mpsc::Receiver<Duration>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Attached {
-    fn start() -> Attached {
-        let (requests, rx) = mpsc::channel::<u64>();
-        let (tx, results) = mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let model = Model::new(ModelConfig::default()).expect("model");
-            kfd_emu::supervisor::run_attached(model, move || {
-                let kfd = File::options()
-                    .read(true)
-                    .write(true)
-                    .open("/dev/kfd")
-                    .expect("the emulated /dev/kfd");
-                assert_eq!(get_version(&kfd), 0, "emulated GET_VERSION succeeds");
-                for n in rx {
-                    let start = Instant::now();
-                    for _ in 0..n {
-                        get_version(&kfd);
-                    }
-                    if tx.send(start.elapsed()).is_err() {
-                        break;
-                    }
-                }
-            })
-            .expect("attach");
-        });
-        Attached {
-            requests,
-            results,
-            thread: Some(thread),
-        }
-    }
-
-    fn time(&self, n: u64) -> Duration {
-        self.requests.send(n).expect("attached thread alive");
-        self.results.recv().expect("attached thread answers")
-    }
-}
-
-impl Drop for Attached {
-    fn drop(&mut self) {
-        let (closed, _) = mpsc::channel();
-        self.requests = closed;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 fn raw_time(null: &File, n: u64) -> Duration {
     let start = Instant::now();
     for _ in 0..n {
@@ -102,7 +49,22 @@ fn bench(c: &mut Criterion) {
         .open("/dev/null")
         .expect("/dev/null");
     assert_eq!(get_version(&null), -1, "/dev/null refuses the ioctl");
-    let attached = Attached::start();
+    // A thread attached to the model that times `n` GET_VERSION calls on request.
+    let attached = Attached::start(|| {
+        let kfd = File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/kfd")
+            .expect("the emulated /dev/kfd");
+        assert_eq!(get_version(&kfd), 0, "emulated GET_VERSION succeeds");
+        move |n| {
+            let start = Instant::now();
+            for _ in 0..n {
+                get_version(&kfd);
+            }
+            start.elapsed()
+        }
+    });
 
     let mut group = c.benchmark_group("get_version");
     group.bench_function("raw_enotty", |b| b.iter_custom(|n| raw_time(&null, n)));
