@@ -344,3 +344,34 @@ fn kfd_emu_timing_prints_the_parameters_and_each_gpus_link() {
         );
     }
 }
+
+/// A timing file that is a FIFO, a device or too large is refused at once, naming the path;
+/// nothing waits for a writer or reads without end (`/dev/zero`).
+#[test]
+fn timing_files_that_are_not_small_regular_files_are_refused_at_once() {
+    let dir = std::env::temp_dir().join(format!("kfd-emu-hostiletiming-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let fifo = dir.join("fifo.timing");
+    let _ = std::fs::remove_file(&fifo);
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("mkfifo");
+    let big = dir.join("big.timing");
+    std::fs::write(&big, "# padding\n".repeat(10_000)).expect("write");
+    let started = std::time::Instant::now();
+    for path in [fifo.as_path(), Path::new("/dev/zero"), big.as_path()] {
+        let e = Timing::from_file(path).expect_err("refused").to_string();
+        assert!(e.contains(&*path.to_string_lossy()), "{e}");
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

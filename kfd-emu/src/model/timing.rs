@@ -87,6 +87,9 @@ impl Default for Timing {
     }
 }
 
+/// The largest timing file read (a few dozen `key = value` lines is what one holds).
+const TIMING_FILE_LIMIT: u64 = 64 << 10;
+
 /// A timing file that cannot be used: names the file, the line and the key.
 #[derive(Debug, thiserror::Error)]
 pub enum TimingError {
@@ -164,10 +167,19 @@ impl Timing {
     /// Reads a timing file: the defaults with the file's `key = value` lines applied (blank
     /// lines and `#` comments ignored; values are unsigned integers, `_` separators allowed).
     pub fn from_file(path: &Path) -> Result<Timing, TimingError> {
-        let text = std::fs::read_to_string(path).map_err(|source| TimingError::Read {
+        // A regular file of at most 64 KiB: a FIFO or a device is refused, never waited on.
+        let read = |source: std::io::Error| TimingError::Read {
             path: path.to_owned(),
             source,
-        })?;
+        };
+        let bytes = kfd_ioctl::topology::read_regular_file(path, TIMING_FILE_LIMIT).map_err(
+            |e| match e {
+                kfd_ioctl::topology::TopologyError::Io { source, .. } => read(source),
+                other => read(std::io::Error::other(other.to_string())),
+            },
+        )?;
+        let text = String::from_utf8(bytes)
+            .map_err(|e| read(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
         Timing::parse(&text, path)
     }
 

@@ -57,6 +57,7 @@ pub use flags::{
 };
 pub use node::{GfxTargetVersion, Node, NodeProperties};
 pub use parts::{Cache, IoLink, MemBank, SystemProperties};
+pub use read::read_regular_file;
 pub use snapshot::Topology;
 
 /// Where the kernel publishes the topology.

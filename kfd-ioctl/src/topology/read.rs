@@ -34,35 +34,7 @@ impl Source for Fs {
     /// without blocking (a FIFO's open waits for a writer); reads at most one byte more than
     /// `limit`.
     fn read(&mut self, path: &Path, limit: u64) -> Result<Vec<u8>, TopologyError> {
-        use rustix::fs::{Mode, OFlags};
-        use std::io::Read as _;
-
-        let io = |source: io::Error| TopologyError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let stat = rustix::fs::stat(path).map_err(|e| io(e.into()))?;
-        regular_file(stat.st_mode, path)?;
-        let fd = rustix::fs::open(
-            path,
-            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| io(e.into()))?;
-        let stat = rustix::fs::fstat(&fd).map_err(|e| io(e.into()))?;
-        regular_file(stat.st_mode, path)?;
-        let mut bytes = Vec::new();
-        std::fs::File::from(fd)
-            .take(limit.saturating_add(1))
-            .read_to_end(&mut bytes)
-            .map_err(io)?;
-        if bytes.len() as u64 > limit {
-            return Err(TopologyError::FileTooLarge {
-                path: path.to_path_buf(),
-                limit,
-            });
-        }
-        Ok(bytes)
+        read_regular_file(path, limit)
     }
 
     fn list(&mut self, dir: &Path, limit: u64) -> Result<Vec<OsString>, TopologyError> {
@@ -357,4 +329,43 @@ fn gpu_id_number(text: &str, path: &Path) -> Result<u32, TopologyError> {
         value,
         bits: 32,
     })
+}
+
+/// The bytes of the regular file at `path`, at most `limit` of them: what the topology
+/// reader reads each sysfs file with, and what any small configuration file should be read
+/// with. The file type is checked before opening (opening a device can act: a watchdog starts
+/// counting) and again on the open file (the path may have changed in between); the open does
+/// not block (a FIFO's open waits for a writer); at most one byte more than `limit` is read.
+/// A FIFO, a device or a directory is [`TopologyError::NotAFile`], a longer file
+/// [`TopologyError::FileTooLarge`]; every error names the path.
+pub fn read_regular_file(path: &Path, limit: u64) -> Result<Vec<u8>, TopologyError> {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read as _;
+
+    let io = |source: io::Error| TopologyError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let stat = rustix::fs::stat(path).map_err(|e| io(e.into()))?;
+    regular_file(stat.st_mode, path)?;
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| io(e.into()))?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| io(e.into()))?;
+    regular_file(stat.st_mode, path)?;
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(TopologyError::FileTooLarge {
+            path: path.to_path_buf(),
+            limit,
+        });
+    }
+    Ok(bytes)
 }
