@@ -846,6 +846,13 @@ pub fn read_rocpd(path: &Path) -> Result<RocpdTrace, RocpdError> {
         path: path.to_owned(),
         what,
     };
+    // SQLite's open of a FIFO would wait for a writer forever, and a device is no database:
+    // only a regular file is opened. (A missing file is left to SQLite's own error.)
+    if let Ok(meta) = std::fs::metadata(path)
+        && !meta.is_file()
+    {
+        return Err(bad("not a regular file".to_owned()));
+    }
     let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(sql)?;
     let has_regions: bool = conn

@@ -186,6 +186,36 @@ fn report_names_a_file_that_is_not_a_rocpd_database() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `report` and `replay` of a FIFO or a device refuse it at once, naming it: nothing waits
+/// for a writer (SQLite's open of a FIFO would).
+#[test]
+fn report_and_replay_refuse_a_fifo_or_a_device_at_once() {
+    let dir = temp_dir("fifodb");
+    let fifo = dir.join("x.db");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    for path in [fifo.to_str().unwrap(), "/dev/null"] {
+        for command in ["report", "replay"] {
+            let started = std::time::Instant::now();
+            let out = kfdtool(&[command, path]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{command} {path}: {stderr}");
+            assert!(
+                stderr.contains(&format!("rocpd database {path}: not a regular file")),
+                "{command}: {stderr}"
+            );
+            assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A shell that runs `kfdtool svm` as its child (`; true` keeps the shell from exec'ing it),
 /// so the events are another process's than the traced program's.
 fn grandchild_prefetch() -> Vec<String> {
