@@ -164,6 +164,7 @@ mod memory_ioctls;
 mod mmap;
 mod objects;
 mod offsets;
+mod pm4;
 mod process;
 mod queue_ioctls;
 mod queues;

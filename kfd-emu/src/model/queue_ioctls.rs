@@ -322,6 +322,7 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
             held,
             consumed: 0,
             stopped: None,
+            pm4: Default::default(),
         },
     );
     drop(guard);
