@@ -248,6 +248,8 @@ pub enum Command<'a> {
         /// GPU address.
         addr: u64,
     },
+    /// Raw dwords: packets the caller encoded (another runtime's encodings, say).
+    Raw(&'a [u32]),
 }
 
 /// A submission's completion: wait for it with [`SdmaQueue::wait`].
@@ -476,6 +478,7 @@ impl SdmaQueue {
                 out.extend(packet::atomic(op, addr, src, cmp))
             }
             Command::Timestamp { addr } => out.extend(packet::timestamp(addr)),
+            Command::Raw(dwords) => out.extend_from_slice(dwords),
         }
         Ok(())
     }

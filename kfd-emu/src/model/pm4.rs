@@ -2,7 +2,7 @@
 //! type `KFD_IOC_QUEUE_TYPE_COMPUTE` (not AQL) when [`scheduler`](super::scheduler) runs it.
 //!
 //! **Pointers.** Both count dwords. The write pointer is the 64-bit dword count the producer
-//! rings the doorbell with and stores at the write-pointer address (`CP_HQD_PQ_WPTR_POLL_ADDR`
+//! stores at the write-pointer address (and rings the doorbell with) (`CP_HQD_PQ_WPTR_POLL_ADDR`
 //! of `kfd_mqd_manager_v9.c`'s `init_mqd`/`update_mqd`, 64-bit from gfx9 on as the kernel's
 //! own compute rings use it: `gfx_v9_0_ring_set_wptr_compute` writes `ring->wptr`, a dword
 //! count, to the doorbell and the write-back slot). The read pointer the CP reports at the
@@ -120,19 +120,17 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
         let pending = wptr.wrapping_sub(consumed);
         (pending <= ring_dwords).then_some(pending)
     };
-    // The doorbell's value is the write pointer; without one, the write pointer in memory
-    // (the CP's WPTR_POLL), read through the GPU's page tables.
-    let mut pending = match w.rung().and_then(pending_to) {
-        Some(p) if p > 0 => p,
-        _ => {
-            let mut wptr = [0u8; 8];
-            if let Err(f) = drv.read_here(w.tgid, w.gpu_id, w.wptr_va, &mut wptr) {
-                vm_fault(drv, w, &f);
-                return true;
-            }
-            pending_to(u64::from_le_bytes(wptr)).unwrap_or(0)
-        }
-    };
+    // The write pointer the producer stored at the write-pointer address, which the CP polls
+    // (`CP_PQ_WPTR_POLL_CNTL`; kfdtest's `PM4Queue::SubmitPacket` and the kernel's
+    // `gfx_v9_0_ring_set_wptr_compute` store it before ringing the doorbell). The doorbell's
+    // last value is not used: the model keeps it in the doorbell page after its queue is
+    // destroyed, so a new queue on the same doorbell would read a stale write pointer.
+    let mut wptr = [0u8; 8];
+    if let Err(f) = drv.read_here(w.tgid, w.gpu_id, w.wptr_va, &mut wptr) {
+        vm_fault(drv, w, &f);
+        return true;
+    }
+    let mut pending = pending_to(u64::from_le_bytes(wptr)).unwrap_or(0);
     let Some(mut state) = queue_state(drv, w) else {
         return false;
     };
