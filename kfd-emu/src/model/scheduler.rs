@@ -1,7 +1,8 @@
 //! The GPU engines' scheduling: one thread per GPU that runs the GPU's user queues — SDMA
 //! queues on its copy engines ([`sdma`](super::sdma)), AQL queues on its packet processor
-//! ([`aql`](super::aql)), PM4 compute queues on its CP ([`pm4`](super::pm4)) — polling with a backoff, woken by a new queue (the kick), and run
-//! first by every WAIT_EVENTS so that a waiter sees what they can finish.
+//! ([`aql`](super::aql)), PM4 compute queues on its CP ([`pm4`](super::pm4)) — polling with
+//! a backoff, woken by a new queue (the kick), and run first by every WAIT_EVENTS so that a
+//! waiter sees what they can finish.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
