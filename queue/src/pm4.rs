@@ -95,11 +95,12 @@ fn hi(addr: u64) -> u32 {
     (addr >> 32) as u32
 }
 
-/// `dwords` dwords of padding: a type-2 filler for one, else a NOP with a body.
+/// `dwords` dwords of padding: for one, the one-dword NOP (`PACKET3(PACKET3_NOP, 0x3FFF)`,
+/// the kernel's compute-ring NOP and kfdtest's `CMD_NOP_TYPE_3`), else a NOP with a body.
 pub fn nop(dwords: u16) -> Vec<u32> {
     match dwords {
         0 => Vec::new(),
-        1 => vec![2 << 30],
+        1 => vec![header(IT_NOP, 0x4000)],
         n => {
             let mut p = vec![header(IT_NOP, usize::from(n) - 1)];
             p.resize(usize::from(n), 0);
@@ -616,7 +617,7 @@ mod tests {
     #[test]
     fn packets_put_their_fields_where_the_headers_say() {
         assert_eq!(header(IT_RELEASE_MEM, 7), 0xC006_4902);
-        assert_eq!(nop(1), [0x8000_0000]);
+        assert_eq!(nop(1), [0xFFFF_1002], "kfdtest's CMD_NOP_TYPE_3");
         assert_eq!(nop(3), [0xC001_1002, 0, 0]);
         let w = write_data(0x1_2345_6789, &[5, 6]).unwrap();
         assert_eq!(w, [0xC004_3702, 0x0010_0500, 0x2345_6788, 1, 5, 6]);

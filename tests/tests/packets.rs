@@ -381,8 +381,8 @@ fn gcr_req_is_an_sdma5_and_later_packet() {
 }
 
 /// WRITE_DATA, RELEASE_MEM (64-bit data, the GPU clock, and the end-of-pipe interrupt that
-/// sets the queue's event), ACQUIRE_MEM in the GPU's own layout and SET_SH_REG on a PM4
-/// queue; the read pointer is the dword offset in the ring, and 300 submissions wrap a 4 KiB
+/// sets the queue's event), ACQUIRE_MEM in the GPU's own layout, SET_SH_REG and the
+/// one-dword fillers on a PM4 queue; the read pointer is the dword offset in the ring, and 300 submissions wrap a 4 KiB
 /// ring. (The old model never ran a PM4 queue.)
 #[test]
 fn pm4_write_data_release_mem_and_the_read_pointer() {
@@ -402,6 +402,9 @@ fn pm4_write_data_release_mem_and_the_read_pointer() {
         let c = q
             .submit(&[
                 Pm4Command::AcquireMem,
+                // One-dword fillers: kfdtest's CMD_NOP_TYPE_3 (a NOP of count 0x3FFF) and a
+                // type-2 packet.
+                Pm4Command::Raw(&[0xFFFF_1002, 0x8000_0000, 0xFFFF_1002]),
                 Pm4Command::WriteData {
                     addr: va + 0x10,
                     data: &[1, 2, 3],

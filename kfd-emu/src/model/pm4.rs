@@ -16,7 +16,8 @@
 //! packets' bodies (ACQUIRE_MEM gains a `GCR_CNTL` dword on gfx10+, RELEASE_MEM's cache bits
 //! become `GCR_CNTL` bits), and the fields the model reads sit at the same places:
 //!
-//! * NOP — any length. ACQUIRE_MEM, EVENT_WRITE — cache and pipeline events: no caches or
+//! * NOP — any length; with count 0x3FFF one dword (the kernel's and kfdtest's filler).
+//!   ACQUIRE_MEM, EVENT_WRITE — cache and pipeline events: no caches or
 //!   pipeline are modelled, any length.
 //! * WRITE_DATA — `DST_SEL` (bits 8-11) 1, 2 or 5 write the data dwords to memory (bit 16,
 //!   `WR_ONE_ADDR`, writes them all to the one address), 0 writes registers (recorded);
@@ -225,10 +226,15 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
 /// INDIRECT_BUFFER's dwords (header and three).
 const IB_PACKET_DWORDS: u64 = 4;
 
-/// The dwords of the packet `header` starts; `None` for a header the CP refuses.
+/// The dwords of the packet `header` starts; `None` for a header the CP refuses. A type-3
+/// NOP whose count is 0x3FFF is one dword: the kernel's compute-ring NOP
+/// (`gfx_v9_0_ring_funcs_compute.nop = PACKET3(PACKET3_NOP, 0x3FFF)`, likewise gfx10/11) and
+/// kfdtest's ring padding (`CMD_NOP_TYPE_3` 0xFFFF1002, and `PM4NopPacket(1)`).
 fn packet_len(header: u32) -> Option<u64> {
+    let count = (header >> 16) & 0x3FFF;
     match header >> 30 {
-        3 => Some(u64::from((header >> 16) & 0x3FFF) + 2),
+        3 if count == 0x3FFF && (header >> 8) & 0xFF == IT_NOP => Some(1),
+        3 => Some(u64::from(count) + 2),
         2 => Some(1),
         _ => None,
     }
