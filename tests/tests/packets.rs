@@ -634,3 +634,63 @@ fn pm4_dispatch_and_bad_packets_stop_only_their_queue() {
         other.wait(c, WAIT).unwrap();
     });
 }
+
+/// Hostile counts are bounded: an IB that chains to itself runs forever on its own queue
+/// while another queue of the process still completes and the spinning queue is destroyed;
+/// an IB at an unmapped address is a VM fault; an SDMA WRITE_LINEAR longer than the engine's
+/// read window stops its queue instead of stalling it unseen.
+#[test]
+fn hostile_counts_stop_or_spin_only_their_own_queue() {
+    on_every_target(&["mi300x"], |target| {
+        let env = open(target);
+        if !env.emulated {
+            return;
+        }
+        let mem = env.bo(0, 4096);
+        let cpu = mem.map_cpu().unwrap();
+        cpu.write(0, &[0u8; 64]).unwrap();
+        let ib = env.bo(1 << 20, 4096);
+        let spin = pm4::indirect_buffer(ib.va(), 4, true).unwrap();
+        let bytes: Vec<u8> = spin.iter().flat_map(|d| d.to_le_bytes()).collect();
+        ib.map_cpu().unwrap().write(0, &bytes).unwrap();
+        let mut spinning = env.pm4();
+        let never = spinning
+            .submit(&[Pm4Command::IndirectBuffer {
+                addr: ib.va(),
+                dwords: 4,
+            }])
+            .unwrap();
+        let mut other = env.pm4();
+        let c = other
+            .submit(&[Pm4Command::WriteData {
+                addr: mem.va(),
+                data: &[1],
+            }])
+            .unwrap();
+        other
+            .wait(c, WAIT)
+            .unwrap_or_else(|e| panic!("{}: {e}", env.name));
+        assert!(!spinning.is_done(never).unwrap());
+        drop(spinning);
+        // An IB of the most dwords at an address nothing maps.
+        let mut faulting = env.pm4();
+        let c = faulting
+            .submit(&[Pm4Command::IndirectBuffer {
+                addr: 0x7F00_0000_0000,
+                dwords: pm4::MAX_IB_DWORDS,
+            }])
+            .unwrap();
+        assert!(
+            matches!(faulting.wait(c, WAIT), Err(Error::VmFault(_))),
+            "{}",
+            env.name
+        );
+        drop(faulting);
+        let mut sdma = env.sdma();
+        let va = mem.va() + 8;
+        let huge = [2, lo(va), hi(va), 0xF_FFFF];
+        let c = sdma.submit(&[Command::Raw(&huge)]).unwrap();
+        assert!(matches!(sdma.wait(c, STOPPED), Err(Error::Timeout(_))));
+        assert_eq!(dwords(&cpu, 8, 1), [0]);
+    });
+}
