@@ -16,6 +16,38 @@
 //!   `INT_CTXID` sit at the same places.
 //!
 //! gfx12's packets (`soc24`) are not encoded here: [`Pm4Generation::of`] says `None`.
+//!
+//! ```
+//! # kfd_emu::supervisor::run_attached(
+//! #     kfd_emu::model::Model::new(kfd_emu::model::ModelConfig::default()).unwrap(),
+//! #     || -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! use std::time::Duration;
+//! use kfd_ioctl::{Kfd, abi::AllocMemFlags, topology::Topology};
+//! use kfd_queue::{Pm4Command, Pm4Queue, QueueContext};
+//!
+//! let kfd = Kfd::open()?;
+//! let topology = Topology::read()?;
+//! let gpu = topology.gpus().next().ok_or("no GPU")?;
+//! let gpu_id = gpu.gpu_id().ok_or("no gpu_id")?;
+//! kfd.acquire_vm(gpu_id, gpu.properties.drm_render_minor as u32)?;
+//! let context = QueueContext::new(&kfd, &topology)?;
+//! let mut queue = Pm4Queue::new(&context, gpu_id, 4096)?;
+//!
+//! let base = kfd.get_process_apertures()?[0].gpuvm.start + (1 << 40);
+//! let mem = kfd.alloc_memory_of_gpu(gpu_id, base, 4096, AllocMemFlags::GTT | AllocMemFlags::WRITABLE)?;
+//! kfd.map_memory_to_gpu(&mem, &[gpu_id])?;
+//! let done = queue.submit(&[
+//!     Pm4Command::WriteData { addr: mem.va(), data: &[0xC0FFEE] },
+//!     Pm4Command::Fence { addr: mem.va() + 8, value: 1 << 40 },
+//! ])?;
+//! queue.wait(done, Duration::from_secs(5))?;
+//! let mut back = [0u8; 16];
+//! mem.map_cpu()?.read(0, &mut back)?;
+//! assert_eq!(back[..4], 0xC0FFEEu32.to_le_bytes());
+//! assert_eq!(back[8..], (1u64 << 40).to_le_bytes());
+//! # Ok(())
+//! # }).unwrap().unwrap();
+//! ```
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
