@@ -155,7 +155,8 @@ fn packet_len(header: u32, d: &[u32], sdma5: bool) -> Option<usize> {
     let (op, sub_op) = (header & 0xFF, (header >> 8) & 0xFF);
     Some(match (op, sub_op) {
         (OP_NOP, _) => 1 + ((header >> 16) & 0x3FFF) as usize,
-        // COPY_LINEAR: `broadcast` (bit 27) adds a second destination.
+        // COPY_LINEAR: `broadcast` (bit 27) adds a second destination (kfdtest's
+        // `SDMACopyDataPacket` with two destinations).
         (OP_COPY, SUBOP_COPY_LINEAR) if header & 1 << 27 != 0 => 9,
         (OP_COPY, SUBOP_COPY_LINEAR) => 7,
         (OP_COPY, SUBOP_COPY_LINEAR_SUB_WIND) => 13,
@@ -398,9 +399,11 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
 /// `sdma_v4_0_emit_fill_buffer` (and v5/v6: `count = byte_count - 1`, fill size 0), Mesa's
 /// `si_sdma_clear_buffer` (fill size 2, `count = bytes - 1` on gfx9+), AMD PAL's
 /// `oss4DmaCmdBuffer.cpp` `WriteFillMemoryCmd` (fill size 2: "the low two bits of our count
-/// are ignored, but we still program this in terms of bytes") and ROCr 5.2.3's
-/// `BlitSdma::BuildFillCommand` (fill size 2, `count = (dwords - 1) * 4` through
-/// `SizeToCountOffset` -1) all fill exactly the dwords they mean. Fill size 3 (a 64-bit
+/// are ignored, but we still program this in terms of bytes"), kfdtest 5.2.3's
+/// `SDMAFillDataPacket` (fill size 2 "DW Fill" when size and address are dword aligned, else
+/// 0 "Byte Fill", `count = size - 1`) and ROCr 5.2.3's `BlitSdma::BuildFillCommand` (fill
+/// size 2, `count = (dwords - 1) * 4` through `SizeToCountOffset` -1) all fill exactly the
+/// bytes they mean. Fill size 3 (a 64-bit
 /// pattern) has no source dword in this packet: `None`.
 fn fill_bytes(header: u32, count: u32) -> Option<u64> {
     let unit = match header >> 30 {
