@@ -158,6 +158,20 @@ fn constant_fill_fills_the_same_dwords_in_rocr_mesa_and_kernel_encodings() {
                 assert_eq!(got[n], 0xFFFF_FFFF, "{}: nothing past {n} dwords", env.name);
             }
         }
+        // kfdtest's byte fill (fill size 0, `count = size - 1`) of 7 bytes at an odd address:
+        // the data's low byte, 7 times.
+        let c = q
+            .submit(&[Command::Raw(&fill(0xC001, 0, 0x1234_56AB, 6))])
+            .unwrap();
+        q.wait(c, WAIT).unwrap();
+        let mut b = [0u8; 9];
+        cpu.read(0xC000, &mut b).unwrap();
+        assert_eq!(
+            b,
+            [0xFF, 0xAB, 0xAB, 0xAB, 0xAB, 0xAB, 0xAB, 0xAB, 0xFF],
+            "{}",
+            env.name
+        );
     });
 }
 

@@ -250,8 +250,10 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
                 "CONSTANT_FILL dst={dst:#x} data={:#x} bytes={bytes}",
                 p[3]
             ));
+            // The pattern is the fill size's low bytes of the data dword, repeated.
             let pattern = p[3].to_le_bytes();
-            let data: Vec<u8> = (0..bytes as usize).map(|i| pattern[i % 4]).collect();
+            let unit = 1usize << (header >> 30);
+            let data: Vec<u8> = (0..bytes as usize).map(|i| pattern[i % unit]).collect();
             write(dst, &data)
         }
         OP_FENCE => {
