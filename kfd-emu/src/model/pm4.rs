@@ -496,3 +496,20 @@ fn fault(drv: &Driver, w: &Work, f: &GpuFault, state: &Pm4State) -> bool {
     vm_fault(drv, w, f);
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Type 3 takes count + 2 dwords, except the one-dword NOP of count 0x3FFF; type 2 is a
+    /// filler; types 0 and 1 are refused.
+    #[test]
+    fn packet_lengths_follow_the_header() {
+        assert_eq!(packet_len(0xC006_4902), Some(8), "RELEASE_MEM, count 6");
+        assert_eq!(packet_len(0xFFFF_1002), Some(1), "kfdtest's CMD_NOP_TYPE_3");
+        assert_eq!(packet_len(0xFFFF_3702), Some(0x4001), "only NOP is special");
+        assert_eq!(packet_len(0x8000_0000), Some(1));
+        assert_eq!(packet_len(0x0000_1234), None);
+        assert_eq!(packet_len(0x4000_0000), None);
+    }
+}

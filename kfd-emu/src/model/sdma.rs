@@ -606,3 +606,24 @@ fn fault_step(drv: &Driver, w: &Work, f: GpuFault) -> Step {
     vm_fault(drv, w, &f);
     Step::Faulted
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The encodings of CONSTANT_FILL's producers fill the bytes they mean.
+    #[test]
+    fn fill_counts_are_bytes_in_whole_fill_units() {
+        let dword = 2 << 30;
+        for dwords in [1u32, 2, 1000] {
+            let bytes = u64::from(dwords) * 4;
+            assert_eq!(fill_bytes(dword, (dwords - 1) * 4), Some(bytes), "ROCr");
+            assert_eq!(fill_bytes(dword, dwords * 4 - 1), Some(bytes), "Mesa, PAL");
+            assert_eq!(fill_bytes(0, dwords * 4 - 1), Some(bytes), "the kernel");
+        }
+        assert_eq!(fill_bytes(0, 6), Some(7), "kfdtest's byte fill");
+        assert_eq!(fill_bytes(1 << 30, 6), Some(8), "words");
+        assert_eq!(fill_bytes(3 << 30, 7), None);
+        assert_eq!(fill_bytes(dword, u32::MAX), Some(0x40_0000), "22 bits");
+    }
+}
