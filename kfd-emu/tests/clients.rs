@@ -556,7 +556,10 @@ fn libhsakmt_pm4_queue_runs_write_data_and_release_mem_on_the_gfx9_presets() {
             gpus,
             "{name}: {err}"
         );
-        assert!(err.contains("RELEASE_MEM data_sel=2 int_sel=2"), "{name}: {err}");
+        assert!(
+            err.contains("RELEASE_MEM data_sel=2 int_sel=2"),
+            "{name}: {err}"
+        );
     }
 }
 

@@ -60,6 +60,10 @@ const SUBOP_TIMESTAMP_GET_GLOBAL: u32 = 2;
 const SUBOP_POLL_REGMEM: u32 = 0;
 /// `SDMA_SUBOP_GEN_PTEPDE`.
 const SUBOP_GEN_PTEPDE: u32 = 0;
+/// The most bytes the model moves for one COPY_LINEAR_SUB_WIND (a model limit: the packet's
+/// fields reach 2^14 x 2^14 x 2^11 elements of 16 bytes, ROCr tiles no smaller); a larger
+/// one stops the queue.
+const SUB_WINDOW_MAX_BYTES: u64 = 1 << 30;
 /// The most ring bytes an engine reads in one round: twice the largest packet.
 const READ_WINDOW: u64 = 128 << 10;
 /// What running a packet did.
@@ -214,6 +218,10 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
         OP_COPY if sub_op == SUBOP_COPY_LINEAR_SUB_WIND => {
             let r = SubWindow::decode(p);
             trace(format!("COPY_LINEAR_SUB_WIND {r:x?}"));
+            // Its fields allow petabytes in one packet; the engine's round would never end.
+            if r.bytes() > SUB_WINDOW_MAX_BYTES {
+                return Step::Stop(Stopped::BadPacket(header));
+            }
             r.copy(drv, w)
         }
         OP_COPY => {
@@ -470,6 +478,11 @@ impl SubWindow {
             dst_slice: u64::from(p[10] & 0x0FFF_FFFF) + 1,
             extent: [rx + 1, ry + 1, u64::from(p[12] & 0x7FF) + 1],
         }
+    }
+
+    /// The bytes the rectangle holds.
+    fn bytes(&self) -> u64 {
+        self.extent.iter().product::<u64>() << self.element.min(4)
     }
 
     /// One row at a time: `extent[0]` elements per row, each row through the GPU view.
