@@ -385,7 +385,7 @@ impl Pm4Queue {
     ///
     /// # Errors
     /// [`Error::Command`] for a ring size that is not a power of two of at least 4 KiB;
-    /// [`Error::NoSdma`] for a GPU the context has no compute sizes or PM4 layouts for; the
+    /// [`Error::NoPm4`] for a GPU the context has no compute sizes or PM4 layouts for; the
     /// errors of the allocations, CREATE_EVENT and CREATE_QUEUE.
     pub fn new(context: &Arc<QueueContext>, gpu_id: u32, ring_bytes: u32) -> Result<Pm4Queue> {
         if ring_bytes < 4096 || !ring_bytes.is_power_of_two() {
@@ -393,14 +393,14 @@ impl Pm4Queue {
                 "a PM4 ring is a power of two of 4 KiB or more",
             ));
         }
-        let sizes = context.queue_sizes(gpu_id).ok_or(Error::NoSdma(gpu_id))?;
-        let gfx_major = context.gfx_major(gpu_id).ok_or(Error::NoSdma(gpu_id))?;
+        let sizes = context.queue_sizes(gpu_id).ok_or(Error::NoPm4(gpu_id))?;
+        let gfx_major = context.gfx_major(gpu_id).ok_or(Error::NoPm4(gpu_id))?;
         let gfx = GfxTargetVersion {
             major: gfx_major,
             minor: 0,
             stepping: 0,
         };
-        let generation = Pm4Generation::of(gfx).ok_or(Error::NoSdma(gpu_id))?;
+        let generation = Pm4Generation::of(gfx).ok_or(Error::NoPm4(gpu_id))?;
         let ring = context.gtt(gpu_id, u64::from(ring_bytes))?;
         let pointers = context.gtt(gpu_id, 4096)?;
         let eop = context.gtt(gpu_id, sizes.eop_buffer_size)?;

@@ -13,7 +13,9 @@
 //! GPU clock, interrupt → KFD event), the read pointer as a dword offset that wraps with the
 //! ring, WAIT_REG_MEM holding the queue, ACQUIRE_MEM per generation, nested and chained
 //! INDIRECT_BUFFERs, SET_SH_REG, a dispatch or an unknown opcode stopping the queue, and a
-//! ring of random dwords stopping its queue without harm.
+//! ring of random dwords stopping its queue without harm; on gfx12 (rx9070xt), raw packets in
+//! the kernel's gfx12 encoding. Hostile counts (a self-chaining IB, a maximal IB nothing
+//! maps, an SDMA WRITE_LINEAR past the read window) stay on their own queue.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -706,5 +708,87 @@ fn hostile_counts_stop_or_spin_only_their_own_queue() {
         let c = sdma.submit(&[Command::Raw(&huge)]).unwrap();
         assert!(matches!(sdma.wait(c, STOPPED), Err(Error::Timeout(_))));
         assert_eq!(dwords(&cpu, 8, 1), [0]);
+    });
+}
+
+/// gfx12 (RX 9070 XT): kfd-queue encodes no gfx12 PM4 (`Error::NoPm4`), but the model's CP
+/// runs what a gfx12 runtime submits on a raw `KFD_IOC_QUEUE_TYPE_COMPUTE` queue: WRITE_DATA
+/// and a RELEASE_MEM as `gfx_v12_0_ring_emit_fence` encodes it (`GCR_SEQ | GCR_GL2_WB |
+/// CACHE_POLICY(3)`, the same 8 dwords as gfx10/11), whose interrupt sets the event.
+#[test]
+fn pm4_on_gfx12_runs_raw_packets() {
+    use kfd_ioctl::{ComputeBuffers, QueueBuffer, QueueSizes, QueueSpec, QueueType};
+    on_every_target(&["rx9070xt-small-bar"], |target| {
+        let env = open(target);
+        assert!(matches!(
+            Pm4Queue::new(&env.context, env.gpu_id, 4096),
+            Err(Error::NoPm4(_))
+        ));
+        let sizes = QueueSizes::for_node(&env.node).expect("CWSR sizes");
+        let ring = Arc::new(env.bo(0, 4096));
+        let pointers = Arc::new(env.bo(1 << 20, 4096));
+        let eop = Arc::new(env.bo(2 << 20, sizes.eop_buffer_size));
+        let ctx_save = Arc::new(env.bo(4 << 20, sizes.total_ctx_save_size()));
+        let data = env.bo(3 << 20, 4096);
+        let spec = QueueSpec {
+            gpu_id: env.gpu_id,
+            queue_type: QueueType::Compute,
+            percentage: 100,
+            priority: 7,
+            ring: QueueBuffer::start_of(ring.clone()),
+            ring_size: 4096,
+            read_pointer: QueueBuffer::start_of(pointers.clone()),
+            write_pointer: QueueBuffer {
+                bo: pointers.clone(),
+                offset: 8,
+            },
+            compute: Some(ComputeBuffers {
+                eop: QueueBuffer::start_of(eop),
+                ctx_save: QueueBuffer::start_of(ctx_save),
+                sizes,
+            }),
+        };
+        let q = env
+            .kfd
+            .create_queue(&spec)
+            .unwrap_or_else(|e| panic!("{}: {e}", env.name));
+        let (event, slot) = env.context.signal_event(env.gpu_id).unwrap();
+        let mut packets = pm4::write_data(data.va(), &[0x12]).unwrap();
+        packets.extend([
+            pm4::header(pm4::IT_RELEASE_MEM, 7),
+            1 << 22 | 1 << 21 | 3 << 25 | 0x14 | 5 << 8,
+            2 << 29 | 2 << 24,
+            lo(slot),
+            hi(slot),
+            event.id(),
+            0,
+            event.id(),
+        ]);
+        let bytes: Vec<u8> = packets.iter().flat_map(|d| d.to_le_bytes()).collect();
+        ring.map_cpu().unwrap().write(0, &bytes).unwrap();
+        let ptrs = pointers.map_cpu().unwrap();
+        ptrs.write(8, &(packets.len() as u64).to_le_bytes())
+            .unwrap();
+        let gfx = env.gfx_major();
+        let doorbells = env
+            .kfd
+            .map_doorbells(env.gpu_id, gfx, env.va.addr() + (900 << 20))
+            .expect("doorbells");
+        doorbells
+            .ring(q.doorbell_in_page(&doorbells), packets.len() as u64)
+            .unwrap();
+        let woke = env.kfd.wait_events(&[&event], false, 10_000).unwrap();
+        assert!(
+            matches!(woke, kfd_ioctl::WaitOutcome::Complete(_)),
+            "{}",
+            env.name
+        );
+        assert_eq!(dwords(&data.map_cpu().unwrap(), 0, 1), [0x12]);
+        assert_eq!(
+            dwords(&ptrs, 0, 1),
+            [packets.len() as u32],
+            "the read pointer"
+        );
+        q.close().unwrap();
     });
 }
