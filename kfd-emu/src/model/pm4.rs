@@ -41,7 +41,8 @@
 //!   offset past the space stops the queue.
 //! * DISPATCH_DIRECT, DISPATCH_INDIRECT — the model runs no shaders: the queue stops with
 //!   [`Stopped::CannotDispatch`].
-//! * Anything else (another opcode, a type-0 or type-1 header, an IB that ends inside a
+//! * Anything else (another opcode, EVENT_WRITE_EOP among them: neither kfdtest nor the
+//!   kernel's gfx9+ compute rings emit it; a type-0 or type-1 header; an IB that ends inside a
 //!   packet) stops the queue with [`Stopped::BadPacket`]; an access that faults is a VM fault,
 //!   as for SDMA. A round runs at most [`ROUND_PACKETS`] packets; nothing a packet says
 //!   allocates more than its own size.
