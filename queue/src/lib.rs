@@ -1,8 +1,8 @@
 //! `kfd-queue`: user-mode SDMA, AQL and PM4 queues over raw KFD, without ROCr.
 //!
-//! * [`packet`] — the SDMA packets (copy, constant fill, write, fence, trap, poll memory,
-//!   atomic, timestamp, cache flush), encoded per SDMA generation from the kernel's
-//!   `*sdma*_pkt_open.h` headers.
+//! * [`packet`] — the SDMA packets (copy, rectangle copy, constant fill, write, fence, trap,
+//!   poll memory, atomic, timestamp, cache flush), encoded per SDMA generation from the
+//!   kernel's `*sdma*_pkt_open.h` headers.
 //! * [`SdmaQueue`] — a queue from `CREATE_QUEUE` over a mirrored ring from `kfd-ring` (a
 //!   packet is written in one piece even across the wrap), its read and write pointers, its
 //!   doorbell, and completions waited on through `WAIT_EVENTS`: each submission ends with a

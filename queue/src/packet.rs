@@ -39,6 +39,8 @@ pub const OP_CONST_FILL: u32 = 11;
 pub const OP_TIMESTAMP: u32 = 13;
 /// `SDMA_OP_GCR_REQ` (SDMA 5.0 and later).
 pub const OP_GCR_REQ: u32 = 17;
+/// `SDMA_SUBOP_COPY_LINEAR_SUB_WIND` (ROCr's `SDMA_SUBOP_COPY_LINEAR_RECT`).
+pub const SUBOP_COPY_LINEAR_SUB_WIND: u32 = 4;
 /// `SDMA_SUBOP_WRITE_LINEAR`.
 pub const SUBOP_WRITE_LINEAR: u32 = 0;
 /// `SDMA_SUBOP_USER_GCR` (ROCr's `BuildGCRCommand`; the kernel's ring uses sub-op 0).
@@ -117,6 +119,72 @@ pub fn copy_linear(generation: SdmaGeneration, dst: u64, src: u64, bytes: u64) -
         hi(src),
         lo(dst),
         hi(dst),
+    ])
+}
+
+/// One side of a COPY_LINEAR_SUB_WIND: a pitched surface and where the rectangle starts in
+/// it, all in elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pitched {
+    /// The surface's GPU address (4-aligned).
+    pub base: u64,
+    /// The rectangle's origin: x (below 2^14), y (below 2^14), z (below 2^11).
+    pub origin: [u32; 3],
+    /// Elements per row (1 to 2^19).
+    pub pitch: u32,
+    /// Elements per slice (1 to 2^28).
+    pub slice: u32,
+}
+
+/// COPY_LINEAR_SUB_WIND: a rectangle of `extent` elements of `1 << element` bytes (element
+/// 0 to 4) from `src` to `dst` (`SDMA_PKT_COPY_LINEAR_SUB_WIND` of `vega10_sdma_pkt_open.h`,
+/// ROCr 5.2.3's `SDMA_PKT_COPY_LINEAR_RECT` and `BuildCopyRectCommand`: offsets in elements,
+/// pitches and the extent minus one; 14-bit x and y, 11-bit z, 19-bit pitch, 28-bit slice
+/// pitch). `None` for a field out of its range or a misaligned base.
+pub fn copy_sub_window(
+    element: u32,
+    dst: Pitched,
+    src: Pitched,
+    extent: [u32; 3],
+) -> Option<[u32; 13]> {
+    let side_fits = |p: &Pitched| {
+        p.base.is_multiple_of(4)
+            && p.origin[0] < 1 << 14
+            && p.origin[1] < 1 << 14
+            && p.origin[2] < 1 << 11
+            && (1..=1 << 19).contains(&p.pitch)
+            && (1..=1 << 28).contains(&p.slice)
+    };
+    let extent_fits = (1..=1 << 14).contains(&extent[0])
+        && (1..=1 << 14).contains(&extent[1])
+        && (1..=1 << 11).contains(&extent[2]);
+    if element > 4 || !side_fits(&dst) || !side_fits(&src) || !extent_fits {
+        return None;
+    }
+    let side = |p: &Pitched| {
+        [
+            lo(p.base),
+            hi(p.base),
+            p.origin[0] | p.origin[1] << 16,
+            p.origin[2] | (p.pitch - 1) << 13,
+            p.slice - 1,
+        ]
+    };
+    let (s, d) = (side(&src), side(&dst));
+    Some([
+        OP_COPY | SUBOP_COPY_LINEAR_SUB_WIND << 8 | element << 29,
+        s[0],
+        s[1],
+        s[2],
+        s[3],
+        s[4],
+        d[0],
+        d[1],
+        d[2],
+        d[3],
+        d[4],
+        (extent[0] - 1) | (extent[1] - 1) << 16,
+        extent[2] - 1,
     ])
 }
 
@@ -297,6 +365,47 @@ mod tests {
         let w = write_linear(0x5_0000_1003, &[7, 8, 9]).unwrap();
         assert_eq!(w, [2, 0x1000, 5, 2, 7, 8, 9], "count is dwords - 1");
         assert!(write_linear(0, &[]).is_none());
+    }
+
+    /// ROCr's rectangle copy, field by field.
+    #[test]
+    fn sub_window_copies_put_their_fields_where_rocr_does() {
+        let src = Pitched {
+            base: 0x1_0000_1000,
+            origin: [2, 1, 0],
+            pitch: 16,
+            slice: 1,
+        };
+        let dst = Pitched {
+            base: 0x2000,
+            origin: [1, 2, 3],
+            pitch: 32,
+            slice: 32 * 8,
+        };
+        let p = copy_sub_window(2, dst, src, [16, 3, 1]).unwrap();
+        assert_eq!(
+            p,
+            [
+                1 | 4 << 8 | 2 << 29,
+                0x1000,
+                1,
+                2 | 1 << 16,
+                15 << 13,
+                0,
+                0x2000,
+                0,
+                1 | 2 << 16,
+                3 | 31 << 13,
+                255,
+                15 | 2 << 16,
+                0
+            ]
+        );
+        assert!(copy_sub_window(5, dst, src, [1, 1, 1]).is_none());
+        assert!(copy_sub_window(0, dst, src, [1 << 14, 1, 1]).is_some());
+        assert!(copy_sub_window(0, dst, src, [(1 << 14) + 1, 1, 1]).is_none());
+        let odd = Pitched { base: 2, ..src };
+        assert!(copy_sub_window(0, dst, odd, [1, 1, 1]).is_none());
     }
 
     /// GCR_REQ exists from SDMA 5.0 on, in ROCr's `SDMA_PKT_GCR` bit positions.

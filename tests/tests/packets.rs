@@ -237,21 +237,23 @@ fn broadcast_and_sub_window_copies_move_what_they_say() {
         // A 16 x 3 rectangle of 4-byte elements (element 2) from (2, 1) of a 64-byte-pitch
         // source to (1, 2) of a 128-byte-pitch destination.
         let (sb, db) = (va, va + 0x4000);
-        let rect = [
-            1 | 4 << 8 | 2 << 29,
-            lo(sb),
-            hi(sb),
-            2 | 1 << 16,
-            (16 - 1) << 13,
-            0,
-            lo(db),
-            hi(db),
-            1 | 2 << 16,
-            (32 - 1) << 13,
-            0,
-            (16 - 1) | (3 - 1) << 16,
-            0,
-        ];
+        let rect = packet::copy_sub_window(
+            2,
+            packet::Pitched {
+                base: db,
+                origin: [1, 2, 0],
+                pitch: 32,
+                slice: 1,
+            },
+            packet::Pitched {
+                base: sb,
+                origin: [2, 1, 0],
+                pitch: 16,
+                slice: 1,
+            },
+            [16, 3, 1],
+        )
+        .unwrap();
         let mut q = env.sdma();
         let c = q
             .submit(&[Command::Raw(&broadcast), Command::Raw(&rect)])
