@@ -86,24 +86,27 @@ fn run_gpu(drv: &Driver, gpu: usize) -> Round {
             .values()
             .flat_map(|p| {
                 p.queues.by_id.iter().filter_map(move |(&id, q)| {
-                    (q.gpu == gpu && q.stopped.is_none() && q.ring_size > 0).then_some(Work {
-                        tgid: p.tgid,
-                        id,
-                        gpu,
-                        gpu_id,
-                        ring_va: q.ring_va,
-                        ring_size: q.ring_size,
-                        rptr_va: q.rptr_va,
-                        wptr_va: q.wptr_va,
-                        consumed: q.consumed,
-                        aql: q.engine == Engine::Compute { aql: true },
-                        pm4: q.engine == Engine::Compute { aql: false },
-                        doorbell: (
-                            p.memfd.clone(),
-                            Process::doorbell_offset(gpu) + q.doorbell,
-                            doorbell_size,
-                        ),
-                    })
+                    let runs = matches!(q.engine, Engine::Sdma { .. } | Engine::Compute { .. });
+                    (runs && q.gpu == gpu && q.stopped.is_none() && q.ring_size > 0).then_some(
+                        Work {
+                            tgid: p.tgid,
+                            id,
+                            gpu,
+                            gpu_id,
+                            ring_va: q.ring_va,
+                            ring_size: q.ring_size,
+                            rptr_va: q.rptr_va,
+                            wptr_va: q.wptr_va,
+                            consumed: q.consumed,
+                            aql: q.engine == Engine::Compute { aql: true },
+                            pm4: q.engine == Engine::Compute { aql: false },
+                            doorbell: (
+                                p.memfd.clone(),
+                                Process::doorbell_offset(gpu) + q.doorbell,
+                                doorbell_size,
+                            ),
+                        },
+                    )
                 })
             })
             .collect()
