@@ -525,6 +525,44 @@ fn libhsakmt_aql_queue_runs_a_barrier_on_the_gfx9_presets() {
     }
 }
 
+/// libhsakmt's hsaKmtCreateQueue(HSA_QUEUE_COMPUTE) on the GFX9 presets, driven as kfdtest's
+/// PM4Queue drives it: one-dword NOPs, a WRITE_DATA and a RELEASE_MEM whose end-of-pipe
+/// interrupt (with the event id in the mailbox) wakes hsaKmtWaitOnEvent; the CP's read
+/// pointer reaches the 15 dwords written. (Before the PM4 processor, nothing ran on these
+/// queues: the wait timed out.)
+#[test]
+fn libhsakmt_pm4_queue_runs_write_data_and_release_mem_on_the_gfx9_presets() {
+    let Some(program) = build_hsakmt_program("hsakmt_pm4") else {
+        return;
+    };
+    for name in GFX9_PRESETS {
+        let machine = Machine::preset(name).unwrap();
+        let out = run_traced(name, &program, &[]);
+        only_the_events_page_leaks(name, &out);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        for node in machine.topology().nodes.iter().filter(|n| n.is_gpu()) {
+            let want = format!("pm4 node={} data=0xc0ffee rptr=15 event=woke\n", node.id);
+            assert!(
+                text.contains(&want),
+                "{name}: no `{want}` in {}",
+                describe(&out)
+            );
+        }
+        assert!(text.ends_with("done\n"), "{name}: {text}");
+        let gpus = machine.topology().gpus().count();
+        assert_eq!(
+            err.matches("queue_type=COMPUTE,").count(),
+            gpus,
+            "{name}: {err}"
+        );
+        assert!(
+            err.contains("RELEASE_MEM data_sel=2 int_sel=2"),
+            "{name}: {err}"
+        );
+    }
+}
+
 /// Builds `tests/clients/<name>.c` against ROCr (Debian's libhsa-runtime64 5.2.3).
 fn build_rocr_program(name: &str) -> Option<PathBuf> {
     build_probe(

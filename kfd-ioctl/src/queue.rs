@@ -28,6 +28,10 @@ const KFD_MMAP_GPU_ID_SHIFT: u32 = 46;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum QueueType {
+    /// `KFD_IOC_QUEUE_TYPE_COMPUTE`: PM4 packets on a compute (CP) queue; the read and write
+    /// pointers count dwords.
+    #[doc(alias = "KFD_IOC_QUEUE_TYPE_COMPUTE")]
+    Compute,
     /// `KFD_IOC_QUEUE_TYPE_COMPUTE_AQL`: HSA AQL packets on a compute (CP) queue.
     #[doc(alias = "KFD_IOC_QUEUE_TYPE_COMPUTE_AQL")]
     ComputeAql,
@@ -47,6 +51,7 @@ pub enum QueueType {
 impl QueueType {
     fn raw(self) -> (u32, u32) {
         match self {
+            QueueType::Compute => (abi::KFD_IOC_QUEUE_TYPE_COMPUTE, 0),
             QueueType::ComputeAql => (abi::KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, 0),
             QueueType::Sdma => (abi::KFD_IOC_QUEUE_TYPE_SDMA, 0),
             QueueType::SdmaXgmi => (abi::KFD_IOC_QUEUE_TYPE_SDMA_XGMI, 0),
@@ -56,7 +61,7 @@ impl QueueType {
 
     /// Whether it is a compute queue (which has an EOP buffer and a CWSR area).
     pub fn is_compute(self) -> bool {
-        self == QueueType::ComputeAql
+        matches!(self, QueueType::Compute | QueueType::ComputeAql)
     }
 }
 

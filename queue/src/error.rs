@@ -26,6 +26,10 @@ pub enum Error {
     /// The GPU has no SDMA engine the crate can drive (unknown, or older than gfx9).
     #[error("gpu {0:#x} has no SDMA engine this crate encodes packets for")]
     NoSdma(u32),
+    /// The GPU has no PM4 layouts this crate encodes (unknown, before gfx9, or gfx12 and
+    /// later), or no compute-queue sizes.
+    #[error("gpu {0:#x} has no PM4 compute queue this crate encodes packets for")]
+    NoPm4(u32),
     /// The ring is larger than CREATE_QUEUE's 32-bit size.
     #[error("the ring is larger than 4 GiB")]
     RingTooLarge,

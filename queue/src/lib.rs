@@ -1,7 +1,8 @@
-//! `kfd-queue`: user-mode SDMA queues over raw KFD, without ROCr.
+//! `kfd-queue`: user-mode SDMA, AQL and PM4 queues over raw KFD, without ROCr.
 //!
-//! * [`packet`] — the SDMA packets (copy, constant fill, fence, trap, poll memory, atomic,
-//!   timestamp), encoded per SDMA generation from the kernel's `*sdma*_pkt_open.h` headers.
+//! * [`packet`] — the SDMA packets (copy, rectangle copy, constant fill, write, fence, trap,
+//!   poll memory, atomic, timestamp, cache flush), encoded per SDMA generation from the
+//!   kernel's `*sdma*_pkt_open.h` headers.
 //! * [`SdmaQueue`] — a queue from `CREATE_QUEUE` over a mirrored ring from `kfd-ring` (a
 //!   packet is written in one piece even across the wrap), its read and write pointers, its
 //!   doorbell, and completions waited on through `WAIT_EVENTS`: each submission ends with a
@@ -10,6 +11,11 @@
 //! * [`aql`] — [`AqlQueue`]: AQL packets on a compute queue, barrier-AND/OR with
 //!   dependencies, completion [`Signal`]s in `amd_signal_t`'s layout wired to KFD events, and
 //!   [`KernelDispatch`] encoding for runtimes with their own code objects.
+//! * [`pm4`] — [`Pm4Queue`]: PM4 packets on a compute queue (`KFD_IOC_QUEUE_TYPE_COMPUTE`)
+//!   for runtimes that drive the CP without AQL: WRITE_DATA, RELEASE_MEM (fences, GPU
+//!   timestamps, and the end-of-pipe interrupt that raises a KFD event), WAIT_REG_MEM on
+//!   memory, ACQUIRE_MEM, INDIRECT_BUFFER, SET_SH_REG, encoded per GFX generation (gfx9;
+//!   gfx10/11) from the kernel's `soc15d.h` and `nvd.h`; read and write pointers count dwords.
 //! * [`QueueContext`] — what a process's queues share: the signal page, the doorbell pages
 //!   and the GPU addresses of the queues' own buffer objects.
 //!
@@ -54,8 +60,10 @@
 pub mod aql;
 mod error;
 pub mod packet;
+pub mod pm4;
 mod sdma;
 
 pub use aql::{AqlQueue, KernelDispatch, Signal};
 pub use error::{Error, Result};
+pub use pm4::{Pm4Command, Pm4Completion, Pm4Queue};
 pub use sdma::{Command, Completion, QueueContext, SdmaEngine, SdmaQueue};

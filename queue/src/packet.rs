@@ -23,6 +23,8 @@ use kfd_ioctl::topology::GfxTargetVersion;
 pub const OP_NOP: u32 = 0;
 /// `SDMA_OP_COPY`.
 pub const OP_COPY: u32 = 1;
+/// `SDMA_OP_WRITE`.
+pub const OP_WRITE: u32 = 2;
 /// `SDMA_OP_FENCE`.
 pub const OP_FENCE: u32 = 5;
 /// `SDMA_OP_TRAP`.
@@ -35,6 +37,14 @@ pub const OP_ATOMIC: u32 = 10;
 pub const OP_CONST_FILL: u32 = 11;
 /// `SDMA_OP_TIMESTAMP`.
 pub const OP_TIMESTAMP: u32 = 13;
+/// `SDMA_OP_GCR_REQ` (SDMA 5.0 and later).
+pub const OP_GCR_REQ: u32 = 17;
+/// `SDMA_SUBOP_COPY_LINEAR_SUB_WIND` (ROCr's `SDMA_SUBOP_COPY_LINEAR_RECT`).
+pub const SUBOP_COPY_LINEAR_SUB_WIND: u32 = 4;
+/// `SDMA_SUBOP_WRITE_LINEAR`.
+pub const SUBOP_WRITE_LINEAR: u32 = 0;
+/// `SDMA_SUBOP_USER_GCR` (ROCr's `BuildGCRCommand`; the kernel's ring uses sub-op 0).
+pub const SUBOP_USER_GCR: u32 = 1;
 /// `SDMA_SUBOP_COPY_LINEAR`.
 pub const SUBOP_COPY_LINEAR: u32 = 0;
 /// `SDMA_SUBOP_TIMESTAMP_GET_GLOBAL`.
@@ -112,8 +122,76 @@ pub fn copy_linear(generation: SdmaGeneration, dst: u64, src: u64, bytes: u64) -
     ])
 }
 
+/// One side of a COPY_LINEAR_SUB_WIND: a pitched surface and where the rectangle starts in
+/// it, all in elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pitched {
+    /// The surface's GPU address (4-aligned).
+    pub base: u64,
+    /// The rectangle's origin: x (below 2^14), y (below 2^14), z (below 2^11).
+    pub origin: [u32; 3],
+    /// Elements per row (1 to 2^19).
+    pub pitch: u32,
+    /// Elements per slice (1 to 2^28).
+    pub slice: u32,
+}
+
+/// COPY_LINEAR_SUB_WIND: a rectangle of `extent` elements of `1 << element` bytes (element
+/// 0 to 4) from `src` to `dst` (`SDMA_PKT_COPY_LINEAR_SUB_WIND` of `vega10_sdma_pkt_open.h`,
+/// ROCr 5.2.3's `SDMA_PKT_COPY_LINEAR_RECT` and `BuildCopyRectCommand`: offsets in elements,
+/// pitches and the extent minus one; 14-bit x and y, 11-bit z, 19-bit pitch, 28-bit slice
+/// pitch). `None` for a field out of its range or a misaligned base.
+pub fn copy_sub_window(
+    element: u32,
+    dst: Pitched,
+    src: Pitched,
+    extent: [u32; 3],
+) -> Option<[u32; 13]> {
+    let side_fits = |p: &Pitched| {
+        p.base.is_multiple_of(4)
+            && p.origin[0] < 1 << 14
+            && p.origin[1] < 1 << 14
+            && p.origin[2] < 1 << 11
+            && (1..=1 << 19).contains(&p.pitch)
+            && (1..=1 << 28).contains(&p.slice)
+    };
+    let extent_fits = (1..=1 << 14).contains(&extent[0])
+        && (1..=1 << 14).contains(&extent[1])
+        && (1..=1 << 11).contains(&extent[2]);
+    if element > 4 || !side_fits(&dst) || !side_fits(&src) || !extent_fits {
+        return None;
+    }
+    let side = |p: &Pitched| {
+        [
+            lo(p.base),
+            hi(p.base),
+            p.origin[0] | p.origin[1] << 16,
+            p.origin[2] | (p.pitch - 1) << 13,
+            p.slice - 1,
+        ]
+    };
+    let (s, d) = (side(&src), side(&dst));
+    Some([
+        OP_COPY | SUBOP_COPY_LINEAR_SUB_WIND << 8 | element << 29,
+        s[0],
+        s[1],
+        s[2],
+        s[3],
+        s[4],
+        d[0],
+        d[1],
+        d[2],
+        d[3],
+        d[4],
+        (extent[0] - 1) | (extent[1] - 1) << 16,
+        extent[2] - 1,
+    ])
+}
+
 /// CONSTANT_FILL of `bytes` bytes at `dst` with the dword `value` (`SDMA_PKT_CONSTANT_FILL`,
-/// `fillsize` 2: dwords; `count` is bytes - 1); `None` for 0 bytes, more than
+/// `fillsize` 2: dwords; `count` is bytes - 1, as the kernel's `emit_fill_buffer` and Mesa
+/// encode it: the engine fills whole dwords and ignores `count`'s two low bits, so ROCr's
+/// `(dwords - 1) * 4` fills the same dwords); `None` for 0 bytes, more than
 /// [`SdmaGeneration::fill_max_bytes`], or a count or address that is not dword aligned.
 pub fn constant_fill(
     generation: SdmaGeneration,
@@ -141,6 +219,48 @@ pub fn constant_fill(
 /// (`SDMA_PKT_FENCE`, `mtype` 3 as `sdma_v4_0_ring_emit_fence` sets it).
 pub fn fence(addr: u64, data: u32) -> [u32; 4] {
     [OP_FENCE | 3 << 16, lo(addr) & !3, hi(addr), data]
+}
+
+/// The most dwords one WRITE_LINEAR carries: its 20-bit `count` (dwords - 1).
+pub const WRITE_MAX_DWORDS: usize = 1 << 20;
+
+/// WRITE_LINEAR: the `data` dwords at `dst` (dword aligned), in order (`SDMA_PKT_WRITE_UNTILED`
+/// of `vega10_sdma_pkt_open.h`, the same in `navi10_` and `sdma_v6_0_0_pkt_open.h`: header,
+/// address, `count` = dwords - 1, the data; what kfdtest's `SDMAWriteDataPacket` and the
+/// kernel's `sdma_v*_ring_test_ring` emit). `None` for no data or more than
+/// [`WRITE_MAX_DWORDS`].
+pub fn write_linear(dst: u64, data: &[u32]) -> Option<Vec<u32>> {
+    if data.is_empty() || data.len() > WRITE_MAX_DWORDS {
+        return None;
+    }
+    let mut p = Vec::with_capacity(4 + data.len());
+    p.extend([
+        OP_WRITE | SUBOP_WRITE_LINEAR << 8,
+        lo(dst) & !3,
+        hi(dst),
+        (data.len() - 1) as u32,
+    ]);
+    p.extend_from_slice(data);
+    Some(p)
+}
+
+/// GCR_REQ: writes back the GPU's L2 (and, with `invalidate`, invalidates L2, L1 and L0),
+/// over all addresses, as ROCr 5.2.3's `BlitSdma::BuildGCRCommand` does around its copies on
+/// SDMA 5+ (`SDMA_PKT_GCR`: dword 2 holds `GCR_CONTROL` bits 16-31, GL2_WB at 31,
+/// GL2_INV 30, GL1_INV 25, GLV_INV 24, GLK_INV 23, GLK_WB 22). `None` before SDMA 5.0,
+/// which has no such packet.
+pub fn gcr_req(generation: SdmaGeneration, invalidate: bool) -> Option<[u32; 5]> {
+    if matches!(
+        generation,
+        SdmaGeneration::Sdma4 | SdmaGeneration::Sdma4_4_2
+    ) {
+        return None;
+    }
+    let mut control = 1 << 31 | 1 << 22;
+    if invalidate {
+        control |= 1 << 30 | 1 << 25 | 1 << 24 | 1 << 23;
+    }
+    Some([OP_GCR_REQ | SUBOP_USER_GCR << 8, 0, control, 0, 0])
 }
 
 /// TRAP: an interrupt with `int_context` (28 bits: KFD takes it as an event id).
@@ -242,6 +362,64 @@ mod tests {
         assert_eq!(a, [(47 << 25) | 10, 0x3000_0008, 0, 2, 1, 0, 0, 0]);
         assert_eq!(timestamp(0x4000_0010), [0x20D, 0x4000_0010, 0]);
         assert_eq!(nop(2), [2 << 16, 0, 0]);
+        let w = write_linear(0x5_0000_1003, &[7, 8, 9]).unwrap();
+        assert_eq!(w, [2, 0x1000, 5, 2, 7, 8, 9], "count is dwords - 1");
+        assert!(write_linear(0, &[]).is_none());
+    }
+
+    /// ROCr's rectangle copy, field by field.
+    #[test]
+    fn sub_window_copies_put_their_fields_where_rocr_does() {
+        let src = Pitched {
+            base: 0x1_0000_1000,
+            origin: [2, 1, 0],
+            pitch: 16,
+            slice: 1,
+        };
+        let dst = Pitched {
+            base: 0x2000,
+            origin: [1, 2, 3],
+            pitch: 32,
+            slice: 32 * 8,
+        };
+        let p = copy_sub_window(2, dst, src, [16, 3, 1]).unwrap();
+        assert_eq!(
+            p,
+            [
+                1 | 4 << 8 | 2 << 29,
+                0x1000,
+                1,
+                2 | 1 << 16,
+                15 << 13,
+                0,
+                0x2000,
+                0,
+                1 | 2 << 16,
+                3 | 31 << 13,
+                255,
+                15 | 2 << 16,
+                0
+            ]
+        );
+        assert!(copy_sub_window(5, dst, src, [1, 1, 1]).is_none());
+        assert!(copy_sub_window(0, dst, src, [1 << 14, 1, 1]).is_some());
+        assert!(copy_sub_window(0, dst, src, [(1 << 14) + 1, 1, 1]).is_none());
+        let odd = Pitched { base: 2, ..src };
+        assert!(copy_sub_window(0, dst, odd, [1, 1, 1]).is_none());
+    }
+
+    /// GCR_REQ exists from SDMA 5.0 on, in ROCr's `SDMA_PKT_GCR` bit positions.
+    #[test]
+    fn the_cache_flush_packet_is_sdma5_and_later() {
+        assert!(gcr_req(SdmaGeneration::Sdma4, true).is_none());
+        assert!(gcr_req(SdmaGeneration::Sdma4_4_2, false).is_none());
+        for g in [SdmaGeneration::Sdma5, SdmaGeneration::Sdma6] {
+            assert_eq!(
+                gcr_req(g, false).unwrap(),
+                [17 | 1 << 8, 0, 0x8040_0000, 0, 0]
+            );
+            assert_eq!(gcr_req(g, true).unwrap()[2], 0xC3C0_0000);
+        }
     }
 
     #[test]

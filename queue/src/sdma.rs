@@ -198,6 +198,19 @@ pub enum Command<'a> {
         /// Bytes.
         bytes: u64,
     },
+    /// Write the dwords `data` at `addr` (WRITE_LINEAR, split into packets as needed).
+    Write {
+        /// Destination GPU address (4-aligned).
+        addr: u64,
+        /// The dwords.
+        data: &'a [u32],
+    },
+    /// Write back the GPU's caches (and invalidate them with `invalidate`): GCR_REQ on SDMA
+    /// 5.0 and later, nothing before (SDMA 4.x has no GPU cache request packet).
+    CacheFlush {
+        /// Invalidate too.
+        invalidate: bool,
+    },
     /// Write the dword `value` at `addr` once everything before is done.
     Fence {
         /// GPU address (4-aligned).
@@ -235,6 +248,8 @@ pub enum Command<'a> {
         /// GPU address.
         addr: u64,
     },
+    /// Raw dwords: packets the caller encoded (another runtime's encodings, say).
+    Raw(&'a [u32]),
 }
 
 /// A submission's completion: wait for it with [`SdmaQueue::wait`].
@@ -433,6 +448,18 @@ impl SdmaQueue {
                     done += n;
                 }
             }
+            Command::Write { addr, data } => {
+                if data.is_empty() {
+                    return Err(Error::Command("write: no data"));
+                }
+                for (i, chunk) in data.chunks(packet::WRITE_MAX_DWORDS).enumerate() {
+                    let at = addr + (i * packet::WRITE_MAX_DWORDS * 4) as u64;
+                    out.extend(packet::write_linear(at, chunk).ok_or(Error::Command("write"))?);
+                }
+            }
+            Command::CacheFlush { invalidate } => {
+                out.extend(packet::gcr_req(g, invalidate).into_iter().flatten());
+            }
             Command::Fence { addr, value } => out.extend(packet::fence(addr, value)),
             Command::Signal(event) => {
                 let (slot, page) = (event.slot(), self.context.signal_page_va());
@@ -451,6 +478,7 @@ impl SdmaQueue {
                 out.extend(packet::atomic(op, addr, src, cmp))
             }
             Command::Timestamp { addr } => out.extend(packet::timestamp(addr)),
+            Command::Raw(dwords) => out.extend_from_slice(dwords),
         }
         Ok(())
     }
@@ -533,7 +561,8 @@ impl SdmaQueue {
 }
 
 impl QueueContext {
-    fn signal_page_va(&self) -> Option<u64> {
+    /// The GPU address of the context's signal page, once made.
+    pub(crate) fn signal_page_va(&self) -> Option<u64> {
         self.signal_page
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

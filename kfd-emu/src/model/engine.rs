@@ -36,8 +36,10 @@ pub(super) struct Work {
     pub rptr_va: u64,
     pub wptr_va: u64,
     pub consumed: u64,
-    /// An AQL queue (else SDMA): pointers count packets, not bytes.
+    /// An AQL queue (else SDMA or PM4): pointers count packets, not bytes.
     pub aql: bool,
+    /// A PM4 compute queue: pointers count dwords.
+    pub pm4: bool,
     /// The process's `/dev/kfd` memfd and where the queue's doorbell is in it, with its size.
     pub doorbell: (Arc<OwnedFd>, u64, usize),
 }

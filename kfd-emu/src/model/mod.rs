@@ -30,8 +30,9 @@
 //!    (the MMU notifiers of munmap, mremap, madvise, mprotect, brk, fork), `gpu_view` (accesses through
 //!    a GPU's page tables), `mmap` (which pages a stand-in's offset maps), `teardown` (what a
 //!    process leaves when it goes), the GPU engines: `engine` (what they share: the queue
-//!    run, faults, event interrupts) below `sdma` (the copy engines' packets) and `aql` (the
-//!    AQL packet processor), and `scheduler` on top (one thread per GPU running its queues).
+//!    run, faults, event interrupts) below `sdma` (the copy engines' packets), `aql` (the
+//!    AQL packet processor) and `pm4` (the compute CP's PM4 processor, which uses `sdma`'s
+//!    compare functions), and `scheduler` on top (one thread per GPU running its queues).
 //! 4. **Chardev** — `chardev` (the ioctl context `Ctx` and argument access), the handlers
 //!    (`handlers`, `memory_ioctls`, `event_ioctls`, `queue_ioctls`, `svm_ioctl`), `dispatch` (one ioctl
 //!    table keyed by the ABI opcodes, with version checks and fault injection), `drm`;
@@ -164,6 +165,7 @@ mod memory_ioctls;
 mod mmap;
 mod objects;
 mod offsets;
+mod pm4;
 mod process;
 mod queue_ioctls;
 mod queues;

@@ -3,9 +3,9 @@
 //! ALLOC_QUEUE_GWS over the process's [`Queues`](super::queues::Queues).
 //!
 //! SDMA queues run on the copy engines of [`sdma`](super::sdma), AQL queues on the packet
-//! processor of [`aql`](super::aql) (barriers and signals; no kernel dispatch), both
-//! scheduled by [`scheduler`](super::scheduler); PM4 compute queues are created and kept,
-//! but nothing runs their packets.
+//! processor of [`aql`](super::aql) (barriers and signals; no kernel dispatch), PM4 compute
+//! queues on the CP of [`pm4`](super::pm4) (no dispatch either), all scheduled by
+//! [`scheduler`](super::scheduler).
 
 use kfd_ioctl::QueueSizes;
 use kfd_ioctl::abi::{
@@ -322,6 +322,7 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
             held,
             consumed: 0,
             stopped: None,
+            pm4: Default::default(),
         },
     );
     drop(guard);

@@ -36,6 +36,19 @@ pub(super) enum Stopped {
     BadPacket(u32),
     /// Evicted with the process's other queues on the GPU after a VM fault of one of them.
     Evicted,
+    /// A PM4 dispatch (DISPATCH_DIRECT / DISPATCH_INDIRECT, its header dword): the model
+    /// runs no shaders.
+    CannotDispatch(u32),
+}
+
+/// What a PM4 compute queue's CP keeps between rounds ([`pm4`](super::pm4)): the registers
+/// its SET_*_REG and register WRITE_DATA packets wrote, and the indirect buffers it is in.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Pm4State {
+    /// Register values by dword register offset.
+    pub regs: BTreeMap<u32, u32>,
+    /// The indirect buffers being run, outermost first: (GPU address, dwords, dwords done).
+    pub ibs: Vec<(u64, u32, u32)>,
 }
 
 /// One queue (`struct queue` with its `queue_properties`).
@@ -57,9 +70,11 @@ pub(super) struct Queue {
     /// `queue_refcount` on each; newer kernels only).
     pub held: Vec<u64>,
     /// What the engine consumed (the read pointer it writes back): bytes for SDMA, packets
-    /// for AQL.
+    /// for AQL, dwords for PM4.
     pub consumed: u64,
     pub stopped: Option<Stopped>,
+    /// A PM4 queue's CP state (unused by other queues).
+    pub pm4: Pm4State,
 }
 
 /// A process's queues, by queue id (`pqm->queues` and its slot bitmap).

@@ -1,7 +1,8 @@
 //! The GPU engines' scheduling: one thread per GPU that runs the GPU's user queues — SDMA
 //! queues on its copy engines ([`sdma`](super::sdma)), AQL queues on its packet processor
-//! ([`aql`](super::aql)) — polling with a backoff, woken by a new queue (the kick), and run
-//! first by every WAIT_EVENTS so that a waiter sees what they can finish.
+//! ([`aql`](super::aql)), PM4 compute queues on its CP ([`pm4`](super::pm4)) — polling with
+//! a backoff, woken by a new queue (the kick), and run first by every WAIT_EVENTS so that a
+//! waiter sees what they can finish.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -10,7 +11,7 @@ use super::driver::Driver;
 use super::engine::Work;
 use super::process::Process;
 use super::queues::{Engine, Kick};
-use super::{aql, sdma};
+use super::{aql, pm4, sdma};
 use crate::machine::ApertureLayout;
 
 /// Slowest idle polling.
@@ -85,10 +86,7 @@ fn run_gpu(drv: &Driver, gpu: usize) -> Round {
             .values()
             .flat_map(|p| {
                 p.queues.by_id.iter().filter_map(move |(&id, q)| {
-                    let runs = matches!(
-                        q.engine,
-                        Engine::Sdma { .. } | Engine::Compute { aql: true }
-                    );
+                    let runs = matches!(q.engine, Engine::Sdma { .. } | Engine::Compute { .. });
                     (runs && q.gpu == gpu && q.stopped.is_none() && q.ring_size > 0).then_some(
                         Work {
                             tgid: p.tgid,
@@ -100,7 +98,8 @@ fn run_gpu(drv: &Driver, gpu: usize) -> Round {
                             rptr_va: q.rptr_va,
                             wptr_va: q.wptr_va,
                             consumed: q.consumed,
-                            aql: matches!(q.engine, Engine::Compute { .. }),
+                            aql: q.engine == Engine::Compute { aql: true },
+                            pm4: q.engine == Engine::Compute { aql: false },
                             doorbell: (
                                 p.memfd.clone(),
                                 Process::doorbell_offset(gpu) + q.doorbell,
@@ -119,6 +118,8 @@ fn run_gpu(drv: &Driver, gpu: usize) -> Round {
     for w in work {
         ran |= if w.aql {
             aql::run_queue(drv, &w)
+        } else if w.pm4 {
+            pm4::run_queue(drv, &w)
         } else {
             sdma::run_queue(drv, &w)
         };

@@ -6,10 +6,19 @@
 //!
 //! Packets are the SDMA 4.x layouts of `vega10_sdma_pkt_open.h`, which `sdma_v4_4_2`
 //! (gfx94x), `navi10_sdma_pkt_open.h` (5.x) and `sdma_v6_0_0_pkt_open.h` (6.x) keep for every
-//! packet here (they add cache-policy bits the model ignores): NOP, COPY_LINEAR,
-//! CONSTANT_FILL, FENCE, TRAP, POLL_REGMEM (memory; a register poll, such as an HDP flush,
-//! holds at once: no MMIO registers are modelled), ATOMIC (64-bit add, swap, compare-swap)
-//! and TIMESTAMP. The engine writes the read pointer back (bytes, 64-bit) after each packet.
+//! packet here (they add cache-policy bits the model ignores): every packet the kernel's
+//! `sdma_v4_0` / `v4_4_2` / `v5_0` / `v5_2` / `v6_0` rings and buffer/PTE functions emit and
+//! every one ROCr 5.2.3's `BlitSdma` emits —
+//! NOP, COPY_LINEAR (with `broadcast`'s second destination) and COPY_LINEAR_SUB_WIND (ROCr's
+//! rectangle copy), WRITE_LINEAR, CONSTANT_FILL (see `fill_bytes` for its count), FENCE,
+//! TRAP, POLL_REGMEM (memory; a register poll, such as an HDP flush, holds at once: no MMIO
+//! registers are modelled), COND_EXE, ATOMIC (the TC atomic opcodes, 32- and 64-bit),
+//! GEN_PTEPDE, TIMESTAMP (SET, GET, GET_GLOBAL), SRBM_WRITE (a register write: no-op) and, from
+//! SDMA 5.0 on, GCR_REQ (a cache flush: no-op). The kernel's INDIRECT (`emit_ib`) runs only on
+//! its own rings, never on a KFD user queue, and the 5.x/6.x VM-invalidation sub-op of
+//! POLL_REGMEM only in its `emit_vm_flush`: both stop the queue as unknown packets, as do
+//! PRED_EXEC and SEM, which nothing emits. The engine writes the read pointer back (bytes,
+//! 64-bit) after each packet.
 //!
 //! A TRAP raises the KFD event named by its `int_context` as the interrupt path does
 //! (`kfd_signal_event_interrupt` with 28 valid id bits). An access that faults is what the
@@ -23,23 +32,38 @@ use super::gpu_view::GpuFault;
 use super::objects::Domain;
 use super::queues::Stopped;
 
-/// `SDMA_OP_*` of `vega10_sdma_pkt_open.h`.
+/// `SDMA_OP_*` of `vega10_sdma_pkt_open.h` (the same numbers in `navi10_sdma_pkt_open.h` and
+/// `sdma_v6_0_0_pkt_open.h`; `GCR_REQ` exists from SDMA 5.0 on).
 const OP_NOP: u32 = 0;
 const OP_COPY: u32 = 1;
+const OP_WRITE: u32 = 2;
 const OP_FENCE: u32 = 5;
 const OP_TRAP: u32 = 6;
 const OP_POLL_REGMEM: u32 = 8;
+const OP_COND_EXE: u32 = 9;
 const OP_ATOMIC: u32 = 10;
 const OP_CONST_FILL: u32 = 11;
+const OP_PTEPDE: u32 = 12;
 const OP_TIMESTAMP: u32 = 13;
-/// `SDMA_SUBOP_COPY_LINEAR`.
+const OP_SRBM_WRITE: u32 = 14;
+const OP_GCR_REQ: u32 = 17;
+/// `SDMA_SUBOP_COPY_LINEAR`, `SDMA_SUBOP_COPY_LINEAR_SUB_WIND` (ROCr's `COPY_LINEAR_RECT`).
 const SUBOP_COPY_LINEAR: u32 = 0;
-/// `SDMA_SUBOP_TIMESTAMP_GET_GLOBAL`.
+const SUBOP_COPY_LINEAR_SUB_WIND: u32 = 4;
+/// `SDMA_SUBOP_WRITE_LINEAR`.
+const SUBOP_WRITE_LINEAR: u32 = 0;
+/// `SDMA_SUBOP_TIMESTAMP_SET`, `_GET`, `_GET_GLOBAL`.
+const SUBOP_TIMESTAMP_SET: u32 = 0;
+const SUBOP_TIMESTAMP_GET: u32 = 1;
 const SUBOP_TIMESTAMP_GET_GLOBAL: u32 = 2;
-/// The TC atomic opcodes of `SDMA_PKT_ATOMIC_HEADER_operation` (`TC_OP_ATOMIC_*_RTN_64`).
-const ATOMIC_SWAP_RTN_64: u32 = 39;
-const ATOMIC_CMPSWAP_RTN_64: u32 = 40;
-const ATOMIC_ADD_RTN_64: u32 = 47;
+/// `SDMA_SUBOP_POLL_REGMEM` (the plain poll; the other sub-ops read registers).
+const SUBOP_POLL_REGMEM: u32 = 0;
+/// `SDMA_SUBOP_GEN_PTEPDE`.
+const SUBOP_GEN_PTEPDE: u32 = 0;
+/// The most bytes the model moves for one COPY_LINEAR_SUB_WIND (a model limit: the packet's
+/// fields reach 2^14 x 2^14 x 2^11 elements of 16 bytes, ROCr tiles no smaller); a larger
+/// one stops the queue.
+const SUB_WINDOW_MAX_BYTES: u64 = 1 << 30;
 /// The most ring bytes an engine reads in one round: twice the largest packet.
 const READ_WINDOW: u64 = 128 << 10;
 /// What running a packet did.
@@ -128,22 +152,51 @@ fn addr(lo: u32, hi: u32) -> u64 {
     u64::from(hi) << 32 | u64::from(lo)
 }
 
+/// The dwords packet `header` takes, given what follows it in `d` (`None`: a packet the
+/// engine does not know). The layouts are `vega10_sdma_pkt_open.h`'s; SDMA 5.x and 6.x keep
+/// them and add GCR_REQ.
+fn packet_len(header: u32, d: &[u32], sdma5: bool) -> Option<usize> {
+    let (op, sub_op) = (header & 0xFF, (header >> 8) & 0xFF);
+    Some(match (op, sub_op) {
+        (OP_NOP, _) => 1 + ((header >> 16) & 0x3FFF) as usize,
+        // COPY_LINEAR: `broadcast` (bit 27) adds a second destination (kfdtest's
+        // `SDMACopyDataPacket` with two destinations).
+        (OP_COPY, SUBOP_COPY_LINEAR) if header & 1 << 27 != 0 => 9,
+        (OP_COPY, SUBOP_COPY_LINEAR) => 7,
+        (OP_COPY, SUBOP_COPY_LINEAR_SUB_WIND) => 13,
+        // WRITE_LINEAR: header, address, `count` (dwords - 1, 20 bits), the data.
+        (OP_WRITE, SUBOP_WRITE_LINEAR) => 5 + (*d.get(3)? & 0xF_FFFF) as usize,
+        (OP_CONST_FILL, _) => 5,
+        (OP_FENCE, _) => 4,
+        (OP_TRAP, _) => 2,
+        (OP_POLL_REGMEM, SUBOP_POLL_REGMEM) => 6,
+        (OP_COND_EXE, _) => 5,
+        (OP_ATOMIC, _) => 8,
+        (OP_PTEPDE, SUBOP_GEN_PTEPDE) => 10,
+        (OP_TIMESTAMP, SUBOP_TIMESTAMP_SET | SUBOP_TIMESTAMP_GET | SUBOP_TIMESTAMP_GET_GLOBAL) => 3,
+        (OP_SRBM_WRITE, _) => 3,
+        (OP_GCR_REQ, _) if sdma5 => 5,
+        _ => return None,
+    })
+}
+
 /// Runs the packet at the start of `d`.
 fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
     let header = d[0];
     let op = header & 0xFF;
     let sub_op = (header >> 8) & 0xFF;
-    let len = match (op, sub_op) {
-        (OP_NOP, _) => 1 + ((header >> 16) & 0x3FFF) as usize,
-        (OP_COPY, SUBOP_COPY_LINEAR) => 7,
-        (OP_CONST_FILL, _) => 5,
-        (OP_FENCE, _) => 4,
-        (OP_TRAP, _) => 2,
-        (OP_POLL_REGMEM, _) => 6,
-        (OP_ATOMIC, _) => 8,
-        (OP_TIMESTAMP, SUBOP_TIMESTAMP_GET_GLOBAL) => 3,
-        _ => return Step::Stop(Stopped::BadPacket(header)),
+    let sdma5 = drv.dev.cfg.machine.gpus()[w.gpu].target.major >= 10;
+    let Some(len) = packet_len(header, d, sdma5) else {
+        // WRITE_LINEAR's length is in its fourth dword.
+        if op == OP_WRITE && sub_op == SUBOP_WRITE_LINEAR && d.len() < 4 {
+            return Step::Wait;
+        }
+        return Step::Stop(Stopped::BadPacket(header));
     };
+    // A packet longer than the engine's read window could never be all there.
+    if 4 * len as u64 > READ_WINDOW {
+        return Step::Stop(Stopped::BadPacket(header));
+    }
     if d.len() < len {
         return Step::Wait;
     }
@@ -156,19 +209,31 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
             );
         }
     };
+    let write = |va: u64, bytes: &[u8]| drv.write_here(w.tgid, w.gpu_id, va, bytes);
     let result = match op {
         OP_NOP => {
             trace(format!("NOP count={}", len - 1));
             Ok(())
         }
+        OP_COPY if sub_op == SUBOP_COPY_LINEAR_SUB_WIND => {
+            let r = SubWindow::decode(p);
+            trace(format!("COPY_LINEAR_SUB_WIND {r:x?}"));
+            // Its fields allow petabytes in one packet; the engine's round would never end.
+            if r.bytes() > SUB_WINDOW_MAX_BYTES {
+                return Step::Stop(Stopped::BadPacket(header));
+            }
+            r.copy(drv, w)
+        }
         OP_COPY => {
             // COPY_LINEAR: count is bytes - 1 (22 bits on 4.x).
             let count = u64::from(p[1] & 0x3F_FFFF) + 1;
             let (src, dst) = (addr(p[3], p[4]), addr(p[5], p[6]));
+            let dst2 = (len == 9).then(|| addr(p[7], p[8]));
             trace(format!(
-                "COPY_LINEAR src={src:#x} dst={dst:#x} bytes={count}"
+                "COPY_LINEAR src={src:#x} dst={dst:#x} dst2={dst2:#x?} bytes={count}"
             ));
-            let copied = copy(drv, w, src, dst, count);
+            let copied = copy(drv, w, src, dst, count)
+                .and_then(|()| dst2.map_or(Ok(()), |d2| copy(drv, w, src, d2, count)));
             if copied.is_ok() {
                 // The timing model's cost of the copy over the link it takes (a peer's VRAM
                 // over xGMI when there is a direct link, else PCIe through system memory).
@@ -177,23 +242,32 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
             }
             copied
         }
+        OP_WRITE => {
+            // WRITE_LINEAR: the data dwords at the (dword-aligned) address.
+            let dst = addr(p[1] & !3, p[2]);
+            trace(format!("WRITE_LINEAR dst={dst:#x} dwords={}", len - 4));
+            let data: Vec<u8> = p[4..].iter().flat_map(|v| v.to_le_bytes()).collect();
+            write(dst, &data)
+        }
         OP_CONST_FILL => {
-            // fillsize in header bits 30-31 (2: dwords); count is bytes - 1.
             let dst = addr(p[1], p[2]);
-            let count = u64::from(p[4] & 0x3F_FFFF) + 1;
-            let unit = 1usize << ((header >> 30) & 3);
+            let Some(bytes) = fill_bytes(header, p[4]) else {
+                return Step::Stop(Stopped::BadPacket(header));
+            };
             trace(format!(
-                "CONSTANT_FILL dst={dst:#x} data={:#x} bytes={count}",
+                "CONSTANT_FILL dst={dst:#x} data={:#x} bytes={bytes}",
                 p[3]
             ));
+            // The pattern is the fill size's low bytes of the data dword, repeated.
             let pattern = p[3].to_le_bytes();
-            let data: Vec<u8> = (0..count as usize).map(|i| pattern[i % unit]).collect();
-            drv.write_here(w.tgid, w.gpu_id, dst, &data)
+            let unit = 1usize << (header >> 30);
+            let data: Vec<u8> = (0..bytes as usize).map(|i| pattern[i % unit]).collect();
+            write(dst, &data)
         }
         OP_FENCE => {
             let dst = addr(p[1], p[2]);
             trace(format!("FENCE addr={dst:#x} data={:#x}", p[3]));
-            drv.write_here(w.tgid, w.gpu_id, dst, &p[3].to_le_bytes())
+            write(dst, &p[3].to_le_bytes())
         }
         OP_TRAP => {
             let context = p[1] & 0x0FFF_FFFF;
@@ -222,27 +296,44 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
                 ));
                 return Step::Done(len);
             }
+            // Memory: polled until the condition holds. The retry count and interval of
+            // the last dword (`retry_count` 0xFFF: forever) are not modelled as a limit:
+            // the engine re-reads the value each round until it holds, as with 0xFFF.
             let at = addr(p[1] & !3, p[2]);
-            let mut now = [0u8; 4];
-            if let Err(f) = drv.read_here(w.tgid, w.gpu_id, at, &mut now) {
-                return fault_step(drv, w, f);
-            }
-            let now = u32::from_le_bytes(now) & mask;
-            let holds = match func {
-                0 => true,
-                1 => now < value,
-                2 => now <= value,
-                3 => now == value,
-                4 => now != value,
-                5 => now >= value,
-                _ => now > value,
+            let now = match read_u32(drv, w, at) {
+                Ok(v) => v & mask,
+                Err(f) => return fault_step(drv, w, f),
             };
+            let holds = compare(func, now, value);
             trace(format!(
                 "POLL_REGMEM addr={at:#x} func={func} value={value:#x} mask={mask:#x}: {}",
                 if holds { "holds" } else { "waits" }
             ));
             if !holds {
                 return Step::Wait;
+            }
+            Ok(())
+        }
+        OP_COND_EXE => {
+            // COND_EXE: the next `exec_count` dwords run only when the dword at the address
+            // holds the reference (the kernel's `sdma_v*_ring_init_cond_exec`: reference 1,
+            // a flag the kernel clears to skip the frame).
+            let at = addr(p[1] & !3, p[2]);
+            let exec_count = (p[4] & 0x3FFF) as usize;
+            let now = match read_u32(drv, w, at) {
+                Ok(v) => v,
+                Err(f) => return fault_step(drv, w, f),
+            };
+            trace(format!(
+                "COND_EXE addr={at:#x} reference={:#x} value={now:#x} exec_count={exec_count}",
+                p[3]
+            ));
+            if now != p[3] {
+                // Skipped: the dwords go with the packet.
+                if d.len() < len + exec_count {
+                    return Step::Wait;
+                }
+                return Step::Done(len + exec_count);
             }
             Ok(())
         }
@@ -259,19 +350,158 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
                 None => return Step::Stop(Stopped::BadPacket(header)),
             }
         }
-        _ => {
-            // TIMESTAMP GET_GLOBAL: the 64-bit GPU clock (100 MHz reference) at the address,
-            // the same counter GET_CLOCK_COUNTERS reports (so under the model clock it
-            // follows the model).
+        OP_PTEPDE => {
+            // GEN_PTEPDE (`sdma_v*_vm_set_pte_pde`): `count + 1` 64-bit entries from the
+            // address, each the value (incremented by `incr` per entry) with the flags.
+            let pe = addr(p[1] & !7, p[2]);
+            let (flags, value, incr) = (addr(p[3], p[4]), addr(p[5], p[6]), u64::from(p[7]));
+            let count = u64::from(p[9] & 0x7_FFFF) + 1;
+            trace(format!(
+                "PTEPDE pe={pe:#x} value={value:#x} flags={flags:#x} incr={incr:#x} entries={count}"
+            ));
+            let data: Vec<u8> = (0..count)
+                .flat_map(|i| (value.wrapping_add(i * incr) | flags).to_le_bytes())
+                .collect();
+            write(pe, &data)
+        }
+        OP_TIMESTAMP if sub_op == SUBOP_TIMESTAMP_SET => {
+            // The engine's local timestamp counter is not modelled apart from the global
+            // one: setting it changes nothing the model reports.
+            trace(format!(
+                "TIMESTAMP_SET {:#x}: not modelled",
+                addr(p[1], p[2])
+            ));
+            Ok(())
+        }
+        OP_TIMESTAMP => {
+            // TIMESTAMP GET / GET_GLOBAL: the 64-bit GPU clock (100 MHz reference) at the
+            // address, the same counter GET_CLOCK_COUNTERS reports (so under the model clock
+            // it follows the model); the local counter is the global one here.
             let dst = addr(p[1] & !7, p[2]);
             let ticks = drv.dev.clock.raw_ns() / 10;
             trace(format!("TIMESTAMP addr={dst:#x} value={ticks}"));
-            drv.write_here(w.tgid, w.gpu_id, dst, &ticks.to_le_bytes())
+            write(dst, &ticks.to_le_bytes())
+        }
+        OP_SRBM_WRITE => {
+            // A register write (`sdma_v*_ring_emit_wreg`): no MMIO registers are modelled.
+            trace(format!(
+                "SRBM_WRITE register={:#x} value={:#x}: not modelled",
+                p[1], p[2]
+            ));
+            Ok(())
+        }
+        _ => {
+            // GCR_REQ (SDMA 5+; `sdma_v5_0_ring_emit_mem_sync`, ROCr's `BuildGCRCommand`):
+            // a cache write-back / invalidate. The model's memory has no GPU caches.
+            trace("GCR_REQ: no caches modelled".into());
+            Ok(())
         }
     };
     match result {
         Ok(()) => Step::Done(len),
         Err(f) => fault_step(drv, w, f),
+    }
+}
+
+/// The bytes a CONSTANT_FILL writes: `count` is bytes - 1 whatever the fill size, and the
+/// engine writes whole units of the fill size (`fillsize`, header bits 30-31: 0 byte,
+/// 1 word, 2 dword), ignoring the low bits of `count` below the unit. So the kernel's
+/// `sdma_v4_0_emit_fill_buffer` (and v5/v6: `count = byte_count - 1`, fill size 0), Mesa's
+/// `si_sdma_clear_buffer` (fill size 2, `count = bytes - 1` on gfx9+), AMD PAL's
+/// `oss4DmaCmdBuffer.cpp` `WriteFillMemoryCmd` (fill size 2: "the low two bits of our count
+/// are ignored, but we still program this in terms of bytes"), kfdtest 5.2.3's
+/// `SDMAFillDataPacket` (fill size 2 "DW Fill" when size and address are dword aligned, else
+/// 0 "Byte Fill", `count = size - 1`) and ROCr 5.2.3's `BlitSdma::BuildFillCommand` (fill
+/// size 2, `count = (dwords - 1) * 4` through `SizeToCountOffset` -1) all fill exactly the
+/// bytes they mean. Fill size 3 (a 64-bit
+/// pattern) has no source dword in this packet: `None`.
+fn fill_bytes(header: u32, count: u32) -> Option<u64> {
+    let unit = match header >> 30 {
+        3 => return None,
+        size => 1u64 << size,
+    };
+    Some((u64::from(count & 0x3F_FFFF) & !(unit - 1)) + unit)
+}
+
+/// How POLL_REGMEM (and PM4's WAIT_REG_MEM, which has the same functions) compares the
+/// masked value with the reference; `func` 7 is reserved (the caller refuses it).
+pub(super) fn compare(func: u32, now: u32, reference: u32) -> bool {
+    match func {
+        0 => true,
+        1 => now < reference,
+        2 => now <= reference,
+        3 => now == reference,
+        4 => now != reference,
+        5 => now >= reference,
+        _ => now > reference,
+    }
+}
+
+fn read_u32(drv: &Driver, w: &Work, va: u64) -> Result<u32, GpuFault> {
+    let mut b = [0u8; 4];
+    drv.read_here(w.tgid, w.gpu_id, va, &mut b)?;
+    Ok(u32::from_le_bytes(b))
+}
+
+/// COPY_LINEAR_SUB_WIND (ROCr's `SDMA_PKT_COPY_LINEAR_RECT`, `BuildCopyRectCommand`): a
+/// rectangle of elements (`1 << element` bytes) between two pitched surfaces; offsets,
+/// pitches and the extent count elements, pitches and the extent minus one.
+#[derive(Debug, Clone, Copy)]
+struct SubWindow {
+    element: u32,
+    src: u64,
+    src_xyz: [u64; 3],
+    src_pitch: u64,
+    src_slice: u64,
+    dst: u64,
+    dst_xyz: [u64; 3],
+    dst_pitch: u64,
+    dst_slice: u64,
+    extent: [u64; 3],
+}
+
+impl SubWindow {
+    fn decode(p: &[u32]) -> SubWindow {
+        let xy = |v: u32| [u64::from(v & 0x3FFF), u64::from((v >> 16) & 0x3FFF)];
+        let [sx, sy] = xy(p[3]);
+        let [dx, dy] = xy(p[8]);
+        let [rx, ry] = xy(p[11]);
+        SubWindow {
+            element: (p[0] >> 29) & 7,
+            src: addr(p[1], p[2]),
+            src_xyz: [sx, sy, u64::from(p[4] & 0x7FF)],
+            src_pitch: u64::from(p[4] >> 13) + 1,
+            src_slice: u64::from(p[5] & 0x0FFF_FFFF) + 1,
+            dst: addr(p[6], p[7]),
+            dst_xyz: [dx, dy, u64::from(p[9] & 0x7FF)],
+            dst_pitch: u64::from(p[9] >> 13) + 1,
+            dst_slice: u64::from(p[10] & 0x0FFF_FFFF) + 1,
+            extent: [rx + 1, ry + 1, u64::from(p[12] & 0x7FF) + 1],
+        }
+    }
+
+    /// The bytes the rectangle holds.
+    fn bytes(&self) -> u64 {
+        self.extent.iter().product::<u64>() << self.element.min(4)
+    }
+
+    /// One row at a time: `extent[0]` elements per row, each row through the GPU view.
+    fn copy(&self, drv: &Driver, w: &Work) -> Result<(), GpuFault> {
+        // Elements of 1 to 16 bytes (element 0-4); larger codes are reserved: 16 bytes.
+        let size = 1u64 << self.element.min(4);
+        let row = self.extent[0] * size;
+        let at = |base: u64, xyz: [u64; 3], pitch: u64, slice: u64, y: u64, z: u64| {
+            let elements = xyz[0] + (xyz[1] + y) * pitch + (xyz[2] + z) * slice;
+            base.wrapping_add(elements * size)
+        };
+        for z in 0..self.extent[2] {
+            for y in 0..self.extent[1] {
+                let s = at(self.src, self.src_xyz, self.src_pitch, self.src_slice, y, z);
+                let d = at(self.dst, self.dst_xyz, self.dst_pitch, self.dst_slice, y, z);
+                copy(drv, w, s, d, row)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -300,7 +530,9 @@ fn copy(drv: &Driver, w: &Work, src: u64, dst: u64, count: u64) -> Result<(), Gp
     Ok(())
 }
 
-/// A 64-bit atomic at `at`; `None` for an operation the engine does not know.
+/// ATOMIC `operation` at `at`: the TC atomic opcodes of `TC_OP` (`vega10_enum.h`): the low
+/// five bits say which operation, bit 5 that it is 64-bit, bit 6 that it returns nothing
+/// (which the engine does not use anyway); `None` for a float or non-atomic opcode.
 fn atomic(
     drv: &Driver,
     w: &Work,
@@ -309,28 +541,102 @@ fn atomic(
     src: u64,
     cmp: u64,
 ) -> Option<Result<(), GpuFault>> {
-    if !matches!(
-        operation,
-        ATOMIC_ADD_RTN_64 | ATOMIC_SWAP_RTN_64 | ATOMIC_CMPSWAP_RTN_64
-    ) {
+    /// `TC_OP_ATOMIC_*_RTN_32`: SWAP 7, CMPSWAP 8, ADD 15 … DEC 25.
+    const SWAP: u32 = 7;
+    const CMPSWAP: u32 = 8;
+    const ADD: u32 = 15;
+    const DEC: u32 = 25;
+    let kind = operation & 0x1F;
+    if !(kind == SWAP || kind == CMPSWAP || (ADD..=DEC).contains(&kind)) {
         return None;
     }
+    let wide = operation & 0x20 != 0;
+    let size = if wide { 8 } else { 4 };
     let mut old = [0u8; 8];
-    if let Err(f) = drv.read_here(w.tgid, w.gpu_id, at, &mut old) {
+    if let Err(f) = drv.read_here(w.tgid, w.gpu_id, at, &mut old[..size]) {
         return Some(Err(f));
     }
     let old = u64::from_le_bytes(old);
-    let new = match operation {
-        ATOMIC_ADD_RTN_64 => old.wrapping_add(src),
-        ATOMIC_SWAP_RTN_64 => src,
-        _ if old == cmp => src,
-        _ => return Some(Ok(())),
+    let (src, cmp) = if wide {
+        (src, cmp)
+    } else {
+        (src & 0xFFFF_FFFF, cmp & 0xFFFF_FFFF)
     };
-    Some(drv.write_here(w.tgid, w.gpu_id, at, &new.to_le_bytes()))
+    // Signed comparisons at the operation's width.
+    let signed = |v: u64| {
+        if wide {
+            v as i64
+        } else {
+            i64::from(v as u32 as i32)
+        }
+    };
+    let new = match kind {
+        SWAP => src,
+        CMPSWAP if old == cmp => src,
+        CMPSWAP => return Some(Ok(())),
+        15 => old.wrapping_add(src),
+        16 => old.wrapping_sub(src),
+        17 => {
+            if signed(src) < signed(old) {
+                src
+            } else {
+                old
+            }
+        }
+        18 => old.min(src),
+        19 => {
+            if signed(src) > signed(old) {
+                src
+            } else {
+                old
+            }
+        }
+        20 => old.max(src),
+        21 => old & src,
+        22 => old | src,
+        23 => old ^ src,
+        // INC and DEC wrap at the operand, as the shader atomics do.
+        24 => {
+            if old >= src {
+                0
+            } else {
+                old + 1
+            }
+        }
+        _ => {
+            if old == 0 || old > src {
+                src
+            } else {
+                old - 1
+            }
+        }
+    };
+    Some(drv.write_here(w.tgid, w.gpu_id, at, &new.to_le_bytes()[..size]))
 }
 
 /// A faulting access stops the queue.
 fn fault_step(drv: &Driver, w: &Work, f: GpuFault) -> Step {
     vm_fault(drv, w, &f);
     Step::Faulted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The encodings of CONSTANT_FILL's producers fill the bytes they mean.
+    #[test]
+    fn fill_counts_are_bytes_in_whole_fill_units() {
+        let dword = 2 << 30;
+        for dwords in [1u32, 2, 1000] {
+            let bytes = u64::from(dwords) * 4;
+            assert_eq!(fill_bytes(dword, (dwords - 1) * 4), Some(bytes), "ROCr");
+            assert_eq!(fill_bytes(dword, dwords * 4 - 1), Some(bytes), "Mesa, PAL");
+            assert_eq!(fill_bytes(0, dwords * 4 - 1), Some(bytes), "the kernel");
+        }
+        assert_eq!(fill_bytes(0, 6), Some(7), "kfdtest's byte fill");
+        assert_eq!(fill_bytes(1 << 30, 6), Some(8), "words");
+        assert_eq!(fill_bytes(3 << 30, 7), None);
+        assert_eq!(fill_bytes(dword, u32::MAX), Some(0x40_0000), "22 bits");
+    }
 }
