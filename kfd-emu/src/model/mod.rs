@@ -165,6 +165,7 @@ mod mmap;
 mod objects;
 mod offsets;
 mod process;
+mod queue_error;
 mod queue_ioctls;
 mod queues;
 mod scheduler;
