@@ -1,6 +1,7 @@
 //! What the model's GPU engines share (the SDMA engines of [`sdma`](super::sdma) and the AQL
 //! packet processor of [`aql`](super::aql)): the queue being run ([`Work`]), the read pointer
-//! written back, a queue stopped, a VM fault taken as the interrupt handler takes it, and the
+//! written back, a queue stopped (an AQL queue's error reported to the runtime through
+//! [`queue_error`]), a VM fault taken as the interrupt handler takes it, and the
 //! event interrupt of a TRAP or a completion signal. Which queue runs when is
 //! [`scheduler`](super::scheduler)'s.
 
