@@ -27,7 +27,10 @@
 //! descriptor the GPU cannot read is a VM fault, not a queue error. The checks run in the
 //! table's order from the dimensions down; the CP's own order is not public, and a packet has
 //! one code. Codes 1 and 0x400 (scratch the runtime is to grow) and 512 (scratch reclaim) are
-//! never raised: they are recoverable requests, not errors. What the CP checks of reserved
+//! never raised: they are recoverable requests, not errors. Codes `1 << 29`, `1 << 30` and
+//! `1 << 31` are not the CP's: ROCr's own trap handler writes them when a wave takes a memory
+//! violation, an illegal instruction or `s_trap` (`SIGNAL_CODE_MEM_VIOL`, `_ILLEGAL_INST`,
+//! `_LLVM_TRAP` in `amd_gpu_shaders.h`), and no wave runs here. What the CP checks of reserved
 //! header bits (fence scopes 3, bits 13–15) is not public either: they are not checked.
 //!
 //! A packet that faults (a dependency signal, a completion signal, the kernel descriptor in
