@@ -54,7 +54,11 @@
 //!    offset in `amd_queue_t` (ROCr's constructor `AqlQueue::AqlQueue` stores it, 128):
 //!    `amd_queue_t` is at the read pointer minus it (gem5's
 //!    `GPUCommandProcessor::ReadDispIdOffsetDmaEvent` in `gpu_command_processor.hh` finds it
-//!    so).
+//!    so; tinygrad's `AMDDevice.create_queue` in `tinygrad/runtime/ops_amd.py`, which drives
+//!    the CP without ROCr, lays an `amd_queue_t` around the pointers it passes and sets the
+//!    field for the CP). A client whose pointers are not in an `amd_queue_t` (kfd-queue's
+//!    `AqlQueue` keeps them in a page of their own) has no such signal: what the CP then
+//!    reads is whatever lies there, and an unmapped address is a VM fault.
 //! 2. It reads `queue_inactive_signal` (`amd_hsa_queue.h`: at byte 192 of `amd_queue_t`); a
 //!    null handle has no one to tell.
 //! 3. It writes the code into the signal's `value` (`amd_hsa_signal.h`: `amd_signal_t`'s
