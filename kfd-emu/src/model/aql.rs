@@ -18,9 +18,9 @@
 //!   cannot process — not consumed (the read index stays at it), its completion signal
 //!   untouched — and the error reaches the runtime as the CP reports it: an error code ROCr
 //!   decodes (invalid packet format, invalid dimensions, null code object, ..., see
-//!   [`queue_error`]) written into the queue's `queue_inactive_signal`,
-//!   whose event is raised; ROCr then calls `hsa_queue_create`'s error callback with the
-//!   status and the queue.
+//!   [`queue_error`]) written into the queue's `queue_inactive_signal`, whose event is
+//!   raised; ROCr then calls `hsa_queue_create`'s error callback with the status and the
+//!   queue.
 //! * An access that faults (a dependency or completion signal, a kernel descriptor) is a VM
 //!   fault, as for SDMA: the memory events carry the page and the GPU to ROCr's memory-fault
 //!   handler.

@@ -80,13 +80,15 @@ pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
         );
     }
     let mut st = drv.lock();
-    if let Some(q) = st
+    let Some(q) = st
         .procs
         .get_mut(&w.tgid)
         .and_then(|p| p.queues.by_id.get_mut(&w.id))
-    {
-        q.stopped = Some(why);
-    }
+    else {
+        // Destroyed meanwhile: unmapped from the CP, which reports nothing of it.
+        return;
+    };
+    q.stopped = Some(why);
     drop(st);
     drv.wake.notify_all();
     if let (true, Stopped::QueueError(code)) = (w.aql, why) {
