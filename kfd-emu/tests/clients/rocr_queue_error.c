@@ -17,6 +17,7 @@
  * node-N ... on address ..." and aborts the process.
  * One line per case for the Rust test; exits non-zero at the first failure, naming it.
  */
+#include <hsa/amd_hsa_queue.h>
 #include <hsa/hsa.h>
 #include <hsa/hsa_ext_amd.h>
 #include <stdint.h>
@@ -176,6 +177,7 @@ static int refused(hsa_agent_t gpu, int n, const char *what, const uint8_t *pack
                    hsa_signal_t done, hsa_status_t want)
 {
     hsa_queue_t *q = NULL;
+    hsa_signal_t inactive;
     const char *name = "?";
     int before = __atomic_load_n(&reports, __ATOMIC_ACQUIRE);
 
@@ -198,6 +200,15 @@ static int refused(hsa_agent_t gpu, int n, const char *what, const uint8_t *pack
            (long)hsa_signal_load_scacquire(done));
     EXPECT(hsa_queue_load_read_index_scacquire(q) == 0, "gpu %d: %s: read index %lu", n, what,
            (unsigned long)hsa_queue_load_read_index_scacquire(q));
+    /* ROCr's handler marks itself done and stores -1 in the queue's queue_inactive_signal
+     * after the callback returns; hsa_queue_destroy must not start before, or ~AqlQueue can
+     * overwrite that -1 with its own wake-up value and wait for a handler that has gone
+     * (a race of ROCr 5.2.3's AqlQueue::~AqlQueue and DynamicScratchHandler, on hardware
+     * too). hsa_queue_t is the first member of amd_queue_t (amd_hsa_queue.h). */
+    inactive = ((amd_queue_t *)q)->queue_inactive_signal;
+    EXPECT(hsa_signal_wait_scacquire(inactive, HSA_SIGNAL_CONDITION_EQ, -1, LONG_WAIT,
+                                     HSA_WAIT_STATE_BLOCKED) == -1,
+           "gpu %d: %s: ROCr's queue error handler did not finish", n, what);
     CHECK(hsa_queue_destroy(q));
     printf("gpu %d %s: status=%#x completion=1 read_index=0 destroyed\n", n, what,
            (unsigned)reported_status);
