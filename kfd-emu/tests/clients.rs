@@ -609,7 +609,8 @@ fn rocr_runs_barriers_in_dependency_order_and_copies_through_sdma() {
 /// null kernel object `HSA_STATUS_ERROR_INVALID_CODE_OBJECT` (0x1010) and one of a kernel
 /// object the emulator cannot run `HSA_STATUS_ERROR_INVALID_ISA` (0x100f), each naming the
 /// queue, with the packet's completion signal untouched and the read index at the packet; the
-/// queue is destroyed after. ROCr reads the code the packet processor wrote into the queue's
+/// queue is destroyed once ROCr's handler has finished (a destroy racing it can hang in ROCr
+/// 5.2.3 itself, see the program). ROCr reads the code the packet processor wrote into the queue's
 /// `queue_inactive_signal` (`AqlQueue::DynamicScratchHandler`), woken by the signal's event.
 /// A barrier whose dependency signal the GPU cannot reach is a VM fault: the handler of
 /// `hsa_amd_register_system_event_handler` gets the agent and the page, and the queue's
