@@ -640,3 +640,82 @@ fn rocr_runs_barriers_in_dependency_order_and_copies_through_sdma() {
         );
     }
 }
+
+/// Queue errors reaching unmodified ROCr 5.2.3 on the GFX9 presets (`rocr_queue_error.c`): on
+/// every GPU agent, a packet of a reserved type and a vendor-specific packet make the queue's
+/// error callback report `HSA_STATUS_ERROR_INVALID_PACKET_FORMAT` (0x1009), a dispatch of a
+/// null kernel object `HSA_STATUS_ERROR_INVALID_CODE_OBJECT` (0x1010) and one of a kernel
+/// object the emulator cannot run `HSA_STATUS_ERROR_INVALID_ISA` (0x100f), each naming the
+/// queue, with the packet's completion signal untouched and the read index at the packet; the
+/// queue is destroyed once ROCr's handler has finished (a destroy racing it can hang in ROCr
+/// 5.2.3 itself, see the program). ROCr reads the code the packet processor wrote into the queue's
+/// `queue_inactive_signal` (`AqlQueue::DynamicScratchHandler`), woken by the signal's event.
+/// A barrier whose dependency signal the GPU cannot reach is a VM fault: the handler of
+/// `hsa_amd_register_system_event_handler` gets the agent and the page, and the queue's
+/// callback is not called; with no handler ROCr prints the fault, naming the GPU's node, and
+/// aborts the process.
+#[test]
+fn rocr_queue_errors_reach_the_error_callback_on_the_gfx9_presets() {
+    let Some(program) = build_rocr_program("rocr_queue_error") else {
+        return;
+    };
+    for name in GFX9_PRESETS {
+        let machine = Machine::preset(name).unwrap();
+        let gpus = machine.topology().gpus().count();
+        let out = run_traced(name, &program, &[]);
+        only_the_events_page_leaks(name, &out);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let mut want = vec![format!("gpus {gpus}")];
+        for n in 0..gpus {
+            for (what, status) in [
+                ("reserved-type", 0x1009),
+                ("vendor-specific", 0x1009),
+                ("null-kernel-object", 0x1010),
+                ("bogus-kernel-object", 0x100f),
+            ] {
+                want.push(format!(
+                    "gpu {n} {what}: status={status:#x} completion=1 read_index=0 destroyed"
+                ));
+            }
+        }
+        want.push(format!(
+            "gpu {} memory-fault: agent=ok address=page reasons=0x1 destroyed",
+            gpus - 1
+        ));
+        want.push("done".into());
+        assert_eq!(
+            text.lines().collect::<Vec<_>>(),
+            want,
+            "{name}: {}",
+            describe(&out)
+        );
+        // The packet processor stopped each queue with the CP's code, and ROCr destroyed
+        // every queue it created.
+        for code in [32, 256, 8, 128] {
+            assert_eq!(
+                err.matches(&format!(": stopped: QueueError({code})\n"))
+                    .count(),
+                gpus,
+                "{name}: error {code}: {err}"
+            );
+        }
+        assert_eq!(
+            err.matches("CREATE_QUEUE(").count(),
+            err.matches("DESTROY_QUEUE(").count(),
+            "{name}: {err}"
+        );
+
+        // No handler: ROCr's VMFaultHandler reports the fault and aborts.
+        let out = run_under_emulator(name, false, &program, &["unhandled-fault"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let node = machine.gpus().last().unwrap().node_id;
+        assert_eq!(out.status.code(), Some(134), "{name}: {}", describe(&out));
+        assert!(
+            err.contains(&format!("Memory access fault by GPU node-{node} "))
+                && err.contains("Reason: Page not present or supervisor privilege."),
+            "{name}: {}",
+            describe(&out)
+        );
+    }
+}

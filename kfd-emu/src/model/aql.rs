@@ -13,13 +13,22 @@
 //!   (`event_mailbox_ptr`), the event id is written there and the event interrupt raised
 //!   (`kfd_signal_event_interrupt` with 32 valid bits, `SOC15_INTSRC_CP_END_OF_PIPE`), as the
 //!   CP's end-of-pipe does.
-//! * A KERNEL_DISPATCH (there is no ISA here), an AGENT_DISPATCH or a vendor packet cannot run:
-//!   the queue stops at it, as the CP stops at a packet it cannot process — never completed.
-//! * An access that faults is a VM fault, as for SDMA.
+//! * A KERNEL_DISPATCH (there is no ISA here), an AGENT_DISPATCH, a vendor packet or a packet
+//!   of a reserved type cannot run: the queue stops at it, as the CP stops at a packet it
+//!   cannot process — not consumed (the read index stays at it), its completion signal
+//!   untouched — and the error reaches the runtime as the CP reports it: an error code ROCr
+//!   decodes (invalid packet format, invalid dimensions, null code object, ..., see
+//!   [`queue_error`]) written into the queue's `queue_inactive_signal`, whose event is
+//!   raised; ROCr then calls `hsa_queue_create`'s error callback with the status and the
+//!   queue.
+//! * An access that faults (a dependency or completion signal, a kernel descriptor) is a VM
+//!   fault, as for SDMA: the memory events carry the page and the GPU to ROCr's memory-fault
+//!   handler.
 
 use super::driver::Driver;
 use super::engine::{Work, advance, signal_interrupt, stop, vm_fault};
 use super::gpu_view::GpuFault;
+use super::queue_error;
 use super::queues::Stopped;
 
 /// `HSA_PACKET_TYPE_INVALID`.
@@ -32,10 +41,8 @@ const PACKET_BARRIER_OR: u16 = 5;
 const PACKET_SIZE: u64 = 64;
 /// The most packets one round runs.
 const ROUND_PACKETS: u64 = 256;
-/// `amd_signal_t`: `value` (i64), `event_mailbox_ptr` (u64) and `event_id` (u32) offsets.
+/// `amd_signal_t`'s `value` (i64).
 const SIGNAL_VALUE: u64 = 8;
-const SIGNAL_MAILBOX: u64 = 16;
-const SIGNAL_EVENT_ID: u64 = 24;
 
 /// What a packet did.
 enum Step {
@@ -142,10 +149,11 @@ fn execute(drv: &Driver, w: &Work, at: u64) -> Result<Step, GpuFault> {
             }
         }
         _ => {
+            let code = queue_error::refuse(drv, w.tgid, w.gpu, &p)?;
             trace(format!(
-                "packet type {kind} (header {header:#06x}) cannot run: the queue stops"
+                "packet type {kind} (header {header:#06x}) cannot run: the queue stops, error {code}"
             ));
-            return Ok(Step::Stop(Stopped::BadPacket(u32::from(header))));
+            return Ok(Step::Stop(Stopped::QueueError(code)));
         }
     }
     // The slot is free again: INVALID, as the packet processor leaves it.
@@ -166,12 +174,7 @@ fn complete(drv: &Driver, w: &Work, signal: u64) -> Result<(), GpuFault> {
         signal + SIGNAL_VALUE,
         &value.wrapping_sub(1).to_le_bytes(),
     )?;
-    let mailbox = read_u64(drv, w, signal + SIGNAL_MAILBOX)?;
-    if mailbox != 0 {
-        let mut id = [0u8; 4];
-        drv.read_here(w.tgid, w.gpu_id, signal + SIGNAL_EVENT_ID, &mut id)?;
-        let id = u32::from_le_bytes(id);
-        drv.write_here(w.tgid, w.gpu_id, mailbox, &u64::from(id).to_le_bytes())?;
+    if let Some(id) = queue_error::mailbox(drv, w.tgid, w.gpu_id, signal)? {
         signal_interrupt(drv, w.tgid, id);
     }
     Ok(())

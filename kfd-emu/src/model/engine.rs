@@ -1,6 +1,7 @@
 //! What the model's GPU engines share (the SDMA engines of [`sdma`](super::sdma) and the AQL
 //! packet processor of [`aql`](super::aql)): the queue being run ([`Work`]), the read pointer
-//! written back, a queue stopped, a VM fault taken as the interrupt handler takes it, and the
+//! written back, a queue stopped (an AQL queue's error reported to the runtime through
+//! [`queue_error`]), a VM fault taken as the interrupt handler takes it, and the
 //! event interrupt of a TRAP or a completion signal. Which queue runs when is
 //! [`scheduler`](super::scheduler)'s.
 
@@ -19,6 +20,7 @@ use super::events::{SignalPage, UNSIGNALED};
 use super::files;
 use super::gpu_view::{GpuFault, GpuFaultReason};
 use super::process::{EVENT_PAGE_OFFSET, Process, State};
+use super::queue_error;
 use super::queues::Stopped;
 
 /// The valid bits of a TRAP's `int_context` the interrupt handler passes on (`KFD_CONTEXT_ID`
@@ -65,24 +67,39 @@ pub(super) fn advance(drv: &Driver, w: &Work, consumed: u64) -> bool {
     true
 }
 
-/// Stops queue `w` alone (a packet it cannot run).
+/// Stops queue `w` alone (a packet it cannot run). An AQL queue's error is then reported to
+/// the runtime as the CP reports it ([`queue_error::report`]): its error code in the queue's
+/// `queue_inactive_signal` and that signal's event raised (`kfd_signal_event_interrupt`, as
+/// for a completion signal); a fault on the way is a VM fault.
 pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
     if drv.dev.cfg.trace {
         eprintln!(
-            "[{}] sdma gpu {:#x} queue {}: stopped: {why:?}",
-            w.tgid, w.gpu_id, w.id
+            "[{}] {} gpu {:#x} queue {}: stopped: {why:?}",
+            w.tgid,
+            if w.aql { "aql" } else { "sdma" },
+            w.gpu_id,
+            w.id
         );
     }
     let mut st = drv.lock();
-    if let Some(q) = st
+    let Some(q) = st
         .procs
         .get_mut(&w.tgid)
         .and_then(|p| p.queues.by_id.get_mut(&w.id))
-    {
-        q.stopped = Some(why);
-    }
+    else {
+        // Destroyed meanwhile: unmapped from the CP, which reports nothing of it.
+        return;
+    };
+    q.stopped = Some(why);
     drop(st);
     drv.wake.notify_all();
+    if let (true, Stopped::QueueError(code)) = (w.aql, why) {
+        match queue_error::report(drv, w.tgid, w.gpu_id, w.rptr_va, code) {
+            Ok(Some(event)) => signal_interrupt(drv, w.tgid, event),
+            Ok(None) => {}
+            Err(f) => vm_fault(drv, w, &f),
+        }
+    }
 }
 
 /// A VM fault of queue `w`, as the interrupt handler takes it (`event_interrupt_wq_v9`, then

@@ -29,10 +29,12 @@
 //!    (SET/GET, `svm::env` below `svm::migrate`, `svm::fault` and `svm::notify`), `addrspace`
 //!    (the MMU notifiers of munmap, mremap, madvise, mprotect, brk, fork), `gpu_view` (accesses through
 //!    a GPU's page tables), `mmap` (which pages a stand-in's offset maps), `teardown` (what a
-//!    process leaves when it goes), the GPU engines: `engine` (what they share: the queue
-//!    run, faults, event interrupts) below `sdma` (the copy engines' packets), `aql` (the
-//!    AQL packet processor) and `pm4` (the compute CP's PM4 processor, which uses `sdma`'s
-//!    compare functions), and `scheduler` on top (one thread per GPU running its queues).
+//!    process leaves when it goes), the GPU engines: `queue_error` (the error codes of AQL
+//!    packets the CP refuses, reported in the queue's `queue_inactive_signal`) below `engine`
+//!    (what they share: the queue run, a queue stopped, faults, event interrupts) below
+//!    `sdma` (the copy engines' packets), `aql` (the AQL packet processor) and `pm4` (the
+//!    compute CP's PM4 processor, which uses `sdma`'s compare functions), and `scheduler` on
+//!    top (one thread per GPU running its queues).
 //! 4. **Chardev** — `chardev` (the ioctl context `Ctx` and argument access), the handlers
 //!    (`handlers`, `memory_ioctls`, `event_ioctls`, `queue_ioctls`, `svm_ioctl`), `dispatch` (one ioctl
 //!    table keyed by the ABI opcodes, with version checks and fault injection), `drm`;
@@ -122,7 +124,10 @@
 //!   pointer through the GPU view, executes its packets against BO, USERPTR and SVM memory,
 //!   writes the read pointer back, raises the event a TRAP names, and turns a faulting
 //!   access into a VM fault (SMI record, memory events, stopped queues). AQL queues run their
-//!   barrier packets and completion signals (`aql`); a kernel dispatch stops the queue.
+//!   barrier packets and completion signals (`aql`); a packet the packet processor cannot run
+//!   (a kernel dispatch, an agent, vendor or reserved packet) stops the queue and reaches
+//!   ROCr's `hsa_queue_create` error callback as the CP's error code in the queue's
+//!   `queue_inactive_signal` (`queue_error`).
 //!
 //! ```no_run
 //! use kfd_emu::model::{Model, ModelConfig};
@@ -167,6 +172,7 @@ mod objects;
 mod offsets;
 mod pm4;
 mod process;
+mod queue_error;
 mod queue_ioctls;
 mod queues;
 mod scheduler;

@@ -27,13 +27,16 @@ pub(super) enum Engine {
     Sdma { engine: u32, queue: u32 },
 }
 
-/// Why an SDMA queue stopped.
+/// Why a queue stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Stopped {
     /// A VM fault at this address.
     VmFault(u64),
     /// A packet the engine cannot process (its header dword).
     BadPacket(u32),
+    /// An AQL packet the packet processor refuses, with the CP's error code for the runtime
+    /// (`queue_error`).
+    QueueError(u32),
     /// Evicted with the process's other queues on the GPU after a VM fault of one of them.
     Evicted,
     /// A PM4 dispatch (DISPATCH_DIRECT / DISPATCH_INDIRECT, its header dword): the model
