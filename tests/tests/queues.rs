@@ -822,10 +822,13 @@ fn aql_queue_barriers_respect_dependency_order_and_signal_completion() {
     });
 }
 
-/// Garbage in a ring is what the engine reads, never a crash of the emulator: every ring
-/// of random dwords stops its queue (an unknown packet, or a fault) or runs out, and a new
-/// queue still works afterwards. Emulated only: on a GPU, random packets could write anywhere
-/// the process maps.
+/// Garbage in a ring is what the engine reads, never a crash of the emulator: every ring of
+/// random dwords behind a header no SDMA generation defines stops its queue, and the queue
+/// made before them still works afterwards. Random dwords that decode as real packets write
+/// wherever their fields say and fault: a VM fault evicts all of the process's queues on the
+/// GPU (`kfd_dqm_evict_pasid`), so they could not show the engine going on; hostile fields of
+/// real packets are `packets.rs`'s `hostile_counts_stop_or_spin_only_their_own_queue`.
+/// Emulated only: on a GPU, random packets could write anywhere the process maps.
 #[test]
 fn random_ring_contents_stop_their_queue_and_the_engine_goes_on() {
     on_every_target(&["mi300x"], |target| {
@@ -850,7 +853,7 @@ fn random_ring_contents_stop_their_queue_and_the_engine_goes_on() {
             let spec = env.spec(round);
             let ring = spec.ring.bo.clone();
             let q = env.kfd.create_queue(&spec).expect("a queue");
-            let words: Vec<u8> = (0..1024)
+            let mut words: Vec<u8> = (0..1024)
                 .flat_map(|_| {
                     seed ^= seed << 13;
                     seed ^= seed >> 7;
@@ -858,6 +861,8 @@ fn random_ring_contents_stop_their_queue_and_the_engine_goes_on() {
                     (seed as u32).to_le_bytes()
                 })
                 .collect();
+            // The first header's opcode: 0xFF is no SDMA opcode (`SDMA_OP_*` end at 17).
+            words[0] = 0xFF;
             ring.map_cpu().unwrap().write(0, &words).unwrap();
             doorbells
                 .ring(q.doorbell_in_page(&doorbells), 4096)
