@@ -102,6 +102,11 @@ pub(crate) fn ask(
     let file = match pidfd_getfd(pidfd, args.fd, PidfdGetfdFlags::empty()) {
         Ok(file) => file,
         Err(Errno::BADF) => return (MmapAction::Fail(Errno::BADF), None),
+        // The supervisor's own table is full: a memfd may be a stand-in, whose native
+        // mapping would show the wrong memory, so it fails as an allocation would.
+        Err(errno @ (Errno::MFILE | Errno::NFILE)) if holds_memfd(caller.tgid, args.fd) => {
+            return (MmapAction::Fail(errno), None);
+        }
         Err(_) => return (MmapAction::Continue, None),
     };
     let action = catch_unwind(AssertUnwindSafe(|| {
@@ -119,6 +124,17 @@ pub(crate) fn ask(
         MmapAction::Fail(Errno::IO)
     });
     (action, Some(file))
+}
+
+/// Whether fd `fd` of process `tgid` is a memfd (what every stand-in is), by its
+/// `/proc/<tgid>/fd/<fd>` link, which needs no fd of ours. Asked when the supervisor cannot
+/// duplicate the fd because its own fd table is full: a stand-in's call must then fail
+/// cleanly (`EMFILE`/`ENFILE`, what a kernel allocation that cannot be made answers) rather
+/// than run natively on the stand-in's memfd. No KFD or DRM ioctl and no device mapping
+/// means anything on a program's own memfd either, so failing those too loses nothing.
+pub(crate) fn holds_memfd(tgid: i32, fd: i32) -> bool {
+    std::fs::read_link(format!("/proc/{tgid}/fd/{fd}"))
+        .is_ok_and(|link| link.as_os_str().as_encoded_bytes().starts_with(b"/memfd:"))
 }
 
 /// Maps `fd` at `offset` into this process with the caller's address, length, protection and

@@ -983,6 +983,15 @@ impl Shared {
                 let _ = self.listener.respond_error(id, Errno::BADF);
                 return;
             }
+            // This process's fd table is full (a program could only get here by making the
+            // supervisor hold too much): a stand-in's ioctl fails as an allocation would,
+            // never runs natively on the memfd (see `holds_memfd`).
+            Err(errno @ (Errno::MFILE | Errno::NFILE))
+                if file_mmap::holds_memfd(caller.id().tgid, fd) =>
+            {
+                let _ = self.listener.respond_error(id, errno);
+                return;
+            }
             Err(_) => {
                 let _ = self.listener.respond_continue(id);
                 return;
