@@ -751,6 +751,33 @@ fn a_traced_program_cannot_open_the_supervisors_proc_files() {
     assert!(status.success(), "{status:?}");
 }
 
+/// As root (`CAP_SYS_PTRACE` opens any /proc file of a same-user, even non-dumpable,
+/// process), a traced program still cannot open the supervisor's `/proc/<pid>/fd/0` nor its
+/// `/proc/<pid>/mem`, through which it would reach every other traced program's BO memfds:
+/// `kfd-emu run` takes `CAP_SYS_PTRACE` out of its bounding set. (Before the fix both opened.)
+/// Skipped when the tests do not run as root.
+#[test]
+fn a_traced_root_program_cannot_open_the_supervisors_proc_files() {
+    if !rustix::process::geteuid().is_root() {
+        kfd_skip::skip("the tests do not run as root");
+        return;
+    }
+    let status = kfd_emu_run(&[
+        std::env::current_exe()
+            .expect("exe")
+            .to_str()
+            .expect("utf-8"),
+        "--exact",
+        "mmap_role",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(ROLE, "peek:denied")
+    .status()
+    .expect("kfd-emu run");
+    assert!(status.success(), "{status:?}");
+}
+
 /// The control of the test above: under a dumpable supervisor of the same user (this test
 /// binary calling `spawn_command`) the same program opens those files, so the check above
 /// can fail.

@@ -78,6 +78,15 @@
 //!   from inside (a task has one tracer), and tracees still running when the supervisor
 //!   exits are killed (`EXITKILL`).
 //!
+//!   **Isolation, root included.** The supervisor holds every program's BO memfds, so it
+//!   makes itself non-dumpable (the `kfd-emu` binary), and the spawned child drops
+//!   `CAP_SYS_PTRACE` from its bounding and ambient sets before its `exec` (see
+//!   `spawn::drop_ptrace_capability`): a traced program, even one running as root, cannot
+//!   open `/proc/<supervisor>/fd/*` or `/proc/<supervisor>/mem`, nor `pidfd_getfd` from it,
+//!   so no program reaches another's VRAM through the emulator, as none does on the kernel.
+//!   Trade-off: traced root programs cannot ptrace or read other users' or non-dumpable
+//!   processes.
+//!
 //! Calls are received and served by a pool of worker threads, never by the loop that watches
 //! processes (see `serve`): the worker that receives a call serves it, and a call that takes
 //! longer than a couple of milliseconds (WAIT_EVENTS, or a caller whose memory cannot be read:
