@@ -58,8 +58,7 @@ pub trait Caller {
 /// The fd numbers the SMI event fds are installed at: the filter notifies `write`, `writev`
 /// and `pwritev2` of these numbers (only), so that [`Backend::write`] answers them as the
 /// kernel's SMI file does, while reads and polls stay native. Below the usual soft
-/// `RLIMIT_NOFILE` of 1024 and below the `kfd-emu run` tracer's slot (the highest free
-/// number under that limit); far above the numbers programs are given first.
+/// `RLIMIT_NOFILE` of 1024; far above the numbers programs are given first.
 pub const SMI_FDS: std::ops::Range<u32> = 944..1008;
 
 /// The pieces of a write call that [`Backend::write`] answers.

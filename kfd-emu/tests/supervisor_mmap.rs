@@ -434,6 +434,97 @@ fn fork_check(expect: Option<Errno>) -> Result<(), String> {
     }
 }
 
+/// With every fd number below its (lowered) limit taken, the program still maps a stand-in's
+/// object (the kernel's `mmap` needs no new fd), and nothing is left in its fd table after.
+fn full_fd_table_check() {
+    const LIMIT: u64 = 64;
+    let stand_in = File::options()
+        .read(true)
+        .write(true)
+        .open(STAND_IN)
+        .expect("open the stand-in");
+    let mut limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    limit.current = Some(LIMIT);
+    rustix::process::setrlimit(rustix::process::Resource::Nofile, limit).expect("setrlimit");
+    let mut fillers = Vec::new();
+    loop {
+        match rustix::io::dup(&stand_in) {
+            Ok(fd) => fillers.push(fd),
+            Err(Errno::MFILE) => break,
+            Err(err) => panic!("dup: {err}"),
+        }
+    }
+    let mapped = map(
+        0,
+        PAGE,
+        libc::MAP_SHARED,
+        stand_in.as_raw_fd(),
+        BASE + OBJECT,
+    );
+    // Nothing above the limit is left open (the fd the mapping needed is gone).
+    let above = (LIMIT as i32..LIMIT as i32 + 64)
+        // SAFETY: F_GETFD only reads the fd's flags.
+        .filter(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0)
+        .count();
+    let free = (0..LIMIT as i32)
+        // SAFETY: as above.
+        .filter(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0)
+        .count();
+    drop(fillers);
+    let at = mapped.expect("a stand-in's mmap with a full fd table");
+    let seen = peek(at, 1)[0];
+    unmap(at, PAGE);
+    assert_eq!(seen, fill(1), "the mapping shows object 1");
+    assert_eq!(
+        (above, free),
+        (0, 0),
+        "fds left open above the limit / freed below it"
+    );
+}
+
+/// One thread maps a stand-in's objects over and over while another puts its own pipe at the
+/// top fd number below the limit with `dup2`, checks that the number still holds its pipe,
+/// and closes it: the emulator's redirects never replace the program's fd.
+fn no_replace_check() {
+    let stand_in = File::options()
+        .read(true)
+        .write(true)
+        .open(STAND_IN)
+        .expect("open the stand-in");
+    let (pipe, _writer) = rustix::pipe::pipe().expect("pipe");
+    let pipe_id = file_id(pipe.as_fd());
+    let top = top_fd();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (replaced, rounds) = std::thread::scope(|scope| {
+        let checker = scope.spawn(|| {
+            let (mut replaced, mut rounds) = (0u32, 0u32);
+            while !done.load(Ordering::Relaxed) {
+                // SAFETY: dup2 onto a number this thread owns (nothing else opens it: it is
+                // above every number the program gets by lowest-free allocation).
+                assert_eq!(unsafe { libc::dup2(pipe.as_raw_fd(), top) }, top, "dup2");
+                // SAFETY: `top` is open (just made); borrowed only for the fstat.
+                let now = file_id(unsafe { BorrowedFd::borrow_raw(top) });
+                replaced += u32::from(now != pipe_id);
+                rounds += 1;
+                // SAFETY: closes the number this thread made.
+                unsafe { libc::close(top) };
+            }
+            (replaced, rounds)
+        });
+        for round in 0..1500 {
+            let at = map(0, PAGE, libc::MAP_SHARED, stand_in.as_raw_fd(), BASE)
+                .unwrap_or_else(|err| panic!("round {round}: {err}"));
+            unmap(at, PAGE);
+        }
+        done.store(true, Ordering::Relaxed);
+        checker.join().expect("checker")
+    });
+    assert_eq!(
+        replaced, 0,
+        "the program's fd was replaced in {replaced} of {rounds} rounds"
+    );
+}
+
 /// The traced program (runs only under [`ROLE`]).
 #[test]
 fn mmap_role() {
@@ -482,6 +573,8 @@ fn mmap_role() {
                 }
             }
         }
+        ("fullfds", _) => full_fd_table_check(),
+        ("noreplace", _) => no_replace_check(),
         ("supervise", inner) => {
             let backend = Redirector::new();
             let status = kfd_emu::supervisor::spawn_command(backend, &mut role_command(inner))
@@ -645,6 +738,29 @@ fn traced_program_mapping_of_a_stand_in_shows_the_backends_object() {
         .expect("spawn");
     assert!(status.success(), "the traced program failed: {status:?}");
     assert_written_back(&backend);
+}
+
+/// A BO mapping needs no free fd: with every number below the program's limit taken, the
+/// traced program's mapping of a stand-in's object works and leaves no fd behind. (Before
+/// the fix it failed with EMFILE: the tracer needed a free number for its slot.)
+#[test]
+fn a_traced_program_with_a_full_fd_table_maps_a_stand_in() {
+    let status =
+        kfd_emu::supervisor::spawn_command(Redirector::new(), &mut role_command("fullfds"))
+            .expect("spawn");
+    assert!(status.success(), "{status:?}");
+}
+
+/// The fd the tracer needs for a redirect is never one of the program's: a thread's own fd at
+/// the top number below the limit, made and checked in a loop while another thread maps
+/// stand-ins 1 500 times, is never replaced. (Before the fix the tracer picked that number
+/// while it was free and the worker replaced what the program had put there meanwhile.)
+#[test]
+fn a_traced_programs_own_fds_are_never_replaced() {
+    let status =
+        kfd_emu::supervisor::spawn_command(Redirector::new(), &mut role_command("noreplace"))
+            .expect("spawn");
+    assert!(status.success(), "{status:?}");
 }
 
 #[test]

@@ -55,18 +55,18 @@
 //!   `TRACECLONE`, `TRACEEXEC`, `TRACESYSGOOD`, `TRACEEXIT` and `EXITKILL`, and the filter
 //!   ([`Filter::kfd_traced`](seccomp::Filter::kfd_traced)) returns `SECCOMP_RET_TRACE` for
 //!   file `mmap`s. At the `PTRACE_EVENT_SECCOMP` stop the tracer asks the backend. A redirect
-//!   to another file rewrites the call's fd argument to a per-process **slot** number
-//!   (the highest free fd below the program's `RLIMIT_NOFILE` soft limit, at most 65536,
-//!   read from `/proc/<pid>/limits`) marked with [`SLOT_MARKER`](seccomp::SLOT_MARKER) in its
-//!   upper 32 bits, and its offset argument; the kernel re-runs the filter on the changed
-//!   registers (Linux ≥ 4.8), which notifies the marked call, and the worker installs the
-//!   memfd at the slot (`SECCOMP_ADDFD_FLAG_SETFD`) and answers `CONTINUE`. One thread per
-//!   process uses the slot at a time (others wait in their stop); the thread is resumed with
-//!   `PTRACE_SYSCALL`, and at its syscall-exit stop the tracer gives the program its fd and
-//!   offset registers back and frees the slot. A redirect to the same file only rewrites the
+//!   to another file rewrites the call's fd argument to [`SLOT_MARKER`](seccomp::SLOT_MARKER)
+//!   in its upper 32 bits; the kernel re-runs the filter on the changed registers (Linux ≥
+//!   4.8), which notifies the marked call, and the worker installs the memfd with
+//!   `SECCOMP_ADDFD` at a number the kernel picks (the lowest free one, so no fd of the
+//!   program's is ever replaced) and answers the call with it. At that call's exit stop the
+//!   tracer makes the thread issue the `mmap` again with that fd and the backend's offset,
+//!   then `close` it, then gives the program its registers back with the `mmap`'s result;
+//!   the program runs no instruction while the memfd is in its table. A full table does not
+//!   fail the mapping (the kernel's needs no fd): the soft `RLIMIT_NOFILE` is raised by one
+//!   for the install only (see `mmap`). A redirect to the same file only rewrites the
 //!   offset; `Fail` skips the call (syscall number -1) with `-errno` as its result. A marked
-//!   `mmap` the tracer did not prepare runs natively. **Deviation:** the slot keeps the last
-//!   redirected memfd open (close-on-exec) until the next redirect, `exec` or exit.
+//!   `mmap` the tracer did not prepare runs natively.
 //!
 //!   The tracer keeps everything else as without it: signals are re-injected, group-stops
 //!   held with `PTRACE_LISTEN` until `SIGCONT`, new children and threads traced from their

@@ -96,11 +96,10 @@ const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
 /// half follows at `+ 4`.
 const ARG_LOW: [u32; 6] = [16, 24, 32, 40, 48, 56];
 
-/// The upper 32 bits the tracer puts into a redirected `mmap`'s fd argument (the kernel's
-/// `fget` takes the low 32 bits as the fd, so the call still maps that fd). [`Filter::kfd_traced`]
-/// notifies a file `mmap` carrying it, so that the supervisor can install the memory at the
-/// slot number in the low half (`SECCOMP_ADDFD_FLAG_SETFD`) just before the kernel looks the
-/// fd up. "kfd\0" in ASCII.
+/// The upper 32 bits the tracer puts into a redirected `mmap`'s fd argument.
+/// [`Filter::kfd_traced`] notifies a file `mmap` carrying it, so that the supervisor can
+/// install the memory into the program (at a number the kernel picks) and answer the call
+/// with that number, which the tracer then maps (see the `mmap` module). "kfd\0" in ASCII.
 pub const SLOT_MARKER: u32 = 0x6b66_6400;
 
 /// The fd numbers of the SMI event fds, whose writes the filter notifies.

@@ -19,7 +19,7 @@
 //! Anonymous mappings never stop the program: the filter allows them outright, so only file
 //! mappings (the loader's, a few per library) pay a stop, a `pidfd_getfd` and a backend call.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
@@ -28,10 +28,10 @@ use std::sync::{Arc, Mutex};
 
 use rustix::event::{EventfdFlags, eventfd};
 use rustix::io::Errno;
-use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open};
+use rustix::process::{Pid, PidfdFlags, pidfd_open};
 
 use super::addrspace;
-use super::mmap::{self as file_mmap, MmapArgs, Pending, SLOT_CEILING, SLOT_MARKER, Slots};
+use super::mmap::{self as file_mmap, MmapArgs, Pending, SLOT_MARKER, Slots};
 use super::serve::tgid_from_proc;
 use crate::backend::{Backend, CallerId, MmapAction};
 
@@ -223,31 +223,27 @@ impl ChildExit {
     }
 }
 
-/// A thread holding a redirect between its seccomp stop and its syscall-exit stop.
+/// Where a thread holding a redirect is (see [`super::mmap`]).
+#[derive(Debug, Clone, Copy)]
+enum Stage {
+    /// Only the offset was rewritten: the program's registers come back at the exit stop.
+    Offset,
+    /// The call was turned into the marked one that installs the memfd; its exit stop finds
+    /// the number the worker installed it at (or `-errno`).
+    Install { offset: u64 },
+    /// The `mmap` runs again with the installed fd `fd`; its exit stop closes `fd`.
+    Map { fd: u32 },
+    /// `close(fd)` runs in place of the program's code; its exit stop gives the program its
+    /// registers back with `result`, the mmap's.
+    Close { fd: u32, result: u64 },
+}
+
+/// A thread holding a redirect between its seccomp stop and the end of its `mmap`.
 #[derive(Debug, Clone, Copy)]
 struct Hold {
-    /// The fd and offset arguments as the program passed them, restored at the exit stop.
-    r8: u64,
-    r9: u64,
-    /// Whether it holds its process's slot.
-    slot: bool,
-}
-
-/// A redirect waiting for its process's slot; its thread stays in its seccomp stop.
-#[derive(Debug)]
-struct Waiting {
-    tid: i32,
-    fd: Arc<OwnedFd>,
-    offset: u64,
-}
-
-/// Per process: its slot and who waits for it.
-#[derive(Debug, Default)]
-struct Process {
-    /// The slot number last used and the (st_dev, st_ino) of what was installed there.
-    slot: Option<(u32, (u64, u64))>,
-    busy: bool,
-    waiting: VecDeque<Waiting>,
+    /// The registers at the seccomp stop, as the program passed them.
+    regs: libc::user_regs_struct,
+    stage: Stage,
 }
 
 struct Tracer {
@@ -258,7 +254,6 @@ struct Tracer {
     /// tid → tgid, for every tracee seen in a seccomp stop.
     tgids: HashMap<i32, i32>,
     holds: HashMap<i32, Hold>,
-    processes: HashMap<i32, Process>,
 }
 
 /// Runs the tracer's loop on the calling thread (the one that seized `child`) until no tracee
@@ -271,7 +266,6 @@ pub(crate) fn run(backend: Arc<dyn Backend>, slots: Arc<Slots>, child: i32, exit
         exit,
         tgids: HashMap::new(),
         holds: HashMap::new(),
-        processes: HashMap::new(),
     };
     tracer.exit.tracing_on_this_thread();
     tracer.run();
@@ -285,16 +279,29 @@ fn file_id(fd: BorrowedFd<'_>) -> Option<(u64, u64)> {
     rustix::fs::fstat(fd).ok().map(|st| (st.st_dev, st.st_ino))
 }
 
-/// The soft `RLIMIT_NOFILE` of `pid`, from `/proc/<pid>/limits`.
-fn nofile_soft(pid: i32) -> Option<u64> {
-    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    let soft = line["Max open files".len()..].split_whitespace().next()?;
-    if soft == "unlimited" {
-        return Some(u64::MAX);
-    }
-    soft.parse().ok()
+/// `PTRACE_GET_SYSCALL_INFO` (Linux 5.3).
+const PTRACE_GET_SYSCALL_INFO: libc::c_uint = 0x420e;
+/// `PTRACE_SYSCALL_INFO_EXIT`: the `op` of a syscall-exit stop.
+const SYSCALL_INFO_EXIT: u8 = 2;
+
+/// The kind of syscall stop `tid` is in (`op` of `struct ptrace_syscall_info`).
+fn syscall_stop_kind(tid: i32) -> Option<u8> {
+    let mut info = [0u64; 12];
+    // SAFETY: GET_SYSCALL_INFO writes at most `addr` (the buffer's size) bytes to `data`.
+    let ret = unsafe {
+        libc::ptrace(
+            PTRACE_GET_SYSCALL_INFO,
+            tid,
+            size_of_val(&info) as *mut libc::c_void,
+            info.as_mut_ptr().cast::<libc::c_void>(),
+        )
+    };
+    (ret > 0).then(|| info[0].to_le_bytes()[0])
 }
+
+/// The length of x86_64's `syscall` instruction (`0f 05`): moving the instruction pointer
+/// back by it at a syscall-exit stop makes the thread issue a call again.
+const SYSCALL_INSN: u64 = 2;
 
 impl Tracer {
     fn run(&mut self) {
@@ -384,20 +391,9 @@ impl Tracer {
 
     /// Thread `tid` ended (or became another id at an exec).
     fn gone(&mut self, tid: i32) {
-        let tgid = self.tgids.remove(&tid);
+        self.tgids.remove(&tid);
         self.slots.forget(tid);
-        let held = self.holds.remove(&tid);
-        if let Some(tgid) = tgid {
-            if let Some(process) = self.processes.get_mut(&tgid) {
-                process.waiting.retain(|w| w.tid != tid);
-            }
-            if held.is_some_and(|h| h.slot) {
-                self.release(tgid);
-            }
-        }
-        // A leader's exit is reported once the whole group is gone (its own tgid may never
-        // have been looked up: only threads that mapped a file were).
-        self.processes.remove(&tid);
+        self.holds.remove(&tid);
     }
 
     /// A file `mmap` stopped `tid`: ask the backend and carry its answer out.
@@ -405,6 +401,22 @@ impl Tracer {
         let Ok(mut regs) = get_regs(tid) else {
             return self.resume(tid, 0);
         };
+        if let Some(Hold {
+            stage: Stage::Map { fd },
+            ..
+        }) = self.holds.get(&tid).copied()
+        {
+            // The re-executed mmap of the installed fd: let it run to its exit stop. (Any
+            // other file mmap here is one a signal handler made before it: native.)
+            let ours = regs.orig_rax == libc::SYS_mmap as u64 && regs.r8 == u64::from(fd);
+            let request = if ours {
+                libc::PTRACE_SYSCALL
+            } else {
+                libc::PTRACE_CONT
+            };
+            let _ = ptrace_value(request, tid, 0);
+            return;
+        }
         if regs.orig_rax != libc::SYS_mmap as u64 {
             return self.resume(tid, 0);
         }
@@ -430,25 +442,28 @@ impl Tracer {
                     .as_ref()
                     .and_then(|f| file_id(f.as_fd()))
                     .is_some_and(|id| file_id(fd.as_fd()) == Some(id));
+                let hold = Hold {
+                    regs,
+                    stage: if same {
+                        // Only the offset changes: no fd to install.
+                        Stage::Offset
+                    } else {
+                        Stage::Install { offset }
+                    },
+                };
                 if same {
-                    // Only the offset changes: no fd to install.
-                    let hold = Hold {
-                        r8: regs.r8,
-                        r9: regs.r9,
-                        slot: false,
-                    };
                     regs.r9 = offset;
-                    if set_regs(tid, &regs).is_ok() {
-                        self.holds.insert(tid, hold);
-                    }
-                    return self.resume(tid, 0);
+                } else {
+                    self.slots.prepare(tid, Pending { tgid, fd });
+                    regs.r8 = u64::from(SLOT_MARKER) << 32;
                 }
-                let process = self.processes.entry(tgid).or_default();
-                if process.busy {
-                    process.waiting.push_back(Waiting { tid, fd, offset });
+                if set_regs(tid, &regs).is_err() {
+                    // Killed meanwhile: its exit is reported next.
+                    self.slots.forget(tid);
                     return;
                 }
-                self.redirect(tid, tgid, pidfd.as_fd(), regs, fd, offset);
+                self.holds.insert(tid, hold);
+                self.resume(tid, 0);
             }
         }
     }
@@ -461,106 +476,89 @@ impl Tracer {
         self.resume(tid, 0);
     }
 
-    /// Points `tid`'s stopped `mmap` at the process's slot, where the worker installs `fd`,
-    /// and resumes it to its syscall-exit stop holding the slot.
-    fn redirect(
-        &mut self,
-        tid: i32,
-        tgid: i32,
-        pidfd: BorrowedFd<'_>,
-        mut regs: libc::user_regs_struct,
-        fd: Arc<OwnedFd>,
-        offset: u64,
-    ) {
-        let Some(slot) = self.slot_for(tgid, pidfd) else {
-            return self.fail(tid, regs, Errno::MFILE);
-        };
-        let hold = Hold {
-            r8: regs.r8,
-            r9: regs.r9,
-            slot: true,
-        };
-        regs.r8 = (u64::from(SLOT_MARKER) << 32) | u64::from(slot);
-        regs.r9 = offset;
-        let installed = file_id(fd.as_fd()).unwrap_or((0, 0));
-        self.slots.prepare(tid, Pending { slot, fd });
-        if set_regs(tid, &regs).is_err() {
-            // Killed meanwhile: its exit is reported next.
-            self.slots.forget(tid);
-            return;
-        }
-        let process = self.processes.entry(tgid).or_default();
-        process.busy = true;
-        process.slot = Some((slot, installed));
-        self.holds.insert(tid, hold);
-        self.resume(tid, 0);
-    }
-
-    /// The slot of process `tgid`: the one used before if it is still free or still holds
-    /// what was installed there, else the highest free fd below the limit.
-    fn slot_for(&mut self, tgid: i32, pidfd: BorrowedFd<'_>) -> Option<u32> {
-        let limit = nofile_soft(tgid)?.min(u64::from(SLOT_CEILING)) as u32;
-        let holds = |n: u32| match pidfd_getfd(pidfd, n as i32, PidfdGetfdFlags::empty()) {
-            Err(Errno::BADF) => Some(None),
-            Ok(fd) => Some(file_id(fd.as_fd())),
-            Err(_) => None,
-        };
-        let known = self.processes.get(&tgid).and_then(|p| p.slot);
-        if let Some((n, id)) = known
-            && n < limit
-        {
-            match holds(n) {
-                Some(None) => return Some(n),
-                Some(Some(got)) if got == id => return Some(n),
-                _ => {}
-            }
-        }
-        (limit.saturating_sub(64)..limit)
-            .rev()
-            .find(|&n| matches!(holds(n), Some(None)))
-    }
-
-    /// `tid` reached its syscall exit: give the program its registers back and free the slot.
+    /// A syscall stop of `tid`, which holds a redirect: the next step of it (see
+    /// [`super::mmap`]).
     fn syscall_stop(&mut self, tid: i32) {
-        if let Some(hold) = self.holds.remove(&tid) {
-            if let Ok(mut regs) = get_regs(tid) {
-                regs.r8 = hold.r8;
-                regs.r9 = hold.r9;
-                let _ = set_regs(tid, &regs);
-            }
-            self.slots.forget(tid);
-            if hold.slot
-                && let Some(tgid) = self.tgids.get(&tid).copied()
-            {
-                self.release(tgid);
-            }
+        let Some(hold) = self.holds.get(&tid).copied() else {
+            return self.resume(tid, 0);
+        };
+        let kind = syscall_stop_kind(tid);
+        let Ok(regs) = get_regs(tid) else {
+            return self.resume(tid, 0);
+        };
+        if kind != Some(SYSCALL_INFO_EXIT) {
+            // The entry of the injected close (or of a call a signal handler makes first).
+            return self.resume(tid, 0);
         }
-        self.resume(tid, 0);
+        let again = |mut regs: libc::user_regs_struct, nr: i64| {
+            regs.rip = hold.regs.rip.wrapping_sub(SYSCALL_INSN);
+            regs.rax = nr as u64;
+            // No restart logic applies to the call being replaced.
+            regs.orig_rax = u64::MAX;
+            regs
+        };
+        let ours = match hold.stage {
+            Stage::Offset | Stage::Install { .. } => regs.orig_rax == libc::SYS_mmap as u64,
+            Stage::Map { fd } => regs.orig_rax == libc::SYS_mmap as u64 && regs.r8 == u64::from(fd),
+            Stage::Close { fd, .. } => {
+                regs.orig_rax == libc::SYS_close as u64 && regs.rdi == u64::from(fd)
+            }
+        };
+        if !ours {
+            // A call a signal handler made before the one held goes on.
+            return self.resume(tid, 0);
+        }
+        match hold.stage {
+            Stage::Offset => self.finish(tid, hold.regs, regs.rax),
+            Stage::Install { offset } => {
+                self.slots.forget(tid);
+                if (regs.rax as i64) < 0 {
+                    // Not installed: the mmap fails with the worker's errno.
+                    return self.finish(tid, hold.regs, regs.rax);
+                }
+                let fd = regs.rax as u32;
+                let mut next = again(hold.regs, libc::SYS_mmap);
+                next.r8 = u64::from(fd);
+                next.r9 = offset;
+                if set_regs(tid, &next).is_err() {
+                    return;
+                }
+                self.holds.insert(
+                    tid,
+                    Hold {
+                        regs: hold.regs,
+                        stage: Stage::Map { fd },
+                    },
+                );
+                // Its seccomp stop comes next (no entry stop: not PTRACE_SYSCALL).
+                let _ = ptrace_value(libc::PTRACE_CONT, tid, 0);
+            }
+            Stage::Map { fd } => {
+                let result = regs.rax;
+                let mut next = again(regs, libc::SYS_close);
+                next.rdi = u64::from(fd);
+                if set_regs(tid, &next).is_err() {
+                    return;
+                }
+                self.holds.insert(
+                    tid,
+                    Hold {
+                        regs: hold.regs,
+                        stage: Stage::Close { fd, result },
+                    },
+                );
+                self.resume(tid, 0);
+            }
+            Stage::Close { result, .. } => self.finish(tid, hold.regs, result),
+        }
     }
 
-    /// The slot of `tgid` is free: hand it to the next thread waiting for it.
-    fn release(&mut self, tgid: i32) {
-        loop {
-            let Some(process) = self.processes.get_mut(&tgid) else {
-                return;
-            };
-            process.busy = false;
-            let Some(next) = process.waiting.pop_front() else {
-                return;
-            };
-            let Ok(regs) = get_regs(next.tid) else {
-                continue;
-            };
-            let Some(pidfd) =
-                Pid::from_raw(tgid).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok())
-            else {
-                self.fail(next.tid, regs, Errno::NOMEM);
-                continue;
-            };
-            self.redirect(next.tid, tgid, pidfd.as_fd(), regs, next.fd, next.offset);
-            if self.processes.get(&tgid).is_some_and(|p| p.busy) {
-                return;
-            }
-        }
+    /// Gives `tid` the registers it made its call with, and `result` as the call's result.
+    fn finish(&mut self, tid: i32, mut regs: libc::user_regs_struct, result: u64) {
+        self.holds.remove(&tid);
+        self.slots.forget(tid);
+        regs.rax = result;
+        let _ = set_regs(tid, &regs);
+        self.resume(tid, 0);
     }
 }
