@@ -45,12 +45,17 @@ pub trait Caller {
     /// for fds an ioctl returns inside its argument (EXPORT_DMABUF, SMI_EVENTS).
     fn install_fd(&self, fd: BorrowedFd<'_>, cloexec: bool) -> Result<i32, Errno>;
 
-    /// Installs `fd` into the caller's fd table at number `number`, replacing what is there
-    /// (`SECCOMP_IOCTL_NOTIF_ADDFD` with `SECCOMP_ADDFD_FLAG_SETFD`); `EBADF` when `number` is
-    /// not below the caller's `RLIMIT_NOFILE`. Used for the SMI event fds, which live at
-    /// numbers in [`SMI_FDS`]. The default cannot.
-    fn install_fd_at(&self, fd: BorrowedFd<'_>, number: u32, cloexec: bool) -> Result<i32, Errno> {
-        let _ = (fd, number, cloexec);
+    /// Installs `fd` into the caller's fd table at the lowest free number in `range`, never
+    /// replacing a descriptor (`fcntl(F_DUPFD)`'s rule, bounded above); `EMFILE` when every
+    /// number of `range` below the caller's `RLIMIT_NOFILE` is taken. Used for the SMI event
+    /// fds, which live at numbers in [`SMI_FDS`]. The default cannot.
+    fn install_fd_in(
+        &self,
+        fd: BorrowedFd<'_>,
+        range: std::ops::Range<u32>,
+        cloexec: bool,
+    ) -> Result<i32, Errno> {
+        let _ = (fd, range, cloexec);
         Err(Errno::NOSYS)
     }
 }

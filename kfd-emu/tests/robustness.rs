@@ -5,7 +5,7 @@
 
 mod fork_support;
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -784,6 +784,29 @@ fn a_read_only_stand_in_maps_read_only() {
 /// [`opening_and_closing_smi_fds_leaves_the_supervisor_flat`]: the number of rounds.
 const SMI_ROUNDS: &str = "KFD_EMU_TEST_SMI_ROUNDS";
 
+/// Whether two fds of this process are the same open file (`kcmp(KCMP_FILE)`, which the
+/// filter lets through without a round trip, unlike `fstat`).
+fn same_file(a: &impl AsRawFd, b: &impl AsRawFd) -> bool {
+    const KCMP_FILE: libc::c_long = 0;
+    let pid = libc::c_long::from(rustix::process::getpid().as_raw_nonzero().get());
+    // SAFETY: kcmp takes plain integers and only compares kernel objects.
+    let same = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            pid,
+            pid,
+            KCMP_FILE,
+            libc::c_long::from(a.as_raw_fd()),
+            libc::c_long::from(b.as_raw_fd()),
+        )
+    };
+    same == 0
+}
+
+/// With it set as well, [`smi_rounds_role`] races its SMI opens with a thread making fds of
+/// its own in the SMI range.
+const SMI_RACE: &str = "KFD_EMU_TEST_SMI_RACE";
+
 /// The traced program of the SMI test (runs only under [`SMI_ROUNDS`]): opens `/dev/kfd`,
 /// acquires every GPU's VM, then opens and closes an SMI event fd of the first GPU that many
 /// times; panics naming the round whose `SMI_EVENTS` failed.
@@ -802,12 +825,45 @@ fn smi_rounds_role() {
             .expect("acquire_vm");
         gpus.push(gpu);
     }
-    for round in 0..rounds {
-        match kfd.smi_events(gpus[0]) {
-            Ok(smi) => drop(smi),
-            Err(err) => panic!("round {round}: SMI_EVENTS failed: {err}"),
+    let (pipe, _writer) = rustix::pipe::pipe().expect("pipe");
+    let racing = std::env::var_os(SMI_RACE).is_some();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (replaced, made) = std::thread::scope(|scope| {
+        // With SMI_RACE: another thread keeps putting its own pipe at the lowest free number
+        // of the SMI range (fcntl F_DUPFD), checks that the number still holds it, and
+        // closes it again.
+        let racer = scope.spawn(|| {
+            let (mut replaced, mut made) = (0u32, 0u32);
+            while racing && !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok(fd) = rustix::io::fcntl_dupfd_cloexec(&pipe, 944) else {
+                    continue;
+                };
+                made += 1;
+                // Held for a while, looked at more than once: a replacement at any time
+                // while it is held is seen.
+                let seen = (0..8).any(|_| !same_file(&fd, &pipe));
+                replaced += u32::from(seen);
+            }
+            (replaced, made)
+        });
+        for round in 0..rounds {
+            match kfd.smi_events(gpus[0]) {
+                Ok(smi) => {
+                    let fd = smi.as_fd().as_raw_fd();
+                    assert!((944..1008).contains(&fd), "round {round}: SMI fd at {fd}");
+                    drop(smi);
+                }
+                Err(err) => panic!("round {round}: SMI_EVENTS failed: {err}"),
+            }
         }
-    }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        racer.join().expect("racer")
+    });
+    println!("RACER made {made} fds, {replaced} replaced");
+    assert_eq!(
+        replaced, 0,
+        "{replaced} of {made} of the program's own fds were replaced"
+    );
     println!("SMI ROUNDS DONE");
 }
 
@@ -845,6 +901,35 @@ fn opening_and_closing_smi_fds_leaves_the_supervisor_flat() {
         });
     }
     let out = command.output().expect("kfd-emu run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("SMI ROUNDS DONE"),
+        "{:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An SMI event fd goes at a free number of the SMI range without ever replacing an fd the
+/// program put there itself meanwhile: 3 000 SMI_EVENTS under `kfd-emu run` while another
+/// thread keeps making (`fcntl(F_DUPFD, 944)`), checking and closing its own fds in that
+/// range. (Before the fix the emulator picked a free number from `/proc/<pid>/fd` and a
+/// worker filled it later with ADDFD in replace mode: the racing thread's fd was replaced.)
+#[test]
+fn an_smi_fd_never_replaces_a_programs_own_fd() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kfd-emu"))
+        .args(["run", "--machine", "mi300x", "--"])
+        .arg(std::env::current_exe().expect("the test binary"))
+        .args([
+            "--exact",
+            "smi_rounds_role",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(SMI_ROUNDS, "3000")
+        .env(SMI_RACE, "1")
+        .output()
+        .expect("kfd-emu run");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("SMI ROUNDS DONE"),

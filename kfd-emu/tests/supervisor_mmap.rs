@@ -525,6 +525,109 @@ fn no_replace_check() {
     );
 }
 
+/// A child made with `clone(CLONE_UNTRACED)` maps a file and execs a program; exits 0 when
+/// both worked (2: the mapping failed, 3: the exec failed).
+fn untraced_child_check() {
+    let path = c"/proc/self/exe";
+    let true_bin = c"/bin/true";
+    let argv = [true_bin.as_ptr(), std::ptr::null()];
+    let flags = (libc::CLONE_UNTRACED | libc::SIGCHLD) as libc::c_ulong;
+    // SAFETY: a fork-like clone (no CLONE_VM: the child has its own copy of memory and
+    // continues on its copy of this stack); the child only makes system calls on data
+    // prepared before, then execs or `_exit`s.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
+    if pid == 0 {
+        // SAFETY: as above: raw system calls in the child.
+        unsafe {
+            let fd = libc::open(path.as_ptr(), libc::O_RDONLY);
+            let at = libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                fd,
+                0,
+            );
+            if fd < 0 || at == libc::MAP_FAILED {
+                libc::_exit(2);
+            }
+            libc::execv(true_bin.as_ptr(), argv.as_ptr());
+            libc::_exit(3);
+        }
+    }
+    assert!(pid > 0, "clone failed");
+    let mut status = 0;
+    // SAFETY: waits for our own child; the status goes to a local.
+    unsafe { libc::waitpid(pid as i32, &raw mut status, 0) };
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the CLONE_UNTRACED child: status {status:#x} (2: its mmap failed, 3: its exec failed)"
+    );
+}
+
+/// A thread installs a filter of its own that returns `SECCOMP_RET_TRACE` for every `mmap`
+/// and maps anonymous memory: with no tracer of its own the kernel fails the call with
+/// ENOSYS, and so must the emulator's tracer (natively the same check passes).
+fn own_trace_filter_check() {
+    let errno = std::thread::spawn(|| {
+        let program = [
+            // seccomp_data.nr
+            libc::sock_filter {
+                code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+                jt: 0,
+                jf: 0,
+                k: 0,
+            },
+            libc::sock_filter {
+                code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+                jt: 0,
+                jf: 1,
+                k: libc::SYS_mmap as u32,
+            },
+            libc::sock_filter {
+                code: (libc::BPF_RET | libc::BPF_K) as u16,
+                jt: 0,
+                jf: 0,
+                k: libc::SECCOMP_RET_TRACE | 0x1234,
+            },
+            libc::sock_filter {
+                code: (libc::BPF_RET | libc::BPF_K) as u16,
+                jt: 0,
+                jf: 0,
+                k: libc::SECCOMP_RET_ALLOW,
+            },
+        ];
+        let prog = libc::sock_fprog {
+            len: program.len() as u16,
+            filter: program.as_ptr().cast_mut(),
+        };
+        // SAFETY: prctl and seccomp read `prog`, which outlives the calls; the filter only
+        // applies to this thread, which ends right after the check.
+        unsafe {
+            assert_eq!(
+                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0),
+                0,
+                "no_new_privs"
+            );
+            let ret = libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0,
+                &raw const prog,
+            );
+            assert_eq!(ret, 0, "installing the program's own filter");
+        }
+        map(0, PAGE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0).err()
+    })
+    .join()
+    .expect("the filtered thread");
+    assert_eq!(
+        errno,
+        Some(Errno::NOSYS),
+        "an anonymous mmap its own filter traces"
+    );
+}
+
 /// The traced program (runs only under [`ROLE`]).
 #[test]
 fn mmap_role() {
@@ -574,6 +677,8 @@ fn mmap_role() {
             }
         }
         ("fullfds", _) => full_fd_table_check(),
+        ("untraced", _) => untraced_child_check(),
+        ("owntrace", _) => own_trace_filter_check(),
         ("noreplace", _) => no_replace_check(),
         ("supervise", inner) => {
             let backend = Redirector::new();
@@ -759,6 +864,30 @@ fn a_traced_program_with_a_full_fd_table_maps_a_stand_in() {
 fn a_traced_programs_own_fds_are_never_replaced() {
     let status =
         kfd_emu::supervisor::spawn_command(Redirector::new(), &mut role_command("noreplace"))
+            .expect("spawn");
+    assert!(status.success(), "{status:?}");
+}
+
+/// A child made with `CLONE_UNTRACED` keeps working: it maps a file and execs. (Before the
+/// fix it escaped the tracer with the filter that sends file mmaps to one, so its mmap
+/// failed with ENOSYS and an exec died in the loader.)
+#[test]
+fn a_clone_untraced_child_keeps_working() {
+    let status =
+        kfd_emu::supervisor::spawn_command(Redirector::new(), &mut role_command("untraced"))
+            .expect("spawn");
+    assert!(status.success(), "{status:?}");
+}
+
+/// A program's own `SECCOMP_RET_TRACE` keeps its meaning: with no tracer of the program's,
+/// the kernel fails the call with ENOSYS, natively and under `kfd-emu run`. (Before the fix
+/// the emulator's tracer took the stop for its own and failed an anonymous mmap with EBADF.)
+#[test]
+fn a_programs_own_trace_filter_keeps_its_meaning() {
+    let native = role_command("owntrace").status().expect("native");
+    assert!(native.success(), "natively: {native:?}");
+    let status =
+        kfd_emu::supervisor::spawn_command(Redirector::new(), &mut role_command("owntrace"))
             .expect("spawn");
     assert!(status.success(), "{status:?}");
 }

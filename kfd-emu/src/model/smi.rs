@@ -15,7 +15,10 @@
 //!   it counts the bytes still unread, so the 8192-byte FIFO and its rule — a record that
 //!   does not fit whole is dropped — are the kernel's exactly;
 //! * the read end goes at a free number of [`SMI_FDS`](crate::backend::SMI_FDS) (the lowest
-//!   one the process does not use), and the seccomp filter notifies `write`, `writev` and
+//!   one the process does not use, taken atomically as `fcntl(F_DUPFD)` takes it, so no fd
+//!   the program makes meanwhile is replaced: see
+//!   [`Caller::install_fd_in`](crate::backend::Caller::install_fd_in)), and the seccomp
+//!   filter notifies `write`, `writev` and
 //!   `pwritev2` of those numbers only, so the supervisor hands them to the model
 //!   ([`Backend::write`](crate::backend::Backend::write), [`write`]), which answers as
 //!   `kfd_smi_ev_write`: fewer than 8 bytes (or 8 unreadable ones) is `EFAULT`, more take

@@ -68,6 +68,28 @@
 //!   offset; `Fail` skips the call (syscall number -1) with `-errno` as its result. A marked
 //!   `mmap` the tracer did not prepare runs natively.
 //!
+//!   The tracer has three more jobs, all through `SECCOMP_RET_TRACE` stops of its own filter
+//!   (told apart by their `SECCOMP_RET_DATA`, [`TRACE_DATA`](seccomp::TRACE_DATA)):
+//!   - `AMDKFD_IOC_SMI_EVENTS`: marked for the worker, which installs the event fd where the
+//!     kernel picks; at the call's exit the thread itself runs `fcntl(F_DUPFD, 944)` and
+//!     `close` of the first number, and the argument's `anon_fd` is rewritten: the fd lands
+//!     at the lowest free number of `SMI_FDS` atomically, never over one of the program's;
+//!   - `clone` with `CLONE_UNTRACED`: the flag is cleared, so the child stays traced (its
+//!     inherited filter sends file `mmap`s to a tracer; untraced, every one would fail with
+//!     `ENOSYS` and an `exec` would die in the loader). `clone3`, whose flags the filter
+//!     cannot read, fails with `ENOSYS`, and glibc falls back to `clone`;
+//!   - a stop another filter asked for (a program's own `SECCOMP_RET_TRACE`; the newest
+//!     filter's data wins a tie) fails its call with `ENOSYS`, which is what the kernel does
+//!     for it when no tracer is attached, as far as the program knows none is.
+//!
+//!   **Deviations that remain** (the kernel allows one listener per filter chain and one
+//!   tracer per task): a program cannot install a filter with its own listener
+//!   (`SECCOMP_FILTER_FLAG_NEW_LISTENER` fails with `EBUSY`), so sandboxes built on user
+//!   notification, and a `kfd-emu run` inside `kfd-emu run`, do not work; a program cannot
+//!   be ptraced by another (debuggers, `strace`, and LeakSanitizer, which ptraces the
+//!   program's threads at exit: run ASan/LSan builds with `ASAN_OPTIONS=detect_leaks=0`, or
+//!   `LSAN_OPTIONS=detect_leaks=0` for LSan alone).
+//!
 //!   The tracer keeps everything else as without it: signals are re-injected, group-stops
 //!   held with `PTRACE_LISTEN` until `SIGCONT`, new children and threads traced from their
 //!   first instruction, the child's exit status handed to the code that waits for it.

@@ -601,6 +601,16 @@ impl Shared {
             CallerId { tid, tgid },
             Arc::clone(&process.mem),
         );
+        // A traced program's SMI_EVENTS comes marked by the tracer, which puts the new fd in
+        // place at the call's exit.
+        let caller = if matches!(self.route, Route::Traced(_))
+            && i64::from(notif.data.nr) == libc::SYS_ioctl
+            && (args[1] >> 32) as u32 == SLOT_MARKER
+        {
+            caller.fds_moved_by_tracer()
+        } else {
+            caller
+        };
         match i64::from(notif.data.nr) {
             libc::SYS_openat => self.open(
                 &caller,

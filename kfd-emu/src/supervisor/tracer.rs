@@ -32,6 +32,7 @@ use rustix::process::{Pid, PidfdFlags, pidfd_open};
 
 use super::addrspace;
 use super::mmap::{self as file_mmap, MmapArgs, Pending, SLOT_MARKER, Slots};
+use super::seccomp::{SMI_EVENTS_CMD, SMI_FDS, TRACE_DATA};
 use super::serve::tgid_from_proc;
 use crate::backend::{Backend, CallerId, MmapAction};
 
@@ -233,9 +234,19 @@ enum Stage {
     Install { offset: u64 },
     /// The `mmap` runs again with the installed fd `fd`; its exit stop closes `fd`.
     Map { fd: u32 },
-    /// `close(fd)` runs in place of the program's code; its exit stop gives the program its
-    /// registers back with `result`, the mmap's.
-    Close { fd: u32, result: u64 },
+    /// `close(fds[0])`, then `close(fds[1])` up to `count`, run in place of the program's
+    /// code; the last one's exit stop gives the program its registers back with `result`.
+    Close {
+        fds: [u32; 2],
+        count: usize,
+        done: usize,
+        result: u64,
+    },
+    /// An SMI_EVENTS marked for the worker, who installs the new fd at the number the kernel
+    /// picks; at its exit stop the fd is moved into [`SMI_FDS`].
+    SmiOpen,
+    /// `fcntl(fd, F_DUPFD, SMI_FDS.start)` runs in place of the program's code.
+    SmiDup { fd: u32 },
 }
 
 /// A thread holding a redirect between its seccomp stop and the end of its `mmap`.
@@ -297,6 +308,51 @@ fn syscall_stop_kind(tid: i32) -> Option<u8> {
         )
     };
     (ret > 0).then(|| info[0].to_le_bytes()[0])
+}
+
+/// The word at `addr` of stopped tracee `tid` (`PTRACE_PEEKDATA`), `None` if unreadable.
+fn peek_word(tid: i32, addr: u64) -> Option<u64> {
+    // SAFETY: PEEKDATA reads the tracee's memory and returns the word; errno (cleared first)
+    // tells an error from a word of -1. No memory of ours is touched but errno.
+    unsafe {
+        *libc::__errno_location() = 0;
+        let word = libc::ptrace(
+            libc::PTRACE_PEEKDATA,
+            tid,
+            addr as *mut libc::c_void,
+            std::ptr::null_mut::<libc::c_void>(),
+        );
+        if word == -1 && *libc::__errno_location() != 0 {
+            return None;
+        }
+        Some(word as u64)
+    }
+}
+
+/// The `anon_fd` of the `struct kfd_ioctl_smi_events_args` (`gpuid`, then `anon_fd`: one
+/// little-endian word) at `args` of stopped tracee `tid`.
+fn anon_fd(tid: i32, args: u64) -> Option<u32> {
+    peek_word(tid, args).map(|word| (word >> 32) as u32)
+}
+
+/// Sets the `anon_fd` of the `struct kfd_ioctl_smi_events_args` at `args` of stopped tracee
+/// `tid` to `value` (a read-modify-write of the struct's word); whether it was written.
+fn set_anon_fd(tid: i32, args: u64, value: u32) -> bool {
+    let Some(word) = peek_word(tid, args) else {
+        return false;
+    };
+    let addr = args;
+    let new = (word & 0xffff_ffff) | (u64::from(value) << 32);
+    // SAFETY: POKEDATA writes one word of the tracee's memory (the one just read, with only
+    // the field at `addr` changed); no memory of ours is touched.
+    unsafe {
+        libc::ptrace(
+            libc::PTRACE_POKEDATA,
+            tid,
+            addr as *mut libc::c_void,
+            new as *mut libc::c_void,
+        ) == 0
+    }
 }
 
 /// The length of x86_64's `syscall` instruction (`0f 05`): moving the instruction pointer
@@ -417,8 +473,33 @@ impl Tracer {
             let _ = ptrace_value(request, tid, 0);
             return;
         }
-        if regs.orig_rax != libc::SYS_mmap as u64 {
-            return self.resume(tid, 0);
+        if event_msg(tid).ok() != Some(u64::from(TRACE_DATA)) {
+            // A program's own filter asked for a tracer: none is attached as far as the
+            // program knows, and then the kernel fails the call with ENOSYS
+            // (`__seccomp_filter`, `SECCOMP_RET_TRACE` without a tracer).
+            return self.fail(tid, regs, Errno::NOSYS);
+        }
+        match regs.orig_rax as i64 {
+            libc::SYS_mmap => {}
+            libc::SYS_clone => {
+                // CLONE_UNTRACED would leave the child with a filter that sends its file
+                // mmaps to a tracer it does not have: it is traced like any other child.
+                regs.rdi &= !(libc::CLONE_UNTRACED as u64);
+                let _ = set_regs(tid, &regs);
+                return self.resume(tid, 0);
+            }
+            libc::SYS_ioctl if regs.rsi as u32 == SMI_EVENTS_CMD => {
+                let hold = Hold {
+                    regs,
+                    stage: Stage::SmiOpen,
+                };
+                regs.rsi = (u64::from(SLOT_MARKER) << 32) | u64::from(SMI_EVENTS_CMD);
+                if set_regs(tid, &regs).is_ok() {
+                    self.holds.insert(tid, hold);
+                }
+                return self.resume(tid, 0);
+            }
+            _ => return self.resume(tid, 0),
         }
         let args = MmapArgs::from_regs([regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9]);
         let Some(tgid) = self.tgid(tid) else {
@@ -500,8 +581,12 @@ impl Tracer {
         let ours = match hold.stage {
             Stage::Offset | Stage::Install { .. } => regs.orig_rax == libc::SYS_mmap as u64,
             Stage::Map { fd } => regs.orig_rax == libc::SYS_mmap as u64 && regs.r8 == u64::from(fd),
-            Stage::Close { fd, .. } => {
-                regs.orig_rax == libc::SYS_close as u64 && regs.rdi == u64::from(fd)
+            Stage::Close { fds, done, .. } => {
+                regs.orig_rax == libc::SYS_close as u64 && regs.rdi == u64::from(fds[done])
+            }
+            Stage::SmiOpen => regs.orig_rax == libc::SYS_ioctl as u64,
+            Stage::SmiDup { fd } => {
+                regs.orig_rax == libc::SYS_fcntl as u64 && regs.rdi == u64::from(fd)
             }
         };
         if !ours {
@@ -534,9 +619,42 @@ impl Tracer {
                 let _ = ptrace_value(libc::PTRACE_CONT, tid, 0);
             }
             Stage::Map { fd } => {
-                let result = regs.rax;
-                let mut next = again(regs, libc::SYS_close);
+                let stage = Stage::Close {
+                    fds: [fd, 0],
+                    count: 1,
+                    done: 0,
+                    result: regs.rax,
+                };
+                self.close_next(tid, hold.regs, regs, stage);
+            }
+            Stage::Close {
+                fds,
+                count,
+                done,
+                result,
+            } => {
+                if done + 1 >= count {
+                    return self.finish(tid, hold.regs, result);
+                }
+                let stage = Stage::Close {
+                    fds,
+                    count,
+                    done: done + 1,
+                    result,
+                };
+                self.close_next(tid, hold.regs, regs, stage);
+            }
+            Stage::SmiOpen => {
+                // The number the worker installed the fd at, in the argument's `anon_fd`.
+                let args = hold.regs.rdx;
+                let installed = (regs.rax == 0).then(|| anon_fd(tid, args)).flatten();
+                let Some(fd) = installed.filter(|fd| !SMI_FDS.contains(fd)) else {
+                    return self.finish(tid, hold.regs, regs.rax);
+                };
+                let mut next = again(regs, libc::SYS_fcntl);
                 next.rdi = u64::from(fd);
+                next.rsi = libc::F_DUPFD as u64;
+                next.rdx = u64::from(SMI_FDS.start);
                 if set_regs(tid, &next).is_err() {
                     return;
                 }
@@ -544,13 +662,65 @@ impl Tracer {
                     tid,
                     Hold {
                         regs: hold.regs,
-                        stage: Stage::Close { fd, result },
+                        stage: Stage::SmiDup { fd },
                     },
                 );
                 self.resume(tid, 0);
             }
-            Stage::Close { result, .. } => self.finish(tid, hold.regs, result),
+            Stage::SmiDup { fd } => {
+                let moved = regs.rax as i64;
+                let placed = u32::try_from(moved)
+                    .ok()
+                    .filter(|n| SMI_FDS.contains(n))
+                    .filter(|&n| set_anon_fd(tid, hold.regs.rdx, n));
+                let stage = match placed {
+                    Some(_) => Stage::Close {
+                        fds: [fd, 0],
+                        count: 1,
+                        done: 0,
+                        result: 0,
+                    },
+                    // No free number in SMI_FDS below the limit: SMI_EVENTS fails with
+                    // EMFILE as documented (`smi`), and neither fd stays.
+                    None => Stage::Close {
+                        fds: [fd, u32::try_from(moved).unwrap_or(0)],
+                        count: if moved >= 0 { 2 } else { 1 },
+                        done: 0,
+                        result: (-i64::from(libc::EMFILE)) as u64,
+                    },
+                };
+                self.close_next(tid, hold.regs, regs, stage);
+            }
         }
+    }
+
+    /// Makes `tid` (at a syscall-exit stop with `regs`) issue the next `close` of `stage`.
+    fn close_next(
+        &mut self,
+        tid: i32,
+        original: libc::user_regs_struct,
+        regs: libc::user_regs_struct,
+        stage: Stage,
+    ) {
+        let Stage::Close { fds, done, .. } = stage else {
+            return self.resume(tid, 0);
+        };
+        let mut next = regs;
+        next.rip = original.rip.wrapping_sub(SYSCALL_INSN);
+        next.rax = libc::SYS_close as u64;
+        next.orig_rax = u64::MAX;
+        next.rdi = u64::from(fds[done]);
+        if set_regs(tid, &next).is_err() {
+            return;
+        }
+        self.holds.insert(
+            tid,
+            Hold {
+                regs: original,
+                stage,
+            },
+        );
+        self.resume(tid, 0);
     }
 
     /// Gives `tid` the registers it made its call with, and `result` as the call's result.
