@@ -570,53 +570,7 @@ fn untraced_child_check() {
 /// ENOSYS, and so must the emulator's tracer (natively the same check passes).
 fn own_trace_filter_check() {
     let errno = std::thread::spawn(|| {
-        let program = [
-            // seccomp_data.nr
-            libc::sock_filter {
-                code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
-                jt: 0,
-                jf: 0,
-                k: 0,
-            },
-            libc::sock_filter {
-                code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
-                jt: 0,
-                jf: 1,
-                k: libc::SYS_mmap as u32,
-            },
-            libc::sock_filter {
-                code: (libc::BPF_RET | libc::BPF_K) as u16,
-                jt: 0,
-                jf: 0,
-                k: libc::SECCOMP_RET_TRACE | 0x1234,
-            },
-            libc::sock_filter {
-                code: (libc::BPF_RET | libc::BPF_K) as u16,
-                jt: 0,
-                jf: 0,
-                k: libc::SECCOMP_RET_ALLOW,
-            },
-        ];
-        let prog = libc::sock_fprog {
-            len: program.len() as u16,
-            filter: program.as_ptr().cast_mut(),
-        };
-        // SAFETY: prctl and seccomp read `prog`, which outlives the calls; the filter only
-        // applies to this thread, which ends right after the check.
-        unsafe {
-            assert_eq!(
-                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0),
-                0,
-                "no_new_privs"
-            );
-            let ret = libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER,
-                0,
-                &raw const prog,
-            );
-            assert_eq!(ret, 0, "installing the program's own filter");
-        }
+        install_own_trace_filter(&[libc::SYS_mmap]);
         map(0, PAGE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0).err()
     })
     .join()
@@ -626,6 +580,88 @@ fn own_trace_filter_check() {
         Some(Errno::NOSYS),
         "an anonymous mmap its own filter traces"
     );
+    // Under the emulator: a stand-in's mapping still works in a thread whose own filter
+    // traces `close` and `fcntl` (which the tracer has the thread issue for the mapping),
+    // while the thread's own close fails with ENOSYS as the kernel's would.
+    let Ok(stand_in) = File::options().read(true).write(true).open(STAND_IN) else {
+        return;
+    };
+    let (seen, closed) = std::thread::spawn(move || {
+        install_own_trace_filter(&[libc::SYS_close, libc::SYS_fcntl]);
+        let at = map(
+            0,
+            PAGE,
+            libc::MAP_SHARED,
+            stand_in.as_raw_fd(),
+            BASE + OBJECT,
+        )
+        .expect("a stand-in's mmap under a filter that traces close");
+        let seen = peek(at, 1)[0];
+        unmap(at, PAGE);
+        // SAFETY: closes a dup this thread owns; the filter fails it, which is checked.
+        let closed = unsafe { libc::close(libc::dup(stand_in.as_raw_fd())) };
+        let errno = std::io::Error::last_os_error().raw_os_error();
+        std::mem::forget(stand_in);
+        (seen, (closed, errno))
+    })
+    .join()
+    .expect("the filtered thread");
+    assert_eq!(seen, fill(1), "the mapping shows object 1");
+    assert_eq!(closed, (-1, Some(libc::ENOSYS)), "the thread's own close");
+}
+
+/// Installs on the calling thread a filter of its own: `SECCOMP_RET_TRACE` (data 0x1234) for
+/// the calls `traced`, `SECCOMP_RET_ALLOW` for the rest.
+fn install_own_trace_filter(traced: &[i64]) {
+    let mut program = vec![
+        // seccomp_data.nr
+        libc::sock_filter {
+            code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+    ];
+    for nr in traced {
+        program.push(libc::sock_filter {
+            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 1,
+            k: *nr as u32,
+        });
+        program.push(libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_TRACE | 0x1234,
+        });
+    }
+    program.push(libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: libc::SECCOMP_RET_ALLOW,
+    });
+    let prog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_ptr().cast_mut(),
+    };
+    // SAFETY: prctl and seccomp read `prog`, which outlives the calls; the filter only
+    // applies to this thread.
+    unsafe {
+        assert_eq!(
+            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0),
+            0,
+            "no_new_privs"
+        );
+        let ret = libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0,
+            &raw const prog,
+        );
+        assert_eq!(ret, 0, "installing the program's own filter");
+    }
 }
 
 /// The traced program (runs only under [`ROLE`]).

@@ -457,21 +457,15 @@ impl Tracer {
         let Ok(mut regs) = get_regs(tid) else {
             return self.resume(tid, 0);
         };
-        if let Some(Hold {
-            stage: Stage::Map { fd },
-            ..
-        }) = self.holds.get(&tid).copied()
-        {
-            // The re-executed mmap of the installed fd: let it run to its exit stop. (Any
-            // other file mmap here is one a signal handler made before it: native.)
-            let ours = regs.orig_rax == libc::SYS_mmap as u64 && regs.r8 == u64::from(fd);
-            let request = if ours {
-                libc::PTRACE_SYSCALL
-            } else {
-                libc::PTRACE_CONT
-            };
-            let _ = ptrace_value(request, tid, 0);
-            return;
+        if self.holds.contains_key(&tid) {
+            // A call the tracer made the thread issue (the re-executed mmap, the close, the
+            // F_DUPFD) stopped here: it runs, whichever filter asked for the stop (a
+            // program's own filter may trace close or fcntl; the program never issued this
+            // one). Any other call here is one a signal handler made first, which runs
+            // natively (not redirected: a documented limit). Either way the thread goes on
+            // through its syscall stops, which the held call still needs (the exit of a
+            // handler's call is told apart there and passed over).
+            return self.resume(tid, 0);
         }
         if event_msg(tid).ok() != Some(u64::from(TRACE_DATA)) {
             // A program's own filter asked for a tracer: none is attached as far as the
