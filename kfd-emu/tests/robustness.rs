@@ -938,3 +938,58 @@ fn an_smi_fd_never_replaces_a_programs_own_fd() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The environment variable that makes this test binary the program of
+/// [`a_stand_ins_ioctl_fails_cleanly_when_the_supervisor_has_no_fd_left`].
+const EXHAUST: &str = "KFD_EMU_TEST_EXHAUST";
+
+/// The program of the test below (runs only under [`EXHAUST`]): attached to a model in this
+/// process (so the supervisor shares its fd table), it opens `/dev/kfd`, fills the table up
+/// to a lowered limit, and asks GET_VERSION; prints the errno it got.
+#[test]
+fn exhaust_role() {
+    if std::env::var_os(EXHAUST).is_none() {
+        return;
+    }
+    let model = Model::new(ModelConfig::default()).expect("model");
+    let got = kfd_emu::supervisor::run_attached(model, || {
+        let kfd = Kfd::open().expect("open the emulated /dev/kfd");
+        let mut limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        let before = limit;
+        limit.current = Some(512);
+        rustix::process::setrlimit(rustix::process::Resource::Nofile, limit).expect("setrlimit");
+        let mut fillers = Vec::new();
+        while let Ok(fd) = rustix::io::dup(kfd.as_fd()) {
+            fillers.push(fd);
+        }
+        let got = kfd
+            .get_version()
+            .map(|_| ())
+            .map_err(|e| e.errno().map(|errno| errno.raw_os_error()));
+        drop(fillers);
+        rustix::process::setrlimit(rustix::process::Resource::Nofile, before).expect("setrlimit");
+        got
+    })
+    .expect("attach");
+    println!("EXHAUST GOT {got:?}");
+}
+
+/// When the supervisor cannot duplicate a stand-in's fd because its own fd table is full, the
+/// stand-in's ioctl fails with EMFILE, as an allocation the kernel cannot make would; it never
+/// runs natively on the stand-in's memfd. (Before the fix it did: ENOTTY.)
+#[test]
+fn a_stand_ins_ioctl_fails_cleanly_when_the_supervisor_has_no_fd_left() {
+    let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", "exhaust_role", "--nocapture", "--test-threads=1"])
+        .env(EXHAUST, "1")
+        .output()
+        .expect("the exhausting program");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && stdout.contains(&format!("EXHAUST GOT Err(Some({}))", libc::EMFILE)),
+        "{:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
