@@ -525,6 +525,75 @@ fn no_replace_check() {
     );
 }
 
+/// Signals delivered without pause to a thread while it maps stand-ins' objects (each
+/// redirect is several stops, with the thread re-issuing calls in between): every mapping
+/// shows its object, the raw call finds its registers as it passed them, and no fd is left.
+fn signals_check() {
+    static HANDLED: AtomicU64 = AtomicU64::new(0);
+    extern "C" fn count(_: libc::c_int) {
+        // A system call inside the handler too (getppid is allowed natively).
+        // SAFETY: getppid has no preconditions and is async-signal-safe.
+        unsafe { libc::getppid() };
+        HANDLED.fetch_add(1, Ordering::Relaxed);
+    }
+    // SAFETY: installs a handler that only makes an async-signal-safe call and bumps an
+    // atomic; SA_RESTART as most programs use it.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = count as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&raw mut action.sa_mask);
+        assert_eq!(
+            libc::sigaction(libc::SIGUSR1, &raw const action, std::ptr::null_mut()),
+            0
+        );
+    }
+    let stand_in = File::options()
+        .read(true)
+        .write(true)
+        .open(STAND_IN)
+        .expect("open the stand-in");
+    let fd = stand_in.as_raw_fd();
+    // SAFETY: gettid has no preconditions.
+    let me = unsafe { libc::gettid() };
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let open_before = std::fs::read_dir("/proc/self/fd").expect("fds").count();
+    std::thread::scope(|scope| {
+        /// Stops the signalling thread however the loop ends (a failed check panics).
+        struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let _stop = Stop(&done);
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                // SAFETY: tgkill of a thread of this process, which handles SIGUSR1.
+                unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), me, libc::SIGUSR1) };
+            }
+        });
+        for round in 0..400u64 {
+            let i = round % OBJECTS;
+            let at = map(0, PAGE, libc::MAP_SHARED, fd, BASE + i * OBJECT + 0x1000)
+                .unwrap_or_else(|err| panic!("round {round}: {err}"));
+            let seen = peek(at + 8, 1)[0];
+            unmap(at, PAGE);
+            assert_eq!(seen, fill(i), "round {round}: object {i}'s byte");
+            if round % 50 == 0 {
+                registers_kept(fd).unwrap_or_else(|err| panic!("round {round}: {err}"));
+            }
+        }
+    });
+    let open_after = std::fs::read_dir("/proc/self/fd").expect("fds").count();
+    assert_eq!(
+        open_before, open_after,
+        "fds open before and after the mappings"
+    );
+    assert!(HANDLED.load(Ordering::Relaxed) > 0, "no signal was handled");
+    println!("SIGNALS HANDLED {}", HANDLED.load(Ordering::Relaxed));
+}
+
 /// A child made with `clone(CLONE_UNTRACED)` maps a file and execs a program; exits 0 when
 /// both worked (2: the mapping failed, 3: the exec failed).
 fn untraced_child_check() {
@@ -714,6 +783,7 @@ fn mmap_role() {
         }
         ("fullfds", _) => full_fd_table_check(),
         ("untraced", _) => untraced_child_check(),
+        ("signals", _) => signals_check(),
         ("owntrace", _) => own_trace_filter_check(),
         ("noreplace", _) => no_replace_check(),
         ("supervise", inner) => {
@@ -900,6 +970,17 @@ fn a_traced_program_with_a_full_fd_table_maps_a_stand_in() {
 fn a_traced_programs_own_fds_are_never_replaced() {
     let status =
         kfd_emu::supervisor::spawn_command(Redirector::new(), &mut role_command("noreplace"))
+            .expect("spawn");
+    assert!(status.success(), "{status:?}");
+}
+
+/// A traced thread's stand-in mappings survive a flood of signals: the handler runs (and
+/// makes calls) in the middle of the tracer's steps, every mapping shows its object, the
+/// registers come back, and no fd is left behind.
+#[test]
+fn stand_in_mappings_survive_signals() {
+    let status =
+        kfd_emu::supervisor::spawn_command(Redirector::new(), &mut role_command("signals"))
             .expect("spawn");
     assert!(status.success(), "{status:?}");
 }

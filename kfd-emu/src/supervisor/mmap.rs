@@ -41,7 +41,11 @@
 //!
 //! A marked `mmap` the tracer did not prepare (a program passing such a value itself) is
 //! answered `CONTINUE` without installing anything. Each thread goes through this on its own:
-//! two threads' redirects get two numbers.
+//! two threads' redirects get two numbers. A signal that arrives between the steps runs its
+//! handler as it would after any system call (the re-issued call is made when the handler
+//! returns, as a restarted call is); a file `mmap` that handler itself makes meanwhile runs
+//! natively, not redirected (a limit: a thread's redirects do not nest). A call the tracer
+//! has the thread issue runs even if a filter of the program's own traces it.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
