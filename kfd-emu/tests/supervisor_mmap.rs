@@ -784,6 +784,24 @@ fn mmap_role() {
         ("fullfds", _) => full_fd_table_check(),
         ("untraced", _) => untraced_child_check(),
         ("signals", _) => signals_check(),
+        ("standin", n) => {
+            let n: u32 = n.parse().expect("a count");
+            let stand_in = File::options()
+                .read(true)
+                .write(true)
+                .open(STAND_IN)
+                .expect("open the stand-in");
+            let start = std::time::Instant::now();
+            for _ in 0..n {
+                let at = map(0, PAGE, libc::MAP_SHARED, stand_in.as_raw_fd(), BASE)
+                    .expect("a stand-in's mmap");
+                unmap(at, PAGE);
+            }
+            println!(
+                "NS_PER_MAP {}",
+                start.elapsed().as_nanos() / u128::from(n.max(1))
+            );
+        }
         ("owntrace", _) => own_trace_filter_check(),
         ("noreplace", _) => no_replace_check(),
         ("supervise", inner) => {
@@ -1078,6 +1096,18 @@ fn cost_native_and_traced(role: &str) -> (u64, u64) {
 fn file_mapping_cost() {
     let (native, traced) = cost_native_and_traced("filemap:20000");
     println!("file mmap+munmap: native {native} ns, under kfd-emu run {traced} ns");
+}
+
+/// The cost of a stand-in's mapping redirected to another file (an object's memfd) plus its
+/// `munmap`, in a program `kfd-emu run`'s tracer serves (`-- --ignored --nocapture`: the
+/// program prints `NS_PER_MAP`).
+#[test]
+#[ignore = "a measurement, not a check"]
+fn stand_in_mapping_cost() {
+    let status =
+        kfd_emu::supervisor::spawn_command(Redirector::new(), &mut role_command("standin:5000"))
+            .expect("spawn");
+    assert!(status.success(), "{status:?}");
 }
 
 /// The cost of an anonymous `mmap` + `munmap` (the munmap notified, the mmap not) under
