@@ -263,6 +263,7 @@ pub(crate) fn with_one_more_fd<T>(
 pub(crate) enum Route {
     /// The attached caller shares the supervisor's address space: map it here.
     InProcess,
-    /// A traced program: the tracer decided; notifications only install prepared slots.
+    /// A traced program: the tracer decided; notifications only install the memfds it
+    /// prepared.
     Traced(Arc<Slots>),
 }

@@ -5,8 +5,13 @@
 //! `exec` (the child waits in its pre-exec hook until then) with `TRACESECCOMP`, `TRACEFORK`,
 //! `TRACEVFORK`, `TRACECLONE`, `TRACEEXEC`, `TRACESYSGOOD` and `EXITKILL`, so every descendant
 //! is traced from its first instruction and every tracee is killed if the supervisor dies.
-//! Besides the `PTRACE_EVENT_SECCOMP` stops of file `mmap`s it keeps the program behaving as
-//! untraced:
+//! Its `PTRACE_EVENT_SECCOMP` stops are the filter's (`SECCOMP_RET_DATA` is
+//! [`TRACE_DATA`]): file `mmap`s (redirected in the steps [`super::mmap`] describes, with a
+//! per-thread [`Stage`]), `AMDKFD_IOC_SMI_EVENTS` (its new fd moved into [`SMI_FDS`] by the
+//! thread itself: `fcntl(F_DUPFD)` and `close`, `anon_fd` rewritten) and `clone` with
+//! `CLONE_UNTRACED` (the flag cleared). A stop another filter asked for fails its call with
+//! `ENOSYS`, the kernel's answer when no tracer is attached. Besides those it keeps the
+//! program behaving as untraced:
 //!
 //! - a signal-delivery stop re-injects the signal;
 //! - a group-stop (`PTRACE_EVENT_STOP` with a stopping signal) is entered with `PTRACE_LISTEN`,
