@@ -318,8 +318,10 @@ impl Filter {
     /// decides it at its `PTRACE_EVENT_SECCOMP` stop) unless its fd argument carries
     /// [`SLOT_MARKER`] in its upper 32 bits, which is notified; and that forks are notified:
     /// `fork`, and `clone` without `CLONE_VM` (`vfork`, which shares the address space, is
-    /// not). `clone3` is not: its flags are in memory the filter cannot read, so a fork made
-    /// with it is not seen (glibc's `fork` uses `clone`).
+    /// not). `clone3`, whose flags are in memory the filter cannot read, fails with `ENOSYS`
+    /// (glibc, ≥ 2.34, then uses `clone`), so no fork and no `CLONE_UNTRACED` goes unseen;
+    /// `SMI_EVENTS` and `clone` with `CLONE_UNTRACED` go to the tracer too (see `build`).
+    /// Every `SECCOMP_RET_TRACE` carries [`TRACE_DATA`].
     ///
     /// Without a tracer a `SECCOMP_RET_TRACE` call fails with `ENOSYS`, so this filter is only
     /// for a program the supervisor has seized.
