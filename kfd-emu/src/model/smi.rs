@@ -480,10 +480,12 @@ impl Smi {
         }
     }
 
-    /// Closes the clients process `tgid` opened (it exited, and its fds with it). A client
-    /// whose fd it passed on lives on until that goes too (see [`listening`](Self::listening)).
+    /// Process `tgid` exited, and its fds with it: every client whose fd is closed
+    /// everywhere goes (its own, and any other process's closed meanwhile). A client whose fd
+    /// it passed on lives on until that goes too.
     pub(super) fn release(&mut self, tgid: i32) {
-        self.clients.retain(|c| c.tgid != tgid || c.open());
+        let _ = tgid;
+        self.clients.retain(Client::open);
     }
 
     /// Whether any client listens to GPU `gpu` (`list_empty(&dev->smi_clients)`); clients whose
