@@ -31,6 +31,9 @@
 //!   3. at its exit stop the tracer re-executes once more as `close(number)`, and at that
 //!      call's exit gives the program all its registers back with the `mmap`'s result.
 //!
+//!   The tracer tells a syscall-exit stop from an entry stop with `PTRACE_GET_SYSCALL_INFO`
+//!   (Linux 5.3; the supervisor needs 5.14 for `SECCOMP_ADDFD_FLAG_SEND` anyway).
+//!
 //!   So the program runs no instruction of its own while the memfd is in its table, and
 //!   nothing of it stays there afterwards. When the program's table is full (the kernel's
 //!   `mmap` needs no fd), the worker raises the process's soft `RLIMIT_NOFILE` by one
