@@ -68,8 +68,8 @@
 //!   offset; `Fail` skips the call (syscall number -1) with `-errno` as its result. A marked
 //!   `mmap` the tracer did not prepare runs natively. **Deviation:** for the length of the
 //!   redirect the memfd holds a number of the program's table (close-on-exec), so another
-//!   thread's `open` made meanwhile gets the next number, and a thread reading
-//!   `/proc/self/fd` then sees it. A redirect costs about 94 µs per `mmap`+`munmap` on a
+//!   thread's `open` made meanwhile gets the next number, a thread reading `/proc/self/fd`
+//!   then sees it, and a child another thread forks then inherits it until its `exec`. A redirect costs about 94 µs per `mmap`+`munmap` on a
 //!   loaded 2-CPU VM (`stand_in_mapping_cost`), against 72 µs with the fixed slot this
 //!   replaced, which could replace a program's fd and failed without a free one.
 //!
