@@ -45,12 +45,17 @@ pub trait Caller {
     /// for fds an ioctl returns inside its argument (EXPORT_DMABUF, SMI_EVENTS).
     fn install_fd(&self, fd: BorrowedFd<'_>, cloexec: bool) -> Result<i32, Errno>;
 
-    /// Installs `fd` into the caller's fd table at number `number`, replacing what is there
-    /// (`SECCOMP_IOCTL_NOTIF_ADDFD` with `SECCOMP_ADDFD_FLAG_SETFD`); `EBADF` when `number` is
-    /// not below the caller's `RLIMIT_NOFILE`. Used for the SMI event fds, which live at
-    /// numbers in [`SMI_FDS`]. The default cannot.
-    fn install_fd_at(&self, fd: BorrowedFd<'_>, number: u32, cloexec: bool) -> Result<i32, Errno> {
-        let _ = (fd, number, cloexec);
+    /// Installs `fd` into the caller's fd table at the lowest free number in `range`, never
+    /// replacing a descriptor (`fcntl(F_DUPFD)`'s rule, bounded above); `EMFILE` when every
+    /// number of `range` below the caller's `RLIMIT_NOFILE` is taken. Used for the SMI event
+    /// fds, which live at numbers in [`SMI_FDS`]. The default cannot.
+    fn install_fd_in(
+        &self,
+        fd: BorrowedFd<'_>,
+        range: std::ops::Range<u32>,
+        cloexec: bool,
+    ) -> Result<i32, Errno> {
+        let _ = (fd, range, cloexec);
         Err(Errno::NOSYS)
     }
 }
@@ -58,8 +63,7 @@ pub trait Caller {
 /// The fd numbers the SMI event fds are installed at: the filter notifies `write`, `writev`
 /// and `pwritev2` of these numbers (only), so that [`Backend::write`] answers them as the
 /// kernel's SMI file does, while reads and polls stay native. Below the usual soft
-/// `RLIMIT_NOFILE` of 1024 and below the `kfd-emu run` tracer's slot (the highest free
-/// number under that limit); far above the numbers programs are given first.
+/// `RLIMIT_NOFILE` of 1024; far above the numbers programs are given first.
 pub const SMI_FDS: std::ops::Range<u32> = 944..1008;
 
 /// The pieces of a write call that [`Backend::write`] answers.

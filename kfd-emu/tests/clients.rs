@@ -719,3 +719,32 @@ fn rocr_queue_errors_reach_the_error_callback_on_the_gfx9_presets() {
         );
     }
 }
+
+/// An AddressSanitizer build runs under `kfd-emu run` with the one documented switch,
+/// `ASAN_OPTIONS=detect_leaks=0`: LeakSanitizer ptraces the program's threads at exit, which
+/// a program already traced by the emulator cannot do (see the supervisor's module docs).
+#[test]
+fn an_address_sanitizer_build_runs_with_leak_detection_off() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/asan_probe.c");
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("asan_probe");
+    let built = Command::new("cc")
+        .args(["-Wall", "-Werror", "-O1", "-g", "-fsanitize=address", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !prerequisite(built, "a C compiler with AddressSanitizer (libasan)") {
+        return;
+    }
+    let run = Command::new(kfd_emu())
+        .args(["run", "--machine", "mi300x", "--"])
+        .arg(&out)
+        .env("ASAN_OPTIONS", "detect_leaks=0")
+        .output()
+        .expect("running kfd-emu");
+    assert!(
+        run.status.success() && String::from_utf8_lossy(&run.stdout).contains("ASAN PROBE OK 1."),
+        "{}",
+        describe(&run)
+    );
+}

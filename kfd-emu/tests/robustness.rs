@@ -5,7 +5,7 @@
 
 mod fork_support;
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -778,4 +778,274 @@ fn a_read_only_stand_in_maps_read_only() {
         );
     });
     result.expect("attach");
+}
+
+/// The environment variable that makes this test binary the program of
+/// [`opening_and_closing_smi_fds_leaves_the_supervisor_flat`]: the number of rounds.
+const SMI_ROUNDS: &str = "KFD_EMU_TEST_SMI_ROUNDS";
+
+/// Whether two fds of this process are the same open file (`kcmp(KCMP_FILE)`, which the
+/// filter lets through without a round trip, unlike `fstat`).
+fn same_file(a: &impl AsRawFd, b: &impl AsRawFd) -> bool {
+    const KCMP_FILE: libc::c_long = 0;
+    let pid = libc::c_long::from(rustix::process::getpid().as_raw_nonzero().get());
+    // SAFETY: kcmp takes plain integers and only compares kernel objects.
+    let same = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            pid,
+            pid,
+            KCMP_FILE,
+            libc::c_long::from(a.as_raw_fd()),
+            libc::c_long::from(b.as_raw_fd()),
+        )
+    };
+    same == 0
+}
+
+/// With it set as well, [`smi_rounds_role`] prints a line and waits for one on stdin
+/// before and after its rounds (so that the supervisor's fds can be counted there).
+const SMI_PAUSE: &str = "KFD_EMU_TEST_SMI_PAUSE";
+
+/// Under [`SMI_PAUSE`]: prints `what` and waits for a line on stdin.
+fn pause(what: &str) {
+    if std::env::var_os(SMI_PAUSE).is_some() {
+        use std::io::Write;
+        println!("{what}");
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stdin().lines().next();
+    }
+}
+
+/// The number of fds process `pid` has open, when this process may look
+/// (`/proc/<pid>/fd` of the non-dumpable supervisor needs `CAP_SYS_PTRACE`).
+fn fd_count(pid: u32) -> Option<usize> {
+    Some(std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count())
+}
+
+/// With it set as well, [`smi_rounds_role`] races its SMI opens with a thread making fds of
+/// its own in the SMI range.
+const SMI_RACE: &str = "KFD_EMU_TEST_SMI_RACE";
+
+/// The traced program of the SMI test (runs only under [`SMI_ROUNDS`]): opens `/dev/kfd`,
+/// acquires every GPU's VM, then opens and closes an SMI event fd of the first GPU that many
+/// times; panics naming the round whose `SMI_EVENTS` failed.
+#[test]
+fn smi_rounds_role() {
+    let Ok(rounds) = std::env::var(SMI_ROUNDS) else {
+        return;
+    };
+    let rounds: usize = rounds.parse().expect("a round count");
+    let kfd = Kfd::open().expect("open the emulated /dev/kfd");
+    let topology = kfd_ioctl::topology::Topology::read().expect("the emulated topology");
+    let mut gpus = Vec::new();
+    for node in topology.gpus() {
+        let gpu = node.gpu_id.expect("a GPU node has a gpu_id");
+        kfd.acquire_vm(gpu, node.properties.drm_render_minor as u32)
+            .expect("acquire_vm");
+        gpus.push(gpu);
+    }
+    pause("SMI WARM");
+    let (pipe, _writer) = rustix::pipe::pipe().expect("pipe");
+    let racing = std::env::var_os(SMI_RACE).is_some();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (replaced, made) = std::thread::scope(|scope| {
+        // With SMI_RACE: another thread keeps putting its own pipe at the lowest free number
+        // of the SMI range (fcntl F_DUPFD), checks that the number still holds it, and
+        // closes it again.
+        let racer = scope.spawn(|| {
+            let (mut replaced, mut made) = (0u32, 0u32);
+            while racing && !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok(fd) = rustix::io::fcntl_dupfd_cloexec(&pipe, 944) else {
+                    continue;
+                };
+                made += 1;
+                // Held for a while, looked at more than once: a replacement at any time
+                // while it is held is seen.
+                let seen = (0..8).any(|_| !same_file(&fd, &pipe));
+                replaced += u32::from(seen);
+            }
+            (replaced, made)
+        });
+        for round in 0..rounds {
+            match kfd.smi_events(gpus[0]) {
+                Ok(smi) => {
+                    let fd = smi.as_fd().as_raw_fd();
+                    assert!((944..1008).contains(&fd), "round {round}: SMI fd at {fd}");
+                    drop(smi);
+                }
+                Err(err) => panic!("round {round}: SMI_EVENTS failed: {err}"),
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        racer.join().expect("racer")
+    });
+    drop(pipe);
+    pause("SMI AFTER");
+    println!("RACER made {made} fds, {replaced} replaced");
+    assert_eq!(
+        replaced, 0,
+        "{replaced} of {made} of the program's own fds were replaced"
+    );
+    println!("SMI ROUNDS DONE");
+}
+
+/// SMI event fds opened and closed in a loop leave nothing behind in the supervisor
+/// (`kfd_smi_ev_release` frees the kernel's client when its fd's last reference goes): with
+/// `kfd-emu run` and its program at an fd limit of 1024, 1 200 rounds all succeed, and (where
+/// this test may read the supervisor's `/proc/<pid>/fd`: as root) its fd count is the same
+/// after them as before. (Before the
+/// fix every round kept a pipe end in the supervisor until an event was emitted on that GPU,
+/// so the rounds failed after about 1 000: the program's ioctls fell through to the real
+/// kernel, ENOTTY on the memfd.)
+#[test]
+fn opening_and_closing_smi_fds_leaves_the_supervisor_flat() {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_kfd-emu"));
+    command
+        .args(["run", "--machine", "mi300x", "--"])
+        .arg(std::env::current_exe().expect("the test binary"))
+        .args([
+            "--exact",
+            "smi_rounds_role",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(SMI_ROUNDS, "1200");
+    // SAFETY: the hook runs between fork and exec and only calls setrlimit(2), which is
+    // async-signal-safe, on a local struct.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            let limit = libc::rlimit {
+                rlim_cur: 1024,
+                rlim_max: 1024,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raw const limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    use std::io::{BufRead, Write};
+    let mut child = command
+        .env(SMI_PAUSE, "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("kfd-emu run");
+    let supervisor = child.id();
+    let mut input = child.stdin.take().expect("stdin");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut counts = Vec::new();
+    let mut done = false;
+    for line in lines.by_ref().map_while(Result::ok) {
+        if line.ends_with("SMI WARM") || line.ends_with("SMI AFTER") {
+            counts.push(fd_count(supervisor));
+            writeln!(input, "go").expect("stdin");
+        }
+        done |= line.contains("SMI ROUNDS DONE");
+    }
+    drop(input);
+    let status = child.wait().expect("wait");
+    assert!(status.success() && done, "{status:?}, done: {done}");
+    eprintln!("kfd-emu's fds before and after 1200 SMI rounds: {counts:?}");
+    if let [Some(before), Some(after)] = counts[..] {
+        // A worker may hold a transient fd (a caller's memory file) at either look.
+        assert!(
+            after <= before + 2,
+            "kfd-emu held {before} fds before 1200 SMI rounds and {after} after"
+        );
+    }
+}
+
+/// An SMI event fd goes at a free number of the SMI range without ever replacing an fd the
+/// program put there itself meanwhile: 3 000 SMI_EVENTS under `kfd-emu run` while another
+/// thread keeps making (`fcntl(F_DUPFD, 944)`), checking and closing its own fds in that
+/// range. (Before the fix the emulator picked a free number from `/proc/<pid>/fd` and a
+/// worker filled it later with ADDFD in replace mode: the racing thread's fd was replaced.)
+#[test]
+fn an_smi_fd_never_replaces_a_programs_own_fd() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kfd-emu"))
+        .args(["run", "--machine", "mi300x", "--"])
+        .arg(std::env::current_exe().expect("the test binary"))
+        .args([
+            "--exact",
+            "smi_rounds_role",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(SMI_ROUNDS, "3000")
+        .env(SMI_RACE, "1")
+        .output()
+        .expect("kfd-emu run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("SMI ROUNDS DONE"),
+        "{:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The environment variable that makes this test binary the program of
+/// [`a_stand_ins_ioctl_fails_cleanly_when_the_supervisor_has_no_fd_left`].
+const EXHAUST: &str = "KFD_EMU_TEST_EXHAUST";
+
+/// The program of the test below (runs only under [`EXHAUST`]): attached to a model in this
+/// process (so the supervisor shares its fd table), it opens `/dev/kfd`, fills the table up
+/// to a lowered limit, and asks GET_VERSION; prints the errno it got.
+#[test]
+fn exhaust_role() {
+    if std::env::var_os(EXHAUST).is_none() {
+        return;
+    }
+    let model = Model::new(ModelConfig::default()).expect("model");
+    let got = kfd_emu::supervisor::run_attached(model, || {
+        let kfd = Kfd::open().expect("open the emulated /dev/kfd");
+        let mut limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        let before = limit;
+        limit.current = Some(512);
+        rustix::process::setrlimit(rustix::process::Resource::Nofile, limit).expect("setrlimit");
+        let mut fillers = Vec::new();
+        // A supervisor thread may close a transient fd of its own (the duplicate of a call
+        // just served) after the table was filled: then the call finds a free number and
+        // succeeds, and the table is filled again.
+        let mut got = Ok(());
+        for _ in 0..20 {
+            while let Ok(fd) = rustix::io::dup(kfd.as_fd()) {
+                fillers.push(fd);
+            }
+            got = kfd
+                .get_version()
+                .map(|_| ())
+                .map_err(|e| e.errno().map(|errno| errno.raw_os_error()));
+            if got.is_err() {
+                break;
+            }
+        }
+        drop(fillers);
+        rustix::process::setrlimit(rustix::process::Resource::Nofile, before).expect("setrlimit");
+        got
+    })
+    .expect("attach");
+    println!("EXHAUST GOT {got:?}");
+}
+
+/// When the supervisor cannot duplicate a stand-in's fd because its own fd table is full, the
+/// stand-in's ioctl fails with EMFILE, as an allocation the kernel cannot make would; it never
+/// runs natively on the stand-in's memfd. (Before the fix it did: ENOTTY.)
+#[test]
+fn a_stand_ins_ioctl_fails_cleanly_when_the_supervisor_has_no_fd_left() {
+    let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", "exhaust_role", "--nocapture", "--test-threads=1"])
+        .env(EXHAUST, "1")
+        .output()
+        .expect("the exhausting program");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && stdout.contains(&format!("EXHAUST GOT Err(Some({}))", libc::EMFILE)),
+        "{:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

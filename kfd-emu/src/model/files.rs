@@ -239,15 +239,6 @@ pub(super) fn caller_file(tgid: i32, fd: u32) -> Result<OwnedFd, Errno> {
     })
 }
 
-/// The lowest number in `range` that process `tgid` has no fd at (from `/proc/<tgid>/fd`).
-pub(super) fn free_fd_in(tgid: i32, range: std::ops::Range<u32>) -> Option<u32> {
-    let taken: std::collections::BTreeSet<u32> = std::fs::read_dir(format!("/proc/{tgid}/fd"))
-        .ok()?
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    range.into_iter().find(|n| !taken.contains(n))
-}
-
 /// Whether two fds of this process refer to the same open file description (`kcmp`). Falls
 /// back to comparing inodes where `kcmp` is not available.
 pub(super) fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {

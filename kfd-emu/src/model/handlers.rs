@@ -17,7 +17,6 @@ use rustix::io::Errno;
 use zerocopy::IntoBytes;
 
 use super::chardev::{Ctx, KMALLOC_MAX, get, put};
-use super::files;
 use crate::machine::Gpu;
 
 /// The machine's description of the GPU behind a pdd.
@@ -209,15 +208,7 @@ pub(super) fn smi_events(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     // anon_inode_getfd installs it without O_CLOEXEC; the model's goes at a number of
     // SMI_FDS, whose writes the supervisor hands to `Backend::write`.
     a.anon_fd = st.smi.open(ctx.caller.id(), gpu, |fd| {
-        // ADDFD replaces whatever is at the number: one pick-and-install at a time in this
-        // supervisor (every model in it: attached tests share one fd table), so two opens
-        // never pick the same free number.
-        static PICK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let _one = PICK.lock().unwrap_or_else(|e| e.into_inner());
-        let number = files::free_fd_in(ctx.tgid, crate::backend::SMI_FDS).ok_or(Errno::MFILE)?;
-        ctx.caller
-            .install_fd_at(fd, number, false)
-            .map_err(|e| if e == Errno::BADF { Errno::MFILE } else { e })
+        ctx.caller.install_fd_in(fd, crate::backend::SMI_FDS, false)
     })? as u32;
     put(buf, &a);
     Ok(())

@@ -15,7 +15,10 @@
 //!   it counts the bytes still unread, so the 8192-byte FIFO and its rule — a record that
 //!   does not fit whole is dropped — are the kernel's exactly;
 //! * the read end goes at a free number of [`SMI_FDS`](crate::backend::SMI_FDS) (the lowest
-//!   one the process does not use), and the seccomp filter notifies `write`, `writev` and
+//!   one the process does not use, taken atomically as `fcntl(F_DUPFD)` takes it, so no fd
+//!   the program makes meanwhile is replaced: see
+//!   [`Caller::install_fd_in`](crate::backend::Caller::install_fd_in)), and the seccomp
+//!   filter notifies `write`, `writev` and
 //!   `pwritev2` of those numbers only, so the supervisor hands them to the model
 //!   ([`Backend::write`](crate::backend::Backend::write), [`write`]), which answers as
 //!   `kfd_smi_ev_write`: fewer than 8 bytes (or 8 unreadable ones) is `EFAULT`, more take
@@ -23,8 +26,11 @@
 //!   force for everything emitted after the write returned. A positioned write is `ESPIPE`
 //!   natively, as for the kernel's file;
 //! * a client goes when the program's end is closed everywhere (the pipe's write end then
-//!   polls `POLLERR`; the kernel releases it at the last `fput`), checked before anything is
-//!   emitted and when its opener exits.
+//!   polls `POLLERR`; the kernel releases it at the last `fput`, `kfd_smi_ev_release`),
+//!   checked before anything is emitted, before each new client is opened and when its
+//!   opener exits: the model holds a write end only for clients whose fd is open somewhere,
+//!   plus those closed since the last open or event (so a program opening and closing event
+//!   fds in a loop never grows the emulator's fd table).
 //!
 //! Where the pipe differs from the kernel's file: the fd's number is not the lowest free one
 //! (the kernel's is) but one of `SMI_FDS`, and the `SMI_EVENTS` call fails with `EMFILE` when
@@ -430,8 +436,19 @@ impl Smi {
         gpu: usize,
         install: impl FnOnce(BorrowedFd<'_>) -> Result<i32, Errno>,
     ) -> Result<i32, Errno> {
-        let (reader, writer) =
-            rustix::pipe::pipe_with(PipeFlags::CLOEXEC).map_err(|_| Errno::NOMEM)?;
+        // Clients whose file went since the last look are released first
+        // (`kfd_smi_ev_release` ran at their last `fput`): a program that opens and closes
+        // event fds in a loop holds at most its open ones here, whatever it emits.
+        self.clients.retain(Client::open);
+        // No pipe: the kernel's `anon_inode_getfd` fails as its allocation does (`EMFILE`
+        // for this process's table, `ENFILE` for the system's), never another way.
+        let (reader, writer) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC).map_err(|e| {
+            if matches!(e, Errno::MFILE | Errno::NFILE) {
+                e
+            } else {
+                Errno::NOMEM
+            }
+        })?;
         let flags = rustix::fs::fcntl_getfl(&reader)?;
         rustix::fs::fcntl_setfl(&reader, flags | OFlags::NONBLOCK)?;
         let flags = rustix::fs::fcntl_getfl(&writer)?;
@@ -463,10 +480,12 @@ impl Smi {
         }
     }
 
-    /// Closes the clients process `tgid` opened (it exited, and its fds with it). A client
-    /// whose fd it passed on lives on until that goes too (see [`listening`](Self::listening)).
+    /// Process `tgid` exited, and its fds with it: every client whose fd is closed
+    /// everywhere goes (its own, and any other process's closed meanwhile). A client whose fd
+    /// it passed on lives on until that goes too.
     pub(super) fn release(&mut self, tgid: i32) {
-        self.clients.retain(|c| c.tgid != tgid || c.open());
+        let _ = tgid;
+        self.clients.retain(Client::open);
     }
 
     /// Whether any client listens to GPU `gpu` (`list_empty(&dev->smi_clients)`); clients whose

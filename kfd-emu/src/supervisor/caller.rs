@@ -24,7 +24,7 @@
 //! mount) blocks only the worker serving that caller.
 
 use std::cell::Cell;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
 use rustix::fs::{Mode, OFlags};
@@ -234,6 +234,26 @@ pub(crate) struct NotifCaller {
     /// mapping while the call is held can have an access land as if the change came after
     /// it. The caller's own thread is held, and the next call queries afresh.
     seen: Cell<Option<Vma>>,
+    /// The tracer moves an fd installed for this call into place at its exit (see
+    /// [`Caller::install_fd_in`]).
+    fds_moved_by_tracer: bool,
+}
+
+/// Whether thread `tid` uses this process's fd table (`kcmp(KCMP_FILES)`).
+fn shares_our_fd_table(tid: i32) -> bool {
+    const KCMP_FILES: libc::c_long = 2;
+    // SAFETY: kcmp(2) takes plain integers and only compares kernel objects.
+    let same = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            libc::c_long::from(rustix::process::getpid().as_raw_nonzero().get()),
+            libc::c_long::from(tid),
+            KCMP_FILES,
+            0 as libc::c_long,
+            0 as libc::c_long,
+        )
+    };
+    same == 0
 }
 
 impl NotifCaller {
@@ -249,7 +269,15 @@ impl NotifCaller {
             who,
             mem,
             seen: Cell::new(None),
+            fds_moved_by_tracer: false,
         }
+    }
+
+    /// Says that the tracer moves an fd this call installs into place at the call's exit (a
+    /// traced program's SMI_EVENTS that the tracer marked).
+    pub(crate) fn fds_moved_by_tracer(mut self) -> Self {
+        self.fds_moved_by_tracer = true;
+        self
     }
 
     pub(crate) fn notif_id(&self) -> u64 {
@@ -354,9 +382,65 @@ impl Caller for NotifCaller {
         self.listener.add_fd(self.notif_id, fd, cloexec, false)
     }
 
-    fn install_fd_at(&self, fd: BorrowedFd<'_>, number: u32, cloexec: bool) -> Result<i32, Errno> {
+    /// Three ways, by whose fd table it is:
+    ///
+    /// - the supervisor's own (an attached thread): `fcntl(F_DUPFD)` here, atomic;
+    /// - a traced program's SMI_EVENTS, marked by the tracer ([`Self::fds_moved_by_tracer`]):
+    ///   ADDFD at the number the kernel picks, never replacing anything; at the call's exit
+    ///   the tracer has the program itself `fcntl(F_DUPFD)` it into `range` and close the
+    ///   first number, and rewrites the number the call returns (see `tracer`);
+    /// - any other (a process an attached thread forked): a free number of `range` is read
+    ///   from `/proc/<pid>/fd` and ADDFD puts the fd there with `SECCOMP_ADDFD_FLAG_SETFD`.
+    ///   **Deviation:** that is not atomic; a descriptor the process makes at that number in
+    ///   between is replaced. Only such forked children of attached threads (tests) take
+    ///   this way.
+    fn install_fd_in(
+        &self,
+        fd: BorrowedFd<'_>,
+        range: std::ops::Range<u32>,
+        cloexec: bool,
+    ) -> Result<i32, Errno> {
+        if self.fds_moved_by_tracer {
+            return self.listener.add_fd(self.notif_id, fd, cloexec, false);
+        }
+        if shares_our_fd_table(self.who.tid) {
+            let start = i32::try_from(range.start).map_err(|_| Errno::MFILE)?;
+            let arg = if cloexec {
+                nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(start)
+            } else {
+                nix::fcntl::FcntlArg::F_DUPFD(start)
+            };
+            let new = nix::fcntl::fcntl(fd.as_raw_fd(), arg)
+                // EINVAL: the start is not below the limit.
+                .map_err(|e| match e as i32 {
+                    libc::EINVAL => Errno::MFILE,
+                    other => Errno::from_raw_os_error(other),
+                })?;
+            if u32::try_from(new).map_or(true, |n| n >= range.end) {
+                // SAFETY: `new` was just made by the fcntl above and is owned by nothing.
+                drop(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(new) });
+                return Err(Errno::MFILE);
+            }
+            // The descriptor is the caller's now (the same table): not closed here.
+            return Ok(new);
+        }
+        // One pick-and-install at a time in this supervisor, so two opens never pick the
+        // same free number.
+        static PICK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = PICK.lock().unwrap_or_else(|e| e.into_inner());
+        let taken: std::collections::BTreeSet<u32> =
+            std::fs::read_dir(format!("/proc/{}/fd", self.who.tgid))
+                .map_err(|_| Errno::MFILE)?
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect();
+        let number = range
+            .into_iter()
+            .find(|n| !taken.contains(n))
+            .ok_or(Errno::MFILE)?;
         self.listener
             .add_fd_numbered(self.notif_id, fd, number, cloexec)
+            // EBADF: the number is not below the caller's limit.
+            .map_err(|e| if e == Errno::BADF { Errno::MFILE } else { e })
     }
 }
 

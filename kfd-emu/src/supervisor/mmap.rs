@@ -18,26 +18,37 @@
 //! program (`PTRACE_EVENT_SECCOMP`); the tracer asks the backend and, for a redirect:
 //!
 //! - to the same file (only the offset changes), rewrites the offset register;
-//! - to another file, needs that memory inside the program: it rewrites the fd argument to
-//!   the process's **slot** number with [`SLOT_MARKER`] in the upper 32 bits (the kernel's
-//!   `fget` only looks at the low 32) and the offset argument, and records the memfd here
-//!   ([`Slots`]). The kernel re-runs the filter on the changed registers (Linux ≥ 4.8), which
-//!   notifies a marked `mmap`; the worker then installs the memfd at the slot
-//!   (`SECCOMP_IOCTL_NOTIF_ADDFD` with `SECCOMP_ADDFD_FLAG_SETFD`, close-on-exec) and answers
-//!   `CONTINUE`, so the kernel maps it. A marked `mmap` the tracer did not prepare (a program
-//!   passing such a value itself) is answered `CONTINUE` without installing anything.
+//! - to another file, needs that memory inside the program, for the length of the call only:
+//!   1. it records the memfd here ([`Slots`]) and rewrites the fd argument to
+//!      [`SLOT_MARKER`] in the upper 32 bits, which the filter notifies. The worker installs
+//!      the memfd with `SECCOMP_IOCTL_NOTIF_ADDFD` **without** `SECCOMP_ADDFD_FLAG_SETFD`
+//!      (close-on-exec, answering the call with the number, `SECCOMP_ADDFD_FLAG_SEND`): the
+//!      kernel picks the lowest free number as it does for any new fd, so nothing of the
+//!      program's is ever replaced, whatever its other threads do meanwhile;
+//!   2. at that call's syscall-exit stop the tracer re-executes the `mmap` (instruction
+//!      pointer back over the 2-byte `syscall`) with that number and the backend's offset;
+//!      its seccomp stop lets it run;
+//!   3. at its exit stop the tracer re-executes once more as `close(number)`, and at that
+//!      call's exit gives the program all its registers back with the `mmap`'s result.
 //!
-//! The slot is, per process, the highest free fd number below the program's
-//! `RLIMIT_NOFILE` soft limit (at most [`SLOT_CEILING`]), read from `/proc/<pid>/limits`
-//! at the first redirect and chosen again when the number was taken by the program meanwhile.
-//! **Documented deviation from the kernel:** after a redirected mapping the slot keeps the
-//! last memfd open (close-on-exec) until the next redirect replaces it or the process execs
-//! or exits, so one fd of the program's table (the highest free one) is used, and the last
-//! redirected object stays referenced until then.
+//!   The tracer tells a syscall-exit stop from an entry stop with `PTRACE_GET_SYSCALL_INFO`
+//!   (Linux 5.3; the supervisor needs 5.14 for `SECCOMP_ADDFD_FLAG_SEND` anyway).
 //!
-//! The tracer lets one thread per process use the slot at a time (another thread's redirect
-//! waits, stopped, until the first one's `mmap` has returned), and restores the fd and offset
-//! registers at the syscall-exit stop, so that the program sees its own registers back.
+//!   So the program runs no instruction of its own while the memfd is in its table, and
+//!   nothing of it stays there afterwards. When the program's table is full (the kernel's
+//!   `mmap` needs no fd), the worker raises the process's soft `RLIMIT_NOFILE` by one
+//!   (`prlimit`, raising the hard limit too if needed, which takes `CAP_SYS_RESOURCE`), installs
+//!   at that number and puts the limit back at once; another thread of the program sees the
+//!   higher limit only during that ADDFD. Only if that fails too (no `CAP_SYS_RESOURCE` with
+//!   soft = hard, or `fs.nr_open` reached) does the `mmap` fail, with `EMFILE`.
+//!
+//! A marked `mmap` the tracer did not prepare (a program passing such a value itself) is
+//! answered `CONTINUE` without installing anything. Each thread goes through this on its own:
+//! two threads' redirects get two numbers. A signal that arrives between the steps runs its
+//! handler as it would after any system call (the re-issued call is made when the handler
+//! returns, as a restarted call is); a file `mmap` that handler itself makes meanwhile runs
+//! natively, not redirected (a limit: a thread's redirects do not nest). A call the tracer
+//! has the thread issue runs even if a filter of the program's own traces it.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -49,10 +60,6 @@ use rustix::process::{PidfdGetfdFlags, pidfd_getfd};
 
 pub use super::seccomp::SLOT_MARKER;
 use crate::backend::{Backend, CallerId, MmapAction};
-
-/// The highest slot number used, whatever the program's limit: the kernel sizes an fd table
-/// to the highest fd in it, so a slot near a limit of 2^20 would cost the program megabytes.
-pub const SLOT_CEILING: u32 = 65536;
 
 /// The arguments of an `mmap` as the caller passed them (x86_64 `rdi, rsi, rdx, r10, r8, r9`).
 #[derive(Debug, Clone, Copy)]
@@ -102,6 +109,11 @@ pub(crate) fn ask(
     let file = match pidfd_getfd(pidfd, args.fd, PidfdGetfdFlags::empty()) {
         Ok(file) => file,
         Err(Errno::BADF) => return (MmapAction::Fail(Errno::BADF), None),
+        // The supervisor's own table is full: a memfd may be a stand-in, whose native
+        // mapping would show the wrong memory, so it fails as an allocation would.
+        Err(errno @ (Errno::MFILE | Errno::NFILE)) if holds_memfd(caller.tgid, args.fd) => {
+            return (MmapAction::Fail(errno), None);
+        }
         Err(_) => return (MmapAction::Continue, None),
     };
     let action = catch_unwind(AssertUnwindSafe(|| {
@@ -119,6 +131,17 @@ pub(crate) fn ask(
         MmapAction::Fail(Errno::IO)
     });
     (action, Some(file))
+}
+
+/// Whether fd `fd` of process `tgid` is a memfd (what every stand-in is), by its
+/// `/proc/<tgid>/fd/<fd>` link, which needs no fd of ours. Asked when the supervisor cannot
+/// duplicate the fd because its own fd table is full: a stand-in's call must then fail
+/// cleanly (`EMFILE`/`ENFILE`, what a kernel allocation that cannot be made answers) rather
+/// than run natively on the stand-in's memfd. No KFD or DRM ioctl and no device mapping
+/// means anything on a program's own memfd either, so failing those too loses nothing.
+pub(crate) fn holds_memfd(tgid: i32, fd: i32) -> bool {
+    std::fs::read_link(format!("/proc/{tgid}/fd/{fd}"))
+        .is_ok_and(|link| link.as_os_str().as_encoded_bytes().starts_with(b"/memfd:"))
 }
 
 /// Maps `fd` at `offset` into this process with the caller's address, length, protection and
@@ -160,11 +183,11 @@ pub(crate) fn unmap_here(addr: u64, len: u64) {
     }
 }
 
-/// A redirect the tracer has prepared for one thread: the memfd to install at `slot` when the
-/// marked `mmap` is notified.
+/// A redirect the tracer has prepared for one thread: the memfd to install when its marked
+/// `mmap` is notified, and the thread's process (whose fd limit may have to be raised).
 #[derive(Debug)]
 pub(crate) struct Pending {
-    pub slot: u32,
+    pub tgid: i32,
     pub fd: Arc<OwnedFd>,
 }
 
@@ -189,15 +212,53 @@ impl Slots {
         self.map().remove(&tid);
     }
 
-    /// The memfd to install for `tid`'s marked `mmap` of `slot`, if the tracer prepared
-    /// exactly that.
-    pub(crate) fn take(&self, tid: i32, slot: u32) -> Option<Arc<OwnedFd>> {
-        let mut map = self.map();
-        match map.get(&tid) {
-            Some(p) if p.slot == slot => map.remove(&tid).map(|p| p.fd),
-            _ => None,
-        }
+    /// What to install for `tid`'s marked `mmap`, if the tracer prepared it.
+    pub(crate) fn take(&self, tid: i32) -> Option<Pending> {
+        self.map().remove(&tid)
     }
+}
+
+/// `prlimit64(pid, RLIMIT_NOFILE, new, old)`.
+fn prlimit_nofile(pid: i32, new: Option<&libc::rlimit64>) -> Result<libc::rlimit64, Errno> {
+    let mut old = libc::rlimit64 {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    let new = new.map_or(std::ptr::null(), std::ptr::from_ref);
+    // SAFETY: prlimit64 reads `new` (a live local or null) and writes `old`, both
+    // `struct rlimit64`.
+    let ret = unsafe { libc::prlimit64(pid, libc::RLIMIT_NOFILE, new, &raw mut old) };
+    if ret < 0 {
+        return Err(Errno::from_raw_os_error(
+            std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EPERM),
+        ));
+    }
+    Ok(old)
+}
+
+/// Runs `install` (an ADDFD into process `tgid` that found its table full) again with the
+/// process's soft `RLIMIT_NOFILE` one higher, then puts the limit back: the kernel's `mmap`
+/// needs no free fd, so the emulator's must not either (see the module docs).
+pub(crate) fn with_one_more_fd<T>(
+    tgid: i32,
+    install: impl FnOnce() -> Result<T, Errno>,
+) -> Result<T, Errno> {
+    // One raise at a time, so that a second one never takes the first's raised limit for
+    // the one to restore.
+    static ONE: Mutex<()> = Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let old = prlimit_nofile(tgid, None).map_err(|_| Errno::MFILE)?;
+    let raised = libc::rlimit64 {
+        rlim_cur: old.rlim_cur.saturating_add(1),
+        rlim_max: old.rlim_max.max(old.rlim_cur.saturating_add(1)),
+    };
+    prlimit_nofile(tgid, Some(&raised)).map_err(|_| Errno::MFILE)?;
+    let got = install();
+    // Lowering a limit below an open fd is allowed; the fd stays.
+    let _ = prlimit_nofile(tgid, Some(&old));
+    got
 }
 
 /// How the supervisor carries out a file `mmap`'s redirect.
@@ -205,6 +266,7 @@ impl Slots {
 pub(crate) enum Route {
     /// The attached caller shares the supervisor's address space: map it here.
     InProcess,
-    /// A traced program: the tracer decided; notifications only install prepared slots.
+    /// A traced program: the tracer decided; notifications only install the memfds it
+    /// prepared.
     Traced(Arc<Slots>),
 }

@@ -55,18 +55,45 @@
 //!   `TRACECLONE`, `TRACEEXEC`, `TRACESYSGOOD`, `TRACEEXIT` and `EXITKILL`, and the filter
 //!   ([`Filter::kfd_traced`](seccomp::Filter::kfd_traced)) returns `SECCOMP_RET_TRACE` for
 //!   file `mmap`s. At the `PTRACE_EVENT_SECCOMP` stop the tracer asks the backend. A redirect
-//!   to another file rewrites the call's fd argument to a per-process **slot** number
-//!   (the highest free fd below the program's `RLIMIT_NOFILE` soft limit, at most 65536,
-//!   read from `/proc/<pid>/limits`) marked with [`SLOT_MARKER`](seccomp::SLOT_MARKER) in its
-//!   upper 32 bits, and its offset argument; the kernel re-runs the filter on the changed
-//!   registers (Linux ≥ 4.8), which notifies the marked call, and the worker installs the
-//!   memfd at the slot (`SECCOMP_ADDFD_FLAG_SETFD`) and answers `CONTINUE`. One thread per
-//!   process uses the slot at a time (others wait in their stop); the thread is resumed with
-//!   `PTRACE_SYSCALL`, and at its syscall-exit stop the tracer gives the program its fd and
-//!   offset registers back and frees the slot. A redirect to the same file only rewrites the
+//!   to another file rewrites the call's fd argument to [`SLOT_MARKER`](seccomp::SLOT_MARKER)
+//!   in its upper 32 bits; the kernel re-runs the filter on the changed registers (Linux ≥
+//!   4.8), which notifies the marked call, and the worker installs the memfd with
+//!   `SECCOMP_ADDFD` at a number the kernel picks (the lowest free one, so no fd of the
+//!   program's is ever replaced) and answers the call with it. At that call's exit stop the
+//!   tracer makes the thread issue the `mmap` again with that fd and the backend's offset,
+//!   then `close` it, then gives the program its registers back with the `mmap`'s result;
+//!   the program runs no instruction while the memfd is in its table. A full table does not
+//!   fail the mapping (the kernel's needs no fd): the soft `RLIMIT_NOFILE` is raised by one
+//!   for the install only (see `mmap`). A redirect to the same file only rewrites the
 //!   offset; `Fail` skips the call (syscall number -1) with `-errno` as its result. A marked
-//!   `mmap` the tracer did not prepare runs natively. **Deviation:** the slot keeps the last
-//!   redirected memfd open (close-on-exec) until the next redirect, `exec` or exit.
+//!   `mmap` the tracer did not prepare runs natively. **Deviation:** for the length of the
+//!   redirect the memfd holds a number of the program's table (close-on-exec), so another
+//!   thread's `open` made meanwhile gets the next number, a thread reading `/proc/self/fd`
+//!   then sees it, and a child another thread forks then inherits it until its `exec`. A redirect costs about 94 µs per `mmap`+`munmap` on a
+//!   loaded 2-CPU VM (`stand_in_mapping_cost`), against 72 µs with the fixed slot this
+//!   replaced, which could replace a program's fd and failed without a free one.
+//!
+//!   The tracer has three more jobs, all through `SECCOMP_RET_TRACE` stops of its own filter
+//!   (told apart by their `SECCOMP_RET_DATA`, [`TRACE_DATA`](seccomp::TRACE_DATA)):
+//!   - `AMDKFD_IOC_SMI_EVENTS`: marked for the worker, which installs the event fd where the
+//!     kernel picks; at the call's exit the thread itself runs `fcntl(F_DUPFD, 944)` and
+//!     `close` of the first number, and the argument's `anon_fd` is rewritten: the fd lands
+//!     at the lowest free number of `SMI_FDS` atomically, never over one of the program's;
+//!   - `clone` with `CLONE_UNTRACED`: the flag is cleared, so the child stays traced (its
+//!     inherited filter sends file `mmap`s to a tracer; untraced, every one would fail with
+//!     `ENOSYS` and an `exec` would die in the loader). `clone3`, whose flags the filter
+//!     cannot read, fails with `ENOSYS`, and glibc falls back to `clone`;
+//!   - a stop another filter asked for (a program's own `SECCOMP_RET_TRACE`; the newest
+//!     filter's data wins a tie) fails its call with `ENOSYS`, which is what the kernel does
+//!     for it when no tracer is attached, as far as the program knows none is.
+//!
+//!   **Deviations that remain** (the kernel allows one listener per filter chain and one
+//!   tracer per task): a program cannot install a filter with its own listener
+//!   (`SECCOMP_FILTER_FLAG_NEW_LISTENER` fails with `EBUSY`), so sandboxes built on user
+//!   notification, and a `kfd-emu run` inside `kfd-emu run`, do not work; a program cannot
+//!   be ptraced by another (debuggers, `strace`, and LeakSanitizer, which ptraces the
+//!   program's threads at exit: run ASan/LSan builds with `ASAN_OPTIONS=detect_leaks=0`, or
+//!   `LSAN_OPTIONS=detect_leaks=0` for LSan alone).
 //!
 //!   The tracer keeps everything else as without it: signals are re-injected, group-stops
 //!   held with `PTRACE_LISTEN` until `SIGCONT`, new children and threads traced from their
@@ -77,6 +104,15 @@
 //!   Consequences: a program under `kfd-emu run` cannot itself be debugged or `strace`d
 //!   from inside (a task has one tracer), and tracees still running when the supervisor
 //!   exits are killed (`EXITKILL`).
+//!
+//!   **Isolation, root included.** The supervisor holds every program's BO memfds, so it
+//!   makes itself non-dumpable (the `kfd-emu` binary), and the spawned child drops
+//!   `CAP_SYS_PTRACE` from its bounding and ambient sets before its `exec` (see
+//!   `spawn::drop_ptrace_capability`): a traced program, even one running as root, cannot
+//!   open `/proc/<supervisor>/fd/*` or `/proc/<supervisor>/mem`, nor `pidfd_getfd` from it,
+//!   so no program reaches another's VRAM through the emulator, as none does on the kernel.
+//!   Trade-off: traced root programs cannot ptrace or read other users' or non-dumpable
+//!   processes.
 //!
 //! Calls are received and served by a pool of worker threads, never by the loop that watches
 //! processes (see `serve`): the worker that receives a call serves it, and a call that takes

@@ -96,12 +96,17 @@ const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
 /// half follows at `+ 4`.
 const ARG_LOW: [u32; 6] = [16, 24, 32, 40, 48, 56];
 
-/// The upper 32 bits the tracer puts into a redirected `mmap`'s fd argument (the kernel's
-/// `fget` takes the low 32 bits as the fd, so the call still maps that fd). [`Filter::kfd_traced`]
-/// notifies a file `mmap` carrying it, so that the supervisor can install the memory at the
-/// slot number in the low half (`SECCOMP_ADDFD_FLAG_SETFD`) just before the kernel looks the
-/// fd up. "kfd\0" in ASCII.
+/// The upper 32 bits the tracer puts into a redirected `mmap`'s fd argument.
+/// [`Filter::kfd_traced`] notifies a file `mmap` carrying it, so that the supervisor can
+/// install the memory into the program (at a number the kernel picks) and answer the call
+/// with that number, which the tracer then maps (see the `mmap` module). "kfd\0" in ASCII.
 pub const SLOT_MARKER: u32 = 0x6b66_6400;
+
+/// The `SECCOMP_RET_DATA` of the emulator's `SECCOMP_RET_TRACE` returns ("kf"): the tracer
+/// reads it at each `PTRACE_EVENT_SECCOMP` stop (`PTRACE_GETEVENTMSG`) to tell its own stops
+/// from those a program's own filter asks for, which it answers as the kernel does when no
+/// tracer is attached (`ENOSYS`).
+pub const TRACE_DATA: u32 = 0x6b66;
 
 /// The fd numbers of the SMI event fds, whose writes the filter notifies.
 pub use crate::backend::SMI_FDS;
@@ -122,7 +127,11 @@ enum L {
     Notify,
     Enosys,
     SmiWrite,
+    Trace,
 }
+
+/// `AMDKFD_IOC_SMI_EVENTS`, the command whose new fd the tracer puts into [`SMI_FDS`].
+pub const SMI_EVENTS_CMD: u32 = kfd_ioctl::abi::AMDKFD_IOC_SMI_EVENTS;
 
 /// Where a conditional jump goes.
 #[derive(Debug, Clone, Copy)]
@@ -309,16 +318,30 @@ impl Filter {
     /// decides it at its `PTRACE_EVENT_SECCOMP` stop) unless its fd argument carries
     /// [`SLOT_MARKER`] in its upper 32 bits, which is notified; and that forks are notified:
     /// `fork`, and `clone` without `CLONE_VM` (`vfork`, which shares the address space, is
-    /// not). `clone3` is not: its flags are in memory the filter cannot read, so a fork made
-    /// with it is not seen (glibc's `fork` uses `clone`).
+    /// not). `clone3`, whose flags are in memory the filter cannot read, fails with `ENOSYS`
+    /// (glibc, ≥ 2.34, then uses `clone`), so no fork and no `CLONE_UNTRACED` goes unseen;
+    /// `SMI_EVENTS` and `clone` with `CLONE_UNTRACED` go to the tracer too (see `build`).
+    /// Every `SECCOMP_RET_TRACE` carries [`TRACE_DATA`].
     ///
     /// Without a tracer a `SECCOMP_RET_TRACE` call fails with `ENOSYS`, so this filter is only
     /// for a program the supervisor has seized.
     pub fn kfd_traced() -> Self {
-        Self::build(libc::SECCOMP_RET_TRACE, true)
+        Self::build(libc::SECCOMP_RET_TRACE | TRACE_DATA, true)
     }
 
-    fn build(file_mmap: u32, forks: bool) -> Self {
+    /// `traced` (the filter of [`Filter::kfd_traced`]) adds, besides file `mmap`s going to the
+    /// tracer and forks being notified:
+    /// - `AMDKFD_IOC_SMI_EVENTS` → `SECCOMP_RET_TRACE` unless its command's upper 32 bits
+    ///   (which the kernel's `unsigned int cmd` drops) carry [`SLOT_MARKER`]: the tracer
+    ///   marks it, so it is notified, and puts the new fd into [`SMI_FDS`] at its exit;
+    /// - `clone` with `CLONE_UNTRACED` → `SECCOMP_RET_TRACE`: the tracer clears the flag, so
+    ///   the child stays traced (and keeps working: the filter it inherits sends its file
+    ///   `mmap`s to a tracer);
+    /// - `clone3` → `ENOSYS`: its flags (`CLONE_UNTRACED` among them) are in memory the
+    ///   filter cannot read; glibc (≥ 2.34) and the other callers fall back to `clone`.
+    fn build(file_mmap: u32, traced: bool) -> Self {
+        let forks = traced;
+        let trace = libc::SECCOMP_RET_TRACE | TRACE_DATA;
         use libc::{
             BPF_ABS, BPF_ALU, BPF_AND, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_JSET, BPF_K, BPF_LD, BPF_RET,
             BPF_RSH, BPF_W,
@@ -349,6 +372,7 @@ impl Filter {
         if forks {
             p.jump(jeq, libc::SYS_fork as u32, To(L::Notify), Next);
             p.jump(jeq, libc::SYS_clone as u32, To(L::Clone), Next);
+            p.jump(jeq, libc::SYS_clone3 as u32, To(L::Enosys), Next);
         }
         p.jump(jeq, libc::SYS_mmap as u32, Next, To(L::Allow));
         // A file mapping: not MAP_ANONYMOUS, and a non-negative fd (the kernel's fd is the
@@ -374,9 +398,16 @@ impl Filter {
             // clone: a fork unless CLONE_VM (a thread, vfork).
             p.label(L::Clone);
             p.op(ld, ARG_LOW[0]);
+            p.jump(jset, libc::CLONE_UNTRACED as u32, To(L::Trace), Next);
             p.jump(jset, libc::CLONE_VM as u32, To(L::Allow), To(L::Notify));
         }
         p.label(L::Ioctl);
+        if traced {
+            p.op(ld, ARG_LOW[1]);
+            p.jump(jeq, SMI_EVENTS_CMD, Next, Here(2));
+            p.op(ld, ARG_LOW[1] + 4);
+            p.jump(jeq, SLOT_MARKER, To(L::Notify), To(L::Trace));
+        }
         p.op(ld, ARG_LOW[1]);
         p.op(BPF_ALU | BPF_RSH | BPF_K, 8);
         p.op(BPF_ALU | BPF_AND | BPF_K, 0xff);
@@ -388,6 +419,8 @@ impl Filter {
         p.op(ret, libc::SECCOMP_RET_USER_NOTIF);
         p.label(L::Enosys);
         p.op(ret, enosys);
+        p.label(L::Trace);
+        p.op(ret, trace);
         // An SMI write: the fd (the kernel's `unsigned int`, the low 32 bits) in SMI_FDS.
         p.label(L::SmiWrite);
         p.op(ld, ARG_LOW[0]);
@@ -843,7 +876,7 @@ mod tests {
         let file = [0, 4096, 3, shared, 5, 0];
         assert_eq!(
             run(&f, &call(libc::SYS_mmap, file)),
-            libc::SECCOMP_RET_TRACE
+            libc::SECCOMP_RET_TRACE | TRACE_DATA
         );
         let marked = [0, 4096, 3, shared, (u64::from(SLOT_MARKER) << 32) | 1023, 0];
         let notify = libc::SECCOMP_RET_USER_NOTIF;
@@ -866,14 +899,29 @@ mod tests {
             run(&f, &call(libc::SYS_mmap, [0, 4096, 3, anon, 0, 0])),
             allow
         );
-        // Forks are: a fork is notified, a thread is not; vfork and clone3 are allowed.
+        // Forks are: a fork is notified, a thread is not; vfork is allowed, clone3 refused
+        // (ENOSYS: glibc falls back to clone), CLONE_UNTRACED goes to the tracer.
         let fork = [libc::SIGCHLD as u64, 0, 0, 0, 0, 0];
         assert_eq!(run(&f, &call(libc::SYS_clone, fork)), notify);
         assert_eq!(run(&f, &call(libc::SYS_fork, [0; 6])), notify);
         let thread = [(libc::CLONE_VM | libc::CLONE_THREAD) as u64, 0, 0, 0, 0, 0];
         assert_eq!(run(&f, &call(libc::SYS_clone, thread)), allow);
         assert_eq!(run(&f, &call(libc::SYS_vfork, [0; 6])), allow);
-        assert_eq!(run(&f, &call(libc::SYS_clone3, [0; 6])), allow);
+        assert_eq!(run(&f, &call(libc::SYS_clone3, [0; 6])), ENOSYS);
+        let trace = libc::SECCOMP_RET_TRACE | TRACE_DATA;
+        for flags in [fork[0], thread[0]] {
+            let untraced = [flags | libc::CLONE_UNTRACED as u64, 0, 0, 0, 0, 0];
+            assert_eq!(run(&f, &call(libc::SYS_clone, untraced)), trace);
+        }
+        // SMI_EVENTS goes to the tracer, which marks it to be notified.
+        let smi = u64::from(SMI_EVENTS_CMD);
+        let smi_call = |cmd| call(libc::SYS_ioctl, [3, cmd, 0, 0, 0, 0]);
+        assert_eq!(run(&f, &smi_call(smi)), trace);
+        let marked_smi = (u64::from(SLOT_MARKER) << 32) | smi;
+        assert_eq!(run(&f, &smi_call(marked_smi)), notify);
+        // The attach filter has no tracer: SMI_EVENTS is notified, clone3 allowed.
+        assert_eq!(run(&Filter::kfd(), &smi_call(smi)), notify);
+        assert_eq!(run(&Filter::kfd(), &call(libc::SYS_clone3, [0; 6])), allow);
         // The rest is routed as in the attach filter.
         assert_eq!(run(&f, &ioctl(0x8008_4b01)), notify);
         assert_eq!(run(&f, &call(libc::SYS_openat, [0; 6])), notify);

@@ -601,6 +601,16 @@ impl Shared {
             CallerId { tid, tgid },
             Arc::clone(&process.mem),
         );
+        // A traced program's SMI_EVENTS comes marked by the tracer, which puts the new fd in
+        // place at the call's exit.
+        let caller = if matches!(self.route, Route::Traced(_))
+            && i64::from(notif.data.nr) == libc::SYS_ioctl
+            && (args[1] >> 32) as u32 == SLOT_MARKER
+        {
+            caller.fds_moved_by_tracer()
+        } else {
+            caller
+        };
         match i64::from(notif.data.nr) {
             libc::SYS_openat => self.open(
                 &caller,
@@ -900,22 +910,26 @@ impl Shared {
         self.mmap_in_process(caller, process, MmapArgs::from_regs(args));
     }
 
-    /// A traced program's `mmap` notified for its slot marker (fd argument `fd_arg`): installs
-    /// the memfd the tracer prepared for thread `tid` at the slot, then lets the kernel map it.
+    /// A traced program's `mmap` notified for its slot marker (fd argument `fd_arg`):
+    /// installs the memfd the tracer prepared for thread `tid` at a number the kernel picks
+    /// (never replacing anything) and answers the call with that number, which the tracer
+    /// then maps and closes (see [`super::mmap`]).
     fn install_slot(&self, slots: &Slots, tid: i32, id: u64, fd_arg: u64) {
         let listener = &self.listener;
-        let slot = fd_arg as u32;
         let marked = (fd_arg >> 32) as u32 == SLOT_MARKER;
-        let Some(memfd) = marked.then(|| slots.take(tid, slot)).flatten() else {
+        let Some(pending) = marked.then(|| slots.take(tid)).flatten() else {
             // Not prepared by the tracer: an ordinary call, whatever its fd argument says.
             let _ = listener.respond_continue(id);
             return;
         };
-        let _ = match listener.add_fd_at(id, memfd.as_fd(), slot) {
-            Ok(_) => listener.respond_continue(id),
-            Err(Errno::NOENT) => Ok(()),
-            // The slot is out of the caller's reach (its limit was lowered meanwhile): the
-            // kernel's mmap cannot run without the file.
+        let install = || listener.add_fd(id, pending.fd.as_fd(), true, true);
+        let _ = match install() {
+            Ok(_) | Err(Errno::NOENT) => Ok(()),
+            // The table is full: the kernel's mmap needs no fd, so neither may this one.
+            Err(Errno::MFILE) => match file_mmap::with_one_more_fd(pending.tgid, install) {
+                Ok(_) | Err(Errno::NOENT) => Ok(()),
+                Err(errno) => listener.respond_error(id, errno),
+            },
             Err(errno) => listener.respond_error(id, errno),
         };
     }
@@ -981,6 +995,15 @@ impl Shared {
             // Not an open fd: what the kernel's ioctl would say.
             Err(Errno::BADF) => {
                 let _ = self.listener.respond_error(id, Errno::BADF);
+                return;
+            }
+            // This process's fd table is full (a program could only get here by making the
+            // supervisor hold too much): a stand-in's ioctl fails as an allocation would,
+            // never runs natively on the memfd (see `holds_memfd`).
+            Err(errno @ (Errno::MFILE | Errno::NFILE))
+                if file_mmap::holds_memfd(caller.id().tgid, fd) =>
+            {
+                let _ = self.listener.respond_error(id, errno);
                 return;
             }
             Err(_) => {

@@ -138,6 +138,53 @@ fn wait_until_seized(socket: RawFd) -> Result<(), Errno> {
     }
 }
 
+/// `CAP_SYS_PTRACE` (`linux/capability.h`).
+const CAP_SYS_PTRACE: libc::c_ulong = 19;
+
+/// In the child, before its `exec`: takes `CAP_SYS_PTRACE` out of its bounding set and its
+/// ambient set, so that the program it execs (and everything it runs) never holds it, even as
+/// root. The supervisor is not dumpable, and `__ptrace_may_access` lets a task reach a
+/// non-dumpable one's `/proc/<pid>/mem`, `/proc/<pid>/fd/*` and `map_files`, `pidfd_getfd`
+/// and `process_vm_readv` only with `CAP_SYS_PTRACE` (`ptrace_has_cap`): without it no
+/// traced program reaches another's BO memfds through the supervisor, which is what the
+/// kernel's isolation of VRAM gives. The bounding set bounds what `exec` grants root
+/// (`cap_bprm_creds_from_file`), so the capability cannot come back through `exec` of any
+/// file, setuid root included. Dropping it needs `CAP_SETPCAP`: a child without that holds no
+/// `CAP_SYS_PTRACE` to lose after `exec` except through its ambient set, which is lowered
+/// (that needs no privilege). **Trade-off:** a root program under `kfd-emu run` cannot
+/// ptrace, or read the memory of, processes of other users or non-dumpable ones (it could
+/// not be debugged under the tracer anyway). Async-signal-safe: two `prctl`s.
+fn drop_ptrace_capability() -> std::io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    let bounding = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, CAP_SYS_PTRACE, 0, 0, 0) };
+    if bounding != 0 {
+        let errno = std::io::Error::last_os_error();
+        // EPERM: no CAP_SETPCAP, so nothing to drop after exec; EINVAL: a kernel without
+        // the capability (never on x86_64 Linux >= 2.6.25).
+        if !matches!(errno.raw_os_error(), Some(libc::EPERM | libc::EINVAL)) {
+            return Err(errno);
+        }
+    }
+    // SAFETY: as above.
+    let ambient = unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_LOWER as libc::c_ulong,
+            CAP_SYS_PTRACE,
+            0,
+            0,
+        )
+    };
+    if ambient != 0 {
+        let errno = std::io::Error::last_os_error();
+        // EINVAL: a kernel without ambient capabilities (before 4.3).
+        if errno.raw_os_error() != Some(libc::EINVAL) {
+            return Err(errno);
+        }
+    }
+    Ok(())
+}
+
 /// Drives the loop for a spawned child: takes its exit status when the tracer reports it
 /// (the tracer reaps a child killed by a signal, and detaches one that exits, so that
 /// `Child::wait` reaps it once its pidfd says the whole process is gone), and stops once it
@@ -250,6 +297,7 @@ pub(crate) fn spawn_command(
             if libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            drop_ptrace_capability()?;
             let listener = filter.install().map_err(std::io::Error::from)?;
             let pid = libc::getpid().to_ne_bytes();
             send_fd(child_raw, listener.as_raw_fd(), pid).map_err(std::io::Error::from)?;

@@ -5,8 +5,13 @@
 //! `exec` (the child waits in its pre-exec hook until then) with `TRACESECCOMP`, `TRACEFORK`,
 //! `TRACEVFORK`, `TRACECLONE`, `TRACEEXEC`, `TRACESYSGOOD` and `EXITKILL`, so every descendant
 //! is traced from its first instruction and every tracee is killed if the supervisor dies.
-//! Besides the `PTRACE_EVENT_SECCOMP` stops of file `mmap`s it keeps the program behaving as
-//! untraced:
+//! Its `PTRACE_EVENT_SECCOMP` stops are the filter's (`SECCOMP_RET_DATA` is
+//! [`TRACE_DATA`]): file `mmap`s (redirected in the steps [`super::mmap`] describes, with a
+//! per-thread [`Stage`]), `AMDKFD_IOC_SMI_EVENTS` (its new fd moved into [`SMI_FDS`] by the
+//! thread itself: `fcntl(F_DUPFD)` and `close`, `anon_fd` rewritten) and `clone` with
+//! `CLONE_UNTRACED` (the flag cleared). A stop another filter asked for fails its call with
+//! `ENOSYS`, the kernel's answer when no tracer is attached. Besides those it keeps the
+//! program behaving as untraced:
 //!
 //! - a signal-delivery stop re-injects the signal;
 //! - a group-stop (`PTRACE_EVENT_STOP` with a stopping signal) is entered with `PTRACE_LISTEN`,
@@ -19,7 +24,7 @@
 //! Anonymous mappings never stop the program: the filter allows them outright, so only file
 //! mappings (the loader's, a few per library) pay a stop, a `pidfd_getfd` and a backend call.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
@@ -28,10 +33,11 @@ use std::sync::{Arc, Mutex};
 
 use rustix::event::{EventfdFlags, eventfd};
 use rustix::io::Errno;
-use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open};
+use rustix::process::{Pid, PidfdFlags, pidfd_open};
 
 use super::addrspace;
-use super::mmap::{self as file_mmap, MmapArgs, Pending, SLOT_CEILING, SLOT_MARKER, Slots};
+use super::mmap::{self as file_mmap, MmapArgs, Pending, SLOT_MARKER, Slots};
+use super::seccomp::{SMI_EVENTS_CMD, SMI_FDS, TRACE_DATA};
 use super::serve::tgid_from_proc;
 use crate::backend::{Backend, CallerId, MmapAction};
 
@@ -223,31 +229,37 @@ impl ChildExit {
     }
 }
 
-/// A thread holding a redirect between its seccomp stop and its syscall-exit stop.
+/// Where a thread holding a redirect is (see [`super::mmap`]).
+#[derive(Debug, Clone, Copy)]
+enum Stage {
+    /// Only the offset was rewritten: the program's registers come back at the exit stop.
+    Offset,
+    /// The call was turned into the marked one that installs the memfd; its exit stop finds
+    /// the number the worker installed it at (or `-errno`).
+    Install { offset: u64 },
+    /// The `mmap` runs again with the installed fd `fd`; its exit stop closes `fd`.
+    Map { fd: u32 },
+    /// `close(fds[0])`, then `close(fds[1])` up to `count`, run in place of the program's
+    /// code; the last one's exit stop gives the program its registers back with `result`.
+    Close {
+        fds: [u32; 2],
+        count: usize,
+        done: usize,
+        result: u64,
+    },
+    /// An SMI_EVENTS marked for the worker, who installs the new fd at the number the kernel
+    /// picks; at its exit stop the fd is moved into [`SMI_FDS`].
+    SmiOpen,
+    /// `fcntl(fd, F_DUPFD, SMI_FDS.start)` runs in place of the program's code.
+    SmiDup { fd: u32 },
+}
+
+/// A thread holding a redirect between its seccomp stop and the end of its `mmap`.
 #[derive(Debug, Clone, Copy)]
 struct Hold {
-    /// The fd and offset arguments as the program passed them, restored at the exit stop.
-    r8: u64,
-    r9: u64,
-    /// Whether it holds its process's slot.
-    slot: bool,
-}
-
-/// A redirect waiting for its process's slot; its thread stays in its seccomp stop.
-#[derive(Debug)]
-struct Waiting {
-    tid: i32,
-    fd: Arc<OwnedFd>,
-    offset: u64,
-}
-
-/// Per process: its slot and who waits for it.
-#[derive(Debug, Default)]
-struct Process {
-    /// The slot number last used and the (st_dev, st_ino) of what was installed there.
-    slot: Option<(u32, (u64, u64))>,
-    busy: bool,
-    waiting: VecDeque<Waiting>,
+    /// The registers at the seccomp stop, as the program passed them.
+    regs: libc::user_regs_struct,
+    stage: Stage,
 }
 
 struct Tracer {
@@ -258,7 +270,6 @@ struct Tracer {
     /// tid → tgid, for every tracee seen in a seccomp stop.
     tgids: HashMap<i32, i32>,
     holds: HashMap<i32, Hold>,
-    processes: HashMap<i32, Process>,
 }
 
 /// Runs the tracer's loop on the calling thread (the one that seized `child`) until no tracee
@@ -271,7 +282,6 @@ pub(crate) fn run(backend: Arc<dyn Backend>, slots: Arc<Slots>, child: i32, exit
         exit,
         tgids: HashMap::new(),
         holds: HashMap::new(),
-        processes: HashMap::new(),
     };
     tracer.exit.tracing_on_this_thread();
     tracer.run();
@@ -285,16 +295,74 @@ fn file_id(fd: BorrowedFd<'_>) -> Option<(u64, u64)> {
     rustix::fs::fstat(fd).ok().map(|st| (st.st_dev, st.st_ino))
 }
 
-/// The soft `RLIMIT_NOFILE` of `pid`, from `/proc/<pid>/limits`.
-fn nofile_soft(pid: i32) -> Option<u64> {
-    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    let soft = line["Max open files".len()..].split_whitespace().next()?;
-    if soft == "unlimited" {
-        return Some(u64::MAX);
-    }
-    soft.parse().ok()
+/// `PTRACE_GET_SYSCALL_INFO` (Linux 5.3).
+const PTRACE_GET_SYSCALL_INFO: libc::c_uint = 0x420e;
+/// `PTRACE_SYSCALL_INFO_EXIT`: the `op` of a syscall-exit stop.
+const SYSCALL_INFO_EXIT: u8 = 2;
+
+/// The kind of syscall stop `tid` is in (`op` of `struct ptrace_syscall_info`).
+fn syscall_stop_kind(tid: i32) -> Option<u8> {
+    let mut info = [0u64; 12];
+    // SAFETY: GET_SYSCALL_INFO writes at most `addr` (the buffer's size) bytes to `data`.
+    let ret = unsafe {
+        libc::ptrace(
+            PTRACE_GET_SYSCALL_INFO,
+            tid,
+            size_of_val(&info) as *mut libc::c_void,
+            info.as_mut_ptr().cast::<libc::c_void>(),
+        )
+    };
+    (ret > 0).then(|| info[0].to_le_bytes()[0])
 }
+
+/// The word at `addr` of stopped tracee `tid` (`PTRACE_PEEKDATA`), `None` if unreadable.
+fn peek_word(tid: i32, addr: u64) -> Option<u64> {
+    // SAFETY: PEEKDATA reads the tracee's memory and returns the word; errno (cleared first)
+    // tells an error from a word of -1. No memory of ours is touched but errno.
+    unsafe {
+        *libc::__errno_location() = 0;
+        let word = libc::ptrace(
+            libc::PTRACE_PEEKDATA,
+            tid,
+            addr as *mut libc::c_void,
+            std::ptr::null_mut::<libc::c_void>(),
+        );
+        if word == -1 && *libc::__errno_location() != 0 {
+            return None;
+        }
+        Some(word as u64)
+    }
+}
+
+/// The `anon_fd` of the `struct kfd_ioctl_smi_events_args` (`gpuid`, then `anon_fd`: one
+/// little-endian word) at `args` of stopped tracee `tid`.
+fn anon_fd(tid: i32, args: u64) -> Option<u32> {
+    peek_word(tid, args).map(|word| (word >> 32) as u32)
+}
+
+/// Sets the `anon_fd` of the `struct kfd_ioctl_smi_events_args` at `args` of stopped tracee
+/// `tid` to `value` (a read-modify-write of the struct's word); whether it was written.
+fn set_anon_fd(tid: i32, args: u64, value: u32) -> bool {
+    let Some(word) = peek_word(tid, args) else {
+        return false;
+    };
+    let addr = args;
+    let new = (word & 0xffff_ffff) | (u64::from(value) << 32);
+    // SAFETY: POKEDATA writes one word of the tracee's memory (the one just read, with only
+    // the field at `addr` changed); no memory of ours is touched.
+    unsafe {
+        libc::ptrace(
+            libc::PTRACE_POKEDATA,
+            tid,
+            addr as *mut libc::c_void,
+            new as *mut libc::c_void,
+        ) == 0
+    }
+}
+
+/// The length of x86_64's `syscall` instruction (`0f 05`): moving the instruction pointer
+/// back by it at a syscall-exit stop makes the thread issue a call again.
+const SYSCALL_INSN: u64 = 2;
 
 impl Tracer {
     fn run(&mut self) {
@@ -384,20 +452,9 @@ impl Tracer {
 
     /// Thread `tid` ended (or became another id at an exec).
     fn gone(&mut self, tid: i32) {
-        let tgid = self.tgids.remove(&tid);
+        self.tgids.remove(&tid);
         self.slots.forget(tid);
-        let held = self.holds.remove(&tid);
-        if let Some(tgid) = tgid {
-            if let Some(process) = self.processes.get_mut(&tgid) {
-                process.waiting.retain(|w| w.tid != tid);
-            }
-            if held.is_some_and(|h| h.slot) {
-                self.release(tgid);
-            }
-        }
-        // A leader's exit is reported once the whole group is gone (its own tgid may never
-        // have been looked up: only threads that mapped a file were).
-        self.processes.remove(&tid);
+        self.holds.remove(&tid);
     }
 
     /// A file `mmap` stopped `tid`: ask the backend and carry its answer out.
@@ -405,8 +462,43 @@ impl Tracer {
         let Ok(mut regs) = get_regs(tid) else {
             return self.resume(tid, 0);
         };
-        if regs.orig_rax != libc::SYS_mmap as u64 {
+        if self.holds.contains_key(&tid) {
+            // A call the tracer made the thread issue (the re-executed mmap, the close, the
+            // F_DUPFD) stopped here: it runs, whichever filter asked for the stop (a
+            // program's own filter may trace close or fcntl; the program never issued this
+            // one). Any other call here is one a signal handler made first, which runs
+            // natively (not redirected: a documented limit). Either way the thread goes on
+            // through its syscall stops, which the held call still needs (the exit of a
+            // handler's call is told apart there and passed over).
             return self.resume(tid, 0);
+        }
+        if event_msg(tid).ok() != Some(u64::from(TRACE_DATA)) {
+            // A program's own filter asked for a tracer: none is attached as far as the
+            // program knows, and then the kernel fails the call with ENOSYS
+            // (`__seccomp_filter`, `SECCOMP_RET_TRACE` without a tracer).
+            return self.fail(tid, regs, Errno::NOSYS);
+        }
+        match regs.orig_rax as i64 {
+            libc::SYS_mmap => {}
+            libc::SYS_clone => {
+                // CLONE_UNTRACED would leave the child with a filter that sends its file
+                // mmaps to a tracer it does not have: it is traced like any other child.
+                regs.rdi &= !(libc::CLONE_UNTRACED as u64);
+                let _ = set_regs(tid, &regs);
+                return self.resume(tid, 0);
+            }
+            libc::SYS_ioctl if regs.rsi as u32 == SMI_EVENTS_CMD => {
+                let hold = Hold {
+                    regs,
+                    stage: Stage::SmiOpen,
+                };
+                regs.rsi = (u64::from(SLOT_MARKER) << 32) | u64::from(SMI_EVENTS_CMD);
+                if set_regs(tid, &regs).is_ok() {
+                    self.holds.insert(tid, hold);
+                }
+                return self.resume(tid, 0);
+            }
+            _ => return self.resume(tid, 0),
         }
         let args = MmapArgs::from_regs([regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9]);
         let Some(tgid) = self.tgid(tid) else {
@@ -430,25 +522,28 @@ impl Tracer {
                     .as_ref()
                     .and_then(|f| file_id(f.as_fd()))
                     .is_some_and(|id| file_id(fd.as_fd()) == Some(id));
+                let hold = Hold {
+                    regs,
+                    stage: if same {
+                        // Only the offset changes: no fd to install.
+                        Stage::Offset
+                    } else {
+                        Stage::Install { offset }
+                    },
+                };
                 if same {
-                    // Only the offset changes: no fd to install.
-                    let hold = Hold {
-                        r8: regs.r8,
-                        r9: regs.r9,
-                        slot: false,
-                    };
                     regs.r9 = offset;
-                    if set_regs(tid, &regs).is_ok() {
-                        self.holds.insert(tid, hold);
-                    }
-                    return self.resume(tid, 0);
+                } else {
+                    self.slots.prepare(tid, Pending { tgid, fd });
+                    regs.r8 = u64::from(SLOT_MARKER) << 32;
                 }
-                let process = self.processes.entry(tgid).or_default();
-                if process.busy {
-                    process.waiting.push_back(Waiting { tid, fd, offset });
+                if set_regs(tid, &regs).is_err() {
+                    // Killed meanwhile: its exit is reported next.
+                    self.slots.forget(tid);
                     return;
                 }
-                self.redirect(tid, tgid, pidfd.as_fd(), regs, fd, offset);
+                self.holds.insert(tid, hold);
+                self.resume(tid, 0);
             }
         }
     }
@@ -461,106 +556,178 @@ impl Tracer {
         self.resume(tid, 0);
     }
 
-    /// Points `tid`'s stopped `mmap` at the process's slot, where the worker installs `fd`,
-    /// and resumes it to its syscall-exit stop holding the slot.
-    fn redirect(
+    /// A syscall stop of `tid`, which holds a redirect: the next step of it (see
+    /// [`super::mmap`]).
+    fn syscall_stop(&mut self, tid: i32) {
+        let Some(hold) = self.holds.get(&tid).copied() else {
+            return self.resume(tid, 0);
+        };
+        let kind = syscall_stop_kind(tid);
+        let Ok(regs) = get_regs(tid) else {
+            return self.resume(tid, 0);
+        };
+        if kind != Some(SYSCALL_INFO_EXIT) {
+            // The entry of the injected close (or of a call a signal handler makes first).
+            return self.resume(tid, 0);
+        }
+        let again = |mut regs: libc::user_regs_struct, nr: i64| {
+            regs.rip = hold.regs.rip.wrapping_sub(SYSCALL_INSN);
+            regs.rax = nr as u64;
+            // No restart logic applies to the call being replaced.
+            regs.orig_rax = u64::MAX;
+            regs
+        };
+        let ours = match hold.stage {
+            Stage::Offset | Stage::Install { .. } => regs.orig_rax == libc::SYS_mmap as u64,
+            Stage::Map { fd } => regs.orig_rax == libc::SYS_mmap as u64 && regs.r8 == u64::from(fd),
+            Stage::Close { fds, done, .. } => {
+                regs.orig_rax == libc::SYS_close as u64 && regs.rdi == u64::from(fds[done])
+            }
+            Stage::SmiOpen => regs.orig_rax == libc::SYS_ioctl as u64,
+            Stage::SmiDup { fd } => {
+                regs.orig_rax == libc::SYS_fcntl as u64 && regs.rdi == u64::from(fd)
+            }
+        };
+        if !ours {
+            // A call a signal handler made before the one held goes on.
+            return self.resume(tid, 0);
+        }
+        match hold.stage {
+            Stage::Offset => self.finish(tid, hold.regs, regs.rax),
+            Stage::Install { offset } => {
+                self.slots.forget(tid);
+                if (regs.rax as i64) < 0 {
+                    // Not installed: the mmap fails with the worker's errno.
+                    return self.finish(tid, hold.regs, regs.rax);
+                }
+                let fd = regs.rax as u32;
+                let mut next = again(hold.regs, libc::SYS_mmap);
+                next.r8 = u64::from(fd);
+                next.r9 = offset;
+                if set_regs(tid, &next).is_err() {
+                    return;
+                }
+                self.holds.insert(
+                    tid,
+                    Hold {
+                        regs: hold.regs,
+                        stage: Stage::Map { fd },
+                    },
+                );
+                // Its seccomp stop comes next (no entry stop: not PTRACE_SYSCALL).
+                let _ = ptrace_value(libc::PTRACE_CONT, tid, 0);
+            }
+            Stage::Map { fd } => {
+                let stage = Stage::Close {
+                    fds: [fd, 0],
+                    count: 1,
+                    done: 0,
+                    result: regs.rax,
+                };
+                self.close_next(tid, hold.regs, regs, stage);
+            }
+            Stage::Close {
+                fds,
+                count,
+                done,
+                result,
+            } => {
+                if done + 1 >= count {
+                    return self.finish(tid, hold.regs, result);
+                }
+                let stage = Stage::Close {
+                    fds,
+                    count,
+                    done: done + 1,
+                    result,
+                };
+                self.close_next(tid, hold.regs, regs, stage);
+            }
+            Stage::SmiOpen => {
+                // The number the worker installed the fd at, in the argument's `anon_fd`.
+                let args = hold.regs.rdx;
+                let installed = (regs.rax == 0).then(|| anon_fd(tid, args)).flatten();
+                let Some(fd) = installed.filter(|fd| !SMI_FDS.contains(fd)) else {
+                    return self.finish(tid, hold.regs, regs.rax);
+                };
+                let mut next = again(regs, libc::SYS_fcntl);
+                next.rdi = u64::from(fd);
+                next.rsi = libc::F_DUPFD as u64;
+                next.rdx = u64::from(SMI_FDS.start);
+                if set_regs(tid, &next).is_err() {
+                    return;
+                }
+                self.holds.insert(
+                    tid,
+                    Hold {
+                        regs: hold.regs,
+                        stage: Stage::SmiDup { fd },
+                    },
+                );
+                self.resume(tid, 0);
+            }
+            Stage::SmiDup { fd } => {
+                let moved = regs.rax as i64;
+                let placed = u32::try_from(moved)
+                    .ok()
+                    .filter(|n| SMI_FDS.contains(n))
+                    .filter(|&n| set_anon_fd(tid, hold.regs.rdx, n));
+                let stage = match placed {
+                    Some(_) => Stage::Close {
+                        fds: [fd, 0],
+                        count: 1,
+                        done: 0,
+                        result: 0,
+                    },
+                    // No free number in SMI_FDS below the limit: SMI_EVENTS fails with
+                    // EMFILE as documented (`smi`), and neither fd stays.
+                    None => Stage::Close {
+                        fds: [fd, u32::try_from(moved).unwrap_or(0)],
+                        count: if moved >= 0 { 2 } else { 1 },
+                        done: 0,
+                        result: (-i64::from(libc::EMFILE)) as u64,
+                    },
+                };
+                self.close_next(tid, hold.regs, regs, stage);
+            }
+        }
+    }
+
+    /// Makes `tid` (at a syscall-exit stop with `regs`) issue the next `close` of `stage`.
+    fn close_next(
         &mut self,
         tid: i32,
-        tgid: i32,
-        pidfd: BorrowedFd<'_>,
-        mut regs: libc::user_regs_struct,
-        fd: Arc<OwnedFd>,
-        offset: u64,
+        original: libc::user_regs_struct,
+        regs: libc::user_regs_struct,
+        stage: Stage,
     ) {
-        let Some(slot) = self.slot_for(tgid, pidfd) else {
-            return self.fail(tid, regs, Errno::MFILE);
+        let Stage::Close { fds, done, .. } = stage else {
+            return self.resume(tid, 0);
         };
-        let hold = Hold {
-            r8: regs.r8,
-            r9: regs.r9,
-            slot: true,
-        };
-        regs.r8 = (u64::from(SLOT_MARKER) << 32) | u64::from(slot);
-        regs.r9 = offset;
-        let installed = file_id(fd.as_fd()).unwrap_or((0, 0));
-        self.slots.prepare(tid, Pending { slot, fd });
-        if set_regs(tid, &regs).is_err() {
-            // Killed meanwhile: its exit is reported next.
-            self.slots.forget(tid);
+        let mut next = regs;
+        next.rip = original.rip.wrapping_sub(SYSCALL_INSN);
+        next.rax = libc::SYS_close as u64;
+        next.orig_rax = u64::MAX;
+        next.rdi = u64::from(fds[done]);
+        if set_regs(tid, &next).is_err() {
             return;
         }
-        let process = self.processes.entry(tgid).or_default();
-        process.busy = true;
-        process.slot = Some((slot, installed));
-        self.holds.insert(tid, hold);
+        self.holds.insert(
+            tid,
+            Hold {
+                regs: original,
+                stage,
+            },
+        );
         self.resume(tid, 0);
     }
 
-    /// The slot of process `tgid`: the one used before if it is still free or still holds
-    /// what was installed there, else the highest free fd below the limit.
-    fn slot_for(&mut self, tgid: i32, pidfd: BorrowedFd<'_>) -> Option<u32> {
-        let limit = nofile_soft(tgid)?.min(u64::from(SLOT_CEILING)) as u32;
-        let holds = |n: u32| match pidfd_getfd(pidfd, n as i32, PidfdGetfdFlags::empty()) {
-            Err(Errno::BADF) => Some(None),
-            Ok(fd) => Some(file_id(fd.as_fd())),
-            Err(_) => None,
-        };
-        let known = self.processes.get(&tgid).and_then(|p| p.slot);
-        if let Some((n, id)) = known
-            && n < limit
-        {
-            match holds(n) {
-                Some(None) => return Some(n),
-                Some(Some(got)) if got == id => return Some(n),
-                _ => {}
-            }
-        }
-        (limit.saturating_sub(64)..limit)
-            .rev()
-            .find(|&n| matches!(holds(n), Some(None)))
-    }
-
-    /// `tid` reached its syscall exit: give the program its registers back and free the slot.
-    fn syscall_stop(&mut self, tid: i32) {
-        if let Some(hold) = self.holds.remove(&tid) {
-            if let Ok(mut regs) = get_regs(tid) {
-                regs.r8 = hold.r8;
-                regs.r9 = hold.r9;
-                let _ = set_regs(tid, &regs);
-            }
-            self.slots.forget(tid);
-            if hold.slot
-                && let Some(tgid) = self.tgids.get(&tid).copied()
-            {
-                self.release(tgid);
-            }
-        }
+    /// Gives `tid` the registers it made its call with, and `result` as the call's result.
+    fn finish(&mut self, tid: i32, mut regs: libc::user_regs_struct, result: u64) {
+        self.holds.remove(&tid);
+        self.slots.forget(tid);
+        regs.rax = result;
+        let _ = set_regs(tid, &regs);
         self.resume(tid, 0);
-    }
-
-    /// The slot of `tgid` is free: hand it to the next thread waiting for it.
-    fn release(&mut self, tgid: i32) {
-        loop {
-            let Some(process) = self.processes.get_mut(&tgid) else {
-                return;
-            };
-            process.busy = false;
-            let Some(next) = process.waiting.pop_front() else {
-                return;
-            };
-            let Ok(regs) = get_regs(next.tid) else {
-                continue;
-            };
-            let Some(pidfd) =
-                Pid::from_raw(tgid).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok())
-            else {
-                self.fail(next.tid, regs, Errno::NOMEM);
-                continue;
-            };
-            self.redirect(next.tid, tgid, pidfd.as_fd(), regs, next.fd, next.offset);
-            if self.processes.get(&tgid).is_some_and(|p| p.busy) {
-                return;
-            }
-        }
     }
 }

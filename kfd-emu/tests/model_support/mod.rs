@@ -94,23 +94,29 @@ impl Caller for TestCaller {
         Ok(raw)
     }
 
-    fn install_fd_at(&self, fd: BorrowedFd<'_>, number: u32, cloexec: bool) -> Result<i32, Errno> {
-        // SAFETY: `number` is a free fd number of this process (the model picked it from its
-        // fd table); dup3 puts a new descriptor there that the test then owns.
-        let r = unsafe {
-            libc::dup3(
-                fd.as_raw_fd(),
-                number as i32,
-                if cloexec { libc::O_CLOEXEC } else { 0 },
-            )
-        };
-        if r < 0 {
-            Err(Errno::from_raw_os_error(
-                std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-            ))
+    fn install_fd_in(
+        &self,
+        fd: BorrowedFd<'_>,
+        range: std::ops::Range<u32>,
+        cloexec: bool,
+    ) -> Result<i32, Errno> {
+        // The test's caller is this process: the lowest free number from the range's start,
+        // as fcntl(F_DUPFD) gives it.
+        let arg = if cloexec {
+            nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(range.start as i32)
         } else {
-            Ok(r)
+            nix::fcntl::FcntlArg::F_DUPFD(range.start as i32)
+        };
+        let raw = nix::fcntl::fcntl(fd.as_raw_fd(), arg).map_err(|e| match e as i32 {
+            libc::EINVAL => Errno::MFILE,
+            other => Errno::from_raw_os_error(other),
+        })?;
+        if raw as u32 >= range.end {
+            // SAFETY: `raw` was just made by the fcntl above and is owned by nothing.
+            drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) });
+            return Err(Errno::MFILE);
         }
+        Ok(raw)
     }
 }
 
