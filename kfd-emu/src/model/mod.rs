@@ -31,7 +31,8 @@
 //!    a GPU's page tables), `mmap` (which pages a stand-in's offset maps), `teardown` (what a
 //!    process leaves when it goes), the GPU engines: `engine` (what they share: the queue
 //!    run, faults, event interrupts) below `sdma` (the copy engines' packets) and `aql` (the
-//!    AQL packet processor), and `scheduler` on top (one thread per GPU running its queues).
+//!    AQL packet processor), and `scheduler` on top (an engine thread per queue, in bounded
+//!    turns, sharing no lock with another queue while it touches memory).
 //! 4. **Chardev** — `chardev` (the ioctl context `Ctx` and argument access), the handlers
 //!    (`handlers`, `memory_ioctls`, `event_ioctls`, `queue_ioctls`, `svm_ioctl`), `dispatch` (one ioctl
 //!    table keyed by the ABI opcodes, with version checks and fault injection), `drm`;
@@ -117,11 +118,16 @@
 //!   (`EFAULT` under 8 bytes, else the first 8 are the mask and 8 is returned), and a client
 //!   goes with the last close of its fd; where it differs is listed in `smi`.
 //! * User queues (`queue_ioctls`): CREATE_QUEUE's checks, limits and doorbell offsets are the
-//!   kernel's. SDMA queues run: an engine thread per GPU (`scheduler`, `sdma`) reads each queue's write
-//!   pointer through the GPU view, executes its packets against BO, USERPTR and SVM memory,
-//!   writes the read pointer back, raises the event a TRAP names, and turns a faulting
-//!   access into a VM fault (SMI record, memory events, stopped queues). AQL queues run their
-//!   barrier packets and completion signals (`aql`); a kernel dispatch stops the queue.
+//!   kernel's. SDMA queues run: each queue's engine thread (`scheduler`, `sdma`) reads its
+//!   write pointer through the GPU view, executes its packets against BO, USERPTR and SVM
+//!   memory, writes the read pointer back, raises the event a TRAP names, and turns a
+//!   faulting access into a VM fault (SMI record, memory events, stopped queues). AQL queues
+//!   run their barrier packets and completion signals (`aql`); a kernel dispatch stops the
+//!   queue. A queue runs in bounded turns (a long copy resumes mid-packet), only while active
+//!   (`QUEUE_IS_ACTIVE`: UPDATE_QUEUE to 0 percent parks it), and an access that blocks
+//!   holds up only its own queue: WAIT_EVENTS waits for no engine, and DESTROY_QUEUE and a
+//!   process's exit preempt a blocked queue without waiting for it (what the access brings
+//!   back is discarded).
 //!
 //! ```no_run
 //! use kfd_emu::model::{Model, ModelConfig};

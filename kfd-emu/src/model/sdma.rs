@@ -16,9 +16,15 @@
 //! hardware does with a VM fault: the SMI VMFAULT record (from the GPU view), the process's
 //! memory events set with the fault (`kfd_signal_vm_fault_event`), and the queue stops at the
 //! packet. A packet the engine does not know stops the queue too; nothing panics.
+//!
+//! One call runs one turn of the queue (at most `TURN_PACKETS` packets and `TURN_BYTES`
+//! bytes, see [`scheduler`](super::scheduler)); each packet starts through the queue's
+//! runner, so a preemption (DESTROY_QUEUE, a deactivating UPDATE_QUEUE) lands between
+//! packets, and a COPY_LINEAR larger than what is left of the turn stops between chunks and
+//! goes on from there the next turn (the read pointer moves past it only once it is done).
 
 use super::driver::Driver;
-use super::engine::{Work, advance, signal_interrupt, stop, vm_fault};
+use super::engine::{TURN_PACKETS, Work, advance, signal_interrupt, stop, vm_fault};
 use super::gpu_view::GpuFault;
 use super::objects::Domain;
 use super::queues::Stopped;
@@ -48,13 +54,15 @@ enum Step {
     Done(usize),
     /// The packet is not all there yet, or a POLL_REGMEM condition does not hold yet.
     Wait,
+    /// The turn's bytes are spent in the middle of the packet: it goes on next turn.
+    Yield,
     /// The queue stops.
     Stop(Stopped),
     /// An access faulted: the process's queues on the GPU were evicted.
     Faulted,
 }
 
-/// Runs the packets of one queue from its read pointer up to its write pointer.
+/// Runs one turn of a queue: its packets from its read pointer towards its write pointer.
 pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
     let mut consumed = w.consumed;
     // Bytes to run up to a write pointer, when it is one: ahead, within a ring, in dwords.
@@ -102,7 +110,14 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
         .collect();
     let mut at = 0;
     let mut ran = false;
-    while at < dwords.len() {
+    let mut packets = 0;
+    while at < dwords.len() && packets < TURN_PACKETS {
+        // Preempted (destroyed, made inactive): no packet starts.
+        let Some(_packet) = w.runner.begin() else {
+            break;
+        };
+        packets += 1;
+        w.packet_at.set(consumed);
         match execute(drv, w, &dwords[at..]) {
             Step::Done(n) => {
                 at += n;
@@ -113,6 +128,7 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
                 }
             }
             Step::Wait => break,
+            Step::Yield => return true,
             Step::Stop(why) => {
                 stop(drv, w, why);
                 return true;
@@ -168,7 +184,10 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
             trace(format!(
                 "COPY_LINEAR src={src:#x} dst={dst:#x} bytes={count}"
             ));
-            let copied = copy(drv, w, src, dst, count);
+            let copied = match copy(drv, w, src, dst, count) {
+                Ok(false) => return Step::Yield,
+                done => done.map(drop),
+            };
             if copied.is_ok() {
                 // The timing model's cost of the copy over the link it takes (a peer's VRAM
                 // over xGMI when there is a direct link, else PCIe through system memory).
@@ -286,18 +305,28 @@ fn vram_of(drv: &Driver, w: &Work, va: u64) -> Option<usize> {
     (backing.domain == Domain::Vram).then_some(backing.gpu)
 }
 
-/// Copies `count` bytes from `src` to `dst` through the GPU view, in chunks.
-fn copy(drv: &Driver, w: &Work, src: u64, dst: u64, count: u64) -> Result<(), GpuFault> {
+/// Copies `count` bytes from `src` to `dst` through the GPU view, in chunks, from where the
+/// last turn left the packet (`w.resume`) until the turn's bytes (`w.budget`) are spent: true
+/// once the copy is done, false when it yields (`w.resume` says how far it got).
+fn copy(drv: &Driver, w: &Work, src: u64, dst: u64, count: u64) -> Result<bool, GpuFault> {
     const CHUNK: u64 = 1 << 20;
-    let mut buf = vec![0u8; count.min(CHUNK) as usize];
-    let mut done = 0;
+    let mut done = match w.resume.take() {
+        Some((at, done)) if at == w.packet_at.get() && done < count => done,
+        _ => 0,
+    };
+    let mut buf = vec![0u8; (count - done).min(CHUNK) as usize];
     while done < count {
+        if w.budget.get() == 0 {
+            w.resume.set(Some((w.packet_at.get(), done)));
+            return Ok(false);
+        }
         let n = (count - done).min(CHUNK) as usize;
         drv.read_here(w.tgid, w.gpu_id, src + done, &mut buf[..n])?;
         drv.write_here(w.tgid, w.gpu_id, dst + done, &buf[..n])?;
         done += n as u64;
+        w.budget.set(w.budget.get().saturating_sub(n as u64));
     }
-    Ok(())
+    Ok(true)
 }
 
 /// A 64-bit atomic at `at`; `None` for an operation the engine does not know.
