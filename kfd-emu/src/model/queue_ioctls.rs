@@ -338,7 +338,6 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         a.doorbell_offset |= doorbell;
     }
     put(buf, &a);
-    ctx.m.sdma_kick.kick();
     Ok(())
 }
 
@@ -361,7 +360,6 @@ pub(super) fn destroy_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> 
     };
     // Without the model's lock, which the engine may need to reach its packet's end.
     q.runner.destroy(true);
-    ctx.m.sdma_kick.kick();
     Ok(())
 }
 
@@ -402,9 +400,6 @@ pub(super) fn update_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     drop(st);
     // Without the model's lock, which the engine may need to reach its packet's end.
     runner.set_active(active);
-    if active {
-        ctx.m.sdma_kick.kick();
-    }
     Ok(())
 }
 

@@ -110,9 +110,9 @@ impl Queues {
     }
 }
 
-/// How the engines are told to look for work now (a doorbell the model cannot see being
-/// written, a new queue, a waiter that wants to see completion). It only wakes them: nothing
-/// waits for an engine here.
+/// How an engine is told to look for work now (a doorbell the model cannot see being
+/// written, a queue made active or destroyed, a waiter of its process that wants to see
+/// completions). It only wakes the engine: nothing waits for an engine here.
 #[derive(Debug, Default)]
 pub(super) struct Kick {
     count: Mutex<u64>,
@@ -120,7 +120,7 @@ pub(super) struct Kick {
 }
 
 impl Kick {
-    /// Wakes every engine.
+    /// Wakes the engine.
     pub(super) fn kick(&self) {
         let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
         *count = count.wrapping_add(1);
@@ -161,6 +161,8 @@ pub(super) struct Runner {
     ended: Condvar,
     /// [`RunState::gone`], readable without the mutex by every access of the engine.
     gone: AtomicBool,
+    /// Wakes the queue's engine thread.
+    pub kick: Kick,
 }
 
 #[derive(Debug, Default)]
@@ -227,6 +229,8 @@ impl Runner {
     /// the model's lock (a teardown), which an engine inside a packet may need.
     pub(super) fn destroy(&self, wait: bool) {
         self.preempt(wait, |st| st.gone = true);
+        // Its thread ends now rather than at its next poll.
+        self.kick.kick();
     }
 
     /// Makes the queue active or not (`update_queue` of the device queue manager: an active
@@ -234,6 +238,9 @@ impl Runner {
     /// packet in flight as [`destroy`](Self::destroy) does.
     pub(super) fn set_active(&self, active: bool) {
         self.preempt(!active, |st| st.inactive = !active);
+        if active {
+            self.kick.kick();
+        }
     }
 
     fn preempt(&self, wait: bool, change: impl FnOnce(&mut RunState)) {

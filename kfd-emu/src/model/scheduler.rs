@@ -1,7 +1,8 @@
 //! The GPU engines' scheduling: every user queue has an engine thread of its own that runs it
 //! in bounded turns — SDMA queues on the copy engines ([`sdma`](super::sdma)), AQL queues on
-//! the packet processor ([`aql`](super::aql)) — polling with a backoff, woken by the kick (a
-//! new queue, a queue made active, a WAIT_EVENTS that wants to see completions soon).
+//! the packet processor ([`aql`](super::aql)) — polling with a backoff, woken by its queue's
+//! kick (the queue made active or destroyed, a WAIT_EVENTS of its process that wants to see
+//! completions soon: [`kick_process`]).
 //!
 //! Nothing an engine holds while it touches a process's memory is shared with another queue
 //! or process: the model's lock is taken only to translate an address or move the model's own
@@ -9,8 +10,8 @@
 //! with the ioctls is the queue's own [`Runner`] state, never held across any access. So an
 //! access that blocks (a page behind a userfaultfd nobody serves, a hung FUSE mapping, a
 //! stopped process) holds up only its queue's thread:
-//! * WAIT_EVENTS runs no engine: it kicks them and waits on the event condition with its
-//!   timeout (`event_ioctls`);
+//! * WAIT_EVENTS runs no engine: it kicks its process's and waits on the event condition
+//!   with its timeout (`event_ioctls`);
 //! * DESTROY_QUEUE and a deactivating UPDATE_QUEUE preempt the queue as the HWS unmaps it
 //!   (`destroy_queue_cpsch`, `update_queue` in `kfd_device_queue_manager.c`): no packet
 //!   starts after, and they wait at most [`PREEMPT_TIMEOUT`](super::queues::PREEMPT_TIMEOUT)
@@ -30,7 +31,7 @@ use std::time::Duration;
 use super::driver::Driver;
 use super::engine::{TURN_BYTES, Work};
 use super::process::Process;
-use super::queues::{self, Engine, Kick, Runner};
+use super::queues::{self, Engine, Runner};
 use super::{aql, sdma};
 use crate::machine::ApertureLayout;
 
@@ -64,10 +65,9 @@ pub(super) fn start_queue(drv: &Driver, tgid: i32, id: u32, runner: Arc<Runner>)
     let Some(weak) = drv.this.get().cloned() else {
         return;
     };
-    let kick = drv.sdma_kick.clone();
     let spawned = std::thread::Builder::new()
         .name(format!("kfd-emu-q{id}"))
-        .spawn(move || engine(&weak, &kick, tgid, id, &runner));
+        .spawn(move || engine(&weak, tgid, id, &runner));
     if let Err(e) = spawned
         && drv.dev.cfg.trace
     {
@@ -75,7 +75,23 @@ pub(super) fn start_queue(drv: &Driver, tgid: i32, id: u32, runner: Arc<Runner>)
     }
 }
 
-fn engine(weak: &Weak<Driver>, kick: &Kick, tgid: i32, id: u32, runner: &Arc<Runner>) {
+/// Wakes the engines of process `tgid`'s queues.
+pub(super) fn kick_process(drv: &Driver, tgid: i32) {
+    let runners: Vec<Arc<Runner>> = drv
+        .lock()
+        .procs
+        .get(&tgid)
+        .map(|p| p.queues.by_id.values().map(|q| q.runner.clone()).collect())
+        .unwrap_or_default();
+    for runner in runners {
+        runner.kick.kick();
+    }
+}
+
+fn engine(weak: &Weak<Driver>, tgid: i32, id: u32, runner: &Arc<Runner>) {
+    let kick = &runner.kick;
+    // The polling sleeps are as short as asked (not stretched by the default 50 µs slack).
+    let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
     let mut idle = MIN_IDLE;
     let mut resume = None;
     loop {
