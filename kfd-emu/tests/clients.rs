@@ -602,3 +602,47 @@ fn rocr_runs_barriers_in_dependency_order_and_copies_through_sdma() {
         );
     }
 }
+
+/// Unmodified ROCr 5.2.3 on the GFX9 presets feeds an AQL queue of the agent's smallest size
+/// faster than the packet processor drains it, as ROCr's own clients do (the write index
+/// bumped first, then a wait for the read index to free the slot, the packet, the doorbell):
+/// `2 * size + 3` barriers, then 3000, all complete and are all consumed. The packet
+/// processor used to stop for good once the write index ran a ring ahead of the read index.
+#[test]
+fn rocr_barriers_through_a_wrapping_aql_ring_all_complete() {
+    let Some(program) = build_rocr_program("rocr_ring_wrap") else {
+        return;
+    };
+    for name in GFX9_PRESETS {
+        let machine = Machine::preset(name).unwrap();
+        let gpus = machine.topology().gpus().count();
+        let out = Command::new(kfd_emu())
+            .args(["run", "--machine", name, "--"])
+            .arg(&program)
+            .output()
+            .expect("running kfd-emu");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{name}: {}", describe(&out));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2 * gpus + 1, "{name}: {}", describe(&out));
+        for (n, pair) in lines.chunks(2).take(gpus).enumerate() {
+            let size: u64 = pair[0]
+                .strip_prefix(&format!("gpu {n} size "))
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(|| panic!("{name}: {}", describe(&out)));
+            let wrap = 2 * size + 3;
+            assert_eq!(
+                pair[0],
+                format!("gpu {n} size {size} barriers {wrap} read_index {wrap}"),
+                "{name}"
+            );
+            assert_eq!(
+                pair[1],
+                format!("gpu {n} size {size} barriers 3000 read_index 3000"),
+                "{name}"
+            );
+        }
+        assert_eq!(lines.last(), Some(&"done"), "{name}");
+    }
+}
