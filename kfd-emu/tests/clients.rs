@@ -646,3 +646,30 @@ fn rocr_barriers_through_a_wrapping_aql_ring_all_complete() {
         assert_eq!(lines.last(), Some(&"done"), "{name}");
     }
 }
+
+/// libhsakmt's hsaKmtUpdateQueue to 0 percent deactivates an SDMA queue (the kernel's
+/// `QUEUE_IS_ACTIVE`): a fence written and rung meanwhile does not run until an update back
+/// to 100 percent, then it lands. Every GPU of the GFX9 presets. It used to run at once.
+#[test]
+fn libhsakmt_update_queue_to_zero_percent_parks_the_queue() {
+    let Some(program) = build_hsakmt_program("hsakmt_update_queue") else {
+        return;
+    };
+    for name in GFX9_PRESETS {
+        let machine = Machine::preset(name).unwrap();
+        let out = run_under_emulator(name, true, &program, &[]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{name}: {}", describe(&out));
+        for node in machine.topology().nodes.iter().filter(|n| n.is_gpu()) {
+            let want = format!(
+                "queue node={} inactive: idle; active: fence=0xc0ffee rptr=16",
+                node.id
+            );
+            assert!(
+                text.lines().any(|l| l == want),
+                "{name}: no `{want}` in\n{text}"
+            );
+        }
+        assert!(text.ends_with("done\n"), "{name}: {text}");
+    }
+}
