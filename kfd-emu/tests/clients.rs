@@ -673,3 +673,53 @@ fn libhsakmt_update_queue_to_zero_percent_parks_the_queue() {
         assert!(text.ends_with("done\n"), "{name}: {text}");
     }
 }
+
+/// Two libhsakmt processes under one `kfd-emu run`: the child's SDMA copy reads a page behind
+/// a userfaultfd nobody serves, so its engine blocks. The parent's 10 ms waits must still
+/// take about 10 ms (median within the 50 ms; the slowest within 200 ms, for a loaded
+/// 2-core VM), and the child's hsaKmtDestroyQueue (within 1 s) and exit must complete. Every
+/// process used to wait behind the blocked engine for good: the run is killed after a
+/// minute, failing the test.
+#[test]
+fn a_programs_copy_blocked_in_an_unserved_page_stalls_no_other_program() {
+    let Some(program) = build_hsakmt_program("hsakmt_blocked_copy") else {
+        return;
+    };
+    let mut child = Command::new(kfd_emu())
+        .args(["run", "--machine", "mi100", "--"])
+        .arg(&program)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running kfd-emu");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    if out.status.code() == Some(77) {
+        kfd_skip::skip("userfaultfd cannot catch kernel accesses here (not root)");
+        return;
+    }
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let numbers = |what: &str| -> Vec<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(what))
+            .unwrap_or_else(|| panic!("no `{what}` in {}", describe(&out)))
+            .split_whitespace()
+            .map(|n| n.parse().expect("a number"))
+            .collect()
+    };
+    let mut waits = numbers("waits ");
+    waits.sort_by(f64::total_cmp);
+    assert!(waits[2] <= 50.0, "10 ms waits took {waits:?} ms");
+    assert!(waits[4] <= 200.0, "10 ms waits took {waits:?} ms");
+    assert!(numbers("destroy ")[0] < 1000.0, "{}", describe(&out));
+    assert!(numbers("exit ")[0] < 1000.0, "{}", describe(&out));
+    assert!(text.ends_with("done\n"), "{}", describe(&out));
+}
