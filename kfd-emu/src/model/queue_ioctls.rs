@@ -367,11 +367,12 @@ pub(super) fn destroy_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> 
 /// argument checks, then `EFAULT` for an unknown queue; newer kernels check the new ring is
 /// a mapping of its size (`EINVAL`).
 ///
-/// The device queue manager's `update_queue` then recomputes `QUEUE_IS_ACTIVE` (a ring size
-/// and address, and a percentage above 0): a queue that was active is unmapped (preempted at
-/// a packet boundary, as DESTROY_QUEUE does), and mapped again only if it still is active. So
-/// a queue updated to 0 percent runs nothing, even work written meanwhile, until an update
-/// makes it active again.
+/// The device queue manager's `update_queue` then unmaps the queues from the HWS (a
+/// preemption at a packet boundary, as DESTROY_QUEUE's), has the MQD manager's `update_mqd`
+/// recompute `is_active` as `QUEUE_IS_ACTIVE` (`kfd_priv.h`: a ring size and address, a
+/// percentage above 0, not evicted or suspended) and maps the active ones again. So a queue
+/// updated to 0 percent runs nothing, even work written meanwhile, until an update makes it
+/// active again.
 pub(super) fn update_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let mut a: kfd_ioctl_update_queue_args = get(buf);
     check_ring(
