@@ -9,7 +9,8 @@
 //!   each try must also return at all), and A's DESTROY_QUEUE and exit complete at once. When
 //!   the page is finally served, the blocked access is discarded: nothing is written after the
 //!   queue went.
-//! * A copier with 16 large copies in flight does not stall B's 10 ms wait beyond 50 ms.
+//! * A copier with 16 large copies in flight does not stall B's 10 ms wait beyond 50 ms, nor
+//!   a fence on another queue of its own.
 //! * UPDATE_QUEUE with `queue_percentage` 0 deactivates a queue (the kernel's
 //!   `QUEUE_IS_ACTIVE`): work written meanwhile does not run until the queue is active again.
 //! * AQL ring wrap: `2 * size + 3` barriers through a queue of `size` slots, with the producer
@@ -555,6 +556,59 @@ fn a_big_copier_does_not_stall_another_processs_wait() {
     assert!(
         still_copying,
         "the copies ended before B's waits did: the test proves nothing (make them bigger)"
+    );
+}
+
+/// Two queues of one process on one GPU: a fence on the second lands while the first is deep
+/// in 16 large copies (each queue has its engine's turns; no queue waits for another's). The
+/// fence within 100 ms (a comfortable bound on a loaded VM; the copies take hundreds).
+#[test]
+fn a_queue_does_not_wait_for_another_queues_copies() {
+    const COPY: u64 = 128 << 20;
+    const COPIES: u64 = 16;
+    let emu = emu("radeon-vii", KFD_IOCTL_MINOR_VERSION);
+    let (ring, pointers, src, dst) = (va(1), va(2), va(3), va(4));
+    let (ring2, pointers2, flag) = (va(5), va(6), va(7));
+    mapped(&emu, ring, 16384);
+    mapped(&emu, pointers, 4096);
+    mapped(&emu, src, COPY);
+    mapped(&emu, dst, COPY + 4096);
+    mapped(&emu, ring2, 4096);
+    mapped(&emu, pointers2, 4096);
+    mapped(&emu, flag, 4096);
+    create_queue(&emu, &sdma_queue(&emu, ring, 16384, pointers));
+    create_queue(&emu, &sdma_queue(&emu, ring2, 4096, pointers2));
+    let mut packets = Vec::new();
+    for _ in 0..COPIES {
+        for at in (0..COPY).step_by(SDMA_MAX_COPY as usize) {
+            packets.extend(copy_linear(src + at, dst + at, SDMA_MAX_COPY));
+        }
+    }
+    let done = dst + COPY;
+    packets.extend(fence(done, 1));
+    submit_sdma(&emu, ring, pointers + 8, &bytes_of(&packets));
+    // The copies are under way.
+    assert!(
+        eventually(|| gpu_u64(&emu, pointers) > 0),
+        "the copies never started"
+    );
+    let start = Instant::now();
+    submit_sdma(&emu, ring2, pointers2 + 8, &bytes_of(&fence(flag, 7)));
+    assert!(
+        eventually(|| gpu_u64(&emu, flag) == 7),
+        "the fence never landed"
+    );
+    let took = start.elapsed();
+    let still_copying = gpu_u64(&emu, done) == 0;
+    assert!(
+        eventually(|| gpu_u64(&emu, done) == 1),
+        "the copies never ended"
+    );
+    eprintln!("a fence beside 16 copies took {took:?}");
+    assert!(took < Duration::from_millis(100), "the fence took {took:?}");
+    assert!(
+        still_copying,
+        "the copies ended before the fence: the test proves nothing (make them bigger)"
     );
 }
 
