@@ -46,7 +46,7 @@ const SUBOP_TIMESTAMP_GET_GLOBAL: u32 = 2;
 const ATOMIC_SWAP_RTN_64: u32 = 39;
 const ATOMIC_CMPSWAP_RTN_64: u32 = 40;
 const ATOMIC_ADD_RTN_64: u32 = 47;
-/// The most ring bytes an engine reads in one round: twice the largest packet.
+/// The most ring bytes an engine reads in one turn: twice the largest packet.
 const READ_WINDOW: u64 = 128 << 10;
 /// What running a packet did.
 enum Step {
@@ -87,7 +87,7 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
         }
     };
     // The dwords from the read pointer towards the write pointer, across the wrap, at most a
-    // window per round (the largest packet, a NOP, is 64 KiB): a write pointer a whole large
+    // window per turn (the largest packet, a NOP, is 64 KiB): a write pointer a whole large
     // ring ahead costs the supervisor no more memory than that.
     let pending = pending.min(READ_WINDOW);
     let mask = w.ring_size - 1;
