@@ -11,6 +11,7 @@
 //!   queue went.
 //! * A copier with 16 large copies in flight does not stall B's 10 ms wait beyond 50 ms, nor
 //!   a fence on another queue of its own.
+//! * A copy cut between two turns of its engine moves every byte.
 //! * UPDATE_QUEUE with `queue_percentage` 0 deactivates a queue (the kernel's
 //!   `QUEUE_IS_ACTIVE`): work written meanwhile does not run until the queue is active again.
 //! * AQL ring wrap: `2 * size + 3` barriers through a queue of `size` slots, with the producer
@@ -610,6 +611,49 @@ fn a_queue_does_not_wait_for_another_queues_copies() {
         still_copying,
         "the copies ended before the fence: the test proves nothing (make them bigger)"
     );
+}
+
+/// Copies that do not fit what is left of an engine's turn stop between chunks and go on
+/// from there the next turn: every byte lands where it should, and the read pointer passes a
+/// copy only once it is done (checked by the fence after them).
+#[test]
+fn copies_cut_between_turns_move_every_byte() {
+    const MIB: u64 = 1 << 20;
+    let emu = emu("mi100", KFD_IOCTL_MINOR_VERSION);
+    let (ring, pointers, src, dst) = (va(1), va(2), va(3), va(4));
+    mapped(&emu, ring, 4096);
+    mapped(&emu, pointers, 4096);
+    let src_at = mapped(&emu, src, 16 * MIB);
+    let dst_at = mapped(&emu, dst, 16 * MIB);
+    let mut src_map = cpu(&emu, src_at, (16 * MIB) as usize);
+    let mut dst_map = cpu(&emu, dst_at, (16 * MIB) as usize);
+    for (i, b) in src_map.bytes().iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(31) ^ (i >> 20) as u8;
+    }
+    create_queue(&emu, &sdma_queue(&emu, ring, 4096, pointers));
+    // 3 MiB, then three of 4 MiB (each cut by the turn's bytes), then an odd tail.
+    let pieces = [
+        (0, 3 * MIB),
+        (3 * MIB, 4 * MIB),
+        (7 * MIB, 4 * MIB),
+        (11 * MIB, 4 * MIB),
+    ];
+    let mut packets = Vec::new();
+    for (at, len) in pieces {
+        packets.extend(copy_linear(src + at, dst + at, len));
+    }
+    packets.extend(copy_linear(src + 15 * MIB, dst + 15 * MIB, MIB - 12));
+    packets.extend(fence(dst + 16 * MIB - 8, 0xD0D0));
+    submit_sdma(&emu, ring, pointers + 8, &bytes_of(&packets));
+    let end = (packets.len() * 4) as u64;
+    assert!(
+        eventually(|| gpu_u64(&emu, pointers) == end),
+        "the copies never all ran"
+    );
+    let n = (16 * MIB - 12) as usize;
+    let same = src_map.bytes()[..n] == dst_map.bytes()[..n];
+    assert!(same, "a copy cut between turns moved the wrong bytes");
+    assert_eq!(gpu_u64(&emu, dst + 16 * MIB - 8) as u32, 0xD0D0);
 }
 
 #[test]
