@@ -10,8 +10,8 @@
 //! with the ioctls is the queue's own [`Runner`] state, never held across any access. So an
 //! access that blocks (a page behind a userfaultfd nobody serves, a hung FUSE mapping, a
 //! stopped process) holds up only its queue's thread:
-//! * WAIT_EVENTS runs no engine: it kicks its process's and waits on the event condition
-//!   with its timeout (`event_ioctls`);
+//! * WAIT_EVENTS runs no engine: it kicks its process's engines and waits on the event
+//!   condition with its timeout (`event_ioctls`);
 //! * DESTROY_QUEUE and a deactivating UPDATE_QUEUE preempt the queue as the HWS unmaps it
 //!   (`destroy_queue_cpsch`, `update_queue` in `kfd_device_queue_manager.c`): no packet
 //!   starts after, and they wait at most [`PREEMPT_TIMEOUT`](super::queues::PREEMPT_TIMEOUT)
@@ -23,7 +23,13 @@
 //! A turn is bounded (`TURN_PACKETS` packets, [`TURN_BYTES`] bytes: a long COPY_LINEAR
 //! yields between chunks and resumes mid-packet, keeping what it consumed), after which the
 //! thread yields the CPU, so queues — and the processes that own them — share the host's
-//! cores round robin under its scheduler as the HWS shares the GPU between queues.
+//! cores round robin under its scheduler as the HWS shares the GPU between queues (per
+//! queue: a process with more busy queues gets more turns, as on the hardware).
+//!
+//! Where it differs: an engine thread the host refuses to start (`EAGAIN` at the thread
+//! limit) leaves its queue never run (`--trace` says so); and the engines poll their
+//! queues' pointers and doorbells (from every 20 µs after work to every 5 ms when idle)
+//! rather than being told of each doorbell write, which the model cannot see.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
