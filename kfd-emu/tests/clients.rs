@@ -748,3 +748,124 @@ fn an_address_sanitizer_build_runs_with_leak_detection_off() {
         describe(&run)
     );
 }
+
+/// Unmodified ROCr 5.2.3 on the GFX9 presets feeds an AQL queue of the agent's smallest size
+/// faster than the packet processor drains it, as ROCr's own clients do (the write index
+/// bumped first, then a wait for the read index to free the slot, the packet, the doorbell):
+/// `2 * size + 3` barriers, then 3000, all complete and are all consumed. The packet
+/// processor used to stop for good once the write index ran a ring ahead of the read index.
+#[test]
+fn rocr_barriers_through_a_wrapping_aql_ring_all_complete() {
+    let Some(program) = build_rocr_program("rocr_ring_wrap") else {
+        return;
+    };
+    for name in GFX9_PRESETS {
+        let machine = Machine::preset(name).unwrap();
+        let gpus = machine.topology().gpus().count();
+        let out = Command::new(kfd_emu())
+            .args(["run", "--machine", name, "--"])
+            .arg(&program)
+            .output()
+            .expect("running kfd-emu");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{name}: {}", describe(&out));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2 * gpus + 1, "{name}: {}", describe(&out));
+        for (n, pair) in lines.chunks(2).take(gpus).enumerate() {
+            let size: u64 = pair[0]
+                .strip_prefix(&format!("gpu {n} size "))
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(|| panic!("{name}: {}", describe(&out)));
+            let wrap = 2 * size + 3;
+            assert_eq!(
+                pair[0],
+                format!("gpu {n} size {size} barriers {wrap} read_index {wrap}"),
+                "{name}"
+            );
+            assert_eq!(
+                pair[1],
+                format!("gpu {n} size {size} barriers 3000 read_index 3000"),
+                "{name}"
+            );
+        }
+        assert_eq!(lines.last(), Some(&"done"), "{name}");
+    }
+}
+
+/// libhsakmt's hsaKmtUpdateQueue to 0 percent deactivates an SDMA queue (the kernel's
+/// `QUEUE_IS_ACTIVE`): a fence written and rung meanwhile does not run until an update back
+/// to 100 percent, then it lands. Every GPU of the GFX9 presets. It used to run at once.
+#[test]
+fn libhsakmt_update_queue_to_zero_percent_parks_the_queue() {
+    let Some(program) = build_hsakmt_program("hsakmt_update_queue") else {
+        return;
+    };
+    for name in GFX9_PRESETS {
+        let machine = Machine::preset(name).unwrap();
+        let out = run_under_emulator(name, true, &program, &[]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{name}: {}", describe(&out));
+        for node in machine.topology().nodes.iter().filter(|n| n.is_gpu()) {
+            let want = format!(
+                "queue node={} inactive: idle; active: fence=0xc0ffee rptr=16",
+                node.id
+            );
+            assert!(
+                text.lines().any(|l| l == want),
+                "{name}: no `{want}` in\n{text}"
+            );
+        }
+        assert!(text.ends_with("done\n"), "{name}: {text}");
+    }
+}
+
+/// Two libhsakmt processes under one `kfd-emu run`: the child's SDMA copy reads a page behind
+/// a userfaultfd nobody serves, so its engine blocks. The parent's 10 ms waits must still
+/// take about 10 ms (median within the 50 ms; the slowest within 200 ms, for a loaded
+/// 2-core VM), and the child's hsaKmtDestroyQueue (within 1 s) and exit must complete. Every
+/// process used to wait behind the blocked engine for good: the run is killed after a
+/// minute, failing the test.
+#[test]
+fn a_programs_copy_blocked_in_an_unserved_page_stalls_no_other_program() {
+    let Some(program) = build_hsakmt_program("hsakmt_blocked_copy") else {
+        return;
+    };
+    let mut child = Command::new(kfd_emu())
+        .args(["run", "--machine", "mi100", "--"])
+        .arg(&program)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running kfd-emu");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    if out.status.code() == Some(77) {
+        kfd_skip::skip("userfaultfd cannot catch kernel accesses here (not root)");
+        return;
+    }
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let numbers = |what: &str| -> Vec<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(what))
+            .unwrap_or_else(|| panic!("no `{what}` in {}", describe(&out)))
+            .split_whitespace()
+            .map(|n| n.parse().expect("a number"))
+            .collect()
+    };
+    let mut waits = numbers("waits ");
+    waits.sort_by(f64::total_cmp);
+    assert!(waits[2] <= 50.0, "10 ms waits took {waits:?} ms");
+    assert!(waits[4] <= 200.0, "10 ms waits took {waits:?} ms");
+    assert!(numbers("destroy ")[0] < 1000.0, "{}", describe(&out));
+    assert!(numbers("exit ")[0] < 1000.0, "{}", describe(&out));
+    assert!(text.ends_with("done\n"), "{}", describe(&out));
+}

@@ -606,7 +606,7 @@ fn a_doorbell_write_alone_starts_the_engine() {
         let idle = env.kfd.create_event(EventKind::Signal, true).unwrap();
         let cpu = target_bo.map_cpu().unwrap();
         let landed = (0..5000).any(|_| {
-            // A short WAIT_EVENTS: on kfd-emu it also runs the engines first.
+            // A short WAIT_EVENTS (on kfd-emu it also kicks the engines).
             let _ = env.kfd.wait_events(&[&idle], false, 1);
             let mut v = [0u8; 4];
             cpu.read(0, &mut v).unwrap();
@@ -639,6 +639,13 @@ fn a_submission_larger_than_the_engines_read_window_completes() {
             .read(4 * (9_999 % 1024), &mut last)
             .unwrap();
         assert_eq!(u32::from_le_bytes(last), 9_999, "{}", env.name);
+        // The engine consumes the packets after the completion fence (its trap) a moment
+        // later, as the hardware writes its read pointer back when it gets there.
+        let deadline = std::time::Instant::now() + WAIT;
+        while q.read_pointer().unwrap() != q.write_pointer() && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         assert_eq!(q.read_pointer().unwrap(), q.write_pointer());
     });
 }

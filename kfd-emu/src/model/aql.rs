@@ -24,9 +24,19 @@
 //! * An access that faults (a dependency or completion signal, a kernel descriptor) is a VM
 //!   fault, as for SDMA: the memory events carry the page and the GPU to ROCr's memory-fault
 //!   handler.
+//!
+//! The packet processor follows the AQL protocol (the HSA Platform System Architecture
+//! Specification's Architected Queuing Language): it processes packets in order from
+//! `read_dispatch_id` towards `write_dispatch_id`, which a producer bumps *before* it writes
+//! its packet and may bump past the ring's end while it waits for a free slot (ROCr's
+//! `hsa_queue_add_write_index_*`, then a wait on `hsa_queue_load_read_index`): so the slots
+//! looked at are those of the ring from the read index on, and a header still INVALID is a
+//! packet not written yet — waited for, never skipped. `read_dispatch_id` advances as each
+//! packet is consumed. One call runs one turn of the queue (at most `TURN_PACKETS`, see
+//! [`scheduler`](super::scheduler)), each packet started through the queue's runner.
 
 use super::driver::Driver;
-use super::engine::{Work, advance, signal_interrupt, stop, vm_fault};
+use super::engine::{TURN_PACKETS, Work, advance, signal_interrupt, stop, vm_fault};
 use super::gpu_view::GpuFault;
 use super::queue_error;
 use super::queues::Stopped;
@@ -39,8 +49,6 @@ const PACKET_BARRIER_AND: u16 = 3;
 const PACKET_BARRIER_OR: u16 = 5;
 /// An AQL packet's size.
 const PACKET_SIZE: u64 = 64;
-/// The most packets one round runs.
-const ROUND_PACKETS: u64 = 256;
 /// `amd_signal_t`'s `value` (i64).
 const SIGNAL_VALUE: u64 = 8;
 
@@ -52,9 +60,12 @@ enum Step {
     Stop(Stopped),
 }
 
-/// Runs the packets of AQL queue `w` from its read index to its write index.
+/// Runs one turn of AQL queue `w`: its packets from its read index towards its write index.
 pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
     let packets = w.ring_size / PACKET_SIZE;
+    if packets == 0 {
+        return false;
+    }
     let mut wptr = [0u8; 8];
     if let Err(f) = drv.read_here(w.tgid, w.gpu_id, w.wptr_va, &mut wptr) {
         vm_fault(drv, w, &f);
@@ -62,12 +73,20 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
     }
     let end = u64::from_le_bytes(wptr);
     let mut consumed = w.consumed;
+    // Packets reserved: at most a ring of them can be in it (a producer that reserved more
+    // waits for the read index to leave it a slot). A write index behind the read index is
+    // nothing to run (`i64` distance, as indices are compared in ROCr).
     let pending = end.wrapping_sub(consumed);
-    if pending == 0 || pending > packets {
+    if pending == 0 || (pending as i64) < 0 {
         return false;
     }
     let mut ran = false;
-    for _ in 0..pending.min(ROUND_PACKETS) {
+    for _ in 0..pending.min(packets).min(TURN_PACKETS) {
+        // Preempted (destroyed, made inactive): no packet starts.
+        let Some(_packet) = w.runner.begin() else {
+            break;
+        };
+        w.packet_at.set(consumed);
         let at = w.ring_va + (consumed % packets) * PACKET_SIZE;
         match execute(drv, w, at) {
             Ok(Step::Done(signal)) => {

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock, Weak};
 
 use rustix::io::Errno;
 
@@ -14,7 +14,6 @@ use super::device::Device;
 use super::fail;
 use super::files::{self, FileKey};
 use super::process::{self, State};
-use super::queues::Kick;
 use super::vmas::{StandIns, Vmas};
 
 /// What a stand-in file is.
@@ -46,9 +45,9 @@ pub(super) struct Driver {
     pub leaks: AtomicBool,
     /// Per KFD process (tgid): its open `/proc/<pid>/maps`, which [`Driver::vmas`] asks.
     maps: Mutex<HashMap<i32, Arc<OwnedFd>>>,
-    /// Wakes the SDMA engines (shared with their threads, which wait on it without keeping
-    /// the driver alive).
-    pub sdma_kick: Arc<Kick>,
+    /// The driver itself, for the engine threads a new queue starts (set when the model
+    /// starts; they hold it only while they run a turn).
+    pub this: OnceLock<Weak<Driver>>,
 }
 
 impl Driver {
@@ -67,7 +66,7 @@ impl Driver {
             fail: Mutex::new(fail),
             leaks: AtomicBool::new(false),
             maps: Mutex::new(HashMap::new()),
-            sdma_kick: Arc::new(Kick::default()),
+            this: OnceLock::new(),
         }
     }
 

@@ -4,7 +4,12 @@
 //! [`queue_error`]), a VM fault taken as the interrupt handler takes it, and the
 //! event interrupt of a TRAP or a completion signal. Which queue runs when is
 //! [`scheduler`](super::scheduler)'s.
+//!
+//! Every effect of a queue whose [`Runner`] says it was destroyed is dropped here (a stop, a
+//! VM fault), as its accesses are in the GPU view: an access that was blocked when the queue
+//! went is discarded when it returns.
 
+use std::cell::Cell;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
@@ -21,11 +26,16 @@ use super::files;
 use super::gpu_view::{GpuFault, GpuFaultReason};
 use super::process::{EVENT_PAGE_OFFSET, Process, State};
 use super::queue_error;
-use super::queues::Stopped;
+use super::queues::{Engine, Runner, Stopped};
 
 /// The valid bits of a TRAP's `int_context` the interrupt handler passes on (`KFD_CONTEXT_ID`
 /// masking in `kfd_int_process_v9.c`).
 const TRAP_ID_BITS: u32 = 28;
+
+/// The most packets one turn of a queue runs (see [`scheduler`](super::scheduler)).
+pub(super) const TURN_PACKETS: u64 = 64;
+/// The most bytes one turn of a queue moves (at least one chunk of a copy always moves).
+pub(super) const TURN_BYTES: u64 = 4 << 20;
 
 /// What the engine needs of a queue, copied out of the state.
 pub(super) struct Work {
@@ -38,12 +48,19 @@ pub(super) struct Work {
     pub rptr_va: u64,
     pub wptr_va: u64,
     pub consumed: u64,
-    /// An AQL queue (else SDMA or PM4): pointers count packets, not bytes.
-    pub aql: bool,
-    /// A PM4 compute queue: pointers count dwords.
-    pub pm4: bool,
+    /// The engine the queue runs on (AQL queues' pointers count packets, not bytes).
+    pub engine: Engine,
     /// The process's `/dev/kfd` memfd and where the queue's doorbell is in it, with its size.
     pub doorbell: (Arc<OwnedFd>, u64, usize),
+    /// The queue's engine side: packets start through it, and stop when it is preempted.
+    pub runner: Arc<Runner>,
+    /// The bytes this turn may still move: a long copy yields between chunks once it is
+    /// spent (and goes on from there next turn).
+    pub budget: Cell<u64>,
+    /// Where the packet being run starts (the queue position it was read at).
+    pub packet_at: Cell<u64>,
+    /// A packet cut short at the end of a turn: its position, and how far it got (bytes).
+    pub resume: Cell<Option<(u64, u64)>>,
 }
 
 /// Records the new read pointer in the queue and writes it to the process's memory; false
@@ -51,10 +68,12 @@ pub(super) struct Work {
 pub(super) fn advance(drv: &Driver, w: &Work, consumed: u64) -> bool {
     {
         let mut st = drv.lock();
+        // The queue, not a later one that took its id.
         let Some(q) = st
             .procs
             .get_mut(&w.tgid)
             .and_then(|p| p.queues.by_id.get_mut(&w.id))
+            .filter(|q| Arc::ptr_eq(&q.runner, &w.runner))
         else {
             return false;
         };
@@ -72,11 +91,18 @@ pub(super) fn advance(drv: &Driver, w: &Work, consumed: u64) -> bool {
 /// `queue_inactive_signal` and that signal's event raised (`kfd_signal_event_interrupt`, as
 /// for a completion signal); a fault on the way is a VM fault.
 pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
+    if w.runner.is_gone() {
+        return;
+    }
     if drv.dev.cfg.trace {
         eprintln!(
             "[{}] {} gpu {:#x} queue {}: stopped: {why:?}",
             w.tgid,
-            if w.aql { "aql" } else { "sdma" },
+            match w.engine {
+                Engine::Compute { aql: true } => "aql",
+                Engine::Compute { aql: false } => "pm4",
+                Engine::Sdma { .. } => "sdma",
+            },
             w.gpu_id,
             w.id
         );
@@ -93,7 +119,7 @@ pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
     q.stopped = Some(why);
     drop(st);
     drv.wake.notify_all();
-    if let (true, Stopped::QueueError(code)) = (w.aql, why) {
+    if let (Engine::Compute { aql: true }, Stopped::QueueError(code)) = (w.engine, why) {
         match queue_error::report(drv, w.tgid, w.gpu_id, w.rptr_va, code) {
             Ok(Some(event)) => signal_interrupt(drv, w.tgid, event),
             Ok(None) => {}
@@ -113,6 +139,10 @@ pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
 /// (`kfd_process_notifier_release_internal` → `kfd_process_dequeue_from_all_devices`) before
 /// the memory goes, so its queues just stop here until teardown destroys them.
 pub(super) fn vm_fault(drv: &Driver, w: &Work, f: &GpuFault) {
+    // A queue destroyed meanwhile: its engine's accesses are discarded, not faults.
+    if w.runner.is_gone() {
+        return;
+    }
     let tgid = w.tgid;
     if f.reason == GpuFaultReason::Backing(Errno::SRCH) {
         let mut st = drv.lock();

@@ -207,9 +207,10 @@ fn wait(ctx: &Ctx<'_>, a: &kfd_ioctl_wait_events_args) -> Result<u32, Errno> {
         ms => Some(Instant::now() + Duration::from_millis(u64::from(ms.min(0x7FFF_FFFF)) + 4)),
     };
 
-    // A waiter sees what the copy engines can finish before it waits: they run now, on this
-    // thread (the engine threads go on while it waits).
-    super::scheduler::run_pass(ctx.m);
+    // The engines of the caller's queues are told to look now, so that a waiter sees what
+    // they can finish at once; nothing here waits for them: the timeout holds whatever they
+    // do.
+    super::scheduler::kick_process(ctx.m, ctx.tgid);
     let mut st = ctx.m.lock();
     let events = &mut st.process(ctx.tgid, ctx.serial)?.events;
     let waiter = events.next_waiter;

@@ -276,6 +276,8 @@ impl Driver {
     /// access, not every process's ioctls. The fault reported is the first in address order.
     /// The process can change its memory (or free the USERPTR BO) meanwhile, as it can while
     /// a real GPU reads it: the access then reaches what the process has at that address.
+    /// On an engine thread whose queue was destroyed no piece is moved
+    /// ([`queues::cancelled`](super::queues::cancelled)).
     fn copy(
         &self,
         tgid: i32,
@@ -286,11 +288,20 @@ impl Driver {
         mut copy: impl FnMut(Side<'_>, Range<usize>) -> Result<(), Errno>,
     ) -> Result<(), GpuFault> {
         let fail = |at: u64, e| fault(gpu_id, at, write, GpuFaultReason::Backing(e));
+        // An engine whose queue was destroyed (while this access waited on memory, say)
+        // starts no access: it is discarded (`ECANCELED`; the engine drops the fault).
+        let cancelled = |at: u64| {
+            super::queues::cancelled()
+                .then(|| fail(at, Errno::CANCELED))
+                .map_or(Ok(()), Err)
+        };
         // Under the lock: the model's pieces, and where the process's pieces are.
         let mut outside = Vec::new();
         let mut failed = None;
         {
             let mut st = self.lock();
+            // Checked under the lock: DESTROY_QUEUE removes the queue under it first.
+            cancelled(va)?;
             let pieces = self.access(&mut st, tgid, gpu_id, va, len, write)?;
             let mut done = 0usize;
             let mut at = va;
@@ -322,6 +333,7 @@ impl Driver {
         }
         // Without the lock: the process's pieces before the first failure.
         for (at, owner, addr, range) in outside {
+            cancelled(at)?;
             copy(Side::Process(owner, addr), range).map_err(|e| fail(at, e))?;
         }
         failed.map_or(Ok(()), Err)

@@ -34,7 +34,8 @@
 //!    (what they share: the queue run, a queue stopped, faults, event interrupts) below
 //!    `sdma` (the copy engines' packets), `aql` (the AQL packet processor) and `pm4` (the
 //!    compute CP's PM4 processor, which uses `sdma`'s compare functions), and `scheduler` on
-//!    top (one thread per GPU running its queues).
+//!    top (an engine thread per queue, in bounded turns, sharing no lock with another queue
+//!    while it touches memory).
 //! 4. **Chardev** — `chardev` (the ioctl context `Ctx` and argument access), the handlers
 //!    (`handlers`, `memory_ioctls`, `event_ioctls`, `queue_ioctls`, `svm_ioctl`), `dispatch` (one ioctl
 //!    table keyed by the ABI opcodes, with version checks and fault injection), `drm`;
@@ -120,7 +121,7 @@
 //!   (`EFAULT` under 8 bytes, else the first 8 are the mask and 8 is returned), and a client
 //!   goes with the last close of its fd; where it differs is listed in `smi`.
 //! * User queues (`queue_ioctls`): CREATE_QUEUE's checks, limits and doorbell offsets are the
-//!   kernel's. SDMA queues run: an engine thread per GPU (`scheduler`, `sdma`) reads each queue's write
+//!   kernel's. SDMA queues run: each queue's engine thread (`scheduler`, `sdma`) reads its write
 //!   pointer through the GPU view, executes its packets against BO, USERPTR and SVM memory,
 //!   writes the read pointer back, raises the event a TRAP names, and turns a faulting
 //!   access into a VM fault (SMI record, memory events, stopped queues). AQL queues run their
@@ -128,6 +129,11 @@
 //!   (a kernel dispatch, an agent, vendor or reserved packet) stops the queue and reaches
 //!   ROCr's `hsa_queue_create` error callback as the CP's error code in the queue's
 //!   `queue_inactive_signal` (`queue_error`).
+//!   A queue runs in bounded turns (a long copy resumes mid-packet), only while active
+//!   (`QUEUE_IS_ACTIVE`: UPDATE_QUEUE to 0 percent parks it), and an access that blocks
+//!   holds up only its own queue: WAIT_EVENTS waits for no engine, and DESTROY_QUEUE and a
+//!   process's exit preempt a blocked queue without waiting for it (what the access brings
+//!   back is discarded).
 //!
 //! ```no_run
 //! use kfd_emu::model::{Model, ModelConfig};

@@ -4,8 +4,9 @@
 //!
 //! SDMA queues run on the copy engines of [`sdma`](super::sdma), AQL queues on the packet
 //! processor of [`aql`](super::aql) (barriers and signals; no kernel dispatch), PM4 compute
-//! queues on the CP of [`pm4`](super::pm4) (no dispatch either), all scheduled by
-//! [`scheduler`](super::scheduler).
+//! queues on the CP of [`pm4`](super::pm4) (no dispatch either), each on an engine thread of
+//! its own started here (see [`scheduler`](super::scheduler)). DESTROY_QUEUE and
+//! UPDATE_QUEUE preempt a queue through its runner, never waiting on another queue's engine.
 
 use kfd_ioctl::QueueSizes;
 use kfd_ioctl::abi::{
@@ -22,8 +23,9 @@ use super::memory::PAGE_SIZE;
 use super::offsets::{KFD_MMAP_TYPE_DOORBELL, kfd_mmap_gpu_id};
 use super::process::{Pdd, State, doorbell_slice};
 use super::queues::{
-    DOORBELL_MIRROR_OFFSET, Engine, MAX_QUEUES_PER_DEVICE, MAX_QUEUES_PER_PDD, Queue,
+    DOORBELL_MIRROR_OFFSET, Engine, MAX_QUEUES_PER_DEVICE, MAX_QUEUES_PER_PDD, Queue, Runner,
 };
+use super::scheduler;
 use crate::machine::{ApertureLayout, Gpu};
 
 /// `TASK_SIZE` of x86_64 with 4-level page tables: `access_ok` refuses anything above.
@@ -305,27 +307,30 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     };
     let size = if soc15 { 8 } else { 4 };
     let doorbell = (u64::from(doorbell_id) * size) & (doorbell_slice(layout) - 1);
-    process.queues.by_id.insert(
-        id,
-        Queue {
-            gpu: index,
-            engine,
-            ring_va: a.ring_base_address,
-            ring_size: u64::from(a.ring_size),
-            rptr_va: a.read_pointer_address,
-            wptr_va: a.write_pointer_address,
-            percentage: a.queue_percentage & 0xFF,
-            priority: a.queue_priority,
-            doorbell,
-            cu_mask: Vec::new(),
-            gws: 0,
-            held,
-            consumed: 0,
-            stopped: None,
-            pm4: Default::default(),
-        },
-    );
+    let mut queue = Queue {
+        gpu: index,
+        engine,
+        ring_va: a.ring_base_address,
+        ring_size: u64::from(a.ring_size),
+        rptr_va: a.read_pointer_address,
+        wptr_va: a.write_pointer_address,
+        percentage: a.queue_percentage & 0xFF,
+        priority: a.queue_priority,
+        doorbell,
+        cu_mask: Vec::new(),
+        gws: 0,
+        held,
+        consumed: 0,
+        stopped: None,
+        pm4: Default::default(),
+        runner: Runner::new(false),
+    };
+    // A queue created with no ring or no share of the GPU is created inactive.
+    queue.runner = Runner::new(queue.is_active());
+    let runner = queue.runner.clone();
+    process.queues.by_id.insert(id, queue);
     drop(guard);
+    scheduler::start_queue(ctx.m, ctx.tgid, id, runner);
     a.queue_id = id;
     // Return gpu_id as doorbell offset for mmap; on SOC15 with the doorbell's offset in the
     // process's doorbell frame.
@@ -334,28 +339,41 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         a.doorbell_offset |= doorbell;
     }
     put(buf, &a);
-    ctx.m.sdma_kick.kick();
     Ok(())
 }
 
 /// AMDKFD_IOC_DESTROY_QUEUE (`pqm_destroy_queue`): `EINVAL` for an id no queue has.
+///
+/// `destroy_queue_cpsch` unmaps the queue from the HWS (a preemption) before it frees it: the
+/// queue's engine starts no packet after, and the call waits for the one in flight only as
+/// long as a preemption may take (`PREEMPT_TIMEOUT`); an engine blocked in an access (a page
+/// nobody serves) does not hold it up, and what that access brings back is discarded.
 pub(super) fn destroy_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let a: kfd_ioctl_destroy_queue_args = get(buf);
-    // The engines finish the packet they are on before the queue goes (a preemption).
-    let _pass = ctx.m.sdma_kick.hold_engines();
-    let mut st = ctx.m.lock();
-    let process = st.process(ctx.tgid, ctx.serial)?;
-    process
-        .queues
-        .by_id
-        .remove(&a.queue_id)
-        .map(|_| ())
-        .ok_or(Errno::INVAL)
+    let q = {
+        let mut st = ctx.m.lock();
+        let process = st.process(ctx.tgid, ctx.serial)?;
+        process
+            .queues
+            .by_id
+            .remove(&a.queue_id)
+            .ok_or(Errno::INVAL)?
+    };
+    // Without the model's lock, which the engine may need to reach its packet's end.
+    q.runner.destroy(true);
+    Ok(())
 }
 
 /// AMDKFD_IOC_UPDATE_QUEUE (`kfd_ioctl_update_queue`, `pqm_update_queue_properties`): the
 /// argument checks, then `EFAULT` for an unknown queue; newer kernels check the new ring is
 /// a mapping of its size (`EINVAL`).
+///
+/// The device queue manager's `update_queue` then unmaps the queues from the HWS (a
+/// preemption at a packet boundary, as DESTROY_QUEUE's), has the MQD manager's `update_mqd`
+/// recompute `is_active` as `QUEUE_IS_ACTIVE` (`kfd_priv.h`: a ring size and address, a
+/// percentage above 0, not evicted or suspended) and maps the active ones again. So a queue
+/// updated to 0 percent runs nothing, even work written meanwhile, until an update makes it
+/// active again.
 pub(super) fn update_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let mut a: kfd_ioctl_update_queue_args = get(buf);
     check_ring(
@@ -365,7 +383,6 @@ pub(super) fn update_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         a.ring_base_address,
         &mut a.ring_size,
     )?;
-    let _pass = ctx.m.sdma_kick.hold_engines();
     let mut st = ctx.m.lock();
     let process = st.process(ctx.tgid, ctx.serial)?;
     let gpu = process.queues.get_mut(a.queue_id, Errno::FAULT)?.gpu;
@@ -381,6 +398,10 @@ pub(super) fn update_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     q.ring_size = u64::from(a.ring_size);
     q.percentage = a.queue_percentage & 0xFF;
     q.priority = a.queue_priority;
+    let (runner, active) = (q.runner.clone(), q.is_active());
+    drop(st);
+    // Without the model's lock, which the engine may need to reach its packet's end.
+    runner.set_active(active);
     Ok(())
 }
 

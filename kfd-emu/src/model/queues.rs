@@ -1,11 +1,16 @@
 //! User-mode queues (the state of `kfd_process_queue_manager.c` and the device queue
 //! manager's SDMA bookkeeping): a process's queues by id, what each is made of, and how far
-//! the engine got in it. The ioctls are in [`queue_ioctls`](super::queue_ioctls), the engines
-//! that run queues in [`scheduler`](super::scheduler).
+//! the engine got in it; and each queue's [`Runner`], the part its engine thread shares with
+//! the ioctls that preempt it (DESTROY_QUEUE, UPDATE_QUEUE, a process's teardown) without any
+//! lock that is held while process memory is touched. The ioctls are in
+//! [`queue_ioctls`](super::queue_ioctls), the engines that run queues in
+//! [`scheduler`](super::scheduler).
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use rustix::io::Errno;
 
@@ -78,6 +83,17 @@ pub(super) struct Queue {
     pub stopped: Option<Stopped>,
     /// A PM4 queue's CP state (unused by other queues).
     pub pm4: Pm4State,
+    /// The queue's engine side (see [`Runner`]).
+    pub runner: Arc<Runner>,
+}
+
+impl Queue {
+    /// `QUEUE_IS_ACTIVE` (`kfd_priv.h`) of the properties the ioctls set: a ring with a size
+    /// and an address, and a share of the GPU above 0 (the model has no eviction or
+    /// suspension of a process's queues other than [`Stopped`]).
+    pub(super) fn is_active(&self) -> bool {
+        self.ring_size > 0 && self.ring_va != 0 && self.percentage > 0
+    }
 }
 
 /// A process's queues, by queue id (`pqm->queues` and its slot bitmap).
@@ -112,24 +128,17 @@ impl Queues {
     }
 }
 
-/// How the engines are told to look for work now (a doorbell the model cannot see being
-/// written, a new queue, a waiter that wants to see completion).
+/// How an engine is told to look for work now (a doorbell the model cannot see being
+/// written, a queue made active or destroyed, a waiter of its process that wants to see
+/// completions). It only wakes the engine: nothing waits for an engine here.
 #[derive(Debug, Default)]
 pub(super) struct Kick {
     count: Mutex<u64>,
     cond: Condvar,
-    /// Held by whoever runs the engines (their threads, or a waiter running them first), so
-    /// that no packet runs twice, and by what changes a queue under them.
-    pass: Mutex<()>,
 }
 
 impl Kick {
-    /// Keeps the engines out until the guard drops: between two packets, as a preemption.
-    pub(super) fn hold_engines(&self) -> MutexGuard<'_, ()> {
-        self.pass.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Wakes every engine.
+    /// Wakes the engine.
     pub(super) fn kick(&self) {
         let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
         *count = count.wrapping_add(1);
@@ -149,4 +158,147 @@ impl Kick {
             .wait_timeout_while(count, timeout, |c| *c == seen)
             .unwrap_or_else(|e| e.into_inner());
     }
+}
+
+/// How long a preemption (DESTROY_QUEUE, a deactivating UPDATE_QUEUE) waits for the packet the
+/// engine is on. The kernel's HWS unmap waits `queue_preemption_timeout_ms` (9 s by default)
+/// for the preemption fence and then resets the GPU (`unmap_queues_cpsch` in
+/// `kfd_device_queue_manager.c`); the model's engines reach a packet boundary within a
+/// bounded slice unless an access blocks (a page nobody serves), and then waiting longer
+/// helps nobody: the ioctl goes on, and the blocked access is discarded when it returns.
+pub(super) const PREEMPT_TIMEOUT: Duration = Duration::from_millis(20);
+
+/// The engine side of one queue, shared by the queue's engine thread and the ioctls that
+/// preempt it. The engine runs one packet (or one bounded piece of a large one) at a time
+/// between [`Runner::begin`] and the end of the guard; a preemption marks the queue and waits
+/// (at most [`PREEMPT_TIMEOUT`]) for that packet to end. The mutex here is this queue's alone
+/// and never held across a memory access, so a blocked access holds up only this queue.
+#[derive(Debug, Default)]
+pub(super) struct Runner {
+    state: Mutex<RunState>,
+    ended: Condvar,
+    /// [`RunState::gone`], readable without the mutex by every access of the engine.
+    gone: AtomicBool,
+    /// Wakes the queue's engine thread.
+    pub kick: Kick,
+}
+
+#[derive(Debug, Default)]
+struct RunState {
+    /// Destroyed (DESTROY_QUEUE, or its process went): no packet starts, no access lands.
+    gone: bool,
+    /// Inactive (`QUEUE_IS_ACTIVE` false): no packet starts until it is active again.
+    inactive: bool,
+    /// The engine is inside a packet.
+    in_packet: bool,
+}
+
+/// A packet the engine is running; dropping it ends the packet.
+pub(super) struct InPacket<'a>(&'a Runner);
+
+impl Drop for InPacket<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.in_packet = false;
+        drop(st);
+        self.0.ended.notify_all();
+    }
+}
+
+impl Runner {
+    /// A runner for a queue that starts active or not.
+    pub(super) fn new(active: bool) -> Arc<Runner> {
+        Arc::new(Runner {
+            state: Mutex::new(RunState {
+                inactive: !active,
+                ..RunState::default()
+            }),
+            ..Runner::default()
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RunState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts a packet; `None` when the queue is destroyed or inactive (preempted).
+    pub(super) fn begin(&self) -> Option<InPacket<'_>> {
+        let mut st = self.lock();
+        if st.gone || st.inactive {
+            return None;
+        }
+        st.in_packet = true;
+        Some(InPacket(self))
+    }
+
+    /// Whether the queue was destroyed.
+    pub(super) fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
+    }
+
+    /// Whether the queue may run (not destroyed, active).
+    pub(super) fn runnable(&self) -> bool {
+        let st = self.lock();
+        !st.gone && !st.inactive
+    }
+
+    /// Destroys the queue (`destroy_queue_cpsch`: unmapped first), waiting at most
+    /// [`PREEMPT_TIMEOUT`] for the packet in flight; `wait` false where the caller holds
+    /// the model's lock (a teardown), which an engine inside a packet may need.
+    pub(super) fn destroy(&self, wait: bool) {
+        self.preempt(wait, |st| st.gone = true);
+        // Its thread ends now rather than at its next poll.
+        self.kick.kick();
+    }
+
+    /// Makes the queue active or not (`update_queue` of the device queue manager: an active
+    /// queue is unmapped, then mapped again if it still is active). Deactivating waits for the
+    /// packet in flight as [`destroy`](Self::destroy) does.
+    pub(super) fn set_active(&self, active: bool) {
+        self.preempt(!active, |st| st.inactive = !active);
+        if active {
+            self.kick.kick();
+        }
+    }
+
+    fn preempt(&self, wait: bool, change: impl FnOnce(&mut RunState)) {
+        let mut st = self.lock();
+        change(&mut st);
+        self.gone.store(st.gone, Ordering::Release);
+        if !wait {
+            return;
+        }
+        let deadline = Instant::now() + PREEMPT_TIMEOUT;
+        while st.in_packet {
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            st = self
+                .ended
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+thread_local! {
+    /// The queue whose engine runs on this thread, while it runs it.
+    static RUNNING: RefCell<Option<Arc<Runner>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` as the engine of `runner`'s queue: every GPU-view access `f` makes checks
+/// [`cancelled`] first.
+pub(super) fn run_as<T>(runner: &Arc<Runner>, f: impl FnOnce() -> T) -> T {
+    RUNNING.with(|r| *r.borrow_mut() = Some(Arc::clone(runner)));
+    let out = f();
+    RUNNING.with(|r| *r.borrow_mut() = None);
+    out
+}
+
+/// Whether this thread is the engine of a queue that was destroyed: an access it makes now is
+/// discarded (the queue was unmapped while the access was blocked).
+pub(super) fn cancelled() -> bool {
+    RUNNING.with(|r| r.borrow().as_ref().is_some_and(|r| r.is_gone()))
 }

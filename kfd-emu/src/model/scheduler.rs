@@ -1,16 +1,44 @@
-//! The GPU engines' scheduling: one thread per GPU that runs the GPU's user queues — SDMA
-//! queues on its copy engines ([`sdma`](super::sdma)), AQL queues on its packet processor
-//! ([`aql`](super::aql)), PM4 compute queues on its CP ([`pm4`](super::pm4)) — polling with
-//! a backoff, woken by a new queue (the kick), and run first by every WAIT_EVENTS so that a
-//! waiter sees what they can finish.
+//! The GPU engines' scheduling: every user queue has an engine thread of its own that runs it
+//! in bounded turns — SDMA queues on the copy engines ([`sdma`](super::sdma)), AQL queues on
+//! the packet processor ([`aql`](super::aql)), PM4 compute queues on the CP
+//! ([`pm4`](super::pm4)) — polling with a backoff, woken by its queue's
+//! kick (the queue made active or destroyed, a WAIT_EVENTS of its process that wants to see
+//! completions soon: [`kick_process`]).
+//!
+//! Nothing an engine holds while it touches a process's memory is shared with another queue
+//! or process: the model's lock is taken only to translate an address or move the model's own
+//! bytes (`gpu_view`), never across an access to a process's memory, and the only lock shared
+//! with the ioctls is the queue's own [`Runner`] state, never held across any access. So an
+//! access that blocks (a page behind a userfaultfd nobody serves, a hung FUSE mapping, a
+//! stopped process) holds up only its queue's thread:
+//! * WAIT_EVENTS runs no engine: it kicks its process's engines and waits on the event
+//!   condition with its timeout (`event_ioctls`);
+//! * DESTROY_QUEUE and a deactivating UPDATE_QUEUE preempt the queue as the HWS unmaps it
+//!   (`destroy_queue_cpsch`, `update_queue` in `kfd_device_queue_manager.c`): no packet
+//!   starts after, and they wait at most [`PREEMPT_TIMEOUT`](super::queues::PREEMPT_TIMEOUT)
+//!   for the one in flight; a blocked access of a destroyed queue is discarded when it
+//!   returns (the GPU view refuses every later access of its thread, and the engine drops the
+//!   fault), and the thread ends;
+//! * a process's teardown marks its queues destroyed without waiting.
+//!
+//! A turn is bounded (`TURN_PACKETS` packets, [`TURN_BYTES`] bytes: a long COPY_LINEAR
+//! yields between chunks and resumes mid-packet, keeping what it consumed), after which the
+//! thread yields the CPU, so queues — and the processes that own them — share the host's
+//! cores round robin under its scheduler as the HWS shares the GPU between queues (per
+//! queue: a process with more busy queues gets more turns, as on the hardware).
+//!
+//! Where it differs: an engine thread the host refuses to start (`EAGAIN` at the thread
+//! limit) leaves its queue never run (`--trace` says so); and the engines poll their
+//! queues' pointers and doorbells (from every 20 µs after work to every 5 ms when idle)
+//! rather than being told of each doorbell write, which the model cannot see.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::driver::Driver;
-use super::engine::Work;
+use super::engine::{TURN_BYTES, Work};
 use super::process::Process;
-use super::queues::{Engine, Kick};
+use super::queues::{self, Engine, Runner};
 use super::{aql, pm4, sdma};
 use crate::machine::ApertureLayout;
 
@@ -18,111 +46,148 @@ use crate::machine::ApertureLayout;
 const MAX_IDLE: Duration = Duration::from_millis(5);
 /// Fastest polling after work.
 const MIN_IDLE: Duration = Duration::from_micros(20);
-/// How long an engine with no queue sleeps unless kicked (it still notices the model going).
-const NO_QUEUES_IDLE: Duration = Duration::from_millis(100);
+/// How long a queue that cannot run (inactive, stopped) sleeps unless kicked.
+const PARKED_IDLE: Duration = Duration::from_millis(100);
 
-/// What one round of an engine found.
-enum Round {
+/// What one turn of a queue found.
+enum Turn {
     /// It ran packets.
     Ran,
-    /// It has queues, but found nothing to run.
+    /// It found nothing to run.
     Idle,
-    /// The GPU has no running SDMA queue.
-    NoQueues,
+    /// The queue cannot run now (inactive or stopped).
+    Parked,
+    /// The queue is gone.
+    Gone,
 }
 
-/// Starts one engine thread per GPU of the machine; each ends once the driver is dropped.
+/// Makes the driver reachable to the engine threads that queues start; each ends once its
+/// queue or the driver goes.
 pub(super) fn start(drv: &Arc<Driver>) {
-    for gpu in 0..drv.dev.cfg.machine.gpus().len() {
-        let weak: Weak<Driver> = Arc::downgrade(drv);
-        let kick = drv.sdma_kick.clone();
-        let _ = std::thread::Builder::new()
-            .name(format!("kfd-emu-sdma{gpu}"))
-            .spawn(move || engine(weak, &kick, gpu));
+    let _ = drv.this.set(Arc::downgrade(drv));
+}
+
+/// Starts the engine thread of queue `id` of process `tgid`, run through `runner`.
+pub(super) fn start_queue(drv: &Driver, tgid: i32, id: u32, runner: Arc<Runner>) {
+    let Some(weak) = drv.this.get().cloned() else {
+        return;
+    };
+    let spawned = std::thread::Builder::new()
+        .name(format!("kfd-emu-q{id}"))
+        .spawn(move || engine(&weak, tgid, id, &runner));
+    if let Err(e) = spawned
+        && drv.dev.cfg.trace
+    {
+        eprintln!("[{tgid}] queue {id}: no engine thread ({e}): the queue does not run");
     }
 }
 
-fn engine(weak: Weak<Driver>, kick: &Kick, gpu: usize) {
+/// Wakes the engines of process `tgid`'s queues.
+pub(super) fn kick_process(drv: &Driver, tgid: i32) {
+    let runners: Vec<Arc<Runner>> = drv
+        .lock()
+        .procs
+        .get(&tgid)
+        .map(|p| p.queues.by_id.values().map(|q| q.runner.clone()).collect())
+        .unwrap_or_default();
+    for runner in runners {
+        runner.kick.kick();
+    }
+}
+
+fn engine(weak: &Weak<Driver>, tgid: i32, id: u32, runner: &Arc<Runner>) {
+    let kick = &runner.kick;
+    // The polling sleeps are as short as asked (not stretched by the default 50 µs slack).
+    let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
     let mut idle = MIN_IDLE;
+    let mut resume = None;
     loop {
         // A kick that comes while the engine runs makes it look again at once.
         let seen = kick.count();
         let Some(drv) = weak.upgrade() else { return };
-        let round = {
-            let _pass = drv.sdma_kick.hold_engines();
-            run_gpu(&drv, gpu)
-        };
-        idle = match round {
-            Round::Ran => MIN_IDLE,
-            Round::Idle => (idle * 2).min(MAX_IDLE),
-            // No queue to watch: a new one kicks the engine.
-            Round::NoQueues => NO_QUEUES_IDLE,
-        };
+        let turn = turn(&drv, tgid, id, runner, &mut resume);
         // The driver is not kept alive while the engine sleeps.
         drop(drv);
+        idle = match turn {
+            Turn::Ran => {
+                // Another queue's turn, if the host has one waiting for the CPU.
+                std::thread::yield_now();
+                idle = MIN_IDLE;
+                continue;
+            }
+            Turn::Idle => (idle * 2).min(MAX_IDLE),
+            Turn::Parked => PARKED_IDLE,
+            Turn::Gone => return,
+        };
         kick.wait(seen, idle);
     }
 }
 
-/// Runs every GPU's engine once on the calling thread (what a waiter does before it waits).
-pub(super) fn run_pass(drv: &Driver) {
-    let _pass = drv.sdma_kick.hold_engines();
-    for gpu in 0..drv.dev.cfg.machine.gpus().len() {
-        run_gpu(drv, gpu);
+/// One turn of queue `id` of process `tgid`: a bounded slice of its packets.
+fn turn(
+    drv: &Driver,
+    tgid: i32,
+    id: u32,
+    runner: &Arc<Runner>,
+    resume: &mut Option<(u64, u64)>,
+) -> Turn {
+    if runner.is_gone() {
+        return Turn::Gone;
     }
+    let w = match work(drv, tgid, id, runner) {
+        Ok(Some(w)) => w,
+        Ok(None) => return Turn::Parked,
+        Err(()) => return Turn::Gone,
+    };
+    w.resume.set(*resume);
+    let ran = queues::run_as(runner, || match w.engine {
+        Engine::Sdma { .. } => sdma::run_queue(drv, &w),
+        Engine::Compute { aql: true } => aql::run_queue(drv, &w),
+        Engine::Compute { aql: false } => pm4::run_queue(drv, &w),
+    });
+    *resume = w.resume.get();
+    if ran { Turn::Ran } else { Turn::Idle }
 }
 
-/// One round over GPU `gpu`'s user queues.
-fn run_gpu(drv: &Driver, gpu: usize) -> Round {
-    let gpu_id = drv.dev.cfg.machine.gpus()[gpu].gpu_id;
-    let doorbell_size = if drv.dev.cfg.machine.gpus()[gpu].layout == ApertureLayout::Vi {
+/// What the engine needs of queue `id` of process `tgid`, copied out of the state: `Ok(None)`
+/// when the queue cannot run now, `Err` when it is gone (or its id is another queue's now).
+fn work(drv: &Driver, tgid: i32, id: u32, runner: &Arc<Runner>) -> Result<Option<Work>, ()> {
+    let st = drv.lock();
+    let p = st.procs.get(&tgid).ok_or(())?;
+    let q = p
+        .queues
+        .by_id
+        .get(&id)
+        .filter(|q| Arc::ptr_eq(&q.runner, runner))
+        .ok_or(())?;
+    if q.stopped.is_some() || !q.is_active() || !runner.runnable() {
+        return Ok(None);
+    }
+    let gpu = &drv.dev.cfg.machine.gpus()[q.gpu];
+    let doorbell_size = if gpu.layout == ApertureLayout::Vi {
         4
     } else {
         8
     };
-    let work: Vec<Work> = {
-        let st = drv.lock();
-        st.procs
-            .values()
-            .flat_map(|p| {
-                p.queues.by_id.iter().filter_map(move |(&id, q)| {
-                    let runs = matches!(q.engine, Engine::Sdma { .. } | Engine::Compute { .. });
-                    (runs && q.gpu == gpu && q.stopped.is_none() && q.ring_size > 0).then_some(
-                        Work {
-                            tgid: p.tgid,
-                            id,
-                            gpu,
-                            gpu_id,
-                            ring_va: q.ring_va,
-                            ring_size: q.ring_size,
-                            rptr_va: q.rptr_va,
-                            wptr_va: q.wptr_va,
-                            consumed: q.consumed,
-                            aql: q.engine == Engine::Compute { aql: true },
-                            pm4: q.engine == Engine::Compute { aql: false },
-                            doorbell: (
-                                p.memfd.clone(),
-                                Process::doorbell_offset(gpu) + q.doorbell,
-                                doorbell_size,
-                            ),
-                        },
-                    )
-                })
-            })
-            .collect()
-    };
-    if work.is_empty() {
-        return Round::NoQueues;
-    }
-    let mut ran = false;
-    for w in work {
-        ran |= if w.aql {
-            aql::run_queue(drv, &w)
-        } else if w.pm4 {
-            pm4::run_queue(drv, &w)
-        } else {
-            sdma::run_queue(drv, &w)
-        };
-    }
-    if ran { Round::Ran } else { Round::Idle }
+    Ok(Some(Work {
+        tgid,
+        id,
+        gpu: q.gpu,
+        gpu_id: gpu.gpu_id,
+        ring_va: q.ring_va,
+        ring_size: q.ring_size,
+        rptr_va: q.rptr_va,
+        wptr_va: q.wptr_va,
+        consumed: q.consumed,
+        engine: q.engine,
+        doorbell: (
+            p.memfd.clone(),
+            Process::doorbell_offset(q.gpu) + q.doorbell,
+            doorbell_size,
+        ),
+        runner: Arc::clone(runner),
+        budget: std::cell::Cell::new(TURN_BYTES),
+        packet_at: std::cell::Cell::new(q.consumed),
+        resume: std::cell::Cell::new(None),
+    }))
 }

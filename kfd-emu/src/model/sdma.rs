@@ -25,9 +25,15 @@
 //! hardware does with a VM fault: the SMI VMFAULT record (from the GPU view), the process's
 //! memory events set with the fault (`kfd_signal_vm_fault_event`), and the queue stops at the
 //! packet. A packet the engine does not know stops the queue too; nothing panics.
+//!
+//! One call runs one turn of the queue (at most `TURN_PACKETS` packets and `TURN_BYTES`
+//! bytes, see [`scheduler`](super::scheduler)); each packet starts through the queue's
+//! runner, so a preemption (DESTROY_QUEUE, a deactivating UPDATE_QUEUE) lands between
+//! packets, and a COPY_LINEAR larger than what is left of the turn stops between chunks and
+//! goes on from there the next turn (the read pointer moves past it only once it is done).
 
 use super::driver::Driver;
-use super::engine::{Work, advance, signal_interrupt, stop, vm_fault};
+use super::engine::{TURN_PACKETS, Work, advance, signal_interrupt, stop, vm_fault};
 use super::gpu_view::GpuFault;
 use super::objects::Domain;
 use super::queues::Stopped;
@@ -64,21 +70,25 @@ const SUBOP_GEN_PTEPDE: u32 = 0;
 /// fields reach 2^14 x 2^14 x 2^11 elements of 16 bytes, ROCr tiles no smaller); a larger
 /// one stops the queue.
 const SUB_WINDOW_MAX_BYTES: u64 = 1 << 30;
-/// The most ring bytes an engine reads in one round: twice the largest packet.
+/// The most ring bytes an engine reads in one turn: twice the largest packet.
 const READ_WINDOW: u64 = 128 << 10;
+/// The bytes a copy moves between two looks at its turn's budget.
+const COPY_CHUNK: u64 = 1 << 20;
 /// What running a packet did.
 enum Step {
     /// Done; the engine moves on by this many dwords.
     Done(usize),
     /// The packet is not all there yet, or a POLL_REGMEM condition does not hold yet.
     Wait,
+    /// The turn's bytes are spent in the middle of the packet: it goes on next turn.
+    Yield,
     /// The queue stops.
     Stop(Stopped),
     /// An access faulted: the process's queues on the GPU were evicted.
     Faulted,
 }
 
-/// Runs the packets of one queue from its read pointer up to its write pointer.
+/// Runs one turn of a queue: its packets from its read pointer towards its write pointer.
 pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
     let mut consumed = w.consumed;
     // Bytes to run up to a write pointer, when it is one: ahead, within a ring, in dwords.
@@ -103,7 +113,7 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
         }
     };
     // The dwords from the read pointer towards the write pointer, across the wrap, at most a
-    // window per round (the largest packet, a NOP, is 64 KiB): a write pointer a whole large
+    // window per turn (the largest packet, a NOP, is 64 KiB): a write pointer a whole large
     // ring ahead costs the supervisor no more memory than that.
     let pending = pending.min(READ_WINDOW);
     let mask = w.ring_size - 1;
@@ -126,7 +136,14 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
         .collect();
     let mut at = 0;
     let mut ran = false;
-    while at < dwords.len() {
+    let mut packets = 0;
+    while at < dwords.len() && packets < TURN_PACKETS {
+        // Preempted (destroyed, made inactive): no packet starts.
+        let Some(_packet) = w.runner.begin() else {
+            break;
+        };
+        packets += 1;
+        w.packet_at.set(consumed);
         match execute(drv, w, &dwords[at..]) {
             Step::Done(n) => {
                 at += n;
@@ -137,6 +154,7 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
                 }
             }
             Step::Wait => break,
+            Step::Yield => return true,
             Step::Stop(why) => {
                 stop(drv, w, why);
                 return true;
@@ -232,8 +250,14 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
             trace(format!(
                 "COPY_LINEAR src={src:#x} dst={dst:#x} dst2={dst2:#x?} bytes={count}"
             ));
-            let copied = copy(drv, w, src, dst, count)
-                .and_then(|()| dst2.map_or(Ok(()), |d2| copy(drv, w, src, d2, count)));
+            let dsts: &[u64] = match dst2 {
+                Some(d2) => &[dst, d2],
+                None => &[dst],
+            };
+            let copied = match copy(drv, w, src, dsts, count) {
+                Ok(false) => return Step::Yield,
+                done => done.map(drop),
+            };
             if copied.is_ok() {
                 // The timing model's cost of the copy over the link it takes (a peer's VRAM
                 // over xGMI when there is a direct link, else PCIe through system memory).
@@ -498,7 +522,7 @@ impl SubWindow {
             for y in 0..self.extent[1] {
                 let s = at(self.src, self.src_xyz, self.src_pitch, self.src_slice, y, z);
                 let d = at(self.dst, self.dst_xyz, self.dst_pitch, self.dst_slice, y, z);
-                copy(drv, w, s, d, row)?;
+                copy_whole(drv, w, s, d, row)?;
             }
         }
         Ok(())
@@ -516,13 +540,40 @@ fn vram_of(drv: &Driver, w: &Work, va: u64) -> Option<usize> {
     (backing.domain == Domain::Vram).then_some(backing.gpu)
 }
 
-/// Copies `count` bytes from `src` to `dst` through the GPU view, in chunks.
-fn copy(drv: &Driver, w: &Work, src: u64, dst: u64, count: u64) -> Result<(), GpuFault> {
-    const CHUNK: u64 = 1 << 20;
-    let mut buf = vec![0u8; count.min(CHUNK) as usize];
+/// Copies `count` bytes from `src` to each of `dsts` (two for a broadcast COPY_LINEAR) through
+/// the GPU view, in chunks, from where the last turn left the packet (`w.resume`) until the turn's bytes (`w.budget`) are spent: true
+/// once the copy is done, false when it yields (`w.resume` says how far it got).
+fn copy(drv: &Driver, w: &Work, src: u64, dsts: &[u64], count: u64) -> Result<bool, GpuFault> {
+    let mut done = match w.resume.take() {
+        Some((at, done)) if at == w.packet_at.get() && done < count => done,
+        _ => 0,
+    };
+    let mut buf = vec![0u8; (count - done).min(COPY_CHUNK) as usize];
+    while done < count {
+        if w.budget.get() == 0 {
+            w.resume.set(Some((w.packet_at.get(), done)));
+            return Ok(false);
+        }
+        let n = (count - done).min(COPY_CHUNK) as usize;
+        drv.read_here(w.tgid, w.gpu_id, src + done, &mut buf[..n])?;
+        for &dst in dsts {
+            drv.write_here(w.tgid, w.gpu_id, dst + done, &buf[..n])?;
+        }
+        done += n as u64;
+        let moved = n as u64 * dsts.len() as u64;
+        w.budget.set(w.budget.get().saturating_sub(moved));
+    }
+    Ok(true)
+}
+
+/// Copies `count` bytes from `src` to `dst` in one go, in chunks: one row of a
+/// COPY_LINEAR_SUB_WIND, whose whole rectangle is bounded by [`SUB_WINDOW_MAX_BYTES`] instead
+/// of being resumed across turns.
+fn copy_whole(drv: &Driver, w: &Work, src: u64, dst: u64, count: u64) -> Result<(), GpuFault> {
+    let mut buf = vec![0u8; count.min(COPY_CHUNK) as usize];
     let mut done = 0;
     while done < count {
-        let n = (count - done).min(CHUNK) as usize;
+        let n = (count - done).min(COPY_CHUNK) as usize;
         drv.read_here(w.tgid, w.gpu_id, src + done, &mut buf[..n])?;
         drv.write_here(w.tgid, w.gpu_id, dst + done, &buf[..n])?;
         done += n as u64;

@@ -27,6 +27,12 @@ pub(super) fn teardown(model: &Driver, tgid: i32) {
         eprint!("{report}");
         model.leaks.store(true, Ordering::Relaxed);
     }
+    // Its queues are unmapped (`kfd_process_dequeue_from_all_devices`): their engines start
+    // nothing more, and one blocked in an access is not waited for (it may need this lock);
+    // what it brings back is discarded.
+    for q in process.queues.by_id.values() {
+        q.runner.destroy(false);
+    }
     for pdd in &mut process.pdds {
         let bos = std::mem::take(&mut pdd.bos);
         for bo in bos.into_values() {
