@@ -474,6 +474,13 @@ fn pm4_write_data_release_mem_and_the_read_pointer() {
         }
         assert_eq!(dwords(&cpu, 0x80, 1), [299]);
         assert!(q.write_pointer() > 4 * q.ring_dwords(), "the ring wrapped");
+        // The CP reports its read pointer when it gets past the last packets, a moment after
+        // the RELEASE_MEM's interrupt, on the hardware as on the model.
+        let end = q.write_pointer() % q.ring_dwords();
+        let deadline = std::time::Instant::now() + WAIT;
+        while u64::from(q.read_pointer().unwrap()) != end && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         assert_eq!(
             u64::from(q.read_pointer().unwrap()),
             q.write_pointer() % q.ring_dwords(),

@@ -617,6 +617,77 @@ fn a_doorbell_write_alone_starts_the_engine() {
     });
 }
 
+/// A queue made on the doorbell of a destroyed one starts from write pointer 0, as the MQD the
+/// kernel initialises for it says (`init_mqd`: `cp_hqd_pq_wptr` and the SDMA RLC's
+/// `rb_wptr` are 0): the last value the old queue's producer wrote to the doorbell is not the
+/// new queue's. The old queue runs 40 fences; the new one's single fence lands, and its read
+/// pointer is at the end of that fence, not 40 fences on.
+#[test]
+fn a_new_queue_on_an_old_queues_doorbell_starts_from_zero() {
+    on_every_target(&["mi300x", "radeon-vii"], |target| {
+        let env = open(target);
+        let gfx = env.node.gfx_target_version().expect("gfx").major;
+        let doorbells = env
+            .kfd
+            .map_doorbells(env.gpu_id, gfx, env.va.addr() + (900 << 20))
+            .expect("doorbells");
+        let target_bo = env.bo(2 << 20, 4096, GTT);
+        let cpu = target_bo.map_cpu().unwrap();
+        let idle = env.kfd.create_event(EventKind::Signal, true).unwrap();
+        let landed = |value: u32| {
+            (0..5000).any(|_| {
+                let _ = env.kfd.wait_events(&[&idle], false, 1);
+                let mut v = [0u8; 4];
+                cpu.read(0, &mut v).unwrap();
+                u32::from_le_bytes(v) == value
+            })
+        };
+        let mut slots = Vec::new();
+        for (round, fences) in [(0u64, 40u32), (1, 1)] {
+            let spec = env.spec(round);
+            let ring = spec.ring.bo.clone();
+            let pointers = spec.read_pointer.bo.clone();
+            let q = env.kfd.create_queue(&spec).expect("a queue");
+            slots.push(q.doorbell_in_page(&doorbells));
+            let bytes: Vec<u8> = (0..fences)
+                .flat_map(|i| {
+                    kfd_queue::packet::fence(target_bo.va(), 0x5100 + round as u32 * 0x100 + i)
+                })
+                .flat_map(|d| d.to_le_bytes())
+                .collect();
+            ring.map_cpu().unwrap().write(0, &bytes).unwrap();
+            doorbells
+                .ring(q.doorbell_in_page(&doorbells), bytes.len() as u64)
+                .unwrap();
+            let last = 0x5100 + round as u32 * 0x100 + fences - 1;
+            assert!(
+                landed(last),
+                "{}: round {round}: the fences did not land",
+                env.name
+            );
+            let mut rptr = [0u8; 8];
+            let deadline = std::time::Instant::now() + WAIT;
+            loop {
+                pointers.map_cpu().unwrap().read(0, &mut rptr).unwrap();
+                if u64::from_le_bytes(rptr) == bytes.len() as u64
+                    || std::time::Instant::now() > deadline
+                {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(
+                u64::from_le_bytes(rptr),
+                bytes.len() as u64,
+                "{}: round {round}",
+                env.name
+            );
+            q.close().unwrap();
+        }
+        assert_eq!(slots[0], slots[1], "{}: the same doorbell", env.name);
+    });
+}
+
 #[test]
 fn a_submission_larger_than_the_engines_read_window_completes() {
     on_every_target(&["mi300x"], |target| {

@@ -61,6 +61,20 @@ pub(super) struct Work {
     pub packet_at: Cell<u64>,
     /// A packet cut short at the end of a turn: its position, and how far it got (bytes).
     pub resume: Cell<Option<(u64, u64)>>,
+    /// The event interrupt the packet just run asks for (an SDMA TRAP, a PM4 RELEASE_MEM
+    /// with `int_sel`), raised by [`raise_interrupt`] once the read pointer is past the
+    /// packet.
+    pub interrupt: Cell<Option<u32>>,
+}
+
+/// Raises the event interrupt the packet just run asked for ([`Work::interrupt`]), after the
+/// engine wrote its read pointer past the packet: an engine fetches a packet before the
+/// interrupt it raises travels through the IH ring to the kernel, so a waiter the event wakes
+/// sees the read pointer past the packet, as on the hardware.
+pub(super) fn raise_interrupt(drv: &Driver, w: &Work) {
+    if let Some(id) = w.interrupt.take() {
+        signal_interrupt(drv, w.tgid, id);
+    }
 }
 
 /// Records the new read pointer in the queue and writes it to the process's memory; false

@@ -48,7 +48,7 @@
 //!   allocates more than its own size.
 
 use super::driver::Driver;
-use super::engine::{Work, signal_interrupt, stop, vm_fault};
+use super::engine::{Work, raise_interrupt, stop, vm_fault};
 use super::gpu_view::GpuFault;
 use super::queues::{Pm4State, Stopped};
 use super::sdma::compare;
@@ -198,6 +198,8 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
                         }
                     }
                 }
+                // In an IB the ring's read pointer stays on the IB packet: at once there.
+                raise_interrupt(drv, w);
             }
             Step::Wait => break,
             Step::Stop(why) => return halt(drv, w, why, &state),
@@ -357,7 +359,7 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
                 _ => return Step::Stop(Stopped::BadPacket(header)),
             };
             if written.is_ok() && matches!(int_sel, 1 | 2) {
-                signal_interrupt(drv, w.tgid, ctxid);
+                w.interrupt.set(Some(ctxid));
             }
             written
         }

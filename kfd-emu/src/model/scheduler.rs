@@ -189,5 +189,6 @@ fn work(drv: &Driver, tgid: i32, id: u32, runner: &Arc<Runner>) -> Result<Option
         budget: std::cell::Cell::new(TURN_BYTES),
         packet_at: std::cell::Cell::new(q.consumed),
         resume: std::cell::Cell::new(None),
+        interrupt: std::cell::Cell::new(None),
     }))
 }

@@ -33,7 +33,7 @@
 //! goes on from there the next turn (the read pointer moves past it only once it is done).
 
 use super::driver::Driver;
-use super::engine::{TURN_PACKETS, Work, advance, signal_interrupt, stop, vm_fault};
+use super::engine::{TURN_PACKETS, Work, advance, raise_interrupt, stop, vm_fault};
 use super::gpu_view::GpuFault;
 use super::objects::Domain;
 use super::queues::Stopped;
@@ -152,6 +152,7 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
                 if !advance(drv, w, consumed) {
                     return true;
                 }
+                raise_interrupt(drv, w);
             }
             Step::Wait => break,
             Step::Yield => return true,
@@ -296,7 +297,7 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
         OP_TRAP => {
             let context = p[1] & 0x0FFF_FFFF;
             trace(format!("TRAP int_context={context:#x}"));
-            signal_interrupt(drv, w.tgid, context);
+            w.interrupt.set(Some(context));
             Ok(())
         }
         OP_POLL_REGMEM => {
