@@ -233,7 +233,7 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
                     excluded,
                 }
             } else {
-                let log = logs.join(format!("{test}.log"));
+                let log = logs.join(log_name(test));
                 let started = Instant::now();
                 let exit = runner.run_test(&built.kfdtest, node.id, test, &log, options.timeout)?;
                 let output = fs::read(&log).unwrap_or_default();
@@ -268,6 +268,11 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
     print!("{}", report.summary());
     println!("conformance: results in {}", out.display());
     Ok(())
+}
+
+/// The log file of `test`: parameterized names (`KFDCWSRTest.BasicTest/0`) have a '/'.
+fn log_name(test: &str) -> String {
+    format!("{}.log", test.replace('/', "_"))
 }
 
 /// The built tree: kfdtest and the directory of its libhsakmt.
@@ -639,6 +644,18 @@ mod tests {
         assert_eq!(node.id, 1);
         assert_eq!(node.platform.as_deref(), Some("gfx942"));
         assert!(first_gpu_of("@@node 0\n\n@@properties\nsimd_count 0\n", None).is_none());
+    }
+
+    #[test]
+    fn a_parameterized_test_logs_to_one_file() {
+        assert_eq!(
+            log_name("KFDCWSRTest.BasicTest/0"),
+            "KFDCWSRTest.BasicTest_0.log"
+        );
+        assert_eq!(
+            log_name("KFDQMTest.CreateCpQueue"),
+            "KFDQMTest.CreateCpQueue.log"
+        );
     }
 
     #[test]
