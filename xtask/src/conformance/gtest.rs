@@ -184,7 +184,13 @@ pub fn classify(name: &str, output: &str, exit: Exit) -> Verdict {
     let result_of = |tag: &str| {
         lines.iter().any(|l| {
             l.strip_prefix(tag)
-                .is_some_and(|rest| rest.split_whitespace().next() == Some(name))
+                // A parameterized test's line is `Suite.Test/0, where GetParam() = 0 (5 ms)`.
+                .is_some_and(|rest| {
+                    rest.split_whitespace()
+                        .next()
+                        .map(|w| w.trim_end_matches(','))
+                        == Some(name)
+                })
         })
     };
     let failed = result_of("[  FAILED  ]");
@@ -454,6 +460,12 @@ mod tests {
         let out = format!("{RUN}[       OK ] KFDQMTest.CreateCpQueue (1 ms)\nteardown died\n");
         let v = classify("KFDQMTest.CreateCpQueue", &out, Exit::Code(1));
         assert_eq!(v.outcome, Outcome::Failed);
+        // A parameterized test's result line names its parameter after a comma.
+        let param = "[ RUN      ] S.T/0\n/s/S.cpp:12: Failure\nbad\n\
+                     [  FAILED  ] S.T/0, where GetParam() = 0 (5 ms)\n";
+        let v = classify("S.T/0", param, Exit::Code(1));
+        assert_eq!(v.outcome, Outcome::Failed);
+        assert_eq!(v.cause, "S.cpp:12: bad");
         // Another test's result line does not count for this one.
         let other =
             "[ RUN      ] KFDQMTest.CreateCpQueueX\n[       OK ] KFDQMTest.CreateCpQueueX\n";

@@ -237,6 +237,10 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
                 let started = Instant::now();
                 let exit = runner.run_test(&built.kfdtest, node.id, test, &log, options.timeout)?;
                 let output = fs::read(&log).unwrap_or_default();
+                // How it ended, for whoever reads the log (after reading it).
+                if let Ok(mut file) = fs::OpenOptions::new().append(true).open(&log) {
+                    let _ = writeln!(file, "$ ended: {exit:?}");
+                }
                 TestResult {
                     name: (*test).clone(),
                     verdict: gtest::classify(test, &String::from_utf8_lossy(&output), exit),
