@@ -467,6 +467,18 @@ impl Runner {
             .stderr(stderr)
             .process_group(0)
             .current_dir(log.parent().unwrap_or(Path::new(".")));
+        // The group is not the terminal's, so an interrupted run would leave the test running:
+        // it gets SIGKILL when this process dies (kfd-emu then ends its program).
+        // SAFETY: the hook only calls prctl(PR_SET_PDEATHSIG), which is async-signal-safe, in
+        // the child between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::KILL,
+                ))
+                .map_err(std::io::Error::from)
+            });
+        }
         let mut child = command
             .spawn()
             .map_err(|e| Failure::new(format!("running {command:?}: {e}")))?;
