@@ -20,6 +20,8 @@
 //!   bytes always stay in the caller's mapping, so the CPU and the GPU view see the same data.
 //!   CPU faults on pages in VRAM (which would migrate them back) are not observable, so never
 //!   happen.
+//! * CREATE_QUEUE asks [`queue_buffer_get`] whether a compute queue's save area that is no BO
+//!   is SVM memory the GPU always maps (`kfd_queue_buffer_svm_get`).
 
 mod env;
 mod fault;
