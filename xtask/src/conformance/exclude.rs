@@ -289,6 +289,38 @@ FILTER[gfx942]=\
         ));
     }
 
+    /// What bash makes of `text` when sourced: the FILTER array.
+    fn bash_filters(text: &str) -> Filters {
+        let dir = std::env::temp_dir().join(format!("xtask-exclude-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let file = dir.join("kfdtest.exclude");
+        std::fs::write(&file, text).expect("write");
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(r#"source "$1"; for k in "${!FILTER[@]}"; do printf '%s\t%s\n' "$k" "${FILTER[$k]}"; done"#)
+            .arg("bash")
+            .arg(&file)
+            .output()
+            .expect("bash");
+        let _ = std::fs::remove_dir_all(&dir);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('\t'))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+
+    /// The parser agrees with bash itself, on the sample and (when `KFDTEST_EXCLUDE` names
+    /// one) on a real tree's file.
+    #[test]
+    fn the_filters_are_what_bash_sources() {
+        assert_eq!(parse(FILE).expect("parses"), bash_filters(FILE));
+        if let Some(path) = std::env::var_os("KFDTEST_EXCLUDE") {
+            let text = std::fs::read_to_string(path).expect("read KFDTEST_EXCLUDE");
+            assert_eq!(parse(&text).expect("parses"), bash_filters(&text));
+        }
+    }
+
     #[test]
     fn anything_else_is_refused() {
         assert!(parse("X=$(echo hi)\n").is_err());
