@@ -158,8 +158,11 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
             Some(p) => fs::canonicalize(p)
                 .map_err(|e| Failure::new(format!("--kfd-emu {}: {e}", p.display())))?,
             None => {
+                // The cargo that runs `xtask` (the same toolchain).
+                let mut cargo =
+                    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
                 failure::run(
-                    crate::cargo()
+                    cargo
                         .args(["build", "-p", "kfd-emu", "--release"])
                         .current_dir(root),
                     "cargo build -p kfd-emu --release",
