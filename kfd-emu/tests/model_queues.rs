@@ -470,3 +470,101 @@ fn newer_kernels_refuse_to_unmap_what_a_queue_holds() {
         }
     }
 }
+
+/// AMDKFD_IOC_SVM SET_ATTR of `[addr, addr + size)` with `attrs` (type, value).
+fn svm_set(emu: &Emu, addr: u64, size: u64, attrs: &[(u32, u32)]) -> Result<i64, Errno> {
+    let mut buf = Vec::with_capacity(24 + attrs.len() * 8);
+    buf.extend_from_slice(&addr.to_ne_bytes());
+    buf.extend_from_slice(&size.to_ne_bytes());
+    buf.extend_from_slice(&KFD_IOCTL_SVM_OP_SET_ATTR.to_ne_bytes());
+    buf.extend_from_slice(&u32::try_from(attrs.len()).unwrap().to_ne_bytes());
+    for &(kind, value) in attrs {
+        buf.extend_from_slice(&kind.to_ne_bytes());
+        buf.extend_from_slice(&value.to_ne_bytes());
+    }
+    // The word carries the whole size, header and attributes (as libhsakmt encodes it).
+    let cmd = rustix::ioctl::opcode::from_components(
+        rustix::ioctl::Direction::ReadWrite,
+        b'K',
+        0x20,
+        buf.len(),
+    );
+    emu.ioctl_raw(cmd, buf.as_mut_ptr() as u64)
+}
+
+#[test]
+fn a_save_area_in_svm_memory_needs_gpu_always_mapped_access() {
+    // kfd_queue_acquire_buffers: a CWSR area that is no BO mapping is looked up as SVM ranges
+    // (kfd_queue_buffer_svm_get): mapped to the GPU, accessible by it, GPU_ALWAYS_MAPPED.
+    // libhsakmt 6.x puts the save area there (queues.c, register_svm_range).
+    let emu = emu("mi300x", KFD_IOCTL_MINOR_VERSION);
+    let machine = Machine::preset("mi300x").unwrap();
+    let node = machine.node_of(&machine.gpus()[0]).unwrap();
+    let sizes = QueueSizes::for_node(node).expect("CWSR sizes of gfx942");
+    with_buffers(&emu);
+    mapped(&emu, va(3), sizes.eop_buffer_size);
+    let len = usize::try_from(sizes.total_ctx_save_size()).unwrap();
+    let area = |attrs: &[(u32, u32)]| {
+        // SAFETY: a fresh private anonymous mapping, unmapped when the test process exits.
+        let p = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::PRIVATE,
+            )
+        }
+        .expect("mmap");
+        let addr = p as u64;
+        assert_eq!(svm_set(&emu, addr, len as u64, attrs), Ok(0));
+        addr
+    };
+    // ACCESS takes a gpu_id.
+    let node_id = emu.gpu();
+    let flags = KFD_IOCTL_SVM_FLAG_HOST_ACCESS | KFD_IOCTL_SVM_FLAG_GPU_EXEC;
+    let always = flags | KFD_IOCTL_SVM_FLAG_GPU_ALWAYS_MAPPED;
+    let args = |addr| kfd_ioctl_create_queue_args {
+        queue_type: KFD_IOC_QUEUE_TYPE_COMPUTE,
+        eop_buffer_address: va(3),
+        eop_buffer_size: sizes.eop_buffer_size,
+        ctx_save_restore_address: addr,
+        ctx_save_restore_size: sizes.cwsr_size,
+        ctl_stack_size: sizes.ctl_stack_size,
+        ..sdma_args(&emu)
+    };
+    // What libhsakmt sets: flags cleared and set, GPU access, always mapped.
+    let good = area(&[
+        (KFD_IOCTL_SVM_ATTR_CLR_FLAGS, !always),
+        (KFD_IOCTL_SVM_ATTR_SET_FLAGS, always),
+        (KFD_IOCTL_SVM_ATTR_ACCESS, node_id),
+    ]);
+    let q = create(&emu, &args(good)).expect("a compute queue over an SVM save area");
+    assert_eq!(destroy(&emu, q.queue_id), Ok(0));
+    // Without GPU_ALWAYS_MAPPED, or without the GPU's access, or not SVM memory at all.
+    let not_always = area(&[
+        (KFD_IOCTL_SVM_ATTR_SET_FLAGS, flags),
+        (KFD_IOCTL_SVM_ATTR_ACCESS, node_id),
+    ]);
+    assert_eq!(
+        create(&emu, &args(not_always)).map(|_| ()),
+        Err(Errno::INVAL)
+    );
+    let no_access = area(&[(KFD_IOCTL_SVM_ATTR_SET_FLAGS, always)]);
+    assert_eq!(
+        create(&emu, &args(no_access)).map(|_| ()),
+        Err(Errno::INVAL)
+    );
+    // Every page counts: only the first half's range is accessible and always mapped.
+    let half = area(&[]);
+    let half_len = (len as u64 / 2) & !4095;
+    let _ = svm_set(
+        &emu,
+        half,
+        half_len,
+        &[
+            (KFD_IOCTL_SVM_ATTR_SET_FLAGS, always),
+            (KFD_IOCTL_SVM_ATTR_ACCESS, node_id),
+        ],
+    );
+    assert_eq!(create(&emu, &args(half)).map(|_| ()), Err(Errno::INVAL));
+}

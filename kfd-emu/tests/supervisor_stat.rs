@@ -348,3 +348,22 @@ fn fstat_of_a_stand_in_into_a_bad_buffer_is_efault() {
     assert_eq!(bad, Err(libc::EFAULT));
     assert_eq!(good, Ok(libc::S_IFCHR));
 }
+
+#[test]
+fn the_amdgpu_parameters_kfdtest_reads_are_the_kernels_defaults() {
+    // amdgpu_drv.c: `int cwsr_enable = 1`, `amdgpu_emu_mode` 0; kfdtest's KFDCWSRTest skips
+    // when cwsr_enable cannot be read as 1.
+    let read = run_attached(model(), || {
+        ["cwsr_enable", "emu_mode", "noretry"]
+            .map(|p| std::fs::read_to_string(format!("/sys/module/amdgpu/parameters/{p}")).ok())
+    })
+    .unwrap();
+    assert_eq!(
+        read,
+        [
+            Some("1\n".to_owned()),
+            Some("0\n".to_owned()),
+            Some("1\n".to_owned())
+        ]
+    );
+}

@@ -7,7 +7,12 @@
 //!   skipping), then the Miri subset, and prints per crate how many tests passed, failed, were
 //!   ignored and skipped. Exits non-zero when anything failed.
 //! * `cargo xtask prerequisites` — only the first part.
+//! * `cargo xtask conformance kfdtest --src DIR …` — builds AMD's kfdtest from a
+//!   ROCT-Thunk-Interface tree and runs it test by test under kfd-emu's presets (or on the
+//!   hardware), writing a results table and per-test logs (`conformance`). Not part of
+//!   `test`: the tree cannot be fetched in CI.
 
+mod conformance;
 mod failure;
 mod prereq;
 mod report;
@@ -54,7 +59,7 @@ const MIRI: &[(&str, &[&str])] = &[
     ),
 ];
 
-const USAGE: &str = "usage: cargo xtask test | cargo xtask prerequisites";
+const USAGE: &str = "usage: cargo xtask test | cargo xtask prerequisites | cargo xtask conformance kfdtest --src DIR ...";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -62,6 +67,7 @@ fn main() -> ExitCode {
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["test"] => test(&root),
         ["prerequisites"] => prerequisites(&root),
+        ["conformance", ref rest @ ..] => conformance::main(&root, rest),
         ["help" | "--help" | "-h"] => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

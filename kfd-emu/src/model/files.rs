@@ -401,6 +401,11 @@ impl SysfsTree {
         std::fs::write(module.join("coresize"), "20480000\n")?;
         // The XNACK default follows `noretry`, which the emulated driver leaves at 1.
         std::fs::write(module.join("parameters/noretry"), "1\n")?;
+        // Read by kfdtest: `cwsr_enable` (amdgpu_drv.c, `int cwsr_enable = 1`, 0444: without
+        // it KFDCWSRTest skips as if CWSR were off) and `emu_mode` (`amdgpu_emu_mode`, default
+        // 0; `KFDTestUtil.cpp` reads it to lengthen timeouts on emulators of the hardware).
+        std::fs::write(module.join("parameters/cwsr_enable"), "1\n")?;
+        std::fs::write(module.join("parameters/emu_mode"), "0\n")?;
         tree.write_drm(machine)?;
         // What a listing of /sys/class/kfd shows; the topology below it is its own part.
         let kfd = tree.root.join(SysfsPart::ClassKfd.dir()).join("kfd");

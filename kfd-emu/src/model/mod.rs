@@ -92,7 +92,8 @@
 //! * The KFD topology under `/sys/devices/virtual/kfd/kfd/topology` and
 //!   `/sys/class/kfd/kfd/topology` → files of a tree generated from the [`Machine`].
 //! * `/proc/modules` → a list that contains `amdgpu`; `/sys/module/amdgpu` → what libkmod
-//!   reads of a loaded module (`refcnt`, `holders/`, `initstate`, `parameters/noretry`).
+//!   reads of a loaded module (`refcnt`, `holders/`, `initstate`, `parameters/noretry`), and
+//!   the `parameters/cwsr_enable` and `emu_mode` kfdtest reads.
 //! * The DRM and PCI side of sysfs, laid out as the kernel's (so that libdrm's
 //!   `drmGetDevices2` lists every GPU once, with its primary and render nodes, its PCI
 //!   location and ids): `/dev/dri` opens as a directory with `card<N>` and `renderD<minor>`

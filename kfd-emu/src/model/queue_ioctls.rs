@@ -21,7 +21,7 @@ use rustix::io::Errno;
 use super::chardev::{Ctx, get, put};
 use super::memory::PAGE_SIZE;
 use super::offsets::{KFD_MMAP_TYPE_DOORBELL, kfd_mmap_gpu_id};
-use super::process::{Pdd, State, doorbell_slice};
+use super::process::{Pdd, Process, State, doorbell_slice};
 use super::queues::{
     DOORBELL_MIRROR_OFFSET, Engine, MAX_QUEUES_PER_DEVICE, MAX_QUEUES_PER_PDD, Queue, Runner,
 };
@@ -158,14 +158,17 @@ fn buffer_get(pdd: &Pdd, addr: u64, expected: u64) -> Result<u64, Errno> {
 
 /// `kfd_queue_acquire_buffers` (newer kernels): the write and read pointers are each in a
 /// one-page mapping, the ring in a mapping of its size; compute queues also need the GPU's
-/// EOP size and CWSR sizes and mappings of them. The handles of the BOs whose mappings the
-/// queue then holds.
+/// EOP size and CWSR sizes and mappings of them — the save area a BO mapping or, failing
+/// that, SVM memory always mapped on the GPU (`kfd_queue_buffer_svm_get`, see
+/// [`svm::queue_buffer_get`](super::svm::queue_buffer_get)). The handles of the BOs whose
+/// mappings the queue then holds.
 fn acquire_buffers(
     ctx: &Ctx<'_>,
-    pdd: &Pdd,
+    process: &mut Process,
     a: &kfd_ioctl_create_queue_args,
     compute: bool,
 ) -> Result<Vec<u64>, Errno> {
+    let pdd: &Pdd = process.pdd(a.gpu_id)?;
     let mut held = vec![
         buffer_get(pdd, a.write_pointer_address, PAGE_SIZE)?,
         buffer_get(pdd, a.read_pointer_address, PAGE_SIZE)?,
@@ -204,11 +207,19 @@ fn acquire_buffers(
         cwsr_size: a.ctx_save_restore_size,
         ..sizes
     };
-    held.push(buffer_get(
-        pdd,
-        a.ctx_save_restore_address,
-        asked.total_ctx_save_size(),
-    )?);
+    // A BO mapping of the save area, else SVM memory (`kfd_queue_buffer_svm_get`), which holds
+    // no BO.
+    let bo = buffer_get(pdd, a.ctx_save_restore_address, asked.total_ctx_save_size());
+    let gpu = pdd.gpu;
+    match bo {
+        Ok(handle) => held.push(handle),
+        Err(_) => super::svm::queue_buffer_get(
+            process,
+            gpu,
+            a.ctx_save_restore_address,
+            asked.total_ctx_save_size(),
+        )?,
+    }
     Ok(held)
 }
 
@@ -237,7 +248,7 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     );
     let held = if minor >= BUFFER_CHECKS_SINCE_MINOR {
         let process = st.process(ctx.tgid, ctx.serial)?;
-        acquire_buffers(ctx, process.pdd(a.gpu_id)?, &a, compute)?
+        acquire_buffers(ctx, process, &a, compute)?
     } else {
         Vec::new()
     };

@@ -20,6 +20,8 @@
 //!   bytes always stay in the caller's mapping, so the CPU and the GPU view see the same data.
 //!   CPU faults on pages in VRAM (which would migrate them back) are not observable, so never
 //!   happen.
+//! * CREATE_QUEUE asks [`queue_buffer_get`] whether a compute queue's save area that is no BO
+//!   is SVM memory the GPU always maps (`kfd_queue_buffer_svm_get`).
 
 mod env;
 mod fault;
@@ -550,6 +552,38 @@ pub(super) fn alloc_overlap(
     }
     if flags.intersects(AllocMemFlags::USERPTR) && hits(pages(cpu)) {
         return Err(Errno::ADDRINUSE);
+    }
+    Ok(())
+}
+
+/// `kfd_queue_buffer_svm_get` (`kfd_queue.c`, "drm/amdkfd: Validate user queue svm memory
+/// residency", de165b53c93f): a compute queue's CWSR area that is no BO mapping may be SVM
+/// memory — libhsakmt from ROCm 6.0 puts it there whenever the SVM API is supported
+/// (`queues.c`, `register_svm_range` with `GPU_ALWAYS_MAPPED`). Every page of `[addr, addr +
+/// size)` must be in ranges that are mapped to a GPU, that GPU `gpu` may access (or access in
+/// place), and that carry `GPU_ALWAYS_MAPPED`; else `EINVAL`. (The kernel also counts the
+/// queue in each range's `queue_refcount`, only to warn when such a range is unmapped while
+/// the queue lives; the model keeps no count.)
+pub(super) fn queue_buffer_get(p: &Process, gpu: usize, addr: u64, size: u64) -> Result<(), Errno> {
+    let bit = if gpu < 64 { 1u64 << gpu } else { 0 };
+    let mut page = addr / PAGE_SIZE;
+    let mut left = size / PAGE_SIZE;
+    while left > 0 {
+        let start = p.svm.ranges.containing(page).ok_or(Errno::INVAL)?;
+        let r = p.svm.ranges.get(start).ok_or(Errno::INVAL)?;
+        if !r.mapped_to_gpu
+            || (r.attrs.access | r.attrs.aip) & bit == 0
+            || r.attrs.flags & KFD_IOCTL_SVM_FLAG_GPU_ALWAYS_MAPPED == 0
+        {
+            return Err(Errno::INVAL);
+        }
+        // The kernel walks from the range holding `addr`, counting each range's whole length.
+        let length = r.last - start + 1;
+        if length >= left {
+            break;
+        }
+        left -= length;
+        page = r.last + 1;
     }
     Ok(())
 }

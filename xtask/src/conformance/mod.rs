@@ -1,0 +1,714 @@
+//! `cargo xtask conformance kfdtest`: AMD's own KFD test suite, kfdtest, as the judge of
+//! kfd-emu (or of the hardware, on a machine with `/dev/kfd`).
+//!
+//! From a ROCT-Thunk-Interface source tree the user points at (`--src`; the README says which
+//! public tag and commit) it builds that tree's libhsakmt (shared) and its `tests/kfdtest`
+//! out of tree into `target/conformance/kfdtest/<tree>/` with cmake, changing no source file.
+//! Then, per machine (each `--machine` preset under `kfd-emu run`, or the hardware), it reads
+//! the KFD topology the way `tests/kfdtest/scripts/run_kfdtest.sh` does (`getHsaNodes`,
+//! `getNodeName`) to find the first GPU node and its platform, takes the platform's
+//! `FILTER[...]` from the tree's `kfdtest.exclude` (see [`exclude`]), lists the tests
+//! (`kfdtest --gtest_list_tests`) and runs each one not excluded as its own process —
+//! `kfdtest --node=N --gtest_filter=Suite.Test` with `HSA_DEBUG=1` as the script exports it
+//! and `LD_LIBRARY_PATH` at the tree's libhsakmt — in a process group of its own, killed
+//! whole when the per-test time limit runs out ("hung"). Each run's output is kept in
+//! `<out>/logs/<machine>/<test>.log` and classified by [`gtest::classify`]; `<out>/results.md`
+//! (a summary table and a table per machine with each test's first cause) and
+//! `<out>/results.tsv` (one line per machine and test, for comparing a lab's hardware run
+//! line by line) are rewritten after every test, so an interrupted run keeps what it did.
+//!
+//! Toolchain shims (no source is changed): kfdtest from rocm-5.3 on assembles its shaders
+//! with LLVM MC (`find_package(LLVM)`, pointed at `--llvm`, default the newest
+//! `/usr/lib/llvm-N` present). With LLVM 19 and GCC 12, two of its files miss an include
+//! their older toolchains gave them transitively (`llvm_shutdown` in `Assemble.cpp`,
+//! `std::get` of a tuple in `KFDCWSRTest.cpp`), so `<tuple>` and
+//! `llvm/Support/ManagedStatic.h` are force-included through `CMAKE_CXX_FLAGS_RELEASE`
+//! (kfdtest's CMakeLists overwrites `CMAKE_CXX_FLAGS`, but not the per-config flags).
+
+pub mod exclude;
+pub mod gtest;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs::{self, File};
+use std::io::Write as _;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::failure::{self, Failure};
+use gtest::{Exit, Outcome, Verdict};
+
+pub const USAGE: &str = "usage: cargo xtask conformance kfdtest --src DIR [--machine M]... \
+[--hardware] [--timeout SECS] [--filter GTEST_FILTER] [--out DIR] [--kfd-emu PATH] \
+[--llvm DIR] [--build DIR] [--run-excluded]";
+
+/// The presets run when neither `--machine` nor `/dev/kfd` says otherwise.
+const DEFAULT_MACHINES: &[&str] = &["mi300x", "mi210x8", "mi100", "radeon-vii", "rx7900xtx"];
+
+/// Where the KFD topology is (as `run_kfdtest.sh`'s `TOPOLOGY_SYSFS_DIR`).
+const TOPOLOGY: &str = "/sys/devices/virtual/kfd/kfd/topology/nodes";
+
+/// What the command line asked for.
+#[derive(Debug)]
+struct Options {
+    src: PathBuf,
+    /// Presets to emulate; empty means the hardware.
+    machines: Vec<String>,
+    timeout: Duration,
+    filter: Option<String>,
+    out: Option<PathBuf>,
+    kfd_emu: Option<PathBuf>,
+    llvm: Option<PathBuf>,
+    /// Where to build (default `target/conformance/kfdtest/<tree>`).
+    build: Option<PathBuf>,
+    run_excluded: bool,
+}
+
+fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
+    let usage = || Failure::new(USAGE);
+    let [suite, rest @ ..] = args else {
+        return Err(usage());
+    };
+    if *suite != "kfdtest" {
+        return Err(Failure::new(format!(
+            "conformance: unknown suite {suite:?} (only kfdtest)\n{USAGE}"
+        )));
+    }
+    let mut src = None;
+    let mut machines = Vec::new();
+    let mut hardware = false;
+    let mut timeout = Duration::from_secs(30);
+    let (mut filter, mut out, mut kfd_emu, mut llvm, mut build) = (None, None, None, None, None);
+    let mut run_excluded = false;
+    let mut it = rest.iter();
+    while let Some(&arg) = it.next() {
+        let mut value = || it.next().copied().ok_or_else(usage);
+        match arg {
+            "--src" => src = Some(PathBuf::from(value()?)),
+            "--machine" => machines.push(value()?.to_owned()),
+            "--hardware" => hardware = true,
+            "--timeout" => {
+                let v = value()?;
+                let secs: u64 = v.parse().ok().filter(|&s| s > 0).ok_or_else(|| {
+                    Failure::new(format!("--timeout {v}: not a number of seconds"))
+                })?;
+                timeout = Duration::from_secs(secs);
+            }
+            "--filter" => filter = Some(value()?.to_owned()),
+            "--out" => out = Some(PathBuf::from(value()?)),
+            "--kfd-emu" => kfd_emu = Some(PathBuf::from(value()?)),
+            "--llvm" => llvm = Some(PathBuf::from(value()?)),
+            "--build" => build = Some(PathBuf::from(value()?)),
+            "--run-excluded" => run_excluded = true,
+            _ => {
+                return Err(Failure::new(format!(
+                    "conformance: unknown argument {arg:?}\n{USAGE}"
+                )));
+            }
+        }
+    }
+    let src = src.ok_or_else(usage)?;
+    if hardware && !machines.is_empty() {
+        return Err(Failure::new("--hardware and --machine exclude each other"));
+    }
+    if hardware && !have_kfd {
+        return Err(Failure::new("--hardware: this machine has no /dev/kfd"));
+    }
+    if machines.is_empty() && !hardware && !have_kfd {
+        machines = DEFAULT_MACHINES.iter().map(|&m| m.to_owned()).collect();
+    }
+    Ok(Options {
+        src,
+        machines,
+        timeout,
+        filter,
+        out,
+        kfd_emu,
+        llvm,
+        build,
+        run_excluded,
+    })
+}
+
+/// Runs the command (see the module docs).
+pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
+    let options = parse_args(args, Path::new("/dev/kfd").exists())?;
+    let src = fs::canonicalize(&options.src)
+        .map_err(|e| Failure::new(format!("--src {}: {e}", options.src.display())))?;
+    let tree = src
+        .file_name()
+        .map_or_else(|| "tree".to_owned(), |n| n.to_string_lossy().into_owned());
+    let build = options
+        .build
+        .clone()
+        .unwrap_or_else(|| root.join("target/conformance/kfdtest").join(&tree));
+    let built = build_kfdtest(&src, &build, options.llvm.as_deref())?;
+    let filters = exclude::parse(
+        &fs::read_to_string(src.join("tests/kfdtest/scripts/kfdtest.exclude"))
+            .map_err(|e| Failure::new(format!("reading kfdtest.exclude: {e}")))?,
+    )
+    .map_err(|e| Failure::new(format!("kfdtest.exclude: {e}")))?;
+
+    let kfd_emu = if options.machines.is_empty() {
+        None
+    } else {
+        Some(match &options.kfd_emu {
+            Some(p) => fs::canonicalize(p)
+                .map_err(|e| Failure::new(format!("--kfd-emu {}: {e}", p.display())))?,
+            None => {
+                // The cargo that runs `xtask` (the same toolchain).
+                let mut cargo =
+                    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+                failure::run(
+                    cargo
+                        .args(["build", "-p", "kfd-emu", "--release"])
+                        .current_dir(root),
+                    "cargo build -p kfd-emu --release",
+                )?;
+                root.join("target/release/kfd-emu")
+            }
+        })
+    };
+    let out = options.out.clone().unwrap_or_else(|| build.join("results"));
+    fs::create_dir_all(&out).map_err(|e| Failure::new(format!("{}: {e}", out.display())))?;
+
+    let mut report = Report {
+        tree: src.display().to_string(),
+        timeout: options.timeout,
+        machines: Vec::new(),
+    };
+    let targets: Vec<Option<String>> = if options.machines.is_empty() {
+        vec![None]
+    } else {
+        options.machines.iter().cloned().map(Some).collect()
+    };
+    for machine in targets {
+        let runner = Runner {
+            kfd_emu: kfd_emu.clone(),
+            machine: machine.clone(),
+            lib: built.lib.clone(),
+        };
+        let label = machine.clone().unwrap_or_else(|| "hardware".to_owned());
+        let node = runner.first_gpu()?;
+        let platform_filter = node.platform.as_ref().and_then(|p| filters.get(p)).cloned();
+        if platform_filter.is_none() {
+            println!(
+                "conformance: {label}: platform {:?} has no FILTER in kfdtest.exclude \
+                 (run_kfdtest.sh would refuse it); running every test",
+                node.platform
+            );
+        }
+        let tests = runner.list(&built.kfdtest)?;
+        let logs = out.join("logs").join(&label);
+        fs::create_dir_all(&logs).map_err(|e| Failure::new(format!("{}: {e}", logs.display())))?;
+        report.machines.push(MachineResults {
+            label: label.clone(),
+            platform: node.platform.clone().unwrap_or_else(|| "?".to_owned()),
+            node: node.id,
+            tests: Vec::new(),
+        });
+        let selected: Vec<&String> = tests
+            .iter()
+            .filter(|t| {
+                options
+                    .filter
+                    .as_deref()
+                    .is_none_or(|f| gtest::filter_matches(f, t))
+            })
+            .collect();
+        for (n, test) in selected.iter().enumerate() {
+            let excluded = platform_filter
+                .as_deref()
+                .is_some_and(|f| !gtest::filter_matches(f, test));
+            let result = if excluded && !options.run_excluded {
+                TestResult {
+                    name: (*test).clone(),
+                    verdict: Verdict {
+                        outcome: Outcome::Excluded,
+                        cause: format!(
+                            "kfdtest.exclude FILTER[{}]",
+                            node.platform.as_deref().unwrap_or("?")
+                        ),
+                    },
+                    seconds: 0.0,
+                    excluded,
+                }
+            } else {
+                let log = logs.join(log_name(test));
+                let started = Instant::now();
+                let exit = runner.run_test(&built.kfdtest, node.id, test, &log, options.timeout)?;
+                let output = fs::read(&log).unwrap_or_default();
+                // How it ended, for whoever reads the log (after reading it).
+                if let Ok(mut file) = fs::OpenOptions::new().append(true).open(&log) {
+                    let _ = writeln!(file, "$ ended: {exit:?}");
+                }
+                TestResult {
+                    name: (*test).clone(),
+                    verdict: gtest::classify(test, &String::from_utf8_lossy(&output), exit),
+                    seconds: started.elapsed().as_secs_f64(),
+                    excluded,
+                }
+            };
+            println!(
+                "[{label} {}/{}] {}: {}{} ({:.1} s) {}",
+                n + 1,
+                selected.len(),
+                result.name,
+                result.verdict.outcome,
+                if result.excluded && options.run_excluded {
+                    " (excluded upstream)"
+                } else {
+                    ""
+                },
+                result.seconds,
+                result.verdict.cause
+            );
+            if let Some(m) = report.machines.last_mut() {
+                m.tests.push(result);
+            }
+            report.write(&out)?;
+        }
+        report.write(&out)?;
+    }
+    print!("{}", report.summary());
+    println!("conformance: results in {}", out.display());
+    Ok(())
+}
+
+/// The log file of `test`: parameterized names (`KFDCWSRTest.BasicTest/0`) have a '/'.
+fn log_name(test: &str) -> String {
+    format!("{}.log", test.replace('/', "_"))
+}
+
+/// The built tree: kfdtest and the directory of its libhsakmt.
+struct Built {
+    kfdtest: PathBuf,
+    lib: PathBuf,
+}
+
+/// Builds libhsakmt and kfdtest of `src` into `build` (see the module docs).
+fn build_kfdtest(src: &Path, build: &Path, llvm: Option<&Path>) -> Result<Built, Failure> {
+    let kfdtest_src = src.join("tests/kfdtest");
+    if !kfdtest_src.join("CMakeLists.txt").is_file() || !src.join("CMakeLists.txt").is_file() {
+        return Err(Failure::new(format!(
+            "{}: not a ROCT-Thunk-Interface tree (no CMakeLists.txt, or no tests/kfdtest)",
+            src.display()
+        )));
+    }
+    let jobs = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .to_string();
+    let prefix = build.join("prefix");
+    let hsakmt = build.join("hsakmt");
+    println!("conformance: building libhsakmt of {}", src.display());
+    failure::run(
+        Command::new("cmake")
+            .arg("-S")
+            .arg(src)
+            .arg("-B")
+            .arg(&hsakmt)
+            .args(["-DBUILD_SHARED_LIBS=ON", "-DCMAKE_BUILD_TYPE=Release"])
+            .arg(format!("-DCMAKE_INSTALL_PREFIX={}", prefix.display())),
+        "cmake (libhsakmt)",
+    )?;
+    failure::run(
+        Command::new("cmake")
+            .arg("--build")
+            .arg(&hsakmt)
+            .args(["-j", &jobs]),
+        "building libhsakmt",
+    )?;
+    failure::run(
+        Command::new("cmake").arg("--install").arg(&hsakmt),
+        "installing libhsakmt",
+    )?;
+
+    println!("conformance: building kfdtest");
+    let cmakelists = fs::read_to_string(kfdtest_src.join("CMakeLists.txt"))
+        .map_err(|e| Failure::new(format!("kfdtest's CMakeLists.txt: {e}")))?;
+    let mut configure = Command::new("cmake");
+    configure
+        .arg("-S")
+        .arg(&kfdtest_src)
+        .arg("-B")
+        .arg(build.join("kfdtest"))
+        .arg("-DCMAKE_BUILD_TYPE=Release")
+        // kfdtest's CMakeLists takes libhsakmt from $LIBHSAKMT_PATH/lib when it is set.
+        .env("LIBHSAKMT_PATH", &prefix);
+    if cmakelists.contains("find_package( LLVM") || cmakelists.contains("find_package(LLVM") {
+        let llvm = match llvm {
+            Some(dir) => dir.to_path_buf(),
+            None => newest_llvm().ok_or_else(|| {
+                Failure::new(
+                    "kfdtest needs LLVM (its shaders are assembled with LLVM MC): install \
+                     llvm-19-dev or pass --llvm DIR",
+                )
+            })?,
+        };
+        configure
+            .arg(format!("-DLLVM_DIR={}", llvm.join("lib/cmake/llvm").display()))
+            .arg("-DCMAKE_CXX_FLAGS_RELEASE=-O2 -include tuple -include llvm/Support/ManagedStatic.h");
+    } else if !kfdtest_src.join("sp3/libamdsp3.a").is_file() {
+        return Err(Failure::new(
+            "this kfdtest (before rocm-5.3) links AMD's closed SP3 assembler, \
+             tests/kfdtest/sp3/libamdsp3.a, which this tree lacks (the public repository's \
+             blob is not stored); use a rocm-5.3 or newer tree",
+        ));
+    }
+    failure::run(&mut configure, "cmake (kfdtest)")?;
+    failure::run(
+        Command::new("cmake")
+            .arg("--build")
+            .arg(build.join("kfdtest"))
+            .args(["-j", &jobs]),
+        "building kfdtest",
+    )?;
+    Ok(Built {
+        kfdtest: build.join("kfdtest/kfdtest"),
+        lib: prefix.join("lib"),
+    })
+}
+
+/// The newest `/usr/lib/llvm-N` with a CMake package.
+fn newest_llvm() -> Option<PathBuf> {
+    (14..=30)
+        .rev()
+        .map(|v| PathBuf::from(format!("/usr/lib/llvm-{v}")))
+        .find(|d| d.join("lib/cmake/llvm/LLVMConfig.cmake").is_file())
+}
+
+/// The GPU node tests run on, as `run_kfdtest.sh` picks and names it.
+struct GpuNode {
+    id: u32,
+    platform: Option<String>,
+}
+
+/// Runs programs on one machine: under `kfd-emu run --machine M`, or directly (hardware).
+struct Runner {
+    kfd_emu: Option<PathBuf>,
+    machine: Option<String>,
+    lib: PathBuf,
+}
+
+impl Runner {
+    fn command(&self, program: &Path) -> Command {
+        let mut command = match (&self.kfd_emu, &self.machine) {
+            (Some(emu), Some(machine)) => {
+                let mut c = Command::new(emu);
+                c.args(["run", "--machine", machine, "--"]).arg(program);
+                c
+            }
+            _ => Command::new(program),
+        };
+        command
+            .env("LD_LIBRARY_PATH", &self.lib)
+            .env("HSA_DEBUG", "1")
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// Reads every topology node's `name` and `properties` (in the machine's view).
+    fn first_gpu(&self) -> Result<GpuNode, Failure> {
+        let script = format!(
+            "for d in {TOPOLOGY}/*; do echo \"@@node ${{d##*/}}\"; cat \"$d/name\"; \
+             echo; echo @@properties; cat \"$d/properties\"; done"
+        );
+        let output = self
+            .command(Path::new("/bin/sh"))
+            .args(["-c", &script])
+            .output()
+            .map_err(|e| Failure::new(format!("reading the topology: {e}")))?;
+        let dump = String::from_utf8_lossy(&output.stdout);
+        let override_gfx = std::env::var("HSA_OVERRIDE_GFX_VERSION").ok();
+        first_gpu_of(&dump, override_gfx.as_deref()).ok_or_else(|| {
+            Failure::new(format!(
+                "no GPU node (simd_count > 0) in {TOPOLOGY}: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ))
+        })
+    }
+
+    fn list(&self, kfdtest: &Path) -> Result<Vec<String>, Failure> {
+        let output = self
+            .command(kfdtest)
+            .arg("--gtest_list_tests")
+            .output()
+            .map_err(|e| Failure::new(format!("kfdtest --gtest_list_tests: {e}")))?;
+        let tests = gtest::parse_list(&String::from_utf8_lossy(&output.stdout));
+        if tests.is_empty() {
+            return Err(Failure::new(format!(
+                "kfdtest --gtest_list_tests listed nothing ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            )));
+        }
+        Ok(tests)
+    }
+
+    /// Runs one test in a process group of its own with its output in `log`; the whole group
+    /// is killed at the time limit, and afterwards (nothing it started outlives it).
+    fn run_test(
+        &self,
+        kfdtest: &Path,
+        node: u32,
+        test: &str,
+        log: &Path,
+        limit: Duration,
+    ) -> Result<Exit, Failure> {
+        let io = |e: std::io::Error| Failure::new(format!("{}: {e}", log.display()));
+        let mut file = File::create(log).map_err(io)?;
+        let mut command = self.command(kfdtest);
+        command
+            .arg(format!("--node={node}"))
+            .arg(format!("--gtest_filter={test}"));
+        writeln!(file, "$ {command:?}").map_err(io)?;
+        let stderr = file.try_clone().map_err(io)?;
+        command
+            .stdout(file)
+            .stderr(stderr)
+            .process_group(0)
+            .current_dir(log.parent().unwrap_or(Path::new(".")));
+        // The group is not the terminal's, so an interrupted run would leave the test running:
+        // it gets SIGKILL when this process dies (kfd-emu then ends its program).
+        // SAFETY: the hook only calls prctl(PR_SET_PDEATHSIG), which is async-signal-safe, in
+        // the child between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::KILL,
+                ))
+                .map_err(std::io::Error::from)
+            });
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|e| Failure::new(format!("running {command:?}: {e}")))?;
+        let group = rustix::process::Pid::from_child(&child);
+        let deadline = Instant::now() + limit;
+        let exit = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    break match (status.code(), status.signal()) {
+                        (Some(code), _) => Exit::Code(code),
+                        (None, Some(sig)) => Exit::Signal(sig),
+                        (None, None) => Exit::Code(-1),
+                    };
+                }
+                Ok(None) if Instant::now() >= deadline => {
+                    let _ =
+                        rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+                    let _ = child.wait();
+                    break Exit::TimedOut;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => return Err(Failure::new(format!("waiting for {test}: {e}"))),
+            }
+        };
+        // Whatever the test left running in its group goes with it (ESRCH when nothing did).
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        Ok(exit)
+    }
+}
+
+/// The first GPU node (`simd_count` > 0, as `getHsaNodes`) of a topology dump made of
+/// `@@node N`, the node's `name`, `@@properties` and its `properties` text, per node.
+fn first_gpu_of(dump: &str, override_gfx: Option<&str>) -> Option<GpuNode> {
+    let mut nodes: BTreeMap<u32, (String, String)> = BTreeMap::new();
+    let mut current: Option<(u32, bool)> = None;
+    for line in dump.lines() {
+        if let Some(id) = line.strip_prefix("@@node ") {
+            current = id.trim().parse().ok().map(|id| (id, false));
+            if let Some((id, _)) = current {
+                nodes.entry(id).or_default();
+            }
+        } else if line == "@@properties" {
+            current = current.map(|(id, _)| (id, true));
+        } else if let Some((id, in_properties)) = current
+            && let Some(entry) = nodes.get_mut(&id)
+        {
+            let target = if in_properties {
+                &mut entry.1
+            } else {
+                &mut entry.0
+            };
+            target.push_str(line);
+            target.push('\n');
+        }
+    }
+    nodes.into_iter().find_map(|(id, (name, properties))| {
+        let simds = properties.lines().find_map(|l| {
+            l.strip_prefix("simd_count ")
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        });
+        (simds.is_some_and(|s| s > 0)).then(|| GpuNode {
+            id,
+            platform: exclude::platform(&name, &properties, override_gfx),
+        })
+    })
+}
+
+struct TestResult {
+    name: String,
+    verdict: Verdict,
+    seconds: f64,
+    /// Upstream's exclusion list leaves it out on this GPU (run anyway with --run-excluded).
+    excluded: bool,
+}
+
+struct MachineResults {
+    label: String,
+    platform: String,
+    node: u32,
+    tests: Vec<TestResult>,
+}
+
+struct Report {
+    tree: String,
+    timeout: Duration,
+    machines: Vec<MachineResults>,
+}
+
+impl Report {
+    fn counts(m: &MachineResults) -> BTreeMap<Outcome, usize> {
+        let mut counts = BTreeMap::new();
+        for t in &m.tests {
+            *counts.entry(t.verdict.outcome).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    /// The summary table (markdown).
+    fn summary(&self) -> String {
+        let mut s = String::from("| machine | platform | tests |");
+        for o in Outcome::ALL {
+            let _ = write!(s, " {o} |");
+        }
+        s.push_str("\n|---|---|---|");
+        for _ in Outcome::ALL {
+            s.push_str("---|");
+        }
+        s.push('\n');
+        for m in &self.machines {
+            let counts = Report::counts(m);
+            let _ = write!(s, "| {} | {} | {} |", m.label, m.platform, m.tests.len());
+            for o in Outcome::ALL {
+                let _ = write!(s, " {} |", counts.get(&o).copied().unwrap_or(0));
+            }
+            s.push('\n');
+        }
+        s
+    }
+
+    fn write(&self, out: &Path) -> Result<(), Failure> {
+        let mut md = format!(
+            "# kfdtest results\n\nTree: `{}`; one process per test, {} s limit each.\n\n{}",
+            self.tree,
+            self.timeout.as_secs(),
+            self.summary()
+        );
+        let mut tsv = String::from("machine\tplatform\ttest\toutcome\tseconds\texcluded\tcause\n");
+        for m in &self.machines {
+            let _ = write!(
+                md,
+                "\n## {} ({}, node {})\n\n| test | outcome | s | first cause |\n|---|---|---|---|\n",
+                m.label, m.platform, m.node
+            );
+            for t in &m.tests {
+                let excluded = if t.excluded && t.verdict.outcome != Outcome::Excluded {
+                    " (excluded upstream)"
+                } else {
+                    ""
+                };
+                let _ = writeln!(
+                    md,
+                    "| {} | {}{excluded} | {:.1} | {} |",
+                    t.name,
+                    t.verdict.outcome,
+                    t.seconds,
+                    t.verdict.cause.replace('|', "\\|")
+                );
+                let _ = writeln!(
+                    tsv,
+                    "{}\t{}\t{}\t{}\t{:.1}\t{}\t{}",
+                    m.label,
+                    m.platform,
+                    t.name,
+                    t.verdict.outcome,
+                    t.seconds,
+                    t.excluded,
+                    t.verdict.cause.replace(['\t', '\n'], " ")
+                );
+            }
+        }
+        for (name, text) in [("results.md", md), ("results.tsv", tsv)] {
+            fs::write(out.join(name), text)
+                .map_err(|e| Failure::new(format!("writing {name}: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_gpu_is_the_first_node_with_simds() {
+        let dump = "@@node 0\n\n@@properties\nsimd_count 0\ncpu_cores_count 24\n\
+                    @@node 1\nip discovery\n@@properties\nsimd_count 1216\ngfx_target_version 90402\n\
+                    @@node 2\nvega20\n@@properties\nsimd_count 240\n";
+        let node = first_gpu_of(dump, None).expect("a GPU");
+        assert_eq!(node.id, 1);
+        assert_eq!(node.platform.as_deref(), Some("gfx942"));
+        assert!(first_gpu_of("@@node 0\n\n@@properties\nsimd_count 0\n", None).is_none());
+    }
+
+    #[test]
+    fn a_parameterized_test_logs_to_one_file() {
+        assert_eq!(
+            log_name("KFDCWSRTest.BasicTest/0"),
+            "KFDCWSRTest.BasicTest_0.log"
+        );
+        assert_eq!(
+            log_name("KFDQMTest.CreateCpQueue"),
+            "KFDQMTest.CreateCpQueue.log"
+        );
+    }
+
+    #[test]
+    fn arguments() {
+        let o = parse_args(&["kfdtest", "--src", "/t"], false).expect("parses");
+        assert_eq!(o.machines, DEFAULT_MACHINES);
+        assert_eq!(o.timeout, Duration::from_secs(30));
+        // With /dev/kfd and no --machine: the hardware.
+        let o = parse_args(&["kfdtest", "--src", "/t"], true).expect("parses");
+        assert!(o.machines.is_empty());
+        let o = parse_args(
+            &[
+                "kfdtest",
+                "--src",
+                "/t",
+                "--machine",
+                "mi100",
+                "--machine",
+                "radeon-vii",
+                "--timeout",
+                "20",
+            ],
+            true,
+        )
+        .expect("parses");
+        assert_eq!(o.machines, ["mi100", "radeon-vii"]);
+        assert_eq!(o.timeout, Duration::from_secs(20));
+        assert!(
+            parse_args(&["kfdtest"], false).is_err(),
+            "--src is required"
+        );
+        assert!(parse_args(&["rocrtst", "--src", "/t"], false).is_err());
+        assert!(parse_args(&["kfdtest", "--src", "/t", "--timeout", "0"], false).is_err());
+        assert!(parse_args(&["kfdtest", "--src", "/t", "--hardware"], false).is_err());
+        assert!(parse_args(&["kfdtest", "--src", "/t", "--bogus"], false).is_err());
+    }
+}
