@@ -739,6 +739,36 @@ fn signal_value(cpu: &kfd_ioctl::CpuMapping<'_>, at: usize) -> i64 {
 
 /// A barrier packet (`hsa_barrier_and_packet_t` / `_or_`): `kind` 3 (AND) or 5 (OR), the
 /// barrier bit, system-scope fences; dependencies and completion signal by address.
+/// An AQL queue's spec: a 64-packet ring at 0, `amd_queue_t`'s read and write dispatch ids in
+/// a buffer at 1 MiB, the EOP buffer at 2 MiB and the save area at 4 MiB of the test's range.
+fn aql_spec(env: &Env) -> (QueueSpec, Arc<BufferObject>, Arc<BufferObject>) {
+    let sizes = kfd_ioctl::QueueSizes::for_node(&env.node).expect("CWSR sizes");
+    let ring = Arc::new(env.bo(0, 4096, GTT));
+    let pointers = Arc::new(env.bo(1 << 20, 4096, GTT));
+    let eop = Arc::new(env.bo(2 << 20, sizes.eop_buffer_size, GTT));
+    let ctx_save = Arc::new(env.bo(4 << 20, sizes.total_ctx_save_size(), GTT));
+    let spec = QueueSpec {
+        gpu_id: env.gpu_id,
+        queue_type: QueueType::ComputeAql,
+        percentage: 100,
+        priority: 7,
+        ring: QueueBuffer::start_of(ring.clone()),
+        ring_size: 4096,
+        // amd_queue_t's read_dispatch_id and write_dispatch_id: packet indices.
+        read_pointer: QueueBuffer::start_of(pointers.clone()),
+        write_pointer: QueueBuffer {
+            bo: pointers.clone(),
+            offset: 8,
+        },
+        compute: Some(kfd_ioctl::ComputeBuffers {
+            eop: QueueBuffer::start_of(eop),
+            ctx_save: QueueBuffer::start_of(ctx_save),
+            sizes,
+        }),
+    };
+    (spec, ring, pointers)
+}
+
 fn barrier(kind: u16, deps: &[u64], completion: u64) -> [u8; 64] {
     let mut p = [0u8; 64];
     let header = kind | 1 << 8 | 2 << 9 | 2 << 11;
@@ -754,31 +784,8 @@ fn barrier(kind: u16, deps: &[u64], completion: u64) -> [u8; 64] {
 fn aql_barriers_wait_for_their_dependencies_and_complete_their_signals() {
     on_every_target(&["mi100", "radeon-vii"], |target| {
         let env = open(target);
-        let sizes = kfd_ioctl::QueueSizes::for_node(&env.node).expect("CWSR sizes");
-        let ring = Arc::new(env.bo(0, 4096, GTT));
-        let pointers = Arc::new(env.bo(1 << 20, 4096, GTT));
-        let eop = Arc::new(env.bo(2 << 20, sizes.eop_buffer_size, GTT));
-        let ctx_save = Arc::new(env.bo(4 << 20, sizes.total_ctx_save_size(), GTT));
+        let (spec, ring, pointers) = aql_spec(&env);
         let signals = env.bo(3 << 20, 4096, GTT);
-        let spec = QueueSpec {
-            gpu_id: env.gpu_id,
-            queue_type: QueueType::ComputeAql,
-            percentage: 100,
-            priority: 7,
-            ring: QueueBuffer::start_of(ring.clone()),
-            ring_size: 4096,
-            // amd_queue_t's read_dispatch_id and write_dispatch_id: packet indices.
-            read_pointer: QueueBuffer::start_of(pointers.clone()),
-            write_pointer: QueueBuffer {
-                bo: pointers.clone(),
-                offset: 8,
-            },
-            compute: Some(kfd_ioctl::ComputeBuffers {
-                eop: QueueBuffer::start_of(eop),
-                ctx_save: QueueBuffer::start_of(ctx_save),
-                sizes,
-            }),
-        };
         let q = env
             .kfd
             .create_queue(&spec)
@@ -1033,4 +1040,77 @@ fn under_the_model_clock_an_sdma_copy_takes_the_timing_models_time() {
         );
         assert!(want_in > want_local, "{machine}: the host link costs more");
     }
+}
+
+/// ROCr's PM4-in-AQL packet (`AqlQueue::ExecutePM4` on gfx9 and later, which
+/// `GpuAgent::InvalidateCodeCaches` sends whenever a code object is loaded): a vendor-specific
+/// AQL packet of format `AMD_AQL_FORMAT_PM4_IB` whose dwords 1-4 are an INDIRECT_BUFFER
+/// command. The packet processor runs the IB (here a WRITE_DATA and an ACQUIRE_MEM, as ROCr's
+/// cache invalidation is), consumes the packet and decrements its completion signal, whose
+/// event it raises; a vendor packet of another format is still refused (`model_aql_errors`).
+#[test]
+fn an_aql_pm4_ib_packet_runs_its_indirect_buffer() {
+    on_every_target(&["radeon-vii", "mi210x8", "mi300x"], |target| {
+        let env = open(target);
+        let (spec, ring, pointers) = aql_spec(&env);
+        let signals = env.bo(3 << 20, 4096, GTT);
+        let ib = env.bo(200 << 20, 4096, GTT);
+        let data = env.bo(201 << 20, 4096, GTT);
+        let q = env
+            .kfd
+            .create_queue(&spec)
+            .unwrap_or_else(|e| panic!("{}: {e}", env.name));
+        let gfx = env.node.gfx_target_version().expect("gfx").major;
+        let generation = kfd_queue::pm4::Pm4Generation::Gfx9;
+        let doorbells = env
+            .kfd
+            .map_doorbells(env.gpu_id, gfx, env.va.addr() + (900 << 20))
+            .expect("doorbells");
+        let (event, slot) = env.context.signal_event(env.gpu_id).unwrap();
+        let sig = signals.map_cpu().unwrap();
+        write_signal(&sig, 0, 1, slot, event.id());
+        let mut commands = kfd_queue::pm4::write_data(data.va() + 8, &[0xC0DE_0001, 0xC0DE_0002])
+            .expect("a WRITE_DATA");
+        commands.extend(kfd_queue::pm4::acquire_mem(generation));
+        let bytes: Vec<u8> = commands.iter().flat_map(|d| d.to_le_bytes()).collect();
+        ib.map_cpu().unwrap().write(0, &bytes).unwrap();
+        let jump = kfd_queue::pm4::indirect_buffer(ib.va(), commands.len() as u32, false)
+            .expect("an INDIRECT_BUFFER");
+        // The packet as ROCr 5.2.3 builds it: header VENDOR_SPECIFIC (0), ven_hdr 1, the
+        // IB jump, dw_cnt_remain 0xA, the completion signal.
+        let mut p = [0u8; 64];
+        p[2..4].copy_from_slice(&1u16.to_le_bytes());
+        for (i, d) in jump.iter().enumerate() {
+            p[4 + 4 * i..8 + 4 * i].copy_from_slice(&d.to_le_bytes());
+        }
+        p[20..24].copy_from_slice(&0xAu32.to_le_bytes());
+        p[56..64].copy_from_slice(&signals.va().to_le_bytes());
+        let ring_cpu = ring.map_cpu().unwrap();
+        let ptr_cpu = pointers.map_cpu().unwrap();
+        ring_cpu.write(2, &p[2..]).unwrap();
+        ring_cpu.write(0, &p[..2]).unwrap();
+        ptr_cpu.write(8, &1u64.to_le_bytes()).unwrap();
+        doorbells.ring(q.doorbell_in_page(&doorbells), 0).unwrap();
+        let woke = env.kfd.wait_events(&[&event], false, 10_000).unwrap();
+        assert!(
+            matches!(woke, WaitOutcome::Complete(_)),
+            "{}: the completion signal's event",
+            env.name
+        );
+        let mut written = [0u8; 8];
+        data.map_cpu().unwrap().read(8, &mut written).unwrap();
+        assert_eq!(
+            written,
+            [0x01, 0x00, 0xDE, 0xC0, 0x02, 0x00, 0xDE, 0xC0],
+            "{}: the IB's WRITE_DATA",
+            env.name
+        );
+        let mut value = [0u8; 8];
+        sig.read(8, &mut value).unwrap();
+        assert_eq!(i64::from_le_bytes(value), 0, "{}", env.name);
+        let mut read_index = [0u8; 8];
+        ptr_cpu.read(0, &mut read_index).unwrap();
+        assert_eq!(u64::from_le_bytes(read_index), 1, "{}", env.name);
+        q.close().unwrap();
+    });
 }

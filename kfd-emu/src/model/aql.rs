@@ -13,7 +13,11 @@
 //!   (`event_mailbox_ptr`), the event id is written there and the event interrupt raised
 //!   (`kfd_signal_event_interrupt` with 32 valid bits, `SOC15_INTSRC_CP_END_OF_PIPE`), as the
 //!   CP's end-of-pipe does.
-//! * A KERNEL_DISPATCH (there is no ISA here), an AGENT_DISPATCH, a vendor packet or a packet
+//! * A vendor-specific packet of AMD's format `AMD_AQL_FORMAT_PM4_IB` (ROCr's
+//!   `AqlQueue::ExecutePM4` on gfx9 and later: the cache invalidation it sends whenever a code
+//!   object is loaded) runs the PM4 INDIRECT_BUFFER its dwords 1-4 hold, on the CP's PM4
+//!   processor ([`pm4::run_aql_ib`]), then completes as a barrier does.
+//! * A KERNEL_DISPATCH (there is no ISA here), an AGENT_DISPATCH, another vendor packet or a packet
 //!   of a reserved type cannot run: the queue stops at it, as the CP stops at a packet it
 //!   cannot process — not consumed (the read index stays at it), its completion signal
 //!   untouched — and the error reaches the runtime as the CP reports it: an error code ROCr
@@ -38,6 +42,7 @@
 use super::driver::Driver;
 use super::engine::{TURN_PACKETS, Work, advance, signal_interrupt, stop, vm_fault};
 use super::gpu_view::GpuFault;
+use super::pm4::{self, AqlIb};
 use super::queue_error;
 use super::queues::Stopped;
 
@@ -45,6 +50,11 @@ use super::queues::Stopped;
 const PACKET_INVALID: u16 = 1;
 /// `HSA_PACKET_TYPE_BARRIER_AND`.
 const PACKET_BARRIER_AND: u16 = 3;
+/// `HSA_PACKET_TYPE_VENDOR_SPECIFIC`, and the AMD vendor format of one whose dwords 1-4 are a
+/// PM4 INDIRECT_BUFFER command (`AMD_AQL_FORMAT_PM4_IB` in ROCr 5.2.3's
+/// `AqlQueue::ExecutePM4`, its `ven_hdr` field at bytes 2-3).
+const PACKET_VENDOR_SPECIFIC: u16 = 0;
+const AMD_AQL_FORMAT_PM4_IB: u16 = 1;
 /// `HSA_PACKET_TYPE_BARRIER_OR`.
 const PACKET_BARRIER_OR: u16 = 5;
 /// An AQL packet's size.
@@ -58,6 +68,8 @@ enum Step {
     Done(u64),
     Wait,
     Stop(Stopped),
+    /// An access faulted and the VM fault was taken.
+    Faulted,
 }
 
 /// Runs one turn of AQL queue `w`: its packets from its read index towards its write index.
@@ -105,6 +117,7 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
                 stop(drv, w, why);
                 return true;
             }
+            Ok(Step::Faulted) => return true,
             Err(f) => {
                 vm_fault(drv, w, &f);
                 return true;
@@ -165,6 +178,18 @@ fn execute(drv: &Driver, w: &Work, at: u64) -> Result<Step, GpuFault> {
             ));
             if !holds {
                 return Ok(Step::Wait);
+            }
+        }
+        PACKET_VENDOR_SPECIFIC if u16::from_le_bytes([p[2], p[3]]) == AMD_AQL_FORMAT_PM4_IB => {
+            let jump: [u32; 4] = std::array::from_fn(|i| {
+                u32::from_le_bytes(p[4 + 4 * i..8 + 4 * i].try_into().unwrap_or_default())
+            });
+            trace(format!("PM4_IB {jump:#010x?} completion={:#x}", word(56)));
+            match pm4::run_aql_ib(drv, w, &jump) {
+                AqlIb::Done => {}
+                AqlIb::Wait => return Ok(Step::Wait),
+                AqlIb::Stop(why) => return Ok(Step::Stop(why)),
+                AqlIb::Faulted => return Ok(Step::Faulted),
             }
         }
         _ => {

@@ -444,6 +444,91 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
     }
 }
 
+/// What an AQL queue's PM4 indirect buffer came to ([`run_aql_ib`]).
+pub(super) enum AqlIb {
+    /// Every packet of it ran.
+    Done,
+    /// A WAIT_REG_MEM in it does not hold yet: the AQL packet waits and runs again.
+    Wait,
+    /// The CP refuses a packet of it.
+    Stop(Stopped),
+    /// An access faulted: the VM fault was taken (`vm_fault`).
+    Faulted,
+}
+
+/// Runs the INDIRECT_BUFFER command that an AQL vendor-specific packet of format
+/// `AMD_AQL_FORMAT_PM4_IB` carries in its `ib_jump_cmd` dwords — ROCr 5.2.3's
+/// `AqlQueue::ExecutePM4` on gfx9 and later, which `GpuAgent::InvalidateCodeCaches` uses on
+/// the utility queue whenever a code object is loaded — as the CP runs an IB: every packet of
+/// the buffer, nested IBs up to [`MAX_IB_DEPTH`], a chained IB in place of the rest of its
+/// caller. The whole IB runs within the AQL packet: a WAIT_REG_MEM that does not hold makes
+/// the AQL packet wait, to be run again from its start (the buffers ROCr submits this way,
+/// cache invalidations, do the same again); an interrupt a RELEASE_MEM asks for is raised at
+/// once (the queue's read index stays on the AQL packet until the IB is done). Register
+/// writes are not kept: an AQL queue has no PM4 register state the model reads.
+pub(super) fn run_aql_ib(drv: &Driver, w: &Work, jump: &[u32; 4]) -> AqlIb {
+    let mut state = Pm4State::default();
+    match execute(drv, w, &mut state, jump) {
+        Step::Call { va, dwords, .. } => run_ib(drv, w, &mut state, va, dwords, 1),
+        Step::Done => {
+            raise_interrupt(drv, w);
+            AqlIb::Done
+        }
+        Step::Wait => AqlIb::Wait,
+        Step::Stop(why) => AqlIb::Stop(why),
+        Step::Faulted => AqlIb::Faulted,
+    }
+}
+
+/// Runs the `dwords` of the IB at `va` at nesting depth `depth` (see [`run_aql_ib`]).
+fn run_ib(
+    drv: &Driver,
+    w: &Work,
+    state: &mut Pm4State,
+    va: u64,
+    dwords: u32,
+    depth: usize,
+) -> AqlIb {
+    let mut bytes = vec![0u8; dwords as usize * 4];
+    if let Err(f) = drv.read_here(w.tgid, w.gpu_id, va, &mut bytes) {
+        vm_fault(drv, w, &f);
+        return AqlIb::Faulted;
+    }
+    let d: Vec<u32> = bytes
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let mut at = 0;
+    while at < d.len() {
+        let header = d[at];
+        // An IB that ends inside a packet is malformed.
+        let Some(len) = packet_len(header)
+            .map(|len| len as usize)
+            .filter(|&len| at + len <= d.len())
+        else {
+            return AqlIb::Stop(Stopped::BadPacket(header));
+        };
+        match execute(drv, w, state, &d[at..at + len]) {
+            Step::Done => raise_interrupt(drv, w),
+            Step::Wait => return AqlIb::Wait,
+            Step::Stop(why) => return AqlIb::Stop(why),
+            Step::Faulted => return AqlIb::Faulted,
+            Step::Call { va, dwords, chain } => {
+                if depth >= MAX_IB_DEPTH {
+                    return AqlIb::Stop(Stopped::BadPacket(header));
+                }
+                match run_ib(drv, w, state, va, dwords, depth + 1) {
+                    AqlIb::Done if chain => return AqlIb::Done,
+                    AqlIb::Done => {}
+                    other => return other,
+                }
+            }
+        }
+        at += len;
+    }
+    AqlIb::Done
+}
+
 /// The queue's CP state, copied out; `None` when the queue is gone.
 fn queue_state(drv: &Driver, w: &Work) -> Option<Pm4State> {
     let st = drv.lock();

@@ -14,7 +14,7 @@
 //! | code | the handler's comment | `hsa_status_t` | packets here |
 //! |---|---|---|---|
 //! | 32 | "Invalid format: 32 is generic" | `HSA_STATUS_ERROR_INVALID_PACKET_FORMAT` | AGENT_DISPATCH (the CP does not run agent packets), reserved types 6–255 |
-//! | 256 | "256 is vendor specific packets" | `HSA_STATUS_ERROR_INVALID_PACKET_FORMAT` | VENDOR_SPECIFIC (no AMD vendor format is executed yet) |
+//! | 256 | "256 is vendor specific packets" | `HSA_STATUS_ERROR_INVALID_PACKET_FORMAT` | VENDOR_SPECIFIC of a format the CP does not run (`AMD_AQL_FORMAT_PM4_IB` runs, in `aql`) |
 //! | 2 | "Invalid dim" | `HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS` | KERNEL_DISPATCH with 0 dimensions, or a zero work-group or grid size in a used one (`hsa.h`: "Must be greater than 0") |
 //! | 64 | "Group is too large" | `HSA_STATUS_ERROR_INVALID_ARGUMENT` | KERNEL_DISPATCH with more than 1024 work-items per group (ROCr's `HSA_AGENT_INFO_WORKGROUP_MAX_SIZE`, `amd_gpu_agent.cpp`) |
 //! | 4 | "Invalid group memory" | `HSA_STATUS_ERROR_INVALID_ALLOCATION` | KERNEL_DISPATCH whose `group_segment_size` exceeds the GPU's LDS (`lds_size_in_kb`) |
