@@ -7,9 +7,10 @@
 //! command list on an SDMA queue (its fence, the mailbox fence and the TRAP), the doorbell
 //! rung, and `SdmaQueue::wait` until the fence landed (WAIT_EVENTS kicks the queue's engine
 //! thread and waits on the trap event). `aql_barrier`: a barrier-AND without dependencies on
-//! an AQL queue and `Signal::wait_zero` on its completion signal. (A PM4 RELEASE_MEM joins
-//! them once `kfd-queue` has a PM4 queue: an `Op` variant that submits one and waits on its
-//! memory write, timed in this group and reported against `emulated_ioctl` below.)
+//! an AQL queue and `Signal::wait_zero` on its completion signal. `pm4_release_mem`: one
+//! submission of an empty command list on a PM4 compute queue (its RELEASE_MEM of the
+//! sequence number and the one that raises the queue's event) and `Pm4Queue::wait` until
+//! the sequence number landed.
 //!
 //! `copy_linear`: throughput of the emulated copy engine. `emulated_64MiB`: one
 //! `Command::Copy` of 64 MiB between two GTT BOs (COPY_LINEAR packets of at most 4 MiB) and
@@ -28,13 +29,14 @@ use kfd_emu::model::{Model, ModelConfig};
 use kfd_ioctl::Kfd;
 use kfd_ioctl::abi::AllocMemFlags;
 use kfd_ioctl::topology::Topology;
-use kfd_queue::{AqlQueue, Command, QueueContext, SdmaEngine, SdmaQueue, Signal};
+use kfd_queue::{AqlQueue, Command, Pm4Queue, QueueContext, SdmaEngine, SdmaQueue, Signal};
 
 #[derive(Clone, Copy)]
 enum Op {
     Ioctl,
     Fence,
     Barrier,
+    Release,
     /// [`COPY_BYTES`] through the SDMA engine.
     Copy,
     /// [`COPY_BYTES`] by the CPU.
@@ -73,6 +75,7 @@ impl Attached {
                     SdmaQueue::new(&context, gpu_id, SdmaEngine::Pcie, 64 << 10).expect("queue");
                 let mut aql = AqlQueue::new(&context, gpu_id, 256).expect("AQL queue");
                 let done = Signal::new(&context, gpu_id, 0).expect("signal");
+                let mut pm4 = Pm4Queue::new(&context, gpu_id, 64 << 10).expect("PM4 queue");
                 // Two GTT BOs for the copies, at addresses reserved in this process.
                 let reserved = reserve(2 * COPY_BYTES);
                 let flags = AllocMemFlags::GTT | AllocMemFlags::WRITABLE;
@@ -106,6 +109,10 @@ impl Attached {
                                 done.store(1).expect("store");
                                 aql.barrier_and(&[], Some(&done)).expect("submit");
                                 done.wait_zero(Duration::from_secs(10)).expect("completion");
+                            }
+                            Op::Release => {
+                                let done = pm4.submit(&[]).expect("submit");
+                                pm4.wait(done, Duration::from_secs(10)).expect("completion");
                             }
                             Op::Copy => {
                                 let copy = Command::Copy {
@@ -180,6 +187,9 @@ fn bench(c: &mut Criterion) {
     group.bench_function("aql_barrier", |b| {
         b.iter_custom(|n| attached.time(Op::Barrier, n))
     });
+    group.bench_function("pm4_release_mem", |b| {
+        b.iter_custom(|n| attached.time(Op::Release, n))
+    });
     group.finish();
     let mut group = c.benchmark_group("copy_linear");
     group.throughput(criterion::Throughput::Bytes(COPY_BYTES));
@@ -197,6 +207,12 @@ fn bench(c: &mut Criterion) {
     ratio::report(
         "submit_to_completion",
         "aql_barrier",
+        "emulated_ioctl",
+        None,
+    );
+    ratio::report(
+        "submit_to_completion",
+        "pm4_release_mem",
         "emulated_ioctl",
         None,
     );
