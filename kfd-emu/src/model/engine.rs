@@ -66,9 +66,11 @@ pub(super) fn advance(drv: &Driver, w: &Work, consumed: u64) -> bool {
 /// Stops queue `w` alone (a packet it cannot run).
 pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
     if drv.dev.cfg.trace {
-        eprintln!(
+        crate::own::elog!(
             "[{}] sdma gpu {:#x} queue {}: stopped: {why:?}",
-            w.tgid, w.gpu_id, w.id
+            w.tgid,
+            w.gpu_id,
+            w.id
         );
     }
     let mut st = drv.lock();
@@ -118,9 +120,10 @@ pub(super) fn vm_fault(drv: &Driver, w: &Work, f: &GpuFault) {
         ErrorType: 0,
     };
     if drv.dev.cfg.trace {
-        eprintln!(
+        crate::own::elog!(
             "[{tgid}] sdma gpu {:#x} queue {}: {f}; the process's queues on the GPU stop",
-            w.gpu_id, w.id
+            w.gpu_id,
+            w.id
         );
     }
     let mut st = drv.lock();

@@ -240,10 +240,20 @@ pub(super) fn caller_file(tgid: i32, fd: u32) -> Result<OwnedFd, Errno> {
 }
 
 /// The lowest number in `range` that process `tgid` has no fd at (from `/proc/<tgid>/fd`).
+///
+/// Read with `getdents64` (rustix's `Dir`), not `opendir`: this runs on the supervisor's
+/// threads, which must not use glibc's allocator (see `crate::own`).
 pub(super) fn free_fd_in(tgid: i32, range: std::ops::Range<u32>) -> Option<u32> {
-    let taken: std::collections::BTreeSet<u32> = std::fs::read_dir(format!("/proc/{tgid}/fd"))
+    use rustix::fs::{Mode, OFlags};
+    let fds = rustix::fs::open(
+        format!("/proc/{tgid}/fd"),
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let taken: std::collections::BTreeSet<u32> = rustix::fs::Dir::read_from(&fds)
         .ok()?
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter_map(|e| e.ok()?.file_name().to_str().ok()?.parse().ok())
         .collect();
     range.into_iter().find(|n| !taken.contains(n))
 }

@@ -37,7 +37,10 @@ pub(super) fn start(drv: &Arc<Driver>) {
         let kick = drv.sdma_kick.clone();
         let _ = std::thread::Builder::new()
             .name(format!("kfd-emu-sdma{gpu}"))
-            .spawn(move || engine(weak, &kick, gpu));
+            .spawn(move || {
+                crate::own::mark();
+                engine(weak, &kick, gpu);
+            });
     }
 }
 

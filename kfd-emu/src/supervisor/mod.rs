@@ -221,6 +221,9 @@ pub fn attach(backend: Arc<dyn Backend>) -> Result<Attached, SupervisorError> {
     // Before the supervisor's threads start: an attached thread may hold its malloc arena's
     // lock inside a notified call (see `crate::arenas`).
     crate::arenas::one_per_thread();
+    // Before the filter: the helper frees glibc memory for, and starts threads for, the
+    // supervisor's threads, which never wait for either (see `crate::own`).
+    crate::own::start_helper();
     let filter = Filter::kfd();
     let shutdown = eventfd(0, EventfdFlags::CLOEXEC).map_err(|source| SupervisorError::Setup {
         what: "eventfd",
@@ -235,6 +238,7 @@ pub fn attach(backend: Arc<dyn Backend>) -> Result<Attached, SupervisorError> {
         std::thread::Builder::new()
             .name("kfd-emu-supervisor".into())
             .spawn(move || {
+                crate::own::mark();
                 // No listener: the filter was not installed; nothing to serve.
                 if let Ok(listener) = receive.recv() {
                     match Server::new(listener, backend, mmap::Route::InProcess) {
@@ -245,7 +249,7 @@ pub fn attach(backend: Arc<dyn Backend>) -> Result<Attached, SupervisorError> {
                             let _ = stopped_tx.send(());
                             serve::pass_through(&listener);
                         }
-                        Err(err) => eprintln!("kfd-emu: starting the supervisor: {err}"),
+                        Err(err) => crate::own::elog!("kfd-emu: starting the supervisor: {err}"),
                     }
                 }
             })

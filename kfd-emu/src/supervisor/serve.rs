@@ -96,7 +96,7 @@ fn run_ioctl(
     arg: u64,
 ) -> Option<IoctlResult> {
     catch_unwind(AssertUnwindSafe(|| backend.ioctl(caller, file, cmd, arg))).unwrap_or_else(|_| {
-        eprintln!("kfd-emu: the backend panicked on ioctl {cmd:#010x}; answering EIO");
+        crate::own::elog!("kfd-emu: the backend panicked on ioctl {cmd:#010x}; answering EIO");
         Some(Err(Errno::IO))
     })
 }
@@ -229,7 +229,7 @@ impl Server {
     pub(crate) fn run(&mut self, driver: &mut dyn Driver) {
         let shared = &self.shared;
         if Shared::start_worker(shared).is_err() {
-            eprintln!("kfd-emu: could not start a supervisor worker");
+            crate::own::elog!("kfd-emu: could not start a supervisor worker");
             return;
         }
         shared.reap(driver);
@@ -238,17 +238,15 @@ impl Server {
 }
 
 impl Shared {
-    /// Starts one idle worker.
+    /// Starts one idle worker, through the helper (see `crate::own`): the caller does not
+    /// wait for the thread, which counts itself live when it runs.
     fn start_worker(this: &Arc<Shared>) -> std::io::Result<()> {
-        lock(&this.pool).live += 1;
         let for_worker = Arc::clone(this);
-        let started = std::thread::Builder::new()
-            .name("kfd-emu-worker".into())
-            .spawn(move || for_worker.work());
-        if started.is_err() {
-            lock(&this.pool).live -= 1;
-        }
-        started.map(|_| ())
+        crate::own::spawn_later("kfd-emu-worker", move || {
+            lock(&for_worker.pool).live += 1;
+            for_worker.work();
+        });
+        Ok(())
     }
 
     /// Waits for the lead; its term, or `None` when stopping.
@@ -335,7 +333,7 @@ impl Shared {
         } else {
             drop(lead);
             if Shared::start_worker(this).is_err() {
-                eprintln!("kfd-emu: no thread for another supervisor worker");
+                crate::own::elog!("kfd-emu: no thread for another supervisor worker");
             }
         }
         false
@@ -356,7 +354,7 @@ impl Shared {
             match poll(&mut fds, None) {
                 Ok(_) | Err(Errno::INTR) => {}
                 Err(err) => {
-                    eprintln!("kfd-emu: poll in the supervisor failed: {err}");
+                    crate::own::elog!("kfd-emu: poll in the supervisor failed: {err}");
                     self.stopping.store(true, Ordering::Release);
                     return None;
                 }
@@ -371,7 +369,7 @@ impl Shared {
                     // ENOENT: the caller died between the wake-up and the receive.
                     Err(Errno::NOENT | Errno::INTR) => {}
                     Err(err) => {
-                        eprintln!("kfd-emu: SECCOMP_IOCTL_NOTIF_RECV failed: {err}");
+                        crate::own::elog!("kfd-emu: SECCOMP_IOCTL_NOTIF_RECV failed: {err}");
                         return None;
                     }
                 }
@@ -450,7 +448,7 @@ impl Shared {
                     Ok(_) => {}
                     Err(Errno::INTR) => continue,
                     Err(err) => {
-                        eprintln!("kfd-emu: poll in the supervisor failed: {err}");
+                        crate::own::elog!("kfd-emu: poll in the supervisor failed: {err}");
                         return;
                     }
                 }
@@ -526,7 +524,7 @@ impl Shared {
         lock(&self.threads).retain(|_, group| *group != tgid);
         let backend = &self.backend;
         if catch_unwind(AssertUnwindSafe(|| backend.process_exited(tgid))).is_err() {
-            eprintln!("kfd-emu: the backend panicked releasing process {tgid}");
+            crate::own::elog!("kfd-emu: the backend panicked releasing process {tgid}");
         }
     }
 
@@ -745,7 +743,9 @@ impl Shared {
         let backend = &self.backend;
         let answer = catch_unwind(AssertUnwindSafe(|| backend.readlink(caller, &path)))
             .unwrap_or_else(|_| {
-                eprintln!("kfd-emu: the backend panicked on a readlink of {path}; answering EIO");
+                crate::own::elog!(
+                    "kfd-emu: the backend panicked on a readlink of {path}; answering EIO"
+                );
                 Some(Err(Errno::IO))
             });
         let result = match answer {
@@ -785,7 +785,7 @@ impl Shared {
             backend.open(caller, &path, flags, mode)
         }))
         .unwrap_or_else(|_| {
-            eprintln!("kfd-emu: the backend panicked opening {path}; answering EIO");
+            crate::own::elog!("kfd-emu: the backend panicked opening {path}; answering EIO");
             OpenAction::Fail(Errno::IO)
         });
         let _ = match action {
@@ -839,7 +839,9 @@ impl Shared {
         let backend = &self.backend;
         let answer =
             catch_unwind(AssertUnwindSafe(|| backend.stat(caller, &path))).unwrap_or_else(|_| {
-                eprintln!("kfd-emu: the backend panicked on a stat of {path}; answering EIO");
+                crate::own::elog!(
+                    "kfd-emu: the backend panicked on a stat of {path}; answering EIO"
+                );
                 Some(Err(Errno::IO))
             });
         self.answer_stat(caller, answer, reply);
@@ -857,7 +859,7 @@ impl Shared {
         let backend = &self.backend;
         let answer = catch_unwind(AssertUnwindSafe(|| backend.fstat(caller, file.as_fd())))
             .unwrap_or_else(|_| {
-                eprintln!("kfd-emu: the backend panicked on an fstat; answering EIO");
+                crate::own::elog!("kfd-emu: the backend panicked on an fstat; answering EIO");
                 Some(Err(Errno::IO))
             });
         self.answer_stat(caller, answer, reply);
