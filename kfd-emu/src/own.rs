@@ -29,7 +29,7 @@
 //! - **Starting a thread** needs glibc's allocator and stack cache (`pthread_create`):
 //!   a thread wanted while serving is started by the helper ([`spawn_later`]); the caller
 //!   does not wait for it.
-//! - **Messages** go to fd 2 with one `write(2)` ([`elog!`]), never through Rust's `Stderr`
+//! - **Messages** go to fd 2 with one `write(2)` (`elog!`, see [`log`]), never through Rust's `Stderr`
 //!   lock or libtest's output capture (which own threads inherit from the test thread that
 //!   started them).
 //! - They read no environment variable, take no backtrace, `dlopen` nothing.
@@ -54,7 +54,7 @@ use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 /// The private heap's address range: reserved, not committed (`MAP_NORESERVE`); pages are
-/// used as blocks are first written, and a freed block of [`RETURN_FROM`] bytes or more is
+/// used as blocks are first written, and a freed block of 256 KiB or more is
 /// given back with `madvise(MADV_DONTNEED)`.
 pub const REGION: usize = 64 << 30;
 

@@ -211,9 +211,14 @@ impl Drop for Attached {
 /// listener handed over. Threads and processes the calling thread creates afterwards are
 /// filtered as well and served by the same supervisor; other threads of the process are not.
 ///
-/// It raises glibc's malloc arena limit (`M_ARENA_MAX`) for the process first, so that the
-/// supervisor's threads get arenas of their own: glibc makes notified calls (`mprotect`,
-/// `munmap`, `madvise`, `brk`) while it holds the calling thread's arena lock.
+/// The supervisor's threads share no lock with the attached thread (see [`crate::own`]):
+/// they allocate from the emulator's private heap, leave glibc frees and new threads to the
+/// helper thread started here (before the filter), and print with one raw `write(2)`. So a
+/// notified call made while the attached thread holds a malloc arena (glibc's `mprotect`,
+/// `munmap`, `madvise`, `brk` from inside `malloc`), the loader's lock, Rust's stderr lock or
+/// libtest's output capture is answered, even while another thread of the process forks.
+/// It also raises glibc's malloc arena limit (`M_ARENA_MAX`), so that other threads do not
+/// share the attached thread's arena.
 ///
 /// See [`Attached`] for what remains after the guard is dropped; [`run_attached`] is the
 /// usual way in.
