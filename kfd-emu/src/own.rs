@@ -408,6 +408,62 @@ pub fn spawn_later(name: &'static str, work: impl FnOnce() + Send + 'static) {
     wake_helper();
 }
 
+/// A one-shot signal whose wait neither allocates nor makes a call the filter notifies (a
+/// `futex` wait): an attached thread can wait on it before anything serves it.
+#[derive(Debug, Default)]
+pub struct Latch {
+    open: AtomicU32,
+}
+
+impl Latch {
+    /// Opens the latch and wakes its waiters.
+    pub fn open(&self) {
+        self.open.store(1, Ordering::Release);
+        // SAFETY: FUTEX_WAKE on a word of `self`, which outlives the call.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.open.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                i32::MAX,
+            );
+        }
+    }
+
+    /// What opens the latch when dropped (when the work it was handed to is done, or
+    /// dropped without running: then nothing waits forever).
+    pub fn opener(self: &std::sync::Arc<Self>) -> Opener {
+        Opener(std::sync::Arc::clone(self))
+    }
+
+    /// Waits until the latch is open.
+    pub fn wait(&self) {
+        while self.open.load(Ordering::Acquire) == 0 {
+            // SAFETY: FUTEX_WAIT on a word of `self` with the value seen; returns at once if
+            // it changed.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    self.open.as_ptr(),
+                    libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                    0,
+                    null_mut::<libc::timespec>(),
+                );
+            }
+        }
+    }
+}
+
+/// Opens its [`Latch`] when dropped.
+#[derive(Debug)]
+pub struct Opener(std::sync::Arc<Latch>);
+
+impl Drop for Opener {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
+
 /// Writes one message line to fd 2 with a single `write(2)` (see the module docs); the
 /// message is formatted into memory first (the private heap on an own thread).
 pub fn log(args: fmt::Arguments<'_>) {

@@ -237,24 +237,32 @@ pub fn attach(backend: Arc<dyn Backend>) -> Result<Attached, SupervisorError> {
     let shutdown = Arc::new(shutdown);
     let (send, receive) = mpsc::sync_channel::<Listener>(1);
     let (stopped_tx, stopped) = mpsc::sync_channel::<()>(1);
+    let live = Arc::new(crate::own::Latch::default());
     let thread = {
         let backend = Arc::clone(&backend);
         let shutdown = Arc::clone(&shutdown);
+        // Opens the latch once a worker runs, or as soon as none will (no listener, no
+        // server).
+        let opener = live.opener();
         std::thread::Builder::new()
             .name("kfd-emu-supervisor".into())
             .spawn(move || {
                 crate::own::mark();
-                // No listener: the filter was not installed; nothing to serve.
+                // No listener: the filter was not installed; nothing to serve (and nobody
+                // waits on the latch).
                 if let Ok(listener) = receive.recv() {
                     match Server::new(listener, backend, mmap::Route::InProcess) {
                         Ok(mut server) => {
-                            server.run(&mut AttachDriver { shutdown });
+                            server.run_opening(&mut AttachDriver { shutdown }, Some(opener));
                             let listener = server.listener();
                             drop(server);
                             let _ = stopped_tx.send(());
                             serve::pass_through(&listener);
                         }
-                        Err(err) => crate::own::elog!("kfd-emu: starting the supervisor: {err}"),
+                        Err(err) => {
+                            drop(opener);
+                            crate::own::elog!("kfd-emu: starting the supervisor: {err}");
+                        }
                     }
                 }
             })
@@ -273,6 +281,9 @@ pub fn attach(backend: Arc<dyn Backend>) -> Result<Attached, SupervisorError> {
         Ok(listener) => {
             // The thread is alive and waiting on the channel, so the send cannot fail.
             let _ = send.send(listener);
+            // Filtered from here on: go on only once a worker serves (the wait neither
+            // allocates nor makes a notified call).
+            live.wait();
             Ok(Attached {
                 backend,
                 shutdown,

@@ -227,8 +227,19 @@ impl Server {
     /// more) and every tracked process has exited and nothing else is watched. Workers still
     /// serving a call when it returns end once their call is answered.
     pub(crate) fn run(&mut self, driver: &mut dyn Driver) {
+        self.run_opening(driver, None);
+    }
+
+    /// [`run`](Self::run), dropping `live` once the first worker runs (or could not start). Attach mode waits for
+    /// it before the attached thread goes on, so that its first notified call finds a worker
+    /// even while a `fork` elsewhere delays thread creation (see `crate::own`).
+    pub(crate) fn run_opening(
+        &mut self,
+        driver: &mut dyn Driver,
+        live: Option<crate::own::Opener>,
+    ) {
         let shared = &self.shared;
-        if Shared::start_worker(shared).is_err() {
+        if Shared::start_worker(shared, live).is_err() {
             crate::own::elog!("kfd-emu: could not start a supervisor worker");
             return;
         }
@@ -240,10 +251,11 @@ impl Server {
 impl Shared {
     /// Starts one idle worker, through the helper (see `crate::own`): the caller does not
     /// wait for the thread, which counts itself live when it runs.
-    fn start_worker(this: &Arc<Shared>) -> std::io::Result<()> {
+    fn start_worker(this: &Arc<Shared>, live: Option<crate::own::Opener>) -> std::io::Result<()> {
         let for_worker = Arc::clone(this);
         crate::own::spawn_later("kfd-emu-worker", move || {
             lock(&for_worker.pool).live += 1;
+            drop(live);
             for_worker.work();
         });
         Ok(())
@@ -332,7 +344,7 @@ impl Shared {
             this.lead_free.notify_one();
         } else {
             drop(lead);
-            if Shared::start_worker(this).is_err() {
+            if Shared::start_worker(this, None).is_err() {
                 crate::own::elog!("kfd-emu: no thread for another supervisor worker");
             }
         }
