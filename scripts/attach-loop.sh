@@ -36,6 +36,12 @@ if [[ ${#bins[@]} -ne $want ]]; then
     echo "attach-loop: expected $want test binaries, built ${#bins[@]}" >&2
     exit 1
 fi
+# Copies: a build while the loop runs does not replace the binaries under it.
+mkdir -p "$out/bin"
+for i in "${!bins[@]}"; do
+    cp "${bins[$i]}" "$out/bin/"
+    bins[i]="$out/bin/$(basename "${bins[$i]}")"
+done
 
 # One loop: every binary once, each under the timeout. Prints one status word per binary.
 one_loop() {
