@@ -43,9 +43,18 @@
 //! allocate and free through that allocator, and attach mode can deadlock as described above
 //! when the process forks, or prints from another thread, while an attached thread waits.
 //!
-//! Residual, by design: a panic on an own thread runs the process's panic hook (which
-//! prints through `Stderr` and may read `RUST_BACKTRACE`); a panic there is a bug, caught per
-//! call by the supervisor.
+//! - A **panic** on them (a bug, caught per call by the supervisor) is reported by a wrapper
+//!   around the process's panic hook, installed with the helper, with one `write(2)` and no
+//!   backtrace; other threads' panics go to the hook that was there.
+//!
+//! The private heap's range counts toward `RLIMIT_AS` (64 GiB of address space, none of it
+//! committed until used).
+//!
+//! Residual: a thread started while serving (a worker replacing one stuck in a long call, a
+//! restore worker) waits for a `fork` in progress in another thread, which may itself wait
+//! for a served thread's arena; the served call is then answered by the worker already
+//! running, once its long call ends. The first worker of an attach runs before the attached
+//! thread goes on (see `supervisor::attach`).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -320,6 +329,7 @@ struct SpawnJob {
 pub fn start_helper() {
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| {
+        install_panic_hook();
         let started = std::thread::Builder::new()
             .name("kfd-emu-helper".into())
             .spawn(helper);
@@ -329,6 +339,34 @@ pub fn start_helper() {
             elog!("kfd-emu: no helper thread; own threads free glibc memory themselves");
         }
     });
+}
+
+/// Wraps the process's panic hook: a panic on an own thread (a bug the supervisor catches per
+/// call) is reported with [`log`], without a backtrace; other threads' panics go to the hook
+/// that was in place. (std's default hook writes into libtest's output capture or through
+/// `Stderr`, and a backtrace takes the loader's lock: locks a served thread may hold.)
+fn install_panic_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !is_own() {
+            previous(info);
+            return;
+        }
+        let payload = info
+            .payload()
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| info.payload().downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("(no message)");
+        let name = std::thread::current()
+            .name()
+            .unwrap_or("an emulator thread")
+            .to_owned();
+        match info.location() {
+            Some(at) => elog!("kfd-emu: thread '{name}' panicked at {at}: {payload}"),
+            None => elog!("kfd-emu: thread '{name}' panicked: {payload}"),
+        }
+    }));
 }
 
 fn helper() {

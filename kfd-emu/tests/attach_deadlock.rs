@@ -196,12 +196,101 @@ fn a_traced_ioctl_while_the_caller_holds_stderr() {
     assert!(err.contains("GET_VERSION() = 0"), "no trace line: {err}");
 }
 
-/// Runs `role` of this binary in a child process under [`ROLE`]; fails naming `what` when it
-/// does not end within [`DEADLOCK_AFTER`] (it is killed), or ends without `ROLE OK`. Its
-/// stdout and stderr.
+/// The ioctl [`PanicOnIoctl`] panics on (type `'K'`, so the filter notifies it).
+const PANIC_IOCTL: u64 = 0xc008_4b7f;
+
+/// A backend with a bug: it panics on [`PANIC_IOCTL`].
+struct PanicOnIoctl;
+
+impl Backend for PanicOnIoctl {
+    fn open(&self, _caller: &dyn Caller, _path: &str, _flags: i32, _mode: u32) -> OpenAction {
+        OpenAction::Continue
+    }
+
+    fn ioctl(
+        &self,
+        _caller: &dyn Caller,
+        _file: std::os::fd::BorrowedFd<'_>,
+        cmd: u32,
+        _arg: u64,
+    ) -> Option<IoctlResult> {
+        assert!(u64::from(cmd) != PANIC_IOCTL, "a backend bug");
+        None
+    }
+
+    fn process_exited(&self, _tgid: i32) {}
+}
+
+/// Makes [`PANIC_IOCTL`] while it is being formatted, and notes the errno.
+struct IoctlWhileFormatted<'a>(&'a std::fs::File, std::cell::Cell<i32>);
+
+impl std::fmt::Display for IoctlWhileFormatted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::os::fd::AsRawFd;
+        let mut arg = 0u64;
+        // SAFETY: an ioctl the kernel does not know on /dev/null, with a valid u64 argument.
+        let ret = unsafe { libc::ioctl(self.0.as_raw_fd(), PANIC_IOCTL as _, &mut arg) };
+        let errno = if ret < 0 {
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+        } else {
+            0
+        };
+        self.1.set(errno);
+        f.write_str("formatted")
+    }
+}
+
+/// The child's part of [`a_backend_panic_while_the_caller_holds_the_output_capture`] (only
+/// under [`ROLE`]; run with libtest's output capture on).
+#[test]
+fn panic_in_capture_role() {
+    if std::env::var_os(ROLE).is_none() {
+        return;
+    }
+    let errno = kfd_emu::supervisor::run_attached(Arc::new(PanicOnIoctl), || {
+        let null = std::fs::File::open("/dev/null").expect("/dev/null");
+        let call = IoctlWhileFormatted(&null, std::cell::Cell::new(0));
+        // libtest's capture (this thread inherited it) is locked while `call` is formatted.
+        println!("{call}");
+        call.1.get()
+    })
+    .expect("attach");
+    assert_eq!(errno, libc::EIO, "the backend's panic is answered with EIO");
+    // Past libtest's capture, so that the parent sees it.
+    let msg = b"ROLE OK\n";
+    // SAFETY: writes a static byte string to fd 1.
+    unsafe { libc::write(1, msg.as_ptr().cast(), msg.len()) };
+}
+
+/// An attached thread holding libtest's output capture (inherited from the test thread)
+/// across a KFD ioctl on which the backend panics: the panic is reported on fd 2 and the call
+/// answered with EIO. Before `kfd_emu::own` the worker's panic message went to the same
+/// capture (the default panic hook), whose lock the caller held.
+#[test]
+fn a_backend_panic_while_the_caller_holds_the_output_capture() {
+    let (_, err) = run_role_with(
+        "panic_in_capture_role",
+        "a backend panic while the caller holds the output capture",
+        false,
+    );
+    assert!(
+        err.contains("panicked at") && err.contains("a backend bug"),
+        "{err}"
+    );
+}
+
+/// Runs `role` of this binary in a child process under [`ROLE`] with libtest's output capture
+/// off; fails naming `what` when it does not end within [`DEADLOCK_AFTER`] (it is killed), or
+/// ends without `ROLE OK`. Its stdout and stderr.
 fn run_role(role: &str, what: &str) -> (String, String) {
+    run_role_with(role, what, true)
+}
+
+/// [`run_role`], with libtest's output capture on unless `nocapture`.
+fn run_role_with(role: &str, what: &str, nocapture: bool) -> (String, String) {
     let mut child = Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["--exact", role, "--nocapture", "--test-threads=1"])
+        .args(["--exact", role, "--test-threads=1"])
+        .args(nocapture.then_some("--nocapture"))
         .env(ROLE, "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
