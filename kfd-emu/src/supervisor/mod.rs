@@ -38,8 +38,9 @@
 //!   kernel runs it, then answers `CONTINUE`: the backend does what the kernel's MMU
 //!   notifiers would, and it is done when the call returns. In attach mode only the attached
 //!   thread and what it spawns are filtered, so the other threads' calls are not seen, and
-//!   forks are not notified (glibc's `fork` holds the malloc locks the supervisor's threads
-//!   need).
+//!   forks are not notified (glibc's `fork` makes the call holding every malloc lock of the
+//!   process). The supervisor's threads share no lock with the threads they serve, a fork
+//!   elsewhere included: see [`crate::own`].
 //!
 //! # Mappings of stand-ins
 //!
