@@ -131,7 +131,12 @@ fn test(root: &Path) -> Result<(), Failure> {
             miri,
             &mut tally,
             &|_| Some(label.clone()),
-            Watchdog::default(),
+            // Miri runs a test some hundred times slower: a hang there is one that outlasts
+            // the CI's whole budget.
+            Watchdog::new(
+                std::time::Duration::from_secs(15 * 60),
+                std::time::Duration::from_secs(20 * 60),
+            ),
         )?;
     }
 
