@@ -553,6 +553,28 @@ unsafe impl GlobalAlloc for OwnHeap {
         unsafe { System.alloc(layout) }
     }
 
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if kind() != Kind::Foreign
+            && !FORKED.load(Ordering::Relaxed)
+            && let Some(heap) = Heap::get()
+            && let Some(class) = class_of(layout)
+        {
+            let ptr = heap_alloc(&heap, class);
+            if !ptr.is_null() {
+                // Blocks of RETURN_FROM bytes or more are fresh or were given back with
+                // MADV_DONTNEED: they read as zeros already.
+                if block_size(class) < RETURN_FROM {
+                    // SAFETY: the block holds at least `layout.size()` bytes and is ours.
+                    unsafe { std::ptr::write_bytes(ptr, 0, layout.size()) };
+                }
+                return ptr;
+            }
+        }
+        // SAFETY: forwarded with the caller's layout (calloc: big zeroed blocks stay
+        // untouched pages).
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         let base = BASE.load(Ordering::Acquire);
         if base != 0
@@ -641,6 +663,19 @@ mod tests {
         assert!(heap.contains(from_foreign.as_ptr() as usize));
         assert!(private.iter().all(|&b| b == 7));
         assert!(from_foreign.iter().enumerate().all(|(i, &b)| b == i as u8));
+        // Zeroed blocks read as zeros, reused ones included, small and large.
+        std::thread::spawn(|| {
+            mark();
+            for size in [24, 5000, 1 << 20] {
+                for _ in 0..3 {
+                    let mut v = vec![0u8; size];
+                    assert!(v.iter().all(|&b| b == 0), "{size}");
+                    v.fill(0xa5);
+                }
+            }
+        })
+        .join()
+        .unwrap();
         let mine = vec![0u8; 5000];
         assert!(!heap.contains(mine.as_ptr() as usize));
         // Freed here, on a foreign thread, into the private heap.
