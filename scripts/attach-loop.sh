@@ -7,14 +7,15 @@
 #   ATTACH_LOOP_TESTS="provider_fork supervisor" scripts/attach-loop.sh   (a subset)
 #
 # Each loop runs every binary once; PARALLEL loops run at a time. The logs of failed or hung
-# runs are kept under target/attach-loop/. Exits non-zero if any run failed or hung.
+# runs are kept under target/attach-loop/ (or $ATTACH_LOOP_OUT: give each of two loops running
+# at once its own). Exits non-zero if any run failed or hung.
 set -euo pipefail
 
 loops=${1:-200}
 parallel=${2:-4}
 limit=${3:-300}
 root=$(cd "$(dirname "$0")/.." && pwd)
-out="$root/target/attach-loop"
+out="${ATTACH_LOOP_OUT:-$root/target/attach-loop}"
 rm -rf "$out"
 mkdir -p "$out"
 
