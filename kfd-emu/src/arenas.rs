@@ -10,6 +10,9 @@
 //! the supervisor and the model start their threads, so that each new thread gets an arena of
 //! its own (an arena is reused only after its last thread ended). Seen as a hang of a worker
 //! on the arena lock of an attached thread stopped in `mprotect`.
+//!
+//! The emulator's own threads no longer use glibc's arenas at all (`crate::own`); this keeps
+//! the process's other threads (other tests) off the attached thread's arena.
 
 /// Raises glibc's arena limit (`M_ARENA_MAX`) for the whole process, once.
 pub(crate) fn one_per_thread() {

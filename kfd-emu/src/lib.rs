@@ -70,6 +70,7 @@ pub mod backend;
 pub mod counting;
 pub mod machine;
 pub mod model;
+pub mod own;
 mod procmap;
 pub mod supervisor;
 

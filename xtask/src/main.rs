@@ -5,7 +5,9 @@
 //!   Intel UMF into `target/` by `scripts/fetch-*.sh`; the nightly toolchain's Miri), then runs
 //!   every test with prerequisites required (`CI=true`: a missing one fails instead of
 //!   skipping), then the Miri subset, and prints per crate how many tests passed, failed, were
-//!   ignored and skipped. Exits non-zero when anything failed.
+//!   ignored and skipped. Exits non-zero when anything failed. A test that hangs is killed
+//!   and reported by name (see `watchdog`): 5 minutes after it started, or a test binary
+//!   after 15 minutes without output.
 //! * `cargo xtask prerequisites` — only the first part.
 //! * `cargo xtask conformance kfdtest --src DIR …` — builds AMD's kfdtest from a
 //!   ROCT-Thunk-Interface tree and runs it test by test under kfd-emu's presets (or on the
@@ -16,6 +18,7 @@ mod conformance;
 mod failure;
 mod prereq;
 mod report;
+mod watchdog;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -25,6 +28,7 @@ use std::time::Instant;
 
 use failure::Failure;
 use report::{Line, Tally};
+use watchdog::Watchdog;
 
 /// The Miri subset: the pure-Rust parts that parse or index memory a peer controls — the SPSC
 /// ring's cores, header and claims over heap memory, capacity math; kfd-ioctl's ABI helpers,
@@ -112,7 +116,13 @@ fn test(root: &Path) -> Result<(), Failure> {
     workspace
         .args(["test", "--workspace", "--no-fail-fast"])
         .env("CI", "true");
-    let cargo_ok = stream(root, workspace, &mut tally, &|line| names.of(line))?;
+    let cargo_ok = stream(
+        root,
+        workspace,
+        &mut tally,
+        &|line| names.of(line),
+        Watchdog::default(),
+    )?;
 
     println!("xtask: the Miri subset");
     let mut miri_ok = true;
@@ -122,20 +132,44 @@ fn test(root: &Path) -> Result<(), Failure> {
             .args(*args)
             .env("CI", "true");
         let label = format!("{package} (miri)");
-        miri_ok &= stream(root, miri, &mut tally, &|_| Some(label.clone()))?;
+        miri_ok &= stream(
+            root,
+            miri,
+            &mut tally,
+            &|_| Some(label.clone()),
+            // Miri runs a test some hundred times slower: a hang there is one that outlasts
+            // the CI's whole budget.
+            Watchdog::new(
+                std::time::Duration::from_secs(15 * 60),
+                std::time::Duration::from_secs(20 * 60),
+            ),
+        )?;
     }
 
     let total = tally.total();
     println!();
     println!("xtask test: summary ({} s)", started.elapsed().as_secs());
     print!("{}", tally.table());
-    let failed = total.failed > 0 || total.crashed > 0 || !cargo_ok || !miri_ok;
+    let failed =
+        total.failed > 0 || total.crashed > 0 || !tally.hangs.is_empty() || !cargo_ok || !miri_ok;
     println!(
         "{} passed, {} failed, {} ignored, {} skipped; {} left a part out",
         total.passed, total.failed, total.ignored, total.skipped, total.skipped_part
     );
     for reason in &tally.reasons {
         println!("  skipped because: {reason}");
+    }
+    for hang in &tally.hangs {
+        println!(
+            "  HUNG (killed after {} s): {}: {}",
+            hang.after.as_secs(),
+            hang.binary,
+            if hang.tests.is_empty() {
+                "no output (libtest named no test)".to_owned()
+            } else {
+                hang.tests.join(", ")
+            }
+        );
     }
     if failed {
         Err(Failure::new(if cargo_ok && miri_ok {
@@ -149,12 +183,15 @@ fn test(root: &Path) -> Result<(), Failure> {
 }
 
 /// Runs `command` in `root` with its stdout and stderr merged into one stream, which is
-/// echoed line by line and fed to `tally`. Returns whether the command succeeded.
+/// echoed line by line and fed to `tally` and to `dog`; a test binary `dog` finds hung is
+/// killed (with what it started) and the hang noted in `tally`. Returns whether the command
+/// succeeded.
 fn stream(
     root: &Path,
     mut command: Command,
     tally: &mut Tally,
     package_of: &dyn Fn(&Line<'_>) -> Option<String>,
+    mut dog: Watchdog,
 ) -> Result<bool, Failure> {
     let (reader, writer) =
         std::io::pipe().map_err(|e| Failure::new(format!("creating a pipe: {e}")))?;
@@ -198,11 +235,28 @@ fn stream(
                 let _ = out.write_all(&buf);
                 let line = String::from_utf8_lossy(&buf);
                 tally.feed(line.trim_end(), package_of);
+                dog.feed(line.trim_end());
                 continue;
             }
             // Every write end is closed: all output is in.
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if exited.is_none()
+            && let Some(hang) = dog.check()
+        {
+            let killed = watchdog::kill_below(child.id());
+            println!(
+                "xtask: watchdog: {} hung ({} after {} s); killed {killed} processes",
+                hang.binary,
+                if hang.tests.is_empty() {
+                    "no output".to_owned()
+                } else {
+                    hang.tests.join(", ")
+                },
+                hang.after.as_secs()
+            );
+            tally.hangs.push(hang);
         }
         match exited {
             None => {
@@ -337,12 +391,48 @@ mod tests {
         command.args(["-c", "sleep 20 & echo 'test result: ok. 1 passed'; exit 3"]);
         let started = Instant::now();
         let mut tally = Tally::default();
-        let ok = stream(Path::new("."), command, &mut tally, &|_| None).expect("stream");
+        let ok = stream(
+            Path::new("."),
+            command,
+            &mut tally,
+            &|_| None,
+            Watchdog::default(),
+        )
+        .expect("stream");
         assert!(!ok, "the command's own status (3) is reported");
         let took = started.elapsed();
         assert!(
             took >= LEFTOVER_GRACE && took < std::time::Duration::from_secs(30),
             "{took:?}"
+        );
+    }
+
+    /// A test that libtest reports long-running and that does not end is killed, with the
+    /// process it runs in, and named; the run goes on and the binary counts as crashed.
+    #[test]
+    fn a_hung_test_is_killed_and_named() {
+        let mut command = Command::new("sh");
+        command.args([
+            "-c",
+            "echo '     Running tests/h.rs (target/debug/deps/h-1)'; \
+             echo 'test stuck has been running for over 60 seconds'; \
+             sleep 1000; echo 'the run went on'",
+        ]);
+        let started = Instant::now();
+        let mut tally = Tally::default();
+        let dog = Watchdog::new(
+            std::time::Duration::ZERO,
+            std::time::Duration::from_secs(3600),
+        );
+        let ok = stream(Path::new("."), command, &mut tally, &|_| None, dog).expect("stream");
+        assert!(ok, "sh itself went on after its child was killed");
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        assert_eq!(tally.hangs.len(), 1);
+        assert_eq!(tally.hangs[0].tests, ["stuck"]);
+        assert_eq!(
+            tally.total().crashed,
+            1,
+            "no result line from the killed binary"
         );
     }
 }

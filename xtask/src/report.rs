@@ -133,6 +133,8 @@ pub struct Tally {
     pub packages: BTreeMap<String, Counts>,
     /// Every reason given for a skip (whole tests and parts), without the test names.
     pub reasons: BTreeSet<String>,
+    /// Test binaries the watchdog killed, with the tests that hung.
+    pub hangs: Vec<crate::watchdog::Hang>,
     /// The package of the binary whose output is being read, and whether its result is in.
     current: Option<(String, bool)>,
 }

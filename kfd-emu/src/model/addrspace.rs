@@ -417,13 +417,9 @@ fn schedule_restore(m: Weak<Driver>, tgid: i32, serial: u64) {
             }
         }
     };
-    if std::thread::Builder::new()
-        .name("kfd-emu-restore".into())
-        .spawn(work)
-        .is_err()
-    {
-        eprintln!("kfd-emu: no thread for the restore worker of process {tgid}");
-    }
+    // Started by the helper: this runs while an address-space call is served (see
+    // `crate::own`).
+    crate::own::spawn_later("kfd-emu-restore", work);
 }
 
 #[cfg(test)]

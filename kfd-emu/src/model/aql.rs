@@ -142,9 +142,11 @@ fn execute(drv: &Driver, w: &Work, at: u64) -> Result<Step, GpuFault> {
     let word = |i: usize| u64::from_le_bytes(p[i..i + 8].try_into().unwrap_or_default());
     let trace = |what: String| {
         if drv.dev.cfg.trace {
-            eprintln!(
+            crate::own::elog!(
                 "[{}] aql gpu {:#x} queue {}: {what}",
-                w.tgid, w.gpu_id, w.id
+                w.tgid,
+                w.gpu_id,
+                w.id
             );
         }
     };

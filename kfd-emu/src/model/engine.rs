@@ -109,7 +109,7 @@ pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
         return;
     }
     if drv.dev.cfg.trace {
-        eprintln!(
+        crate::own::elog!(
             "[{}] {} gpu {:#x} queue {}: stopped: {why:?}",
             w.tgid,
             match w.engine {
@@ -181,9 +181,10 @@ pub(super) fn vm_fault(drv: &Driver, w: &Work, f: &GpuFault) {
         ErrorType: 0,
     };
     if drv.dev.cfg.trace {
-        eprintln!(
+        crate::own::elog!(
             "[{tgid}] sdma gpu {:#x} queue {}: {f}; the process's queues on the GPU stop",
-            w.gpu_id, w.id
+            w.gpu_id,
+            w.id
         );
     }
     let mut st = drv.lock();

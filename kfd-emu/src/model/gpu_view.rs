@@ -123,6 +123,7 @@ impl Worker {
         let spawned = std::thread::Builder::new()
             .name("kfd-emu-gpu-view".into())
             .spawn(move || {
+                crate::own::mark();
                 for job in rx {
                     let Some(model) = model.upgrade() else { break };
                     match job {

@@ -296,9 +296,11 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
     let body = &p[1..];
     let trace = |what: String| {
         if drv.dev.cfg.trace {
-            eprintln!(
+            crate::own::elog!(
                 "[{}] pm4 gpu {:#x} queue {}: {what}",
-                w.tgid, w.gpu_id, w.id
+                w.tgid,
+                w.gpu_id,
+                w.id
             );
         }
     };

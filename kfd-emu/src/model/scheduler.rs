@@ -67,19 +67,16 @@ pub(super) fn start(drv: &Arc<Driver>) {
     let _ = drv.this.set(Arc::downgrade(drv));
 }
 
-/// Starts the engine thread of queue `id` of process `tgid`, run through `runner`.
+/// Starts the engine thread of queue `id` of process `tgid`, run through `runner`: through
+/// [`own::spawn_later`](crate::own::spawn_later), since CREATE_QUEUE runs on a supervisor
+/// thread, which must not wait for `pthread_create` (it needs glibc's allocator and stack
+/// cache, which a served thread may hold). A thread the host refuses leaves the queue never
+/// run, and says so.
 pub(super) fn start_queue(drv: &Driver, tgid: i32, id: u32, runner: Arc<Runner>) {
     let Some(weak) = drv.this.get().cloned() else {
         return;
     };
-    let spawned = std::thread::Builder::new()
-        .name(format!("kfd-emu-q{id}"))
-        .spawn(move || engine(&weak, tgid, id, &runner));
-    if let Err(e) = spawned
-        && drv.dev.cfg.trace
-    {
-        eprintln!("[{tgid}] queue {id}: no engine thread ({e}): the queue does not run");
-    }
+    crate::own::spawn_later("kfd-emu-queue", move || engine(&weak, tgid, id, &runner));
 }
 
 /// Wakes the engines of process `tgid`'s queues.

@@ -222,9 +222,11 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
     let p = &d[..len];
     let trace = |what: String| {
         if drv.dev.cfg.trace {
-            eprintln!(
+            crate::own::elog!(
                 "[{}] sdma gpu {:#x} queue {}: {what}",
-                w.tgid, w.gpu_id, w.id
+                w.tgid,
+                w.gpu_id,
+                w.id
             );
         }
     };

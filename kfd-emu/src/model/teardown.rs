@@ -24,7 +24,7 @@ pub(super) fn teardown(model: &Driver, tgid: i32) {
     if model.dev.cfg.check_leaks
         && let Some(report) = leak_report(&process, model)
     {
-        eprint!("{report}");
+        crate::own::elog!("{}", report.trim_end());
         model.leaks.store(true, Ordering::Relaxed);
     }
     // Its queues are unmapped (`kfd_process_dequeue_from_all_devices`): their engines start

@@ -240,7 +240,7 @@ pub(super) fn kfd(
     after: &[u8],
     result: IoctlResult,
 ) {
-    eprintln!(
+    crate::own::elog!(
         "{}",
         kfd_line(caller.id().tid, info, decoder, before, after, result)
     );
@@ -248,7 +248,7 @@ pub(super) fn kfd(
 
 /// Traces an ioctl number the kernel we act as does not have.
 pub(super) fn unknown(caller: &dyn Caller, cmd: u32, errno: rustix::io::Errno) {
-    eprintln!(
+    crate::own::elog!(
         "[pid {}] ioctl(kfd, {cmd:#010x}){}",
         caller.id().tid,
         result_text(Err(errno))
@@ -257,7 +257,7 @@ pub(super) fn unknown(caller: &dyn Caller, cmd: u32, errno: rustix::io::Errno) {
 
 /// Traces a DRM ioctl on a render node.
 pub(super) fn drm(caller: &dyn Caller, name: &str, result: Result<(), rustix::io::Errno>) {
-    eprintln!(
+    crate::own::elog!(
         "[pid {}] {name}(...){}",
         caller.id().tid,
         result_text(result.map(|()| 0))

@@ -16,7 +16,7 @@ pub(crate) fn tell(backend: &dyn Backend, who: CallerId, nr: i64, args: [u64; 6]
         return;
     };
     if catch_unwind(AssertUnwindSafe(|| backend.address_space(who, change))).is_err() {
-        eprintln!("kfd-emu: the backend panicked on {change:?}");
+        crate::own::elog!("kfd-emu: the backend panicked on {change:?}");
     }
 }
 

@@ -127,7 +127,7 @@ pub(crate) fn ask(
         )
     }))
     .unwrap_or_else(|_| {
-        eprintln!("kfd-emu: the backend panicked on an mmap; answering EIO");
+        crate::own::elog!("kfd-emu: the backend panicked on an mmap; answering EIO");
         MmapAction::Fail(Errno::IO)
     });
     (action, Some(file))

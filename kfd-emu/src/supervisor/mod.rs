@@ -38,8 +38,9 @@
 //!   kernel runs it, then answers `CONTINUE`: the backend does what the kernel's MMU
 //!   notifiers would, and it is done when the call returns. In attach mode only the attached
 //!   thread and what it spawns are filtered, so the other threads' calls are not seen, and
-//!   forks are not notified (glibc's `fork` holds the malloc locks the supervisor's threads
-//!   need).
+//!   forks are not notified (glibc's `fork` makes the call holding every malloc lock of the
+//!   process). The supervisor's threads share no lock with the threads they serve, a fork
+//!   elsewhere included: see [`crate::own`].
 //!
 //! # Mappings of stand-ins
 //!
@@ -247,9 +248,14 @@ impl Drop for Attached {
 /// listener handed over. Threads and processes the calling thread creates afterwards are
 /// filtered as well and served by the same supervisor; other threads of the process are not.
 ///
-/// It raises glibc's malloc arena limit (`M_ARENA_MAX`) for the process first, so that the
-/// supervisor's threads get arenas of their own: glibc makes notified calls (`mprotect`,
-/// `munmap`, `madvise`, `brk`) while it holds the calling thread's arena lock.
+/// The supervisor's threads share no lock with the attached thread (see [`crate::own`]):
+/// they allocate from the emulator's private heap, leave glibc frees and new threads to the
+/// helper thread started here (before the filter), and print with one raw `write(2)`. So a
+/// notified call made while the attached thread holds a malloc arena (glibc's `mprotect`,
+/// `munmap`, `madvise`, `brk` from inside `malloc`), the loader's lock, Rust's stderr lock or
+/// libtest's output capture is answered, even while another thread of the process forks.
+/// It also raises glibc's malloc arena limit (`M_ARENA_MAX`), so that other threads do not
+/// share the attached thread's arena.
 ///
 /// See [`Attached`] for what remains after the guard is dropped; [`run_attached`] is the
 /// usual way in.
@@ -257,6 +263,9 @@ pub fn attach(backend: Arc<dyn Backend>) -> Result<Attached, SupervisorError> {
     // Before the supervisor's threads start: an attached thread may hold its malloc arena's
     // lock inside a notified call (see `crate::arenas`).
     crate::arenas::one_per_thread();
+    // Before the filter: the helper frees glibc memory for, and starts threads for, the
+    // supervisor's threads, which never wait for either (see `crate::own`).
+    crate::own::start_helper();
     let filter = Filter::kfd();
     let shutdown = eventfd(0, EventfdFlags::CLOEXEC).map_err(|source| SupervisorError::Setup {
         what: "eventfd",
@@ -265,23 +274,32 @@ pub fn attach(backend: Arc<dyn Backend>) -> Result<Attached, SupervisorError> {
     let shutdown = Arc::new(shutdown);
     let (send, receive) = mpsc::sync_channel::<Listener>(1);
     let (stopped_tx, stopped) = mpsc::sync_channel::<()>(1);
+    let live = Arc::new(crate::own::Latch::default());
     let thread = {
         let backend = Arc::clone(&backend);
         let shutdown = Arc::clone(&shutdown);
+        // Opens the latch once a worker runs, or as soon as none will (no listener, no
+        // server).
+        let opener = live.opener();
         std::thread::Builder::new()
             .name("kfd-emu-supervisor".into())
             .spawn(move || {
-                // No listener: the filter was not installed; nothing to serve.
+                crate::own::mark();
+                // No listener: the filter was not installed; nothing to serve (and nobody
+                // waits on the latch).
                 if let Ok(listener) = receive.recv() {
                     match Server::new(listener, backend, mmap::Route::InProcess) {
                         Ok(mut server) => {
-                            server.run(&mut AttachDriver { shutdown });
+                            server.run_opening(&mut AttachDriver { shutdown }, Some(opener));
                             let listener = server.listener();
                             drop(server);
                             let _ = stopped_tx.send(());
                             serve::pass_through(&listener);
                         }
-                        Err(err) => eprintln!("kfd-emu: starting the supervisor: {err}"),
+                        Err(err) => {
+                            drop(opener);
+                            crate::own::elog!("kfd-emu: starting the supervisor: {err}");
+                        }
                     }
                 }
             })
@@ -300,6 +318,9 @@ pub fn attach(backend: Arc<dyn Backend>) -> Result<Attached, SupervisorError> {
         Ok(listener) => {
             // The thread is alive and waiting on the channel, so the send cannot fail.
             let _ = send.send(listener);
+            // Filtered from here on: go on only once a worker serves (the wait neither
+            // allocates nor makes a notified call).
+            live.wait();
             Ok(Attached {
                 backend,
                 shutdown,

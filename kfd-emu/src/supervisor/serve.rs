@@ -96,7 +96,7 @@ fn run_ioctl(
     arg: u64,
 ) -> Option<IoctlResult> {
     catch_unwind(AssertUnwindSafe(|| backend.ioctl(caller, file, cmd, arg))).unwrap_or_else(|_| {
-        eprintln!("kfd-emu: the backend panicked on ioctl {cmd:#010x}; answering EIO");
+        crate::own::elog!("kfd-emu: the backend panicked on ioctl {cmd:#010x}; answering EIO");
         Some(Err(Errno::IO))
     })
 }
@@ -227,9 +227,20 @@ impl Server {
     /// more) and every tracked process has exited and nothing else is watched. Workers still
     /// serving a call when it returns end once their call is answered.
     pub(crate) fn run(&mut self, driver: &mut dyn Driver) {
+        self.run_opening(driver, None);
+    }
+
+    /// [`run`](Self::run), dropping `live` once the first worker runs (or could not start). Attach mode waits for
+    /// it before the attached thread goes on, so that its first notified call finds a worker
+    /// even while a `fork` elsewhere delays thread creation (see `crate::own`).
+    pub(crate) fn run_opening(
+        &mut self,
+        driver: &mut dyn Driver,
+        live: Option<crate::own::Opener>,
+    ) {
         let shared = &self.shared;
-        if Shared::start_worker(shared).is_err() {
-            eprintln!("kfd-emu: could not start a supervisor worker");
+        if Shared::start_worker(shared, live).is_err() {
+            crate::own::elog!("kfd-emu: could not start a supervisor worker");
             return;
         }
         shared.reap(driver);
@@ -238,17 +249,16 @@ impl Server {
 }
 
 impl Shared {
-    /// Starts one idle worker.
-    fn start_worker(this: &Arc<Shared>) -> std::io::Result<()> {
-        lock(&this.pool).live += 1;
+    /// Starts one idle worker, through the helper (see `crate::own`): the caller does not
+    /// wait for the thread, which counts itself live when it runs.
+    fn start_worker(this: &Arc<Shared>, live: Option<crate::own::Opener>) -> std::io::Result<()> {
         let for_worker = Arc::clone(this);
-        let started = std::thread::Builder::new()
-            .name("kfd-emu-worker".into())
-            .spawn(move || for_worker.work());
-        if started.is_err() {
-            lock(&this.pool).live -= 1;
-        }
-        started.map(|_| ())
+        crate::own::spawn_later("kfd-emu-worker", move || {
+            lock(&for_worker.pool).live += 1;
+            drop(live);
+            for_worker.work();
+        });
+        Ok(())
     }
 
     /// Waits for the lead; its term, or `None` when stopping.
@@ -334,8 +344,8 @@ impl Shared {
             this.lead_free.notify_one();
         } else {
             drop(lead);
-            if Shared::start_worker(this).is_err() {
-                eprintln!("kfd-emu: no thread for another supervisor worker");
+            if Shared::start_worker(this, None).is_err() {
+                crate::own::elog!("kfd-emu: no thread for another supervisor worker");
             }
         }
         false
@@ -356,7 +366,7 @@ impl Shared {
             match poll(&mut fds, None) {
                 Ok(_) | Err(Errno::INTR) => {}
                 Err(err) => {
-                    eprintln!("kfd-emu: poll in the supervisor failed: {err}");
+                    crate::own::elog!("kfd-emu: poll in the supervisor failed: {err}");
                     self.stopping.store(true, Ordering::Release);
                     return None;
                 }
@@ -371,7 +381,7 @@ impl Shared {
                     // ENOENT: the caller died between the wake-up and the receive.
                     Err(Errno::NOENT | Errno::INTR) => {}
                     Err(err) => {
-                        eprintln!("kfd-emu: SECCOMP_IOCTL_NOTIF_RECV failed: {err}");
+                        crate::own::elog!("kfd-emu: SECCOMP_IOCTL_NOTIF_RECV failed: {err}");
                         return None;
                     }
                 }
@@ -450,7 +460,7 @@ impl Shared {
                     Ok(_) => {}
                     Err(Errno::INTR) => continue,
                     Err(err) => {
-                        eprintln!("kfd-emu: poll in the supervisor failed: {err}");
+                        crate::own::elog!("kfd-emu: poll in the supervisor failed: {err}");
                         return;
                     }
                 }
@@ -526,7 +536,7 @@ impl Shared {
         lock(&self.threads).retain(|_, group| *group != tgid);
         let backend = &self.backend;
         if catch_unwind(AssertUnwindSafe(|| backend.process_exited(tgid))).is_err() {
-            eprintln!("kfd-emu: the backend panicked releasing process {tgid}");
+            crate::own::elog!("kfd-emu: the backend panicked releasing process {tgid}");
         }
     }
 
@@ -755,7 +765,9 @@ impl Shared {
         let backend = &self.backend;
         let answer = catch_unwind(AssertUnwindSafe(|| backend.readlink(caller, &path)))
             .unwrap_or_else(|_| {
-                eprintln!("kfd-emu: the backend panicked on a readlink of {path}; answering EIO");
+                crate::own::elog!(
+                    "kfd-emu: the backend panicked on a readlink of {path}; answering EIO"
+                );
                 Some(Err(Errno::IO))
             });
         let result = match answer {
@@ -795,7 +807,7 @@ impl Shared {
             backend.open(caller, &path, flags, mode)
         }))
         .unwrap_or_else(|_| {
-            eprintln!("kfd-emu: the backend panicked opening {path}; answering EIO");
+            crate::own::elog!("kfd-emu: the backend panicked opening {path}; answering EIO");
             OpenAction::Fail(Errno::IO)
         });
         let _ = match action {
@@ -849,7 +861,9 @@ impl Shared {
         let backend = &self.backend;
         let answer =
             catch_unwind(AssertUnwindSafe(|| backend.stat(caller, &path))).unwrap_or_else(|_| {
-                eprintln!("kfd-emu: the backend panicked on a stat of {path}; answering EIO");
+                crate::own::elog!(
+                    "kfd-emu: the backend panicked on a stat of {path}; answering EIO"
+                );
                 Some(Err(Errno::IO))
             });
         self.answer_stat(caller, answer, reply);
@@ -867,7 +881,7 @@ impl Shared {
         let backend = &self.backend;
         let answer = catch_unwind(AssertUnwindSafe(|| backend.fstat(caller, file.as_fd())))
             .unwrap_or_else(|_| {
-                eprintln!("kfd-emu: the backend panicked on an fstat; answering EIO");
+                crate::own::elog!("kfd-emu: the backend panicked on an fstat; answering EIO");
                 Some(Err(Errno::IO))
             });
         self.answer_stat(caller, answer, reply);

@@ -251,6 +251,7 @@ fn start_tracer(
     std::thread::Builder::new()
         .name("kfd-emu-tracer".into())
         .spawn(move || {
+            crate::own::mark();
             let seized = recv_fd(parent_end.as_fd()).and_then(|(listener, pid)| {
                 let pid = i32::from_ne_bytes(pid);
                 tracer::seize(pid)?;
