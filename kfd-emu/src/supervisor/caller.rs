@@ -428,11 +428,20 @@ impl Caller for NotifCaller {
         // same free number.
         static PICK: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let _one = PICK.lock().unwrap_or_else(|e| e.into_inner());
-        let taken: std::collections::BTreeSet<u32> =
-            std::fs::read_dir(format!("/proc/{}/fd", self.who.tgid))
-                .map_err(|_| Errno::MFILE)?
-                .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect();
+        // Listed with getdents64 (rustix's `Dir`), not `opendir`, which allocates from glibc:
+        // this runs on a supervisor thread (see `crate::own`).
+        let dir = rustix::fs::open(
+            format!("/proc/{}/fd", self.who.tgid),
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(|_| Errno::MFILE)?;
+        let taken: std::collections::BTreeSet<u32> = rustix::fs::Dir::read_from(&dir)
+            .map_err(|_| Errno::MFILE)?
+            .filter_map(|e| e.ok()?.file_name().to_str().ok()?.parse().ok())
+            .collect();
         let number = range
             .into_iter()
             .find(|n| !taken.contains(n))
