@@ -848,7 +848,10 @@ fn a_programs_copy_blocked_in_an_unserved_page_stalls_no_other_program() {
     }
     let out = child.wait_with_output().expect("output");
     if out.status.code() == Some(77) {
-        kfd_skip::skip("userfaultfd cannot catch kernel accesses here (not root)");
+        kfd_skip::skip(
+            "userfaultfd cannot catch kernel accesses here (vm.unprivileged_userfaultfd is 0 and \
+             kfd-emu run drops CAP_SYS_PTRACE; cargo xtask prerequisites sets it)",
+        );
         return;
     }
     assert!(out.status.success(), "{}", describe(&out));

@@ -97,6 +97,7 @@ fn prerequisites(root: &Path) -> Result<(), Failure> {
     prereq::packages()?;
     prereq::fetched(root)?;
     prereq::huge_pages()?;
+    prereq::userfaultfd()?;
     prereq::miri()
 }
 
@@ -122,6 +123,7 @@ fn test(root: &Path) -> Result<(), Failure> {
         &mut tally,
         &|line| names.of(line),
         Watchdog::default(),
+        &mut std::io::stdout(),
     )?;
 
     println!("xtask: the Miri subset");
@@ -143,6 +145,7 @@ fn test(root: &Path) -> Result<(), Failure> {
                 std::time::Duration::from_secs(15 * 60),
                 std::time::Duration::from_secs(20 * 60),
             ),
+            &mut std::io::stdout(),
         )?;
     }
 
@@ -192,6 +195,7 @@ fn stream(
     tally: &mut Tally,
     package_of: &dyn Fn(&Line<'_>) -> Option<String>,
     mut dog: Watchdog,
+    out: &mut dyn Write,
 ) -> Result<bool, Failure> {
     let (reader, writer) =
         std::io::pipe().map_err(|e| Failure::new(format!("creating a pipe: {e}")))?;
@@ -227,7 +231,6 @@ fn stream(
             }
         }
     });
-    let mut out = std::io::stdout();
     let mut exited: Option<(std::process::ExitStatus, Instant)> = None;
     loop {
         match received.recv_timeout(std::time::Duration::from_millis(100)) {
@@ -397,6 +400,8 @@ mod tests {
             &mut tally,
             &|_| None,
             Watchdog::default(),
+            // Not this test binary's stdout: the test run that runs it reads that.
+            &mut std::io::sink(),
         )
         .expect("stream");
         assert!(!ok, "the command's own status (3) is reported");
@@ -424,7 +429,15 @@ mod tests {
             std::time::Duration::ZERO,
             std::time::Duration::from_secs(3600),
         );
-        let ok = stream(Path::new("."), command, &mut tally, &|_| None, dog).expect("stream");
+        let ok = stream(
+            Path::new("."),
+            command,
+            &mut tally,
+            &|_| None,
+            dog,
+            &mut std::io::sink(),
+        )
+        .expect("stream");
         assert!(ok, "sh itself went on after its child was killed");
         assert!(started.elapsed() < std::time::Duration::from_secs(30));
         assert_eq!(tally.hangs.len(), 1);

@@ -87,6 +87,34 @@ pub fn packages() -> Result<(), Failure> {
     }
 }
 
+/// Lets unprivileged userfaultfds catch kernel accesses (`vm.unprivileged_userfaultfd` = 1,
+/// as root directly, through `sudo sysctl` otherwise): the engines' isolation test blocks a
+/// traced program's SDMA copy in a page behind a userfaultfd nobody serves, and `kfd-emu run`
+/// drops `CAP_SYS_PTRACE` from the programs it traces, which a userfaultfd without
+/// `UFFD_USER_MODE_ONLY` otherwise needs (`userfaultfd_syscall_allowed`, fs/userfaultfd.c).
+pub fn userfaultfd() -> Result<(), Failure> {
+    const KNOB: &str = "/proc/sys/vm/unprivileged_userfaultfd";
+    if std::fs::read_to_string(KNOB).is_ok_and(|s| s.trim() == "1") {
+        println!("xtask: userfaultfd: unprivileged use allowed");
+        return Ok(());
+    }
+    println!("xtask: userfaultfd: allowing unprivileged use (vm.unprivileged_userfaultfd = 1)");
+    match Privilege::here() {
+        Privilege::Root => {
+            std::fs::write(KNOB, "1\n").map_err(|e| Failure::new(format!("writing {KNOB}: {e}")))
+        }
+        Privilege::Sudo => run(
+            Command::new("sudo").args(["-n", "sysctl", "-q", "vm.unprivileged_userfaultfd=1"]),
+            "sudo sysctl vm.unprivileged_userfaultfd",
+        ),
+        Privilege::Neither => Err(Failure::new(
+            "the engines' isolation test needs vm.unprivileged_userfaultfd = 1: run as root or \
+             with sudo, or set it yourself"
+                .to_owned(),
+        )),
+    }
+}
+
 /// The 2 MiB huge pages the hugetlb tests need (kfd-ring's hugetlb memfd granule; sealing a
 /// hugetlbfs memfd). A machine that reserves none would skip them.
 pub const HUGE_PAGES: u64 = 8;
