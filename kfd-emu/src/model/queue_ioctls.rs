@@ -23,7 +23,7 @@ use super::memory::PAGE_SIZE;
 use super::offsets::{KFD_MMAP_TYPE_DOORBELL, kfd_mmap_gpu_id};
 use super::process::{Pdd, Process, State, doorbell_slice};
 use super::queues::{
-    DOORBELL_MIRROR_OFFSET, Engine, MAX_QUEUES_PER_DEVICE, MAX_QUEUES_PER_PDD, Queue, Runner,
+    DOORBELL_MIRROR_OFFSET, Engine, MAX_QUEUES_PER_DEVICE, Queue, Runner, max_queues_per_pdd,
 };
 use super::scheduler;
 use crate::machine::{ApertureLayout, Gpu};
@@ -252,8 +252,8 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     } else {
         Vec::new()
     };
-    // pqm_create_queue: the HWS limit of a process's queues on a device.
-    if queues_here >= MAX_QUEUES_PER_PDD {
+    // pqm_create_queue: the HWS limit of a process's queues on a device (none on GC 9.4.3).
+    if queues_here >= max_queues_per_pdd(gpu(ctx, index).target) {
         return Err(Errno::NOSPC);
     }
     let id = st
