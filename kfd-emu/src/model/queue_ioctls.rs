@@ -8,6 +8,8 @@
 //! its own started here (see [`scheduler`](super::scheduler)). DESTROY_QUEUE and
 //! UPDATE_QUEUE preempt a queue through its runner, never waiting on another queue's engine.
 
+use std::os::fd::AsFd;
+
 use kfd_ioctl::QueueSizes;
 use kfd_ioctl::abi::{
     KFD_IOC_QUEUE_TYPE_COMPUTE, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, KFD_IOC_QUEUE_TYPE_SDMA,
@@ -19,6 +21,7 @@ use kfd_ioctl::abi::{
 use rustix::io::Errno;
 
 use super::chardev::{Ctx, get, put};
+use super::files;
 use super::memory::PAGE_SIZE;
 use super::offsets::{KFD_MMAP_TYPE_DOORBELL, kfd_mmap_gpu_id};
 use super::process::{Pdd, Process, State, doorbell_slice};
@@ -336,6 +339,16 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         pm4: Default::default(),
         runner: Runner::new(false),
     };
+    // The new queue's write pointer is 0 whatever was last rung on its doorbell: the kernel
+    // zeroes the MQD it maps (`init_mqd` / `init_mqd_sdma` of `kfd_mqd_manager_v9.c` clear
+    // it, so `cp_hqd_pq_wptr` and the SDMA RLC's `rb_wptr` are 0), and a doorbell is a write
+    // to the engine's write-pointer register, not memory that keeps a destroyed queue's
+    // last value. The model keeps doorbells in the process's memfd, so the slot is cleared.
+    files::write_at(
+        process.memfd.as_fd(),
+        Process::doorbell_offset(index) + doorbell,
+        &[0u8; 8][..size as usize],
+    )?;
     // A queue created with no ring or no share of the GPU is created inactive.
     queue.runner = Runner::new(queue.is_active());
     let runner = queue.runner.clone();
