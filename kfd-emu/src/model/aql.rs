@@ -127,11 +127,14 @@ fn execute(drv: &Driver, w: &Work, at: u64) -> Result<Step, GpuFault> {
     let header = u16::from_le_bytes([p[0], p[1]]);
     let kind = header & 0xFF;
     let word = |i: usize| u64::from_le_bytes(p[i..i + 8].try_into().unwrap_or_default());
-    let trace = |what: String| {
+    let trace = |what: &dyn Fn() -> String| {
         if drv.dev.cfg.trace {
             eprintln!(
-                "[{}] aql gpu {:#x} queue {}: {what}",
-                w.tgid, w.gpu_id, w.id
+                "[{}] aql gpu {:#x} queue {}: {}",
+                w.tgid,
+                w.gpu_id,
+                w.id,
+                what()
             );
         }
     };
@@ -158,20 +161,24 @@ fn execute(drv: &Driver, w: &Work, at: u64) -> Result<Step, GpuFault> {
             } else {
                 deps.is_empty() || zero > 0
             };
-            trace(format!(
-                "BARRIER_{name} deps={deps:#x?} completion={:#x}: {}",
-                word(56),
-                if holds { "done" } else { "waits" }
-            ));
+            trace(&|| {
+                format!(
+                    "BARRIER_{name} deps={deps:#x?} completion={:#x}: {}",
+                    word(56),
+                    if holds { "done" } else { "waits" }
+                )
+            });
             if !holds {
                 return Ok(Step::Wait);
             }
         }
         _ => {
             let code = queue_error::refuse(drv, w.tgid, w.gpu, &p)?;
-            trace(format!(
-                "packet type {kind} (header {header:#06x}) cannot run: the queue stops, error {code}"
-            ));
+            trace(&|| {
+                format!(
+                    "packet type {kind} (header {header:#06x}) cannot run: the queue stops, error {code}"
+                )
+            });
             return Ok(Step::Stop(Stopped::QueueError(code)));
         }
     }

@@ -9,6 +9,8 @@
 //! read-pointer address (`CP_HQD_PQ_RPTR_REPORT_ADDR`) is a 32-bit dword offset in the ring
 //! (`gfx_v9_0_ring_get_rptr_compute` reads 32 bits; kfdtest's `PM4Queue::Rptr` says "still
 //! 32-bit even on Vega10" and waits for it to equal the write pointer modulo the ring).
+//! The processor writes that report once per turn and before an interrupt it raises, as the
+//! CP writes it while it fetches rather than after each packet.
 //!
 //! **Packets** (type 3: header bits 31-30 = 3, 29-16 the body's dwords - 1, 15-8 the opcode;
 //! type 2: a one-dword filler), opcodes of the kernel's `soc15d.h` (gfx9) and `nvd.h`
@@ -145,6 +147,7 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
         dwords: Vec::new(),
     };
     let mut ran = false;
+    let mut reported = consumed;
     for _ in 0..ROUND_PACKETS {
         // The innermost IB, or the ring.
         let (source, at, available) = match state.ibs.last() {
@@ -161,9 +164,6 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
                 // The ring's INDIRECT_BUFFER is done: the read pointer moves past it.
                 consumed = consumed.wrapping_add(IB_PACKET_DWORDS);
                 pending -= IB_PACKET_DWORDS.min(pending);
-                if !report(drv, w, consumed) {
-                    return true;
-                }
             }
             ran = true;
             continue;
@@ -173,17 +173,20 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
         let reach = (source, at, available);
         let header = match fetch(drv, w, &mut window, reach, 1) {
             Ok(d) => d[0],
-            Err(f) => return fault(drv, w, &f, &state),
+            Err(f) => return !flush(drv, w, consumed, reported) || fault(drv, w, &f, &state),
         };
         let len = match packet_len(header) {
             Some(len) if len <= available => len,
             // Not all written yet on the ring; an IB that ends inside a packet is malformed.
             Some(_) if source == Source::Ring => break,
-            _ => return halt(drv, w, Stopped::BadPacket(header), &state),
+            _ => {
+                return !flush(drv, w, consumed, reported)
+                    || halt(drv, w, Stopped::BadPacket(header), &state);
+            }
         };
         let packet = match fetch(drv, w, &mut window, reach, len) {
             Ok(d) => d,
-            Err(f) => return fault(drv, w, &f, &state),
+            Err(f) => return !flush(drv, w, consumed, reported) || fault(drv, w, &f, &state),
         };
         match execute(drv, w, &mut state, &packet) {
             Step::Done => {
@@ -193,17 +196,26 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
                     None => {
                         consumed = consumed.wrapping_add(len);
                         pending -= len;
-                        if !report(drv, w, consumed) {
-                            return true;
-                        }
                     }
                 }
-                // In an IB the ring's read pointer stays on the IB packet: at once there.
-                raise_interrupt(drv, w);
+                // The interrupt is raised once the read pointer is written past the packet
+                // (in an IB the ring's read pointer stays on the IB packet: at once there).
+                if w.interrupt.get().is_some() {
+                    if !flush(drv, w, consumed, reported) {
+                        return true;
+                    }
+                    reported = consumed;
+                    raise_interrupt(drv, w);
+                }
             }
             Step::Wait => break,
-            Step::Stop(why) => return halt(drv, w, why, &state),
-            Step::Faulted => return true,
+            Step::Stop(why) => {
+                return !flush(drv, w, consumed, reported) || halt(drv, w, why, &state);
+            }
+            Step::Faulted => {
+                flush(drv, w, consumed, reported);
+                return true;
+            }
             Step::Call { va, dwords, chain } => {
                 ran = true;
                 match state.ibs.last_mut() {
@@ -216,14 +228,28 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
                     None => {}
                 }
                 if state.ibs.len() >= MAX_IB_DEPTH {
-                    return halt(drv, w, Stopped::BadPacket(header), &state);
+                    return !flush(drv, w, consumed, reported)
+                        || halt(drv, w, Stopped::BadPacket(header), &state);
                 }
                 state.ibs.push((va, dwords, 0));
             }
         }
     }
+    if !flush(drv, w, consumed, reported) {
+        return true;
+    }
     save(drv, w, &state);
     ran
+}
+
+/// Writes the read pointer the CP reports when it moved since it was last written
+/// (`reported`): once per turn, and before an interrupt the turn raises. The CP writes its
+/// read-pointer report as it fetches, not after each packet (`CP_HQD_PQ_RPTR_REPORT_ADDR`),
+/// and what a producer waits for (kfdtest's `Wait4PacketConsumption`: the report equal to
+/// the write pointer) is the same. True to go on; false when the queue went away or the write
+/// faulted (stopped then).
+fn flush(drv: &Driver, w: &Work, consumed: u64, reported: u64) -> bool {
+    consumed == reported || report(drv, w, consumed)
 }
 
 /// INDIRECT_BUFFER's dwords (header and three).
@@ -294,11 +320,14 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
     }
     let opcode = (header >> 8) & 0xFF;
     let body = &p[1..];
-    let trace = |what: String| {
+    let trace = |what: &dyn Fn() -> String| {
         if drv.dev.cfg.trace {
             eprintln!(
-                "[{}] pm4 gpu {:#x} queue {}: {what}",
-                w.tgid, w.gpu_id, w.id
+                "[{}] pm4 gpu {:#x} queue {}: {}",
+                w.tgid,
+                w.gpu_id,
+                w.id,
+                what()
             );
         }
     };
@@ -306,18 +335,20 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
     let need = |n: usize| body.len() >= n;
     let result = match opcode {
         IT_NOP | IT_ACQUIRE_MEM | IT_EVENT_WRITE => {
-            trace(format!("opcode {opcode:#x} ({} dwords): no-op", p.len()));
+            trace(&|| format!("opcode {opcode:#x} ({} dwords): no-op", p.len()));
             Ok(())
         }
         IT_WRITE_DATA if need(3) => {
             let dst_sel = (body[0] >> 8) & 0xF;
             let one_addr = body[0] & 1 << 16 != 0;
             let data = &body[3..];
-            trace(format!(
-                "WRITE_DATA dst_sel={dst_sel} addr={:#x} dwords={}",
-                addr(body[1], body[2]),
-                data.len()
-            ));
+            trace(&|| {
+                format!(
+                    "WRITE_DATA dst_sel={dst_sel} addr={:#x} dwords={}",
+                    addr(body[1], body[2]),
+                    data.len()
+                )
+            });
             match dst_sel {
                 0 => {
                     for (i, &v) in data.iter().enumerate() {
@@ -344,10 +375,12 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
             let va = addr(body[2] & !3, body[3]);
             let data = addr(body[4], body[5]);
             let ctxid = body[6];
-            trace(format!(
-                "RELEASE_MEM data_sel={data_sel} int_sel={int_sel} addr={va:#x} data={data:#x} \
+            trace(&|| {
+                format!(
+                    "RELEASE_MEM data_sel={data_sel} int_sel={int_sel} addr={va:#x} data={data:#x} \
                  int_ctxid={ctxid:#x}"
-            ));
+                )
+            });
             let written = match data_sel {
                 0 => Ok(()),
                 1 => write(va, &body[4].to_le_bytes()),
@@ -371,10 +404,7 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
                 return Step::Stop(Stopped::BadPacket(header));
             }
             if !memory {
-                trace(format!(
-                    "WAIT_REG_MEM register={:#x}: not modelled, holds",
-                    body[1]
-                ));
+                trace(&|| format!("WAIT_REG_MEM register={:#x}: not modelled, holds", body[1]));
                 return Step::Done;
             }
             let va = addr(body[1] & !3, body[2]);
@@ -384,10 +414,12 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
                 return Step::Faulted;
             }
             let holds = compare(func, u32::from_le_bytes(now) & mask, reference);
-            trace(format!(
-                "WAIT_REG_MEM addr={va:#x} func={func} reference={reference:#x} mask={mask:#x}: {}",
-                if holds { "holds" } else { "waits" }
-            ));
+            trace(&|| {
+                format!(
+                    "WAIT_REG_MEM addr={va:#x} func={func} reference={reference:#x} mask={mask:#x}: {}",
+                    if holds { "holds" } else { "waits" }
+                )
+            });
             if !holds {
                 return Step::Wait;
             }
@@ -397,9 +429,7 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
             let va = addr(body[0] & !3, body[1] & 0xFFFF);
             let dwords = body[2] & 0xF_FFFF;
             let chain = body[2] & 1 << 20 != 0;
-            trace(format!(
-                "INDIRECT_BUFFER addr={va:#x} dwords={dwords} chain={chain}"
-            ));
+            trace(&|| format!("INDIRECT_BUFFER addr={va:#x} dwords={dwords} chain={chain}"));
             return Step::Call { va, dwords, chain };
         }
         IT_SET_CONFIG_REG | IT_SET_CONTEXT_REG | IT_SET_SH_REG | IT_SET_UCONFIG_REG if need(1) => {
@@ -414,24 +444,24 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
             if u64::from(first) + values.len() as u64 > u64::from(end) {
                 return Step::Stop(Stopped::BadPacket(header));
             }
-            trace(format!(
-                "SET_REG opcode={opcode:#x} register={first:#x} values={values:#x?}"
-            ));
+            trace(&|| {
+                format!("SET_REG opcode={opcode:#x} register={first:#x} values={values:#x?}")
+            });
             for (i, &v) in values.iter().enumerate() {
                 state.regs.insert(first + i as u32, v);
             }
             Ok(())
         }
         IT_DISPATCH_DIRECT | IT_DISPATCH_INDIRECT => {
-            trace(format!(
-                "dispatch (opcode {opcode:#x}): no shaders run here, the queue stops"
-            ));
+            trace(&|| {
+                format!("dispatch (opcode {opcode:#x}): no shaders run here, the queue stops")
+            });
             return Step::Stop(Stopped::CannotDispatch(header));
         }
         _ => {
-            trace(format!(
-                "opcode {opcode:#x} (header {header:#010x}) cannot run: the queue stops"
-            ));
+            trace(&|| {
+                format!("opcode {opcode:#x} (header {header:#010x}) cannot run: the queue stops")
+            });
             return Step::Stop(Stopped::BadPacket(header));
         }
     };
