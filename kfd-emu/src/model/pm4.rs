@@ -23,7 +23,8 @@
 //!   pipeline are modelled, any length.
 //! * WRITE_DATA — `DST_SEL` (bits 8-11) 1, 2 or 5 write the data dwords to memory (bit 16,
 //!   `WR_ONE_ADDR`, writes them all to the one address), 0 writes registers (recorded);
-//!   `WR_CONFIRM` changes nothing here.
+//!   `WR_CONFIRM` changes nothing here. Consecutive ones to adjacent memory are written
+//!   together, before any other packet runs (see `Writes`).
 //! * RELEASE_MEM (`gfx_v9_0_ring_emit_fence`'s layout, kfdtest's `PM4ReleaseMemoryPacket`):
 //!   `DATA_SEL` (bits 29-31 of the second body dword) 1 writes the low 32 bits, 2 the 64-bit
 //!   data, 3 the 64-bit GPU clock (100 MHz), 4 the system clock; `INT_SEL` (bits 24-26) 1 or 2
@@ -148,6 +149,7 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
     };
     let mut ran = false;
     let mut reported = consumed;
+    let mut writes = Writes::default();
     for _ in 0..ROUND_PACKETS {
         // The innermost IB, or the ring.
         let (source, at, available) = match state.ibs.last() {
@@ -173,22 +175,28 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
         let reach = (source, at, available);
         let header = match fetch(drv, w, &mut window, reach, 1) {
             Ok(d) => d[0],
-            Err(f) => return !flush(drv, w, consumed, reported) || fault(drv, w, &f, &state),
+            Err(f) => {
+                return !flush(drv, w, &mut writes, consumed, reported)
+                    || fault(drv, w, &f, &state);
+            }
         };
         let len = match packet_len(header) {
             Some(len) if len <= available => len,
             // Not all written yet on the ring; an IB that ends inside a packet is malformed.
             Some(_) if source == Source::Ring => break,
             _ => {
-                return !flush(drv, w, consumed, reported)
+                return !flush(drv, w, &mut writes, consumed, reported)
                     || halt(drv, w, Stopped::BadPacket(header), &state);
             }
         };
         let packet = match fetch(drv, w, &mut window, reach, len) {
             Ok(d) => d,
-            Err(f) => return !flush(drv, w, consumed, reported) || fault(drv, w, &f, &state),
+            Err(f) => {
+                return !flush(drv, w, &mut writes, consumed, reported)
+                    || fault(drv, w, &f, &state);
+            }
         };
-        match execute(drv, w, &mut state, &packet) {
+        match execute(drv, w, &mut state, &mut writes, &packet) {
             Step::Done => {
                 ran = true;
                 match state.ibs.last_mut() {
@@ -201,7 +209,7 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
                 // The interrupt is raised once the read pointer is written past the packet
                 // (in an IB the ring's read pointer stays on the IB packet: at once there).
                 if w.interrupt.get().is_some() {
-                    if !flush(drv, w, consumed, reported) {
+                    if !flush(drv, w, &mut writes, consumed, reported) {
                         return true;
                     }
                     reported = consumed;
@@ -210,10 +218,11 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
             }
             Step::Wait => break,
             Step::Stop(why) => {
-                return !flush(drv, w, consumed, reported) || halt(drv, w, why, &state);
+                return !flush(drv, w, &mut writes, consumed, reported)
+                    || halt(drv, w, why, &state);
             }
             Step::Faulted => {
-                flush(drv, w, consumed, reported);
+                flush(drv, w, &mut writes, consumed, reported);
                 return true;
             }
             Step::Call { va, dwords, chain } => {
@@ -228,14 +237,14 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
                     None => {}
                 }
                 if state.ibs.len() >= MAX_IB_DEPTH {
-                    return !flush(drv, w, consumed, reported)
+                    return !flush(drv, w, &mut writes, consumed, reported)
                         || halt(drv, w, Stopped::BadPacket(header), &state);
                 }
                 state.ibs.push((va, dwords, 0));
             }
         }
     }
-    if !flush(drv, w, consumed, reported) {
+    if !flush(drv, w, &mut writes, consumed, reported) {
         return true;
     }
     save(drv, w, &state);
@@ -248,8 +257,52 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
 /// and what a producer waits for (kfdtest's `Wait4PacketConsumption`: the report equal to
 /// the write pointer) is the same. True to go on; false when the queue went away or the write
 /// faulted (stopped then).
-fn flush(drv: &Driver, w: &Work, consumed: u64, reported: u64) -> bool {
+fn flush(drv: &Driver, w: &Work, writes: &mut Writes, consumed: u64, reported: u64) -> bool {
+    if let Err(f) = writes.flush(drv, w) {
+        vm_fault(drv, w, &f);
+        return false;
+    }
     consumed == reported || report(drv, w, consumed)
+}
+
+/// The most bytes of WRITE_DATA held back to be written together.
+const WRITES_MAX: usize = 64 << 10;
+
+/// The data of WRITE_DATA packets to memory not written yet: consecutive packets that write
+/// adjacent dwords (kfdtest's `PM4EventInterrupt` writes a page a dword per packet) are
+/// written at once, before any other packet runs (one that reads memory, an interrupt, a
+/// fence), before the read pointer is reported and at the end of the turn. What a program
+/// can see is the same: the CP's writes reach memory in no order the program may rely on
+/// until a later packet or the read pointer says they are done. A fault in such a write is
+/// reported when the bytes are written (the queue stops there), as the hardware reports a
+/// VM fault after the fact.
+#[derive(Default)]
+struct Writes {
+    va: u64,
+    bytes: Vec<u8>,
+}
+
+impl Writes {
+    /// Adds `data` at `va`, writing what was held first unless `data` continues it.
+    fn add(&mut self, drv: &Driver, w: &Work, va: u64, data: &[u8]) -> Result<(), GpuFault> {
+        let continues = self.va.checked_add(self.bytes.len() as u64) == Some(va);
+        if !(continues && self.bytes.len() + data.len() <= WRITES_MAX) {
+            self.flush(drv, w)?;
+            self.va = va;
+        }
+        self.bytes.extend_from_slice(data);
+        Ok(())
+    }
+
+    /// Writes what is held.
+    fn flush(&mut self, drv: &Driver, w: &Work) -> Result<(), GpuFault> {
+        if self.bytes.is_empty() {
+            return Ok(());
+        }
+        let written = drv.write_here(w.tgid, w.gpu_id, self.va, &self.bytes);
+        self.bytes.clear();
+        written
+    }
 }
 
 /// INDIRECT_BUFFER's dwords (header and three).
@@ -313,13 +366,22 @@ fn addr(lo: u32, hi: u32) -> u64 {
 }
 
 /// Runs one packet (`p` is all of it).
-fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
+fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, writes: &mut Writes, p: &[u32]) -> Step {
     let header = p[0];
     if header >> 30 == 2 {
         return Step::Done;
     }
     let opcode = (header >> 8) & 0xFF;
     let body = &p[1..];
+    // Held WRITE_DATA bytes are written before any other packet runs.
+    let held = opcode == IT_WRITE_DATA
+        && body.len() >= 3
+        && matches!((body[0] >> 8) & 0xF, 1 | 2 | 5)
+        && body[0] & 1 << 16 == 0;
+    if !held && let Err(f) = writes.flush(drv, w) {
+        vm_fault(drv, w, &f);
+        return Step::Faulted;
+    }
     let trace = |what: &dyn Fn() -> String| {
         if drv.dev.cfg.trace {
             eprintln!(
@@ -363,7 +425,7 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
                         data.last().map_or(Ok(()), |v| write(va, &v.to_le_bytes()))
                     } else {
                         let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
-                        write(va, &bytes)
+                        writes.add(drv, w, va, &bytes)
                     }
                 }
                 _ => return Step::Stop(Stopped::BadPacket(header)),
