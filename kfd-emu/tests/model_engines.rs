@@ -656,6 +656,65 @@ fn copies_cut_between_turns_move_every_byte() {
     assert_eq!(gpu_u64(&emu, dst + 16 * MIB - 8) as u32, 0xD0D0);
 }
 
+/// An SDMA queue made on the doorbell of a destroyed one starts from write pointer 0: the
+/// kernel's MQD for it is zeroed (`init_mqd_sdma` in `kfd_mqd_manager_v9.c` clears the MQD, so
+/// `sdmax_rlcx_rb_rptr` and `rb_wptr` are 0 when the HWS maps it), so the value the old
+/// queue's producer last rang the doorbell with is not the new queue's write pointer. Before
+/// the fix the engine took that stale value as a doorbell write, ran the new ring's zeros up
+/// to it as NOPs and reported a read pointer past the new queue's work (kfdtest's
+/// P2PBandWidthTest then found its new ring "full"): here the new queue's second fence, past
+/// the first one, never ran.
+#[test]
+fn a_new_sdma_queue_on_an_old_queues_doorbell_starts_from_zero() {
+    let emu = emu("mi100", KFD_IOCTL_MINOR_VERSION);
+    let (ring, pointers, target) = (va(1), va(2), va(3));
+    mapped(&emu, ring, 4096);
+    mapped(&emu, pointers, 4096);
+    mapped(&emu, target, 4096);
+    let args = sdma_queue(&emu, ring, 4096, pointers);
+    let mut a = args;
+    emu.ioctl(AMDKFD_IOC_CREATE_QUEUE, &mut a)
+        .expect("CREATE_QUEUE");
+    // The process's doorbell slice (8 KiB on SOC15) and the queue's slot in it.
+    let slice = 8192u64;
+    let mut doorbells = emu
+        .cpu_map(
+            emu.kfd.as_fd(),
+            a.doorbell_offset & !(slice - 1),
+            slice as usize,
+        )
+        .expect("doorbell mapping");
+    let slot = (a.doorbell_offset & (slice - 1)) as usize;
+    // The old queue's producer rings with 640 (it had run 40 fences), then the queue goes.
+    doorbells.bytes()[slot..slot + 8].copy_from_slice(&640u64.to_le_bytes());
+    assert_eq!(destroy_queue(&emu, a.queue_id), Ok(0));
+    emu.model
+        .gpu_write(emu.caller.tgid, emu.gpu(), pointers, &[0u8; 16])
+        .expect("pointers");
+    let mut b = args;
+    emu.ioctl(AMDKFD_IOC_CREATE_QUEUE, &mut b)
+        .expect("CREATE_QUEUE again");
+    assert_eq!(b.doorbell_offset, a.doorbell_offset, "the same doorbell");
+    // The new queue's first fence, by the write pointer in memory (no doorbell write).
+    submit_sdma(&emu, ring, pointers + 8, &bytes_of(&fence(target, 1)));
+    assert!(
+        eventually(|| gpu_u64(&emu, target) as u32 == 1),
+        "the first fence never ran"
+    );
+    // Its second fence, after the first.
+    let two: Vec<u32> = fence(target, 1)
+        .into_iter()
+        .chain(fence(target, 2))
+        .collect();
+    submit_sdma(&emu, ring, pointers + 8, &bytes_of(&two));
+    assert!(
+        eventually(|| gpu_u64(&emu, target) as u32 == 2 && gpu_u64(&emu, pointers) == 32),
+        "the second fence never ran (read pointer {:#x})",
+        gpu_u64(&emu, pointers)
+    );
+    assert_eq!(destroy_queue(&emu, b.queue_id), Ok(0));
+}
+
 #[test]
 fn a_queue_updated_to_zero_percent_runs_nothing_until_it_is_active_again() {
     for (machine, aql) in [("mi100", false), ("radeon-vii", true)] {

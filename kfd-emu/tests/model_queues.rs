@@ -365,21 +365,29 @@ fn the_other_queue_ioctls_on_unknown_and_known_queues() {
 }
 
 #[test]
-fn a_process_has_at_most_127_queues_on_a_gpu() {
-    // pqm_create_queue: `pdd->qpd.queue_count >= max_queues` (127, the HWS limit): -ENOSPC.
-    // Compute queues without CWSR on a kernel before the buffer checks.
-    let emu = emu_minor(15);
-    let a = kfd_ioctl_create_queue_args {
-        queue_type: KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
-        ..sdma_args(&emu)
-    };
-    for i in 0..127 {
-        let q = create(&emu, &a).unwrap_or_else(|e| panic!("queue {i}: {e}"));
-        assert_eq!(q.queue_id, i);
+fn a_process_has_at_most_127_queues_on_a_gpu_and_255_on_gc_9_4_3() {
+    // pqm_create_queue: `pdd->qpd.queue_count >= max_queues` (127, the HWS limit; 255 on
+    // GC 9.4.3, "No HWS limit on GFX 9.4.3"): -ENOSPC. Compute queues without CWSR on a
+    // kernel before the buffer checks. kfdtest's AllQueues makes 152 queues on one MI300X
+    // (24 CP, 16 PCIe SDMA and 112 xGMI SDMA queues).
+    for (machine, limit) in [("mi100", 127), ("mi210x8", 127), ("mi300x", 255)] {
+        let emu = emu(machine, 15);
+        let a = kfd_ioctl_create_queue_args {
+            queue_type: KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
+            ..sdma_args(&emu)
+        };
+        for i in 0..limit {
+            let q = create(&emu, &a).unwrap_or_else(|e| panic!("{machine}: queue {i}: {e}"));
+            assert_eq!(q.queue_id, i);
+        }
+        assert_eq!(
+            create(&emu, &a).map(|_| ()),
+            Err(Errno::NOSPC),
+            "{machine}: queue {limit}"
+        );
+        assert_eq!(destroy(&emu, 50), Ok(0));
+        assert_eq!(create(&emu, &a).expect("a slot again").queue_id, 50);
     }
-    assert_eq!(create(&emu, &a).map(|_| ()), Err(Errno::NOSPC));
-    assert_eq!(destroy(&emu, 50), Ok(0));
-    assert_eq!(create(&emu, &a).expect("a slot again").queue_id, 50);
 }
 
 #[test]

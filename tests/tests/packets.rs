@@ -528,6 +528,48 @@ fn pm4_wait_reg_mem_holds_the_queue_until_the_value_arrives() {
     });
 }
 
+/// A page written a dword per WRITE_DATA packet (kfdtest's `PM4EventInterrupt`), then a
+/// WAIT_REG_MEM on the last dword written and a fence: every dword is in memory when the
+/// fence lands, and the wait sees the write before it (the processor writes adjacent
+/// WRITE_DATA together, before any other packet runs).
+#[test]
+fn pm4_a_page_written_a_dword_per_packet_is_all_there_at_the_fence() {
+    on_every_target(PM4_MACHINES, |target| {
+        let env = open(target);
+        let mem = env.bo(0, 2 * 4096);
+        let cpu = mem.map_cpu().unwrap();
+        cpu.write(0, &[0u8; 2 * 4096]).unwrap();
+        let mut q = env.pm4();
+        let va = mem.va();
+        let values: Vec<u32> = (0..1024u32).map(|i| 0xDEAD_0000 | i).collect();
+        let mut commands: Vec<Pm4Command<'_>> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Pm4Command::WriteData {
+                addr: va + 4 * i as u64,
+                data: std::slice::from_ref(v),
+            })
+            .collect();
+        commands.push(Pm4Command::WaitMemory {
+            addr: va + 4 * 1023,
+            value: values[1023],
+            mask: 0xFFFF_FFFF,
+            func: PollFunc::Equal,
+        });
+        commands.push(Pm4Command::Fence {
+            addr: va + 4096,
+            value: 0x600D,
+        });
+        for chunk in commands.chunks(100) {
+            let c = q.submit(chunk).unwrap();
+            q.wait(c, WAIT)
+                .unwrap_or_else(|e| panic!("{}: {e}", env.name));
+        }
+        assert_eq!(dwords(&cpu, 4096, 1), [0x600D], "{}", env.name);
+        assert_eq!(dwords(&cpu, 0, 1024), values, "{}", env.name);
+    });
+}
+
 /// An INDIRECT_BUFFER runs its packets and comes back; one inside it nests; one with CHAIN
 /// ends its IB and goes on in the next; the ring's commands after the IB run after it.
 #[test]

@@ -140,13 +140,14 @@ fn execute(drv: &Driver, w: &Work, at: u64) -> Result<Step, GpuFault> {
     let header = u16::from_le_bytes([p[0], p[1]]);
     let kind = header & 0xFF;
     let word = |i: usize| u64::from_le_bytes(p[i..i + 8].try_into().unwrap_or_default());
-    let trace = |what: String| {
+    let trace = |what: &dyn Fn() -> String| {
         if drv.dev.cfg.trace {
             crate::own::elog!(
-                "[{}] aql gpu {:#x} queue {}: {what}",
+                "[{}] aql gpu {:#x} queue {}: {}",
                 w.tgid,
                 w.gpu_id,
-                w.id
+                w.id,
+                what()
             );
         }
     };
@@ -173,11 +174,13 @@ fn execute(drv: &Driver, w: &Work, at: u64) -> Result<Step, GpuFault> {
             } else {
                 deps.is_empty() || zero > 0
             };
-            trace(format!(
-                "BARRIER_{name} deps={deps:#x?} completion={:#x}: {}",
-                word(56),
-                if holds { "done" } else { "waits" }
-            ));
+            trace(&|| {
+                format!(
+                    "BARRIER_{name} deps={deps:#x?} completion={:#x}: {}",
+                    word(56),
+                    if holds { "done" } else { "waits" }
+                )
+            });
             if !holds {
                 return Ok(Step::Wait);
             }
@@ -186,7 +189,7 @@ fn execute(drv: &Driver, w: &Work, at: u64) -> Result<Step, GpuFault> {
             let jump: [u32; 4] = std::array::from_fn(|i| {
                 u32::from_le_bytes(p[4 + 4 * i..8 + 4 * i].try_into().unwrap_or_default())
             });
-            trace(format!("PM4_IB {jump:#010x?} completion={:#x}", word(56)));
+            trace(&|| format!("PM4_IB {jump:#010x?} completion={:#x}", word(56)));
             match pm4::run_aql_ib(drv, w, &jump) {
                 AqlIb::Done => {}
                 AqlIb::Wait => return Ok(Step::Wait),
@@ -196,9 +199,11 @@ fn execute(drv: &Driver, w: &Work, at: u64) -> Result<Step, GpuFault> {
         }
         _ => {
             let code = queue_error::refuse(drv, w.tgid, w.gpu, &p)?;
-            trace(format!(
-                "packet type {kind} (header {header:#06x}) cannot run: the queue stops, error {code}"
-            ));
+            trace(&|| {
+                format!(
+                    "packet type {kind} (header {header:#06x}) cannot run: the queue stops, error {code}"
+                )
+            });
             return Ok(Step::Stop(Stopped::QueueError(code)));
         }
     }

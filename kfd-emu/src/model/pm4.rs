@@ -9,6 +9,8 @@
 //! read-pointer address (`CP_HQD_PQ_RPTR_REPORT_ADDR`) is a 32-bit dword offset in the ring
 //! (`gfx_v9_0_ring_get_rptr_compute` reads 32 bits; kfdtest's `PM4Queue::Rptr` says "still
 //! 32-bit even on Vega10" and waits for it to equal the write pointer modulo the ring).
+//! The processor writes that report once per turn and before an interrupt it raises, as the
+//! CP writes it while it fetches rather than after each packet.
 //!
 //! **Packets** (type 3: header bits 31-30 = 3, 29-16 the body's dwords - 1, 15-8 the opcode;
 //! type 2: a one-dword filler), opcodes of the kernel's `soc15d.h` (gfx9) and `nvd.h`
@@ -21,7 +23,8 @@
 //!   pipeline are modelled, any length.
 //! * WRITE_DATA — `DST_SEL` (bits 8-11) 1, 2 or 5 write the data dwords to memory (bit 16,
 //!   `WR_ONE_ADDR`, writes them all to the one address), 0 writes registers (recorded);
-//!   `WR_CONFIRM` changes nothing here.
+//!   `WR_CONFIRM` changes nothing here. Consecutive ones to adjacent memory are written
+//!   together, before any other packet runs (see `Writes`).
 //! * RELEASE_MEM (`gfx_v9_0_ring_emit_fence`'s layout, kfdtest's `PM4ReleaseMemoryPacket`):
 //!   `DATA_SEL` (bits 29-31 of the second body dword) 1 writes the low 32 bits, 2 the 64-bit
 //!   data, 3 the 64-bit GPU clock (100 MHz), 4 the system clock; `INT_SEL` (bits 24-26) 1 or 2
@@ -145,6 +148,8 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
         dwords: Vec::new(),
     };
     let mut ran = false;
+    let mut reported = consumed;
+    let mut writes = Writes::default();
     for _ in 0..ROUND_PACKETS {
         // The innermost IB, or the ring.
         let (source, at, available) = match state.ibs.last() {
@@ -161,9 +166,6 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
                 // The ring's INDIRECT_BUFFER is done: the read pointer moves past it.
                 consumed = consumed.wrapping_add(IB_PACKET_DWORDS);
                 pending -= IB_PACKET_DWORDS.min(pending);
-                if !report(drv, w, consumed) {
-                    return true;
-                }
             }
             ran = true;
             continue;
@@ -173,19 +175,28 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
         let reach = (source, at, available);
         let header = match fetch(drv, w, &mut window, reach, 1) {
             Ok(d) => d[0],
-            Err(f) => return fault(drv, w, &f, &state),
+            Err(f) => {
+                return !flush(drv, w, &mut writes, consumed, reported)
+                    || fault(drv, w, &f, &state);
+            }
         };
         let len = match packet_len(header) {
             Some(len) if len <= available => len,
             // Not all written yet on the ring; an IB that ends inside a packet is malformed.
             Some(_) if source == Source::Ring => break,
-            _ => return halt(drv, w, Stopped::BadPacket(header), &state),
+            _ => {
+                return !flush(drv, w, &mut writes, consumed, reported)
+                    || halt(drv, w, Stopped::BadPacket(header), &state);
+            }
         };
         let packet = match fetch(drv, w, &mut window, reach, len) {
             Ok(d) => d,
-            Err(f) => return fault(drv, w, &f, &state),
+            Err(f) => {
+                return !flush(drv, w, &mut writes, consumed, reported)
+                    || fault(drv, w, &f, &state);
+            }
         };
-        match execute(drv, w, &mut state, &packet) {
+        match execute(drv, w, &mut state, &mut writes, &packet) {
             Step::Done => {
                 ran = true;
                 match state.ibs.last_mut() {
@@ -193,17 +204,27 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
                     None => {
                         consumed = consumed.wrapping_add(len);
                         pending -= len;
-                        if !report(drv, w, consumed) {
-                            return true;
-                        }
                     }
                 }
-                // In an IB the ring's read pointer stays on the IB packet: at once there.
-                raise_interrupt(drv, w);
+                // The interrupt is raised once the read pointer is written past the packet
+                // (in an IB the ring's read pointer stays on the IB packet: at once there).
+                if w.interrupt.get().is_some() {
+                    if !flush(drv, w, &mut writes, consumed, reported) {
+                        return true;
+                    }
+                    reported = consumed;
+                    raise_interrupt(drv, w);
+                }
             }
             Step::Wait => break,
-            Step::Stop(why) => return halt(drv, w, why, &state),
-            Step::Faulted => return true,
+            Step::Stop(why) => {
+                return !flush(drv, w, &mut writes, consumed, reported)
+                    || halt(drv, w, why, &state);
+            }
+            Step::Faulted => {
+                flush(drv, w, &mut writes, consumed, reported);
+                return true;
+            }
             Step::Call { va, dwords, chain } => {
                 ran = true;
                 match state.ibs.last_mut() {
@@ -216,14 +237,72 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
                     None => {}
                 }
                 if state.ibs.len() >= MAX_IB_DEPTH {
-                    return halt(drv, w, Stopped::BadPacket(header), &state);
+                    return !flush(drv, w, &mut writes, consumed, reported)
+                        || halt(drv, w, Stopped::BadPacket(header), &state);
                 }
                 state.ibs.push((va, dwords, 0));
             }
         }
     }
+    if !flush(drv, w, &mut writes, consumed, reported) {
+        return true;
+    }
     save(drv, w, &state);
     ran
+}
+
+/// Writes the read pointer the CP reports when it moved since it was last written
+/// (`reported`): once per turn, and before an interrupt the turn raises. The CP writes its
+/// read-pointer report as it fetches, not after each packet (`CP_HQD_PQ_RPTR_REPORT_ADDR`),
+/// and what a producer waits for (kfdtest's `Wait4PacketConsumption`: the report equal to
+/// the write pointer) is the same. True to go on; false when the queue went away or the write
+/// faulted (stopped then).
+fn flush(drv: &Driver, w: &Work, writes: &mut Writes, consumed: u64, reported: u64) -> bool {
+    if let Err(f) = writes.flush(drv, w) {
+        vm_fault(drv, w, &f);
+        return false;
+    }
+    consumed == reported || report(drv, w, consumed)
+}
+
+/// The most bytes of WRITE_DATA held back to be written together.
+const WRITES_MAX: usize = 64 << 10;
+
+/// The data of WRITE_DATA packets to memory not written yet: consecutive packets that write
+/// adjacent dwords (kfdtest's `PM4EventInterrupt` writes a page a dword per packet) are
+/// written at once, before any other packet runs (one that reads memory, an interrupt, a
+/// fence), before the read pointer is reported and at the end of the turn. What a program
+/// can see is the same: the CP's writes reach memory in no order the program may rely on
+/// until a later packet or the read pointer says they are done. A fault in such a write is
+/// reported when the bytes are written (the queue stops there), as the hardware reports a
+/// VM fault after the fact.
+#[derive(Default)]
+struct Writes {
+    va: u64,
+    bytes: Vec<u8>,
+}
+
+impl Writes {
+    /// Adds `data` at `va`, writing what was held first unless `data` continues it.
+    fn add(&mut self, drv: &Driver, w: &Work, va: u64, data: &[u8]) -> Result<(), GpuFault> {
+        let continues = self.va.checked_add(self.bytes.len() as u64) == Some(va);
+        if !(continues && self.bytes.len() + data.len() <= WRITES_MAX) {
+            self.flush(drv, w)?;
+            self.va = va;
+        }
+        self.bytes.extend_from_slice(data);
+        Ok(())
+    }
+
+    /// Writes what is held.
+    fn flush(&mut self, drv: &Driver, w: &Work) -> Result<(), GpuFault> {
+        if self.bytes.is_empty() {
+            return Ok(());
+        }
+        let written = drv.write_here(w.tgid, w.gpu_id, self.va, &self.bytes);
+        self.bytes.clear();
+        written
+    }
 }
 
 /// INDIRECT_BUFFER's dwords (header and three).
@@ -287,20 +366,30 @@ fn addr(lo: u32, hi: u32) -> u64 {
 }
 
 /// Runs one packet (`p` is all of it).
-fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
+fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, writes: &mut Writes, p: &[u32]) -> Step {
     let header = p[0];
     if header >> 30 == 2 {
         return Step::Done;
     }
     let opcode = (header >> 8) & 0xFF;
     let body = &p[1..];
-    let trace = |what: String| {
+    // Held WRITE_DATA bytes are written before any other packet runs.
+    let held = opcode == IT_WRITE_DATA
+        && body.len() >= 3
+        && matches!((body[0] >> 8) & 0xF, 1 | 2 | 5)
+        && body[0] & 1 << 16 == 0;
+    if !held && let Err(f) = writes.flush(drv, w) {
+        vm_fault(drv, w, &f);
+        return Step::Faulted;
+    }
+    let trace = |what: &dyn Fn() -> String| {
         if drv.dev.cfg.trace {
             crate::own::elog!(
-                "[{}] pm4 gpu {:#x} queue {}: {what}",
+                "[{}] pm4 gpu {:#x} queue {}: {}",
                 w.tgid,
                 w.gpu_id,
-                w.id
+                w.id,
+                what()
             );
         }
     };
@@ -308,18 +397,20 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
     let need = |n: usize| body.len() >= n;
     let result = match opcode {
         IT_NOP | IT_ACQUIRE_MEM | IT_EVENT_WRITE => {
-            trace(format!("opcode {opcode:#x} ({} dwords): no-op", p.len()));
+            trace(&|| format!("opcode {opcode:#x} ({} dwords): no-op", p.len()));
             Ok(())
         }
         IT_WRITE_DATA if need(3) => {
             let dst_sel = (body[0] >> 8) & 0xF;
             let one_addr = body[0] & 1 << 16 != 0;
             let data = &body[3..];
-            trace(format!(
-                "WRITE_DATA dst_sel={dst_sel} addr={:#x} dwords={}",
-                addr(body[1], body[2]),
-                data.len()
-            ));
+            trace(&|| {
+                format!(
+                    "WRITE_DATA dst_sel={dst_sel} addr={:#x} dwords={}",
+                    addr(body[1], body[2]),
+                    data.len()
+                )
+            });
             match dst_sel {
                 0 => {
                     for (i, &v) in data.iter().enumerate() {
@@ -334,7 +425,7 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
                         data.last().map_or(Ok(()), |v| write(va, &v.to_le_bytes()))
                     } else {
                         let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
-                        write(va, &bytes)
+                        writes.add(drv, w, va, &bytes)
                     }
                 }
                 _ => return Step::Stop(Stopped::BadPacket(header)),
@@ -346,10 +437,12 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
             let va = addr(body[2] & !3, body[3]);
             let data = addr(body[4], body[5]);
             let ctxid = body[6];
-            trace(format!(
-                "RELEASE_MEM data_sel={data_sel} int_sel={int_sel} addr={va:#x} data={data:#x} \
+            trace(&|| {
+                format!(
+                    "RELEASE_MEM data_sel={data_sel} int_sel={int_sel} addr={va:#x} data={data:#x} \
                  int_ctxid={ctxid:#x}"
-            ));
+                )
+            });
             let written = match data_sel {
                 0 => Ok(()),
                 1 => write(va, &body[4].to_le_bytes()),
@@ -373,10 +466,7 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
                 return Step::Stop(Stopped::BadPacket(header));
             }
             if !memory {
-                trace(format!(
-                    "WAIT_REG_MEM register={:#x}: not modelled, holds",
-                    body[1]
-                ));
+                trace(&|| format!("WAIT_REG_MEM register={:#x}: not modelled, holds", body[1]));
                 return Step::Done;
             }
             let va = addr(body[1] & !3, body[2]);
@@ -386,10 +476,12 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
                 return Step::Faulted;
             }
             let holds = compare(func, u32::from_le_bytes(now) & mask, reference);
-            trace(format!(
-                "WAIT_REG_MEM addr={va:#x} func={func} reference={reference:#x} mask={mask:#x}: {}",
-                if holds { "holds" } else { "waits" }
-            ));
+            trace(&|| {
+                format!(
+                    "WAIT_REG_MEM addr={va:#x} func={func} reference={reference:#x} mask={mask:#x}: {}",
+                    if holds { "holds" } else { "waits" }
+                )
+            });
             if !holds {
                 return Step::Wait;
             }
@@ -399,9 +491,7 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
             let va = addr(body[0] & !3, body[1] & 0xFFFF);
             let dwords = body[2] & 0xF_FFFF;
             let chain = body[2] & 1 << 20 != 0;
-            trace(format!(
-                "INDIRECT_BUFFER addr={va:#x} dwords={dwords} chain={chain}"
-            ));
+            trace(&|| format!("INDIRECT_BUFFER addr={va:#x} dwords={dwords} chain={chain}"));
             return Step::Call { va, dwords, chain };
         }
         IT_SET_CONFIG_REG | IT_SET_CONTEXT_REG | IT_SET_SH_REG | IT_SET_UCONFIG_REG if need(1) => {
@@ -416,24 +506,24 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, p: &[u32]) -> Step {
             if u64::from(first) + values.len() as u64 > u64::from(end) {
                 return Step::Stop(Stopped::BadPacket(header));
             }
-            trace(format!(
-                "SET_REG opcode={opcode:#x} register={first:#x} values={values:#x?}"
-            ));
+            trace(&|| {
+                format!("SET_REG opcode={opcode:#x} register={first:#x} values={values:#x?}")
+            });
             for (i, &v) in values.iter().enumerate() {
                 state.regs.insert(first + i as u32, v);
             }
             Ok(())
         }
         IT_DISPATCH_DIRECT | IT_DISPATCH_INDIRECT => {
-            trace(format!(
-                "dispatch (opcode {opcode:#x}): no shaders run here, the queue stops"
-            ));
+            trace(&|| {
+                format!("dispatch (opcode {opcode:#x}): no shaders run here, the queue stops")
+            });
             return Step::Stop(Stopped::CannotDispatch(header));
         }
         _ => {
-            trace(format!(
-                "opcode {opcode:#x} (header {header:#010x}) cannot run: the queue stops"
-            ));
+            trace(&|| {
+                format!("opcode {opcode:#x} (header {header:#010x}) cannot run: the queue stops")
+            });
             return Step::Stop(Stopped::BadPacket(header));
         }
     };
@@ -470,16 +560,21 @@ pub(super) enum AqlIb {
 /// writes are not kept: an AQL queue has no PM4 register state the model reads.
 pub(super) fn run_aql_ib(drv: &Driver, w: &Work, jump: &[u32; 4]) -> AqlIb {
     let mut state = Pm4State::default();
-    match execute(drv, w, &mut state, jump) {
-        Step::Call { va, dwords, .. } => run_ib(drv, w, &mut state, va, dwords, 1),
-        Step::Done => {
-            raise_interrupt(drv, w);
-            AqlIb::Done
-        }
+    let mut writes = Writes::default();
+    let ran = match execute(drv, w, &mut state, &mut writes, jump) {
+        Step::Call { va, dwords, .. } => run_ib(drv, w, &mut state, &mut writes, va, dwords, 1),
+        Step::Done => AqlIb::Done,
         Step::Wait => AqlIb::Wait,
         Step::Stop(why) => AqlIb::Stop(why),
-        Step::Faulted => AqlIb::Faulted,
+        Step::Faulted => return AqlIb::Faulted,
+    };
+    // What WRITE_DATA packets left held lands before the packet completes or waits.
+    if let Err(f) = writes.flush(drv, w) {
+        vm_fault(drv, w, &f);
+        return AqlIb::Faulted;
     }
+    raise_interrupt(drv, w);
+    ran
 }
 
 /// Runs the `dwords` of the IB at `va` at nesting depth `depth` (see [`run_aql_ib`]).
@@ -487,6 +582,7 @@ fn run_ib(
     drv: &Driver,
     w: &Work,
     state: &mut Pm4State,
+    writes: &mut Writes,
     va: u64,
     dwords: u32,
     depth: usize,
@@ -510,7 +606,7 @@ fn run_ib(
         else {
             return AqlIb::Stop(Stopped::BadPacket(header));
         };
-        match execute(drv, w, state, &d[at..at + len]) {
+        match execute(drv, w, state, writes, &d[at..at + len]) {
             Step::Done => raise_interrupt(drv, w),
             Step::Wait => return AqlIb::Wait,
             Step::Stop(why) => return AqlIb::Stop(why),
@@ -519,7 +615,7 @@ fn run_ib(
                 if depth >= MAX_IB_DEPTH {
                     return AqlIb::Stop(Stopped::BadPacket(header));
                 }
-                match run_ib(drv, w, state, va, dwords, depth + 1) {
+                match run_ib(drv, w, state, writes, va, dwords, depth + 1) {
                     AqlIb::Done if chain => return AqlIb::Done,
                     AqlIb::Done => {}
                     other => return other,

@@ -8,6 +8,8 @@
 //! its own started here (see [`scheduler`](super::scheduler)). DESTROY_QUEUE and
 //! UPDATE_QUEUE preempt a queue through its runner, never waiting on another queue's engine.
 
+use std::os::fd::AsFd;
+
 use kfd_ioctl::QueueSizes;
 use kfd_ioctl::abi::{
     KFD_IOC_QUEUE_TYPE_COMPUTE, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, KFD_IOC_QUEUE_TYPE_SDMA,
@@ -19,11 +21,12 @@ use kfd_ioctl::abi::{
 use rustix::io::Errno;
 
 use super::chardev::{Ctx, get, put};
+use super::files;
 use super::memory::PAGE_SIZE;
 use super::offsets::{KFD_MMAP_TYPE_DOORBELL, kfd_mmap_gpu_id};
 use super::process::{Pdd, Process, State, doorbell_slice};
 use super::queues::{
-    DOORBELL_MIRROR_OFFSET, Engine, MAX_QUEUES_PER_DEVICE, MAX_QUEUES_PER_PDD, Queue, Runner,
+    DOORBELL_MIRROR_OFFSET, Engine, MAX_QUEUES_PER_DEVICE, Queue, Runner, max_queues_per_pdd,
 };
 use super::scheduler;
 use crate::machine::{ApertureLayout, Gpu};
@@ -252,8 +255,8 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     } else {
         Vec::new()
     };
-    // pqm_create_queue: the HWS limit of a process's queues on a device.
-    if queues_here >= MAX_QUEUES_PER_PDD {
+    // pqm_create_queue: the HWS limit of a process's queues on a device (none on GC 9.4.3).
+    if queues_here >= max_queues_per_pdd(gpu(ctx, index).target) {
         return Err(Errno::NOSPC);
     }
     let id = st
@@ -336,6 +339,16 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         pm4: Default::default(),
         runner: Runner::new(false),
     };
+    // The new queue's write pointer is 0 whatever was last rung on its doorbell: the kernel
+    // zeroes the MQD it maps (`init_mqd` / `init_mqd_sdma` of `kfd_mqd_manager_v9.c` clear
+    // it, so `cp_hqd_pq_wptr` and the SDMA RLC's `rb_wptr` are 0), and a doorbell is a write
+    // to the engine's write-pointer register, not memory that keeps a destroyed queue's
+    // last value. The model keeps doorbells in the process's memfd, so the slot is cleared.
+    files::write_at(
+        process.memfd.as_fd(),
+        Process::doorbell_offset(index) + doorbell,
+        &[0u8; 8][..size as usize],
+    )?;
     // A queue created with no ring or no share of the GPU is created inactive.
     queue.runner = Runner::new(queue.is_active());
     let runner = queue.runner.clone();

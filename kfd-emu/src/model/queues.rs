@@ -18,6 +18,19 @@ use rustix::io::Errno;
 pub(super) const MAX_QUEUES_PER_PROCESS: u32 = 1024;
 /// `pqm_create_queue`'s `max_queues = 127` (the HWS limit on a process's queues per GPU).
 pub(super) const MAX_QUEUES_PER_PDD: usize = 127;
+/// `pqm_create_queue`'s `max_queues` on GC 9.4.3 ("No HWS limit on GFX 9.4.3": 255).
+pub(super) const MAX_QUEUES_PER_PDD_GC_9_4_3: usize = 255;
+
+/// `pqm_create_queue` (`kfd_process_queue_manager.c`): how many queues a process may have on
+/// a GPU of `gfx_target_version` `target` — 255 on GC 9.4.3 (gfx940, gfx941, gfx942), else
+/// the HWS limit of 127.
+pub(super) fn max_queues_per_pdd(target: kfd_ioctl::topology::GfxTargetVersion) -> usize {
+    if matches!(target.raw(), Some(90400..=90402)) {
+        MAX_QUEUES_PER_PDD_GC_9_4_3
+    } else {
+        MAX_QUEUES_PER_PDD
+    }
+}
 /// `max_num_of_queues_per_device` (the `amdgpu.max_num_of_queues_per_device` default).
 pub(super) const MAX_QUEUES_PER_DEVICE: usize = 4096;
 /// `KFD_QUEUE_DOORBELL_MIRROR_OFFSET`: the distance of an SDMA engine's odd queues' doorbells.

@@ -220,25 +220,26 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
         return Step::Wait;
     }
     let p = &d[..len];
-    let trace = |what: String| {
+    let trace = |what: &dyn Fn() -> String| {
         if drv.dev.cfg.trace {
             crate::own::elog!(
-                "[{}] sdma gpu {:#x} queue {}: {what}",
+                "[{}] sdma gpu {:#x} queue {}: {}",
                 w.tgid,
                 w.gpu_id,
-                w.id
+                w.id,
+                what()
             );
         }
     };
     let write = |va: u64, bytes: &[u8]| drv.write_here(w.tgid, w.gpu_id, va, bytes);
     let result = match op {
         OP_NOP => {
-            trace(format!("NOP count={}", len - 1));
+            trace(&|| format!("NOP count={}", len - 1));
             Ok(())
         }
         OP_COPY if sub_op == SUBOP_COPY_LINEAR_SUB_WIND => {
             let r = SubWindow::decode(p);
-            trace(format!("COPY_LINEAR_SUB_WIND {r:x?}"));
+            trace(&|| format!("COPY_LINEAR_SUB_WIND {r:x?}"));
             // Its fields allow petabytes in one packet; the engine's round would never end.
             if r.bytes() > SUB_WINDOW_MAX_BYTES {
                 return Step::Stop(Stopped::BadPacket(header));
@@ -250,9 +251,9 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
             let count = u64::from(p[1] & 0x3F_FFFF) + 1;
             let (src, dst) = (addr(p[3], p[4]), addr(p[5], p[6]));
             let dst2 = (len == 9).then(|| addr(p[7], p[8]));
-            trace(format!(
-                "COPY_LINEAR src={src:#x} dst={dst:#x} dst2={dst2:#x?} bytes={count}"
-            ));
+            trace(&|| {
+                format!("COPY_LINEAR src={src:#x} dst={dst:#x} dst2={dst2:#x?} bytes={count}")
+            });
             let dsts: &[u64] = match dst2 {
                 Some(d2) => &[dst, d2],
                 None => &[dst],
@@ -272,7 +273,7 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
         OP_WRITE => {
             // WRITE_LINEAR: the data dwords at the (dword-aligned) address.
             let dst = addr(p[1] & !3, p[2]);
-            trace(format!("WRITE_LINEAR dst={dst:#x} dwords={}", len - 4));
+            trace(&|| format!("WRITE_LINEAR dst={dst:#x} dwords={}", len - 4));
             let data: Vec<u8> = p[4..].iter().flat_map(|v| v.to_le_bytes()).collect();
             write(dst, &data)
         }
@@ -281,10 +282,7 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
             let Some(bytes) = fill_bytes(header, p[4]) else {
                 return Step::Stop(Stopped::BadPacket(header));
             };
-            trace(format!(
-                "CONSTANT_FILL dst={dst:#x} data={:#x} bytes={bytes}",
-                p[3]
-            ));
+            trace(&|| format!("CONSTANT_FILL dst={dst:#x} data={:#x} bytes={bytes}", p[3]));
             // The pattern is the fill size's low bytes of the data dword, repeated.
             let pattern = p[3].to_le_bytes();
             let unit = 1usize << (header >> 30);
@@ -293,12 +291,12 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
         }
         OP_FENCE => {
             let dst = addr(p[1], p[2]);
-            trace(format!("FENCE addr={dst:#x} data={:#x}", p[3]));
+            trace(&|| format!("FENCE addr={dst:#x} data={:#x}", p[3]));
             write(dst, &p[3].to_le_bytes())
         }
         OP_TRAP => {
             let context = p[1] & 0x0FFF_FFFF;
-            trace(format!("TRAP int_context={context:#x}"));
+            trace(&|| format!("TRAP int_context={context:#x}"));
             w.interrupt.set(Some(context));
             Ok(())
         }
@@ -316,11 +314,13 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
                 // kernel's `sdma_v4_0_ring_emit_hdp_flush` (hdp_flush bit 26, func 3 on
                 // GPU_HDP_FLUSH_DONE) — the HDP write cache is not modelled either: CPU and
                 // GPU views of VRAM are coherent here.
-                trace(format!(
-                    "POLL_REGMEM register={:#x} func={func} value={value:#x} mask={mask:#x}: \
+                trace(&|| {
+                    format!(
+                        "POLL_REGMEM register={:#x} func={func} value={value:#x} mask={mask:#x}: \
                      register not modelled, holds",
-                    p[1] >> 2
-                ));
+                        p[1] >> 2
+                    )
+                });
                 return Step::Done(len);
             }
             // Memory: polled until the condition holds. The retry count and interval of
@@ -332,10 +332,12 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
                 Err(f) => return fault_step(drv, w, f),
             };
             let holds = compare(func, now, value);
-            trace(format!(
-                "POLL_REGMEM addr={at:#x} func={func} value={value:#x} mask={mask:#x}: {}",
-                if holds { "holds" } else { "waits" }
-            ));
+            trace(&|| {
+                format!(
+                    "POLL_REGMEM addr={at:#x} func={func} value={value:#x} mask={mask:#x}: {}",
+                    if holds { "holds" } else { "waits" }
+                )
+            });
             if !holds {
                 return Step::Wait;
             }
@@ -351,10 +353,12 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
                 Ok(v) => v,
                 Err(f) => return fault_step(drv, w, f),
             };
-            trace(format!(
-                "COND_EXE addr={at:#x} reference={:#x} value={now:#x} exec_count={exec_count}",
-                p[3]
-            ));
+            trace(&|| {
+                format!(
+                    "COND_EXE addr={at:#x} reference={:#x} value={now:#x} exec_count={exec_count}",
+                    p[3]
+                )
+            });
             if now != p[3] {
                 // Skipped: the dwords go with the packet.
                 if d.len() < len + exec_count {
@@ -369,9 +373,7 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
             let src = addr(p[3], p[4]);
             let cmp = addr(p[5], p[6]);
             let operation = header >> 25;
-            trace(format!(
-                "ATOMIC op={operation} addr={at:#x} src={src:#x} cmp={cmp:#x}"
-            ));
+            trace(&|| format!("ATOMIC op={operation} addr={at:#x} src={src:#x} cmp={cmp:#x}"));
             match atomic(drv, w, operation, at, src, cmp) {
                 Some(r) => r,
                 None => return Step::Stop(Stopped::BadPacket(header)),
@@ -383,9 +385,11 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
             let pe = addr(p[1] & !7, p[2]);
             let (flags, value, incr) = (addr(p[3], p[4]), addr(p[5], p[6]), u64::from(p[7]));
             let count = u64::from(p[9] & 0x7_FFFF) + 1;
-            trace(format!(
-                "PTEPDE pe={pe:#x} value={value:#x} flags={flags:#x} incr={incr:#x} entries={count}"
-            ));
+            trace(&|| {
+                format!(
+                    "PTEPDE pe={pe:#x} value={value:#x} flags={flags:#x} incr={incr:#x} entries={count}"
+                )
+            });
             let data: Vec<u8> = (0..count)
                 .flat_map(|i| (value.wrapping_add(i * incr) | flags).to_le_bytes())
                 .collect();
@@ -394,10 +398,7 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
         OP_TIMESTAMP if sub_op == SUBOP_TIMESTAMP_SET => {
             // The engine's local timestamp counter is not modelled apart from the global
             // one: setting it changes nothing the model reports.
-            trace(format!(
-                "TIMESTAMP_SET {:#x}: not modelled",
-                addr(p[1], p[2])
-            ));
+            trace(&|| format!("TIMESTAMP_SET {:#x}: not modelled", addr(p[1], p[2])));
             Ok(())
         }
         OP_TIMESTAMP => {
@@ -406,21 +407,23 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
             // it follows the model); the local counter is the global one here.
             let dst = addr(p[1] & !7, p[2]);
             let ticks = drv.dev.clock.raw_ns() / 10;
-            trace(format!("TIMESTAMP addr={dst:#x} value={ticks}"));
+            trace(&|| format!("TIMESTAMP addr={dst:#x} value={ticks}"));
             write(dst, &ticks.to_le_bytes())
         }
         OP_SRBM_WRITE => {
             // A register write (`sdma_v*_ring_emit_wreg`): no MMIO registers are modelled.
-            trace(format!(
-                "SRBM_WRITE register={:#x} value={:#x}: not modelled",
-                p[1], p[2]
-            ));
+            trace(&|| {
+                format!(
+                    "SRBM_WRITE register={:#x} value={:#x}: not modelled",
+                    p[1], p[2]
+                )
+            });
             Ok(())
         }
         _ => {
             // GCR_REQ (SDMA 5+; `sdma_v5_0_ring_emit_mem_sync`, ROCr's `BuildGCRCommand`):
             // a cache write-back / invalidate. The model's memory has no GPU caches.
-            trace("GCR_REQ: no caches modelled".into());
+            trace(&|| "GCR_REQ: no caches modelled".into());
             Ok(())
         }
     };
