@@ -59,6 +59,7 @@
 
 pub mod aql;
 mod error;
+mod fence_wait;
 pub mod packet;
 pub mod pm4;
 mod sdma;

@@ -56,7 +56,7 @@ use kfd_ioctl::BufferObject;
 use kfd_ioctl::topology::GfxTargetVersion;
 use kfd_ioctl::{
     ComputeBuffers, Doorbells, Event, EventKind, OwnedCpuMapping, Queue, QueueBuffer, QueueSpec,
-    QueueType, WaitOutcome,
+    QueueType,
 };
 use vm_memory::Bytes;
 
@@ -611,32 +611,13 @@ impl Pm4Queue {
     /// [`Error::VmFault`] when the GPU took a VM fault first; [`Error::Timeout`];
     /// [`Error::Kfd`] when WAIT_EVENTS fails.
     pub fn wait(&self, c: Pm4Completion, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if self.is_done(c)? {
-                return Ok(());
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            let ms = u32::try_from(left.min(Duration::from_millis(20)).as_millis()).unwrap_or(20);
-            if let WaitOutcome::Complete(faults) =
-                self.context
-                    .kfd()
-                    .wait_events(&[&self.event, &self.fault], false, ms)?
-                && let Some(Some(fault)) = faults.get(1)
-            {
-                if self.is_done(c)? {
-                    return Ok(());
-                }
-                return Err(Error::VmFault(*fault));
-            }
-            if left.is_zero() {
-                return if self.is_done(c)? {
-                    Ok(())
-                } else {
-                    Err(Error::Timeout(timeout))
-                };
-            }
-        }
+        crate::fence_wait::wait_for_fence(
+            self.context.kfd(),
+            &self.event,
+            &self.fault,
+            timeout,
+            || self.is_done(c),
+        )
     }
 }
 

@@ -9,7 +9,7 @@ use kfd_ioctl::mem::Reservation;
 use kfd_ioctl::topology::Topology;
 use kfd_ioctl::{
     BufferObject, Doorbells, Event, EventKind, Kfd, OwnedCpuMapping, Queue, QueueSizes, QueueType,
-    RawQueueSpec, WaitOutcome,
+    RawQueueSpec,
 };
 use kfd_ring::{GpuAccess, GpuHostRing, Granularity, HostMirror, Mirrored, Right};
 use vm_memory::Bytes;
@@ -530,33 +530,13 @@ impl SdmaQueue {
     /// [`Error::VmFault`] when the GPU took a VM fault before `c` completed (the queue has
     /// stopped); [`Error::Timeout`]; [`Error::Kfd`] when WAIT_EVENTS fails.
     pub fn wait(&self, c: Completion, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if self.is_done(c)? {
-                return Ok(());
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            // Slices, so that a trap another waiter consumed costs at most one slice.
-            let slice = left.min(Duration::from_millis(20));
-            let ms = u32::try_from(slice.as_millis()).unwrap_or(u32::MAX);
-            let events = [&self.trap, &self.fault];
-            if let WaitOutcome::Complete(faults) =
-                self.context.kfd.wait_events(&events, false, ms)?
-                && let Some(Some(fault)) = faults.get(1)
-            {
-                if self.is_done(c)? {
-                    return Ok(());
-                }
-                return Err(Error::VmFault(*fault));
-            }
-            if left.is_zero() {
-                return if self.is_done(c)? {
-                    Ok(())
-                } else {
-                    Err(Error::Timeout(timeout))
-                };
-            }
-        }
+        crate::fence_wait::wait_for_fence(
+            &self.context.kfd,
+            &self.trap,
+            &self.fault,
+            timeout,
+            || self.is_done(c),
+        )
     }
 }
 
