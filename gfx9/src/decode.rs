@@ -6,12 +6,13 @@
 //! VOP1 `011_1111` and VOPC `011_1110` (inside VOP2's `0`); VOP3P `1_1010_0111` (inside
 //! VOP3's `11_0100`); SMEM `11_0000`, DS `11_0110`, FLAT `11_0111`, MUBUF `11_1000`.
 
+use crate::error::DecodeError;
+use crate::inst::{Inst, Modifiers};
 use crate::opcode::{
-    DsOp, FlatOp, MubufOp, Opcode, Segment, SmemOp, Sop1Op, Sop2Op, SopcOp, SopkOp, SoppOp, Vop1Op,
-    Vop2Op, Vop3Op, Vop3pOp, VopcOp,
+    DsOp, Encoding, FlatOp, MubufOp, Opcode, Segment, SmemOp, Sop1Op, Sop2Op, SopcOp, SopkOp,
+    SoppOp, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp,
 };
 use crate::operand::{self, Operand, SRC_DPP, SRC_LITERAL, SRC_SDWA, VCC};
-use crate::{DecodeError, Encoding, Inst, Modifiers};
 
 /// Decodes the instruction at the start of `words` (little-endian dwords, as in a code
 /// object's `.text`); [`Inst::dwords`] says where the next one starts.

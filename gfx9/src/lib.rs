@@ -50,161 +50,16 @@
 #![forbid(unsafe_code)]
 
 mod decode;
+mod error;
+mod inst;
 pub mod opcode;
 pub mod operand;
 
 pub use decode::{Decoder, decode};
+pub use error::DecodeError;
+pub use inst::{Inst, Modifiers};
 pub use opcode::{
-    DsOp, FlatOp, MubufOp, Opcode, Segment, SmemOp, Sop1Op, Sop2Op, SopcOp, SopkOp, SoppOp, Vop1Op,
-    Vop2Op, Vop3Op, Vop3pOp, VopcOp,
+    DsOp, Encoding, FlatOp, MubufOp, Opcode, Segment, SmemOp, Sop1Op, Sop2Op, SopcOp, SopkOp,
+    SoppOp, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp,
 };
 pub use operand::{FloatConst, Operand, Special};
-
-/// The microcode format an instruction was encoded in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Encoding {
-    /// SOP2 (32 bits, + literal).
-    Sop2,
-    /// SOPK (32 bits; `s_setreg_imm32_b32` + a 32-bit immediate).
-    Sopk,
-    /// SOP1 (32 bits, + literal).
-    Sop1,
-    /// SOPC (32 bits, + literal).
-    Sopc,
-    /// SOPP (32 bits).
-    Sopp,
-    /// SMEM (64 bits).
-    Smem,
-    /// VOP2 (32 bits, + literal).
-    Vop2,
-    /// VOP1 (32 bits, + literal).
-    Vop1,
-    /// VOPC (32 bits, + literal).
-    Vopc,
-    /// VOP3A (64 bits): three sources, abs/neg/omod/clamp/op_sel modifiers.
-    Vop3a,
-    /// VOP3B (64 bits): a scalar destination (carry, flags) instead of abs/op_sel.
-    Vop3b,
-    /// VOP3P (64 bits): packed math.
-    Vop3p,
-    /// DS (64 bits).
-    Ds,
-    /// FLAT, GLOBAL or SCRATCH (64 bits).
-    Flat,
-    /// MUBUF (64 bits).
-    Mubuf,
-}
-
-/// The modifier and cache-control bits of an instruction; all zero when the encoding has none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Modifiers {
-    /// VOP3/VOP3P: clamp the result.
-    pub clamp: bool,
-    /// VOP3A: the output modifier (0 none, 1 ×2, 2 ×4, 3 ÷2).
-    pub omod: u8,
-    /// VOP3A: absolute value of source *i* in bit *i*.
-    pub abs: u8,
-    /// VOP3A/VOP3P: negate source *i* (VOP3P: its low half) in bit *i*.
-    pub neg: u8,
-    /// VOP3P: negate the high half of source *i* in bit *i*.
-    pub neg_hi: u8,
-    /// VOP3A/VOP3P: OP_SEL bits (VOP3A bit 3 is the destination).
-    pub op_sel: u8,
-    /// VOP3P: OP_SEL_HI bits.
-    pub op_sel_hi: u8,
-    /// Memory: globally coherent (GLC).
-    pub glc: bool,
-    /// Memory: system level coherent (SLC).
-    pub slc: bool,
-    /// gfx90a memory: the SCC (system coherent) cache bit.
-    pub scc: bool,
-    /// SMEM: non-volatile (NV).
-    pub nv: bool,
-    /// DS: global data share instead of LDS (GDS).
-    pub gds: bool,
-    /// MUBUF/FLAT: the data goes to LDS (LDS).
-    pub lds: bool,
-    /// MUBUF: VADDR holds an offset (OFFEN).
-    pub offen: bool,
-    /// MUBUF: VADDR holds an index (IDXEN).
-    pub idxen: bool,
-    /// gfx90a DS/FLAT/MUBUF: the data registers are AGPRs (ACC).
-    pub acc: bool,
-}
-
-/// One decoded instruction.
-///
-/// Operand slots, per encoding (an unused slot is [`Operand::None`]):
-///
-/// | encoding | `dst` | `src` | `imm` |
-/// |---|---|---|---|
-/// | SOP2, SOP1, SOPC | sdst | ssrc0, ssrc1 | — |
-/// | SOPK | sdst (for `s_cmpk_*`/`s_setreg*`, `src[0]` instead) | the same register when read | simm16, sign-extended (`s_setreg_imm32_b32`: the 32-bit immediate) |
-/// | SOPP | — | — | simm16, sign-extended (branches: the offset in dwords) |
-/// | SMEM | sdata | sbase, soffset | byte offset (21-bit signed) |
-/// | VOP2, VOP1, VOPC, VOP3 | vdst (VOPC/VOP3 SGPR results: that SGPR), carry-out/`vcc` | src0, src1, src2 (implicit `vcc` where the 32-bit form reads it; `v_madmk/madak`: the constant as `src[2]`) | — |
-/// | VOP3P | vdst | src0..src2 | — |
-/// | DS | vdst | addr, data0, data1 | `offset1 << 8 \| offset0` |
-/// | FLAT | vdst | addr, data, saddr (global/scratch; `None` for `off`) | offset (global/scratch: 13-bit signed) |
-/// | MUBUF | vdata | vaddr, srsrc, soffset | offset |
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Inst {
-    /// The operation.
-    pub op: Opcode,
-    /// The form it was encoded in.
-    pub encoding: Encoding,
-    /// Destinations.
-    pub dst: [Operand; 2],
-    /// Sources.
-    pub src: [Operand; 3],
-    /// The immediate (offset, simm16), see the table above.
-    pub imm: i32,
-    /// Modifiers and cache bits.
-    pub mods: Modifiers,
-    /// The instruction's length in dwords, including its literal.
-    pub dwords: u8,
-}
-
-/// Why an instruction did not decode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum DecodeError {
-    /// The stream ended inside an instruction.
-    #[error("truncated instruction: needs {needed} dwords, {available} left")]
-    Truncated {
-        /// Dwords the instruction needs.
-        needed: u8,
-        /// Dwords the stream had left.
-        available: usize,
-    },
-    /// The first dword matches no gfx9 encoding.
-    #[error("no gfx9 encoding starts with {word:#010x}")]
-    UnknownEncoding {
-        /// The first dword.
-        word: u32,
-    },
-    /// The encoding is known but its opcode is not in this decoder's table.
-    #[error("unknown {encoding:?} opcode {op} (first dword {word:#010x})")]
-    UnknownOpcode {
-        /// The encoding.
-        encoding: Encoding,
-        /// The opcode field.
-        op: u16,
-        /// The first dword.
-        word: u32,
-    },
-    /// An operand field holds a reserved code, or one the form does not allow (a literal in
-    /// VOP3 on gfx9).
-    #[error("illegal operand code {code}")]
-    IllegalOperand {
-        /// The operand field's value.
-        code: u16,
-    },
-    /// A gfx9 form this decoder does not handle yet (DPP, SDWA, MTBUF, MIMG, EXP, VINTRP, MFMA).
-    #[error("{what} is not decoded yet (first dword {word:#010x})")]
-    Unsupported {
-        /// The form.
-        what: &'static str,
-        /// The first dword.
-        word: u32,
-    },
-}

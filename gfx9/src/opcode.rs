@@ -394,6 +394,41 @@ opcodes! {
     }
 }
 
+/// The microcode format an instruction was encoded in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// SOP2 (32 bits, + literal).
+    Sop2,
+    /// SOPK (32 bits; `s_setreg_imm32_b32` + a 32-bit immediate).
+    Sopk,
+    /// SOP1 (32 bits, + literal).
+    Sop1,
+    /// SOPC (32 bits, + literal).
+    Sopc,
+    /// SOPP (32 bits).
+    Sopp,
+    /// SMEM (64 bits).
+    Smem,
+    /// VOP2 (32 bits, + literal).
+    Vop2,
+    /// VOP1 (32 bits, + literal).
+    Vop1,
+    /// VOPC (32 bits, + literal).
+    Vopc,
+    /// VOP3A (64 bits): three sources, abs/neg/omod/clamp/op_sel modifiers.
+    Vop3a,
+    /// VOP3B (64 bits): a scalar destination (carry, flags) instead of abs/op_sel.
+    Vop3b,
+    /// VOP3P (64 bits): packed math.
+    Vop3p,
+    /// DS (64 bits).
+    Ds,
+    /// FLAT, GLOBAL or SCRATCH (64 bits).
+    Flat,
+    /// MUBUF (64 bits).
+    Mubuf,
+}
+
 /// Which address space a FLAT-encoded instruction uses (its SEG field).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Segment {
@@ -408,7 +443,7 @@ pub enum Segment {
 /// A decoded operation: the encoding family's opcode.
 ///
 /// VOP1, VOP2 and VOPC operations keep their own opcode when encoded as VOP3 (the
-/// [`Encoding`](crate::Encoding) says which form was used).
+/// [`Encoding`] says which form was used).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Opcode {
     /// A SOP2 operation.

@@ -2,7 +2,7 @@
 //! ("AMD Instinct MI200 ISA", section 3.6 "Operand encoding" / the SSRC and SRC tables of
 //! chapter 12, "Microcode formats"), the 7-bit scalar destination and the 8-bit VGPR fields.
 
-use crate::DecodeError;
+use crate::error::DecodeError;
 
 /// One decoded operand: a register, a special register, an inline constant or the literal.
 ///
