@@ -272,7 +272,7 @@ impl Fields<'_> {
                 inst.src[2] = VCC;
             }
             // vdst = src0 * K + vsrc1 / src0 * vsrc1 + K: the constant K is the literal dword.
-            VMadmkF32 | VMadakF32 => {
+            VMadmkF32 | VMadakF32 | VMadmkF16 | VMadakF16 => {
                 inst.src[2] = Operand::Literal(self.dword(1, 2)?);
                 inst.dwords = 2;
             }
@@ -346,7 +346,7 @@ impl Fields<'_> {
                     VCndmaskB32 => (3, false),
                     VAddCoU32 | VSubCoU32 | VSubrevCoU32 => (2, true),
                     VAddcCoU32 | VSubbCoU32 | VSubbrevCoU32 => (3, true),
-                    VMadmkF32 | VMadakF32 => return Err(unknown()),
+                    VMadmkF32 | VMadakF32 | VMadmkF16 | VMadakF16 => return Err(unknown()),
                     _ => (2, false),
                 };
                 (Opcode::Vop2(op), sources, vop3b, false)

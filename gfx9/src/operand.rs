@@ -160,6 +160,8 @@ pub(crate) fn scalar_dst(code: u16) -> Result<Operand, DecodeError> {
 }
 
 /// Codes 102..=127: the special registers below the constants, and the trap temporaries.
+/// 125 is reserved on gfx9: LLVM 19's disassembler prints it as `null` (gfx10's register),
+/// but its assembler refuses `null` for gfx90a ("not supported on this GPU").
 fn special_low(code: u16) -> Result<Operand, DecodeError> {
     Ok(match code {
         102 => Operand::Special(Special::FlatScratchLo),
