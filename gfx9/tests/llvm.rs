@@ -2,7 +2,8 @@
 //! decode to the expected [`Inst`]; every opcode of every table decodes to the mnemonic
 //! LLVM's disassembler gives the same encoding (which checks the tables' numbers); 8 000
 //! random encodings decode to LLVM's mnemonic and length wherever both decode them; and a
-//! clang-compiled kernel's `.text` decodes whole, on `llvm-objdump`'s instruction boundaries.
+//! clang-compiled kernel's `.text` decodes whole, on `llvm-objdump`'s instruction boundaries,
+//! with the mnemonics, operands, memory offsets and branch distances `llvm-objdump` prints.
 //!
 //! LLVM 19 (Debian's `llvm-19` and `clang-19`) is a prerequisite: missing, the tests fail
 //! under `CI=true` and otherwise skip with the reason (`kfd_skip::prerequisite`).
@@ -852,7 +853,7 @@ fn every_table_opcode_is_the_one_llvm_disassembles() {
 }
 
 #[test]
-fn a_compiled_kernel_decodes_on_llvm_objdump_boundaries() {
+fn a_compiled_kernel_decodes_as_llvm_objdump_lists_it() {
     let (Some(clang), Some(objcopy), Some(objdump)) = (
         tool(&["clang-19"]),
         tool(&["llvm-objcopy-19"]),
@@ -892,14 +893,18 @@ fn a_compiled_kernel_decodes_on_llvm_objdump_boundaries() {
     std::fs::remove_dir_all(&dir).ok();
 
     // objdump lines: "\tmnemonic operands   // 0000000000A8: C0020002 00000010 [<sym>]"
-    let expected: Vec<(usize, String)> = String::from_utf8_lossy(&listing)
+    let listed: Vec<(usize, String)> = String::from_utf8_lossy(&listing)
         .lines()
         .filter_map(|line| {
             let (text, tail) = line.split_once("// ")?;
             let (addr, _) = tail.split_once(':')?;
             let at = usize::from_str_radix(addr.trim(), 16).ok()?;
-            Some((at / 4, base_mnemonic(text.trim()).to_string()))
+            Some((at / 4, text.trim().to_string()))
         })
+        .collect();
+    let expected: Vec<(usize, String)> = listed
+        .iter()
+        .map(|(at, text)| (*at, base_mnemonic(text).to_string()))
         .collect();
     assert!(
         expected.len() > 40,
@@ -913,6 +918,116 @@ fn a_compiled_kernel_decodes_on_llvm_objdump_boundaries() {
         })
         .collect();
     assert_eq!(decoded, expected);
+
+    // The operands: each one the decoder says the instruction reads or writes is in
+    // objdump's operand text (registers by their first number, constants by value), and so
+    // are memory offsets and branch distances.
+    let texts: std::collections::HashMap<usize, &str> =
+        listed.iter().map(|(at, t)| (*at, t.as_str())).collect();
+    let mut operands_checked = 0;
+    for (at, inst) in Decoder::new(&words) {
+        let inst = inst.expect("decoded above");
+        let text = texts[&at];
+        let (mnemonic, rest) = text.split_once(' ').unwrap_or((text, ""));
+        let tokens: Vec<&str> = rest.split([',', ' ']).filter(|t| !t.is_empty()).collect();
+        for operand in used_operands(&inst, mnemonic) {
+            assert!(
+                mentions(&tokens, operand),
+                "{text}: {operand:?} not among {tokens:?} ({inst:?})"
+            );
+            operands_checked += 1;
+        }
+        let offset = format!("offset:{}", inst.imm);
+        let memory = matches!(
+            inst.encoding,
+            Encoding::Smem | Encoding::Ds | Encoding::Flat | Encoding::Mubuf
+        );
+        if memory && inst.imm != 0 && inst.encoding != Encoding::Smem {
+            assert!(tokens.contains(&offset.as_str()), "{text}: {offset}");
+        }
+        if mnemonic.starts_with("s_cbranch") || mnemonic == "s_branch" {
+            // objdump prints SIMM16 unsigned: -8 dwords is 65528.
+            let simm16 = (inst.imm as u16).to_string();
+            assert_eq!(tokens.first(), Some(&simm16.as_str()), "{text}");
+        }
+    }
+    assert!(
+        operands_checked > 100,
+        "only {operands_checked} operands checked"
+    );
+}
+
+/// The operands of `inst` that LLVM prints: all of them for the ALU encodings; for memory
+/// the address, and the data or destination the operation moves.
+fn used_operands(inst: &Inst, mnemonic: &str) -> Vec<Operand> {
+    let loads = ["load", "read", "atomic"]
+        .iter()
+        .any(|w| mnemonic.contains(w));
+    let stores = ["store", "write", "atomic"]
+        .iter()
+        .any(|w| mnemonic.contains(w));
+    let mut out = Vec::new();
+    match inst.encoding {
+        Encoding::Ds | Encoding::Flat | Encoding::Mubuf => {
+            out.push(inst.src[0]);
+            if stores {
+                out.push(inst.src[1]);
+            }
+            // An atomic returns the old value only with GLC.
+            let returns = !mnemonic.contains("atomic") || inst.mods.glc;
+            if loads && returns {
+                out.push(inst.dst[0]);
+            }
+            if inst.encoding == Encoding::Flat {
+                out.push(inst.src[2]);
+            }
+        }
+        _ => {
+            out.extend(inst.dst);
+            out.extend(inst.src);
+        }
+    }
+    out.retain(|o| *o != Operand::None);
+    out
+}
+
+/// Whether objdump's operand `tokens` name `operand`.
+fn mentions(tokens: &[&str], operand: Operand) -> bool {
+    let any = |names: &[String]| {
+        tokens.iter().any(|t| {
+            let t = t.trim_start_matches(['-', '|']).trim_end_matches('|');
+            names
+                .iter()
+                .any(|n| t == n || t.starts_with(&format!("{n}:")))
+        })
+    };
+    match operand {
+        Operand::None => true,
+        Operand::Sgpr(n) => any(&[format!("s{n}"), format!("s[{n}")]),
+        Operand::Vgpr(n) => any(&[format!("v{n}"), format!("v[{n}")]),
+        Operand::Ttmp(n) => any(&[format!("ttmp{n}"), format!("ttmp[{n}")]),
+        Operand::Special(s) => {
+            let names: &[&str] = match s {
+                Special::VccLo => &["vcc", "vcc_lo"],
+                Special::VccHi => &["vcc_hi"],
+                Special::ExecLo => &["exec", "exec_lo"],
+                Special::ExecHi => &["exec_hi"],
+                Special::M0 => &["m0"],
+                Special::Scc => &["scc", "src_scc"],
+                Special::Vccz => &["vccz", "src_vccz"],
+                Special::Execz => &["execz", "src_execz"],
+                _ => return true,
+            };
+            any(&names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+        }
+        Operand::Int(k) => tokens.contains(&k.to_string().as_str()),
+        Operand::Float(f) => tokens
+            .iter()
+            .any(|t| t.parse::<f64>().is_ok_and(|v| (v - f.value()).abs() < 1e-6)),
+        Operand::Literal(x) => tokens
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case(&format!("{x:#x}")) || *t == x.to_string()),
+    }
 }
 
 /// A kernel with loads, stores, LDS, a barrier, a branch, f32/f64 FMA and an atomic.
