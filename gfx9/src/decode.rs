@@ -208,8 +208,13 @@ impl Fields<'_> {
         let raw = bits(self.w, 8, 8);
         let op = Sop1Op::from_raw(raw).ok_or_else(|| self.unknown(Encoding::Sop1, raw))?;
         let mut inst = self.inst(Opcode::Sop1(op), Encoding::Sop1, 1);
-        inst.dst[0] = operand::scalar_dst(bits(self.w, 16, 7))?;
-        self.sources32(&[bits(self.w, 0, 8)], &mut inst)?;
+        // s_getpc_b64 reads nothing; s_setpc_b64 and s_rfe_b64 write no SGPR.
+        if !matches!(op, Sop1Op::SSetpcB64 | Sop1Op::SRfeB64) {
+            inst.dst[0] = operand::scalar_dst(bits(self.w, 16, 7))?;
+        }
+        if op != Sop1Op::SGetpcB64 {
+            self.sources32(&[bits(self.w, 0, 8)], &mut inst)?;
+        }
         Ok(inst)
     }
 
@@ -288,12 +293,13 @@ impl Fields<'_> {
         self.vop_form(src0)?;
         let mut inst = self.inst(Opcode::Vop1(op), Encoding::Vop1, 1);
         let vdst = bits(self.w, 17, 8);
+        let no_operands = matches!(op, Vop1Op::VNop | Vop1Op::VClrexcp);
         inst.dst[0] = match op {
             Vop1Op::VReadfirstlaneB32 => operand::scalar_dst(vdst)?,
-            Vop1Op::VNop => Operand::None,
+            _ if no_operands => Operand::None,
             _ => Operand::Vgpr(vdst as u8),
         };
-        if op != Vop1Op::VNop {
+        if !no_operands {
             self.sources32(&[src0], &mut inst)?;
         }
         Ok(inst)
@@ -353,7 +359,8 @@ impl Fields<'_> {
             }
             0x140..=0x17f => {
                 let op = Vop1Op::from_raw(raw - 0x140).ok_or_else(unknown)?;
-                let sources = if op == Vop1Op::VNop { 0 } else { 1 };
+                let no_operands = matches!(op, Vop1Op::VNop | Vop1Op::VClrexcp);
+                let sources = if no_operands { 0 } else { 1 };
                 (
                     Opcode::Vop1(op),
                     sources,
@@ -381,7 +388,7 @@ impl Fields<'_> {
         let vdst = bits(self.w, 0, 8);
         inst.dst[0] = if sgpr_dst {
             operand::scalar_dst(vdst)?
-        } else if op == Opcode::Vop1(Vop1Op::VNop) {
+        } else if matches!(op, Opcode::Vop1(Vop1Op::VNop | Vop1Op::VClrexcp)) {
             Operand::None
         } else {
             Operand::Vgpr(vdst as u8)

@@ -942,7 +942,21 @@ fn a_compiled_kernel_decodes_as_llvm_objdump_lists_it() {
             inst.encoding,
             Encoding::Smem | Encoding::Ds | Encoding::Flat | Encoding::Mubuf
         );
-        if memory && inst.imm != 0 && inst.encoding != Encoding::Smem {
+        let two_address = inst.encoding == Encoding::Ds
+            && ["read2", "write2", "wrxchg2"]
+                .iter()
+                .any(|w| mnemonic.contains(w));
+        if two_address {
+            // ds_read2/write2: two 8-bit offsets, printed when nonzero.
+            for (name, value) in [("offset0", inst.imm & 0xff), ("offset1", inst.imm >> 8)] {
+                let token = format!("{name}:{value}");
+                assert_eq!(
+                    value != 0,
+                    tokens.contains(&token.as_str()),
+                    "{text}: {token}"
+                );
+            }
+        } else if memory && inst.imm != 0 && inst.encoding != Encoding::Smem {
             assert!(tokens.contains(&offset.as_str()), "{text}: {offset}");
         }
         if mnemonic.starts_with("s_cbranch") || mnemonic == "s_branch" {
@@ -968,6 +982,8 @@ fn used_operands(inst: &Inst, mnemonic: &str) -> Vec<Operand> {
         .any(|w| mnemonic.contains(w));
     let mut out = Vec::new();
     match inst.encoding {
+        // Cache write-back and invalidation take no operands.
+        Encoding::Mubuf if mnemonic.contains("wb") || mnemonic.contains("inv") => {}
         Encoding::Ds | Encoding::Flat | Encoding::Mubuf => {
             out.push(inst.src[0]);
             if stores {
@@ -1030,7 +1046,9 @@ fn mentions(tokens: &[&str], operand: Operand) -> bool {
     }
 }
 
-/// A kernel with loads, stores, LDS, a barrier, a branch, f32/f64 FMA and an atomic.
+/// Kernels with loads, stores, LDS, barriers, branches and loops, f32/f64 FMA, integer and
+/// float division (the `v_div_*`, `v_rcp_*`, `v_mul_hi_*` sequences), a reduction over LDS,
+/// calls (`s_swappc_b64`) and atomics.
 const KERNEL: &str = r#"
 __kernel void axpy(__global float *y, __global const float *x, float a, __global int *count,
                    __local float *tmp, __global double *d, __global uint *u) {
@@ -1045,6 +1063,30 @@ __kernel void axpy(__global float *y, __global const float *x, float a, __global
     int k = (int)i;
     u[i + 1u] = (uint)(k * -7 - 3) < 100u ? 1u : 2u;
     __atomic_fetch_add(count, k, __ATOMIC_RELAXED);
+}
+__kernel void divide(__global int *q, __global const int *a, __global const int *b, __global uint *uq, __global double *dq, __global float *fq, int n) {
+    uint i = __builtin_amdgcn_workitem_id_x() + __builtin_amdgcn_workgroup_id_x() * 64u;
+    if ((int)i >= n) return;
+    q[i] = a[i] / b[i] + a[i] % 7;
+    uq[i] = (uint)a[i] / (uint)b[i];
+    dq[i] = (double)a[i] / (double)b[i];
+    fq[i] = (float)a[i] / (float)b[i];
+    long s = 0;
+    for (int k = 0; k < n; k++) s += (long)a[k] * b[k];
+    ((__global long *)dq)[i + 1] = s;
+}
+__kernel void reduce(__global float *out, __global const float *in, __local float *tmp, __global uint *ctr) {
+    uint t = __builtin_amdgcn_workitem_id_x();
+    uint i = t + __builtin_amdgcn_workgroup_id_x() * 256u;
+    tmp[t] = in[i] + in[i + 1];
+    __builtin_amdgcn_s_barrier();
+    for (uint s = 128; s > 0; s >>= 1) {
+        if (t < s) tmp[t] += tmp[t + s];
+        __builtin_amdgcn_s_barrier();
+    }
+    if (t == 0) { out[__builtin_amdgcn_workgroup_id_x()] = tmp[0]; __atomic_fetch_add(ctr, 1u, __ATOMIC_SEQ_CST); }
+    float m = fmax(in[i], 0.5f);
+    out[i + 4096] = __builtin_amdgcn_readfirstlane((int)m) + sqrt(m) + exp2(m);
 }
 "#;
 
