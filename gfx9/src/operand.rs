@@ -7,7 +7,9 @@ use crate::error::DecodeError;
 /// One decoded operand: a register, a special register, an inline constant or the literal.
 ///
 /// A 64-bit operand (`s[2:3]`, `v[4:5]`) is named by its first register; how many registers
-/// an operand spans is the opcode's business, not the encoding's.
+/// an operand spans is the opcode's business, not the encoding's. The field is kept as
+/// encoded: a 64-bit SGPR operand with an odd number names the even pair below it (LLVM
+/// disassembles field 9 as `s[8:9]`), which the executor, knowing the width, applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Operand {
     /// No operand in this slot.
