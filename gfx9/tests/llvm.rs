@@ -1007,6 +1007,41 @@ fn used_operands(inst: &Inst, mnemonic: &str) -> Vec<Operand> {
     out
 }
 
+/// Where the modifier bits disagree with LLVM's text: clamp and the output modifier of VOP3,
+/// the cache bits (GLC, SLC, SCC) of FLAT and MUBUF, MUBUF's OFFEN/IDXEN/LDS and the GLC of
+/// SMEM loads and stores.
+fn modifier_mismatch(inst: &Inst, tokens: &[&str]) -> Option<String> {
+    let has = |t: &str| tokens.contains(&t);
+    let m = &inst.mods;
+    let mut checks = vec![("clamp", m.clamp)];
+    if inst.encoding == Encoding::Vop3a || inst.encoding == Encoding::Vop3b {
+        checks.extend([
+            ("mul:2", m.omod == 1),
+            ("mul:4", m.omod == 2),
+            ("div:2", m.omod == 3),
+        ]);
+    }
+    if matches!(inst.encoding, Encoding::Flat | Encoding::Mubuf) {
+        checks.extend([("glc", m.glc), ("slc", m.slc), ("scc", m.scc)]);
+    }
+    match inst.encoding {
+        Encoding::Mubuf => checks.extend([("offen", m.offen), ("idxen", m.idxen), ("lds", m.lds)]),
+        // Only SMEM's loads and stores have a GLC to print (s_memtime, s_dcache_* ignore it).
+        Encoding::Smem
+            if ["load", "store"]
+                .iter()
+                .any(|w| inst.op.to_string().contains(w)) =>
+        {
+            checks.push(("glc", m.glc))
+        }
+        _ => {}
+    }
+    checks
+        .into_iter()
+        .find(|&(token, set)| has(token) != set)
+        .map(|(token, set)| format!("{token}: decoded {set}"))
+}
+
 /// The IEEE half-precision encoding of an inline float constant.
 fn f16_bits(f: kfd_gfx9::FloatConst) -> u16 {
     use kfd_gfx9::FloatConst::*;
@@ -1263,6 +1298,9 @@ fn compare_with_llvm(mc: &Path, samples: &[[u32; 2]]) -> Option<(usize, Vec<Stri
             );
             let (full, rest) = text.split_once(' ').unwrap_or((text, ""));
             let tokens: Vec<&str> = rest.split([',', ' ']).filter(|t| !t.is_empty()).collect();
+            if let Some(problem) = modifier_mismatch(&inst, &tokens) {
+                mismatches.push(format!("{words:08x?}: {text}: {problem}"));
+            }
             for operand in used_operands(&inst, full).into_iter().filter(|_| alu) {
                 if !mentions(&tokens, operand) {
                     mismatches.push(format!("{words:08x?}: {text}: {operand:?} ({inst:?})"));
