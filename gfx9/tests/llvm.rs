@@ -1009,7 +1009,7 @@ fn used_operands(inst: &Inst, mnemonic: &str) -> Vec<Operand> {
 
 /// Where the modifier bits disagree with LLVM's text: clamp and the output modifier of VOP3,
 /// the cache bits (GLC, SLC, SCC) of FLAT and MUBUF, MUBUF's OFFEN/IDXEN/LDS and the GLC of
-/// SMEM loads and stores.
+/// SMEM loads and stores; and the FLAT/MUBUF offset.
 fn modifier_mismatch(inst: &Inst, tokens: &[&str]) -> Option<String> {
     let has = |t: &str| tokens.contains(&t);
     let m = &inst.mods;
@@ -1023,6 +1023,13 @@ fn modifier_mismatch(inst: &Inst, tokens: &[&str]) -> Option<String> {
     }
     if matches!(inst.encoding, Encoding::Flat | Encoding::Mubuf) {
         checks.extend([("glc", m.glc), ("slc", m.slc), ("scc", m.scc)]);
+    }
+    if matches!(inst.encoding, Encoding::Flat | Encoding::Mubuf) {
+        let offset = format!("offset:{}", inst.imm);
+        let printed = tokens.iter().find(|t| t.starts_with("offset:"));
+        if printed != (inst.imm != 0).then_some(&offset.as_str()) {
+            return Some(format!("decoded {offset}"));
+        }
     }
     match inst.encoding {
         Encoding::Mubuf => checks.extend([("offen", m.offen), ("idxen", m.idxen), ("lds", m.lds)]),
