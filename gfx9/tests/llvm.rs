@@ -1009,7 +1009,7 @@ fn used_operands(inst: &Inst, mnemonic: &str) -> Vec<Operand> {
 
 /// Where the modifier bits disagree with LLVM's text: clamp and the output modifier of VOP3,
 /// the cache bits (GLC, SLC, SCC) of FLAT and MUBUF, MUBUF's OFFEN/IDXEN/LDS and the GLC of
-/// SMEM loads and stores; and the FLAT/MUBUF offset.
+/// SMEM loads and stores; and the FLAT/MUBUF/DS offsets.
 fn modifier_mismatch(inst: &Inst, tokens: &[&str]) -> Option<String> {
     let has = |t: &str| tokens.contains(&t);
     let m = &inst.mods;
@@ -1024,7 +1024,22 @@ fn modifier_mismatch(inst: &Inst, tokens: &[&str]) -> Option<String> {
     if matches!(inst.encoding, Encoding::Flat | Encoding::Mubuf) {
         checks.extend([("glc", m.glc), ("slc", m.slc), ("scc", m.scc)]);
     }
-    if matches!(inst.encoding, Encoding::Flat | Encoding::Mubuf) {
+    let mnemonic = inst.op.to_string();
+    let two_address = inst.encoding == Encoding::Ds
+        && ["read2", "write2", "wrxchg2"]
+            .iter()
+            .any(|w| mnemonic.contains(w));
+    if two_address {
+        for (name, value) in [("offset0", inst.imm & 0xff), ("offset1", inst.imm >> 8)] {
+            let token = format!("{name}:{value}");
+            if (value != 0) != tokens.contains(&token.as_str()) {
+                return Some(format!("decoded {token}"));
+            }
+        }
+    } else if matches!(
+        inst.encoding,
+        Encoding::Flat | Encoding::Mubuf | Encoding::Ds
+    ) {
         let offset = format!("offset:{}", inst.imm);
         let printed = tokens.iter().find(|t| t.starts_with("offset:"));
         if printed != (inst.imm != 0).then_some(&offset.as_str()) {
