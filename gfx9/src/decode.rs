@@ -235,14 +235,15 @@ impl Fields<'_> {
     }
 
     /// SMEM: IMM selects a 21-bit signed byte offset in the second dword; SOE adds the SGPR
-    /// in its top bits; with neither, the second dword's low bits name the offset SGPR.
+    /// in its top bits; with neither, the second dword's low 7 bits name the offset SGPR.
     fn smem(&mut self) -> Result<Inst, DecodeError> {
         let raw = bits(self.w, 18, 8);
         let op = SmemOp::from_raw(raw).ok_or_else(|| self.unknown(Encoding::Smem, raw))?;
         let w1 = self.dword(1, 2)?;
         let mut inst = self.inst(Opcode::Smem(op), Encoding::Smem, 2);
         inst.dst[0] = operand::scalar_dst(bits(self.w, 6, 7))?;
-        inst.src[0] = Operand::Sgpr(bits(self.w, 0, 6) as u8 * 2);
+        // SBASE counts SGPR pairs: 54 is ttmp[0:1], like any scalar operand code 108.
+        inst.src[0] = operand::scalar_dst(bits(self.w, 0, 6) * 2)?;
         let (soe, imm) = (bit(self.w, 14), bit(self.w, 17));
         inst.mods.nv = bit(self.w, 15);
         inst.mods.glc = bit(self.w, 16);
@@ -252,10 +253,8 @@ impl Fields<'_> {
         if soe {
             inst.src[1] = operand::scalar_dst(bits(w1, 25, 7))?;
         } else if !imm {
-            inst.src[1] = operand::source(bits(w1, 0, 8))?;
-            if inst.src[1] == Operand::Literal(0) {
-                return Err(DecodeError::IllegalOperand { code: SRC_LITERAL });
-            }
+            // An SGPR (7-bit scalar destination code), never a constant.
+            inst.src[1] = operand::scalar_dst(bits(w1, 0, 7))?;
         }
         Ok(inst)
     }
@@ -483,7 +482,8 @@ impl Fields<'_> {
         inst.mods.acc = bit(w1, 23);
         inst.src[0] = Operand::Vgpr(bits(w1, 0, 8) as u8);
         inst.dst[0] = Operand::Vgpr(bits(w1, 8, 8) as u8);
-        inst.src[1] = Operand::Sgpr(bits(w1, 16, 5) as u8 * 4);
+        // SRSRC counts SGPR quads: 27 is ttmp[0:3], like any scalar operand code 108.
+        inst.src[1] = operand::scalar_dst(bits(w1, 16, 5) * 4)?;
         let soffset = bits(w1, 24, 8);
         if soffset == SRC_LITERAL {
             return Err(DecodeError::IllegalOperand { code: soffset });

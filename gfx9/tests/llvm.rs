@@ -980,22 +980,43 @@ fn used_operands(inst: &Inst, mnemonic: &str) -> Vec<Operand> {
     let stores = ["store", "write", "atomic"]
         .iter()
         .any(|w| mnemonic.contains(w));
+    // An atomic returns the old value only with GLC; a load to LDS has no data register.
+    let returns = loads && (!mnemonic.contains("atomic") || inst.mods.glc) && !inst.mods.lds;
     let mut out = Vec::new();
     match inst.encoding {
         // Cache write-back and invalidation take no operands.
         Encoding::Mubuf if mnemonic.contains("wb") || mnemonic.contains("inv") => {}
-        Encoding::Ds | Encoding::Flat | Encoding::Mubuf => {
+        Encoding::Ds => {
             out.push(inst.src[0]);
             if stores {
                 out.push(inst.src[1]);
             }
-            // An atomic returns the old value only with GLC.
-            let returns = !mnemonic.contains("atomic") || inst.mods.glc;
-            if loads && returns {
+            if returns {
                 out.push(inst.dst[0]);
             }
-            if inst.encoding == Encoding::Flat {
-                out.push(inst.src[2]);
+        }
+        Encoding::Flat => {
+            // Scratch with an SGPR address reads no VGPR address.
+            let scratch_saddr = matches!(inst.op, Opcode::Flat(Segment::Scratch, _))
+                && inst.src[2] != Operand::None;
+            if !scratch_saddr {
+                out.push(inst.src[0]);
+            }
+            out.push(inst.src[2]);
+            if stores {
+                out.push(inst.src[1]);
+            }
+            if returns {
+                out.push(inst.dst[0]);
+            }
+        }
+        Encoding::Mubuf => {
+            if inst.mods.offen || inst.mods.idxen {
+                out.push(inst.src[0]);
+            }
+            out.extend([inst.src[1], inst.src[2]]);
+            if (stores && !inst.mods.lds) || returns {
+                out.push(inst.dst[0]);
             }
         }
         _ => {
@@ -1102,21 +1123,40 @@ fn mentions(tokens: &[&str], operand: Operand) -> bool {
                 .any(|n| t == *n || t.starts_with(&format!("{n}:")))
         })
     };
+    // A register range `prefix[a:b]` holding `n`, starting at most 3 below it.
+    let in_range = |prefix: &str, n: u8| {
+        tokens.iter().any(|t| {
+            let t = bare(t);
+            let Some(range) = t
+                .strip_prefix(prefix)
+                .and_then(|r| r.strip_prefix('['))
+                .and_then(|r| r.strip_suffix(']'))
+            else {
+                return false;
+            };
+            let Some((a, b)) = range.split_once(':') else {
+                return false;
+            };
+            let (Ok(a), Ok(b)) = (a.parse::<u8>(), b.parse::<u8>()) else {
+                return false;
+            };
+            a <= n && n <= b && n - a <= 3
+        })
+    };
     match operand {
         Operand::None => true,
-        // A 64-bit operand names an even pair: LLVM prints field 9 as s[8:9], as the
-        // hardware reads it; the decoder keeps the field (the width is the opcode's).
-        Operand::Sgpr(n) => any(&[
-            format!("s{n}"),
-            format!("s[{n}"),
-            format!("s[{}:{n}]", n & !1),
+        // A multi-dword SGPR operand is aligned (pairs even, wider tuples to 4): LLVM prints
+        // field 9 of a pair as s[8:9], as the hardware reads it; the decoder keeps the field
+        // (the width is the opcode's), so a range that starts at most 3 below it matches.
+        Operand::Sgpr(n) => any(&[format!("s{n}")]) || in_range("s", n),
+        // With the ACC bit, memory data registers are AGPRs (a5, a[6:7]).
+        Operand::Vgpr(n) => any(&[
+            format!("v{n}"),
+            format!("v[{n}"),
+            format!("a{n}"),
+            format!("a[{n}"),
         ]),
-        Operand::Vgpr(n) => any(&[format!("v{n}"), format!("v[{n}")]),
-        Operand::Ttmp(n) => any(&[
-            format!("ttmp{n}"),
-            format!("ttmp[{n}"),
-            format!("ttmp[{}:{n}]", n & !1),
-        ]),
+        Operand::Ttmp(n) => any(&[format!("ttmp{n}")]) || in_range("ttmp", n),
         Operand::Special(s) => {
             let names: &[&str] = match s {
                 Special::VccLo => &["vcc", "vcc_lo"],
@@ -1312,18 +1352,16 @@ fn compare_with_llvm(mc: &Path, samples: &[[u32; 2]]) -> Option<(usize, Vec<Stri
             if text.contains("/*Invalid") {
                 continue;
             }
-            // The ALU encodings' operands, as in the compiled-kernel test (memory encodings
-            // keep raw fields LLVM does not print for every opcode).
-            let alu = !matches!(
-                inst.encoding,
-                Encoding::Smem | Encoding::Ds | Encoding::Flat | Encoding::Mubuf
-            );
+            // The operands, as in the compiled-kernel test; of SMEM, only the loads' and
+            // stores' (s_memtime, s_dcache_* ignore their fields).
+            let checked = inst.encoding != Encoding::Smem
+                || ["load", "store"].iter().any(|w| mnemonic.contains(w));
             let (full, rest) = text.split_once(' ').unwrap_or((text, ""));
             let tokens: Vec<&str> = rest.split([',', ' ']).filter(|t| !t.is_empty()).collect();
             if let Some(problem) = modifier_mismatch(&inst, &tokens) {
                 mismatches.push(format!("{words:08x?}: {text}: {problem}"));
             }
-            for operand in used_operands(&inst, full).into_iter().filter(|_| alu) {
+            for operand in used_operands(&inst, full).into_iter().filter(|_| checked) {
                 if !mentions(&tokens, operand) {
                     mismatches.push(format!("{words:08x?}: {text}: {operand:?} ({inst:?})"));
                 }
