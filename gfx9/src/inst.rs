@@ -46,15 +46,15 @@ pub struct Modifiers {
 ///
 /// | encoding | `dst` | `src` | `imm` |
 /// |---|---|---|---|
-/// | SOP2, SOP1, SOPC | sdst | ssrc0, ssrc1 | — |
+/// | SOP2, SOP1, SOPC | sdst (none for `s_setpc_b64`, `s_rfe_b64`) | ssrc0, ssrc1 (none for `s_getpc_b64`) | — |
 /// | SOPK | sdst (for `s_cmpk_*`/`s_setreg*`, `src[0]` instead) | the same register when read | simm16, sign-extended (`s_setreg_imm32_b32`: the 32-bit immediate) |
 /// | SOPP | — | — | simm16, sign-extended (branches: the offset in dwords) |
-/// | SMEM | sdata | sbase, soffset | byte offset (21-bit signed) |
+/// | SMEM | sdata | sbase (the first SGPR of the pair/quad), soffset (an SGPR, when IMM is clear or SOE set) | byte offset (21-bit signed, when IMM is set) |
 /// | VOP2, VOP1, VOPC, VOP3 | vdst (VOPC/VOP3 SGPR results: that SGPR), carry-out/`vcc` | src0, src1, src2 (implicit `vcc` where the 32-bit form reads it; `v_madmk/madak`: the constant as `src[2]`) | — |
 /// | VOP3P | vdst | src0..src2 | — |
 /// | DS | vdst | addr, data0, data1 | `offset1 << 8 \| offset0` |
 /// | FLAT | vdst | addr, data, saddr (global/scratch; `None` for `off`) | offset (global/scratch: 13-bit signed) |
-/// | MUBUF | vdata | vaddr, srsrc, soffset | offset |
+/// | MUBUF | vdata | vaddr (read with OFFEN/IDXEN), srsrc (the first SGPR of the quad), soffset | offset (12-bit) |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Inst {
     /// The operation.
