@@ -1045,6 +1045,32 @@ fn modifier_mismatch(inst: &Inst, tokens: &[&str]) -> Option<String> {
     if matches!(inst.encoding, Encoding::Flat | Encoding::Mubuf) {
         checks.extend([("glc", m.glc), ("slc", m.slc), ("scc", m.scc)]);
     }
+    // VOP3 source modifiers: source i's token is negated (-x, neg(x)) and under abs (|x|,
+    // abs(x)) as NEG and ABS bit i say (negative constants print a sign of their own).
+    if matches!(inst.encoding, Encoding::Vop3a | Encoding::Vop3b) {
+        let dsts = inst.dst.iter().filter(|d| **d != Operand::None).count();
+        for (i, src) in inst.src.iter().enumerate() {
+            if *src == Operand::None {
+                continue;
+            }
+            let Some(token) = tokens.get(dsts + i) else {
+                return Some(format!("no token for source {i}"));
+            };
+            let negative_constant = match src {
+                Operand::Int(k) => *k < 0,
+                Operand::Float(f) => f.value() < 0.0,
+                _ => false,
+            };
+            let neg = token.starts_with('-') || token.starts_with("neg(");
+            if !negative_constant && neg != (m.neg >> i & 1 == 1) {
+                return Some(format!("source {i} ({token}): neg bit {}", m.neg >> i & 1));
+            }
+            let abs = token.contains('|') || token.contains("abs(");
+            if abs != (m.abs >> i & 1 == 1) {
+                return Some(format!("source {i} ({token}): abs bit {}", m.abs >> i & 1));
+            }
+        }
+    }
     let mnemonic = inst.op.to_string();
     let two_address = inst.encoding == Encoding::Ds
         && ["read2", "write2", "wrxchg2"]
