@@ -45,6 +45,11 @@
 //!   VOP3P-MAI (MFMA) encodings decode to [`DecodeError::Unsupported`].
 //! - The opcode tables hold what clang emits for ordinary kernels and their neighbours, not
 //!   every opcode of the guide; a missing one is [`DecodeError::UnknownOpcode`].
+//! - Operand widths and register classes: an operand names its first register, and the
+//!   decoder does not check what the opcode accepts (an odd SGPR for a 64-bit operand, an
+//!   SGPR source of `v_readfirstlane_b32`); AGPRs appear only as the memory encodings' ACC
+//!   bit. Implicit operands beyond VCC (the accumulator of `v_mac`/`v_fmac`, EXEC written by
+//!   `v_cmpx_*`, M0 of LDS access) are the opcode's semantics, left to execution.
 //! - gfx942 (MI300) differences: its SC0/SC1/NT cache bits, renamed opcodes and the
 //!   `v_mov_b64` / 64-bit `s_mov` additions; the decoder follows gfx90a's bit layout.
 
