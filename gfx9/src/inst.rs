@@ -72,3 +72,8 @@ pub struct Inst {
     /// The instruction's length in dwords, including its literal.
     pub dwords: u8,
 }
+
+// An interpreter keeps a decoded kernel as a `Vec<Inst>`: the form stays small (operands 8
+// bytes, an instruction 68, no heap), and changing that is a decision, not an accident.
+const _: () = assert!(std::mem::size_of::<Inst>() == 68);
+const _: () = assert!(std::mem::size_of::<Operand>() == 8);
