@@ -1159,6 +1159,22 @@ fn modifier_mismatch(inst: &Inst, tokens: &[&str]) -> Option<String> {
             return Some(format!("decoded {offset}"));
         }
     }
+    // SMEM prints its byte offset in hex, signed, alone or as offset:.
+    let smem_data =
+        inst.encoding == Encoding::Smem && ["load", "store"].iter().any(|w| mnemonic.contains(w));
+    if smem_data && inst.imm != 0 {
+        let hex = if inst.imm < 0 {
+            format!("-{:#x}", inst.imm.unsigned_abs())
+        } else {
+            format!("{:#x}", inst.imm)
+        };
+        let printed = tokens
+            .iter()
+            .any(|t| t.strip_prefix("offset:").unwrap_or(t) == hex);
+        if !printed {
+            return Some(format!("decoded offset {hex}"));
+        }
+    }
     match inst.encoding {
         Encoding::Mubuf => checks.extend([("offen", m.offen), ("idxen", m.idxen), ("lds", m.lds)]),
         // Only SMEM's loads and stores have a GLC to print (s_memtime, s_dcache_* ignore it).
