@@ -24,6 +24,14 @@ pub const PACKAGES: &[(&str, &str)] = &[
         "libhsa-runtime-dev",
         "ROCr 5.2.3's headers and libhsa-runtime64.so for the C tests of its queues and copies",
     ),
+    (
+        "llvm-19",
+        "llvm-mc-19, llvm-objdump-19 and llvm-objcopy-19, the references of kfd-gfx9's decoder",
+    ),
+    (
+        "clang-19",
+        "the OpenCL and HIP kernels for gfx90a whose code objects kfd-gfx9 decodes whole",
+    ),
 ];
 
 /// Installs the packages of [`PACKAGES`] that are missing: with `apt-get` as root, through
