@@ -739,17 +739,20 @@ fn hostile_counts_stop_or_spin_only_their_own_queue() {
             .unwrap_or_else(|e| panic!("{}: {e}", env.name));
         assert!(!spinning.is_done(never).unwrap());
         drop(spinning);
-        // An IB of the most dwords at an address nothing maps.
+        // An IB of the most dwords at an address nothing maps: above the CPU's 47-bit user
+        // address space, so that no mapping of this process (with XNACK on, any CPU mapping
+        // is GPU-reachable through the kernel's unregistered-range restore) can be there.
         let mut faulting = env.pm4();
         let c = faulting
             .submit(&[Pm4Command::IndirectBuffer {
-                addr: 0x7F00_0000_0000,
+                addr: 0x8000_0000_0000,
                 dwords: pm4::MAX_IB_DWORDS,
             }])
             .unwrap();
+        let outcome = faulting.wait(c, WAIT);
         assert!(
-            matches!(faulting.wait(c, WAIT), Err(Error::VmFault(_))),
-            "{}",
+            matches!(outcome, Err(Error::VmFault(_))),
+            "{}: {outcome:?}",
             env.name
         );
         drop(faulting);
