@@ -769,6 +769,94 @@ fn aql_spec(env: &Env) -> (QueueSpec, Arc<BufferObject>, Arc<BufferObject>) {
     (spec, ring, pointers)
 }
 
+/// ROCr 5.2.3's PM4-in-AQL packet (`AqlQueue::ExecutePM4`): header VENDOR_SPECIFIC (0),
+/// `ven_hdr` 1 (`AMD_AQL_FORMAT_PM4_IB`), the IB jump, `dw_cnt_remain` 0xA, the completion
+/// signal.
+fn pm4_ib_packet(jump: &[u32; 4], completion: u64) -> [u8; 64] {
+    let mut p = [0u8; 64];
+    p[2..4].copy_from_slice(&1u16.to_le_bytes());
+    for (i, d) in jump.iter().enumerate() {
+        p[4 + 4 * i..8 + 4 * i].copy_from_slice(&d.to_le_bytes());
+    }
+    p[20..24].copy_from_slice(&0xAu32.to_le_bytes());
+    p[56..64].copy_from_slice(&completion.to_le_bytes());
+    p
+}
+
+/// Hostile PM4-in-AQL packets cost only their own queue: an IB that chains to itself stops
+/// the queue at the IB nesting limit instead of spinning on it forever, and an IB at an
+/// address nothing maps (above the 47-bit user space) is a VM fault that reaches the memory
+/// event; neither completes its signal, and both queues are destroyed.
+#[test]
+fn hostile_aql_pm4_ib_packets_stop_or_fault_their_queue() {
+    on_every_target(&["mi300x"], |target| {
+        let env = open(target);
+        if env.model.is_none() {
+            kfd_skip::skip_part(
+                "hostile PM4 IBs",
+                "a self-chaining IB would spin a real CP and a fault stops the process's queues",
+            );
+            return;
+        }
+        let gfx = env.node.gfx_target_version().expect("gfx").major;
+        let doorbells = env
+            .kfd
+            .map_doorbells(env.gpu_id, gfx, env.va.addr() + (900 << 20))
+            .expect("doorbells");
+        let signals = env.bo(3 << 20, 4096, GTT);
+        let sig = signals.map_cpu().unwrap();
+        let ib = env.bo(200 << 20, 4096, GTT);
+        let self_chain = kfd_queue::pm4::indirect_buffer(ib.va(), 4, true).unwrap();
+        let bytes: Vec<u8> = self_chain.iter().flat_map(|d| d.to_le_bytes()).collect();
+        ib.map_cpu().unwrap().write(0, &bytes).unwrap();
+        let unmapped = kfd_queue::pm4::indirect_buffer(0x8000_0000_0000, 1024, false).unwrap();
+        let fault = env.kfd.create_event(EventKind::Memory, false).unwrap();
+        for (what, jump) in [("self-chaining", self_chain), ("unmapped", unmapped)] {
+            let (spec, ring, pointers) = aql_spec(&env);
+            let q = env.kfd.create_queue(&spec).expect("a queue");
+            write_signal(&sig, 0, 1, 0, 0);
+            let p = pm4_ib_packet(&jump, signals.va());
+            let ring_cpu = ring.map_cpu().unwrap();
+            let ptr_cpu = pointers.map_cpu().unwrap();
+            ring_cpu.write(2, &p[2..]).unwrap();
+            ring_cpu.write(0, &p[..2]).unwrap();
+            ptr_cpu.write(8, &1u64.to_le_bytes()).unwrap();
+            doorbells.ring(q.doorbell_in_page(&doorbells), 0).unwrap();
+            if what == "unmapped" {
+                let woke = env.kfd.wait_events(&[&fault], false, 10_000).unwrap();
+                assert!(
+                    matches!(woke, WaitOutcome::Complete(_)),
+                    "{}: {what}: the VM fault's memory event",
+                    env.name
+                );
+            } else {
+                // Long enough for the engine to have spun on it many times over.
+                let idle = env.kfd.create_event(EventKind::Signal, true).unwrap();
+                for _ in 0..20 {
+                    let _ = env.kfd.wait_events(&[&idle], false, 5);
+                }
+            }
+            let mut value = [0u8; 8];
+            sig.read(8, &mut value).unwrap();
+            assert_eq!(
+                i64::from_le_bytes(value),
+                1,
+                "{}: {what}: completion untouched",
+                env.name
+            );
+            let mut read_index = [0u8; 8];
+            ptr_cpu.read(0, &mut read_index).unwrap();
+            assert_eq!(
+                u64::from_le_bytes(read_index),
+                0,
+                "{}: {what}: not consumed",
+                env.name
+            );
+            q.close().unwrap();
+        }
+    });
+}
+
 fn barrier(kind: u16, deps: &[u64], completion: u64) -> [u8; 64] {
     let mut p = [0u8; 64];
     let header = kind | 1 << 8 | 2 << 9 | 2 << 11;
@@ -1076,15 +1164,7 @@ fn an_aql_pm4_ib_packet_runs_its_indirect_buffer() {
         ib.map_cpu().unwrap().write(0, &bytes).unwrap();
         let jump = kfd_queue::pm4::indirect_buffer(ib.va(), commands.len() as u32, false)
             .expect("an INDIRECT_BUFFER");
-        // The packet as ROCr 5.2.3 builds it: header VENDOR_SPECIFIC (0), ven_hdr 1, the
-        // IB jump, dw_cnt_remain 0xA, the completion signal.
-        let mut p = [0u8; 64];
-        p[2..4].copy_from_slice(&1u16.to_le_bytes());
-        for (i, d) in jump.iter().enumerate() {
-            p[4 + 4 * i..8 + 4 * i].copy_from_slice(&d.to_le_bytes());
-        }
-        p[20..24].copy_from_slice(&0xAu32.to_le_bytes());
-        p[56..64].copy_from_slice(&signals.va().to_le_bytes());
+        let p = pm4_ib_packet(&jump, signals.va());
         let ring_cpu = ring.map_cpu().unwrap();
         let ptr_cpu = pointers.map_cpu().unwrap();
         ring_cpu.write(2, &p[2..]).unwrap();
