@@ -58,6 +58,7 @@
 
 mod decode;
 mod error;
+pub mod exec;
 mod inst;
 pub mod opcode;
 pub mod operand;
