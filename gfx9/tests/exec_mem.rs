@@ -1195,3 +1195,190 @@ fn gds_is_not_modelled() {
         r.end
     );
 }
+
+#[test]
+fn ds_d16_reads_keep_the_other_half_and_d16_hi_writes_take_the_high_half() {
+    let Some(r) = run_ok(
+        "ds_write_b32 v0, v1\n\
+         ds_read_u8_d16 v10, v0\n\
+         ds_read_u8_d16_hi v11, v0\n\
+         ds_read_i8_d16 v12, v0\n\
+         ds_read_i8_d16_hi v13, v0\n\
+         ds_read_u16_d16 v14, v0 offset:2\n\
+         ds_read_u16_d16_hi v15, v0 offset:2\n\
+         ds_write_b8_d16_hi v0, v2 offset:8\n\
+         ds_write_b16_d16_hi v0, v2 offset:12\n\
+         s_endpgm",
+        |w, _| {
+            w.exec = 1;
+            lanes(w, 1, |_| 0x8123_4596);
+            lanes(w, 2, |_| 0xabcd_ef01);
+            for r in 10..16 {
+                lanes(w, r, |_| 0x5555_7777);
+            }
+        },
+    ) else {
+        return;
+    };
+    let v = |i: usize| r.wave.vgpr[i][0];
+    assert_eq!(v(10), 0x5555_0096);
+    assert_eq!(v(11), 0x0096_7777);
+    assert_eq!(v(12), 0x5555_ff96);
+    assert_eq!(v(13), 0xff96_7777);
+    assert_eq!(v(14), 0x5555_8123);
+    assert_eq!(v(15), 0x8123_7777);
+    assert_eq!(&r.lds[8..16], &[0xcd, 0, 0, 0, 0xcd, 0xab, 0, 0]);
+}
+
+#[test]
+fn ds_64_bit_atomics_compute_and_return_as_the_guide_says() {
+    type F = fn(u64, u64, u64) -> u64;
+    let init = |l: usize| [5u64, u64::MAX - 1, 1 << 33, 0][l % 4];
+    // Lanes 1 and 3 (mod 4) compare equal for cmpst.
+    let d0 = |l: usize| [7u64, u64::MAX - 1, 1 << 32, 0][l % 4];
+    let d1 = |l: usize| [1u64 << 40, 0xff, 1 << 33, 0][l % 4];
+    let cases: &[(&str, &str, bool, F)] = &[
+        ("ds_add_u64", "ds_add_rtn_u64", false, |m, d, _| {
+            m.wrapping_add(d)
+        }),
+        ("ds_sub_u64", "ds_sub_rtn_u64", false, |m, d, _| {
+            m.wrapping_sub(d)
+        }),
+        ("ds_rsub_u64", "ds_rsub_rtn_u64", false, |m, d, _| {
+            d.wrapping_sub(m)
+        }),
+        ("ds_inc_u64", "ds_inc_rtn_u64", false, |m, d, _| {
+            if m >= d { 0 } else { m + 1 }
+        }),
+        ("ds_dec_u64", "ds_dec_rtn_u64", false, |m, d, _| {
+            if m == 0 || m > d { d } else { m - 1 }
+        }),
+        ("ds_min_i64", "ds_min_rtn_i64", false, |m, d, _| {
+            (m as i64).min(d as i64) as u64
+        }),
+        ("ds_max_i64", "ds_max_rtn_i64", false, |m, d, _| {
+            (m as i64).max(d as i64) as u64
+        }),
+        ("ds_min_u64", "ds_min_rtn_u64", false, |m, d, _| m.min(d)),
+        ("ds_max_u64", "ds_max_rtn_u64", false, |m, d, _| m.max(d)),
+        ("ds_and_b64", "ds_and_rtn_b64", false, |m, d, _| m & d),
+        ("ds_or_b64", "ds_or_rtn_b64", false, |m, d, _| m | d),
+        ("ds_xor_b64", "ds_xor_rtn_b64", false, |m, d, _| m ^ d),
+        ("ds_mskor_b64", "ds_mskor_rtn_b64", true, |m, d, e| {
+            (m & !d) | e
+        }),
+        ("ds_cmpst_b64", "ds_cmpst_rtn_b64", true, |m, d, e| {
+            if m == d { e } else { m }
+        }),
+        ("ds_write_b64", "ds_wrxchg_rtn_b64", false, |_, d, _| d),
+    ];
+    for &(plain, rtn, two, f) in cases {
+        let data = if two { "v[2:3], v[4:5]" } else { "v[2:3]" };
+        let asm = format!(
+            "ds_write_b64 v0, v[8:9]\n ds_write_b64 v1, v[8:9]\n \
+             {plain} v0, {data}\n {rtn} v[6:7], v1, {data}\n s_endpgm"
+        );
+        let Some(r) = run_ok(&asm, |w, _| {
+            lanes(w, 0, |l| 8 * l as u32);
+            lanes(w, 1, |l| 0x800 + 8 * l as u32);
+            lanes64(w, 8, init);
+            lanes64(w, 2, d0);
+            lanes64(w, 4, |l| if l % 8 < 4 { d1(l) } else { init(l) });
+        }) else {
+            return;
+        };
+        let lds = |a: usize| u64::from_le_bytes(r.lds[a..a + 8].try_into().unwrap());
+        for l in 0..LANES {
+            let e = if l % 8 < 4 { d1(l) } else { init(l) };
+            let want = f(init(l), d0(l), e);
+            assert_eq!(lds(8 * l), want, "{plain} lane {l}");
+            assert_eq!(lds(0x800 + 8 * l), want, "{rtn} lane {l}");
+            let ret = u64::from(r.wave.vgpr[6][l]) | u64::from(r.wave.vgpr[7][l]) << 32;
+            assert_eq!(ret, init(l), "{rtn} returns the old value, lane {l}");
+        }
+    }
+}
+
+#[test]
+fn ds_float_64_atomics_and_the_returning_f32_forms() {
+    let Some(r) = run_ok(
+        "ds_write_b64 v0, v[2:3] offset:0\n\
+         ds_write_b64 v0, v[2:3] offset:8\n\
+         ds_write_b64 v0, v[2:3] offset:16\n\
+         ds_write_b64 v0, v[2:3] offset:24\n\
+         ds_write_b32 v0, v6 offset:32\n\
+         ds_write_b32 v0, v6 offset:36\n\
+         ds_write_b32 v0, v6 offset:40\n\
+         ds_add_f64 v0, v[4:5] offset:0\n\
+         ds_add_rtn_f64 v[10:11], v0, v[4:5] offset:8\n\
+         ds_min_rtn_f64 v[12:13], v0, v[4:5] offset:16\n\
+         ds_cmpst_rtn_f64 v[14:15], v0, v[2:3], v[4:5] offset:24\n\
+         ds_min_rtn_f32 v16, v0, v7 offset:32\n\
+         ds_max_rtn_f32 v17, v0, v7 offset:36\n\
+         ds_cmpst_rtn_f32 v18, v0, v6, v7 offset:40\n\
+         s_endpgm",
+        |w, _| {
+            w.exec = 1;
+            lanes64(w, 2, |_| 3.0f64.to_bits());
+            lanes64(w, 4, |_| (-1.5f64).to_bits());
+            lanes(w, 6, |_| 3.0f32.to_bits());
+            lanes(w, 7, |_| 8.0f32.to_bits());
+        },
+    ) else {
+        return;
+    };
+    let f64at = |a: usize| f64::from_le_bytes(r.lds[a..a + 8].try_into().unwrap());
+    let f32at = |a: usize| f32::from_le_bytes(r.lds[a..a + 4].try_into().unwrap());
+    let v64 = |i: usize| {
+        f64::from_bits(u64::from(r.wave.vgpr[i][0]) | u64::from(r.wave.vgpr[i + 1][0]) << 32)
+    };
+    let v32 = |i: usize| f32::from_bits(r.wave.vgpr[i][0]);
+    assert_eq!(f64at(0), 1.5);
+    assert_eq!((f64at(8), v64(10)), (1.5, 3.0));
+    assert_eq!((f64at(16), v64(12)), (-1.5, 3.0));
+    assert_eq!((f64at(24), v64(14)), (-1.5, 3.0));
+    assert_eq!((f32at(32), v32(16)), (3.0, 3.0));
+    assert_eq!((f32at(36), v32(17)), (8.0, 3.0));
+    assert_eq!((f32at(40), v32(18)), (8.0, 3.0));
+}
+
+#[test]
+fn ds_wrxchg2_returns_both_old_values_and_wrap_wraps() {
+    let Some(r) = run_ok(
+        "ds_write2_b32 v0, v1, v2 offset0:1 offset1:4\n\
+         ds_wrxchg2_rtn_b32 v[10:11], v0, v3, v4 offset0:1 offset1:4\n\
+         ds_wrxchg2st64_rtn_b64 v[12:15], v0, v[6:7], v[8:9] offset0:1 offset1:2\n\
+         ds_write_b32 v0, v1 offset:64\n\
+         ds_write_b32 v0, v2 offset:68\n\
+         ds_wrap_rtn_b32 v16, v0, v5, v3 offset:64\n\
+         ds_wrap_rtn_b32 v17, v0, v5, v3 offset:68\n\
+         s_endpgm",
+        |w, _| {
+            w.exec = 1;
+            lanes(w, 0, |_| 0x1000);
+            lanes(w, 1, |_| 10);
+            lanes(w, 2, |_| 3);
+            lanes(w, 3, |_| 100);
+            lanes(w, 4, |_| 200);
+            lanes(w, 5, |_| 5);
+            lanes64(w, 6, |_| 0x6666_0000_0001);
+            lanes64(w, 8, |_| 0x8888_0000_0002);
+        },
+    ) else {
+        return;
+    };
+    let lds32 = |a: usize| u32::from_le_bytes(r.lds[a..a + 4].try_into().unwrap());
+    let lds64 = |a: usize| u64::from_le_bytes(r.lds[a..a + 8].try_into().unwrap());
+    let v = |i: usize| r.wave.vgpr[i][0];
+    assert_eq!((v(10), v(11)), (10, 3));
+    assert_eq!((lds32(0x1004), lds32(0x1010)), (100, 200));
+    // st64 b64: offsets 1 and 2 × 64 × 8 bytes, both held zero before.
+    assert_eq!((v(12), v(13), v(14), v(15)), (0, 0, 0, 0));
+    assert_eq!(
+        (lds64(0x1000 + 512), lds64(0x1000 + 1024)),
+        (0x6666_0000_0001, 0x8888_0000_0002)
+    );
+    // MEM >= DATA0 (10 >= 5): MEM - DATA0; else (3 < 5): MEM + DATA1.
+    assert_eq!((v(16), v(17)), (10, 3));
+    assert_eq!((lds32(0x1040), lds32(0x1044)), (5, 103));
+}

@@ -36,6 +36,14 @@ enum Kind {
         two: bool,
         rtn: bool,
     },
+    /// Two exchanges at OFFSET0/OFFSET1 × size (× 64 with `st64`): DATA0 and DATA1 stored,
+    /// the old values returned to VDST and the registers after.
+    Xchg2 {
+        size: usize,
+        st64: bool,
+    },
+    /// `ds_wrap_rtn_b32`: `MEM = (MEM >= DATA0) ? MEM - DATA0 : MEM + DATA1`.
+    Wrap,
     Swizzle,
     Permute,
     Bpermute,
@@ -53,6 +61,18 @@ fn kind(op: DsOp) -> Kind {
     let at2 = |rmw, rtn| Kind::Atomic {
         rmw,
         wide: false,
+        two: true,
+        rtn,
+    };
+    let wide = |rmw, rtn| Kind::Atomic {
+        rmw,
+        wide: true,
+        two: false,
+        rtn,
+    };
+    let wide2 = |rmw, rtn| Kind::Atomic {
+        rmw,
+        wide: true,
         two: true,
         rtn,
     };
@@ -129,12 +149,79 @@ fn kind(op: DsOp) -> Kind {
         DsCmpstRtnB32 => at2(Rmw::Cmpswap, true),
         DsWrxchgRtnB32 => at(Rmw::Swap, true),
         DsAddRtnF32 => at(Rmw::AddF, true),
-        DsAddU64 => Kind::Atomic {
-            rmw: Rmw::Add,
-            wide: true,
-            two: false,
-            rtn: false,
+        DsCmpstRtnF32 => at2(Rmw::CmpswapF, true),
+        DsMinRtnF32 => at(Rmw::MinF, true),
+        DsMaxRtnF32 => at(Rmw::MaxF, true),
+        DsWrapRtnB32 => Kind::Wrap,
+        DsWrxchg2RtnB32 => Kind::Xchg2 {
+            size: 4,
+            st64: false,
         },
+        DsWrxchg2st64RtnB32 => Kind::Xchg2 {
+            size: 4,
+            st64: true,
+        },
+        DsWrxchg2RtnB64 => Kind::Xchg2 {
+            size: 8,
+            st64: false,
+        },
+        DsWrxchg2st64RtnB64 => Kind::Xchg2 {
+            size: 8,
+            st64: true,
+        },
+        DsReadU8D16 => Kind::Read(Shape::new(1, false, Half::Lo)),
+        DsReadU8D16Hi => Kind::Read(Shape::new(1, false, Half::Hi)),
+        DsReadI8D16 => Kind::Read(Shape::new(1, true, Half::Lo)),
+        DsReadI8D16Hi => Kind::Read(Shape::new(1, true, Half::Hi)),
+        DsReadU16D16 => Kind::Read(Shape::new(2, false, Half::Lo)),
+        DsReadU16D16Hi => Kind::Read(Shape::new(2, false, Half::Hi)),
+        DsWriteB8D16Hi => Kind::Write(Shape::new(1, false, Half::Hi)),
+        DsWriteB16D16Hi => Kind::Write(Shape::new(2, false, Half::Hi)),
+        DsRead2st64B64 => Kind::Read2 {
+            size: 8,
+            st64: true,
+        },
+        DsWrite2st64B64 => Kind::Write2 {
+            size: 8,
+            st64: true,
+        },
+        DsAddU64 => wide(Rmw::Add, false),
+        DsSubU64 => wide(Rmw::Sub, false),
+        DsRsubU64 => wide(Rmw::Rsub, false),
+        DsIncU64 => wide(Rmw::Inc, false),
+        DsDecU64 => wide(Rmw::Dec, false),
+        DsMinI64 => wide(Rmw::Smin, false),
+        DsMaxI64 => wide(Rmw::Smax, false),
+        DsMinU64 => wide(Rmw::Umin, false),
+        DsMaxU64 => wide(Rmw::Umax, false),
+        DsAndB64 => wide(Rmw::And, false),
+        DsOrB64 => wide(Rmw::Or, false),
+        DsXorB64 => wide(Rmw::Xor, false),
+        DsMskorB64 => wide2(Rmw::Mskor, false),
+        DsCmpstB64 => wide2(Rmw::Cmpswap, false),
+        DsCmpstF64 => wide2(Rmw::CmpswapF, false),
+        DsMinF64 => wide(Rmw::MinF, false),
+        DsMaxF64 => wide(Rmw::MaxF, false),
+        DsAddF64 => wide(Rmw::AddF, false),
+        DsAddRtnU64 => wide(Rmw::Add, true),
+        DsSubRtnU64 => wide(Rmw::Sub, true),
+        DsRsubRtnU64 => wide(Rmw::Rsub, true),
+        DsIncRtnU64 => wide(Rmw::Inc, true),
+        DsDecRtnU64 => wide(Rmw::Dec, true),
+        DsMinRtnI64 => wide(Rmw::Smin, true),
+        DsMaxRtnI64 => wide(Rmw::Smax, true),
+        DsMinRtnU64 => wide(Rmw::Umin, true),
+        DsMaxRtnU64 => wide(Rmw::Umax, true),
+        DsAndRtnB64 => wide(Rmw::And, true),
+        DsOrRtnB64 => wide(Rmw::Or, true),
+        DsXorRtnB64 => wide(Rmw::Xor, true),
+        DsMskorRtnB64 => wide2(Rmw::Mskor, true),
+        DsWrxchgRtnB64 => wide(Rmw::Swap, true),
+        DsCmpstRtnB64 => wide2(Rmw::Cmpswap, true),
+        DsCmpstRtnF64 => wide2(Rmw::CmpswapF, true),
+        DsMinRtnF64 => wide(Rmw::MinF, true),
+        DsMaxRtnF64 => wide(Rmw::MaxF, true),
+        DsAddRtnF64 => wide(Rmw::AddF, true),
         DsSwizzleB32 => Kind::Swizzle,
         DsPermuteB32 => Kind::Permute,
         DsBpermuteB32 => Kind::Bpermute,
@@ -266,6 +353,42 @@ pub(super) fn execute(
                         f[d + 1][lane] = (old >> 32) as u32;
                     }
                 }
+            }
+        }
+        Kind::Xchg2 { size, st64 } => {
+            let n = size / 4;
+            let s0 = vreg(inst, pc, inst.src[1], n)?;
+            let s1 = vreg(inst, pc, inst.src[2], n)?;
+            let d = vreg(inst, pc, inst.dst[0], 2 * n)?;
+            let scale = size as u64 * if st64 { 64 } else { 1 };
+            let shape = Shape::dwords(n);
+            for lane in (0..LANES).filter(|&l| active(l)) {
+                let a = addr(w, lane);
+                let (d0, d1) = (
+                    shape.get(file(w, acc), s0, lane),
+                    shape.get(file(w, acc), s1, lane),
+                );
+                let mut old = [0u8; 16];
+                read_lds(ctx.lds, a + offset0 * scale, &mut old[..size]);
+                write_lds(ctx.lds, a + offset0 * scale, &d0[..size]);
+                let mut old1 = [0u8; 16];
+                read_lds(ctx.lds, a + offset1 * scale, &mut old1[..size]);
+                write_lds(ctx.lds, a + offset1 * scale, &d1[..size]);
+                shape.put(file_mut(w, acc), d, lane, &old);
+                shape.put(file_mut(w, acc), d + n, lane, &old1);
+            }
+        }
+        Kind::Wrap => {
+            let s0 = vreg(inst, pc, inst.src[1], 1)?;
+            let s1 = vreg(inst, pc, inst.src[2], 1)?;
+            let d = vreg(inst, pc, inst.dst[0], 1)?;
+            for lane in (0..LANES).filter(|&l| active(l)) {
+                let (a, b) = (file(w, acc)[s0][lane], file(w, acc)[s1][lane]);
+                let old = rmw_lds(ctx.lds, addr(w, lane) + u64::from(offset), 4, &mut |m| {
+                    let m = m as u32;
+                    u64::from(if m >= a { m - a } else { m.wrapping_add(b) })
+                });
+                file_mut(w, acc)[d][lane] = old as u32;
             }
         }
         Kind::Swizzle => swizzle(w, inst, pc, offset)?,
