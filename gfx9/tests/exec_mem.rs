@@ -1382,3 +1382,48 @@ fn ds_wrxchg2_returns_both_old_values_and_wrap_wraps() {
     assert_eq!((v(16), v(17)), (10, 3));
     assert_eq!((lds32(0x1040), lds32(0x1044)), (5, 103));
 }
+
+#[test]
+fn masked_lanes_never_fault_and_flat_lds_reads_past_the_allocation_read_zero() {
+    let Some(r) = run_ok(
+        "global_load_dword v1, v[2:3], off\n\
+         global_store_dword v[2:3], v1, off offset:64\n\
+         flat_load_dword v4, v[6:7]\n\
+         s_endpgm",
+        |w, m| {
+            w.exec = 0b1;
+            w.apertures.shared_base = SHARED;
+            // Lanes 1..64 point at unmapped memory: masked, they must not fault.
+            lanes64(w, 2, |l| if l == 0 { DATA } else { 0xdead_0000 });
+            // Lane 0 reads LDS at 64 KiB, just past the harness's allocation.
+            lanes64(w, 6, |_| SHARED + 0x1_0000);
+            lanes(w, 4, |_| 0x4444);
+            put32(m, DATA, 0x1234);
+        },
+    ) else {
+        return;
+    };
+    assert_eq!(r.wave.vgpr[1][0], 0x1234);
+    assert_eq!(r.mem.u32(DATA + 64), 0x1234);
+    assert_eq!(r.wave.vgpr[4][0], 0);
+    assert_eq!(r.wave.vgpr[4][1], 0x4444);
+}
+
+#[test]
+fn global_f32_atomic_add_flushes_denormals_where_ds_add_f32_keeps_them() {
+    let Some(r) = run_ok(
+        "global_atomic_add_f32 v5, v[2:3], v1, off glc\n\
+         ds_add_rtn_f32 v6, v0, v1\n\
+         s_endpgm",
+        |w, _| {
+            w.exec = 1;
+            lanes64(w, 2, |_| DATA);
+            lanes(w, 0, |_| 0);
+            lanes(w, 1, |_| 1); // the smallest subnormal
+        },
+    ) else {
+        return;
+    };
+    assert_eq!(r.mem.u32(DATA), 0);
+    assert_eq!(u32::from_le_bytes(r.lds[..4].try_into().unwrap()), 1);
+}

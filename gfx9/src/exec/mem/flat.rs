@@ -79,7 +79,7 @@ fn access(op: FlatOp) -> Access {
         AtomicXor => at(Rmw::Xor),
         AtomicInc => at(Rmw::Inc),
         AtomicDec => at(Rmw::Dec),
-        AtomicAddF32 => at(Rmw::AddF),
+        AtomicAddF32 => at(Rmw::AddF32Ftz),
         AtomicPkAddF16 => at(Rmw::PkAddF16),
         AtomicAddF64 => at2(Rmw::AddF),
         AtomicMinF64 => at2(Rmw::MinF),
@@ -168,7 +168,15 @@ pub(super) fn execute(
                 let mut f = |old| rmw.apply(wide, old, a, b);
                 olds[lane] = match locs[lane] {
                     Loc::Global(addr) => mem.atomic(addr, size as u8, &mut f).map_err(fault)?,
-                    Loc::Lds(addr) => rmw_lds(ctx.lds, addr, size, &mut f),
+                    // An LDS-aperture atomic is the DS unit's: `ds_add_f32` keeps denormals.
+                    Loc::Lds(addr) => {
+                        let rmw = if rmw == Rmw::AddF32Ftz {
+                            Rmw::AddF
+                        } else {
+                            rmw
+                        };
+                        rmw_lds(ctx.lds, addr, size, &mut |old| rmw.apply(wide, old, a, b))
+                    }
                     // Private memory is the lane's own: a read and a write are atomic enough
                     // (and a 64-bit value's dwords are not adjacent once swizzled).
                     Loc::Private(p) => {

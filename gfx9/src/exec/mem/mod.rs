@@ -367,6 +367,12 @@ enum Rmw {
     Dec,
     /// f32 (or f64) addition.
     AddF,
+    /// f32 addition flushing denormal operands and results to (signed) zero: the global
+    /// memory FP32 atomic adder's fixed mode, whatever the wave's MODE says (LLVM lowers
+    /// `atomicrmw fadd float` to `global_atomic_add_f32` only for functions whose f32 denormal
+    /// mode is preserve-sign, and f64 only for IEEE: `fpModeMatchesGlobalFPAtomicMode` in
+    /// SIISelLowering.cpp). DS's `ds_add_f32` uses [`Rmw::AddF`].
+    AddF32Ftz,
     /// f32 (or f64) minimum.
     MinF,
     /// f32 (or f64) maximum.
@@ -444,6 +450,17 @@ impl Rmw {
                 }
             }
             Self::AddF => float(old, a, |x, y| x + y, |x, y| x + y),
+            Self::AddF32Ftz => {
+                let ftz = |x: f32| {
+                    if x.is_subnormal() {
+                        0.0f32.copysign(x)
+                    } else {
+                        x
+                    }
+                };
+                let sum = ftz(f32::from_bits(old as u32)) + ftz(f32::from_bits(a as u32));
+                u64::from(ftz(sum).to_bits())
+            }
             Self::MinF => float(old, a, f32::min, f64::min),
             Self::MaxF => float(old, a, f32::max, f64::max),
             Self::CmpswapF => {
@@ -564,6 +581,20 @@ mod tests {
         assert_eq!(f32_to_f16(2f32.powi(-25)), 0);
         assert_eq!(f32_to_f16(2f32.powi(-25) * 1.0001), 1);
         assert_eq!(f16_add(0x3c00, 0x3c00), 0x4000);
+    }
+
+    #[test]
+    fn the_global_f32_atomic_add_flushes_denormals_and_ds_add_keeps_them() {
+        let tiny = f32::from_bits(1); // the smallest subnormal
+        let one = u64::from(1.0f32.to_bits());
+        let t = u64::from(tiny.to_bits());
+        assert_eq!(Rmw::AddF32Ftz.apply(false, 0, t, 0), 0);
+        assert_eq!(Rmw::AddF32Ftz.apply(false, one, t, 0), one);
+        assert_eq!(Rmw::AddF.apply(false, 0, t, 0), t);
+        // A normal sum of two subnormals is flushed operand by operand first.
+        let half_min = u64::from(f32::from_bits(0x0040_0000).to_bits());
+        assert_eq!(Rmw::AddF32Ftz.apply(false, half_min, half_min, 0), 0);
+        assert_eq!(Rmw::AddF.apply(false, half_min, half_min, 0), 0x0080_0000);
     }
 
     #[test]

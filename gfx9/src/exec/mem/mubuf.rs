@@ -131,7 +131,7 @@ fn kind(op: MubufOp) -> Kind {
         BufferAtomicXor => at(Rmw::Xor),
         BufferAtomicInc => at(Rmw::Inc),
         BufferAtomicDec => at(Rmw::Dec),
-        BufferAtomicAddF32 => at(Rmw::AddF),
+        BufferAtomicAddF32 => at(Rmw::AddF32Ftz),
         BufferAtomicPkAddF16 => at(Rmw::PkAddF16),
         BufferAtomicAddF64 => at2(Rmw::AddF),
         BufferAtomicMinF64 => at2(Rmw::MinF),
@@ -293,6 +293,19 @@ pub(super) fn execute(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn swizzled_offsets_follow_the_guide_formula() {
+        // STRIDE 16, SWIZZLE_ENABLE, ELEMENT_SIZE 1 (4 bytes), INDEX_STRIDE 1 (16).
+        let r = BufferResource::from_dwords([0, 16 << 16 | 1 << 31, 64, 1 << 19 | 1 << 21]);
+        assert_eq!((r.stride, r.element_size, r.index_stride), (16, 4, 16));
+        // index 17 = 1 * 16 + 1, offset 6 = 1 * 4 + 2:
+        // (1 * 16 + 1 * 4) * 16 + 1 * 4 + 2.
+        assert_eq!(r.buffer_offset(17, 6), 326);
+        // Linear: index * stride + offset.
+        let linear = BufferResource::from_dwords([0, 16 << 16, 64, 0]);
+        assert_eq!(linear.buffer_offset(17, 6), 278);
+    }
 
     #[test]
     fn rocr_scratch_resource_swizzles_dwords_across_lanes() {
