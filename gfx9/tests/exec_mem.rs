@@ -1427,3 +1427,31 @@ fn global_f32_atomic_add_flushes_denormals_where_ds_add_f32_keeps_them() {
     assert_eq!(r.mem.u32(DATA), 0);
     assert_eq!(u32::from_le_bytes(r.lds[..4].try_into().unwrap()), 1);
 }
+
+#[test]
+fn gfx942_scratch_adds_the_vgpr_only_with_sve() {
+    let Some(r) = common::run_on(
+        kfd_gfx9::exec::Target::Gfx942,
+        "gfx942",
+        "scratch_store_dword v0, v1, s0 offset:4\n\
+         scratch_load_dword v2, off, s0 offset:4\n\
+         scratch_load_dword v3, off, off offset:12\n\
+         s_endpgm",
+        |w, _| {
+            w.exec = 0b11;
+            w.flat_scratch = SLOT;
+            w.sgpr[0] = 8;
+            lanes(w, 0, |l| 4 * l as u32);
+            lanes(w, 1, |l| 0x100 + l as u32);
+        },
+    ) else {
+        return;
+    };
+    assert_eq!(r.end, Ok(kfd_gfx9::exec::Flow::End), "{:?}", r.wave);
+    // Lane 0 stored at private 12, lane 1 at 16 (SADDR 8 + VGPR + 4).
+    assert_eq!(r.mem.u32(SLOT + (3 * 64) * 4), 0x100);
+    assert_eq!(r.mem.u32(SLOT + (4 * 64 + 1) * 4), 0x101);
+    // Without SVE lane 0 reads private 12 (its own store), lane 1 its untouched dword 3.
+    assert_eq!((r.wave.vgpr[2][0], r.wave.vgpr[2][1]), (0x100, 0));
+    assert_eq!((r.wave.vgpr[3][0], r.wave.vgpr[3][1]), (0x100, 0));
+}

@@ -11,7 +11,9 @@
 //! - `global_*`: with SADDR, the SGPR pair plus the zero-extended 32-bit VGPR ADDR plus the
 //!   13-bit signed offset; with SADDR `off`, the 64-bit VGPR pair plus the offset.
 //! - `scratch_*`: a 32-bit private offset, the SGPR SADDR (or, SADDR `off`, the VGPR ADDR)
-//!   plus the 13-bit signed offset, in the lane's private memory.
+//!   plus the 13-bit signed offset, in the lane's private memory. gfx942 adds both when its
+//!   SVE bit (bit 13, the LDS bit's position) is set, and with SADDR `off` and SVE clear uses
+//!   the offset alone (as LLVM 19 encodes `scratch_* v, v, s` / `off, off` for gfx942).
 //!
 //! Private memory is reached through FLAT_SCRATCH, swizzled per lane (see
 //! [`super::scratch_addr`]).
@@ -22,7 +24,7 @@ use super::{
     Access, Half, Rmw, Shape, atomic_operands, file, file_mut, read_global, read_lds, read_private,
     rmw_lds, vreg, write_global, write_lds, write_private,
 };
-use crate::exec::{Ctx, ExecError, LANES, Ty, Wave, illegal, unimplemented};
+use crate::exec::{Ctx, ExecError, LANES, Target, Ty, Wave, illegal, unimplemented};
 use crate::inst::Inst;
 use crate::opcode::{FlatOp, Segment};
 use crate::operand::Operand;
@@ -114,7 +116,9 @@ pub(super) fn execute(
     seg: Segment,
     op: FlatOp,
 ) -> Result<(), ExecError> {
-    if inst.mods.lds {
+    // gfx942 reuses bit 13 of scratch instructions as SVE (the VGPR address is used), not LDS.
+    let sve = w.target == Target::Gfx942 && seg == Segment::Scratch;
+    if inst.mods.lds && !sve {
         return Err(unimplemented(inst, pc));
     }
     let locs = lane_locs(w, inst, pc, seg)?;
@@ -241,18 +245,28 @@ fn lane_locs(w: &Wave, inst: &Inst, pc: u64, seg: Segment) -> Result<[Loc; LANES
                 locs[lane] = Loc::Global(addr.wrapping_add(imm));
             }
         }
-        (Segment::Scratch, Operand::None) => {
-            let a = vreg(inst, pc, inst.src[0], 1)?;
-            for lane in active {
-                locs[lane] = Loc::Private(u64::from(w.vgpr[a][lane].wrapping_add(imm as u32)));
-            }
-        }
         (Segment::Scratch, saddr) => {
-            let base = w
-                .read_scalar32(saddr, Ty::B32)
-                .ok_or_else(|| illegal(inst, pc, "SADDR is not a scalar register"))?;
+            // gfx9: SADDR, else the VGPR. gfx942: SADDR (or nothing) plus, with SVE, the VGPR.
+            let use_vgpr = if w.target == Target::Gfx942 {
+                inst.mods.lds
+            } else {
+                saddr == Operand::None
+            };
+            let base = match saddr {
+                Operand::None => 0,
+                s => w
+                    .read_scalar32(s, Ty::B32)
+                    .ok_or_else(|| illegal(inst, pc, "SADDR is not a scalar register"))?,
+            };
+            let a = if use_vgpr {
+                Some(vreg(inst, pc, inst.src[0], 1)?)
+            } else {
+                None
+            };
             for lane in active {
-                locs[lane] = Loc::Private(u64::from(base.wrapping_add(imm as u32)));
+                let v = a.map_or(0, |a| w.vgpr[a][lane]);
+                let p = base.wrapping_add(v).wrapping_add(imm as u32);
+                locs[lane] = Loc::Private(u64::from(p));
             }
         }
     }
