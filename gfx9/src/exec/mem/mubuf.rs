@@ -71,9 +71,11 @@ impl BufferResource {
     pub fn buffer_offset(&self, index: u64, offset: u64) -> u64 {
         if self.swizzle {
             let (es, is) = (self.element_size, self.index_stride);
-            ((index / is) * self.stride + (offset / es) * es) * is + (index % is) * es + offset % es
+            ((index / is) * self.stride + (offset / es) * es)
+                .wrapping_mul(is)
+                .wrapping_add((index % is) * es + offset % es)
         } else {
-            index * self.stride + offset
+            (index * self.stride).wrapping_add(offset)
         }
     }
 }
@@ -214,7 +216,9 @@ pub(super) fn execute(
     for lane in lanes() {
         let v = |k: usize| vaddr.map_or(0, |a| u64::from(w.vgpr[a + k][lane]));
         index[lane] = if idxen { v(0) } else { 0 } + if rsrc.add_tid { lane as u64 } else { 0 };
-        offset[lane] = if offen { v(usize::from(idxen)) } else { 0 } + inst.imm as u64;
+        // OFFSET is 12 bits unsigned (as decoded).
+        offset[lane] =
+            if offen { v(usize::from(idxen)) } else { 0 } + u64::from(inst.imm as u32 & 0xfff);
     }
     let unchecked = rsrc.add_tid && !idxen;
     // The address of `bytes` bytes at `extra` past the lane's offset, or None out of range.
