@@ -1,9 +1,9 @@
 //! FLAT, GLOBAL and SCRATCH ("AMD Instinct MI200 ISA", chapter 10 "Flat Memory
 //! Instructions", and the FLAT, GLOBAL and SCRATCH opcode tables of chapter 12).
 //!
-//! Addresses, per lane (10.3 "Addressing", 10.4 "Global", 10.5 "Scratch"):
+//! Addresses, per lane (chapter 10's "Addressing", "Global" and "Scratch" sections):
 //! - `flat_*`: the 64-bit VGPR pair ADDR plus the 12-bit unsigned offset, then classified by
-//!   aperture (10.3: the flat address space holds the LDS and private apertures, SH_MEM_BASES
+//!   aperture ("Addressing": the flat address space holds the LDS and private apertures, SH_MEM_BASES
 //!   places them; each spans 4 GiB at a 4 GiB-aligned base): high 32 bits equal to the
 //!   shared aperture's → LDS at the low 32 bits; equal to the private aperture's → the
 //!   lane's private memory at the low 32 bits; anything else → global memory. An aperture

@@ -26,10 +26,11 @@
 //!
 //! - Global: a GPU virtual address, through [`Memory`](super::Memory), split at 4 KiB pages.
 //! - LDS ([`Ctx::lds`](super::Ctx::lds), the workgroup's allocation): gfx9 no longer clamps
-//!   LDS addresses with M0 (LLVM's `ldsRequiresM0Init` is pre-gfx9 only; the guide's M0 table
-//!   lists no LDS limit for gfx9 DS instructions); an access beyond the allocation reads 0 and
-//!   its writes are dropped, per dword (the guide, 11.3 "LDS Access": out-of-range reads
-//!   return 0, writes are discarded).
+//!   LDS addresses with M0 (LLVM initialises M0 before DS instructions only for targets
+//!   before gfx9: `ldsRequiresM0Init`); an access beyond the allocation reads 0 and its
+//!   writes are dropped (chapter 11, "LDS Access": out-of-range reads return 0, writes are
+//!   discarded). The check is per dword: a `ds_read_b64` straddling the end returns its
+//!   first dword and a zero — our choice where the guide does not say.
 //! - Private (scratch), see [`scratch_addr`]: swizzled per lane in dwords, the layout the
 //!   scratch buffer resource ROCr builds describes, so that MUBUF scratch access (through
 //!   that V#) and FLAT/SCRATCH access (through FLAT_SCRATCH) reach the same bytes.
@@ -38,6 +39,9 @@ mod ds;
 mod flat;
 mod mubuf;
 mod smem;
+
+pub use mubuf::BufferResource;
+pub use smem::REALTIME_HZ;
 
 use super::{Ctx, ExecError, Fault, Flow, LANES, Memory, VGPRS, Wave, illegal, unimplemented};
 use crate::inst::Inst;
@@ -94,7 +98,7 @@ pub(super) fn write_global(mem: &dyn Memory, addr: u64, data: &[u8]) -> Result<(
 ///
 /// gfx9 interleaves private memory per dword across the 64 lanes of a wave: dword `d` of lane
 /// `l` is at `base + (d * 64 + l) * 4`. That is the swizzled buffer addressing of the guide
-/// (9.1.5 "Buffer Addressing", "Swizzled Buffer Addressing": `buffer_offset = (index_msb *
+/// (chapter 9, "Buffer Addressing", "Swizzled Buffer Addressing": `buffer_offset = (index_msb *
 /// stride + offset_msb * element_size) * index_stride + index_lsb * element_size +
 /// offset_lsb`) with the scratch V# ROCr 5.2 builds for gfx9 (`AqlQueue::InitScratchSRD` in
 /// `amd_aql_queue.cpp`: STRIDE 0, SWIZZLE_ENABLE 1, ELEMENT_SIZE 1 = 4 bytes, INDEX_STRIDE 3
@@ -197,7 +201,7 @@ enum Half {
 }
 
 /// The data of a load or store: its size in memory, its extension and its place in the
-/// registers (the guide, 9.1.6 "16-bit Memory Operations" for the D16 forms).
+/// registers (the guide's chapter 9, "16-bit Memory Operations", for the D16 forms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Shape {
     /// Bytes in memory: 1, 2, 4, 8, 12 or 16.

@@ -2,12 +2,12 @@
 //! Instinct MI200 ISA", chapter 9 "Vector Memory Buffer Instructions", and the MUBUF opcode
 //! table of chapter 12).
 //!
-//! The buffer resource (V#, 9.1.8 "Buffer Resource"; the gfx9 bit layout of ROCr's
+//! The buffer resource (V#, chapter 9's "Buffer Resource"; the gfx9 bit layout of ROCr's
 //! `SQ_BUF_RSRC_WORD0..3` in `registers.h`): BASE 47:0, STRIDE 61:48, SWIZZLE_ENABLE 63,
 //! NUM_RECORDS 95:64, ELEMENT_SIZE 116:115 (2 << n bytes), INDEX_STRIDE 118:117 (8 << n),
 //! ADD_TID_ENABLE 119.
 //!
-//! Address (9.1.5 "Buffer Addressing"), per lane and per dword of the data:
+//! Address ("Buffer Addressing"), per lane and per dword of the data:
 //! - `index = (IDXEN ? VGPR[VADDR] : 0) + (ADD_TID_ENABLE ? lane : 0)`;
 //!   `offset = (OFFEN ? VGPR[VADDR + IDXEN] : 0) + OFFSET` (+ 4 per further dword);
 //! - linear: `buffer_offset = index * STRIDE + offset`; swizzled: `(index / index_stride *
@@ -15,7 +15,7 @@
 //!   element_size + offset % element_size`;
 //! - `address = BASE + SGPR[SOFFSET] + buffer_offset`.
 //!
-//! Range checking (9.1.5, "Range Checking"), with an out-of-range load returning 0 and an
+//! Range checking ("Buffer Addressing", "Range Checking"), with an out-of-range load returning 0 and an
 //! out-of-range store or atomic doing nothing (an atomic returns 0): a private (scratch)
 //! buffer — ADD_TID_ENABLE without IDXEN — is not checked; with IDXEN (a structured buffer)
 //! a lane is out of range when `index >= NUM_RECORDS`; otherwise (a raw buffer) each dword
@@ -67,7 +67,7 @@ impl BufferResource {
         }
     }
 
-    /// The buffer offset of byte `offset` of record `index` (9.1.5 "Buffer Addressing").
+    /// The buffer offset of byte `offset` of record `index` ("Buffer Addressing").
     pub fn buffer_offset(&self, index: u64, offset: u64) -> u64 {
         if self.swizzle {
             let (es, is) = (self.element_size, self.index_stride);

@@ -2,12 +2,12 @@
 //! chapter 7 "Scalar Memory Operations", and the SMEM opcode table of chapter 12).
 //!
 //! - `s_load_dword*`/`s_store_dword*`: `ADDR = SGPR[SBASE] + OFFSET + SGPR[SOFFSET]` (IMM: the
-//!   21-bit signed offset; SOE or IMM clear: an SGPR offset), the low two bits ignored (7.4
-//!   "Alignment and Bounds Checking": scalar memory addresses are dword aligned).
+//!   21-bit signed offset; SOE or IMM clear: an SGPR offset), the low two bits ignored
+//!   (chapter 7, "Alignment and Bounds Checking": scalar memory addresses are dword aligned).
 //! - `s_buffer_*`: the base, and the byte limit NUM_RECORDS, from the 128-bit buffer resource
-//!   in SGPR[SBASE..SBASE+3] (the V#'s layout of chapter 9, 9.1.8 "Buffer Resource"); a dword
-//!   whose offset is not wholly below NUM_RECORDS reads 0 and is not written (7.4: scalar
-//!   buffer accesses are range-checked against the resource like vector buffer accesses).
+//!   in SGPR[SBASE..SBASE+3] (the V#'s layout of chapter 9's "Buffer Resource"); a dword
+//!   whose offset is not wholly below NUM_RECORDS reads 0 and is not written ("Alignment and
+//!   Bounds Checking": scalar buffer accesses are range-checked against the resource).
 //! - `s_memtime` / `s_memrealtime`: a 64-bit monotonic counter at 100 MHz, the frequency of
 //!   the real `s_memrealtime` clock (HIP reports it as `hipDeviceAttributeWallClockRate`,
 //!   100 000 kHz). `s_memtime` counts the shader clock on hardware; an interpreter has no
