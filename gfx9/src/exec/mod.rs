@@ -20,6 +20,9 @@ mod mem;
 mod salu;
 mod valu;
 
+// The memory room's public pieces: the scratch layout, the buffer resource, the clock rate.
+pub use mem::{BufferResource, REALTIME_HZ, scratch_addr};
+
 use crate::error::DecodeError;
 use crate::inst::Inst;
 use crate::opcode::Opcode;
