@@ -4,8 +4,8 @@
 //! The state is the "AMD Instinct MI200 ISA" guide's chapter 3 ("Kernel State"): the program
 //! counter, up to 102 SGPRs, VCC, EXEC, M0, SCC, the trap temporaries, FLAT_SCRATCH, MODE /
 //! STATUS / TRAPSTS, and per lane 256 VGPRs and (gfx90a) 256 AGPRs, 64 lanes per wave. Each
-//! encoding family executes in its own module — [`salu`] (SOP2, SOPK, SOP1, SOPC, SOPP),
-//! [`valu`] (VOP1, VOP2, VOPC, VOP3, VOP3P), [`mem`] (SMEM, DS, FLAT/GLOBAL/SCRATCH, MUBUF) —
+//! encoding family executes in its own module — `salu` (SOP2, SOPK, SOP1, SOPC, SOPP),
+//! `valu` (VOP1, VOP2, VOPC, VOP3, VOP3P), `mem` (SMEM, DS, FLAT/GLOBAL/SCRATCH, MUBUF) —
 //! and this module holds what they share: operand reads and writes as the guide's operand
 //! tables define them (section 3.6 and 4.x: inline constants by operand type, the literal,
 //! 64-bit register pairs, VCC/EXEC halves, SCC as a source).
@@ -279,7 +279,7 @@ impl CodeCache {
         self.insts.is_empty()
     }
 
-    /// The instruction at `pc`, decoded on first use: a miss reads up to [`FETCH`] bytes
+    /// The instruction at `pc`, decoded on first use: a miss reads up to 256 bytes
     /// (never past the page of `pc` plus what the last instruction needs) and decodes every
     /// instruction in them.
     ///
