@@ -109,6 +109,7 @@ opcodes! {
         SAbsI32 = 48 "s_abs_i32", SAndn1SaveexecB64 = 51 "s_andn1_saveexec_b64",
         SOrn1SaveexecB64 = 52 "s_orn1_saveexec_b64", SAndn1WrexecB64 = 53 "s_andn1_wrexec_b64",
         SAndn2WrexecB64 = 54 "s_andn2_wrexec_b64", SBitreplicateB64B32 = 55 "s_bitreplicate_b64_b32",
+        SSetGprIdxIdx = 50 "s_set_gpr_idx_idx",
     }
 }
 
@@ -122,6 +123,7 @@ opcodes! {
         SBitcmp0B32 = 12 "s_bitcmp0_b32", SBitcmp1B32 = 13 "s_bitcmp1_b32",
         SBitcmp0B64 = 14 "s_bitcmp0_b64", SBitcmp1B64 = 15 "s_bitcmp1_b64",
         SCmpEqU64 = 18 "s_cmp_eq_u64", SCmpLgU64 = 19 "s_cmp_lg_u64",
+        SSetGprIdxOn = 17 "s_set_gpr_idx_on",
     }
 }
 
@@ -139,6 +141,10 @@ opcodes! {
         SDecperflevel = 21 "s_decperflevel", STtracedata = 22 "s_ttracedata",
         SEndpgmSaved = 27 "s_endpgm_saved", SSetGprIdxOff = 28 "s_set_gpr_idx_off",
         SSetGprIdxMode = 29 "s_set_gpr_idx_mode",
+        SCbranchCdbgsys = 23 "s_cbranch_cdbgsys", SCbranchCdbguser = 24 "s_cbranch_cdbguser",
+        SCbranchCdbgsysOrUser = 25 "s_cbranch_cdbgsys_or_user",
+        SCbranchCdbgsysAndUser = 26 "s_cbranch_cdbgsys_and_user",
+        SEndpgmOrderedPsDone = 30 "s_endpgm_ordered_ps_done",
     }
 }
 

@@ -20,6 +20,10 @@ mod mem;
 mod salu;
 mod valu;
 
+// The scalar unit's state as other families read it: MODE's float modes and the VGPR
+// indexing mode (`Wave::mode`, `Wave::gpr_idx`), and the hardware-register ids.
+pub use salu::{Denorm, GprIdx, Mode, Round, hwreg};
+
 use crate::error::DecodeError;
 use crate::inst::Inst;
 use crate::opcode::Opcode;
