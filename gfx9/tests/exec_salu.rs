@@ -116,7 +116,9 @@ fn min_max_set_scc_when_s0_is_chosen() {
         ("s_max_i32", 0xffff_ffff, 1, true, 1, false),
         ("s_max_i32", 1, 0xffff_ffff, false, 1, true),
         ("s_max_u32", 0xffff_ffff, 1, false, 0xffff_ffff, true),
-        ("s_max_u32", 3, 3, true, 3, false),
+        ("s_max_u32", 3, 3, false, 3, true),
+        ("s_max_i32", 3, 3, false, 3, true),
+        ("s_min_u32", 3, 3, true, 3, false),
     ]);
 }
 
@@ -1150,7 +1152,7 @@ fn flows(asm: &str, setup: impl FnOnce(&mut Wave)) -> Option<(Vec<Flow>, Wave)> 
         };
         let flow = step(&mut wave, &mut ctx).expect("runs");
         out.push(flow);
-        if flow == Flow::End {
+        if matches!(flow, Flow::End | Flow::Trap(_)) {
             break;
         }
     }
@@ -1162,61 +1164,61 @@ fn program_control_flows() {
     let Some((f, w)) = flows(
         "s_nop 3\n\
          s_waitcnt vmcnt(0) lgkmcnt(0)\n\
-         s_setkill 1\n\
+         s_setkill 0\n\
          s_wakeup\n\
          s_ttracedata\n\
          s_incperflevel 1\n\
          s_decperflevel 1\n\
          s_sendmsg sendmsg(MSG_INTERRUPT)\n\
          s_setprio 2\n\
+         s_sleep 0\n\
          s_sleep 1\n\
          s_barrier\n\
          s_sethalt 1\n\
+         s_sethalt 0\n\
          s_sendmsghalt sendmsg(MSG_INTERRUPT)\n\
-         s_trap 2\n\
          s_endpgm_saved",
         |w| w.scc = true,
     ) else {
         return;
     };
     use Flow::*;
-    assert_eq!(
-        f,
-        [
-            Continue,
-            Continue,
-            Continue,
-            Continue,
-            Continue,
-            Continue,
-            Continue,
-            Continue,
-            Continue,
-            Yield,
-            Barrier,
-            Yield,
-            Yield,
-            Trap(2),
-            End
-        ]
-    );
+    let mut expected = vec![Continue; 10];
+    expected.extend([Yield, Barrier, Yield, Continue, Yield, End]);
+    assert_eq!(f, expected);
     assert_eq!(
         w.hwreg[hwreg::STATUS],
         2 << 3 | 1 << 13,
-        "USER_PRIO = 2, HALT"
+        "USER_PRIO = 2, HALT (set again by s_sendmsghalt)"
     );
     assert!(w.scc);
     assert_eq!(w.sgpr, [0; 102], "no scalar register changed");
-    let Some((f, _)) = flows("s_endpgm_ordered_ps_done", |_| {}) else {
-        return;
-    };
-    assert_eq!(f, [End]);
-    // A trap stops `run` with the trap id and the PC past it.
-    let Some(r) = run("s_trap 0x1f\ns_endpgm", |_, _| {}) else {
+    for (asm, want) in [
+        ("s_endpgm_ordered_ps_done", vec![End]),
+        ("s_setkill 1\ns_nop 0", vec![End]),
+        // In a trap handler (STATUS.PRIV) a halt does not stop the wave.
+        ("s_sethalt 1\ns_endpgm", vec![Continue, End]),
+    ] {
+        let Some((f, _)) = flows(asm, |w| w.hwreg[hwreg::STATUS] = 1 << 5) else {
+            return;
+        };
+        assert_eq!(f, want, "{asm}");
+    }
+}
+
+#[test]
+fn s_trap_stops_at_the_trap_with_the_handler_inputs_set() {
+    // The trap id is SIMM16[7:0]; TTMP0/TTMP1 = PC[31:0] / PC[47:32] | id << 16, with PC
+    // the s_trap itself; STATUS.PRIV set.
+    let Some(r) = run("s_nop 0\ns_trap 0x11f\ns_endpgm", |_, _| {}) else {
         return;
     };
     assert_eq!(r.end, Ok(Flow::Trap(0x1f)));
-    assert_eq!(r.wave.pc, CODE + 4);
+    let at = CODE + 4;
+    assert_eq!(r.wave.pc, at, "the PC is the s_trap's");
+    assert_eq!(r.wave.ttmp[0], at as u32);
+    assert_eq!(r.wave.ttmp[1], (at >> 32) as u32 | 0x1f << 16);
+    assert_eq!(r.wave.hwreg[hwreg::STATUS] & 1 << 5, 1 << 5, "STATUS.PRIV");
 }
 
 #[test]

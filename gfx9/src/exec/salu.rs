@@ -1,12 +1,14 @@
 //! The scalar ALU and program control: SOP2, SOPK, SOP1, SOPC and SOPP ("AMD Instinct MI200
 //! ISA" reference guide, chapter 4 "Program Flow Control", chapter 5 "Scalar ALU Operations"
 //! and the per-opcode descriptions of chapter 12, sections 12.1 "SOP2 Instructions", 12.2
-//! "SOPK", 12.3 "SOP1", 12.4 "SOPC" and 12.5 "SOPP"; the hardware registers of section 3.
-//! "Kernel State" — MODE, STATUS, TRAPSTS — and of `s_getreg_b32`'s table of HW_REG ids).
-//! gfx906 (the Vega 7nm guide) has the same scalar semantics: where gfx9 targets differ it
-//! is in the vector ALU and memory, not here.
+//! "SOPK", 12.3 "SOP1", 12.4 "SOPC" and 12.5 "SOPP"; the hardware registers MODE, STATUS and
+//! TRAPSTS of chapter 3 "Kernel State" and the HW_REG ids of `s_getreg_b32`). Where the
+//! MI200 guide's prose is loose (which source a tie selects, what a shifted-out bit does to
+//! SCC), the comments quote the pseudo-code the CDNA3/CDNA4 guides give for the same gfx9
+//! opcodes. gfx906 (the Vega 7nm guide) has the same scalar semantics: where gfx9 targets
+//! differ it is in the vector ALU and memory, not here.
 //!
-//! SCC, per the guide's rules (section 5.3 "Scalar Condition Code"): additions and
+//! SCC, per the guide's rules (chapter 5, "Scalar Condition Code (SCC)"): additions and
 //! subtractions set it to the unsigned carry/borrow (`_u32`) or to signed overflow (`_i32`);
 //! min/max to "S0 was chosen"; logic, shifts, bit-field extraction, bit counts, `s_wqm`,
 //! `s_quadmask`, `s_abs`, `s_absdiff` and the saveexec family to "the result is not zero";
@@ -27,8 +29,13 @@
 //!   MSG_STALL_WAVE_GEN, MSG_HALT_WAVES, MSG_GET_DOORBELL, the GS and PS messages of the
 //!   graphics pipeline) reach nothing here: no trap handler or host interrupt runs, there is
 //!   no graphics pipeline. `s_sendmsghalt` then halts like `s_sethalt 1`.
-//! - `s_sleep` and `s_sethalt` yield ([`Flow::Yield`]): the dispatcher runs the other waves
-//!   and comes back; a halt is not held until the host resumes the wave (no debugger here).
+//! - `s_sleep` (but `s_sleep 0`, which does not sleep) and `s_sethalt 1` yield
+//!   ([`Flow::Yield`]): the dispatcher runs the other waves and comes back; a halt is not
+//!   held until a host resumes the wave (no debugger here). `s_setkill 1` kills the wave:
+//!   it ends as at `s_endpgm`.
+//! - `s_trap` sets up the trap handler's inputs as the hardware does (TTMP0/1 = the trap
+//!   id and the PC of the `s_trap`, STATUS.PRIV) and stops the wave at the `s_trap` with
+//!   [`Flow::Trap`]: no trap handler runs (its base, TBA, is never jumped to).
 //! - `s_icache_inv` drops the decoded instructions of the [`CodeCache`] it runs with, so
 //!   code rewritten in memory is decoded again (other threads' caches are theirs).
 //! - `s_cbranch_cdbgsys*`/`s_cbranch_cdbguser` branch on STATUS.COND_DBG_SYS/USER, which
@@ -68,7 +75,7 @@ pub mod hwreg {
     /// IB_STS: the outstanding-counter state (always zero here: accesses complete at once).
     pub const IB_STS: usize = 7;
     /// SH_MEM_BASES: bits 63:48 of the private (15:0) and shared (31:16) apertures, read
-    /// from [`Wave::apertures`]. Read-only.
+    /// from [`Wave::apertures`](crate::exec::Wave::apertures). Read-only.
     pub const SH_MEM_BASES: usize = 15;
 }
 
@@ -134,22 +141,22 @@ impl Mode {
         }
     }
 
-    /// FP_ROUND[1:0]: the rounding of f32 operations.
+    /// `FP_ROUND[1:0]`: the rounding of f32 operations.
     pub fn round_f32(self) -> Round {
         self.round(0)
     }
 
-    /// FP_ROUND[3:2]: the rounding of f64 and f16 operations.
+    /// `FP_ROUND[3:2]`: the rounding of f64 and f16 operations.
     pub fn round_f64_f16(self) -> Round {
         self.round(2)
     }
 
-    /// FP_DENORM[1:0] (bits 5:4): f32 denormals.
+    /// `FP_DENORM[1:0]` (bits 5:4): f32 denormals.
     pub fn denorm_f32(self) -> Denorm {
         self.denorm(4)
     }
 
-    /// FP_DENORM[3:2] (bits 7:6): f64 and f16 denormals.
+    /// `FP_DENORM[3:2]` (bits 7:6): f64 and f16 denormals.
     pub fn denorm_f64_f16(self) -> Denorm {
         self.denorm(6)
     }
@@ -165,16 +172,16 @@ impl Mode {
     }
 }
 
-/// VGPR indexing mode as `s_set_gpr_idx_on` sets it (the guide, "s_set_gpr_idx_on" and
-/// section 4.? "GPR Indexing"): while MODE.GPR_IDX_EN is set, each VALU operand that `mask`
+/// VGPR indexing mode as `s_set_gpr_idx_on` sets it (the guide, `s_set_gpr_idx_on`,
+/// `s_set_gpr_idx_mode`, `s_set_gpr_idx_idx`, `s_set_gpr_idx_off`): while MODE.GPR_IDX_EN is set, each VALU operand that `mask`
 /// selects names VGPR `n + index` instead of `n`. The state lives in MODE bit 27 and M0
-/// (`index` = M0[7:0], `mask` = M0[15:12]); [`Wave::gpr_idx`] reads it.
+/// (`index` = `M0[7:0]`, `mask` = `M0[15:12]`); [`Wave::gpr_idx`] reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GprIdx {
-    /// The index added (M0[7:0]).
+    /// The index added (`M0[7:0]`).
     pub index: u8,
     /// Which operands are indexed: [`GprIdx::SRC0`] | [`GprIdx::SRC1`] | [`GprIdx::SRC2`] |
-    /// [`GprIdx::DST`] (M0[15:12]).
+    /// [`GprIdx::DST`] (`M0[15:12]`).
     pub mask: u8,
 }
 
@@ -335,7 +342,7 @@ fn sop2_b32(op: Sop2Op, a: u32, b: u32, scc: bool) -> Option<(u32, Option<bool>)
             let d = a.wrapping_sub(b).wrapping_sub(u32::from(scc));
             (d, Some(u64::from(b) + u64::from(scc) > u64::from(a)))
         }
-        // SCC = 1 when S0 is the one chosen (strictly less / greater).
+        // SCC = 1 when S0 is the one chosen: min picks S1 on a tie.
         SMinI32 => {
             let c = (a as i32) < (b as i32);
             (if c { a } else { b }, Some(c))
@@ -344,12 +351,14 @@ fn sop2_b32(op: Sop2Op, a: u32, b: u32, scc: bool) -> Option<(u32, Option<bool>)
             let c = a < b;
             (if c { a } else { b }, Some(c))
         }
+        // Max picks S0 on a tie, so SCC = S0 >= S1 (the CDNA3/CDNA4 guides' pseudo-code
+        // `SCC = S0.i32 >= S1.i32; D0.i32 = SCC ? S0.i32 : S1.i32`).
         SMaxI32 => {
-            let c = (a as i32) > (b as i32);
+            let c = (a as i32) >= (b as i32);
             (if c { a } else { b }, Some(c))
         }
         SMaxU32 => {
-            let c = a > b;
+            let c = a >= b;
             (if c { a } else { b }, Some(c))
         }
         SCselectB32 => (if scc { a } else { b }, None),
@@ -858,8 +867,17 @@ fn sopp(
         SEndpgm | SEndpgmSaved | SEndpgmOrderedPsDone => return Ok(Flow::End),
         SBarrier => return Ok(Flow::Barrier),
         // Every access has completed (see the module docs); the rest have nothing to act on.
-        SNop | SWaitcnt | SSetkill | SWakeup | STtracedata | SIncperflevel | SDecperflevel
-        | SSendmsg => return Ok(Flow::Continue),
+        SNop | SWaitcnt | SWakeup | STtracedata | SIncperflevel | SDecperflevel | SSendmsg => {
+            return Ok(Flow::Continue);
+        }
+        // "Kill this wave if the least significant bit of the immediate is 1": it ends.
+        SSetkill => {
+            return Ok(if imm & 1 == 1 {
+                Flow::End
+            } else {
+                Flow::Continue
+            });
+        }
         SIcacheInv => {
             *ctx.code = super::CodeCache::default();
             return Ok(Flow::Continue);
@@ -870,14 +888,34 @@ fn sopp(
             w.hwreg[hwreg::STATUS] = (status & !field) | (imm & 3) << status::USER_PRIO_SHIFT;
             return Ok(Flow::Continue);
         }
-        // STATUS.HALT = SIMM16[0]; a halted wave yields (nothing here resumes it later).
-        SSethalt => {
-            w.hwreg[hwreg::STATUS] = (status & !status::HALT) | ((imm & 1) * status::HALT);
-            return Ok(Flow::Yield);
+        // STATUS.HALT = SIMM16[0] ("ignored while PRIV == 1"); a halted wave yields:
+        // nothing here holds it until a host resumes it.
+        SSethalt | SSendmsghalt => {
+            let halt = op == SSendmsghalt || imm & 1 == 1;
+            w.hwreg[hwreg::STATUS] = (status & !status::HALT) | if halt { status::HALT } else { 0 };
+            let halted = halt && status & status::PRIV == 0;
+            return Ok(if halted { Flow::Yield } else { Flow::Continue });
         }
-        SSleep | SSendmsghalt => return Ok(Flow::Yield),
-        // The trap id is SIMM16[7:0]; the dispatcher reports the trap (no handler runs).
-        STrap => return Ok(Flow::Trap((imm & 0xff) as u16)),
+        // Sleeps 64 * SIMM16[6:0] clocks; 0 does not sleep.
+        SSleep => {
+            return Ok(if imm & 0x7f == 0 {
+                Flow::Continue
+            } else {
+                Flow::Yield
+            });
+        }
+        // The hardware's trap entry: {TTMP1, TTMP0} = {PCRewind, HT, TrapID[7:0], PC[47:0]}
+        // with PC the s_trap itself, STATUS.PRIV = 1, then PC = TBA. No trap handler runs
+        // here: the wave stops at the s_trap with the handler's inputs set, and the
+        // dispatcher reports the trap (or, to resume past it, sets `pc` 4 bytes on).
+        STrap => {
+            let id = imm & 0xff;
+            w.ttmp[0] = pc as u32;
+            w.ttmp[1] = (pc >> 32) as u32 & 0xffff | id << 16;
+            w.hwreg[hwreg::STATUS] = status | status::PRIV;
+            w.pc = pc;
+            return Ok(Flow::Trap(id as u16));
+        }
         // MODE.GPR_IDX_EN = 0.
         SSetGprIdxOff => {
             w.hwreg[hwreg::MODE] &= !MODE_GPR_IDX_EN;
