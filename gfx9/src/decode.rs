@@ -175,7 +175,10 @@ impl Fields<'_> {
         let raw = bits(self.w, 23, 7);
         let op = Sop2Op::from_raw(raw).ok_or_else(|| self.unknown(Encoding::Sop2, raw))?;
         let mut inst = self.inst(Opcode::Sop2(op), Encoding::Sop2, 1);
-        inst.dst[0] = operand::scalar_dst(bits(self.w, 16, 7))?;
+        // s_cbranch_g_fork reads its two sources and writes no SGPR.
+        if op != Sop2Op::SCbranchGFork {
+            inst.dst[0] = operand::scalar_dst(bits(self.w, 16, 7))?;
+        }
         self.sources32(&[bits(self.w, 0, 8), bits(self.w, 8, 8)], &mut inst)?;
         Ok(inst)
     }
@@ -190,7 +193,7 @@ impl Fields<'_> {
         match op {
             SCmpkEqI32 | SCmpkLgI32 | SCmpkGtI32 | SCmpkGeI32 | SCmpkLtI32 | SCmpkLeI32
             | SCmpkEqU32 | SCmpkLgU32 | SCmpkGtU32 | SCmpkGeU32 | SCmpkLtU32 | SCmpkLeU32
-            | SSetregB32 => inst.src[0] = reg,
+            | SSetregB32 | SCbranchIFork => inst.src[0] = reg,
             SCmovkI32 | SAddkI32 | SMulkI32 => {
                 inst.dst[0] = reg;
                 inst.src[0] = reg;
@@ -209,11 +212,11 @@ impl Fields<'_> {
         let raw = bits(self.w, 8, 8);
         let op = Sop1Op::from_raw(raw).ok_or_else(|| self.unknown(Encoding::Sop1, raw))?;
         let mut inst = self.inst(Opcode::Sop1(op), Encoding::Sop1, 1);
-        // s_getpc_b64 reads nothing; s_setpc_b64, s_rfe_b64 and s_set_gpr_idx_idx (which
-        // writes M0's index bits) write no SGPR.
+        // s_getpc_b64 reads nothing; s_setpc_b64, s_rfe_b64, s_cbranch_join and
+        // s_set_gpr_idx_idx (which writes M0's index bits) write no SGPR.
         if !matches!(
             op,
-            Sop1Op::SSetpcB64 | Sop1Op::SRfeB64 | Sop1Op::SSetGprIdxIdx
+            Sop1Op::SSetpcB64 | Sop1Op::SRfeB64 | Sop1Op::SCbranchJoin | Sop1Op::SSetGprIdxIdx
         ) {
             inst.dst[0] = operand::scalar_dst(bits(self.w, 16, 7))?;
         }

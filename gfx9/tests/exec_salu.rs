@@ -1309,3 +1309,113 @@ fn every_scalar_opcode_executes() {
     assert_eq!(executed, total);
     assert!(total >= 174, "{total} scalar opcodes");
 }
+
+/// The branch stack of `s_cbranch_i_fork`/`s_cbranch_join`: each side of a divergent fork
+/// runs once with its lanes, the smaller side first, and the stack unwinds at the join.
+#[test]
+fn fork_and_join_run_each_side_with_its_lanes() {
+    const PROGRAM: &str = "s_getreg_b32 s40, hwreg(HW_REG_MODE, 29, 3)\n\
+         s_cbranch_i_fork vcc, taken\n\
+         s_or_b64 s[42:43], s[42:43], exec\n\
+         s_add_u32 s44, s44, 1\n\
+         s_branch join\n\
+         taken:\n\
+         s_or_b64 s[46:47], s[46:47], exec\n\
+         s_add_u32 s45, s45, 1\n\
+         join:\n\
+         s_cbranch_join s40\n\
+         s_getreg_b32 s41, hwreg(HW_REG_MODE, 29, 3)\n\
+         s_endpgm";
+    // (vcc, the fall-through side's EXEC, the taken side's EXEC, EXEC after the join)
+    for (vcc, fall, taken, after) in [
+        // 3 lanes pass, 5 fail: the pass side (smaller or equal) runs first, then the
+        // join pops the fail side, which continues past the join.
+        (0x07u64, 0xf8u64, 0x07u64, 0xf8u64),
+        // 5 pass, 3 fail: the fail side runs first; the join pops the taken side.
+        (0x1f, 0xe0, 0x1f, 0x1f),
+        // Uniform: a plain branch, nothing pushed, each side not run is not run.
+        (0xff, 0, 0xff, 0xff),
+        (0x100, 0xff, 0, 0xff),
+    ] {
+        let Some(r) = run_ok(PROGRAM, |w, _| {
+            w.sgpr = [0; 102];
+            w.exec = 0xff;
+            w.vcc = vcc;
+        }) else {
+            return;
+        };
+        let s = &r.wave.sgpr;
+        let get = |i: usize| u64::from(s[i]) | u64::from(s[i + 1]) << 32;
+        assert_eq!(get(42), fall, "vcc {vcc:#x}: fall-through lanes");
+        assert_eq!(get(46), taken, "vcc {vcc:#x}: taken lanes");
+        assert_eq!(
+            s[44],
+            u32::from(fall != 0),
+            "vcc {vcc:#x}: fall-through runs"
+        );
+        assert_eq!(
+            s[45],
+            u32::from(taken != 0),
+            "vcc {vcc:#x}: taken side runs"
+        );
+        assert_eq!(r.wave.exec, after, "vcc {vcc:#x}: EXEC after the join");
+        assert_eq!((s[40], s[41]), (0, 0), "vcc {vcc:#x}: CSP back to 0");
+    }
+    // s_cbranch_g_fork takes the target as an address; a divergent fork pushes the side that
+    // waits at SGPR[CSP * 4] = s[0:3]: its EXEC, then its PC.
+    let Some(r) = run_ok(
+        "s_getpc_b64 s[10:11]\n\
+         after:\n\
+         s_add_u32 s10, s10, target-after\n\
+         s_addc_u32 s11, s11, 0\n\
+         s_cbranch_g_fork s[12:13], s[10:11]\n\
+         s_endpgm\n\
+         target:\n\
+         s_endpgm",
+        |w, _| {
+            w.exec = 0xff;
+            w.sgpr[12] = 0x0f;
+            w.sgpr[13] = 0;
+        },
+    ) else {
+        return;
+    };
+    let s = &r.wave.sgpr;
+    assert_eq!(r.wave.exec, 0x0f, "the pass side (a tie) runs first");
+    assert_eq!(r.wave.pc, CODE + 28, "at the target's s_endpgm, past it");
+    assert_eq!((s[0], s[1]), (0xf0, 0), "the waiting side's EXEC");
+    assert_eq!(
+        u64::from(s[2]) | u64::from(s[3]) << 32,
+        CODE + 20,
+        "the waiting side's PC: after the fork"
+    );
+    assert_eq!(r.wave.hwreg[hwreg::MODE] >> 29, 1, "CSP = 1");
+}
+
+#[test]
+fn s_setvskip_drops_vector_instructions_until_cleared() {
+    let Some(r) = run_ok(
+        "s_setvskip s0, s1\n\
+         v_mov_b32 v0, 7\n\
+         s_mov_b32 s4, 1\n\
+         s_setvskip 0, 0\n\
+         v_mov_b32 v1, 9\n\
+         s_endpgm",
+        |w, _| {
+            w.sgpr[0] = 1 << 3;
+            w.sgpr[1] = 35;
+        },
+    ) else {
+        return;
+    };
+    assert!(
+        r.wave.vgpr[0].iter().all(|&v| v == 0),
+        "skipped under VSKIP"
+    );
+    assert_eq!(r.wave.sgpr[4], 1, "scalar instructions still run");
+    assert!(
+        r.wave.vgpr[1].iter().all(|&v| v == 9),
+        "runs once VSKIP is clear"
+    );
+    assert_eq!(r.wave.hwreg[hwreg::MODE] & 1 << 28, 0);
+}

@@ -345,6 +345,9 @@ pub fn execute(
     inst: &Inst,
     pc: u64,
 ) -> Result<Flow, ExecError> {
+    if salu::vskipped(wave, inst) {
+        return Ok(Flow::Continue);
+    }
     match inst.op {
         Opcode::Sop2(_) | Opcode::Sopk(_) | Opcode::Sop1(_) | Opcode::Sopc(_) | Opcode::Sopp(_) => {
             salu::execute(wave, ctx, inst, pc)

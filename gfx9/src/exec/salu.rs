@@ -41,11 +41,15 @@
 //! - `s_cbranch_cdbgsys*`/`s_cbranch_cdbguser` branch on STATUS.COND_DBG_SYS/USER, which
 //!   only a debugger sets: never taken unless a host sets those bits in [`Wave::hwreg`].
 //!
+//! - `s_cbranch_g_fork`/`s_cbranch_i_fork`/`s_cbranch_join` keep the guide's branch stack
+//!   (MODE.CSP and four SGPRs per level at `SGPR[CSP * 4]`); no compiler emits them.
+//!   `s_setvskip` (or MODE.VSKIP through `s_setreg`) makes [`execute`](super::execute)
+//!   drop every vector, LDS and vector-memory instruction until it is cleared.
+//!
 //! # Not executed
 //!
-//! `s_cbranch_g_fork`, `s_cbranch_i_fork` and `s_cbranch_join` (the MODE.CSP branch stack;
-//! no compiler emits them), `s_rfe_restore_b64` and `s_setvskip` are not in the opcode
-//! tables: they stop the wave as [`ExecError::Decode`].
+//! `s_rfe_restore_b64` (SOP2 43, trap handlers only) is not in the opcode table: it stops
+//! the wave as [`ExecError::Decode`].
 //!
 //! [`Memory`]: super::Memory
 //! [`CodeCache`]: super::CodeCache
@@ -93,6 +97,75 @@ mod status {
 
 /// MODE.GPR_IDX_EN (bit 27): VGPR indexing mode is on.
 const MODE_GPR_IDX_EN: u32 = 1 << 27;
+/// MODE.VSKIP (bit 28): vector instructions are not issued.
+const MODE_VSKIP: u32 = 1 << 28;
+/// MODE.CSP (bits 31:29): the depth of the fork/join branch stack.
+const MODE_CSP_SHIFT: u32 = 29;
+
+/// Whether MODE.VSKIP drops `inst` (the guide, `s_setvskip`: "no VOP*/M*BUF/MIMG/DS/FLAT
+/// instructions are issued"; scalar instructions and SMEM still run).
+pub(super) fn vskipped(w: &Wave, inst: &Inst) -> bool {
+    w.hwreg[hwreg::MODE] & MODE_VSKIP != 0
+        && !matches!(
+            inst.op,
+            Opcode::Sop2(_)
+                | Opcode::Sopk(_)
+                | Opcode::Sop1(_)
+                | Opcode::Sopc(_)
+                | Opcode::Sopp(_)
+                | Opcode::Smem(_)
+        )
+}
+
+/// `s_cbranch_i_fork`/`s_cbranch_g_fork` (the guide's pseudo-code): lanes of EXEC split by
+/// `mask`; a uniform outcome is a plain branch, otherwise the side with fewer lanes is
+/// pushed on the branch stack — 4 SGPRs at `SGPR[MODE.CSP * 4]`, the EXEC of that side in
+/// the low two and its PC in the high two — MODE.CSP grows, and the other side runs.
+fn fork(w: &mut Wave, mask: u64, target: u64) {
+    let exec = w.exec;
+    let (pass, fail) = (mask & exec, !mask & exec);
+    if pass == exec {
+        w.pc = target;
+        return;
+    }
+    if fail == exec {
+        return;
+    }
+    let mode = w.hwreg[hwreg::MODE];
+    let csp = mode >> MODE_CSP_SHIFT & 7;
+    // The pass side runs first unless it has more lanes (a tie runs it first).
+    let (run, (saved_pc, saved_exec)) = if fail.count_ones() < pass.count_ones() {
+        (fail, (target, pass))
+    } else {
+        (pass, (w.pc, fail))
+    };
+    let at = 4 * csp as usize;
+    w.sgpr[at] = saved_exec as u32;
+    w.sgpr[at + 1] = (saved_exec >> 32) as u32;
+    w.sgpr[at + 2] = saved_pc as u32;
+    w.sgpr[at + 3] = (saved_pc >> 32) as u32;
+    w.hwreg[hwreg::MODE] = (mode & !(7 << MODE_CSP_SHIFT)) | ((csp + 1) & 7) << MODE_CSP_SHIFT;
+    w.exec = run;
+    if run == pass {
+        w.pc = target;
+    }
+}
+
+/// `s_cbranch_join`: the first arrival (MODE.CSP above the saved depth) pops the other
+/// side's `{PC, EXEC}` and runs it; the second continues.
+fn join(w: &mut Wave, saved_csp: u32) {
+    let mode = w.hwreg[hwreg::MODE];
+    let csp = mode >> MODE_CSP_SHIFT & 7;
+    if csp == saved_csp {
+        return;
+    }
+    let csp = csp.wrapping_sub(1) & 7;
+    w.hwreg[hwreg::MODE] = (mode & !(7 << MODE_CSP_SHIFT)) | csp << MODE_CSP_SHIFT;
+    let at = 4 * csp as usize;
+    let reg = |i: usize| u64::from(w.sgpr[at + i]);
+    w.exec = reg(0) | reg(1) << 32;
+    w.pc = reg(2) | reg(3) << 32;
+}
 
 /// The MODE register ([`hwreg::MODE`]) as the vector ALU obeys it: the guide's "MODE
 /// register fields" — FP_ROUND (3:0), FP_DENORM (7:4), DX10_CLAMP (8), IEEE (9),
@@ -459,6 +532,12 @@ fn sop2(w: &mut Wave, inst: &Inst, pc: u64, op: Sop2Op) -> Result<Flow, ExecErro
             let (a, b) = (src64(w, inst, pc, 0)?, src32(w, inst, pc, 1)?);
             sop2_b64(op, a, u64::from(b), w.scc).ok_or_else(|| unimplemented(inst, pc))?
         }
+        // S0 = the lane mask, S1 = the target's byte address.
+        SCbranchGFork => {
+            let (mask, target) = (src64(w, inst, pc, 0)?, src64(w, inst, pc, 1)?);
+            fork(w, mask, target);
+            return Ok(Flow::Continue);
+        }
         // D.u64 = ((1 << S0[5:0]) - 1) << S1[5:0], both sources 32 bits; SCC unchanged.
         SBfmB64 => {
             let (a, b) = (src32(w, inst, pc, 0)?, src32(w, inst, pc, 1)?);
@@ -538,6 +617,14 @@ fn sopk(w: &mut Wave, inst: &Inst, pc: u64, op: SopkOp) -> Result<Flow, ExecErro
                 let old = w.hwreg[id];
                 w.hwreg[id] = (old & !mask) | (v << offset & mask);
             }
+        }
+        // S0 (the SDST field) = the lane mask; the target is PC + signext(SIMM16 * 4) + 4.
+        SCbranchIFork => {
+            let mask = src64(w, inst, pc, 0)?;
+            let target = pc
+                .wrapping_add(4)
+                .wrapping_add((i64::from(simm) * 4) as u64);
+            fork(w, mask, target);
         }
         // D = PC + 4; PC = PC + signext(SIMM16 * 4) + 4.
         SCallB64 => {
@@ -700,6 +787,12 @@ fn sop1(w: &mut Wave, inst: &Inst, pc: u64, op: Sop1Op) -> Result<Flow, ExecErro
             w.write_scalar64(to, v);
             return Ok(Flow::Continue);
         }
+        // S0 = the branch-stack depth saved before the fork.
+        SCbranchJoin => {
+            let saved = src32(w, inst, pc, 0)?;
+            join(w, saved);
+            return Ok(Flow::Continue);
+        }
         // M0[7:0] = S0[7:0] (the VGPR index of the gpr-index mode).
         SSetGprIdxIdx => {
             let v = src32(w, inst, pc, 0)?;
@@ -833,6 +926,18 @@ fn sopc(w: &mut Wave, inst: &Inst, pc: u64, op: SopcOp) -> Result<Flow, ExecErro
         SBitcmp0B64 | SBitcmp1B64 => {
             let (a, b) = (src64(w, inst, pc, 0)?, src32(w, inst, pc, 1)?);
             (a >> (b & 63) & 1 == 1) == (op == SBitcmp1B64)
+        }
+        // MODE.VSKIP = S0[S1[4:0]]; SCC unchanged.
+        SSetvskip => {
+            let (a, b) = (src32(w, inst, pc, 0)?, src32(w, inst, pc, 1)?);
+            let on = a >> (b & 31) & 1 == 1;
+            let mode = w.hwreg[hwreg::MODE];
+            w.hwreg[hwreg::MODE] = if on {
+                mode | MODE_VSKIP
+            } else {
+                mode & !MODE_VSKIP
+            };
+            return Ok(Flow::Continue);
         }
         // MODE.GPR_IDX_EN = 1; M0[7:0] = S0[7:0]; M0[15:12] = SIMM4 (the raw SSRC1 field);
         // SCC unchanged.
