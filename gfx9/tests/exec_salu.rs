@@ -1419,3 +1419,87 @@ fn s_setvskip_drops_vector_instructions_until_cleared() {
     );
     assert_eq!(r.wave.hwreg[hwreg::MODE] & 1 << 28, 0);
 }
+
+#[test]
+fn a_literal_widens_by_the_operand_signedness() {
+    // A 32-bit literal in a 64-bit operand: zero-extended for bitwise and unsigned operands,
+    // sign-extended for the signed S0 of s_ashr_i64 / s_bfe_i64 / s_flbit_i32_i64.
+    // (asm, s4, s5, SCC); s0 = 64 << 16 (a bit field of 64 bits at 0).
+    let cases: &[(&str, u32, u32, bool)] = &[
+        ("s_mov_b64 s[4:5], 0x80000000", 0x8000_0000, 0, false),
+        ("s_or_b64 s[4:5], 0xffffff38, 0", 0xffff_ff38, 0, true),
+        ("s_lshr_b64 s[4:5], 0x80000000, 4", 0x0800_0000, 0, true),
+        (
+            "s_ashr_i64 s[4:5], 0x80000000, 4",
+            0xf800_0000,
+            0xffff_ffff,
+            true,
+        ),
+        (
+            "s_bfe_i64 s[4:5], 0x80000000, s0",
+            0x8000_0000,
+            0xffff_ffff,
+            true,
+        ),
+        ("s_bfe_u64 s[4:5], 0x80000000, s0", 0x8000_0000, 0, true),
+        (
+            "s_flbit_i32_i64 s4, 0xffffff00\ns_mov_b32 s5, 0",
+            56,
+            0,
+            false,
+        ),
+    ];
+    for &(asm, lo, hi, scc) in cases {
+        if !case(asm, &[64 << 16], false, &[(4, lo), (5, hi)], scc) {
+            return;
+        }
+    }
+}
+
+/// The scalar unit is the same on every gfx9 target: a loop, a call and return, the
+/// saveexec family and a bit-field op assembled for gfx906, gfx908, gfx90a and gfx942 give
+/// the same registers.
+#[test]
+fn the_scalar_unit_runs_alike_on_every_gfx9_target() {
+    const PROGRAM: &str = "s_mov_b32 s0, 10\n\
+         s_mov_b32 s1, 0\n\
+         loop:\n\
+         s_lshl2_add_u32 s1, s0, s1\n\
+         s_sub_u32 s0, s0, 1\n\
+         s_cmp_lg_u32 s0, 0\n\
+         s_cbranch_scc1 loop\n\
+         s_getpc_b64 s[2:3]\n\
+         after:\n\
+         s_add_u32 s2, s2, func-after\n\
+         s_addc_u32 s3, s3, 0\n\
+         s_swappc_b64 s[30:31], s[2:3]\n\
+         s_andn2_saveexec_b64 s[6:7], s[8:9]\n\
+         s_bfe_i32 s10, s1, 0x40004\n\
+         s_endpgm\n\
+         func:\n\
+         s_mul_i32 s1, s1, 3\n\
+         s_setpc_b64 s[30:31]";
+    use kfd_gfx9::exec::Target;
+    for (target, mcpu) in [
+        (Target::Gfx906, "gfx906"),
+        (Target::Gfx908, "gfx908"),
+        (Target::Gfx90a, "gfx90a"),
+        (Target::Gfx942, "gfx942"),
+    ] {
+        let Some(r) = common::run_on(target, mcpu, PROGRAM, |w, _| {
+            w.exec = 0xffff_0000;
+            w.sgpr[8] = 0xffff_ffff;
+            w.sgpr[9] = 0;
+        }) else {
+            return;
+        };
+        assert_eq!(r.end, Ok(Flow::End), "{mcpu}");
+        let s = &r.wave.sgpr;
+        // 4 * (10 + 9 + ... + 1) = 220, times 3 in the function.
+        assert_eq!(s[1], 660, "{mcpu}");
+        assert_eq!(r.wave.exec, 0xffff, "{mcpu}: s[8:9] & !EXEC");
+        assert_eq!((s[6], s[7]), (0xffff_0000, 0), "{mcpu}: the saved EXEC");
+        // 660 = 0x294: bits 7:4 = 0x9, sign-extended from 4 bits: -7.
+        assert_eq!(s[10], (-7i32) as u32, "{mcpu}");
+    }
+}

@@ -344,6 +344,18 @@ fn src64(w: &Wave, inst: &Inst, pc: u64, slot: usize) -> Result<u64, ExecError> 
         .ok_or_else(|| illegal(inst, pc, "not a 64-bit scalar source"))
 }
 
+/// Source `slot` of a signed 64-bit operand (`S0.i64` of `s_ashr_i64`, `s_bfe_i64`,
+/// `s_flbit_i32_i64`): a 32-bit literal is sign-extended, where an unsigned or bitwise
+/// operand's is zero-extended (LLVM, "[AMDGPU] Prevent folding of the negative i32 literals
+/// as i64", llvm-project PR 70274: the hardware sign-extends the literal for signed
+/// operands and zero-extends it otherwise).
+fn src64_signed(w: &Wave, inst: &Inst, pc: u64, slot: usize) -> Result<u64, ExecError> {
+    match inst.src[slot] {
+        Operand::Literal(v) => Ok(v as i32 as i64 as u64),
+        _ => src64(w, inst, pc, slot),
+    }
+}
+
 /// Writes the 32-bit destination.
 fn dst32(w: &mut Wave, inst: &Inst, pc: u64, v: u32) -> Result<(), ExecError> {
     if w.write_scalar32(inst.dst[0], v) {
@@ -529,7 +541,12 @@ fn sop2(w: &mut Wave, inst: &Inst, pc: u64, op: Sop2Op) -> Result<Flow, ExecErro
             sop2_b64(op, a, b, w.scc).ok_or_else(|| unimplemented(inst, pc))?
         }
         SLshlB64 | SLshrB64 | SAshrI64 | SBfeU64 | SBfeI64 => {
-            let (a, b) = (src64(w, inst, pc, 0)?, src32(w, inst, pc, 1)?);
+            let a = if matches!(op, SAshrI64 | SBfeI64) {
+                src64_signed(w, inst, pc, 0)?
+            } else {
+                src64(w, inst, pc, 0)?
+            };
+            let b = src32(w, inst, pc, 1)?;
             sop2_b64(op, a, u64::from(b), w.scc).ok_or_else(|| unimplemented(inst, pc))?
         }
         // S0 = the lane mask, S1 = the target's byte address.
@@ -734,7 +751,7 @@ fn sop1(w: &mut Wave, inst: &Inst, pc: u64, op: Sop1Op) -> Result<Flow, ExecErro
             (if x == 0 { u32::MAX } else { x.leading_zeros() }, false)
         }
         SFlbitI32I64 => {
-            let a = src64(w, inst, pc, 0)?;
+            let a = src64_signed(w, inst, pc, 0)?;
             let x = a ^ ((a as i64 >> 63) as u64);
             (if x == 0 { u32::MAX } else { x.leading_zeros() }, false)
         }
