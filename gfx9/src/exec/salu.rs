@@ -18,13 +18,13 @@
 //! (64-bit), as the guide's `S1.u[4:0]` / `S1.u[5:0]` say. A 64-bit SGPR operand with an odd
 //! first register names the even pair below ([`Wave::read_scalar64`]).
 //!
-//! # What has no effect here, and why
+//! # Program control, and what has no effect here
 //!
-//! - `s_waitcnt`: every memory access of this interpreter completes before its instruction
-//!   returns (loads have written their registers, stores are visible to the [`Memory`]), so
-//!   the counters `s_waitcnt` waits on are always zero. `s_nop`, `s_setkill`, `s_wakeup`
-//!   (no wave waits in `s_sleep` for another: sleeping yields), `s_ttracedata` (no thread
-//!   trace), `s_incperflevel`/`s_decperflevel` (no performance counters) likewise.
+//! - `s_waitcnt` has no effect: every memory access of this interpreter completes before its
+//!   instruction returns (loads have written their registers, stores are visible to the
+//!   [`Memory`]), so the counters `s_waitcnt` waits on are always zero. Nor have `s_nop`,
+//!   `s_setkill 0`, `s_wakeup` (a sleeping wave has yielded already), `s_ttracedata` (no
+//!   thread trace), `s_incperflevel`/`s_decperflevel` (no performance counters).
 //! - `s_sendmsg`/`s_sendmsghalt`: a compute wave's messages (MSG_INTERRUPT, MSG_SAVEWAVE,
 //!   MSG_STALL_WAVE_GEN, MSG_HALT_WAVES, MSG_GET_DOORBELL, the GS and PS messages of the
 //!   graphics pipeline) reach nothing here: no trap handler or host interrupt runs, there is
@@ -32,7 +32,7 @@
 //! - `s_sleep` (but `s_sleep 0`, which does not sleep) and `s_sethalt 1` yield
 //!   ([`Flow::Yield`]): the dispatcher runs the other waves and comes back; a halt is not
 //!   held until a host resumes the wave (no debugger here). `s_setkill 1` kills the wave:
-//!   it ends as at `s_endpgm`.
+//!   it ends as at `s_endpgm` ([`Flow::End`]); `s_barrier` is [`Flow::Barrier`].
 //! - `s_trap` sets up the trap handler's inputs as the hardware does (TTMP0/1 = the trap
 //!   id and the PC of the `s_trap`, STATUS.PRIV) and stops the wave at the `s_trap` with
 //!   [`Flow::Trap`]: no trap handler runs (its base, TBA, is never jumped to).
@@ -40,11 +40,14 @@
 //!   code rewritten in memory is decoded again (other threads' caches are theirs).
 //! - `s_cbranch_cdbgsys*`/`s_cbranch_cdbguser` branch on STATUS.COND_DBG_SYS/USER, which
 //!   only a debugger sets: never taken unless a host sets those bits in [`Wave::hwreg`].
-//!
 //! - `s_cbranch_g_fork`/`s_cbranch_i_fork`/`s_cbranch_join` keep the guide's branch stack
 //!   (MODE.CSP and four SGPRs per level at `SGPR[CSP * 4]`); no compiler emits them.
 //!   `s_setvskip` (or MODE.VSKIP through `s_setreg`) makes [`execute`](super::execute)
 //!   drop every vector, LDS and vector-memory instruction until it is cleared.
+//! - `s_getreg`/`s_setreg` reach [`Wave::hwreg`] by the ids of [`hwreg`]; only MODE and
+//!   TRAPSTS take writes (the guide's `HwRegWriteMask`: the others are read-only to a
+//!   wave outside the trap handler). [`Wave::mode`] and [`Wave::gpr_idx`] are what the
+//!   vector ALU reads of them.
 //!
 //! # Not executed
 //!
@@ -118,9 +121,10 @@ pub(super) fn vskipped(w: &Wave, inst: &Inst) -> bool {
 }
 
 /// `s_cbranch_i_fork`/`s_cbranch_g_fork` (the guide's pseudo-code): lanes of EXEC split by
-/// `mask`; a uniform outcome is a plain branch, otherwise the side with fewer lanes is
-/// pushed on the branch stack — 4 SGPRs at `SGPR[MODE.CSP * 4]`, the EXEC of that side in
-/// the low two and its PC in the high two — MODE.CSP grows, and the other side runs.
+/// `mask`; a uniform outcome is a plain branch, otherwise the side with fewer lanes runs
+/// first (the pass side on a tie) and the other waits on the branch stack — 4 SGPRs at
+/// `SGPR[MODE.CSP * 4]`, its EXEC in the low two and its PC in the high two — and MODE.CSP
+/// grows.
 fn fork(w: &mut Wave, mask: u64, target: u64) {
     let exec = w.exec;
     let (pass, fail) = (mask & exec, !mask & exec);
