@@ -250,9 +250,10 @@ impl Mode {
 }
 
 /// VGPR indexing mode as `s_set_gpr_idx_on` sets it (the guide, `s_set_gpr_idx_on`,
-/// `s_set_gpr_idx_mode`, `s_set_gpr_idx_idx`, `s_set_gpr_idx_off`): while MODE.GPR_IDX_EN is set, each VALU operand that `mask`
-/// selects names VGPR `n + index` instead of `n`. The state lives in MODE bit 27 and M0
-/// (`index` = `M0[7:0]`, `mask` = `M0[15:12]`); [`Wave::gpr_idx`] reads it.
+/// `s_set_gpr_idx_mode`, `s_set_gpr_idx_idx`, `s_set_gpr_idx_off`): while MODE.GPR_IDX_EN
+/// is set, each VALU operand that `mask` selects names VGPR `n + index` instead of `n`. The
+/// state lives in MODE bit 27 and M0 (`index` = `M0[7:0]`, `mask` = `M0[15:12]`);
+/// [`Wave::gpr_idx`] reads it. Applying it to VALU operands is the vector ALU's part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GprIdx {
     /// The index added (`M0[7:0]`).
