@@ -175,7 +175,10 @@ impl Fields<'_> {
         let raw = bits(self.w, 23, 7);
         let op = Sop2Op::from_raw(raw).ok_or_else(|| self.unknown(Encoding::Sop2, raw))?;
         let mut inst = self.inst(Opcode::Sop2(op), Encoding::Sop2, 1);
-        inst.dst[0] = operand::scalar_dst(bits(self.w, 16, 7))?;
+        // s_cbranch_g_fork reads its two sources and writes no SGPR.
+        if op != Sop2Op::SCbranchGFork {
+            inst.dst[0] = operand::scalar_dst(bits(self.w, 16, 7))?;
+        }
         self.sources32(&[bits(self.w, 0, 8), bits(self.w, 8, 8)], &mut inst)?;
         Ok(inst)
     }
@@ -190,13 +193,14 @@ impl Fields<'_> {
         match op {
             SCmpkEqI32 | SCmpkLgI32 | SCmpkGtI32 | SCmpkGeI32 | SCmpkLtI32 | SCmpkLeI32
             | SCmpkEqU32 | SCmpkLgU32 | SCmpkGtU32 | SCmpkGeU32 | SCmpkLtU32 | SCmpkLeU32
-            | SSetregB32 => inst.src[0] = reg,
+            | SSetregB32 | SCbranchIFork => inst.src[0] = reg,
             SCmovkI32 | SAddkI32 | SMulkI32 => {
                 inst.dst[0] = reg;
                 inst.src[0] = reg;
             }
+            // The hwreg field stays in `imm`; the value written is the literal dword.
             SSetregImm32B32 => {
-                inst.imm = self.dword(1, 2)? as i32;
+                inst.src[0] = Operand::Literal(self.dword(1, 2)?);
                 inst.dwords = 2;
             }
             SMovkI32 | SGetregB32 | SCallB64 => inst.dst[0] = reg,
@@ -208,8 +212,12 @@ impl Fields<'_> {
         let raw = bits(self.w, 8, 8);
         let op = Sop1Op::from_raw(raw).ok_or_else(|| self.unknown(Encoding::Sop1, raw))?;
         let mut inst = self.inst(Opcode::Sop1(op), Encoding::Sop1, 1);
-        // s_getpc_b64 reads nothing; s_setpc_b64 and s_rfe_b64 write no SGPR.
-        if !matches!(op, Sop1Op::SSetpcB64 | Sop1Op::SRfeB64) {
+        // s_getpc_b64 reads nothing; s_setpc_b64, s_rfe_b64, s_cbranch_join and
+        // s_set_gpr_idx_idx (which writes M0's index bits) write no SGPR.
+        if !matches!(
+            op,
+            Sop1Op::SSetpcB64 | Sop1Op::SRfeB64 | Sop1Op::SCbranchJoin | Sop1Op::SSetGprIdxIdx
+        ) {
             inst.dst[0] = operand::scalar_dst(bits(self.w, 16, 7))?;
         }
         if op != Sop1Op::SGetpcB64 {
@@ -222,6 +230,12 @@ impl Fields<'_> {
         let raw = bits(self.w, 16, 7);
         let op = SopcOp::from_raw(raw).ok_or_else(|| self.unknown(Encoding::Sopc, raw))?;
         let mut inst = self.inst(Opcode::Sopc(op), Encoding::Sopc, 1);
+        if op == SopcOp::SSetGprIdxOn {
+            // SSRC1 holds the raw index-mode bits (SIMM4), not an operand.
+            self.sources32(&[bits(self.w, 0, 8)], &mut inst)?;
+            inst.imm = i32::from(bits(self.w, 8, 8));
+            return Ok(inst);
+        }
         self.sources32(&[bits(self.w, 0, 8), bits(self.w, 8, 8)], &mut inst)?;
         Ok(inst)
     }

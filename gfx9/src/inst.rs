@@ -46,8 +46,8 @@ pub struct Modifiers {
 ///
 /// | encoding | `dst` | `src` | `imm` |
 /// |---|---|---|---|
-/// | SOP2, SOP1, SOPC | sdst (none for `s_setpc_b64`, `s_rfe_b64`) | ssrc0, ssrc1 (none for `s_getpc_b64`) | — |
-/// | SOPK | sdst (for `s_cmpk_*`/`s_setreg*`, `src[0]` instead) | the same register when read | simm16, sign-extended (`s_setreg_imm32_b32`: the 32-bit immediate) |
+/// | SOP2, SOP1, SOPC | sdst (none for `s_setpc_b64`, `s_rfe_b64`, `s_set_gpr_idx_idx`, `s_cbranch_g_fork`, `s_cbranch_join`) | ssrc0, ssrc1 (none for `s_getpc_b64`; `s_set_gpr_idx_on`: ssrc0 only) | `s_set_gpr_idx_on`: the SSRC1 field (the index mode bits) |
+/// | SOPK | sdst (for `s_cmpk_*`/`s_setreg_b32`/`s_cbranch_i_fork`, `src[0]` instead) | the same register when read (`s_setreg_imm32_b32`: the literal) | simm16, sign-extended (the hwreg field of `s_getreg`/`s_setreg*`) |
 /// | SOPP | — | — | simm16, sign-extended (branches: the offset in dwords) |
 /// | SMEM | sdata | sbase (the first SGPR of the pair/quad), soffset (an SGPR, when IMM is clear or SOE set) | byte offset (21-bit signed, when IMM is set) |
 /// | VOP2, VOP1, VOPC, VOP3 | vdst (VOPC/VOP3 SGPR results: that SGPR), carry-out/`vcc` | src0, src1, src2 (implicit `vcc` where the 32-bit form reads it; `v_madmk/madak`: the constant as `src[2]`) | — |

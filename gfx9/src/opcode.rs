@@ -65,7 +65,7 @@ opcodes! {
         SLshl1AddU32 = 46 "s_lshl1_add_u32", SLshl2AddU32 = 47 "s_lshl2_add_u32",
         SLshl3AddU32 = 48 "s_lshl3_add_u32", SLshl4AddU32 = 49 "s_lshl4_add_u32",
         SPackLlB32B16 = 50 "s_pack_ll_b32_b16", SPackLhB32B16 = 51 "s_pack_lh_b32_b16",
-        SPackHhB32B16 = 52 "s_pack_hh_b32_b16",
+        SPackHhB32B16 = 52 "s_pack_hh_b32_b16", SCbranchGFork = 41 "s_cbranch_g_fork",
     }
 }
 
@@ -79,6 +79,7 @@ opcodes! {
         SCmpkLtU32 = 12 "s_cmpk_lt_u32", SCmpkLeU32 = 13 "s_cmpk_le_u32", SAddkI32 = 14 "s_addk_i32",
         SMulkI32 = 15 "s_mulk_i32", SGetregB32 = 17 "s_getreg_b32", SSetregB32 = 18 "s_setreg_b32",
         SSetregImm32B32 = 20 "s_setreg_imm32_b32", SCallB64 = 21 "s_call_b64",
+        SCbranchIFork = 16 "s_cbranch_i_fork",
     }
 }
 
@@ -109,6 +110,7 @@ opcodes! {
         SAbsI32 = 48 "s_abs_i32", SAndn1SaveexecB64 = 51 "s_andn1_saveexec_b64",
         SOrn1SaveexecB64 = 52 "s_orn1_saveexec_b64", SAndn1WrexecB64 = 53 "s_andn1_wrexec_b64",
         SAndn2WrexecB64 = 54 "s_andn2_wrexec_b64", SBitreplicateB64B32 = 55 "s_bitreplicate_b64_b32",
+        SSetGprIdxIdx = 50 "s_set_gpr_idx_idx", SCbranchJoin = 46 "s_cbranch_join",
     }
 }
 
@@ -122,6 +124,7 @@ opcodes! {
         SBitcmp0B32 = 12 "s_bitcmp0_b32", SBitcmp1B32 = 13 "s_bitcmp1_b32",
         SBitcmp0B64 = 14 "s_bitcmp0_b64", SBitcmp1B64 = 15 "s_bitcmp1_b64",
         SCmpEqU64 = 18 "s_cmp_eq_u64", SCmpLgU64 = 19 "s_cmp_lg_u64",
+        SSetGprIdxOn = 17 "s_set_gpr_idx_on", SSetvskip = 16 "s_setvskip",
     }
 }
 
@@ -139,6 +142,10 @@ opcodes! {
         SDecperflevel = 21 "s_decperflevel", STtracedata = 22 "s_ttracedata",
         SEndpgmSaved = 27 "s_endpgm_saved", SSetGprIdxOff = 28 "s_set_gpr_idx_off",
         SSetGprIdxMode = 29 "s_set_gpr_idx_mode",
+        SCbranchCdbgsys = 23 "s_cbranch_cdbgsys", SCbranchCdbguser = 24 "s_cbranch_cdbguser",
+        SCbranchCdbgsysOrUser = 25 "s_cbranch_cdbgsys_or_user",
+        SCbranchCdbgsysAndUser = 26 "s_cbranch_cdbgsys_and_user",
+        SEndpgmOrderedPsDone = 30 "s_endpgm_ordered_ps_done",
     }
 }
 

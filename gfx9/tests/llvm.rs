@@ -272,6 +272,75 @@ fn assembled_instructions_decode_to_the_expected_inst() {
                 [No; 3],
             ),
         ),
+        // The scalar forms whose fields are not the usual slots: the hwreg field stays in
+        // `imm` and the value is the literal; SSRC1 of s_set_gpr_idx_on is the raw mode;
+        // the fork/join and index forms write no SGPR.
+        (
+            "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 4, 2), 3",
+            with(
+                inst(
+                    Opcode::Sopk(SopkOp::SSetregImm32B32),
+                    Encoding::Sopk,
+                    [No, No],
+                    [Literal(3), No, No],
+                ),
+                &|i| {
+                    i.imm = 1 | 4 << 6 | 1 << 11;
+                    i.dwords = 2;
+                },
+            ),
+        ),
+        (
+            "s_set_gpr_idx_on s2, gpr_idx(SRC0,DST)",
+            with(
+                inst(
+                    Opcode::Sopc(SopcOp::SSetGprIdxOn),
+                    Encoding::Sopc,
+                    [No, No],
+                    [S(2), No, No],
+                ),
+                &|i| i.imm = 9,
+            ),
+        ),
+        (
+            "s_set_gpr_idx_idx s3",
+            inst(
+                Opcode::Sop1(Sop1Op::SSetGprIdxIdx),
+                Encoding::Sop1,
+                [No, No],
+                [S(3), No, No],
+            ),
+        ),
+        (
+            "s_cbranch_i_fork s[4:5], 3",
+            with(
+                inst(
+                    Opcode::Sopk(SopkOp::SCbranchIFork),
+                    Encoding::Sopk,
+                    [No, No],
+                    [S(4), No, No],
+                ),
+                &|i| i.imm = 3,
+            ),
+        ),
+        (
+            "s_cbranch_g_fork s[0:1], s[2:3]",
+            inst(
+                Opcode::Sop2(Sop2Op::SCbranchGFork),
+                Encoding::Sop2,
+                [No, No],
+                [S(0), S(2), No],
+            ),
+        ),
+        (
+            "s_cbranch_join s6",
+            inst(
+                Opcode::Sop1(Sop1Op::SCbranchJoin),
+                Encoding::Sop1,
+                [No, No],
+                [S(6), No, No],
+            ),
+        ),
         (
             "s_load_dwordx2 s[0:1], s[4:5], 0x8",
             with(

@@ -22,6 +22,9 @@ mod valu;
 
 // The memory room's public pieces: the scratch layout, the buffer resource, the clock rate.
 pub use mem::{BufferResource, REALTIME_HZ, scratch_addr};
+// The scalar unit's state as other families read it: MODE's float modes and the VGPR
+// indexing mode (`Wave::mode`, `Wave::gpr_idx`), and the hardware-register ids.
+pub use salu::{Denorm, GprIdx, Mode, Round, hwreg};
 
 use crate::error::DecodeError;
 use crate::inst::Inst;
@@ -344,6 +347,9 @@ pub fn execute(
     inst: &Inst,
     pc: u64,
 ) -> Result<Flow, ExecError> {
+    if salu::vskipped(wave, inst) {
+        return Ok(Flow::Continue);
+    }
     match inst.op {
         Opcode::Sop2(_) | Opcode::Sopk(_) | Opcode::Sop1(_) | Opcode::Sopc(_) | Opcode::Sopp(_) => {
             salu::execute(wave, ctx, inst, pc)
