@@ -230,6 +230,7 @@ opcodes! {
         VExpLegacyF32 = 75 "v_exp_legacy_f32", VLogLegacyF32 = 76 "v_log_legacy_f32",
         VCvtNormI16F16 = 77 "v_cvt_norm_i16_f16", VCvtNormU16F16 = 78 "v_cvt_norm_u16_f16",
         VSatPkU8I16 = 79 "v_sat_pk_u8_i16", VSwapB32 = 81 "v_swap_b32",
+        VAccvgprMovB32 = 82 "v_accvgpr_mov_b32",
     }
 }
 
@@ -467,6 +468,19 @@ opcodes! {
         VBfmB32 = 0x293 "v_bfm_b32", VAddI32 = 0x29c "v_add_i32", VSubI32 = 0x29d "v_sub_i32",
         VCubeidF32 = 0x1c4 "v_cubeid_f32", VCubescF32 = 0x1c5 "v_cubesc_f32",
         VCubetcF32 = 0x1c6 "v_cubetc_f32", VCubemaF32 = 0x1c7 "v_cubema_f32", VLerpU8 = 0x1cd "v_lerp_u8",
+        VSadU8 = 0x1d9 "v_sad_u8", VSadHiU8 = 0x1da "v_sad_hi_u8", VSadU16 = 0x1db "v_sad_u16",
+        VSadU32 = 0x1dc "v_sad_u32", VCvtPkU8F32 = 0x1dd "v_cvt_pk_u8_f32",
+        VPermB32 = 0x1ed "v_perm_b32", VMadU32U16 = 0x1f1 "v_mad_u32_u16",
+        VMadI32I16 = 0x1f2 "v_mad_i32_i16", VXadU32 = 0x1f3 "v_xad_u32",
+        VMin3F16 = 0x1f4 "v_min3_f16", VMin3I16 = 0x1f5 "v_min3_i16", VMin3U16 = 0x1f6 "v_min3_u16",
+        VMax3F16 = 0x1f7 "v_max3_f16", VMax3I16 = 0x1f8 "v_max3_i16", VMax3U16 = 0x1f9 "v_max3_u16",
+        VMed3F16 = 0x1fa "v_med3_f16", VMed3I16 = 0x1fb "v_med3_i16", VMed3U16 = 0x1fc "v_med3_u16",
+        VMadF16 = 0x203 "v_mad_f16", VMadU16 = 0x204 "v_mad_u16", VMadI16 = 0x205 "v_mad_i16",
+        VFmaF16 = 0x206 "v_fma_f16", VDivFixupF16 = 0x207 "v_div_fixup_f16",
+        VTrigPreopF64 = 0x292 "v_trig_preop_f64", VCvtPknormI16F32 = 0x294 "v_cvt_pknorm_i16_f32",
+        VCvtPknormU16F32 = 0x295 "v_cvt_pknorm_u16_f32", VCvtPkrtzF16F32 = 0x296 "v_cvt_pkrtz_f16_f32",
+        VCvtPkU16U32 = 0x297 "v_cvt_pk_u16_u32", VCvtPkI16I32 = 0x298 "v_cvt_pk_i16_i32",
+        VAddI16 = 0x29e "v_add_i16", VSubI16 = 0x29f "v_sub_i16", VPackB32F16 = 0x2a0 "v_pack_b32_f16",
     }
 }
 
@@ -478,7 +492,8 @@ impl Vop3Op {
             VAddF64 | VMulF64 | VMinF64 | VMaxF64 | VLdexpF64 | VMulLoU32 | VMulHiU32
             | VMulHiI32 | VLdexpF32 | VReadlaneB32 | VWritelaneB32 | VBcntU32B32
             | VMbcntLoU32B32 | VMbcntHiU32B32 | VLshlrevB64 | VLshrrevB64 | VAshrrevI64
-            | VBfmB32 | VAddI32 | VSubI32 => 2,
+            | VBfmB32 | VAddI32 | VSubI32 | VTrigPreopF64 | VCvtPknormI16F32 | VCvtPknormU16F32
+            | VCvtPkrtzF16F32 | VCvtPkU16U32 | VCvtPkI16I32 | VAddI16 | VSubI16 | VPackB32F16 => 2,
             _ => 3,
         }
     }
@@ -505,6 +520,7 @@ opcodes! {
         VFmaMixF32 = 32 "v_fma_mix_f32", VFmaMixloF16 = 33 "v_fma_mixlo_f16",
         VFmaMixhiF16 = 34 "v_fma_mixhi_f16", VPkFmaF32 = 48 "v_pk_fma_f32",
         VPkMulF32 = 49 "v_pk_mul_f32", VPkAddF32 = 50 "v_pk_add_f32", VPkMovB32 = 51 "v_pk_mov_b32",
+        VAccvgprReadB32 = 0x58 "v_accvgpr_read_b32", VAccvgprWriteB32 = 0x59 "v_accvgpr_write_b32",
     }
 }
 
@@ -515,6 +531,7 @@ impl Vop3pOp {
         match self {
             VPkMadI16 | VPkMadU16 | VPkFmaF16 | VFmaMixF32 | VFmaMixloF16 | VFmaMixhiF16
             | VPkFmaF32 => 3,
+            VAccvgprReadB32 | VAccvgprWriteB32 => 1,
             _ => 2,
         }
     }
@@ -648,6 +665,12 @@ pub enum Encoding {
     Vop3b,
     /// VOP3P (64 bits): packed math.
     Vop3p,
+    /// VOP1, VOP2 or VOPC with DPP controls (SRC0 = 250; 64 bits): a cross-lane source
+    /// permutation ([`Inst::dpp`](crate::Inst::dpp)).
+    Dpp,
+    /// VOP1, VOP2 or VOPC with SDWA controls (SRC0 = 249; 64 bits): sub-dword operand and
+    /// result selects ([`Inst::sdwa`](crate::Inst::sdwa)).
+    Sdwa,
     /// DS (64 bits).
     Ds,
     /// FLAT, GLOBAL or SCRATCH (64 bits).
