@@ -309,7 +309,10 @@ pub(super) fn div_scale(s0: f64, s1: f64, s2: f64, wide: bool) -> (f64, bool) {
     let inv = round(1.0 / s1);
     let quot = round(s2 / s1);
     if denorm(inv) && denorm(quot) {
-        let d = if s0 == s1 { ldexp64(s0, scale) } else { s0 };
+        // Only the denominator is scaled, down: ldexp(S0, 64) of a denominator whose
+        // reciprocal is denormal would overflow (the guide's pseudo-code reads "64" here;
+        // the direction is the one that keeps the sequence finite, as v_div_fmas undoes).
+        let d = if s0 == s1 { ldexp64(s0, -scale) } else { s0 };
         return (d, true);
     }
     if denorm(inv) {
@@ -362,8 +365,9 @@ pub(super) fn div_fixup(s0: f64, s1: f64, s2: f64, wide: bool) -> f64 {
     if exp(s1) == maxexp {
         return signed(f64::INFINITY);
     }
+    // A NaN quotient from finite operands is the Newton-Raphson steps overflowing.
     if s0.is_nan() {
-        return s0;
+        return signed(f64::INFINITY);
     }
     signed(s0.abs())
 }

@@ -1163,8 +1163,10 @@ impl<'a> X<'a> {
             VDivFmasF32 => {
                 let vcc = self.w.vcc;
                 self.map_lane(&[F32, F32, F32], F32, move |l, s| {
-                    let f = f32of(s[0]).mul_add(f32of(s[1]), f32of(s[2]));
-                    b32(div_fmas(f64::from(f), vcc >> l & 1 == 1, false) as f32)
+                    // In f64, so that a scaled denormal quotient rounds once.
+                    let f = f64::from(f32of(s[0]))
+                        .mul_add(f64::from(f32of(s[1])), f64::from(f32of(s[2])));
+                    b32(div_fmas(f, vcc >> l & 1 == 1, false) as f32)
                 })
             }
             VDivFmasF64 => {
