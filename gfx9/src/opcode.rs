@@ -518,7 +518,10 @@ opcodes! {
         VPkMinU16 = 13 "v_pk_min_u16", VPkFmaF16 = 14 "v_pk_fma_f16", VPkAddF16 = 15 "v_pk_add_f16",
         VPkMulF16 = 16 "v_pk_mul_f16", VPkMinF16 = 17 "v_pk_min_f16", VPkMaxF16 = 18 "v_pk_max_f16",
         VFmaMixF32 = 32 "v_fma_mix_f32", VFmaMixloF16 = 33 "v_fma_mixlo_f16",
-        VFmaMixhiF16 = 34 "v_fma_mixhi_f16", VPkFmaF32 = 48 "v_pk_fma_f32",
+        VFmaMixhiF16 = 34 "v_fma_mixhi_f16", VDot2F32F16 = 35 "v_dot2_f32_f16",
+        VDot2I32I16 = 38 "v_dot2_i32_i16", VDot2U32U16 = 39 "v_dot2_u32_u16",
+        VDot4I32I8 = 40 "v_dot4_i32_i8", VDot4U32U8 = 41 "v_dot4_u32_u8",
+        VDot8I32I4 = 42 "v_dot8_i32_i4", VDot8U32U4 = 43 "v_dot8_u32_u4", VPkFmaF32 = 48 "v_pk_fma_f32",
         VPkMulF32 = 49 "v_pk_mul_f32", VPkAddF32 = 50 "v_pk_add_f32", VPkMovB32 = 51 "v_pk_mov_b32",
         VAccvgprReadB32 = 0x58 "v_accvgpr_read_b32", VAccvgprWriteB32 = 0x59 "v_accvgpr_write_b32",
     }
@@ -530,7 +533,8 @@ impl Vop3pOp {
         use Vop3pOp::*;
         match self {
             VPkMadI16 | VPkMadU16 | VPkFmaF16 | VFmaMixF32 | VFmaMixloF16 | VFmaMixhiF16
-            | VPkFmaF32 => 3,
+            | VPkFmaF32 | VDot2F32F16 | VDot2I32I16 | VDot2U32U16 | VDot4I32I8 | VDot4U32U8
+            | VDot8I32I4 | VDot8U32U4 => 3,
             VAccvgprReadB32 | VAccvgprWriteB32 => 1,
             _ => 2,
         }

@@ -1304,3 +1304,93 @@ fn an_unimplemented_vector_op_stops_the_wave_with_its_pc() {
         other => panic!("expected Unimplemented, got {other:?}"),
     }
 }
+
+#[test]
+fn trig_preop_returns_53_bit_segments_of_two_over_pi() {
+    // 2/π = 0.A2F9836E4E441529FC2757D1F534DDC0DB6295993C439041FE5163AB… (hex fraction).
+    const HEX: &str = "A2F9836E4E441529FC2757D1F534DDC0DB6295993C439041FE5163ABDEBBC561";
+    let bit = |i: usize| {
+        let d = u64::from_str_radix(&HEX[i / 4..i / 4 + 1], 16).unwrap();
+        d >> (3 - i % 4) & 1
+    };
+    // Segment k of x: fraction bits [53k + shift, +53) at their place value, where shift
+    // grows by x's biased exponent above 1077.
+    let segment = |k: usize, shift: usize| -> f64 {
+        let r = (0..53).fold(0u64, |r, i| r << 1 | bit(53 * k + shift + i));
+        r as f64 * 2f64.powi(-53 - (53 * k + shift) as i32)
+    };
+    let Some(r) = run_ok(
+        "v_trig_preop_f64 v[2:3], v[0:1], 0\n\
+         v_trig_preop_f64 v[4:5], v[0:1], 1\n\
+         v_trig_preop_f64 v[6:7], v[0:1], 2\n\
+         s_endpgm",
+        |w, _| {
+            w.hwreg[1] = MODE_IEEE;
+            // Lane 0: 1.0; lane 1: 2^100 (biased exponent 1123: 46 bits further).
+            for (l, x) in [1.0f64, 2f64.powi(100)].iter().enumerate() {
+                w.vgpr[0][l] = x.to_bits() as u32;
+                w.vgpr[1][l] = (x.to_bits() >> 32) as u32;
+            }
+        },
+    ) else {
+        return;
+    };
+    let w = &r.wave;
+    assert_eq!(f64::from_bits(pair(w, 2, 0)), segment(0, 0));
+    assert_eq!(
+        pair(w, 2, 0),
+        0x3fe4_5f30_6dc9_c882,
+        "2/π truncated to 53 bits"
+    );
+    assert_eq!(f64::from_bits(pair(w, 4, 0)), segment(1, 0));
+    assert_eq!(f64::from_bits(pair(w, 6, 0)), segment(2, 0));
+    assert_eq!(f64::from_bits(pair(w, 2, 1)), segment(0, 46));
+    assert_eq!(f64::from_bits(pair(w, 4, 1)), segment(1, 46));
+    // The segments add up to 2/π far beyond one double's precision.
+    let sum = f64::from_bits(pair(w, 2, 0)) + f64::from_bits(pair(w, 4, 0));
+    assert_eq!(sum, 2.0 / std::f64::consts::PI);
+}
+
+#[test]
+fn dot_products_accumulate_packed_elements() {
+    let a = 0x7f80_01ffu32; // bytes 0xff, 0x01, 0x80, 0x7f
+    let b = 0x0203_fe05u32; // bytes 0x05, 0xfe, 0x03, 0x02
+    let Some(r) = run_ok(
+        "v_dot4_i32_i8 v3, v0, v1, v2\n\
+         v_dot4_u32_u8 v4, v0, v1, v2\n\
+         v_dot2_i32_i16 v5, v0, v1, v2\n\
+         v_dot8_i32_i4 v6, v0, v1, v2\n\
+         v_dot2_f32_f16 v7, v8, v9, v10\n\
+         v_dot4_i32_i8 v11, v0, v0, v12 clamp\n\
+         s_endpgm",
+        |w, _| {
+            w.hwreg[1] = MODE_IEEE;
+            set(w, 0, [a; 64]);
+            set(w, 1, [b; 64]);
+            set(w, 2, [100; 64]);
+            set(w, 8, [0x4000_3c00; 64]); // (1.0, 2.0)
+            set(w, 9, [0xc400_3800; 64]); // (0.5, -4.0)
+            set(w, 10, [0.25f32.to_bits(); 64]);
+            set(w, 12, [0x7fff_fff0; 64]);
+        },
+    ) else {
+        return;
+    };
+    let v = |n: usize| r.wave.vgpr[n][5];
+    let bytes = |x: u32| x.to_le_bytes();
+    let sdot: i32 = (0..4)
+        .map(|k| i32::from(bytes(a)[k] as i8) * i32::from(bytes(b)[k] as i8))
+        .sum();
+    assert_eq!(v(3), (100 + sdot) as u32);
+    let udot: u32 = (0..4)
+        .map(|k| u32::from(bytes(a)[k]) * u32::from(bytes(b)[k]))
+        .sum();
+    assert_eq!(v(4), 100 + udot);
+    let h = |x: u32, k: u32| i32::from((x >> (16 * k)) as u16 as i16);
+    assert_eq!(v(5), (100 + h(a, 0) * h(b, 0) + h(a, 1) * h(b, 1)) as u32);
+    let nib = |x: u32, k: u32| ((x >> (4 * k)) as i32) << 28 >> 28;
+    let d8: i32 = (0..8).map(|k| nib(a, k) * nib(b, k)).sum();
+    assert_eq!(v(6), (100 + d8) as u32);
+    assert_eq!(f32::from_bits(v(7)), 1.0 * 0.5 + 2.0 * -4.0 + 0.25);
+    assert_eq!(v(11), i32::MAX as u32, "clamp saturates the signed sum");
+}

@@ -389,3 +389,66 @@ pub(super) fn div_fmas(fma: f64, vcc: bool, wide: bool) -> f64 {
         ldexp64(fma, -scale)
     }
 }
+
+/// The first 1216 fraction bits of 2/π (0.A2F9836E4E44…), most significant first; the
+/// hardware's table has 1201 of them (the guide's V_TRIG_PREOP_F64), the rest read as 0.
+/// Computed with integer arithmetic from Machin's formula for π; the leading words are those
+/// of the well-known table of fdlibm's `__kernel_rem_pio2`.
+const TWO_OVER_PI: [u64; 19] = [
+    0xa2f9_836e_4e44_1529,
+    0xfc27_57d1_f534_ddc0,
+    0xdb62_9599_3c43_9041,
+    0xfe51_63ab_debb_c561,
+    0xb724_6e3a_424d_d2e0,
+    0x0649_2eea_09d1_921c,
+    0xfe1d_eb1c_b129_a73e,
+    0xe882_35f5_2ebb_4484,
+    0xe99c_7026_b45f_7e41,
+    0x3991_d639_8353_39f4,
+    0x9c84_5f8b_bdf9_283b,
+    0x1ff8_97ff_de05_980f,
+    0xef2f_118b_5a0a_6d1f,
+    0x6d36_7ecf_27cb_09b7,
+    0x4f46_3f66_9e5f_ea2d,
+    0x7527_bac7_ebe5_f17b,
+    0x3d07_39f7_8a52_92ea,
+    0x6bfb_5fb1_1f8d_5d08,
+    0x5603_3046_fc7b_6bab,
+];
+
+/// `v_trig_preop_f64`: the 53-bit segment `seg` of 2/π (fraction bits `53·seg ..`, moved
+/// further by how much S0's exponent exceeds 1077), at its place value, rounded toward zero
+/// (the guide's V_TRIG_PREOP_F64; results that would underflow are scaled up by 2^128 when
+/// S0's exponent is 1968 or more).
+pub(super) fn trig_preop(x: f64, seg: u32) -> f64 {
+    let e = exp64(x);
+    let mut shift = (seg & 31) * 53;
+    if e > 1077 {
+        shift += e as u32 - 1077;
+    }
+    let bit = |i: u32| -> u64 {
+        if i >= 1201 {
+            0
+        } else {
+            TWO_OVER_PI[(i / 64) as usize] >> (63 - i % 64) & 1
+        }
+    };
+    let r = (shift..shift + 53).fold(0u64, |r, i| r << 1 | bit(i));
+    let mut scale = -53 - i64::from(shift);
+    if e >= 1968 {
+        scale += 128;
+    }
+    if r == 0 {
+        return 0.0;
+    }
+    // r < 2^53: r·2^scale is exact while normal; a denormal result is truncated.
+    let lead = 63 - i64::from(r.leading_zeros());
+    if lead + scale >= -1022 {
+        return ldexp64(r as f64, scale);
+    }
+    let drop = -1074 - scale;
+    if drop >= 64 {
+        return 0.0;
+    }
+    f64::from_bits(r >> drop)
+}

@@ -21,9 +21,10 @@
 //! see [`float`].
 //!
 //! Not implemented (they stop the wave as [`ExecError::Unimplemented`]): MFMA (`v_mfma_*`,
-//! not decoded either), `v_trig_preop_f64`, the cube-map operations, `v_lerp_u8`,
-//! `v_cvt_pk_u8_f32`'s neighbours `v_sad_*` are implemented; `v_screen_partition`, the
-//! interpolation ops and `v_clrexcp`'s exception state (it is a no-op here).
+//! not decoded either), the cube-map operations (`v_cube*_f32`) and `v_lerp_u8`, which
+//! compute kernels do not use. `v_clrexcp` is a no-op (no exception state is kept). DPP treats
+//! a source lane EXEC disables like one out of range (read as 0 with BOUND_CTRL, else the
+//! destination lane is not written), as LLVM's `llvm.amdgcn.update.dpp` describes it.
 
 mod float;
 
@@ -33,7 +34,7 @@ use crate::opcode::{Encoding, Opcode, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp};
 use crate::operand::Operand;
 use float::{
     Mode, class_bit, div_fixup, div_fmas, div_scale, f16_to_f32, f32_to_f16, f64_to_f16, flush16,
-    flush32, flush64, frexp64, ldexp64, med3_32, minmax32, minmax64,
+    flush32, flush64, frexp64, ldexp64, med3_32, minmax32, minmax64, trig_preop,
 };
 
 /// One value per lane (32-bit values in the low half).
@@ -1405,9 +1406,10 @@ impl<'a> X<'a> {
                 f(s[0]) | f(s[1]) << 16
             }),
             VPackB32F16 => self.map(&[F16, F16], B32, |s| s[0] & 0xffff | (s[1] & 0xffff) << 16),
-            VCubeidF32 | VCubescF32 | VCubetcF32 | VCubemaF32 | VLerpU8 | VTrigPreopF64 => {
-                Err(self.unimpl())
-            }
+            VTrigPreopF64 => self.map(&[F64, B32], F64, |s| {
+                b64(trig_preop(f64of(s[0]), s[1] as u32))
+            }),
+            VCubeidF32 | VCubescF32 | VCubetcF32 | VCubemaF32 | VLerpU8 => Err(self.unimpl()),
         }
     }
 
@@ -1501,6 +1503,8 @@ impl<'a> X<'a> {
                 fin16(f64::from(minmax32(h(v[0]), h(v[1]), true, ieee)))
             }),
             VFmaMixF32 | VFmaMixloF16 | VFmaMixhiF16 => self.fma_mix(op),
+            VDot2F32F16 | VDot2I32I16 | VDot2U32U16 | VDot4I32I8 | VDot4U32U8 | VDot8I32I4
+            | VDot8U32U4 => self.dot(op),
             VPkFmaF32 | VPkMulF32 | VPkAddF32 | VPkMovB32 => self.pk_f32(op),
             VAccvgprReadB32 => {
                 let (Operand::Vgpr(d), Operand::Vgpr(a)) = (self.i.dst[0], self.i.src[0]) else {
@@ -1537,6 +1541,69 @@ impl<'a> X<'a> {
                 Ok(())
             }
         }
+    }
+
+    /// The VOP3P dot products: `D = S2 + Σ S0[k]·S1[k]` over 2 f16/16-bit, 4 8-bit or 8 4-bit
+    /// elements (signed or unsigned); `v_dot2_f32_f16` takes S0/S1's halves by `op_sel` /
+    /// `op_sel_hi` with `neg`/`neg_hi`, sums in f64 and rounds once to f32; the integer forms
+    /// wrap, or saturate with `clamp`.
+    fn dot(&mut self, op: Vop3pOp) -> Result<(), ExecError> {
+        use Vop3pOp::*;
+        let m = self.i.mods;
+        let mut s = [[0u64; LANES]; 3];
+        for (slot, v) in s.iter_mut().enumerate() {
+            *v = self.read(slot, B32)?;
+        }
+        let mut res = [0u64; LANES];
+        for l in lanes(self.mask) {
+            let (a, b, c) = (s[0][l], s[1][l], s[2][l]);
+            res[l] = if op == VDot2F32F16 {
+                let half = |v: u64, i: u8, hi: bool| -> f64 {
+                    let (sel, neg) = if hi {
+                        (m.op_sel_hi, m.neg_hi)
+                    } else {
+                        (m.op_sel, m.neg)
+                    };
+                    let x = f64::from(h(v >> (16 * u32::from(sel >> i & 1))));
+                    if neg >> i & 1 == 1 { -x } else { x }
+                };
+                let c = f64::from(f32of(c));
+                let c = if m.neg >> 2 & 1 == 1 { -c } else { c };
+                let sum =
+                    half(a, 0, false) * half(b, 1, false) + half(a, 0, true) * half(b, 1, true);
+                self.post(F32, b32((sum + c) as f32))
+            } else {
+                let (bits, n, signed) = match op {
+                    VDot2I32I16 => (16, 2, true),
+                    VDot2U32U16 => (16, 2, false),
+                    VDot4I32I8 => (8, 4, true),
+                    VDot4U32U8 => (8, 4, false),
+                    VDot8I32I4 => (4, 8, true),
+                    _ => (4, 8, false),
+                };
+                let elem = |v: u64, k: u32| -> i64 {
+                    let x = (v >> (bits * k)) & ((1 << bits) - 1);
+                    if signed {
+                        ((x << (64 - bits)) as i64) >> (64 - bits)
+                    } else {
+                        x as i64
+                    }
+                };
+                let acc = if signed {
+                    i64::from(c as u32 as i32)
+                } else {
+                    c as i64
+                };
+                let sum = (0..n).fold(acc, |s, k| s + elem(a, k) * elem(b, k));
+                let sum = match (m.clamp, signed) {
+                    (true, true) => sum.clamp(i64::from(i32::MIN), i64::from(i32::MAX)),
+                    (true, false) => sum.clamp(0, i64::from(u32::MAX)),
+                    _ => sum,
+                };
+                sum as u64 & 0xffff_ffff
+            };
+        }
+        self.write(B32, &res)
     }
 
     /// `v_fma_mix*`: each source is an f32 or (its `op_sel_hi` bit set) the f16 half its
