@@ -506,12 +506,11 @@ impl Fields<'_> {
 
     fn vop3p(&mut self) -> Result<Inst, DecodeError> {
         let raw = bits(self.w, 16, 7);
-        // Of VOP3P-MAI (0x40 and up), only the AGPR moves decode (no MFMA yet).
-        if raw >= 0x40 && !matches!(raw, 0x58 | 0x59) {
-            return Err(unsupported("VOP3P-MAI (MFMA)", self.w));
-        }
         let op = Vop3pOp::from_raw(raw).ok_or_else(|| self.unknown(Encoding::Vop3p, raw))?;
         let w1 = self.dword(1, 2)?;
+        if op.is_mfma() {
+            return self.mfma(op, w1);
+        }
         let mut inst = self.inst(Opcode::Vop3p(op), Encoding::Vop3p, 2);
         inst.dst[0] = Operand::Vgpr(bits(self.w, 0, 8) as u8);
         inst.mods.neg_hi = bits(self.w, 8, 3) as u8;
@@ -520,6 +519,22 @@ impl Fields<'_> {
         inst.mods.clamp = bit(self.w, 15);
         inst.mods.neg = bits(w1, 29, 3) as u8;
         self.sources64(w1, op.sources(), &mut inst)?;
+        Ok(inst)
+    }
+
+    /// VOP3P-MAI (the guide's "VOP3P-MAI" format): VDST 0..8, CBSZ 8..11, ABID 11..15,
+    /// ACC_CD 15 (VDST and SRC2 are AGPRs); SRC0/1/2 as VOP3P, ACC 59..61 (SRC0/SRC1 are AGPRs),
+    /// BLGP 61..64. ACC_CD goes to `mods.acc`, ACC to `mods.op_sel_hi` (bit per source),
+    /// `CBSZ | ABID << 3 | BLGP << 7` to `imm`.
+    fn mfma(&self, op: Vop3pOp, w1: u32) -> Result<Inst, DecodeError> {
+        let mut inst = self.inst(Opcode::Vop3p(op), Encoding::Vop3p, 2);
+        inst.dst[0] = Operand::Vgpr(bits(self.w, 0, 8) as u8);
+        inst.mods.acc = bit(self.w, 15);
+        inst.mods.op_sel_hi = bits(w1, 27, 2) as u8;
+        inst.imm = i32::from(bits(self.w, 8, 3))
+            | i32::from(bits(self.w, 11, 4)) << 3
+            | i32::from(bits(w1, 29, 3)) << 7;
+        self.sources64(w1, 3, &mut inst)?;
         Ok(inst)
     }
 

@@ -508,7 +508,9 @@ impl Vop3Op {
 }
 
 opcodes! {
-    /// VOP3P: packed math (7-bit opcode).
+    /// VOP3P: packed math (7-bit opcode); 0x40 and up are VOP3P-MAI (the matrix multiplies,
+    /// named like LLVM's mnemonics, and the AGPR moves).
+    #[allow(non_camel_case_types)]
     Vop3pOp {
         VPkMadI16 = 0 "v_pk_mad_i16", VPkMulLoU16 = 1 "v_pk_mul_lo_u16", VPkAddI16 = 2 "v_pk_add_i16",
         VPkSubI16 = 3 "v_pk_sub_i16", VPkLshlrevB16 = 4 "v_pk_lshlrev_b16",
@@ -524,10 +526,43 @@ opcodes! {
         VDot8I32I4 = 42 "v_dot8_i32_i4", VDot8U32U4 = 43 "v_dot8_u32_u4", VPkFmaF32 = 48 "v_pk_fma_f32",
         VPkMulF32 = 49 "v_pk_mul_f32", VPkAddF32 = 50 "v_pk_add_f32", VPkMovB32 = 51 "v_pk_mov_b32",
         VAccvgprReadB32 = 0x58 "v_accvgpr_read_b32", VAccvgprWriteB32 = 0x59 "v_accvgpr_write_b32",
+        VMfmaF32_32x32x1f32 = 0x40 "v_mfma_f32_32x32x1f32",
+        VMfmaF32_16x16x1f32 = 0x41 "v_mfma_f32_16x16x1f32",
+        VMfmaF32_4x4x1f32 = 0x42 "v_mfma_f32_4x4x1f32",
+        VMfmaF32_32x32x2f32 = 0x44 "v_mfma_f32_32x32x2f32",
+        VMfmaF32_16x16x4f32 = 0x45 "v_mfma_f32_16x16x4f32",
+        VMfmaF32_32x32x4f16 = 0x48 "v_mfma_f32_32x32x4f16",
+        VMfmaF32_16x16x4f16 = 0x49 "v_mfma_f32_16x16x4f16",
+        VMfmaF32_4x4x4f16 = 0x4a "v_mfma_f32_4x4x4f16",
+        VMfmaF32_32x32x8f16 = 0x4c "v_mfma_f32_32x32x8f16",
+        VMfmaF32_16x16x16f16 = 0x4d "v_mfma_f32_16x16x16f16",
+        VMfmaI32_32x32x4i8 = 0x50 "v_mfma_i32_32x32x4i8",
+        VMfmaI32_16x16x4i8 = 0x51 "v_mfma_i32_16x16x4i8",
+        VMfmaI32_4x4x4i8 = 0x52 "v_mfma_i32_4x4x4i8",
+        VMfmaI32_32x32x8i8 = 0x54 "v_mfma_i32_32x32x8i8",
+        VMfmaI32_16x16x16i8 = 0x55 "v_mfma_i32_16x16x16i8",
+        VMfmaF32_32x32x4bf16_1k = 0x63 "v_mfma_f32_32x32x4bf16_1k",
+        VMfmaF32_16x16x4bf16_1k = 0x64 "v_mfma_f32_16x16x4bf16_1k",
+        VMfmaF32_4x4x4bf16_1k = 0x65 "v_mfma_f32_4x4x4bf16_1k",
+        VMfmaF32_32x32x8bf16_1k = 0x66 "v_mfma_f32_32x32x8bf16_1k",
+        VMfmaF32_16x16x16bf16_1k = 0x67 "v_mfma_f32_16x16x16bf16_1k",
+        VMfmaF32_32x32x2bf16 = 0x68 "v_mfma_f32_32x32x2bf16",
+        VMfmaF32_16x16x2bf16 = 0x69 "v_mfma_f32_16x16x2bf16",
+        VMfmaF32_4x4x2bf16 = 0x6b "v_mfma_f32_4x4x2bf16",
+        VMfmaF32_32x32x4bf16 = 0x6c "v_mfma_f32_32x32x4bf16",
+        VMfmaF32_16x16x8bf16 = 0x6d "v_mfma_f32_16x16x8bf16",
+        VMfmaF64_16x16x4f64 = 0x6e "v_mfma_f64_16x16x4f64",
+        VMfmaF64_4x4x4f64 = 0x6f "v_mfma_f64_4x4x4f64",
     }
 }
 
 impl Vop3pOp {
+    /// Whether the operation is a VOP3P-MAI matrix multiply (`v_mfma_*`, opcode 0x40 and up
+    /// but the AGPR moves).
+    pub fn is_mfma(self) -> bool {
+        self.raw() >= 0x40 && !matches!(self, Self::VAccvgprReadB32 | Self::VAccvgprWriteB32)
+    }
+
     /// How many of the three source fields the operation reads.
     pub fn sources(self) -> usize {
         use Vop3pOp::*;
@@ -536,6 +571,7 @@ impl Vop3pOp {
             | VPkFmaF32 | VDot2F32F16 | VDot2I32I16 | VDot2U32U16 | VDot4I32I8 | VDot4U32U8
             | VDot8I32I4 | VDot8U32U4 => 3,
             VAccvgprReadB32 | VAccvgprWriteB32 => 1,
+            _ if self.is_mfma() => 3,
             _ => 2,
         }
     }

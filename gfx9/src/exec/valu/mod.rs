@@ -20,13 +20,15 @@
 //! their payloads as Rust's arithmetic propagates them. What each operation's accuracy is:
 //! see [`float`].
 //!
-//! Not implemented (they stop the wave as [`ExecError::Unimplemented`]): MFMA (`v_mfma_*`,
-//! not decoded either), the cube-map operations (`v_cube*_f32`) and `v_lerp_u8`, which
+//! The matrix multiplies (`v_mfma_*`) are in [`mfma`].
+//!
+//! Not implemented (they stop the wave as [`ExecError::Unimplemented`]): the cube-map operations (`v_cube*_f32`) and `v_lerp_u8`, which
 //! compute kernels do not use. `v_clrexcp` is a no-op (no exception state is kept). DPP treats
 //! a source lane EXEC disables like one out of range (read as 0 with BOUND_CTRL, else the
 //! destination lane is not written), as LLVM's `llvm.amdgcn.update.dpp` describes it.
 
 mod float;
+mod mfma;
 
 use super::{Ctx, ExecError, Flow, LANES, Ty, VGPRS, Wave, illegal, unimplemented};
 use crate::inst::Inst;
@@ -1474,6 +1476,9 @@ impl<'a> X<'a> {
             }
             x.write(B32, &res)
         };
+        if op.is_mfma() {
+            return mfma::execute(self.w, &self.i, self.pc, op);
+        }
         match op {
             VPkMadI16 => packed16(self, false, &|v| {
                 sat_i(i16s(v[0]) * i16s(v[1]) + i16s(v[2]))
@@ -1540,6 +1545,8 @@ impl<'a> X<'a> {
                 }
                 Ok(())
             }
+            // The matrix multiplies returned above.
+            _ => Err(self.unimpl()),
         }
     }
 
