@@ -230,7 +230,7 @@ opcodes! {
         VExpLegacyF32 = 75 "v_exp_legacy_f32", VLogLegacyF32 = 76 "v_log_legacy_f32",
         VCvtNormI16F16 = 77 "v_cvt_norm_i16_f16", VCvtNormU16F16 = 78 "v_cvt_norm_u16_f16",
         VSatPkU8I16 = 79 "v_sat_pk_u8_i16", VSwapB32 = 81 "v_swap_b32",
-        VAccvgprMovB32 = 82 "v_accvgpr_mov_b32",
+        VAccvgprMovB32 = 82 "v_accvgpr_mov_b32", VMovB64 = 56 "v_mov_b64",
     }
 }
 
@@ -480,7 +480,7 @@ opcodes! {
         VTrigPreopF64 = 0x292 "v_trig_preop_f64", VCvtPknormI16F32 = 0x294 "v_cvt_pknorm_i16_f32",
         VCvtPknormU16F32 = 0x295 "v_cvt_pknorm_u16_f32", VCvtPkrtzF16F32 = 0x296 "v_cvt_pkrtz_f16_f32",
         VCvtPkU16U32 = 0x297 "v_cvt_pk_u16_u32", VCvtPkI16I32 = 0x298 "v_cvt_pk_i16_i32",
-        VAddI16 = 0x29e "v_add_i16", VSubI16 = 0x29f "v_sub_i16", VPackB32F16 = 0x2a0 "v_pack_b32_f16",
+        VLshlAddU64 = 0x208 "v_lshl_add_u64", VAddI16 = 0x29e "v_add_i16", VSubI16 = 0x29f "v_sub_i16", VPackB32F16 = 0x2a0 "v_pack_b32_f16",
     }
 }
 

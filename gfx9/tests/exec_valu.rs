@@ -1394,3 +1394,36 @@ fn dot_products_accumulate_packed_elements() {
     assert_eq!(f32::from_bits(v(7)), 1.0 * 0.5 + 2.0 * -4.0 + 0.25);
     assert_eq!(v(11), i32::MAX as u32, "clamp saturates the signed sum");
 }
+
+#[test]
+fn gfx942_64_bit_moves_and_shift_adds() {
+    let Some(r) = common::run_on(
+        kfd_gfx9::exec::Target::Gfx942,
+        "gfx942",
+        "v_mov_b64_e32 v[4:5], v[0:1]\n\
+         v_lshl_add_u64 v[6:7], v[0:1], 2, v[2:3]\n\
+         v_lshl_add_u64 v[8:9], v[0:1], 0, s[4:5]\n\
+         s_endpgm",
+        |w, _| {
+            for l in 0..64u64 {
+                let a = 0xdead_beef_0000_0000u64 | l << 28;
+                let b = 0x0123_4567_89ab_cdefu64.wrapping_mul(l + 1);
+                w.vgpr[0][l as usize] = a as u32;
+                w.vgpr[1][l as usize] = (a >> 32) as u32;
+                w.vgpr[2][l as usize] = b as u32;
+                w.vgpr[3][l as usize] = (b >> 32) as u32;
+            }
+            w.sgpr[4] = 0xffff_ffff;
+            w.sgpr[5] = 7;
+        },
+    ) else {
+        return;
+    };
+    let w = &r.wave;
+    for l in 0..64 {
+        let (a, b) = (pair(w, 0, l), pair(w, 2, l));
+        assert_eq!(pair(w, 4, l), a);
+        assert_eq!(pair(w, 6, l), (a << 2).wrapping_add(b), "lane {l}");
+        assert_eq!(pair(w, 8, l), a.wrapping_add(0x7_ffff_ffff));
+    }
+}

@@ -463,6 +463,8 @@ impl<'a> X<'a> {
         match op {
             VNop | VClrexcp => Ok(()),
             VMovB32 => self.map(&[B32], B32, |s| s[0]),
+            // gfx940 (MI300) only; the opcode is unused on gfx90a.
+            VMovB64 => self.map(&[B64], B64, |s| s[0]),
             VReadfirstlaneB32 => {
                 let s = self.read(0, B32)?;
                 let lane = if self.w.exec == 0 {
@@ -1251,6 +1253,10 @@ impl<'a> X<'a> {
             }),
             VAddLshlU32 => self.map(&[B32, B32, B32], B32, |s| {
                 (((s[0] + s[1]) & 0xffff_ffff) << (s[2] & 31)) & 0xffff_ffff
+            }),
+            // gfx940 only: D = (S0 << S1[2:0]) + S2, 64-bit (the MI300 guide's V_LSHL_ADD_U64).
+            VLshlAddU64 => self.map(&[B64, B32, B64], B64, |s| {
+                (s[0] << (s[1] & 7)).wrapping_add(s[2])
             }),
             VAdd3U32 => self.map(&[B32, B32, B32], B32, |s| {
                 (s[0] + s[1] + s[2]) & 0xffff_ffff
