@@ -1292,14 +1292,47 @@ fn agpr_moves_reach_the_accumulation_registers() {
 }
 
 #[test]
-fn an_unimplemented_vector_op_stops_the_wave_with_its_pc() {
-    let Some(r) = common::run("v_nop\nv_cubeid_f32 v0, v1, v2, v3\ns_endpgm", |_, _| {}) else {
+fn cube_map_helpers_and_lerp() {
+    let Some(r) = run_ok(
+        "v_cubeid_f32 v3, v0, v1, v2\n\
+         v_cubesc_f32 v4, v0, v1, v2\n\
+         v_cubetc_f32 v5, v0, v1, v2\n\
+         v_cubema_f32 v6, v0, v1, v2\n\
+         v_lerp_u8 v7, v8, v9, v10\n\
+         s_endpgm",
+        |w, _| {
+            // Lane 0: +x major; lane 1: -y major; lane 2: -z major.
+            set(w, 0, [3.0f32, 0.5, 0.25].map(f32::to_bits));
+            set(w, 1, [1.0f32, -4.0, 0.5].map(f32::to_bits));
+            set(w, 2, [-2.0f32, 1.0, -8.0].map(f32::to_bits));
+            set(w, 8, [0x10_20_30_ff]);
+            set(w, 9, [0x11_20_31_ff]);
+            set(w, 10, [0x01_00_01_01]);
+        },
+    ) else {
+        return;
+    };
+    let f = |v: usize, l: usize| f32::from_bits(r.wave.vgpr[v][l]);
+    assert_eq!([f(3, 0), f(3, 1), f(3, 2)], [0.0, 3.0, 5.0], "face ids");
+    assert_eq!([f(4, 0), f(4, 1), f(4, 2)], [2.0, 0.5, -0.25], "sc");
+    assert_eq!([f(5, 0), f(5, 1), f(5, 2)], [-1.0, -1.0, -0.5], "tc");
+    assert_eq!([f(6, 0), f(6, 1), f(6, 2)], [6.0, -8.0, -16.0], "2·major");
+    // (0x10 + 0x11 + 1) / 2, (0x20 + 0x20) / 2, (0x30 + 0x31 + 1) / 2, (0xff + 0xff + 1) / 2.
+    assert_eq!(r.wave.vgpr[7][0], 0x11_20_31_ff);
+}
+
+#[test]
+fn an_mfma_with_a_broadcast_control_stops_the_wave_with_its_pc() {
+    let Some(r) = common::run(
+        "v_nop\nv_mfma_f32_4x4x1f32 v[4:7], v0, v2, 0 cbsz:1 abid:1\ns_endpgm",
+        |_, _| {},
+    ) else {
         return;
     };
     match r.end {
         Err(ExecError::Unimplemented { pc, op }) => {
             assert_eq!(pc, common::CODE + 4);
-            assert_eq!(op.to_string(), "v_cubeid_f32");
+            assert_eq!(op.to_string(), "v_mfma_f32_4x4x1f32");
         }
         other => panic!("expected Unimplemented, got {other:?}"),
     }

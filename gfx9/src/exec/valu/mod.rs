@@ -22,8 +22,9 @@
 //!
 //! The matrix multiplies (`v_mfma_*`) are in [`mfma`].
 //!
-//! Not implemented (they stop the wave as [`ExecError::Unimplemented`]): the cube-map operations (`v_cube*_f32`) and `v_lerp_u8`, which
-//! compute kernels do not use. `v_clrexcp` is a no-op (no exception state is kept). DPP treats
+//! Every VALU opcode the decoder knows executes; an MFMA with CBSZ/ABID/BLGP set stops the wave
+//! as [`ExecError::Unimplemented`] (see [`mfma`]). `v_clrexcp` is a no-op (no exception state
+//! is kept). DPP treats
 //! a source lane EXEC disables like one out of range (read as 0 with BOUND_CTRL, else the
 //! destination lane is not written), as LLVM's `llvm.amdgcn.update.dpp` describes it.
 
@@ -1417,7 +1418,80 @@ impl<'a> X<'a> {
             VTrigPreopF64 => self.map(&[F64, B32], F64, |s| {
                 b64(trig_preop(f64of(s[0]), s[1] as u32))
             }),
-            VCubeidF32 | VCubescF32 | VCubetcF32 | VCubemaF32 | VLerpU8 => Err(self.unimpl()),
+            // The cube-map helpers (the guide's V_CUBEID/SC/TC/MA_F32): the major axis is z
+            // when |z| is the largest (ties favour z, then y), else y, else x.
+            VCubeidF32 | VCubescF32 | VCubetcF32 | VCubemaF32 => {
+                self.map(&[F32, F32, F32], F32, move |s| {
+                    let [x, y, z] = [s[0], s[1], s[2]].map(f32of);
+                    let (ax, ay, az) = (x.abs(), y.abs(), z.abs());
+                    let major = if az >= ax && az >= ay {
+                        2
+                    } else if ay >= ax {
+                        1
+                    } else {
+                        0
+                    };
+                    let r = match (op, major) {
+                        (VCubeidF32, 2) => {
+                            if z < 0.0 {
+                                5.0
+                            } else {
+                                4.0
+                            }
+                        }
+                        (VCubeidF32, 1) => {
+                            if y < 0.0 {
+                                3.0
+                            } else {
+                                2.0
+                            }
+                        }
+                        (VCubeidF32, _) => {
+                            if x < 0.0 {
+                                1.0
+                            } else {
+                                0.0
+                            }
+                        }
+                        (VCubescF32, 2) => {
+                            if z < 0.0 {
+                                -x
+                            } else {
+                                x
+                            }
+                        }
+                        (VCubescF32, 1) => x,
+                        (VCubescF32, _) => {
+                            if x < 0.0 {
+                                z
+                            } else {
+                                -z
+                            }
+                        }
+                        (VCubetcF32, 1) => {
+                            if y < 0.0 {
+                                -z
+                            } else {
+                                z
+                            }
+                        }
+                        (VCubetcF32, _) => -y,
+                        (_, 2) => 2.0 * z,
+                        (_, 1) => 2.0 * y,
+                        _ => 2.0 * x,
+                    };
+                    b32(r)
+                })
+            }
+            // Per byte: the rounded average (a + b + (c & 1)) >> 1, the rounding bit from S2.
+            VLerpU8 => self.map(&[B32, B32, B32], B32, |s| {
+                (0..4)
+                    .map(|k| {
+                        let byte = |v: u64| (v >> (8 * k)) & 0xff;
+                        ((byte(s[0]) + byte(s[1]) + (byte(s[2]) & 1)) >> 1) << (8 * k)
+                    })
+                    .sum()
+            }),
         }
     }
 
