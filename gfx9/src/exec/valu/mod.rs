@@ -208,10 +208,16 @@ impl<'a> X<'a> {
 
     /// Source `slot` for every lane, as kind `k`, without the input-denormal flush.
     fn read(&self, slot: usize, k: K) -> Result<L, ExecError> {
+        let mut out = [0u64; LANES];
+        self.read_into(slot, k, &mut out)?;
+        Ok(out)
+    }
+
+    /// As [`Self::read`], into `out` (no copy of the lane array).
+    fn read_into(&self, slot: usize, k: K, out: &mut L) -> Result<(), ExecError> {
         let op = self.i.src[slot];
         let enc = self.i.encoding;
         let vop3p = enc == Encoding::Vop3p;
-        let mut out = [0u64; LANES];
         match op {
             Operand::Vgpr(n) => {
                 let n = usize::from(n);
@@ -253,11 +259,11 @@ impl<'a> X<'a> {
                             .ok_or_else(|| self.err("an unreadable source"))?,
                     )
                 };
-                out = [v; LANES];
+                out.fill(v);
             }
         }
         if vop3p {
-            return Ok(out);
+            return Ok(());
         }
         // Sub-dword selection.
         if let Some(s) = self.i.sdwa().filter(|_| slot < 2) {
@@ -278,7 +284,7 @@ impl<'a> X<'a> {
         if slot == 0
             && let Some(src) = &self.dpp_src
         {
-            let raw = out;
+            let raw = *out;
             for (l, o) in out.iter_mut().enumerate() {
                 *o = src[l].map_or(0, |s| raw[usize::from(s)]);
             }
@@ -300,7 +306,7 @@ impl<'a> X<'a> {
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The MODE register's input flush for kind `k`.
@@ -320,14 +326,31 @@ impl<'a> X<'a> {
     /// Sources `0..kinds.len()` as those kinds, with the input flush.
     fn reads(&self, kinds: &[K]) -> Result<[L; 3], ExecError> {
         let mut s = [[0u64; LANES]; 3];
-        for (slot, &k) in kinds.iter().enumerate() {
-            s[slot] = self.read(slot, k)?;
-            self.flush_in(k, &mut s[slot]);
-        }
+        self.reads_into(kinds, &mut s)?;
         Ok(s)
     }
 
+    /// As [`Self::reads`], into `s`.
+    fn reads_into(&self, kinds: &[K], s: &mut [L; 3]) -> Result<(), ExecError> {
+        for (slot, &k) in kinds.iter().enumerate() {
+            self.read_into(slot, k, &mut s[slot])?;
+            self.flush_in(k, &mut s[slot]);
+        }
+        Ok(())
+    }
+
+    /// Whether results of kind `k` need [`Self::post`] at all.
+    fn needs_post(&self, k: K) -> bool {
+        let m = self.i.mods;
+        match k {
+            F32 => m.omod != 0 || m.clamp || !self.mode.f32_out,
+            F64 | F16 => m.omod != 0 || m.clamp || !self.mode.f64_out,
+            _ => false,
+        }
+    }
+
     /// The float result post-processing: VOP3/SDWA output modifier, clamp, output flush.
+    #[inline]
     fn post(&self, k: K, v: u64) -> u64 {
         if !k.float() || k == M32 {
             return v;
@@ -373,8 +396,17 @@ impl<'a> X<'a> {
         }
         let sdwa = self.i.sdwa();
         let hi16 = self.i.mods.op_sel >> 3 & 1 == 1;
+        let post = self.needs_post(k);
+        if !post && !k.wide() && !k.half() && sdwa.is_none() {
+            // The common case: 32-bit results written as they are.
+            let dst = &mut self.w.vgpr[d];
+            for l in lanes(self.mask) {
+                dst[l] = res[l] as u32;
+            }
+            return Ok(());
+        }
         for l in lanes(self.mask) {
-            let v = self.post(k, res[l]);
+            let v = if post { self.post(k, res[l]) } else { res[l] };
             if k.wide() {
                 self.w.vgpr[d][l] = v as u32;
                 self.w.vgpr[d + 1][l] = (v >> 32) as u32;
@@ -398,7 +430,8 @@ impl<'a> X<'a> {
 
     /// Runs `f` on every computed lane's sources and writes the results as `out`.
     fn map(&mut self, kinds: &[K], out: K, f: impl Fn([u64; 3]) -> u64) -> Result<(), ExecError> {
-        let s = self.reads(kinds)?;
+        let mut s = [[0u64; LANES]; 3];
+        self.reads_into(kinds, &mut s)?;
         let mut res = [0u64; LANES];
         for l in lanes(self.mask) {
             res[l] = f([s[0][l], s[1][l], s[2][l]]);
@@ -413,7 +446,8 @@ impl<'a> X<'a> {
         out: K,
         f: impl Fn(usize, [u64; 3]) -> u64,
     ) -> Result<(), ExecError> {
-        let s = self.reads(kinds)?;
+        let mut s = [[0u64; LANES]; 3];
+        self.reads_into(kinds, &mut s)?;
         let mut res = [0u64; LANES];
         for l in lanes(self.mask) {
             res[l] = f(l, [s[0][l], s[1][l], s[2][l]]);
