@@ -241,7 +241,8 @@ pub(super) fn ldexp64(x: f64, n: i64) -> f64 {
         return f64::INFINITY.copysign(x);
     }
     if t >= -1021 {
-        return m * 2f64.powi(t as i32); // exact: 2^t and m·2^t are normal
+        // Exact: 2m is in [1, 2), 2^(t-1) and the product are normal.
+        return (m * 2.0) * 2f64.powi((t - 1) as i32);
     }
     if t < -1080 {
         return 0.0f64.copysign(x);
@@ -451,4 +452,112 @@ pub(super) fn trig_preop(x: f64, seg: u32) -> f64 {
         return 0.0;
     }
     f64::from_bits(r >> drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The f16 nearest to `x` by the definition: the representable neighbours below and
+    /// above, the closer one, ties to the even significand; beyond the largest finite value
+    /// by half an ULP (65520) or more, infinity.
+    fn f16_reference(x: f32) -> u16 {
+        let sign = if x.is_sign_negative() { 0x8000 } else { 0 };
+        let a = f64::from(x.abs());
+        if a >= 65520.0 {
+            return sign | 0x7c00;
+        }
+        // Binary search for the largest f16 magnitude <= a (magnitudes order as integers).
+        let (mut lo, mut hi) = (0u16, 0x7bff);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if f64::from(f16_to_f32(mid)) <= a {
+                lo = mid
+            } else {
+                hi = mid - 1
+            }
+        }
+        let below = lo;
+        if below == 0x7bff || f64::from(f16_to_f32(below)) == a {
+            return sign | below;
+        }
+        let (d0, d1) = (
+            a - f64::from(f16_to_f32(below)),
+            f64::from(f16_to_f32(below + 1)) - a,
+        );
+        let pick = if d0 < d1 || (d0 == d1 && below & 1 == 0) {
+            below
+        } else {
+            below + 1
+        };
+        sign | pick
+    }
+
+    #[test]
+    fn f32_to_f16_rounds_to_nearest_even_everywhere() {
+        // Every 2^11-th f32 bit pattern of both signs (denormals, normals, ties, overflow).
+        for bits in (0..=u32::MAX)
+            .step_by(2048)
+            .chain([0x3380_0000, 0x3300_0000, 0x477f_f000])
+        {
+            let x = f32::from_bits(bits);
+            if x.is_nan() {
+                assert_eq!(f32_to_f16(x) & 0x7e00, 0x7e00, "{bits:#x}");
+                continue;
+            }
+            assert_eq!(f32_to_f16(x), f16_reference(x), "{x:e} ({bits:#x})");
+        }
+    }
+
+    #[test]
+    fn f16_to_f32_is_exact_and_round_trips() {
+        for h in 0..=u16::MAX {
+            let x = f16_to_f32(h);
+            if x.is_nan() {
+                assert_eq!(h & 0x7c00, 0x7c00);
+                continue;
+            }
+            assert_eq!(f32_to_f16(x), h, "{h:#x}");
+        }
+    }
+
+    #[test]
+    fn ldexp_and_frexp_agree_with_multiplication() {
+        let values = [1.0, -3.5, 1e-310, f64::MAX, f64::MIN_POSITIVE, 0.1, -7e200];
+        for &x in &values {
+            for n in [-1100i64, -1074, -1022, -60, -1, 0, 1, 60, 1023, 2100] {
+                let want = if (-1022..=1023).contains(&n) {
+                    // One multiplication by an exact power of two rounds once.
+                    x * 2f64.powi(n as i32)
+                } else {
+                    // Two steps, each exact or the final one rounding.
+                    let (n1, n2) = (n / 2, n - n / 2);
+                    let y = x * 2f64.powi(n1 as i32);
+                    if y.is_finite() && y.abs() >= f64::MIN_POSITIVE {
+                        y * 2f64.powi(n2 as i32)
+                    } else {
+                        continue;
+                    }
+                };
+                assert_eq!(ldexp64(x, n).to_bits(), want.to_bits(), "ldexp({x:e}, {n})");
+            }
+            let (m, e) = frexp64(x);
+            assert!((0.5..1.0).contains(&m.abs()), "{x:e}");
+            assert_eq!(ldexp64(m, i64::from(e)), x);
+        }
+    }
+
+    #[test]
+    fn classes_of_each_kind() {
+        assert_eq!(class_bit(f64::NAN, true, false), 0);
+        assert_eq!(class_bit(f64::NAN, false, false), 1);
+        assert_eq!(class_bit(f64::NEG_INFINITY, false, false), 2);
+        assert_eq!(class_bit(-1.0, false, false), 3);
+        assert_eq!(class_bit(-1e-310, false, true), 4);
+        assert_eq!(class_bit(-0.0, false, false), 5);
+        assert_eq!(class_bit(0.0, false, false), 6);
+        assert_eq!(class_bit(1e-310, false, true), 7);
+        assert_eq!(class_bit(1.0, false, false), 8);
+        assert_eq!(class_bit(f64::INFINITY, false, false), 9);
+    }
 }
