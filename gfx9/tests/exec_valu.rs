@@ -1460,3 +1460,98 @@ fn gfx942_64_bit_moves_and_shift_adds() {
         assert_eq!(pair(w, 8, l), a.wrapping_add(0x7_ffff_ffff));
     }
 }
+
+/// Random f32 bit patterns over the whole range (denormals, huge, tiny, NaN, inf) through
+/// clang's division sequence, 8 waves of 64: each quotient is Rust's (IEEE) one.
+#[test]
+fn f32_division_is_correctly_rounded_for_random_operands() {
+    let asm = "v_div_scale_f32 v3, s[4:5], v1, v1, v0\n\
+               v_rcp_f32_e32 v5, v3\n\
+               v_div_scale_f32 v7, vcc, v0, v1, v0\n\
+               v_fma_f32 v8, -v3, v5, 1.0\n\
+               v_fmac_f32_e32 v5, v8, v5\n\
+               v_mul_f32_e32 v8, v7, v5\n\
+               v_fma_f32 v9, -v3, v8, v7\n\
+               v_fmac_f32_e32 v8, v9, v5\n\
+               v_fma_f32 v3, -v3, v8, v7\n\
+               v_div_fmas_f32 v3, v3, v5, v8\n\
+               v_div_fixup_f32 v2, v3, v1, v0\n\
+               s_endpgm";
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x as u32
+    };
+    for round in 0..8 {
+        let a: Vec<u32> = (0..64).map(|_| next()).collect();
+        let b: Vec<u32> = (0..64).map(|_| next()).collect();
+        let Some(r) = run_ok(asm, |w, _| {
+            w.hwreg[1] = MODE_IEEE;
+            set(w, 0, a.clone());
+            set(w, 1, b.clone());
+        }) else {
+            return;
+        };
+        for l in 0..64 {
+            let (p, q) = (f32::from_bits(a[l]), f32::from_bits(b[l]));
+            let got = r.wave.vgpr[2][l];
+            assert!(
+                same32(got, p / q),
+                "round {round} lane {l}: {p:e} ({:#x}) / {q:e} ({:#x}) gave {:e} ({got:#x}), want {:e}",
+                a[l],
+                b[l],
+                f32::from_bits(got),
+                p / q
+            );
+        }
+    }
+}
+
+/// As above for f64 (clang's f64 sequence).
+#[test]
+fn f64_division_is_correctly_rounded_for_random_operands() {
+    let asm = "v_div_scale_f64 v[6:7], s[4:5], v[4:5], v[4:5], v[2:3]\n\
+               v_rcp_f64_e32 v[8:9], v[6:7]\n\
+               v_div_scale_f64 v[10:11], vcc, v[2:3], v[4:5], v[2:3]\n\
+               v_fma_f64 v[12:13], -v[6:7], v[8:9], 1.0\n\
+               v_fmac_f64_e32 v[8:9], v[8:9], v[12:13]\n\
+               v_fma_f64 v[12:13], -v[6:7], v[8:9], 1.0\n\
+               v_fmac_f64_e32 v[8:9], v[8:9], v[12:13]\n\
+               v_mul_f64 v[12:13], v[10:11], v[8:9]\n\
+               v_fma_f64 v[6:7], -v[6:7], v[12:13], v[10:11]\n\
+               v_div_fmas_f64 v[6:7], v[6:7], v[8:9], v[12:13]\n\
+               v_div_fixup_f64 v[0:1], v[6:7], v[4:5], v[2:3]\n\
+               s_endpgm";
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for round in 0..8 {
+        let a: Vec<u64> = (0..64).map(|_| next()).collect();
+        let b: Vec<u64> = (0..64).map(|_| next()).collect();
+        let Some(r) = run_ok(asm, |w, _| {
+            w.hwreg[1] = MODE_IEEE;
+            set(w, 2, a.iter().map(|v| *v as u32));
+            set(w, 3, a.iter().map(|v| (v >> 32) as u32));
+            set(w, 4, b.iter().map(|v| *v as u32));
+            set(w, 5, b.iter().map(|v| (v >> 32) as u32));
+        }) else {
+            return;
+        };
+        for l in 0..64 {
+            let (p, q) = (f64::from_bits(a[l]), f64::from_bits(b[l]));
+            let got = pair(&r.wave, 0, l);
+            assert!(
+                same64(got, p / q),
+                "round {round} lane {l}: {p:e} / {q:e} gave {:e}, want {:e}",
+                f64::from_bits(got),
+                p / q
+            );
+        }
+    }
+}
