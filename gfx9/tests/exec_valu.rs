@@ -1555,3 +1555,37 @@ fn f64_division_is_correctly_rounded_for_random_operands() {
         }
     }
 }
+
+/// The wave-wide inclusive prefix sum from AMD's "GCN assembly: cross-lane operations"
+/// (GPUOpen): row shifts with bound control, bank-masked shifts and the two row broadcasts.
+/// Every lane ends with the sum of v0 over lanes 0..=lane, which only holds if each DPP
+/// control, mask and bound rule is right.
+#[test]
+fn the_dpp_prefix_sum_idiom_computes_inclusive_prefix_sums() {
+    let Some(r) = run_ok(
+        "v_add_u32_dpp v1, v0, v0 row_shr:1 bound_ctrl:0\n\
+         v_add_u32_dpp v1, v0, v1 row_shr:2 bound_ctrl:0\n\
+         v_add_u32_dpp v1, v0, v1 row_shr:3 bound_ctrl:0\n\
+         v_nop\n\
+         v_nop\n\
+         v_add_u32_dpp v1, v1, v1 row_shr:4 bank_mask:0xe\n\
+         v_nop\n\
+         v_nop\n\
+         v_add_u32_dpp v1, v1, v1 row_shr:8 bank_mask:0xc\n\
+         v_nop\n\
+         v_nop\n\
+         v_add_u32_dpp v1, v1, v1 row_bcast:15 row_mask:0xa\n\
+         v_nop\n\
+         v_nop\n\
+         v_add_u32_dpp v1, v1, v1 row_bcast:31 row_mask:0xc\n\
+         s_endpgm",
+        |w, _| set(w, 0, (0..64u32).map(|l| l * l + 3)),
+    ) else {
+        return;
+    };
+    let mut sum = 0u32;
+    for l in 0..64u32 {
+        sum += l * l + 3;
+        assert_eq!(r.wave.vgpr[1][l as usize], sum, "lane {l}");
+    }
+}
