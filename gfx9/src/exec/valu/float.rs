@@ -447,9 +447,13 @@ pub(super) fn trig_preop(x: f64, seg: u32) -> f64 {
     if lead + scale >= -1022 {
         return ldexp64(r as f64, scale);
     }
+    // The denormal's significand: r·2^(scale + 1074), below 2^52.
     let drop = -1074 - scale;
     if drop >= 64 {
         return 0.0;
+    }
+    if drop <= 0 {
+        return f64::from_bits(r << -drop);
     }
     f64::from_bits(r >> drop)
 }
@@ -544,6 +548,21 @@ mod tests {
             let (m, e) = frexp64(x);
             assert!((0.5..1.0).contains(&m.abs()), "{x:e}");
             assert_eq!(ldexp64(m, i64::from(e)), x);
+        }
+    }
+
+    #[test]
+    fn trig_preop_never_panics_and_stays_below_one() {
+        // Every segment of x across the exponent range, including the 2^128 rescaling.
+        for e in (0..2047u64).step_by(7) {
+            let x = f64::from_bits(e << 52 | 0x000f_0000_0000_0001);
+            for seg in 0..32 {
+                let v = trig_preop(x, seg);
+                assert!(
+                    v.is_finite() && (0.0..1.0).contains(&v),
+                    "{x:e} {seg}: {v:e}"
+                );
+            }
         }
     }
 

@@ -493,8 +493,6 @@ impl<'a> X<'a> {
 
     fn vop1(&mut self, op: Vop1Op) -> Result<(), ExecError> {
         use Vop1Op::*;
-        let ieee = self.mode.ieee;
-        let _ = ieee;
         match op {
             VNop | VClrexcp => Ok(()),
             VMovB32 => self.map(&[B32], B32, |s| s[0]),
