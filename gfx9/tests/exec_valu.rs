@@ -8,9 +8,9 @@ mod common;
 use common::run_ok;
 use kfd_gfx9::exec::{ExecError, Wave};
 
-/// MODE with every denormal kept (FP_DENORM = 0xf) and IEEE mode on: a compute kernel's
-/// default under HIP on gfx90a.
-const MODE_IEEE: u32 = 0x2f0;
+/// MODE with every denormal kept (FP_DENORM = 0xf), DX10 clamp and IEEE mode on: a compute
+/// kernel's default under HIP on gfx90a (`exec::mode_from_rsrc1` of clang's descriptor).
+const MODE_IEEE: u32 = 0x3f0;
 
 fn set(w: &mut Wave, v: usize, vals: impl IntoIterator<Item = u32>) {
     for (l, x) in vals.into_iter().enumerate().take(64) {
@@ -1587,5 +1587,22 @@ fn the_dpp_prefix_sum_idiom_computes_inclusive_prefix_sums() {
     for l in 0..64u32 {
         sum += l * l + 3;
         assert_eq!(r.wave.vgpr[1][l as usize], sum, "lane {l}");
+    }
+}
+
+#[test]
+fn clamp_turns_nan_into_zero_only_with_dx10_clamp() {
+    for (mode, want_nan) in [(0x3f0, false), (0x2f0, true)] {
+        let Some(r) = run_ok("v_add_f32_e64 v1, v0, v0 clamp\ns_endpgm", |w, _| {
+            w.hwreg[1] = mode;
+            set(w, 0, [f32::NAN.to_bits()]);
+        }) else {
+            return;
+        };
+        let got = f32::from_bits(r.wave.vgpr[1][0]);
+        assert_eq!(got.is_nan(), want_nan, "MODE {mode:#x}: {got}");
+        if !want_nan {
+            assert_eq!(got.to_bits(), 0);
+        }
     }
 }

@@ -22,6 +22,7 @@ pub(super) struct Mode {
     pub f32_out: bool,
     pub f64_in: bool,
     pub f64_out: bool,
+    pub dx10_clamp: bool,
     pub ieee: bool,
 }
 
@@ -32,6 +33,7 @@ impl Mode {
             f32_out: mode >> 5 & 1 == 1,
             f64_in: mode >> 6 & 1 == 1,
             f64_out: mode >> 7 & 1 == 1,
+            dx10_clamp: mode >> 8 & 1 == 1,
             ieee: mode >> 9 & 1 == 1,
         }
     }

@@ -356,6 +356,7 @@ impl<'a> X<'a> {
             return v;
         }
         let (omod, clamp) = (self.i.mods.omod, self.i.mods.clamp);
+        let dx10 = self.mode.dx10_clamp;
         let mut v = v;
         if omod != 0 || clamp {
             let f = |x: f64| -> f64 {
@@ -365,11 +366,7 @@ impl<'a> X<'a> {
                     3 => x * 0.5,
                     _ => x,
                 };
-                if clamp {
-                    if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) }
-                } else {
-                    x
-                }
+                if clamp { clamp01(x, dx10) } else { x }
             };
             v = match k {
                 F32 => b32(f(f64::from(f32of(v))) as f32),
@@ -1559,12 +1556,9 @@ impl<'a> X<'a> {
             out
         };
         let clamp = m.clamp;
+        let dx10 = self.mode.dx10_clamp;
         let fin16 = move |x: f64| -> u64 {
-            let x = if clamp {
-                if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) }
-            } else {
-                x
-            };
+            let x = if clamp { clamp01(x, dx10) } else { x };
             let v = f64_to_f16(x, false);
             u64::from(if f16_out { v } else { flush16(v) })
         };
@@ -1767,12 +1761,9 @@ impl<'a> X<'a> {
             return Err(self.err("not a VGPR destination"));
         };
         let d = usize::from(d);
+        let dx10 = self.mode.dx10_clamp;
         let clamp = |x: f64| {
-            if m.clamp {
-                if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) }
-            } else {
-                x
-            }
+            if m.clamp { clamp01(x, dx10) } else { x }
         };
         for l in lanes(self.mask) {
             let (a, b, c) = (vals[0][l], vals[1][l], vals[2][l]);
@@ -1871,6 +1862,16 @@ fn dpp_lane(ctrl: u16, lane: usize) -> Option<usize> {
         // gfx90a row_newbcast: lane n of the row, to the whole row.
         0x150..=0x15f => Some(row + n),
         _ => None,
+    }
+}
+
+/// The output clamp to [0, 1]; a NaN becomes 0 when MODE's DX10_CLAMP is set, else stays NaN
+/// (the guide's MODE register, DX10_CLAMP).
+fn clamp01(x: f64, dx10: bool) -> f64 {
+    if x.is_nan() {
+        if dx10 { 0.0 } else { x }
+    } else {
+        x.clamp(0.0, 1.0)
     }
 }
 
