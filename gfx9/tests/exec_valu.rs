@@ -1606,3 +1606,35 @@ fn clamp_turns_nan_into_zero_only_with_dx10_clamp() {
         }
     }
 }
+
+#[test]
+fn sixteen_bit_results_zero_or_keep_the_high_half_as_gfx9_does() {
+    // gfx9: v_add_f16 zeroes the high half, v_mac_f16 and v_madak_f16 keep it (LLVM's
+    // GCNSubtarget::zeroesHigh16BitsOfDest), v_fma_f16 writes the op_sel-named half.
+    let Some(r) = run_ok(
+        "v_add_f16_e32 v2, v0, v1\n\
+         v_mac_f16_e32 v3, v0, v1\n\
+         v_madak_f16 v4, v0, v1, 0x3c00\n\
+         v_fma_f16 v5, v0, v1, v0 op_sel:[0,0,0,1]\n\
+         s_endpgm",
+        |w, _| {
+            w.hwreg[1] = MODE_IEEE;
+            set(w, 0, [0x4000]); // 2.0
+            set(w, 1, [0x4200]); // 3.0
+            for v in 2..6 {
+                set(w, v, [0xabcd_0000]); // high half 0xabcd, low 0.0
+            }
+        },
+    ) else {
+        return;
+    };
+    let v = |n: usize| r.wave.vgpr[n][0];
+    assert_eq!(v(2), 0x0000_4500, "2 + 3 = 5, high half zeroed");
+    assert_eq!(v(3), 0xabcd_4600, "2·3 + 0 = 6, high half kept");
+    assert_eq!(v(4), 0xabcd_4700, "2·3 + 1 = 7, high half kept");
+    assert_eq!(
+        v(5),
+        0x4800_0000,
+        "2·3 + 2 = 8 into the high half, low kept"
+    );
+}

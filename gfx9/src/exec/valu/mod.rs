@@ -96,7 +96,8 @@ impl K {
 enum D16 {
     /// The low half, the high half zeroed (gfx9's VOP1/VOP2 16-bit operations).
     Zero,
-    /// The half VOP3's `op_sel[3]` names, the other kept (the VOP3-only 16-bit operations).
+    /// The half VOP3's `op_sel[3]` names (the low one outside VOP3), the other kept (the
+    /// VOP3-only 16-bit operations, and on gfx9 `v_mac_f16`, `v_madak_f16`, `v_madmk_f16`).
     OpSel,
 }
 
@@ -799,12 +800,22 @@ impl<'a> X<'a> {
             VSubF16 => self.map(&[F16, F16], F16, |s| hb(h(s[0]) - h(s[1]))),
             VSubrevF16 => self.map(&[F16, F16], F16, |s| hb(h(s[1]) - h(s[0]))),
             VMulF16 => self.map(&[F16, F16], F16, |s| hb(h(s[0]) * h(s[1]))),
+            // gfx9 changed these three to keep the destination's high half (LLVM's
+            // GCNSubtarget::zeroesHigh16BitsOfDest: zeroing only on gfx8); the other 16-bit
+            // VOP1/VOP2 results zero it.
             VMacF16 => {
                 self.dst_as_src2();
+                self.d16 = D16::OpSel;
                 self.map(&[F16, F16, F16], F16, |s| hb(h(s[0]) * h(s[1]) + h(s[2])))
             }
-            VMadmkF16 => self.map(&[F16, F16, F16], F16, |s| hb(h(s[0]) * h(s[2]) + h(s[1]))),
-            VMadakF16 => self.map(&[F16, F16, F16], F16, |s| hb(h(s[0]) * h(s[1]) + h(s[2]))),
+            VMadmkF16 => {
+                self.d16 = D16::OpSel;
+                self.map(&[F16, F16, F16], F16, |s| hb(h(s[0]) * h(s[2]) + h(s[1])))
+            }
+            VMadakF16 => {
+                self.d16 = D16::OpSel;
+                self.map(&[F16, F16, F16], F16, |s| hb(h(s[0]) * h(s[1]) + h(s[2])))
+            }
             VAddU16 => self.map(&[B16, B16], B16, move |s| {
                 let r = s[0] + s[1];
                 if clamp { r.min(0xffff) } else { r & 0xffff }
