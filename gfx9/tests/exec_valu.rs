@@ -1638,3 +1638,39 @@ fn sixteen_bit_results_zero_or_keep_the_high_half_as_gfx9_does() {
         "2·3 + 2 = 8 into the high half, low kept"
     );
 }
+
+#[test]
+fn sdwa_sign_extends_integer_selects_and_vopc_sdwa_writes_vcc() {
+    let Some(r) = run_ok(
+        "v_cmp_gt_i32_sdwa vcc, sext(v0), v1 src0_sel:BYTE_0 src1_sel:DWORD\n\
+         v_add_u32_sdwa v2, sext(v0), v1 dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:WORD_0 src1_sel:DWORD\n\
+         v_add_u32_sdwa v3, v0, v1 dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:WORD_0 src1_sel:DWORD\n\
+         s_endpgm",
+        |w, _| {
+            set(
+                w,
+                0,
+                (0..64u32).map(|l| 0x1234_8000 | (l * 9) << 2 | 0x80 * (l & 1)),
+            );
+            set(w, 1, (0..64u32).map(|l| (l as i32 - 40) as u32));
+        },
+    ) else {
+        return;
+    };
+    let w = &r.wave;
+    let mut gt = 0u64;
+    for l in 0..64usize {
+        let (a, b) = (w.vgpr[0][l], w.vgpr[1][l]);
+        if i32::from(a as u8 as i8) > b as i32 {
+            gt |= 1 << l;
+        }
+        assert_eq!(
+            w.vgpr[2][l],
+            (a as u16 as i16 as i32 as u32).wrapping_add(b),
+            "lane {l}"
+        );
+        assert_eq!(w.vgpr[3][l], (a & 0xffff).wrapping_add(b), "lane {l}");
+    }
+    assert_eq!(w.vcc, gt);
+    assert!(gt != 0 && gt != u64::MAX);
+}
