@@ -1650,7 +1650,7 @@ fn sdwa_sign_extends_integer_selects_and_vopc_sdwa_writes_vcc() {
             set(
                 w,
                 0,
-                (0..64u32).map(|l| 0x1234_8000 | (l * 9) << 2 | 0x80 * (l & 1)),
+                (0..64u32).map(|l| 0x1234_8000 | (l * 9) << 2 | (0x80 * (l & 1))),
             );
             set(w, 1, (0..64u32).map(|l| (l as i32 - 40) as u32));
         },
