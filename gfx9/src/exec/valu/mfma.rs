@@ -20,8 +20,8 @@
 //! controls CBSZ/ABID and the B lane-group pattern BLGP (f64: its negate bits) other than 0
 //! are not implemented.
 
-use super::super::{ExecError, LANES, VGPRS, Wave, illegal, unimplemented};
-use super::f16_to_f32;
+use super::super::{ExecError, LANES, Ty, VGPRS, Wave, illegal, unimplemented};
+use super::float::f16_to_f32;
 use crate::inst::Inst;
 use crate::opcode::Vop3pOp;
 use crate::operand::Operand;
@@ -185,7 +185,7 @@ pub(super) fn execute(w: &mut Wave, inst: &Inst, pc: u64, op: Vop3pOp) -> Result
                 }
             }
             other => {
-                let ty = if wide { super::Ty::F64 } else { super::Ty::B32 };
+                let ty = if wide { Ty::F64 } else { Ty::B32 };
                 if wide {
                     w.read_scalar64(other, ty)
                 } else {
