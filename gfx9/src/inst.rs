@@ -53,6 +53,7 @@ pub struct Modifiers {
 /// | VOP2, VOP1, VOPC, VOP3 | vdst (VOPC/VOP3 SGPR results: that SGPR), carry-out/`vcc` | src0, src1, src2 (implicit `vcc` where the 32-bit form reads it; `v_madmk/madak`: the constant as `src[2]`) | — |
 /// | DPP, SDWA (VOP1/VOP2/VOPC) | as the 32-bit form (VOPC SDWA: SDST when SD is set, else `vcc`) | as the 32-bit form (src0 from the second dword; SDWA: a scalar one when S0/S1 say so) | the controls: [`Inst::dpp`], [`Inst::sdwa`] |
 /// | VOP3P | vdst | src0..src2 | — |
+/// | VOP3P-MAI (`v_mfma_*`) | vdst (an AGPR when `mods.acc`, ACC_CD) | src0, src1 (AGPRs per `mods.op_sel_hi` bits 0/1, ACC), src2 (as vdst) | `CBSZ \| ABID << 3 \| BLGP << 7` |
 /// | DS | vdst | addr, data0, data1 | `offset1 << 8 \| offset0` |
 /// | FLAT | vdst | addr, data, saddr (global/scratch; `None` for `off`) | offset (global/scratch: 13-bit signed) |
 /// | MUBUF | vdata | vaddr (read with OFFEN/IDXEN), srsrc (the first SGPR of the quad), soffset | offset (12-bit) |
