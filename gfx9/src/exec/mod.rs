@@ -625,3 +625,21 @@ pub(crate) fn illegal(inst: &Inst, pc: u64, why: &'static str) -> ExecError {
         why,
     }
 }
+
+// --- Added by the vector ALU (valu): how a wave's MODE register starts. ---
+
+/// The MODE register (hardware register 1, `Wave::hwreg[1]`) a wave starts with, from its
+/// kernel descriptor's COMPUTE_PGM_RSRC1 (LLVM AMDGPUUsage, "Kernel Descriptor": FLOAT_ROUND_MODE_32
+/// 13:12, FLOAT_ROUND_MODE_16_64 15:14, FLOAT_DENORM_MODE_32 17:16, FLOAT_DENORM_MODE_16_64
+/// 19:18, ENABLE_DX10_CLAMP 21, ENABLE_IEEE_MODE 23), laid out as the MI200 guide's MODE
+/// register (FP_ROUND 3:0, FP_DENORM 7:4, DX10_CLAMP 8, IEEE 9). The vector ALU reads
+/// FP_DENORM (flush or keep denormals per precision) and IEEE from it.
+///
+/// ```
+/// // HIP's default: f32 and f16/f64 denormals kept, DX10 clamp and IEEE mode on.
+/// let rsrc1 = 3 << 16 | 3 << 18 | 1 << 21 | 1 << 23;
+/// assert_eq!(kfd_gfx9::exec::mode_from_rsrc1(rsrc1), 0x3f0);
+/// ```
+pub fn mode_from_rsrc1(rsrc1: u32) -> u32 {
+    (rsrc1 >> 12 & 0xff) | (rsrc1 >> 21 & 1) << 8 | (rsrc1 >> 23 & 1) << 9
+}
