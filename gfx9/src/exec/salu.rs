@@ -57,7 +57,7 @@
 //! [`Memory`]: super::Memory
 //! [`CodeCache`]: super::CodeCache
 
-use super::{Ctx, ExecError, Flow, Ty, Wave, illegal, unimplemented};
+use super::wave::{Ctx, ExecError, Flow, Ty, Wave, illegal, unimplemented};
 use crate::inst::Inst;
 use crate::opcode::{Opcode, Sop1Op, Sop2Op, SopcOp, SopkOp, SoppOp};
 use crate::operand::Operand;
@@ -700,7 +700,7 @@ fn relative(
         return Err(illegal(inst, pc, "a 64-bit relative move needs an even M0"));
     }
     let (n, limit) = match base {
-        Operand::Sgpr(n) => (u32::from(n & !(width as u8 - 1)), super::SGPRS as u32),
+        Operand::Sgpr(n) => (u32::from(n & !(width as u8 - 1)), super::wave::SGPRS as u32),
         Operand::Ttmp(n) => (u32::from(n & !(width as u8 - 1)), 16),
         _ => return Err(illegal(inst, pc, "relative moves address SGPRs or ttmps")),
     };
@@ -1006,7 +1006,7 @@ fn sopp(
             });
         }
         SIcacheInv => {
-            *ctx.code = super::CodeCache::default();
+            *ctx.code = super::wave::CodeCache::default();
             return Ok(Flow::Continue);
         }
         // STATUS.USER_PRIO = SIMM16[1:0].

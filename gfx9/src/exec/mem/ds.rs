@@ -7,8 +7,8 @@
 //! `ADDR + OFFSET1 * size` (`st64`: × 64 more). See the module above for the range rule. GDS
 //! (the GDS bit) is not modelled and stops the wave as unimplemented.
 
-use super::{Half, Rmw, Shape, file, file_mut, read_lds, rmw_lds, vreg, write_lds};
-use crate::exec::{Ctx, ExecError, LANES, Wave, unimplemented};
+use super::access::{Half, Rmw, Shape, file, file_mut, read_lds, rmw_lds, vreg, write_lds};
+use crate::exec::wave::{Ctx, ExecError, LANES, Wave, unimplemented};
 use crate::inst::Inst;
 use crate::opcode::DsOp;
 

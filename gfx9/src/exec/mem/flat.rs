@@ -20,11 +20,11 @@
 //!
 //! Not executed: the LDS bit (loads to LDS) stops the wave as unimplemented.
 
-use super::{
+use super::access::{
     Access, Half, Rmw, Shape, atomic_operands, file, file_mut, read_global, read_lds, read_private,
     rmw_lds, vreg, write_global, write_lds, write_private,
 };
-use crate::exec::{Ctx, ExecError, LANES, Target, Ty, Wave, illegal, unimplemented};
+use crate::exec::wave::{Ctx, ExecError, LANES, Target, Ty, Wave, illegal, unimplemented};
 use crate::inst::Inst;
 use crate::opcode::{FlatOp, Segment};
 use crate::operand::Operand;

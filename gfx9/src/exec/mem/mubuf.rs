@@ -28,8 +28,8 @@
 //! forms for compute), and the LDS bit (loads to LDS).
 //! `buffer_wbinvl1*`, `buffer_wbl2` and `buffer_invl2` do nothing: no cache is modelled.
 
-use super::{Access, Half, Rmw, Shape, atomic_operands, file, file_mut, vreg};
-use crate::exec::{Ctx, ExecError, LANES, Ty, Wave, illegal, unimplemented};
+use super::access::{Access, Half, Rmw, Shape, atomic_operands, file, file_mut, vreg};
+use crate::exec::wave::{Ctx, ExecError, LANES, Ty, Wave, illegal, unimplemented};
 use crate::inst::Inst;
 use crate::opcode::MubufOp;
 use crate::operand::Operand;
@@ -246,7 +246,7 @@ pub(super) fn execute(
             for lane in lanes() {
                 for (k, piece) in got[lane][..shape.bytes].chunks_mut(4).enumerate() {
                     if let Some(a) = addr(lane, 4 * k as u64, piece.len() as u64) {
-                        super::read_global(mem, a, piece).map_err(fault)?;
+                        super::access::read_global(mem, a, piece).map_err(fault)?;
                     }
                 }
             }
@@ -261,7 +261,7 @@ pub(super) fn execute(
                 let data = shape.get(file(w, acc), s, lane);
                 for (k, piece) in data[..shape.bytes].chunks(4).enumerate() {
                     if let Some(a) = addr(lane, 4 * k as u64, piece.len() as u64) {
-                        super::write_global(mem, a, piece).map_err(fault)?;
+                        super::access::write_global(mem, a, piece).map_err(fault)?;
                     }
                 }
             }

@@ -19,8 +19,8 @@
 //! Not executed: `s_scratch_load*`/`s_scratch_store*` — the guide names them but does not say
 //! how their address is formed, and LLVM never emits them.
 
-use super::{read_global, write_global};
-use crate::exec::{Ctx, ExecError, Ty, Wave, illegal, unimplemented};
+use super::access::{read_global, write_global};
+use crate::exec::wave::{Ctx, ExecError, Ty, Wave, illegal, unimplemented};
 use crate::inst::Inst;
 use crate::opcode::SmemOp;
 use crate::operand::{Operand, Special};
@@ -44,7 +44,7 @@ fn scalar_at(op: Operand, i: usize) -> Option<Operand> {
         (k < limit).then_some(k as u8)
     };
     Some(match (op, i) {
-        (Operand::Sgpr(n), _) => Operand::Sgpr(next(n, crate::exec::SGPRS)?),
+        (Operand::Sgpr(n), _) => Operand::Sgpr(next(n, crate::exec::wave::SGPRS)?),
         (Operand::Ttmp(n), _) => Operand::Ttmp(next(n, 16)?),
         (other, 0) => other,
         (Operand::Special(s), 1) => Operand::Special(match s {

@@ -20,8 +20,8 @@
 //! controls CBSZ/ABID and the B lane-group pattern BLGP (f64: its negate bits) other than 0
 //! are not implemented.
 
-use super::super::{ExecError, LANES, Ty, VGPRS, Wave, illegal, unimplemented};
 use super::float::f16_to_f32;
+use crate::exec::wave::{ExecError, LANES, Ty, VGPRS, Wave, illegal, unimplemented};
 use crate::inst::Inst;
 use crate::opcode::Vop3pOp;
 use crate::operand::Operand;

@@ -31,7 +31,7 @@
 mod float;
 mod mfma;
 
-use super::{Ctx, ExecError, Flow, LANES, Ty, VGPRS, Wave, illegal, unimplemented};
+use super::wave::{Ctx, ExecError, Flow, LANES, Ty, VGPRS, Wave, illegal, unimplemented};
 use crate::inst::Inst;
 use crate::opcode::{Encoding, Opcode, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp};
 use crate::operand::Operand;
