@@ -1,5 +1,6 @@
 //! [`Summary`]: what a list of [`KfdRecord`]s says about migration, faults and queue churn, and
-//! the series the pictures are drawn from ([`residency`], [`throughput_series`]).
+//! the series the throughput picture is drawn from ([`throughput_series`]; residency is
+//! [`crate::residency`]).
 //!
 //! Everything here is arithmetic on the records (no I/O, no dependencies), so the same figures
 //! come out of a trace recorded live and of a rocpd database read back, ours or rocprofv3's.
@@ -339,82 +340,6 @@ impl fmt::Display for Summary {
     }
 }
 
-/// One stretch of an address range in one place, for the residency picture.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Residency {
-    /// The process whose address space this is.
-    pub pid: u32,
-    /// The first byte.
-    pub start_address: u64,
-    /// The end (exclusive).
-    pub end_address: u64,
-    /// From (ns).
-    pub from_ns: u64,
-    /// Until (ns).
-    pub until_ns: u64,
-    /// Where the pages were (a node; `None`: no agent).
-    pub agent: Option<u32>,
-}
-
-/// Where the migrated pages were over time: per process, every address range that migrations
-/// touched,
-/// split at the boundaries of all of them, located at the source of its first migration from
-/// the start of the trace, and at each successful migration's destination from its end on, up
-/// to the end of the trace. Ranges no migration touched are not shown.
-pub fn residency(records: &[KfdRecord]) -> Vec<Residency> {
-    let Some(t0) = records.iter().map(|r| r.start_ns).min() else {
-        return Vec::new();
-    };
-    let t1 = records.iter().map(|r| r.end_ns).max().unwrap_or(t0);
-    // Each process's address space apart.
-    let mut by_pid: BTreeMap<u32, Vec<&KfdRecord>> = BTreeMap::new();
-    for r in records
-        .iter()
-        .filter(|r| r.kind == KfdKind::PageMigrate && r.error_code == 0 && r.bytes() > 0)
-    {
-        by_pid.entry(r.pid).or_default().push(r);
-    }
-    let mut out = Vec::new();
-    for (pid, moves) in by_pid {
-        let mut bounds: Vec<u64> = moves
-            .iter()
-            .flat_map(|r| [r.start_address, r.end_address])
-            .collect();
-        bounds.sort_unstable();
-        bounds.dedup();
-        for w in bounds.windows(2) {
-            let (a, b) = (w[0], w[1]);
-            let mut covering: Vec<&&KfdRecord> = moves
-                .iter()
-                .filter(|r| r.start_address <= a && b <= r.end_address)
-                .collect();
-            if covering.is_empty() {
-                continue;
-            }
-            covering.sort_by_key(|r| r.end_ns);
-            let stretch = |from_ns, until_ns, agent| Residency {
-                pid,
-                start_address: a,
-                end_address: b,
-                from_ns,
-                until_ns,
-                agent,
-            };
-            let mut at = covering[0].src_agent;
-            let mut since = t0;
-            for r in covering {
-                if r.end_ns > since {
-                    out.push(stretch(since, r.end_ns, at));
-                    since = r.end_ns;
-                }
-                at = r.dst_agent;
-            }
-            out.push(stretch(since, t1.max(since), at));
-        }
-    }
-    out
-}
-
 /// Migrated bytes per time bin and direction: the trace's span cut into `bins` equal bins (at
 /// least 1), each successful migration's bytes spread evenly over its start..end (all in the
 /// bin of its end when it took no time). Returns the bin width in ns and, per direction, the
@@ -511,39 +436,9 @@ mod tests {
         assert!(text.contains("EVICT_TTM: 1"), "{text}");
         assert!(text.contains("dropped events: 3"), "{text}");
 
-        let res = residency(&r);
-        // Two 1 MiB ranges: the first in system memory until 1000, then on node 1.
-        assert_eq!(res[0].agent, Some(0));
-        assert_eq!((res[0].from_ns, res[0].until_ns), (0, 1000));
-        assert_eq!((res[1].agent, res[1].until_ns), (Some(1), 9500));
         let (width, series) = throughput_series(&r, 19);
         assert_eq!(width, 500);
         let total: f64 = series[&(Some(0), Some(1))].iter().sum();
         assert!((total - (2u64 << 20) as f64).abs() < 1e-3, "{total}");
-    }
-
-    #[test]
-    fn residency_keeps_each_processs_address_space_apart() {
-        let r = records(&[
-            "5 0 -1 @0(100) 0->1a2b ffffffff:ffffffff 0",
-            "6 10 -1 @0(100) 0->1a2b 0 0",
-            "5 20 -2 @80(100) 0->1a2b ffffffff:ffffffff 0",
-            "6 30 -2 @80(100) 0->1a2b 0 0",
-        ]);
-        let res = residency(&r);
-        let rows: Vec<(u32, u64, u64, Option<u32>)> = res
-            .iter()
-            .map(|s| (s.pid, s.start_address, s.from_ns, s.agent))
-            .collect();
-        // Overlapping addresses of two processes are not split against each other.
-        assert_eq!(
-            rows,
-            [
-                (1, 0, 0, Some(0)),
-                (1, 0, 10, Some(1)),
-                (2, 0x80000, 0, Some(0)),
-                (2, 0x80000, 30, Some(1)),
-            ]
-        );
     }
 }
