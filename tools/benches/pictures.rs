@@ -58,12 +58,14 @@ fn agents() -> Vec<Agent> {
             gpu_id: None,
             is_gpu: false,
             name: "cpu".into(),
+            info: serde_json::Value::Null,
         },
         Agent {
             node_id: 1,
             gpu_id: Some(0x1a2b),
             is_gpu: true,
             name: "gfx942".into(),
+            info: serde_json::Value::Null,
         },
     ]
 }
