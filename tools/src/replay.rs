@@ -29,7 +29,15 @@
 //! fault costs `fault_service_ns`, a prefetch migration `prefetch_setup_ns`, every migration
 //! `migration_ns` of its bytes over its GPU's link); the replay's is the model clock's advance
 //! over each replayed operation. `measured` is the recording's own time: the sum of its
-//! faults' and prefetch migrations' durations.
+//! faults' and prefetch migrations' durations. Both modeled times come with their parts (fault
+//! service, setup, transfer: the timing model applied to each run's records), and the
+//! comparison starts with every parameter the replay used (machine, GPUs, XNACK, attributes,
+//! timing).
+//!
+//! With XNACK off an access nothing services is not a retry fault but a GPU memory
+//! violation, which the kernel does not service (`kfd_signal_vm_fault_event`; the process's
+//! queues stop): the comparison calls them FATAL. A GPU is named on the command line by its
+//! node id or its `gpu_id`, and printed with both.
 
 use std::fmt;
 use std::sync::Arc;
@@ -39,8 +47,8 @@ use kfd_emu::model::{ClockMode, Costs, Model, ModelConfig, Timing};
 use kfd_ioctl::Kfd;
 use kfd_ioctl::abi::SmiEventMask;
 use kfd_svm::{
-    Access, AgentMap, DEFAULT_PAGE_SIZE, KfdKind, Location, MapOptions, Pairing, SmiStream,
-    SvmAttrs, SvmBuffer,
+    Access, AgentMap, DEFAULT_PAGE_SIZE, KfdKind, KfdRecord, Location, MapOptions, Pairing,
+    SmiStream, SvmAttrs, SvmBuffer,
 };
 
 use crate::rocpd::RocpdTrace;
@@ -57,7 +65,8 @@ const OP_PREFETCH: u32 = 0;
 pub enum LocationArg {
     /// System memory.
     System,
-    /// The GPU of this trace agent (KFD topology node id, as `kfdtool report` names agents).
+    /// The GPU of this trace agent: its KFD topology node id or its `gpu_id` (as `kfdtool
+    /// report` names agents: `node 1 GPU 0x7396`).
     Node(u32),
 }
 
@@ -107,6 +116,13 @@ pub struct Stats {
     pub modeled_ns: u64,
     /// The recording's measured time, ns (0 for a replay).
     pub measured_ns: u64,
+    /// Of the modeled time by the timing model's parts: fault service (`fault_service_ns` per
+    /// serviced fault), ns.
+    pub fault_service_ns: u64,
+    /// Setup: `migrate_setup_ns` per migration, `prefetch_setup_ns` per prefetch, ns.
+    pub setup_ns: u64,
+    /// Transfer: each migration's bytes over its GPU's host link, ns.
+    pub transfer_ns: u64,
 }
 
 impl std::ops::AddAssign for Stats {
@@ -117,6 +133,9 @@ impl std::ops::AddAssign for Stats {
         self.unserviced += o.unserviced;
         self.modeled_ns += o.modeled_ns;
         self.measured_ns += o.measured_ns;
+        self.fault_service_ns += o.fault_service_ns;
+        self.setup_ns += o.setup_ns;
+        self.transfer_ns += o.transfer_ns;
     }
 }
 
@@ -140,6 +159,11 @@ pub struct Comparison {
     pub regions: Vec<RegionRow>,
     /// Operations replayed (faults, prefetches).
     pub operations: u64,
+    /// XNACK in the replay: off makes every unserviced access a fatal GPU memory fault.
+    pub xnack: bool,
+    /// What the replay ran with, one `key: value` per line (machine, attributes, GPUs, timing
+    /// parameters), printed with the comparison.
+    pub parameters: Vec<String>,
 }
 
 impl Comparison {
@@ -158,7 +182,7 @@ fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
 }
 
-fn stats_line(f: &mut fmt::Formatter<'_>, what: &str, s: &Stats) -> fmt::Result {
+fn stats_line(f: &mut fmt::Formatter<'_>, what: &str, s: &Stats, xnack: bool) -> fmt::Result {
     write!(
         f,
         "  {what:<9}{:>6} migrations {:>12} {:>6} faults",
@@ -167,18 +191,39 @@ fn stats_line(f: &mut fmt::Formatter<'_>, what: &str, s: &Stats) -> fmt::Result 
         s.faults
     )?;
     if s.unserviced > 0 {
-        write!(f, " ({} unserviced)", s.unserviced)?;
+        if xnack {
+            write!(f, " ({} unserviced: no access)", s.unserviced)?;
+        } else {
+            // Without retry faults the GPU raises a memory violation the kernel does not
+            // service (kfd_signal_vm_fault_event): the process's queues are stopped.
+            write!(
+                f,
+                " ({} FATAL: XNACK off, a GPU memory violation that stops the queues)",
+                s.unserviced
+            )?;
+        }
     }
     write!(f, "  modeled {}", ms(s.modeled_ns))?;
     if s.measured_ns > 0 {
         write!(f, "  measured {}", ms(s.measured_ns))?;
     }
-    writeln!(f)
+    writeln!(f)?;
+    writeln!(
+        f,
+        "  {:<9}of the model: fault service {}, setup {}, transfer {}",
+        "",
+        ms(s.fault_service_ns),
+        ms(s.setup_ns),
+        ms(s.transfer_ns)
+    )
 }
 
 impl fmt::Display for Comparison {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "replayed {} operations", self.operations)?;
+        writeln!(f, "replayed {} operations with:", self.operations)?;
+        for p in &self.parameters {
+            writeln!(f, "  {p}")?;
+        }
         for r in &self.regions {
             writeln!(
                 f,
@@ -187,13 +232,13 @@ impl fmt::Display for Comparison {
                 r.end,
                 kfd_svm::summary::human_bytes(r.end - r.start)
             )?;
-            stats_line(f, "recorded", &r.recorded)?;
-            stats_line(f, "replay", &r.replayed)?;
+            stats_line(f, "recorded", &r.recorded, true)?;
+            stats_line(f, "replay", &r.replayed, self.xnack)?;
         }
         let (rec, rep) = self.totals();
         writeln!(f, "total:")?;
-        stats_line(f, "recorded", &rec)?;
-        stats_line(f, "replay", &rep)
+        stats_line(f, "recorded", &rec, true)?;
+        stats_line(f, "replay", &rep, self.xnack)
     }
 }
 
@@ -219,7 +264,10 @@ pub enum ReplayError {
         gpus: usize,
     },
     /// A location argument names no GPU agent of the trace.
-    #[error("{what}: node {node} is not a GPU agent of the trace (its GPU agents: {known})")]
+    #[error(
+        "{what}: {node} ({node:#x}) is neither the node id nor the gpu id of a GPU agent of the \
+         trace (its GPU agents: {known})"
+    )]
     BadLocation {
         /// Which option.
         what: &'static str,
@@ -261,6 +309,8 @@ enum Target {
 /// How the trace's agents map to the machine's GPUs: the i-th GPU agent is GPU i.
 struct Agents {
     gpu_nodes: Vec<u32>,
+    /// The `gpu_id` of each of `gpu_nodes`, when the trace's agent rows say it.
+    gpu_ids: Vec<Option<u32>>,
     system_nodes: Vec<u32>,
 }
 
@@ -287,10 +337,35 @@ impl Agents {
             .filter(|a| !a.is_gpu)
             .map(|a| a.node_id)
             .collect();
+        let gpu_ids = gpu_nodes
+            .iter()
+            .map(|&n| {
+                trace
+                    .agents
+                    .iter()
+                    .find(|a| a.node_id == n)
+                    .and_then(|a| a.gpu_id)
+            })
+            .collect();
         Agents {
             gpu_nodes,
+            gpu_ids,
             system_nodes,
         }
+    }
+
+    /// The trace's GPU `index` as `node N (gpu 0x…)`.
+    fn name(&self, index: usize) -> String {
+        match self.gpu_ids.get(index).copied().flatten() {
+            Some(g) => format!("node {} (gpu {g:#x})", self.gpu_nodes[index]),
+            None => format!("node {}", self.gpu_nodes[index]),
+        }
+    }
+
+    /// Every GPU agent, named.
+    fn known(&self) -> String {
+        let names: Vec<String> = (0..self.gpu_nodes.len()).map(|i| self.name(i)).collect();
+        names.join(", ")
     }
 
     fn gpu(&self, node: u32) -> Option<usize> {
@@ -308,15 +383,16 @@ impl Agents {
     fn location(&self, what: &'static str, arg: LocationArg) -> Result<Target, ReplayError> {
         match arg {
             LocationArg::System => Ok(Target::System),
-            LocationArg::Node(node) => {
-                self.gpu(node)
-                    .map(Target::Gpu)
-                    .ok_or_else(|| ReplayError::BadLocation {
-                        what,
-                        node,
-                        known: format!("{:?}", self.gpu_nodes),
-                    })
-            }
+            // One way to name a GPU everywhere: its node id or its gpu_id.
+            LocationArg::Node(node) => self
+                .gpu(node)
+                .or_else(|| self.gpu_ids.iter().position(|&g| g == Some(node)))
+                .map(Target::Gpu)
+                .ok_or_else(|| ReplayError::BadLocation {
+                    what,
+                    node,
+                    known: self.known(),
+                }),
         }
     }
 }
@@ -379,6 +455,37 @@ fn region_of(regions: &[(u64, u64)], addr: u64) -> Option<usize> {
     regions.iter().position(|&(s, e)| s <= addr && addr < e)
 }
 
+/// Charges `r` to `s` under the timing model: a fault its service, a migration its setup
+/// and transfer over the link of its GPU (`gpu_of` maps an agent to a GPU index), a prefetch
+/// migration the prefetch setup too; counts migrations and bytes.
+fn charge(s: &mut Stats, r: &KfdRecord, costs: &Costs, gpu_of: impl Fn(u32) -> Option<usize>) {
+    match r.kind {
+        KfdKind::PageFault => {
+            s.fault_service_ns += costs.fault_ns();
+            s.modeled_ns += costs.fault_ns();
+        }
+        KfdKind::PageMigrate => {
+            s.migrations += 1;
+            s.bytes += r.bytes();
+            let gpu = [r.src_agent, r.dst_agent]
+                .into_iter()
+                .flatten()
+                .find_map(&gpu_of)
+                .unwrap_or(0);
+            let all = costs.migration_ns(gpu, r.bytes());
+            let setup = costs.timing.migrate_setup_ns.min(all);
+            s.setup_ns += setup;
+            s.transfer_ns += all - setup;
+            s.modeled_ns += all;
+            if r.operation == OP_PREFETCH {
+                s.setup_ns += costs.prefetch_ns();
+                s.modeled_ns += costs.prefetch_ns();
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The recorded run's stats per region, with the timing model applied to its records.
 fn recorded_stats(
     trace: &RocpdTrace,
@@ -392,25 +499,14 @@ fn recorded_stats(
             continue;
         };
         let s = &mut stats[i];
+        charge(s, r, costs, |n| agents.gpu(n));
         match r.kind {
             KfdKind::PageFault => {
                 s.faults += 1;
-                s.modeled_ns += costs.fault_ns();
                 s.measured_ns += r.duration_ns();
             }
-            KfdKind::PageMigrate => {
-                s.migrations += 1;
-                s.bytes += r.bytes();
-                let gpu = [r.src_agent, r.dst_agent]
-                    .into_iter()
-                    .flatten()
-                    .find_map(|n| agents.gpu(n))
-                    .unwrap_or(0);
-                s.modeled_ns += costs.migration_ns(gpu, r.bytes());
-                if r.operation == OP_PREFETCH {
-                    s.modeled_ns += costs.prefetch_ns();
-                    s.measured_ns += r.duration_ns();
-                }
+            KfdKind::PageMigrate if r.operation == OP_PREFETCH => {
+                s.measured_ns += r.duration_ns();
             }
             _ => {}
         }
@@ -499,7 +595,58 @@ pub fn replay(trace: &RocpdTrace, policy: &Policy) -> Result<Comparison, ReplayE
     };
     let replayed = kfd_emu::supervisor::run_attached(model, move || run(&view, &setup))
         .map_err(|e| ReplayError::Emulator(e.to_string()))??;
+    let target_name = |t: Option<Target>| match t {
+        None => "as recorded (the kernel's default)".to_owned(),
+        Some(Target::System) => "system".to_owned(),
+        Some(Target::Gpu(i)) => agents.name(i),
+    };
+    let mut parameters = vec![format!("machine: {}", policy.machine.name())];
+    for (i, g) in policy.machine.gpus().iter().enumerate() {
+        if i < agents.gpu_nodes.len() {
+            parameters.push(format!(
+                "GPU {i}: the trace's {} is the machine's node {} (gpu {:#x})",
+                agents.name(i),
+                g.node_id,
+                g.gpu_id
+            ));
+        }
+    }
+    parameters.push(format!(
+        "xnack: {}{}",
+        if xnack { "on" } else { "off" },
+        if policy.xnack.is_none() {
+            " (the trace's faults say so)"
+        } else {
+            ""
+        }
+    ));
+    parameters.push(format!(
+        "granularity: {}",
+        policy
+            .granularity
+            .map_or("9 (the kernel's default)".to_owned(), |g| g.to_string())
+    ));
+    parameters.push(format!("preferred_loc: {}", target_name(preferred)));
+    parameters.push(format!("prefetch_loc: {}", target_name(prefetch)));
+    parameters.push(format!(
+        "access: {}",
+        match policy.access {
+            None => "none set",
+            Some(AccessArg::Access) => "ACCESS",
+            Some(AccessArg::InPlace) => "ACCESS_IN_PLACE",
+            Some(AccessArg::None) => "NO_ACCESS",
+        }
+    ));
+    let timing: Vec<String> = policy
+        .timing
+        .to_string()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    parameters.push(format!("timing: {}", timing.join(", ")));
     Ok(Comparison {
+        xnack,
+        parameters,
         regions: regions
             .iter()
             .zip(recorded)
@@ -648,18 +795,19 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
             .zip(&buffers)
             .position(|(&(s, e), b)| b.addr() <= addr && addr < b.addr() + (e - s))
     };
+    // The replay's modeled time is the model clock's; its parts are the timing model applied
+    // to the replay's own records, as for the recording.
+    let costs = model.costs();
     for r in &pairing.records {
         let Some(i) = base_of(r.start_address) else {
             continue;
         };
         let s = &mut per_region[i];
-        match r.kind {
-            KfdKind::PageFault => s.faults += 1,
-            KfdKind::PageMigrate => {
-                s.migrations += 1;
-                s.bytes += r.bytes();
-            }
-            _ => {}
+        let modeled = s.modeled_ns;
+        charge(s, r, costs, |n| Some(n as usize));
+        s.modeled_ns = modeled;
+        if r.kind == KfdKind::PageFault {
+            s.faults += 1;
         }
     }
     drop(buffers);

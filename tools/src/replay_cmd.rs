@@ -39,12 +39,12 @@ pub struct ReplayArgs {
     /// kernel's default is 9, 2 MiB).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=63))]
     granularity: Option<u8>,
-    /// PREFERRED_LOC of every range: `system` or a GPU agent's node id (as `kfdtool report`
-    /// lists agents).
+    /// PREFERRED_LOC of every range: `system`, or a GPU agent's node id or gpu id (as
+    /// `kfdtool report` lists agents: `node 1 GPU 0x7396`).
     #[arg(long, value_name = "system|NODE", value_parser = parse_location)]
     preferred_loc: Option<LocationArg>,
-    /// Send every prefetch here instead of its recorded destination: `system` or a GPU
-    /// agent's node id.
+    /// Send every prefetch here instead of its recorded destination: `system`, or a GPU
+    /// agent's node id or gpu id.
     #[arg(long, value_name = "system|NODE", value_parser = parse_location)]
     prefetch_loc: Option<LocationArg>,
     /// XNACK (retry faults); default: on when the trace has GPU page faults.
@@ -69,7 +69,7 @@ fn parse_location(s: &str) -> Result<LocationArg, String> {
     }
     parse_u32(s)
         .map(LocationArg::Node)
-        .map_err(|e| format!("{e} (a location is `system` or a GPU agent's node id)"))
+        .map_err(|e| format!("{e} (a location is `system`, or a GPU agent's node id or gpu id)"))
 }
 
 /// `kfdtool replay`.

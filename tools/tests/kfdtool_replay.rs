@@ -128,7 +128,22 @@ fn stats(migrations: u64, bytes: u64, faults: u64, modeled_ns: u64) -> Stats {
         faults,
         unserviced: 0,
         modeled_ns,
-        measured_ns: 0,
+        ..Stats::default()
+    }
+}
+
+/// `s` without its cost breakdown (checked apart: its parts add up to the modeled time).
+fn whole(s: Stats) -> Stats {
+    assert_eq!(
+        s.fault_service_ns + s.setup_ns + s.transfer_ns,
+        s.modeled_ns,
+        "the breakdown of {s:?}"
+    );
+    Stats {
+        fault_service_ns: 0,
+        setup_ns: 0,
+        transfer_ns: 0,
+        ..s
     }
 }
 
@@ -159,25 +174,41 @@ fn granularity_0_and_9_migrate_what_the_policy_says_in_the_modeled_time() {
     assert_eq!((rp.start, rp.end), prefetched);
     let expected_faults = stats(2, 4 * MIB, 2, 2 * fault_2m);
     let expected_prefetch = stats(1, 2 * MIB, 0, prefetch_2m);
-    assert_eq!(rf.replayed, expected_faults);
-    assert_eq!(rp.replayed, expected_prefetch);
+    assert_eq!(whole(rf.replayed), expected_faults);
+    assert_eq!(whole(rp.replayed), expected_prefetch);
+    // The parts: two fault services, two migration setups and a prefetch setup, the rest
+    // transfer over the link.
+    assert_eq!(rf.replayed.fault_service_ns, 2 * t.fault_service_ns);
+    assert_eq!(rf.replayed.setup_ns, 2 * t.migrate_setup_ns);
+    assert_eq!(
+        rp.replayed.setup_ns,
+        t.migrate_setup_ns + t.prefetch_setup_ns
+    );
+    // Unchanged, the replay is the recording to the nanosecond, breakdown and all.
+    assert_eq!(
+        Stats {
+            measured_ns: 0,
+            ..rf.recorded
+        },
+        rf.replayed
+    );
     // The recording, timed by the model, is the same.
     let without_measured = |s: Stats| Stats {
         measured_ns: 0,
         ..s
     };
-    assert_eq!(without_measured(rf.recorded), expected_faults);
-    assert_eq!(without_measured(rp.recorded), expected_prefetch);
+    assert_eq!(whole(without_measured(rf.recorded)), expected_faults);
+    assert_eq!(whole(without_measured(rp.recorded)), expected_prefetch);
 
     // Granularity 0: each fault moves its own page only.
     let g0 = replay(&trace, &policy(Some(0))).expect("replay");
     let fault_page = t.fault_service_ns + costs.migration_ns(0, PAGE);
     assert_eq!(
-        row(&g0, faulted.0).replayed,
+        whole(row(&g0, faulted.0).replayed),
         stats(2, 2 * PAGE, 2, 2 * fault_page)
     );
     // The prefetch moves the whole range whatever the granularity.
-    assert_eq!(row(&g0, prefetched.0).replayed, expected_prefetch);
+    assert_eq!(whole(row(&g0, prefetched.0).replayed), expected_prefetch);
     let ((_, t9), (_, t0)) = (g9.totals(), g0.totals());
     assert_eq!(t9.bytes - t0.bytes, 4 * MIB - 2 * PAGE);
     assert_eq!(
@@ -191,7 +222,7 @@ fn granularity_0_and_9_migrate_what_the_policy_says_in_the_modeled_time() {
     let sys = replay(&trace, &to_system).expect("replay");
     assert_eq!(row(&sys, prefetched.0).replayed, Stats::default());
     assert_eq!(
-        row(&sys, faulted.0).replayed,
+        whole(row(&sys, faulted.0).replayed),
         expected_faults,
         "default granularity: 9"
     );
@@ -201,7 +232,7 @@ fn granularity_0_and_9_migrate_what_the_policy_says_in_the_modeled_time() {
     in_place.access = Some(AccessArg::InPlace);
     let r = replay(&trace, &in_place).expect("replay");
     assert_eq!(
-        row(&r, faulted.0).replayed,
+        whole(row(&r, faulted.0).replayed),
         stats(0, 0, 2, 2 * t.fault_service_ns)
     );
 
@@ -210,7 +241,7 @@ fn granularity_0_and_9_migrate_what_the_policy_says_in_the_modeled_time() {
     preferred.preferred = Some(LocationArg::System);
     let r = replay(&trace, &preferred).expect("replay");
     assert_eq!(
-        row(&r, faulted.0).replayed,
+        whole(row(&r, faulted.0).replayed),
         stats(0, 0, 2, 2 * t.fault_service_ns)
     );
 
@@ -226,6 +257,13 @@ fn granularity_0_and_9_migrate_what_the_policy_says_in_the_modeled_time() {
         ),
         (0, 0)
     );
+    // Reported as what they would be on hardware: fatal.
+    assert!(
+        r.to_string()
+            .contains("(2 FATAL: XNACK off, a GPU memory violation that stops the queues)"),
+        "{r}"
+    );
+    assert!(r.to_string().contains("  xnack: off\n"), "{r}");
 
     // The command line prints the comparison, per range and in total.
     let out = Command::new(env!("CARGO_BIN_EXE_kfdtool"))
@@ -239,7 +277,21 @@ fn granularity_0_and_9_migrate_what_the_policy_says_in_the_modeled_time() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(g0.to_string(), stdout);
-    assert!(stdout.starts_with("replayed 3 operations\n"), "{stdout}");
+    assert!(
+        stdout.starts_with("replayed 3 operations with:\n"),
+        "{stdout}"
+    );
+    // The parameters used are printed: the machine, the GPUs named both ways, the timing.
+    assert!(stdout.contains("  machine: mi300x\n"), "{stdout}");
+    assert!(stdout.contains("  granularity: 0\n"), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "timing: pcie_efficiency_pct = {}",
+            t.pcie_efficiency_pct
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("of the model: fault service "), "{stdout}");
     assert!(
         stdout.contains(&format!("range {:#x}-{:#x} (4 MiB):", faulted.0, faulted.1)),
         "{stdout}"
@@ -254,8 +306,34 @@ fn granularity_0_and_9_migrate_what_the_policy_says_in_the_modeled_time() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("--preferred-loc: node 77 is not a GPU agent"),
+        stderr.contains(
+            "--preferred-loc: 77 (0x4d) is neither the node id nor the gpu id of a GPU agent"
+        ),
         "{stderr}"
+    );
+    // A GPU is named by its node id or its gpu id alike.
+    let gpu = trace.agents.iter().find(|a| a.is_gpu).unwrap();
+    let by = |name: String| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kfdtool"))
+            .args(["replay", db.to_str().unwrap(), "--preferred-loc", &name])
+            .output()
+            .expect("run kfdtool");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let by_node = by(gpu.node_id.to_string());
+    assert_eq!(by_node, by(format!("{:#x}", gpu.gpu_id.unwrap())));
+    assert!(
+        by_node.contains(&format!(
+            "preferred_loc: node {} (gpu {:#x})",
+            gpu.node_id,
+            gpu.gpu_id.unwrap()
+        )),
+        "{by_node}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
