@@ -384,6 +384,139 @@ pub fn throughput_series(
     (width, out)
 }
 
+/// Two summaries side by side (`kfdtool report --compare A B`): one line per figure, A's and
+/// B's values and B's change against A; directions, fault kinds and queue kinds that only one
+/// trace has show `-` on the other side.
+pub fn side_by_side(a: &Summary, b: &Summary, name_a: &str, name_b: &str) -> String {
+    let mut rows: Vec<(String, Option<f64>, Option<f64>, &str)> = Vec::new();
+    let span = |s: &Summary| s.span_ns.map(|(x, y)| y.saturating_sub(x) as f64 / 1e6);
+    rows.push((
+        "records".into(),
+        Some(a.records.values().sum::<u64>() as f64),
+        Some(b.records.values().sum::<u64>() as f64),
+        "",
+    ));
+    rows.push(("span".into(), span(a), span(b), "ms"));
+    let dirs: std::collections::BTreeSet<&Direction> =
+        a.migrations.keys().chain(b.migrations.keys()).collect();
+    for dir in dirs {
+        let name = format!("{} -> {}", agent_name(dir.0), agent_name(dir.1));
+        let (da, db) = (a.migrations.get(dir), b.migrations.get(dir));
+        let f = |d: Option<&DirectionStats>, g: fn(&DirectionStats) -> f64| d.map(g);
+        rows.push((
+            format!("{name} migrations"),
+            f(da, |d| d.count as f64),
+            f(db, |d| d.count as f64),
+            "",
+        ));
+        rows.push((
+            format!("{name} bytes"),
+            f(da, |d| d.bytes as f64 / f64::from(1 << 20)),
+            f(db, |d| d.bytes as f64 / f64::from(1 << 20)),
+            "MiB",
+        ));
+        rows.push((
+            format!("{name} busy"),
+            f(da, |d| d.busy_ns as f64 / 1e6),
+            f(db, |d| d.busy_ns as f64 / 1e6),
+            "ms",
+        ));
+        rows.push((
+            format!("{name} throughput"),
+            da.and_then(DirectionStats::throughput)
+                .map(|t| t / f64::from(1 << 20)),
+            db.and_then(DirectionStats::throughput)
+                .map(|t| t / f64::from(1 << 20)),
+            "MiB/s",
+        ));
+    }
+    rows.push((
+        "page faults".into(),
+        Some(a.fault_count() as f64),
+        Some(b.fault_count() as f64),
+        "",
+    ));
+    rows.push((
+        "  migrated".into(),
+        Some(a.faults_migrated as f64),
+        Some(b.faults_migrated as f64),
+        "",
+    ));
+    rows.push((
+        "  updated".into(),
+        Some(a.faults_updated as f64),
+        Some(b.faults_updated as f64),
+        "",
+    ));
+    let lat = |s: &Summary, g: fn(&Latency) -> u64| s.fault_latency.map(|l| g(&l) as f64 / 1e3);
+    rows.push((
+        "fault latency median".into(),
+        lat(a, |l| l.median),
+        lat(b, |l| l.median),
+        "us",
+    ));
+    rows.push((
+        "fault latency max".into(),
+        lat(a, |l| l.max),
+        lat(b, |l| l.max),
+        "us",
+    ));
+    rows.push((
+        "queue evictions".into(),
+        Some(a.queue_evictions.values().sum::<u64>() as f64),
+        Some(b.queue_evictions.values().sum::<u64>() as f64),
+        "",
+    ));
+    rows.push((
+        "unmaps from GPU".into(),
+        Some(a.unmaps.values().map(|u| u.0).sum::<u64>() as f64),
+        Some(b.unmaps.values().map(|u| u.0).sum::<u64>() as f64),
+        "",
+    ));
+    rows.push((
+        "dropped events".into(),
+        Some(a.dropped_events as f64),
+        Some(b.dropped_events as f64),
+        "",
+    ));
+    let value = |v: Option<f64>| match v {
+        None => "-".to_owned(),
+        Some(x) if x.fract() == 0.0 => format!("{x:.0}"),
+        Some(x) => format!("{x:.6}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_owned(),
+    };
+    let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(6);
+    let mut out = format!(
+        "{:<width$}  {:>14}  {:>14}  change (B against A)\n",
+        "", "A", "B"
+    );
+    out.push_str(&format!(
+        "{:<width$}  A = {name_a}\n{:<width$}  B = {name_b}\n",
+        "", ""
+    ));
+    for (name, x, y, unit) in rows {
+        let change = match (x, y) {
+            (Some(x), Some(y)) if x == y => "=".to_owned(),
+            (Some(x), Some(y)) if x != 0.0 => format!("{:+.1}%", (y - x) / x * 100.0),
+            (Some(_), Some(y)) => format!("+{}", value(Some(y))),
+            _ => String::new(),
+        };
+        let name = if unit.is_empty() {
+            name
+        } else {
+            format!("{name} ({unit})")
+        };
+        out.push_str(&format!(
+            "{name:<width$}  {:>14}  {:>14}  {change}\n",
+            value(x),
+            value(y)
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,5 +573,46 @@ mod tests {
         assert_eq!(width, 500);
         let total: f64 = series[&(Some(0), Some(1))].iter().sum();
         assert!((total - (2u64 << 20) as f64).abs() < 1e-3, "{total}");
+    }
+
+    #[test]
+    fn side_by_side_puts_every_figure_of_both_traces_in_one_line() {
+        let a = Summary::new(&records(&[
+            "5 0 -1 @0(100) 0->1a2b ffffffff:ffffffff 0",
+            "6 1000 -1 @0(100) 0->1a2b 0 0",
+        ]));
+        let b = Summary::new(&records(&[
+            "5 0 -1 @0(100) 0->1a2b ffffffff:ffffffff 0",
+            "6 500 -1 @0(100) 0->1a2b 0 0",
+            "5 600 -1 @0(100) 1a2b->0 ffffffff:ffffffff 0",
+            "6 900 -1 @0(100) 1a2b->0 0 0",
+        ]));
+        let text = side_by_side(&a, &b, "a.db", "b.db");
+        let line = |prefix: &str| {
+            text.lines()
+                .find(|l| l.starts_with(prefix))
+                .unwrap_or_else(|| panic!("{prefix}: {text}"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert!(
+            text.contains("A = a.db") && text.contains("B = b.db"),
+            "{text}"
+        );
+        assert_eq!(line("records"), "records 1 2 +100.0%");
+        assert_eq!(
+            line("node 0 -> node 1 busy"),
+            "node 0 -> node 1 busy (ms) 0.001 0.0005 -50.0%"
+        );
+        assert_eq!(
+            line("node 0 -> node 1 bytes"),
+            "node 0 -> node 1 bytes (MiB) 1 1 ="
+        );
+        // A direction only B has.
+        assert_eq!(
+            line("node 1 -> node 0 migrations"),
+            "node 1 -> node 0 migrations - 1"
+        );
     }
 }

@@ -107,7 +107,12 @@ enum Command {
     /// `kfdtool trace --format rocpd`, or one rocprofv3 wrote).
     Report {
         /// The rocpd database.
-        trace: PathBuf,
+        #[arg(required_unless_present = "compare")]
+        trace: Option<PathBuf>,
+        /// Put two traces (or a trace and its replay) side by side instead: every summary
+        /// figure of A and of B on one line, with B's change.
+        #[arg(long, num_args = 2, value_names = ["A", "B"], conflicts_with_all = ["trace", "svg"])]
+        compare: Vec<PathBuf>,
         /// Draw residency.svg and throughput.svg into this directory (it must exist).
         #[arg(long)]
         svg: Option<PathBuf>,
@@ -239,7 +244,16 @@ fn main() -> ExitCode {
                 },
         } => smi_watch(*gpu, *count, *idle, *all_processes),
         Command::Trace(args) => trace::trace_cmd(args, open_all),
-        Command::Report { trace, svg, pid } => trace::report_cmd(trace, svg.as_deref(), pid),
+        Command::Report {
+            trace,
+            compare,
+            svg,
+            pid,
+        } => match (trace, compare.as_slice()) {
+            (_, [a, b]) => trace::compare_cmd(a, b, pid),
+            (Some(trace), _) => trace::report_cmd(trace, svg.as_deref(), pid),
+            (None, _) => Err("report: give a trace, or --compare A B".into()),
+        },
         Command::Replay(args) => replay_cmd::replay_cmd(args),
         Command::Alloc {
             kind,

@@ -452,6 +452,28 @@ fn print_clock_fits(samples: &[ClockSample]) {
     }
 }
 
+/// `kfdtool report --compare A B`.
+pub fn compare_cmd(a: &Path, b: &Path, pids: &[u32]) -> CmdResult {
+    let read = |path: &Path| -> Result<Summary, Box<dyn std::error::Error>> {
+        let mut read = rocpd::read_rocpd(path)?;
+        if !pids.is_empty() {
+            read.records.retain(|r| pids.contains(&r.pid));
+        }
+        Ok(Summary::new(&read.records))
+    };
+    let (sa, sb) = (read(a)?, read(b)?);
+    print!(
+        "{}",
+        kfd_svm::summary::side_by_side(
+            &sa,
+            &sb,
+            &a.display().to_string(),
+            &b.display().to_string()
+        )
+    );
+    Ok(())
+}
+
 /// `kfdtool report`.
 pub fn report_cmd(trace: &Path, svg: Option<&Path>, pids: &[u32]) -> CmdResult {
     if let Some(dir) = svg

@@ -593,3 +593,60 @@ fn results_json_validates_against_rocprofv3s_schema() {
     );
     assert!(problems.is_empty(), "{problems:#?}");
 }
+
+#[test]
+fn report_compare_puts_two_traces_side_by_side() {
+    let dir = std::env::temp_dir().join(format!("kfdtool-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (dir.join("a.db"), dir.join("b.db"));
+    let ra = records();
+    // B: the migration twice as large and a second fault.
+    let mut rb = records();
+    rb[0].end_address = rb[0].start_address + (4 << 20);
+    rb.push(KfdRecord {
+        start_ns: 2500,
+        end_ns: 2600,
+        ..rb[1]
+    });
+    rocpd::write_rocpd(&a, &info(), &ra).unwrap();
+    rocpd::write_rocpd(&b, &info(), &rb).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kfdtool"))
+        .args([
+            "report",
+            "--compare",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout,
+        kfd_svm::summary::side_by_side(
+            &kfd_svm::Summary::new(&ra),
+            &kfd_svm::Summary::new(&rb),
+            a.to_str().unwrap(),
+            b.to_str().unwrap()
+        )
+    );
+    let line = |prefix: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("{prefix}: {stdout}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(
+        line("node 0 -> node 1 bytes"),
+        "node 0 -> node 1 bytes (MiB) 2 4 +100.0%"
+    );
+    assert_eq!(line("page faults"), "page faults 1 2 +100.0%");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
