@@ -82,6 +82,7 @@ fn database() -> PathBuf {
         end_ns: 1_000_000 + N * 1000,
         agents: agents(),
         clock_samples: Vec::new(),
+        ..Default::default()
     };
     rocpd::write_rocpd(&path, &info, &nested(N)).expect("write the database");
     path

@@ -12,3 +12,4 @@ pub mod agent_info;
 pub mod plots;
 pub mod replay;
 pub mod rocpd;
+pub mod svm_table;

@@ -21,9 +21,16 @@
 //! recording found already mapped do not fault again here). CPU faults are not replayed (the
 //! model has no CPU page-fault path).
 //!
-//! The memory: the recorded addresses are grouped into regions (2 MiB aligned, so
-//! granularity blocks line up as in the recording) and each region is one `SvmBuffer` of the
-//! replaying thread, registered with the policy's attributes.
+//! The memory: a trace with kfdtool's SVM range table ([`crate::svm_table`]) replays its
+//! ranges as registered (each a row of the comparison) with their recorded attributes, and
+//! each recorded SET_ATTR in its place among the operations, under the recorded XNACK mode:
+//! unchanged, such a replay reproduces the recording's migrations, bytes, faults and modeled
+//! time exactly. A trace without it (rocprofv3's) gets regions of the recorded addresses
+//! rounded out to 2 MiB (so granularity blocks line up as in the recording) and merged where
+//! they touch, with the kernel's default attributes, and the comparison says so. The replay
+//! maps each 2 MiB-aligned span as one `SvmBuffer` of the replaying thread, registered with the
+//! policy's attributes; the recorded attributes go over the recorded ranges, then the policy's
+//! again (the policy wins).
 //!
 //! The recorded run's modeled time is the timing model applied to the recorded records (a
 //! fault costs `fault_service_ns`, a prefetch migration `prefetch_setup_ns`, every migration
@@ -52,6 +59,7 @@ use kfd_svm::{
 };
 
 use crate::rocpd::RocpdTrace;
+use crate::svm_table::{RangeAccess, RangeAttrs, RangeEvent, RangeLoc, SvmRangeRecord};
 
 /// Regions are aligned to this (the kernel's default granularity, 2^9 pages).
 const REGION_ALIGN: u64 = 2 << 20;
@@ -295,8 +303,18 @@ pub enum ReplayError {
 /// One thing the replay does.
 #[derive(Debug, Clone, Copy)]
 enum Op {
-    Fault { gpu: usize, addr: u64, write: bool },
-    Prefetch { start: u64, end: u64, to: Target },
+    Fault {
+        gpu: usize,
+        addr: u64,
+        write: bool,
+    },
+    Prefetch {
+        start: u64,
+        end: u64,
+        to: Target,
+    },
+    /// A recorded SET_ATTR (index into the trace's `svm_ranges`), replayed in its place.
+    Attr(usize),
 }
 
 /// Where a prefetch goes.
@@ -420,19 +438,23 @@ fn operations(trace: &RocpdTrace, agents: &Agents) -> Vec<(u64, Op)> {
             ops.push((r.start_ns, op));
         }
     }
-    ops.sort_by_key(|(t, _)| *t);
+    // Registrations are applied before anything runs; later changes in their place (before
+    // an operation of the same time: the call returned before the access it enabled).
+    for (i, r) in trace.svm_ranges.iter().enumerate() {
+        if r.event == RangeEvent::SetAttr {
+            ops.push((r.time_ns, Op::Attr(i)));
+        }
+    }
+    ops.sort_by_key(|(t, op)| (*t, !matches!(op, Op::Attr(_))));
     ops
 }
 
-/// The 2 MiB-aligned regions covering `ops`' addresses, merged where they overlap or touch (a
-/// trace does not say where one allocation ends and the next begins).
-fn regions(ops: &[(u64, Op)]) -> Vec<(u64, u64)> {
-    let mut spans: Vec<(u64, u64)> = ops
-        .iter()
-        .map(|(_, op)| match *op {
-            Op::Fault { addr, .. } => (addr, addr.saturating_add(1)),
-            Op::Prefetch { start, end, .. } => (start, end),
-        })
+/// An address span `[start, end)`.
+type Span = (u64, u64);
+
+/// The 2 MiB-aligned spans covering `spans`, merged where they overlap or touch.
+fn aligned_spans(spans: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
+    let mut spans: Vec<(u64, u64)> = spans
         .map(|(s, e)| {
             (
                 s / REGION_ALIGN * REGION_ALIGN,
@@ -449,6 +471,57 @@ fn regions(ops: &[(u64, Op)]) -> Vec<(u64, u64)> {
         }
     }
     merged
+}
+
+/// The address span an operation touches.
+fn op_span(op: &Op) -> Option<(u64, u64)> {
+    match *op {
+        Op::Fault { addr, .. } => Some((addr, addr.saturating_add(1))),
+        Op::Prefetch { start, end, .. } => Some((start, end)),
+        Op::Attr(_) => None,
+    }
+}
+
+/// The rows the comparison reports and the spans the replay maps. Without recorded ranges
+/// both are the 2 MiB-aligned regions around the recorded addresses, merged where they
+/// overlap or touch (a rocprofv3 trace does not say where one allocation ends and the next
+/// begins). With them, the rows are the ranges as registered (and a 2 MiB region around any
+/// recorded address outside them), the spans the rows rounded out to 2 MiB and merged.
+fn layout(ops: &[(u64, Op)], trace: &RocpdTrace) -> (Vec<Span>, Vec<Span>) {
+    let registered: Vec<(u64, u64)> = trace
+        .svm_ranges
+        .iter()
+        .filter(|r| r.event == RangeEvent::Register)
+        .map(|r| (r.start, r.end))
+        .collect();
+    let outside = aligned_spans(
+        ops.iter()
+            .filter_map(|(_, op)| op_span(op))
+            .filter(|&(s, e)| !registered.iter().any(|&(rs, re)| rs <= s && e <= re)),
+    );
+    let mut rows = registered;
+    // A region around unregistered addresses keeps clear of the registered ranges.
+    for (s, e) in outside {
+        let s = rows
+            .iter()
+            .filter(|&&(_, re)| re > s && re <= e)
+            .map(|&(_, re)| re)
+            .max()
+            .unwrap_or(s);
+        let e = rows
+            .iter()
+            .filter(|&&(rs, _)| rs >= s && rs < e)
+            .map(|&(rs, _)| rs)
+            .min()
+            .unwrap_or(e);
+        if s < e {
+            rows.push((s, e));
+        }
+    }
+    rows.sort_unstable();
+    rows.dedup();
+    let spans = aligned_spans(rows.iter().copied());
+    (rows, spans)
 }
 
 fn region_of(regions: &[(u64, u64)], addr: u64) -> Option<usize> {
@@ -518,7 +591,7 @@ fn recorded_stats(
 pub fn replay(trace: &RocpdTrace, policy: &Policy) -> Result<Comparison, ReplayError> {
     let agents = Agents::of(trace);
     let ops = operations(trace, &agents);
-    if ops.is_empty() {
+    if ops.iter().all(|(_, op)| matches!(op, Op::Attr(_))) {
         return Err(ReplayError::Empty);
     }
     let gpus = policy.machine.gpus().len();
@@ -527,6 +600,7 @@ pub fn replay(trace: &RocpdTrace, policy: &Policy) -> Result<Comparison, ReplayE
         ops.iter().any(|(_, op)| match *op {
             Op::Fault { gpu, .. } => gpu == i,
             Op::Prefetch { to, .. } => matches!(to, Target::Gpu(g) if g == i),
+            Op::Attr(_) => false,
         })
     };
     if let Some((index, &node)) = agents
@@ -562,8 +636,8 @@ pub fn replay(trace: &RocpdTrace, policy: &Policy) -> Result<Comparison, ReplayE
             });
         }
     }
-    let regions = regions(&ops);
-    let span: u64 = regions.iter().map(|(s, e)| e - s).sum();
+    let (regions, spans) = layout(&ops, trace);
+    let span: u64 = spans.iter().map(|(s, e)| e - s).sum();
     if span > MAX_REPLAY_BYTES {
         return Err(ReplayError::TooLarge {
             bytes: span,
@@ -579,12 +653,14 @@ pub fn replay(trace: &RocpdTrace, policy: &Policy) -> Result<Comparison, ReplayE
     .map_err(|e| ReplayError::Emulator(e.to_string()))?;
     let costs = model.costs().clone();
     let recorded = recorded_stats(trace, &agents, &regions, &costs);
-    let xnack = policy
-        .xnack
-        .unwrap_or_else(|| ops.iter().any(|(_, op)| matches!(op, Op::Fault { .. })));
+    let has_faults = ops.iter().any(|(_, op)| matches!(op, Op::Fault { .. }));
+    let xnack = policy.xnack.or(trace.xnack).unwrap_or(has_faults);
     let view = Arc::clone(&model);
     let setup = Setup {
         regions: regions.clone(),
+        spans,
+        ranges: trace.svm_ranges.clone(),
+        gpu_nodes: agents.gpu_nodes.clone(),
         ops,
         xnack,
         granularity: policy.granularity,
@@ -596,7 +672,7 @@ pub fn replay(trace: &RocpdTrace, policy: &Policy) -> Result<Comparison, ReplayE
     let replayed = kfd_emu::supervisor::run_attached(model, move || run(&view, &setup))
         .map_err(|e| ReplayError::Emulator(e.to_string()))??;
     let target_name = |t: Option<Target>| match t {
-        None => "as recorded (the kernel's default)".to_owned(),
+        None => "as recorded".to_owned(),
         Some(Target::System) => "system".to_owned(),
         Some(Target::Gpu(i)) => agents.name(i),
     };
@@ -614,12 +690,35 @@ pub fn replay(trace: &RocpdTrace, policy: &Policy) -> Result<Comparison, ReplayE
     parameters.push(format!(
         "xnack: {}{}",
         if xnack { "on" } else { "off" },
-        if policy.xnack.is_none() {
-            " (the trace's faults say so)"
-        } else {
-            ""
+        match (policy.xnack, trace.xnack) {
+            (Some(_), _) => "",
+            (None, Some(_)) => " (as recorded)",
+            (None, None) if has_faults => " (assumed: the trace has GPU page faults)",
+            (None, None) => " (assumed: the trace has no GPU page faults)",
         }
     ));
+    if trace.svm_ranges.is_empty() {
+        parameters.push(
+            "assumed: the trace has no SVM ranges (rocprofv3 records none): each range is the \
+             recorded addresses rounded out to 2 MiB, merged where they touch, with the \
+             kernel's default attributes"
+                .to_owned(),
+        );
+    } else {
+        parameters.push(format!(
+            "ranges: {} registered, {} attribute changes, as recorded",
+            trace
+                .svm_ranges
+                .iter()
+                .filter(|r| r.event == RangeEvent::Register)
+                .count(),
+            trace
+                .svm_ranges
+                .iter()
+                .filter(|r| r.event == RangeEvent::SetAttr)
+                .count()
+        ));
+    }
     parameters.push(format!(
         "granularity: {}",
         policy
@@ -664,7 +763,14 @@ pub fn replay(trace: &RocpdTrace, policy: &Policy) -> Result<Comparison, ReplayE
 
 /// What the replaying thread needs.
 struct Setup {
+    /// The rows of the comparison (recorded addresses).
     regions: Vec<(u64, u64)>,
+    /// The recorded address spans the replay maps, one buffer each.
+    spans: Vec<(u64, u64)>,
+    /// The recorded SET_ATTR calls.
+    ranges: Vec<SvmRangeRecord>,
+    /// The trace's GPU agents' nodes, in GPU order.
+    gpu_nodes: Vec<u32>,
     ops: Vec<(u64, Op)>,
     xnack: bool,
     granularity: Option<u8>,
@@ -716,12 +822,83 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
         ..MapOptions::default()
     };
     let mut buffers = Vec::new();
-    for &(s, e) in &setup.regions {
+    for &(s, e) in &setup.spans {
         let len = usize::try_from(e - s).map_err(|_| fail("a region", &"too large"))?;
         buffers.push(
             SvmBuffer::with_options(&kfd, len, &attrs, options)
                 .map_err(|e| fail("registering a region", &e))?,
         );
+    }
+    // Where a recorded address is in the replay: (span, replayed address).
+    let translate = |addr: u64| {
+        let i = region_of(&setup.spans, addr)?;
+        Some((i, buffers[i].addr() + (addr - setup.spans[i].0)))
+    };
+    // A recorded SET_ATTR as the replay's call: nodes become the machine's GPUs; then the
+    // policy's attributes over the same pages (the policy wins).
+    let recorded_location = |l: RangeLoc| match l {
+        RangeLoc::System => Some(Location::System),
+        RangeLoc::Node(n) => match setup.gpu_nodes.iter().position(|&g| g == n) {
+            Some(i) => gpu_ids.get(i).map(|&g| Location::Gpu(g)),
+            // A node that is no GPU of the trace: its system memory.
+            None => Some(Location::System),
+        },
+    };
+    let recorded_attrs = |a: &RangeAttrs| {
+        let mut out = SvmAttrs::new();
+        if let Some(g) = a.granularity {
+            out = out.granularity(g);
+        }
+        if let Some(l) = a.preferred.and_then(recorded_location) {
+            out = out.preferred_location(l);
+        }
+        if let Some(l) = a.prefetch.and_then(recorded_location) {
+            out = out.prefetch_location(l);
+        }
+        for &(node, access) in &a.access {
+            if let Some(Location::Gpu(g)) = recorded_location(RangeLoc::Node(node)) {
+                out = out.access(
+                    g,
+                    match access {
+                        RangeAccess::Access => Access::Access,
+                        RangeAccess::InPlace => Access::AccessInPlace,
+                        RangeAccess::None => Access::NoAccess,
+                    },
+                );
+            }
+        }
+        if a.set_flags != 0 {
+            out = out.set_flags(kfd_ioctl::abi::SvmFlags::from_bits_retain(a.set_flags));
+        }
+        if a.clr_flags != 0 {
+            out = out.clear_flags(kfd_ioctl::abi::SvmFlags::from_bits_retain(a.clr_flags));
+        }
+        out
+    };
+    let apply_recorded = |r: &SvmRangeRecord| -> Result<(), ReplayError> {
+        let (Some((i, a)), Some((j, _))) = (translate(r.start), translate(r.end - 1)) else {
+            return Ok(());
+        };
+        if i != j {
+            return Ok(());
+        }
+        for call in [recorded_attrs(&r.attrs), attrs.clone()] {
+            if call.is_empty() {
+                continue;
+            }
+            // SAFETY: [a, a + end - start) lies inside buffer i, which this thread owns and
+            // registered; nothing holds a reference into it.
+            unsafe { call.apply(&kfd, a, r.end - r.start) }
+                .map_err(|e| fail("a recorded SET_ATTR", &e))?;
+        }
+        Ok(())
+    };
+    for r in setup
+        .ranges
+        .iter()
+        .filter(|r| r.event == RangeEvent::Register)
+    {
+        apply_recorded(r)?;
     }
     let mask = SmiEventMask::MIGRATE_START
         | SmiEventMask::MIGRATE_END
@@ -732,11 +909,7 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
         .map(|&g| SmiStream::open(&kfd, g, mask))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| fail("SMI_EVENTS", &e))?;
-    // Where a recorded address is in the replay.
-    let translate = |addr: u64| {
-        let i = region_of(&setup.regions, addr)?;
-        Some((i, buffers[i].addr() + (addr - setup.regions[i].0)))
-    };
+    let row_of = |addr: u64| region_of(&setup.regions, addr);
     let pid = std::process::id() as i32;
     let mut per_region = vec![Stats::default(); setup.regions.len()];
     let mut events = Vec::new();
@@ -744,8 +917,16 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
     for &(_, op) in &setup.ops {
         let before = model.clock().modeled_ns();
         let region = match op {
+            Op::Attr(index) => {
+                let r = &setup.ranges[index];
+                apply_recorded(r)?;
+                if let Some(row) = row_of(r.start) {
+                    per_region[row].modeled_ns += model.clock().modeled_ns() - before;
+                }
+                continue;
+            }
             Op::Fault { gpu, addr, write } => {
-                let Some((i, at)) = translate(addr) else {
+                let (Some((_, at)), Some(row)) = (translate(addr), row_of(addr)) else {
                     continue;
                 };
                 let at = at & !(DEFAULT_PAGE_SIZE - 1);
@@ -755,12 +936,14 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
                     model.gpu_read(pid, gpu_ids[gpu], at, &mut [0])
                 };
                 if access.is_err() {
-                    per_region[i].unserviced += 1;
+                    per_region[row].unserviced += 1;
                 }
-                i
+                row
             }
             Op::Prefetch { start, end, to } => {
-                let (Some((i, a)), Some((j, _))) = (translate(start), translate(end - 1)) else {
+                let (Some((i, a)), Some((j, _)), Some(row)) =
+                    (translate(start), translate(end - 1), row_of(start))
+                else {
                     continue;
                 };
                 if i != j {
@@ -772,7 +955,7 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
                 // and registered; nothing holds a reference into it.
                 unsafe { prefetch.apply(&kfd, a, end - start) }
                     .map_err(|e| fail("a prefetch", &e))?;
-                i
+                row
             }
         };
         operations += 1;
@@ -788,12 +971,14 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
         None,
     );
     let pairing = Pairing::new(&events, DEFAULT_PAGE_SIZE, &agent_map);
+    // A replayed address's row: back to the recorded address first.
     let base_of = |addr: u64| {
         setup
-            .regions
+            .spans
             .iter()
             .zip(&buffers)
-            .position(|(&(s, e), b)| b.addr() <= addr && addr < b.addr() + (e - s))
+            .find(|&(&(s, e), b)| b.addr() <= addr && addr < b.addr() + (e - s))
+            .and_then(|(&(s, _), b)| row_of(s + (addr - b.addr())))
     };
     // The replay's modeled time is the model clock's; its parts are the timing model applied
     // to the replay's own records, as for the recording.

@@ -69,6 +69,8 @@ use kfd_svm::{ClockSample, KfdKind, KfdRecord};
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 
+use crate::svm_table::{self, SvmRangeRecord};
+
 /// A failure to write or read a rocpd database.
 #[derive(Debug, thiserror::Error)]
 pub enum RocpdError {
@@ -202,6 +204,11 @@ pub struct TraceInfo {
     /// GET_CLOCK_COUNTERS samples of each GPU (at the start and the end of recording): kept in
     /// the database in each GPU agent's `extdata` under `kfd_clock_samples`.
     pub clock_samples: Vec<ClockSample>,
+    /// The traced process's SVM ranges as registered and changed, when known (kfdtool's own
+    /// table, [`crate::svm_table`]; empty from `kfdtool trace` on hardware).
+    pub svm_ranges: Vec<SvmRangeRecord>,
+    /// The traced process's XNACK mode, when known.
+    pub xnack: Option<bool>,
 }
 
 /// The key of an agent's `extdata` (rocpd's `rocpd_info_agent` keeps agent facts as JSON)
@@ -836,6 +843,7 @@ pub fn write_rocpd_to(
             ])?;
         }
     }
+    svm_table::write(&tx, &guid, &info.svm_ranges, info.xnack)?;
     tx.commit()
 }
 
@@ -1054,6 +1062,10 @@ pub struct RocpdTrace {
     pub other_regions: u64,
     /// The GPUs' clock samples kfdtool keeps in agent `extdata` ([`CLOCK_SAMPLES_KEY`]).
     pub clock_samples: Vec<ClockSample>,
+    /// The SVM ranges of kfdtool's own table (empty for rocprofv3's databases).
+    pub svm_ranges: Vec<SvmRangeRecord>,
+    /// The XNACK mode kfdtool's table recorded.
+    pub xnack: Option<bool>,
 }
 
 /// Reads the KFD records of a rocpd database (ours or rocprofv3's) at `path`.
@@ -1195,6 +1207,7 @@ pub fn read_rocpd(path: &Path) -> Result<RocpdTrace, RocpdError> {
             info: extdata.unwrap_or(Value::Null),
         });
     }
+    (trace.svm_ranges, trace.xnack) = svm_table::read(&conn).map_err(bad)?;
     Ok(trace)
 }
 
@@ -1264,6 +1277,7 @@ mod tests {
             end_ns: 2,
             agents: vec![],
             clock_samples: Vec::new(),
+            ..Default::default()
         }
     }
 

@@ -348,6 +348,8 @@ pub fn trace_cmd(
         end_ns,
         agents,
         clock_samples: samples,
+        svm_ranges: Vec::new(),
+        xnack: None,
     };
     write_outputs(&outputs, &info, &capture.events, &pairing.records)?;
 

@@ -259,6 +259,7 @@ fn info(w: &Workload) -> TraceInfo {
         end_ns: 2,
         agents: Agent::from_topology(&w.topology),
         clock_samples: Vec::new(),
+        ..Default::default()
     }
 }
 

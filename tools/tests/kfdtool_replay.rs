@@ -96,6 +96,7 @@ fn record(dir: &Path, clock: ClockMode) -> (PathBuf, (u64, u64), (u64, u64)) {
         end_ns: records.last().map_or(0, |r| r.end_ns),
         agents: Agent::from_topology(&topology),
         clock_samples: Vec::new(),
+        ..Default::default()
     };
     let db = dir.join("results.db");
     rocpd::write_rocpd(&db, &info, &records).expect("write the database");
@@ -358,5 +359,219 @@ fn a_trace_recorded_under_the_model_clock_summarises_to_the_models_figures() {
     let latency = summary.fault_latency.expect("faults");
     let fault = costs.timing.fault_service_ns + one;
     assert_eq!((latency.count, latency.min, latency.max), (2, fault, fault));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A workload whose outcome depends on its SVM attributes: 6 MiB registered, its first 2 MiB
+/// then set ACCESS_IN_PLACE for the GPU and the other 4 MiB granularity 0; the GPU reads
+/// pages 5 (in place: no migration), 600, 601 and 1400 (one page each); another 2 MiB
+/// prefetched to the GPU. Returns the database (with kfdtool's SVM range table and XNACK
+/// mode) and the two ranges.
+fn record_with_ranges(dir: &Path) -> (PathBuf, (u64, u64), (u64, u64)) {
+    use kfdtool::svm_table::{RangeAccess, RangeAttrs, RangeEvent, SvmRangeRecord};
+    let model = Model::new(ModelConfig {
+        machine: Machine::preset("mi300x").expect("preset"),
+        clock: ClockMode::Model,
+        ..ModelConfig::default()
+    })
+    .expect("model");
+    let view = Arc::clone(&model);
+    let (records, ranges, topology, pid, a_range, b_range) =
+        kfd_emu::supervisor::run_attached(model, move || {
+            let kfd = Kfd::open().expect("open the emulated /dev/kfd");
+            let topology = Topology::read().expect("topology");
+            for g in view.machine().gpus() {
+                kfd.acquire_vm(g.gpu_id, g.render_minor)
+                    .expect("acquire_vm");
+            }
+            let gpu = view.machine().gpus()[0].gpu_id;
+            let node = topology.node_by_gpu_id(gpu).expect("the GPU's node").id;
+            kfd.set_xnack_mode(true).expect("XNACK on");
+            let mut smi = SmiStream::open(
+                &kfd,
+                gpu,
+                SmiEventMask::all().difference(SmiEventMask::ALL_PROCESS),
+            )
+            .expect("SMI");
+            let huge = MapOptions {
+                huge_aligned: true,
+                ..MapOptions::default()
+            };
+            let pid = std::process::id();
+            let now = || view.clock().modeled_ns();
+            let mut ranges = Vec::new();
+            let mut log = |time_ns, start, end, event, attrs| {
+                ranges.push(SvmRangeRecord {
+                    pid,
+                    time_ns,
+                    start,
+                    end,
+                    event,
+                    attrs,
+                })
+            };
+            let a = SvmBuffer::with_options(&kfd, (6 * MIB) as usize, &SvmAttrs::new(), huge)
+                .expect("buffer");
+            let a0 = a.addr();
+            log(
+                now(),
+                a0,
+                a0 + 6 * MIB,
+                RangeEvent::Register,
+                RangeAttrs::default(),
+            );
+            let in_place = SvmAttrs::new().access(gpu, kfd_svm::Access::AccessInPlace);
+            // SAFETY: the first 2 MiB of `a`, which this thread owns; no reference into it.
+            unsafe { in_place.apply(&kfd, a0, 2 * MIB) }.expect("ACCESS_IN_PLACE");
+            log(
+                now(),
+                a0,
+                a0 + 2 * MIB,
+                RangeEvent::SetAttr,
+                RangeAttrs {
+                    access: vec![(node, RangeAccess::InPlace)],
+                    ..RangeAttrs::default()
+                },
+            );
+            // SAFETY: the other 4 MiB of `a`, likewise.
+            unsafe {
+                SvmAttrs::new()
+                    .granularity(0)
+                    .apply(&kfd, a0 + 2 * MIB, 4 * MIB)
+            }
+            .expect("granularity 0");
+            log(
+                now(),
+                a0 + 2 * MIB,
+                a0 + 6 * MIB,
+                RangeEvent::SetAttr,
+                RangeAttrs {
+                    granularity: Some(0),
+                    ..RangeAttrs::default()
+                },
+            );
+            for page in [5, 600, 601, 1400] {
+                view.gpu_read(pid as i32, gpu, a0 + page * PAGE, &mut [0u8; 8])
+                    .expect("the fault is handled");
+            }
+            let apart = |x: u64, xl: u64, y: u64, yl: u64| x + xl < y || y + yl < x;
+            let mut spacers = Vec::new();
+            let mut b = loop {
+                let b = SvmBuffer::with_options(&kfd, (2 * MIB) as usize, &SvmAttrs::new(), huge)
+                    .expect("buffer");
+                if apart(a0, 6 * MIB, b.addr(), 2 * MIB) {
+                    break b;
+                }
+                assert!(spacers.len() < 8, "every mapping lands next to the first");
+                spacers.push(b);
+            };
+            log(
+                now(),
+                b.addr(),
+                b.addr() + 2 * MIB,
+                RangeEvent::Register,
+                RangeAttrs::default(),
+            );
+            b.prefetch(Location::Gpu(gpu)).expect("prefetch");
+            let events: Vec<_> = smi.pending().map(|e| e.expect("event")).collect();
+            let pairing = Pairing::new(
+                &events,
+                DEFAULT_PAGE_SIZE,
+                &AgentMap::from_topology(&topology),
+            );
+            let b_range = (b.addr(), b.addr() + 2 * MIB);
+            (
+                pairing.records,
+                ranges,
+                topology,
+                pid,
+                (a0, a0 + 6 * MIB),
+                b_range,
+            )
+        })
+        .expect("attach");
+    let info = TraceInfo {
+        pid,
+        ppid: 1,
+        command: "exact replay test".into(),
+        start_ns: records.first().map_or(0, |r| r.start_ns),
+        end_ns: records.last().map_or(0, |r| r.end_ns),
+        agents: Agent::from_topology(&topology),
+        svm_ranges: ranges,
+        xnack: Some(true),
+        ..Default::default()
+    };
+    let db = dir.join("results.db");
+    rocpd::write_rocpd(&db, &info, &records).expect("write the database");
+    (db, a_range, b_range)
+}
+
+#[test]
+fn a_trace_with_its_svm_ranges_replays_exactly() {
+    let dir = temp_dir("exact-replay");
+    let (db, a, b) = record_with_ranges(&dir);
+    let trace = rocpd::read_rocpd(&db).expect("read back");
+    assert_eq!(trace.svm_ranges.len(), 4);
+    assert_eq!(trace.xnack, Some(true));
+    // What the recording did: four faults, one in place; three one-page migrations and the
+    // 2 MiB prefetch.
+    let summary = Summary::new(&trace.records);
+    assert_eq!(
+        (summary.fault_count(), summary.faults_updated),
+        (4, 1),
+        "{summary}"
+    );
+    assert_eq!(summary.bytes_migrated(), 3 * PAGE + 2 * MIB, "{summary}");
+
+    // Unchanged, the replay is the recording: per range as registered, to the nanosecond.
+    let r = replay(&trace, &policy(None)).expect("replay");
+    let rows: Vec<(u64, u64)> = r.regions.iter().map(|x| (x.start, x.end)).collect();
+    let mut expected_rows = vec![a, b];
+    expected_rows.sort_unstable();
+    assert_eq!(rows, expected_rows, "{r}");
+    for row in &r.regions {
+        assert_eq!(
+            Stats {
+                measured_ns: 0,
+                ..row.recorded
+            },
+            row.replayed,
+            "{r}"
+        );
+    }
+    let (rec, rep) = r.totals();
+    assert_eq!(
+        (rep.migrations, rep.bytes, rep.faults),
+        (4, 3 * PAGE + 2 * MIB, 4)
+    );
+    assert_eq!(rep.modeled_ns, rec.modeled_ns);
+    let text = r.to_string();
+    assert!(
+        text.contains("ranges: 2 registered, 2 attribute changes, as recorded"),
+        "{text}"
+    );
+    assert!(text.contains("xnack: on (as recorded)"), "{text}");
+
+    // Without the table (a rocprofv3 trace) the replay must assume, and says so: the in-place
+    // range's fault migrates its 2 MiB block, the granularity-0 faults theirs.
+    let mut bare = trace.clone();
+    bare.svm_ranges.clear();
+    bare.xnack = None;
+    let guessed = replay(&bare, &policy(None)).expect("replay");
+    let (_, g) = guessed.totals();
+    assert_ne!(
+        (g.migrations, g.bytes),
+        (rep.migrations, rep.bytes),
+        "{guessed}"
+    );
+    let text = guessed.to_string();
+    assert!(
+        text.contains("assumed: the trace has no SVM ranges"),
+        "{text}"
+    );
+    assert!(
+        text.contains("(assumed: the trace has GPU page faults)"),
+        "{text}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

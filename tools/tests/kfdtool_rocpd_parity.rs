@@ -89,6 +89,7 @@ fn info() -> TraceInfo {
         end_ns: 3000,
         agents: Agent::from_topology_with_cpuinfo(machine.topology(), CPUINFO),
         clock_samples: Vec::new(),
+        ..Default::default()
     }
 }
 
