@@ -283,6 +283,29 @@ impl ResidencyMap {
     }
 }
 
+/// Migrations per cell of a [`ResidencyMap`]'s grid: how often the pages of each stretch of
+/// the address axis moved in each time column (the thrashing view). A successful migration
+/// counts once in every row its range covers, in the column of its end. Returns the cells
+/// with a count, as (row, col, count), in row order; at most `rows · cols` of them. O(n ·
+/// rows).
+pub fn migration_density(map: &ResidencyMap, records: &[KfdRecord]) -> Vec<(u32, u32, u32)> {
+    let mut counts: std::collections::BTreeMap<(u32, u32), u32> = std::collections::BTreeMap::new();
+    for r in records
+        .iter()
+        .filter(|r| r.kind == KfdKind::PageMigrate && r.error_code == 0 && r.bytes() > 0)
+    {
+        let Some((row0, row1)) = map.rows_of(r.pid, r.start_address, r.end_address) else {
+            continue;
+        };
+        let col = map.col_of(r.end_ns);
+        for row in row0..row1 {
+            let c = counts.entry((row, col)).or_default();
+            *c = c.saturating_add(1);
+        }
+    }
+    counts.into_iter().map(|((r, c), n)| (r, c, n)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,5 +438,25 @@ mod tests {
         let row0: Vec<&Block> = m.blocks.iter().filter(|b| b.row0 == 0).collect();
         assert!(!row0.is_empty());
         assert!(row0.iter().all(|b| b.col0 >= 77), "{row0:?}");
+    }
+
+    #[test]
+    fn thrashing_counts_migrations_per_cell() {
+        // One 2 MiB range bouncing four times in the first half, once in the second.
+        let mut r: Vec<KfdRecord> = (0..4u64)
+            .map(|i| {
+                migrate(
+                    0,
+                    2 << 20,
+                    (i * 10, i * 10 + 5),
+                    (i % 2) as u32,
+                    1 - (i % 2) as u32,
+                )
+            })
+            .collect();
+        r.push(migrate(0, 2 << 20, (90, 100), 0, 1));
+        let m = ResidencyMap::new(&r, 2, 2);
+        let d = migration_density(&m, &r);
+        assert_eq!(d, [(0, 0, 4), (0, 1, 1), (1, 0, 4), (1, 1, 1)]);
     }
 }

@@ -384,6 +384,59 @@ pub fn throughput_series(
     (width, out)
 }
 
+/// Fault-to-resolution latencies (ns, sorted) per (GPU, resolved by migration).
+pub fn fault_latencies(records: &[KfdRecord]) -> BTreeMap<(Option<u32>, bool), Vec<u64>> {
+    let mut out: BTreeMap<(Option<u32>, bool), Vec<u64>> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.kind == KfdKind::PageFault) {
+        out.entry((r.agent, r.fault_migrated()))
+            .or_default()
+            .push(r.duration_ns());
+    }
+    for v in out.values_mut() {
+        v.sort_unstable();
+    }
+    out
+}
+
+/// Bytes migrated so far per direction over time: per direction, (time ns, cumulative bytes)
+/// at the end of each successful migration, in time order, thinned to at most `max_points`
+/// points (evenly over the migrations; the last one always kept, so the final total is
+/// exact).
+pub fn cumulative_bytes(
+    records: &[KfdRecord],
+    max_points: usize,
+) -> BTreeMap<Direction, Vec<(u64, u64)>> {
+    let mut ends: BTreeMap<Direction, Vec<(u64, u64)>> = BTreeMap::new();
+    for r in records
+        .iter()
+        .filter(|r| r.kind == KfdKind::PageMigrate && r.error_code == 0)
+    {
+        ends.entry((r.src_agent, r.dst_agent))
+            .or_default()
+            .push((r.end_ns, r.bytes()));
+    }
+    let max_points = max_points.max(2);
+    ends.into_iter()
+        .map(|(dir, mut v)| {
+            v.sort_unstable();
+            let mut total = 0u64;
+            let all: Vec<(u64, u64)> = v
+                .into_iter()
+                .map(|(t, b)| {
+                    total = total.saturating_add(b);
+                    (t, total)
+                })
+                .collect();
+            let step = all.len().div_ceil(max_points).max(1);
+            let mut points: Vec<(u64, u64)> = all.iter().copied().step_by(step).collect();
+            if points.last() != all.last() {
+                points.extend(all.last());
+            }
+            (dir, points)
+        })
+        .collect()
+}
+
 /// Two summaries side by side (`kfdtool report --compare A B`): one line per figure, A's and
 /// B's values and B's change against A; directions, fault kinds and queue kinds that only one
 /// trace has show `-` on the other side.
@@ -614,5 +667,29 @@ mod tests {
             line("node 1 -> node 0 migrations"),
             "node 1 -> node 0 migrations - 1"
         );
+    }
+
+    #[test]
+    fn latencies_and_cumulative_bytes_per_direction() {
+        let r = records(&[
+            "7 4000 -1 @5(1a2b) R",
+            "8 4100 -1 @5(1a2b) M",
+            "7 4200 -1 @6(1a2b) W",
+            "8 4500 -1 @6(1a2b) U",
+            "7 4600 -1 @7(1a2b) R",
+            "8 4650 -1 @7(1a2b) M",
+            "5 0 -1 @0(100) 0->1a2b ffffffff:ffffffff 0",
+            "6 1000 -1 @0(100) 0->1a2b 0 0",
+            "5 1000 -1 @100(100) 0->1a2b ffffffff:ffffffff 0",
+            "6 2000 -1 @100(100) 0->1a2b 0 0",
+            "5 2000 -1 @200(100) 0->1a2b ffffffff:ffffffff 0",
+            "6 3000 -1 @200(100) 0->1a2b 0 0",
+        ]);
+        let l = fault_latencies(&r);
+        assert_eq!(l[&(Some(1), true)], [50, 100]);
+        assert_eq!(l[&(Some(1), false)], [300]);
+        let c = cumulative_bytes(&r, 2);
+        // Three 1 MiB migrations thinned to two points, the total kept.
+        assert_eq!(c[&(Some(0), Some(1))], [(1000, 1 << 20), (3000, 3 << 20)]);
     }
 }

@@ -4,9 +4,9 @@
 //! The database is the worst case the issue measured (issue 22): n nested migrations, each
 //! covering the previous one and a page more on either side, alternating between system
 //! memory and a GPU. Before the residency grid, the picture scanned every record per pair of
-//! range boundaries and drew every stretch: 20.5 s and a 1.37 GB SVG at n = 4000. Now both
-//! pictures are a bounded grid drawn after one sweep; the bench prints the ratio of `report
-//! --svg` to plain `report` and the SVG sizes.
+//! range boundaries and drew every stretch: 20.5 s and a 1.37 GB SVG at n = 4000. Now every
+//! picture is bounded (grids and thinned series) and drawn after one sweep; the bench prints
+//! the ratio of `report --svg` (all five pictures) to plain `report` and the SVG sizes.
 //!
 //! Run: `cargo bench -p kfdtool --bench pictures`.
 
@@ -94,21 +94,26 @@ fn report(db: &Path) -> usize {
     Summary::new(&read.records).to_string().len()
 }
 
-/// `kfdtool report --svg`: the same and both pictures.
-fn report_svg(db: &Path) -> (usize, usize, usize) {
+/// `kfdtool report --svg`: the same and every picture; returns the summary's and each
+/// picture's length.
+fn report_svg(db: &Path) -> (usize, Vec<(&'static str, usize)>) {
     let read = rocpd::read_rocpd(db).expect("read");
     let text = Summary::new(&read.records).to_string().len();
-    let residency = plots::residency_svg(&read.records, &read.agents).expect("residency");
-    let throughput = plots::throughput_svg(&read.records, &read.agents).expect("throughput");
-    (text, residency.len(), throughput.len())
+    let pictures = plots::all_svgs(&read.records, &read.agents).expect("pictures");
+    (
+        text,
+        pictures.into_iter().map(|(n, s)| (n, s.len())).collect(),
+    )
 }
 
 fn benches(c: &mut Criterion) {
     let db = database();
-    let (_, residency, throughput) = report_svg(&db);
-    println!(
-        "pictures: {N} records; residency.svg {residency} bytes, throughput.svg {throughput} bytes"
-    );
+    let (_, sizes) = report_svg(&db);
+    let sizes: Vec<String> = sizes
+        .iter()
+        .map(|(n, l)| format!("{n} {l} bytes"))
+        .collect();
+    println!("pictures: {N} records; {}", sizes.join(", "));
     let mut group = c.benchmark_group("report_100k");
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(20));

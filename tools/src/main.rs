@@ -113,7 +113,8 @@ enum Command {
         /// figure of A and of B on one line, with B's change.
         #[arg(long, num_args = 2, value_names = ["A", "B"], conflicts_with_all = ["trace", "svg"])]
         compare: Vec<PathBuf>,
-        /// Draw residency.svg and throughput.svg into this directory (it must exist).
+        /// Draw the pictures (residency.svg, throughput.svg, latency.svg, cumulative.svg,
+        /// thrashing.svg) into this directory (it must exist).
         #[arg(long)]
         svg: Option<PathBuf>,
         /// Only the records of these processes (repeatable).

@@ -4,7 +4,12 @@
 //!   [`ResidencyMap`] grid (rows proportional to the size of each touched address range,
 //!   ranges used in place included; faults marked; only residency the trace states drawn);
 //! * [`throughput_svg`]: migration throughput over time, one line per direction
-//!   ([`throughput_series`]).
+//!   ([`throughput_series`]);
+//! * [`latency_svg`]: the fault-to-resolution latency distribution, one cumulative curve per
+//!   GPU and resolution;
+//! * [`cumulative_svg`]: bytes migrated so far per direction, a step per migration;
+//! * [`thrashing_svg`]: migrations per address stretch and time column (the residency
+//!   picture's axis), darker where pages move back and forth.
 //!
 //! Colours are the Okabe–Ito palette (Okabe & Ito, "Color Universal Design", 2008), told
 //! apart under the common colour-vision deficiencies; legends sit outside the data. Every
@@ -232,7 +237,8 @@ pub fn throughput_svg(records: &[KfdRecord], agents: &[Agent]) -> Result<String,
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
+        let (data, legend) = root.split_horizontally(SIZE.0 - LEGEND_WIDTH);
+        let mut chart = ChartBuilder::on(&data)
             .caption("Migration throughput over time", ("sans-serif", 20))
             .margin(12)
             .x_label_area_size(45)
@@ -245,36 +251,313 @@ pub fn throughput_svg(records: &[KfdRecord], agents: &[Agent]) -> Result<String,
             .y_desc("throughput (MiB/s)")
             .draw()
             .map_err(err)?;
+        let mut entries = Vec::new();
         for (i, ((src, dst), bins)) in series.iter().enumerate() {
-            let colour = colour(i, Some(0)).to_rgba();
+            let colour = OKABE_ITO[i % OKABE_ITO.len()];
             let points = bins
                 .iter()
                 .enumerate()
                 .map(|(b, bytes)| ((b as f64 + 0.5) * width_ns as f64 / 1e6, mib_s(*bytes)));
             chart
                 .draw_series(LineSeries::new(points, colour.stroke_width(2)))
-                .map_err(err)?
-                .label(format!(
-                    "{} -> {}",
-                    label(*src, agents),
-                    label(*dst, agents)
-                ))
-                .legend(move |(x, y)| {
-                    PathElement::new([(x, y), (x + 16, y)], colour.stroke_width(2))
-                });
-        }
-        if !series.is_empty() {
-            chart
-                .configure_series_labels()
-                .border_style(BLACK)
-                .background_style(WHITE.mix(0.85))
-                .draw()
                 .map_err(err)?;
+            entries.push(Entry {
+                colour,
+                line: true,
+                text: format!("{} -> {}", label(*src, agents), label(*dst, agents)),
+            });
         }
+        draw_legend(&legend, "direction", &entries)?;
         root.present().map_err(err)?;
     }
     Ok(svg)
 }
+
+/// Points per direction of the cumulative-bytes picture.
+pub const CUMULATIVE_POINTS: usize = 500;
+/// Points per series of the fault-latency picture (quantiles beyond that).
+pub const LATENCY_POINTS: usize = 200;
+/// Address rows of the thrashing picture's grid.
+pub const THRASHING_ROWS: u32 = 100;
+/// Time columns of the thrashing picture's grid.
+pub const THRASHING_COLS: u32 = 200;
+
+/// One legend entry: a colour, drawn as a line or a box, and its text.
+struct Entry {
+    colour: RGBColor,
+    line: bool,
+    text: String,
+}
+
+/// A legend in the panel right of the data.
+fn draw_legend(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    title: &str,
+    entries: &[Entry],
+) -> Result<(), String> {
+    let style = ("sans-serif", 13).into_font().color(&BLACK);
+    area.draw(&Text::new(title.to_owned(), (8, 40), style.clone()))
+        .map_err(err)?;
+    for (i, e) in entries.iter().enumerate() {
+        let y = 66 + 22 * i as i32;
+        if e.line {
+            area.draw(&PathElement::new(
+                [(6, y), (24, y)],
+                e.colour.stroke_width(2),
+            ))
+            .map_err(err)?;
+        } else {
+            area.draw(&Rectangle::new(
+                [(8, y - 6), (22, y + 6)],
+                e.colour.filled(),
+            ))
+            .map_err(err)?;
+        }
+        area.draw(&Text::new(e.text.clone(), (30, y - 7), style.clone()))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Fault-to-resolution latency as a distribution: one cumulative curve per GPU and
+/// resolution (pages migrated, or the mapping only updated), x the latency in µs, y the share
+/// of that series' faults resolved within it. At most [`LATENCY_POINTS`] points per curve.
+pub fn latency_svg(records: &[KfdRecord], agents: &[Agent]) -> Result<String, String> {
+    let series = kfd_svm::summary::fault_latencies(records);
+    let x_max = series
+        .values()
+        .filter_map(|v| v.last())
+        .max()
+        .map_or(1.0, |&ns| ns as f64 / 1e3)
+        .max(1e-3)
+        * 1.05;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let (data, legend) = root.split_horizontally(SIZE.0 - LEGEND_WIDTH);
+        let caption = format!(
+            "Fault-to-resolution latency ({} faults)",
+            series.values().map(Vec::len).sum::<usize>()
+        );
+        let mut chart = ChartBuilder::on(&data)
+            .caption(caption, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f64..x_max, 0f64..1.0)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("latency (µs)")
+            .y_desc("share of faults resolved")
+            .draw()
+            .map_err(err)?;
+        let mut entries = Vec::new();
+        for (i, ((agent, migrated), ns)) in series.iter().enumerate() {
+            let colour = OKABE_ITO[i % OKABE_ITO.len()];
+            let n = ns.len();
+            let take = n.min(LATENCY_POINTS);
+            // The k-th of `take` quantiles: the sample at rank ceil(k n / take).
+            let points = (1..=take).map(|k| {
+                let rank = (k * n).div_ceil(take);
+                (ns[rank - 1] as f64 / 1e3, rank as f64 / n as f64)
+            });
+            chart
+                .draw_series(LineSeries::new(
+                    std::iter::once((0.0, 0.0)).chain(points),
+                    colour.stroke_width(2),
+                ))
+                .map_err(err)?;
+            entries.push(Entry {
+                colour,
+                line: true,
+                text: format!(
+                    "{} {} (n {n})",
+                    label(*agent, agents),
+                    if *migrated { "migrated" } else { "updated" }
+                ),
+            });
+        }
+        draw_legend(&legend, "GPU, resolution", &entries)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+/// Bytes migrated so far, per direction, over time (ms since the first record), at most
+/// [`CUMULATIVE_POINTS`] points per direction: where the traffic went, without bins cutting
+/// migrations apart.
+pub fn cumulative_svg(records: &[KfdRecord], agents: &[Agent]) -> Result<String, String> {
+    let series = kfd_svm::summary::cumulative_bytes(records, CUMULATIVE_POINTS);
+    let t0 = records.iter().map(|r| r.start_ns).min().unwrap_or(0);
+    let t1 = records.iter().map(|r| r.end_ns).max().unwrap_or(t0);
+    let ms = |t: u64| t.saturating_sub(t0) as f64 / 1e6;
+    let mib = |b: u64| b as f64 / f64::from(1 << 20);
+    let y_max = series
+        .values()
+        .filter_map(|v| v.last())
+        .map(|p| mib(p.1))
+        .fold(0.0, f64::max)
+        .max(1.0)
+        * 1.05;
+    let x_max = ms(t1).max(1e-3);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let (data, legend) = root.split_horizontally(SIZE.0 - LEGEND_WIDTH);
+        let mut chart = ChartBuilder::on(&data)
+            .caption("Bytes migrated so far, per direction", ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(80)
+            .build_cartesian_2d(0f64..x_max, 0f64..y_max)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("time since the first record (ms)")
+            .y_desc("migrated (MiB)")
+            .draw()
+            .map_err(err)?;
+        let mut entries = Vec::new();
+        for (i, ((src, dst), points)) in series.iter().enumerate() {
+            let colour = OKABE_ITO[i % OKABE_ITO.len()];
+            // A step: the total holds until the next migration ends.
+            let mut steps = vec![(0.0, 0.0)];
+            let mut last = 0.0;
+            for &(t, b) in points {
+                steps.push((ms(t), last));
+                last = mib(b);
+                steps.push((ms(t), last));
+            }
+            steps.push((x_max, last));
+            chart
+                .draw_series(LineSeries::new(steps, colour.stroke_width(2)))
+                .map_err(err)?;
+            entries.push(Entry {
+                colour,
+                line: true,
+                text: format!("{} -> {}", label(*src, agents), label(*dst, agents)),
+            });
+        }
+        draw_legend(&legend, "direction", &entries)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+/// A sequential, colour-blind-safe scale (viridis at five stops, light to dark) for counts.
+const SEQUENTIAL: [RGBColor; 5] = [
+    RGBColor(0xFD, 0xE7, 0x25),
+    RGBColor(0x5E, 0xC9, 0x62),
+    RGBColor(0x21, 0x91, 0x8C),
+    RGBColor(0x3B, 0x52, 0x8B),
+    RGBColor(0x44, 0x01, 0x54),
+];
+
+/// The thrashing view: how often the pages of each stretch of the touched address space (the
+/// residency picture's axis, on a [`THRASHING_ROWS`] × [`THRASHING_COLS`] grid) migrated in
+/// each stretch of time; darker is more. Ranges that move back and forth show as dark bands.
+pub fn thrashing_svg(records: &[KfdRecord]) -> Result<String, String> {
+    let map = ResidencyMap::new(records, THRASHING_ROWS, THRASHING_COLS);
+    let cells = kfd_svm::residency::migration_density(&map, records);
+    let max = cells.iter().map(|c| c.2).max().unwrap_or(0);
+    // Five bins of count, doubling: 1, 2-3, 4-7, 8-15, 16+ (scaled when the maximum is
+    // smaller than 16).
+    let bin = |n: u32| ((32 - n.leading_zeros()) as usize - 1).min(SEQUENTIAL.len() - 1);
+    let ms_of = |col: u32| map.col_ns(col) as f64 / 1e6;
+    let x_max = ms_of(map.cols).max(1e-3);
+    let y_max = f64::from(map.rows);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let (data, legend) = root.split_horizontally(SIZE.0 - LEGEND_WIDTH);
+        let mut chart = ChartBuilder::on(&data)
+            .caption(
+                format!("Migrations per range over time (most in a cell: {max})"),
+                ("sans-serif", 20),
+            )
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(140)
+            .build_cartesian_2d(0f64..x_max, 0f64..y_max)
+            .map_err(err)?;
+        let row_label = |y: &f64| {
+            if map.total_bytes == 0 {
+                return String::new();
+            }
+            let offset = (y / y_max * map.total_bytes as f64) as u64;
+            map.address_at(offset.min(map.total_bytes - 1))
+                .map_or(String::new(), |(_, a)| format!("{a:#x}"))
+        };
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc("time since the first record (ms)")
+            .y_desc("address (touched ranges)")
+            .y_labels(12)
+            .y_label_formatter(&row_label)
+            .draw()
+            .map_err(err)?;
+        // Cells of one row next to each other in the same shade are one rectangle.
+        let mut runs: Vec<(u32, u32, u32, usize)> = Vec::new();
+        for &(row, col, n) in &cells {
+            match runs.last_mut() {
+                Some(r) if r.0 == row && r.2 == col && r.3 == bin(n) => r.2 = col + 1,
+                _ => runs.push((row, col, col + 1, bin(n))),
+            }
+        }
+        chart
+            .draw_series(runs.iter().map(|&(row, col0, col1, shade)| {
+                Rectangle::new(
+                    [
+                        (ms_of(col0), f64::from(row)),
+                        (ms_of(col1), f64::from(row + 1)),
+                    ],
+                    SEQUENTIAL[shade].filled(),
+                )
+            }))
+            .map_err(err)?;
+        let entries: Vec<Entry> = ["1", "2-3", "4-7", "8-15", "16 or more"]
+            .iter()
+            .zip(SEQUENTIAL)
+            .map(|(text, colour)| Entry {
+                colour,
+                line: false,
+                text: format!("{text} migrations"),
+            })
+            .collect();
+        draw_legend(&legend, "migrations in a cell", &entries)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+/// Every picture of a trace: (file name, SVG), in the order `kfdtool trace --format svg` and
+/// `kfdtool report --svg` write them.
+pub fn all_svgs(
+    records: &[KfdRecord],
+    agents: &[Agent],
+) -> Result<Vec<(&'static str, String)>, String> {
+    Ok(vec![
+        ("residency.svg", residency_svg(records, agents)?),
+        ("throughput.svg", throughput_svg(records, agents)?),
+        ("latency.svg", latency_svg(records, agents)?),
+        ("cumulative.svg", cumulative_svg(records, agents)?),
+        ("thrashing.svg", thrashing_svg(records)?),
+    ])
+}
+
+/// The file names of [`all_svgs`].
+pub const SVG_NAMES: [&str; 5] = [
+    "residency.svg",
+    "throughput.svg",
+    "latency.svg",
+    "cumulative.svg",
+    "thrashing.svg",
+];
 
 #[cfg(test)]
 mod tests {
@@ -332,5 +615,50 @@ mod tests {
         // 200 times the records, not 40 000 times the picture (the old stretches were
         // quadratic): well under a megabyte here.
         assert!(large.len() < 1 << 20, "{} bytes", large.len());
+    }
+
+    #[test]
+    fn every_picture_is_bounded_and_names_what_it_shows() {
+        let records = nested(20_000);
+        let pictures = all_svgs(&records, &[]).unwrap();
+        let names: Vec<&str> = pictures.iter().map(|p| p.0).collect();
+        assert_eq!(names, SVG_NAMES);
+        for (name, svg) in &pictures {
+            let doc = roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let count = |tag: &str| doc.descendants().filter(|n| n.has_tag_name(tag)).count();
+            assert!(svg.len() < 1 << 20, "{name}: {} bytes", svg.len());
+            match *name {
+                "latency.svg" => {
+                    // Faults of one GPU, migrated or updated: two curves of at most
+                    // LATENCY_POINTS + 1 points each.
+                    let lines: Vec<_> = doc
+                        .descendants()
+                        .filter(|n| n.has_tag_name("polyline"))
+                        .filter_map(|n| n.attribute("points"))
+                        .filter(|p| p.split_whitespace().count() > 2)
+                        .collect();
+                    assert_eq!(lines.len(), 2, "{name}");
+                    assert!(
+                        lines
+                            .iter()
+                            .all(|p| p.split_whitespace().count() <= LATENCY_POINTS + 1)
+                    );
+                }
+                "cumulative.svg" => {
+                    let longest = doc
+                        .descendants()
+                        .filter(|n| n.has_tag_name("polyline"))
+                        .filter_map(|n| n.attribute("points"))
+                        .map(|p| p.split_whitespace().count())
+                        .max()
+                        .unwrap();
+                    assert!(longest <= 2 * CUMULATIVE_POINTS + 4, "{longest}");
+                }
+                "thrashing.svg" => {
+                    assert!(count("rect") <= 1 + (THRASHING_ROWS * THRASHING_COLS) as usize + 5);
+                }
+                _ => {}
+            }
+        }
     }
 }

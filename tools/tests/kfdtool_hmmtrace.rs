@@ -342,7 +342,7 @@ fn a_known_workload_gives_exactly_the_expected_records_in_every_format() {
         String::from_utf8_lossy(&out.stdout),
         format!("{s}{}\n", rocpd::agents_line(&info.agents))
     );
-    for name in ["residency.svg", "throughput.svg"] {
+    for name in kfdtool::plots::SVG_NAMES {
         roxmltree::Document::parse(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap();
     }
     // Read back, the records are the same.
