@@ -34,8 +34,11 @@
 //!
 //! The recorded run's modeled time is the timing model applied to the recorded records (a
 //! fault costs `fault_service_ns`, a prefetch migration `prefetch_setup_ns`, every migration
-//! `migration_ns` of its bytes over its GPU's link); the replay's is the model clock's advance
-//! over each replayed operation. `measured` is the recording's own time: the sum of its
+//! `migration_ns` of its bytes over its GPU's link, a fault resolved without migration on
+//! pages that are not in the GPU's VRAM one remote access: a [`REMOTE_ACCESS_BYTES`] line over
+//! the link, where the pages are is painted by the recording's migrations, system memory until
+//! then); the replay's is the model clock's advance over each replayed operation plus the same
+//! remote-access cost for each access the model served from memory not the GPU's own. `measured` is the recording's own time: the sum of its
 //! faults' and prefetch migrations' durations. Both modeled times come with their parts (fault
 //! service, setup, transfer: the timing model applied to each run's records), and the
 //! comparison starts with every parameter the replay used (machine, GPUs, XNACK, attributes,
@@ -67,6 +70,56 @@ const REGION_ALIGN: u64 = 2 << 20;
 pub const MAX_REPLAY_BYTES: u64 = 1 << 40;
 /// The operation value of `ROCPROFILER_KFD_PAGE_MIGRATE_PREFETCH`.
 const OP_PREFETCH: u32 = 0;
+/// What one access served in place from remote memory moves over the link: one L2 cache line
+/// (128 bytes on gfx9's L2, the unit a GPU reads remote memory in).
+pub const REMOTE_ACCESS_BYTES: u64 = 128;
+
+/// The modeled cost of one access of GPU `gpu` served in place from system memory: one
+/// [`REMOTE_ACCESS_BYTES`] line over the GPU's host link (its latency and bandwidth, as a
+/// migration's transfer; no migration setup).
+fn remote_access_ns(costs: &Costs, gpu: usize) -> u64 {
+    costs
+        .migration_ns(gpu, REMOTE_ACCESS_BYTES)
+        .saturating_sub(costs.timing.migrate_setup_ns)
+}
+
+/// Where pages are, as painted intervals `[start, end)` → GPU index (`None`: system memory).
+/// Memory never painted is in system memory (SVM memory starts there).
+#[derive(Debug, Default)]
+struct Places(std::collections::BTreeMap<u64, (u64, Option<usize>)>);
+
+impl Places {
+    fn paint(&mut self, start: u64, end: u64, at: Option<usize>) {
+        if start >= end {
+            return;
+        }
+        if let Some((&ks, &(ke, v))) = self.0.range(..start).next_back()
+            && ke > start
+        {
+            self.0.insert(ks, (start, v));
+            if ke > end {
+                self.0.insert(end, (ke, v));
+            }
+        }
+        let inside: Vec<u64> = self.0.range(start..end).map(|(k, _)| *k).collect();
+        for k in inside {
+            if let Some((ke, v)) = self.0.remove(&k)
+                && ke > end
+            {
+                self.0.insert(end, (ke, v));
+            }
+        }
+        self.0.insert(start, (end, at));
+    }
+
+    fn at(&self, address: u64) -> Option<usize> {
+        self.0
+            .range(..=address)
+            .next_back()
+            .filter(|(_, (end, _))| address < *end)
+            .and_then(|(_, (_, at))| *at)
+    }
+}
 
 /// A location named on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +184,10 @@ pub struct Stats {
     pub setup_ns: u64,
     /// Transfer: each migration's bytes over its GPU's host link, ns.
     pub transfer_ns: u64,
+    /// Faulting accesses served in place from memory that is not the GPU's own.
+    pub remote_accesses: u64,
+    /// Their cost: one [`REMOTE_ACCESS_BYTES`] line each over the GPU's host link, ns.
+    pub remote_ns: u64,
 }
 
 impl std::ops::AddAssign for Stats {
@@ -144,6 +201,8 @@ impl std::ops::AddAssign for Stats {
         self.fault_service_ns += o.fault_service_ns;
         self.setup_ns += o.setup_ns;
         self.transfer_ns += o.transfer_ns;
+        self.remote_accesses += o.remote_accesses;
+        self.remote_ns += o.remote_ns;
     }
 }
 
@@ -218,11 +277,14 @@ fn stats_line(f: &mut fmt::Formatter<'_>, what: &str, s: &Stats, xnack: bool) ->
     writeln!(f)?;
     writeln!(
         f,
-        "  {:<9}of the model: fault service {}, setup {}, transfer {}",
+        "  {:<9}of the model: fault service {}, setup {}, transfer {}, remote access {} ({} \
+         accesses in place over the link)",
         "",
         ms(s.fault_service_ns),
         ms(s.setup_ns),
-        ms(s.transfer_ns)
+        ms(s.transfer_ns),
+        ms(s.remote_ns),
+        s.remote_accesses
     )
 }
 
@@ -567,12 +629,34 @@ fn recorded_stats(
     costs: &Costs,
 ) -> Vec<Stats> {
     let mut stats = vec![Stats::default(); regions.len()];
-    for r in &trace.records {
+    // Where the recording's pages were: painted by its migrations as they end, so that a
+    // fault resolved without migrating is known to be served in place or locally.
+    let mut places = Places::default();
+    let mut order: Vec<&KfdRecord> = trace.records.iter().collect();
+    order.sort_by_key(|r| (r.end_ns, r.kind == KfdKind::PageFault));
+    for r in order {
+        if r.kind == KfdKind::PageMigrate && r.error_code == 0 {
+            places.paint(
+                r.start_address,
+                r.end_address,
+                r.dst_agent.and_then(|n| agents.gpu(n)),
+            );
+        }
         let Some(i) = region_of(regions, r.start_address) else {
             continue;
         };
         let s = &mut stats[i];
         charge(s, r, costs, |n| agents.gpu(n));
+        if r.kind == KfdKind::PageFault
+            && !r.fault_migrated()
+            && let Some(gpu) = r.agent.and_then(|n| agents.gpu(n))
+            && places.at(r.start_address) != Some(gpu)
+        {
+            let ns = remote_access_ns(costs, gpu);
+            s.remote_accesses += 1;
+            s.remote_ns += ns;
+            s.modeled_ns += ns;
+        }
         match r.kind {
             KfdKind::PageFault => {
                 s.faults += 1;
@@ -937,6 +1021,15 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
                 };
                 if access.is_err() {
                     per_region[row].unserviced += 1;
+                } else if model
+                    .svm_page(pid, at)
+                    .is_some_and(|p| p.location != gpu_ids[gpu])
+                {
+                    // Served from memory that is not this GPU's: over the link.
+                    let ns = remote_access_ns(model.costs(), gpu);
+                    per_region[row].remote_accesses += 1;
+                    per_region[row].remote_ns += ns;
+                    per_region[row].modeled_ns += ns;
                 }
                 row
             }

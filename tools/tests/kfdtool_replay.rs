@@ -136,7 +136,7 @@ fn stats(migrations: u64, bytes: u64, faults: u64, modeled_ns: u64) -> Stats {
 /// `s` without its cost breakdown (checked apart: its parts add up to the modeled time).
 fn whole(s: Stats) -> Stats {
     assert_eq!(
-        s.fault_service_ns + s.setup_ns + s.transfer_ns,
+        s.fault_service_ns + s.setup_ns + s.transfer_ns + s.remote_ns,
         s.modeled_ns,
         "the breakdown of {s:?}"
     );
@@ -144,6 +144,8 @@ fn whole(s: Stats) -> Stats {
         fault_service_ns: 0,
         setup_ns: 0,
         transfer_ns: 0,
+        remote_accesses: 0,
+        remote_ns: 0,
         ..s
     }
 }
@@ -228,22 +230,29 @@ fn granularity_0_and_9_migrate_what_the_policy_says_in_the_modeled_time() {
         "default granularity: 9"
     );
 
-    // ACCESS_IN_PLACE: each fault maps the pages where they are, nothing migrates.
+    // ACCESS_IN_PLACE: each fault maps the pages where they are, nothing migrates; each
+    // access is served from system memory over the link: one 128-byte line, the link's
+    // latency and bandwidth.
+    let remote = costs.migration_ns(0, 128) - t.migrate_setup_ns;
+    assert!(remote > 0);
     let mut in_place = policy(None);
     in_place.access = Some(AccessArg::InPlace);
     let r = replay(&trace, &in_place).expect("replay");
+    let f = row(&r, faulted.0).replayed;
     assert_eq!(
-        whole(row(&r, faulted.0).replayed),
-        stats(0, 0, 2, 2 * t.fault_service_ns)
+        whole(f),
+        stats(0, 0, 2, 2 * t.fault_service_ns + 2 * remote)
     );
+    assert_eq!((f.remote_accesses, f.remote_ns), (2, 2 * remote));
 
-    // Preferred location system memory: the faults restore the pages there.
+    // Preferred location system memory: the faults restore the pages there, and the GPU
+    // reads them over the link too.
     let mut preferred = policy(None);
     preferred.preferred = Some(LocationArg::System);
     let r = replay(&trace, &preferred).expect("replay");
     assert_eq!(
         whole(row(&r, faulted.0).replayed),
-        stats(0, 0, 2, 2 * t.fault_service_ns)
+        stats(0, 0, 2, 2 * t.fault_service_ns + 2 * remote)
     );
 
     // XNACK off and no access: the GPU accesses stay faults nobody services.
