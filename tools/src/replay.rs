@@ -1094,3 +1094,36 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
         operations,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_paint_over_and_split_what_was_there() {
+        let mut p = Places::default();
+        assert_eq!(p.at(5), None, "never painted: system memory");
+        p.paint(0, 100, Some(1));
+        p.paint(40, 60, Some(2));
+        p.paint(90, 120, None);
+        assert_eq!(
+            [
+                p.at(0),
+                p.at(39),
+                p.at(40),
+                p.at(59),
+                p.at(60),
+                p.at(89),
+                p.at(95)
+            ],
+            [Some(1), Some(1), Some(2), Some(2), Some(1), Some(1), None]
+        );
+        // Over everything at once.
+        p.paint(10, 110, Some(3));
+        assert_eq!(
+            [p.at(9), p.at(10), p.at(109), p.at(110)],
+            [Some(1), Some(3), Some(3), None]
+        );
+        assert_eq!(p.0.len(), 3);
+    }
+}
