@@ -26,7 +26,7 @@ use crate::rocpd::Agent;
 /// Picture size in pixels.
 const SIZE: (u32, u32) = (1100, 600);
 /// The width of the legend panel right of the data.
-const LEGEND_WIDTH: u32 = 260;
+const LEGEND_WIDTH: u32 = 320;
 /// Time bins of the throughput picture.
 pub const THROUGHPUT_BINS: usize = 100;
 /// Address rows of the residency grid.
@@ -60,13 +60,60 @@ fn label(agent: Option<u32>, agents: &[Agent]) -> String {
         Some(Agent {
             gpu_id: Some(g), ..
         }) => format!("{} (gpu {g:#x})", agent_name(agent)),
-        Some(_) => format!("{} (system memory)", agent_name(agent)),
+        Some(_) => format!("{} (system)", agent_name(agent)),
         None => agent_name(agent),
     }
 }
 
 fn err<E: std::fmt::Display>(e: E) -> String {
     format!("drawing the picture: {e}")
+}
+
+/// Labels the address axis with the touched ranges: each range's first address and size at
+/// its middle, right-aligned left of the axis; a range too close to the previous label gets
+/// none (the rows stay proportional to size).
+fn label_ranges(
+    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    chart: &ChartContext<
+        '_,
+        SVGBackend<'_>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    map: &ResidencyMap,
+    several_pids: bool,
+) -> Result<(), String> {
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    if map.total_bytes == 0 {
+        return Ok(());
+    }
+    let style = ("sans-serif", 11)
+        .into_font()
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Right, VPos::Center));
+    let mut last: Option<i32> = None;
+    for e in &map.extents {
+        let size = e.end - e.start;
+        let mid =
+            (e.offset as f64 + size as f64 / 2.0) / map.total_bytes as f64 * f64::from(map.rows);
+        let (x, y) = chart.backend_coord(&(0.0, mid));
+        if last.is_some_and(|l| (l - y).abs() < 13) {
+            continue;
+        }
+        last = Some(y);
+        let text = if several_pids {
+            format!("{}:{:#x} {}", e.pid, e.start, agent_size(size))
+        } else {
+            format!("{:#x} {}", e.start, agent_size(size))
+        };
+        root.draw(&Text::new(text, (x - 6, y), style.clone()))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// A size for a label (`2 MiB`, `4 KiB`).
+fn agent_size(bytes: u64) -> String {
+    kfd_svm::summary::human_bytes(bytes)
 }
 
 /// The residency picture: x is ms since the first record, y the touched address space (each
@@ -98,21 +145,9 @@ pub fn residency_svg(records: &[KfdRecord], agents: &[Agent]) -> Result<String, 
             .caption(caption, ("sans-serif", 20))
             .margin(12)
             .x_label_area_size(45)
-            .y_label_area_size(140)
+            .y_label_area_size(175)
             .build_cartesian_2d(0f64..x_max, 0f64..y_max)
             .map_err(err)?;
-        // A tick's label is the address at that height.
-        let row_label = |y: &f64| {
-            if map.total_bytes == 0 {
-                return String::new();
-            }
-            let offset = (y / y_max * map.total_bytes as f64) as u64;
-            match map.address_at(offset.min(map.total_bytes - 1)) {
-                Some((pid, address)) if several_pids => format!("{pid}:{address:#x}"),
-                Some((_, address)) => format!("{address:#x}"),
-                None => String::new(),
-            }
-        };
         chart
             .configure_mesh()
             .disable_mesh()
@@ -122,10 +157,10 @@ pub fn residency_svg(records: &[KfdRecord], agents: &[Agent]) -> Result<String, 
             } else {
                 "address (migrated ranges)"
             })
-            .y_labels(12)
-            .y_label_formatter(&row_label)
+            .y_label_formatter(&|_| String::new())
             .draw()
             .map_err(err)?;
+        label_ranges(&root, &chart, &map, several_pids)?;
         let fill = |agent: Option<u32>| {
             let i = located.iter().position(|a| *a == agent).unwrap_or(0);
             colour(i, agent)
@@ -280,7 +315,7 @@ pub const LATENCY_POINTS: usize = 200;
 /// Address rows of the thrashing picture's grid.
 pub const THRASHING_ROWS: u32 = 100;
 /// Time columns of the thrashing picture's grid.
-pub const THRASHING_COLS: u32 = 200;
+pub const THRASHING_COLS: u32 = 50;
 
 /// One legend entry: a colour, drawn as a line or a box, and its text.
 struct Entry {
@@ -295,7 +330,7 @@ fn draw_legend(
     title: &str,
     entries: &[Entry],
 ) -> Result<(), String> {
-    let style = ("sans-serif", 13).into_font().color(&BLACK);
+    let style = ("sans-serif", 12).into_font().color(&BLACK);
     area.draw(&Text::new(title.to_owned(), (8, 40), style.clone()))
         .map_err(err)?;
     for (i, e) in entries.iter().enumerate() {
@@ -363,11 +398,17 @@ pub fn latency_svg(records: &[KfdRecord], agents: &[Agent]) -> Result<String, St
                 let rank = (k * n).div_ceil(take);
                 (ns[rank - 1] as f64 / 1e3, rank as f64 / n as f64)
             });
+            // A step function: the share holds until the next latency.
+            let mut steps = vec![(0.0, 0.0)];
+            let mut share = 0.0;
+            for (x, y) in points {
+                steps.push((x, share));
+                share = y;
+                steps.push((x, share));
+            }
+            steps.push((x_max, share));
             chart
-                .draw_series(LineSeries::new(
-                    std::iter::once((0.0, 0.0)).chain(points),
-                    colour.stroke_width(2),
-                ))
+                .draw_series(LineSeries::new(steps, colour.stroke_width(2)))
                 .map_err(err)?;
             entries.push(Entry {
                 colour,
@@ -481,26 +522,19 @@ pub fn thrashing_svg(records: &[KfdRecord]) -> Result<String, String> {
             )
             .margin(12)
             .x_label_area_size(45)
-            .y_label_area_size(140)
+            .y_label_area_size(175)
             .build_cartesian_2d(0f64..x_max, 0f64..y_max)
             .map_err(err)?;
-        let row_label = |y: &f64| {
-            if map.total_bytes == 0 {
-                return String::new();
-            }
-            let offset = (y / y_max * map.total_bytes as f64) as u64;
-            map.address_at(offset.min(map.total_bytes - 1))
-                .map_or(String::new(), |(_, a)| format!("{a:#x}"))
-        };
         chart
             .configure_mesh()
             .disable_mesh()
             .x_desc("time since the first record (ms)")
             .y_desc("address (touched ranges)")
-            .y_labels(12)
-            .y_label_formatter(&row_label)
+            .y_label_formatter(&|_| String::new())
             .draw()
             .map_err(err)?;
+        let several_pids = map.extents.first().map(|e| e.pid) != map.extents.last().map(|e| e.pid);
+        label_ranges(&root, &chart, &map, several_pids)?;
         // Cells of one row next to each other in the same shade are one rectangle.
         let mut runs: Vec<(u32, u32, u32, usize)> = Vec::new();
         for &(row, col, n) in &cells {
@@ -520,13 +554,13 @@ pub fn thrashing_svg(records: &[KfdRecord]) -> Result<String, String> {
                 )
             }))
             .map_err(err)?;
-        let entries: Vec<Entry> = ["1", "2-3", "4-7", "8-15", "16 or more"]
+        let entries: Vec<Entry> = ["1 migration", "2-3", "4-7", "8-15", "16 or more"]
             .iter()
             .zip(SEQUENTIAL)
             .map(|(text, colour)| Entry {
                 colour,
                 line: false,
-                text: format!("{text} migrations"),
+                text: (*text).to_owned(),
             })
             .collect();
         draw_legend(&legend, "migrations in a cell", &entries)?;
@@ -629,8 +663,8 @@ mod tests {
             assert!(svg.len() < 1 << 20, "{name}: {} bytes", svg.len());
             match *name {
                 "latency.svg" => {
-                    // Faults of one GPU, migrated or updated: two curves of at most
-                    // LATENCY_POINTS + 1 points each.
+                    // Faults of one GPU, migrated or updated: two step curves of at most
+                    // 2 LATENCY_POINTS + 2 points each.
                     let lines: Vec<_> = doc
                         .descendants()
                         .filter(|n| n.has_tag_name("polyline"))
@@ -641,7 +675,7 @@ mod tests {
                     assert!(
                         lines
                             .iter()
-                            .all(|p| p.split_whitespace().count() <= LATENCY_POINTS + 1)
+                            .all(|p| p.split_whitespace().count() <= 2 * LATENCY_POINTS + 2)
                     );
                 }
                 "cumulative.svg" => {

@@ -685,10 +685,10 @@ fn check_svgs(records: &[KfdRecord], agents: &[Agent]) {
         assert!(t.iter().any(|x| x == label), "{label} not in {t:?}");
     }
     // Legend: the CPU node and the GPU node.
-    assert!(t.iter().any(|x| x.ends_with("(system memory)")), "{t:?}");
+    assert!(t.iter().any(|x| x.ends_with("(system)")), "{t:?}");
     assert!(t.iter().any(|x| x.contains("(gpu 0x")), "{t:?}");
     // Background, one rectangle per block of the residency grid, and the legend's two
-    // swatches (outside the data, right of x = 840); every range ends on the GPU.
+    // swatches (outside the data, right of x = 780); every range ends on the GPU.
     let map = kfd_svm::residency::ResidencyMap::new(
         records,
         kfdtool::plots::RESIDENCY_ROWS,
@@ -707,7 +707,7 @@ fn check_svgs(records: &[KfdRecord], agents: &[Agent]) {
     assert!(
         rects[rects.len() - 2..]
             .iter()
-            .all(|r| legend_x(r) >= 840.0)
+            .all(|r| legend_x(r) >= 780.0)
     );
     let g = agents.iter().find(|a| a.is_gpu).unwrap().node_id;
     for e in &map.extents {
