@@ -1,6 +1,7 @@
 //! kfdtool's own tables in a rocpd database: what an exact replay needs and rocprofv3 has no
-//! place for. rocpd reads only `rocpd_*` tables and views (its `importer.py` and the views
-//! select from them by name), so `kfdtool_*` tables are ignored by it and by every view.
+//! place for. rocpd reads only `rocpd_*` tables (its `importer.py` lists `sqlite_master`
+//! tables `LIKE 'rocpd_%'`; the views select from the `rocpd_*` views by name), so
+//! `kfdtool_*` tables are ignored by it and by every view.
 //!
 //! * `kfdtool_svm_range`: the SVM ranges of the traced process as registered (SET_ATTR on new
 //!   memory) and each later attribute change, in time order: `pid`, `time` (ns, the records'
