@@ -231,6 +231,10 @@ pub struct Comparison {
     /// What the replay ran with, one `key: value` per line (machine, attributes, GPUs, timing
     /// parameters), printed with the comparison.
     pub parameters: Vec<String>,
+    /// The replay's own records, in the recording's terms (recorded addresses, the trace's
+    /// agents; times on the model clock): `kfdtool replay --out` writes them as a trace for
+    /// `kfdtool report --compare`.
+    pub records: Vec<KfdRecord>,
 }
 
 impl Comparison {
@@ -745,6 +749,7 @@ pub fn replay(trace: &RocpdTrace, policy: &Policy) -> Result<Comparison, ReplayE
         spans,
         ranges: trace.svm_ranges.clone(),
         gpu_nodes: agents.gpu_nodes.clone(),
+        system_node: agents.system_nodes.first().copied(),
         ops,
         xnack,
         granularity: policy.granularity,
@@ -842,6 +847,7 @@ pub fn replay(trace: &RocpdTrace, policy: &Policy) -> Result<Comparison, ReplayE
             })
             .collect(),
         operations: replayed.operations,
+        records: replayed.records,
     })
 }
 
@@ -855,6 +861,8 @@ struct Setup {
     ranges: Vec<SvmRangeRecord>,
     /// The trace's GPU agents' nodes, in GPU order.
     gpu_nodes: Vec<u32>,
+    /// The trace's system-memory node.
+    system_node: Option<u32>,
     ops: Vec<(u64, Op)>,
     xnack: bool,
     granularity: Option<u8>,
@@ -867,6 +875,7 @@ struct Setup {
 struct Replayed {
     per_region: Vec<Stats>,
     operations: u64,
+    records: Vec<KfdRecord>,
 }
 
 /// On the thread attached to `model`: registers the regions and runs the operations.
@@ -984,10 +993,15 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
     {
         apply_recorded(r)?;
     }
+    // Everything the recording's KFD records come from, so that the replay's records compare
+    // with them one for one.
     let mask = SmiEventMask::MIGRATE_START
         | SmiEventMask::MIGRATE_END
         | SmiEventMask::PAGE_FAULT_START
-        | SmiEventMask::PAGE_FAULT_END;
+        | SmiEventMask::PAGE_FAULT_END
+        | SmiEventMask::UNMAP_FROM_GPU
+        | SmiEventMask::QUEUE_EVICTION
+        | SmiEventMask::QUEUE_RESTORE;
     let mut streams = gpu_ids
         .iter()
         .map(|&g| SmiStream::open(&kfd, g, mask))
@@ -1059,9 +1073,11 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
             }
         }
     }
+    // GPUs as their index, system memory as SYSTEM.
+    const SYSTEM: u32 = u32::MAX;
     let agent_map = AgentMap::new(
         gpu_ids.iter().enumerate().map(|(i, &g)| (g, i as u32)),
-        None,
+        Some(SYSTEM),
     );
     let pairing = Pairing::new(&events, DEFAULT_PAGE_SIZE, &agent_map);
     // A replayed address's row: back to the recorded address first.
@@ -1082,16 +1098,57 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
         };
         let s = &mut per_region[i];
         let modeled = s.modeled_ns;
-        charge(s, r, costs, |n| Some(n as usize));
+        charge(s, r, costs, |n| (n != SYSTEM).then_some(n as usize));
         s.modeled_ns = modeled;
         if r.kind == KfdKind::PageFault {
             s.faults += 1;
         }
     }
+    // The replay's records in the recording's terms: recorded addresses, the trace's agents.
+    let back = |addr: u64| {
+        setup
+            .spans
+            .iter()
+            .zip(&buffers)
+            .find(|&(&(s, e), b)| b.addr() <= addr && addr < b.addr() + (e - s))
+            .map(|(&(s, _), b)| s + (addr - b.addr()))
+    };
+    let node = |a: Option<u32>| match a {
+        Some(SYSTEM) => setup.system_node,
+        Some(i) => setup
+            .gpu_nodes
+            .get(i as usize)
+            .copied()
+            .or_else(|| model.machine().gpus().get(i as usize).map(|g| g.node_id)),
+        None => None,
+    };
+    let records = pairing
+        .records
+        .iter()
+        .filter_map(|r| {
+            let start = back(r.start_address)?;
+            let end = if r.end_address > r.start_address {
+                back(r.end_address - 1)? + 1
+            } else {
+                start
+            };
+            Some(KfdRecord {
+                start_address: start,
+                end_address: end,
+                agent: node(r.agent),
+                src_agent: node(r.src_agent),
+                dst_agent: node(r.dst_agent),
+                prefetch_agent: node(r.prefetch_agent),
+                preferred_agent: node(r.preferred_agent),
+                ..*r
+            })
+        })
+        .collect();
     drop(buffers);
     Ok(Replayed {
         per_region,
         operations,
+        records,
     })
 }
 

@@ -61,6 +61,10 @@ pub struct ReplayArgs {
     /// prints them).
     #[arg(long, value_name = "FILE")]
     timing: Option<PathBuf>,
+    /// Also write the replay's records as a rocpd database here (recorded addresses, the
+    /// trace's agents), for `kfdtool report --compare TRACE FILE`.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
 }
 
 fn parse_location(s: &str) -> Result<LocationArg, String> {
@@ -101,5 +105,28 @@ pub fn replay_cmd(args: &ReplayArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     let comparison = replay::replay(&trace, &policy)?;
     print!("{comparison}");
+    if let Some(path) = &args.out {
+        let info = rocpd::TraceInfo {
+            pid: std::process::id(),
+            ppid: rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            start_ns: comparison
+                .records
+                .iter()
+                .map(|r| r.start_ns)
+                .min()
+                .unwrap_or(0),
+            end_ns: comparison
+                .records
+                .iter()
+                .map(|r| r.end_ns)
+                .max()
+                .unwrap_or(0),
+            agents: trace.agents.clone(),
+            ..rocpd::TraceInfo::default()
+        };
+        rocpd::write_rocpd(path, &info, &comparison.records)?;
+        println!("wrote the replay's records to {}", path.display());
+    }
     Ok(())
 }

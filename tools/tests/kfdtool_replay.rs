@@ -561,6 +561,67 @@ fn a_trace_with_its_svm_ranges_replays_exactly() {
     );
     assert!(text.contains("xnack: on (as recorded)"), "{text}");
 
+    // The replay's own records are the recording's in its terms: the same migrations (ranges,
+    // directions), the same faults (addresses, kinds), on the model clock.
+    let key = |r: &kfd_svm::KfdRecord| {
+        (
+            r.kind,
+            r.operation,
+            r.start_address,
+            r.end_address,
+            r.agent,
+            r.src_agent,
+            r.dst_agent,
+        )
+    };
+    let mut recorded_keys: Vec<_> = trace.records.iter().map(key).collect();
+    let mut replayed_keys: Vec<_> = r.records.iter().map(key).collect();
+    recorded_keys.sort();
+    replayed_keys.sort();
+    assert_eq!(replayed_keys, recorded_keys);
+    // `replay --out` writes them; `report --compare` puts both side by side, nothing changed.
+    let replay_db = dir.join("replay.db");
+    let kfdtool = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kfdtool"))
+            .args(args)
+            .output()
+            .expect("run kfdtool");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let printed = kfdtool(&[
+        "replay",
+        db.to_str().unwrap(),
+        "--out",
+        replay_db.to_str().unwrap(),
+    ]);
+    assert!(printed.ends_with(&format!(
+        "wrote the replay's records to {}\n",
+        replay_db.display()
+    )));
+    let compared = kfdtool(&[
+        "report",
+        "--compare",
+        db.to_str().unwrap(),
+        replay_db.to_str().unwrap(),
+    ]);
+    for figure in ["migrations", "bytes (MiB)"] {
+        let line = compared
+            .lines()
+            .find(|l| l.contains(" -> ") && l.contains(figure))
+            .unwrap_or_else(|| panic!("{figure}: {compared}"));
+        assert!(line.trim_end().ends_with('='), "{compared}");
+    }
+    let faults = compared
+        .lines()
+        .find(|l| l.starts_with("page faults"))
+        .unwrap();
+    assert!(faults.trim_end().ends_with('='), "{compared}");
+
     // Without the table (a rocprofv3 trace) the replay must assume, and says so: the in-place
     // range's fault migrates its 2 MiB block, the granularity-0 faults theirs.
     let mut bare = trace.clone();
