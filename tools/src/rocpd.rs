@@ -386,7 +386,7 @@ const TABLES: &[(&str, &str)] = &[
 /// The views of rocprofiler-sdk's `data_views.sql` and `summary_views.sql`, every one.
 const DATA_VIEWS: &str = include_str!("rocpd_views.sql");
 
-/// The names of the views in [`DATA_VIEWS`], in file order (21: 18 data views, 3 summary
+/// The names of the views of `rocpd_views.sql`, in file order (21: 18 data views, 3 summary
 /// views).
 pub const DATA_VIEW_NAMES: [&str; 21] = [
     "code_objects",
