@@ -1383,4 +1383,14 @@ mod tests {
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn the_view_names_are_the_views_of_the_sql_file() {
+        let created: Vec<&str> = DATA_VIEWS
+            .split("CREATE VIEW IF NOT EXISTS `")
+            .skip(1)
+            .filter_map(|rest| rest.split('`').next())
+            .collect();
+        assert_eq!(created, DATA_VIEW_NAMES);
+    }
 }
