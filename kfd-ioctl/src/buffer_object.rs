@@ -62,7 +62,9 @@ impl BufferObject {
     pub fn va(&self) -> u64 {
         self.va
     }
-    /// The size in bytes.
+    /// The size in bytes, as the kernel made it: the requested size rounded up to whole
+    /// pages (`PAGE_ALIGN` in `amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu`); for an
+    /// `AQL_QUEUE_MEM` BO the GPU range it covers (twice its rounded half).
     pub fn size(&self) -> u64 {
         self.size
     }

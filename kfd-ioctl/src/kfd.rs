@@ -13,11 +13,11 @@ use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 use crate::abi::{self, AllocMemFlags, RuntimeEnableMode};
 use crate::error::{Error, IoctlContext, Result, Version};
-use crate::sys;
 use crate::{
     Apertures, BufferObject, ClockCounters, DmabufInfo, FreeError, MemoryPolicy, SmiEvents,
     TileConfig,
 };
+use crate::{sys, validate};
 
 /// The path of the KFD character device.
 pub const KFD_DEVICE_PATH: &str = "/dev/kfd";
@@ -367,9 +367,18 @@ impl Kfd {
     /// `NO_SUBSTITUTE`, `AQL_QUEUE_MEM`, `COHERENT`, `UNCACHED`, `EXT_COHERENT`, `CONTIGUOUS`).
     /// USERPTR memory wraps caller memory and goes through [`Kfd::alloc_userptr`].
     ///
+    /// The kernel rounds `size` up to whole pages (`PAGE_ALIGN` in
+    /// `amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu`): a request of 4097 bytes is an 8 KiB BO,
+    /// and [`BufferObject::size`] says so. `va` may be 0 (a BO that is never mapped on a GPU,
+    /// only exported or CPU-mapped: [`Kfd::map_memory_to_gpu`] then refuses it); any other
+    /// `va` must be 4 KiB aligned. The checks this makes before the call, and where the
+    /// kernel makes them, are listed in [`crate::validate`].
+    ///
     /// # Errors
     /// [`Error::InvalidArgument`] for `USERPTR` in `flags`; [`Error::Unsupported`] for flags
-    /// newer than the running KFD; `EINVAL` for a size of 0, a
+    /// newer than the running KFD; [`Error::Rejected`] (`EINVAL`), before any syscall, for a
+    /// size of 0, a `va` that is not 4 KiB aligned or whose range wraps, an MMIO_REMAP size
+    /// other than one page; then `EINVAL` for a
     /// `gpu_id` the process does not have, host-visible VRAM (`PUBLIC`) on a GPU without a large
     /// BAR, or a DOORBELL or MMIO_REMAP size other than the process's doorbell slice or one page;
     /// `EADDRINUSE` when `[va, va + size)` overlaps an SVM range; `ENOMEM` when the memory (or the
@@ -438,6 +447,20 @@ impl Kfd {
                 running: self.inner.version,
             });
         }
+        let context = IoctlContext {
+            gpu_id: Some(gpu_id),
+            range: Some((va, size)),
+            handle: None,
+            alloc_flags: Some(flags),
+        };
+        let bo_size = validate::alloc(
+            context,
+            va,
+            size,
+            flags,
+            cpu_addr,
+            crate::mem::page_size() as u64,
+        )?;
         let mut args = abi::kfd_ioctl_alloc_memory_of_gpu_args {
             va_addr: va,
             size,
@@ -445,12 +468,6 @@ impl Kfd {
             mmap_offset: cpu_addr,
             gpu_id,
             flags: flags.bits(),
-        };
-        let context = IoctlContext {
-            gpu_id: Some(gpu_id),
-            range: Some((va, size)),
-            handle: None,
-            alloc_flags: Some(flags),
         };
         // SAFETY: the only address in the arguments is `cpu_addr` (in `mmap_offset`), and only
         // for USERPTR, which only the unsafe `alloc_userptr` passes, whose caller vouches for
@@ -463,7 +480,7 @@ impl Kfd {
             handle: args.handle,
             gpu_id,
             va,
-            size,
+            size: bo_size,
             flags,
             mmap_offset: Some(args.mmap_offset),
             mapped: Mutex::new(Vec::new()),
@@ -502,6 +519,8 @@ impl Kfd {
     /// from them when dropped). Mapping again where it is mapped is a no-op.
     ///
     /// # Errors
+    /// [`Error::Rejected`] (`EINVAL`), before any syscall, for a BO allocated at GPU address
+    /// 0 (`kfd_mem_attach` refuses it) or at an unaligned one (an import);
     /// [`Error::InvalidArgument`] for an empty `gpus`; [`Error::DeviceList`] naming the GPU
     /// that failed and those done before it: `EINVAL` for a `gpu_id` the process does not have, the
     /// driver's errnos of the mapping (`ENOMEM`, `EINVAL` for a VA clash), or the bind's; `ENOMEM`
@@ -509,6 +528,11 @@ impl Kfd {
     /// interrupted wait for the page tables resumes from `n_success`.
     #[doc(alias = "AMDKFD_IOC_MAP_MEMORY_TO_GPU")]
     pub fn map_memory_to_gpu(&self, bo: &BufferObject, gpus: &[u32]) -> Result<()> {
+        let context = IoctlContext {
+            range: Some((bo.va, bo.size)),
+            ..IoctlContext::handle(bo.handle)
+        };
+        validate::map(context, bo.va, bo.size)?;
         let result = self.device_list_ioctl(
             abi::AMDKFD_IOC_MAP_MEMORY_TO_GPU,
             "MAP_MEMORY_TO_GPU",

@@ -90,6 +90,7 @@ mod queue;
 mod smi_events;
 mod svm;
 mod sys;
+pub mod validate;
 mod values;
 
 pub use buffer_object::{BufferObject, FreeError};

@@ -201,3 +201,94 @@ fn a_device_list_map_that_fails_part_way_says_where_and_keeps_track() {
         kfd.free_memory_of_gpu(first).unwrap();
     });
 }
+
+/// The kernel's argument checks of ALLOC and MAP (kfd-ioctl's `validate` module lists them
+/// with the kernel functions), as the library reports them: an odd size is rounded up to
+/// pages (`PAGE_ALIGN` in `amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu`) and the BO covers the
+/// rounded range on the GPU; an unaligned GPU address, which the kernel records at ALLOC and
+/// refuses at every MAP (`amdgpu_vm_verify_parameters`), is refused at ALLOC with the
+/// kernel's EINVAL; address 0, accepted at ALLOC (the kernel's "VRAM without VA" case), is
+/// refused at MAP (`kfd_mem_attach`); a size of 0 is EINVAL (`kfd_ioctl_alloc_memory_of_gpu`).
+#[test]
+fn odd_sizes_round_and_bad_addresses_fail_with_the_kernels_errno() {
+    on_every_target(&["mi300x"], |target| {
+        let (kfd, gpus) = open_and_acquire(target);
+        let gpu_id = gpus[0].0;
+        let va = VaReservation::new((4 * MIB) as usize, (2 * MIB) as usize);
+        let flags = AllocMemFlags::VRAM | AllocMemFlags::WRITABLE;
+
+        let odd = kfd
+            .alloc_memory_of_gpu(gpu_id, va.addr(), 4097, flags)
+            .unwrap();
+        assert_eq!(odd.size(), 8192, "{}: the kernel's BO size", target.name());
+        kfd.map_memory_to_gpu(&odd, &[gpu_id]).unwrap();
+        // The second page belongs to the first BO on the GPU: a BO there clashes.
+        let next_page = kfd
+            .alloc_memory_of_gpu(gpu_id, va.addr() + 4096, 4096, flags)
+            .unwrap();
+        let clash = kfd.map_memory_to_gpu(&next_page, &[gpu_id]).unwrap_err();
+        assert_eq!(clash.errno(), Some(Errno::INVAL), "{clash}");
+        let after = kfd
+            .alloc_memory_of_gpu(gpu_id, va.addr() + 8192, 4096, flags)
+            .unwrap();
+        kfd.map_memory_to_gpu(&after, &[gpu_id]).unwrap();
+
+        let rejected = |e: Error| match e {
+            Error::Rejected {
+                ioctl,
+                context,
+                errno,
+                reason,
+            } => (ioctl, context.gpu_id, errno, reason),
+            other => panic!("{}: expected a rejection, got {other}", target.name()),
+        };
+        let unaligned = kfd
+            .alloc_memory_of_gpu(gpu_id, va.addr() + 123, 4096, flags)
+            .unwrap_err();
+        let text = unaligned.to_string();
+        let (ioctl, gpu, errno, reason) = rejected(unaligned);
+        assert_eq!(
+            (ioctl, gpu, errno),
+            ("ALLOC_MEMORY_OF_GPU", Some(gpu_id), Errno::INVAL)
+        );
+        assert!(reason.contains("not 4 KiB aligned"), "{text}");
+        assert!(
+            text.contains(&format!("at {:#x}", va.addr() + 123)),
+            "names the range: {text}"
+        );
+
+        let empty = kfd
+            .alloc_memory_of_gpu(gpu_id, va.addr(), 0, flags)
+            .unwrap_err();
+        assert_eq!(rejected(empty).2, Errno::INVAL);
+
+        let no_va = kfd.alloc_memory_of_gpu(gpu_id, 0, 4096, flags).unwrap();
+        let (ioctl, _, errno, reason) =
+            rejected(kfd.map_memory_to_gpu(&no_va, &[gpu_id]).unwrap_err());
+        assert_eq!((ioctl, errno), ("MAP_MEMORY_TO_GPU", Errno::INVAL));
+        assert!(reason.contains("no GPU address"), "{reason}");
+        assert!(no_va.mapped_gpus().is_empty());
+    });
+}
+
+/// Allocating on a GPU before `acquire_vm` is ENODEV (`kfd_bind_process_to_device` finds no
+/// VM); the message says what to do.
+#[test]
+fn allocating_before_acquire_vm_says_to_acquire_it() {
+    on_every_target(&["mi300x"], |target| {
+        let kfd = Kfd::open().unwrap();
+        let topo = Topology::read().unwrap();
+        let gpu_id = gpus(&topo)[0].0;
+        let va = VaReservation::new((2 * MIB) as usize, (2 * MIB) as usize);
+        let err = kfd
+            .alloc_memory_of_gpu(gpu_id, va.addr(), 2 * MIB, AllocMemFlags::VRAM)
+            .unwrap_err();
+        assert_eq!(err.errno(), Some(Errno::NODEV), "{}: {err}", target.name());
+        assert!(
+            err.to_string().ends_with(
+                "ENODEV; the GPU's VM is not acquired: call Kfd::acquire_vm for it first"
+            ),
+            "{err}"
+        );
+    });
+}
