@@ -7,7 +7,17 @@
 //!   packet is written in one piece even across the wrap), its read and write pointers, its
 //!   doorbell, and completions waited on through `WAIT_EVENTS`: each submission ends with a
 //!   fence and a TRAP that raises a KFD event, and a GPU VM fault arrives on a memory event as
-//!   [`Error::VmFault`].
+//!   [`Error::VmFault`]. A copy of any size is split into packets and, past what the ring
+//!   holds, into submissions.
+//!
+//! # Waits and faults
+//!
+//! Every wait takes a timeout; `Duration::MAX` waits forever. A VM fault stops the queue for
+//! good: the kernel evicts every queue of the process on that GPU (`kfd_dqm_evict_pasid`)
+//! and never restores them, so after [`Error::VmFault`] the queue answers
+//! [`Error::QueueDead`] (naming the fault) to every submission and wait. There is no
+//! recovery inside the process (ROCr aborts it); drop the queues and start the work again
+//! in a new process.
 //! * [`aql`] — [`AqlQueue`]: AQL packets on a compute queue, barrier-AND/OR with
 //!   dependencies, completion [`Signal`]s in `amd_signal_t`'s layout wired to KFD events, and
 //!   [`KernelDispatch`] encoding for runtimes with their own code objects.

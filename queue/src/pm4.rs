@@ -393,6 +393,7 @@ impl Pm4Queue {
                 "a PM4 ring is a power of two of 4 KiB or more",
             ));
         }
+        context.check_gpu(gpu_id)?;
         let sizes = context.queue_sizes(gpu_id).ok_or(Error::NoPm4(gpu_id))?;
         let gfx_major = context.gfx_major(gpu_id).ok_or(Error::NoPm4(gpu_id))?;
         let gfx = GfxTargetVersion {
@@ -577,16 +578,22 @@ impl Pm4Queue {
 
     /// Waits until the ring has `dwords` free.
     fn make_room(&self, dwords: u64) -> Result<()> {
+        let full = |free: u64| Error::RingFull {
+            needed: dwords * 4,
+            free: free * 4,
+            ring: self.ring_dwords * 4,
+        };
         if dwords >= self.ring_dwords {
-            return Err(Error::RingFull);
+            return Err(full(self.ring_dwords - 1 - self.in_flight()?));
         }
         let deadline = Instant::now() + Duration::from_secs(1);
         loop {
-            if self.ring_dwords - 1 - self.in_flight()? >= dwords {
+            let free = self.ring_dwords - 1 - self.in_flight()?;
+            if free >= dwords {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(Error::RingFull);
+                return Err(full(free));
             }
             let _ = self
                 .context
@@ -604,7 +611,7 @@ impl Pm4Queue {
         Ok(done.wrapping_sub(c.seq) as i32 >= 0)
     }
 
-    /// Waits up to `timeout` for `c`, through WAIT_EVENTS on the queue's event and its
+    /// Waits up to `timeout` (forever for `Duration::MAX`) for `c`, through WAIT_EVENTS on the queue's event and its
     /// memory-fault event.
     ///
     /// # Errors

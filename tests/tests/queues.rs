@@ -505,16 +505,28 @@ fn a_copy_to_an_unmapped_address_is_a_vm_fault_then_a_stopped_queue() {
             }
         }
         assert!(faults >= 1, "{}: an SMI VMFAULT record", env.name);
-        // Then the queue error: it stopped at the faulting packet, what follows never runs.
+        // Then the queue error: it stopped at the faulting packet, and is dead: it takes no
+        // more work and says so, naming the fault (kfd_dqm_evict_pasid evicted the process's
+        // queues on the GPU and nothing restores them).
         assert_eq!(q.read_pointer().unwrap(), before);
-        let fence = q
+        assert_eq!(q.dead().map(|f| f.va), Some(unmapped));
+        let dead = q
             .submit(&[Command::Fence {
                 addr: src.va(),
                 value: 1,
             }])
-            .unwrap();
-        assert!(matches!(q.wait(fence, WAIT), Err(Error::VmFault(_))));
-        assert!(!q.is_done(fence).unwrap());
+            .unwrap_err();
+        assert!(
+            matches!(dead, Error::QueueDead(f) if f.va == unmapped),
+            "{}: {dead}",
+            env.name
+        );
+        let text = dead.to_string();
+        assert!(
+            text.contains("is dead") && text.contains("new process"),
+            "says it is dead and what to do: {text}"
+        );
+        assert!(matches!(q.wait(c, WAIT), Err(Error::QueueDead(_))));
         assert_eq!(q.read_pointer().unwrap(), before);
         // The process's other queues on the GPU were evicted with it (kfd_dqm_evict_pasid).
         let fence = other
@@ -573,9 +585,11 @@ fn xgmi_queues_need_xgmi_engines_and_engine_ids_are_bounded() {
             let last = u32::try_from(pcie + xgmi).unwrap();
             SdmaQueue::new(&env.context, env.gpu_id, SdmaEngine::Id(last - 1), 4096)
                 .unwrap_or_else(|e| panic!("{}: {e}", env.name));
+            // The kernel's EINVAL, caught before the call with the engine count.
             let past = SdmaQueue::new(&env.context, env.gpu_id, SdmaEngine::Id(last), 4096);
             assert!(
-                matches!(&past, Err(Error::Kfd(e)) if e.errno() == Some(Errno::INVAL)),
+                matches!(&past, Err(Error::NoSuchEngine { engine, engines, gpu_id })
+                    if *engine == last && *engines == last && *gpu_id == env.gpu_id),
                 "{}: {past:?}",
                 env.name
             );
@@ -1192,5 +1206,125 @@ fn an_aql_pm4_ib_packet_runs_its_indirect_buffer() {
         ptr_cpu.read(0, &mut read_index).unwrap();
         assert_eq!(u64::from_le_bytes(read_index), 1, "{}", env.name);
         q.close().unwrap();
+    });
+}
+
+/// Queue errors name what is wrong: a GPU that is not in the topology (not "has no SDMA
+/// engine"), an engine id past the GPU's (with the count), a submission larger than the ring
+/// (with the sizes).
+#[test]
+fn queue_errors_name_the_gpu_the_engine_and_the_sizes() {
+    on_every_target(&["mi300x"], |target| {
+        let env = open(target);
+        let unknown = SdmaQueue::new(&env.context, 0xdead, SdmaEngine::Pcie, 4096).unwrap_err();
+        assert!(
+            matches!(&unknown, Error::UnknownGpu { gpu_id: 0xdead, known } if known.contains(&env.gpu_id)),
+            "{}: {unknown}",
+            env.name
+        );
+        assert_eq!(
+            unknown.to_string(),
+            format!(
+                "gpu 0xdead is not a GPU of this queue context (its GPUs: {})",
+                env.context
+                    .gpu_ids()
+                    .iter()
+                    .map(|g| format!("{g:#x}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        );
+        let engines = {
+            let (pcie, xgmi, _) = env.sdma_engines();
+            u32::try_from(pcie + xgmi).unwrap()
+        };
+        let no_engine =
+            SdmaQueue::new(&env.context, env.gpu_id, SdmaEngine::Id(99), 4096).unwrap_err();
+        assert_eq!(
+            no_engine.to_string(),
+            format!(
+                "gpu {:#x} has {engines} SDMA engines (ids 0 to {}); engine 99 does not exist",
+                env.gpu_id,
+                engines - 1
+            )
+        );
+        let mut q = env.queue();
+        let words = vec![0u32; 2048];
+        let mem = env.bo(0, 16 << 10, GTT);
+        let full = q
+            .submit(&[Command::Write {
+                addr: mem.va(),
+                data: &words,
+            }])
+            .unwrap_err();
+        assert!(
+            matches!(full, Error::RingFull { ring: 4096, free: 4096, needed } if needed > 8192),
+            "{}: {full}",
+            env.name
+        );
+        assert!(full.to_string().contains("make the ring larger"), "{full}");
+    });
+}
+
+/// `Duration::MAX` means wait forever: `Instant::now() + Duration::MAX` overflows, and the
+/// waits used to panic on it, even with the signal already at 0.
+#[test]
+fn duration_max_waits_forever_without_panicking() {
+    use kfd_queue::Signal;
+    on_every_target(&["mi300x"], |target| {
+        let env = open(target);
+        let signal = Signal::new(&env.context, env.gpu_id, 0).unwrap();
+        signal.wait_zero(Duration::MAX).unwrap();
+        let mut q = env.queue();
+        let mem = env.bo(0, 4096, GTT);
+        let c = q
+            .submit(&[Command::Fence {
+                addr: mem.va(),
+                value: 7,
+            }])
+            .unwrap();
+        q.wait(c, Duration::MAX)
+            .unwrap_or_else(|e| panic!("{}: {e}", env.name));
+    });
+}
+
+/// A copy larger than the ring holds in packets is split into submissions, as `copy`
+/// documents: 580 MiB on a 4 KiB ring is 145 COPY_LINEARs of 4 MiB, and a 4 KiB ring takes
+/// 144 with a submission's fence and signal. The bytes at both ends and across the split
+/// arrive.
+#[test]
+fn a_copy_larger_than_the_ring_is_split_into_submissions() {
+    on_every_target(&["mi300x"], |target| {
+        let env = open(target);
+        let size: u64 = 580 << 20;
+        let src = env.bo(0, size, VRAM);
+        let far = VaReservation::new(size as usize, 2 << 20);
+        let dst = env
+            .kfd
+            .alloc_memory_of_gpu(env.gpu_id, far.addr(), size, VRAM)
+            .unwrap();
+        env.kfd.map_memory_to_gpu(&dst, &[env.gpu_id]).unwrap();
+        let marks = [0, (576 << 20) - 64, size - 64];
+        let cpu_src = src.map_cpu().unwrap();
+        let cpu_dst = dst.map_cpu().unwrap();
+        for (i, &at) in marks.iter().enumerate() {
+            cpu_src.write(at as usize, &pattern(64, i as u8)).unwrap();
+        }
+        let mut q = env.queue();
+        let c = q.copy(dst.va(), src.va(), size).unwrap();
+        q.wait(c, WAIT)
+            .unwrap_or_else(|e| panic!("{}: {e}", env.name));
+        // Two submissions, each ending with its fence and signal (40 bytes).
+        assert_eq!(q.write_pointer(), 145 * 28 + 2 * 40, "{}", env.name);
+        for (i, &at) in marks.iter().enumerate() {
+            let mut got = [0u8; 64];
+            cpu_dst.read(at as usize, &mut got).unwrap();
+            assert_eq!(
+                got.as_slice(),
+                pattern(64, i as u8),
+                "{} at {at:#x}",
+                env.name
+            );
+        }
     });
 }
