@@ -308,6 +308,33 @@ pub enum Error {
         /// Why, with the kernel function that decides it.
         reason: &'static str,
     },
+    /// An SVM call failed and one of its attributes names a GPU that is the reason: one the
+    /// process does not have (the kernel's `EINVAL` from `kfd_process_gpuidx_from_gpuid` in
+    /// `svm_range_check_attr`), or one whose VM this handle has not acquired.
+    #[error(
+        "SVM {op}{} failed: {}; attribute {attribute} names gpu {gpu_id:#x}, {}",
+        IoctlContext::range(.range.0, .range.1), ErrnoName(*.errno),
+        if .known.contains(.gpu_id) {
+            "whose VM is not acquired: call Kfd::acquire_vm for it first".to_owned()
+        } else {
+            format!("which is not a GPU of this process (its GPUs: {})", GpuIds(.known))
+        }
+    )]
+    SvmGpu {
+        /// `SET_ATTR` or `GET_ATTR`.
+        op: &'static str,
+        /// The range `(start, size)` in bytes.
+        range: (u64, u64),
+        /// What the kernel said.
+        errno: Errno,
+        /// The attribute naming the GPU (`PREFERRED_LOC`, `PREFETCH_LOC`, `ACCESS`,
+        /// `ACCESS_IN_PLACE`, `NO_ACCESS`).
+        attribute: &'static str,
+        /// The GPU it names.
+        gpu_id: u32,
+        /// The GPUs of the process (from `GET_PROCESS_APERTURES_NEW`).
+        known: Vec<u32>,
+    },
     /// The GPU has not been acquired with [`crate::Kfd::acquire_vm`].
     #[error("gpu {gpu_id:#x} has no acquired VM; call acquire_vm first")]
     NotAcquired {
@@ -329,6 +356,7 @@ impl Error {
             | Error::Open { errno, .. }
             | Error::Mmap { errno, .. }
             | Error::Rejected { errno, .. }
+            | Error::SvmGpu { errno, .. }
             | Error::SmiIo { errno, .. } => Some(*errno),
             _ => None,
         }
@@ -390,6 +418,24 @@ fn hint(ioctl: &str, errno: Errno, context: &IoctlContext) -> Option<&'static st
              allocate the VRAM without PUBLIC and copy through a queue",
         ),
         _ => None,
+    }
+}
+
+/// GPU ids in hex, comma separated (`none` for none).
+pub(crate) struct GpuIds<'a>(pub &'a [u32]);
+
+impl fmt::Display for GpuIds<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("none");
+        }
+        for (i, gpu) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{gpu:#x}")?;
+        }
+        Ok(())
     }
 }
 

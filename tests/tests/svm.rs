@@ -334,6 +334,40 @@ fn errors_follow_the_kernel_contract() {
                 "{name}: {attrs:?}"
             );
         }
+        // The errors name the attribute and the GPU, and say it is not the process's.
+        for (attrs, attribute) in [
+            (
+                SvmAttrs::new().preferred_location(Location::Gpu(bad)),
+                "PREFERRED_LOC",
+            ),
+            (SvmAttrs::new().access(bad, Access::Access), "ACCESS"),
+        ] {
+            let err = set(attrs, a, PAGE).unwrap_err();
+            match &err {
+                Error::Kfd(kfd_ioctl::Error::SvmGpu {
+                    op,
+                    attribute: named,
+                    gpu_id,
+                    known,
+                    ..
+                }) => {
+                    assert_eq!((*op, *named, *gpu_id), ("SET_ATTR", attribute, bad));
+                    assert!(known.contains(&gpu), "{name}: {err}");
+                }
+                other => panic!("{name}: expected the GPU named, got {other}"),
+            }
+            assert!(
+                err.to_string().contains(&format!(
+                    "attribute {attribute} names gpu {bad:#x}, which is not a GPU of this process"
+                )),
+                "{name}: {err}"
+            );
+        }
+        let get = get_attrs(&kfd, a, PAGE, &[bad]).unwrap_err();
+        assert!(
+            matches!(&get, Error::Kfd(kfd_ioctl::Error::SvmGpu { op: "GET_ATTR", gpu_id, .. }) if *gpu_id == bad),
+            "{name}: {get}"
+        );
         // An attribute type the kernel does not know.
         let unknown = SvmAttrs::new().with(kfd_svm::SvmAttr::Unknown {
             attr_type: 8,
