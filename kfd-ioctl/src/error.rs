@@ -421,8 +421,9 @@ fn hint(ioctl: &str, errno: Errno, context: &IoctlContext) -> Option<&'static st
     }
 }
 
-/// GPU ids in hex, comma separated (`none` for none).
-pub(crate) struct GpuIds<'a>(pub &'a [u32]);
+/// GPU ids in hex, comma separated (`none` for none), for messages: `0x7396, 0x814c`.
+#[derive(Debug, Clone, Copy)]
+pub struct GpuIds<'a>(pub &'a [u32]);
 
 impl fmt::Display for GpuIds<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

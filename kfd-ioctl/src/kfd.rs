@@ -36,6 +36,8 @@ pub(crate) struct Inner {
     /// The render-node file handed to ACQUIRE_VM, per gpu_id. KFD keeps a reference to that
     /// file for the life of the process; keeping ours lets BOs be CPU-mapped through it.
     vms: Mutex<BTreeMap<u32, Arc<OwnedFd>>>,
+    /// The GPUVM apertures of the process's GPUs, read once (they do not change).
+    apertures: Mutex<Option<Vec<Apertures>>>,
 }
 
 /// The safe handle on `/dev/kfd`: one typed method per memory-side ioctl.
@@ -143,6 +145,7 @@ impl Kfd {
                 version,
                 owner_pid: sys::current_pid(),
                 vms: Mutex::new(BTreeMap::new()),
+                apertures: Mutex::new(None),
             }),
         }
     }
@@ -307,6 +310,27 @@ impl Kfd {
         let filled = self.process_apertures_into(&mut raw)?;
         raw.truncate(filled);
         Ok(raw.iter().map(Apertures::from).collect())
+    }
+
+    /// The GPUVM aperture of `gpu_id` (`None` for a GPU the process does not have), from
+    /// [`Kfd::get_process_apertures`], asked once per handle.
+    ///
+    /// # Errors
+    /// Those of [`Kfd::get_process_apertures`].
+    pub fn gpuvm_aperture(&self, gpu_id: u32) -> Result<Option<std::ops::Range<u64>>> {
+        let mut cached = self
+            .inner
+            .apertures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if cached.is_none() {
+            *cached = Some(self.get_process_apertures()?);
+        }
+        Ok(cached
+            .iter()
+            .flatten()
+            .find(|a| a.gpu_id == gpu_id)
+            .map(|a| a.gpuvm.clone()))
     }
 
     /// One `GET_PROCESS_APERTURES_NEW` into `entries`: with none, the count query (how many

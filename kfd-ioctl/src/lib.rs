@@ -86,6 +86,7 @@ mod error;
 mod event;
 mod kfd;
 mod location;
+mod memory;
 mod queue;
 mod smi_events;
 mod svm;
@@ -96,13 +97,18 @@ mod values;
 pub use buffer_object::{BufferObject, FreeError};
 pub use cpu_mapping::{CpuMapping, OwnedCpuMapping};
 pub use errno::{errno_by_name, errno_name};
-pub use error::{Errno, ErrnoName, Error, IoctlContext, Result, Version};
+pub use error::{Errno, ErrnoName, Error, GpuIds, IoctlContext, Result, Version};
 pub use event::{Event, EventKind, MemoryFault, WaitOutcome};
 pub use kfd::{KFD_DEVICE_PATH, Kfd, render_node_path};
 pub use location::Location;
+pub use memory::Memory;
 pub use queue::{
     ComputeBuffers, Doorbells, Queue, QueueBuffer, QueueSizes, QueueSpec, QueueType, RawQueueSpec,
 };
 pub use smi_events::SmiEvents;
 pub use svm::SVM_INLINE_ATTRS;
 pub use values::{Apertures, CachePolicy, ClockCounters, DmabufInfo, MemoryPolicy, TileConfig};
+/// vm-memory, whose [`VolatileSlice`](vm_memory::VolatileSlice) and
+/// [`Bytes`](vm_memory::Bytes) this crate hands out for memory the GPU shares: use its
+/// traits through this re-export, without a dependency of your own.
+pub use vm_memory;

@@ -26,7 +26,7 @@ pub enum Error {
     /// The GPU is not one of the topology the [`crate::QueueContext`] was made from.
     #[error(
         "gpu {gpu_id:#x} is not a GPU of this queue context (its GPUs: {})",
-        GpuList(.known)
+        kfd_ioctl::GpuIds(.known)
     )]
     UnknownGpu {
         /// The GPU asked for.
@@ -105,24 +105,6 @@ pub enum Error {
     /// The completion did not arrive in time.
     #[error("the queue did not complete within {0:?}")]
     Timeout(Duration),
-}
-
-/// GPU ids in hex, comma separated.
-struct GpuList<'a>(&'a [u32]);
-
-impl std::fmt::Display for GpuList<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.0.is_empty() {
-            return f.write_str("none");
-        }
-        for (i, gpu) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            write!(f, "{gpu:#x}")?;
-        }
-        Ok(())
-    }
 }
 
 /// The crate's result.

@@ -292,3 +292,62 @@ fn allocating_before_acquire_vm_says_to_acquire_it() {
         );
     });
 }
+
+/// `Kfd::alloc_memory`: one address for the CPU and the GPU. The BO is allocated at an
+/// address the process reserved (2 MiB aligned from 2 MiB up, inside every GPU's GPUVM
+/// aperture), a CPU-visible BO is mapped for the CPU at that same address (what the CPU
+/// writes there, the GPU reads at it), device-only VRAM has no CPU view, and dropping
+/// frees the BO (the VRAM comes back) before the address is released.
+#[test]
+fn alloc_memory_gives_one_address_for_cpu_and_gpu() {
+    use kfd_ioctl::Memory;
+    use kfd_ioctl::vm_memory::Bytes;
+    on_every_target(&["mi300x", "mi210x8"], |target| {
+        let name = target.name();
+        let (kfd, gpus) = open_and_acquire(target);
+        let ids: Vec<u32> = gpus.iter().map(|g| g.0).collect();
+        let gpu = ids[0];
+        let before = kfd.available_memory(gpu).unwrap();
+        let public = AllocMemFlags::VRAM | AllocMemFlags::WRITABLE | AllocMemFlags::PUBLIC;
+        let gtt = AllocMemFlags::GTT | AllocMemFlags::WRITABLE;
+        let vram = kfd.alloc_memory(gpu, 64 * MIB, public, &ids).unwrap();
+        let host = kfd.alloc_memory(gpu, 64 * MIB + 1, gtt, &[gpu]).unwrap();
+        let small = kfd.alloc_memory(gpu, 4096, public, &[gpu]).unwrap();
+        for m in [&vram, &host, &small] {
+            let aperture = kfd.gpuvm_aperture(gpu).unwrap().unwrap();
+            assert!(aperture.start <= m.va() && m.va() + m.size() <= aperture.end);
+            assert_eq!(m.va(), m.buffer_object().va(), "{name}");
+        }
+        assert_eq!(vram.va() % (2 * MIB), 0, "{name}");
+        assert_eq!(host.va() % (2 * MIB), 0, "{name}");
+        assert_eq!(small.va() % (64 << 10), 0, "{name}");
+        assert_eq!(host.size(), 64 * MIB + 4096, "{name}: rounded to pages");
+        assert_eq!(Memory::alignment(2 * MIB, gtt), 2 << 20);
+        assert_eq!(vram.buffer_object().mapped_gpus(), ids, "{name}");
+        // The CPU sees the BO at the GPU address.
+        let cpu = vram.as_volatile_slice().unwrap();
+        assert_eq!(cpu.ptr_guard().as_ptr() as u64, vram.va());
+        cpu.write_slice(b"one address", 4096).unwrap();
+        if let Target::Emulated { model, .. } = target {
+            for &g in &ids {
+                let mut seen = [0u8; 11];
+                model
+                    .gpu_read(std::process::id() as i32, g, vram.va() + 4096, &mut seen)
+                    .unwrap();
+                assert_eq!(&seen, b"one address", "{name}: gpu {g:#x}");
+            }
+        }
+        let device_only = kfd
+            .alloc_memory(gpu, 2 * MIB, AllocMemFlags::VRAM, &[gpu])
+            .unwrap();
+        assert!(!device_only.is_cpu_visible());
+        assert!(device_only.as_volatile_slice().is_err(), "{name}");
+        // USERPTR and friends have their own calls.
+        assert!(matches!(
+            kfd.alloc_memory(gpu, 4096, AllocMemFlags::USERPTR, &[]),
+            Err(Error::InvalidArgument { .. })
+        ));
+        drop((vram, host, small, device_only));
+        assert_eq!(kfd.available_memory(gpu).unwrap(), before, "{name}: freed");
+    });
+}
