@@ -11,10 +11,19 @@
 //!   keeps alive, KFD events and `WAIT_EVENTS`, and the per-process doorbell page
 //!   (`kfd-queue` builds SDMA queues on them).
 //!
+//! * [`Memory`] ([`Kfd::alloc_memory`]) — where a runtime starts: a buffer object at one
+//!   address for the CPU and the GPU, the address reserved in the process and released last.
+//! * [`validate`] — the kernel's argument checks of ALLOC and MAP, made before the call.
+//!
+//! `kfd-queue`'s `examples/first_day.rs` is a runtime's whole first program on these crates
+//! (memory, SVM, an SDMA queue, copies between host, VRAM and two GPUs).
+//!
 //! # Tutorial
 //!
 //! Open KFD, find the GPUs in the topology, make each GPU's VM this process's compute VM, and
-//! allocate, map, touch and free memory. This is the whole life of a buffer object, and the
+//! allocate, map, touch and free memory. This shows the low layer, where the caller places
+//! the BO at a GPU address of its choosing ([`Kfd::alloc_memory`] chooses it, and maps the
+//! BO for the CPU at that same address). This is the whole life of a buffer object, and the
 //! example runs as a test: on a machine without an AMD GPU its syscalls are answered by
 //! kfd-emu (in hidden lines), on an MI300X by the kernel.
 //!
@@ -35,7 +44,7 @@
 //! let topology = Topology::read()?;
 //! let gpu = topology.gpus().next().ok_or("no GPU")?;
 //! let gpu_id = gpu.gpu_id().ok_or("no gpu_id")?;
-//! kfd.acquire_vm(gpu_id, gpu.properties.drm_render_minor as u32)?;
+//! kfd.acquire_vm(gpu_id, gpu.render_minor().ok_or("no render node")?)?;
 //! kfd.set_memory_policy(gpu_id, &MemoryPolicy::default())?;
 //!
 //! // Where GPU virtual addresses may go in this process.
