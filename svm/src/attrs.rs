@@ -447,6 +447,103 @@ impl SvmAttrs {
     }
 }
 
+/// The page-aligned range that covers `[start, start + size)`: the start rounded down and the
+/// end rounded up to whole pages, as ROCr takes a range in `hsa_amd_svm_attributes_set`
+/// (`Runtime::SetSvmAttrib` aligns the pointer down and the end up to 4 KiB before the SVM
+/// ioctl). Returns `(start, size)` in bytes.
+///
+/// # Errors
+/// [`Error::Range`] for a zero size or start, or a range that wraps.
+pub fn page_range(start: u64, size: u64) -> Result<(u64, u64)> {
+    let page = rustix::param::page_size() as u64;
+    let problem = |problem| Error::Range {
+        start,
+        size,
+        problem,
+    };
+    if size == 0 {
+        return Err(problem(RangeProblem::ZeroSize));
+    }
+    let base = start - start % page;
+    if base == 0 {
+        return Err(problem(RangeProblem::ZeroStart));
+    }
+    let end = start
+        .checked_add(size)
+        .and_then(|end| end.checked_next_multiple_of(page))
+        .ok_or(problem(RangeProblem::SizeUnaligned))?;
+    Ok((base, end - base))
+}
+
+impl SvmAttrs {
+    /// The attributes a range has before anyone sets them (`svm_range_new`): no preferred
+    /// location, `HOST_ACCESS | COHERENT` and no other flag, granularity 9 (2 MiB), and for
+    /// each of `gpus` no access with XNACK off, access with it on (the kernel then lets
+    /// every GPU fault pages in). A SET cannot make the prefetch location undefined again
+    /// (`EINVAL`): these attributes prefetch to system memory, which moves the pages back.
+    pub fn defaults(gpus: &[u32], xnack: bool) -> SvmAttrs {
+        let default_flags = SvmFlags::HOST_ACCESS | SvmFlags::COHERENT;
+        let access = if xnack {
+            Access::Access
+        } else {
+            Access::NoAccess
+        };
+        gpus.iter().fold(
+            SvmAttrs::new()
+                .preferred_location(Location::Undefined)
+                .prefetch_location(Location::System)
+                .set_flags(default_flags)
+                .clear_flags(SvmFlags::from_bits_retain(!default_flags.bits()))
+                .granularity(9),
+            |attrs, &gpu| attrs.access(gpu, access),
+        )
+    }
+
+    /// [`SvmAttrs::apply`] on memory of the caller's that need not be page aligned (a
+    /// `malloc` block): the range is widened to whole pages first ([`page_range`], as ROCr
+    /// does). Returns the range registered, `(start, size)`.
+    ///
+    /// The widened pages hold whatever else lives there (other heap blocks): they get the
+    /// attributes too, and the GPU may migrate them. `free` of a small heap block does not
+    /// unmap its pages, so the kernel keeps them registered: call [`unregister`] on the range
+    /// this returns before freeing, or let the library own the memory ([`crate::SvmBuffer`],
+    /// no `unsafe` needed).
+    ///
+    /// # Errors
+    /// [`Error::Range`] for a zero start or size, or a wrapping range; then those of
+    /// [`SvmAttrs::apply`].
+    ///
+    /// # Safety
+    /// As [`SvmAttrs::apply`], for the whole widened range: every byte of its pages is this
+    /// process's memory, which the GPUs may read and write and the kernel migrate while it
+    /// stays registered; no Rust reference into it may be live while a GPU may write it.
+    #[doc(alias = "hsa_amd_svm_attributes_set")]
+    pub unsafe fn apply_rounded(&self, kfd: &Kfd, start: u64, size: u64) -> Result<(u64, u64)> {
+        let (start, size) = page_range(start, size)?;
+        // SAFETY: the caller's guarantee covers the widened range.
+        unsafe { self.apply(kfd, start, size) }?;
+        Ok((start, size))
+    }
+}
+
+/// Gives `[start, start + size)` (page aligned) back its default attributes
+/// ([`SvmAttrs::defaults`] for `gpus` under the process's XNACK mode): the kernel has no
+/// unregister, short of unmapping the memory, so this is the explicit end of an SVM range
+/// over memory the caller keeps. The pages return to system memory; no GPU keeps access
+/// (with XNACK off).
+///
+/// # Errors
+/// Those of [`Kfd::xnack_mode`] and [`SvmAttrs::apply`].
+///
+/// # Safety
+/// As [`SvmAttrs::apply`]: the range is this process's memory (the prefetch to system
+/// memory migrates it back).
+pub unsafe fn unregister(kfd: &Kfd, start: u64, size: u64, gpus: &[u32]) -> Result<()> {
+    let xnack = kfd.xnack_mode()?;
+    // SAFETY: the caller's guarantee, passed on.
+    unsafe { SvmAttrs::defaults(gpus, xnack).apply(kfd, start, size) }
+}
+
 impl FromIterator<SvmAttr> for SvmAttrs {
     fn from_iter<I: IntoIterator<Item = SvmAttr>>(iter: I) -> SvmAttrs {
         iter.into_iter().fold(SvmAttrs::new(), SvmAttrs::with)
