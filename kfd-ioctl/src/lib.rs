@@ -59,7 +59,7 @@
 //! // The GPU may write this memory at any time: the CPU reaches it with volatile accesses,
 //! // never as a Rust slice (vm-memory's `VolatileSlice` and `Bytes`).
 //! let cpu = bo.map_cpu()?;
-//! cpu.write(0, b"hello, GPU")?;
+//! cpu.write_slice(b"hello, GPU", 0)?;
 //! let memory = cpu.as_volatile_slice()?;
 //! memory.write_obj(0xc0ffee_u32, 64)?;
 //! assert_eq!(memory.read_obj::<u32>(64)?, 0xc0ffee);

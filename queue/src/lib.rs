@@ -55,12 +55,12 @@
 //! let vram = kfd.alloc_memory_of_gpu(gpu_id, base + (1 << 21), 1 << 20, AllocMemFlags::VRAM | AllocMemFlags::WRITABLE | AllocMemFlags::PUBLIC)?;
 //! kfd.map_memory_to_gpu(&host, &[gpu_id])?;
 //! kfd.map_memory_to_gpu(&vram, &[gpu_id])?;
-//! host.map_cpu()?.write(0, b"moved by the copy engine")?;
+//! host.map_cpu()?.write_slice(b"moved by the copy engine", 0)?;
 //!
 //! let done = queue.copy(vram.va(), host.va(), 4096)?;
 //! queue.wait(done, Duration::from_secs(5))?;
 //! let mut back = [0u8; 24];
-//! vram.map_cpu()?.read(0, &mut back)?;
+//! vram.map_cpu()?.read_slice(&mut back, 0)?;
 //! assert_eq!(&back, b"moved by the copy engine");
 //! # Ok(())
 //! # }).unwrap().unwrap();

@@ -42,7 +42,7 @@
 //! ])?;
 //! queue.wait(done, Duration::from_secs(5))?;
 //! let mut back = [0u8; 16];
-//! mem.map_cpu()?.read(0, &mut back)?;
+//! mem.map_cpu()?.read_slice(&mut back, 0)?;
 //! assert_eq!(back[..4], 0xC0FFEEu32.to_le_bytes());
 //! assert_eq!(back[8..], (1u64 << 40).to_le_bytes());
 //! # Ok(())

@@ -134,15 +134,15 @@ fn system_memory_is_mapped_on_all_gpus_and_cpu_visible() {
         {
             let cpu = bo.map_cpu().unwrap();
             let mut zeroes = [0xffu8; 64];
-            cpu.read(0, &mut zeroes).unwrap();
+            cpu.read_slice(&mut zeroes, 0).unwrap();
             assert_eq!(zeroes, [0u8; 64], "new GTT memory reads as zero");
-            cpu.write(100, b"kfd-rs").unwrap();
+            cpu.write_slice(b"kfd-rs", 100).unwrap();
             let again = bo.map_cpu().unwrap();
             let mut back = [0u8; 6];
-            again.read(100, &mut back).unwrap();
+            again.read_slice(&mut back, 100).unwrap();
             assert_eq!(&back, b"kfd-rs", "two CPU mappings see the same bytes");
             assert!(
-                cpu.write((64 << 10) - 2, b"abc").is_err(),
+                cpu.write_slice(b"abc", (64 << 10) - 2).is_err(),
                 "writes past the end are refused"
             );
         }
