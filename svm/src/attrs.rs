@@ -145,6 +145,56 @@ pub enum SvmAttr {
     },
 }
 
+/// SVM flags by their C names without the prefix, `HOST_ACCESS|COHERENT`, or `none`.
+#[derive(Debug, Clone, Copy)]
+pub struct FlagNames(pub SvmFlags);
+
+impl fmt::Display for FlagNames {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for (name, _) in self.0.iter_names() {
+            if !first {
+                f.write_str("|")?;
+            }
+            first = false;
+            f.write_str(name)?;
+        }
+        let unknown = self.0.bits() & !SvmFlags::all().bits();
+        if unknown != 0 {
+            if !first {
+                f.write_str("|")?;
+            }
+            first = false;
+            write!(f, "{unknown:#x}")?;
+        }
+        if first {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for SvmAttr {
+    /// What a person reads: `preferred location gpu 0x7396`, `gpu 0x7396: access`,
+    /// `set flags HOST_ACCESS|COHERENT`, `granularity 9 (512 pages)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SvmAttr::PreferredLocation(l) => write!(f, "preferred location {l}"),
+            SvmAttr::PrefetchLocation(l) => write!(f, "prefetch location {l}"),
+            SvmAttr::Access(gpu, a) => write!(f, "gpu {gpu:#x}: {a}"),
+            SvmAttr::SetFlags(flags) => write!(f, "set flags {}", FlagNames(*flags)),
+            SvmAttr::ClearFlags(flags) => write!(f, "clear flags {}", FlagNames(*flags)),
+            SvmAttr::Granularity(g) if *g < 64 => {
+                write!(f, "granularity {g} ({} pages)", 1u64 << g)
+            }
+            SvmAttr::Granularity(g) => write!(f, "granularity {g}"),
+            SvmAttr::Unknown { attr_type, value } => {
+                write!(f, "attribute type {attr_type} = {value:#x}")
+            }
+        }
+    }
+}
+
 impl SvmAttr {
     /// Decodes a raw attribute.
     pub fn from_raw(raw: kfd_ioctl_svm_attribute) -> SvmAttr {
@@ -688,6 +738,35 @@ pub unsafe fn prefetch(kfd: &Kfd, start: u64, size: u64, to: Location) -> Result
     let attrs = SvmAttrs::new().prefetch_location(to);
     // SAFETY: the caller upholds `apply`'s contract, which is this function's.
     unsafe { attrs.apply(kfd, start, size) }
+}
+
+#[cfg(test)]
+mod display_tests {
+    use super::*;
+
+    #[test]
+    fn attributes_read_as_words_with_hex_gpu_ids() {
+        let shown: Vec<String> = [
+            SvmAttr::PreferredLocation(Location::Gpu(29590)),
+            SvmAttr::Access(29590, Access::AccessInPlace),
+            SvmAttr::SetFlags(SvmFlags::HOST_ACCESS | SvmFlags::COHERENT),
+            SvmAttr::ClearFlags(SvmFlags::empty()),
+            SvmAttr::Granularity(9),
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            shown,
+            [
+                "preferred location gpu 0x7396",
+                "gpu 0x7396: access in place",
+                "set flags HOST_ACCESS|COHERENT",
+                "clear flags none",
+                "granularity 9 (512 pages)",
+            ]
+        );
+    }
 }
 
 #[cfg(test)]
