@@ -10,7 +10,7 @@ use crate::topology::TopologyError;
 
 /// What an ioctl was doing when it failed: the GPU, the address range, the handle, the kind
 /// of memory. Kept without heap allocation so that building an error costs nothing.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct IoctlContext {
     /// The GPU the call was about.
     pub gpu_id: Option<u32>,
@@ -20,6 +20,23 @@ pub struct IoctlContext {
     pub handle: Option<u64>,
     /// The allocation flags, for memory ioctls.
     pub alloc_flags: Option<AllocMemFlags>,
+}
+
+impl fmt::Debug for IoctlContext {
+    /// With the GPU id, addresses and handle in hex.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IoctlContext")
+            .field("gpu_id", &self.gpu_id.map(crate::GpuId))
+            .field(
+                "range",
+                &self
+                    .range
+                    .map(|(start, size)| format!("{:#x} + {size:#x}", start)),
+            )
+            .field("handle", &self.handle.map(|h| format!("{h:#x}")))
+            .field("alloc_flags", &self.alloc_flags)
+            .finish()
+    }
 }
 
 impl IoctlContext {

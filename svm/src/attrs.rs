@@ -116,8 +116,9 @@ impl PartialEq for AttrList {
 
 impl Eq for AttrList {}
 
-/// One SVM attribute, decoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One SVM attribute, decoded. `Debug` shows GPU ids in hex (`Access(0x7396, Access)`);
+/// `Display` reads as words (`gpu 0x7396: access`).
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub enum SvmAttr {
     /// `KFD_IOCTL_SVM_ATTR_PREFERRED_LOC`: where the kernel should keep the pages.
     #[doc(alias = "KFD_IOCTL_SVM_ATTR_PREFERRED_LOC")]
@@ -171,6 +172,28 @@ impl fmt::Display for FlagNames {
             f.write_str("none")?;
         }
         Ok(())
+    }
+}
+
+impl fmt::Debug for SvmAttr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SvmAttr::PreferredLocation(l) => f.debug_tuple("PreferredLocation").field(l).finish(),
+            SvmAttr::PrefetchLocation(l) => f.debug_tuple("PrefetchLocation").field(l).finish(),
+            SvmAttr::Access(gpu, a) => f
+                .debug_tuple("Access")
+                .field(&kfd_ioctl::GpuId(*gpu))
+                .field(a)
+                .finish(),
+            SvmAttr::SetFlags(flags) => f.debug_tuple("SetFlags").field(flags).finish(),
+            SvmAttr::ClearFlags(flags) => f.debug_tuple("ClearFlags").field(flags).finish(),
+            SvmAttr::Granularity(g) => f.debug_tuple("Granularity").field(g).finish(),
+            SvmAttr::Unknown { attr_type, value } => f
+                .debug_struct("Unknown")
+                .field("attr_type", attr_type)
+                .field("value", &format_args!("{value:#x}"))
+                .finish(),
+        }
     }
 }
 
@@ -627,7 +650,7 @@ pub fn check_range(start: u64, size: u64) -> Result<()> {
 /// Parts of the queried range that no SVM range covers do not count; a query that touches no
 /// SVM range reports the defaults (both locations undefined, flags `HOST_ACCESS | COHERENT`,
 /// granularity 9, access `Access` for every GPU with XNACK on and `NoAccess` with it off).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct SvmRangeInfo {
     /// The preferred location, or [`Location::Undefined`] when the ranges differ (or any has
     /// none).
@@ -645,6 +668,25 @@ pub struct SvmRangeInfo {
     /// grants it, else [`Access::AccessInPlace`] if every range grants that, else
     /// [`Access::NoAccess`].
     pub access: Vec<(u32, Access)>,
+}
+
+impl fmt::Debug for SvmRangeInfo {
+    /// With the GPU ids of the access list in hex.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let access: Vec<(kfd_ioctl::GpuId, Access)> = self
+            .access
+            .iter()
+            .map(|&(gpu, a)| (kfd_ioctl::GpuId(gpu), a))
+            .collect();
+        f.debug_struct("SvmRangeInfo")
+            .field("preferred_location", &self.preferred_location)
+            .field("prefetch_location", &self.prefetch_location)
+            .field("flags", &self.flags)
+            .field("cleared_flags", &self.cleared_flags)
+            .field("granularity", &self.granularity)
+            .field("access", &access)
+            .finish()
+    }
 }
 
 impl SvmRangeInfo {
@@ -756,6 +798,14 @@ mod display_tests {
         .iter()
         .map(ToString::to_string)
         .collect();
+        assert_eq!(
+            format!("{:?}", SvmAttr::Access(29590, Access::Access)),
+            "Access(0x7396, Access)"
+        );
+        assert_eq!(
+            format!("{:?}", SvmAttr::PrefetchLocation(Location::Gpu(29590))),
+            "PrefetchLocation(Gpu(0x7396))"
+        );
         assert_eq!(
             shown,
             [

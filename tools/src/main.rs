@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use kfd_ioctl::abi::{SmiEventMask, SvmFlags};
 use kfd_ioctl::topology::Topology;
-use kfd_ioctl::{Errno, Kfd};
+use kfd_ioctl::{Errno, GpuId, GpuIds, Kfd};
 use kfd_svm::{Access, FlagNames, Location, SmiStream, SvmAttrs, SvmBuffer};
 use parse::{parse_idle, parse_u32, parse_whole};
 use vm_memory::VolatileSlice;
@@ -67,8 +67,8 @@ enum Command {
         #[arg(long, default_value = "4", value_parser = whole_in::<usize>(1, 1 << 16))]
         count: usize,
         /// The GPU (default: the first).
-        #[arg(long, value_parser = parse_u32)]
-        gpu: Option<u32>,
+        #[arg(long)]
+        gpu: Option<GpuId>,
     },
     /// Build mirrored rings (host, and device-local on the GPU) and stream records through one.
     Ring {
@@ -122,8 +122,8 @@ enum SmiCommand {
     /// Print decoded SMI events of one GPU as they come.
     Watch {
         /// The GPU (default: the first).
-        #[arg(long, value_parser = parse_u32)]
-        gpu: Option<u32>,
+        #[arg(long)]
+        gpu: Option<GpuId>,
         /// Stop after this many events (at least 1).
         #[arg(long, value_parser = whole_in::<usize>(1, u64::MAX))]
         count: Option<usize>,
@@ -174,8 +174,8 @@ struct SvmArgs {
     #[arg(long, default_value = "2097152", value_parser = whole_in::<usize>(1, MAX_BYTES))]
     size: usize,
     /// The GPU (default: the first).
-    #[arg(long, value_parser = parse_u32)]
-    gpu: Option<u32>,
+    #[arg(long)]
+    gpu: Option<GpuId>,
     /// Preferred location.
     #[arg(long, value_enum)]
     preferred: Option<Place>,
@@ -237,7 +237,7 @@ fn main() -> ExitCode {
                     idle,
                     all_processes,
                 },
-        } => smi_watch(*gpu, *count, *idle, *all_processes),
+        } => smi_watch(gpu.map(GpuId::get), *count, *idle, *all_processes),
         Command::Trace(args) => trace::trace_cmd(args, open_all),
         Command::Report { trace, svg, pid } => trace::report_cmd(trace, svg.as_deref(), pid),
         Command::Replay(args) => replay_cmd::replay_cmd(args),
@@ -246,7 +246,7 @@ fn main() -> ExitCode {
             size,
             count,
             gpu,
-        } => alloc_cmd(*kind, *size, *count, *gpu),
+        } => alloc_cmd(*kind, *size, *count, gpu.map(GpuId::get)),
         Command::Ring { capacity, records } => ring_cmd(*capacity, *records),
         Command::Bench { quick } => bench_cmd(*quick),
         Command::Copy { size, repeat } => {
@@ -300,11 +300,13 @@ fn open_all() -> Result<(Kfd, Topology, Vec<u32>), kfd_ioctl::Error> {
     Ok((kfd, topo, gpus))
 }
 
-fn pick_gpu(gpus: &[u32], wanted: Option<u32>) -> Result<u32, String> {
-    match wanted {
+/// The GPU `--gpu` names (hex as printed, or decimal), or the first.
+fn pick_gpu(gpus: &[u32], wanted: Option<GpuId>) -> Result<u32, String> {
+    match wanted.map(GpuId::get) {
         Some(gpu) if gpus.contains(&gpu) => Ok(gpu),
         Some(gpu) => Err(format!(
-            "no GPU with gpu_id {gpu:#x}; the GPUs are {gpus:#x?}"
+            "no GPU with gpu_id {gpu:#x}; the GPUs are {}",
+            GpuIds(gpus)
         )),
         None => gpus
             .first()
@@ -420,7 +422,7 @@ fn svm_cmd(args: &SvmArgs) -> CmdResult {
 
 fn smi_watch(gpu: Option<u32>, count: Option<usize>, idle: Duration, all: bool) -> CmdResult {
     let (kfd, _, gpus) = open_all()?;
-    let gpu = pick_gpu(&gpus, gpu)?;
+    let gpu = pick_gpu(&gpus, gpu.map(GpuId))?;
     let mut mask = SmiEventMask::all();
     if !all {
         mask.remove(SmiEventMask::ALL_PROCESS);
@@ -447,7 +449,7 @@ fn smi_watch(gpu: Option<u32>, count: Option<usize>, idle: Duration, all: bool) 
 fn alloc_cmd(kind: KindArg, size: usize, count: usize, gpu: Option<u32>) -> CmdResult {
     use kfd_provider::{KfdProvider, MemoryKind, ProviderParams};
     let (kfd, _, gpus) = open_all()?;
-    let gpu = pick_gpu(&gpus, gpu)?;
+    let gpu = pick_gpu(&gpus, gpu.map(GpuId))?;
     let kind = match kind {
         KindArg::Host => MemoryKind::Host,
         KindArg::Device => MemoryKind::Device,
