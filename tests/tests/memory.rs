@@ -351,3 +351,33 @@ fn alloc_memory_gives_one_address_for_cpu_and_gpu() {
         assert_eq!(kfd.available_memory(gpu).unwrap(), before, "{name}: freed");
     });
 }
+
+/// Host-visible VRAM on a small-BAR GPU: the kernel refuses `VRAM | PUBLIC` with EINVAL
+/// (`kfd_ioctl_alloc_memory_of_gpu`: "Alloc host visible vram on small bar is not
+/// allowed"); the message keeps the flags and says what to do. Without PUBLIC the VRAM is
+/// device-only: `alloc_memory` gives it no CPU view.
+#[test]
+fn small_bar_vram_fails_with_its_flags_and_the_resizable_bar_hint() {
+    on_every_target(&["rx9070xt-small-bar"], |target| {
+        let name = target.name();
+        let (kfd, gpus) = open_and_acquire(target);
+        let gpu = gpus[0].0;
+        let public = AllocMemFlags::VRAM | AllocMemFlags::WRITABLE | AllocMemFlags::PUBLIC;
+        let err = match (kfd.alloc_memory(gpu, 64 * MIB, public, &[gpu]), target) {
+            (Err(err), _) => err,
+            // This machine's GPU has a large BAR: nothing to refuse.
+            (Ok(_), Target::Hardware) => return,
+            (Ok(m), _) => panic!("{name}: small-BAR VRAM|PUBLIC was allocated: {m:?}"),
+        };
+        assert_eq!(err.errno(), Some(Errno::INVAL), "{name}: {err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("(VRAM|WRITABLE|PUBLIC, 64 MiB at 0x") && text.contains("resizable BAR"),
+            "{name}: {text}"
+        );
+        let device_only = kfd
+            .alloc_memory(gpu, 64 * MIB, AllocMemFlags::VRAM, &[gpu])
+            .unwrap();
+        assert!(!device_only.is_cpu_visible(), "{name}");
+    });
+}
