@@ -215,8 +215,9 @@ impl AqlQueue {
     ///
     /// # Errors
     /// [`Error::Command`] for a packet count that is not a power of two of at least 64;
-    /// [`Error::UnknownGpu`] for a GPU not in the context's topology; [`Error::NoSdma`] for
-    /// one without CWSR sizes; the errors of the allocations and of CREATE_QUEUE.
+    /// [`Error::UnknownGpu`] for a GPU not in the context's topology;
+    /// [`Error::NoQueueSizes`] for one without CWSR sizes; the errors of the allocations and
+    /// of CREATE_QUEUE.
     pub fn new(context: &Arc<QueueContext>, gpu_id: u32, packets: u32) -> Result<AqlQueue> {
         if packets < 64 || !packets.is_power_of_two() {
             return Err(Error::Command(
@@ -224,8 +225,12 @@ impl AqlQueue {
             ));
         }
         context.check_gpu(gpu_id)?;
-        let sizes = context.queue_sizes(gpu_id).ok_or(Error::NoSdma(gpu_id))?;
-        let gfx_major = context.gfx_major(gpu_id).ok_or(Error::NoSdma(gpu_id))?;
+        let sizes = context
+            .queue_sizes(gpu_id)
+            .ok_or(Error::NoQueueSizes(gpu_id))?;
+        let gfx_major = context
+            .gfx_major(gpu_id)
+            .ok_or(Error::NoQueueSizes(gpu_id))?;
         let ring_size = packets * PACKET_SIZE as u32;
         let ring = context.gtt(gpu_id, u64::from(ring_size))?;
         let pointers = context.gtt(gpu_id, 4096)?;

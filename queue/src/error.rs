@@ -52,6 +52,10 @@ pub enum Error {
         /// How many engines the GPU has (PCIe and xGMI, from the topology).
         engines: u32,
     },
+    /// The GPU has no compute-queue sizes in its topology (EOP buffer and CWSR area, gfx9
+    /// and later), which an AQL queue needs.
+    #[error("gpu {0:#x} has no compute-queue sizes (EOP buffer, CWSR area) this crate knows")]
+    NoQueueSizes(u32),
     /// The GPU has no PM4 layouts this crate encodes (unknown, before gfx9, or gfx12 and
     /// later), or no compute-queue sizes.
     #[error("gpu {0:#x} has no PM4 compute queue this crate encodes packets for")]

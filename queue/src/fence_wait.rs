@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use kfd_ioctl::{Event, Kfd, WaitOutcome};
+use std::sync::{Mutex, PoisonError};
+
+use kfd_ioctl::{Event, Kfd, MemoryFault, WaitOutcome};
 
 use crate::error::{Error, Result};
 
@@ -28,6 +30,48 @@ impl Deadline {
     /// The time left, at most `slice`, in whole milliseconds for WAIT_EVENTS.
     pub(crate) fn slice_ms(&self, slice: Duration) -> u32 {
         u32::try_from(self.left().min(slice).as_millis()).unwrap_or(u32::MAX)
+    }
+}
+
+/// The VM fault a queue stopped at, once a wait saw it: from then on the queue is dead
+/// ([`Error::QueueDead`]): the kernel never restores a process's queues after a VM fault.
+#[derive(Debug, Default)]
+pub(crate) struct Dead(Mutex<Option<MemoryFault>>);
+
+impl Dead {
+    /// The fault, once seen.
+    pub(crate) fn fault(&self) -> Option<MemoryFault> {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Fails with [`Error::QueueDead`] once the queue stopped at a fault.
+    pub(crate) fn check(&self) -> Result<()> {
+        match self.fault() {
+            Some(fault) => Err(Error::QueueDead(fault)),
+            None => Ok(()),
+        }
+    }
+
+    /// A queue's wait: done already is done (even on a dead queue: the fence landed
+    /// before the fault); a dead queue says so; else [`wait_for_fence`], remembering a VM
+    /// fault it reports.
+    pub(crate) fn wait(
+        &self,
+        kfd: &Kfd,
+        done_event: &Event,
+        fault: &Event,
+        timeout: Duration,
+        is_done: impl Fn() -> Result<bool>,
+    ) -> Result<()> {
+        if is_done()? {
+            return Ok(());
+        }
+        self.check()?;
+        let result = wait_for_fence(kfd, done_event, fault, timeout, is_done);
+        if let Err(Error::VmFault(f)) = &result {
+            *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(*f);
+        }
+        result
     }
 }
 

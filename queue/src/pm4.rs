@@ -377,6 +377,8 @@ pub struct Pm4Queue {
     /// Dwords written so far (the 64-bit write pointer).
     wptr: u64,
     seq: u32,
+    /// The VM fault the queue stopped at, once a wait saw it: the queue is dead.
+    dead: crate::fence_wait::Dead,
     context: Arc<QueueContext>,
 }
 
@@ -443,6 +445,7 @@ impl Pm4Queue {
             ring_dwords: u64::from(ring_bytes / 4),
             wptr: 0,
             seq: 0,
+            dead: crate::fence_wait::Dead::default(),
             context: context.clone(),
         })
     }
@@ -484,9 +487,12 @@ impl Pm4Queue {
     /// publishes the 64-bit write pointer and rings the doorbell with it.
     ///
     /// # Errors
-    /// [`Error::Command`] for a command that cannot be encoded; [`Error::RingFull`] when the
-    /// CP does not make room within a second; [`Error::Kfd`] when ringing fails.
+    /// [`Error::QueueDead`] once the queue stopped at a VM fault; [`Error::Command`] for a
+    /// command that cannot be encoded; [`Error::RingFull`], with the sizes, when the
+    /// submission is larger than the ring or the CP does not make room within a second;
+    /// [`Error::Kfd`] when ringing fails.
     pub fn submit(&mut self, commands: &[Pm4Command<'_>]) -> Result<Pm4Completion> {
+        self.dead.check()?;
         let g = self.generation;
         let mut dwords = Vec::new();
         for c in commands {
@@ -611,20 +617,26 @@ impl Pm4Queue {
         Ok(done.wrapping_sub(c.seq) as i32 >= 0)
     }
 
-    /// Waits up to `timeout` (forever for `Duration::MAX`) for `c`, through WAIT_EVENTS on the queue's event and its
-    /// memory-fault event.
+    /// Waits up to `timeout` (forever for `Duration::MAX`) for `c`, through WAIT_EVENTS on
+    /// the queue's event and its memory-fault event.
     ///
     /// # Errors
-    /// [`Error::VmFault`] when the GPU took a VM fault first; [`Error::Timeout`];
-    /// [`Error::Kfd`] when WAIT_EVENTS fails.
+    /// [`Error::VmFault`] when the GPU took a VM fault first (the queue is dead from then
+    /// on); [`Error::QueueDead`] on a queue that already reported its fault;
+    /// [`Error::Timeout`]; [`Error::Kfd`] when WAIT_EVENTS fails.
     pub fn wait(&self, c: Pm4Completion, timeout: Duration) -> Result<()> {
-        crate::fence_wait::wait_for_fence(
+        self.dead.wait(
             self.context.kfd(),
             &self.event,
             &self.fault,
             timeout,
             || self.is_done(c),
         )
+    }
+
+    /// The fault the queue stopped at, once a wait reported it ([`Error::QueueDead`]).
+    pub fn dead(&self) -> Option<kfd_ioctl::MemoryFault> {
+        self.dead.fault()
     }
 }
 

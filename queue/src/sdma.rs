@@ -312,7 +312,7 @@ pub struct SdmaQueue {
     /// The last submission's sequence number.
     seq: u32,
     /// The VM fault the queue stopped at, once a wait saw it: the queue is dead.
-    dead: Mutex<Option<MemoryFault>>,
+    dead: crate::fence_wait::Dead,
     context: Arc<QueueContext>,
 }
 
@@ -394,7 +394,7 @@ impl SdmaQueue {
             gpu_id,
             wptr: 0,
             seq: 0,
-            dead: Mutex::new(None),
+            dead: crate::fence_wait::Dead::default(),
             context: context.clone(),
         })
     }
@@ -479,15 +479,7 @@ impl SdmaQueue {
 
     /// The fault the queue stopped at, once a wait reported it ([`Error::QueueDead`]).
     pub fn dead(&self) -> Option<MemoryFault> {
-        *self.dead.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Fails with [`Error::QueueDead`] once the queue stopped at a VM fault.
-    fn check_alive(&self) -> Result<()> {
-        match self.dead() {
-            Some(fault) => Err(Error::QueueDead(fault)),
-            None => Ok(()),
-        }
+        self.dead.fault()
     }
 
     /// Encodes `commands`, then a fence of the submission's sequence number and a TRAP of the
@@ -501,7 +493,7 @@ impl SdmaQueue {
     /// ring or the engine makes no room for a second; [`Error::Kfd`] when ringing the
     /// doorbell fails.
     pub fn submit(&mut self, commands: &[Command<'_>]) -> Result<Completion> {
-        self.check_alive()?;
+        self.dead.check()?;
         let mut dwords = Vec::new();
         for c in commands {
             self.encode(c, &mut dwords)?;
@@ -635,29 +627,18 @@ impl SdmaQueue {
         Ok(done.wrapping_sub(c.seq) as i32 >= 0)
     }
 
-    /// Waits up to `timeout` (forever for `Duration::MAX`) for `c`, through WAIT_EVENTS on the queue's trap event and its
-    /// memory-fault event.
+    /// Waits up to `timeout` (forever for `Duration::MAX`) for `c`, through WAIT_EVENTS on
+    /// the queue's trap event and its memory-fault event.
     ///
     /// # Errors
     /// [`Error::VmFault`] when the GPU took a VM fault before `c` completed (the queue has
     /// stopped, and is dead from then on); [`Error::QueueDead`] on a queue that already
     /// reported its fault; [`Error::Timeout`]; [`Error::Kfd`] when WAIT_EVENTS fails.
     pub fn wait(&self, c: Completion, timeout: Duration) -> Result<()> {
-        if self.is_done(c)? {
-            return Ok(());
-        }
-        self.check_alive()?;
-        let result = crate::fence_wait::wait_for_fence(
-            &self.context.kfd,
-            &self.trap,
-            &self.fault,
-            timeout,
-            || self.is_done(c),
-        );
-        if let Err(Error::VmFault(fault)) = &result {
-            *self.dead.lock().unwrap_or_else(PoisonError::into_inner) = Some(*fault);
-        }
-        result
+        self.dead
+            .wait(&self.context.kfd, &self.trap, &self.fault, timeout, || {
+                self.is_done(c)
+            })
     }
 }
 

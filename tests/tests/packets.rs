@@ -704,7 +704,8 @@ fn pm4_dispatch_and_bad_packets_stop_only_their_queue() {
 
 /// Hostile counts are bounded: an IB that chains to itself runs forever on its own queue
 /// while another queue of the process still completes and the spinning queue is destroyed;
-/// an IB at an unmapped address is a VM fault; an SDMA WRITE_LINEAR longer than the engine's
+/// an IB at an unmapped address is a VM fault, after which the queue reports itself dead; an
+/// SDMA WRITE_LINEAR longer than the engine's
 /// read window stops its queue instead of stalling it unseen.
 #[test]
 fn hostile_counts_stop_or_spin_only_their_own_queue() {
@@ -755,6 +756,18 @@ fn hostile_counts_stop_or_spin_only_their_own_queue() {
             "{}: {outcome:?}",
             env.name
         );
+        // The PM4 queue is dead from then on, and says so.
+        assert!(faulting.dead().is_some(), "{}", env.name);
+        let again = faulting.submit(&[Pm4Command::WriteData {
+            addr: mem.va(),
+            data: &[2],
+        }]);
+        assert!(
+            matches!(again, Err(Error::QueueDead(_))),
+            "{}: {again:?}",
+            env.name
+        );
+        assert!(matches!(faulting.wait(c, WAIT), Err(Error::QueueDead(_))));
         drop(faulting);
         let mut sdma = env.sdma();
         let va = mem.va() + 8;
