@@ -47,10 +47,13 @@
 //! kfd.acquire_vm(gpu_id, gpu.render_minor().ok_or("no render node")?)?;
 //! kfd.set_memory_policy(gpu_id, &MemoryPolicy::default())?;
 //!
-//! // Where GPU virtual addresses may go in this process.
-//! let apertures = kfd.get_process_apertures()?;
-//! let gpuvm = &apertures.iter().find(|a| a.gpu_id == gpu_id).ok_or("no aperture")?.gpuvm;
-//! let va = gpuvm.start + (1 << 40);
+//! // Where GPU virtual addresses may go in this process: the GPUVM aperture. An address the
+//! // caller picks must be free for good: reserve it in the process's address space (what
+//! // `Kfd::alloc_memory` does for you), 2 MiB aligned for the GPU's large pages.
+//! let gpuvm = kfd.gpuvm_aperture(gpu_id)?.ok_or("no aperture")?;
+//! let reservation = kfd_ioctl::mem::Reservation::new(4 << 20, 2 << 20)?;
+//! let va = reservation.addr().as_ptr() as u64;
+//! assert!(gpuvm.contains(&va));
 //!
 //! // 2 MiB of system memory the GPU can reach, mapped on it and visible to the CPU.
 //! let flags = AllocMemFlags::GTT | AllocMemFlags::WRITABLE;
