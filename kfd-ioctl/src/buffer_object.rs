@@ -4,6 +4,7 @@ use std::fmt;
 use std::os::fd::AsFd;
 use std::sync::{Mutex, PoisonError};
 
+use crate::GpuId;
 use crate::abi::{self, AllocMemFlags};
 use crate::error::{Error, IoctlContext, Result};
 use crate::{CpuMapping, Kfd, sys};
@@ -128,7 +129,7 @@ impl BufferObject {
             });
         } else {
             let render = self.kfd.render_fd(self.gpu_id).ok_or(Error::NotAcquired {
-                gpu_id: self.gpu_id,
+                gpu_id: GpuId(self.gpu_id),
             })?;
             sys::mmap_shared(render.as_fd(), offset, len)
                 .map_err(|e| errno("the render node", e))?

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 pub use rustix::io::Errno;
 
+use crate::GpuId;
 use crate::abi::AllocMemFlags;
 use crate::topology::TopologyError;
 
@@ -13,7 +14,7 @@ use crate::topology::TopologyError;
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct IoctlContext {
     /// The GPU the call was about.
-    pub gpu_id: Option<u32>,
+    pub gpu_id: Option<GpuId>,
     /// The address range `(start, size)` in bytes.
     pub range: Option<(u64, u64)>,
     /// The buffer-object handle.
@@ -26,7 +27,7 @@ impl fmt::Debug for IoctlContext {
     /// With the GPU id, addresses and handle in hex.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IoctlContext")
-            .field("gpu_id", &self.gpu_id.map(crate::GpuId))
+            .field("gpu_id", &self.gpu_id)
             .field(
                 "range",
                 &self
@@ -41,9 +42,9 @@ impl fmt::Debug for IoctlContext {
 
 impl IoctlContext {
     /// A context naming only a GPU.
-    pub fn gpu(gpu_id: u32) -> Self {
+    pub fn gpu(gpu_id: impl Into<GpuId>) -> Self {
         Self {
-            gpu_id: Some(gpu_id),
+            gpu_id: Some(gpu_id.into()),
             ..Self::default()
         }
     }
@@ -52,7 +53,7 @@ impl IoctlContext {
     pub fn handle(handle: u64) -> Self {
         Self {
             handle: Some(handle),
-            gpu_id: Some((handle >> 32) as u32),
+            gpu_id: Some(GpuId((handle >> 32) as u32)),
             ..Self::default()
         }
     }
@@ -230,9 +231,9 @@ pub enum Error {
         /// The buffer object.
         handle: u64,
         /// The GPUs, in list order, on which the operation did succeed.
-        done: Vec<u32>,
+        done: Vec<GpuId>,
         /// The GPU on which it failed.
-        failed_gpu: u32,
+        failed_gpu: GpuId,
         /// How many GPUs the list had.
         total: usize,
         /// What the kernel said.
@@ -287,7 +288,7 @@ pub enum Error {
     )]
     SmiEndOfStream {
         /// The GPU of the stream.
-        gpu_id: u32,
+        gpu_id: GpuId,
         /// How many bytes of an unfinished record were left (dropped).
         unfinished: usize,
     },
@@ -348,15 +349,15 @@ pub enum Error {
         /// `ACCESS_IN_PLACE`, `NO_ACCESS`).
         attribute: &'static str,
         /// The GPU it names.
-        gpu_id: u32,
+        gpu_id: GpuId,
         /// The GPUs of the process (from `GET_PROCESS_APERTURES_NEW`).
-        known: Vec<u32>,
+        known: Vec<GpuId>,
     },
     /// The GPU has not been acquired with [`crate::Kfd::acquire_vm`].
     #[error("gpu {gpu_id:#x} has no acquired VM; call acquire_vm first")]
     NotAcquired {
         /// The GPU.
-        gpu_id: u32,
+        gpu_id: GpuId,
     },
     /// Reading the topology failed.
     #[error(transparent)]
@@ -438,11 +439,12 @@ fn hint(ioctl: &str, errno: Errno, context: &IoctlContext) -> Option<&'static st
     }
 }
 
-/// GPU ids in hex, comma separated (`none` for none), for messages: `0x7396, 0x814c`.
+/// GPU ids (`u32` or [`GpuId`]) in hex, comma separated (`none` for none), for messages:
+/// `0x7396, 0x814c`.
 #[derive(Debug, Clone, Copy)]
-pub struct GpuIds<'a>(pub &'a [u32]);
+pub struct GpuIds<'a, T = u32>(pub &'a [T]);
 
-impl fmt::Display for GpuIds<'_> {
+impl<T: fmt::LowerHex> fmt::Display for GpuIds<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.0.is_empty() {
             return f.write_str("none");
@@ -481,7 +483,7 @@ mod tests {
         let e = Error::Ioctl {
             ioctl: "ALLOC_MEMORY_OF_GPU",
             context: IoctlContext {
-                gpu_id: Some(0x1a2b),
+                gpu_id: Some(GpuId(0x1a2b)),
                 range: Some((0x7f00_0000_0000, 2 << 20)),
                 handle: None,
                 alloc_flags: Some(AllocMemFlags::VRAM | AllocMemFlags::WRITABLE),
@@ -536,7 +538,7 @@ mod tests {
         assert!(ioctl(Errno::BUSY).is_transient());
         assert!(!ioctl(Errno::BADF).is_transient());
         assert!(!ioctl(Errno::INVAL).is_transient());
-        assert!(!Error::NotAcquired { gpu_id: 1 }.is_transient());
+        assert!(!Error::NotAcquired { gpu_id: GpuId(1) }.is_transient());
     }
 
     #[test]
@@ -544,7 +546,7 @@ mod tests {
         let e = Error::Ioctl {
             ioctl: "ALLOC_MEMORY_OF_GPU",
             context: IoctlContext {
-                gpu_id: Some(0x814c),
+                gpu_id: Some(GpuId(0x814c)),
                 range: Some((0x7f00_0000_0000, 64 << 20)),
                 handle: None,
                 alloc_flags: Some(

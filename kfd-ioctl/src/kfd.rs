@@ -11,6 +11,7 @@ use rustix::fs::{Mode, OFlags};
 use rustix::ioctl::Opcode;
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
+use crate::GpuId;
 use crate::abi::{self, AllocMemFlags, RuntimeEnableMode};
 use crate::error::{Error, IoctlContext, Result, Version};
 use crate::{
@@ -472,7 +473,7 @@ impl Kfd {
             });
         }
         let context = IoctlContext {
-            gpu_id: Some(gpu_id),
+            gpu_id: Some(GpuId(gpu_id)),
             range: Some((va, size)),
             handle: None,
             alloc_flags: Some(flags),
@@ -630,8 +631,8 @@ impl Kfd {
                     Some(&failed_gpu) => Err(Error::DeviceList {
                         ioctl: name,
                         handle,
-                        done: gpus[..done].to_vec(),
-                        failed_gpu,
+                        done: gpus[..done].iter().copied().map(GpuId).collect(),
+                        failed_gpu: GpuId(failed_gpu),
                         total: gpus.len(),
                         errno,
                     }),
@@ -711,7 +712,7 @@ impl Kfd {
             dmabuf_fd: dmabuf.as_raw_fd() as u32,
         };
         let context = IoctlContext {
-            gpu_id: Some(gpu_id),
+            gpu_id: Some(GpuId(gpu_id)),
             range: Some((va, info.size)),
             ..IoctlContext::default()
         };

@@ -27,6 +27,7 @@ use std::os::fd::AsFd;
 
 use vm_memory::VolatileSlice;
 
+use crate::GpuId;
 use crate::abi::AllocMemFlags;
 use crate::error::{Error, IoctlContext, Result};
 use crate::mem::{Reservation, page_size};
@@ -194,7 +195,7 @@ impl Kfd {
         gpus: &[u32],
     ) -> Result<Memory> {
         let context = IoctlContext {
-            gpu_id: Some(gpu_id),
+            gpu_id: Some(GpuId(gpu_id)),
             range: Some((0, size)),
             handle: None,
             alloc_flags: Some(flags),
@@ -239,7 +240,7 @@ impl Kfd {
                 return Err(Error::Rejected {
                     ioctl: "ALLOC_MEMORY_OF_GPU",
                     context: IoctlContext {
-                        gpu_id: Some(gpu),
+                        gpu_id: Some(GpuId(gpu)),
                         ..context
                     },
                     errno: crate::Errno::NOMEM,
@@ -257,9 +258,9 @@ impl Kfd {
         let cpu_visible = flags.contains(AllocMemFlags::GTT)
             || flags.contains(AllocMemFlags::VRAM | AllocMemFlags::PUBLIC);
         if cpu_visible {
-            let render = self
-                .render_fd(gpu_id)
-                .ok_or(Error::NotAcquired { gpu_id })?;
+            let render = self.render_fd(gpu_id).ok_or(Error::NotAcquired {
+                gpu_id: crate::GpuId(gpu_id),
+            })?;
             let offset = bo.mmap_offset().unwrap_or(0);
             let mmap_error = |errno| Error::Mmap {
                 file: "the render node",

@@ -196,8 +196,8 @@ impl Kfd {
                     range: context.range.unwrap_or_default(),
                     errno: crate::Errno::INVAL,
                     attribute,
-                    gpu_id,
-                    known,
+                    gpu_id: crate::GpuId(gpu_id),
+                    known: known.into_iter().map(crate::GpuId).collect(),
                 };
             }
         }

@@ -253,7 +253,7 @@ fn an_smi_fd_whose_writer_closed_ends_with_a_typed_error_once_drained() {
     assert_eq!(smi.read_line().unwrap().as_deref(), Some("2 200 -1 1a2b"));
     match smi.read_line() {
         Err(Error::SmiEndOfStream {
-            gpu_id: 0x1a2b,
+            gpu_id: kfd_ioctl::GpuId(0x1a2b),
             unfinished: 10,
         }) => {}
         other => panic!("expected end of stream, got {other:?}"),

@@ -16,6 +16,8 @@ use kfd_ioctl::{
 };
 use vm_memory::Bytes;
 
+use kfd_ioctl::GpuId;
+
 use crate::error::{Error, Result};
 use crate::sdma::QueueContext;
 
@@ -227,10 +229,10 @@ impl AqlQueue {
         context.check_gpu(gpu_id)?;
         let sizes = context
             .queue_sizes(gpu_id)
-            .ok_or(Error::NoQueueSizes(gpu_id))?;
+            .ok_or(Error::NoQueueSizes(GpuId(gpu_id)))?;
         let gfx_major = context
             .gfx_major(gpu_id)
-            .ok_or(Error::NoQueueSizes(gpu_id))?;
+            .ok_or(Error::NoQueueSizes(GpuId(gpu_id)))?;
         let ring_size = packets * PACKET_SIZE as u32;
         let ring = context.gtt(gpu_id, u64::from(ring_size))?;
         let pointers = context.gtt(gpu_id, 4096)?;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use kfd_ioctl::{Errno, MemoryFault};
+use kfd_ioctl::{Errno, GpuId, MemoryFault};
 
 /// What can go wrong with a queue.
 #[derive(Debug, thiserror::Error)]
@@ -30,14 +30,14 @@ pub enum Error {
     )]
     UnknownGpu {
         /// The GPU asked for.
-        gpu_id: u32,
+        gpu_id: GpuId,
         /// The GPUs the context knows, from its topology.
-        known: Vec<u32>,
+        known: Vec<GpuId>,
     },
     /// The GPU exists but has no SDMA engine the crate can drive (older than gfx9, or a
     /// generation it has no packets for).
     #[error("gpu {0:#x} has no SDMA engine this crate encodes packets for (gfx9 and later)")]
-    NoSdma(u32),
+    NoSdma(GpuId),
     /// [`crate::SdmaEngine::Id`] names an engine the GPU does not have (the kernel's
     /// CREATE_QUEUE answers `EINVAL`).
     #[error(
@@ -46,7 +46,7 @@ pub enum Error {
     )]
     NoSuchEngine {
         /// The GPU.
-        gpu_id: u32,
+        gpu_id: GpuId,
         /// The engine id asked for.
         engine: u32,
         /// How many engines the GPU has (PCIe and xGMI, from the topology).
@@ -55,11 +55,11 @@ pub enum Error {
     /// The GPU has no compute-queue sizes in its topology (EOP buffer and CWSR area, gfx9
     /// and later), which an AQL queue needs.
     #[error("gpu {0:#x} has no compute-queue sizes (EOP buffer, CWSR area) this crate knows")]
-    NoQueueSizes(u32),
+    NoQueueSizes(GpuId),
     /// The GPU has no PM4 layouts this crate encodes (unknown, before gfx9, or gfx12 and
     /// later), or no compute-queue sizes.
     #[error("gpu {0:#x} has no PM4 compute queue this crate encodes packets for")]
-    NoPm4(u32),
+    NoPm4(GpuId),
     /// The ring is larger than CREATE_QUEUE's 32-bit size.
     #[error("the ring is larger than 4 GiB")]
     RingTooLarge,

@@ -60,6 +60,8 @@ use kfd_ioctl::{
 };
 use vm_memory::Bytes;
 
+use kfd_ioctl::GpuId;
+
 use crate::error::{Error, Result};
 use crate::packet::PollFunc;
 use crate::sdma::QueueContext;
@@ -396,14 +398,18 @@ impl Pm4Queue {
             ));
         }
         context.check_gpu(gpu_id)?;
-        let sizes = context.queue_sizes(gpu_id).ok_or(Error::NoPm4(gpu_id))?;
-        let gfx_major = context.gfx_major(gpu_id).ok_or(Error::NoPm4(gpu_id))?;
+        let sizes = context
+            .queue_sizes(gpu_id)
+            .ok_or(Error::NoPm4(GpuId(gpu_id)))?;
+        let gfx_major = context
+            .gfx_major(gpu_id)
+            .ok_or(Error::NoPm4(GpuId(gpu_id)))?;
         let gfx = GfxTargetVersion {
             major: gfx_major,
             minor: 0,
             stepping: 0,
         };
-        let generation = Pm4Generation::of(gfx).ok_or(Error::NoPm4(gpu_id))?;
+        let generation = Pm4Generation::of(gfx).ok_or(Error::NoPm4(GpuId(gpu_id)))?;
         let ring = context.gtt(gpu_id, u64::from(ring_bytes))?;
         let pointers = context.gtt(gpu_id, 4096)?;
         let eop = context.gtt(gpu_id, sizes.eop_buffer_size)?;

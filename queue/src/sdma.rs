@@ -8,7 +8,7 @@ use kfd_ioctl::abi::{AllocMemFlags, KFD_SIGNAL_EVENT_LIMIT};
 use kfd_ioctl::mem::Reservation;
 use kfd_ioctl::topology::Topology;
 use kfd_ioctl::{
-    BufferObject, Doorbells, Event, EventKind, Kfd, MemoryFault, OwnedCpuMapping, Queue,
+    BufferObject, Doorbells, Event, EventKind, GpuId, Kfd, MemoryFault, OwnedCpuMapping, Queue,
     QueueSizes, QueueType, RawQueueSpec,
 };
 use kfd_ring::{GpuAccess, GpuHostRing, Granularity, HostMirror, Mirrored, Right};
@@ -105,8 +105,8 @@ impl QueueContext {
             Ok(())
         } else {
             Err(Error::UnknownGpu {
-                gpu_id,
-                known: self.known.clone(),
+                gpu_id: GpuId(gpu_id),
+                known: self.known.iter().copied().map(GpuId).collect(),
             })
         }
     }
@@ -333,12 +333,15 @@ impl SdmaQueue {
         ring_bytes: usize,
     ) -> Result<SdmaQueue> {
         context.check_gpu(gpu_id)?;
-        let &(generation, gfx_major) = context.gpus.get(&gpu_id).ok_or(Error::NoSdma(gpu_id))?;
+        let &(generation, gfx_major) = context
+            .gpus
+            .get(&gpu_id)
+            .ok_or(Error::NoSdma(GpuId(gpu_id)))?;
         if let (SdmaEngine::Id(engine), Some(&engines)) = (engine, context.engines.get(&gpu_id))
             && engine >= engines
         {
             return Err(Error::NoSuchEngine {
-                gpu_id,
+                gpu_id: GpuId(gpu_id),
                 engine,
                 engines,
             });

@@ -249,7 +249,11 @@ fn odd_sizes_round_and_bad_addresses_fail_with_the_kernels_errno() {
         let (ioctl, gpu, errno, reason) = rejected(unaligned);
         assert_eq!(
             (ioctl, gpu, errno),
-            ("ALLOC_MEMORY_OF_GPU", Some(gpu_id), Errno::INVAL)
+            (
+                "ALLOC_MEMORY_OF_GPU",
+                Some(kfd_ioctl::GpuId(gpu_id)),
+                Errno::INVAL
+            )
         );
         assert!(reason.contains("not 4 KiB aligned"), "{text}");
         assert!(

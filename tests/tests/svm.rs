@@ -351,8 +351,11 @@ fn errors_follow_the_kernel_contract() {
                     known,
                     ..
                 }) => {
-                    assert_eq!((*op, *named, *gpu_id), ("SET_ATTR", attribute, bad));
-                    assert!(known.contains(&gpu), "{name}: {err}");
+                    assert_eq!(
+                        (*op, *named, *gpu_id),
+                        ("SET_ATTR", attribute, kfd_ioctl::GpuId(bad))
+                    );
+                    assert!(known.contains(&kfd_ioctl::GpuId(gpu)), "{name}: {err}");
                 }
                 other => panic!("{name}: expected the GPU named, got {other}"),
             }
