@@ -15,8 +15,9 @@
 //! Alignment ([`Memory::alignment`]): an allocation of 2 MiB or more starts on a 2 MiB
 //! boundary, so the GPU maps it with 2 MiB fragments (a GFX9+ page-directory entry covers
 //! 2 MiB; `amdgpu_vm_pt.c` uses the largest fragment the address and the physical memory
-//! allow); smaller VRAM starts on 64 KiB (the VRAM manager's smallest fragment), smaller
-//! system memory on a page.
+//! allow); smaller VRAM starts on 64 KiB, so that the page tables can use 64 KiB fragments
+//! (a PTE's fragment field covers 2^n aligned pages) where the VRAM behind it is contiguous;
+//! smaller system memory starts on a page.
 //!
 //! Release order on drop: the CPU mapping goes first (the range becomes reserved `PROT_NONE`
 //! again), then the BO is unmapped from the GPUs and freed, then the reservation is released
