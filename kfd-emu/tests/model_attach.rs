@@ -39,7 +39,7 @@ fn vram_written_by_the_cpu_is_what_the_gpu_reads() {
             .expect("alloc");
         kfd.map_memory_to_gpu(&bo, &gpus).expect("map");
         let cpu = bo.map_cpu().expect("mmap the render node");
-        cpu.write(1000, b"written by the CPU").expect("write");
+        cpu.write_slice(b"written by the CPU", 1000).expect("write");
         let pid = std::process::id() as i32;
         let mut seen = [0u8; 18];
         view.gpu_read(pid, gpus[0], VA + 1000, &mut seen)
@@ -48,7 +48,7 @@ fn vram_written_by_the_cpu_is_what_the_gpu_reads() {
         view.gpu_write(pid, gpus[0], VA + 4096, b"GPU")
             .expect("GPU write");
         let mut back = [0u8; 3];
-        cpu.read(4096, &mut back).expect("read");
+        cpu.read_slice(&mut back, 4096).expect("read");
         assert_eq!(&back, b"GPU");
         drop(cpu);
         kfd.free_memory_of_gpu(bo).expect("unmap and free");
@@ -118,7 +118,7 @@ fn an_import_at_another_va_aliases_the_export() {
         assert_eq!(&seen, b"one buffer");
         let cpu = bo.map_cpu().expect("mmap");
         let mut back = [0u8; 10];
-        cpu.read(64, &mut back).expect("read");
+        cpu.read_slice(&mut back, 64).expect("read");
         assert_eq!(&back, b"one buffer");
     })
     .expect("attach");

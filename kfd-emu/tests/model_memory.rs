@@ -311,6 +311,64 @@ fn map_errnos_and_n_success() {
     assert_eq!(emu.free(b), Ok(0));
 }
 
+/// The kernel takes any size and any GPU address at ALLOC and decides at MAP:
+/// * `amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu` rounds the size up to pages
+///   (`aligned_size = PAGE_ALIGN(size)`), and the BO is that size: a 4097-byte BO covers
+///   8 KiB of the GPU VM (`amdgpu_vm_bo_map(..., amdgpu_bo_size(bo), ...)`), its dma-buf is
+///   8 KiB;
+/// * `kfd_ioctl_alloc_memory_of_gpu` checks no address: base + 123 and 0 are accepted;
+/// * at MAP, `kfd_mem_attach` refuses address 0 and `amdgpu_vm_verify_parameters` an
+///   unaligned address, a range that wraps, and one whose last page is at or past the VM's
+///   `max_pfn` (2^48 bytes on these GPUs), all with EINVAL; the last page below it maps.
+#[test]
+fn odd_sizes_round_to_pages_and_addresses_are_checked_at_map() {
+    let mut emu = Emu::machine("mi300x");
+    emu.acquire_all();
+    let gpu = emu.gpu();
+    let (odd, _) = emu.alloc(gpu, va(1), 4097, VRAM_RW).expect("4097 bytes");
+    let dmabuf = emu.export(odd).expect("export");
+    let mut info = kfd_ioctl_get_dmabuf_info_args {
+        dmabuf_fd: dmabuf.as_raw_fd() as u32,
+        ..Default::default()
+    };
+    emu.ioctl(AMDKFD_IOC_GET_DMABUF_INFO, &mut info)
+        .expect("dmabuf info");
+    assert_eq!(info.size, 8192, "the BO is the size rounded up to pages");
+    assert_eq!(emu.map(odd, &[gpu]), (Ok(0), 1));
+    let (second_page, _) = emu.alloc(gpu, va(1) + 4096, 4096, VRAM_RW).expect("alloc");
+    assert_eq!(
+        emu.map(second_page, &[gpu]),
+        (Err(Errno::INVAL), 0),
+        "the odd BO's second page is mapped"
+    );
+    let (third_page, _) = emu.alloc(gpu, va(1) + 8192, 4096, VRAM_RW).expect("alloc");
+    assert_eq!(emu.map(third_page, &[gpu]), (Ok(0), 1));
+
+    let (unaligned, _) = emu
+        .alloc(gpu, va(2) + 123, 4096, VRAM_RW)
+        .expect("an unaligned VA is accepted at ALLOC");
+    let (zero, _) = emu
+        .alloc(gpu, 0, 4096, VRAM_RW)
+        .expect("VA 0 is accepted at ALLOC");
+    let vm_end = 1u64 << 48;
+    let (last_page, _) = emu.alloc(gpu, vm_end - 4096, 4096, VRAM_RW).expect("alloc");
+    let (past_end, _) = emu.alloc(gpu, vm_end - 4096, 8192, VRAM_RW).expect("alloc");
+    let (wraps, _) = emu
+        .alloc(gpu, u64::MAX - 4095, 8192, VRAM_RW)
+        .expect("alloc");
+    for (what, handle) in [
+        ("unaligned", unaligned),
+        ("zero", zero),
+        ("past the VM", past_end),
+        ("wrapping", wraps),
+    ] {
+        assert_eq!(emu.map(handle, &[gpu]), (Err(Errno::INVAL), 0), "{what}");
+        assert_eq!(emu.free(handle), Ok(0), "{what}: never mapped, frees");
+    }
+    assert_eq!(emu.map(last_page, &[gpu]), (Ok(0), 1), "the VM's last page");
+    emu.renders.push(dmabuf);
+}
+
 #[test]
 fn peer_vram_needs_a_hive_or_a_large_bar() {
     let mut emu = Emu::machine("mi210x8");

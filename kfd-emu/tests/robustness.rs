@@ -246,7 +246,7 @@ fn a_process_without_dev_kfd_sees_nothing_of_another_process_vram() {
     let status = kfd_emu::supervisor::run_attached(model, move || {
         let (_kfd, bo) = vram_bo(&view);
         let cpu = bo.map_cpu().expect("mmap the BO through the render node");
-        cpu.write(0, SECRET).expect("write");
+        cpu.write_slice(SECRET, 0).expect("write");
         let offset = bo.mmap_offset().expect("a VRAM BO has an mmap offset");
         // A new process: it opens the render node itself and never opens /dev/kfd.
         let child = fork(|| peek_at_offset(&path, offset));
@@ -309,10 +309,10 @@ fn stand_ins_cannot_be_resized_and_allocations_still_work() {
             .expect("fallocate of a regular file");
         let (_kfd, bo) = vram_bo(&view);
         let cpu = bo.map_cpu().expect("mmap the BO");
-        cpu.write(2 * MIB as usize - SECRET.len(), SECRET)
+        cpu.write_slice(SECRET, 2 * MIB as usize - SECRET.len())
             .expect("write the last bytes");
         let mut back = vec![0u8; SECRET.len()];
-        cpu.read(2 * MIB as usize - SECRET.len(), &mut back)
+        cpu.read_slice(&mut back, 2 * MIB as usize - SECRET.len())
             .expect("read");
         assert_eq!(back, SECRET);
     })

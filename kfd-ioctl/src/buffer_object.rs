@@ -4,6 +4,7 @@ use std::fmt;
 use std::os::fd::AsFd;
 use std::sync::{Mutex, PoisonError};
 
+use crate::GpuId;
 use crate::abi::{self, AllocMemFlags};
 use crate::error::{Error, IoctlContext, Result};
 use crate::{CpuMapping, Kfd, sys};
@@ -62,7 +63,9 @@ impl BufferObject {
     pub fn va(&self) -> u64 {
         self.va
     }
-    /// The size in bytes.
+    /// The size in bytes, as the kernel made it: the requested size rounded up to whole
+    /// pages (`PAGE_ALIGN` in `amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu`); for an
+    /// `AQL_QUEUE_MEM` BO the GPU range it covers (twice its rounded half).
     pub fn size(&self) -> u64 {
         self.size
     }
@@ -126,7 +129,7 @@ impl BufferObject {
             });
         } else {
             let render = self.kfd.render_fd(self.gpu_id).ok_or(Error::NotAcquired {
-                gpu_id: self.gpu_id,
+                gpu_id: GpuId(self.gpu_id),
             })?;
             sys::mmap_shared(render.as_fd(), offset, len)
                 .map_err(|e| errno("the render node", e))?

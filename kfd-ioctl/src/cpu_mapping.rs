@@ -13,7 +13,8 @@ use crate::sys;
 ///
 /// The memory is shared with the GPU, and with any other mapping of the BO, which may write it
 /// at any time: it is reached through [`CpuMapping::as_volatile_slice`] (volatile copies, the
-/// [`Bytes`] trait) or [`CpuMapping::read`]/[`CpuMapping::write`], never as a Rust slice from
+/// [`Bytes`] trait) or [`CpuMapping::read_slice`]/[`CpuMapping::write_slice`] (in `Bytes`'
+/// argument order: buffer, then offset), never as a Rust slice from
 /// safe code. [`CpuMapping::as_slice`] and [`CpuMapping::as_mut_slice`] are the unsafe way.
 ///
 /// ```
@@ -36,7 +37,7 @@ use crate::sys;
 /// memory.write_obj(42u32, 8)?;
 /// assert_eq!(memory.read_obj::<u32>(8)?, 42);
 /// let mut back = [0u8; 4];
-/// cpu.read(0, &mut back)?;
+/// cpu.read_slice(&mut back, 0)?;
 /// assert_eq!(&back, b"ping");
 /// # Ok(())
 /// # }).unwrap().unwrap();
@@ -98,20 +99,35 @@ impl CpuMapping<'_> {
         Ok(unsafe { VolatileSlice::new(self.ptr.as_ptr(), self.len) })
     }
 
-    /// Copies `data` into the mapping at `offset` (volatile writes).
-    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+    /// Copies `data` into the mapping at `offset` (volatile writes). The arguments are in
+    /// [`vm_memory::Bytes::write_slice`]'s order (buffer, then address), as on the
+    /// [`VolatileSlice`] of [`CpuMapping::as_volatile_slice`].
+    pub fn write_slice(&self, data: &[u8], offset: usize) -> Result<()> {
         self.check(offset, data.len())?;
         self.as_volatile_slice()?
             .write_slice(data, offset)
             .map_err(|_| self.out_of_range())
     }
 
-    /// Copies `out.len()` bytes at `offset` out of the mapping (volatile reads).
-    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+    /// Copies `out.len()` bytes at `offset` out of the mapping (volatile reads), in
+    /// [`vm_memory::Bytes::read_slice`]'s order.
+    pub fn read_slice(&self, out: &mut [u8], offset: usize) -> Result<()> {
         self.check(offset, out.len())?;
         self.as_volatile_slice()?
             .read_slice(out, offset)
             .map_err(|_| self.out_of_range())
+    }
+
+    /// [`CpuMapping::write_slice`] with the offset first.
+    #[deprecated(note = "use write_slice(data, offset): vm-memory's Bytes order")]
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.write_slice(data, offset)
+    }
+
+    /// [`CpuMapping::read_slice`] with the offset first.
+    #[deprecated(note = "use read_slice(out, offset): vm-memory's Bytes order")]
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.read_slice(out, offset)
     }
 
     fn check(&self, offset: usize, n: usize) -> Result<()> {

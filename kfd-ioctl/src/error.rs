@@ -5,15 +5,16 @@ use std::path::PathBuf;
 
 pub use rustix::io::Errno;
 
+use crate::GpuId;
 use crate::abi::AllocMemFlags;
 use crate::topology::TopologyError;
 
 /// What an ioctl was doing when it failed: the GPU, the address range, the handle, the kind
 /// of memory. Kept without heap allocation so that building an error costs nothing.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct IoctlContext {
     /// The GPU the call was about.
-    pub gpu_id: Option<u32>,
+    pub gpu_id: Option<GpuId>,
     /// The address range `(start, size)` in bytes.
     pub range: Option<(u64, u64)>,
     /// The buffer-object handle.
@@ -22,11 +23,28 @@ pub struct IoctlContext {
     pub alloc_flags: Option<AllocMemFlags>,
 }
 
+impl fmt::Debug for IoctlContext {
+    /// With the GPU id, addresses and handle in hex.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IoctlContext")
+            .field("gpu_id", &self.gpu_id)
+            .field(
+                "range",
+                &self
+                    .range
+                    .map(|(start, size)| format!("{:#x} + {size:#x}", start)),
+            )
+            .field("handle", &self.handle.map(|h| format!("{h:#x}")))
+            .field("alloc_flags", &self.alloc_flags)
+            .finish()
+    }
+}
+
 impl IoctlContext {
     /// A context naming only a GPU.
-    pub fn gpu(gpu_id: u32) -> Self {
+    pub fn gpu(gpu_id: impl Into<GpuId>) -> Self {
         Self {
-            gpu_id: Some(gpu_id),
+            gpu_id: Some(gpu_id.into()),
             ..Self::default()
         }
     }
@@ -35,7 +53,7 @@ impl IoctlContext {
     pub fn handle(handle: u64) -> Self {
         Self {
             handle: Some(handle),
-            gpu_id: Some((handle >> 32) as u32),
+            gpu_id: Some(GpuId((handle >> 32) as u32)),
             ..Self::default()
         }
     }
@@ -65,6 +83,34 @@ impl fmt::Display for Size {
     }
 }
 
+/// Allocation flags the way the C header names them, without the prefix, domain first:
+/// `VRAM|WRITABLE|PUBLIC`, or `no domain` before the modifiers when none is set.
+struct FlagNames(AllocMemFlags);
+
+impl fmt::Display for FlagNames {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let domain = domain_name(self.0);
+        f.write_str(domain)?;
+        let domains = AllocMemFlags::VRAM
+            | AllocMemFlags::GTT
+            | AllocMemFlags::USERPTR
+            | AllocMemFlags::DOORBELL
+            | AllocMemFlags::MMIO_REMAP;
+        for (name, flag) in self.0.iter_names() {
+            // The first domain is already named; a second one is a mistake worth showing.
+            if domains.contains(flag) && name == domain {
+                continue;
+            }
+            write!(f, "|{name}")?;
+        }
+        let unknown = self.0.bits() & !AllocMemFlags::all().bits();
+        if unknown != 0 {
+            write!(f, "|{unknown:#x}")?;
+        }
+        Ok(())
+    }
+}
+
 /// The memory domain named by allocation flags, for messages.
 fn domain_name(flags: AllocMemFlags) -> &'static str {
     if flags.contains(AllocMemFlags::VRAM) {
@@ -83,7 +129,8 @@ fn domain_name(flags: AllocMemFlags) -> &'static str {
 }
 
 impl fmt::Display for IoctlContext {
-    /// ` (VRAM, 2 MiB at 0x7f0000000000) on gpu 0x1a2b`, ` (handle 0x1a2b00000001)`, or nothing.
+    /// ` (VRAM|WRITABLE, 2 MiB at 0x7f0000000000) on gpu 0x1a2b`,
+    /// ` (handle 0x1a2b00000001)`, or nothing.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts = 0;
         let mut open = |f: &mut fmt::Formatter<'_>| {
@@ -92,7 +139,7 @@ impl fmt::Display for IoctlContext {
         };
         if let Some(flags) = self.alloc_flags {
             open(f)?;
-            f.write_str(domain_name(flags))?;
+            write!(f, "{}", FlagNames(flags))?;
         }
         if let Some((start, size)) = self.range {
             open(f)?;
@@ -144,8 +191,10 @@ impl fmt::Display for Version {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// An ioctl returned an errno.
-    #[error("{ioctl}{context} failed: {}", ErrnoName(*.errno))]
+    /// An ioctl returned an errno. The message ends with a hint where the errno has a
+    /// usual cause worth naming (`ENODEV` from a GPU whose VM is not acquired; `EINVAL` for
+    /// host-visible VRAM on a small-BAR GPU).
+    #[error("{ioctl}{context} failed: {}{}", ErrnoName(*.errno), Hint(hint(ioctl, *.errno, context)))]
     Ioctl {
         /// The ioctl's name without the `AMDKFD_IOC_` prefix, e.g. `ALLOC_MEMORY_OF_GPU`.
         ioctl: &'static str,
@@ -172,8 +221,9 @@ pub enum Error {
     },
     /// A map or unmap over a device list failed part way.
     #[error(
-        "{ioctl} of handle {handle:#x} failed on gpu {failed_gpu:#x} after {} of {total} GPUs: {}",
-        .done.len(), ErrnoName(*.errno)
+        "{ioctl} of handle {handle:#x} failed on gpu {failed_gpu:#x} after {} of {total} GPUs: {}{}",
+        .done.len(), ErrnoName(*.errno),
+        Hint(hint(ioctl, *.errno, &IoctlContext::gpu(*.failed_gpu)))
     )]
     DeviceList {
         /// `MAP_MEMORY_TO_GPU` or `UNMAP_MEMORY_FROM_GPU`.
@@ -181,9 +231,9 @@ pub enum Error {
         /// The buffer object.
         handle: u64,
         /// The GPUs, in list order, on which the operation did succeed.
-        done: Vec<u32>,
+        done: Vec<GpuId>,
         /// The GPU on which it failed.
-        failed_gpu: u32,
+        failed_gpu: GpuId,
         /// How many GPUs the list had.
         total: usize,
         /// What the kernel said.
@@ -238,7 +288,7 @@ pub enum Error {
     )]
     SmiEndOfStream {
         /// The GPU of the stream.
-        gpu_id: u32,
+        gpu_id: GpuId,
         /// How many bytes of an unfinished record were left (dropped).
         unfinished: usize,
     },
@@ -260,11 +310,54 @@ pub enum Error {
         /// Why it is invalid.
         reason: &'static str,
     },
+    /// The caller passed something the kernel refuses, caught before any syscall: the
+    /// ioctl, what it was about, the errno the kernel answers for it and the kernel's reason
+    /// (`crate::validate` lists the checks and where the kernel makes them).
+    /// [`Error::errno`] gives the kernel's errno, so code that matches errnos sees no
+    /// difference from the kernel refusing the call itself.
+    #[error("{ioctl}{context} refused before the call: {reason} (the kernel answers {})", ErrnoName(*.errno))]
+    Rejected {
+        /// The ioctl the arguments were for.
+        ioctl: &'static str,
+        /// What it was about.
+        context: IoctlContext,
+        /// The errno the kernel gives for these arguments.
+        errno: Errno,
+        /// Why, with the kernel function that decides it.
+        reason: &'static str,
+    },
+    /// An SVM call failed and one of its attributes names a GPU that is the reason: one the
+    /// process does not have (the kernel's `EINVAL` from `kfd_process_gpuidx_from_gpuid` in
+    /// `svm_range_check_attr`), or one whose VM this handle has not acquired.
+    #[error(
+        "SVM {op}{} failed: {}; attribute {attribute} names gpu {gpu_id:#x}, {}",
+        IoctlContext::range(.range.0, .range.1), ErrnoName(*.errno),
+        if .known.contains(.gpu_id) {
+            "whose VM is not acquired: call Kfd::acquire_vm for it first".to_owned()
+        } else {
+            format!("which is not a GPU of this process (its GPUs: {})", GpuIds(.known))
+        }
+    )]
+    SvmGpu {
+        /// `SET_ATTR` or `GET_ATTR`.
+        op: &'static str,
+        /// The range `(start, size)` in bytes.
+        range: (u64, u64),
+        /// What the kernel said.
+        errno: Errno,
+        /// The attribute naming the GPU (`PREFERRED_LOC`, `PREFETCH_LOC`, `ACCESS`,
+        /// `ACCESS_IN_PLACE`, `NO_ACCESS`).
+        attribute: &'static str,
+        /// The GPU it names.
+        gpu_id: GpuId,
+        /// The GPUs of the process (from `GET_PROCESS_APERTURES_NEW`).
+        known: Vec<GpuId>,
+    },
     /// The GPU has not been acquired with [`crate::Kfd::acquire_vm`].
     #[error("gpu {gpu_id:#x} has no acquired VM; call acquire_vm first")]
     NotAcquired {
         /// The GPU.
-        gpu_id: u32,
+        gpu_id: GpuId,
     },
     /// Reading the topology failed.
     #[error(transparent)]
@@ -280,6 +373,8 @@ impl Error {
             | Error::DeviceList { errno, .. }
             | Error::Open { errno, .. }
             | Error::Mmap { errno, .. }
+            | Error::Rejected { errno, .. }
+            | Error::SvmGpu { errno, .. }
             | Error::SmiIo { errno, .. } => Some(*errno),
             _ => None,
         }
@@ -291,6 +386,7 @@ impl Error {
             Error::Ioctl { ioctl, .. }
             | Error::Interrupted { ioctl, .. }
             | Error::DeviceList { ioctl, .. }
+            | Error::Rejected { ioctl, .. }
             | Error::InvalidArgument { ioctl, .. } => Some(ioctl),
             _ => None,
         }
@@ -322,6 +418,59 @@ impl Error {
     }
 }
 
+/// What usually causes `errno` from `ioctl` with `context`, when that is worth saying.
+fn hint(ioctl: &str, errno: Errno, context: &IoctlContext) -> Option<&'static str> {
+    let public_vram = context
+        .alloc_flags
+        .is_some_and(|f| f.contains(AllocMemFlags::VRAM | AllocMemFlags::PUBLIC));
+    match (ioctl, errno) {
+        // kfd_bind_process_to_device: a GPU without a VM (no ACQUIRE_VM yet) is ENODEV.
+        (
+            "ALLOC_MEMORY_OF_GPU" | "MAP_MEMORY_TO_GPU" | "IMPORT_DMABUF" | "CREATE_QUEUE",
+            Errno::NODEV,
+        ) => Some("the GPU's VM is not acquired: call Kfd::acquire_vm for it first"),
+        // kfd_ioctl_alloc_memory_of_gpu: VRAM|PUBLIC without kfd_dev_is_large_bar is EINVAL.
+        ("ALLOC_MEMORY_OF_GPU", Errno::INVAL) if public_vram => Some(
+            "host-visible (PUBLIC) VRAM needs a large BAR; on a small-BAR GPU enable \
+             resizable BAR (\"Above 4G decoding\" and \"Re-Size BAR\") in the firmware, or \
+             allocate the VRAM without PUBLIC and copy through a queue",
+        ),
+        _ => None,
+    }
+}
+
+/// GPU ids (`u32` or [`GpuId`]) in hex, comma separated (`none` for none), for messages:
+/// `0x7396, 0x814c`.
+#[derive(Debug, Clone, Copy)]
+pub struct GpuIds<'a, T = u32>(pub &'a [T]);
+
+impl<T: fmt::LowerHex> fmt::Display for GpuIds<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("none");
+        }
+        for (i, gpu) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{gpu:#x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `; <hint>` after an error message, or nothing.
+struct Hint(Option<&'static str>);
+
+impl fmt::Display for Hint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(hint) => write!(f, "; {hint}"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -334,7 +483,7 @@ mod tests {
         let e = Error::Ioctl {
             ioctl: "ALLOC_MEMORY_OF_GPU",
             context: IoctlContext {
-                gpu_id: Some(0x1a2b),
+                gpu_id: Some(GpuId(0x1a2b)),
                 range: Some((0x7f00_0000_0000, 2 << 20)),
                 handle: None,
                 alloc_flags: Some(AllocMemFlags::VRAM | AllocMemFlags::WRITABLE),
@@ -343,7 +492,7 @@ mod tests {
         };
         assert_eq!(
             e.to_string(),
-            "ALLOC_MEMORY_OF_GPU (VRAM, 2 MiB at 0x7f0000000000) on gpu 0x1a2b failed: ENOMEM"
+            "ALLOC_MEMORY_OF_GPU (VRAM|WRITABLE, 2 MiB at 0x7f0000000000) on gpu 0x1a2b failed: ENOMEM"
         );
     }
 
@@ -389,7 +538,64 @@ mod tests {
         assert!(ioctl(Errno::BUSY).is_transient());
         assert!(!ioctl(Errno::BADF).is_transient());
         assert!(!ioctl(Errno::INVAL).is_transient());
-        assert!(!Error::NotAcquired { gpu_id: 1 }.is_transient());
+        assert!(!Error::NotAcquired { gpu_id: GpuId(1) }.is_transient());
+    }
+
+    #[test]
+    fn small_bar_vram_keeps_its_flags_and_says_what_to_do() {
+        let e = Error::Ioctl {
+            ioctl: "ALLOC_MEMORY_OF_GPU",
+            context: IoctlContext {
+                gpu_id: Some(GpuId(0x814c)),
+                range: Some((0x7f00_0000_0000, 64 << 20)),
+                handle: None,
+                alloc_flags: Some(
+                    AllocMemFlags::VRAM | AllocMemFlags::WRITABLE | AllocMemFlags::PUBLIC,
+                ),
+            },
+            errno: Errno::INVAL,
+        };
+        let text = e.to_string();
+        assert!(
+            text.starts_with(
+                "ALLOC_MEMORY_OF_GPU (VRAM|WRITABLE|PUBLIC, 64 MiB at 0x7f0000000000) on gpu \
+                 0x814c failed: EINVAL; host-visible (PUBLIC) VRAM needs a large BAR"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("resizable BAR"), "{text}");
+    }
+
+    #[test]
+    fn enodev_says_to_acquire_the_vm() {
+        let e = Error::Ioctl {
+            ioctl: "ALLOC_MEMORY_OF_GPU",
+            context: IoctlContext::gpu(0x7396),
+            errno: Errno::NODEV,
+        };
+        assert_eq!(
+            e.to_string(),
+            "ALLOC_MEMORY_OF_GPU on gpu 0x7396 failed: ENODEV; the GPU's VM is not acquired: \
+             call Kfd::acquire_vm for it first"
+        );
+    }
+
+    #[test]
+    fn a_rejection_reports_the_kernels_errno() {
+        let e = Error::Rejected {
+            ioctl: "MAP_MEMORY_TO_GPU",
+            context: IoctlContext::handle(0x1a2b_0000_0001),
+            errno: Errno::INVAL,
+            reason: "why",
+        };
+        assert_eq!(e.errno(), Some(Errno::INVAL));
+        assert_eq!(e.ioctl(), Some("MAP_MEMORY_TO_GPU"));
+        assert!(!e.is_transient());
+        assert_eq!(
+            e.to_string(),
+            "MAP_MEMORY_TO_GPU (handle 0x1a2b00000001) on gpu 0x1a2b refused before the call: \
+             why (the kernel answers EINVAL)"
+        );
     }
 
     #[test]

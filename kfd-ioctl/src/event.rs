@@ -60,7 +60,7 @@ impl fmt::Debug for Event {
 }
 
 /// What a GPU VM fault reported through a memory event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct MemoryFault {
     /// The GPU.
     pub gpu_id: u32,
@@ -70,6 +70,18 @@ pub struct MemoryFault {
     pub not_present: bool,
     /// A write to a read-only page.
     pub read_only: bool,
+}
+
+impl fmt::Debug for MemoryFault {
+    /// With the GPU id and the address in hex.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryFault")
+            .field("gpu_id", &crate::GpuId(self.gpu_id))
+            .field("va", &format_args!("{:#x}", self.va))
+            .field("not_present", &self.not_present)
+            .field("read_only", &self.read_only)
+            .finish()
+    }
 }
 
 impl MemoryFault {

@@ -11,13 +11,14 @@ use rustix::fs::{Mode, OFlags};
 use rustix::ioctl::Opcode;
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
+use crate::GpuId;
 use crate::abi::{self, AllocMemFlags, RuntimeEnableMode};
 use crate::error::{Error, IoctlContext, Result, Version};
-use crate::sys;
 use crate::{
     Apertures, BufferObject, ClockCounters, DmabufInfo, FreeError, MemoryPolicy, SmiEvents,
     TileConfig,
 };
+use crate::{sys, validate};
 
 /// The path of the KFD character device.
 pub const KFD_DEVICE_PATH: &str = "/dev/kfd";
@@ -36,6 +37,8 @@ pub(crate) struct Inner {
     /// The render-node file handed to ACQUIRE_VM, per gpu_id. KFD keeps a reference to that
     /// file for the life of the process; keeping ours lets BOs be CPU-mapped through it.
     vms: Mutex<BTreeMap<u32, Arc<OwnedFd>>>,
+    /// The GPUVM apertures of the process's GPUs, read once (they do not change).
+    apertures: Mutex<Option<Vec<Apertures>>>,
 }
 
 /// The safe handle on `/dev/kfd`: one typed method per memory-side ioctl.
@@ -143,6 +146,7 @@ impl Kfd {
                 version,
                 owner_pid: sys::current_pid(),
                 vms: Mutex::new(BTreeMap::new()),
+                apertures: Mutex::new(None),
             }),
         }
     }
@@ -309,6 +313,27 @@ impl Kfd {
         Ok(raw.iter().map(Apertures::from).collect())
     }
 
+    /// The GPUVM aperture of `gpu_id` (`None` for a GPU the process does not have), from
+    /// [`Kfd::get_process_apertures`], asked once per handle.
+    ///
+    /// # Errors
+    /// Those of [`Kfd::get_process_apertures`].
+    pub fn gpuvm_aperture(&self, gpu_id: u32) -> Result<Option<std::ops::Range<u64>>> {
+        let mut cached = self
+            .inner
+            .apertures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if cached.is_none() {
+            *cached = Some(self.get_process_apertures()?);
+        }
+        Ok(cached
+            .iter()
+            .flatten()
+            .find(|a| a.gpu_id == gpu_id)
+            .map(|a| a.gpuvm.clone()))
+    }
+
     /// One `GET_PROCESS_APERTURES_NEW` into `entries`: with none, the count query (how many
     /// GPUs the process has); else the fill of up to `entries.len()`. Returns the count.
     fn process_apertures_into(
@@ -367,9 +392,18 @@ impl Kfd {
     /// `NO_SUBSTITUTE`, `AQL_QUEUE_MEM`, `COHERENT`, `UNCACHED`, `EXT_COHERENT`, `CONTIGUOUS`).
     /// USERPTR memory wraps caller memory and goes through [`Kfd::alloc_userptr`].
     ///
+    /// The kernel rounds `size` up to whole pages (`PAGE_ALIGN` in
+    /// `amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu`): a request of 4097 bytes is an 8 KiB BO,
+    /// and [`BufferObject::size`] says so. `va` may be 0 (a BO that is never mapped on a GPU,
+    /// only exported or CPU-mapped: [`Kfd::map_memory_to_gpu`] then refuses it); any other
+    /// `va` must be 4 KiB aligned. The checks this makes before the call, and where the
+    /// kernel makes them, are listed in [`crate::validate`].
+    ///
     /// # Errors
     /// [`Error::InvalidArgument`] for `USERPTR` in `flags`; [`Error::Unsupported`] for flags
-    /// newer than the running KFD; `EINVAL` for a size of 0, a
+    /// newer than the running KFD; [`Error::Rejected`] (`EINVAL`), before any syscall, for a
+    /// size of 0, a `va` that is not 4 KiB aligned or whose range wraps, an MMIO_REMAP size
+    /// other than one page; then `EINVAL` for a
     /// `gpu_id` the process does not have, host-visible VRAM (`PUBLIC`) on a GPU without a large
     /// BAR, or a DOORBELL or MMIO_REMAP size other than the process's doorbell slice or one page;
     /// `EADDRINUSE` when `[va, va + size)` overlaps an SVM range; `ENOMEM` when the memory (or the
@@ -438,6 +472,20 @@ impl Kfd {
                 running: self.inner.version,
             });
         }
+        let context = IoctlContext {
+            gpu_id: Some(GpuId(gpu_id)),
+            range: Some((va, size)),
+            handle: None,
+            alloc_flags: Some(flags),
+        };
+        let bo_size = validate::alloc(
+            context,
+            va,
+            size,
+            flags,
+            cpu_addr,
+            crate::mem::page_size() as u64,
+        )?;
         let mut args = abi::kfd_ioctl_alloc_memory_of_gpu_args {
             va_addr: va,
             size,
@@ -445,12 +493,6 @@ impl Kfd {
             mmap_offset: cpu_addr,
             gpu_id,
             flags: flags.bits(),
-        };
-        let context = IoctlContext {
-            gpu_id: Some(gpu_id),
-            range: Some((va, size)),
-            handle: None,
-            alloc_flags: Some(flags),
         };
         // SAFETY: the only address in the arguments is `cpu_addr` (in `mmap_offset`), and only
         // for USERPTR, which only the unsafe `alloc_userptr` passes, whose caller vouches for
@@ -463,7 +505,7 @@ impl Kfd {
             handle: args.handle,
             gpu_id,
             va,
-            size,
+            size: bo_size,
             flags,
             mmap_offset: Some(args.mmap_offset),
             mapped: Mutex::new(Vec::new()),
@@ -502,6 +544,8 @@ impl Kfd {
     /// from them when dropped). Mapping again where it is mapped is a no-op.
     ///
     /// # Errors
+    /// [`Error::Rejected`] (`EINVAL`), before any syscall, for a BO allocated at GPU address
+    /// 0 (`kfd_mem_attach` refuses it) or at an unaligned one (an import);
     /// [`Error::InvalidArgument`] for an empty `gpus`; [`Error::DeviceList`] naming the GPU
     /// that failed and those done before it: `EINVAL` for a `gpu_id` the process does not have, the
     /// driver's errnos of the mapping (`ENOMEM`, `EINVAL` for a VA clash), or the bind's; `ENOMEM`
@@ -509,6 +553,11 @@ impl Kfd {
     /// interrupted wait for the page tables resumes from `n_success`.
     #[doc(alias = "AMDKFD_IOC_MAP_MEMORY_TO_GPU")]
     pub fn map_memory_to_gpu(&self, bo: &BufferObject, gpus: &[u32]) -> Result<()> {
+        let context = IoctlContext {
+            range: Some((bo.va, bo.size)),
+            ..IoctlContext::handle(bo.handle)
+        };
+        validate::map(context, bo.va, bo.size)?;
         let result = self.device_list_ioctl(
             abi::AMDKFD_IOC_MAP_MEMORY_TO_GPU,
             "MAP_MEMORY_TO_GPU",
@@ -582,8 +631,8 @@ impl Kfd {
                     Some(&failed_gpu) => Err(Error::DeviceList {
                         ioctl: name,
                         handle,
-                        done: gpus[..done].to_vec(),
-                        failed_gpu,
+                        done: gpus[..done].iter().copied().map(GpuId).collect(),
+                        failed_gpu: GpuId(failed_gpu),
                         total: gpus.len(),
                         errno,
                     }),
@@ -663,7 +712,7 @@ impl Kfd {
             dmabuf_fd: dmabuf.as_raw_fd() as u32,
         };
         let context = IoctlContext {
-            gpu_id: Some(gpu_id),
+            gpu_id: Some(GpuId(gpu_id)),
             range: Some((va, info.size)),
             ..IoctlContext::default()
         };

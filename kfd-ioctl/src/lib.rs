@@ -11,10 +11,19 @@
 //!   keeps alive, KFD events and `WAIT_EVENTS`, and the per-process doorbell page
 //!   (`kfd-queue` builds SDMA queues on them).
 //!
+//! * [`Memory`] ([`Kfd::alloc_memory`]) — where a runtime starts: a buffer object at one
+//!   address for the CPU and the GPU, the address reserved in the process and released last.
+//! * [`validate`] — the kernel's argument checks of ALLOC and MAP, made before the call.
+//!
+//! `kfd-queue`'s `examples/first_day.rs` is a runtime's whole first program on these crates
+//! (memory, SVM, an SDMA queue, copies between host, VRAM and two GPUs).
+//!
 //! # Tutorial
 //!
 //! Open KFD, find the GPUs in the topology, make each GPU's VM this process's compute VM, and
-//! allocate, map, touch and free memory. This is the whole life of a buffer object, and the
+//! allocate, map, touch and free memory. This shows the low layer, where the caller places
+//! the BO at a GPU address of its choosing ([`Kfd::alloc_memory`] chooses it, and maps the
+//! BO for the CPU at that same address). This is the whole life of a buffer object, and the
 //! example runs as a test: on a machine without an AMD GPU its syscalls are answered by
 //! kfd-emu (in hidden lines), on an MI300X by the kernel.
 //!
@@ -35,13 +44,16 @@
 //! let topology = Topology::read()?;
 //! let gpu = topology.gpus().next().ok_or("no GPU")?;
 //! let gpu_id = gpu.gpu_id().ok_or("no gpu_id")?;
-//! kfd.acquire_vm(gpu_id, gpu.properties.drm_render_minor as u32)?;
+//! kfd.acquire_vm(gpu_id, gpu.render_minor().ok_or("no render node")?)?;
 //! kfd.set_memory_policy(gpu_id, &MemoryPolicy::default())?;
 //!
-//! // Where GPU virtual addresses may go in this process.
-//! let apertures = kfd.get_process_apertures()?;
-//! let gpuvm = &apertures.iter().find(|a| a.gpu_id == gpu_id).ok_or("no aperture")?.gpuvm;
-//! let va = gpuvm.start + (1 << 40);
+//! // Where GPU virtual addresses may go in this process: the GPUVM aperture. An address the
+//! // caller picks must be free for good: reserve it in the process's address space (what
+//! // `Kfd::alloc_memory` does for you), 2 MiB aligned for the GPU's large pages.
+//! let gpuvm = kfd.gpuvm_aperture(gpu_id)?.ok_or("no aperture")?;
+//! let reservation = kfd_ioctl::mem::Reservation::new(4 << 20, 2 << 20)?;
+//! let va = reservation.addr().as_ptr() as u64;
+//! assert!(gpuvm.contains(&va));
 //!
 //! // 2 MiB of system memory the GPU can reach, mapped on it and visible to the CPU.
 //! let flags = AllocMemFlags::GTT | AllocMemFlags::WRITABLE;
@@ -50,7 +62,7 @@
 //! // The GPU may write this memory at any time: the CPU reaches it with volatile accesses,
 //! // never as a Rust slice (vm-memory's `VolatileSlice` and `Bytes`).
 //! let cpu = bo.map_cpu()?;
-//! cpu.write(0, b"hello, GPU")?;
+//! cpu.write_slice(b"hello, GPU", 0)?;
 //! let memory = cpu.as_volatile_slice()?;
 //! memory.write_obj(0xc0ffee_u32, 64)?;
 //! assert_eq!(memory.read_obj::<u32>(64)?, 0xc0ffee);
@@ -84,24 +96,33 @@ mod cpu_mapping;
 mod errno;
 mod error;
 mod event;
+mod gpu_id;
 mod kfd;
 mod location;
+mod memory;
 mod queue;
 mod smi_events;
 mod svm;
 mod sys;
+pub mod validate;
 mod values;
 
 pub use buffer_object::{BufferObject, FreeError};
 pub use cpu_mapping::{CpuMapping, OwnedCpuMapping};
 pub use errno::{errno_by_name, errno_name};
-pub use error::{Errno, ErrnoName, Error, IoctlContext, Result, Version};
+pub use error::{Errno, ErrnoName, Error, GpuIds, IoctlContext, Result, Version};
 pub use event::{Event, EventKind, MemoryFault, WaitOutcome};
+pub use gpu_id::{GpuId, ParseGpuIdError};
 pub use kfd::{KFD_DEVICE_PATH, Kfd, render_node_path};
 pub use location::Location;
+pub use memory::Memory;
 pub use queue::{
     ComputeBuffers, Doorbells, Queue, QueueBuffer, QueueSizes, QueueSpec, QueueType, RawQueueSpec,
 };
 pub use smi_events::SmiEvents;
 pub use svm::SVM_INLINE_ATTRS;
 pub use values::{Apertures, CachePolicy, ClockCounters, DmabufInfo, MemoryPolicy, TileConfig};
+/// vm-memory, whose [`VolatileSlice`](vm_memory::VolatileSlice) and
+/// [`Bytes`](vm_memory::Bytes) this crate hands out for memory the GPU shares: use its
+/// traits through this re-export, without a dependency of your own.
+pub use vm_memory;

@@ -24,7 +24,7 @@ use crate::abi;
 /// assert_eq!(Location::Undefined.to_raw(), 0xffff_ffff);
 /// assert_eq!(Location::Gpu(0x1a2b).to_string(), "gpu 0x1a2b");
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Location {
     /// System memory (`KFD_IOCTL_SVM_LOCATION_SYSMEM`, 0).
     #[doc(alias = "KFD_IOCTL_SVM_LOCATION_SYSMEM")]
@@ -74,6 +74,17 @@ impl From<u32> for Location {
 impl From<Location> for u32 {
     fn from(location: Location) -> u32 {
         location.to_raw()
+    }
+}
+
+impl fmt::Debug for Location {
+    /// `System`, `Gpu(0x1a2b)`, `Undefined`: the GPU id in hex.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::System => f.write_str("System"),
+            Location::Gpu(gpu_id) => write!(f, "Gpu({gpu_id:#x})"),
+            Location::Undefined => f.write_str("Undefined"),
+        }
     }
 }
 

@@ -194,6 +194,18 @@ impl Reservation {
         Ok(())
     }
 
+    /// Marks `[offset, offset + len)` `MADV_DONTFORK`: a forked child gets no copy of what
+    /// is mapped there (the kernel's own advice for device mappings of buffer objects).
+    ///
+    /// # Errors
+    /// `EINVAL` when the range leaves the reservation; otherwise `madvise`'s errno.
+    pub fn dont_fork(&self, offset: usize, len: usize) -> Result<(), Errno> {
+        let at = self.check(offset, len)?;
+        // SAFETY: inside our reservation (checked); MADV_DONTFORK changes only what a future
+        // child inherits, never the bytes or the mappings of this process.
+        unsafe { rustix::mm::madvise(at, len, rustix::mm::Advice::LinuxDontFork) }
+    }
+
     /// Puts `PROT_NONE` reservation back over `[offset, offset + len)`, dropping whatever was
     /// mapped there but keeping the range reserved.
     ///

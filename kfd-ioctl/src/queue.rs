@@ -403,7 +403,7 @@ impl Kfd {
             args.ctl_stack_size = sizes.ctl_stack_size;
         }
         let context = IoctlContext {
-            gpu_id: Some(spec.gpu_id),
+            gpu_id: Some(crate::GpuId(spec.gpu_id)),
             range: Some((spec.ring_va, u64::from(spec.ring_size))),
             ..IoctlContext::default()
         };
@@ -634,7 +634,7 @@ impl Queue {
 
     fn context(&self) -> IoctlContext {
         IoctlContext {
-            gpu_id: Some(self.gpu_id),
+            gpu_id: Some(crate::GpuId(self.gpu_id)),
             range: Some((self.ring_va, u64::from(self.ring_size))),
             ..IoctlContext::default()
         }

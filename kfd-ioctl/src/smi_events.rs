@@ -62,7 +62,7 @@ impl SmiEvents {
         }
         match rustix::io::read(&self.fd, buf) {
             Ok(0) => Err(Error::SmiEndOfStream {
-                gpu_id: self.gpu_id,
+                gpu_id: crate::GpuId(self.gpu_id),
                 unfinished: self.pending.len(),
             }),
             Ok(n) => Ok(n),

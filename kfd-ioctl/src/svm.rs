@@ -121,6 +121,14 @@ impl Kfd {
         };
         let context = IoctlContext::range(start, size);
         let opcode = abi::amdkfd_ioc_svm(n as u32);
+        let op_name = if input.is_empty() {
+            "GET_ATTR"
+        } else {
+            "SET_ATTR"
+        };
+        let explain = |e: Error, sent: &[abi::kfd_ioctl_svm_attribute]| {
+            self.explain_svm_error(e, op_name, context, sent)
+        };
         if n <= SVM_INLINE_ATTRS {
             let mut call = SvmCall {
                 head,
@@ -129,11 +137,13 @@ impl Kfd {
             let src: &[abi::kfd_ioctl_svm_attribute] =
                 if input.is_empty() { output } else { input };
             call.attrs[..n].copy_from_slice(src);
+            // What was asked, for the error path: the kernel writes GET's answers over it.
+            let sent = call.attrs;
             // SAFETY: the one address the kernel follows is the range, vouched for by our
             // caller; the attributes travel inside `call`, at least as long as `opcode` says.
             let result = unsafe { self.call_with_pointers(opcode, &mut call, context) };
             output.copy_from_slice(&call.attrs[..output.len()]);
-            result.map(drop)
+            result.map(drop).map_err(|e| explain(e, &sent[..n]))
         } else {
             // Header and attributes as one u64-aligned buffer.
             let attrs_size = n * size_of::<abi::kfd_ioctl_svm_attribute>();
@@ -143,6 +153,7 @@ impl Kfd {
             let src: &[abi::kfd_ioctl_svm_attribute] =
                 if input.is_empty() { output } else { input };
             bytes[SVM_HEADER_SIZE..].copy_from_slice(src.as_bytes());
+            let sent = src.to_vec();
             // SAFETY: as for the inline call: the range is vouched for by our caller and the
             // attributes travel inside `bytes`.
             let result = unsafe { sys::ioctl_bytes(self.inner.fd.as_fd(), opcode, bytes) }
@@ -152,7 +163,59 @@ impl Kfd {
                     .as_mut_bytes()
                     .copy_from_slice(&bytes[SVM_HEADER_SIZE..]);
             }
-            result.map(drop)
+            result.map(drop).map_err(|e| explain(e, &sent))
         }
+    }
+
+    /// An `EINVAL` of an SVM call whose attributes name a GPU the process does not have, or
+    /// one this handle has not acquired, becomes [`Error::SvmGpu`] naming the attribute and
+    /// the GPU; any other error is returned as it is. Asks the kernel for the process's GPUs
+    /// (GET_PROCESS_APERTURES_NEW), on this failure path only.
+    fn explain_svm_error(
+        &self,
+        error: Error,
+        op: &'static str,
+        context: IoctlContext,
+        attrs: &[abi::kfd_ioctl_svm_attribute],
+    ) -> Error {
+        if error.errno() != Some(crate::Errno::INVAL) {
+            return error;
+        }
+        let Ok(apertures) = self.get_process_apertures() else {
+            return error;
+        };
+        let known: Vec<u32> = apertures.iter().map(|a| a.gpu_id).collect();
+        let named = attrs.iter().filter_map(|a| {
+            let name = svm_gpu_attribute(a.r#type, a.value)?;
+            Some((name, a.value))
+        });
+        for (attribute, gpu_id) in named {
+            if !known.contains(&gpu_id) || self.render_fd(gpu_id).is_none() {
+                return Error::SvmGpu {
+                    op,
+                    range: context.range.unwrap_or_default(),
+                    errno: crate::Errno::INVAL,
+                    attribute,
+                    gpu_id: crate::GpuId(gpu_id),
+                    known: known.into_iter().map(crate::GpuId).collect(),
+                };
+            }
+        }
+        error
+    }
+}
+
+/// The name of an SVM attribute whose value is a gpu_id (`svm_range_check_attr`): a
+/// location that is neither system memory nor undefined, or an access attribute.
+fn svm_gpu_attribute(r#type: u32, value: u32) -> Option<&'static str> {
+    let location = value != abi::KFD_IOCTL_SVM_LOCATION_SYSMEM
+        && value != abi::KFD_IOCTL_SVM_LOCATION_UNDEFINED;
+    match r#type {
+        abi::KFD_IOCTL_SVM_ATTR_PREFERRED_LOC if location => Some("PREFERRED_LOC"),
+        abi::KFD_IOCTL_SVM_ATTR_PREFETCH_LOC if location => Some("PREFETCH_LOC"),
+        abi::KFD_IOCTL_SVM_ATTR_ACCESS => Some("ACCESS"),
+        abi::KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE => Some("ACCESS_IN_PLACE"),
+        abi::KFD_IOCTL_SVM_ATTR_NO_ACCESS => Some("NO_ACCESS"),
+        _ => None,
     }
 }

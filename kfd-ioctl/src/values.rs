@@ -3,7 +3,7 @@
 use crate::abi::{self, AllocMemFlags, ProcFlags};
 
 /// A GPU's apertures in this process, from `GET_PROCESS_APERTURES_NEW`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Apertures {
     /// The GPU.
     pub gpu_id: u32,
@@ -13,6 +13,19 @@ pub struct Apertures {
     pub scratch: std::ops::Range<u64>,
     /// The GPU virtual-address range usable for buffer objects.
     pub gpuvm: std::ops::Range<u64>,
+}
+
+impl std::fmt::Debug for Apertures {
+    /// With the GPU id and the addresses in hex.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hex = |r: &std::ops::Range<u64>| format!("{:#x}..{:#x}", r.start, r.end);
+        f.debug_struct("Apertures")
+            .field("gpu_id", &crate::GpuId(self.gpu_id))
+            .field("lds", &format_args!("{}", hex(&self.lds)))
+            .field("scratch", &format_args!("{}", hex(&self.scratch)))
+            .field("gpuvm", &format_args!("{}", hex(&self.gpuvm)))
+            .finish()
+    }
 }
 
 impl From<&abi::kfd_process_device_apertures> for Apertures {
@@ -74,7 +87,7 @@ impl Default for MemoryPolicy {
 }
 
 /// What `GET_DMABUF_INFO` tells about a dma-buf.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct DmabufInfo {
     /// The buffer's size in bytes.
     pub size: u64,
@@ -84,6 +97,18 @@ pub struct DmabufInfo {
     pub flags: AllocMemFlags,
     /// The size of the UMD metadata blob (written into the caller's buffer when one was given).
     pub metadata_size: u32,
+}
+
+impl std::fmt::Debug for DmabufInfo {
+    /// With the GPU id in hex.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DmabufInfo")
+            .field("size", &self.size)
+            .field("gpu_id", &crate::GpuId(self.gpu_id))
+            .field("flags", &self.flags)
+            .field("metadata_size", &self.metadata_size)
+            .finish()
+    }
 }
 
 /// The counters of `GET_CLOCK_COUNTERS`.

@@ -193,7 +193,7 @@ fn a_forked_child_closes_what_it_inherited_and_frees_nothing_of_the_parent() {
         let bo = kfd.alloc_memory_of_gpu(gpu_id, va, 2 << 20, GTT).unwrap();
         kfd.map_memory_to_gpu(&bo, &[gpu_id]).unwrap();
         let cpu = bo.map_cpu().unwrap();
-        cpu.write(0, b"parent").unwrap();
+        cpu.write_slice(b"parent", 0).unwrap();
         let smi = kfd.smi_events(gpu_id).unwrap();
         let before = emu.counts();
 
@@ -229,7 +229,7 @@ fn a_forked_child_closes_what_it_inherited_and_frees_nothing_of_the_parent() {
         );
         // Everything is still the parent's and works.
         let mut back = [0u8; 6];
-        cpu.read(0, &mut back).unwrap();
+        cpu.read_slice(&mut back, 0).unwrap();
         assert_eq!(&back, b"parent");
         assert_eq!(bo.mapped_gpus(), [gpu_id]);
         smi.set_mask(SmiEventMask::all()).unwrap();
@@ -253,7 +253,7 @@ fn an_smi_fd_whose_writer_closed_ends_with_a_typed_error_once_drained() {
     assert_eq!(smi.read_line().unwrap().as_deref(), Some("2 200 -1 1a2b"));
     match smi.read_line() {
         Err(Error::SmiEndOfStream {
-            gpu_id: 0x1a2b,
+            gpu_id: kfd_ioctl::GpuId(0x1a2b),
             unfinished: 10,
         }) => {}
         other => panic!("expected end of stream, got {other:?}"),

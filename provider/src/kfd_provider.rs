@@ -633,7 +633,13 @@ impl KfdProvider {
             }
             let render = self.kfd.render_fd(self.gpu_id()).ok_or_else(|| {
                 let gpu_id = self.gpu_id();
-                Error::kfd(code, "alloc", &kfd_ioctl::Error::NotAcquired { gpu_id })
+                Error::kfd(
+                    code,
+                    "alloc",
+                    &kfd_ioctl::Error::NotAcquired {
+                        gpu_id: kfd_ioctl::GpuId(gpu_id),
+                    },
+                )
             })?;
             let offset = bo.mmap_offset().unwrap_or(0);
             chunk

@@ -8,6 +8,11 @@
 //! wrapper. [`KfdPool`] adds size classes over coarse chunks so that steady-state allocation
 //! of 64 B – 2 MiB issues no ioctl at all.
 //!
+//! This is the layer for allocators (UMF pools, a runtime's suballocator). A runtime's own
+//! allocations start one layer down, with `kfd_ioctl::Kfd::alloc_memory` (one address for the
+//! CPU and the GPU, the same reservation scheme as DEVICE memory below), and its queues with
+//! `kfd-queue`; `kfd-queue`'s `examples/first_day.rs` is that whole program.
+//!
 //! # The kinds, and how each is built
 //!
 //! | kind | backing | CPU pointer | GPU VA |

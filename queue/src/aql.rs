@@ -8,13 +8,15 @@
 //! dispatch ids of ROCr's `amd_hsa_signal.h` and `amd_hsa_queue.h`.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kfd_ioctl::{
     BufferObject, ComputeBuffers, Doorbells, Event, EventKind, OwnedCpuMapping, Queue, QueueBuffer,
     QueueSpec, QueueType, WaitOutcome,
 };
 use vm_memory::Bytes;
+
+use kfd_ioctl::GpuId;
 
 use crate::error::{Error, Result};
 use crate::sdma::QueueContext;
@@ -160,19 +162,19 @@ impl Signal {
             .write_obj(value, SIGNAL_VALUE)?)
     }
 
-    /// Waits up to `timeout` for the value to reach 0, through WAIT_EVENTS on the signal's
+    /// Waits up to `timeout` (forever for `Duration::MAX`) for the value to reach 0, through WAIT_EVENTS on the signal's
     /// event (and the process's VM faults).
     ///
     /// # Errors
     /// [`Error::Timeout`]; [`Error::VmFault`] when the GPU faulted meanwhile; [`Error::Kfd`].
     pub fn wait_zero(&self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::fence_wait::Deadline::after(timeout);
         loop {
             if self.value()? == 0 {
                 return Ok(());
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            let ms = u32::try_from(left.min(Duration::from_millis(20)).as_millis()).unwrap_or(20);
+            let left = deadline.left();
+            let ms = deadline.slice_ms(Duration::from_millis(20));
             let events = [&self.event, &self.fault];
             if let WaitOutcome::Complete(faults) =
                 self.context.kfd().wait_events(&events, false, ms)?
@@ -215,16 +217,22 @@ impl AqlQueue {
     ///
     /// # Errors
     /// [`Error::Command`] for a packet count that is not a power of two of at least 64;
-    /// [`Error::NoSdma`] for a GPU without CWSR sizes; the errors of the allocations and of
-    /// CREATE_QUEUE.
+    /// [`Error::UnknownGpu`] for a GPU not in the context's topology;
+    /// [`Error::NoQueueSizes`] for one without CWSR sizes; the errors of the allocations and
+    /// of CREATE_QUEUE.
     pub fn new(context: &Arc<QueueContext>, gpu_id: u32, packets: u32) -> Result<AqlQueue> {
         if packets < 64 || !packets.is_power_of_two() {
             return Err(Error::Command(
                 "an AQL ring holds a power of two of 64+ packets",
             ));
         }
-        let sizes = context.queue_sizes(gpu_id).ok_or(Error::NoSdma(gpu_id))?;
-        let gfx_major = context.gfx_major(gpu_id).ok_or(Error::NoSdma(gpu_id))?;
+        context.check_gpu(gpu_id)?;
+        let sizes = context
+            .queue_sizes(gpu_id)
+            .ok_or(Error::NoQueueSizes(GpuId(gpu_id)))?;
+        let gfx_major = context
+            .gfx_major(gpu_id)
+            .ok_or(Error::NoQueueSizes(GpuId(gpu_id)))?;
         let ring_size = packets * PACKET_SIZE as u32;
         let ring = context.gtt(gpu_id, u64::from(ring_size))?;
         let pointers = context.gtt(gpu_id, 4096)?;
@@ -292,8 +300,13 @@ impl AqlQueue {
     /// # Errors
     /// [`Error::RingFull`] when the ring has no free slot; [`Error::Kfd`] when ringing fails.
     pub fn submit(&mut self, packet: &[u8; PACKET_SIZE]) -> Result<u64> {
-        if self.write_index - self.read_index()? >= self.packets {
-            return Err(Error::RingFull);
+        let in_flight = self.write_index - self.read_index()?;
+        if in_flight >= self.packets {
+            return Err(Error::RingFull {
+                needed: PACKET_SIZE as u64,
+                free: 0,
+                ring: self.packets * PACKET_SIZE as u64,
+            });
         }
         let index = self.write_index;
         let at = (index % self.packets) as usize * PACKET_SIZE;

@@ -7,7 +7,17 @@
 //!   packet is written in one piece even across the wrap), its read and write pointers, its
 //!   doorbell, and completions waited on through `WAIT_EVENTS`: each submission ends with a
 //!   fence and a TRAP that raises a KFD event, and a GPU VM fault arrives on a memory event as
-//!   [`Error::VmFault`].
+//!   [`Error::VmFault`]. A copy of any size is split into packets and, past what the ring
+//!   holds, into submissions.
+//!
+//! # Waits and faults
+//!
+//! Every wait takes a timeout; `Duration::MAX` waits forever. A VM fault stops the queue for
+//! good: the kernel evicts every queue of the process on that GPU (`kfd_dqm_evict_pasid`)
+//! and never restores them, so after [`Error::VmFault`] the queue answers
+//! [`Error::QueueDead`] (naming the fault) to every submission and wait. There is no
+//! recovery inside the process (ROCr aborts it); drop the queues and start the work again
+//! in a new process.
 //! * [`aql`] — [`AqlQueue`]: AQL packets on a compute queue, barrier-AND/OR with
 //!   dependencies, completion [`Signal`]s in `amd_signal_t`'s layout wired to KFD events, and
 //!   [`KernelDispatch`] encoding for runtimes with their own code objects.
@@ -29,28 +39,30 @@
 //! #     kfd_emu::model::Model::new(kfd_emu::model::ModelConfig::default()).unwrap(),
 //! #     || -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! use std::time::Duration;
-//! use kfd_ioctl::{Kfd, abi::AllocMemFlags, topology::Topology};
+//! use kfd_ioctl::vm_memory::Bytes;
+//! use kfd_ioctl::{Kfd, MemoryPolicy, abi::AllocMemFlags, topology::Topology};
 //! use kfd_queue::{QueueContext, SdmaEngine, SdmaQueue};
 //!
 //! let kfd = Kfd::open()?;
 //! let topology = Topology::read()?;
 //! let gpu = topology.gpus().next().ok_or("no GPU")?;
 //! let gpu_id = gpu.gpu_id().ok_or("no gpu_id")?;
-//! kfd.acquire_vm(gpu_id, gpu.properties.drm_render_minor as u32)?;
+//! kfd.acquire_vm(gpu_id, gpu.render_minor().ok_or("no render node")?)?;
+//! kfd.set_memory_policy(gpu_id, &MemoryPolicy::default())?;
 //! let context = QueueContext::new(&kfd, &topology)?;
 //! let mut queue = SdmaQueue::new(&context, gpu_id, SdmaEngine::Pcie, 4096)?;
 //!
-//! let base = kfd.get_process_apertures()?[0].gpuvm.start + (1 << 40);
-//! let host = kfd.alloc_memory_of_gpu(gpu_id, base, 1 << 20, AllocMemFlags::GTT | AllocMemFlags::WRITABLE)?;
-//! let vram = kfd.alloc_memory_of_gpu(gpu_id, base + (1 << 21), 1 << 20, AllocMemFlags::VRAM | AllocMemFlags::WRITABLE | AllocMemFlags::PUBLIC)?;
-//! kfd.map_memory_to_gpu(&host, &[gpu_id])?;
-//! kfd.map_memory_to_gpu(&vram, &[gpu_id])?;
-//! host.map_cpu()?.write(0, b"moved by the copy engine")?;
+//! // Host memory and VRAM, each at one address for the CPU and the GPU.
+//! let host = kfd.alloc_memory(gpu_id, 1 << 20, AllocMemFlags::GTT | AllocMemFlags::WRITABLE, &[gpu_id])?;
+//! let vram_flags = AllocMemFlags::VRAM | AllocMemFlags::WRITABLE | AllocMemFlags::PUBLIC;
+//! let vram = kfd.alloc_memory(gpu_id, 1 << 20, vram_flags, &[gpu_id])?;
+//! host.as_volatile_slice()?.write_slice(b"moved by the copy engine", 0)?;
 //!
 //! let done = queue.copy(vram.va(), host.va(), 4096)?;
+//! // Duration::MAX would wait forever.
 //! queue.wait(done, Duration::from_secs(5))?;
 //! let mut back = [0u8; 24];
-//! vram.map_cpu()?.read(0, &mut back)?;
+//! vram.as_volatile_slice()?.read_slice(&mut back, 0)?;
 //! assert_eq!(&back, b"moved by the copy engine");
 //! # Ok(())
 //! # }).unwrap().unwrap();

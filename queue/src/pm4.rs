@@ -42,7 +42,7 @@
 //! ])?;
 //! queue.wait(done, Duration::from_secs(5))?;
 //! let mut back = [0u8; 16];
-//! mem.map_cpu()?.read(0, &mut back)?;
+//! mem.map_cpu()?.read_slice(&mut back, 0)?;
 //! assert_eq!(back[..4], 0xC0FFEEu32.to_le_bytes());
 //! assert_eq!(back[8..], (1u64 << 40).to_le_bytes());
 //! # Ok(())
@@ -59,6 +59,8 @@ use kfd_ioctl::{
     QueueType,
 };
 use vm_memory::Bytes;
+
+use kfd_ioctl::GpuId;
 
 use crate::error::{Error, Result};
 use crate::packet::PollFunc;
@@ -377,6 +379,8 @@ pub struct Pm4Queue {
     /// Dwords written so far (the 64-bit write pointer).
     wptr: u64,
     seq: u32,
+    /// The VM fault the queue stopped at, once a wait saw it: the queue is dead.
+    dead: crate::fence_wait::Dead,
     context: Arc<QueueContext>,
 }
 
@@ -393,14 +397,19 @@ impl Pm4Queue {
                 "a PM4 ring is a power of two of 4 KiB or more",
             ));
         }
-        let sizes = context.queue_sizes(gpu_id).ok_or(Error::NoPm4(gpu_id))?;
-        let gfx_major = context.gfx_major(gpu_id).ok_or(Error::NoPm4(gpu_id))?;
+        context.check_gpu(gpu_id)?;
+        let sizes = context
+            .queue_sizes(gpu_id)
+            .ok_or(Error::NoPm4(GpuId(gpu_id)))?;
+        let gfx_major = context
+            .gfx_major(gpu_id)
+            .ok_or(Error::NoPm4(GpuId(gpu_id)))?;
         let gfx = GfxTargetVersion {
             major: gfx_major,
             minor: 0,
             stepping: 0,
         };
-        let generation = Pm4Generation::of(gfx).ok_or(Error::NoPm4(gpu_id))?;
+        let generation = Pm4Generation::of(gfx).ok_or(Error::NoPm4(GpuId(gpu_id)))?;
         let ring = context.gtt(gpu_id, u64::from(ring_bytes))?;
         let pointers = context.gtt(gpu_id, 4096)?;
         let eop = context.gtt(gpu_id, sizes.eop_buffer_size)?;
@@ -442,6 +451,7 @@ impl Pm4Queue {
             ring_dwords: u64::from(ring_bytes / 4),
             wptr: 0,
             seq: 0,
+            dead: crate::fence_wait::Dead::default(),
             context: context.clone(),
         })
     }
@@ -483,9 +493,12 @@ impl Pm4Queue {
     /// publishes the 64-bit write pointer and rings the doorbell with it.
     ///
     /// # Errors
-    /// [`Error::Command`] for a command that cannot be encoded; [`Error::RingFull`] when the
-    /// CP does not make room within a second; [`Error::Kfd`] when ringing fails.
+    /// [`Error::QueueDead`] once the queue stopped at a VM fault; [`Error::Command`] for a
+    /// command that cannot be encoded; [`Error::RingFull`], with the sizes, when the
+    /// submission is larger than the ring or the CP does not make room within a second;
+    /// [`Error::Kfd`] when ringing fails.
     pub fn submit(&mut self, commands: &[Pm4Command<'_>]) -> Result<Pm4Completion> {
+        self.dead.check()?;
         let g = self.generation;
         let mut dwords = Vec::new();
         for c in commands {
@@ -577,16 +590,22 @@ impl Pm4Queue {
 
     /// Waits until the ring has `dwords` free.
     fn make_room(&self, dwords: u64) -> Result<()> {
+        let full = |free: u64| Error::RingFull {
+            needed: dwords * 4,
+            free: free * 4,
+            ring: self.ring_dwords * 4,
+        };
         if dwords >= self.ring_dwords {
-            return Err(Error::RingFull);
+            return Err(full(self.ring_dwords - 1 - self.in_flight()?));
         }
         let deadline = Instant::now() + Duration::from_secs(1);
         loop {
-            if self.ring_dwords - 1 - self.in_flight()? >= dwords {
+            let free = self.ring_dwords - 1 - self.in_flight()?;
+            if free >= dwords {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(Error::RingFull);
+                return Err(full(free));
             }
             let _ = self
                 .context
@@ -604,20 +623,26 @@ impl Pm4Queue {
         Ok(done.wrapping_sub(c.seq) as i32 >= 0)
     }
 
-    /// Waits up to `timeout` for `c`, through WAIT_EVENTS on the queue's event and its
-    /// memory-fault event.
+    /// Waits up to `timeout` (forever for `Duration::MAX`) for `c`, through WAIT_EVENTS on
+    /// the queue's event and its memory-fault event.
     ///
     /// # Errors
-    /// [`Error::VmFault`] when the GPU took a VM fault first; [`Error::Timeout`];
-    /// [`Error::Kfd`] when WAIT_EVENTS fails.
+    /// [`Error::VmFault`] when the GPU took a VM fault first (the queue is dead from then
+    /// on); [`Error::QueueDead`] on a queue that already reported its fault;
+    /// [`Error::Timeout`]; [`Error::Kfd`] when WAIT_EVENTS fails.
     pub fn wait(&self, c: Pm4Completion, timeout: Duration) -> Result<()> {
-        crate::fence_wait::wait_for_fence(
+        self.dead.wait(
             self.context.kfd(),
             &self.event,
             &self.fault,
             timeout,
             || self.is_done(c),
         )
+    }
+
+    /// The fault the queue stopped at, once a wait reported it ([`Error::QueueDead`]).
+    pub fn dead(&self) -> Option<kfd_ioctl::MemoryFault> {
+        self.dead.fault()
     }
 }
 

@@ -8,8 +8,8 @@ use kfd_ioctl::abi::{AllocMemFlags, KFD_SIGNAL_EVENT_LIMIT};
 use kfd_ioctl::mem::Reservation;
 use kfd_ioctl::topology::Topology;
 use kfd_ioctl::{
-    BufferObject, Doorbells, Event, EventKind, Kfd, OwnedCpuMapping, Queue, QueueSizes, QueueType,
-    RawQueueSpec,
+    BufferObject, Doorbells, Event, EventKind, GpuId, Kfd, MemoryFault, OwnedCpuMapping, Queue,
+    QueueSizes, QueueType, RawQueueSpec,
 };
 use kfd_ring::{GpuAccess, GpuHostRing, Granularity, HostMirror, Mirrored, Right};
 use vm_memory::Bytes;
@@ -35,6 +35,10 @@ const FENCE_AT: u64 = 64;
 #[derive(Debug)]
 pub struct QueueContext {
     kfd: Kfd,
+    /// Every GPU of the topology, in its order.
+    known: Vec<u32>,
+    /// Per GPU: how many SDMA engines it has (PCIe and xGMI), when the topology says.
+    engines: BTreeMap<u32, u32>,
     /// Per GPU: its SDMA generation and its GFX major version.
     gpus: BTreeMap<u32, (SdmaGeneration, u32)>,
     /// Per GPU: the sizes of a compute queue's EOP buffer and CWSR area.
@@ -62,9 +66,20 @@ impl QueueContext {
             .gpus()
             .filter_map(|n| Some((n.gpu_id()?, QueueSizes::for_node(n)?)))
             .collect();
+        let known = topology.gpus().filter_map(|n| n.gpu_id()).collect();
+        let engines = topology
+            .gpus()
+            .filter_map(|n| {
+                let p = &n.properties;
+                let all = p.num_sdma_engines? + p.num_sdma_xgmi_engines.unwrap_or(0);
+                Some((n.gpu_id()?, u32::try_from(all).ok()?))
+            })
+            .collect();
         let reservation = Reservation::new(VA_SPACE, 2 << 20).map_err(Error::Reserve)?;
         Ok(Arc::new(QueueContext {
             kfd: kfd.clone(),
+            known,
+            engines,
             gpus,
             sizes,
             va: Mutex::new(0),
@@ -77,6 +92,23 @@ impl QueueContext {
     /// The KFD handle.
     pub fn kfd(&self) -> &Kfd {
         &self.kfd
+    }
+
+    /// The GPUs of the topology the context was made from.
+    pub fn gpu_ids(&self) -> &[u32] {
+        &self.known
+    }
+
+    /// Fails with [`Error::UnknownGpu`] unless `gpu_id` is a GPU of the context's topology.
+    pub(crate) fn check_gpu(&self, gpu_id: u32) -> Result<()> {
+        if self.known.contains(&gpu_id) {
+            Ok(())
+        } else {
+            Err(Error::UnknownGpu {
+                gpu_id: GpuId(gpu_id),
+                known: self.known.iter().copied().map(GpuId).collect(),
+            })
+        }
     }
 
     /// The SDMA generation of `gpu_id`.
@@ -279,6 +311,8 @@ pub struct SdmaQueue {
     wptr: u64,
     /// The last submission's sequence number.
     seq: u32,
+    /// The VM fault the queue stopped at, once a wait saw it: the queue is dead.
+    dead: crate::fence_wait::Dead,
     context: Arc<QueueContext>,
 }
 
@@ -287,17 +321,31 @@ impl SdmaQueue {
     /// of pages).
     ///
     /// # Errors
-    /// [`Error::NoSdma`] for a GPU the context does not know or older than gfx9; the errors of
+    /// [`Error::UnknownGpu`] for a GPU that is not in the context's topology;
+    /// [`Error::NoSdma`] for one older than gfx9; [`Error::NoSuchEngine`] for an
+    /// [`SdmaEngine::Id`] past the GPU's engines (the kernel's `EINVAL`); the errors of
     /// the ring ([`Error::Ring`]), of the allocations, of CREATE_EVENT and of CREATE_QUEUE
-    /// (`ENOMEM` when the engines have no free queue, `EINVAL` for an engine id past the
-    /// GPU's).
+    /// (`ENOMEM` when the engines have no free queue).
     pub fn new(
         context: &Arc<QueueContext>,
         gpu_id: u32,
         engine: SdmaEngine,
         ring_bytes: usize,
     ) -> Result<SdmaQueue> {
-        let &(generation, gfx_major) = context.gpus.get(&gpu_id).ok_or(Error::NoSdma(gpu_id))?;
+        context.check_gpu(gpu_id)?;
+        let &(generation, gfx_major) = context
+            .gpus
+            .get(&gpu_id)
+            .ok_or(Error::NoSdma(GpuId(gpu_id)))?;
+        if let (SdmaEngine::Id(engine), Some(&engines)) = (engine, context.engines.get(&gpu_id))
+            && engine >= engines
+        {
+            return Err(Error::NoSuchEngine {
+                gpu_id: GpuId(gpu_id),
+                engine,
+                engines,
+            });
+        }
         let kfd = &context.kfd;
         let access = [GpuAccess {
             gpu_id,
@@ -349,6 +397,7 @@ impl SdmaQueue {
             gpu_id,
             wptr: 0,
             seq: 0,
+            dead: crate::fence_wait::Dead::default(),
             context: context.clone(),
         })
     }
@@ -389,10 +438,51 @@ impl SdmaQueue {
     /// Copies `bytes` bytes from GPU address `src` to `dst`: host↔device, device↔device, or a
     /// peer GPU's memory mapped on this queue's GPU.
     ///
+    /// The copy is split into COPY_LINEAR packets of at most
+    /// [`SdmaGeneration::copy_max_bytes`] each, and the packets into as many submissions as
+    /// the ring needs (each waits for room as [`SdmaQueue::submit`] does): any size fits any
+    /// ring. The completion is the last submission's; the engine runs a queue's
+    /// submissions in order, so it is the whole copy's.
+    ///
     /// # Errors
-    /// As [`SdmaQueue::submit`].
+    /// As [`SdmaQueue::submit`]; [`Error::RingFull`] when the ring cannot hold even one
+    /// packet with its fence and signal.
     pub fn copy(&mut self, dst: u64, src: u64, bytes: u64) -> Result<Completion> {
-        self.submit(&[Command::Copy { dst, src, bytes }])
+        let packet_bytes = 4 * 7; // COPY_LINEAR
+        let tail = self.tail_bytes();
+        let ring = self.ring.capacity() as u64;
+        let packets = ring.saturating_sub(tail) / packet_bytes;
+        if packets == 0 {
+            return Err(Error::RingFull {
+                needed: packet_bytes + tail,
+                free: ring,
+                ring,
+            });
+        }
+        let chunk = packets.saturating_mul(self.generation.copy_max_bytes());
+        let mut done = 0;
+        loop {
+            let n = (bytes - done).min(chunk);
+            let c = self.submit(&[Command::Copy {
+                dst: dst.wrapping_add(done),
+                src: src.wrapping_add(done),
+                bytes: n,
+            }])?;
+            done += n;
+            if done >= bytes {
+                return Ok(c);
+            }
+        }
+    }
+
+    /// Bytes every submission ends with: the sequence fence and the signal (fence + TRAP).
+    fn tail_bytes(&self) -> u64 {
+        4 * (2 * packet::fence(0, 0).len() + packet::trap(0).len()) as u64
+    }
+
+    /// The fault the queue stopped at, once a wait reported it ([`Error::QueueDead`]).
+    pub fn dead(&self) -> Option<MemoryFault> {
+        self.dead.fault()
     }
 
     /// Encodes `commands`, then a fence of the submission's sequence number and a TRAP of the
@@ -400,10 +490,13 @@ impl SdmaQueue {
     /// across the wrap), publishes the write pointer and rings the doorbell.
     ///
     /// # Errors
-    /// [`Error::Command`] for a command the engine cannot take (a misaligned fill, an event
-    /// that is not a signal event); [`Error::RingFull`] when the engine does not make room in
-    /// time; [`Error::Kfd`] when ringing the doorbell fails.
+    /// [`Error::QueueDead`] once the queue stopped at a VM fault; [`Error::Command`] for a
+    /// command the engine cannot take (a misaligned fill, an event that is not a signal
+    /// event); [`Error::RingFull`], with the sizes, when the submission is larger than the
+    /// ring or the engine makes no room for a second; [`Error::Kfd`] when ringing the
+    /// doorbell fails.
     pub fn submit(&mut self, commands: &[Command<'_>]) -> Result<Completion> {
+        self.dead.check()?;
         let mut dwords = Vec::new();
         for c in commands {
             self.encode(c, &mut dwords)?;
@@ -494,20 +587,34 @@ impl SdmaQueue {
         Ok(())
     }
 
-    /// Waits until the ring has `bytes` free.
+    /// Waits until the ring has `bytes` free, giving up when the engine consumes nothing for
+    /// a second.
     fn make_room(&self, bytes: u64) -> Result<()> {
         let size = self.ring.capacity() as u64;
+        let free = |rptr: u64| size - self.wptr.wrapping_sub(rptr).min(size);
         if bytes > size {
-            return Err(Error::RingFull);
+            return Err(Error::RingFull {
+                needed: bytes,
+                free: free(self.read_pointer()?),
+                ring: size,
+            });
         }
-        let deadline = Instant::now() + Duration::from_secs(1);
+        let mut last = self.read_pointer()?;
+        let mut deadline = Instant::now() + Duration::from_secs(1);
         loop {
-            let used = self.wptr.wrapping_sub(self.read_pointer()?);
-            if size - used.min(size) >= bytes {
+            let rptr = self.read_pointer()?;
+            if free(rptr) >= bytes {
                 return Ok(());
             }
-            if Instant::now() >= deadline {
-                return Err(Error::RingFull);
+            if rptr != last {
+                last = rptr;
+                deadline = Instant::now() + Duration::from_secs(1);
+            } else if Instant::now() >= deadline {
+                return Err(Error::RingFull {
+                    needed: bytes,
+                    free: free(rptr),
+                    ring: size,
+                });
             }
             let _ = self
                 .context
@@ -523,20 +630,18 @@ impl SdmaQueue {
         Ok(done.wrapping_sub(c.seq) as i32 >= 0)
     }
 
-    /// Waits up to `timeout` for `c`, through WAIT_EVENTS on the queue's trap event and its
-    /// memory-fault event.
+    /// Waits up to `timeout` (forever for `Duration::MAX`) for `c`, through WAIT_EVENTS on
+    /// the queue's trap event and its memory-fault event.
     ///
     /// # Errors
     /// [`Error::VmFault`] when the GPU took a VM fault before `c` completed (the queue has
-    /// stopped); [`Error::Timeout`]; [`Error::Kfd`] when WAIT_EVENTS fails.
+    /// stopped, and is dead from then on); [`Error::QueueDead`] on a queue that already
+    /// reported its fault; [`Error::Timeout`]; [`Error::Kfd`] when WAIT_EVENTS fails.
     pub fn wait(&self, c: Completion, timeout: Duration) -> Result<()> {
-        crate::fence_wait::wait_for_fence(
-            &self.context.kfd,
-            &self.trap,
-            &self.fault,
-            timeout,
-            || self.is_done(c),
-        )
+        self.dead
+            .wait(&self.context.kfd, &self.trap, &self.fault, timeout, || {
+                self.is_done(c)
+            })
     }
 }
 

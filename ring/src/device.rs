@@ -147,7 +147,7 @@ impl DeviceRing {
             let render = kfd.render_fd(pool.gpu_id).ok_or(Error::Kfd {
                 step: "mapping the ring for the CPU",
                 source: kfd_ioctl::Error::NotAcquired {
-                    gpu_id: pool.gpu_id,
+                    gpu_id: kfd_ioctl::GpuId(pool.gpu_id),
                 },
             })?;
             let offset = original.mmap_offset().ok_or(Error::Access {

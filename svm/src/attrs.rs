@@ -116,8 +116,9 @@ impl PartialEq for AttrList {
 
 impl Eq for AttrList {}
 
-/// One SVM attribute, decoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One SVM attribute, decoded. `Debug` shows GPU ids in hex (`Access(0x7396, Access)`);
+/// `Display` reads as words (`gpu 0x7396: access`).
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub enum SvmAttr {
     /// `KFD_IOCTL_SVM_ATTR_PREFERRED_LOC`: where the kernel should keep the pages.
     #[doc(alias = "KFD_IOCTL_SVM_ATTR_PREFERRED_LOC")]
@@ -143,6 +144,78 @@ pub enum SvmAttr {
         /// The raw value.
         value: u32,
     },
+}
+
+/// SVM flags by their C names without the prefix, `HOST_ACCESS|COHERENT`, or `none`.
+#[derive(Debug, Clone, Copy)]
+pub struct FlagNames(pub SvmFlags);
+
+impl fmt::Display for FlagNames {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for (name, _) in self.0.iter_names() {
+            if !first {
+                f.write_str("|")?;
+            }
+            first = false;
+            f.write_str(name)?;
+        }
+        let unknown = self.0.bits() & !SvmFlags::all().bits();
+        if unknown != 0 {
+            if !first {
+                f.write_str("|")?;
+            }
+            first = false;
+            write!(f, "{unknown:#x}")?;
+        }
+        if first {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for SvmAttr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SvmAttr::PreferredLocation(l) => f.debug_tuple("PreferredLocation").field(l).finish(),
+            SvmAttr::PrefetchLocation(l) => f.debug_tuple("PrefetchLocation").field(l).finish(),
+            SvmAttr::Access(gpu, a) => f
+                .debug_tuple("Access")
+                .field(&kfd_ioctl::GpuId(*gpu))
+                .field(a)
+                .finish(),
+            SvmAttr::SetFlags(flags) => f.debug_tuple("SetFlags").field(flags).finish(),
+            SvmAttr::ClearFlags(flags) => f.debug_tuple("ClearFlags").field(flags).finish(),
+            SvmAttr::Granularity(g) => f.debug_tuple("Granularity").field(g).finish(),
+            SvmAttr::Unknown { attr_type, value } => f
+                .debug_struct("Unknown")
+                .field("attr_type", attr_type)
+                .field("value", &format_args!("{value:#x}"))
+                .finish(),
+        }
+    }
+}
+
+impl fmt::Display for SvmAttr {
+    /// What a person reads: `preferred location gpu 0x7396`, `gpu 0x7396: access`,
+    /// `set flags HOST_ACCESS|COHERENT`, `granularity 9 (512 pages)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SvmAttr::PreferredLocation(l) => write!(f, "preferred location {l}"),
+            SvmAttr::PrefetchLocation(l) => write!(f, "prefetch location {l}"),
+            SvmAttr::Access(gpu, a) => write!(f, "gpu {gpu:#x}: {a}"),
+            SvmAttr::SetFlags(flags) => write!(f, "set flags {}", FlagNames(*flags)),
+            SvmAttr::ClearFlags(flags) => write!(f, "clear flags {}", FlagNames(*flags)),
+            SvmAttr::Granularity(g) if *g < 64 => {
+                write!(f, "granularity {g} ({} pages)", 1u64 << g)
+            }
+            SvmAttr::Granularity(g) => write!(f, "granularity {g}"),
+            SvmAttr::Unknown { attr_type, value } => {
+                write!(f, "attribute type {attr_type} = {value:#x}")
+            }
+        }
+    }
 }
 
 impl SvmAttr {
@@ -447,6 +520,103 @@ impl SvmAttrs {
     }
 }
 
+/// The page-aligned range that covers `[start, start + size)`: the start rounded down and the
+/// end rounded up to whole pages, as ROCr takes a range in `hsa_amd_svm_attributes_set`
+/// (`Runtime::SetSvmAttrib` aligns the pointer down and the end up to 4 KiB before the SVM
+/// ioctl). Returns `(start, size)` in bytes.
+///
+/// # Errors
+/// [`Error::Range`] for a zero size or start, or a range that wraps.
+pub fn page_range(start: u64, size: u64) -> Result<(u64, u64)> {
+    let page = rustix::param::page_size() as u64;
+    let problem = |problem| Error::Range {
+        start,
+        size,
+        problem,
+    };
+    if size == 0 {
+        return Err(problem(RangeProblem::ZeroSize));
+    }
+    let base = start - start % page;
+    if base == 0 {
+        return Err(problem(RangeProblem::ZeroStart));
+    }
+    let end = start
+        .checked_add(size)
+        .and_then(|end| end.checked_next_multiple_of(page))
+        .ok_or(problem(RangeProblem::SizeUnaligned))?;
+    Ok((base, end - base))
+}
+
+impl SvmAttrs {
+    /// The attributes a range has before anyone sets them (`svm_range_new`): no preferred
+    /// location, `HOST_ACCESS | COHERENT` and no other flag, granularity 9 (2 MiB), and for
+    /// each of `gpus` no access with XNACK off, access with it on (the kernel then lets
+    /// every GPU fault pages in). A SET cannot make the prefetch location undefined again
+    /// (`EINVAL`): these attributes prefetch to system memory, which moves the pages back.
+    pub fn defaults(gpus: &[u32], xnack: bool) -> SvmAttrs {
+        let default_flags = SvmFlags::HOST_ACCESS | SvmFlags::COHERENT;
+        let access = if xnack {
+            Access::Access
+        } else {
+            Access::NoAccess
+        };
+        gpus.iter().fold(
+            SvmAttrs::new()
+                .preferred_location(Location::Undefined)
+                .prefetch_location(Location::System)
+                .set_flags(default_flags)
+                .clear_flags(SvmFlags::from_bits_retain(!default_flags.bits()))
+                .granularity(9),
+            |attrs, &gpu| attrs.access(gpu, access),
+        )
+    }
+
+    /// [`SvmAttrs::apply`] on memory of the caller's that need not be page aligned (a
+    /// `malloc` block): the range is widened to whole pages first ([`page_range`], as ROCr
+    /// does). Returns the range registered, `(start, size)`.
+    ///
+    /// The widened pages hold whatever else lives there (other heap blocks): they get the
+    /// attributes too, and the GPU may migrate them. `free` of a small heap block does not
+    /// unmap its pages, so the kernel keeps them registered: call [`unregister`] on the range
+    /// this returns before freeing, or let the library own the memory ([`crate::SvmBuffer`],
+    /// no `unsafe` needed).
+    ///
+    /// # Errors
+    /// [`Error::Range`] for a zero start or size, or a wrapping range; then those of
+    /// [`SvmAttrs::apply`].
+    ///
+    /// # Safety
+    /// As [`SvmAttrs::apply`], for the whole widened range: every byte of its pages is this
+    /// process's memory, which the GPUs may read and write and the kernel migrate while it
+    /// stays registered; no Rust reference into it may be live while a GPU may write it.
+    #[doc(alias = "hsa_amd_svm_attributes_set")]
+    pub unsafe fn apply_rounded(&self, kfd: &Kfd, start: u64, size: u64) -> Result<(u64, u64)> {
+        let (start, size) = page_range(start, size)?;
+        // SAFETY: the caller's guarantee covers the widened range.
+        unsafe { self.apply(kfd, start, size) }?;
+        Ok((start, size))
+    }
+}
+
+/// Gives `[start, start + size)` (page aligned) back its default attributes
+/// ([`SvmAttrs::defaults`] for `gpus` under the process's XNACK mode): the kernel has no
+/// unregister, short of unmapping the memory, so this is the explicit end of an SVM range
+/// over memory the caller keeps. The pages return to system memory; no GPU keeps access
+/// (with XNACK off).
+///
+/// # Errors
+/// Those of [`Kfd::xnack_mode`] and [`SvmAttrs::apply`].
+///
+/// # Safety
+/// As [`SvmAttrs::apply`]: the range is this process's memory (the prefetch to system
+/// memory migrates it back).
+pub unsafe fn unregister(kfd: &Kfd, start: u64, size: u64, gpus: &[u32]) -> Result<()> {
+    let xnack = kfd.xnack_mode()?;
+    // SAFETY: the caller's guarantee, passed on.
+    unsafe { SvmAttrs::defaults(gpus, xnack).apply(kfd, start, size) }
+}
+
 impl FromIterator<SvmAttr> for SvmAttrs {
     fn from_iter<I: IntoIterator<Item = SvmAttr>>(iter: I) -> SvmAttrs {
         iter.into_iter().fold(SvmAttrs::new(), SvmAttrs::with)
@@ -480,7 +650,7 @@ pub fn check_range(start: u64, size: u64) -> Result<()> {
 /// Parts of the queried range that no SVM range covers do not count; a query that touches no
 /// SVM range reports the defaults (both locations undefined, flags `HOST_ACCESS | COHERENT`,
 /// granularity 9, access `Access` for every GPU with XNACK on and `NoAccess` with it off).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct SvmRangeInfo {
     /// The preferred location, or [`Location::Undefined`] when the ranges differ (or any has
     /// none).
@@ -498,6 +668,25 @@ pub struct SvmRangeInfo {
     /// grants it, else [`Access::AccessInPlace`] if every range grants that, else
     /// [`Access::NoAccess`].
     pub access: Vec<(u32, Access)>,
+}
+
+impl fmt::Debug for SvmRangeInfo {
+    /// With the GPU ids of the access list in hex.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let access: Vec<(kfd_ioctl::GpuId, Access)> = self
+            .access
+            .iter()
+            .map(|&(gpu, a)| (kfd_ioctl::GpuId(gpu), a))
+            .collect();
+        f.debug_struct("SvmRangeInfo")
+            .field("preferred_location", &self.preferred_location)
+            .field("prefetch_location", &self.prefetch_location)
+            .field("flags", &self.flags)
+            .field("cleared_flags", &self.cleared_flags)
+            .field("granularity", &self.granularity)
+            .field("access", &access)
+            .finish()
+    }
 }
 
 impl SvmRangeInfo {
@@ -591,6 +780,43 @@ pub unsafe fn prefetch(kfd: &Kfd, start: u64, size: u64, to: Location) -> Result
     let attrs = SvmAttrs::new().prefetch_location(to);
     // SAFETY: the caller upholds `apply`'s contract, which is this function's.
     unsafe { attrs.apply(kfd, start, size) }
+}
+
+#[cfg(test)]
+mod display_tests {
+    use super::*;
+
+    #[test]
+    fn attributes_read_as_words_with_hex_gpu_ids() {
+        let shown: Vec<String> = [
+            SvmAttr::PreferredLocation(Location::Gpu(29590)),
+            SvmAttr::Access(29590, Access::AccessInPlace),
+            SvmAttr::SetFlags(SvmFlags::HOST_ACCESS | SvmFlags::COHERENT),
+            SvmAttr::ClearFlags(SvmFlags::empty()),
+            SvmAttr::Granularity(9),
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            format!("{:?}", SvmAttr::Access(29590, Access::Access)),
+            "Access(0x7396, Access)"
+        );
+        assert_eq!(
+            format!("{:?}", SvmAttr::PrefetchLocation(Location::Gpu(29590))),
+            "PrefetchLocation(Gpu(0x7396))"
+        );
+        assert_eq!(
+            shown,
+            [
+                "preferred location gpu 0x7396",
+                "gpu 0x7396: access in place",
+                "set flags HOST_ACCESS|COHERENT",
+                "clear flags none",
+                "granularity 9 (512 pages)",
+            ]
+        );
+    }
 }
 
 #[cfg(test)]

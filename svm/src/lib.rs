@@ -131,8 +131,8 @@ pub mod summary;
 mod timeline;
 
 pub use attrs::{
-    AttrList, INLINE_ATTRS, MAX_GRANULARITY, SvmAttr, SvmAttrs, SvmRangeInfo, check_range,
-    get_attrs, prefetch,
+    AttrList, FlagNames, INLINE_ATTRS, MAX_GRANULARITY, SvmAttr, SvmAttrs, SvmRangeInfo,
+    check_range, get_attrs, page_range, prefetch, unregister,
 };
 pub use buffer::{HUGE_ALIGN, MapOptions, SvmBuffer};
 pub use clock::{ClockFit, ClockSample};

@@ -45,6 +45,17 @@ impl Access {
     }
 }
 
+impl std::fmt::Display for Access {
+    /// `access`, `access in place` or `no access`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Access::Access => "access",
+            Access::AccessInPlace => "access in place",
+            Access::NoAccess => "no access",
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -217,7 +217,7 @@ mod tests {
         assert!(stream.next_event(Some(Duration::ZERO)).unwrap().is_some());
         match stream.next_event(Some(Duration::from_secs(10))) {
             Err(Error::Kfd(kfd_ioctl::Error::SmiEndOfStream {
-                gpu_id: 0x1a2b,
+                gpu_id: kfd_ioctl::GpuId(0x1a2b),
                 unfinished: 2,
             })) => {}
             other => panic!("{other:?}"),

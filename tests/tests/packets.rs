@@ -98,14 +98,14 @@ impl Env {
 
 fn dwords(cpu: &CpuMapping<'_>, at: usize, n: usize) -> Vec<u32> {
     let mut b = vec![0u8; 4 * n];
-    cpu.read(at, &mut b).unwrap();
+    cpu.read_slice(&mut b, at).unwrap();
     b.chunks(4)
         .map(|d| u32::from_le_bytes(d.try_into().unwrap()))
         .collect()
 }
 
 fn fill_ones(cpu: &CpuMapping<'_>, len: usize) {
-    cpu.write(0, &vec![0xFF; len]).unwrap();
+    cpu.write_slice(&vec![0xFF; len], 0).unwrap();
 }
 
 fn lo(va: u64) -> u32 {
@@ -167,7 +167,7 @@ fn constant_fill_fills_the_same_dwords_in_rocr_mesa_and_kernel_encodings() {
             .unwrap();
         q.wait(c, WAIT).unwrap();
         let mut b = [0u8; 9];
-        cpu.read(0xC000, &mut b).unwrap();
+        cpu.read_slice(&mut b, 0xC000).unwrap();
         assert_eq!(
             b,
             [0xFF, 0xAB, 0xAB, 0xAB, 0xAB, 0xAB, 0xAB, 0xAB, 0xFF],
@@ -220,8 +220,8 @@ fn broadcast_and_sub_window_copies_move_what_they_say() {
         let mem = env.bo(0, 1 << 16);
         let cpu = mem.map_cpu().unwrap();
         let src: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
-        cpu.write(0, &src).unwrap();
-        cpu.write(0x2000, &[0u8; 0x6000]).unwrap();
+        cpu.write_slice(&src, 0).unwrap();
+        cpu.write_slice(&[0u8; 0x6000], 0x2000).unwrap();
         let va = mem.va();
         let broadcast = [
             1 | 1 << 27,
@@ -262,7 +262,7 @@ fn broadcast_and_sub_window_copies_move_what_they_say() {
             .unwrap_or_else(|e| panic!("{}: {e}", env.name));
         let read = |at: usize, n: usize| {
             let mut b = vec![0u8; n];
-            cpu.read(at, &mut b).unwrap();
+            cpu.read_slice(&mut b, at).unwrap();
             b
         };
         assert_eq!(read(0x2000, 101), [&src[..100], &[0]].concat());
@@ -294,19 +294,19 @@ fn cond_exe_atomics_ptepde_timestamp_and_register_writes() {
         }
         let mem = env.bo(0, 1 << 16);
         let cpu = mem.map_cpu().unwrap();
-        cpu.write(0, &[0u8; 0x1000]).unwrap();
+        cpu.write_slice(&[0u8; 0x1000], 0).unwrap();
         let va = mem.va();
         // Flag at 0x0 = 0 (skip), at 0x4 = 1 (run).
-        cpu.write(4, &1u32.to_le_bytes()).unwrap();
+        cpu.write_slice(&1u32.to_le_bytes(), 4).unwrap();
         let fence = |at: u64, v: u32| packet::fence(va + at, v);
         let cond = |flag: u64| [9, lo(va + flag), hi(va + flag), 1, 4];
         // Atomics: 32-bit ADD_RTN (15) on 0x100; 32-bit no-return OR (0x56) on 0x104; 64-bit
         // SUB_RTN (0x30) on 0x108; 32-bit INC_RTN (24) wrapping at 1 on 0x110 (twice);
         // 64-bit UMAX no-return (0x74) on 0x118.
-        cpu.write(0x100, &10u32.to_le_bytes()).unwrap();
-        cpu.write(0x104, &0x10u32.to_le_bytes()).unwrap();
-        cpu.write(0x108, &100u64.to_le_bytes()).unwrap();
-        cpu.write(0x118, &5u64.to_le_bytes()).unwrap();
+        cpu.write_slice(&10u32.to_le_bytes(), 0x100).unwrap();
+        cpu.write_slice(&0x10u32.to_le_bytes(), 0x104).unwrap();
+        cpu.write_slice(&100u64.to_le_bytes(), 0x108).unwrap();
+        cpu.write_slice(&5u64.to_le_bytes(), 0x118).unwrap();
         let atomic = |op: u32, at: u64, src: u64| {
             [
                 10 | op << 25,
@@ -498,7 +498,7 @@ fn pm4_wait_reg_mem_holds_the_queue_until_the_value_arrives() {
         let env = open(target);
         let mem = env.bo(0, 4096);
         let cpu = mem.map_cpu().unwrap();
-        cpu.write(0, &[0u8; 64]).unwrap();
+        cpu.write_slice(&[0u8; 64], 0).unwrap();
         let mut q = env.pm4();
         let c = q
             .submit(&[
@@ -521,7 +521,7 @@ fn pm4_wait_reg_mem_holds_the_queue_until_the_value_arrives() {
             "{}: nothing after the wait ran",
             env.name
         );
-        cpu.write(0, &0x0000_0101u32.to_le_bytes()).unwrap();
+        cpu.write_slice(&0x0000_0101u32.to_le_bytes(), 0).unwrap();
         q.wait(c, WAIT)
             .unwrap_or_else(|e| panic!("{}: {e}", env.name));
         assert_eq!(dwords(&cpu, 8, 1), [77]);
@@ -538,7 +538,7 @@ fn pm4_a_page_written_a_dword_per_packet_is_all_there_at_the_fence() {
         let env = open(target);
         let mem = env.bo(0, 2 * 4096);
         let cpu = mem.map_cpu().unwrap();
-        cpu.write(0, &[0u8; 2 * 4096]).unwrap();
+        cpu.write_slice(&[0u8; 2 * 4096], 0).unwrap();
         let mut q = env.pm4();
         let va = mem.va();
         let values: Vec<u32> = (0..1024u32).map(|i| 0xDEAD_0000 | i).collect();
@@ -578,7 +578,7 @@ fn pm4_indirect_buffers_nest_and_chain() {
         let env = open(target);
         let mem = env.bo(0, 1 << 16);
         let cpu = mem.map_cpu().unwrap();
-        cpu.write(0, &[0u8; 0x100]).unwrap();
+        cpu.write_slice(&[0u8; 0x100], 0).unwrap();
         let ibs = env.bo(1 << 20, 1 << 16);
         let ib_cpu = ibs.map_cpu().unwrap();
         let va = mem.va();
@@ -589,7 +589,7 @@ fn pm4_indirect_buffers_nest_and_chain() {
                 .iter()
                 .flat_map(|v| v.to_le_bytes())
                 .collect();
-            ib_cpu.write((at - ibs.va()) as usize, &d).unwrap();
+            ib_cpu.write_slice(&d, (at - ibs.va()) as usize).unwrap();
             (d.len() / 4) as u32
         };
         let wd = |at: u64, v: u32| pm4::write_data(va + at, &[v]).unwrap();
@@ -652,7 +652,7 @@ fn pm4_dispatch_and_bad_packets_stop_only_their_queue() {
         }
         let mem = env.bo(0, 4096);
         let cpu = mem.map_cpu().unwrap();
-        cpu.write(0, &[0u8; 64]).unwrap();
+        cpu.write_slice(&[0u8; 64], 0).unwrap();
         let dispatch = pm4::dispatch_direct([1, 1, 1], 1);
         let unknown = [pm4::header(0xEE, 1), 0];
         let past_sh = [pm4::header(pm4::IT_SET_SH_REG, 3), 0x3FF, 1, 2];
@@ -704,7 +704,8 @@ fn pm4_dispatch_and_bad_packets_stop_only_their_queue() {
 
 /// Hostile counts are bounded: an IB that chains to itself runs forever on its own queue
 /// while another queue of the process still completes and the spinning queue is destroyed;
-/// an IB at an unmapped address is a VM fault; an SDMA WRITE_LINEAR longer than the engine's
+/// an IB at an unmapped address is a VM fault, after which the queue reports itself dead; an
+/// SDMA WRITE_LINEAR longer than the engine's
 /// read window stops its queue instead of stalling it unseen.
 #[test]
 fn hostile_counts_stop_or_spin_only_their_own_queue() {
@@ -715,11 +716,11 @@ fn hostile_counts_stop_or_spin_only_their_own_queue() {
         }
         let mem = env.bo(0, 4096);
         let cpu = mem.map_cpu().unwrap();
-        cpu.write(0, &[0u8; 64]).unwrap();
+        cpu.write_slice(&[0u8; 64], 0).unwrap();
         let ib = env.bo(1 << 20, 4096);
         let spin = pm4::indirect_buffer(ib.va(), 4, true).unwrap();
         let bytes: Vec<u8> = spin.iter().flat_map(|d| d.to_le_bytes()).collect();
-        ib.map_cpu().unwrap().write(0, &bytes).unwrap();
+        ib.map_cpu().unwrap().write_slice(&bytes, 0).unwrap();
         let mut spinning = env.pm4();
         let never = spinning
             .submit(&[Pm4Command::IndirectBuffer {
@@ -755,6 +756,18 @@ fn hostile_counts_stop_or_spin_only_their_own_queue() {
             "{}: {outcome:?}",
             env.name
         );
+        // The PM4 queue is dead from then on, and says so.
+        assert!(faulting.dead().is_some(), "{}", env.name);
+        let again = faulting.submit(&[Pm4Command::WriteData {
+            addr: mem.va(),
+            data: &[2],
+        }]);
+        assert!(
+            matches!(again, Err(Error::QueueDead(_))),
+            "{}: {again:?}",
+            env.name
+        );
+        assert!(matches!(faulting.wait(c, WAIT), Err(Error::QueueDead(_))));
         drop(faulting);
         let mut sdma = env.sdma();
         let va = mem.va() + 8;
@@ -819,9 +832,9 @@ fn pm4_on_gfx12_runs_raw_packets() {
             event.id(),
         ]);
         let bytes: Vec<u8> = packets.iter().flat_map(|d| d.to_le_bytes()).collect();
-        ring.map_cpu().unwrap().write(0, &bytes).unwrap();
+        ring.map_cpu().unwrap().write_slice(&bytes, 0).unwrap();
         let ptrs = pointers.map_cpu().unwrap();
-        ptrs.write(8, &(packets.len() as u64).to_le_bytes())
+        ptrs.write_slice(&(packets.len() as u64).to_le_bytes(), 8)
             .unwrap();
         let gfx = env.gfx_major();
         let doorbells = env

@@ -262,7 +262,7 @@ fn copies_between_gtt_and_vram_are_seen_by_the_cpu_and_the_gpu() {
         let vram = env.bo(16 << 20, 32 << 20, VRAM);
         let back = env.bo(48 << 20, 16 << 20, GTT);
         let data = pattern(LEN, 7);
-        host.map_cpu().unwrap().write(0, &data).unwrap();
+        host.map_cpu().unwrap().write_slice(&data, 0).unwrap();
         let mut q = env.queue();
         // Host → device, device → device, device → host (at an odd offset).
         let c = q.copy(vram.va(), host.va(), LEN as u64).unwrap();
@@ -276,11 +276,14 @@ fn copies_between_gtt_and_vram_are_seen_by_the_cpu_and_the_gpu() {
             .unwrap();
         q.wait(c, WAIT).unwrap();
         let mut out = vec![0u8; LEN + 2];
-        back.map_cpu().unwrap().read(0, &mut out).unwrap();
+        back.map_cpu().unwrap().read_slice(&mut out, 0).unwrap();
         assert!(out[1..=LEN] == data[..], "{}: device → host", env.name);
         assert_eq!((out[0], out[LEN + 1]), (0, 0), "nothing beyond the copy");
         let mut seen = vec![0u8; LEN];
-        vram.map_cpu().unwrap().read(16 << 20, &mut seen).unwrap();
+        vram.map_cpu()
+            .unwrap()
+            .read_slice(&mut seen, 16 << 20)
+            .unwrap();
         assert!(seen == data, "{}: the CPU sees the VRAM copy", env.name);
         env.assert_gpu_sees(vram.va(), &data);
         assert_eq!(q.read_pointer().unwrap(), q.write_pointer());
@@ -353,8 +356,8 @@ fn fill_fence_atomic_and_timestamp_do_what_their_packets_say() {
         let env = open(target);
         let mem = env.bo(0, 1 << 20, GTT);
         let cpu = mem.map_cpu().unwrap();
-        cpu.write(0x100, &40u64.to_le_bytes()).unwrap();
-        cpu.write(0x108, &5u64.to_le_bytes()).unwrap();
+        cpu.write_slice(&40u64.to_le_bytes(), 0x100).unwrap();
+        cpu.write_slice(&5u64.to_le_bytes(), 0x108).unwrap();
         let mut q = env.queue();
         let va = mem.va();
         let atomic = |op, at, src, cmp| Command::Atomic {
@@ -384,7 +387,7 @@ fn fill_fence_atomic_and_timestamp_do_what_their_packets_say() {
         q.wait(c, WAIT).unwrap();
         let read = |at: usize, n: usize| {
             let mut b = vec![0u8; n];
-            cpu.read(at, &mut b).unwrap();
+            cpu.read_slice(&mut b, at).unwrap();
             b
         };
         let fill = read(0x1000, 0x2004);
@@ -442,12 +445,12 @@ fn poll_memory_holds_the_queue_until_the_value_arrives() {
             other => panic!("{}: expected a timeout, got {other:?}", env.name),
         }
         let mut fence = [0u8; 4];
-        cpu.read(8, &mut fence).unwrap();
+        cpu.read_slice(&mut fence, 8).unwrap();
         assert_eq!(fence, [0; 4], "nothing after the poll ran");
         // Bits outside the mask do not count.
-        cpu.write(0, &0x0000_0101u32.to_le_bytes()).unwrap();
+        cpu.write_slice(&0x0000_0101u32.to_le_bytes(), 0).unwrap();
         q.wait(c, WAIT).unwrap();
-        cpu.read(8, &mut fence).unwrap();
+        cpu.read_slice(&mut fence, 8).unwrap();
         assert_eq!(u32::from_le_bytes(fence), 77);
     });
 }
@@ -505,16 +508,28 @@ fn a_copy_to_an_unmapped_address_is_a_vm_fault_then_a_stopped_queue() {
             }
         }
         assert!(faults >= 1, "{}: an SMI VMFAULT record", env.name);
-        // Then the queue error: it stopped at the faulting packet, what follows never runs.
+        // Then the queue error: it stopped at the faulting packet, and is dead: it takes no
+        // more work and says so, naming the fault (kfd_dqm_evict_pasid evicted the process's
+        // queues on the GPU and nothing restores them).
         assert_eq!(q.read_pointer().unwrap(), before);
-        let fence = q
+        assert_eq!(q.dead().map(|f| f.va), Some(unmapped));
+        let dead = q
             .submit(&[Command::Fence {
                 addr: src.va(),
                 value: 1,
             }])
-            .unwrap();
-        assert!(matches!(q.wait(fence, WAIT), Err(Error::VmFault(_))));
-        assert!(!q.is_done(fence).unwrap());
+            .unwrap_err();
+        assert!(
+            matches!(dead, Error::QueueDead(f) if f.va == unmapped),
+            "{}: {dead}",
+            env.name
+        );
+        let text = dead.to_string();
+        assert!(
+            text.contains("is dead") && text.contains("new process"),
+            "says it is dead and what to do: {text}"
+        );
+        assert!(matches!(q.wait(c, WAIT), Err(Error::QueueDead(_))));
         assert_eq!(q.read_pointer().unwrap(), before);
         // The process's other queues on the GPU were evicted with it (kfd_dqm_evict_pasid).
         let fence = other
@@ -573,9 +588,11 @@ fn xgmi_queues_need_xgmi_engines_and_engine_ids_are_bounded() {
             let last = u32::try_from(pcie + xgmi).unwrap();
             SdmaQueue::new(&env.context, env.gpu_id, SdmaEngine::Id(last - 1), 4096)
                 .unwrap_or_else(|e| panic!("{}: {e}", env.name));
+            // The kernel's EINVAL, caught before the call with the engine count.
             let past = SdmaQueue::new(&env.context, env.gpu_id, SdmaEngine::Id(last), 4096);
             assert!(
-                matches!(&past, Err(Error::Kfd(e)) if e.errno() == Some(Errno::INVAL)),
+                matches!(&past, Err(Error::NoSuchEngine { engine, engines, gpu_id })
+                    if *engine == last && *engines == last && *gpu_id == env.gpu_id),
                 "{}: {past:?}",
                 env.name
             );
@@ -598,7 +615,7 @@ fn a_doorbell_write_alone_starts_the_engine() {
         let target_bo = env.bo(2 << 20, 4096, GTT);
         let fence = kfd_queue::packet::fence(target_bo.va(), 0x0D00_BE11);
         let bytes: Vec<u8> = fence.iter().flat_map(|d| d.to_le_bytes()).collect();
-        ring.map_cpu().unwrap().write(0, &bytes).unwrap();
+        ring.map_cpu().unwrap().write_slice(&bytes, 0).unwrap();
         // The write pointer in memory stays 0: only the doorbell says there is work.
         doorbells
             .ring(q.doorbell_in_page(&doorbells), bytes.len() as u64)
@@ -609,7 +626,7 @@ fn a_doorbell_write_alone_starts_the_engine() {
             // A short WAIT_EVENTS (on kfd-emu it also kicks the engines).
             let _ = env.kfd.wait_events(&[&idle], false, 1);
             let mut v = [0u8; 4];
-            cpu.read(0, &mut v).unwrap();
+            cpu.read_slice(&mut v, 0).unwrap();
             u32::from_le_bytes(v) == 0x0D00_BE11
         });
         assert!(landed, "{}: the fence did not land", env.name);
@@ -638,7 +655,7 @@ fn a_new_queue_on_an_old_queues_doorbell_starts_from_zero() {
             (0..5000).any(|_| {
                 let _ = env.kfd.wait_events(&[&idle], false, 1);
                 let mut v = [0u8; 4];
-                cpu.read(0, &mut v).unwrap();
+                cpu.read_slice(&mut v, 0).unwrap();
                 u32::from_le_bytes(v) == value
             })
         };
@@ -655,7 +672,7 @@ fn a_new_queue_on_an_old_queues_doorbell_starts_from_zero() {
                 })
                 .flat_map(|d| d.to_le_bytes())
                 .collect();
-            ring.map_cpu().unwrap().write(0, &bytes).unwrap();
+            ring.map_cpu().unwrap().write_slice(&bytes, 0).unwrap();
             doorbells
                 .ring(q.doorbell_in_page(&doorbells), bytes.len() as u64)
                 .unwrap();
@@ -668,7 +685,11 @@ fn a_new_queue_on_an_old_queues_doorbell_starts_from_zero() {
             let mut rptr = [0u8; 8];
             let deadline = std::time::Instant::now() + WAIT;
             loop {
-                pointers.map_cpu().unwrap().read(0, &mut rptr).unwrap();
+                pointers
+                    .map_cpu()
+                    .unwrap()
+                    .read_slice(&mut rptr, 0)
+                    .unwrap();
                 if u64::from_le_bytes(rptr) == bytes.len() as u64
                     || std::time::Instant::now() > deadline
                 {
@@ -707,7 +728,7 @@ fn a_submission_larger_than_the_engines_read_window_completes() {
         let mut last = [0u8; 4];
         mem.map_cpu()
             .unwrap()
-            .read(4 * (9_999 % 1024), &mut last)
+            .read_slice(&mut last, 4 * (9_999 % 1024))
             .unwrap();
         assert_eq!(u32::from_le_bytes(last), 9_999, "{}", env.name);
         // The engine consumes the packets after the completion fence (its trap) a moment
@@ -728,12 +749,12 @@ fn write_signal(cpu: &kfd_ioctl::CpuMapping<'_>, at: usize, value: i64, mailbox:
     s[8..16].copy_from_slice(&value.to_le_bytes());
     s[16..24].copy_from_slice(&mailbox.to_le_bytes());
     s[24..28].copy_from_slice(&id.to_le_bytes());
-    cpu.write(at, &s).unwrap();
+    cpu.write_slice(&s, at).unwrap();
 }
 
 fn signal_value(cpu: &kfd_ioctl::CpuMapping<'_>, at: usize) -> i64 {
     let mut v = [0u8; 8];
-    cpu.read(at + 8, &mut v).unwrap();
+    cpu.read_slice(&mut v, at + 8).unwrap();
     i64::from_le_bytes(v)
 }
 
@@ -808,7 +829,7 @@ fn hostile_aql_pm4_ib_packets_stop_or_fault_their_queue() {
         let ib = env.bo(200 << 20, 4096, GTT);
         let self_chain = kfd_queue::pm4::indirect_buffer(ib.va(), 4, true).unwrap();
         let bytes: Vec<u8> = self_chain.iter().flat_map(|d| d.to_le_bytes()).collect();
-        ib.map_cpu().unwrap().write(0, &bytes).unwrap();
+        ib.map_cpu().unwrap().write_slice(&bytes, 0).unwrap();
         let unmapped = kfd_queue::pm4::indirect_buffer(0x8000_0000_0000, 1024, false).unwrap();
         let fault = env.kfd.create_event(EventKind::Memory, false).unwrap();
         for (what, jump) in [("self-chaining", self_chain), ("unmapped", unmapped)] {
@@ -818,9 +839,9 @@ fn hostile_aql_pm4_ib_packets_stop_or_fault_their_queue() {
             let p = pm4_ib_packet(&jump, signals.va());
             let ring_cpu = ring.map_cpu().unwrap();
             let ptr_cpu = pointers.map_cpu().unwrap();
-            ring_cpu.write(2, &p[2..]).unwrap();
-            ring_cpu.write(0, &p[..2]).unwrap();
-            ptr_cpu.write(8, &1u64.to_le_bytes()).unwrap();
+            ring_cpu.write_slice(&p[2..], 2).unwrap();
+            ring_cpu.write_slice(&p[..2], 0).unwrap();
+            ptr_cpu.write_slice(&1u64.to_le_bytes(), 8).unwrap();
             doorbells.ring(q.doorbell_in_page(&doorbells), 0).unwrap();
             if what == "unmapped" {
                 let woke = env.kfd.wait_events(&[&fault], false, 10_000).unwrap();
@@ -837,7 +858,7 @@ fn hostile_aql_pm4_ib_packets_stop_or_fault_their_queue() {
                 }
             }
             let mut value = [0u8; 8];
-            sig.read(8, &mut value).unwrap();
+            sig.read_slice(&mut value, 8).unwrap();
             assert_eq!(
                 i64::from_le_bytes(value),
                 1,
@@ -845,7 +866,7 @@ fn hostile_aql_pm4_ib_packets_stop_or_fault_their_queue() {
                 env.name
             );
             let mut read_index = [0u8; 8];
-            ptr_cpu.read(0, &mut read_index).unwrap();
+            ptr_cpu.read_slice(&mut read_index, 0).unwrap();
             assert_eq!(
                 u64::from_le_bytes(read_index),
                 0,
@@ -896,16 +917,16 @@ fn aql_barriers_wait_for_their_dependencies_and_complete_their_signals() {
         let publish = |index: u64, packet: [u8; 64]| {
             // Body first, header last, then the write index and the doorbell.
             let at = (index as usize % 64) * 64;
-            ring_cpu.write(at + 2, &packet[2..]).unwrap();
-            ring_cpu.write(at, &packet[..2]).unwrap();
-            ptr_cpu.write(8, &(index + 1).to_le_bytes()).unwrap();
+            ring_cpu.write_slice(&packet[2..], at + 2).unwrap();
+            ring_cpu.write_slice(&packet[..2], at).unwrap();
+            ptr_cpu.write_slice(&(index + 1).to_le_bytes(), 8).unwrap();
             doorbells
                 .ring(q.doorbell_in_page(&doorbells), index)
                 .unwrap();
         };
         let read_index = || {
             let mut v = [0u8; 8];
-            ptr_cpu.read(0, &mut v).unwrap();
+            ptr_cpu.read_slice(&mut v, 0).unwrap();
             u64::from_le_bytes(v)
         };
         // BARRIER_AND on signal 0 (still 1): nothing completes.
@@ -919,7 +940,7 @@ fn aql_barriers_wait_for_their_dependencies_and_complete_their_signals() {
         assert_eq!(signal_value(&sig, 64), 1);
         assert_eq!(read_index(), 0);
         // The dependency reaches 0: the barrier completes, its signal drops, the event fires.
-        sig.write(8, &0i64.to_le_bytes()).unwrap();
+        sig.write_slice(&0i64.to_le_bytes(), 8).unwrap();
         let woke = env.kfd.wait_events(&[&event], false, 10_000).unwrap();
         assert!(matches!(woke, WaitOutcome::Complete(_)), "{}", env.name);
         assert_eq!(signal_value(&sig, 64), 0);
@@ -1036,7 +1057,7 @@ fn random_ring_contents_stop_their_queue_and_the_engine_goes_on() {
                 .collect();
             // The first header's opcode: 0xFF is no SDMA opcode (`SDMA_OP_*` end at 17).
             words[0] = 0xFF;
-            ring.map_cpu().unwrap().write(0, &words).unwrap();
+            ring.map_cpu().unwrap().write_slice(&words, 0).unwrap();
             doorbells
                 .ring(q.doorbell_in_page(&doorbells), 4096)
                 .unwrap();
@@ -1105,7 +1126,7 @@ fn under_the_model_clock_an_sdma_copy_takes_the_timing_models_time() {
                 .unwrap();
             q.wait(c, WAIT).unwrap();
             let mut raw = [0u8; 24];
-            stamps.map_cpu().unwrap().read(0, &mut raw).unwrap();
+            stamps.map_cpu().unwrap().read_slice(&mut raw, 0).unwrap();
             let t: Vec<u64> = raw
                 .chunks(8)
                 .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
@@ -1161,15 +1182,15 @@ fn an_aql_pm4_ib_packet_runs_its_indirect_buffer() {
             .expect("a WRITE_DATA");
         commands.extend(kfd_queue::pm4::acquire_mem(generation));
         let bytes: Vec<u8> = commands.iter().flat_map(|d| d.to_le_bytes()).collect();
-        ib.map_cpu().unwrap().write(0, &bytes).unwrap();
+        ib.map_cpu().unwrap().write_slice(&bytes, 0).unwrap();
         let jump = kfd_queue::pm4::indirect_buffer(ib.va(), commands.len() as u32, false)
             .expect("an INDIRECT_BUFFER");
         let p = pm4_ib_packet(&jump, signals.va());
         let ring_cpu = ring.map_cpu().unwrap();
         let ptr_cpu = pointers.map_cpu().unwrap();
-        ring_cpu.write(2, &p[2..]).unwrap();
-        ring_cpu.write(0, &p[..2]).unwrap();
-        ptr_cpu.write(8, &1u64.to_le_bytes()).unwrap();
+        ring_cpu.write_slice(&p[2..], 2).unwrap();
+        ring_cpu.write_slice(&p[..2], 0).unwrap();
+        ptr_cpu.write_slice(&1u64.to_le_bytes(), 8).unwrap();
         doorbells.ring(q.doorbell_in_page(&doorbells), 0).unwrap();
         let woke = env.kfd.wait_events(&[&event], false, 10_000).unwrap();
         assert!(
@@ -1178,7 +1199,7 @@ fn an_aql_pm4_ib_packet_runs_its_indirect_buffer() {
             env.name
         );
         let mut written = [0u8; 8];
-        data.map_cpu().unwrap().read(8, &mut written).unwrap();
+        data.map_cpu().unwrap().read_slice(&mut written, 8).unwrap();
         assert_eq!(
             written,
             [0x01, 0x00, 0xDE, 0xC0, 0x02, 0x00, 0xDE, 0xC0],
@@ -1186,11 +1207,133 @@ fn an_aql_pm4_ib_packet_runs_its_indirect_buffer() {
             env.name
         );
         let mut value = [0u8; 8];
-        sig.read(8, &mut value).unwrap();
+        sig.read_slice(&mut value, 8).unwrap();
         assert_eq!(i64::from_le_bytes(value), 0, "{}", env.name);
         let mut read_index = [0u8; 8];
-        ptr_cpu.read(0, &mut read_index).unwrap();
+        ptr_cpu.read_slice(&mut read_index, 0).unwrap();
         assert_eq!(u64::from_le_bytes(read_index), 1, "{}", env.name);
         q.close().unwrap();
+    });
+}
+
+/// Queue errors name what is wrong: a GPU that is not in the topology (not "has no SDMA
+/// engine"), an engine id past the GPU's (with the count), a submission larger than the ring
+/// (with the sizes).
+#[test]
+fn queue_errors_name_the_gpu_the_engine_and_the_sizes() {
+    on_every_target(&["mi300x"], |target| {
+        let env = open(target);
+        let unknown = SdmaQueue::new(&env.context, 0xdead, SdmaEngine::Pcie, 4096).unwrap_err();
+        assert!(
+            matches!(&unknown, Error::UnknownGpu { gpu_id, known } if *gpu_id == 0xdead && known.iter().any(|g| *g == env.gpu_id)),
+            "{}: {unknown}",
+            env.name
+        );
+        assert_eq!(
+            unknown.to_string(),
+            format!(
+                "gpu 0xdead is not a GPU of this queue context (its GPUs: {})",
+                env.context
+                    .gpu_ids()
+                    .iter()
+                    .map(|g| format!("{g:#x}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        );
+        let engines = {
+            let (pcie, xgmi, _) = env.sdma_engines();
+            u32::try_from(pcie + xgmi).unwrap()
+        };
+        let no_engine =
+            SdmaQueue::new(&env.context, env.gpu_id, SdmaEngine::Id(99), 4096).unwrap_err();
+        assert_eq!(
+            no_engine.to_string(),
+            format!(
+                "gpu {:#x} has {engines} SDMA engines (ids 0 to {}); engine 99 does not exist",
+                env.gpu_id,
+                engines - 1
+            )
+        );
+        let mut q = env.queue();
+        let words = vec![0u32; 2048];
+        let mem = env.bo(0, 16 << 10, GTT);
+        let full = q
+            .submit(&[Command::Write {
+                addr: mem.va(),
+                data: &words,
+            }])
+            .unwrap_err();
+        assert!(
+            matches!(full, Error::RingFull { ring: 4096, free: 4096, needed } if needed > 8192),
+            "{}: {full}",
+            env.name
+        );
+        assert!(full.to_string().contains("make the ring larger"), "{full}");
+    });
+}
+
+/// `Duration::MAX` means wait forever: `Instant::now() + Duration::MAX` overflows, and the
+/// waits used to panic on it, even with the signal already at 0.
+#[test]
+fn duration_max_waits_forever_without_panicking() {
+    use kfd_queue::Signal;
+    on_every_target(&["mi300x"], |target| {
+        let env = open(target);
+        let signal = Signal::new(&env.context, env.gpu_id, 0).unwrap();
+        signal.wait_zero(Duration::MAX).unwrap();
+        let mut q = env.queue();
+        let mem = env.bo(0, 4096, GTT);
+        let c = q
+            .submit(&[Command::Fence {
+                addr: mem.va(),
+                value: 7,
+            }])
+            .unwrap();
+        q.wait(c, Duration::MAX)
+            .unwrap_or_else(|e| panic!("{}: {e}", env.name));
+    });
+}
+
+/// A copy larger than the ring holds in packets is split into submissions, as `copy`
+/// documents: 580 MiB on a 4 KiB ring is 145 COPY_LINEARs of 4 MiB, and a 4 KiB ring takes
+/// 144 with a submission's fence and signal. The bytes at both ends and across the split
+/// arrive.
+#[test]
+fn a_copy_larger_than_the_ring_is_split_into_submissions() {
+    on_every_target(&["mi300x"], |target| {
+        let env = open(target);
+        let size: u64 = 580 << 20;
+        let src = env.bo(0, size, VRAM);
+        let far = VaReservation::new(size as usize, 2 << 20);
+        let dst = env
+            .kfd
+            .alloc_memory_of_gpu(env.gpu_id, far.addr(), size, VRAM)
+            .unwrap();
+        env.kfd.map_memory_to_gpu(&dst, &[env.gpu_id]).unwrap();
+        let marks = [0, (576 << 20) - 64, size - 64];
+        let cpu_src = src.map_cpu().unwrap();
+        let cpu_dst = dst.map_cpu().unwrap();
+        for (i, &at) in marks.iter().enumerate() {
+            cpu_src
+                .write_slice(&pattern(64, i as u8), at as usize)
+                .unwrap();
+        }
+        let mut q = env.queue();
+        let c = q.copy(dst.va(), src.va(), size).unwrap();
+        q.wait(c, WAIT)
+            .unwrap_or_else(|e| panic!("{}: {e}", env.name));
+        // Two submissions, each ending with its fence and signal (40 bytes).
+        assert_eq!(q.write_pointer(), 145 * 28 + 2 * 40, "{}", env.name);
+        for (i, &at) in marks.iter().enumerate() {
+            let mut got = [0u8; 64];
+            cpu_dst.read_slice(&mut got, at as usize).unwrap();
+            assert_eq!(
+                got.as_slice(),
+                pattern(64, i as u8),
+                "{} at {at:#x}",
+                env.name
+            );
+        }
     });
 }

@@ -334,6 +334,43 @@ fn errors_follow_the_kernel_contract() {
                 "{name}: {attrs:?}"
             );
         }
+        // The errors name the attribute and the GPU, and say it is not the process's.
+        for (attrs, attribute) in [
+            (
+                SvmAttrs::new().preferred_location(Location::Gpu(bad)),
+                "PREFERRED_LOC",
+            ),
+            (SvmAttrs::new().access(bad, Access::Access), "ACCESS"),
+        ] {
+            let err = set(attrs, a, PAGE).unwrap_err();
+            match &err {
+                Error::Kfd(kfd_ioctl::Error::SvmGpu {
+                    op,
+                    attribute: named,
+                    gpu_id,
+                    known,
+                    ..
+                }) => {
+                    assert_eq!(
+                        (*op, *named, *gpu_id),
+                        ("SET_ATTR", attribute, kfd_ioctl::GpuId(bad))
+                    );
+                    assert!(known.contains(&kfd_ioctl::GpuId(gpu)), "{name}: {err}");
+                }
+                other => panic!("{name}: expected the GPU named, got {other}"),
+            }
+            assert!(
+                err.to_string().contains(&format!(
+                    "attribute {attribute} names gpu {bad:#x}, which is not a GPU of this process"
+                )),
+                "{name}: {err}"
+            );
+        }
+        let get = get_attrs(&kfd, a, PAGE, &[bad]).unwrap_err();
+        assert!(
+            matches!(&get, Error::Kfd(kfd_ioctl::Error::SvmGpu { op: "GET_ATTR", gpu_id, .. }) if *gpu_id == bad),
+            "{name}: {get}"
+        );
         // An attribute type the kernel does not know.
         let unknown = SvmAttrs::new().with(kfd_svm::SvmAttr::Unknown {
             attr_type: 8,
@@ -797,5 +834,58 @@ fn end_to_end_prefetch_gpu_fault_cpu_read_and_timeline() {
             .find(|e| e["ph"] == "C")
             .expect("a bytes counter");
         assert_eq!(last_counter["args"]["bytes"].as_u64(), Some(expected_bytes));
+    });
+}
+
+/// SVM over the caller's own memory, as ROCr takes it: a range that is not page aligned (a
+/// `malloc` block) is widened to whole pages (`Runtime::SetSvmAttrib` aligns the start down
+/// and the end up), the whole pages get the attributes, and `unregister` gives them back the
+/// defaults a range never set has (no preferred location, default flags and granularity,
+/// no GPU access with XNACK off), the pages back in system memory.
+#[test]
+fn the_callers_memory_is_rounded_to_pages_and_unregistered() {
+    on_every_target(&["mi300x"], |target| {
+        let (kfd, gpu) = open(target);
+        let name = target.name();
+        let mem = Anon::new(4 * MIB);
+        // A "malloc block" of 5000 bytes starting 100 bytes into the second page.
+        let start = mem.addr() + PAGE + 100;
+        assert_eq!(
+            kfd_svm::page_range(start, 5000).unwrap(),
+            (mem.addr() + PAGE, 2 * PAGE),
+            "{name}"
+        );
+        let attrs = SvmAttrs::new()
+            .preferred_location(Location::Gpu(gpu))
+            .access(gpu, Access::Access);
+        // SAFETY: the range lies in the test's own mapping, which outlives the registration.
+        let (base, size) = unsafe { attrs.apply_rounded(&kfd, start, 5000) }.unwrap();
+        assert_eq!((base, size), (mem.addr() + PAGE, 2 * PAGE));
+        let set = get_attrs(&kfd, base, size, &[gpu]).unwrap();
+        assert_eq!(set.preferred_location, Location::Gpu(gpu), "{name}");
+        assert_eq!(set.access_of(gpu), Some(Access::Access), "{name}");
+        // The page before the block was not touched.
+        let before = get_attrs(&kfd, mem.addr(), PAGE, &[gpu]).unwrap();
+        assert_eq!(before.preferred_location, Location::Undefined, "{name}");
+
+        // SAFETY: as above.
+        unsafe { kfd_svm::unregister(&kfd, base, size, &[gpu]) }.unwrap();
+        let back = get_attrs(&kfd, base, size, &[gpu]).unwrap();
+        assert_eq!(
+            back,
+            SvmRangeInfo {
+                preferred_location: Location::Undefined,
+                prefetch_location: Location::System,
+                flags: DEFAULT_FLAGS,
+                cleared_flags: Some(!DEFAULT_FLAGS),
+                granularity: 9,
+                access: vec![(gpu, Access::NoAccess)],
+            },
+            "{name}: the defaults, the pages in system memory"
+        );
+        // Zero and wrapping ranges are refused before any call.
+        assert!(kfd_svm::page_range(start, 0).is_err());
+        assert!(kfd_svm::page_range(100, 10).is_err(), "page 0");
+        assert!(kfd_svm::page_range(u64::MAX - 10, 100).is_err());
     });
 }

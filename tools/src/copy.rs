@@ -67,7 +67,7 @@ fn time_copies(
 /// Checks that `dst` holds `pattern` at its start.
 fn check(dst: &BufferObject, pattern: &[u8], what: &str) -> Result<(), Box<dyn std::error::Error>> {
     let mut back = vec![0u8; pattern.len()];
-    dst.map_cpu()?.read(0, &mut back)?;
+    dst.map_cpu()?.read_slice(&mut back, 0)?;
     if back != pattern {
         return Err(format!("{what}: the copied bytes differ from the source").into());
     }
@@ -106,7 +106,7 @@ pub fn copy_cmd(
     let local = alloc(first, 1, vram, &[first])?;
     let local2 = alloc(first, 2, vram, &[first])?;
     let pattern: Vec<u8> = (0..len.min(1 << 20)).map(|i| (i % 251) as u8).collect();
-    system.map_cpu()?.write(0, &pattern)?;
+    system.map_cpu()?.write_slice(&pattern, 0)?;
 
     let mut rows = Vec::new();
     let mut pcie = SdmaQueue::new(&context, first, SdmaEngine::Pcie, 64 << 10)?;
@@ -144,7 +144,9 @@ pub fn copy_cmd(
         &local2,
         &local,
     )?;
-    system.map_cpu()?.write(0, &vec![0u8; pattern.len()])?;
+    system
+        .map_cpu()?
+        .write_slice(&vec![0u8; pattern.len()], 0)?;
     measure(
         &mut pcie,
         "VRAM → system",
@@ -156,7 +158,7 @@ pub fn copy_cmd(
     let mut _peer_bo = None;
     if let Some(peer) = peer {
         let remote = alloc(peer, 3, vram, &[peer, first])?;
-        remote.map_cpu()?.write(0, &pattern)?;
+        remote.map_cpu()?.write_slice(&pattern, 0)?;
         let link = link_between(&topology, first, peer);
         let xgmi = topology
             .gpus()

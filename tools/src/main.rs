@@ -19,7 +19,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use kfd_ioctl::abi::{SmiEventMask, SvmFlags};
 use kfd_ioctl::topology::Topology;
 use kfd_ioctl::{Errno, Kfd};
-use kfd_svm::{Access, Location, SmiStream, SvmAttrs, SvmBuffer};
+use kfd_svm::{Access, FlagNames, Location, SmiStream, SvmAttrs, SvmBuffer};
 use parse::{parse_idle, parse_u32, parse_whole};
 use vm_memory::VolatileSlice;
 
@@ -429,15 +429,13 @@ fn svm_cmd(args: &SvmArgs) -> CmdResult {
         buffer.addr() + buffer.len() as u64,
         info::human_bytes(buffer.len() as u64)
     );
-    println!(
-        "  requested:         {:?}",
-        buffer.requested().iter().collect::<Vec<_>>()
-    );
+    let requested: Vec<String> = buffer.requested().iter().map(|a| a.to_string()).collect();
+    println!("  requested:         {}", requested.join("; "));
     println!("  preferred location {}", got.preferred_location);
     println!("  prefetch location  {}", got.prefetch_location);
-    println!("  flags set          {:?}", got.flags);
+    println!("  flags set          {}", FlagNames(got.flags));
     match got.cleared_flags {
-        Some(cleared) => println!("  flags clear        {cleared:?}"),
+        Some(cleared) => println!("  flags clear        {}", FlagNames(cleared)),
         None => println!("  flags clear        (KFD before 1.6 cannot say)"),
     }
     println!(
@@ -446,7 +444,7 @@ fn svm_cmd(args: &SvmArgs) -> CmdResult {
     );
     for g in &gpus {
         match got.access_of(*g) {
-            Some(a) => println!("  gpu {g:#x} access    {a:?}"),
+            Some(a) => println!("  gpu {g:#x} access    {a}"),
             None => println!("  gpu {g:#x} access    (not reported)"),
         }
     }

@@ -122,7 +122,7 @@ fn run_workload() -> Workload {
         kfd.map_memory_to_gpu(&dev, &[gpu]).expect("map");
         host.map_cpu()
             .expect("CPU map")
-            .write(0, &[0x3c; 4096])
+            .write_slice(&[0x3c; 4096], 0)
             .expect("write");
         let context = QueueContext::new(&kfd, &topology).expect("queue context");
         let mut q = SdmaQueue::new(&context, gpu, SdmaEngine::Pcie, 4096).expect("SDMA queue");
@@ -132,7 +132,7 @@ fn run_workload() -> Workload {
         let mut copied = [0u8; 4096];
         dev.map_cpu()
             .expect("CPU map")
-            .read(0, &mut copied)
+            .read_slice(&mut copied, 0)
             .expect("read");
         assert_eq!(copied, [0x3c; 4096], "the SDMA copy ran");
         drop(q);

@@ -288,8 +288,19 @@ impl Node {
     }
 
     /// The GPU id that ioctls take: the `gpu_id` file when it is present and not 0.
+    ///
+    /// `None` for a CPU-only node (its `gpu_id` file reads 0) and for a node read from a
+    /// capture without a `gpu_id` file. A GPU node of a live system has one.
     pub fn gpu_id(&self) -> Option<u32> {
         self.gpu_id.filter(|&id| id != 0)
+    }
+
+    /// The DRM render minor for [`crate::Kfd::acquire_vm`] (`renderD<minor>`); `None` for a
+    /// CPU node or a minor of 0 (captures that scrubbed it). The topology parser reads it as
+    /// a 32-bit field, so no cast is needed.
+    pub fn render_minor(&self) -> Option<u32> {
+        let minor = u32::try_from(self.properties.drm_render_minor).ok()?;
+        (self.is_gpu() && minor != 0).then_some(minor)
     }
 
     /// Compute units: `simd_count / simd_per_cu`; `None` for a node without SIMDs.
