@@ -352,6 +352,9 @@ pub enum DispatchError {
 
 /// Hooks into a running dispatch.
 pub trait Observer: Sync {
+    /// A thread that runs workgroups starts (first thing on it; the caller's own thread too,
+    /// when one thread runs the dispatch).
+    fn thread_start(&self) {}
     /// A wave is set up, before its first instruction (`workgroup` id, `wave` index).
     fn wave_start(&self, workgroup: [u32; 3], wave: u32, state: &Wave) {
         let _ = (workgroup, wave, state);
@@ -642,6 +645,7 @@ pub fn run(
     };
     let stats = Mutex::new(Stats::default());
     let worker = |t: u64| {
+        obs.thread_start();
         let mut cache = CodeCache::new();
         let mut lds = vec![0u8; d.lds_bytes() as usize];
         let mut mine = Stats::default();

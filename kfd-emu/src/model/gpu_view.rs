@@ -202,12 +202,37 @@ impl Driver {
         va: u64,
         buf: &mut [u8],
     ) -> Result<(), GpuFault> {
+        self.read_as(tgid, gpu_id, va, buf, true)
+    }
+
+    /// [`read_here`](Self::read_here) of a speculative access (an instruction prefetch
+    /// beyond the instruction being fetched): a fault is returned but not reported (no SMI
+    /// record), as the hardware reports only faults of accesses a wave makes.
+    pub(super) fn peek_here(
+        &self,
+        tgid: i32,
+        gpu_id: u32,
+        va: u64,
+        buf: &mut [u8],
+    ) -> Result<(), GpuFault> {
+        self.read_as(tgid, gpu_id, va, buf, false)
+    }
+
+    fn read_as(
+        &self,
+        tgid: i32,
+        gpu_id: u32,
+        va: u64,
+        buf: &mut [u8],
+        report: bool,
+    ) -> Result<(), GpuFault> {
         self.copy(
             tgid,
             gpu_id,
             va,
             buf.len(),
             false,
+            report,
             |side, range| match side {
                 Side::Model(st, backing, offset) => {
                     st.backing_read(backing, offset, &mut buf[range])
@@ -262,6 +287,7 @@ impl Driver {
             va,
             buf.len(),
             true,
+            true,
             |side, range| match side {
                 Side::Model(st, backing, offset) => st.backing_write(backing, offset, &buf[range]),
                 Side::Process(tgid, addr) => super::objects::remote_write(tgid, addr, &buf[range]),
@@ -279,6 +305,7 @@ impl Driver {
     /// a real GPU reads it: the access then reaches what the process has at that address.
     /// On an engine thread whose queue was destroyed no piece is moved
     /// ([`queues::cancelled`](super::queues::cancelled)).
+    #[allow(clippy::too_many_arguments)]
     fn copy(
         &self,
         tgid: i32,
@@ -286,6 +313,7 @@ impl Driver {
         va: u64,
         len: usize,
         write: bool,
+        report: bool,
         mut copy: impl FnMut(Side<'_>, Range<usize>) -> Result<(), Errno>,
     ) -> Result<(), GpuFault> {
         let fail = |at: u64, e| fault(gpu_id, at, write, GpuFaultReason::Backing(e));
@@ -303,7 +331,7 @@ impl Driver {
             let mut st = self.lock();
             // Checked under the lock: DESTROY_QUEUE removes the queue under it first.
             cancelled(va)?;
-            let pieces = self.access(&mut st, tgid, gpu_id, va, len, write)?;
+            let pieces = self.access(&mut st, tgid, gpu_id, va, len, write, report)?;
             let mut done = 0usize;
             let mut at = va;
             for p in pieces {
@@ -341,7 +369,8 @@ impl Driver {
     }
 
     /// Walks the page tables over `[va, va + len)`, handling SVM faults; a VM fault is
-    /// reported to the GPU's SMI clients.
+    /// reported to the GPU's SMI clients when `report`.
+    #[allow(clippy::too_many_arguments)]
     fn access(
         &self,
         st: &mut super::process::State,
@@ -350,6 +379,7 @@ impl Driver {
         va: u64,
         len: usize,
         write: bool,
+        report: bool,
     ) -> Result<Vec<Piece>, GpuFault> {
         let Some(process) = st.procs.get(&tgid) else {
             return Err(fault(gpu_id, va, write, GpuFaultReason::NoProcess));
@@ -363,6 +393,7 @@ impl Driver {
         };
         let result = self.translate(st, tgid, gpu, va, len, write);
         if let Err(f) = &result
+            && report
             && matches!(
                 f.reason,
                 GpuFaultReason::NotMapped | GpuFaultReason::ReadOnly | GpuFaultReason::NoAccess

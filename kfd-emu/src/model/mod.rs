@@ -172,6 +172,7 @@ mod files;
 mod gpu_view;
 mod handlers;
 mod host;
+mod kernel;
 mod memory;
 mod memory_ioctls;
 mod mmap;

@@ -113,40 +113,60 @@ const KERNEL_DESCRIPTOR: usize = 64;
 const RPTR_TO_BASE_OFFSET_FIELD: u64 = 8;
 /// `amd_queue_t.queue_inactive_signal`'s offset: `hsa_queue_t` (40 bytes), `reserved1[4]`,
 /// `write_dispatch_id` at 56, ..., `read_dispatch_id` at 128, ..., `reserved3[2]` up to 192.
-const QUEUE_INACTIVE_SIGNAL: u64 = 192;
+pub(super) const QUEUE_INACTIVE_SIGNAL: u64 = 192;
 /// `amd_signal_t` (`amd_hsa_signal.h`): `value`, `event_mailbox_ptr` and `event_id`.
-const SIGNAL_VALUE: u64 = 8;
+pub(super) const SIGNAL_VALUE: u64 = 8;
 const SIGNAL_MAILBOX: u64 = 16;
 const SIGNAL_EVENT_ID: u64 = 24;
 
-/// The error code of an AQL `packet` the packet processor cannot run (any but INVALID and the
-/// barriers), as the module docs say; a fault reading its kernel descriptor is the caller's
-/// VM fault. `gpu` is the GPU's index (for its LDS size).
+/// The error code of an AQL `packet` the packet processor cannot run (any but INVALID, the
+/// barriers, the PM4-IB vendor packet and a kernel dispatch [`kernel`](super::kernel) runs),
+/// as the module docs say; a fault reading its kernel descriptor is the caller's VM fault.
+/// `gpu` is the GPU's index (for its LDS size).
 pub(super) fn refuse(
     drv: &Driver,
     tgid: i32,
     gpu: usize,
     packet: &[u8; 64],
 ) -> Result<u32, GpuFault> {
-    let u16_at = |i: usize| u16::from_le_bytes([packet[i], packet[i + 1]]);
-    let u32_at =
-        |i: usize| u32::from_le_bytes([packet[i], packet[i + 1], packet[i + 2], packet[i + 3]]);
     match packet[0] {
         PACKET_VENDOR_SPECIFIC => return Ok(VENDOR_UNSUPPORTED),
         PACKET_KERNEL_DISPATCH => {}
         _ => return Ok(PACKET_UNSUPPORTED),
     }
+    if let Some(code) = check_dispatch(drv, gpu, packet) {
+        return Ok(code);
+    }
+    let mut descriptor = [0u8; KERNEL_DESCRIPTOR];
+    let machine = &drv.dev.cfg.machine;
+    let gpu_id = machine.gpus().get(gpu).map_or(0, |g| g.gpu_id);
+    drv.read_here(tgid, gpu_id, kernel_object(packet), &mut descriptor)?;
+    Ok(REGISTER_SIZE_INVALID)
+}
+
+/// A KERNEL_DISPATCH's `kernel_object` (bytes 32-39).
+pub(super) fn kernel_object(packet: &[u8; 64]) -> u64 {
+    u64::from_le_bytes(packet[32..40].try_into().unwrap_or_default())
+}
+
+/// The error code of a KERNEL_DISPATCH `packet` whose sizes or kernel object the CP refuses
+/// before it reads the kernel descriptor (the table's codes 2, 64, 4 and 8, in that order),
+/// or `None`. `gpu` is the GPU's index (for its LDS size).
+pub(super) fn check_dispatch(drv: &Driver, gpu: usize, packet: &[u8; 64]) -> Option<u32> {
+    let u16_at = |i: usize| u16::from_le_bytes([packet[i], packet[i + 1]]);
+    let u32_at =
+        |i: usize| u32::from_le_bytes([packet[i], packet[i + 1], packet[i + 2], packet[i + 3]]);
     // hsa_kernel_dispatch_packet_t: setup (dimensions in bits 0-1) at 2, workgroup_size_x/y/z
     // at 4/6/8, grid_size_x/y/z at 12/16/20, group_segment_size at 28, kernel_object at 32.
     let dimensions = usize::from(u16_at(2) & 3);
     let group = [u16_at(4), u16_at(6), u16_at(8)];
     let grid = [u32_at(12), u32_at(16), u32_at(20)];
     if dimensions == 0 || (0..dimensions).any(|d| group[d] == 0 || grid[d] == 0) {
-        return Ok(DISPATCH_DIM_INVALID);
+        return Some(DISPATCH_DIM_INVALID);
     }
     let items: u64 = group.iter().map(|&g| u64::from(g.max(1))).product();
     if items > WORKGROUP_MAX_SIZE {
-        return Ok(WORKGROUP_SIZE_INVALID);
+        return Some(WORKGROUP_SIZE_INVALID);
     }
     let machine = &drv.dev.cfg.machine;
     let lds_bytes = machine
@@ -155,16 +175,30 @@ pub(super) fn refuse(
         .and_then(|g| machine.node_of(g))
         .map_or(0, |n| n.properties.lds_size_in_kb.saturating_mul(1024));
     if u64::from(u32_at(28)) > lds_bytes {
-        return Ok(GROUP_SEGMENT_INVALID);
+        return Some(GROUP_SEGMENT_INVALID);
     }
-    let kernel_object = u64::from(u32_at(32)) | u64::from(u32_at(36)) << 32;
-    if kernel_object == 0 {
-        return Ok(CODE_INVALID);
+    if kernel_object(packet) == 0 {
+        return Some(CODE_INVALID);
     }
-    let mut descriptor = [0u8; KERNEL_DESCRIPTOR];
-    let gpu_id = machine.gpus().get(gpu).map_or(0, |g| g.gpu_id);
-    drv.read_here(tgid, gpu_id, kernel_object, &mut descriptor)?;
-    Ok(REGISTER_SIZE_INVALID)
+    None
+}
+
+/// Where `amd_queue_t` is for the AQL queue whose read pointer is at `rptr_va` (module docs,
+/// step 1).
+pub(super) fn amd_queue(
+    drv: &Driver,
+    tgid: i32,
+    gpu_id: u32,
+    rptr_va: u64,
+) -> Result<u64, GpuFault> {
+    let mut offset = [0u8; 4];
+    drv.read_here(
+        tgid,
+        gpu_id,
+        rptr_va.wrapping_add(RPTR_TO_BASE_OFFSET_FIELD),
+        &mut offset,
+    )?;
+    Ok(rptr_va.wrapping_sub(u64::from(u32::from_le_bytes(offset))))
 }
 
 /// Reports error `code` of the stopped AQL queue whose read pointer is at `rptr_va`, as the
@@ -183,14 +217,7 @@ pub(super) fn report(
         drv.read_here(tgid, gpu_id, va, &mut b)?;
         Ok(u64::from_le_bytes(b))
     };
-    let mut offset = [0u8; 4];
-    drv.read_here(
-        tgid,
-        gpu_id,
-        rptr_va.wrapping_add(RPTR_TO_BASE_OFFSET_FIELD),
-        &mut offset,
-    )?;
-    let queue = rptr_va.wrapping_sub(u64::from(u32::from_le_bytes(offset)));
+    let queue = amd_queue(drv, tgid, gpu_id, rptr_va)?;
     let signal = read_u64(queue.wrapping_add(QUEUE_INACTIVE_SIGNAL))?;
     if signal == 0 {
         return Ok(None);

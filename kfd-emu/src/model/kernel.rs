@@ -1,0 +1,402 @@
+//! Kernel dispatch: what the CP and the shader engines do with an AQL KERNEL_DISPATCH packet —
+//! the kernel descriptor read, the queue's scratch found, every wave of the grid run by
+//! [`kfd_gfx9`]'s interpreter over the process's memory as the GPU sees it, and the outcome
+//! turned into what the runtime would see (a completed packet, a VM fault, a queue error).
+//!
+//! * The packet is `hsa_kernel_dispatch_packet_t` (`hsa.h`): dimensions in `setup`, the
+//!   workgroup and grid sizes, `private_segment_size`, `group_segment_size`, `kernel_object`
+//!   (the amdhsa kernel descriptor, LLVM AMDGPUUsage "Kernel Descriptor"),
+//!   `kernarg_address`, `completion_signal`. Sizes the CP refuses before reading the
+//!   descriptor are [`queue_error::check_dispatch`]'s; a descriptor the GPU cannot read is a
+//!   VM fault; a descriptor the interpreter cannot run (a GPU that is not gfx906, gfx908,
+//!   gfx90a or gfx94x; wave32; inconsistent SGPR counts; an entry offset of 0, which puts the
+//!   code on the descriptor's own 64 bytes, as no code object does) is the CP's "invalid ISA"
+//!   error (128), as before kernels ran.
+//! * The waves get the registers AMDGPUUsage's "Initial Kernel Execution State" gives them
+//!   ([`kfd_gfx9::dispatch`]): the dispatch ptr is the packet's address, the queue ptr the
+//!   `amd_queue_t` found from the read pointer as [`queue_error`] finds it, the dispatch id
+//!   the packet's index, the apertures the process's (GET_PROCESS_APERTURES: LDS and scratch).
+//! * Scratch is the queue's: `amd_queue_t.scratch_resource_descriptor` (the private segment
+//!   buffer), `scratch_backing_memory_location` (on gfx9 the backing memory's GPU address:
+//!   ROCr 5.2.3 `GpuAgent::AcquireQueueScratch` sets `queue_process_offset` to the base
+//!   itself when the ISA major is above 8), and `compute_tmpring_size` (WAVES bits 0–11, the
+//!   slots; WAVESIZE bits 12–24, a slot's KiB), as `AqlQueue::InitScratchSRD` fills them. A
+//!   kernel that needs more scratch than the queue has gets what ROCr's
+//!   `AqlQueue::DynamicScratchHandler` expects of the CP: the packet is not run, error code
+//!   1 ("insufficient scratch, wave64") goes into `queue_inactive_signal` (its event raised),
+//!   and the CP waits; ROCr allocates scratch, rewrites the queue's fields and stores 0 in the
+//!   signal, and the packet is tried again (a queue with no such signal stops with code 1).
+//!   After a dispatch on scratch ROCr marked `AMD_QUEUE_PROPERTIES_USE_SCRATCH_ONCE`, the CP
+//!   asks for it back with code 512 ("large scratch reclaim"). Where it differs: ROCr's retry
+//!   bit (bit 63) is not used.
+//! * Memory: every access goes through the GPU view ([`gpu_view`](super::gpu_view)): BOs,
+//!   USERPTR, imports and SVM ranges, with the retry-fault path of XNACK (an SVM page not on
+//!   the GPU migrates as the kernel's `svm_range_restore_pages` does) and, for an address the
+//!   GPU cannot reach, the VM fault the SDMA engines take ([`engine::vm_fault`]: the SMI
+//!   record, the process's queues on the GPU stopped, the memory events set). An instruction
+//!   prefetch past the instruction being fetched reports nothing ([`Driver::peek_here`]).
+//!   Atomics are atomic with respect to every other GPU access of every dispatch (one lock,
+//!   [`ATOMICS`], around the read-modify-write) but not to the CPU's own atomic instructions
+//!   on the same memory: the model reaches the process's memory with `process_vm_readv` /
+//!   `pwrite`, not through a mapping it could use a locked instruction on. A program whose
+//!   CPU and GPU increment one counter at once can lose updates here (where it differs).
+//! * Fences: the packet's acquire and release fence scopes need nothing: every access of a
+//!   wave reaches the process's memory (or the BO's memfd) before the next instruction runs,
+//!   so memory is coherent at every scope, and the completion signal is written after the
+//!   last wave ended.
+//! * A wave that executes `s_trap` or an instruction that does not decode or is not
+//!   implemented stops the dispatch; the queue stops with the code ROCr's trap handler
+//!   would write (`amd_gpu_shaders.h`: `1 << 31` for a trap, `1 << 30` for an illegal
+//!   instruction), which `DynamicScratchHandler` turns into `HSA_STATUS_ERROR_EXCEPTION` and
+//!   `HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION`. An unimplemented instruction is always logged
+//!   (it is the emulator's limit, not the program's error).
+//! * Threads: the workgroups run on up to [`ModelConfig::gpu_threads`](super::ModelConfig)
+//!   threads started for the dispatch (each marked an own thread). The engine thread waits
+//!   for them. A long kernel holds its queue's packet: DESTROY_QUEUE (and a process's exit)
+//!   cancel it between quanta — its remaining waves never run, what it wrote stays — while a
+//!   deactivating UPDATE_QUEUE or an eviction lets it finish (the CP would save the waves'
+//!   context and resume them later: CWSR is not emulated), waiting only its
+//!   `PREEMPT_TIMEOUT`.
+
+use std::sync::Mutex;
+
+use kfd_gfx9::dispatch::{self, Dispatch, DispatchError, KernelDescriptor, Observer, Scratch};
+use kfd_gfx9::exec::{Apertures, ExecError, Fault, Memory, Target, Wave};
+
+use super::driver::Driver;
+use super::engine::{Work, signal_interrupt, vm_fault};
+use super::gpu_view::GpuFault;
+use super::queue_error;
+use super::queues::{Runner, Stopped};
+
+/// What running a dispatch packet came to.
+pub(super) enum Outcome {
+    /// Every wave ended: the packet completes.
+    Done,
+    /// Not run yet (waiting for the runtime to give the queue scratch).
+    Wait,
+    /// The queue stops with this.
+    Stop(Stopped),
+    /// A VM fault was taken (or the queue went away): nothing more to do.
+    Faulted,
+}
+
+/// The code of a wave's memory violation, illegal instruction and trap as ROCr's trap handler
+/// writes it (`SIGNAL_CODE_ILLEGAL_INST`, `SIGNAL_CODE_LLVM_TRAP` in `amd_gpu_shaders.h`).
+const ILLEGAL_INSTRUCTION: u32 = 1 << 30;
+const TRAP: u32 = 1 << 31;
+/// "Insufficient scratch, wave64" and "large scratch reclaim" (`DynamicScratchHandler`).
+const SCRATCH_WAVE64: u32 = 1;
+const SCRATCH_RECLAIM: u32 = 512;
+
+/// `amd_queue_t` (`amd_hsa_queue.h`, ROCr 5.2.3): `compute_tmpring_size` at 140,
+/// `scratch_resource_descriptor` at 144, `scratch_backing_memory_location` at 160,
+/// `queue_properties` at 180.
+const QUEUE_TMPRING: u64 = 140;
+const QUEUE_SRD: u64 = 144;
+const QUEUE_SCRATCH_BASE: u64 = 160;
+const QUEUE_PROPERTIES: u64 = 180;
+/// `AMD_QUEUE_PROPERTIES_USE_SCRATCH_ONCE`.
+const USE_SCRATCH_ONCE: u32 = 1 << 4;
+
+/// The lock every GPU atomic holds across its read-modify-write (module docs).
+static ATOMICS: Mutex<()> = Mutex::new(());
+
+/// The gfx9 target of GFX version `major.minor.stepping`, if the interpreter runs it.
+fn target(t: kfd_ioctl::topology::GfxTargetVersion) -> Option<Target> {
+    match (t.major, t.minor, t.stepping) {
+        (9, 0, 6) => Some(Target::Gfx906),
+        (9, 0, 8) => Some(Target::Gfx908),
+        (9, 0, 10) => Some(Target::Gfx90a),
+        (9, 4, _) => Some(Target::Gfx942),
+        _ => None,
+    }
+}
+
+/// The GPU's memory as one dispatch of process `tgid` on GPU `gpu_id` sees it.
+struct GpuMemory<'a> {
+    drv: &'a Driver,
+    tgid: i32,
+    gpu_id: u32,
+    runner: &'a Runner,
+    /// The first fault a wave took (the dispatch stops at it).
+    fault: Mutex<Option<GpuFault>>,
+}
+
+impl GpuMemory<'_> {
+    fn check(&self, addr: u64, write: bool) -> Result<(), Fault> {
+        // A destroyed queue's dispatch makes no more accesses.
+        if self.runner.is_gone() {
+            return Err(Fault { addr, write });
+        }
+        Ok(())
+    }
+
+    fn fail(&self, f: GpuFault) -> Fault {
+        self.fault
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_or_insert(f);
+        Fault {
+            addr: f.va,
+            write: f.write,
+        }
+    }
+}
+
+impl Memory for GpuMemory<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        self.check(addr, false)?;
+        self.drv
+            .read_here(self.tgid, self.gpu_id, addr, buf)
+            .map_err(|f| self.fail(f))
+    }
+
+    fn read_ahead(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        self.check(addr, false)?;
+        self.drv
+            .peek_here(self.tgid, self.gpu_id, addr, buf)
+            .map_err(|f| Fault {
+                addr: f.va,
+                write: false,
+            })
+    }
+
+    fn write(&self, addr: u64, data: &[u8]) -> Result<(), Fault> {
+        self.check(addr, true)?;
+        self.drv
+            .write_here(self.tgid, self.gpu_id, addr, data)
+            .map_err(|f| self.fail(f))
+    }
+
+    fn atomic(&self, addr: u64, size: u8, f: &mut dyn FnMut(u64) -> u64) -> Result<u64, Fault> {
+        self.check(addr, true)?;
+        let size = usize::from(size);
+        if !(size == 4 || size == 8) || !addr.is_multiple_of(size as u64) {
+            return Err(Fault { addr, write: true });
+        }
+        let _held = ATOMICS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut raw = [0u8; 8];
+        self.drv
+            .read_here(self.tgid, self.gpu_id, addr, &mut raw[..size])
+            .map_err(|e| self.fail(e))?;
+        let old = u64::from_le_bytes(raw);
+        let new = f(old);
+        self.drv
+            .write_here(self.tgid, self.gpu_id, addr, &new.to_le_bytes()[..size])
+            .map_err(|e| self.fail(e))?;
+        Ok(old)
+    }
+}
+
+/// The dispatch's hooks: threads marked as the emulator's own, cancellation when the queue
+/// is destroyed.
+struct Hooks<'a> {
+    runner: &'a Runner,
+}
+
+impl Observer for Hooks<'_> {
+    fn thread_start(&self) {
+        crate::own::mark();
+    }
+    fn wave_start(&self, _: [u32; 3], _: u32, _: &Wave) {}
+    fn cancelled(&self) -> bool {
+        self.runner.is_gone()
+    }
+}
+
+/// Runs the KERNEL_DISPATCH `packet` read at `at` of queue `w` (module docs).
+///
+/// # Errors
+///
+/// A [`GpuFault`] reading the descriptor or the queue (the caller takes the VM fault).
+pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<Outcome, GpuFault> {
+    if let Some(code) = queue_error::check_dispatch(drv, w.gpu, packet) {
+        return Ok(Outcome::Stop(Stopped::QueueError(code)));
+    }
+    let u16_at = |i: usize| u32::from(u16::from_le_bytes([packet[i], packet[i + 1]]));
+    let u32_at =
+        |i: usize| u32::from_le_bytes([packet[i], packet[i + 1], packet[i + 2], packet[i + 3]]);
+    let u64_at = |i: usize| u64::from(u32_at(i)) | u64::from(u32_at(i + 4)) << 32;
+    let kernel_object = queue_error::kernel_object(packet);
+    let mut raw = [0u8; dispatch::DESCRIPTOR_BYTES];
+    drv.read_here(w.tgid, w.gpu_id, kernel_object, &mut raw)?;
+    let gpu = &drv.dev.cfg.machine.gpus()[w.gpu];
+    let kd = KernelDescriptor::parse(&raw);
+    let (Some(target), Ok(kd)) = (target(gpu.target), kd) else {
+        trace(drv, w, &|| {
+            format!("KERNEL_DISPATCH of {kernel_object:#x}: cannot run it ({kd:?}): invalid ISA")
+        });
+        return Ok(Outcome::Stop(Stopped::QueueError(
+            queue_error::REGISTER_SIZE_INVALID,
+        )));
+    };
+    if kd.kernel_code_entry_byte_offset == 0 {
+        return Ok(Outcome::Stop(Stopped::QueueError(
+            queue_error::REGISTER_SIZE_INVALID,
+        )));
+    }
+    let dims = (u16_at(2) & 3) as usize;
+    let grid: [u32; 3] = std::array::from_fn(|d| if d < dims { u32_at(12 + 4 * d) } else { 1 });
+    let workgroup: [u32; 3] = std::array::from_fn(|d| if d < dims { u16_at(4 + 2 * d) } else { 1 });
+    let queue = queue_error::amd_queue(drv, w.tgid, w.gpu_id, w.rptr_va)?;
+    let apertures = gpu.apertures();
+    let mut d = Dispatch {
+        target,
+        kd,
+        entry: kd.entry(kernel_object),
+        grid,
+        workgroup,
+        kernarg: u64_at(40),
+        dispatch_ptr: at,
+        queue_ptr: queue,
+        dispatch_id: w.packet_at.get(),
+        private_segment_size: u32_at(24),
+        group_segment_size: u32_at(28),
+        scratch: Scratch::default(),
+        apertures: Apertures {
+            shared_base: apertures.lds_base,
+            private_base: apertures.scratch_base,
+            ..Apertures::default()
+        },
+    };
+    let mut properties = 0;
+    if d.scratch_wave_bytes() > 0 {
+        // The queue's scratch, as ROCr last set it up.
+        let mut q = [0u8; 44];
+        drv.read_here(w.tgid, w.gpu_id, queue + QUEUE_TMPRING, &mut q)?;
+        let word = |o: u64| {
+            let i = (o - QUEUE_TMPRING) as usize;
+            u32::from_le_bytes([q[i], q[i + 1], q[i + 2], q[i + 3]])
+        };
+        let tmpring = word(QUEUE_TMPRING);
+        d.scratch = Scratch {
+            srd: std::array::from_fn(|i| word(QUEUE_SRD + 4 * i as u64)),
+            base: u64::from(word(QUEUE_SCRATCH_BASE))
+                | u64::from(word(QUEUE_SCRATCH_BASE + 4)) << 32,
+            wave_bytes: u64::from(tmpring >> 12 & 0x1fff) * 1024,
+            slots: tmpring & 0xfff,
+        };
+        properties = word(QUEUE_PROPERTIES);
+        let short = matches!(d.validate(), Err(DispatchError::Scratch { .. }))
+            || d.scratch.slots < d.waves_per_group();
+        if short {
+            return scratch_request(drv, w, queue);
+        }
+    }
+    let mem = GpuMemory {
+        drv,
+        tgid: w.tgid,
+        gpu_id: w.gpu_id,
+        runner: &w.runner,
+        fault: Mutex::new(None),
+    };
+    let hooks = Hooks { runner: &w.runner };
+    let opts = dispatch::RunOptions {
+        threads: drv.dev.cfg.gpu_threads.max(1),
+    };
+    let result = dispatch::run(&d, &mem, &opts, &hooks);
+    trace(drv, w, &|| {
+        format!(
+            "KERNEL_DISPATCH {kernel_object:#x} grid {grid:?} workgroup {workgroup:?} \
+             kernarg {:#x} lds {} scratch {}: {result:?}",
+            d.kernarg,
+            d.lds_bytes(),
+            d.scratch_wave_bytes()
+        )
+    });
+    match result {
+        Ok(_) => {
+            if properties & USE_SCRATCH_ONCE != 0 {
+                // Give the single-use scratch back (ROCr releases it and stores 0).
+                if let Some(event) =
+                    queue_error::report(drv, w.tgid, w.gpu_id, w.rptr_va, SCRATCH_RECLAIM)?
+                {
+                    signal_interrupt(drv, w.tgid, event);
+                }
+            }
+            Ok(Outcome::Done)
+        }
+        Err(DispatchError::Cancelled) => Ok(Outcome::Faulted),
+        Err(DispatchError::Wave {
+            error: ExecError::Memory { .. },
+            ..
+        }) => {
+            let fault = mem
+                .fault
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            // No recorded fault: the queue went away under the access.
+            if let Some(f) = fault {
+                vm_fault(drv, w, &f);
+            }
+            Ok(Outcome::Faulted)
+        }
+        Err(e @ DispatchError::Wave { .. }) => {
+            if matches!(
+                e,
+                DispatchError::Wave {
+                    error: ExecError::Unimplemented { .. },
+                    ..
+                }
+            ) {
+                crate::own::elog!(
+                    "kfd-emu: [{}] gpu {:#x} queue {}: kernel {kernel_object:#x} stopped: {e}",
+                    w.tgid,
+                    w.gpu_id,
+                    w.id
+                );
+            }
+            Ok(Outcome::Stop(Stopped::QueueError(ILLEGAL_INSTRUCTION)))
+        }
+        Err(DispatchError::Trap { .. }) => Ok(Outcome::Stop(Stopped::QueueError(TRAP))),
+        Err(DispatchError::Scratch { .. }) => scratch_request(drv, w, queue),
+        // Sizes were checked by `check_dispatch`; LDS over 64 KiB on a GPU whose node says
+        // more is what the CP calls invalid group memory.
+        Err(DispatchError::Invalid(_)) => Ok(Outcome::Stop(Stopped::QueueError(
+            queue_error::GROUP_SEGMENT_INVALID,
+        ))),
+    }
+}
+
+/// Asks the runtime for scratch (module docs): code 1 in `queue_inactive_signal` when it
+/// holds 0, then waits for the runtime to store 0 again.
+fn scratch_request(drv: &Driver, w: &Work, queue: u64) -> Result<Outcome, GpuFault> {
+    let mut b = [0u8; 8];
+    drv.read_here(
+        w.tgid,
+        w.gpu_id,
+        queue + queue_error::QUEUE_INACTIVE_SIGNAL,
+        &mut b,
+    )?;
+    let signal = u64::from_le_bytes(b);
+    if signal == 0 {
+        return Ok(Outcome::Stop(Stopped::QueueError(SCRATCH_WAVE64)));
+    }
+    drv.read_here(w.tgid, w.gpu_id, signal + queue_error::SIGNAL_VALUE, &mut b)?;
+    if u64::from_le_bytes(b) == 0 {
+        trace(drv, w, &|| {
+            "KERNEL_DISPATCH needs scratch: asks the runtime (code 1)".into()
+        });
+        if let Some(event) = queue_error::report(drv, w.tgid, w.gpu_id, w.rptr_va, SCRATCH_WAVE64)?
+        {
+            signal_interrupt(drv, w.tgid, event);
+        }
+    }
+    Ok(Outcome::Wait)
+}
+
+fn trace(drv: &Driver, w: &Work, what: &dyn Fn() -> String) {
+    if drv.dev.cfg.trace {
+        crate::own::elog!(
+            "[{}] aql gpu {:#x} queue {}: {}",
+            w.tgid,
+            w.gpu_id,
+            w.id,
+            what()
+        );
+    }
+}
