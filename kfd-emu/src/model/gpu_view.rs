@@ -244,6 +244,41 @@ impl Driver {
         )
     }
 
+    /// Where the GPU page holding `va` lives when it is the model's own bytes (a VRAM or GTT
+    /// BO's memfd) mapped on GPU `gpu_id` of process `tgid`: the memfd, the BO's size, the
+    /// page's offset in it, and whether the mapping is writable. `None` for anything else
+    /// (USERPTR and SVM memory, doorbells, nothing mapped): those go through
+    /// [`read_here`](Self::read_here) and [`write_here`](Self::write_here). Translates only:
+    /// no fault is taken or reported. A dispatch caches the answer (`kernel`).
+    pub(super) fn page_home(
+        &self,
+        tgid: i32,
+        gpu_id: u32,
+        va: u64,
+    ) -> Option<(std::sync::Arc<std::os::fd::OwnedFd>, u64, u64, bool)> {
+        let page = va & !(super::memory::PAGE_SIZE - 1);
+        let st = self.lock();
+        let process = st.procs.get(&tgid)?;
+        let pdd = process
+            .pdds
+            .iter()
+            .find(|p| p.gpu_id == gpu_id && gpu_id != 0)?;
+        let (start, m) = pdd.vm.lookup(page)?;
+        if process.userptrs.no_pages.contains(&m.backing) {
+            return None;
+        }
+        let backing = st.backings.get(&m.backing)?;
+        match &backing.store {
+            super::objects::Store::Memfd(fd) => Some((
+                std::sync::Arc::clone(fd),
+                backing.size,
+                m.offset + (page - start),
+                m.writable,
+            )),
+            _ => None,
+        }
+    }
+
     /// [`Model::gpu_write`](super::Model::gpu_write), its jobs sent to `view`.
     pub(super) fn gpu_write(
         &self,

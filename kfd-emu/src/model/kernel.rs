@@ -113,7 +113,140 @@ fn target(t: kfd_ioctl::topology::GfxTargetVersion) -> Option<Target> {
     }
 }
 
-/// The GPU's memory as one dispatch of process `tgid` on GPU `gpu_id` sees it.
+/// One GPU page as a dispatch's translation cache holds it: the model's own bytes, reached
+/// through a shared mapping of the BO's memfd (`base` is the page's first byte in it), or
+/// anything else, reached through the GPU view on every access.
+#[derive(Clone, Copy)]
+enum Page {
+    Mapped { base: PagePtr, writable: bool },
+    Slow,
+}
+
+/// A page's address in a [`Window`] the cache holds for the whole dispatch.
+#[derive(Clone, Copy)]
+struct PagePtr(*mut u8);
+// SAFETY: the pointer is into a `Window` (a MAP_SHARED mapping) that outlives every use (the
+// dispatch's `GpuMemory` keeps every window until it is dropped), and the bytes are only
+// accessed with atomic operations, from any thread.
+unsafe impl Send for PagePtr {}
+// SAFETY: as for Send.
+unsafe impl Sync for PagePtr {}
+
+/// A BO's memfd mapped shared into the emulator for one dispatch: the same pages the
+/// process's CPU mappings show (the memfd is sealed against shrinking, so the mapping cannot
+/// lose its pages).
+struct Window {
+    ptr: *mut u8,
+    len: usize,
+    _fd: std::sync::Arc<std::os::fd::OwnedFd>,
+}
+
+// SAFETY: the mapping is process-wide memory; `Window` only unmaps it on drop.
+unsafe impl Send for Window {}
+// SAFETY: its bytes are accessed through `PagePtr` with atomic operations only.
+unsafe impl Sync for Window {}
+
+impl Window {
+    fn map(fd: std::sync::Arc<std::os::fd::OwnedFd>, len: u64) -> Option<Window> {
+        let len = usize::try_from(len).ok().filter(|&l| l > 0)?;
+        // SAFETY: a new shared mapping of a whole sealed memfd at an address the kernel
+        // picks: it aliases no Rust object; it is unmapped only by `drop`.
+        let ptr = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::SHARED,
+                &*fd,
+                0,
+            )
+        }
+        .ok()?;
+        Some(Window {
+            ptr: ptr.cast(),
+            len,
+            _fd: fd,
+        })
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        // SAFETY: the mapping `map` made, no longer used (every `PagePtr` into it belongs to
+        // the dispatch's cache, dropped with it).
+        let _ = unsafe { rustix::mm::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Copies `buf.len()` bytes from shared memory at `src` with atomic loads (the process may
+/// write the same bytes meanwhile: a racy access, as on the hardware, but no data race in the
+/// emulator). Aligned dwords and qwords are single loads.
+///
+/// # Safety
+///
+/// `src..src + buf.len()` is within a live [`Window`].
+unsafe fn load(src: *const u8, buf: &mut [u8]) {
+    use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
+    let aligned = |n: usize| (src as usize).is_multiple_of(n);
+    match buf.len() {
+        // SAFETY: in the window (the caller), aligned.
+        4 if aligned(4) => buf.copy_from_slice(
+            &unsafe { &*src.cast::<AtomicU32>() }
+                .load(Relaxed)
+                .to_le_bytes(),
+        ),
+        // SAFETY: as above.
+        8 if aligned(8) => buf.copy_from_slice(
+            &unsafe { &*src.cast::<AtomicU64>() }
+                .load(Relaxed)
+                .to_le_bytes(),
+        ),
+        _ => {
+            for (i, b) in buf.iter_mut().enumerate() {
+                // SAFETY: in the window (the caller).
+                *b = unsafe { &*src.add(i).cast::<AtomicU8>() }.load(Relaxed);
+            }
+        }
+    }
+}
+
+/// Copies `data` to shared memory at `dst` with atomic stores (see [`load`]).
+///
+/// # Safety
+///
+/// `dst..dst + data.len()` is within a live [`Window`].
+unsafe fn store(dst: *mut u8, data: &[u8]) {
+    use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
+    let aligned = |n: usize| (dst as usize).is_multiple_of(n);
+    match data.len() {
+        4 if aligned(4) => {
+            let v = u32::from_le_bytes([data[0], data[1], data[2], data[3]]);
+            // SAFETY: in the window (the caller), aligned.
+            unsafe { &*dst.cast::<AtomicU32>() }.store(v, Relaxed);
+        }
+        8 if aligned(8) => {
+            let v = u64::from_le_bytes(data.try_into().unwrap_or_default());
+            // SAFETY: as above.
+            unsafe { &*dst.cast::<AtomicU64>() }.store(v, Relaxed);
+        }
+        _ => {
+            for (i, &b) in data.iter().enumerate() {
+                // SAFETY: in the window (the caller).
+                unsafe { &*dst.add(i).cast::<AtomicU8>() }.store(b, Relaxed);
+            }
+        }
+    }
+}
+
+/// The GPU's memory as one dispatch of process `tgid` on GPU `gpu_id` sees it: the GPU view,
+/// with a translation cache for the dispatch's lifetime over the pages of VRAM and GTT BOs,
+/// whose bytes are then reached through a shared mapping of the BO's memfd (a lane's access
+/// is an atomic load or store, no lock and no system call; an atomic is a compare-and-swap on
+/// the shared page, atomic with respect to the CPU too). Everything else (USERPTR, SVM with
+/// its XNACK migrations, faults) goes through the GPU view on every access. Where it
+/// differs: a BO freed, or a VA unmapped and mapped again, while the kernel runs is still
+/// reached as it was when the dispatch first touched it (on the hardware the kernel would
+/// race with the unmap).
 struct GpuMemory<'a> {
     drv: &'a Driver,
     tgid: i32,
@@ -121,9 +254,27 @@ struct GpuMemory<'a> {
     runner: &'a Runner,
     /// The first fault a wave took (the dispatch stops at it).
     fault: Mutex<Option<GpuFault>>,
+    /// Translations by page address.
+    pages: std::sync::RwLock<std::collections::HashMap<u64, Page>>,
+    /// The memfd mappings, by memfd (its `Arc`'s address).
+    windows: Mutex<std::collections::HashMap<usize, Window>>,
 }
 
+const PAGE: u64 = super::memory::PAGE_SIZE;
+
 impl GpuMemory<'_> {
+    fn new<'a>(drv: &'a Driver, w: &'a Work) -> GpuMemory<'a> {
+        GpuMemory {
+            drv,
+            tgid: w.tgid,
+            gpu_id: w.gpu_id,
+            runner: &w.runner,
+            fault: Mutex::new(None),
+            pages: std::sync::RwLock::new(std::collections::HashMap::new()),
+            windows: Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
     fn check(&self, addr: u64, write: bool) -> Result<(), Fault> {
         // A destroyed queue's dispatch makes no more accesses.
         if self.runner.is_gone() {
@@ -142,11 +293,75 @@ impl GpuMemory<'_> {
             write: f.write,
         }
     }
+
+    /// The cached translation of the page at `page`, made on first use.
+    fn page(&self, page: u64) -> Page {
+        if let Some(p) = self
+            .pages
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&page)
+        {
+            return *p;
+        }
+        let p = match self.drv.page_home(self.tgid, self.gpu_id, page) {
+            Some((fd, size, offset, writable)) if offset + PAGE <= size => {
+                let key = std::sync::Arc::as_ptr(&fd) as usize;
+                let mut windows = self
+                    .windows
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if let std::collections::hash_map::Entry::Vacant(v) = windows.entry(key)
+                    && let Some(window) = Window::map(fd, size)
+                {
+                    v.insert(window);
+                }
+                match windows.get(&key) {
+                    Some(window) => {
+                        // SAFETY: `offset + PAGE <= size`, the window's length.
+                        let base = unsafe { window.ptr.add(offset as usize) };
+                        Page::Mapped {
+                            base: PagePtr(base),
+                            writable,
+                        }
+                    }
+                    None => Page::Slow,
+                }
+            }
+            _ => Page::Slow,
+        };
+        self.pages
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(page, p);
+        p
+    }
+
+    /// The mapped address of `addr..addr + len` when it lies in one cached BO page (writable
+    /// when `write`).
+    fn mapped(&self, addr: u64, len: usize, write: bool) -> Option<*mut u8> {
+        let page = addr & !(PAGE - 1);
+        if (addr - page) + len as u64 > PAGE {
+            return None;
+        }
+        match self.page(page) {
+            Page::Mapped { base, writable } if writable || !write => {
+                // SAFETY: within the page (checked above), which is within its window.
+                Some(unsafe { base.0.add((addr - page) as usize) })
+            }
+            _ => None,
+        }
+    }
 }
 
 impl Memory for GpuMemory<'_> {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
         self.check(addr, false)?;
+        if let Some(p) = self.mapped(addr, buf.len(), false) {
+            // SAFETY: `mapped` checked the range lies in one page of a live window.
+            unsafe { load(p, buf) };
+            return Ok(());
+        }
         self.drv
             .read_here(self.tgid, self.gpu_id, addr, buf)
             .map_err(|f| self.fail(f))
@@ -154,6 +369,11 @@ impl Memory for GpuMemory<'_> {
 
     fn read_ahead(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
         self.check(addr, false)?;
+        if let Some(p) = self.mapped(addr, buf.len(), false) {
+            // SAFETY: as in `read`.
+            unsafe { load(p, buf) };
+            return Ok(());
+        }
         self.drv
             .peek_here(self.tgid, self.gpu_id, addr, buf)
             .map_err(|f| Fault {
@@ -164,16 +384,47 @@ impl Memory for GpuMemory<'_> {
 
     fn write(&self, addr: u64, data: &[u8]) -> Result<(), Fault> {
         self.check(addr, true)?;
+        if let Some(p) = self.mapped(addr, data.len(), true) {
+            // SAFETY: as in `read`, and the page is writable.
+            unsafe { store(p, data) };
+            return Ok(());
+        }
         self.drv
             .write_here(self.tgid, self.gpu_id, addr, data)
             .map_err(|f| self.fail(f))
     }
 
+    /// `f` may be called more than once (a compare-and-swap loop): it must be a pure
+    /// function of the old value, as every atomic operation's is.
     fn atomic(&self, addr: u64, size: u8, f: &mut dyn FnMut(u64) -> u64) -> Result<u64, Fault> {
+        use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
         self.check(addr, true)?;
         let size = usize::from(size);
         if !(size == 4 || size == 8) || !addr.is_multiple_of(size as u64) {
             return Err(Fault { addr, write: true });
+        }
+        if let Some(p) = self.mapped(addr, size, true) {
+            if size == 4 {
+                // SAFETY: in a live window (`mapped`), 4-aligned (`addr` is, and pages are).
+                let a = unsafe { &*p.cast::<AtomicU32>() };
+                let mut old = a.load(SeqCst);
+                loop {
+                    let new = f(u64::from(old)) as u32;
+                    match a.compare_exchange_weak(old, new, SeqCst, SeqCst) {
+                        Ok(_) => return Ok(u64::from(old)),
+                        Err(now) => old = now,
+                    }
+                }
+            }
+            // SAFETY: as above, 8-aligned.
+            let a = unsafe { &*p.cast::<AtomicU64>() };
+            let mut old = a.load(SeqCst);
+            loop {
+                match a.compare_exchange_weak(old, f(old), SeqCst, SeqCst) {
+                    Ok(_) => return Ok(old),
+                    Err(now) => old = now,
+                }
+            }
         }
         let _held = ATOMICS
             .lock()
@@ -286,13 +537,7 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
             return scratch_request(drv, w, queue);
         }
     }
-    let mem = GpuMemory {
-        drv,
-        tgid: w.tgid,
-        gpu_id: w.gpu_id,
-        runner: &w.runner,
-        fault: Mutex::new(None),
-    };
+    let mem = GpuMemory::new(drv, w);
     let hooks = Hooks { runner: &w.runner };
     let opts = dispatch::RunOptions {
         threads: drv.dev.cfg.gpu_threads.max(1),
