@@ -83,9 +83,6 @@ pub enum DescriptorError {
     /// The user and system SGPRs go past `s101`.
     #[error("the initial SGPRs go past s101 ({0} registers)")]
     TooManySgprs(u32),
-    /// The entry is not 256-byte aligned (AMDGPUUsage: "must be 256 byte aligned").
-    #[error("kernel entry {0:#x} is not 256-byte aligned")]
-    Misaligned(u64),
     /// RSRC2's `ENABLE_VGPR_WORKITEM_ID` is 3 (reserved).
     #[error("ENABLE_VGPR_WORKITEM_ID 3 is reserved")]
     WorkItemIds,
@@ -138,8 +135,8 @@ impl KernelDescriptor {
     ///
     /// # Errors
     ///
-    /// [`DescriptorError`] for a short buffer, wave32, inconsistent SGPR counts, a misaligned
-    /// entry offset or the reserved work-item-id setting.
+    /// [`DescriptorError`] for a short buffer, wave32, inconsistent SGPR counts or the
+    /// reserved work-item-id setting.
     pub fn parse(bytes: &[u8]) -> Result<Self, DescriptorError> {
         if bytes.len() < DESCRIPTOR_BYTES {
             return Err(DescriptorError::Short(bytes.len()));
@@ -162,9 +159,6 @@ impl KernelDescriptor {
         if kd.kernel_code_properties & kcp::WAVEFRONT_SIZE32 != 0 {
             return Err(DescriptorError::Wave32);
         }
-        if kd.kernel_code_entry_byte_offset % 256 != 0 {
-            return Err(DescriptorError::Misaligned(entry as u64));
-        }
         let needed = kd.enabled_user_sgprs();
         let count = kd.user_sgpr_count();
         if needed > count {
@@ -180,9 +174,12 @@ impl KernelDescriptor {
         Ok(kd)
     }
 
-    /// The entry's address for a descriptor at `addr`.
+    /// The entry's address for a descriptor at `addr`, as the CP programs it: the code must
+    /// be 256-byte aligned (AMDGPUUsage), and `COMPUTE_PGM_LO/HI` hold the address shifted
+    /// right by 8, so its low 8 bits are dropped. (Only the code's address is aligned, not the
+    /// offset: a descriptor is 64-byte aligned.)
     pub fn entry(&self, addr: u64) -> u64 {
-        addr.wrapping_add(self.kernel_code_entry_byte_offset as u64)
+        addr.wrapping_add(self.kernel_code_entry_byte_offset as u64) & !0xff
     }
 
     /// RSRC2 `USER_SGPR_COUNT` (bits 1–5): where the system SGPRs start.

@@ -187,12 +187,13 @@ fn descriptor_errors_are_typed() {
     kd[56] = 0; // no user SGPRs
     kd[57] = 1 << 2; // bit 10: wave32
     assert_eq!(KernelDescriptor::parse(&kd), Err(DescriptorError::Wave32));
+    // The entry offset need not be 256-aligned (a descriptor is 64-byte aligned), the code
+    // is: the CP drops the address's low 8 bits (COMPUTE_PGM_LO holds it shifted by 8).
     let mut kd = [0u8; 64];
-    kd[16] = 0x40; // entry offset 0x40
-    assert_eq!(
-        KernelDescriptor::parse(&kd),
-        Err(DescriptorError::Misaligned(0x40))
-    );
+    kd[16..24].copy_from_slice(&0x1080i64.to_le_bytes());
+    let parsed = KernelDescriptor::parse(&kd).unwrap();
+    assert_eq!(parsed.entry(0x7000_0680), 0x7000_1700);
+    assert_eq!(parsed.entry(0x7000_0640), 0x7000_1600);
     let mut kd = [0u8; 64];
     kd[56] = 0x0b; // private segment buffer, dispatch ptr, kernarg ptr: 8 SGPRs
     kd[52] = 4 << 1; // USER_SGPR_COUNT 4
