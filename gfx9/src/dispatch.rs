@@ -28,6 +28,11 @@
 //!   running at once owns one slot of `wave_bytes`; its private segment wave offset is its
 //!   slot's byte offset. Here each thread runs one workgroup at a time, so thread `t`'s wave
 //!   `i` uses slot `t * waves_per_group + i`, and no more threads run than there are slots.
+//! * A PM4 dispatch (`DISPATCH_DIRECT` after `SET_SH_REG`s) has no descriptor: the
+//!   registers `COMPUTE_PGM_RSRC1/2/3` are the descriptor's fields and the user SGPRs are
+//!   `COMPUTE_USER_DATA_0..15` ([`Dispatch::user_data`]); the system SGPRs and VGPRs are as
+//!   above. On gfx942 (architected flat scratch) the hardware also sets `FLAT_SCRATCH` to the
+//!   wave's scratch.
 //! * LDS: each workgroup gets `group_segment_size` bytes (the packet's, which includes the
 //!   dynamic part), rounded up to gfx9's LDS allocation granule (RSRC2 `LDS_SIZE` counts
 //!   128-dword blocks), zeroed. (The hardware leaves a new workgroup's LDS as the last user left
@@ -174,6 +179,22 @@ impl KernelDescriptor {
         Ok(kd)
     }
 
+    /// The descriptor a PM4 dispatch amounts to: its `COMPUTE_PGM_RSRC1/2/3` registers, no
+    /// ABI user SGPRs (they come from `COMPUTE_USER_DATA_*`), no segment sizes (the dispatch
+    /// gives them). The entry offset is 0: the entry is `COMPUTE_PGM_LO/HI`.
+    ///
+    /// # Errors
+    ///
+    /// As [`parse`](Self::parse): the system SGPRs past `s101`, or the reserved work-item-id
+    /// setting.
+    pub fn from_registers(rsrc1: u32, rsrc2: u32, rsrc3: u32) -> Result<Self, DescriptorError> {
+        let mut raw = [0u8; DESCRIPTOR_BYTES];
+        raw[44..48].copy_from_slice(&rsrc3.to_le_bytes());
+        raw[48..52].copy_from_slice(&rsrc1.to_le_bytes());
+        raw[52..56].copy_from_slice(&rsrc2.to_le_bytes());
+        Self::parse(&raw)
+    }
+
     /// The entry's address for a descriptor at `addr`, as the CP programs it: the code must
     /// be 256-byte aligned (AMDGPUUsage), and `COMPUTE_PGM_LO/HI` hold the address shifted
     /// right by 8, so its low 8 bits are dropped. (Only the code's address is aligned, not the
@@ -303,6 +324,10 @@ pub struct Dispatch {
     pub scratch: Scratch,
     /// The shared and private apertures (the process's, from `SH_MEM_BASES`).
     pub apertures: Apertures,
+    /// A PM4 dispatch's user SGPRs: the first `USER_SGPR_COUNT` SGPRs are
+    /// `COMPUTE_USER_DATA_0..15` as the queue set them, instead of the ABI's user SGPRs from
+    /// `kernel_code_properties` (an AQL dispatch: `None`).
+    pub user_data: Option<[u32; 16]>,
 }
 
 /// Why a dispatch stopped.
@@ -495,6 +520,16 @@ impl Dispatch {
             scratch_per_lane: self.private_segment_size.next_multiple_of(4),
             ..self.apertures
         };
+        // gfx942 has architected flat scratch (LLVM's FeatureArchitectedFlatScratch): the
+        // hardware, not the kernel's prolog, points FLAT_SCRATCH at the wave's scratch.
+        if self.target == Target::Gfx942 && kd.private_segment() {
+            w.flat_scratch = self.scratch.base.wrapping_add(wave_offset);
+        }
+        if let Some(data) = &self.user_data {
+            // A PM4 dispatch: the hardware loads COMPUTE_USER_DATA_* into the user SGPRs.
+            let n = (kd.user_sgpr_count() as usize).min(data.len());
+            w.sgpr[..n].copy_from_slice(&data[..n]);
+        }
         // User SGPRs, in the ABI's order.
         let mut s = 0usize;
         let mut put = |w: &mut Wave, vals: &[u32]| {
@@ -504,25 +539,26 @@ impl Dispatch {
             }
         };
         let lohi = |v: u64| [v as u32, (v >> 32) as u32];
-        if kd.wants(kcp::PRIVATE_SEGMENT_BUFFER) {
+        let abi = self.user_data.is_none();
+        if abi && kd.wants(kcp::PRIVATE_SEGMENT_BUFFER) {
             put(w, &self.scratch.srd);
         }
-        if kd.wants(kcp::DISPATCH_PTR) {
+        if abi && kd.wants(kcp::DISPATCH_PTR) {
             put(w, &lohi(self.dispatch_ptr));
         }
-        if kd.wants(kcp::QUEUE_PTR) {
+        if abi && kd.wants(kcp::QUEUE_PTR) {
             put(w, &lohi(self.queue_ptr));
         }
-        if kd.wants(kcp::KERNARG_SEGMENT_PTR) {
+        if abi && kd.wants(kcp::KERNARG_SEGMENT_PTR) {
             put(w, &lohi(self.kernarg));
         }
-        if kd.wants(kcp::DISPATCH_ID) {
+        if abi && kd.wants(kcp::DISPATCH_ID) {
             put(w, &lohi(self.dispatch_id));
         }
-        if kd.wants(kcp::FLAT_SCRATCH_INIT) {
+        if abi && kd.wants(kcp::FLAT_SCRATCH_INIT) {
             put(w, &lohi(self.scratch.base));
         }
-        if kd.wants(kcp::PRIVATE_SEGMENT_SIZE) {
+        if abi && kd.wants(kcp::PRIVATE_SEGMENT_SIZE) {
             put(w, &[self.private_segment_size.next_multiple_of(4)]);
         }
         // System SGPRs from USER_SGPR_COUNT.

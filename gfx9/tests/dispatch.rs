@@ -46,7 +46,7 @@ const ALL_SGPRS: &str = "
 /// Assembles kernel `k` (`body`, then `directives` in its `.amdhsa_kernel` block) for `mcpu`
 /// and returns its `.text` and its 64-byte descriptor (`.rodata`); `None` without LLVM 19.
 fn kernel(mcpu: &str, body: &str, directives: &str) -> Option<(Vec<u8>, Vec<u8>)> {
-    let accum = if mcpu == "gfx90a" {
+    let accum = if matches!(mcpu, "gfx90a" | "gfx942") {
         ".amdhsa_accum_offset 4"
     } else {
         ""
@@ -134,6 +134,7 @@ fn dispatch(target: Target, kd: KernelDescriptor, grid: [u32; 3], wg: [u32; 3]) 
             private_base: 0x2000_0000_0000_0000,
             ..Apertures::default()
         },
+        user_data: None,
     }
 }
 
@@ -471,4 +472,43 @@ fn an_observer_cancels_a_dispatch() {
         run(&d, &mem, &RunOptions { threads: 2 }, &obs),
         Err(DispatchError::Cancelled)
     );
+}
+
+#[test]
+fn a_pm4_dispatch_gets_its_user_data_and_gfx942_its_flat_scratch() {
+    let Some((text, _)) = kernel("gfx942", "s_endpgm", "") else {
+        return;
+    };
+    // RSRC2: SCRATCH_EN, USER_SGPR 6, TGID_X_EN, TG_SIZE_EN, TIDIG_COMP_CNT 1 (kfdtest's
+    // shader dispatch sets up the same fields).
+    let rsrc2 = 1 | 6 << 1 | 1 << 7 | 1 << 10 | 1 << 11;
+    let kd = KernelDescriptor::from_registers(0x004f_808d, rsrc2, 10).unwrap();
+    assert_eq!(kd.enabled_user_sgprs(), 0);
+    let mem = TestMemory::with_code(&text);
+    let mut d = dispatch(Target::Gfx942, kd, [128, 2, 1], [64, 2, 1]);
+    d.entry = common::CODE;
+    d.private_segment_size = 16;
+    d.user_data = Some(std::array::from_fn(|i| 0xA0 + i as u32));
+    let rec = Recorder::default();
+    run(&d, &mem, &RunOptions { threads: 1 }, &rec).expect("runs");
+    let waves = rec.waves.into_inner().unwrap();
+    assert_eq!(waves.len(), 4);
+    for ((id, wave), w) in &waves {
+        assert_eq!(
+            w.sgpr[..6],
+            [0xA0, 0xA1, 0xA2, 0xA3, 0xA4, 0xA5],
+            "user data"
+        );
+        assert_eq!(w.sgpr[6], id[0], "workgroup id x");
+        assert_eq!(w.sgpr[7], 2 | u32::from(*wave == 0) << 31, "workgroup info");
+        let offset = w.sgpr[8];
+        assert_eq!(w.sgpr[9], 0, "nothing past the wave offset");
+        assert_eq!(
+            w.flat_scratch,
+            0x7_0000_0000 + u64::from(offset),
+            "architected flat scratch"
+        );
+        // Packed ids on gfx942: y in bits 10-19.
+        assert_eq!(w.vgpr[0][63] >> 10, *wave, "lane 63's y");
+    }
 }

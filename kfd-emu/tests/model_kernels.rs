@@ -129,6 +129,11 @@ impl Queue {
     /// kernel `k` loaded: its descriptor at DESCRIPTOR (entry offset filled in as the linker
     /// would), its code at CODE.
     fn new(machine: &str, text: &[u8], kd: &[u8]) -> Queue {
+        Self::with_type(machine, text, kd, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL)
+    }
+
+    /// As [`new`](Self::new), a queue of `queue_type` (AQL or PM4 compute).
+    fn with_type(machine: &str, text: &[u8], kd: &[u8], queue_type: u32) -> Queue {
         let mut emu = Emu::new(ModelConfig {
             machine: Machine::preset(machine).expect("preset"),
             kfd_minor: 15,
@@ -173,7 +178,7 @@ impl Queue {
             read_pointer_address: base + RPTR as u64,
             write_pointer_address: base + WPTR as u64,
             gpu_id: gpu,
-            queue_type: KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
+            queue_type,
             queue_percentage: 100,
             queue_priority: 7,
             ..Default::default()
@@ -430,4 +435,61 @@ fn each_work_item_writes_its_id() {
         assert_eq!(q.u32_at(DATA + 0x100 + 4 * i), i as u32, "out[{i}]");
     }
     q.destroy();
+}
+
+/// `PACKET3(op, count)` of a compute queue: type 3, the body's dwords - 1, the opcode.
+fn packet3(op: u32, body: &[u32]) -> Vec<u32> {
+    let mut p = vec![3 << 30 | (body.len() as u32 - 1) << 16 | op << 8 | 1 << 1];
+    p.extend_from_slice(body);
+    p
+}
+
+/// SET_SH_REG of `values` from SH register `reg` (a `gc_9_0_offset.h` dword offset).
+fn set_sh(reg: u32, values: &[u32]) -> Vec<u32> {
+    let mut body = vec![reg - 0x2C00];
+    body.extend_from_slice(values);
+    packet3(0x76, &body)
+}
+
+#[test]
+fn a_pm4_dispatch_direct_runs_the_kernel_its_registers_describe() {
+    for machine in ["mi100", "mi210x8", "mi300x"] {
+        let Some((text, kd)) = kernel(
+            mcpu(machine),
+            "s_branch ok\n.long 0xffffffff\nok:\ns_endpgm",
+            "",
+        ) else {
+            return;
+        };
+        let mut q = Queue::with_type(machine, &text, &kd, KFD_IOC_QUEUE_TYPE_COMPUTE);
+        let entry = va(2) + CODE as u64;
+        let marker = va(2) + DATA as u64;
+        // RSRC2: USER_SGPR 2, TGID_X_EN (as kfdtest's shader dispatch sets its fields).
+        let rsrc1 = u32::from_le_bytes(kd[48..52].try_into().unwrap());
+        let mut ring = Vec::new();
+        ring.extend(set_sh(0x2E0C, &[(entry >> 8) as u32, (entry >> 40) as u32]));
+        ring.extend(set_sh(0x2E12, &[rsrc1, 2 << 1 | 1 << 7]));
+        ring.extend(set_sh(0x2E07, &[64, 2, 1]));
+        ring.extend(set_sh(0x2E40, &[0x1234, 0x5678]));
+        // 4 x 3 workgroups (dimensions in workgroups: no USE_THREAD_DIMENSIONS).
+        ring.extend(packet3(0x15, &[4, 3, 1, 1 | 1 << 2]));
+        // WRITE_DATA of a marker to memory once the dispatch is done.
+        ring.extend(packet3(
+            0x37,
+            &[5 << 8, marker as u32, (marker >> 32) as u32, 0xC0FFEE],
+        ));
+        for (i, d) in ring.iter().enumerate() {
+            q.put_u32(RING + 4 * i, *d);
+        }
+        q.put_u64(WPTR, ring.len() as u64);
+        assert!(
+            q.wait_until(|q| q.u32_at(DATA) == 0xC0FFEE),
+            "{machine}: the packet after the dispatch did not run"
+        );
+        assert!(
+            q.wait_until(|q| u64::from(q.u32_at(RPTR)) == ring.len() as u64),
+            "{machine}: the read pointer did not reach the write pointer"
+        );
+        q.destroy();
+    }
 }

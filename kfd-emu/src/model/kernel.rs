@@ -512,6 +512,7 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
             private_base: apertures.scratch_base,
             ..Apertures::default()
         },
+        user_data: None,
     };
     let mut properties = 0;
     if d.scratch_wave_bytes() > 0 {
@@ -537,23 +538,9 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
             return scratch_request(drv, w, queue);
         }
     }
-    let mem = GpuMemory::new(drv, w);
-    let hooks = Hooks { runner: &w.runner };
-    let opts = dispatch::RunOptions {
-        threads: drv.dev.cfg.gpu_threads.max(1),
-    };
-    let result = dispatch::run(&d, &mem, &opts, &hooks);
-    trace(drv, w, &|| {
-        format!(
-            "KERNEL_DISPATCH {kernel_object:#x} grid {grid:?} workgroup {workgroup:?} \
-             kernarg {:#x} lds {} scratch {}: {result:?}",
-            d.kernarg,
-            d.lds_bytes(),
-            d.scratch_wave_bytes()
-        )
-    });
-    match result {
-        Ok(_) => {
+    let what = format!("KERNEL_DISPATCH {kernel_object:#x}");
+    match execute(drv, w, &d, &what) {
+        Ran::Done => {
             if properties & USE_SCRATCH_ONCE != 0 {
                 // Give the single-use scratch back (ROCr releases it and stores 0).
                 if let Some(event) =
@@ -564,7 +551,43 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
             }
             Ok(Outcome::Done)
         }
-        Err(DispatchError::Cancelled) => Ok(Outcome::Faulted),
+        Ran::Scratch => scratch_request(drv, w, queue),
+        Ran::Other(outcome) => Ok(outcome),
+    }
+}
+
+/// What [`execute`] came to.
+enum Ran {
+    Done,
+    /// Too little scratch.
+    Scratch,
+    Other(Outcome),
+}
+
+/// Runs dispatch `d` of queue `w` and turns its end into what the queue does (module docs);
+/// `what` names it in messages.
+fn execute(drv: &Driver, w: &Work, d: &Dispatch, what: &str) -> Ran {
+    let mem = GpuMemory::new(drv, w);
+    let hooks = Hooks { runner: &w.runner };
+    let opts = dispatch::RunOptions {
+        threads: drv.dev.cfg.gpu_threads.max(1),
+    };
+    let result = dispatch::run(d, &mem, &opts, &hooks);
+    trace(drv, w, &|| {
+        format!(
+            "{what} entry {:#x} grid {:?} workgroup {:?} kernarg {:#x} lds {} scratch {}: \
+             {result:?}",
+            d.entry,
+            d.grid,
+            d.workgroup,
+            d.kernarg,
+            d.lds_bytes(),
+            d.scratch_wave_bytes()
+        )
+    });
+    match result {
+        Ok(_) => Ran::Done,
+        Err(DispatchError::Cancelled) => Ran::Other(Outcome::Faulted),
         Err(DispatchError::Wave {
             error: ExecError::Memory { .. },
             ..
@@ -578,7 +601,7 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
             if let Some(f) = fault {
                 vm_fault(drv, w, &f);
             }
-            Ok(Outcome::Faulted)
+            Ran::Other(Outcome::Faulted)
         }
         Err(e @ DispatchError::Wave { .. }) => {
             if matches!(
@@ -589,21 +612,124 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
                 }
             ) {
                 crate::own::elog!(
-                    "kfd-emu: [{}] gpu {:#x} queue {}: kernel {kernel_object:#x} stopped: {e}",
+                    "kfd-emu: [{}] gpu {:#x} queue {}: {what} stopped: {e}",
                     w.tgid,
                     w.gpu_id,
                     w.id
                 );
             }
-            Ok(Outcome::Stop(Stopped::QueueError(ILLEGAL_INSTRUCTION)))
+            Ran::Other(Outcome::Stop(Stopped::QueueError(ILLEGAL_INSTRUCTION)))
         }
-        Err(DispatchError::Trap { .. }) => Ok(Outcome::Stop(Stopped::QueueError(TRAP))),
-        Err(DispatchError::Scratch { .. }) => scratch_request(drv, w, queue),
-        // Sizes were checked by `check_dispatch`; LDS over 64 KiB on a GPU whose node says
-        // more is what the CP calls invalid group memory.
-        Err(DispatchError::Invalid(_)) => Ok(Outcome::Stop(Stopped::QueueError(
+        Err(DispatchError::Trap { .. }) => Ran::Other(Outcome::Stop(Stopped::QueueError(TRAP))),
+        Err(DispatchError::Scratch { .. }) => Ran::Scratch,
+        // Sizes were checked before; LDS over 64 KiB on a GPU whose node says more is what
+        // the CP calls invalid group memory.
+        Err(DispatchError::Invalid(_)) => Ran::Other(Outcome::Stop(Stopped::QueueError(
             queue_error::GROUP_SEGMENT_INVALID,
         ))),
+    }
+}
+
+/// gfx9 SH registers (dword offsets, `gc_9_0_offset.h`'s `mmCOMPUTE_*`) a PM4 dispatch reads.
+mod reg {
+    pub const START_X: u32 = 0x2E04;
+    pub const NUM_THREAD_X: u32 = 0x2E07;
+    pub const PGM_LO: u32 = 0x2E0C;
+    pub const PGM_HI: u32 = 0x2E0D;
+    pub const PGM_RSRC1: u32 = 0x2E12;
+    pub const PGM_RSRC2: u32 = 0x2E13;
+    pub const TMPRING_SIZE: u32 = 0x2E18;
+    pub const PGM_RSRC3: u32 = 0x2E28;
+    pub const USER_DATA_0: u32 = 0x2E40;
+}
+
+/// `COMPUTE_DISPATCH_INITIATOR` bits: `FORCE_START_AT_000`, `USE_THREAD_DIMENSIONS`.
+const FORCE_START_AT_000: u32 = 1 << 2;
+const USE_THREAD_DIMENSIONS: u32 = 1 << 5;
+
+/// Runs a PM4 `DISPATCH_DIRECT` (`body`: DIM_X, DIM_Y, DIM_Z, DISPATCH_INITIATOR) of queue `w`
+/// from the SH registers `regs` the queue set (`SET_SH_REG`), as the CP starts one: the entry
+/// `COMPUTE_PGM_HI:LO << 8`, `COMPUTE_PGM_RSRC1/2/3`, the user SGPRs from
+/// `COMPUTE_USER_DATA_0..15`, the workgroup size from `COMPUTE_NUM_THREAD_X/Y/Z` (bits 0–15),
+/// the grid in work-items when the initiator's `USE_THREAD_DIMENSIONS` is set, else in
+/// workgroups; LDS from RSRC2's `LDS_SIZE`; scratch from `COMPUTE_TMPRING_SIZE` (slots and
+/// slot size) at the process's scratch backing address (SET_SCRATCH_BACKING_VA, the
+/// `SH_HIDDEN_PRIVATE_BASE_VMID` the kernel programs). Where it differs: a non-zero
+/// `COMPUTE_START_X/Y/Z` without `FORCE_START_AT_000` is refused ([`Stopped::CannotDispatch`]).
+pub(super) fn run_pm4(
+    drv: &Driver,
+    w: &Work,
+    regs: &std::collections::BTreeMap<u32, u32>,
+    header: u32,
+    body: &[u32],
+) -> Outcome {
+    let reg = |r: u32| regs.get(&r).copied().unwrap_or(0);
+    let gpu = &drv.dev.cfg.machine.gpus()[w.gpu];
+    let kd = KernelDescriptor::from_registers(
+        reg(reg::PGM_RSRC1),
+        reg(reg::PGM_RSRC2),
+        reg(reg::PGM_RSRC3),
+    );
+    let (Some(target), Ok(kd), &[dx, dy, dz, initiator, ..]) = (target(gpu.target), kd, body)
+    else {
+        return Outcome::Stop(Stopped::CannotDispatch(header));
+    };
+    let start = [0, 1, 2].map(|i| reg(reg::START_X + i));
+    if initiator & FORCE_START_AT_000 == 0 && start != [0; 3] {
+        return Outcome::Stop(Stopped::CannotDispatch(header));
+    }
+    let workgroup = [0, 1, 2].map(|i| reg(reg::NUM_THREAD_X + i) & 0xFFFF);
+    let dims = [dx, dy, dz];
+    let grid: [u32; 3] = if initiator & USE_THREAD_DIMENSIONS != 0 {
+        dims
+    } else {
+        std::array::from_fn(|i| dims[i].saturating_mul(workgroup[i]))
+    };
+    let tmpring = reg(reg::TMPRING_SIZE);
+    let wave_bytes = u64::from(tmpring >> 12 & 0x1FFF) * 1024;
+    let scratch_base = {
+        let st = drv.lock();
+        st.procs
+            .get(&w.tgid)
+            .and_then(|p| p.pdds.iter().find(|p| p.gpu_id == w.gpu_id))
+            .map_or(0, |p| p.scratch_va)
+    };
+    let apertures = gpu.apertures();
+    let d = Dispatch {
+        target,
+        kd,
+        entry: (u64::from(reg(reg::PGM_LO)) | u64::from(reg(reg::PGM_HI) & 0xFF) << 32) << 8,
+        grid,
+        workgroup,
+        kernarg: 0,
+        dispatch_ptr: 0,
+        queue_ptr: 0,
+        dispatch_id: 0,
+        // What a wave's slot holds per lane: the kernel gets as much as the queue gave.
+        private_segment_size: (wave_bytes / 64) as u32,
+        group_segment_size: kd.lds_size(),
+        scratch: Scratch {
+            srd: [0; 4],
+            base: scratch_base,
+            wave_bytes,
+            slots: tmpring & 0xFFF,
+        },
+        apertures: Apertures {
+            shared_base: apertures.lds_base,
+            private_base: apertures.scratch_base,
+            ..Apertures::default()
+        },
+        user_data: Some(std::array::from_fn(|i| reg(reg::USER_DATA_0 + i as u32))),
+    };
+    if grid.contains(&0) || workgroup.contains(&0) {
+        // Nothing to run (a zero dimension dispatches no workgroup).
+        return Outcome::Done;
+    }
+    match execute(drv, w, &d, "DISPATCH_DIRECT") {
+        Ran::Done => Outcome::Done,
+        // The queue's TMPRING_SIZE gives too little: the CP has no one to ask.
+        Ran::Scratch => Outcome::Stop(Stopped::CannotDispatch(header)),
+        Ran::Other(o) => o,
     }
 }
 

@@ -42,8 +42,13 @@
 //! * SET_SH_REG, SET_CONTEXT_REG, SET_UCONFIG_REG, SET_CONFIG_REG — recorded as the queue's
 //!   register state, at the space's base (`PACKET3_SET_*_REG_START`) plus the offset; an
 //!   offset past the space stops the queue.
-//! * DISPATCH_DIRECT, DISPATCH_INDIRECT — the model runs no shaders: the queue stops with
-//!   [`Stopped::CannotDispatch`].
+//! * DISPATCH_DIRECT — runs the kernel the SH registers describe (`COMPUTE_PGM_LO/HI`,
+//!   `COMPUTE_PGM_RSRC1/2/3`, `COMPUTE_USER_DATA_*`, `COMPUTE_NUM_THREAD_*`,
+//!   `COMPUTE_TMPRING_SIZE`) on the gfx9 interpreter ([`kernel::run_pm4`]); the queue moves
+//!   on once every wave ended (a wave's fault is a VM fault, a trap or an illegal
+//!   instruction stops the queue). Inside an AQL queue's PM4 IB the registers are the IB's
+//!   own (set earlier in the same IB). DISPATCH_INDIRECT (its arguments in memory) is not
+//!   run: the queue stops with [`Stopped::CannotDispatch`].
 //! * Anything else (another opcode, EVENT_WRITE_EOP among them: neither kfdtest nor the
 //!   kernel's gfx9+ compute rings emit it; a type-0 or type-1 header; an IB that ends inside a
 //!   packet) stops the queue with [`Stopped::BadPacket`]; an access that faults is a VM fault,
@@ -53,6 +58,7 @@
 use super::driver::Driver;
 use super::engine::{Work, raise_interrupt, stop, vm_fault};
 use super::gpu_view::GpuFault;
+use super::kernel::{self, Outcome};
 use super::queues::{Pm4State, Stopped};
 use super::sdma::compare;
 
@@ -514,10 +520,17 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, writes: &mut Writes, p:
             }
             Ok(())
         }
+        IT_DISPATCH_DIRECT if need(4) => {
+            trace(&|| format!("DISPATCH_DIRECT {:?}", &body[..4]));
+            return match kernel::run_pm4(drv, w, &state.regs, header, body) {
+                Outcome::Done => Step::Done,
+                Outcome::Wait => Step::Wait,
+                Outcome::Stop(why) => Step::Stop(why),
+                Outcome::Faulted => Step::Faulted,
+            };
+        }
         IT_DISPATCH_DIRECT | IT_DISPATCH_INDIRECT => {
-            trace(&|| {
-                format!("dispatch (opcode {opcode:#x}): no shaders run here, the queue stops")
-            });
+            trace(&|| format!("dispatch (opcode {opcode:#x}): not run here, the queue stops"));
             return Step::Stop(Stopped::CannotDispatch(header));
         }
         _ => {
