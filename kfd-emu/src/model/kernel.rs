@@ -32,7 +32,7 @@
 //! * Memory: every access goes through the GPU view ([`gpu_view`](super::gpu_view)): BOs,
 //!   USERPTR, imports and SVM ranges, with the retry-fault path of XNACK (an SVM page not on
 //!   the GPU migrates as the kernel's `svm_range_restore_pages` does) and, for an address the
-//!   GPU cannot reach, the VM fault the SDMA engines take ([`engine::vm_fault`]: the SMI
+//!   GPU cannot reach, the VM fault the SDMA engines take ([`engine::vm_fault`](super::engine::vm_fault): the SMI
 //!   record, the process's queues on the GPU stopped, the memory events set). An instruction
 //!   prefetch past the instruction being fetched reports nothing ([`Driver::peek_here`]).
 //!   Atomics are atomic with respect to every other GPU access of every dispatch (one lock,

@@ -19,19 +19,21 @@
 //! | 64 | "Group is too large" | `HSA_STATUS_ERROR_INVALID_ARGUMENT` | KERNEL_DISPATCH with more than 1024 work-items per group (ROCr's `HSA_AGENT_INFO_WORKGROUP_MAX_SIZE`, `amd_gpu_agent.cpp`) |
 //! | 4 | "Invalid group memory" | `HSA_STATUS_ERROR_INVALID_ALLOCATION` | KERNEL_DISPATCH whose `group_segment_size` exceeds the GPU's LDS (`lds_size_in_kb`) |
 //! | 8 | "Invalid (or NULL) code" | `HSA_STATUS_ERROR_INVALID_CODE_OBJECT` | KERNEL_DISPATCH with a null `kernel_object` |
-//! | 128 | "Out of VGPRs" | `HSA_STATUS_ERROR_INVALID_ISA` | any other KERNEL_DISPATCH: the model has no shader engine, so no kernel's register demand can be met |
+//! | 128 | "Out of VGPRs" | `HSA_STATUS_ERROR_INVALID_ISA` | a KERNEL_DISPATCH whose descriptor the interpreter cannot run ([`kernel`](super::kernel): another GPU family, wave32, inconsistent SGPR counts, an entry offset of 0) |
 //!
 //! The CP reads a dispatch's kernel descriptor (`kernel_object`, an `amd_kernel_code_t` or
 //! kernel descriptor, whose registers it programs; gem5's AMD CP model,
 //! `GPUCommandProcessor::submitDispatchPkt`, reads it the same way) before it could run it: a
 //! descriptor the GPU cannot read is a VM fault, not a queue error. The checks run in the
 //! table's order from the dimensions down; the CP's own order is not public, and a packet has
-//! one code. Codes 1 and 0x400 (scratch the runtime is to grow) and 512 (scratch reclaim) are
-//! never raised: they are recoverable requests, not errors. Codes `1 << 29`, `1 << 30` and
-//! `1 << 31` are not the CP's: ROCr's own trap handler writes them when a wave takes a memory
-//! violation, an illegal instruction or `s_trap` (`SIGNAL_CODE_MEM_VIOL`, `_ILLEGAL_INST`,
-//! `_LLVM_TRAP` in `amd_gpu_shaders.h`), and no wave runs here. What the CP checks of reserved
-//! header bits (fence scopes 3, bits 13–15) is not public either: they are not checked.
+//! one code. Every other KERNEL_DISPATCH runs ([`kernel`](super::kernel)), which raises three
+//! more codes through [`report`]: 1 (insufficient scratch: ROCr allocates it and stores 0, the
+//! packet runs then) and 512 (single-use scratch to reclaim after the dispatch) are requests,
+//! not errors; `1 << 30` and `1 << 31` are what ROCr's own trap handler writes when a wave
+//! executes an illegal instruction or `s_trap` (`SIGNAL_CODE_ILLEGAL_INST`, `_LLVM_TRAP` in
+//! `amd_gpu_shaders.h`; no trap handler runs here, the model writes them for it). Code 0x400
+//! (wave32 scratch) is never raised: gfx9 runs wave64 only. What the CP checks of reserved
+//! header bits (fence scopes 3, bits 13–15) is not public: they are not checked.
 //!
 //! A packet that faults (a dependency signal, a completion signal, the kernel descriptor in
 //! unmapped memory) is a VM fault, as for SDMA ([`engine::vm_fault`](super::engine)): the
