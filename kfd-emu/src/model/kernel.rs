@@ -654,8 +654,10 @@ const USE_THREAD_DIMENSIONS: u32 = 1 << 5;
 /// the grid in work-items when the initiator's `USE_THREAD_DIMENSIONS` is set, else in
 /// workgroups; LDS from RSRC2's `LDS_SIZE`; scratch from `COMPUTE_TMPRING_SIZE` (slots and
 /// slot size) at the process's scratch backing address (SET_SCRATCH_BACKING_VA, the
-/// `SH_HIDDEN_PRIVATE_BASE_VMID` the kernel programs). Where it differs: a non-zero
-/// `COMPUTE_START_X/Y/Z` without `FORCE_START_AT_000` is refused ([`Stopped::CannotDispatch`]).
+/// `SH_HIDDEN_PRIVATE_BASE_VMID` the kernel programs). A zero `COMPUTE_NUM_THREAD_*` (never
+/// set) or a descriptor the interpreter cannot run stops the queue
+/// ([`Stopped::CannotDispatch`]); a zero dimension runs nothing. Where it differs: a non-zero
+/// `COMPUTE_START_X/Y/Z` without `FORCE_START_AT_000` is refused too.
 pub(super) fn run_pm4(
     drv: &Driver,
     w: &Work,
@@ -721,8 +723,12 @@ pub(super) fn run_pm4(
         },
         user_data: Some(std::array::from_fn(|i| reg(reg::USER_DATA_0 + i as u32))),
     };
-    if grid.contains(&0) || workgroup.contains(&0) {
-        // Nothing to run (a zero dimension dispatches no workgroup).
+    if workgroup.contains(&0) {
+        // No threads per group (COMPUTE_NUM_THREAD_* never set): nothing the SPI can form.
+        return Outcome::Stop(Stopped::CannotDispatch(header));
+    }
+    if grid.contains(&0) {
+        // A zero dimension dispatches no workgroup.
         return Outcome::Done;
     }
     match execute(drv, w, &d, "DISPATCH_DIRECT") {
