@@ -405,8 +405,9 @@ fn destroying_the_queue_cancels_an_endless_kernel() {
     assert_eq!(q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE), 0);
 }
 
-/// Every work-item stores its flat id at `out[id]` (kernarg 0: `out`): needs SMEM, the VALU
-/// and global stores.
+/// Every work-item stores its flat id at `out[id]` (kernarg 0: `out`; s[0:3] the private
+/// segment buffer, s[4:5] the kernarg ptr, s6 the workgroup id): needs SMEM, the VALU and
+/// global stores (passes with the instruction rooms merged).
 #[test]
 #[ignore = "needs the VALU/memory instruction semantics being merged"]
 fn each_work_item_writes_its_id() {
@@ -421,7 +422,8 @@ fn each_work_item_writes_its_id() {
          s_waitcnt lgkmcnt(0)\n\
          global_store_dword v2, v1, s[0:1]\n\
          s_endpgm",
-        ".amdhsa_user_sgpr_kernarg_segment_ptr 1\n.amdhsa_user_sgpr_count 6\n\
+        ".amdhsa_user_sgpr_private_segment_buffer 1\n\
+         .amdhsa_user_sgpr_kernarg_segment_ptr 1\n\
          .amdhsa_system_sgpr_workgroup_id_x 1",
     ) else {
         return;
@@ -430,7 +432,13 @@ fn each_work_item_writes_its_id() {
     let out = va(2) + DATA as u64 + 0x100;
     q.put_u64(DATA, out);
     q.submit(0, dispatch([256, 1, 1], [64, 1, 1], 0));
-    assert!(q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0));
+    let done = q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0);
+    assert!(
+        done,
+        "not completed: queue error {:#x}, read index {}",
+        q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE),
+        q.u64_at(RPTR)
+    );
     for i in 0..256usize {
         assert_eq!(q.u32_at(DATA + 0x100 + 4 * i), i as u32, "out[{i}]");
     }
