@@ -449,6 +449,14 @@ impl Dispatch {
         if self.workgroup.iter().any(|&w| w > 1024) {
             return Err(DispatchError::Invalid("a workgroup dimension over 1024"));
         }
+        if self
+            .workgroups()
+            .iter()
+            .try_fold(1u64, |n, &g| n.checked_mul(u64::from(g)))
+            .is_none()
+        {
+            return Err(DispatchError::Invalid("more than 2^64 workgroups"));
+        }
         if self.lds_bytes() > MAX_LDS {
             return Err(DispatchError::Invalid("more than 64 KiB of LDS"));
         }

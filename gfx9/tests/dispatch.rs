@@ -410,6 +410,12 @@ fn bad_sizes_and_missing_scratch_are_refused_before_any_wave() {
         run(&d, &mem, &opts, &rec),
         Err(DispatchError::Invalid(_))
     ));
+    // 2^96 workgroups: refused, not an overflow.
+    let d = dispatch(Target::Gfx90a, kd, [u32::MAX; 3], [1, 1, 1]);
+    assert!(matches!(
+        run(&d, &mem, &opts, &rec),
+        Err(DispatchError::Invalid(_))
+    ));
     let mut d = dispatch(Target::Gfx90a, kd, [64, 1, 1], [64, 1, 1]);
     d.group_segment_size = 65 << 10;
     assert!(matches!(

@@ -636,6 +636,8 @@ mod reg {
     pub const NUM_THREAD_X: u32 = 0x2E07;
     pub const PGM_LO: u32 = 0x2E0C;
     pub const PGM_HI: u32 = 0x2E0D;
+    pub const DISPATCH_SCRATCH_BASE_LO: u32 = 0x2E10;
+    pub const DISPATCH_SCRATCH_BASE_HI: u32 = 0x2E11;
     pub const PGM_RSRC1: u32 = 0x2E12;
     pub const PGM_RSRC2: u32 = 0x2E13;
     pub const TMPRING_SIZE: u32 = 0x2E18;
@@ -653,8 +655,9 @@ const USE_THREAD_DIMENSIONS: u32 = 1 << 5;
 /// `COMPUTE_USER_DATA_0..15`, the workgroup size from `COMPUTE_NUM_THREAD_X/Y/Z` (bits 0–15),
 /// the grid in work-items when the initiator's `USE_THREAD_DIMENSIONS` is set, else in
 /// workgroups; LDS from RSRC2's `LDS_SIZE`; scratch from `COMPUTE_TMPRING_SIZE` (slots and
-/// slot size) at the process's scratch backing address (SET_SCRATCH_BACKING_VA, the
-/// `SH_HIDDEN_PRIVATE_BASE_VMID` the kernel programs). A zero `COMPUTE_NUM_THREAD_*` (never
+/// slot size) at `COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI` on gfx940+ (tinygrad's
+/// `AMDComputeQueue` sets it), else at the process's scratch backing address
+/// (SET_SCRATCH_BACKING_VA, the `SH_HIDDEN_PRIVATE_BASE_VMID` the kernel programs). A zero `COMPUTE_NUM_THREAD_*` (never
 /// set) or a descriptor the interpreter cannot run stops the queue
 /// ([`Stopped::CannotDispatch`]); a zero dimension runs nothing. Where it differs: a non-zero
 /// `COMPUTE_START_X/Y/Z` without `FORCE_START_AT_000` is refused too.
@@ -689,7 +692,14 @@ pub(super) fn run_pm4(
     };
     let tmpring = reg(reg::TMPRING_SIZE);
     let wave_bytes = u64::from(tmpring >> 12 & 0x1FFF) * 1024;
-    let scratch_base = {
+    // COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI (the address >> 8; gfx940+, which tinygrad's
+    // AMD backend sets per dispatch), else the process's scratch backing address.
+    let dispatch_base = (u64::from(reg(reg::DISPATCH_SCRATCH_BASE_LO))
+        | u64::from(reg(reg::DISPATCH_SCRATCH_BASE_HI)) << 32)
+        << 8;
+    let scratch_base = if dispatch_base != 0 && target == Target::Gfx942 {
+        dispatch_base
+    } else {
         let st = drv.lock();
         st.procs
             .get(&w.tgid)
