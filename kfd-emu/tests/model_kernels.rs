@@ -30,6 +30,7 @@ const RPTR_BASE_OFFSET: usize = 136;
 const TMPRING: usize = 140;
 const SCRATCH_SRD: usize = 144;
 const SCRATCH_BASE: usize = 160;
+const PROPERTIES: usize = 180;
 const INACTIVE: usize = 192;
 const RING: usize = 0x1000;
 const RING_SIZE: usize = 0x1000;
@@ -43,6 +44,8 @@ const BO_SIZE: usize = 0x20000;
 const SIGNAL_VALUE: usize = 8;
 const SIGNAL_MAILBOX: usize = 16;
 const SIGNAL_EVENT_ID: usize = 24;
+const SIGNAL_START_TS: usize = 32;
+const SIGNAL_END_TS: usize = 40;
 
 const KERNEL_DISPATCH: u8 = 2;
 
@@ -498,6 +501,32 @@ fn a_pm4_dispatch_direct_runs_the_kernel_its_registers_describe() {
             q.wait_until(|q| u64::from(q.u32_at(RPTR)) == ring.len() as u64),
             "{machine}: the read pointer did not reach the write pointer"
         );
+        q.destroy();
+    }
+}
+
+#[test]
+fn a_profiled_queue_gets_the_dispatchs_start_and_end_times() {
+    let machine = "mi210x8";
+    let Some((text, kd)) = kernel(mcpu(machine), "s_endpgm", "") else {
+        return;
+    };
+    for profiled in [false, true] {
+        let mut q = Queue::new(machine, &text, &kd);
+        // AMD_QUEUE_PROPERTIES_ENABLE_PROFILING (bit 3), as
+        // hsa_amd_profiling_set_profiler_enabled sets it.
+        q.put_u32(PROPERTIES, if profiled { 1 << 3 } else { 0 });
+        q.submit(0, dispatch([64, 1, 1], [64, 1, 1], 0));
+        assert!(q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0));
+        let (start, end) = (
+            q.u64_at(COMPLETION + SIGNAL_START_TS),
+            q.u64_at(COMPLETION + SIGNAL_END_TS),
+        );
+        if profiled {
+            assert!(start > 0 && end >= start, "start {start} end {end}");
+        } else {
+            assert_eq!((start, end), (0, 0), "no timestamps unless profiled");
+        }
         q.destroy();
     }
 }

@@ -40,6 +40,10 @@
 //!   on the same memory: the model reaches the process's memory with `process_vm_readv` /
 //!   `pwrite`, not through a mapping it could use a locked instruction on. A program whose
 //!   CPU and GPU increment one counter at once can lose updates here (where it differs).
+//! * Profiling: on a queue whose `amd_queue_t.queue_properties` has
+//!   `AMD_QUEUE_PROPERTIES_ENABLE_PROFILING` (`hsa_amd_profiling_set_profiler_enabled`), the
+//!   dispatch's start and end times on the GPU clock go into the completion signal's
+//!   `start_ts` and `end_ts`, as the CP writes them.
 //! * Fences: the packet's acquire and release fence scopes need nothing: every access of a
 //!   wave reaches the process's memory (or the BO's memfd) before the next instruction runs,
 //!   so memory is coherent at every scope, and the completion signal is written after the
@@ -96,8 +100,11 @@ const QUEUE_TMPRING: u64 = 140;
 const QUEUE_SRD: u64 = 144;
 const QUEUE_SCRATCH_BASE: u64 = 160;
 const QUEUE_PROPERTIES: u64 = 180;
-/// `AMD_QUEUE_PROPERTIES_USE_SCRATCH_ONCE`.
+/// `AMD_QUEUE_PROPERTIES_USE_SCRATCH_ONCE` and `_ENABLE_PROFILING`.
 const USE_SCRATCH_ONCE: u32 = 1 << 4;
+const ENABLE_PROFILING: u32 = 1 << 3;
+/// `amd_signal_t.start_ts` (`amd_hsa_signal.h`; `end_ts` follows it).
+const SIGNAL_START_TS: u64 = 32;
 
 /// The lock every GPU atomic holds across its read-modify-write (module docs).
 static ATOMICS: Mutex<()> = Mutex::new(());
@@ -538,9 +545,29 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
             return scratch_request(drv, w, queue);
         }
     }
+    // Profiling (AMD_QUEUE_PROPERTIES_ENABLE_PROFILING): read quietly, so that a queue with
+    // no amd_queue_t (kfd-queue's own AQL queues) only goes without timestamps.
+    let profiling = {
+        let mut b = [0u8; 4];
+        drv.peek_here(w.tgid, w.gpu_id, queue + QUEUE_PROPERTIES, &mut b)
+            .is_ok_and(|()| u32::from_le_bytes(b) & ENABLE_PROFILING != 0)
+    };
+    let completion = u64_at(56);
+    let start = drv.dev.clock.raw_ns() / 10;
     let what = format!("KERNEL_DISPATCH {kernel_object:#x}");
     match execute(drv, w, &d, &what) {
         Ran::Done => {
+            if profiling && completion != 0 {
+                // The dispatch's start and end on the GPU clock (100 MHz, the counter
+                // GET_CLOCK_COUNTERS and SDMA's TIMESTAMP report) in the completion signal's
+                // `start_ts` and `end_ts`, before it is decremented: ROCr's
+                // hsa_amd_profiling_get_dispatch_time reads them.
+                let end = drv.dev.clock.raw_ns() / 10;
+                let mut ts = [0u8; 16];
+                ts[..8].copy_from_slice(&start.to_le_bytes());
+                ts[8..].copy_from_slice(&end.max(start).to_le_bytes());
+                drv.write_here(w.tgid, w.gpu_id, completion + SIGNAL_START_TS, &ts)?;
+            }
             if properties & USE_SCRATCH_ONCE != 0 {
                 // Give the single-use scratch back (ROCr releases it and stores 0).
                 if let Some(event) =
