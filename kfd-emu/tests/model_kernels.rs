@@ -463,7 +463,7 @@ fn set_sh(reg: u32, values: &[u32]) -> Vec<u32> {
 }
 
 #[test]
-fn a_pm4_dispatch_direct_runs_the_kernel_its_registers_describe() {
+fn a_pm4_dispatch_direct_and_indirect_run_the_kernel_its_registers_describe() {
     for machine in ["mi100", "mi210x8", "mi300x"] {
         let Some((text, kd)) = kernel(
             mcpu(machine),
@@ -482,8 +482,17 @@ fn a_pm4_dispatch_direct_runs_the_kernel_its_registers_describe() {
         ring.extend(set_sh(0x2E12, &[rsrc1, 2 << 1 | 1 << 7]));
         ring.extend(set_sh(0x2E07, &[64, 2, 1]));
         ring.extend(set_sh(0x2E40, &[0x1234, 0x5678]));
-        // 4 x 3 workgroups (dimensions in workgroups: no USE_THREAD_DIMENSIONS).
+        // 4 x 3 workgroups (dimensions in workgroups: no USE_THREAD_DIMENSIONS), directly
+        // and then indirectly (PM4_MEC_DISPATCH_INDIRECT: the dimensions at an address).
         ring.extend(packet3(0x15, &[4, 3, 1, 1 | 1 << 2]));
+        let dims = va(2) + DATA as u64 + 0x100;
+        for (i, d) in [4u32, 3, 1].iter().enumerate() {
+            q.put_u32(DATA + 0x100 + 4 * i, *d);
+        }
+        ring.extend(packet3(
+            0x16,
+            &[dims as u32, (dims >> 32) as u32, 1 | 1 << 2],
+        ));
         // WRITE_DATA of a marker to memory once the dispatch is done.
         ring.extend(packet3(
             0x37,
@@ -529,4 +538,41 @@ fn a_profiled_queue_gets_the_dispatchs_start_and_end_times() {
         }
         q.destroy();
     }
+}
+
+#[test]
+fn a_pm4_dispatch_indirect_reads_its_dimensions_and_its_waves_run() {
+    let machine = "mi210x8";
+    let Some((text, kd)) = kernel(mcpu(machine), "s_endpgm", "") else {
+        return;
+    };
+    let mut q = Queue::with_type(machine, &text, &kd, KFD_IOC_QUEUE_TYPE_COMPUTE);
+    let memory = create(&q.emu, KFD_IOC_EVENT_MEMORY, false);
+    // The entry is in a page nothing maps: the waves' first fetch is a VM fault, which only
+    // happens if the dimensions read from memory are not zero.
+    let entry = va(5) + 0x4000;
+    let rsrc1 = u32::from_le_bytes(kd[48..52].try_into().unwrap());
+    let dims = va(2) + DATA as u64 + 0x100;
+    for (i, d) in [2u32, 1, 1].iter().enumerate() {
+        q.put_u32(DATA + 0x100 + 4 * i, *d);
+    }
+    let mut ring = Vec::new();
+    ring.extend(set_sh(0x2E0C, &[(entry >> 8) as u32, (entry >> 40) as u32]));
+    ring.extend(set_sh(0x2E12, &[rsrc1, 1 << 7]));
+    ring.extend(set_sh(0x2E07, &[64, 1, 1]));
+    ring.extend(packet3(
+        0x16,
+        &[dims as u32, (dims >> 32) as u32, 1 | 1 << 2],
+    ));
+    for (i, d) in ring.iter().enumerate() {
+        q.put_u32(RING + 4 * i, *d);
+    }
+    q.put_u64(WPTR, ring.len() as u64);
+    let mut events = [data(memory.event_id)];
+    let (r, result) = wait(&q.emu, &mut events, true, PATIENCE_MS);
+    assert_eq!((r, result), (Ok(0), KFD_IOC_WAIT_RESULT_COMPLETE));
+    let fault = events[0].memory_exception_data();
+    assert_eq!(fault.va, entry, "the entry's page");
+    assert_eq!(fault.gpu_id, q.emu.gpu());
+    q.destroy();
 }

@@ -47,8 +47,11 @@
 //!   `COMPUTE_TMPRING_SIZE`) on the gfx9 interpreter ([`kernel::run_pm4`]); the queue moves
 //!   on once every wave ended (a wave's fault is a VM fault, a trap or an illegal
 //!   instruction stops the queue). Inside an AQL queue's PM4 IB the registers are the IB's
-//!   own (set earlier in the same IB). DISPATCH_INDIRECT (its arguments in memory) is not
-//!   run: the queue stops with [`Stopped::CannotDispatch`].
+//!   own (set earlier in the same IB). DISPATCH_INDIRECT is the compute CP's form (PAL's
+//!   `PM4_MEC_DISPATCH_INDIRECT`: the address of DIM_X/Y/Z, then the initiator): the
+//!   dimensions are read through the GPU view (a fault is a VM fault), then it runs as
+//!   DISPATCH_DIRECT. One too short for its fields stops the queue with
+//!   [`Stopped::CannotDispatch`].
 //! * Anything else (another opcode, EVENT_WRITE_EOP among them: neither kfdtest nor the
 //!   kernel's gfx9+ compute rings emit it; a type-0 or type-1 header; an IB that ends inside a
 //!   packet) stops the queue with [`Stopped::BadPacket`]; an access that faults is a VM fault,
@@ -529,8 +532,27 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, writes: &mut Writes, p:
                 Outcome::Faulted => Step::Faulted,
             };
         }
+        IT_DISPATCH_INDIRECT if need(3) => {
+            // The compute CP's form (PAL's PM4_MEC_DISPATCH_INDIRECT): the address of
+            // DIM_X, DIM_Y, DIM_Z in memory, then the initiator.
+            let args = addr(body[0] & !3, body[1]);
+            let mut dims = [0u8; 12];
+            if let Err(f) = drv.read_here(w.tgid, w.gpu_id, args, &mut dims) {
+                vm_fault(drv, w, &f);
+                return Step::Faulted;
+            }
+            let d = |i: usize| u32::from_le_bytes([dims[i], dims[i + 1], dims[i + 2], dims[i + 3]]);
+            let direct = [d(0), d(4), d(8), body[2]];
+            trace(&|| format!("DISPATCH_INDIRECT args={args:#x} {direct:?}"));
+            return match kernel::run_pm4(drv, w, &state.regs, header, &direct) {
+                Outcome::Done => Step::Done,
+                Outcome::Wait => Step::Wait,
+                Outcome::Stop(why) => Step::Stop(why),
+                Outcome::Faulted => Step::Faulted,
+            };
+        }
         IT_DISPATCH_DIRECT | IT_DISPATCH_INDIRECT => {
-            trace(&|| format!("dispatch (opcode {opcode:#x}): not run here, the queue stops"));
+            trace(&|| format!("dispatch (opcode {opcode:#x}) too short: the queue stops"));
             return Step::Stop(Stopped::CannotDispatch(header));
         }
         _ => {
