@@ -599,11 +599,13 @@ fn execute(drv: &Driver, w: &Work, d: &Dispatch, what: &str) -> Ran {
     let opts = dispatch::RunOptions {
         threads: drv.dev.cfg.gpu_threads.max(1),
     };
+    let started = std::time::Instant::now();
     let result = dispatch::run(d, &mem, &opts, &hooks);
+    let took = started.elapsed();
     trace(drv, w, &|| {
         format!(
             "{what} entry {:#x} grid {:?} workgroup {:?} kernarg {:#x} lds {} scratch {}: \
-             {result:?}",
+             {result:?} in {took:?}",
             d.entry,
             d.grid,
             d.workgroup,
