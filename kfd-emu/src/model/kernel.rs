@@ -35,6 +35,10 @@
 //!   GPU cannot reach, the VM fault the SDMA engines take ([`engine::vm_fault`](super::engine::vm_fault): the SMI
 //!   record, the process's queues on the GPU stopped, the memory events set). An instruction
 //!   prefetch past the instruction being fetched reports nothing ([`Driver::peek_here`]).
+//!   The bytes of VRAM and GTT BOs are reached through a shared mapping of their memfds
+//!   (`GpuMemory`: no lock or system call per lane); the dispatch packet and the kernarg
+//!   segment are read once when the dispatch starts, as the HSA lets the CP (neither may
+//!   change while the dispatch runs; every wave reads them through the scalar cache).
 //!   Atomics are atomic with respect to every other GPU access of every dispatch (one lock,
 //!   [`ATOMICS`], around the read-modify-write) but not to the CPU's own atomic instructions
 //!   on the same memory: the model reaches the process's memory with `process_vm_readv` /
@@ -265,6 +269,27 @@ struct GpuMemory<'a> {
     pages: std::sync::RwLock<std::collections::HashMap<u64, Page>>,
     /// The memfd mappings, by memfd (its `Arc`'s address).
     windows: Mutex<std::collections::HashMap<usize, Window>>,
+    /// This dispatch's number, which the threads' last-page caches ([`LAST_PAGE`]) are keyed
+    /// by.
+    generation: u64,
+    /// Read-only copies, taken when the dispatch starts, of what the HSA says no one changes
+    /// while it runs: the dispatch packet and the kernarg segment ("the kernarg segment is
+    /// read-only" for the kernel, and the host may not modify it until the dispatch
+    /// completes), which every wave reads through the scalar cache. Reads inside them are
+    /// served from here (they are often in USERPTR memory, whose every access is a system
+    /// call).
+    snapshots: Vec<(u64, Vec<u8>)>,
+}
+
+/// Dispatches made so far (each `GpuMemory` takes the next number).
+static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+thread_local! {
+    /// The last page a thread translated: (dispatch number, page, translation). Lanes of a
+    /// wave mostly touch the page the previous lane did; this spares them the shared map's
+    /// lock.
+    static LAST_PAGE: std::cell::Cell<(u64, u64, Page)> =
+        const { std::cell::Cell::new((0, 0, Page::Slow)) };
 }
 
 const PAGE: u64 = super::memory::PAGE_SIZE;
@@ -279,6 +304,8 @@ impl GpuMemory<'_> {
             fault: Mutex::new(None),
             pages: std::sync::RwLock::new(std::collections::HashMap::new()),
             windows: Mutex::new(std::collections::HashMap::new()),
+            generation: GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            snapshots: Vec::new(),
         }
     }
 
@@ -303,6 +330,17 @@ impl GpuMemory<'_> {
 
     /// The cached translation of the page at `page`, made on first use.
     fn page(&self, page: u64) -> Page {
+        let (generation, last, p) = LAST_PAGE.with(std::cell::Cell::get);
+        if generation == self.generation && last == page {
+            return p;
+        }
+        let p = self.page_shared(page);
+        LAST_PAGE.with(|c| c.set((self.generation, page, p)));
+        p
+    }
+
+    /// [`page`](Self::page) through the dispatch's map, made on first use.
+    fn page_shared(&self, page: u64) -> Page {
         if let Some(p) = self
             .pages
             .read()
@@ -364,6 +402,17 @@ impl GpuMemory<'_> {
 impl Memory for GpuMemory<'_> {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
         self.check(addr, false)?;
+        for (start, bytes) in &self.snapshots {
+            if let Some(off) = addr
+                .checked_sub(*start)
+                .and_then(|o| usize::try_from(o).ok())
+                && let Some(src) = bytes.get(off..off.saturating_add(buf.len()))
+                && src.len() == buf.len()
+            {
+                buf.copy_from_slice(src);
+                return Ok(());
+            }
+        }
         if let Some(p) = self.mapped(addr, buf.len(), false) {
             // SAFETY: `mapped` checked the range lies in one page of a live window.
             unsafe { load(p, buf) };
@@ -555,7 +604,18 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
     let completion = u64_at(56);
     let start = drv.dev.clock.raw_ns() / 10;
     let what = format!("KERNEL_DISPATCH {kernel_object:#x}");
-    match execute(drv, w, &d, &what) {
+    // The packet as read, and the kernarg segment when the GPU can read it (else the waves
+    // fault on it themselves).
+    let mut snapshots = vec![(at, packet.to_vec())];
+    let mut kernarg = vec![0u8; kd.kernarg_size as usize];
+    if !kernarg.is_empty()
+        && drv
+            .peek_here(w.tgid, w.gpu_id, d.kernarg, &mut kernarg)
+            .is_ok()
+    {
+        snapshots.push((d.kernarg, kernarg));
+    }
+    match execute(drv, w, &d, &what, snapshots) {
         Ran::Done => {
             if profiling && completion != 0 {
                 // The dispatch's start and end on the GPU clock (100 MHz, the counter
@@ -593,8 +653,15 @@ enum Ran {
 
 /// Runs dispatch `d` of queue `w` and turns its end into what the queue does (module docs);
 /// `what` names it in messages.
-fn execute(drv: &Driver, w: &Work, d: &Dispatch, what: &str) -> Ran {
-    let mem = GpuMemory::new(drv, w);
+fn execute(
+    drv: &Driver,
+    w: &Work,
+    d: &Dispatch,
+    what: &str,
+    snapshots: Vec<(u64, Vec<u8>)>,
+) -> Ran {
+    let mut mem = GpuMemory::new(drv, w);
+    mem.snapshots = snapshots;
     let hooks = Hooks { runner: &w.runner };
     let opts = dispatch::RunOptions {
         threads: drv.dev.cfg.gpu_threads.max(1),
@@ -770,7 +837,7 @@ pub(super) fn run_pm4(
         // A zero dimension dispatches no workgroup.
         return Outcome::Done;
     }
-    match execute(drv, w, &d, "DISPATCH_DIRECT") {
+    match execute(drv, w, &d, "DISPATCH_DIRECT", Vec::new()) {
         Ran::Done => Outcome::Done,
         // The queue's TMPRING_SIZE gives too little: the CP has no one to ask.
         Ran::Scratch => Outcome::Stop(Stopped::CannotDispatch(header)),
