@@ -1,4 +1,5 @@
-//! Kernel dispatch: what the CP and the shader engines do with an AQL KERNEL_DISPATCH packet —
+//! Kernel dispatch: what the CP and the shader engines do with an AQL KERNEL_DISPATCH packet
+//! (and a PM4 DISPATCH_DIRECT/INDIRECT, [`run_pm4`]) —
 //! the kernel descriptor read, the queue's scratch found, every wave of the grid run by
 //! [`kfd_gfx9`]'s interpreter over the process's memory as the GPU sees it, and the outcome
 //! turned into what the runtime would see (a completed packet, a VM fault, a queue error).
@@ -32,18 +33,22 @@
 //! * Memory: every access goes through the GPU view ([`gpu_view`](super::gpu_view)): BOs,
 //!   USERPTR, imports and SVM ranges, with the retry-fault path of XNACK (an SVM page not on
 //!   the GPU migrates as the kernel's `svm_range_restore_pages` does) and, for an address the
-//!   GPU cannot reach, the VM fault the SDMA engines take ([`engine::vm_fault`](super::engine::vm_fault): the SMI
-//!   record, the process's queues on the GPU stopped, the memory events set). An instruction
+//!   GPU cannot reach, the VM fault the SDMA engines take
+//!   ([`engine::vm_fault`](super::engine::vm_fault): the SMI record, the process's queues on
+//!   the GPU stopped, the memory events set). An instruction
 //!   prefetch past the instruction being fetched reports nothing ([`Driver::peek_here`]).
 //!   The bytes of VRAM and GTT BOs are reached through a shared mapping of their memfds
 //!   (`GpuMemory`: no lock or system call per lane); the dispatch packet and the kernarg
 //!   segment are read once when the dispatch starts, as the HSA lets the CP (neither may
 //!   change while the dispatch runs; every wave reads them through the scalar cache).
-//!   Atomics are atomic with respect to every other GPU access of every dispatch (one lock,
-//!   [`ATOMICS`], around the read-modify-write) but not to the CPU's own atomic instructions
-//!   on the same memory: the model reaches the process's memory with `process_vm_readv` /
-//!   `pwrite`, not through a mapping it could use a locked instruction on. A program whose
-//!   CPU and GPU increment one counter at once can lose updates here (where it differs).
+//!   An atomic on a BO page is a compare-and-swap on the shared mapping: atomic with respect
+//!   to every other GPU access and to the CPU's own atomic instructions on the same memory.
+//!   On USERPTR and SVM memory (the process's own pages, which the model reaches with
+//!   `process_vm_readv` / `process_vm_writev`, not through a mapping it could use a locked
+//!   instruction on) it is atomic with respect to every GPU access of every dispatch (one
+//!   lock, [`ATOMICS`], around the read-modify-write) but not to the CPU's: a program whose
+//!   CPU and GPU increment one such counter at once can lose updates here (where it
+//!   differs).
 //! * Profiling: on a queue whose `amd_queue_t.queue_properties` has
 //!   `AMD_QUEUE_PROPERTIES_ENABLE_PROFILING` (`hsa_amd_profiling_set_profiler_enabled`), the
 //!   dispatch's start and end times on the GPU clock go into the completion signal's
