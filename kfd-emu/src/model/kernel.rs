@@ -758,10 +758,10 @@ const USE_THREAD_DIMENSIONS: u32 = 1 << 5;
 /// workgroups; LDS from RSRC2's `LDS_SIZE`; scratch from `COMPUTE_TMPRING_SIZE` (slots and
 /// slot size) at `COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI` on gfx940+ (tinygrad's
 /// `AMDComputeQueue` sets it), else at the process's scratch backing address
-/// (SET_SCRATCH_BACKING_VA, the `SH_HIDDEN_PRIVATE_BASE_VMID` the kernel programs). A zero `COMPUTE_NUM_THREAD_*` (never
-/// set) or a descriptor the interpreter cannot run stops the queue
-/// ([`Stopped::CannotDispatch`]); a zero dimension runs nothing. Where it differs: a non-zero
-/// `COMPUTE_START_X/Y/Z` without `FORCE_START_AT_000` is refused too.
+/// (SET_SCRATCH_BACKING_VA, the `SH_HIDDEN_PRIVATE_BASE_VMID` the kernel programs). A zero
+/// `COMPUTE_NUM_THREAD_*` (never set) or a descriptor the interpreter cannot run stops the
+/// queue ([`Stopped::CannotDispatch`]); a zero dimension runs nothing. Where it differs: a
+/// non-zero `COMPUTE_START_X/Y/Z` without `FORCE_START_AT_000` is refused too.
 pub(super) fn run_pm4(
     drv: &Driver,
     w: &Work,
