@@ -576,3 +576,23 @@ fn a_pm4_dispatch_indirect_reads_its_dimensions_and_its_waves_run() {
     assert_eq!(fault.gpu_id, q.emu.gpu());
     q.destroy();
 }
+
+/// `kfd-emu run --gpu-threads N` is accepted (N = 0 means 1), and a bad N is refused.
+#[test]
+fn kfd_emu_run_takes_gpu_threads() {
+    let run = |n: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kfd-emu"))
+            .args(["run", "--gpu-threads", n, "--", "/bin/true"])
+            .output()
+            .expect("running kfd-emu")
+    };
+    for n in ["1", "0", "8"] {
+        let out = run(n);
+        assert!(
+            out.status.success(),
+            "--gpu-threads {n}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(!run("many").status.success());
+}
