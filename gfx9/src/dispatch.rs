@@ -43,9 +43,10 @@
 //! A workgroup's waves run round-robin on one thread: each runs until it ends, reaches
 //! `s_barrier`, yields or uses up a quantum of [`QUANTUM`] instructions (so waves that spin on
 //! each other's LDS or memory writes make progress). `s_barrier` releases when every wave of
-//! the workgroup that has not ended has reached it (the guide: "ended waves are not counted").
-//! Workgroups run in parallel on up to [`RunOptions::threads`] threads (`std::thread::scope`),
-//! each taking the next workgroup in dispatch order (X fastest); each thread keeps its own
+//! the workgroup that has not ended has reached it (a wave that executed `s_endpgm` no longer
+//! takes part in the workgroup's barriers). Workgroups run in parallel on up to
+//! [`RunOptions::threads`] threads (the caller's and scoped ones, `std::thread::scope`), each
+//! taking the next workgroup in dispatch order (X fastest); each thread keeps its own
 //! [`CodeCache`], so a kernel's code is decoded once per thread for the whole dispatch. The
 //! first wave that stops with an [`ExecError`] or `s_trap` stops the dispatch: no thread starts
 //! another workgroup, and [`run`] returns a [`DispatchError`] naming the workgroup, the wave
@@ -374,8 +375,8 @@ pub enum DispatchError {
 
 /// Hooks into a running dispatch.
 pub trait Observer: Sync {
-    /// A thread that runs workgroups starts (first thing on it; the caller's own thread too,
-    /// when one thread runs the dispatch).
+    /// A thread that runs workgroups starts (first thing on it; the caller's own thread, which
+    /// is one of them, too).
     fn thread_start(&self) {}
     /// A wave is set up, before its first instruction (`workgroup` id, `wave` index).
     fn wave_start(&self, workgroup: [u32; 3], wave: u32, state: &Wave) {
@@ -734,16 +735,21 @@ pub fn run(
         s.waves += mine.waves;
         s.instructions += mine.instructions;
     };
-    if threads == 1 {
-        worker(0);
-    } else {
-        std::thread::scope(|scope| {
-            for t in 0..threads {
-                let worker = &worker;
-                scope.spawn(move || worker(t));
+    // The caller's thread is worker 0; the others are started for the dispatch. A thread the
+    // host refuses (EAGAIN at its thread limit) is one worker fewer: the workgroups are
+    // taken from one counter, so any number of workers runs them all.
+    std::thread::scope(|scope| {
+        for t in 1..threads {
+            let worker = &worker;
+            let started = std::thread::Builder::new()
+                .name("gfx9-dispatch".into())
+                .spawn_scoped(scope, move || worker(t));
+            if started.is_err() {
+                break;
             }
-        });
-    }
+        }
+        worker(0);
+    });
     if let Some(e) = stop
         .first
         .into_inner()
