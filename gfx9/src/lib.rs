@@ -37,10 +37,13 @@
 //! Every input gives an [`Inst`] or a typed [`DecodeError`]: unknown opcodes, reserved
 //! operand codes, a literal where gfx9 allows none, a truncated stream; never a panic.
 //!
+//! Around the decoder: [`exec`] executes one wave's instructions over a [`exec::Memory`] the
+//! embedder supplies, and [`dispatch`] runs a whole kernel dispatch — the amdhsa kernel
+//! descriptor, each wave's initial registers as the AMDGPU ABI sets them, workgroups with
+//! their LDS and `s_barrier`, in parallel on several threads.
+//!
 //! # Not here yet
 //!
-//! - Execution: the wave state, the lane loop under EXEC and the memory trait are the next
-//!   rooms of the interpreter (issue 18).
 //! - The MTBUF, MIMG, EXP and VINTRP encodings decode to [`DecodeError::Unsupported`]. The
 //!   DPP and SDWA forms (source code 250 / 249) decode to [`Encoding::Dpp`] /
 //!   [`Encoding::Sdwa`] with their controls in [`Inst::dpp`] / [`Inst::sdwa`]; VOP3P-MAI
@@ -60,6 +63,7 @@
 #![forbid(unsafe_code)]
 
 mod decode;
+pub mod dispatch;
 mod error;
 pub mod exec;
 mod inst;

@@ -872,3 +872,194 @@ fn a_programs_copy_blocked_in_an_unserved_page_stalls_no_other_program() {
     assert!(numbers("exit ")[0] < 1000.0, "{}", describe(&out));
     assert!(text.ends_with("done\n"), "{}", describe(&out));
 }
+
+/// Builds `tests/clients/vadd.cl` into a code object for `mcpu` with clang-19 (OpenCL C,
+/// `-nogpulib`, code object v4, which ROCr 5.2.3 loads) and ld.lld-19 (`-shared`: ROCr's
+/// loader takes an executable shared object, not a relocatable one); `None` (skip) without
+/// them.
+fn build_code_object(mcpu: &str) -> Option<PathBuf> {
+    let tools = ["/usr/bin/clang-19", "/usr/bin/ld.lld-19"];
+    if !prerequisite(
+        tools.iter().all(|t| Path::new(t).exists()),
+        "clang-19 and lld-19 (ld.lld-19)",
+    ) {
+        return None;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/vadd.cl");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let obj = dir.join(format!("vadd-{mcpu}.o"));
+    let co = dir.join(format!("vadd-{mcpu}.co"));
+    let out = Command::new(tools[0])
+        .args([
+            "-x",
+            "cl",
+            "-cl-std=CL2.0",
+            "-target",
+            "amdgcn-amd-amdhsa",
+            &format!("-mcpu={mcpu}"),
+            "-nogpulib",
+            "-mcode-object-version=4",
+            "-O2",
+            "-c",
+            "-o",
+        ])
+        .arg(&obj)
+        .arg(&src)
+        .output()
+        .expect("running clang-19");
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = Command::new(tools[1])
+        .arg("-shared")
+        .arg(&obj)
+        .arg("-o")
+        .arg(&co)
+        .output()
+        .expect("running ld.lld-19");
+    assert!(out.status.success(), "{}", describe(&out));
+    Some(co)
+}
+
+/// Unmodified ROCr 5.2.3 loads a clang-built code object with hsa_executable (its segments
+/// copied to the GPU by ROCr's own blit kernel) and dispatches `vadd` on an AQL queue: 1000
+/// work-items in groups of 64 compute every element right, on each GFX9 preset's first GPU
+/// (gfx906, gfx908, gfx90a), and hsa_shut_down leaves nothing but libhsakmt's events page.
+#[test]
+fn rocr_program_dispatches_a_clang_built_kernel() {
+    let Some(program) = build_rocr_program("rocr_kernel") else {
+        return;
+    };
+    for (name, mcpu) in [
+        ("radeon-vii", "gfx906"),
+        ("mi100", "gfx908"),
+        ("mi210x8", "gfx90a"),
+    ] {
+        let Some(co) = build_code_object(mcpu) else {
+            return;
+        };
+        let out = Command::new(kfd_emu())
+            .args(["run", "--machine", name, "--check-leaks", "--trace", "--"])
+            .arg(&program)
+            .arg(&co)
+            .output()
+            .expect("running kfd-emu");
+        only_the_events_page_leaks(name, &out);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("vadd n=1000 group=64 kernarg=") && text.contains(" bad=0 "),
+            "{name}: {}",
+            describe(&out)
+        );
+        assert!(text.ends_with("done\n"), "{name}: {}", describe(&out));
+    }
+}
+
+/// Builds `tests/clients/<name>.hip` with Debian's hipcc for `arch`; `None` (skip) without
+/// hipcc and libamdhip64-dev.
+fn build_hip_program(name: &str, arch: &str) -> Option<PathBuf> {
+    if !prerequisite(
+        Path::new("/usr/bin/hipcc").exists()
+            && Path::new("/usr/lib/x86_64-linux-gnu/libamdhip64.so").exists(),
+        "hipcc and libamdhip64-dev",
+    ) {
+        return None;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/clients/{name}.hip"));
+    let program = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let out = Command::new("hipcc")
+        .arg(format!("--offload-arch={arch}"))
+        .args(["-O2", "-o"])
+        .arg(&program)
+        .arg(&src)
+        .output()
+        .expect("running hipcc");
+    assert!(out.status.success(), "{}", describe(&out));
+    Some(program)
+}
+
+/// Runs a HIP `program` under `kfd-emu run --machine mi210x8` with `env`. Not
+/// `--check-leaks`: HIP 5.2.3 never calls `hsa_shut_down` (its runtime lives until the
+/// process exits, and the kernel frees what it left), so its BOs are live at exit.
+fn run_hip(program: &Path, env: &[(&str, &str)]) -> Output {
+    Command::new(kfd_emu())
+        .args(["run", "--machine", "mi210x8", "--"])
+        .arg(program)
+        .envs(env.iter().copied())
+        .output()
+        .expect("running kfd-emu")
+}
+
+/// A HIP 5.2.3 vector add built by Debian's hipcc for gfx90a runs under `kfd-emu run` on
+/// mi210x8: hipMemcpy's blit kernels and the program's kernel compute every element right.
+#[test]
+fn hip_vector_add_runs_on_mi210x8() {
+    let Some(program) = build_hip_program("hip_vadd", "gfx90a") else {
+        return;
+    };
+    let out = run_hip(&program, &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("vadd n=1000 bad=0 c[999]=2997"),
+        "{}",
+        describe(&out)
+    );
+}
+
+/// HIP kernels with LDS and `__syncthreads`, global atomics under contention, a 2D stencil
+/// with partial blocks, hipMemset and a device-to-device hipMemcpy all give the host's
+/// results on mi210x8.
+#[test]
+fn hip_reduction_atomics_and_stencil_run_on_mi210x8() {
+    let Some(program) = build_hip_program("hip_kernels", "gfx90a") else {
+        return;
+    };
+    let out = run_hip(&program, &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "reduce n=10000 blocks=40 sum=1995000\n",
+        "atomics threads=5120 add=5120 max=5119 cas=10240\n",
+        "stencil 130x67 ok\n",
+        "memset ok\n",
+        "done\n",
+    ] {
+        assert!(text.contains(want), "no `{want}` in {}", describe(&out));
+    }
+}
+
+/// hipMallocManaged with XNACK on (HSA_XNACK=1, a gfx90a:xnack+ code object): the kernel's
+/// first touch of each page of the managed array is a retry fault that migrates it, and the
+/// host reads the kernel's results.
+#[test]
+fn hip_managed_memory_with_xnack_runs_on_mi210x8() {
+    let Some(program) = build_hip_program("hip_managed", "gfx90a:xnack+") else {
+        return;
+    };
+    let out = run_hip(&program, &[("HSA_XNACK", "1")]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("managed n=65536 bad=0\ndone\n"),
+        "{}",
+        describe(&out)
+    );
+}
+
+/// A HIP kernel with a private array (scratch) on mi210x8: ROCr's queue has no scratch, so
+/// the CP's request (queue error 1) reaches ROCr's DynamicScratchHandler, which allocates it
+/// and restarts the queue; the dispatch then runs with the queue's scratch and computes
+/// every element right.
+#[test]
+fn hip_kernel_with_scratch_gets_it_from_rocr_on_mi210x8() {
+    let Some(program) = build_hip_program("hip_scratch", "gfx90a") else {
+        return;
+    };
+    let out = run_hip(&program, &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("scratch n=4096 bad=0\ndone\n"),
+        "{}",
+        describe(&out)
+    );
+}

@@ -640,7 +640,8 @@ fn pm4_indirect_buffers_nest_and_chain() {
     });
 }
 
-/// No shader runs in the model: DISPATCH_DIRECT stops the queue (what follows never runs),
+/// A DISPATCH_DIRECT of no kernel (no SH register set: no threads per group) stops the
+/// queue (what follows never runs),
 /// as do an unknown opcode and a SET_SH_REG past the SH register space; the GPU's other
 /// queues go on. A ring of random dwords stops its queue and harms nothing.
 #[test]

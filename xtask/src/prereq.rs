@@ -32,6 +32,18 @@ pub const PACKAGES: &[(&str, &str)] = &[
         "clang-19",
         "the OpenCL and HIP kernels for gfx90a whose code objects kfd-gfx9 decodes whole",
     ),
+    (
+        "lld-19",
+        "ld.lld-19, which links clang-19's kernels into the shared code objects ROCr loads",
+    ),
+    (
+        "hipcc",
+        "HIP 5.2.3's compiler driver for the HIP programs kfd-emu runs (their kernels included)",
+    ),
+    (
+        "libamdhip64-dev",
+        "HIP 5.2.3's headers and runtime those programs link against",
+    ),
 ];
 
 /// Installs the packages of [`PACKAGES`] that are missing: with `apt-get` as root, through

@@ -57,6 +57,19 @@ pub trait Memory: Sync {
     /// The [`Fault`] when any byte is not readable by the GPU.
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault>;
 
+    /// Reads `buf.len()` bytes at `addr` speculatively: the instruction fetch reading past the
+    /// instruction it needs (a prefetch the wave may never execute). A fault here must have no
+    /// effect beyond the error (the host reports no VM fault for it); by default a [`read`].
+    ///
+    /// # Errors
+    ///
+    /// The [`Fault`] when any byte is not readable by the GPU.
+    ///
+    /// [`read`]: Memory::read
+    fn read_ahead(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        self.read(addr, buf)
+    }
+
     /// Writes `data` at `addr`.
     ///
     /// # Errors
@@ -279,7 +292,7 @@ impl CodeCache {
         let mut bytes = vec![0u8; main + 8];
         mem.read(pc, &mut bytes[..main])
             .map_err(|fault| ExecError::Memory { pc, fault })?;
-        let len = if mem.read(pc + main as u64, &mut bytes[main..]).is_ok() {
+        let len = if mem.read_ahead(pc + main as u64, &mut bytes[main..]).is_ok() {
             main + 8
         } else {
             main

@@ -104,6 +104,9 @@ struct RunArgs {
     /// Which time SMI timestamps, GET_CLOCK_COUNTERS and WAIT_EVENTS timeouts follow.
     #[arg(long, value_enum, default_value = "wall")]
     clock: ClockArg,
+    /// The most threads a kernel dispatch runs its workgroups on (default: the host's cores).
+    #[arg(long, value_name = "N")]
+    gpu_threads: Option<usize>,
     /// The program and its arguments (after `--`).
     #[arg(
         value_name = "PROGRAM",
@@ -220,6 +223,10 @@ fn run(args: RunArgs) -> ExitCode {
             ClockArg::Wall => ClockMode::Wall,
             ClockArg::Model => ClockMode::Model,
         },
+        gpu_threads: args
+            .gpu_threads
+            .unwrap_or_else(|| ModelConfig::default().gpu_threads)
+            .max(1),
     };
     let model: Arc<Model> = match Model::new(config) {
         Ok(model) => model,

@@ -17,8 +17,11 @@
 //!   `AqlQueue::ExecutePM4` on gfx9 and later: the cache invalidation it sends whenever a code
 //!   object is loaded) runs the PM4 INDIRECT_BUFFER its dwords 1-4 hold, on the CP's PM4
 //!   processor ([`pm4::run_aql_ib`]), then completes as a barrier does.
-//! * A KERNEL_DISPATCH (there is no ISA here), an AGENT_DISPATCH, another vendor packet or a packet
-//!   of a reserved type cannot run: the queue stops at it, as the CP stops at a packet it
+//! * A KERNEL_DISPATCH runs its kernel ([`kernel`]: the descriptor, the waves on the gfx9
+//!   interpreter, the queue's scratch), then completes as a barrier does; a dispatch the CP
+//!   refuses, or whose waves trap, stops the queue as below, and one whose waves fault is a
+//!   VM fault.
+//! * An AGENT_DISPATCH, another vendor packet or a packet of a reserved type cannot run: the queue stops at it, as the CP stops at a packet it
 //!   cannot process — not consumed (the read index stays at it), its completion signal
 //!   untouched — and the error reaches the runtime as the CP reports it: an error code ROCr
 //!   decodes (invalid packet format, invalid dimensions, null code object, ..., see
@@ -42,12 +45,15 @@
 use super::driver::Driver;
 use super::engine::{TURN_PACKETS, Work, advance, signal_interrupt, stop, vm_fault};
 use super::gpu_view::GpuFault;
+use super::kernel::{self, Outcome};
 use super::pm4::{self, AqlIb};
 use super::queue_error;
 use super::queues::Stopped;
 
 /// `HSA_PACKET_TYPE_INVALID`.
 const PACKET_INVALID: u16 = 1;
+/// `HSA_PACKET_TYPE_KERNEL_DISPATCH`.
+const PACKET_KERNEL_DISPATCH: u16 = 2;
 /// `HSA_PACKET_TYPE_BARRIER_AND`.
 const PACKET_BARRIER_AND: u16 = 3;
 /// `HSA_PACKET_TYPE_VENDOR_SPECIFIC`, and the AMD vendor format of one whose dwords 1-4 are a
@@ -185,6 +191,15 @@ fn execute(drv: &Driver, w: &Work, at: u64) -> Result<Step, GpuFault> {
                 return Ok(Step::Wait);
             }
         }
+        PACKET_KERNEL_DISPATCH => match kernel::run(drv, w, at, &p)? {
+            Outcome::Done => {}
+            Outcome::Wait => return Ok(Step::Wait),
+            Outcome::Stop(why) => {
+                trace(&|| format!("KERNEL_DISPATCH stops the queue: {why:?}"));
+                return Ok(Step::Stop(why));
+            }
+            Outcome::Faulted => return Ok(Step::Faulted),
+        },
         PACKET_VENDOR_SPECIFIC if u16::from_le_bytes([p[2], p[3]]) == AMD_AQL_FORMAT_PM4_IB => {
             let jump: [u32; 4] = std::array::from_fn(|i| {
                 u32::from_le_bytes(p[4 + 4 * i..8 + 4 * i].try_into().unwrap_or_default())

@@ -31,11 +31,14 @@ pub struct ModelConfig {
     /// Which time SMI records, GET_CLOCK_COUNTERS and WAIT_EVENTS timeouts show
     /// (`kfd-emu run --clock`): the host's (default) or the timing model's.
     pub clock: ClockMode,
+    /// The most threads one kernel dispatch runs its workgroups on (`kfd-emu run
+    /// --gpu-threads`; see `kernel`). Default: the host's available parallelism.
+    pub gpu_threads: usize,
 }
 
 impl Default for ModelConfig {
     /// The `mi300x` machine at KFD 1.23, no tracing, no faults, no leak check, the default
-    /// timing model on the wall clock.
+    /// timing model on the wall clock, kernels on as many threads as the host has cores.
     fn default() -> Self {
         ModelConfig {
             machine: Machine::default(),
@@ -45,6 +48,7 @@ impl Default for ModelConfig {
             check_leaks: false,
             timing: Timing::default(),
             clock: ClockMode::Wall,
+            gpu_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 }

@@ -202,12 +202,37 @@ impl Driver {
         va: u64,
         buf: &mut [u8],
     ) -> Result<(), GpuFault> {
+        self.read_as(tgid, gpu_id, va, buf, true)
+    }
+
+    /// [`read_here`](Self::read_here) of a speculative access (an instruction prefetch
+    /// beyond the instruction being fetched): a fault is returned but not reported (no SMI
+    /// record), as the hardware reports only faults of accesses a wave makes.
+    pub(super) fn peek_here(
+        &self,
+        tgid: i32,
+        gpu_id: u32,
+        va: u64,
+        buf: &mut [u8],
+    ) -> Result<(), GpuFault> {
+        self.read_as(tgid, gpu_id, va, buf, false)
+    }
+
+    fn read_as(
+        &self,
+        tgid: i32,
+        gpu_id: u32,
+        va: u64,
+        buf: &mut [u8],
+        report: bool,
+    ) -> Result<(), GpuFault> {
         self.copy(
             tgid,
             gpu_id,
             va,
             buf.len(),
             false,
+            report,
             |side, range| match side {
                 Side::Model(st, backing, offset) => {
                     st.backing_read(backing, offset, &mut buf[range])
@@ -217,6 +242,41 @@ impl Driver {
                 }
             },
         )
+    }
+
+    /// Where the GPU page holding `va` lives when it is the model's own bytes (a VRAM or GTT
+    /// BO's memfd) mapped on GPU `gpu_id` of process `tgid`: the memfd, the BO's size, the
+    /// page's offset in it, and whether the mapping is writable. `None` for anything else
+    /// (USERPTR and SVM memory, doorbells, nothing mapped): those go through
+    /// [`read_here`](Self::read_here) and [`write_here`](Self::write_here). Translates only:
+    /// no fault is taken or reported. A dispatch caches the answer (`kernel`).
+    pub(super) fn page_home(
+        &self,
+        tgid: i32,
+        gpu_id: u32,
+        va: u64,
+    ) -> Option<(std::sync::Arc<std::os::fd::OwnedFd>, u64, u64, bool)> {
+        let page = va & !(super::memory::PAGE_SIZE - 1);
+        let st = self.lock();
+        let process = st.procs.get(&tgid)?;
+        let pdd = process
+            .pdds
+            .iter()
+            .find(|p| p.gpu_id == gpu_id && gpu_id != 0)?;
+        let (start, m) = pdd.vm.lookup(page)?;
+        if process.userptrs.no_pages.contains(&m.backing) {
+            return None;
+        }
+        let backing = st.backings.get(&m.backing)?;
+        match &backing.store {
+            super::objects::Store::Memfd(fd) => Some((
+                std::sync::Arc::clone(fd),
+                backing.size,
+                m.offset + (page - start),
+                m.writable,
+            )),
+            _ => None,
+        }
     }
 
     /// [`Model::gpu_write`](super::Model::gpu_write), its jobs sent to `view`.
@@ -262,6 +322,7 @@ impl Driver {
             va,
             buf.len(),
             true,
+            true,
             |side, range| match side {
                 Side::Model(st, backing, offset) => st.backing_write(backing, offset, &buf[range]),
                 Side::Process(tgid, addr) => super::objects::remote_write(tgid, addr, &buf[range]),
@@ -279,6 +340,7 @@ impl Driver {
     /// a real GPU reads it: the access then reaches what the process has at that address.
     /// On an engine thread whose queue was destroyed no piece is moved
     /// ([`queues::cancelled`](super::queues::cancelled)).
+    #[allow(clippy::too_many_arguments)]
     fn copy(
         &self,
         tgid: i32,
@@ -286,6 +348,7 @@ impl Driver {
         va: u64,
         len: usize,
         write: bool,
+        report: bool,
         mut copy: impl FnMut(Side<'_>, Range<usize>) -> Result<(), Errno>,
     ) -> Result<(), GpuFault> {
         let fail = |at: u64, e| fault(gpu_id, at, write, GpuFaultReason::Backing(e));
@@ -303,7 +366,7 @@ impl Driver {
             let mut st = self.lock();
             // Checked under the lock: DESTROY_QUEUE removes the queue under it first.
             cancelled(va)?;
-            let pieces = self.access(&mut st, tgid, gpu_id, va, len, write)?;
+            let pieces = self.access(&mut st, tgid, gpu_id, va, len, write, report)?;
             let mut done = 0usize;
             let mut at = va;
             for p in pieces {
@@ -341,7 +404,8 @@ impl Driver {
     }
 
     /// Walks the page tables over `[va, va + len)`, handling SVM faults; a VM fault is
-    /// reported to the GPU's SMI clients.
+    /// reported to the GPU's SMI clients when `report`.
+    #[allow(clippy::too_many_arguments)]
     fn access(
         &self,
         st: &mut super::process::State,
@@ -350,6 +414,7 @@ impl Driver {
         va: u64,
         len: usize,
         write: bool,
+        report: bool,
     ) -> Result<Vec<Piece>, GpuFault> {
         let Some(process) = st.procs.get(&tgid) else {
             return Err(fault(gpu_id, va, write, GpuFaultReason::NoProcess));
@@ -363,6 +428,7 @@ impl Driver {
         };
         let result = self.translate(st, tgid, gpu, va, len, write);
         if let Err(f) = &result
+            && report
             && matches!(
                 f.reason,
                 GpuFaultReason::NotMapped | GpuFaultReason::ReadOnly | GpuFaultReason::NoAccess

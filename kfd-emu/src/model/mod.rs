@@ -32,7 +32,8 @@
 //!    process leaves when it goes), the GPU engines: `queue_error` (the error codes of AQL
 //!    packets the CP refuses, reported in the queue's `queue_inactive_signal`) below `engine`
 //!    (what they share: the queue run, a queue stopped, faults, event interrupts) below
-//!    `sdma` (the copy engines' packets), `aql` (the AQL packet processor) and `pm4` (the
+//!    `sdma` (the copy engines' packets), `kernel` (kernel dispatches on the gfx9
+//!    interpreter), `aql` (the AQL packet processor) and `pm4` (the
 //!    compute CP's PM4 processor, which uses `sdma`'s compare functions), and `scheduler` on
 //!    top (an engine thread per queue, in bounded turns, sharing no lock with another queue
 //!    while it touches memory).
@@ -126,9 +127,11 @@
 //!   pointer through the GPU view, executes its packets against BO, USERPTR and SVM memory,
 //!   writes the read pointer back, raises the event a TRAP names, and turns a faulting
 //!   access into a VM fault (SMI record, memory events, stopped queues). AQL queues run their
-//!   barrier packets and completion signals (`aql`); a packet the packet processor cannot run
-//!   (a kernel dispatch, an agent, vendor or reserved packet) stops the queue and reaches
-//!   ROCr's `hsa_queue_create` error callback as the CP's error code in the queue's
+//!   barrier packets, completion signals and kernel dispatches (`aql`, `kernel`: the waves
+//!   run on `kfd_gfx9`'s interpreter over the GPU view; PM4 compute queues' DISPATCH_DIRECT
+//!   too); a packet the packet processor cannot run (an agent, vendor or reserved packet, a
+//!   dispatch the CP refuses or whose kernel traps) stops the queue and reaches ROCr's
+//!   `hsa_queue_create` error callback as the CP's error code in the queue's
 //!   `queue_inactive_signal` (`queue_error`).
 //!   A queue runs in bounded turns (a long copy resumes mid-packet), only while active
 //!   (`QUEUE_IS_ACTIVE`: UPDATE_QUEUE to 0 percent parks it), and an access that blocks
@@ -172,6 +175,7 @@ mod files;
 mod gpu_view;
 mod handlers;
 mod host;
+mod kernel;
 mod memory;
 mod memory_ioctls;
 mod mmap;

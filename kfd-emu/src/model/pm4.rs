@@ -42,7 +42,15 @@
 //! * SET_SH_REG, SET_CONTEXT_REG, SET_UCONFIG_REG, SET_CONFIG_REG — recorded as the queue's
 //!   register state, at the space's base (`PACKET3_SET_*_REG_START`) plus the offset; an
 //!   offset past the space stops the queue.
-//! * DISPATCH_DIRECT, DISPATCH_INDIRECT — the model runs no shaders: the queue stops with
+//! * DISPATCH_DIRECT — runs the kernel the SH registers describe (`COMPUTE_PGM_LO/HI`,
+//!   `COMPUTE_PGM_RSRC1/2/3`, `COMPUTE_USER_DATA_*`, `COMPUTE_NUM_THREAD_*`,
+//!   `COMPUTE_TMPRING_SIZE`) on the gfx9 interpreter ([`kernel::run_pm4`]); the queue moves
+//!   on once every wave ended (a wave's fault is a VM fault, a trap or an illegal
+//!   instruction stops the queue). Inside an AQL queue's PM4 IB the registers are the IB's
+//!   own (set earlier in the same IB). DISPATCH_INDIRECT is the compute CP's form (PAL's
+//!   `PM4_MEC_DISPATCH_INDIRECT`: the address of DIM_X/Y/Z, then the initiator): the
+//!   dimensions are read through the GPU view (a fault is a VM fault), then it runs as
+//!   DISPATCH_DIRECT. One too short for its fields stops the queue with
 //!   [`Stopped::CannotDispatch`].
 //! * Anything else (another opcode, EVENT_WRITE_EOP among them: neither kfdtest nor the
 //!   kernel's gfx9+ compute rings emit it; a type-0 or type-1 header; an IB that ends inside a
@@ -53,6 +61,7 @@
 use super::driver::Driver;
 use super::engine::{Work, raise_interrupt, stop, vm_fault};
 use super::gpu_view::GpuFault;
+use super::kernel::{self, Outcome};
 use super::queues::{Pm4State, Stopped};
 use super::sdma::compare;
 
@@ -514,10 +523,36 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, writes: &mut Writes, p:
             }
             Ok(())
         }
+        IT_DISPATCH_DIRECT if need(4) => {
+            trace(&|| format!("DISPATCH_DIRECT {:?}", &body[..4]));
+            return match kernel::run_pm4(drv, w, &state.regs, header, body) {
+                Outcome::Done => Step::Done,
+                Outcome::Wait => Step::Wait,
+                Outcome::Stop(why) => Step::Stop(why),
+                Outcome::Faulted => Step::Faulted,
+            };
+        }
+        IT_DISPATCH_INDIRECT if need(3) => {
+            // The compute CP's form (PAL's PM4_MEC_DISPATCH_INDIRECT): the address of
+            // DIM_X, DIM_Y, DIM_Z in memory, then the initiator.
+            let args = addr(body[0] & !3, body[1]);
+            let mut dims = [0u8; 12];
+            if let Err(f) = drv.read_here(w.tgid, w.gpu_id, args, &mut dims) {
+                vm_fault(drv, w, &f);
+                return Step::Faulted;
+            }
+            let d = |i: usize| u32::from_le_bytes([dims[i], dims[i + 1], dims[i + 2], dims[i + 3]]);
+            let direct = [d(0), d(4), d(8), body[2]];
+            trace(&|| format!("DISPATCH_INDIRECT args={args:#x} {direct:?}"));
+            return match kernel::run_pm4(drv, w, &state.regs, header, &direct) {
+                Outcome::Done => Step::Done,
+                Outcome::Wait => Step::Wait,
+                Outcome::Stop(why) => Step::Stop(why),
+                Outcome::Faulted => Step::Faulted,
+            };
+        }
         IT_DISPATCH_DIRECT | IT_DISPATCH_INDIRECT => {
-            trace(&|| {
-                format!("dispatch (opcode {opcode:#x}): no shaders run here, the queue stops")
-            });
+            trace(&|| format!("dispatch (opcode {opcode:#x}) too short: the queue stops"));
             return Step::Stop(Stopped::CannotDispatch(header));
         }
         _ => {

@@ -19,19 +19,21 @@
 //! | 64 | "Group is too large" | `HSA_STATUS_ERROR_INVALID_ARGUMENT` | KERNEL_DISPATCH with more than 1024 work-items per group (ROCr's `HSA_AGENT_INFO_WORKGROUP_MAX_SIZE`, `amd_gpu_agent.cpp`) |
 //! | 4 | "Invalid group memory" | `HSA_STATUS_ERROR_INVALID_ALLOCATION` | KERNEL_DISPATCH whose `group_segment_size` exceeds the GPU's LDS (`lds_size_in_kb`) |
 //! | 8 | "Invalid (or NULL) code" | `HSA_STATUS_ERROR_INVALID_CODE_OBJECT` | KERNEL_DISPATCH with a null `kernel_object` |
-//! | 128 | "Out of VGPRs" | `HSA_STATUS_ERROR_INVALID_ISA` | any other KERNEL_DISPATCH: the model has no shader engine, so no kernel's register demand can be met |
+//! | 128 | "Out of VGPRs" | `HSA_STATUS_ERROR_INVALID_ISA` | a KERNEL_DISPATCH whose descriptor the interpreter cannot run ([`kernel`](super::kernel): another GPU family, wave32, inconsistent SGPR counts, an entry offset of 0) |
 //!
 //! The CP reads a dispatch's kernel descriptor (`kernel_object`, an `amd_kernel_code_t` or
 //! kernel descriptor, whose registers it programs; gem5's AMD CP model,
 //! `GPUCommandProcessor::submitDispatchPkt`, reads it the same way) before it could run it: a
 //! descriptor the GPU cannot read is a VM fault, not a queue error. The checks run in the
 //! table's order from the dimensions down; the CP's own order is not public, and a packet has
-//! one code. Codes 1 and 0x400 (scratch the runtime is to grow) and 512 (scratch reclaim) are
-//! never raised: they are recoverable requests, not errors. Codes `1 << 29`, `1 << 30` and
-//! `1 << 31` are not the CP's: ROCr's own trap handler writes them when a wave takes a memory
-//! violation, an illegal instruction or `s_trap` (`SIGNAL_CODE_MEM_VIOL`, `_ILLEGAL_INST`,
-//! `_LLVM_TRAP` in `amd_gpu_shaders.h`), and no wave runs here. What the CP checks of reserved
-//! header bits (fence scopes 3, bits 13–15) is not public either: they are not checked.
+//! one code. Every other KERNEL_DISPATCH runs ([`kernel`](super::kernel)), which raises three
+//! more codes through [`report`]: 1 (insufficient scratch: ROCr allocates it and stores 0, the
+//! packet runs then) and 512 (single-use scratch to reclaim after the dispatch) are requests,
+//! not errors; `1 << 30` and `1 << 31` are what ROCr's own trap handler writes when a wave
+//! executes an illegal instruction or `s_trap` (`SIGNAL_CODE_ILLEGAL_INST`, `_LLVM_TRAP` in
+//! `amd_gpu_shaders.h`; no trap handler runs here, the model writes them for it). Code 0x400
+//! (wave32 scratch) is never raised: gfx9 runs wave64 only. What the CP checks of reserved
+//! header bits (fence scopes 3, bits 13–15) is not public: they are not checked.
 //!
 //! A packet that faults (a dependency signal, a completion signal, the kernel descriptor in
 //! unmapped memory) is a VM fault, as for SDMA ([`engine::vm_fault`](super::engine)): the
@@ -113,40 +115,60 @@ const KERNEL_DESCRIPTOR: usize = 64;
 const RPTR_TO_BASE_OFFSET_FIELD: u64 = 8;
 /// `amd_queue_t.queue_inactive_signal`'s offset: `hsa_queue_t` (40 bytes), `reserved1[4]`,
 /// `write_dispatch_id` at 56, ..., `read_dispatch_id` at 128, ..., `reserved3[2]` up to 192.
-const QUEUE_INACTIVE_SIGNAL: u64 = 192;
+pub(super) const QUEUE_INACTIVE_SIGNAL: u64 = 192;
 /// `amd_signal_t` (`amd_hsa_signal.h`): `value`, `event_mailbox_ptr` and `event_id`.
-const SIGNAL_VALUE: u64 = 8;
+pub(super) const SIGNAL_VALUE: u64 = 8;
 const SIGNAL_MAILBOX: u64 = 16;
 const SIGNAL_EVENT_ID: u64 = 24;
 
-/// The error code of an AQL `packet` the packet processor cannot run (any but INVALID and the
-/// barriers), as the module docs say; a fault reading its kernel descriptor is the caller's
-/// VM fault. `gpu` is the GPU's index (for its LDS size).
+/// The error code of an AQL `packet` the packet processor cannot run (any but INVALID, the
+/// barriers, the PM4-IB vendor packet and a kernel dispatch [`kernel`](super::kernel) runs),
+/// as the module docs say; a fault reading its kernel descriptor is the caller's VM fault.
+/// `gpu` is the GPU's index (for its LDS size).
 pub(super) fn refuse(
     drv: &Driver,
     tgid: i32,
     gpu: usize,
     packet: &[u8; 64],
 ) -> Result<u32, GpuFault> {
-    let u16_at = |i: usize| u16::from_le_bytes([packet[i], packet[i + 1]]);
-    let u32_at =
-        |i: usize| u32::from_le_bytes([packet[i], packet[i + 1], packet[i + 2], packet[i + 3]]);
     match packet[0] {
         PACKET_VENDOR_SPECIFIC => return Ok(VENDOR_UNSUPPORTED),
         PACKET_KERNEL_DISPATCH => {}
         _ => return Ok(PACKET_UNSUPPORTED),
     }
+    if let Some(code) = check_dispatch(drv, gpu, packet) {
+        return Ok(code);
+    }
+    let mut descriptor = [0u8; KERNEL_DESCRIPTOR];
+    let machine = &drv.dev.cfg.machine;
+    let gpu_id = machine.gpus().get(gpu).map_or(0, |g| g.gpu_id);
+    drv.read_here(tgid, gpu_id, kernel_object(packet), &mut descriptor)?;
+    Ok(REGISTER_SIZE_INVALID)
+}
+
+/// A KERNEL_DISPATCH's `kernel_object` (bytes 32-39).
+pub(super) fn kernel_object(packet: &[u8; 64]) -> u64 {
+    u64::from_le_bytes(packet[32..40].try_into().unwrap_or_default())
+}
+
+/// The error code of a KERNEL_DISPATCH `packet` whose sizes or kernel object the CP refuses
+/// before it reads the kernel descriptor (the table's codes 2, 64, 4 and 8, in that order),
+/// or `None`. `gpu` is the GPU's index (for its LDS size).
+pub(super) fn check_dispatch(drv: &Driver, gpu: usize, packet: &[u8; 64]) -> Option<u32> {
+    let u16_at = |i: usize| u16::from_le_bytes([packet[i], packet[i + 1]]);
+    let u32_at =
+        |i: usize| u32::from_le_bytes([packet[i], packet[i + 1], packet[i + 2], packet[i + 3]]);
     // hsa_kernel_dispatch_packet_t: setup (dimensions in bits 0-1) at 2, workgroup_size_x/y/z
     // at 4/6/8, grid_size_x/y/z at 12/16/20, group_segment_size at 28, kernel_object at 32.
     let dimensions = usize::from(u16_at(2) & 3);
     let group = [u16_at(4), u16_at(6), u16_at(8)];
     let grid = [u32_at(12), u32_at(16), u32_at(20)];
     if dimensions == 0 || (0..dimensions).any(|d| group[d] == 0 || grid[d] == 0) {
-        return Ok(DISPATCH_DIM_INVALID);
+        return Some(DISPATCH_DIM_INVALID);
     }
     let items: u64 = group.iter().map(|&g| u64::from(g.max(1))).product();
     if items > WORKGROUP_MAX_SIZE {
-        return Ok(WORKGROUP_SIZE_INVALID);
+        return Some(WORKGROUP_SIZE_INVALID);
     }
     let machine = &drv.dev.cfg.machine;
     let lds_bytes = machine
@@ -155,16 +177,30 @@ pub(super) fn refuse(
         .and_then(|g| machine.node_of(g))
         .map_or(0, |n| n.properties.lds_size_in_kb.saturating_mul(1024));
     if u64::from(u32_at(28)) > lds_bytes {
-        return Ok(GROUP_SEGMENT_INVALID);
+        return Some(GROUP_SEGMENT_INVALID);
     }
-    let kernel_object = u64::from(u32_at(32)) | u64::from(u32_at(36)) << 32;
-    if kernel_object == 0 {
-        return Ok(CODE_INVALID);
+    if kernel_object(packet) == 0 {
+        return Some(CODE_INVALID);
     }
-    let mut descriptor = [0u8; KERNEL_DESCRIPTOR];
-    let gpu_id = machine.gpus().get(gpu).map_or(0, |g| g.gpu_id);
-    drv.read_here(tgid, gpu_id, kernel_object, &mut descriptor)?;
-    Ok(REGISTER_SIZE_INVALID)
+    None
+}
+
+/// Where `amd_queue_t` is for the AQL queue whose read pointer is at `rptr_va` (module docs,
+/// step 1).
+pub(super) fn amd_queue(
+    drv: &Driver,
+    tgid: i32,
+    gpu_id: u32,
+    rptr_va: u64,
+) -> Result<u64, GpuFault> {
+    let mut offset = [0u8; 4];
+    drv.read_here(
+        tgid,
+        gpu_id,
+        rptr_va.wrapping_add(RPTR_TO_BASE_OFFSET_FIELD),
+        &mut offset,
+    )?;
+    Ok(rptr_va.wrapping_sub(u64::from(u32::from_le_bytes(offset))))
 }
 
 /// Reports error `code` of the stopped AQL queue whose read pointer is at `rptr_va`, as the
@@ -183,14 +219,7 @@ pub(super) fn report(
         drv.read_here(tgid, gpu_id, va, &mut b)?;
         Ok(u64::from_le_bytes(b))
     };
-    let mut offset = [0u8; 4];
-    drv.read_here(
-        tgid,
-        gpu_id,
-        rptr_va.wrapping_add(RPTR_TO_BASE_OFFSET_FIELD),
-        &mut offset,
-    )?;
-    let queue = rptr_va.wrapping_sub(u64::from(u32::from_le_bytes(offset)));
+    let queue = amd_queue(drv, tgid, gpu_id, rptr_va)?;
     let signal = read_u64(queue.wrapping_add(QUEUE_INACTIVE_SIGNAL))?;
     if signal == 0 {
         return Ok(None);

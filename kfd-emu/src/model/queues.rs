@@ -52,13 +52,14 @@ pub(super) enum Stopped {
     VmFault(u64),
     /// A packet the engine cannot process (its header dword).
     BadPacket(u32),
-    /// An AQL packet the packet processor refuses, with the CP's error code for the runtime
-    /// (`queue_error`).
+    /// An AQL packet the packet processor refuses, or a kernel whose wave trapped or hit an
+    /// illegal instruction, with the error code for the runtime (`queue_error`, `kernel`).
     QueueError(u32),
     /// Evicted with the process's other queues on the GPU after a VM fault of one of them.
     Evicted,
-    /// A PM4 dispatch (DISPATCH_DIRECT / DISPATCH_INDIRECT, its header dword): the model
-    /// runs no shaders.
+    /// A PM4 dispatch (DISPATCH_DIRECT / DISPATCH_INDIRECT, its header dword) the CP cannot
+    /// start: no threads per group, a descriptor the interpreter cannot run, too little
+    /// scratch, a non-zero start without FORCE_START_AT_000 (`kernel::run_pm4`).
     CannotDispatch(u32),
 }
 

@@ -1,0 +1,890 @@
+//! Kernel dispatch: what the CP and the shader engines do with an AQL KERNEL_DISPATCH packet
+//! (and a PM4 DISPATCH_DIRECT/INDIRECT, [`run_pm4`]) —
+//! the kernel descriptor read, the queue's scratch found, every wave of the grid run by
+//! [`kfd_gfx9`]'s interpreter over the process's memory as the GPU sees it, and the outcome
+//! turned into what the runtime would see (a completed packet, a VM fault, a queue error).
+//!
+//! * The packet is `hsa_kernel_dispatch_packet_t` (`hsa.h`): dimensions in `setup`, the
+//!   workgroup and grid sizes, `private_segment_size`, `group_segment_size`, `kernel_object`
+//!   (the amdhsa kernel descriptor, LLVM AMDGPUUsage "Kernel Descriptor"),
+//!   `kernarg_address`, `completion_signal`. Sizes the CP refuses before reading the
+//!   descriptor are [`queue_error::check_dispatch`]'s; a descriptor the GPU cannot read is a
+//!   VM fault; a descriptor the interpreter cannot run (a GPU that is not gfx906, gfx908,
+//!   gfx90a or gfx94x; wave32; inconsistent SGPR counts; an entry offset of 0, which puts the
+//!   code on the descriptor's own 64 bytes, as no code object does) is the CP's "invalid ISA"
+//!   error (128), as before kernels ran.
+//! * The waves get the registers AMDGPUUsage's "Initial Kernel Execution State" gives them
+//!   ([`kfd_gfx9::dispatch`]): the dispatch ptr is the packet's address, the queue ptr the
+//!   `amd_queue_t` found from the read pointer as [`queue_error`] finds it, the dispatch id
+//!   the packet's index, the apertures the process's (GET_PROCESS_APERTURES: LDS and scratch).
+//! * Scratch is the queue's: `amd_queue_t.scratch_resource_descriptor` (the private segment
+//!   buffer), `scratch_backing_memory_location` (on gfx9 the backing memory's GPU address:
+//!   ROCr 5.2.3 `GpuAgent::AcquireQueueScratch` sets `queue_process_offset` to the base
+//!   itself when the ISA major is above 8), and `compute_tmpring_size` (WAVES bits 0–11, the
+//!   slots; WAVESIZE bits 12–24, a slot's KiB), as `AqlQueue::InitScratchSRD` fills them. A
+//!   kernel that needs more scratch than the queue has gets what ROCr's
+//!   `AqlQueue::DynamicScratchHandler` expects of the CP: the packet is not run, error code
+//!   1 ("insufficient scratch, wave64") goes into `queue_inactive_signal` (its event raised),
+//!   and the CP waits; ROCr allocates scratch, rewrites the queue's fields and stores 0 in the
+//!   signal, and the packet is tried again (a queue with no such signal stops with code 1).
+//!   After a dispatch on scratch ROCr marked `AMD_QUEUE_PROPERTIES_USE_SCRATCH_ONCE`, the CP
+//!   asks for it back with code 512 ("large scratch reclaim"). Where it differs: ROCr's retry
+//!   bit (bit 63) is not used.
+//! * Memory: every access goes through the GPU view ([`gpu_view`](super::gpu_view)): BOs,
+//!   USERPTR, imports and SVM ranges, with the retry-fault path of XNACK (an SVM page not on
+//!   the GPU migrates as the kernel's `svm_range_restore_pages` does) and, for an address the
+//!   GPU cannot reach, the VM fault the SDMA engines take
+//!   ([`engine::vm_fault`](super::engine::vm_fault): the SMI record, the process's queues on
+//!   the GPU stopped, the memory events set). An instruction
+//!   prefetch past the instruction being fetched reports nothing ([`Driver::peek_here`]).
+//!   The bytes of VRAM and GTT BOs are reached through a shared mapping of their memfds
+//!   (`GpuMemory`: no lock or system call per lane); the dispatch packet and the kernarg
+//!   segment are read once when the dispatch starts, as the HSA lets the CP (neither may
+//!   change while the dispatch runs; every wave reads them through the scalar cache).
+//!   An atomic on a BO page is a compare-and-swap on the shared mapping: atomic with respect
+//!   to every other GPU access and to the CPU's own atomic instructions on the same memory.
+//!   On USERPTR and SVM memory (the process's own pages, which the model reaches with
+//!   `process_vm_readv` / `process_vm_writev`, not through a mapping it could use a locked
+//!   instruction on) it is atomic with respect to every GPU access of every dispatch (one
+//!   lock, [`ATOMICS`], around the read-modify-write) but not to the CPU's: a program whose
+//!   CPU and GPU increment one such counter at once can lose updates here (where it
+//!   differs).
+//! * Profiling: on a queue whose `amd_queue_t.queue_properties` has
+//!   `AMD_QUEUE_PROPERTIES_ENABLE_PROFILING` (`hsa_amd_profiling_set_profiler_enabled`), the
+//!   dispatch's start and end times on the GPU clock go into the completion signal's
+//!   `start_ts` and `end_ts`, as the CP writes them.
+//! * Fences: the packet's acquire and release fence scopes need nothing: every access of a
+//!   wave reaches the process's memory (or the BO's memfd) before the next instruction runs,
+//!   so memory is coherent at every scope, and the completion signal is written after the
+//!   last wave ended.
+//! * A wave that executes `s_trap` or an instruction that does not decode or is not
+//!   implemented stops the dispatch; the queue stops with the code ROCr's trap handler
+//!   would write (`amd_gpu_shaders.h`: `1 << 31` for a trap, `1 << 30` for an illegal
+//!   instruction), which `DynamicScratchHandler` turns into `HSA_STATUS_ERROR_EXCEPTION` and
+//!   `HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION`. An unimplemented instruction is always logged
+//!   (it is the emulator's limit, not the program's error).
+//! * Threads: the workgroups run on up to [`ModelConfig::gpu_threads`](super::ModelConfig)
+//!   threads started for the dispatch (each marked an own thread). The engine thread waits
+//!   for them. A long kernel holds its queue's packet: DESTROY_QUEUE (and a process's exit)
+//!   cancel it between quanta — its remaining waves never run, what it wrote stays — while a
+//!   deactivating UPDATE_QUEUE or an eviction lets it finish (the CP would save the waves'
+//!   context and resume them later: CWSR is not emulated), waiting only its
+//!   `PREEMPT_TIMEOUT`.
+
+use std::sync::Mutex;
+
+use kfd_gfx9::dispatch::{self, Dispatch, DispatchError, KernelDescriptor, Observer, Scratch};
+use kfd_gfx9::exec::{Apertures, ExecError, Fault, Memory, Target, Wave};
+
+use super::driver::Driver;
+use super::engine::{Work, signal_interrupt, vm_fault};
+use super::gpu_view::GpuFault;
+use super::queue_error;
+use super::queues::{Runner, Stopped};
+
+/// What running a dispatch packet came to.
+pub(super) enum Outcome {
+    /// Every wave ended: the packet completes.
+    Done,
+    /// Not run yet (waiting for the runtime to give the queue scratch).
+    Wait,
+    /// The queue stops with this.
+    Stop(Stopped),
+    /// A VM fault was taken (or the queue went away): nothing more to do.
+    Faulted,
+}
+
+/// The code of a wave's memory violation, illegal instruction and trap as ROCr's trap handler
+/// writes it (`SIGNAL_CODE_ILLEGAL_INST`, `SIGNAL_CODE_LLVM_TRAP` in `amd_gpu_shaders.h`).
+const ILLEGAL_INSTRUCTION: u32 = 1 << 30;
+const TRAP: u32 = 1 << 31;
+/// "Insufficient scratch, wave64" and "large scratch reclaim" (`DynamicScratchHandler`).
+const SCRATCH_WAVE64: u32 = 1;
+const SCRATCH_RECLAIM: u32 = 512;
+
+/// `amd_queue_t` (`amd_hsa_queue.h`, ROCr 5.2.3): `compute_tmpring_size` at 140,
+/// `scratch_resource_descriptor` at 144, `scratch_backing_memory_location` at 160,
+/// `queue_properties` at 180.
+const QUEUE_TMPRING: u64 = 140;
+const QUEUE_SRD: u64 = 144;
+const QUEUE_SCRATCH_BASE: u64 = 160;
+const QUEUE_PROPERTIES: u64 = 180;
+/// `AMD_QUEUE_PROPERTIES_USE_SCRATCH_ONCE` and `_ENABLE_PROFILING`.
+const USE_SCRATCH_ONCE: u32 = 1 << 4;
+const ENABLE_PROFILING: u32 = 1 << 3;
+/// `amd_signal_t.start_ts` (`amd_hsa_signal.h`; `end_ts` follows it).
+const SIGNAL_START_TS: u64 = 32;
+
+/// The lock every GPU atomic holds across its read-modify-write (module docs).
+static ATOMICS: Mutex<()> = Mutex::new(());
+
+/// The gfx9 target of GFX version `major.minor.stepping`, if the interpreter runs it.
+fn target(t: kfd_ioctl::topology::GfxTargetVersion) -> Option<Target> {
+    match (t.major, t.minor, t.stepping) {
+        (9, 0, 6) => Some(Target::Gfx906),
+        (9, 0, 8) => Some(Target::Gfx908),
+        (9, 0, 10) => Some(Target::Gfx90a),
+        (9, 4, _) => Some(Target::Gfx942),
+        _ => None,
+    }
+}
+
+/// One GPU page as a dispatch's translation cache holds it: the model's own bytes, reached
+/// through a shared mapping of the BO's memfd (`base` is the page's first byte in it), or
+/// anything else, reached through the GPU view on every access.
+#[derive(Clone, Copy)]
+enum Page {
+    Mapped { base: PagePtr, writable: bool },
+    Slow,
+}
+
+/// A page's address in a [`Window`] the cache holds for the whole dispatch.
+#[derive(Clone, Copy)]
+struct PagePtr(*mut u8);
+// SAFETY: the pointer is into a `Window` (a MAP_SHARED mapping) that outlives every use (the
+// dispatch's `GpuMemory` keeps every window until it is dropped), and the bytes are only
+// accessed with atomic operations, from any thread.
+unsafe impl Send for PagePtr {}
+// SAFETY: as for Send.
+unsafe impl Sync for PagePtr {}
+
+/// A BO's memfd mapped shared into the emulator for one dispatch: the same pages the
+/// process's CPU mappings show (the memfd is sealed against shrinking, so the mapping cannot
+/// lose its pages).
+struct Window {
+    ptr: *mut u8,
+    len: usize,
+    _fd: std::sync::Arc<std::os::fd::OwnedFd>,
+}
+
+// SAFETY: the mapping is process-wide memory; `Window` only unmaps it on drop.
+unsafe impl Send for Window {}
+// SAFETY: its bytes are accessed through `PagePtr` with atomic operations only.
+unsafe impl Sync for Window {}
+
+impl Window {
+    fn map(fd: std::sync::Arc<std::os::fd::OwnedFd>, len: u64) -> Option<Window> {
+        let len = usize::try_from(len).ok().filter(|&l| l > 0)?;
+        // SAFETY: a new shared mapping of a whole sealed memfd at an address the kernel
+        // picks: it aliases no Rust object; it is unmapped only by `drop`.
+        let ptr = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::SHARED,
+                &*fd,
+                0,
+            )
+        }
+        .ok()?;
+        Some(Window {
+            ptr: ptr.cast(),
+            len,
+            _fd: fd,
+        })
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        // SAFETY: the mapping `map` made, no longer used (every `PagePtr` into it belongs to
+        // the dispatch's cache, dropped with it).
+        let _ = unsafe { rustix::mm::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Copies `buf.len()` bytes from shared memory at `src` with atomic loads (the process may
+/// write the same bytes meanwhile: a racy access, as on the hardware, but no data race in the
+/// emulator). Aligned dwords and qwords are single loads.
+///
+/// # Safety
+///
+/// `src..src + buf.len()` is within a live [`Window`].
+unsafe fn load(src: *const u8, buf: &mut [u8]) {
+    use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
+    let aligned = |n: usize| (src as usize).is_multiple_of(n);
+    match buf.len() {
+        // SAFETY: in the window (the caller), aligned.
+        4 if aligned(4) => buf.copy_from_slice(
+            &unsafe { &*src.cast::<AtomicU32>() }
+                .load(Relaxed)
+                .to_le_bytes(),
+        ),
+        // SAFETY: as above.
+        8 if aligned(8) => buf.copy_from_slice(
+            &unsafe { &*src.cast::<AtomicU64>() }
+                .load(Relaxed)
+                .to_le_bytes(),
+        ),
+        _ => {
+            for (i, b) in buf.iter_mut().enumerate() {
+                // SAFETY: in the window (the caller).
+                *b = unsafe { &*src.add(i).cast::<AtomicU8>() }.load(Relaxed);
+            }
+        }
+    }
+}
+
+/// Copies `data` to shared memory at `dst` with atomic stores (see [`load`]).
+///
+/// # Safety
+///
+/// `dst..dst + data.len()` is within a live [`Window`].
+unsafe fn store(dst: *mut u8, data: &[u8]) {
+    use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
+    let aligned = |n: usize| (dst as usize).is_multiple_of(n);
+    match data.len() {
+        4 if aligned(4) => {
+            let v = u32::from_le_bytes([data[0], data[1], data[2], data[3]]);
+            // SAFETY: in the window (the caller), aligned.
+            unsafe { &*dst.cast::<AtomicU32>() }.store(v, Relaxed);
+        }
+        8 if aligned(8) => {
+            let v = u64::from_le_bytes(data.try_into().unwrap_or_default());
+            // SAFETY: as above.
+            unsafe { &*dst.cast::<AtomicU64>() }.store(v, Relaxed);
+        }
+        _ => {
+            for (i, &b) in data.iter().enumerate() {
+                // SAFETY: in the window (the caller).
+                unsafe { &*dst.add(i).cast::<AtomicU8>() }.store(b, Relaxed);
+            }
+        }
+    }
+}
+
+/// The GPU's memory as one dispatch of process `tgid` on GPU `gpu_id` sees it: the GPU view,
+/// with a translation cache for the dispatch's lifetime over the pages of VRAM and GTT BOs,
+/// whose bytes are then reached through a shared mapping of the BO's memfd (a lane's access
+/// is an atomic load or store, no lock and no system call; an atomic is a compare-and-swap on
+/// the shared page, atomic with respect to the CPU too). Everything else (USERPTR, SVM with
+/// its XNACK migrations, faults) goes through the GPU view on every access. Where it
+/// differs: a BO freed, or a VA unmapped and mapped again, while the kernel runs is still
+/// reached as it was when the dispatch first touched it (on the hardware the kernel would
+/// race with the unmap).
+struct GpuMemory<'a> {
+    drv: &'a Driver,
+    tgid: i32,
+    gpu_id: u32,
+    runner: &'a Runner,
+    /// The first fault a wave took (the dispatch stops at it).
+    fault: Mutex<Option<GpuFault>>,
+    /// Translations by page address.
+    pages: std::sync::RwLock<std::collections::HashMap<u64, Page>>,
+    /// The memfd mappings, by memfd (its `Arc`'s address).
+    windows: Mutex<std::collections::HashMap<usize, Window>>,
+    /// This dispatch's number, which the threads' last-page caches ([`LAST_PAGE`]) are keyed
+    /// by.
+    generation: u64,
+    /// Read-only copies, taken when the dispatch starts, of what the HSA says no one changes
+    /// while it runs: the dispatch packet and the kernarg segment ("the kernarg segment is
+    /// read-only" for the kernel, and the host may not modify it until the dispatch
+    /// completes), which every wave reads through the scalar cache. Reads inside them are
+    /// served from here (they are often in USERPTR memory, whose every access is a system
+    /// call).
+    snapshots: Vec<(u64, Vec<u8>)>,
+}
+
+/// Dispatches made so far (each `GpuMemory` takes the next number).
+static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+thread_local! {
+    /// The last page a thread translated: (dispatch number, page, translation). Lanes of a
+    /// wave mostly touch the page the previous lane did; this spares them the shared map's
+    /// lock.
+    static LAST_PAGE: std::cell::Cell<(u64, u64, Page)> =
+        const { std::cell::Cell::new((0, 0, Page::Slow)) };
+}
+
+const PAGE: u64 = super::memory::PAGE_SIZE;
+
+impl GpuMemory<'_> {
+    fn new<'a>(drv: &'a Driver, w: &'a Work) -> GpuMemory<'a> {
+        GpuMemory {
+            drv,
+            tgid: w.tgid,
+            gpu_id: w.gpu_id,
+            runner: &w.runner,
+            fault: Mutex::new(None),
+            pages: std::sync::RwLock::new(std::collections::HashMap::new()),
+            windows: Mutex::new(std::collections::HashMap::new()),
+            generation: GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            snapshots: Vec::new(),
+        }
+    }
+
+    fn check(&self, addr: u64, write: bool) -> Result<(), Fault> {
+        // A destroyed queue's dispatch makes no more accesses.
+        if self.runner.is_gone() {
+            return Err(Fault { addr, write });
+        }
+        Ok(())
+    }
+
+    fn fail(&self, f: GpuFault) -> Fault {
+        self.fault
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_or_insert(f);
+        Fault {
+            addr: f.va,
+            write: f.write,
+        }
+    }
+
+    /// The cached translation of the page at `page`, made on first use.
+    fn page(&self, page: u64) -> Page {
+        let (generation, last, p) = LAST_PAGE.with(std::cell::Cell::get);
+        if generation == self.generation && last == page {
+            return p;
+        }
+        let p = self.page_shared(page);
+        LAST_PAGE.with(|c| c.set((self.generation, page, p)));
+        p
+    }
+
+    /// [`page`](Self::page) through the dispatch's map, made on first use.
+    fn page_shared(&self, page: u64) -> Page {
+        if let Some(p) = self
+            .pages
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&page)
+        {
+            return *p;
+        }
+        let p = match self.drv.page_home(self.tgid, self.gpu_id, page) {
+            Some((fd, size, offset, writable)) if offset + PAGE <= size => {
+                let key = std::sync::Arc::as_ptr(&fd) as usize;
+                let mut windows = self
+                    .windows
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if let std::collections::hash_map::Entry::Vacant(v) = windows.entry(key)
+                    && let Some(window) = Window::map(fd, size)
+                {
+                    v.insert(window);
+                }
+                match windows.get(&key) {
+                    Some(window) => {
+                        // SAFETY: `offset + PAGE <= size`, the window's length.
+                        let base = unsafe { window.ptr.add(offset as usize) };
+                        Page::Mapped {
+                            base: PagePtr(base),
+                            writable,
+                        }
+                    }
+                    None => Page::Slow,
+                }
+            }
+            _ => Page::Slow,
+        };
+        self.pages
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(page, p);
+        p
+    }
+
+    /// The mapped address of `addr..addr + len` when it lies in one cached BO page (writable
+    /// when `write`).
+    fn mapped(&self, addr: u64, len: usize, write: bool) -> Option<*mut u8> {
+        let page = addr & !(PAGE - 1);
+        if (addr - page) + len as u64 > PAGE {
+            return None;
+        }
+        match self.page(page) {
+            Page::Mapped { base, writable } if writable || !write => {
+                // SAFETY: within the page (checked above), which is within its window.
+                Some(unsafe { base.0.add((addr - page) as usize) })
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Memory for GpuMemory<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        self.check(addr, false)?;
+        for (start, bytes) in &self.snapshots {
+            if let Some(off) = addr
+                .checked_sub(*start)
+                .and_then(|o| usize::try_from(o).ok())
+                && let Some(src) = bytes.get(off..off.saturating_add(buf.len()))
+                && src.len() == buf.len()
+            {
+                buf.copy_from_slice(src);
+                return Ok(());
+            }
+        }
+        if let Some(p) = self.mapped(addr, buf.len(), false) {
+            // SAFETY: `mapped` checked the range lies in one page of a live window.
+            unsafe { load(p, buf) };
+            return Ok(());
+        }
+        self.drv
+            .read_here(self.tgid, self.gpu_id, addr, buf)
+            .map_err(|f| self.fail(f))
+    }
+
+    fn read_ahead(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        self.check(addr, false)?;
+        if let Some(p) = self.mapped(addr, buf.len(), false) {
+            // SAFETY: as in `read`.
+            unsafe { load(p, buf) };
+            return Ok(());
+        }
+        self.drv
+            .peek_here(self.tgid, self.gpu_id, addr, buf)
+            .map_err(|f| Fault {
+                addr: f.va,
+                write: false,
+            })
+    }
+
+    fn write(&self, addr: u64, data: &[u8]) -> Result<(), Fault> {
+        self.check(addr, true)?;
+        if let Some(p) = self.mapped(addr, data.len(), true) {
+            // SAFETY: as in `read`, and the page is writable.
+            unsafe { store(p, data) };
+            return Ok(());
+        }
+        self.drv
+            .write_here(self.tgid, self.gpu_id, addr, data)
+            .map_err(|f| self.fail(f))
+    }
+
+    /// `f` may be called more than once (a compare-and-swap loop): it must be a pure
+    /// function of the old value, as every atomic operation's is.
+    fn atomic(&self, addr: u64, size: u8, f: &mut dyn FnMut(u64) -> u64) -> Result<u64, Fault> {
+        use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+        self.check(addr, true)?;
+        let size = usize::from(size);
+        if !(size == 4 || size == 8) || !addr.is_multiple_of(size as u64) {
+            return Err(Fault { addr, write: true });
+        }
+        if let Some(p) = self.mapped(addr, size, true) {
+            if size == 4 {
+                // SAFETY: in a live window (`mapped`), 4-aligned (`addr` is, and pages are).
+                let a = unsafe { &*p.cast::<AtomicU32>() };
+                let mut old = a.load(SeqCst);
+                loop {
+                    let new = f(u64::from(old)) as u32;
+                    match a.compare_exchange_weak(old, new, SeqCst, SeqCst) {
+                        Ok(_) => return Ok(u64::from(old)),
+                        Err(now) => old = now,
+                    }
+                }
+            }
+            // SAFETY: as above, 8-aligned.
+            let a = unsafe { &*p.cast::<AtomicU64>() };
+            let mut old = a.load(SeqCst);
+            loop {
+                match a.compare_exchange_weak(old, f(old), SeqCst, SeqCst) {
+                    Ok(_) => return Ok(old),
+                    Err(now) => old = now,
+                }
+            }
+        }
+        let _held = ATOMICS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut raw = [0u8; 8];
+        self.drv
+            .read_here(self.tgid, self.gpu_id, addr, &mut raw[..size])
+            .map_err(|e| self.fail(e))?;
+        let old = u64::from_le_bytes(raw);
+        let new = f(old);
+        self.drv
+            .write_here(self.tgid, self.gpu_id, addr, &new.to_le_bytes()[..size])
+            .map_err(|e| self.fail(e))?;
+        Ok(old)
+    }
+}
+
+/// The dispatch's hooks: threads marked as the emulator's own, cancellation when the queue
+/// is destroyed.
+struct Hooks<'a> {
+    runner: &'a Runner,
+}
+
+impl Observer for Hooks<'_> {
+    fn thread_start(&self) {
+        crate::own::mark();
+    }
+    fn wave_start(&self, _: [u32; 3], _: u32, _: &Wave) {}
+    fn cancelled(&self) -> bool {
+        self.runner.is_gone()
+    }
+}
+
+/// Runs the KERNEL_DISPATCH `packet` read at `at` of queue `w` (module docs).
+///
+/// # Errors
+///
+/// A [`GpuFault`] reading the descriptor or the queue (the caller takes the VM fault).
+pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<Outcome, GpuFault> {
+    if let Some(code) = queue_error::check_dispatch(drv, w.gpu, packet) {
+        return Ok(Outcome::Stop(Stopped::QueueError(code)));
+    }
+    let u16_at = |i: usize| u32::from(u16::from_le_bytes([packet[i], packet[i + 1]]));
+    let u32_at =
+        |i: usize| u32::from_le_bytes([packet[i], packet[i + 1], packet[i + 2], packet[i + 3]]);
+    let u64_at = |i: usize| u64::from(u32_at(i)) | u64::from(u32_at(i + 4)) << 32;
+    let kernel_object = queue_error::kernel_object(packet);
+    let mut raw = [0u8; dispatch::DESCRIPTOR_BYTES];
+    drv.read_here(w.tgid, w.gpu_id, kernel_object, &mut raw)?;
+    let gpu = &drv.dev.cfg.machine.gpus()[w.gpu];
+    let kd = KernelDescriptor::parse(&raw);
+    let (Some(target), Ok(kd)) = (target(gpu.target), kd) else {
+        trace(drv, w, &|| {
+            format!("KERNEL_DISPATCH of {kernel_object:#x}: cannot run it ({kd:?}): invalid ISA")
+        });
+        return Ok(Outcome::Stop(Stopped::QueueError(
+            queue_error::REGISTER_SIZE_INVALID,
+        )));
+    };
+    if kd.kernel_code_entry_byte_offset == 0 {
+        return Ok(Outcome::Stop(Stopped::QueueError(
+            queue_error::REGISTER_SIZE_INVALID,
+        )));
+    }
+    let dims = (u16_at(2) & 3) as usize;
+    let grid: [u32; 3] = std::array::from_fn(|d| if d < dims { u32_at(12 + 4 * d) } else { 1 });
+    let workgroup: [u32; 3] = std::array::from_fn(|d| if d < dims { u16_at(4 + 2 * d) } else { 1 });
+    let queue = queue_error::amd_queue(drv, w.tgid, w.gpu_id, w.rptr_va)?;
+    let apertures = gpu.apertures();
+    let mut d = Dispatch {
+        target,
+        kd,
+        entry: kd.entry(kernel_object),
+        grid,
+        workgroup,
+        kernarg: u64_at(40),
+        dispatch_ptr: at,
+        queue_ptr: queue,
+        dispatch_id: w.packet_at.get(),
+        private_segment_size: u32_at(24),
+        group_segment_size: u32_at(28),
+        scratch: Scratch::default(),
+        apertures: Apertures {
+            shared_base: apertures.lds_base,
+            private_base: apertures.scratch_base,
+            ..Apertures::default()
+        },
+        user_data: None,
+    };
+    let mut properties = 0;
+    if d.scratch_wave_bytes() > 0 {
+        // The queue's scratch, as ROCr last set it up.
+        let mut q = [0u8; 44];
+        drv.read_here(w.tgid, w.gpu_id, queue + QUEUE_TMPRING, &mut q)?;
+        let word = |o: u64| {
+            let i = (o - QUEUE_TMPRING) as usize;
+            u32::from_le_bytes([q[i], q[i + 1], q[i + 2], q[i + 3]])
+        };
+        let tmpring = word(QUEUE_TMPRING);
+        d.scratch = Scratch {
+            srd: std::array::from_fn(|i| word(QUEUE_SRD + 4 * i as u64)),
+            base: u64::from(word(QUEUE_SCRATCH_BASE))
+                | u64::from(word(QUEUE_SCRATCH_BASE + 4)) << 32,
+            wave_bytes: u64::from(tmpring >> 12 & 0x1fff) * 1024,
+            slots: tmpring & 0xfff,
+        };
+        properties = word(QUEUE_PROPERTIES);
+        let short = matches!(d.validate(), Err(DispatchError::Scratch { .. }))
+            || d.scratch.slots < d.waves_per_group();
+        if short {
+            return scratch_request(drv, w, queue);
+        }
+    }
+    // Profiling (AMD_QUEUE_PROPERTIES_ENABLE_PROFILING): read quietly, so that a queue with
+    // no amd_queue_t (kfd-queue's own AQL queues) only goes without timestamps.
+    let profiling = {
+        let mut b = [0u8; 4];
+        drv.peek_here(w.tgid, w.gpu_id, queue + QUEUE_PROPERTIES, &mut b)
+            .is_ok_and(|()| u32::from_le_bytes(b) & ENABLE_PROFILING != 0)
+    };
+    let completion = u64_at(56);
+    let start = drv.dev.clock.raw_ns() / 10;
+    let what = format!("KERNEL_DISPATCH {kernel_object:#x}");
+    // The packet as read, and the kernarg segment when the GPU can read it (else the waves
+    // fault on it themselves).
+    let mut snapshots = vec![(at, packet.to_vec())];
+    let mut kernarg = vec![0u8; kd.kernarg_size as usize];
+    if !kernarg.is_empty()
+        && drv
+            .peek_here(w.tgid, w.gpu_id, d.kernarg, &mut kernarg)
+            .is_ok()
+    {
+        snapshots.push((d.kernarg, kernarg));
+    }
+    match execute(drv, w, &d, &what, snapshots) {
+        Ran::Done => {
+            if profiling && completion != 0 {
+                // The dispatch's start and end on the GPU clock (100 MHz, the counter
+                // GET_CLOCK_COUNTERS and SDMA's TIMESTAMP report) in the completion signal's
+                // `start_ts` and `end_ts`, before it is decremented: ROCr's
+                // hsa_amd_profiling_get_dispatch_time reads them.
+                let end = drv.dev.clock.raw_ns() / 10;
+                let mut ts = [0u8; 16];
+                ts[..8].copy_from_slice(&start.to_le_bytes());
+                ts[8..].copy_from_slice(&end.max(start).to_le_bytes());
+                drv.write_here(w.tgid, w.gpu_id, completion + SIGNAL_START_TS, &ts)?;
+            }
+            if properties & USE_SCRATCH_ONCE != 0 {
+                // Give the single-use scratch back (ROCr releases it and stores 0).
+                if let Some(event) =
+                    queue_error::report(drv, w.tgid, w.gpu_id, w.rptr_va, SCRATCH_RECLAIM)?
+                {
+                    signal_interrupt(drv, w.tgid, event);
+                }
+            }
+            Ok(Outcome::Done)
+        }
+        Ran::Scratch => scratch_request(drv, w, queue),
+        Ran::Other(outcome) => Ok(outcome),
+    }
+}
+
+/// What [`execute`] came to.
+enum Ran {
+    Done,
+    /// Too little scratch.
+    Scratch,
+    Other(Outcome),
+}
+
+/// Runs dispatch `d` of queue `w` and turns its end into what the queue does (module docs);
+/// `what` names it in messages.
+fn execute(
+    drv: &Driver,
+    w: &Work,
+    d: &Dispatch,
+    what: &str,
+    snapshots: Vec<(u64, Vec<u8>)>,
+) -> Ran {
+    let mut mem = GpuMemory::new(drv, w);
+    mem.snapshots = snapshots;
+    let hooks = Hooks { runner: &w.runner };
+    let opts = dispatch::RunOptions {
+        threads: drv.dev.cfg.gpu_threads.max(1),
+    };
+    let started = std::time::Instant::now();
+    let result = dispatch::run(d, &mem, &opts, &hooks);
+    let took = started.elapsed();
+    trace(drv, w, &|| {
+        format!(
+            "{what} entry {:#x} grid {:?} workgroup {:?} kernarg {:#x} lds {} scratch {}: \
+             {result:?} in {took:?}",
+            d.entry,
+            d.grid,
+            d.workgroup,
+            d.kernarg,
+            d.lds_bytes(),
+            d.scratch_wave_bytes()
+        )
+    });
+    match result {
+        Ok(_) => Ran::Done,
+        Err(DispatchError::Cancelled) => Ran::Other(Outcome::Faulted),
+        Err(DispatchError::Wave {
+            error: ExecError::Memory { .. },
+            ..
+        }) => {
+            let fault = mem
+                .fault
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            // No recorded fault: the queue went away under the access.
+            if let Some(f) = fault {
+                vm_fault(drv, w, &f);
+            }
+            Ran::Other(Outcome::Faulted)
+        }
+        Err(e @ DispatchError::Wave { .. }) => {
+            if matches!(
+                e,
+                DispatchError::Wave {
+                    error: ExecError::Unimplemented { .. },
+                    ..
+                }
+            ) {
+                crate::own::elog!(
+                    "kfd-emu: [{}] gpu {:#x} queue {}: {what} stopped: {e}",
+                    w.tgid,
+                    w.gpu_id,
+                    w.id
+                );
+            }
+            Ran::Other(Outcome::Stop(Stopped::QueueError(ILLEGAL_INSTRUCTION)))
+        }
+        Err(DispatchError::Trap { .. }) => Ran::Other(Outcome::Stop(Stopped::QueueError(TRAP))),
+        Err(DispatchError::Scratch { .. }) => Ran::Scratch,
+        // Sizes were checked before; LDS over 64 KiB on a GPU whose node says more is what
+        // the CP calls invalid group memory.
+        Err(DispatchError::Invalid(_)) => Ran::Other(Outcome::Stop(Stopped::QueueError(
+            queue_error::GROUP_SEGMENT_INVALID,
+        ))),
+    }
+}
+
+/// gfx9 SH registers (dword offsets, `gc_9_0_offset.h`'s `mmCOMPUTE_*`) a PM4 dispatch reads.
+mod reg {
+    pub const START_X: u32 = 0x2E04;
+    pub const NUM_THREAD_X: u32 = 0x2E07;
+    pub const PGM_LO: u32 = 0x2E0C;
+    pub const PGM_HI: u32 = 0x2E0D;
+    pub const DISPATCH_SCRATCH_BASE_LO: u32 = 0x2E10;
+    pub const DISPATCH_SCRATCH_BASE_HI: u32 = 0x2E11;
+    pub const PGM_RSRC1: u32 = 0x2E12;
+    pub const PGM_RSRC2: u32 = 0x2E13;
+    pub const TMPRING_SIZE: u32 = 0x2E18;
+    pub const PGM_RSRC3: u32 = 0x2E28;
+    pub const USER_DATA_0: u32 = 0x2E40;
+}
+
+/// `COMPUTE_DISPATCH_INITIATOR` bits: `FORCE_START_AT_000`, `USE_THREAD_DIMENSIONS`.
+const FORCE_START_AT_000: u32 = 1 << 2;
+const USE_THREAD_DIMENSIONS: u32 = 1 << 5;
+
+/// Runs a PM4 `DISPATCH_DIRECT` (`body`: DIM_X, DIM_Y, DIM_Z, DISPATCH_INITIATOR) of queue `w`
+/// from the SH registers `regs` the queue set (`SET_SH_REG`), as the CP starts one: the entry
+/// `COMPUTE_PGM_HI:LO << 8`, `COMPUTE_PGM_RSRC1/2/3`, the user SGPRs from
+/// `COMPUTE_USER_DATA_0..15`, the workgroup size from `COMPUTE_NUM_THREAD_X/Y/Z` (bits 0–15),
+/// the grid in work-items when the initiator's `USE_THREAD_DIMENSIONS` is set, else in
+/// workgroups; LDS from RSRC2's `LDS_SIZE`; scratch from `COMPUTE_TMPRING_SIZE` (slots and
+/// slot size) at `COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI` on gfx940+ (tinygrad's
+/// `AMDComputeQueue` sets it), else at the process's scratch backing address
+/// (SET_SCRATCH_BACKING_VA, the `SH_HIDDEN_PRIVATE_BASE_VMID` the kernel programs). A zero
+/// `COMPUTE_NUM_THREAD_*` (never set) or a descriptor the interpreter cannot run stops the
+/// queue ([`Stopped::CannotDispatch`]); a zero dimension runs nothing. Where it differs: a
+/// non-zero `COMPUTE_START_X/Y/Z` without `FORCE_START_AT_000` is refused too.
+pub(super) fn run_pm4(
+    drv: &Driver,
+    w: &Work,
+    regs: &std::collections::BTreeMap<u32, u32>,
+    header: u32,
+    body: &[u32],
+) -> Outcome {
+    let reg = |r: u32| regs.get(&r).copied().unwrap_or(0);
+    let gpu = &drv.dev.cfg.machine.gpus()[w.gpu];
+    let kd = KernelDescriptor::from_registers(
+        reg(reg::PGM_RSRC1),
+        reg(reg::PGM_RSRC2),
+        reg(reg::PGM_RSRC3),
+    );
+    let (Some(target), Ok(kd), &[dx, dy, dz, initiator, ..]) = (target(gpu.target), kd, body)
+    else {
+        return Outcome::Stop(Stopped::CannotDispatch(header));
+    };
+    let start = [0, 1, 2].map(|i| reg(reg::START_X + i));
+    if initiator & FORCE_START_AT_000 == 0 && start != [0; 3] {
+        return Outcome::Stop(Stopped::CannotDispatch(header));
+    }
+    let workgroup = [0, 1, 2].map(|i| reg(reg::NUM_THREAD_X + i) & 0xFFFF);
+    let dims = [dx, dy, dz];
+    let grid: [u32; 3] = if initiator & USE_THREAD_DIMENSIONS != 0 {
+        dims
+    } else {
+        std::array::from_fn(|i| dims[i].saturating_mul(workgroup[i]))
+    };
+    let tmpring = reg(reg::TMPRING_SIZE);
+    let wave_bytes = u64::from(tmpring >> 12 & 0x1FFF) * 1024;
+    // COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI (the address >> 8; gfx940+, which tinygrad's
+    // AMD backend sets per dispatch), else the process's scratch backing address.
+    let dispatch_base = (u64::from(reg(reg::DISPATCH_SCRATCH_BASE_LO))
+        | u64::from(reg(reg::DISPATCH_SCRATCH_BASE_HI)) << 32)
+        << 8;
+    let scratch_base = if dispatch_base != 0 && target == Target::Gfx942 {
+        dispatch_base
+    } else {
+        let st = drv.lock();
+        st.procs
+            .get(&w.tgid)
+            .and_then(|p| p.pdds.iter().find(|p| p.gpu_id == w.gpu_id))
+            .map_or(0, |p| p.scratch_va)
+    };
+    let apertures = gpu.apertures();
+    let d = Dispatch {
+        target,
+        kd,
+        entry: (u64::from(reg(reg::PGM_LO)) | u64::from(reg(reg::PGM_HI) & 0xFF) << 32) << 8,
+        grid,
+        workgroup,
+        kernarg: 0,
+        dispatch_ptr: 0,
+        queue_ptr: 0,
+        dispatch_id: 0,
+        // What a wave's slot holds per lane: the kernel gets as much as the queue gave.
+        private_segment_size: (wave_bytes / 64) as u32,
+        group_segment_size: kd.lds_size(),
+        scratch: Scratch {
+            srd: [0; 4],
+            base: scratch_base,
+            wave_bytes,
+            slots: tmpring & 0xFFF,
+        },
+        apertures: Apertures {
+            shared_base: apertures.lds_base,
+            private_base: apertures.scratch_base,
+            ..Apertures::default()
+        },
+        user_data: Some(std::array::from_fn(|i| reg(reg::USER_DATA_0 + i as u32))),
+    };
+    if workgroup.contains(&0) {
+        // No threads per group (COMPUTE_NUM_THREAD_* never set): nothing the SPI can form.
+        return Outcome::Stop(Stopped::CannotDispatch(header));
+    }
+    if grid.contains(&0) {
+        // A zero dimension dispatches no workgroup.
+        return Outcome::Done;
+    }
+    match execute(drv, w, &d, "DISPATCH_DIRECT", Vec::new()) {
+        Ran::Done => Outcome::Done,
+        // The queue's TMPRING_SIZE gives too little: the CP has no one to ask.
+        Ran::Scratch => Outcome::Stop(Stopped::CannotDispatch(header)),
+        Ran::Other(o) => o,
+    }
+}
+
+/// Asks the runtime for scratch (module docs): code 1 in `queue_inactive_signal` when it
+/// holds 0, then waits for the runtime to store 0 again.
+fn scratch_request(drv: &Driver, w: &Work, queue: u64) -> Result<Outcome, GpuFault> {
+    let mut b = [0u8; 8];
+    drv.read_here(
+        w.tgid,
+        w.gpu_id,
+        queue + queue_error::QUEUE_INACTIVE_SIGNAL,
+        &mut b,
+    )?;
+    let signal = u64::from_le_bytes(b);
+    if signal == 0 {
+        return Ok(Outcome::Stop(Stopped::QueueError(SCRATCH_WAVE64)));
+    }
+    drv.read_here(w.tgid, w.gpu_id, signal + queue_error::SIGNAL_VALUE, &mut b)?;
+    if u64::from_le_bytes(b) == 0 {
+        trace(drv, w, &|| {
+            "KERNEL_DISPATCH needs scratch: asks the runtime (code 1)".into()
+        });
+        if let Some(event) = queue_error::report(drv, w.tgid, w.gpu_id, w.rptr_va, SCRATCH_WAVE64)?
+        {
+            signal_interrupt(drv, w.tgid, event);
+        }
+    }
+    Ok(Outcome::Wait)
+}
+
+fn trace(drv: &Driver, w: &Work, what: &dyn Fn() -> String) {
+    if drv.dev.cfg.trace {
+        crate::own::elog!(
+            "[{}] aql gpu {:#x} queue {}: {}",
+            w.tgid,
+            w.gpu_id,
+            w.id,
+            what()
+        );
+    }
+}

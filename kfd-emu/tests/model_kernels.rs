@@ -1,0 +1,597 @@
+//! Kernel dispatches on the model's AQL queues, through the `Backend` trait: a KERNEL_DISPATCH
+//! of a kernel LLVM 19 assembles (`.amdhsa_kernel`) runs its waves on the gfx9 interpreter
+//! and completes (read index past it, header INVALID, completion signal decremented); an
+//! illegal instruction stops the queue with the code ROCr's trap handler writes; code the GPU
+//! cannot reach is a VM fault with its page; a kernel that needs scratch the queue does not
+//! have asks the runtime for it (code 1 in `queue_inactive_signal`, ROCr 5.2.3's
+//! `DynamicScratchHandler` protocol) and runs once the runtime set the queue's scratch up and
+//! stored 0; a destroyed queue's endless kernel is cancelled.
+
+mod model_support;
+
+use std::os::fd::AsFd;
+use std::process::Command;
+
+use kfd_emu::machine::Machine;
+use kfd_emu::model::ModelConfig;
+use kfd_ioctl::abi::*;
+use model_support::{CpuMap, Emu, create, data, va, wait};
+
+const GTT_RW: u32 = KFD_IOC_ALLOC_MEM_FLAGS_GTT
+    | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE
+    | KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE;
+const PATIENCE_MS: u32 = 20_000;
+
+/// The queue BO (at `va(2)`): `amd_queue_t` at 0 (`amd_hsa_queue.h`), the ring, signals, the
+/// kernel descriptor and code, a data buffer and scratch.
+const WPTR: usize = 56;
+const RPTR: usize = 128;
+const RPTR_BASE_OFFSET: usize = 136;
+const TMPRING: usize = 140;
+const SCRATCH_SRD: usize = 144;
+const SCRATCH_BASE: usize = 160;
+const PROPERTIES: usize = 180;
+const INACTIVE: usize = 192;
+const RING: usize = 0x1000;
+const RING_SIZE: usize = 0x1000;
+const INACTIVE_SIGNAL: usize = 0x2000;
+const COMPLETION: usize = 0x2100;
+const DESCRIPTOR: usize = 0x3000;
+const CODE: usize = 0x4000;
+const DATA: usize = 0x8000;
+const SCRATCH: usize = 0x10000;
+const BO_SIZE: usize = 0x20000;
+const SIGNAL_VALUE: usize = 8;
+const SIGNAL_MAILBOX: usize = 16;
+const SIGNAL_EVENT_ID: usize = 24;
+const SIGNAL_START_TS: usize = 32;
+const SIGNAL_END_TS: usize = 40;
+
+const KERNEL_DISPATCH: u8 = 2;
+
+/// The MCPU of a preset's GPU.
+fn mcpu(machine: &str) -> &'static str {
+    match machine {
+        "radeon-vii" => "gfx906",
+        "mi100" => "gfx908",
+        "mi210x8" => "gfx90a",
+        _ => "gfx942",
+    }
+}
+
+/// `.text` and the 64-byte descriptor of kernel `k` (`body`, `directives`) for `mcpu`;
+/// `None` (skipped) without LLVM 19.
+fn kernel(mcpu: &str, body: &str, directives: &str) -> Option<(Vec<u8>, Vec<u8>)> {
+    if !std::path::Path::new("/usr/bin/llvm-mc-19").exists() {
+        kfd_skip::prerequisite("llvm-mc-19 is missing (Debian llvm-19)");
+        return None;
+    }
+    let accum = if matches!(mcpu, "gfx90a" | "gfx942") {
+        ".amdhsa_accum_offset 4"
+    } else {
+        ""
+    };
+    let src = format!(
+        ".amdgcn_target \"amdgcn-amd-amdhsa--{mcpu}\"\n.text\n.globl k\n.p2align 8\n\
+         .type k,@function\nk:\n{body}\n.rodata\n.p2align 6\n.amdhsa_kernel k\n\
+         .amdhsa_next_free_vgpr 32\n.amdhsa_next_free_sgpr 32\n{accum}\n{directives}\n\
+         .end_amdhsa_kernel\n"
+    );
+    let dir = std::env::temp_dir().join(format!(
+        "kfd-emu-kernels-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (s, o) = (dir.join("k.s"), dir.join("k.o"));
+    std::fs::write(&s, &src).unwrap();
+    let out = Command::new("llvm-mc-19")
+        .args([
+            "-triple",
+            "amdgcn-amd-amdhsa",
+            &format!("-mcpu={mcpu}"),
+            "-filetype=obj",
+            "-o",
+        ])
+        .arg(&o)
+        .arg(&s)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let section = |name: &str| {
+        let bin = dir.join(format!("{name}.bin"));
+        let ok = Command::new("llvm-objcopy-19")
+            .args(["-O", "binary", &format!("--only-section={name}")])
+            .arg(&o)
+            .arg(&bin)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        std::fs::read(&bin).unwrap()
+    };
+    let (text, kd) = (section(".text"), section(".rodata"));
+    let _ = std::fs::remove_dir_all(&dir);
+    Some((text, kd))
+}
+
+struct Queue {
+    emu: Emu,
+    bo: CpuMap,
+    id: u32,
+    event: u32,
+}
+
+impl Queue {
+    /// An AQL queue on `machine`'s first GPU with ROCr's `amd_queue_t` layout, an inactive
+    /// signal whose mailbox is a signal event's slot, a completion signal holding 1, and
+    /// kernel `k` loaded: its descriptor at DESCRIPTOR (entry offset filled in as the linker
+    /// would), its code at CODE.
+    fn new(machine: &str, text: &[u8], kd: &[u8]) -> Queue {
+        Self::with_type(machine, text, kd, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL)
+    }
+
+    /// As [`new`](Self::new), a queue of `queue_type` (AQL or PM4 compute).
+    fn with_type(machine: &str, text: &[u8], kd: &[u8], queue_type: u32) -> Queue {
+        let mut emu = Emu::new(ModelConfig {
+            machine: Machine::preset(machine).expect("preset"),
+            kfd_minor: 15,
+            gpu_threads: 2,
+            ..ModelConfig::default()
+        });
+        let (page, _, event) = emu.signal_event_on_a_bo();
+        let gpu = emu.gpu();
+        assert_eq!(emu.map(page, &[gpu]).0, Ok(0));
+        let (handle, offset) = emu
+            .alloc(gpu, va(2), BO_SIZE as u64, GTT_RW)
+            .expect("alloc");
+        assert_eq!(emu.map(handle, &[gpu]).0, Ok(0));
+        let bo = emu
+            .cpu_map(emu.renders[0].as_fd(), offset, BO_SIZE)
+            .expect("map the queue BO");
+        let mut q = Queue {
+            emu,
+            bo,
+            id: 0,
+            event: event.event_id,
+        };
+        let base = va(2);
+        q.put_u32(RPTR_BASE_OFFSET, RPTR as u32);
+        q.put_u64(INACTIVE, base + INACTIVE_SIGNAL as u64);
+        q.put_u64(
+            INACTIVE_SIGNAL + SIGNAL_MAILBOX,
+            va(1) + 8 * u64::from(event.event_slot_index),
+        );
+        q.put_u32(INACTIVE_SIGNAL + SIGNAL_EVENT_ID, event.event_id);
+        q.put_u64(COMPLETION + SIGNAL_VALUE, 1);
+        for slot in 0..RING_SIZE / 64 {
+            q.put_u16(RING + slot * 64, 1);
+        }
+        let mut kd = kd.to_vec();
+        kd[16..24].copy_from_slice(&((CODE - DESCRIPTOR) as i64).to_le_bytes());
+        q.bo.bytes()[DESCRIPTOR..DESCRIPTOR + 64].copy_from_slice(&kd);
+        q.bo.bytes()[CODE..CODE + text.len()].copy_from_slice(text);
+        let mut a = kfd_ioctl_create_queue_args {
+            ring_base_address: base + RING as u64,
+            ring_size: RING_SIZE as u32,
+            read_pointer_address: base + RPTR as u64,
+            write_pointer_address: base + WPTR as u64,
+            gpu_id: gpu,
+            queue_type,
+            queue_percentage: 100,
+            queue_priority: 7,
+            ..Default::default()
+        };
+        q.emu
+            .ioctl(AMDKFD_IOC_CREATE_QUEUE, &mut a)
+            .expect("create the AQL queue");
+        q.id = a.queue_id;
+        q
+    }
+
+    fn put_u16(&mut self, at: usize, v: u16) {
+        self.bo.bytes()[at..at + 2].copy_from_slice(&v.to_le_bytes());
+    }
+    fn put_u32(&mut self, at: usize, v: u32) {
+        self.bo.bytes()[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    fn put_u64(&mut self, at: usize, v: u64) {
+        self.bo.bytes()[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    fn u64_at(&mut self, at: usize) -> u64 {
+        u64::from_le_bytes(self.bo.bytes()[at..at + 8].try_into().unwrap())
+    }
+    fn u32_at(&mut self, at: usize) -> u32 {
+        u32::from_le_bytes(self.bo.bytes()[at..at + 4].try_into().unwrap())
+    }
+
+    fn submit(&mut self, index: u64, packet: [u8; 64]) {
+        let at = RING + (index as usize % (RING_SIZE / 64)) * 64;
+        self.bo.bytes()[at + 2..at + 64].copy_from_slice(&packet[2..]);
+        self.put_u16(at, u16::from_le_bytes([packet[0], packet[1]]));
+        self.put_u64(WPTR, index + 1);
+    }
+
+    fn header(&mut self, index: usize) -> u16 {
+        let at = RING + index * 64;
+        u16::from_le_bytes([self.bo.bytes()[at], self.bo.bytes()[at + 1]])
+    }
+
+    /// Waits (WAIT_EVENTS runs the engines, then polls) until `done` holds, within the bound.
+    fn wait_until(&mut self, mut done: impl FnMut(&mut Queue) -> bool) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            if done(self) {
+                return true;
+            }
+            let other = create(&self.emu, KFD_IOC_EVENT_SIGNAL, true);
+            let mut events = [data(other.event_id)];
+            let _ = wait(&self.emu, &mut events, true, 10);
+        }
+        done(self)
+    }
+
+    fn wait_for_error(&self) -> bool {
+        let mut events = [data(self.event)];
+        let (r, result) = wait(&self.emu, &mut events, true, PATIENCE_MS);
+        assert_eq!(r, Ok(0));
+        result == KFD_IOC_WAIT_RESULT_COMPLETE
+    }
+
+    fn destroy(&self) {
+        let mut a = kfd_ioctl_destroy_queue_args {
+            queue_id: self.id,
+            pad: 0,
+        };
+        assert_eq!(self.emu.ioctl(AMDKFD_IOC_DESTROY_QUEUE, &mut a), Ok(0));
+    }
+}
+
+/// A KERNEL_DISPATCH of `grid` work-items in groups of `wg` (3 dimensions), kernarg at DATA,
+/// completion signal at COMPLETION, `private` bytes of scratch per work-item.
+fn dispatch(grid: [u32; 3], wg: [u16; 3], private: u32) -> [u8; 64] {
+    let mut p = [0u8; 64];
+    let header = u16::from(KERNEL_DISPATCH) | 1 << 8 | 2 << 9 | 2 << 11;
+    p[..2].copy_from_slice(&header.to_le_bytes());
+    p[2..4].copy_from_slice(&3u16.to_le_bytes());
+    for (d, v) in wg.iter().enumerate() {
+        p[4 + 2 * d..6 + 2 * d].copy_from_slice(&v.to_le_bytes());
+    }
+    for (d, v) in grid.iter().enumerate() {
+        p[12 + 4 * d..16 + 4 * d].copy_from_slice(&v.to_le_bytes());
+    }
+    p[24..28].copy_from_slice(&private.to_le_bytes());
+    p[32..40].copy_from_slice(&(va(2) + DESCRIPTOR as u64).to_le_bytes());
+    p[40..48].copy_from_slice(&(va(2) + DATA as u64).to_le_bytes());
+    p[56..64].copy_from_slice(&(va(2) + COMPLETION as u64).to_le_bytes());
+    p
+}
+
+const MACHINES: [&str; 4] = ["radeon-vii", "mi100", "mi210x8", "mi300x"];
+
+#[test]
+fn a_kernel_dispatch_runs_its_waves_and_completes() {
+    for machine in MACHINES {
+        // Completes only if the branch executes: the word after it is no instruction.
+        let Some((text, kd)) = kernel(
+            mcpu(machine),
+            "s_branch ok\n.long 0xffffffff\nok:\ns_endpgm",
+            "",
+        ) else {
+            return;
+        };
+        let mut q = Queue::new(machine, &text, &kd);
+        q.submit(0, dispatch([256, 4, 2], [64, 2, 1], 0));
+        assert!(
+            q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0),
+            "{machine}: the completion signal was not decremented"
+        );
+        assert_eq!(q.u64_at(RPTR), 1, "{machine}: consumed");
+        assert_eq!(q.header(0), 1, "{machine}: INVALID again");
+        assert_eq!(q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE), 0, "{machine}");
+        q.destroy();
+    }
+}
+
+#[test]
+fn an_illegal_instruction_stops_the_queue_with_rocrs_illegal_instruction_code() {
+    for machine in MACHINES {
+        let Some((text, kd)) = kernel(mcpu(machine), "s_nop 0\n.long 0xffffffff", "") else {
+            return;
+        };
+        let mut q = Queue::new(machine, &text, &kd);
+        q.submit(0, dispatch([64, 1, 1], [64, 1, 1], 0));
+        assert!(q.wait_for_error(), "{machine}: no queue error event");
+        // SIGNAL_CODE_ILLEGAL_INST: ROCr reports HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION.
+        assert_eq!(
+            q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE),
+            1 << 30,
+            "{machine}"
+        );
+        assert_eq!(q.u64_at(RPTR), 0, "{machine}: not consumed");
+        assert_eq!(q.u64_at(COMPLETION + SIGNAL_VALUE), 1, "{machine}");
+        q.destroy();
+    }
+}
+
+#[test]
+fn code_the_gpu_cannot_reach_is_a_vm_fault_with_its_page() {
+    let machine = "mi210x8";
+    let Some((text, kd)) = kernel(mcpu(machine), "s_endpgm", "") else {
+        return;
+    };
+    let mut q = Queue::new(machine, &text, &kd);
+    // The entry 0x1000_0000 past the descriptor: va(3) + 0x3000, never mapped.
+    let offset = 0x1000_0000i64;
+    q.bo.bytes()[DESCRIPTOR + 16..DESCRIPTOR + 24].copy_from_slice(&offset.to_le_bytes());
+    let memory = create(&q.emu, KFD_IOC_EVENT_MEMORY, false);
+    q.submit(0, dispatch([64, 1, 1], [64, 1, 1], 0));
+    let mut events = [data(memory.event_id)];
+    let (r, result) = wait(&q.emu, &mut events, true, PATIENCE_MS);
+    assert_eq!((r, result), (Ok(0), KFD_IOC_WAIT_RESULT_COMPLETE));
+    let fault = events[0].memory_exception_data();
+    assert_eq!(fault.va, va(3) + DESCRIPTOR as u64);
+    assert_eq!(fault.gpu_id, q.emu.gpu());
+    assert_eq!(fault.failure.NotPresent, 1);
+    assert_eq!(
+        q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE),
+        0,
+        "no queue error"
+    );
+    assert_eq!(q.u64_at(RPTR), 0);
+    assert_eq!(q.u64_at(COMPLETION + SIGNAL_VALUE), 1);
+    q.destroy();
+}
+
+#[test]
+fn a_kernel_needing_scratch_asks_the_runtime_and_runs_once_given_it() {
+    let machine = "mi210x8";
+    let Some((text, kd)) = kernel(
+        mcpu(machine),
+        "s_endpgm",
+        ".amdhsa_user_sgpr_private_segment_buffer 1\n\
+         .amdhsa_system_sgpr_private_segment_wavefront_offset 1\n\
+         .amdhsa_private_segment_fixed_size 16",
+    ) else {
+        return;
+    };
+    let mut q = Queue::new(machine, &text, &kd);
+    // 16 bytes per work-item: 1 KiB per wave; the queue has no scratch yet.
+    q.submit(0, dispatch([128, 1, 1], [128, 1, 1], 16));
+    assert!(q.wait_for_error(), "no scratch request");
+    assert_eq!(
+        q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE),
+        1,
+        "insufficient scratch, wave64"
+    );
+    assert_eq!(q.u64_at(RPTR), 0, "waits at the packet");
+    assert_eq!(q.u64_at(COMPLETION + SIGNAL_VALUE), 1);
+    // The runtime (AqlQueue::InitScratchSRD): the V#, the base, TMPRING_SIZE (8 slots of
+    // 1 KiB), then 0 in the signal.
+    let base = va(2) + SCRATCH as u64;
+    q.put_u32(SCRATCH_SRD, base as u32);
+    q.put_u32(SCRATCH_SRD + 4, (base >> 32) as u32);
+    q.put_u32(SCRATCH_SRD + 8, 0x8000);
+    q.put_u32(SCRATCH_SRD + 12, 0x0002_7fac);
+    q.put_u64(SCRATCH_BASE, base);
+    q.put_u32(TMPRING, 1 << 12 | 8);
+    q.put_u64(INACTIVE_SIGNAL + SIGNAL_VALUE, 0);
+    assert!(
+        q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0),
+        "the dispatch did not run once given scratch"
+    );
+    assert_eq!(q.u64_at(RPTR), 1);
+    assert_eq!(q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE), 0, "asked once");
+    assert_eq!(q.u32_at(TMPRING), 1 << 12 | 8);
+    q.destroy();
+}
+
+#[test]
+fn destroying_the_queue_cancels_an_endless_kernel() {
+    let machine = "mi210x8";
+    let Some((text, kd)) = kernel(mcpu(machine), "l:\ns_branch l", "") else {
+        return;
+    };
+    let mut q = Queue::new(machine, &text, &kd);
+    q.submit(0, dispatch([64 * 64, 1, 1], [64, 1, 1], 0));
+    // Let it start.
+    let other = create(&q.emu, KFD_IOC_EVENT_SIGNAL, true);
+    let mut events = [data(other.event_id)];
+    let _ = wait(&q.emu, &mut events, true, 50);
+    q.destroy();
+    assert_eq!(q.u64_at(RPTR), 0);
+    assert_eq!(q.u64_at(COMPLETION + SIGNAL_VALUE), 1);
+    assert_eq!(q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE), 0);
+}
+
+/// Every work-item stores its flat id at `out[id]` (kernarg 0: `out`; s[0:3] the private
+/// segment buffer, s[4:5] the kernarg ptr, s6 the workgroup id): needs SMEM, the VALU and
+/// global stores (passes with the instruction rooms merged).
+#[test]
+fn each_work_item_writes_its_id() {
+    let machine = "mi210x8";
+    let Some((text, kd)) = kernel(
+        mcpu(machine),
+        "s_load_dwordx2 s[0:1], s[4:5], 0\n\
+         v_and_b32 v1, 0x3ff, v0\n\
+         s_lshl_b32 s2, s6, 6\n\
+         v_add_u32 v1, s2, v1\n\
+         v_lshlrev_b32 v2, 2, v1\n\
+         s_waitcnt lgkmcnt(0)\n\
+         global_store_dword v2, v1, s[0:1]\n\
+         s_endpgm",
+        ".amdhsa_user_sgpr_private_segment_buffer 1\n\
+         .amdhsa_user_sgpr_kernarg_segment_ptr 1\n\
+         .amdhsa_system_sgpr_workgroup_id_x 1",
+    ) else {
+        return;
+    };
+    let mut q = Queue::new(machine, &text, &kd);
+    let out = va(2) + DATA as u64 + 0x100;
+    q.put_u64(DATA, out);
+    q.submit(0, dispatch([256, 1, 1], [64, 1, 1], 0));
+    let done = q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0);
+    assert!(
+        done,
+        "not completed: queue error {:#x}, read index {}",
+        q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE),
+        q.u64_at(RPTR)
+    );
+    for i in 0..256usize {
+        assert_eq!(q.u32_at(DATA + 0x100 + 4 * i), i as u32, "out[{i}]");
+    }
+    q.destroy();
+}
+
+/// `PACKET3(op, count)` of a compute queue: type 3, the body's dwords - 1, the opcode.
+fn packet3(op: u32, body: &[u32]) -> Vec<u32> {
+    let mut p = vec![3 << 30 | (body.len() as u32 - 1) << 16 | op << 8 | 1 << 1];
+    p.extend_from_slice(body);
+    p
+}
+
+/// SET_SH_REG of `values` from SH register `reg` (a `gc_9_0_offset.h` dword offset).
+fn set_sh(reg: u32, values: &[u32]) -> Vec<u32> {
+    let mut body = vec![reg - 0x2C00];
+    body.extend_from_slice(values);
+    packet3(0x76, &body)
+}
+
+#[test]
+fn a_pm4_dispatch_direct_and_indirect_run_the_kernel_its_registers_describe() {
+    for machine in ["mi100", "mi210x8", "mi300x"] {
+        let Some((text, kd)) = kernel(
+            mcpu(machine),
+            "s_branch ok\n.long 0xffffffff\nok:\ns_endpgm",
+            "",
+        ) else {
+            return;
+        };
+        let mut q = Queue::with_type(machine, &text, &kd, KFD_IOC_QUEUE_TYPE_COMPUTE);
+        let entry = va(2) + CODE as u64;
+        let marker = va(2) + DATA as u64;
+        // RSRC2: USER_SGPR 2, TGID_X_EN (as kfdtest's shader dispatch sets its fields).
+        let rsrc1 = u32::from_le_bytes(kd[48..52].try_into().unwrap());
+        let mut ring = Vec::new();
+        ring.extend(set_sh(0x2E0C, &[(entry >> 8) as u32, (entry >> 40) as u32]));
+        ring.extend(set_sh(0x2E12, &[rsrc1, 2 << 1 | 1 << 7]));
+        ring.extend(set_sh(0x2E07, &[64, 2, 1]));
+        ring.extend(set_sh(0x2E40, &[0x1234, 0x5678]));
+        // 4 x 3 workgroups (dimensions in workgroups: no USE_THREAD_DIMENSIONS), directly
+        // and then indirectly (PM4_MEC_DISPATCH_INDIRECT: the dimensions at an address).
+        ring.extend(packet3(0x15, &[4, 3, 1, 1 | 1 << 2]));
+        let dims = va(2) + DATA as u64 + 0x100;
+        for (i, d) in [4u32, 3, 1].iter().enumerate() {
+            q.put_u32(DATA + 0x100 + 4 * i, *d);
+        }
+        ring.extend(packet3(
+            0x16,
+            &[dims as u32, (dims >> 32) as u32, 1 | 1 << 2],
+        ));
+        // WRITE_DATA of a marker to memory once the dispatch is done.
+        ring.extend(packet3(
+            0x37,
+            &[5 << 8, marker as u32, (marker >> 32) as u32, 0xC0FFEE],
+        ));
+        for (i, d) in ring.iter().enumerate() {
+            q.put_u32(RING + 4 * i, *d);
+        }
+        q.put_u64(WPTR, ring.len() as u64);
+        assert!(
+            q.wait_until(|q| q.u32_at(DATA) == 0xC0FFEE),
+            "{machine}: the packet after the dispatch did not run"
+        );
+        assert!(
+            q.wait_until(|q| u64::from(q.u32_at(RPTR)) == ring.len() as u64),
+            "{machine}: the read pointer did not reach the write pointer"
+        );
+        q.destroy();
+    }
+}
+
+#[test]
+fn a_profiled_queue_gets_the_dispatchs_start_and_end_times() {
+    let machine = "mi210x8";
+    let Some((text, kd)) = kernel(mcpu(machine), "s_endpgm", "") else {
+        return;
+    };
+    for profiled in [false, true] {
+        let mut q = Queue::new(machine, &text, &kd);
+        // AMD_QUEUE_PROPERTIES_ENABLE_PROFILING (bit 3), as
+        // hsa_amd_profiling_set_profiler_enabled sets it.
+        q.put_u32(PROPERTIES, if profiled { 1 << 3 } else { 0 });
+        q.submit(0, dispatch([64, 1, 1], [64, 1, 1], 0));
+        assert!(q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0));
+        let (start, end) = (
+            q.u64_at(COMPLETION + SIGNAL_START_TS),
+            q.u64_at(COMPLETION + SIGNAL_END_TS),
+        );
+        if profiled {
+            assert!(start > 0 && end >= start, "start {start} end {end}");
+        } else {
+            assert_eq!((start, end), (0, 0), "no timestamps unless profiled");
+        }
+        q.destroy();
+    }
+}
+
+#[test]
+fn a_pm4_dispatch_indirect_reads_its_dimensions_and_its_waves_run() {
+    let machine = "mi210x8";
+    let Some((text, kd)) = kernel(mcpu(machine), "s_endpgm", "") else {
+        return;
+    };
+    let mut q = Queue::with_type(machine, &text, &kd, KFD_IOC_QUEUE_TYPE_COMPUTE);
+    let memory = create(&q.emu, KFD_IOC_EVENT_MEMORY, false);
+    // The entry is in a page nothing maps: the waves' first fetch is a VM fault, which only
+    // happens if the dimensions read from memory are not zero.
+    let entry = va(5) + 0x4000;
+    let rsrc1 = u32::from_le_bytes(kd[48..52].try_into().unwrap());
+    let dims = va(2) + DATA as u64 + 0x100;
+    for (i, d) in [2u32, 1, 1].iter().enumerate() {
+        q.put_u32(DATA + 0x100 + 4 * i, *d);
+    }
+    let mut ring = Vec::new();
+    ring.extend(set_sh(0x2E0C, &[(entry >> 8) as u32, (entry >> 40) as u32]));
+    ring.extend(set_sh(0x2E12, &[rsrc1, 1 << 7]));
+    ring.extend(set_sh(0x2E07, &[64, 1, 1]));
+    ring.extend(packet3(
+        0x16,
+        &[dims as u32, (dims >> 32) as u32, 1 | 1 << 2],
+    ));
+    for (i, d) in ring.iter().enumerate() {
+        q.put_u32(RING + 4 * i, *d);
+    }
+    q.put_u64(WPTR, ring.len() as u64);
+    let mut events = [data(memory.event_id)];
+    let (r, result) = wait(&q.emu, &mut events, true, PATIENCE_MS);
+    assert_eq!((r, result), (Ok(0), KFD_IOC_WAIT_RESULT_COMPLETE));
+    let fault = events[0].memory_exception_data();
+    assert_eq!(fault.va, entry, "the entry's page");
+    assert_eq!(fault.gpu_id, q.emu.gpu());
+    q.destroy();
+}
+
+/// `kfd-emu run --gpu-threads N` is accepted (N = 0 means 1), and a bad N is refused.
+#[test]
+fn kfd_emu_run_takes_gpu_threads() {
+    let run = |n: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kfd-emu"))
+            .args(["run", "--gpu-threads", n, "--", "/bin/true"])
+            .output()
+            .expect("running kfd-emu")
+    };
+    for n in ["1", "0", "8"] {
+        let out = run(n);
+        assert!(
+            out.status.success(),
+            "--gpu-threads {n}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(!run("many").status.success());
+}
