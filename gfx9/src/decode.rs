@@ -123,6 +123,14 @@ fn sext(x: u32, width: u32) -> i32 {
     ((x << shift) as i32) >> shift
 }
 
+/// Which 32-bit VALU form a DPP/SDWA second dword extends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Vop1,
+    Vop2,
+    Vopc,
+}
+
 /// The instruction being decoded: the stream from its first dword.
 struct Fields<'a> {
     words: &'a [u32],
@@ -175,7 +183,10 @@ impl Fields<'_> {
         let raw = bits(self.w, 23, 7);
         let op = Sop2Op::from_raw(raw).ok_or_else(|| self.unknown(Encoding::Sop2, raw))?;
         let mut inst = self.inst(Opcode::Sop2(op), Encoding::Sop2, 1);
-        inst.dst[0] = operand::scalar_dst(bits(self.w, 16, 7))?;
+        // s_cbranch_g_fork reads its two sources and writes no SGPR.
+        if op != Sop2Op::SCbranchGFork {
+            inst.dst[0] = operand::scalar_dst(bits(self.w, 16, 7))?;
+        }
         self.sources32(&[bits(self.w, 0, 8), bits(self.w, 8, 8)], &mut inst)?;
         Ok(inst)
     }
@@ -190,13 +201,14 @@ impl Fields<'_> {
         match op {
             SCmpkEqI32 | SCmpkLgI32 | SCmpkGtI32 | SCmpkGeI32 | SCmpkLtI32 | SCmpkLeI32
             | SCmpkEqU32 | SCmpkLgU32 | SCmpkGtU32 | SCmpkGeU32 | SCmpkLtU32 | SCmpkLeU32
-            | SSetregB32 => inst.src[0] = reg,
+            | SSetregB32 | SCbranchIFork => inst.src[0] = reg,
             SCmovkI32 | SAddkI32 | SMulkI32 => {
                 inst.dst[0] = reg;
                 inst.src[0] = reg;
             }
+            // The hwreg field stays in `imm`; the value written is the literal dword.
             SSetregImm32B32 => {
-                inst.imm = self.dword(1, 2)? as i32;
+                inst.src[0] = Operand::Literal(self.dword(1, 2)?);
                 inst.dwords = 2;
             }
             SMovkI32 | SGetregB32 | SCallB64 => inst.dst[0] = reg,
@@ -208,8 +220,12 @@ impl Fields<'_> {
         let raw = bits(self.w, 8, 8);
         let op = Sop1Op::from_raw(raw).ok_or_else(|| self.unknown(Encoding::Sop1, raw))?;
         let mut inst = self.inst(Opcode::Sop1(op), Encoding::Sop1, 1);
-        // s_getpc_b64 reads nothing; s_setpc_b64 and s_rfe_b64 write no SGPR.
-        if !matches!(op, Sop1Op::SSetpcB64 | Sop1Op::SRfeB64) {
+        // s_getpc_b64 reads nothing; s_setpc_b64, s_rfe_b64, s_cbranch_join and
+        // s_set_gpr_idx_idx (which writes M0's index bits) write no SGPR.
+        if !matches!(
+            op,
+            Sop1Op::SSetpcB64 | Sop1Op::SRfeB64 | Sop1Op::SCbranchJoin | Sop1Op::SSetGprIdxIdx
+        ) {
             inst.dst[0] = operand::scalar_dst(bits(self.w, 16, 7))?;
         }
         if op != Sop1Op::SGetpcB64 {
@@ -222,6 +238,12 @@ impl Fields<'_> {
         let raw = bits(self.w, 16, 7);
         let op = SopcOp::from_raw(raw).ok_or_else(|| self.unknown(Encoding::Sopc, raw))?;
         let mut inst = self.inst(Opcode::Sopc(op), Encoding::Sopc, 1);
+        if op == SopcOp::SSetGprIdxOn {
+            // SSRC1 holds the raw index-mode bits (SIMM4), not an operand.
+            self.sources32(&[bits(self.w, 0, 8)], &mut inst)?;
+            inst.imm = i32::from(bits(self.w, 8, 8));
+            return Ok(inst);
+        }
         self.sources32(&[bits(self.w, 0, 8), bits(self.w, 8, 8)], &mut inst)?;
         Ok(inst)
     }
@@ -263,10 +285,9 @@ impl Fields<'_> {
         let raw = bits(self.w, 25, 6);
         let op = Vop2Op::from_raw(raw).ok_or_else(|| self.unknown(Encoding::Vop2, raw))?;
         let src0 = bits(self.w, 0, 9);
-        self.vop_form(src0)?;
         let mut inst = self.inst(Opcode::Vop2(op), Encoding::Vop2, 1);
         inst.dst[0] = Operand::Vgpr(bits(self.w, 17, 8) as u8);
-        self.sources32(&[src0, 256 + bits(self.w, 9, 8)], &mut inst)?;
+        self.vop_sources(src0, Some(bits(self.w, 9, 8)), Form::Vop2, &mut inst)?;
         use Vop2Op::*;
         match op {
             VCndmaskB32 => inst.src[2] = VCC,
@@ -277,6 +298,10 @@ impl Fields<'_> {
             }
             // vdst = src0 * K + vsrc1 / src0 * vsrc1 + K: the constant K is the literal dword.
             VMadmkF32 | VMadakF32 | VMadmkF16 | VMadakF16 => {
+                // The constant takes the second dword: no DPP/SDWA form.
+                if inst.encoding != Encoding::Vop2 {
+                    return Err(DecodeError::IllegalOperand { code: src0 });
+                }
                 inst.src[2] = Operand::Literal(self.dword(1, 2)?);
                 inst.dwords = 2;
             }
@@ -289,7 +314,6 @@ impl Fields<'_> {
         let raw = bits(self.w, 9, 8);
         let op = Vop1Op::from_raw(raw).ok_or_else(|| self.unknown(Encoding::Vop1, raw))?;
         let src0 = bits(self.w, 0, 9);
-        self.vop_form(src0)?;
         let mut inst = self.inst(Opcode::Vop1(op), Encoding::Vop1, 1);
         let vdst = bits(self.w, 17, 8);
         let no_operands = matches!(op, Vop1Op::VNop | Vop1Op::VClrexcp);
@@ -299,7 +323,7 @@ impl Fields<'_> {
             _ => Operand::Vgpr(vdst as u8),
         };
         if !no_operands {
-            self.sources32(&[src0], &mut inst)?;
+            self.vop_sources(src0, None, Form::Vop1, &mut inst)?;
         }
         Ok(inst)
     }
@@ -308,20 +332,109 @@ impl Fields<'_> {
         let raw = bits(self.w, 17, 8);
         let op = VopcOp::from_raw(raw).ok_or_else(|| self.unknown(Encoding::Vopc, raw))?;
         let src0 = bits(self.w, 0, 9);
-        self.vop_form(src0)?;
         let mut inst = self.inst(Opcode::Vopc(op), Encoding::Vopc, 1);
         inst.dst[0] = VCC;
-        self.sources32(&[src0, 256 + bits(self.w, 9, 8)], &mut inst)?;
+        self.vop_sources(src0, Some(bits(self.w, 9, 8)), Form::Vopc, &mut inst)?;
         Ok(inst)
     }
 
-    /// The DPP and SDWA forms put their controls in a second dword named by SRC0.
-    fn vop_form(&self, src0: u16) -> Result<(), DecodeError> {
+    /// The sources of VOP1/VOP2/VOPC: SRC0 and the 8-bit VSRC1 field (a VGPR), or, when SRC0
+    /// names the DPP (250) or SDWA (249) form, the second dword's controls ("AMD Instinct MI200
+    /// ISA", "Microcode Formats": VOP_DPP and VOP_SDWA / VOPC_SDWA).
+    fn vop_sources(
+        &self,
+        src0: u16,
+        vsrc1: Option<u16>,
+        form: Form,
+        inst: &mut Inst,
+    ) -> Result<(), DecodeError> {
         match src0 {
-            SRC_DPP => Err(unsupported("DPP", self.w)),
-            SRC_SDWA => Err(unsupported("SDWA", self.w)),
-            _ => Ok(()),
+            SRC_DPP => self.dpp(vsrc1, inst),
+            SRC_SDWA => self.sdwa(vsrc1, form, inst),
+            _ => {
+                let mut codes = vec![src0];
+                codes.extend(vsrc1.map(|v| 256 + v));
+                self.sources32(&codes, inst)
+            }
         }
+    }
+
+    /// VOP_DPP: SRC0 (a VGPR) in bits 0..8, DPP_CTRL 8..17, BOUND_CTRL 19, SRC0_NEG 20,
+    /// SRC0_ABS 21, SRC1_NEG 22, SRC1_ABS 23, BANK_MASK 24..28, ROW_MASK 28..32. The controls
+    /// go to `imm` (see [`crate::Dpp`]), the source modifiers to `mods.neg`/`mods.abs`.
+    fn dpp(&self, vsrc1: Option<u16>, inst: &mut Inst) -> Result<(), DecodeError> {
+        let w1 = self.dword(1, 2)?;
+        let ctrl = bits(w1, 8, 9);
+        if !crate::inst::dpp_ctrl_valid(ctrl) {
+            return Err(DecodeError::IllegalOperand { code: ctrl });
+        }
+        inst.encoding = Encoding::Dpp;
+        inst.dwords = 2;
+        inst.src[0] = Operand::Vgpr(bits(w1, 0, 8) as u8);
+        if let Some(v) = vsrc1 {
+            inst.src[1] = Operand::Vgpr(v as u8);
+        }
+        inst.imm = i32::from(ctrl)
+            | i32::from(bit(w1, 19)) << 9
+            | i32::from(bits(w1, 24, 4)) << 10
+            | i32::from(bits(w1, 28, 4)) << 14;
+        inst.mods.neg = (bit(w1, 20) as u8) | (bit(w1, 22) as u8) << 1;
+        inst.mods.abs = (bit(w1, 21) as u8) | (bit(w1, 23) as u8) << 1;
+        Ok(())
+    }
+
+    /// VOP_SDWA: SRC0 0..8, DST_SEL 8..11, DST_UNUSED 11..13, CLAMP 13, OMOD 14..16,
+    /// SRC0_SEL 16..19, SRC0_SEXT 19, SRC0_NEG 20, SRC0_ABS 21, S0 23 (SRC0 is a scalar
+    /// operand), SRC1_SEL 24..27, SRC1_SEXT 27, SRC1_NEG 28, SRC1_ABS 29, S1 31. VOPC_SDWA has
+    /// SDST 8..15 and SD 15 (SDST is the destination, else VCC) instead of DST_SEL..OMOD. The
+    /// selects go to `imm` (see [`crate::Sdwa`]).
+    fn sdwa(&self, vsrc1: Option<u16>, form: Form, inst: &mut Inst) -> Result<(), DecodeError> {
+        let w1 = self.dword(1, 2)?;
+        inst.encoding = Encoding::Sdwa;
+        inst.dwords = 2;
+        let sel = |lo| -> Result<u16, DecodeError> {
+            let s = bits(w1, lo, 3);
+            if s > 6 {
+                return Err(DecodeError::IllegalOperand { code: s });
+            }
+            Ok(s)
+        };
+        let src = |code: u16, scalar: bool| -> Result<Operand, DecodeError> {
+            if !scalar {
+                return Ok(Operand::Vgpr(code as u8));
+            }
+            match code {
+                SRC_LITERAL | SRC_DPP | SRC_SDWA => Err(DecodeError::IllegalOperand { code }),
+                _ => operand::source(code),
+            }
+        };
+        inst.src[0] = src(bits(w1, 0, 8), bit(w1, 23))?;
+        if let Some(v) = vsrc1 {
+            inst.src[1] = src(v, bit(w1, 31))?;
+        }
+        let (dst_sel, dst_unused) = if form == Form::Vopc {
+            if bit(w1, 15) {
+                inst.dst[0] = operand::scalar_dst(bits(w1, 8, 7))?;
+            }
+            (6, 0)
+        } else {
+            inst.mods.clamp = bit(w1, 13);
+            inst.mods.omod = bits(w1, 14, 2) as u8;
+            let unused = bits(w1, 11, 2);
+            if unused == 3 {
+                return Err(DecodeError::IllegalOperand { code: unused });
+            }
+            (sel(8)?, unused)
+        };
+        inst.imm = i32::from(dst_sel)
+            | i32::from(dst_unused) << 3
+            | i32::from(sel(16)?) << 5
+            | i32::from(bit(w1, 19)) << 8
+            | i32::from(if vsrc1.is_some() { sel(24)? } else { 6 }) << 9
+            | i32::from(bit(w1, 27)) << 12;
+        inst.mods.neg = (bit(w1, 20) as u8) | (bit(w1, 28) as u8) << 1;
+        inst.mods.abs = (bit(w1, 21) as u8) | (bit(w1, 29) as u8) << 1;
+        Ok(())
     }
 
     /// The three 9-bit sources of VOP3/VOP3P (`count` of them read); gfx9 has no literal here.
@@ -407,11 +520,11 @@ impl Fields<'_> {
 
     fn vop3p(&mut self) -> Result<Inst, DecodeError> {
         let raw = bits(self.w, 16, 7);
-        if raw >= 0x40 {
-            return Err(unsupported("VOP3P-MAI (MFMA)", self.w));
-        }
         let op = Vop3pOp::from_raw(raw).ok_or_else(|| self.unknown(Encoding::Vop3p, raw))?;
         let w1 = self.dword(1, 2)?;
+        if op.is_mfma() {
+            return self.mfma(op, w1);
+        }
         let mut inst = self.inst(Opcode::Vop3p(op), Encoding::Vop3p, 2);
         inst.dst[0] = Operand::Vgpr(bits(self.w, 0, 8) as u8);
         inst.mods.neg_hi = bits(self.w, 8, 3) as u8;
@@ -420,6 +533,22 @@ impl Fields<'_> {
         inst.mods.clamp = bit(self.w, 15);
         inst.mods.neg = bits(w1, 29, 3) as u8;
         self.sources64(w1, op.sources(), &mut inst)?;
+        Ok(inst)
+    }
+
+    /// VOP3P-MAI (the guide's "VOP3P-MAI" format): VDST 0..8, CBSZ 8..11, ABID 11..15,
+    /// ACC_CD 15 (VDST and SRC2 are AGPRs); SRC0/1/2 as VOP3P, ACC 59..61 (SRC0/SRC1 are AGPRs),
+    /// BLGP 61..64. ACC_CD goes to `mods.acc`, ACC to `mods.op_sel_hi` (bit per source),
+    /// `CBSZ | ABID << 3 | BLGP << 7` to `imm`.
+    fn mfma(&self, op: Vop3pOp, w1: u32) -> Result<Inst, DecodeError> {
+        let mut inst = self.inst(Opcode::Vop3p(op), Encoding::Vop3p, 2);
+        inst.dst[0] = Operand::Vgpr(bits(self.w, 0, 8) as u8);
+        inst.mods.acc = bit(self.w, 15);
+        inst.mods.op_sel_hi = bits(w1, 27, 2) as u8;
+        inst.imm = i32::from(bits(self.w, 8, 3))
+            | i32::from(bits(self.w, 11, 4)) << 3
+            | i32::from(bits(w1, 29, 3)) << 7;
+        self.sources64(w1, 3, &mut inst)?;
         Ok(inst)
     }
 

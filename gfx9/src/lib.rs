@@ -44,8 +44,11 @@
 //!
 //! # Not here yet
 //!
-//! - The DPP and SDWA forms (source code 250 / 249) and the MTBUF, MIMG, EXP, VINTRP and
-//!   VOP3P-MAI (MFMA) encodings decode to [`DecodeError::Unsupported`].
+//! - The MTBUF, MIMG, EXP and VINTRP encodings decode to [`DecodeError::Unsupported`]. The
+//!   DPP and SDWA forms (source code 250 / 249) decode to [`Encoding::Dpp`] /
+//!   [`Encoding::Sdwa`] with their controls in [`Inst::dpp`] / [`Inst::sdwa`]; VOP3P-MAI
+//!   (gfx90a's `v_mfma_*` and the AGPR moves) decodes as VOP3P, an MFMA's ACC_CD in
+//!   `mods.acc`, its ACC bits in `mods.op_sel_hi` and `CBSZ | ABID << 3 | BLGP << 7` in `imm`.
 //! - The opcode tables hold what clang emits for ordinary kernels and their neighbours, not
 //!   every opcode of the guide; a missing one is [`DecodeError::UnknownOpcode`].
 //! - Operand widths and register classes: an operand names its first register, and the
@@ -69,7 +72,7 @@ pub mod operand;
 
 pub use decode::{Decoder, decode};
 pub use error::DecodeError;
-pub use inst::{Inst, Modifiers};
+pub use inst::{Dpp, Inst, Modifiers, Sdwa};
 pub use opcode::{
     DsOp, Encoding, FlatOp, MubufOp, Opcode, Segment, SmemOp, Sop1Op, Sop2Op, SopcOp, SopkOp,
     SoppOp, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp,

@@ -65,7 +65,7 @@ opcodes! {
         SLshl1AddU32 = 46 "s_lshl1_add_u32", SLshl2AddU32 = 47 "s_lshl2_add_u32",
         SLshl3AddU32 = 48 "s_lshl3_add_u32", SLshl4AddU32 = 49 "s_lshl4_add_u32",
         SPackLlB32B16 = 50 "s_pack_ll_b32_b16", SPackLhB32B16 = 51 "s_pack_lh_b32_b16",
-        SPackHhB32B16 = 52 "s_pack_hh_b32_b16",
+        SPackHhB32B16 = 52 "s_pack_hh_b32_b16", SCbranchGFork = 41 "s_cbranch_g_fork",
     }
 }
 
@@ -79,6 +79,7 @@ opcodes! {
         SCmpkLtU32 = 12 "s_cmpk_lt_u32", SCmpkLeU32 = 13 "s_cmpk_le_u32", SAddkI32 = 14 "s_addk_i32",
         SMulkI32 = 15 "s_mulk_i32", SGetregB32 = 17 "s_getreg_b32", SSetregB32 = 18 "s_setreg_b32",
         SSetregImm32B32 = 20 "s_setreg_imm32_b32", SCallB64 = 21 "s_call_b64",
+        SCbranchIFork = 16 "s_cbranch_i_fork",
     }
 }
 
@@ -109,6 +110,7 @@ opcodes! {
         SAbsI32 = 48 "s_abs_i32", SAndn1SaveexecB64 = 51 "s_andn1_saveexec_b64",
         SOrn1SaveexecB64 = 52 "s_orn1_saveexec_b64", SAndn1WrexecB64 = 53 "s_andn1_wrexec_b64",
         SAndn2WrexecB64 = 54 "s_andn2_wrexec_b64", SBitreplicateB64B32 = 55 "s_bitreplicate_b64_b32",
+        SSetGprIdxIdx = 50 "s_set_gpr_idx_idx", SCbranchJoin = 46 "s_cbranch_join",
     }
 }
 
@@ -122,6 +124,7 @@ opcodes! {
         SBitcmp0B32 = 12 "s_bitcmp0_b32", SBitcmp1B32 = 13 "s_bitcmp1_b32",
         SBitcmp0B64 = 14 "s_bitcmp0_b64", SBitcmp1B64 = 15 "s_bitcmp1_b64",
         SCmpEqU64 = 18 "s_cmp_eq_u64", SCmpLgU64 = 19 "s_cmp_lg_u64",
+        SSetGprIdxOn = 17 "s_set_gpr_idx_on", SSetvskip = 16 "s_setvskip",
     }
 }
 
@@ -139,6 +142,10 @@ opcodes! {
         SDecperflevel = 21 "s_decperflevel", STtracedata = 22 "s_ttracedata",
         SEndpgmSaved = 27 "s_endpgm_saved", SSetGprIdxOff = 28 "s_set_gpr_idx_off",
         SSetGprIdxMode = 29 "s_set_gpr_idx_mode",
+        SCbranchCdbgsys = 23 "s_cbranch_cdbgsys", SCbranchCdbguser = 24 "s_cbranch_cdbguser",
+        SCbranchCdbgsysOrUser = 25 "s_cbranch_cdbgsys_or_user",
+        SCbranchCdbgsysAndUser = 26 "s_cbranch_cdbgsys_and_user",
+        SEndpgmOrderedPsDone = 30 "s_endpgm_ordered_ps_done",
     }
 }
 
@@ -230,6 +237,7 @@ opcodes! {
         VExpLegacyF32 = 75 "v_exp_legacy_f32", VLogLegacyF32 = 76 "v_log_legacy_f32",
         VCvtNormI16F16 = 77 "v_cvt_norm_i16_f16", VCvtNormU16F16 = 78 "v_cvt_norm_u16_f16",
         VSatPkU8I16 = 79 "v_sat_pk_u8_i16", VSwapB32 = 81 "v_swap_b32",
+        VAccvgprMovB32 = 82 "v_accvgpr_mov_b32", VMovB64 = 56 "v_mov_b64",
     }
 }
 
@@ -467,6 +475,19 @@ opcodes! {
         VBfmB32 = 0x293 "v_bfm_b32", VAddI32 = 0x29c "v_add_i32", VSubI32 = 0x29d "v_sub_i32",
         VCubeidF32 = 0x1c4 "v_cubeid_f32", VCubescF32 = 0x1c5 "v_cubesc_f32",
         VCubetcF32 = 0x1c6 "v_cubetc_f32", VCubemaF32 = 0x1c7 "v_cubema_f32", VLerpU8 = 0x1cd "v_lerp_u8",
+        VSadU8 = 0x1d9 "v_sad_u8", VSadHiU8 = 0x1da "v_sad_hi_u8", VSadU16 = 0x1db "v_sad_u16",
+        VSadU32 = 0x1dc "v_sad_u32", VCvtPkU8F32 = 0x1dd "v_cvt_pk_u8_f32",
+        VPermB32 = 0x1ed "v_perm_b32", VMadU32U16 = 0x1f1 "v_mad_u32_u16",
+        VMadI32I16 = 0x1f2 "v_mad_i32_i16", VXadU32 = 0x1f3 "v_xad_u32",
+        VMin3F16 = 0x1f4 "v_min3_f16", VMin3I16 = 0x1f5 "v_min3_i16", VMin3U16 = 0x1f6 "v_min3_u16",
+        VMax3F16 = 0x1f7 "v_max3_f16", VMax3I16 = 0x1f8 "v_max3_i16", VMax3U16 = 0x1f9 "v_max3_u16",
+        VMed3F16 = 0x1fa "v_med3_f16", VMed3I16 = 0x1fb "v_med3_i16", VMed3U16 = 0x1fc "v_med3_u16",
+        VMadF16 = 0x203 "v_mad_f16", VMadU16 = 0x204 "v_mad_u16", VMadI16 = 0x205 "v_mad_i16",
+        VFmaF16 = 0x206 "v_fma_f16", VDivFixupF16 = 0x207 "v_div_fixup_f16",
+        VTrigPreopF64 = 0x292 "v_trig_preop_f64", VCvtPknormI16F32 = 0x294 "v_cvt_pknorm_i16_f32",
+        VCvtPknormU16F32 = 0x295 "v_cvt_pknorm_u16_f32", VCvtPkrtzF16F32 = 0x296 "v_cvt_pkrtz_f16_f32",
+        VCvtPkU16U32 = 0x297 "v_cvt_pk_u16_u32", VCvtPkI16I32 = 0x298 "v_cvt_pk_i16_i32",
+        VLshlAddU64 = 0x208 "v_lshl_add_u64", VAddI16 = 0x29e "v_add_i16", VSubI16 = 0x29f "v_sub_i16", VPackB32F16 = 0x2a0 "v_pack_b32_f16",
     }
 }
 
@@ -478,7 +499,8 @@ impl Vop3Op {
             VAddF64 | VMulF64 | VMinF64 | VMaxF64 | VLdexpF64 | VMulLoU32 | VMulHiU32
             | VMulHiI32 | VLdexpF32 | VReadlaneB32 | VWritelaneB32 | VBcntU32B32
             | VMbcntLoU32B32 | VMbcntHiU32B32 | VLshlrevB64 | VLshrrevB64 | VAshrrevI64
-            | VBfmB32 | VAddI32 | VSubI32 => 2,
+            | VBfmB32 | VAddI32 | VSubI32 | VTrigPreopF64 | VCvtPknormI16F32 | VCvtPknormU16F32
+            | VCvtPkrtzF16F32 | VCvtPkU16U32 | VCvtPkI16I32 | VAddI16 | VSubI16 | VPackB32F16 => 2,
             _ => 3,
         }
     }
@@ -493,7 +515,9 @@ impl Vop3Op {
 }
 
 opcodes! {
-    /// VOP3P: packed math (7-bit opcode).
+    /// VOP3P: packed math (7-bit opcode); 0x40 and up are VOP3P-MAI (the matrix multiplies,
+    /// named like LLVM's mnemonics, and the AGPR moves).
+    #[allow(non_camel_case_types)]
     Vop3pOp {
         VPkMadI16 = 0 "v_pk_mad_i16", VPkMulLoU16 = 1 "v_pk_mul_lo_u16", VPkAddI16 = 2 "v_pk_add_i16",
         VPkSubI16 = 3 "v_pk_sub_i16", VPkLshlrevB16 = 4 "v_pk_lshlrev_b16",
@@ -503,18 +527,58 @@ opcodes! {
         VPkMinU16 = 13 "v_pk_min_u16", VPkFmaF16 = 14 "v_pk_fma_f16", VPkAddF16 = 15 "v_pk_add_f16",
         VPkMulF16 = 16 "v_pk_mul_f16", VPkMinF16 = 17 "v_pk_min_f16", VPkMaxF16 = 18 "v_pk_max_f16",
         VFmaMixF32 = 32 "v_fma_mix_f32", VFmaMixloF16 = 33 "v_fma_mixlo_f16",
-        VFmaMixhiF16 = 34 "v_fma_mixhi_f16", VPkFmaF32 = 48 "v_pk_fma_f32",
+        VFmaMixhiF16 = 34 "v_fma_mixhi_f16", VDot2F32F16 = 35 "v_dot2_f32_f16",
+        VDot2I32I16 = 38 "v_dot2_i32_i16", VDot2U32U16 = 39 "v_dot2_u32_u16",
+        VDot4I32I8 = 40 "v_dot4_i32_i8", VDot4U32U8 = 41 "v_dot4_u32_u8",
+        VDot8I32I4 = 42 "v_dot8_i32_i4", VDot8U32U4 = 43 "v_dot8_u32_u4", VPkFmaF32 = 48 "v_pk_fma_f32",
         VPkMulF32 = 49 "v_pk_mul_f32", VPkAddF32 = 50 "v_pk_add_f32", VPkMovB32 = 51 "v_pk_mov_b32",
+        VAccvgprReadB32 = 0x58 "v_accvgpr_read_b32", VAccvgprWriteB32 = 0x59 "v_accvgpr_write_b32",
+        VMfmaF32_32x32x1f32 = 0x40 "v_mfma_f32_32x32x1f32",
+        VMfmaF32_16x16x1f32 = 0x41 "v_mfma_f32_16x16x1f32",
+        VMfmaF32_4x4x1f32 = 0x42 "v_mfma_f32_4x4x1f32",
+        VMfmaF32_32x32x2f32 = 0x44 "v_mfma_f32_32x32x2f32",
+        VMfmaF32_16x16x4f32 = 0x45 "v_mfma_f32_16x16x4f32",
+        VMfmaF32_32x32x4f16 = 0x48 "v_mfma_f32_32x32x4f16",
+        VMfmaF32_16x16x4f16 = 0x49 "v_mfma_f32_16x16x4f16",
+        VMfmaF32_4x4x4f16 = 0x4a "v_mfma_f32_4x4x4f16",
+        VMfmaF32_32x32x8f16 = 0x4c "v_mfma_f32_32x32x8f16",
+        VMfmaF32_16x16x16f16 = 0x4d "v_mfma_f32_16x16x16f16",
+        VMfmaI32_32x32x4i8 = 0x50 "v_mfma_i32_32x32x4i8",
+        VMfmaI32_16x16x4i8 = 0x51 "v_mfma_i32_16x16x4i8",
+        VMfmaI32_4x4x4i8 = 0x52 "v_mfma_i32_4x4x4i8",
+        VMfmaI32_32x32x8i8 = 0x54 "v_mfma_i32_32x32x8i8",
+        VMfmaI32_16x16x16i8 = 0x55 "v_mfma_i32_16x16x16i8",
+        VMfmaF32_32x32x4bf16_1k = 0x63 "v_mfma_f32_32x32x4bf16_1k",
+        VMfmaF32_16x16x4bf16_1k = 0x64 "v_mfma_f32_16x16x4bf16_1k",
+        VMfmaF32_4x4x4bf16_1k = 0x65 "v_mfma_f32_4x4x4bf16_1k",
+        VMfmaF32_32x32x8bf16_1k = 0x66 "v_mfma_f32_32x32x8bf16_1k",
+        VMfmaF32_16x16x16bf16_1k = 0x67 "v_mfma_f32_16x16x16bf16_1k",
+        VMfmaF32_32x32x2bf16 = 0x68 "v_mfma_f32_32x32x2bf16",
+        VMfmaF32_16x16x2bf16 = 0x69 "v_mfma_f32_16x16x2bf16",
+        VMfmaF32_4x4x2bf16 = 0x6b "v_mfma_f32_4x4x2bf16",
+        VMfmaF32_32x32x4bf16 = 0x6c "v_mfma_f32_32x32x4bf16",
+        VMfmaF32_16x16x8bf16 = 0x6d "v_mfma_f32_16x16x8bf16",
+        VMfmaF64_16x16x4f64 = 0x6e "v_mfma_f64_16x16x4f64",
+        VMfmaF64_4x4x4f64 = 0x6f "v_mfma_f64_4x4x4f64",
     }
 }
 
 impl Vop3pOp {
+    /// Whether the operation is a VOP3P-MAI matrix multiply (`v_mfma_*`, opcode 0x40 and up
+    /// but the AGPR moves).
+    pub fn is_mfma(self) -> bool {
+        self.raw() >= 0x40 && !matches!(self, Self::VAccvgprReadB32 | Self::VAccvgprWriteB32)
+    }
+
     /// How many of the three source fields the operation reads.
     pub fn sources(self) -> usize {
         use Vop3pOp::*;
         match self {
             VPkMadI16 | VPkMadU16 | VPkFmaF16 | VFmaMixF32 | VFmaMixloF16 | VFmaMixhiF16
-            | VPkFmaF32 => 3,
+            | VPkFmaF32 | VDot2F32F16 | VDot2I32I16 | VDot2U32U16 | VDot4I32I8 | VDot4U32U8
+            | VDot8I32I4 | VDot8U32U4 => 3,
+            VAccvgprReadB32 | VAccvgprWriteB32 => 1,
+            _ if self.is_mfma() => 3,
             _ => 2,
         }
     }
@@ -548,6 +612,30 @@ opcodes! {
         DsOrRtnB32 = 42 "ds_or_rtn_b32", DsXorRtnB32 = 43 "ds_xor_rtn_b32",
         DsMskorRtnB32 = 44 "ds_mskor_rtn_b32", DsCmpstRtnB32 = 48 "ds_cmpst_rtn_b32",
         DsAddRtnF32 = 53 "ds_add_rtn_f32",
+        DsWrxchg2RtnB32 = 46 "ds_wrxchg2_rtn_b32", DsWrxchg2st64RtnB32 = 47 "ds_wrxchg2st64_rtn_b32",
+        DsCmpstRtnF32 = 49 "ds_cmpst_rtn_f32", DsMinRtnF32 = 50 "ds_min_rtn_f32",
+        DsMaxRtnF32 = 51 "ds_max_rtn_f32", DsWrapRtnB32 = 52 "ds_wrap_rtn_b32",
+        DsSubU64 = 65 "ds_sub_u64", DsRsubU64 = 66 "ds_rsub_u64", DsIncU64 = 67 "ds_inc_u64",
+        DsDecU64 = 68 "ds_dec_u64", DsMinI64 = 69 "ds_min_i64", DsMaxI64 = 70 "ds_max_i64",
+        DsMinU64 = 71 "ds_min_u64", DsMaxU64 = 72 "ds_max_u64", DsAndB64 = 73 "ds_and_b64",
+        DsOrB64 = 74 "ds_or_b64", DsXorB64 = 75 "ds_xor_b64", DsMskorB64 = 76 "ds_mskor_b64",
+        DsWrite2st64B64 = 79 "ds_write2st64_b64", DsCmpstB64 = 80 "ds_cmpst_b64",
+        DsCmpstF64 = 81 "ds_cmpst_f64", DsMinF64 = 82 "ds_min_f64", DsMaxF64 = 83 "ds_max_f64",
+        DsWriteB8D16Hi = 84 "ds_write_b8_d16_hi", DsWriteB16D16Hi = 85 "ds_write_b16_d16_hi",
+        DsReadU8D16 = 86 "ds_read_u8_d16", DsReadU8D16Hi = 87 "ds_read_u8_d16_hi",
+        DsReadI8D16 = 88 "ds_read_i8_d16", DsReadI8D16Hi = 89 "ds_read_i8_d16_hi",
+        DsReadU16D16 = 90 "ds_read_u16_d16", DsReadU16D16Hi = 91 "ds_read_u16_d16_hi",
+        DsAddF64 = 92 "ds_add_f64", DsAddRtnU64 = 96 "ds_add_rtn_u64", DsSubRtnU64 = 97 "ds_sub_rtn_u64",
+        DsRsubRtnU64 = 98 "ds_rsub_rtn_u64", DsIncRtnU64 = 99 "ds_inc_rtn_u64",
+        DsDecRtnU64 = 100 "ds_dec_rtn_u64", DsMinRtnI64 = 101 "ds_min_rtn_i64",
+        DsMaxRtnI64 = 102 "ds_max_rtn_i64", DsMinRtnU64 = 103 "ds_min_rtn_u64",
+        DsMaxRtnU64 = 104 "ds_max_rtn_u64", DsAndRtnB64 = 105 "ds_and_rtn_b64",
+        DsOrRtnB64 = 106 "ds_or_rtn_b64", DsXorRtnB64 = 107 "ds_xor_rtn_b64",
+        DsMskorRtnB64 = 108 "ds_mskor_rtn_b64", DsWrxchgRtnB64 = 109 "ds_wrxchg_rtn_b64",
+        DsWrxchg2RtnB64 = 110 "ds_wrxchg2_rtn_b64", DsWrxchg2st64RtnB64 = 111 "ds_wrxchg2st64_rtn_b64",
+        DsCmpstRtnB64 = 112 "ds_cmpst_rtn_b64", DsCmpstRtnF64 = 113 "ds_cmpst_rtn_f64",
+        DsMinRtnF64 = 114 "ds_min_rtn_f64", DsMaxRtnF64 = 115 "ds_max_rtn_f64",
+        DsRead2st64B64 = 120 "ds_read2st64_b64", DsAddRtnF64 = 124 "ds_add_rtn_f64",
     }
 }
 
@@ -648,6 +736,12 @@ pub enum Encoding {
     Vop3b,
     /// VOP3P (64 bits): packed math.
     Vop3p,
+    /// VOP1, VOP2 or VOPC with DPP controls (SRC0 = 250; 64 bits): a cross-lane source
+    /// permutation ([`Inst::dpp`](crate::Inst::dpp)).
+    Dpp,
+    /// VOP1, VOP2 or VOPC with SDWA controls (SRC0 = 249; 64 bits): sub-dword operand and
+    /// result selects ([`Inst::sdwa`](crate::Inst::sdwa)).
+    Sdwa,
     /// DS (64 bits).
     Ds,
     /// FLAT, GLOBAL or SCRATCH (64 bits).

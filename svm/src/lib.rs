@@ -15,7 +15,9 @@
 //!   [`SmiStream`]: the events of one GPU, as they come; [`Timeline`]: a migration and fault
 //!   timeline in Chrome-trace JSON for Perfetto; [`Pairing`]: the events paired into the
 //!   records rocprofv3 (`--kfd-trace`) writes ([`KfdRecord`]), and [`Summary`]: what they say
-//!   about migration bytes and throughput, faults and queue churn.
+//!   about migration bytes and throughput, faults and queue churn;
+//!   [`ResidencyMap`](residency::ResidencyMap): where their pages lived over time, on a
+//!   bounded grid (one sweep, near-linear in the records).
 //!
 //! # Tutorial
 //!
@@ -123,6 +125,7 @@ pub mod clock;
 mod error;
 mod location;
 pub mod records;
+pub mod residency;
 mod stream;
 pub mod summary;
 mod timeline;

@@ -1,5 +1,6 @@
 //! [`Summary`]: what a list of [`KfdRecord`]s says about migration, faults and queue churn, and
-//! the series the pictures are drawn from ([`residency`], [`throughput_series`]).
+//! the series the throughput picture is drawn from ([`throughput_series`]; residency is
+//! [`crate::residency`]).
 //!
 //! Everything here is arithmetic on the records (no I/O, no dependencies), so the same figures
 //! come out of a trace recorded live and of a rocpd database read back, ours or rocprofv3's.
@@ -339,82 +340,6 @@ impl fmt::Display for Summary {
     }
 }
 
-/// One stretch of an address range in one place, for the residency picture.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Residency {
-    /// The process whose address space this is.
-    pub pid: u32,
-    /// The first byte.
-    pub start_address: u64,
-    /// The end (exclusive).
-    pub end_address: u64,
-    /// From (ns).
-    pub from_ns: u64,
-    /// Until (ns).
-    pub until_ns: u64,
-    /// Where the pages were (a node; `None`: no agent).
-    pub agent: Option<u32>,
-}
-
-/// Where the migrated pages were over time: per process, every address range that migrations
-/// touched,
-/// split at the boundaries of all of them, located at the source of its first migration from
-/// the start of the trace, and at each successful migration's destination from its end on, up
-/// to the end of the trace. Ranges no migration touched are not shown.
-pub fn residency(records: &[KfdRecord]) -> Vec<Residency> {
-    let Some(t0) = records.iter().map(|r| r.start_ns).min() else {
-        return Vec::new();
-    };
-    let t1 = records.iter().map(|r| r.end_ns).max().unwrap_or(t0);
-    // Each process's address space apart.
-    let mut by_pid: BTreeMap<u32, Vec<&KfdRecord>> = BTreeMap::new();
-    for r in records
-        .iter()
-        .filter(|r| r.kind == KfdKind::PageMigrate && r.error_code == 0 && r.bytes() > 0)
-    {
-        by_pid.entry(r.pid).or_default().push(r);
-    }
-    let mut out = Vec::new();
-    for (pid, moves) in by_pid {
-        let mut bounds: Vec<u64> = moves
-            .iter()
-            .flat_map(|r| [r.start_address, r.end_address])
-            .collect();
-        bounds.sort_unstable();
-        bounds.dedup();
-        for w in bounds.windows(2) {
-            let (a, b) = (w[0], w[1]);
-            let mut covering: Vec<&&KfdRecord> = moves
-                .iter()
-                .filter(|r| r.start_address <= a && b <= r.end_address)
-                .collect();
-            if covering.is_empty() {
-                continue;
-            }
-            covering.sort_by_key(|r| r.end_ns);
-            let stretch = |from_ns, until_ns, agent| Residency {
-                pid,
-                start_address: a,
-                end_address: b,
-                from_ns,
-                until_ns,
-                agent,
-            };
-            let mut at = covering[0].src_agent;
-            let mut since = t0;
-            for r in covering {
-                if r.end_ns > since {
-                    out.push(stretch(since, r.end_ns, at));
-                    since = r.end_ns;
-                }
-                at = r.dst_agent;
-            }
-            out.push(stretch(since, t1.max(since), at));
-        }
-    }
-    out
-}
-
 /// Migrated bytes per time bin and direction: the trace's span cut into `bins` equal bins (at
 /// least 1), each successful migration's bytes spread evenly over its start..end (all in the
 /// bin of its end when it took no time). Returns the bin width in ns and, per direction, the
@@ -457,6 +382,192 @@ pub fn throughput_series(
         }
     }
     (width, out)
+}
+
+/// Fault-to-resolution latencies (ns, sorted) per (GPU, resolved by migration).
+pub fn fault_latencies(records: &[KfdRecord]) -> BTreeMap<(Option<u32>, bool), Vec<u64>> {
+    let mut out: BTreeMap<(Option<u32>, bool), Vec<u64>> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.kind == KfdKind::PageFault) {
+        out.entry((r.agent, r.fault_migrated()))
+            .or_default()
+            .push(r.duration_ns());
+    }
+    for v in out.values_mut() {
+        v.sort_unstable();
+    }
+    out
+}
+
+/// Bytes migrated so far per direction over time: per direction, (time ns, cumulative bytes)
+/// at the end of each successful migration, in time order, thinned to at most `max_points`
+/// points (evenly over the migrations; the last one always kept, so the final total is
+/// exact).
+pub fn cumulative_bytes(
+    records: &[KfdRecord],
+    max_points: usize,
+) -> BTreeMap<Direction, Vec<(u64, u64)>> {
+    let mut ends: BTreeMap<Direction, Vec<(u64, u64)>> = BTreeMap::new();
+    for r in records
+        .iter()
+        .filter(|r| r.kind == KfdKind::PageMigrate && r.error_code == 0)
+    {
+        ends.entry((r.src_agent, r.dst_agent))
+            .or_default()
+            .push((r.end_ns, r.bytes()));
+    }
+    let max_points = max_points.max(2);
+    ends.into_iter()
+        .map(|(dir, mut v)| {
+            v.sort_unstable();
+            let mut total = 0u64;
+            let all: Vec<(u64, u64)> = v
+                .into_iter()
+                .map(|(t, b)| {
+                    total = total.saturating_add(b);
+                    (t, total)
+                })
+                .collect();
+            let step = all.len().div_ceil(max_points).max(1);
+            let mut points: Vec<(u64, u64)> = all.iter().copied().step_by(step).collect();
+            if points.last() != all.last() {
+                points.extend(all.last());
+            }
+            (dir, points)
+        })
+        .collect()
+}
+
+/// Two summaries side by side (`kfdtool report --compare A B`): one line per figure, A's and
+/// B's values and B's change against A; directions, fault kinds and queue kinds that only one
+/// trace has show `-` on the other side.
+pub fn side_by_side(a: &Summary, b: &Summary, name_a: &str, name_b: &str) -> String {
+    let mut rows: Vec<(String, Option<f64>, Option<f64>, &str)> = Vec::new();
+    let span = |s: &Summary| s.span_ns.map(|(x, y)| y.saturating_sub(x) as f64 / 1e6);
+    rows.push((
+        "records".into(),
+        Some(a.records.values().sum::<u64>() as f64),
+        Some(b.records.values().sum::<u64>() as f64),
+        "",
+    ));
+    rows.push(("span".into(), span(a), span(b), "ms"));
+    let dirs: std::collections::BTreeSet<&Direction> =
+        a.migrations.keys().chain(b.migrations.keys()).collect();
+    for dir in dirs {
+        let name = format!("{} -> {}", agent_name(dir.0), agent_name(dir.1));
+        let (da, db) = (a.migrations.get(dir), b.migrations.get(dir));
+        let f = |d: Option<&DirectionStats>, g: fn(&DirectionStats) -> f64| d.map(g);
+        rows.push((
+            format!("{name} migrations"),
+            f(da, |d| d.count as f64),
+            f(db, |d| d.count as f64),
+            "",
+        ));
+        rows.push((
+            format!("{name} bytes"),
+            f(da, |d| d.bytes as f64 / f64::from(1 << 20)),
+            f(db, |d| d.bytes as f64 / f64::from(1 << 20)),
+            "MiB",
+        ));
+        rows.push((
+            format!("{name} busy"),
+            f(da, |d| d.busy_ns as f64 / 1e6),
+            f(db, |d| d.busy_ns as f64 / 1e6),
+            "ms",
+        ));
+        rows.push((
+            format!("{name} throughput"),
+            da.and_then(DirectionStats::throughput)
+                .map(|t| t / f64::from(1 << 20)),
+            db.and_then(DirectionStats::throughput)
+                .map(|t| t / f64::from(1 << 20)),
+            "MiB/s",
+        ));
+    }
+    rows.push((
+        "page faults".into(),
+        Some(a.fault_count() as f64),
+        Some(b.fault_count() as f64),
+        "",
+    ));
+    rows.push((
+        "  migrated".into(),
+        Some(a.faults_migrated as f64),
+        Some(b.faults_migrated as f64),
+        "",
+    ));
+    rows.push((
+        "  updated".into(),
+        Some(a.faults_updated as f64),
+        Some(b.faults_updated as f64),
+        "",
+    ));
+    let lat = |s: &Summary, g: fn(&Latency) -> u64| s.fault_latency.map(|l| g(&l) as f64 / 1e3);
+    rows.push((
+        "fault latency median".into(),
+        lat(a, |l| l.median),
+        lat(b, |l| l.median),
+        "us",
+    ));
+    rows.push((
+        "fault latency max".into(),
+        lat(a, |l| l.max),
+        lat(b, |l| l.max),
+        "us",
+    ));
+    rows.push((
+        "queue evictions".into(),
+        Some(a.queue_evictions.values().sum::<u64>() as f64),
+        Some(b.queue_evictions.values().sum::<u64>() as f64),
+        "",
+    ));
+    rows.push((
+        "unmaps from GPU".into(),
+        Some(a.unmaps.values().map(|u| u.0).sum::<u64>() as f64),
+        Some(b.unmaps.values().map(|u| u.0).sum::<u64>() as f64),
+        "",
+    ));
+    rows.push((
+        "dropped events".into(),
+        Some(a.dropped_events as f64),
+        Some(b.dropped_events as f64),
+        "",
+    ));
+    let value = |v: Option<f64>| match v {
+        None => "-".to_owned(),
+        Some(x) if x.fract() == 0.0 => format!("{x:.0}"),
+        Some(x) => format!("{x:.6}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_owned(),
+    };
+    let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(6);
+    let mut out = format!(
+        "{:<width$}  {:>14}  {:>14}  change (B against A)\n",
+        "", "A", "B"
+    );
+    out.push_str(&format!(
+        "{:<width$}  A = {name_a}\n{:<width$}  B = {name_b}\n",
+        "", ""
+    ));
+    for (name, x, y, unit) in rows {
+        let change = match (x, y) {
+            (Some(x), Some(y)) if x == y => "=".to_owned(),
+            (Some(x), Some(y)) if x != 0.0 => format!("{:+.1}%", (y - x) / x * 100.0),
+            (Some(_), Some(y)) => format!("+{}", value(Some(y))),
+            _ => String::new(),
+        };
+        let name = if unit.is_empty() {
+            name
+        } else {
+            format!("{name} ({unit})")
+        };
+        out.push_str(&format!(
+            "{name:<width$}  {:>14}  {:>14}  {change}\n",
+            value(x),
+            value(y)
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -511,11 +622,6 @@ mod tests {
         assert!(text.contains("EVICT_TTM: 1"), "{text}");
         assert!(text.contains("dropped events: 3"), "{text}");
 
-        let res = residency(&r);
-        // Two 1 MiB ranges: the first in system memory until 1000, then on node 1.
-        assert_eq!(res[0].agent, Some(0));
-        assert_eq!((res[0].from_ns, res[0].until_ns), (0, 1000));
-        assert_eq!((res[1].agent, res[1].until_ns), (Some(1), 9500));
         let (width, series) = throughput_series(&r, 19);
         assert_eq!(width, 500);
         let total: f64 = series[&(Some(0), Some(1))].iter().sum();
@@ -523,27 +629,67 @@ mod tests {
     }
 
     #[test]
-    fn residency_keeps_each_processs_address_space_apart() {
-        let r = records(&[
+    fn side_by_side_puts_every_figure_of_both_traces_in_one_line() {
+        let a = Summary::new(&records(&[
             "5 0 -1 @0(100) 0->1a2b ffffffff:ffffffff 0",
-            "6 10 -1 @0(100) 0->1a2b 0 0",
-            "5 20 -2 @80(100) 0->1a2b ffffffff:ffffffff 0",
-            "6 30 -2 @80(100) 0->1a2b 0 0",
-        ]);
-        let res = residency(&r);
-        let rows: Vec<(u32, u64, u64, Option<u32>)> = res
-            .iter()
-            .map(|s| (s.pid, s.start_address, s.from_ns, s.agent))
-            .collect();
-        // Overlapping addresses of two processes are not split against each other.
-        assert_eq!(
-            rows,
-            [
-                (1, 0, 0, Some(0)),
-                (1, 0, 10, Some(1)),
-                (2, 0x80000, 0, Some(0)),
-                (2, 0x80000, 30, Some(1)),
-            ]
+            "6 1000 -1 @0(100) 0->1a2b 0 0",
+        ]));
+        let b = Summary::new(&records(&[
+            "5 0 -1 @0(100) 0->1a2b ffffffff:ffffffff 0",
+            "6 500 -1 @0(100) 0->1a2b 0 0",
+            "5 600 -1 @0(100) 1a2b->0 ffffffff:ffffffff 0",
+            "6 900 -1 @0(100) 1a2b->0 0 0",
+        ]));
+        let text = side_by_side(&a, &b, "a.db", "b.db");
+        let line = |prefix: &str| {
+            text.lines()
+                .find(|l| l.starts_with(prefix))
+                .unwrap_or_else(|| panic!("{prefix}: {text}"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert!(
+            text.contains("A = a.db") && text.contains("B = b.db"),
+            "{text}"
         );
+        assert_eq!(line("records"), "records 1 2 +100.0%");
+        assert_eq!(
+            line("node 0 -> node 1 busy"),
+            "node 0 -> node 1 busy (ms) 0.001 0.0005 -50.0%"
+        );
+        assert_eq!(
+            line("node 0 -> node 1 bytes"),
+            "node 0 -> node 1 bytes (MiB) 1 1 ="
+        );
+        // A direction only B has.
+        assert_eq!(
+            line("node 1 -> node 0 migrations"),
+            "node 1 -> node 0 migrations - 1"
+        );
+    }
+
+    #[test]
+    fn latencies_and_cumulative_bytes_per_direction() {
+        let r = records(&[
+            "7 4000 -1 @5(1a2b) R",
+            "8 4100 -1 @5(1a2b) M",
+            "7 4200 -1 @6(1a2b) W",
+            "8 4500 -1 @6(1a2b) U",
+            "7 4600 -1 @7(1a2b) R",
+            "8 4650 -1 @7(1a2b) M",
+            "5 0 -1 @0(100) 0->1a2b ffffffff:ffffffff 0",
+            "6 1000 -1 @0(100) 0->1a2b 0 0",
+            "5 1000 -1 @100(100) 0->1a2b ffffffff:ffffffff 0",
+            "6 2000 -1 @100(100) 0->1a2b 0 0",
+            "5 2000 -1 @200(100) 0->1a2b ffffffff:ffffffff 0",
+            "6 3000 -1 @200(100) 0->1a2b 0 0",
+        ]);
+        let l = fault_latencies(&r);
+        assert_eq!(l[&(Some(1), true)], [50, 100]);
+        assert_eq!(l[&(Some(1), false)], [300]);
+        let c = cumulative_bytes(&r, 2);
+        // Three 1 MiB migrations thinned to two points, the total kept.
+        assert_eq!(c[&(Some(0), Some(1))], [(1000, 1 << 20), (3000, 3 << 20)]);
     }
 }

@@ -66,7 +66,7 @@ enum Command {
         /// How many allocations (1 to 65536).
         #[arg(long, default_value = "4", value_parser = whole_in::<usize>(1, 1 << 16))]
         count: usize,
-        /// The GPU (default: the first).
+        /// The GPU: its gpu id or its node id (default: the first).
         #[arg(long, value_parser = parse_u32)]
         gpu: Option<u32>,
     },
@@ -107,8 +107,14 @@ enum Command {
     /// `kfdtool trace --format rocpd`, or one rocprofv3 wrote).
     Report {
         /// The rocpd database.
-        trace: PathBuf,
-        /// Draw residency.svg and throughput.svg into this directory (it must exist).
+        #[arg(required_unless_present = "compare")]
+        trace: Option<PathBuf>,
+        /// Put two traces (or a trace and its replay) side by side instead: every summary
+        /// figure of A and of B on one line, with B's change.
+        #[arg(long, num_args = 2, value_names = ["A", "B"], conflicts_with_all = ["trace", "svg"])]
+        compare: Vec<PathBuf>,
+        /// Draw the pictures (residency.svg, throughput.svg, latency.svg, cumulative.svg,
+        /// thrashing.svg) into this directory (it must exist).
         #[arg(long)]
         svg: Option<PathBuf>,
         /// Only the records of these processes (repeatable).
@@ -121,7 +127,7 @@ enum Command {
 enum SmiCommand {
     /// Print decoded SMI events of one GPU as they come.
     Watch {
-        /// The GPU (default: the first).
+        /// The GPU: its gpu id or its node id (default: the first).
         #[arg(long, value_parser = parse_u32)]
         gpu: Option<u32>,
         /// Stop after this many events (at least 1).
@@ -173,7 +179,7 @@ struct SvmArgs {
     /// Size of the range in bytes (rounded up to pages; 1 B to 1 TiB).
     #[arg(long, default_value = "2097152", value_parser = whole_in::<usize>(1, MAX_BYTES))]
     size: usize,
-    /// The GPU (default: the first).
+    /// The GPU: its gpu id or its node id (default: the first).
     #[arg(long, value_parser = parse_u32)]
     gpu: Option<u32>,
     /// Preferred location.
@@ -239,7 +245,16 @@ fn main() -> ExitCode {
                 },
         } => smi_watch(*gpu, *count, *idle, *all_processes),
         Command::Trace(args) => trace::trace_cmd(args, open_all),
-        Command::Report { trace, svg, pid } => trace::report_cmd(trace, svg.as_deref(), pid),
+        Command::Report {
+            trace,
+            compare,
+            svg,
+            pid,
+        } => match (trace, compare.as_slice()) {
+            (_, [a, b]) => trace::compare_cmd(a, b, pid),
+            (Some(trace), _) => trace::report_cmd(trace, svg.as_deref(), pid),
+            (None, _) => Err("report: give a trace, or --compare A B".into()),
+        },
         Command::Replay(args) => replay_cmd::replay_cmd(args),
         Command::Alloc {
             kind,
@@ -300,12 +315,30 @@ fn open_all() -> Result<(Kfd, Topology, Vec<u32>), kfd_ioctl::Error> {
     Ok((kfd, topo, gpus))
 }
 
-fn pick_gpu(gpus: &[u32], wanted: Option<u32>) -> Result<u32, String> {
+/// The GPU `wanted` names, by its gpu_id or by its topology node id (one way to name a GPU
+/// in every command: `kfdtool replay` takes the same), or the first.
+fn pick_gpu(topology: &Topology, gpus: &[u32], wanted: Option<u32>) -> Result<u32, String> {
+    let node_of = |gpu: u32| topology.node_by_gpu_id(gpu).map(|n| n.id);
     match wanted {
         Some(gpu) if gpus.contains(&gpu) => Ok(gpu),
-        Some(gpu) => Err(format!(
-            "no GPU with gpu_id {gpu:#x}; the GPUs are {gpus:#x?}"
-        )),
+        Some(node) => gpus
+            .iter()
+            .copied()
+            .find(|&g| node_of(g) == Some(node))
+            .ok_or_else(|| {
+                let names: Vec<String> = gpus
+                    .iter()
+                    .map(|&g| match node_of(g) {
+                        Some(n) => format!("node {n} (gpu {g:#x})"),
+                        None => format!("gpu {g:#x}"),
+                    })
+                    .collect();
+                format!(
+                    "{node} ({node:#x}) is neither the gpu id nor the node id of a GPU; the GPUs \
+                     are {}",
+                    names.join(", ")
+                )
+            }),
         None => gpus
             .first()
             .copied()
@@ -358,8 +391,8 @@ fn location(place: Place, gpu: u32) -> Location {
 }
 
 fn svm_cmd(args: &SvmArgs) -> CmdResult {
-    let (kfd, _, gpus) = open_all()?;
-    let gpu = pick_gpu(&gpus, args.gpu)?;
+    let (kfd, topo, gpus) = open_all()?;
+    let gpu = pick_gpu(&topo, &gpus, args.gpu)?;
     let mut attrs = SvmAttrs::new().access(
         gpu,
         match args.access {
@@ -421,8 +454,8 @@ fn svm_cmd(args: &SvmArgs) -> CmdResult {
 }
 
 fn smi_watch(gpu: Option<u32>, count: Option<usize>, idle: Duration, all: bool) -> CmdResult {
-    let (kfd, _, gpus) = open_all()?;
-    let gpu = pick_gpu(&gpus, gpu)?;
+    let (kfd, topo, gpus) = open_all()?;
+    let gpu = pick_gpu(&topo, &gpus, gpu)?;
     let mut mask = SmiEventMask::all();
     if !all {
         mask.remove(SmiEventMask::ALL_PROCESS);
@@ -448,8 +481,8 @@ fn smi_watch(gpu: Option<u32>, count: Option<usize>, idle: Duration, all: bool) 
 
 fn alloc_cmd(kind: KindArg, size: usize, count: usize, gpu: Option<u32>) -> CmdResult {
     use kfd_provider::{KfdProvider, MemoryKind, ProviderParams};
-    let (kfd, _, gpus) = open_all()?;
-    let gpu = pick_gpu(&gpus, gpu)?;
+    let (kfd, topo, gpus) = open_all()?;
+    let gpu = pick_gpu(&topo, &gpus, gpu)?;
     let kind = match kind {
         KindArg::Host => MemoryKind::Host,
         KindArg::Device => MemoryKind::Device,
@@ -581,7 +614,7 @@ fn ring_cmd(capacity: usize, records: usize) -> CmdResult {
         bytes as f64 / secs / f64::from(1 << 20)
     );
 
-    let gpu = pick_gpu(&gpus, None)?;
+    let gpu = pick_gpu(&topo, &gpus, None)?;
     let pool = MemoryPool::find(&topo, gpu, Granularity::Coarse)?;
     println!("device ring pool: {pool}");
     let rights = AccessMode::Shared.rights(gpu, &gpus[1..]);

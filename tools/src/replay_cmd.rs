@@ -39,12 +39,12 @@ pub struct ReplayArgs {
     /// kernel's default is 9, 2 MiB).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=63))]
     granularity: Option<u8>,
-    /// PREFERRED_LOC of every range: `system` or a GPU agent's node id (as `kfdtool report`
-    /// lists agents).
+    /// PREFERRED_LOC of every range: `system`, or a GPU agent's node id or gpu id (as
+    /// `kfdtool report` lists agents: `node 1 GPU 0x7396`).
     #[arg(long, value_name = "system|NODE", value_parser = parse_location)]
     preferred_loc: Option<LocationArg>,
-    /// Send every prefetch here instead of its recorded destination: `system` or a GPU
-    /// agent's node id.
+    /// Send every prefetch here instead of its recorded destination: `system`, or a GPU
+    /// agent's node id or gpu id.
     #[arg(long, value_name = "system|NODE", value_parser = parse_location)]
     prefetch_loc: Option<LocationArg>,
     /// XNACK (retry faults); default: on when the trace has GPU page faults.
@@ -61,6 +61,10 @@ pub struct ReplayArgs {
     /// prints them).
     #[arg(long, value_name = "FILE")]
     timing: Option<PathBuf>,
+    /// Also write the replay's records as a rocpd database here (recorded addresses, the
+    /// trace's agents), for `kfdtool report --compare TRACE FILE`.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
 }
 
 fn parse_location(s: &str) -> Result<LocationArg, String> {
@@ -69,7 +73,7 @@ fn parse_location(s: &str) -> Result<LocationArg, String> {
     }
     parse_u32(s)
         .map(LocationArg::Node)
-        .map_err(|e| format!("{e} (a location is `system` or a GPU agent's node id)"))
+        .map_err(|e| format!("{e} (a location is `system`, or a GPU agent's node id or gpu id)"))
 }
 
 /// `kfdtool replay`.
@@ -101,5 +105,28 @@ pub fn replay_cmd(args: &ReplayArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     let comparison = replay::replay(&trace, &policy)?;
     print!("{comparison}");
+    if let Some(path) = &args.out {
+        let info = rocpd::TraceInfo {
+            pid: std::process::id(),
+            ppid: rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            start_ns: comparison
+                .records
+                .iter()
+                .map(|r| r.start_ns)
+                .min()
+                .unwrap_or(0),
+            end_ns: comparison
+                .records
+                .iter()
+                .map(|r| r.end_ns)
+                .max()
+                .unwrap_or(0),
+            agents: trace.agents.clone(),
+            ..rocpd::TraceInfo::default()
+        };
+        rocpd::write_rocpd(path, &info, &comparison.records)?;
+        println!("wrote the replay's records to {}", path.display());
+    }
     Ok(())
 }

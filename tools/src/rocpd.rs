@@ -3,25 +3,35 @@
 //! `buffer_records.kfd`; and the database read back.
 //!
 //! The facts below were read from rocprofiler-sdk's source (its `rocpd_tables.sql`,
-//! `rocpd_views.sql`, `data_views.sql`, `generateRocpd.cpp`, `generateJSON.cpp`, the `rocpd`
-//! Python package's `importer.py`, `csv.py` and `query.py`); `shared/ref/rocprof-kfd.md` lists
-//! them with their sources. Nothing was checked against a rocprofv3 run on hardware.
+//! `rocpd_views.sql`, `data_views.sql`, `summary_views.sql`, `rocpd_indexes.sql`,
+//! `generateRocpd.cpp`, `generateJSON.cpp`, `metadata.cpp`, the `rocpd` Python package's
+//! `importer.py`, `csv.py` and `query.py`; the SQL and the writer as of rocm-systems 1b1610fc,
+//! `projects/rocprofiler-sdk`); `shared/ref/rocprof-kfd.md` lists them with their sources. Nothing was checked against a rocprofv3 run on hardware.
 //!
 //! # The database
 //! * Schema version 3: every `rocpd_*` table exists, named `rocpd_<table>_<uuid>` (the UUID's
-//!   hyphens written as underscores), with a `rocpd_<table>` view over it; `rocpd_metadata`
+//!   hyphens written as underscores), with its foreign keys ([`FOREIGN_KEYS`]; written with
+//!   `PRAGMA foreign_keys = ON`, as `rocpd_tables.sql` sets, so every row satisfies them) and a
+//!   `rocpd_<table>` view over it; `rocpd_metadata`
 //!   holds `schema_version`, `uuid` (with its leading underscore, as rocpd's importer strips it
-//!   from the table names) and `guid`. The views `processes`, `threads` and `regions` of
-//!   `data_views.sql` are there too (rocpd's Python makes its own from the `rocpd_*` views).
-//!   Only the tables KFD records need get rows; the others stay empty.
-//! * `rocpd_string`: the kind names (the categories) and the operation names.
+//!   from the table names) and `guid`. Every view of `data_views.sql` and `summary_views.sql`
+//!   is in the file too ([`DATA_VIEW_NAMES`], `rocpd_views.sql` here), 41 views in all, so a
+//!   plain `sqlite3` query on any of them works. No index: rocprofiler-sdk's
+//!   `rocpd_indexes.sql` creates none. Only the tables KFD records need get rows.
+//! * `rocpd_string`: as rocprofv3 fills it (`generateRocpd.cpp` and `metadata.cpp`'s
+//!   `get_string_entries`): the empty string, every agent's name, vendor, product and model,
+//!   the KFD kinds and all their operation names, sorted and numbered from 1 (rocprofv3 adds
+//!   every other buffer and callback kind's names too, which kfdtool does not know).
 //! * `rocpd_info_node`: this machine (`/etc/machine-id`, `uname`).
 //! * `rocpd_info_process`: the profiled process (the program `kfdtool trace` ran; `kfdtool`
 //!   itself when it ran none): `id` = `pid`.
 //! * `rocpd_info_thread`: one row per process the kernel named in the records: `id` = `tid` =
 //!   that pid (rocprofv3 sets a KFD record's thread to the KFD pid).
-//! * `rocpd_info_agent`: one row per KFD topology node: `id` = `absolute_index` = the node id,
-//!   `type` CPU or GPU; `extdata` adds the node's `gpu_id` (not a rocprofv3 field).
+//! * `rocpd_info_agent`: one row per KFD topology node, as `generateRocpd.cpp`'s
+//!   `insert_agent_data` writes it: `id` = `absolute_index` = the node id (the first CPU is 0),
+//!   `logical_index` and `type_index` rocprofv3's logical ids, `uuid` the device id, `type`
+//!   CPU or GPU; `extdata` the agent object rocprofv3 serialises ([`crate::agent_info`]:
+//!   ~60 members, `capability.*` among them) plus kfdtool's clock samples.
 //! * `rocpd_info_pmc`: the 8 KFD kinds, ids from `0x7000000000000000`, block `KFD`.
 //! * Per record: a `rocpd_event` (`category_id` → the kind name; stack, parent stack and
 //!   correlation ids 0; `extdata` = `{"kfd": {…}}`), a `rocpd_region` (`tid` = the KFD pid,
@@ -59,6 +69,8 @@ use kfd_svm::{ClockSample, KfdKind, KfdRecord};
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 
+use crate::svm_table::{self, SvmRangeRecord};
+
 /// A failure to write or read a rocpd database.
 #[derive(Debug, thiserror::Error)]
 pub enum RocpdError {
@@ -91,21 +103,65 @@ pub struct Agent {
     pub is_gpu: bool,
     /// The node's name (`gfx942`, a CPU's name), possibly empty.
     pub name: String,
+    /// rocprofv3's agent object for this node ([`agent_info`](crate::agent_info)): written
+    /// as the agent's `extdata` and in `results.json`'s `agents`; `Null` when not known (an
+    /// agent made by hand), read back from `extdata`.
+    pub info: Value,
 }
 
 impl Agent {
-    /// The agents of a topology, in node order.
+    /// The agents of a topology, in node order, with rocprofv3's agent objects (CPUs named
+    /// from this machine's `/proc/cpuinfo`).
     pub fn from_topology(topology: &Topology) -> Vec<Agent> {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        Agent::from_topology_with_cpuinfo(topology, &cpuinfo)
+    }
+
+    /// [`from_topology`](Self::from_topology) with `/proc/cpuinfo`'s text given.
+    pub fn from_topology_with_cpuinfo(topology: &Topology, cpuinfo: &str) -> Vec<Agent> {
         topology
             .nodes
             .iter()
-            .map(|n| Agent {
+            .zip(crate::agent_info::agent_objects(topology, cpuinfo))
+            .map(|(n, info)| Agent {
                 node_id: n.id,
                 gpu_id: n.gpu_id(),
                 is_gpu: n.gpu_id().is_some(),
-                name: n.name.clone().unwrap_or_default(),
+                // rocprofv3's name (gfx942, the CPU's model name), else the node's name file.
+                name: info
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map_or_else(|| n.name.clone().unwrap_or_default(), str::to_owned),
+                info,
             })
             .collect()
+    }
+
+    /// A string field of [`info`](Self::info) (empty when absent).
+    fn info_str(&self, key: &str) -> &str {
+        self.info.get(key).and_then(Value::as_str).unwrap_or("")
+    }
+
+    /// The agent object for `results.json`: [`info`](Self::info), or for an agent without one
+    /// the fields rocprofv3's schema requires (`size`, `id`, `type`, `capability`) and ours.
+    pub fn object(&self) -> Value {
+        if self.info.is_object() {
+            let mut v = self.info.clone();
+            if let Some(o) = v.as_object_mut() {
+                o.remove(CLOCK_SAMPLES_KEY);
+            }
+            return v;
+        }
+        let capability: serde_json::Map<String, Value> = crate::agent_info::CAPABILITY_FIELDS
+            .iter()
+            .map(|f| ((*f).to_owned(), json!(0)))
+            .collect();
+        json!({
+            "size": crate::agent_info::AGENT_SIZE, "id": handle(Some(self.node_id)),
+            "type": if self.is_gpu { 2 } else { 1 }, "capability": capability,
+            "node_id": self.node_id, "name": self.name, "gpu_id": self.gpu_id.unwrap_or(0),
+        })
     }
 }
 
@@ -148,6 +204,11 @@ pub struct TraceInfo {
     /// GET_CLOCK_COUNTERS samples of each GPU (at the start and the end of recording): kept in
     /// the database in each GPU agent's `extdata` under `kfd_clock_samples`.
     pub clock_samples: Vec<ClockSample>,
+    /// The traced process's SVM ranges as registered and changed, when known (kfdtool's own
+    /// table, [`crate::svm_table`]; empty from `kfdtool trace` on hardware).
+    pub svm_ranges: Vec<SvmRangeRecord>,
+    /// The traced process's XNACK mode, when known.
+    pub xnack: Option<bool>,
 }
 
 /// The key of an agent's `extdata` (rocpd's `rocpd_info_agent` keeps agent facts as JSON)
@@ -199,8 +260,7 @@ const PMC_KINDS: [(&str, &str); 8] = [
 ];
 
 /// rocpd's tables (schema version 3): name and columns after `id` and `guid`. Written from
-/// `rocpd_tables.sql`; foreign keys are left out (SQLite does not enforce them by default and
-/// rocpd's readers do not rely on them).
+/// `rocpd_tables.sql`; the foreign keys are [`FOREIGN_KEYS`].
 const TABLES: &[(&str, &str)] = &[
     (
         "string",
@@ -323,28 +383,148 @@ const TABLES: &[(&str, &str)] = &[
     ),
 ];
 
-/// The views of `data_views.sql` that KFD records appear in (same columns, same joins).
-const DATA_VIEWS: &str = r#"
-CREATE VIEW IF NOT EXISTS `processes` AS SELECT N.id AS nid, N.machine_id, N.system_name,
-    N.hostname, N.release AS system_release, N.version AS system_version, P.guid, P.ppid,
-    P.pid, P.init, P.start, P.end, P.fini, P.command
-  FROM `rocpd_info_process` P INNER JOIN `rocpd_info_node` N ON N.id = P.nid AND N.guid = P.guid;
-CREATE VIEW IF NOT EXISTS `threads` AS SELECT N.id AS nid, N.machine_id, N.system_name,
-    N.hostname, N.release AS system_release, N.version AS system_version, P.guid, P.ppid,
-    P.pid, T.tid, T.start, T.end, T.name
-  FROM `rocpd_info_thread` T INNER JOIN `rocpd_info_process` P ON P.id = T.pid AND P.guid = T.guid
-  INNER JOIN `rocpd_info_node` N ON N.id = T.nid AND N.guid = T.guid;
-CREATE VIEW IF NOT EXISTS `regions` AS SELECT R.id, R.guid,
-    (SELECT string FROM `rocpd_string` RS WHERE RS.id = E.category_id AND RS.guid = E.guid) AS category,
-    S.string AS name, R.nid, P.pid, T.tid, R.start, R.end, (R.end - R.start) AS duration,
-    R.event_id, E.stack_id, E.parent_stack_id, E.correlation_id AS corr_id, E.extdata,
-    E.call_stack, E.line_info
-  FROM `rocpd_region` R
-  INNER JOIN `rocpd_event` E ON E.id = R.event_id AND E.guid = R.guid
-  INNER JOIN `rocpd_string` S ON S.id = R.name_id AND S.guid = R.guid
-  INNER JOIN `rocpd_info_process` P ON P.id = R.pid AND P.guid = R.guid
-  INNER JOIN `rocpd_info_thread` T ON T.id = R.tid AND T.guid = R.guid;
-"#;
+/// The views of rocprofiler-sdk's `data_views.sql` and `summary_views.sql`, every one.
+const DATA_VIEWS: &str = include_str!("rocpd_views.sql");
+
+/// The names of the views of `rocpd_views.sql`, in file order (21: 18 data views, 3 summary
+/// views).
+pub const DATA_VIEW_NAMES: [&str; 21] = [
+    "code_objects",
+    "kernel_symbols",
+    "processes",
+    "threads",
+    "regions",
+    "region_args",
+    "samples",
+    "sample_regions",
+    "regions_and_samples",
+    "kernels",
+    "pmc_info",
+    "pmc_events",
+    "events_args",
+    "stream_args",
+    "memory_copies",
+    "memory_allocations",
+    "scratch_memory",
+    "counters_collection",
+    "top_kernels",
+    "busy",
+    "top",
+];
+
+/// The foreign keys of each table of `rocpd_tables.sql` (rocm-systems 1b1610fc): (table,
+/// [(column, referenced table)]); every one references `id` with `ON UPDATE CASCADE`.
+/// (`rocpd_indexes.sql` there creates no index: all its statements are commented out.)
+pub const FOREIGN_KEYS: &[(&str, &[(&str, &str)])] = &[
+    ("info_process", &[("nid", "info_node")]),
+    (
+        "info_thread",
+        &[("nid", "info_node"), ("pid", "info_process")],
+    ),
+    (
+        "info_agent",
+        &[("nid", "info_node"), ("pid", "info_process")],
+    ),
+    (
+        "info_queue",
+        &[("nid", "info_node"), ("pid", "info_process")],
+    ),
+    (
+        "info_stream",
+        &[("nid", "info_node"), ("pid", "info_process")],
+    ),
+    (
+        "info_pmc",
+        &[
+            ("nid", "info_node"),
+            ("pid", "info_process"),
+            ("agent_id", "info_agent"),
+        ],
+    ),
+    (
+        "info_code_object",
+        &[
+            ("nid", "info_node"),
+            ("pid", "info_process"),
+            ("agent_id", "info_agent"),
+        ],
+    ),
+    (
+        "info_kernel_symbol",
+        &[
+            ("nid", "info_node"),
+            ("pid", "info_process"),
+            ("code_object_id", "info_code_object"),
+        ],
+    ),
+    (
+        "track",
+        &[
+            ("nid", "info_node"),
+            ("pid", "info_process"),
+            ("tid", "info_thread"),
+            ("name_id", "string"),
+        ],
+    ),
+    ("event", &[("category_id", "string")]),
+    ("arg", &[("event_id", "event")]),
+    (
+        "pmc_event",
+        &[("pmc_id", "info_pmc"), ("event_id", "event")],
+    ),
+    (
+        "region",
+        &[
+            ("nid", "info_node"),
+            ("pid", "info_process"),
+            ("tid", "info_thread"),
+            ("name_id", "string"),
+            ("event_id", "event"),
+        ],
+    ),
+    ("sample", &[("track_id", "track"), ("event_id", "event")]),
+    (
+        "kernel_dispatch",
+        &[
+            ("nid", "info_node"),
+            ("pid", "info_process"),
+            ("tid", "info_thread"),
+            ("agent_id", "info_agent"),
+            ("kernel_id", "info_kernel_symbol"),
+            ("queue_id", "info_queue"),
+            ("stream_id", "info_stream"),
+            ("region_name_id", "string"),
+            ("event_id", "event"),
+        ],
+    ),
+    (
+        "memory_copy",
+        &[
+            ("nid", "info_node"),
+            ("pid", "info_process"),
+            ("tid", "info_thread"),
+            ("name_id", "string"),
+            ("dst_agent_id", "info_agent"),
+            ("src_agent_id", "info_agent"),
+            ("stream_id", "info_stream"),
+            ("queue_id", "info_queue"),
+            ("region_name_id", "string"),
+            ("event_id", "event"),
+        ],
+    ),
+    (
+        "memory_allocate",
+        &[
+            ("nid", "info_node"),
+            ("pid", "info_process"),
+            ("tid", "info_thread"),
+            ("agent_id", "info_agent"),
+            ("stream_id", "info_stream"),
+            ("queue_id", "info_queue"),
+            ("event_id", "event"),
+        ],
+    ),
+];
 
 /// The schema: tables suffixed with `suffix`, the `rocpd_*` views, the data views, metadata.
 fn schema_sql(suffix: &str, guid: &str) -> String {
@@ -356,10 +536,18 @@ fn schema_sql(suffix: &str, guid: &str) -> String {
          CREATE VIEW IF NOT EXISTS `rocpd_metadata` AS SELECT * FROM `rocpd_metadata{suffix}`;"
     );
     for (table, columns) in TABLES {
+        let mut keys = String::new();
+        let fks = FOREIGN_KEYS.iter().find(|(t, _)| t == table);
+        for (column, parent) in fks.map_or(&[][..], |(_, k)| k) {
+            let _ = write!(
+                keys,
+                ", FOREIGN KEY ({column}) REFERENCES `rocpd_{parent}{suffix}` (id) ON UPDATE CASCADE"
+            );
+        }
         let _ = writeln!(
             sql,
             "CREATE TABLE IF NOT EXISTS `rocpd_{table}{suffix}` (\"id\" INTEGER NOT NULL PRIMARY \
-             KEY AUTOINCREMENT, \"guid\" TEXT DEFAULT '{guid}' NOT NULL, {columns});\n\
+             KEY AUTOINCREMENT, \"guid\" TEXT DEFAULT '{guid}' NOT NULL, {columns}{keys});\n\
              CREATE VIEW IF NOT EXISTS `rocpd_{table}` AS SELECT * FROM `rocpd_{table}{suffix}`;"
         );
     }
@@ -463,25 +651,46 @@ pub fn write_rocpd_to(
     let uuid = uuid::Uuid::now_v7();
     let guid = uuid.hyphenated().to_string();
     let suffix = format!("_{}", guid.replace('-', "_"));
+    // rocpd_tables.sql turns foreign keys on: every row written here must satisfy them.
+    conn.execute_batch("PRAGMA foreign_keys = ON")?;
     let tx = conn.transaction()?;
     tx.execute_batch(&schema_sql(&suffix, &guid))?;
     let t = |name: &str| format!("rocpd_{name}{suffix}");
 
-    // Strings: the categories, then the operation names, in first-use order.
-    let mut strings: BTreeMap<String, i64> = BTreeMap::new();
+    // Strings as rocprofv3 fills rocpd_string (generateRocpd.cpp, write_rocpd, and
+    // metadata.cpp, get_string_entries): the empty string, each agent's name, vendor, product
+    // and model, the buffer kinds' names and their operations (of those, kfdtool knows the
+    // KFD ones), deduplicated, sorted (byte order), numbered from 1.
+    let mut set: BTreeSet<String> = BTreeSet::new();
+    set.insert(String::new());
+    for a in &info.agents {
+        for key in ["name", "vendor_name", "product_name", "model_name"] {
+            set.insert(a.info_str(key).to_owned());
+        }
+        set.insert(a.name.clone());
+    }
+    for (name, _) in PMC_KINDS {
+        set.insert(name.to_owned());
+    }
+    for kind in KfdKind::ALL {
+        set.insert(kind.name().to_owned());
+        set.extend(kind.operation_names().iter().map(|n| (*n).to_owned()));
+    }
+    for r in records {
+        set.insert(r.operation_name());
+    }
+    let strings: BTreeMap<String, i64> = set
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| (s, i as i64 + 1))
+        .collect();
     {
         let mut insert = tx.prepare(&format!(
             "INSERT INTO `{}` (id, guid, string) VALUES (?1, ?2, ?3)",
             t("string")
         ))?;
-        for r in records {
-            for s in [r.kind.name().to_owned(), r.operation_name()] {
-                if !strings.contains_key(&s) {
-                    let id = strings.len() as i64 + 1;
-                    insert.execute(params![id, guid, s])?;
-                    strings.insert(s, id);
-                }
-            }
+        for (s, id) in &strings {
+            insert.execute(params![id, guid, s])?;
         }
     }
     let node = node_info();
@@ -532,10 +741,20 @@ pub fn write_rocpd_to(
             params![i64::from(tid), guid, nid, i64::from(info.ppid), pid],
         )?;
     }
+    // Agents as generateRocpd.cpp's insert_agent_data writes them: id and absolute index the
+    // node id, logical and type indexes rocprofv3's, uuid the device id, the user name the
+    // product name, extdata the agent object (plus kfdtool's clock samples).
     let mut type_index: BTreeMap<bool, i64> = BTreeMap::new();
-    for a in &info.agents {
+    for (logical, a) in info.agents.iter().enumerate() {
         let index = type_index.entry(a.is_gpu).or_default();
-        let mut extdata = json!({ "node_id": a.node_id, "gpu_id": a.gpu_id });
+        let mut extdata = if a.info.is_object() {
+            a.info.clone()
+        } else {
+            json!({ "node_id": a.node_id, "gpu_id": a.gpu_id.unwrap_or(0) })
+        };
+        if let Some(o) = extdata.as_object_mut() {
+            o.remove(CLOCK_SAMPLES_KEY);
+        }
         let samples: Vec<Value> = info
             .clock_samples
             .iter()
@@ -545,11 +764,14 @@ pub fn write_rocpd_to(
         if !samples.is_empty() {
             extdata[CLOCK_SAMPLES_KEY] = Value::Array(samples);
         }
+        let int =
+            |key: &str, default: i64| a.info.get(key).and_then(Value::as_i64).unwrap_or(default);
+        let text = |key: &str| a.info.get(key).and_then(Value::as_str).map(str::to_owned);
         tx.execute(
             &format!(
                 "INSERT INTO `{}` (id, guid, nid, pid, type, absolute_index, logical_index, \
-                 type_index, name, model_name, vendor_name, product_name, user_name, extdata) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?1, ?1, ?6, ?7, '', '', ?7, ?7, ?8)",
+                 type_index, uuid, name, model_name, vendor_name, product_name, user_name, \
+                 extdata) VALUES (?1, ?2, ?3, ?4, ?5, ?1, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13)",
                 t("info_agent")
             ),
             params![
@@ -558,8 +780,13 @@ pub fn write_rocpd_to(
                 nid,
                 pid,
                 if a.is_gpu { "GPU" } else { "CPU" },
-                *index,
+                int("logical_node_id", logical as i64),
+                int("logical_node_type_id", *index),
+                int("device_id", 0),
                 a.name,
+                text("model_name").unwrap_or_else(|| a.name.clone()),
+                text("vendor_name").unwrap_or_default(),
+                text("product_name").unwrap_or_else(|| a.name.clone()),
                 extdata.to_string()
             ],
         )?;
@@ -616,6 +843,7 @@ pub fn write_rocpd_to(
             ])?;
         }
     }
+    svm_table::write(&tx, &guid, &info.svm_ranges, info.xnack)?;
     tx.commit()
 }
 
@@ -765,23 +993,18 @@ pub fn record_json(r: &KfdRecord) -> Value {
     Value::Object(v)
 }
 
-/// The `-f json` results: `{"rocprofiler-sdk-tool": [{metadata, agents, strings,
-/// buffer_records: {kfd: […]}}]}`.
+/// The `-f json` results: `{"rocprofiler-sdk-tool": [{metadata, agents, counters, strings,
+/// code_objects, kernel_symbols, host_functions, callback_records, buffer_records: {kfd:
+/// […]}}]}`, valid against rocprofv3's `rocprofv3-schema.json` (rocm-systems ac6e512e:
+/// every required member present with its type; agents are [`Agent::object`]).
 pub fn results_json(info: &TraceInfo, records: &[KfdRecord]) -> Value {
-    let agents: Vec<Value> = info
-        .agents
-        .iter()
-        .map(|a| {
-            json!({
-                "id": handle(Some(a.node_id)), "node_id": a.node_id,
-                "type": if a.is_gpu { 2 } else { 1 }, "name": a.name, "gpu_id": a.gpu_id,
-            })
-        })
-        .collect();
+    let agents: Vec<Value> = info.agents.iter().map(Agent::object).collect();
     let kinds: Vec<Value> = KfdKind::ALL
         .iter()
         .map(|k| json!({ "kind": k.name(), "operations": k.operation_names() }))
         .collect();
+    // The members rocprofv3-schema.json requires, in its order; a KFD trace has no counters,
+    // code objects, kernel symbols, host functions or callback records.
     json!({
         "rocprofiler-sdk-tool": [{
             "metadata": {
@@ -789,7 +1012,12 @@ pub fn results_json(info: &TraceInfo, records: &[KfdRecord]) -> Value {
                 "init_time": info.start_ns, "fini_time": info.end_ns,
             },
             "agents": agents,
+            "counters": [],
             "strings": { "buffer_records": kinds },
+            "code_objects": [],
+            "kernel_symbols": [],
+            "host_functions": [],
+            "callback_records": {},
             "buffer_records": { "kfd": records.iter().map(record_json).collect::<Vec<_>>() },
         }]
     })
@@ -834,6 +1062,10 @@ pub struct RocpdTrace {
     pub other_regions: u64,
     /// The GPUs' clock samples kfdtool keeps in agent `extdata` ([`CLOCK_SAMPLES_KEY`]).
     pub clock_samples: Vec<ClockSample>,
+    /// The SVM ranges of kfdtool's own table (empty for rocprofv3's databases).
+    pub svm_ranges: Vec<SvmRangeRecord>,
+    /// The XNACK mode kfdtool's table recorded.
+    pub xnack: Option<bool>,
 }
 
 /// Reads the KFD records of a rocpd database (ours or rocprofv3's) at `path`.
@@ -954,7 +1186,8 @@ pub fn read_rocpd(path: &Path) -> Result<RocpdTrace, RocpdError> {
         let gpu_id = extdata
             .as_ref()
             .and_then(|e| e.get("gpu_id").and_then(Value::as_u64))
-            .and_then(|g| u32::try_from(g).ok());
+            .and_then(|g| u32::try_from(g).ok())
+            .filter(|&g| g != 0);
         if let Some(samples) = extdata
             .as_ref()
             .and_then(|e| e.get(CLOCK_SAMPLES_KEY))
@@ -971,8 +1204,10 @@ pub fn read_rocpd(path: &Path) -> Result<RocpdTrace, RocpdError> {
             gpu_id,
             is_gpu: kind.as_deref() == Some("GPU"),
             name: name.unwrap_or_default(),
+            info: extdata.unwrap_or(Value::Null),
         });
     }
+    (trace.svm_ranges, trace.xnack) = svm_table::read(&conn).map_err(bad)?;
     Ok(trace)
 }
 
@@ -1042,6 +1277,7 @@ mod tests {
             end_ns: 2,
             agents: vec![],
             clock_samples: Vec::new(),
+            ..Default::default()
         }
     }
 
@@ -1146,5 +1382,15 @@ mod tests {
             other => panic!("{other:?}"),
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_view_names_are_the_views_of_the_sql_file() {
+        let created: Vec<&str> = DATA_VIEWS
+            .split("CREATE VIEW IF NOT EXISTS `")
+            .skip(1)
+            .filter_map(|rest| rest.split('`').next())
+            .collect();
+        assert_eq!(created, DATA_VIEW_NAMES);
     }
 }

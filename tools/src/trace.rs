@@ -39,7 +39,8 @@ pub enum Format {
     Json,
     /// `trace.json`, a Chrome-trace timeline for Perfetto.
     Perfetto,
-    /// `residency.svg` and `throughput.svg`.
+    /// `residency.svg`, `throughput.svg`, `latency.svg`, `cumulative.svg` and
+    /// `thrashing.svg`.
     Svg,
 }
 
@@ -50,7 +51,8 @@ pub struct TraceArgs {
     #[arg(long, value_enum, value_delimiter = ',')]
     format: Vec<Format>,
     /// With `--format`: the directory (it must exist) for results.db, regions_trace.csv,
-    /// results.json, trace.json, residency.svg, throughput.svg. Without: the Perfetto file.
+    /// results.json, trace.json and the pictures (residency.svg, throughput.svg,
+    /// latency.svg, cumulative.svg, thrashing.svg). Without: the Perfetto file.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Record every process's events, not only the program's (needs CAP_SYS_ADMIN).
@@ -74,7 +76,7 @@ fn file_names(format: Format) -> &'static [&'static str] {
         Format::Csv => &["regions_trace.csv"],
         Format::Json => &["results.json"],
         Format::Perfetto => &["trace.json"],
-        Format::Svg => &["residency.svg", "throughput.svg"],
+        Format::Svg => &plots::SVG_NAMES,
     }
 }
 
@@ -348,6 +350,8 @@ pub fn trace_cmd(
         end_ns,
         agents,
         clock_samples: samples,
+        svm_ranges: Vec::new(),
+        xnack: None,
     };
     write_outputs(&outputs, &info, &capture.events, &pairing.records)?;
 
@@ -431,16 +435,11 @@ fn write_outputs(
             .collect();
         write(path, json.to_string().as_bytes())?;
     }
-    let mut svgs = outputs.paths(Format::Svg);
-    if let (Some(residency), Some(throughput)) = (svgs.next(), svgs.next()) {
-        write(
-            residency,
-            plots::residency_svg(records, &info.agents)?.as_bytes(),
-        )?;
-        write(
-            throughput,
-            plots::throughput_svg(records, &info.agents)?.as_bytes(),
-        )?;
+    let paths: Vec<&Path> = outputs.paths(Format::Svg).collect();
+    if !paths.is_empty() {
+        for (path, (_, svg)) in paths.iter().zip(plots::all_svgs(records, &info.agents)?) {
+            write(path, svg.as_bytes())?;
+        }
     }
     Ok(())
 }
@@ -450,6 +449,28 @@ fn print_clock_fits(samples: &[ClockSample]) {
     for fit in ClockFit::of_samples(samples) {
         println!("{fit}");
     }
+}
+
+/// `kfdtool report --compare A B`.
+pub fn compare_cmd(a: &Path, b: &Path, pids: &[u32]) -> CmdResult {
+    let read = |path: &Path| -> Result<Summary, Box<dyn std::error::Error>> {
+        let mut read = rocpd::read_rocpd(path)?;
+        if !pids.is_empty() {
+            read.records.retain(|r| pids.contains(&r.pid));
+        }
+        Ok(Summary::new(&read.records))
+    };
+    let (sa, sb) = (read(a)?, read(b)?);
+    print!(
+        "{}",
+        kfd_svm::summary::side_by_side(
+            &sa,
+            &sb,
+            &a.display().to_string(),
+            &b.display().to_string()
+        )
+    );
+    Ok(())
 }
 
 /// `kfdtool report`.
@@ -473,16 +494,7 @@ pub fn report_cmd(trace: &Path, svg: Option<&Path>, pids: &[u32]) -> CmdResult {
         );
     }
     if let Some(dir) = svg {
-        for (name, picture) in [
-            (
-                "residency.svg",
-                plots::residency_svg(&read.records, &read.agents)?,
-            ),
-            (
-                "throughput.svg",
-                plots::throughput_svg(&read.records, &read.agents)?,
-            ),
-        ] {
+        for (name, picture) in plots::all_svgs(&read.records, &read.agents)? {
             let path = dir.join(name);
             std::fs::write(&path, picture)
                 .map_err(|e| format!("writing {}: {e}", path.display()))?;

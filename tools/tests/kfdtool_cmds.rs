@@ -301,3 +301,36 @@ fn trace_checks_its_output_before_running_the_program() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_gpu_is_named_by_its_gpu_id_or_its_node_id() {
+    let preferred = |gpu: &str| {
+        let text = ok(&kfdtool(&["svm", "--gpu", gpu, "--preferred", "gpu"]));
+        text.lines()
+            .find(|l| l.trim_start().starts_with("preferred location"))
+            .unwrap_or_else(|| panic!("no preferred location in\n{text}"))
+            .to_owned()
+    };
+    // The first GPU (as `info --json` lists it) by its node id, then by its gpu id.
+    let info: serde_json::Value = serde_json::from_str(&ok(&kfdtool(&["info", "--json"]))).unwrap();
+    let gpu = info["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["kind"] == "gpu")
+        .expect("a GPU");
+    let node = gpu["node"].as_u64().unwrap();
+    let gpu_id = format!("{:#x}", gpu["gpu_id"].as_u64().unwrap());
+    let by_node = preferred(&node.to_string());
+    assert!(by_node.contains(&gpu_id), "{by_node}");
+    assert_eq!(preferred(&gpu_id), by_node);
+    // Neither: the GPUs are listed by both names.
+    let out = kfdtool(&["svm", "--gpu", "77"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("77 (0x4d) is neither the gpu id nor the node id of a GPU")
+            && stderr.contains(&format!("node {node} (gpu {gpu_id})")),
+        "{stderr}"
+    );
+}

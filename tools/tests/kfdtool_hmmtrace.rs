@@ -259,6 +259,7 @@ fn info(w: &Workload) -> TraceInfo {
         end_ns: 2,
         agents: Agent::from_topology(&w.topology),
         clock_samples: Vec::new(),
+        ..Default::default()
     }
 }
 
@@ -341,7 +342,7 @@ fn a_known_workload_gives_exactly_the_expected_records_in_every_format() {
         String::from_utf8_lossy(&out.stdout),
         format!("{s}{}\n", rocpd::agents_line(&info.agents))
     );
-    for name in ["residency.svg", "throughput.svg"] {
+    for name in kfdtool::plots::SVG_NAMES {
         roxmltree::Document::parse(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap();
     }
     // Read back, the records are the same.
@@ -684,12 +685,50 @@ fn check_svgs(records: &[KfdRecord], agents: &[Agent]) {
         assert!(t.iter().any(|x| x == label), "{label} not in {t:?}");
     }
     // Legend: the CPU node and the GPU node.
-    assert!(t.iter().any(|x| x.ends_with("(system memory)")), "{t:?}");
+    assert!(t.iter().any(|x| x.ends_with("(system)")), "{t:?}");
     assert!(t.iter().any(|x| x.contains("(gpu 0x")), "{t:?}");
-    // Background + per range (3) two stretches (system, then GPU) + the legend's background,
-    // frame and 2 boxes.
-    let rects = doc.descendants().filter(|n| n.has_tag_name("rect")).count();
-    assert_eq!(rects, 1 + 3 * 2 + 2 + 2, "{residency}");
+    // Background, one rectangle per block of the residency grid, and the legend's two
+    // swatches (outside the data, right of x = 780); every range ends on the GPU.
+    let map = kfd_svm::residency::ResidencyMap::new(
+        records,
+        kfdtool::plots::RESIDENCY_ROWS,
+        kfdtool::plots::RESIDENCY_COLS,
+    );
+    let rects: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("rect"))
+        .collect();
+    assert_eq!(rects.len(), 1 + map.blocks.len() + 2, "{residency}");
+    let legend_x = |n: &roxmltree::Node<'_, '_>| {
+        n.attribute("x")
+            .and_then(|x| x.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    assert!(
+        rects[rects.len() - 2..]
+            .iter()
+            .all(|r| legend_x(r) >= 780.0)
+    );
+    let g = agents.iter().find(|a| a.is_gpu).unwrap().node_id;
+    for e in &map.extents {
+        let row = (e.offset as u128 * u128::from(map.rows) / u128::from(map.total_bytes)) as u32;
+        assert!(
+            map.blocks
+                .iter()
+                .any(|b| b.row0 <= row && row < b.row1 && b.col1 == map.cols && b.agent == Some(g)),
+            "{e:?} {:?}",
+            map.blocks
+        );
+    }
+    // Two faults (one read, one write, both migrating) in the data, two legend marks.
+    assert_eq!(map.faults.iter().filter(|f| f.migrated).count(), 2);
+    let circles = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("circle"))
+        .count();
+    assert_eq!(circles, 2 + 2, "{residency}");
+    // No red or green: the Okabe-Ito palette.
+    assert!(!residency.contains("#FF0000") && !residency.contains("#00FF00"));
 
     let throughput = kfdtool::plots::throughput_svg(records, agents).unwrap();
     let doc = roxmltree::Document::parse(&throughput).unwrap();

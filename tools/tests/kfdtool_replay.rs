@@ -96,6 +96,7 @@ fn record(dir: &Path, clock: ClockMode) -> (PathBuf, (u64, u64), (u64, u64)) {
         end_ns: records.last().map_or(0, |r| r.end_ns),
         agents: Agent::from_topology(&topology),
         clock_samples: Vec::new(),
+        ..Default::default()
     };
     let db = dir.join("results.db");
     rocpd::write_rocpd(&db, &info, &records).expect("write the database");
@@ -128,7 +129,24 @@ fn stats(migrations: u64, bytes: u64, faults: u64, modeled_ns: u64) -> Stats {
         faults,
         unserviced: 0,
         modeled_ns,
-        measured_ns: 0,
+        ..Stats::default()
+    }
+}
+
+/// `s` without its cost breakdown (checked apart: its parts add up to the modeled time).
+fn whole(s: Stats) -> Stats {
+    assert_eq!(
+        s.fault_service_ns + s.setup_ns + s.transfer_ns + s.remote_ns,
+        s.modeled_ns,
+        "the breakdown of {s:?}"
+    );
+    Stats {
+        fault_service_ns: 0,
+        setup_ns: 0,
+        transfer_ns: 0,
+        remote_accesses: 0,
+        remote_ns: 0,
+        ..s
     }
 }
 
@@ -159,25 +177,41 @@ fn granularity_0_and_9_migrate_what_the_policy_says_in_the_modeled_time() {
     assert_eq!((rp.start, rp.end), prefetched);
     let expected_faults = stats(2, 4 * MIB, 2, 2 * fault_2m);
     let expected_prefetch = stats(1, 2 * MIB, 0, prefetch_2m);
-    assert_eq!(rf.replayed, expected_faults);
-    assert_eq!(rp.replayed, expected_prefetch);
+    assert_eq!(whole(rf.replayed), expected_faults);
+    assert_eq!(whole(rp.replayed), expected_prefetch);
+    // The parts: two fault services, two migration setups and a prefetch setup, the rest
+    // transfer over the link.
+    assert_eq!(rf.replayed.fault_service_ns, 2 * t.fault_service_ns);
+    assert_eq!(rf.replayed.setup_ns, 2 * t.migrate_setup_ns);
+    assert_eq!(
+        rp.replayed.setup_ns,
+        t.migrate_setup_ns + t.prefetch_setup_ns
+    );
+    // Unchanged, the replay is the recording to the nanosecond, breakdown and all.
+    assert_eq!(
+        Stats {
+            measured_ns: 0,
+            ..rf.recorded
+        },
+        rf.replayed
+    );
     // The recording, timed by the model, is the same.
     let without_measured = |s: Stats| Stats {
         measured_ns: 0,
         ..s
     };
-    assert_eq!(without_measured(rf.recorded), expected_faults);
-    assert_eq!(without_measured(rp.recorded), expected_prefetch);
+    assert_eq!(whole(without_measured(rf.recorded)), expected_faults);
+    assert_eq!(whole(without_measured(rp.recorded)), expected_prefetch);
 
     // Granularity 0: each fault moves its own page only.
     let g0 = replay(&trace, &policy(Some(0))).expect("replay");
     let fault_page = t.fault_service_ns + costs.migration_ns(0, PAGE);
     assert_eq!(
-        row(&g0, faulted.0).replayed,
+        whole(row(&g0, faulted.0).replayed),
         stats(2, 2 * PAGE, 2, 2 * fault_page)
     );
     // The prefetch moves the whole range whatever the granularity.
-    assert_eq!(row(&g0, prefetched.0).replayed, expected_prefetch);
+    assert_eq!(whole(row(&g0, prefetched.0).replayed), expected_prefetch);
     let ((_, t9), (_, t0)) = (g9.totals(), g0.totals());
     assert_eq!(t9.bytes - t0.bytes, 4 * MIB - 2 * PAGE);
     assert_eq!(
@@ -191,27 +225,34 @@ fn granularity_0_and_9_migrate_what_the_policy_says_in_the_modeled_time() {
     let sys = replay(&trace, &to_system).expect("replay");
     assert_eq!(row(&sys, prefetched.0).replayed, Stats::default());
     assert_eq!(
-        row(&sys, faulted.0).replayed,
+        whole(row(&sys, faulted.0).replayed),
         expected_faults,
         "default granularity: 9"
     );
 
-    // ACCESS_IN_PLACE: each fault maps the pages where they are, nothing migrates.
+    // ACCESS_IN_PLACE: each fault maps the pages where they are, nothing migrates; each
+    // access is served from system memory over the link: one 128-byte line, the link's
+    // latency and bandwidth.
+    let remote = costs.migration_ns(0, 128) - t.migrate_setup_ns;
+    assert!(remote > 0);
     let mut in_place = policy(None);
     in_place.access = Some(AccessArg::InPlace);
     let r = replay(&trace, &in_place).expect("replay");
+    let f = row(&r, faulted.0).replayed;
     assert_eq!(
-        row(&r, faulted.0).replayed,
-        stats(0, 0, 2, 2 * t.fault_service_ns)
+        whole(f),
+        stats(0, 0, 2, 2 * t.fault_service_ns + 2 * remote)
     );
+    assert_eq!((f.remote_accesses, f.remote_ns), (2, 2 * remote));
 
-    // Preferred location system memory: the faults restore the pages there.
+    // Preferred location system memory: the faults restore the pages there, and the GPU
+    // reads them over the link too.
     let mut preferred = policy(None);
     preferred.preferred = Some(LocationArg::System);
     let r = replay(&trace, &preferred).expect("replay");
     assert_eq!(
-        row(&r, faulted.0).replayed,
-        stats(0, 0, 2, 2 * t.fault_service_ns)
+        whole(row(&r, faulted.0).replayed),
+        stats(0, 0, 2, 2 * t.fault_service_ns + 2 * remote)
     );
 
     // XNACK off and no access: the GPU accesses stay faults nobody services.
@@ -226,6 +267,13 @@ fn granularity_0_and_9_migrate_what_the_policy_says_in_the_modeled_time() {
         ),
         (0, 0)
     );
+    // Reported as what they would be on hardware: fatal.
+    assert!(
+        r.to_string()
+            .contains("(2 FATAL: XNACK off, a GPU memory violation that stops the queues)"),
+        "{r}"
+    );
+    assert!(r.to_string().contains("  xnack: off\n"), "{r}");
 
     // The command line prints the comparison, per range and in total.
     let out = Command::new(env!("CARGO_BIN_EXE_kfdtool"))
@@ -239,7 +287,21 @@ fn granularity_0_and_9_migrate_what_the_policy_says_in_the_modeled_time() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(g0.to_string(), stdout);
-    assert!(stdout.starts_with("replayed 3 operations\n"), "{stdout}");
+    assert!(
+        stdout.starts_with("replayed 3 operations with:\n"),
+        "{stdout}"
+    );
+    // The parameters used are printed: the machine, the GPUs named both ways, the timing.
+    assert!(stdout.contains("  machine: mi300x\n"), "{stdout}");
+    assert!(stdout.contains("  granularity: 0\n"), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "timing: pcie_efficiency_pct = {}",
+            t.pcie_efficiency_pct
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("of the model: fault service "), "{stdout}");
     assert!(
         stdout.contains(&format!("range {:#x}-{:#x} (4 MiB):", faulted.0, faulted.1)),
         "{stdout}"
@@ -254,8 +316,34 @@ fn granularity_0_and_9_migrate_what_the_policy_says_in_the_modeled_time() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("--preferred-loc: node 77 is not a GPU agent"),
+        stderr.contains(
+            "--preferred-loc: 77 (0x4d) is neither the node id nor the gpu id of a GPU agent"
+        ),
         "{stderr}"
+    );
+    // A GPU is named by its node id or its gpu id alike.
+    let gpu = trace.agents.iter().find(|a| a.is_gpu).unwrap();
+    let by = |name: String| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kfdtool"))
+            .args(["replay", db.to_str().unwrap(), "--preferred-loc", &name])
+            .output()
+            .expect("run kfdtool");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let by_node = by(gpu.node_id.to_string());
+    assert_eq!(by_node, by(format!("{:#x}", gpu.gpu_id.unwrap())));
+    assert!(
+        by_node.contains(&format!(
+            "preferred_loc: node {} (gpu {:#x})",
+            gpu.node_id,
+            gpu.gpu_id.unwrap()
+        )),
+        "{by_node}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -280,5 +368,280 @@ fn a_trace_recorded_under_the_model_clock_summarises_to_the_models_figures() {
     let latency = summary.fault_latency.expect("faults");
     let fault = costs.timing.fault_service_ns + one;
     assert_eq!((latency.count, latency.min, latency.max), (2, fault, fault));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A workload whose outcome depends on its SVM attributes: 6 MiB registered, its first 2 MiB
+/// then set ACCESS_IN_PLACE for the GPU and the other 4 MiB granularity 0; the GPU reads
+/// pages 5 (in place: no migration), 600, 601 and 1400 (one page each); another 2 MiB
+/// prefetched to the GPU. Returns the database (with kfdtool's SVM range table and XNACK
+/// mode) and the two ranges.
+fn record_with_ranges(dir: &Path) -> (PathBuf, (u64, u64), (u64, u64)) {
+    use kfdtool::svm_table::{RangeAccess, RangeAttrs, RangeEvent, SvmRangeRecord};
+    let model = Model::new(ModelConfig {
+        machine: Machine::preset("mi300x").expect("preset"),
+        clock: ClockMode::Model,
+        ..ModelConfig::default()
+    })
+    .expect("model");
+    let view = Arc::clone(&model);
+    let (records, ranges, topology, pid, a_range, b_range) =
+        kfd_emu::supervisor::run_attached(model, move || {
+            let kfd = Kfd::open().expect("open the emulated /dev/kfd");
+            let topology = Topology::read().expect("topology");
+            for g in view.machine().gpus() {
+                kfd.acquire_vm(g.gpu_id, g.render_minor)
+                    .expect("acquire_vm");
+            }
+            let gpu = view.machine().gpus()[0].gpu_id;
+            let node = topology.node_by_gpu_id(gpu).expect("the GPU's node").id;
+            kfd.set_xnack_mode(true).expect("XNACK on");
+            let mut smi = SmiStream::open(
+                &kfd,
+                gpu,
+                SmiEventMask::all().difference(SmiEventMask::ALL_PROCESS),
+            )
+            .expect("SMI");
+            let huge = MapOptions {
+                huge_aligned: true,
+                ..MapOptions::default()
+            };
+            let pid = std::process::id();
+            let now = || view.clock().modeled_ns();
+            let mut ranges = Vec::new();
+            let mut log = |time_ns, start, end, event, attrs| {
+                ranges.push(SvmRangeRecord {
+                    pid,
+                    time_ns,
+                    start,
+                    end,
+                    event,
+                    attrs,
+                })
+            };
+            let a = SvmBuffer::with_options(&kfd, (6 * MIB) as usize, &SvmAttrs::new(), huge)
+                .expect("buffer");
+            let a0 = a.addr();
+            log(
+                now(),
+                a0,
+                a0 + 6 * MIB,
+                RangeEvent::Register,
+                RangeAttrs::default(),
+            );
+            let in_place = SvmAttrs::new().access(gpu, kfd_svm::Access::AccessInPlace);
+            // SAFETY: the first 2 MiB of `a`, which this thread owns; no reference into it.
+            unsafe { in_place.apply(&kfd, a0, 2 * MIB) }.expect("ACCESS_IN_PLACE");
+            log(
+                now(),
+                a0,
+                a0 + 2 * MIB,
+                RangeEvent::SetAttr,
+                RangeAttrs {
+                    access: vec![(node, RangeAccess::InPlace)],
+                    ..RangeAttrs::default()
+                },
+            );
+            // SAFETY: the other 4 MiB of `a`, likewise.
+            unsafe {
+                SvmAttrs::new()
+                    .granularity(0)
+                    .apply(&kfd, a0 + 2 * MIB, 4 * MIB)
+            }
+            .expect("granularity 0");
+            log(
+                now(),
+                a0 + 2 * MIB,
+                a0 + 6 * MIB,
+                RangeEvent::SetAttr,
+                RangeAttrs {
+                    granularity: Some(0),
+                    ..RangeAttrs::default()
+                },
+            );
+            for page in [5, 600, 601, 1400] {
+                view.gpu_read(pid as i32, gpu, a0 + page * PAGE, &mut [0u8; 8])
+                    .expect("the fault is handled");
+            }
+            let apart = |x: u64, xl: u64, y: u64, yl: u64| x + xl < y || y + yl < x;
+            let mut spacers = Vec::new();
+            let mut b = loop {
+                let b = SvmBuffer::with_options(&kfd, (2 * MIB) as usize, &SvmAttrs::new(), huge)
+                    .expect("buffer");
+                if apart(a0, 6 * MIB, b.addr(), 2 * MIB) {
+                    break b;
+                }
+                assert!(spacers.len() < 8, "every mapping lands next to the first");
+                spacers.push(b);
+            };
+            log(
+                now(),
+                b.addr(),
+                b.addr() + 2 * MIB,
+                RangeEvent::Register,
+                RangeAttrs::default(),
+            );
+            b.prefetch(Location::Gpu(gpu)).expect("prefetch");
+            let events: Vec<_> = smi.pending().map(|e| e.expect("event")).collect();
+            let pairing = Pairing::new(
+                &events,
+                DEFAULT_PAGE_SIZE,
+                &AgentMap::from_topology(&topology),
+            );
+            let b_range = (b.addr(), b.addr() + 2 * MIB);
+            (
+                pairing.records,
+                ranges,
+                topology,
+                pid,
+                (a0, a0 + 6 * MIB),
+                b_range,
+            )
+        })
+        .expect("attach");
+    let info = TraceInfo {
+        pid,
+        ppid: 1,
+        command: "exact replay test".into(),
+        start_ns: records.first().map_or(0, |r| r.start_ns),
+        end_ns: records.last().map_or(0, |r| r.end_ns),
+        agents: Agent::from_topology(&topology),
+        svm_ranges: ranges,
+        xnack: Some(true),
+        ..Default::default()
+    };
+    let db = dir.join("results.db");
+    rocpd::write_rocpd(&db, &info, &records).expect("write the database");
+    (db, a_range, b_range)
+}
+
+#[test]
+fn a_trace_with_its_svm_ranges_replays_exactly() {
+    let dir = temp_dir("exact-replay");
+    let (db, a, b) = record_with_ranges(&dir);
+    let trace = rocpd::read_rocpd(&db).expect("read back");
+    assert_eq!(trace.svm_ranges.len(), 4);
+    assert_eq!(trace.xnack, Some(true));
+    // What the recording did: four faults, one in place; three one-page migrations and the
+    // 2 MiB prefetch.
+    let summary = Summary::new(&trace.records);
+    assert_eq!(
+        (summary.fault_count(), summary.faults_updated),
+        (4, 1),
+        "{summary}"
+    );
+    assert_eq!(summary.bytes_migrated(), 3 * PAGE + 2 * MIB, "{summary}");
+
+    // Unchanged, the replay is the recording: per range as registered, to the nanosecond.
+    let r = replay(&trace, &policy(None)).expect("replay");
+    let rows: Vec<(u64, u64)> = r.regions.iter().map(|x| (x.start, x.end)).collect();
+    let mut expected_rows = vec![a, b];
+    expected_rows.sort_unstable();
+    assert_eq!(rows, expected_rows, "{r}");
+    for row in &r.regions {
+        assert_eq!(
+            Stats {
+                measured_ns: 0,
+                ..row.recorded
+            },
+            row.replayed,
+            "{r}"
+        );
+    }
+    let (rec, rep) = r.totals();
+    assert_eq!(
+        (rep.migrations, rep.bytes, rep.faults),
+        (4, 3 * PAGE + 2 * MIB, 4)
+    );
+    assert_eq!(rep.modeled_ns, rec.modeled_ns);
+    let text = r.to_string();
+    assert!(
+        text.contains("ranges: 2 registered, 2 attribute changes, as recorded"),
+        "{text}"
+    );
+    assert!(text.contains("xnack: on (as recorded)"), "{text}");
+
+    // The replay's own records are the recording's in its terms: the same migrations (ranges,
+    // directions), the same faults (addresses, kinds), on the model clock.
+    let key = |r: &kfd_svm::KfdRecord| {
+        (
+            r.kind,
+            r.operation,
+            r.start_address,
+            r.end_address,
+            r.agent,
+            r.src_agent,
+            r.dst_agent,
+        )
+    };
+    let mut recorded_keys: Vec<_> = trace.records.iter().map(key).collect();
+    let mut replayed_keys: Vec<_> = r.records.iter().map(key).collect();
+    recorded_keys.sort();
+    replayed_keys.sort();
+    assert_eq!(replayed_keys, recorded_keys);
+    // `replay --out` writes them; `report --compare` puts both side by side, nothing changed.
+    let replay_db = dir.join("replay.db");
+    let kfdtool = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kfdtool"))
+            .args(args)
+            .output()
+            .expect("run kfdtool");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let printed = kfdtool(&[
+        "replay",
+        db.to_str().unwrap(),
+        "--out",
+        replay_db.to_str().unwrap(),
+    ]);
+    assert!(printed.ends_with(&format!(
+        "wrote the replay's records to {}\n",
+        replay_db.display()
+    )));
+    let compared = kfdtool(&[
+        "report",
+        "--compare",
+        db.to_str().unwrap(),
+        replay_db.to_str().unwrap(),
+    ]);
+    for figure in ["migrations", "bytes (MiB)"] {
+        let line = compared
+            .lines()
+            .find(|l| l.contains(" -> ") && l.contains(figure))
+            .unwrap_or_else(|| panic!("{figure}: {compared}"));
+        assert!(line.trim_end().ends_with('='), "{compared}");
+    }
+    let faults = compared
+        .lines()
+        .find(|l| l.starts_with("page faults"))
+        .unwrap();
+    assert!(faults.trim_end().ends_with('='), "{compared}");
+
+    // Without the table (a rocprofv3 trace) the replay must assume, and says so: the in-place
+    // range's fault migrates its 2 MiB block, the granularity-0 faults theirs.
+    let mut bare = trace.clone();
+    bare.svm_ranges.clear();
+    bare.xnack = None;
+    let guessed = replay(&bare, &policy(None)).expect("replay");
+    let (_, g) = guessed.totals();
+    assert_ne!(
+        (g.migrations, g.bytes),
+        (rep.migrations, rep.bytes),
+        "{guessed}"
+    );
+    let text = guessed.to_string();
+    assert!(
+        text.contains("assumed: the trace has no SVM ranges"),
+        "{text}"
+    );
+    assert!(
+        text.contains("(assumed: the trace has GPU page faults)"),
+        "{text}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

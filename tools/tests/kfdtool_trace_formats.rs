@@ -105,7 +105,7 @@ fn trace_writes_every_format_and_report_reads_the_database_back() {
             .iter()
             .any(|e| e["ph"] == "X")
     );
-    for name in ["residency.svg", "throughput.svg"] {
+    for name in kfdtool::plots::SVG_NAMES {
         let svg = std::fs::read_to_string(dir.join(name)).unwrap();
         roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{name}: {e}"));
     }

@@ -1,0 +1,274 @@
+//! FLAT, GLOBAL and SCRATCH ("AMD Instinct MI200 ISA", chapter 10 "Flat Memory
+//! Instructions", and the FLAT, GLOBAL and SCRATCH opcode tables of chapter 12).
+//!
+//! Addresses, per lane (chapter 10's "Addressing", "Global" and "Scratch" sections):
+//! - `flat_*`: the 64-bit VGPR pair ADDR plus the 12-bit unsigned offset, then classified by
+//!   aperture ("Addressing": the flat address space holds the LDS and private apertures, SH_MEM_BASES
+//!   places them; each spans 4 GiB at a 4 GiB-aligned base): high 32 bits equal to the
+//!   shared aperture's → LDS at the low 32 bits; equal to the private aperture's → the
+//!   lane's private memory at the low 32 bits; anything else → global memory. An aperture
+//!   whose base is 0 (unset) matches nothing.
+//! - `global_*`: with SADDR, the SGPR pair plus the zero-extended 32-bit VGPR ADDR plus the
+//!   13-bit signed offset; with SADDR `off`, the 64-bit VGPR pair plus the offset.
+//! - `scratch_*`: a 32-bit private offset, the SGPR SADDR (or, SADDR `off`, the VGPR ADDR)
+//!   plus the 13-bit signed offset, in the lane's private memory. gfx942 adds both when its
+//!   SVE bit (bit 13, the LDS bit's position) is set, and with SADDR `off` and SVE clear uses
+//!   the offset alone (as LLVM 19 encodes `scratch_* v, v, s` / `off, off` for gfx942).
+//!
+//! Private memory is reached through FLAT_SCRATCH, swizzled per lane (see
+//! [`super::scratch_addr`]).
+//!
+//! Not executed: the LDS bit (loads to LDS) stops the wave as unimplemented.
+
+use super::access::{
+    Access, Half, Rmw, Shape, atomic_operands, file, file_mut, read_global, read_lds, read_private,
+    rmw_lds, vreg, write_global, write_lds, write_private,
+};
+use crate::exec::wave::{Ctx, ExecError, LANES, Target, Ty, Wave, illegal, unimplemented};
+use crate::inst::Inst;
+use crate::opcode::{FlatOp, Segment};
+use crate::operand::Operand;
+
+/// Where one lane's access goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Loc {
+    /// A global virtual address.
+    Global(u64),
+    /// An LDS byte address.
+    Lds(u64),
+    /// A byte offset in the lane's private memory.
+    Private(u64),
+}
+
+/// What a FLAT opcode does.
+fn access(op: FlatOp) -> Access {
+    use FlatOp::*;
+    let at = |rmw| Access::Atomic { rmw, wide: false };
+    let at2 = |rmw| Access::Atomic { rmw, wide: true };
+    match op {
+        LoadUbyte => Access::Load(Shape::new(1, false, Half::Full)),
+        LoadSbyte => Access::Load(Shape::new(1, true, Half::Full)),
+        LoadUshort => Access::Load(Shape::new(2, false, Half::Full)),
+        LoadSshort => Access::Load(Shape::new(2, true, Half::Full)),
+        LoadDword => Access::Load(Shape::dwords(1)),
+        LoadDwordx2 => Access::Load(Shape::dwords(2)),
+        LoadDwordx3 => Access::Load(Shape::dwords(3)),
+        LoadDwordx4 => Access::Load(Shape::dwords(4)),
+        LoadUbyteD16 => Access::Load(Shape::new(1, false, Half::Lo)),
+        LoadUbyteD16Hi => Access::Load(Shape::new(1, false, Half::Hi)),
+        LoadSbyteD16 => Access::Load(Shape::new(1, true, Half::Lo)),
+        LoadSbyteD16Hi => Access::Load(Shape::new(1, true, Half::Hi)),
+        LoadShortD16 => Access::Load(Shape::new(2, false, Half::Lo)),
+        LoadShortD16Hi => Access::Load(Shape::new(2, false, Half::Hi)),
+        StoreByte => Access::Store(Shape::new(1, false, Half::Full)),
+        StoreByteD16Hi => Access::Store(Shape::new(1, false, Half::Hi)),
+        StoreShort => Access::Store(Shape::new(2, false, Half::Full)),
+        StoreShortD16Hi => Access::Store(Shape::new(2, false, Half::Hi)),
+        StoreDword => Access::Store(Shape::dwords(1)),
+        StoreDwordx2 => Access::Store(Shape::dwords(2)),
+        StoreDwordx3 => Access::Store(Shape::dwords(3)),
+        StoreDwordx4 => Access::Store(Shape::dwords(4)),
+        AtomicSwap => at(Rmw::Swap),
+        AtomicCmpswap => at(Rmw::Cmpswap),
+        AtomicAdd => at(Rmw::Add),
+        AtomicSub => at(Rmw::Sub),
+        AtomicSmin => at(Rmw::Smin),
+        AtomicUmin => at(Rmw::Umin),
+        AtomicSmax => at(Rmw::Smax),
+        AtomicUmax => at(Rmw::Umax),
+        AtomicAnd => at(Rmw::And),
+        AtomicOr => at(Rmw::Or),
+        AtomicXor => at(Rmw::Xor),
+        AtomicInc => at(Rmw::Inc),
+        AtomicDec => at(Rmw::Dec),
+        AtomicAddF32 => at(Rmw::AddF32Ftz),
+        AtomicPkAddF16 => at(Rmw::PkAddF16),
+        AtomicAddF64 => at2(Rmw::AddF),
+        AtomicMinF64 => at2(Rmw::MinF),
+        AtomicMaxF64 => at2(Rmw::MaxF),
+        AtomicSwapX2 => at2(Rmw::Swap),
+        AtomicCmpswapX2 => at2(Rmw::Cmpswap),
+        AtomicAddX2 => at2(Rmw::Add),
+        AtomicSubX2 => at2(Rmw::Sub),
+        AtomicSminX2 => at2(Rmw::Smin),
+        AtomicUminX2 => at2(Rmw::Umin),
+        AtomicSmaxX2 => at2(Rmw::Smax),
+        AtomicUmaxX2 => at2(Rmw::Umax),
+        AtomicAndX2 => at2(Rmw::And),
+        AtomicOrX2 => at2(Rmw::Or),
+        AtomicXorX2 => at2(Rmw::Xor),
+        AtomicIncX2 => at2(Rmw::Inc),
+        AtomicDecX2 => at2(Rmw::Dec),
+    }
+}
+
+/// Whether the 64-bit flat address `addr` lies in the 4 GiB aperture at `base`.
+fn in_aperture(addr: u64, base: u64) -> bool {
+    base != 0 && addr >> 32 == base >> 32
+}
+
+/// Executes one FLAT, GLOBAL or SCRATCH instruction.
+pub(super) fn execute(
+    w: &mut Wave,
+    ctx: &mut Ctx<'_>,
+    inst: &Inst,
+    pc: u64,
+    seg: Segment,
+    op: FlatOp,
+) -> Result<(), ExecError> {
+    // gfx942 reuses bit 13 of scratch instructions as SVE (the VGPR address is used), not LDS.
+    let sve = w.target == Target::Gfx942 && seg == Segment::Scratch;
+    if inst.mods.lds && !sve {
+        return Err(unimplemented(inst, pc));
+    }
+    let locs = lane_locs(w, inst, pc, seg)?;
+    let acc = inst.mods.acc;
+    let scratch = w.flat_scratch;
+    let mem = ctx.mem;
+    let fault = |fault| ExecError::Memory { pc, fault };
+    let exec = w.exec;
+    let lanes = || (0..LANES).filter(move |&l| exec >> l & 1 == 1);
+    match access(op) {
+        Access::Load(shape) => {
+            let d = vreg(inst, pc, inst.dst[0], shape.regs())?;
+            let mut got = [[0u8; 16]; LANES];
+            for lane in lanes() {
+                let buf = &mut got[lane][..shape.bytes];
+                match locs[lane] {
+                    Loc::Global(a) => read_global(mem, a, buf).map_err(fault)?,
+                    Loc::Lds(a) => read_lds(ctx.lds, a, buf),
+                    Loc::Private(p) => read_private(mem, scratch, lane, p, buf).map_err(fault)?,
+                }
+            }
+            let f = file_mut(w, acc);
+            for lane in lanes() {
+                shape.put(f, d, lane, &got[lane]);
+            }
+        }
+        Access::Store(shape) => {
+            let s = vreg(inst, pc, inst.src[1], shape.regs())?;
+            for lane in lanes() {
+                let data = shape.get(file(w, acc), s, lane);
+                let data = &data[..shape.bytes];
+                match locs[lane] {
+                    Loc::Global(a) => write_global(mem, a, data).map_err(fault)?,
+                    Loc::Lds(a) => write_lds(ctx.lds, a, data),
+                    Loc::Private(p) => write_private(mem, scratch, lane, p, data).map_err(fault)?,
+                }
+            }
+        }
+        Access::Atomic { rmw, wide } => {
+            let s = vreg(inst, pc, inst.src[1], Access::atomic_data_regs(rmw, wide))?;
+            let n = if wide { 2 } else { 1 };
+            let d = if inst.mods.glc {
+                Some(vreg(inst, pc, inst.dst[0], n)?)
+            } else {
+                None
+            };
+            let size = 4 * n;
+            let mut olds = [0u64; LANES];
+            for lane in lanes() {
+                let (a, b) = atomic_operands(file(w, acc), s, lane, rmw, wide);
+                let mut f = |old| rmw.apply(wide, old, a, b);
+                olds[lane] = match locs[lane] {
+                    Loc::Global(addr) => mem.atomic(addr, size as u8, &mut f).map_err(fault)?,
+                    // An LDS-aperture atomic is the DS unit's: `ds_add_f32` keeps denormals.
+                    Loc::Lds(addr) => {
+                        let rmw = if rmw == Rmw::AddF32Ftz {
+                            Rmw::AddF
+                        } else {
+                            rmw
+                        };
+                        rmw_lds(ctx.lds, addr, size, &mut |old| rmw.apply(wide, old, a, b))
+                    }
+                    // Private memory is the lane's own: a read and a write are atomic enough
+                    // (and a 64-bit value's dwords are not adjacent once swizzled).
+                    Loc::Private(p) => {
+                        let mut raw = [0u8; 8];
+                        read_private(mem, scratch, lane, p, &mut raw[..size]).map_err(fault)?;
+                        let old = u64::from_le_bytes(raw);
+                        let new = f(old).to_le_bytes();
+                        write_private(mem, scratch, lane, p, &new[..size]).map_err(fault)?;
+                        old
+                    }
+                };
+            }
+            if let Some(d) = d {
+                let f = file_mut(w, acc);
+                for lane in lanes() {
+                    f[d][lane] = olds[lane] as u32;
+                    if wide {
+                        f[d + 1][lane] = (olds[lane] >> 32) as u32;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Each enabled lane's target (disabled lanes: unspecified).
+fn lane_locs(w: &Wave, inst: &Inst, pc: u64, seg: Segment) -> Result<[Loc; LANES], ExecError> {
+    let imm = i64::from(inst.imm) as u64;
+    let mut locs = [Loc::Global(0); LANES];
+    let pair =
+        |a: usize, lane: usize| u64::from(w.vgpr[a][lane]) | u64::from(w.vgpr[a + 1][lane]) << 32;
+    let active = (0..LANES).filter(|&l| w.active(l));
+    match (seg, inst.src[2]) {
+        (Segment::Flat, _) => {
+            let a = vreg(inst, pc, inst.src[0], 2)?;
+            let ap = w.apertures;
+            for lane in active {
+                let addr = pair(a, lane).wrapping_add(imm);
+                locs[lane] = if in_aperture(addr, ap.shared_base) {
+                    Loc::Lds(addr & 0xffff_ffff)
+                } else if in_aperture(addr, ap.private_base) {
+                    Loc::Private(addr & 0xffff_ffff)
+                } else {
+                    Loc::Global(addr)
+                };
+            }
+        }
+        (Segment::Global, Operand::None) => {
+            let a = vreg(inst, pc, inst.src[0], 2)?;
+            for lane in active {
+                locs[lane] = Loc::Global(pair(a, lane).wrapping_add(imm));
+            }
+        }
+        (Segment::Global, saddr) => {
+            let a = vreg(inst, pc, inst.src[0], 1)?;
+            let base = w
+                .read_scalar64(saddr, Ty::B64)
+                .ok_or_else(|| illegal(inst, pc, "SADDR is not a scalar pair"))?;
+            for lane in active {
+                let addr = base.wrapping_add(u64::from(w.vgpr[a][lane]));
+                locs[lane] = Loc::Global(addr.wrapping_add(imm));
+            }
+        }
+        (Segment::Scratch, saddr) => {
+            // gfx9: SADDR, else the VGPR. gfx942: SADDR (or nothing) plus, with SVE, the VGPR.
+            let use_vgpr = if w.target == Target::Gfx942 {
+                inst.mods.lds
+            } else {
+                saddr == Operand::None
+            };
+            let base = match saddr {
+                Operand::None => 0,
+                s => w
+                    .read_scalar32(s, Ty::B32)
+                    .ok_or_else(|| illegal(inst, pc, "SADDR is not a scalar register"))?,
+            };
+            let a = if use_vgpr {
+                Some(vreg(inst, pc, inst.src[0], 1)?)
+            } else {
+                None
+            };
+            for lane in active {
+                let v = a.map_or(0, |a| w.vgpr[a][lane]);
+                let p = base.wrapping_add(v).wrapping_add(imm as u32);
+                locs[lane] = Loc::Private(u64::from(p));
+            }
+        }
+    }
+    Ok(locs)
+}

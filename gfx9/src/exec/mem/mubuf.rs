@@ -1,0 +1,329 @@
+//! MUBUF: untyped buffer loads, stores and atomics through a 128-bit buffer resource ("AMD
+//! Instinct MI200 ISA", chapter 9 "Vector Memory Buffer Instructions", and the MUBUF opcode
+//! table of chapter 12).
+//!
+//! The buffer resource (V#, chapter 9's "Buffer Resource"; the gfx9 bit layout of ROCr's
+//! `SQ_BUF_RSRC_WORD0..3` in `registers.h`): BASE 47:0, STRIDE 61:48, SWIZZLE_ENABLE 63,
+//! NUM_RECORDS 95:64, ELEMENT_SIZE 116:115 (2 << n bytes), INDEX_STRIDE 118:117 (8 << n),
+//! ADD_TID_ENABLE 119.
+//!
+//! Address ("Buffer Addressing"), per lane and per dword of the data:
+//! - `index = (IDXEN ? VGPR[VADDR] : 0) + (ADD_TID_ENABLE ? lane : 0)`;
+//!   `offset = (OFFEN ? VGPR[VADDR + IDXEN] : 0) + OFFSET` (+ 4 per further dword);
+//! - linear: `buffer_offset = index * STRIDE + offset`; swizzled: `(index / index_stride *
+//!   STRIDE + offset / element_size * element_size) * index_stride + index % index_stride *
+//!   element_size + offset % element_size`;
+//! - `address = BASE + SGPR[SOFFSET] + buffer_offset`.
+//!
+//! Range checking ("Buffer Addressing", "Range Checking"), with an out-of-range load returning 0 and an
+//! out-of-range store or atomic doing nothing (an atomic returns 0): a private (scratch)
+//! buffer — ADD_TID_ENABLE without IDXEN — is not checked; with IDXEN (a structured buffer)
+//! a lane is out of range when `index >= NUM_RECORDS`; otherwise (a raw buffer) each dword
+//! (or the byte/short) is out of range unless it lies wholly below `NUM_RECORDS` bytes of
+//! offset (the SGPR offset is not part of the check). Loads/stores of several dwords are
+//! checked per dword; atomics all or nothing.
+//!
+//! Not executed (stop the wave as unimplemented): the `*_format_*` opcodes (their data
+//! conversion follows the V#'s DATA_FORMAT/NUM_FORMAT tables; compilers emit the untyped
+//! forms for compute), and the LDS bit (loads to LDS).
+//! `buffer_wbinvl1*`, `buffer_wbl2` and `buffer_invl2` do nothing: no cache is modelled.
+
+use super::access::{Access, Half, Rmw, Shape, atomic_operands, file, file_mut, vreg};
+use crate::exec::wave::{Ctx, ExecError, LANES, Ty, Wave, illegal, unimplemented};
+use crate::inst::Inst;
+use crate::opcode::MubufOp;
+use crate::operand::Operand;
+
+/// A buffer resource's fields (the 128-bit V#).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferResource {
+    /// BASE: the buffer's byte address.
+    pub base: u64,
+    /// STRIDE: bytes per record.
+    pub stride: u64,
+    /// SWIZZLE_ENABLE.
+    pub swizzle: bool,
+    /// NUM_RECORDS: records (structured) or bytes (raw).
+    pub num_records: u32,
+    /// The swizzle element size in bytes (2, 4, 8, 16).
+    pub element_size: u64,
+    /// The swizzle index stride (8, 16, 32, 64).
+    pub index_stride: u64,
+    /// ADD_TID_ENABLE: the lane id is added to the index.
+    pub add_tid: bool,
+}
+
+impl BufferResource {
+    /// Decodes the four dwords of a V#.
+    pub fn from_dwords(v: [u32; 4]) -> Self {
+        Self {
+            base: u64::from(v[0]) | u64::from(v[1] & 0xffff) << 32,
+            stride: u64::from(v[1] >> 16 & 0x3fff),
+            swizzle: v[1] >> 31 == 1,
+            num_records: v[2],
+            element_size: 2 << (v[3] >> 19 & 3),
+            index_stride: 8 << (v[3] >> 21 & 3),
+            add_tid: v[3] >> 23 & 1 == 1,
+        }
+    }
+
+    /// The buffer offset of byte `offset` of record `index` ("Buffer Addressing").
+    pub fn buffer_offset(&self, index: u64, offset: u64) -> u64 {
+        if self.swizzle {
+            let (es, is) = (self.element_size, self.index_stride);
+            ((index / is) * self.stride + (offset / es) * es)
+                .wrapping_mul(is)
+                .wrapping_add((index % is) * es + offset % es)
+        } else {
+            (index * self.stride).wrapping_add(offset)
+        }
+    }
+}
+
+/// What a MUBUF opcode is.
+enum Kind {
+    /// A load, store or atomic.
+    Access(Access),
+    /// A cache control: nothing to do.
+    Nop,
+    /// A typed (`*_format_*`) access: not executed.
+    Format,
+}
+
+/// What a MUBUF opcode does.
+fn kind(op: MubufOp) -> Kind {
+    use MubufOp::*;
+    let at = |rmw| Kind::Access(Access::Atomic { rmw, wide: false });
+    let at2 = |rmw| Kind::Access(Access::Atomic { rmw, wide: true });
+    let load = |s| Kind::Access(Access::Load(s));
+    let store = |s| Kind::Access(Access::Store(s));
+    match op {
+        BufferLoadUbyte => load(Shape::new(1, false, Half::Full)),
+        BufferLoadSbyte => load(Shape::new(1, true, Half::Full)),
+        BufferLoadUshort => load(Shape::new(2, false, Half::Full)),
+        BufferLoadSshort => load(Shape::new(2, true, Half::Full)),
+        BufferLoadDword => load(Shape::dwords(1)),
+        BufferLoadDwordx2 => load(Shape::dwords(2)),
+        BufferLoadDwordx3 => load(Shape::dwords(3)),
+        BufferLoadDwordx4 => load(Shape::dwords(4)),
+        BufferLoadUbyteD16 => load(Shape::new(1, false, Half::Lo)),
+        BufferLoadUbyteD16Hi => load(Shape::new(1, false, Half::Hi)),
+        BufferLoadSbyteD16 => load(Shape::new(1, true, Half::Lo)),
+        BufferLoadSbyteD16Hi => load(Shape::new(1, true, Half::Hi)),
+        BufferLoadShortD16 => load(Shape::new(2, false, Half::Lo)),
+        BufferLoadShortD16Hi => load(Shape::new(2, false, Half::Hi)),
+        BufferStoreByte => store(Shape::new(1, false, Half::Full)),
+        BufferStoreByteD16Hi => store(Shape::new(1, false, Half::Hi)),
+        BufferStoreShort => store(Shape::new(2, false, Half::Full)),
+        BufferStoreShortD16Hi => store(Shape::new(2, false, Half::Hi)),
+        BufferStoreDword => store(Shape::dwords(1)),
+        BufferStoreDwordx2 => store(Shape::dwords(2)),
+        BufferStoreDwordx3 => store(Shape::dwords(3)),
+        BufferStoreDwordx4 => store(Shape::dwords(4)),
+        BufferAtomicSwap => at(Rmw::Swap),
+        BufferAtomicCmpswap => at(Rmw::Cmpswap),
+        BufferAtomicAdd => at(Rmw::Add),
+        BufferAtomicSub => at(Rmw::Sub),
+        BufferAtomicSmin => at(Rmw::Smin),
+        BufferAtomicUmin => at(Rmw::Umin),
+        BufferAtomicSmax => at(Rmw::Smax),
+        BufferAtomicUmax => at(Rmw::Umax),
+        BufferAtomicAnd => at(Rmw::And),
+        BufferAtomicOr => at(Rmw::Or),
+        BufferAtomicXor => at(Rmw::Xor),
+        BufferAtomicInc => at(Rmw::Inc),
+        BufferAtomicDec => at(Rmw::Dec),
+        BufferAtomicAddF32 => at(Rmw::AddF32Ftz),
+        BufferAtomicPkAddF16 => at(Rmw::PkAddF16),
+        BufferAtomicAddF64 => at2(Rmw::AddF),
+        BufferAtomicMinF64 => at2(Rmw::MinF),
+        BufferAtomicMaxF64 => at2(Rmw::MaxF),
+        BufferAtomicSwapX2 => at2(Rmw::Swap),
+        BufferAtomicCmpswapX2 => at2(Rmw::Cmpswap),
+        BufferAtomicAddX2 => at2(Rmw::Add),
+        BufferAtomicSubX2 => at2(Rmw::Sub),
+        BufferAtomicSminX2 => at2(Rmw::Smin),
+        BufferAtomicUminX2 => at2(Rmw::Umin),
+        BufferAtomicSmaxX2 => at2(Rmw::Smax),
+        BufferAtomicUmaxX2 => at2(Rmw::Umax),
+        BufferAtomicAndX2 => at2(Rmw::And),
+        BufferAtomicOrX2 => at2(Rmw::Or),
+        BufferAtomicXorX2 => at2(Rmw::Xor),
+        BufferAtomicIncX2 => at2(Rmw::Inc),
+        BufferAtomicDecX2 => at2(Rmw::Dec),
+        BufferWbinvl1 | BufferWbinvl1Vol | BufferWbl2 | BufferInvl2 => Kind::Nop,
+        BufferLoadFormatX
+        | BufferLoadFormatXy
+        | BufferLoadFormatXyz
+        | BufferLoadFormatXyzw
+        | BufferStoreFormatX
+        | BufferStoreFormatXy
+        | BufferStoreFormatXyz
+        | BufferStoreFormatXyzw => Kind::Format,
+    }
+}
+
+/// Executes one MUBUF instruction.
+pub(super) fn execute(
+    w: &mut Wave,
+    ctx: &mut Ctx<'_>,
+    inst: &Inst,
+    pc: u64,
+    op: MubufOp,
+) -> Result<(), ExecError> {
+    let access = match kind(op) {
+        Kind::Access(access) => access,
+        Kind::Nop => return Ok(()),
+        Kind::Format => return Err(unimplemented(inst, pc)),
+    };
+    if inst.mods.lds {
+        return Err(unimplemented(inst, pc));
+    }
+    let (Operand::Sgpr(q) | Operand::Ttmp(q)) = inst.src[1] else {
+        return Err(illegal(inst, pc, "SRSRC is not a register quad"));
+    };
+    let mut v = [0u32; 4];
+    for (i, d) in v.iter_mut().enumerate() {
+        let reg = match inst.src[1] {
+            Operand::Ttmp(_) => Operand::Ttmp(q + i as u8),
+            _ => Operand::Sgpr(q + i as u8),
+        };
+        *d = w
+            .read_scalar32(reg, Ty::B32)
+            .ok_or_else(|| illegal(inst, pc, "SRSRC runs past the register file"))?;
+    }
+    let rsrc = BufferResource::from_dwords(v);
+    let soffset = u64::from(
+        w.read_scalar32(inst.src[2], Ty::B32)
+            .ok_or_else(|| illegal(inst, pc, "SOFFSET is not scalar"))?,
+    );
+    let (idxen, offen) = (inst.mods.idxen, inst.mods.offen);
+    let vaddr = if idxen || offen {
+        Some(vreg(
+            inst,
+            pc,
+            inst.src[0],
+            usize::from(idxen) + usize::from(offen),
+        )?)
+    } else {
+        None
+    };
+    let exec = w.exec;
+    let lanes = || (0..LANES).filter(move |&l| exec >> l & 1 == 1);
+    // Each lane's index and byte offset.
+    let mut index = [0u64; LANES];
+    let mut offset = [0u64; LANES];
+    for lane in lanes() {
+        let v = |k: usize| vaddr.map_or(0, |a| u64::from(w.vgpr[a + k][lane]));
+        index[lane] = if idxen { v(0) } else { 0 } + if rsrc.add_tid { lane as u64 } else { 0 };
+        // OFFSET is 12 bits unsigned (as decoded).
+        offset[lane] =
+            if offen { v(usize::from(idxen)) } else { 0 } + u64::from(inst.imm as u32 & 0xfff);
+    }
+    let unchecked = rsrc.add_tid && !idxen;
+    // The address of `bytes` bytes at `extra` past the lane's offset, or None out of range.
+    let addr = |lane: usize, extra: u64, bytes: u64| -> Option<u64> {
+        let (i, o) = (index[lane], offset[lane] + extra);
+        let ok = unchecked
+            || if idxen {
+                i < u64::from(rsrc.num_records)
+            } else {
+                o + bytes <= u64::from(rsrc.num_records)
+            };
+        ok.then(|| {
+            rsrc.base
+                .wrapping_add(soffset)
+                .wrapping_add(rsrc.buffer_offset(i, o))
+        })
+    };
+    let mem = ctx.mem;
+    let fault = |fault| ExecError::Memory { pc, fault };
+    let acc = inst.mods.acc;
+    match access {
+        Access::Load(shape) => {
+            let d = vreg(inst, pc, inst.dst[0], shape.regs())?;
+            let mut got = [[0u8; 16]; LANES];
+            for lane in lanes() {
+                for (k, piece) in got[lane][..shape.bytes].chunks_mut(4).enumerate() {
+                    if let Some(a) = addr(lane, 4 * k as u64, piece.len() as u64) {
+                        super::access::read_global(mem, a, piece).map_err(fault)?;
+                    }
+                }
+            }
+            let f = file_mut(w, acc);
+            for lane in lanes() {
+                shape.put(f, d, lane, &got[lane]);
+            }
+        }
+        Access::Store(shape) => {
+            let s = vreg(inst, pc, inst.dst[0], shape.regs())?;
+            for lane in lanes() {
+                let data = shape.get(file(w, acc), s, lane);
+                for (k, piece) in data[..shape.bytes].chunks(4).enumerate() {
+                    if let Some(a) = addr(lane, 4 * k as u64, piece.len() as u64) {
+                        super::access::write_global(mem, a, piece).map_err(fault)?;
+                    }
+                }
+            }
+        }
+        Access::Atomic { rmw, wide } => {
+            // VDATA holds the data and, with GLC, receives the old value (the guide's
+            // MUBUF atomics: "RETURN_DATA = tmp" into the first VDATA registers).
+            let s = vreg(inst, pc, inst.dst[0], Access::atomic_data_regs(rmw, wide))?;
+            let size = if wide { 8 } else { 4 };
+            let mut olds = [0u64; LANES];
+            for lane in lanes() {
+                let (a, b) = atomic_operands(file(w, acc), s, lane, rmw, wide);
+                if let Some(at) = addr(lane, 0, size) {
+                    olds[lane] = mem
+                        .atomic(at, size as u8, &mut |old| rmw.apply(wide, old, a, b))
+                        .map_err(fault)?;
+                }
+            }
+            if inst.mods.glc {
+                let f = file_mut(w, acc);
+                for lane in lanes() {
+                    f[s][lane] = olds[lane] as u32;
+                    if wide {
+                        f[s + 1][lane] = (olds[lane] >> 32) as u32;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn swizzled_offsets_follow_the_guide_formula() {
+        // STRIDE 16, SWIZZLE_ENABLE, ELEMENT_SIZE 1 (4 bytes), INDEX_STRIDE 1 (16).
+        let r = BufferResource::from_dwords([0, 16 << 16 | 1 << 31, 64, 1 << 19 | 1 << 21]);
+        assert_eq!((r.stride, r.element_size, r.index_stride), (16, 4, 16));
+        // index 17 = 1 * 16 + 1, offset 6 = 1 * 4 + 2:
+        // (1 * 16 + 1 * 4) * 16 + 1 * 4 + 2.
+        assert_eq!(r.buffer_offset(17, 6), 326);
+        // Linear: index * stride + offset.
+        let linear = BufferResource::from_dwords([0, 16 << 16, 64, 0]);
+        assert_eq!(linear.buffer_offset(17, 6), 278);
+    }
+
+    #[test]
+    fn rocr_scratch_resource_swizzles_dwords_across_lanes() {
+        // AqlQueue::InitScratchSRD for gfx9: SWIZZLE_ENABLE, ELEMENT_SIZE 1, INDEX_STRIDE 3,
+        // ADD_TID_ENABLE, STRIDE 0.
+        let word3 = 1 << 19 | 3 << 21 | 1 << 23;
+        let r = BufferResource::from_dwords([0x1000, 1 << 31, 0x10_0000, word3]);
+        assert_eq!((r.element_size, r.index_stride, r.stride), (4, 64, 0));
+        assert!(r.swizzle && r.add_tid);
+        for (lane, off) in [(0u64, 0u64), (5, 0), (5, 4), (63, 9)] {
+            assert_eq!(
+                r.base + r.buffer_offset(lane, off),
+                crate::exec::mem::scratch_addr(0x1000, lane as usize, off)
+            );
+        }
+    }
+}

@@ -1,0 +1,593 @@
+//! The state the families share: a wave's registers ([`Wave`]), what it reaches ([`Ctx`],
+//! [`Memory`], [`CodeCache`]), how it stops ([`Flow`], [`ExecError`]) and operand access as
+//! the guide's operand tables define it (inline constants by type, the literal, register
+//! pairs, VCC/EXEC halves). `exec/mod.rs` re-exports it all; the families use it from here, so
+//! the module graph stays acyclic (exec -> salu/valu/mem -> wave).
+
+use crate::error::DecodeError;
+use crate::inst::Inst;
+use crate::opcode::Opcode;
+use crate::operand::{FloatConst, Operand, Special};
+use crate::{Decoder, decode};
+use std::collections::HashMap;
+
+/// Lanes per wave (wave64: every gfx9 compute wave).
+pub const LANES: usize = 64;
+/// Scalar registers a wave can address (`s0`..`s101`).
+pub const SGPRS: usize = 102;
+/// Vector registers a wave can address (`v0`..`v255`), and as many AGPRs on gfx90a.
+pub const VGPRS: usize = 256;
+
+/// The GPU generation an instruction stream is for: where gfx9 targets differ in semantics
+/// (not only in encoding), the executor asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// gfx906 (Vega 20, MI50/MI60, Radeon VII).
+    Gfx906,
+    /// gfx908 (MI100): AGPRs for MFMA only.
+    Gfx908,
+    /// gfx90a (MI200): unified VGPR/AGPR file, packed f32 math.
+    Gfx90a,
+    /// gfx942 (MI300).
+    Gfx942,
+}
+
+/// Why the GPU refused a memory access: the address, and whether it was a write. The
+/// [`Memory`] decides (an unmapped page, a read-only mapping, XNACK off and not resident).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("GPU memory fault at {addr:#x} ({})", if *.write { "write" } else { "read" })]
+pub struct Fault {
+    /// The faulting virtual address.
+    pub addr: u64,
+    /// Whether the access was a write (atomics count as writes).
+    pub write: bool,
+}
+
+/// The GPU's view of memory, as one dispatch sees it: addresses are GPU virtual addresses
+/// (the process's GPUVM); LDS and the private aperture are translated before they get here.
+///
+/// Implementations must be safe to call from several threads at once (waves of different
+/// workgroups run in parallel). An access is all-or-nothing per call: the executor calls per
+/// lane (or per naturally aligned dword run), never across a page it has not been given.
+pub trait Memory: Sync {
+    /// Reads `buf.len()` bytes at `addr`.
+    ///
+    /// # Errors
+    ///
+    /// The [`Fault`] when any byte is not readable by the GPU.
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault>;
+
+    /// Reads `buf.len()` bytes at `addr` speculatively: the instruction fetch reading past the
+    /// instruction it needs (a prefetch the wave may never execute). A fault here must have no
+    /// effect beyond the error (the host reports no VM fault for it); by default a [`read`].
+    ///
+    /// # Errors
+    ///
+    /// The [`Fault`] when any byte is not readable by the GPU.
+    ///
+    /// [`read`]: Memory::read
+    fn read_ahead(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        self.read(addr, buf)
+    }
+
+    /// Writes `data` at `addr`.
+    ///
+    /// # Errors
+    ///
+    /// The [`Fault`] when any byte is not writable by the GPU.
+    fn write(&self, addr: u64, data: &[u8]) -> Result<(), Fault>;
+
+    /// An atomic read-modify-write of the naturally aligned `size`-byte (4 or 8) value at
+    /// `addr`: `f` gets the old value and returns the new one, atomically with respect to every
+    /// other access through this `Memory` (and, where the memory is shared with the CPU, with
+    /// the CPU's atomics). Returns the old value.
+    ///
+    /// # Errors
+    ///
+    /// The [`Fault`] when the value is not writable by the GPU.
+    fn atomic(&self, addr: u64, size: u8, f: &mut dyn FnMut(u64) -> u64) -> Result<u64, Fault>;
+}
+
+/// How a wave stopped executing, when not by its own `s_endpgm`: the condition the command
+/// processor would turn into a queue error. `pc` is the address of the instruction.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecError {
+    /// The instruction at `pc` does not decode.
+    #[error("illegal instruction at {pc:#x}: {err}")]
+    Decode {
+        /// Its address.
+        pc: u64,
+        /// Why.
+        err: DecodeError,
+    },
+    /// The instruction decodes but this interpreter does not execute it (yet).
+    #[error("{op} at {pc:#x} is not implemented by the interpreter")]
+    Unimplemented {
+        /// Its address.
+        pc: u64,
+        /// The operation.
+        op: Opcode,
+    },
+    /// The instruction is not valid as used (an operand the operation does not accept).
+    #[error("illegal use of {op} at {pc:#x}: {why}")]
+    Illegal {
+        /// Its address.
+        pc: u64,
+        /// The operation.
+        op: Opcode,
+        /// What is wrong.
+        why: &'static str,
+    },
+    /// Fetching the instruction or a memory access faulted.
+    #[error("at {pc:#x}: {fault}")]
+    Memory {
+        /// The address of the instruction.
+        pc: u64,
+        /// The access.
+        fault: Fault,
+    },
+}
+
+/// What a wave does after an instruction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Go on at [`Wave::pc`].
+    Continue,
+    /// `s_barrier`: wait until every wave of the workgroup reaches one.
+    Barrier,
+    /// `s_endpgm`: the wave is done.
+    End,
+    /// `s_trap` with this trap id (no trap handler runs here: the dispatcher reports it).
+    Trap(u16),
+    /// `s_sleep`/`s_sethalt`: yield to other waves.
+    Yield,
+}
+
+/// One wave's architectural state.
+#[derive(Clone)]
+pub struct Wave {
+    /// The byte address of the next instruction.
+    pub pc: u64,
+    /// `s0`..`s101`.
+    pub sgpr: [u32; SGPRS],
+    /// VCC, the vector condition code (`vcc_lo` is bits 0..32).
+    pub vcc: u64,
+    /// EXEC, the lane mask.
+    pub exec: u64,
+    /// M0.
+    pub m0: u32,
+    /// SCC, the scalar condition code.
+    pub scc: bool,
+    /// FLAT_SCRATCH (`flat_scratch_lo`/`_hi`): the wave's scratch base for FLAT scratch access.
+    pub flat_scratch: u64,
+    /// XNACK_MASK.
+    pub xnack_mask: u64,
+    /// `ttmp0`..`ttmp15`.
+    pub ttmp: [u32; 16],
+    /// Hardware registers `s_getreg`/`s_setreg` reach (MODE, STATUS, TRAPSTS, HW_ID...), by
+    /// the guide's HW_REG id.
+    pub hwreg: [u32; 32],
+    /// `v0`..`v255`, one array of 64 lanes per register.
+    pub vgpr: Vec<[u32; LANES]>,
+    /// `a0`..`a255` (gfx908/gfx90a accumulation registers).
+    pub agpr: Vec<[u32; LANES]>,
+    /// The apertures of the flat address space and the wave's private memory.
+    pub apertures: Apertures,
+    /// The target.
+    pub target: Target,
+}
+
+/// Where the flat address space's LDS and private apertures are (`SH_MEM_BASES`, read by
+/// `src_shared_base` / `src_private_base`), and the wave's private memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Apertures {
+    /// The 64-bit base of the shared (LDS) aperture: a flat address in
+    /// `shared_base..shared_base + 4 GiB` is an LDS address.
+    pub shared_base: u64,
+    /// The 64-bit base of the private (scratch) aperture.
+    pub private_base: u64,
+    /// The GPU virtual address of this wave's private memory (its scratch slot).
+    pub scratch_base: u64,
+    /// Bytes of private memory per lane.
+    pub scratch_per_lane: u32,
+}
+
+impl Wave {
+    /// A wave for `target` with every register zero, EXEC all ones, at `pc`.
+    pub fn new(target: Target, pc: u64) -> Self {
+        Self {
+            pc,
+            sgpr: [0; SGPRS],
+            vcc: 0,
+            exec: u64::MAX,
+            m0: 0,
+            scc: false,
+            flat_scratch: 0,
+            xnack_mask: 0,
+            ttmp: [0; 16],
+            hwreg: [0; 32],
+            vgpr: vec![[0; LANES]; VGPRS],
+            agpr: vec![[0; LANES]; VGPRS],
+            apertures: Apertures::default(),
+            target,
+        }
+    }
+}
+
+impl std::fmt::Debug for Wave {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wave")
+            .field("pc", &format_args!("{:#x}", self.pc))
+            .field("exec", &format_args!("{:#x}", self.exec))
+            .field("vcc", &format_args!("{:#x}", self.vcc))
+            .field("scc", &self.scc)
+            .field("m0", &self.m0)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an instruction reaches besides its wave: memory, the workgroup's LDS and the decoded
+/// code.
+pub struct Ctx<'a> {
+    /// Global memory.
+    pub mem: &'a dyn Memory,
+    /// The workgroup's LDS allocation (accesses beyond it read 0 and drop writes, as the
+    /// guide's LDS range check does).
+    pub lds: &'a mut [u8],
+    /// Decoded instructions.
+    pub code: &'a mut CodeCache,
+}
+
+impl std::fmt::Debug for Ctx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("lds_bytes", &self.lds.len())
+            .field("code", &self.code.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Decoded instructions by address, so a loop decodes once. One per thread running waves
+/// (decoding is cheap; sharing would cost a lock per instruction).
+#[derive(Debug, Default)]
+pub struct CodeCache {
+    insts: HashMap<u64, Inst>,
+}
+
+/// Bytes fetched at a time on a miss: a run of instructions decoded together.
+const FETCH: usize = 256;
+
+impl CodeCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Decoded instructions held.
+    pub fn len(&self) -> usize {
+        self.insts.len()
+    }
+
+    /// Whether nothing is decoded yet.
+    pub fn is_empty(&self) -> bool {
+        self.insts.is_empty()
+    }
+
+    /// The instruction at `pc`, decoded on first use: a miss reads up to 256 bytes
+    /// (never past the page of `pc` plus what the last instruction needs) and decodes every
+    /// instruction in them.
+    ///
+    /// # Errors
+    ///
+    /// [`ExecError::Memory`] when the code is not readable, [`ExecError::Decode`] when the
+    /// instruction at `pc` does not decode.
+    pub fn fetch(&mut self, mem: &dyn Memory, pc: u64) -> Result<Inst, ExecError> {
+        if let Some(inst) = self.insts.get(&pc) {
+            return Ok(*inst);
+        }
+        // Read to the end of the page of `pc` (at most FETCH bytes), then two more dwords
+        // for an instruction that straddles the end, if readable.
+        let to_page_end = (4096 - (pc & 4095)) as usize;
+        let main = to_page_end.min(FETCH);
+        let mut bytes = vec![0u8; main + 8];
+        mem.read(pc, &mut bytes[..main])
+            .map_err(|fault| ExecError::Memory { pc, fault })?;
+        let len = if mem.read_ahead(pc + main as u64, &mut bytes[main..]).is_ok() {
+            main + 8
+        } else {
+            main
+        };
+        let words: Vec<u32> = bytes[..len]
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        for (at, inst) in Decoder::new(&words[..main / 4]) {
+            let Ok(inst) = inst else { break };
+            let _ = at;
+            self.insts.entry(pc + 4 * at as u64).or_insert(inst);
+        }
+        match self.insts.get(&pc) {
+            Some(inst) => Ok(*inst),
+            None => decode(&words).map_err(|err| ExecError::Decode { pc, err }),
+        }
+    }
+}
+
+/// The type an operation reads an operand as: it decides what an inline float constant is
+/// (the guide, 4.x "Inline constants": the constant in the operation's float format; for
+/// integer operations, the f32 bits for 32-bit operands and the f64 bits for 64-bit ones)
+/// and how a literal widens to 64 bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ty {
+    /// A 16-bit integer or f16 operand: float constants are f16 bits.
+    F16,
+    /// A 32-bit operand (integer or f32): float constants are f32 bits.
+    B32,
+    /// A 64-bit integer operand: float constants are f64 bits; a literal is zero-extended.
+    B64,
+    /// A 64-bit float operand: float constants are f64 bits; a literal is the high half.
+    F64,
+}
+
+/// The bits of an inline float constant in format `ty`.
+pub fn float_const(c: FloatConst, ty: Ty) -> u64 {
+    match ty {
+        Ty::F16 => u64::from(match c {
+            FloatConst::Half => 0x3800u16,
+            FloatConst::NegHalf => 0xb800,
+            FloatConst::One => 0x3c00,
+            FloatConst::NegOne => 0xbc00,
+            FloatConst::Two => 0x4000,
+            FloatConst::NegTwo => 0xc000,
+            FloatConst::Four => 0x4400,
+            FloatConst::NegFour => 0xc400,
+            FloatConst::InvTwoPi => 0x3118,
+        }),
+        Ty::B32 => match c {
+            // 1/(2π) as the hardware's f32 constant (0x3e22f983).
+            FloatConst::InvTwoPi => 0x3e22_f983,
+            other => u64::from((other.value() as f32).to_bits()),
+        },
+        Ty::B64 | Ty::F64 => match c {
+            FloatConst::InvTwoPi => 0x3fc4_5f30_6dc9_c882,
+            other => other.value().to_bits(),
+        },
+    }
+}
+
+impl Wave {
+    /// Reads a 32-bit (or 16-bit, `ty` = [`Ty::F16`]) scalar operand: an SGPR, a special
+    /// register, a constant or the literal. A VGPR operand is not scalar: `None`.
+    pub fn read_scalar32(&self, op: Operand, ty: Ty) -> Option<u32> {
+        Some(match op {
+            Operand::Sgpr(n) => *self.sgpr.get(usize::from(n))?,
+            Operand::Ttmp(n) => *self.ttmp.get(usize::from(n))?,
+            Operand::Special(s) => self.special(s),
+            Operand::Int(i) => match ty {
+                Ty::F16 => u32::from(i as i16 as u16),
+                _ => i as i32 as u32,
+            },
+            Operand::Float(c) => match ty {
+                // A 64-bit constant read as 32 bits is its high half (only reached by the
+                // callers of read_scalar64 halves; keep it total).
+                Ty::B64 | Ty::F64 => (float_const(c, ty) >> 32) as u32,
+                _ => float_const(c, ty) as u32,
+            },
+            Operand::Literal(v) => v,
+            Operand::Vgpr(_) | Operand::None => return None,
+        })
+    }
+
+    /// Reads a 64-bit scalar operand: an SGPR pair (an odd first register names the even pair
+    /// below, as the hardware ignores bit 0), VCC, EXEC, FLAT_SCRATCH, XNACK_MASK, a ttmp pair,
+    /// a constant (integers sign-extended) or the literal (see [`Ty`]).
+    pub fn read_scalar64(&self, op: Operand, ty: Ty) -> Option<u64> {
+        Some(match op {
+            Operand::Sgpr(n) => {
+                let n = usize::from(n & !1);
+                u64::from(*self.sgpr.get(n)?) | u64::from(*self.sgpr.get(n + 1)?) << 32
+            }
+            Operand::Ttmp(n) => {
+                let n = usize::from(n & !1);
+                u64::from(*self.ttmp.get(n)?) | u64::from(*self.ttmp.get(n + 1)?) << 32
+            }
+            Operand::Special(Special::VccLo | Special::VccHi) => self.vcc,
+            Operand::Special(Special::ExecLo | Special::ExecHi) => self.exec,
+            Operand::Special(Special::FlatScratchLo | Special::FlatScratchHi) => self.flat_scratch,
+            Operand::Special(Special::XnackMaskLo | Special::XnackMaskHi) => self.xnack_mask,
+            Operand::Special(s) => u64::from(self.special(s)),
+            Operand::Int(i) => i as i64 as u64,
+            Operand::Float(c) => float_const(c, ty),
+            Operand::Literal(v) => match ty {
+                Ty::F64 => u64::from(v) << 32,
+                _ => u64::from(v),
+            },
+            Operand::Vgpr(_) | Operand::None => return None,
+        })
+    }
+
+    /// A 32-bit special-register source.
+    fn special(&self, s: Special) -> u32 {
+        match s {
+            Special::FlatScratchLo => self.flat_scratch as u32,
+            Special::FlatScratchHi => (self.flat_scratch >> 32) as u32,
+            Special::XnackMaskLo => self.xnack_mask as u32,
+            Special::XnackMaskHi => (self.xnack_mask >> 32) as u32,
+            Special::VccLo => self.vcc as u32,
+            Special::VccHi => (self.vcc >> 32) as u32,
+            Special::M0 => self.m0,
+            Special::ExecLo => self.exec as u32,
+            Special::ExecHi => (self.exec >> 32) as u32,
+            // The aperture registers read the high 32 bits of the aperture's base and limit
+            // (the guide, "src_shared_base": "the 32-bit high address of the base").
+            Special::SharedBase => (self.apertures.shared_base >> 32) as u32,
+            Special::SharedLimit => ((self.apertures.shared_base >> 32) as u32) | 0xffff,
+            Special::PrivateBase => (self.apertures.private_base >> 32) as u32,
+            Special::PrivateLimit => ((self.apertures.private_base >> 32) as u32) | 0xffff,
+            Special::PopsExitingWaveId => 0,
+            Special::Vccz => u32::from(self.vcc == 0),
+            Special::Execz => u32::from(self.exec == 0),
+            Special::Scc => u32::from(self.scc),
+            Special::LdsDirect => 0,
+        }
+    }
+
+    /// Writes a 32-bit scalar destination. Writes to read-only operands are dropped; `false`
+    /// when `op` is not a scalar destination at all.
+    pub fn write_scalar32(&mut self, op: Operand, v: u32) -> bool {
+        match op {
+            Operand::Sgpr(n) => match self.sgpr.get_mut(usize::from(n)) {
+                Some(r) => *r = v,
+                None => return false,
+            },
+            Operand::Ttmp(n) => match self.ttmp.get_mut(usize::from(n)) {
+                Some(r) => *r = v,
+                None => return false,
+            },
+            Operand::Special(s) => match s {
+                Special::VccLo => self.vcc = (self.vcc & !0xffff_ffff) | u64::from(v),
+                Special::VccHi => self.vcc = (self.vcc & 0xffff_ffff) | u64::from(v) << 32,
+                Special::ExecLo => self.exec = (self.exec & !0xffff_ffff) | u64::from(v),
+                Special::ExecHi => self.exec = (self.exec & 0xffff_ffff) | u64::from(v) << 32,
+                Special::M0 => self.m0 = v,
+                Special::FlatScratchLo => {
+                    self.flat_scratch = (self.flat_scratch & !0xffff_ffff) | u64::from(v)
+                }
+                Special::FlatScratchHi => {
+                    self.flat_scratch = (self.flat_scratch & 0xffff_ffff) | u64::from(v) << 32
+                }
+                Special::XnackMaskLo => {
+                    self.xnack_mask = (self.xnack_mask & !0xffff_ffff) | u64::from(v)
+                }
+                Special::XnackMaskHi => {
+                    self.xnack_mask = (self.xnack_mask & 0xffff_ffff) | u64::from(v) << 32
+                }
+                _ => return false,
+            },
+            _ => return false,
+        }
+        true
+    }
+
+    /// Writes a 64-bit scalar destination (a pair, VCC, EXEC, FLAT_SCRATCH, XNACK_MASK, a
+    /// ttmp pair); `false` when `op` is not one.
+    pub fn write_scalar64(&mut self, op: Operand, v: u64) -> bool {
+        match op {
+            Operand::Sgpr(n) => {
+                let n = usize::from(n & !1);
+                if n + 1 >= SGPRS {
+                    return false;
+                }
+                self.sgpr[n] = v as u32;
+                self.sgpr[n + 1] = (v >> 32) as u32;
+            }
+            Operand::Ttmp(n) => {
+                let n = usize::from(n & !1);
+                if n + 1 >= 16 {
+                    return false;
+                }
+                self.ttmp[n] = v as u32;
+                self.ttmp[n + 1] = (v >> 32) as u32;
+            }
+            Operand::Special(Special::VccLo) => self.vcc = v,
+            Operand::Special(Special::ExecLo) => self.exec = v,
+            Operand::Special(Special::FlatScratchLo) => self.flat_scratch = v,
+            Operand::Special(Special::XnackMaskLo) => self.xnack_mask = v,
+            _ => return false,
+        }
+        true
+    }
+
+    /// A vector source: a VGPR read per lane, or a scalar operand broadcast to every lane.
+    pub fn vsrc32(&self, op: Operand, ty: Ty) -> Option<VSrc> {
+        match op {
+            Operand::Vgpr(n) => Some(VSrc::Vgpr(usize::from(n))),
+            other => self.read_scalar32(other, ty).map(VSrc::Uniform),
+        }
+    }
+
+    /// The value of a vector source in `lane`.
+    #[inline]
+    pub fn lane32(&self, src: VSrc, lane: usize) -> u32 {
+        match src {
+            VSrc::Uniform(v) => v,
+            VSrc::Vgpr(r) => self.vgpr[r][lane],
+        }
+    }
+
+    /// A 64-bit vector source: a VGPR pair per lane, or a 64-bit scalar operand.
+    pub fn vsrc64(&self, op: Operand, ty: Ty) -> Option<VSrc64> {
+        match op {
+            Operand::Vgpr(n) if n < 255 => Some(VSrc64::Vgpr(usize::from(n))),
+            Operand::Vgpr(_) => None,
+            other => self.read_scalar64(other, ty).map(VSrc64::Uniform),
+        }
+    }
+
+    /// The value of a 64-bit vector source in `lane`.
+    #[inline]
+    pub fn lane64(&self, src: VSrc64, lane: usize) -> u64 {
+        match src {
+            VSrc64::Uniform(v) => v,
+            VSrc64::Vgpr(r) => {
+                u64::from(self.vgpr[r][lane]) | u64::from(self.vgpr[r + 1][lane]) << 32
+            }
+        }
+    }
+
+    /// Whether `lane` is enabled in EXEC.
+    #[inline]
+    pub fn active(&self, lane: usize) -> bool {
+        self.exec >> lane & 1 == 1
+    }
+}
+
+/// A 32-bit vector source resolved once per instruction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VSrc {
+    /// The same value in every lane (SGPR, constant, literal).
+    Uniform(u32),
+    /// A VGPR, by number.
+    Vgpr(usize),
+}
+
+/// A 64-bit vector source resolved once per instruction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VSrc64 {
+    /// The same value in every lane.
+    Uniform(u64),
+    /// A VGPR pair, by its first number.
+    Vgpr(usize),
+}
+
+/// The error for an opcode the executor does not handle yet.
+pub(crate) fn unimplemented(inst: &Inst, pc: u64) -> ExecError {
+    ExecError::Unimplemented { pc, op: inst.op }
+}
+
+/// The error for an operand the operation does not accept.
+pub(crate) fn illegal(inst: &Inst, pc: u64, why: &'static str) -> ExecError {
+    ExecError::Illegal {
+        pc,
+        op: inst.op,
+        why,
+    }
+}
+
+// --- Added by the vector ALU (valu): how a wave's MODE register starts. ---
+
+/// The MODE register (hardware register 1, `Wave::hwreg[1]`) a wave starts with, from its
+/// kernel descriptor's COMPUTE_PGM_RSRC1 (LLVM AMDGPUUsage, "Kernel Descriptor": FLOAT_ROUND_MODE_32
+/// 13:12, FLOAT_ROUND_MODE_16_64 15:14, FLOAT_DENORM_MODE_32 17:16, FLOAT_DENORM_MODE_16_64
+/// 19:18, ENABLE_DX10_CLAMP 21, ENABLE_IEEE_MODE 23), laid out as the MI200 guide's MODE
+/// register (FP_ROUND 3:0, FP_DENORM 7:4, DX10_CLAMP 8, IEEE 9). The vector ALU reads
+/// FP_DENORM (flush or keep denormals per precision) and IEEE from it.
+///
+/// ```
+/// // HIP's default: f32 and f16/f64 denormals kept, DX10 clamp and IEEE mode on.
+/// let rsrc1 = 3 << 16 | 3 << 18 | 1 << 21 | 1 << 23;
+/// assert_eq!(kfd_gfx9::exec::mode_from_rsrc1(rsrc1), 0x3f0);
+/// ```
+pub fn mode_from_rsrc1(rsrc1: u32) -> u32 {
+    (rsrc1 >> 12 & 0xff) | (rsrc1 >> 21 & 1) << 8 | (rsrc1 >> 23 & 1) << 9
+}

@@ -1,0 +1,342 @@
+//! kfdtool's own tables in a rocpd database: what an exact replay needs and rocprofv3 has no
+//! place for. rocpd reads only `rocpd_*` tables (its `importer.py` lists `sqlite_master`
+//! tables `LIKE 'rocpd_%'`; the views select from the `rocpd_*` views by name), so
+//! `kfdtool_*` tables are ignored by it and by every view.
+//!
+//! * `kfdtool_svm_range`: the SVM ranges of the traced process as registered (SET_ATTR on new
+//!   memory) and each later attribute change, in time order: `pid`, `time` (ns, the records'
+//!   clock), `start`, `end` (bytes), `event` (`REGISTER` or `SET_ATTR`) and `attrs`, the
+//!   attributes that call set, as JSON: `granularity` (log2 pages), `preferred_loc` and
+//!   `prefetch_loc` (`"system"` or a node id), `access` (`{node: "access" | "in_place" |
+//!   "none"}`), `set_flags` and `clr_flags` (`KFD_IOCTL_SVM_FLAG_*`).
+//! * `kfdtool_metadata`: `tag`/`value` pairs; `xnack` is `on` or `off`, the process's XNACK
+//!   mode while recording.
+//!
+//! Neither the kernel's SMI events nor rocprofv3 carry these, so `kfdtool trace` on hardware
+//! has nothing to put here; a trace that has them (written by a program that knows its own
+//! calls, or by a harness on kfd-emu) replays exactly ([`crate::replay`]).
+
+use rusqlite::{Connection, params};
+use serde_json::{Map, Value, json};
+
+/// A location an SVM attribute names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeLoc {
+    /// System memory.
+    System,
+    /// A GPU agent's node.
+    Node(u32),
+}
+
+/// A GPU's access to a range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeAccess {
+    /// ACCESS.
+    Access,
+    /// ACCESS_IN_PLACE.
+    InPlace,
+    /// NO_ACCESS.
+    None,
+}
+
+/// The attributes one SET_ATTR call set (`None`: not set by it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RangeAttrs {
+    /// GRANULARITY, log2 pages.
+    pub granularity: Option<u8>,
+    /// PREFERRED_LOC.
+    pub preferred: Option<RangeLoc>,
+    /// PREFETCH_LOC.
+    pub prefetch: Option<RangeLoc>,
+    /// ACCESS, ACCESS_IN_PLACE or NO_ACCESS per GPU node.
+    pub access: Vec<(u32, RangeAccess)>,
+    /// SET_FLAGS.
+    pub set_flags: u32,
+    /// CLR_FLAGS.
+    pub clr_flags: u32,
+}
+
+/// What a SET_ATTR call was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeEvent {
+    /// The range's registration (its first SET_ATTR).
+    Register,
+    /// A later change of registered memory.
+    SetAttr,
+}
+
+/// One SET_ATTR call of the traced process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SvmRangeRecord {
+    /// The process.
+    pub pid: u32,
+    /// When (ns, the records' clock).
+    pub time_ns: u64,
+    /// The first byte.
+    pub start: u64,
+    /// The end (exclusive).
+    pub end: u64,
+    /// Registration or change.
+    pub event: RangeEvent,
+    /// The attributes it set.
+    pub attrs: RangeAttrs,
+}
+
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS `kfdtool_svm_range` (\"id\" INTEGER NOT NULL \
+     PRIMARY KEY AUTOINCREMENT, \"guid\" TEXT NOT NULL, \"pid\" INTEGER NOT NULL, \"time\" \
+     BIGINT NOT NULL, \"start\" BIGINT NOT NULL, \"end\" BIGINT NOT NULL, \"event\" TEXT CHECK \
+     (\"event\" IN ('REGISTER', 'SET_ATTR')), \"attrs\" JSONB DEFAULT \"{}\" NOT NULL);\n\
+     CREATE TABLE IF NOT EXISTS `kfdtool_metadata` (\"id\" INTEGER NOT NULL PRIMARY KEY \
+     AUTOINCREMENT, \"tag\" TEXT NOT NULL, \"value\" TEXT NOT NULL);";
+
+fn loc_json(l: RangeLoc) -> Value {
+    match l {
+        RangeLoc::System => json!("system"),
+        RangeLoc::Node(n) => json!(n),
+    }
+}
+
+fn loc_from(v: &Value) -> Option<RangeLoc> {
+    match v {
+        Value::String(s) if s == "system" => Some(RangeLoc::System),
+        v => v
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .map(RangeLoc::Node),
+    }
+}
+
+/// The attributes as the `attrs` column keeps them.
+pub fn attrs_json(a: &RangeAttrs) -> Value {
+    let mut m = Map::new();
+    if let Some(g) = a.granularity {
+        m.insert("granularity".into(), g.into());
+    }
+    if let Some(l) = a.preferred {
+        m.insert("preferred_loc".into(), loc_json(l));
+    }
+    if let Some(l) = a.prefetch {
+        m.insert("prefetch_loc".into(), loc_json(l));
+    }
+    if !a.access.is_empty() {
+        let access: Map<String, Value> = a
+            .access
+            .iter()
+            .map(|(node, acc)| {
+                let v = match acc {
+                    RangeAccess::Access => "access",
+                    RangeAccess::InPlace => "in_place",
+                    RangeAccess::None => "none",
+                };
+                (node.to_string(), json!(v))
+            })
+            .collect();
+        m.insert("access".into(), Value::Object(access));
+    }
+    if a.set_flags != 0 {
+        m.insert("set_flags".into(), a.set_flags.into());
+    }
+    if a.clr_flags != 0 {
+        m.insert("clr_flags".into(), a.clr_flags.into());
+    }
+    Value::Object(m)
+}
+
+/// The attributes of an `attrs` column; `None` when a member is malformed.
+pub fn attrs_from(v: &Value) -> Option<RangeAttrs> {
+    let o = v.as_object()?;
+    let mut a = RangeAttrs::default();
+    if let Some(g) = o.get("granularity") {
+        a.granularity = Some(u8::try_from(g.as_u64()?).ok()?);
+    }
+    if let Some(l) = o.get("preferred_loc") {
+        a.preferred = Some(loc_from(l)?);
+    }
+    if let Some(l) = o.get("prefetch_loc") {
+        a.prefetch = Some(loc_from(l)?);
+    }
+    if let Some(access) = o.get("access") {
+        for (node, acc) in access.as_object()? {
+            let acc = match acc.as_str()? {
+                "access" => RangeAccess::Access,
+                "in_place" => RangeAccess::InPlace,
+                "none" => RangeAccess::None,
+                _ => return None,
+            };
+            a.access.push((node.parse().ok()?, acc));
+        }
+    }
+    let flags = |k: &str| {
+        o.get(k)
+            .map_or(Some(0), |f| u32::try_from(f.as_u64()?).ok())
+    };
+    a.set_flags = flags("set_flags")?;
+    a.clr_flags = flags("clr_flags")?;
+    Some(a)
+}
+
+/// Creates kfdtool's tables on `conn` and writes `ranges` and the XNACK mode into them.
+pub fn write(
+    conn: &Connection,
+    guid: &str,
+    ranges: &[SvmRangeRecord],
+    xnack: Option<bool>,
+) -> rusqlite::Result<()> {
+    conn.execute_batch(SCHEMA)?;
+    let mut insert = conn.prepare(
+        "INSERT INTO `kfdtool_svm_range` (guid, pid, time, start, end, event, attrs) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
+    for r in ranges {
+        insert.execute(params![
+            guid,
+            i64::from(r.pid),
+            r.time_ns as i64,
+            r.start as i64,
+            r.end as i64,
+            match r.event {
+                RangeEvent::Register => "REGISTER",
+                RangeEvent::SetAttr => "SET_ATTR",
+            },
+            attrs_json(&r.attrs).to_string()
+        ])?;
+    }
+    if let Some(x) = xnack {
+        conn.execute(
+            "INSERT INTO `kfdtool_metadata` (tag, value) VALUES ('xnack', ?1)",
+            [if x { "on" } else { "off" }],
+        )?;
+    }
+    Ok(())
+}
+
+/// kfdtool's tables of the database on `conn`: the ranges in time order and the XNACK mode;
+/// empty and `None` for a database without them (rocprofv3's). A row that makes no sense is
+/// an `Err` naming it.
+pub fn read(conn: &Connection) -> Result<(Vec<SvmRangeRecord>, Option<bool>), String> {
+    let has = |name: &str| -> Result<bool, String> {
+        conn.query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [name],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n > 0)
+        .map_err(|e| e.to_string())
+    };
+    let mut ranges = Vec::new();
+    if has("kfdtool_svm_range")? {
+        let mut stmt = conn
+            .prepare(
+                "SELECT id, pid, time, start, end, event, attrs FROM kfdtool_svm_range \
+                 ORDER BY time, id",
+            )
+            .map_err(|e| e.to_string())?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                    r.get::<_, String>(6)?,
+                ))
+            })
+            .map_err(|e| e.to_string())?;
+        for row in rows {
+            let (id, pid, time, start, end, event, attrs) = row.map_err(|e| e.to_string())?;
+            let bad = |what: &str| format!("kfdtool_svm_range row {id}: {what}");
+            let (start, end) = (start as u64, end as u64);
+            if end <= start {
+                return Err(bad("an empty range"));
+            }
+            let attrs = serde_json::from_str(&attrs)
+                .ok()
+                .and_then(|v: Value| attrs_from(&v))
+                .ok_or_else(|| bad("malformed attrs"))?;
+            ranges.push(SvmRangeRecord {
+                pid: u32::try_from(pid).map_err(|_| bad("a bad pid"))?,
+                time_ns: u64::try_from(time).map_err(|_| bad("a negative time"))?,
+                start,
+                end,
+                event: match event.as_deref() {
+                    Some("REGISTER") => RangeEvent::Register,
+                    Some("SET_ATTR") => RangeEvent::SetAttr,
+                    _ => return Err(bad("an unknown event")),
+                },
+                attrs,
+            });
+        }
+    }
+    let mut xnack = None;
+    if has("kfdtool_metadata")? {
+        let value: Option<String> = conn
+            .query_row(
+                "SELECT value FROM kfdtool_metadata WHERE tag = 'xnack' ORDER BY id DESC",
+                [],
+                |r| r.get(0),
+            )
+            .map(Some)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(e.to_string()),
+            })?;
+        xnack = match value.as_deref() {
+            None => None,
+            Some("on") => Some(true),
+            Some("off") => Some(false),
+            Some(other) => return Err(format!("kfdtool_metadata: xnack {other:?}")),
+        };
+    }
+    Ok((ranges, xnack))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_and_xnack_round_trip_and_bad_rows_are_named() {
+        let conn = Connection::open_in_memory().unwrap();
+        let ranges = vec![
+            SvmRangeRecord {
+                pid: 7,
+                time_ns: 5,
+                start: 0x20_0000,
+                end: 0x60_0000,
+                event: RangeEvent::Register,
+                attrs: RangeAttrs {
+                    granularity: Some(0),
+                    preferred: Some(RangeLoc::System),
+                    prefetch: Some(RangeLoc::Node(1)),
+                    access: vec![(1, RangeAccess::InPlace), (2, RangeAccess::None)],
+                    set_flags: 1,
+                    clr_flags: 8,
+                },
+            },
+            SvmRangeRecord {
+                pid: 7,
+                time_ns: 9,
+                start: 0x20_0000,
+                end: 0x40_0000,
+                event: RangeEvent::SetAttr,
+                attrs: RangeAttrs::default(),
+            },
+        ];
+        write(&conn, "g", &ranges, Some(false)).unwrap();
+        assert_eq!(read(&conn).unwrap(), (ranges, Some(false)));
+        conn.execute(
+            "UPDATE kfdtool_svm_range SET attrs = '{\"access\": 3}' WHERE id = 2",
+            [],
+        )
+        .unwrap();
+        assert_eq!(
+            read(&conn).unwrap_err(),
+            "kfdtool_svm_range row 2: malformed attrs"
+        );
+        // A database without the tables: nothing, no error.
+        let empty = Connection::open_in_memory().unwrap();
+        assert_eq!(read(&empty).unwrap(), (Vec::new(), None));
+    }
+}
