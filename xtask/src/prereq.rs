@@ -32,6 +32,10 @@ pub const PACKAGES: &[(&str, &str)] = &[
         "clang-19",
         "the OpenCL and HIP kernels for gfx90a whose code objects kfd-gfx9 decodes whole",
     ),
+    (
+        "lld-19",
+        "ld.lld-19, which links kfd-gfx9's kernel corpus (tests/kernels) into code objects",
+    ),
 ];
 
 /// Installs the packages of [`PACKAGES`] that are missing: with `apt-get` as root, through

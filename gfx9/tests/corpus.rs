@@ -1,0 +1,705 @@
+//! The interpreter held to compiled code: every kernel of `tests/kernels/corpus.cl`, built by
+//! clang-19 for gfx90a, gfx942, gfx908 and gfx906 and linked by ld.lld-19, runs on kfd-gfx9's
+//! dispatcher (two threads, no kfd-emu) and its output is compared with the same computation
+//! on the host, bit for bit wherever the operation is exactly specified (IEEE f32/f64/f16
+//! arithmetic, division and square root correctly rounded, integer operations, atomics whose
+//! result does not depend on order) and within the ISA guide's accuracy for the hardware's
+//! transcendental approximations (`v_exp_f32`, `v_log_f32`, `v_rcp_f32`, `v_rsq_f32`: 1 ULP;
+//! `v_sin_f32`/`v_cos_f32`: an absolute error, see [`fmath`]).
+
+mod kernels;
+
+use kernels::{Arg, Launch, Mem, buffer, build};
+use kfd_gfx9::dispatch::{NoObserver, RunOptions, run};
+use kfd_gfx9::exec::Target;
+
+/// A deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn u32(&mut self) -> u32 {
+        (self.next() >> 32) as u32
+    }
+    /// A float in `lo..hi`.
+    fn f32(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * (self.u32() >> 8) as f32 / (1u32 << 24) as f32
+    }
+}
+
+fn bytes<T: Copy, const N: usize>(v: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    v.iter().flat_map(|&x| f(x)).collect()
+}
+fn u32s(m: &Mem, i: usize, n: usize) -> Vec<u32> {
+    m.bytes(buffer(i), 4 * n)
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+fn u64s(m: &Mem, i: usize, n: usize) -> Vec<u64> {
+    m.bytes(buffer(i), 8 * n)
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+fn u16s(m: &Mem, i: usize, n: usize) -> Vec<u16> {
+    m.bytes(buffer(i), 2 * n)
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// Runs `kernel` and returns the memory after it; `None` when the toolchain is missing.
+fn launch(
+    target: Target,
+    kernel: &str,
+    args: &[Arg],
+    buffers: Vec<Vec<u8>>,
+    grid: [u32; 3],
+    workgroup: [u32; 3],
+) -> Option<Mem> {
+    let obj = build(target)?;
+    let l = Launch {
+        target,
+        kernel,
+        args,
+        buffers,
+        grid,
+        workgroup,
+    };
+    let (mem, d) = l.prepare(&obj);
+    let stats = run(&d, &mem, &RunOptions { threads: 2 }, &NoObserver)
+        .unwrap_or_else(|e| panic!("{kernel} on {target:?}: {e}"));
+    assert!(stats.instructions > 0);
+    Some(mem)
+}
+
+/// Asserts lane `i`'s values are equal, naming the kernel, target and index.
+#[track_caller]
+fn same<T: PartialEq + std::fmt::Debug>(what: &str, t: Target, got: &[T], want: &[T]) {
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(g, w, "{what} on {t:?}: element {i}");
+    }
+}
+
+/// IEEE binary16 from binary32, round to nearest even (subnormals, overflow to infinity).
+fn f16_from_f32(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let exp = ((b >> 23) & 0xff) as i32;
+    let man = b & 0x7f_ffff;
+    if exp == 0xff {
+        return sign | 0x7c00 | if man != 0 { 0x200 } else { 0 };
+    }
+    let e = exp - 127 + 15;
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    // The value's significand with the implicit bit, and how far to shift it right.
+    let (m, shift) = if e <= 0 {
+        (man | 0x80_0000, (14 - e) as u32)
+    } else {
+        (man | 0x80_0000, 13)
+    };
+    if shift > 24 {
+        return sign;
+    }
+    let q = m >> shift;
+    let rem = m & ((1 << shift) - 1);
+    let half = 1 << (shift - 1);
+    let q = if rem > half || (rem == half && q & 1 == 1) {
+        q + 1
+    } else {
+        q
+    };
+    if e <= 0 {
+        sign | q as u16 // may round up into the smallest normal: the encoding carries
+    } else {
+        // q includes the implicit bit (0x400); a carry to 0x800 bumps the exponent.
+        let v = ((e as u32) << 10) + (q - 0x400);
+        if v >= 0x7c00 {
+            sign | 0x7c00
+        } else {
+            sign | v as u16
+        }
+    }
+}
+
+fn f32_from_f16(h: u16) -> f32 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let e = i32::from((h >> 10) & 0x1f);
+    let m = f32::from(h & 0x3ff);
+    sign * match e {
+        0 => m * 2f32.powi(-24),
+        0x1f if m == 0.0 => f32::INFINITY,
+        0x1f => f32::NAN,
+        _ => (1.0 + m / 1024.0) * 2f32.powi(e - 15),
+    }
+}
+
+/// How many representable f32 values apart two finite floats are.
+fn ulps(a: f32, b: f32) -> u32 {
+    let key = |x: f32| {
+        let i = x.to_bits() as i32;
+        if i < 0 { i32::MIN - i } else { i }
+    };
+    key(a).abs_diff(key(b))
+}
+
+macro_rules! on_every_target {
+    ($name:ident) => {
+        mod $name {
+            use kfd_gfx9::exec::Target;
+            #[test]
+            fn gfx90a() {
+                super::$name(Target::Gfx90a);
+            }
+            #[test]
+            fn gfx942() {
+                super::$name(Target::Gfx942);
+            }
+            #[test]
+            fn gfx908() {
+                super::$name(Target::Gfx908);
+            }
+            #[test]
+            fn gfx906() {
+                super::$name(Target::Gfx906);
+            }
+        }
+    };
+}
+
+on_every_target!(saxpy);
+on_every_target!(dmath);
+on_every_target!(hmath);
+on_every_target!(intdiv);
+on_every_target!(bitops);
+on_every_target!(wg_sum);
+on_every_target!(gatomics);
+on_every_target!(lds_hist);
+on_every_target!(stencil);
+on_every_target!(scratch);
+on_every_target!(call);
+on_every_target!(diverge);
+on_every_target!(waveops);
+on_every_target!(fmath);
+on_every_target!(convert);
+
+/// 1000 items in groups of 256: the last group is partial, its missing lanes off in EXEC.
+const N: u32 = 1000;
+
+fn saxpy(t: Target) {
+    let mut r = Rng(1);
+    let x: Vec<f32> = (0..N).map(|_| r.f32(-10.0, 10.0)).collect();
+    let y: Vec<f32> = (0..N).map(|_| r.f32(-10.0, 10.0)).collect();
+    let a = 1.75f32;
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::F32(a), Arg::U32(N)];
+    let bufs = vec![bytes(&y, f32::to_le_bytes), bytes(&x, f32::to_le_bytes)];
+    let Some(m) = launch(t, "saxpy", &args, bufs, [N, 1, 1], [256, 1, 1]) else {
+        return;
+    };
+    let want: Vec<u32> = (0..N as usize)
+        .map(|i| {
+            let v = a * x[i] + y[i];
+            (v + x[i] / (y[i] + 3.0) + v.abs().sqrt()).to_bits()
+        })
+        .collect();
+    same("saxpy", t, &u32s(&m, 0, N as usize), &want);
+}
+
+fn dmath(t: Target) {
+    let mut r = Rng(2);
+    let x: Vec<f64> = (0..N)
+        .map(|_| f64::from(r.f32(-100.0, 100.0)) / 3.0)
+        .collect();
+    let y: Vec<f64> = (0..N)
+        .map(|_| f64::from(r.f32(-100.0, 100.0)) / 7.0)
+        .collect();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::U32(N)];
+    let bufs = vec![
+        vec![0; 32 * N as usize],
+        bytes(&x, f64::to_le_bytes),
+        bytes(&y, f64::to_le_bytes),
+    ];
+    let Some(m) = launch(t, "dmath", &args, bufs, [N, 1, 1], [256, 1, 1]) else {
+        return;
+    };
+    let want: Vec<u64> = (0..N as usize)
+        .flat_map(|i| {
+            let (a, b) = (x[i], y[i]);
+            [
+                a.mul_add(b, 1.5),
+                a / b,
+                a.abs().sqrt(),
+                a.max(b) - a.min(b) * 0.25,
+            ]
+        })
+        .map(f64::to_bits)
+        .collect();
+    same("dmath", t, &u64s(&m, 0, 4 * N as usize), &want);
+}
+
+fn hmath(t: Target) {
+    let mut r = Rng(3);
+    let x: Vec<u16> = (0..N).map(|_| f16_from_f32(r.f32(-4.0, 4.0))).collect();
+    let y: Vec<u16> = (0..N).map(|_| f16_from_f32(r.f32(-4.0, 4.0))).collect();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::U32(N)];
+    let bufs = vec![
+        vec![0; 6 * N as usize],
+        bytes(&x, u16::to_le_bytes),
+        bytes(&y, u16::to_le_bytes),
+    ];
+    let Some(m) = launch(t, "hmath", &args, bufs, [N, 1, 1], [256, 1, 1]) else {
+        return;
+    };
+    // Each half operation rounds the f32 result of the f16 operands once: f32 has more than
+    // 2 × 11 + 2 bits, so that equals the operation rounded to f16 directly.
+    let h = |v: f32| f16_from_f32(v);
+    let f = f32_from_f16;
+    let want: Vec<u16> = (0..N as usize)
+        .flat_map(|i| {
+            let (a, b) = (f(x[i]), f(y[i]));
+            [h(f(h(a * b)) + a), h(a - b), h(f(h(a * 0.5)) * 2.0)]
+        })
+        .collect();
+    same("hmath", t, &u16s(&m, 0, 3 * N as usize), &want);
+}
+
+fn intdiv(t: Target) {
+    let mut r = Rng(4);
+    let mut a: Vec<u32> = (0..N).map(|_| r.u32()).collect();
+    let b: Vec<u32> = (0..N).map(|i| (r.u32() >> (i % 32)).max(1)).collect();
+    let mut c: Vec<u64> = (0..N).map(|_| r.next()).collect();
+    let d: Vec<u64> = (0..N).map(|i| (r.next() >> (i % 64)).max(1)).collect();
+    for i in 0..N as usize {
+        // INT_MIN / -1 is undefined in C.
+        if a[i] == 0x8000_0000 && b[i] == u32::MAX {
+            a[i] = 1;
+        }
+        if c[i] == 1 << 63 && d[i] == u64::MAX {
+            c[i] = 1;
+        }
+    }
+    let args = [
+        Arg::Buf(0),
+        Arg::Buf(1),
+        Arg::Buf(2),
+        Arg::Buf(3),
+        Arg::Buf(4),
+        Arg::Buf(5),
+        Arg::U32(N),
+    ];
+    let bufs = vec![
+        vec![0; 16 * N as usize],
+        vec![0; 32 * N as usize],
+        bytes(&a, u32::to_le_bytes),
+        bytes(&b, u32::to_le_bytes),
+        bytes(&c, u64::to_le_bytes),
+        bytes(&d, u64::to_le_bytes),
+    ];
+    let Some(m) = launch(t, "intdiv", &args, bufs, [N, 1, 1], [256, 1, 1]) else {
+        return;
+    };
+    let want32: Vec<u32> = (0..N as usize)
+        .flat_map(|i| {
+            let (x, y) = (a[i], b[i]);
+            [
+                x / y,
+                x % y,
+                (x as i32).wrapping_div(y as i32) as u32,
+                (x as i32).wrapping_rem(y as i32) as u32,
+            ]
+        })
+        .collect();
+    let want64: Vec<u64> = (0..N as usize)
+        .flat_map(|i| {
+            let (x, y) = (c[i], d[i]);
+            [
+                x / y,
+                x % y,
+                (x as i64).wrapping_div(y as i64) as u64,
+                (x as i64).wrapping_rem(y as i64) as u64,
+            ]
+        })
+        .collect();
+    same("intdiv u32/i32", t, &u32s(&m, 0, 4 * N as usize), &want32);
+    same("intdiv u64/i64", t, &u64s(&m, 1, 4 * N as usize), &want64);
+}
+
+fn bitops(t: Target) {
+    let mut r = Rng(5);
+    let a: Vec<u32> = (0..N)
+        .map(|i| if i % 50 == 0 { 0 } else { r.u32() >> (i % 29) })
+        .collect();
+    let b: Vec<u64> = (0..N)
+        .map(|i| if i % 70 == 0 { 0 } else { r.next() >> (i % 61) })
+        .collect();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::U32(N)];
+    let bufs = vec![
+        vec![0; 32 * N as usize],
+        bytes(&a, u32::to_le_bytes),
+        bytes(&b, u64::to_le_bytes),
+    ];
+    let Some(m) = launch(t, "bitops", &args, bufs, [N, 1, 1], [256, 1, 1]) else {
+        return;
+    };
+    let want: Vec<u32> = (0..N as usize)
+        .flat_map(|i| {
+            let (v, w) = (a[i], b[i]);
+            let s = i as u32 & 31;
+            [
+                v.count_ones() + w.count_ones(),
+                v.leading_zeros(),
+                v.trailing_zeros(),
+                v.rotate_left(s),
+                (v >> 5) & 0x3ff,
+                v.swap_bytes() ^ (w >> 13) as u32,
+                w.leading_zeros().wrapping_add(((v as i32) >> s) as u32),
+                v.reverse_bits() & !(w as u32),
+            ]
+        })
+        .collect();
+    same("bitops", t, &u32s(&m, 0, 8 * N as usize), &want);
+}
+
+fn wg_sum(t: Target) {
+    let mut r = Rng(6);
+    let groups = 8usize;
+    let input: Vec<u32> = (0..256 * groups).map(|_| r.u32()).collect();
+    let bufs = vec![vec![0; 4 * groups], bytes(&input, u32::to_le_bytes)];
+    let grid = [256 * groups as u32, 1, 1];
+    let Some(m) = launch(
+        t,
+        "wg_sum",
+        &[Arg::Buf(0), Arg::Buf(1)],
+        bufs,
+        grid,
+        [256, 1, 1],
+    ) else {
+        return;
+    };
+    let want: Vec<u32> = input
+        .chunks(256)
+        .map(|c| c.iter().fold(0u32, |s, &v| s.wrapping_add(v)))
+        .collect();
+    same("wg_sum", t, &u32s(&m, 0, groups), &want);
+}
+
+fn gatomics(t: Target) {
+    let mut r = Rng(7);
+    let n = 1024usize;
+    let input: Vec<u32> = (0..n).map(|_| r.u32()).collect();
+    let acc = [0u32, 0, 0, 1, 0, 0];
+    let bufs = vec![
+        bytes(&acc, u32::to_le_bytes),
+        bytes(&input, u32::to_le_bytes),
+    ];
+    let grid = [n as u32, 1, 1];
+    let Some(m) = launch(
+        t,
+        "gatomics",
+        &[Arg::Buf(0), Arg::Buf(1)],
+        bufs,
+        grid,
+        [256, 1, 1],
+    ) else {
+        return;
+    };
+    let got = u32s(&m, 0, 4);
+    let sum = input.iter().fold(0u32, |s, &v| s.wrapping_add(v));
+    let max = *input.iter().max().unwrap();
+    let xor = input.iter().fold(0, |s, &v| s ^ v);
+    let prod = input.iter().fold(1u32, |s, &v| s.wrapping_mul(v | 1));
+    same("gatomics", t, &got, &[sum, max, xor, prod]);
+    let sum64 = input
+        .iter()
+        .fold(0u64, |s, &v| s.wrapping_add(u64::from(v) << 20));
+    assert_eq!(
+        u64::from_le_bytes(m.bytes(buffer(0) + 16, 8).try_into().unwrap()),
+        sum64,
+        "gatomics 64-bit add on {t:?}"
+    );
+}
+
+fn lds_hist(t: Target) {
+    let mut r = Rng(8);
+    let (groups, wg) = (6usize, 192usize);
+    let input: Vec<u32> = (0..groups * wg).map(|_| r.u32()).collect();
+    let bufs = vec![vec![0; 4 * 32], bytes(&input, u32::to_le_bytes)];
+    let grid = [(groups * wg) as u32, 1, 1];
+    let wgs = [wg as u32, 1, 1];
+    let Some(m) = launch(t, "lds_hist", &[Arg::Buf(0), Arg::Buf(1)], bufs, grid, wgs) else {
+        return;
+    };
+    let mut want = [0u32; 32];
+    for g in input.chunks(wg) {
+        let mut bins = [0u32; 32];
+        for &v in g {
+            bins[(v & 15) as usize] += 1;
+            let m = &mut bins[16 + ((v >> 4) & 15) as usize];
+            *m = (*m).max(v);
+        }
+        for (w, b) in want.iter_mut().zip(bins) {
+            *w = w.wrapping_add(b);
+        }
+    }
+    same("lds_hist", t, &u32s(&m, 0, 32), &want);
+}
+
+fn stencil(t: Target) {
+    let (w, h) = (37usize, 29usize);
+    let mut r = Rng(9);
+    let input: Vec<f32> = (0..w * h).map(|_| r.f32(-1.0, 1.0)).collect();
+    let args = [
+        Arg::Buf(0),
+        Arg::Buf(1),
+        Arg::U32(w as u32),
+        Arg::U32(h as u32),
+    ];
+    let bufs = vec![vec![0; 4 * w * h], bytes(&input, f32::to_le_bytes)];
+    let grid = [w as u32, h as u32, 1];
+    let Some(m) = launch(t, "stencil", &args, bufs, grid, [16, 8, 1]) else {
+        return;
+    };
+    let want: Vec<u32> = (0..w * h)
+        .map(|i| {
+            let (x, y) = (i % w, i / w);
+            if x == 0 || y == 0 || x == w - 1 || y == h - 1 {
+                return input[i].to_bits();
+            }
+            let n = input[i - 1] + input[i + 1] + input[i - w] + input[i + w];
+            (0.5 * input[i] + 0.125 * n).to_bits()
+        })
+        .collect();
+    same("stencil", t, &u32s(&m, 0, w * h), &want);
+}
+
+fn scratch(t: Target) {
+    let mut r = Rng(10);
+    let input: Vec<u32> = (0..N).map(|_| r.u32()).collect();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::U32(N)];
+    let bufs = vec![vec![0; 4 * N as usize], bytes(&input, u32::to_le_bytes)];
+    let Some(m) = launch(t, "scratch", &args, bufs, [N, 1, 1], [256, 1, 1]) else {
+        return;
+    };
+    let want: Vec<u32> = (0..N as usize)
+        .map(|i| {
+            let v = input[i];
+            let mut arr: [u32; 40] =
+                std::array::from_fn(|k| v.wrapping_mul(k as u32 + 1) ^ k as u32);
+            let mut s = 0u32;
+            for k in 0..40u32 {
+                let at = (v.wrapping_add(7 * k) % 40) as usize;
+                s = s.wrapping_add(arr[at].wrapping_mul(k + 3));
+            }
+            arr[(v % 40) as usize] = s;
+            s.wrapping_add(arr[(i * 3) % 40])
+        })
+        .collect();
+    same("scratch", t, &u32s(&m, 0, N as usize), &want);
+}
+
+fn call(t: Target) {
+    let mut r = Rng(11);
+    let x: Vec<f32> = (0..N).map(|_| r.f32(-2.0, 2.0)).collect();
+    let c: Vec<f32> = (0..6).map(|_| r.f32(-1.0, 1.0)).collect();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::U32(N)];
+    let bufs = vec![
+        vec![0; 4 * N as usize],
+        bytes(&x, f32::to_le_bytes),
+        bytes(&c, f32::to_le_bytes),
+    ];
+    let Some(m) = launch(t, "call", &args, bufs, [N, 1, 1], [256, 1, 1]) else {
+        return;
+    };
+    let poly = |x: f32, c: &[f32], n: usize| (0..n).rev().fold(0.0f32, |r, k| r.mul_add(x, c[k]));
+    let want: Vec<u32> = x
+        .iter()
+        .map(|&x| (poly(x, &c, 5) + poly(x * 0.5, &c[1..], 3)).to_bits())
+        .collect();
+    same("call", t, &u32s(&m, 0, N as usize), &want);
+}
+
+fn diverge(t: Target) {
+    let mut r = Rng(12);
+    let input: Vec<u32> = (0..N).map(|_| r.u32()).collect();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::U32(N)];
+    let bufs = vec![vec![0; 8 * N as usize], bytes(&input, u32::to_le_bytes)];
+    let Some(m) = launch(t, "diverge", &args, bufs, [N, 1, 1], [256, 1, 1]) else {
+        return;
+    };
+    let want: Vec<u32> = (0..N as usize)
+        .flat_map(|i| {
+            let v = input[i];
+            let mut r = if v & 1 != 0 {
+                v.wrapping_mul(3)
+                    .wrapping_add(if v & 2 != 0 { 7 } else { 0 })
+            } else {
+                v / 3
+            };
+            let (mut steps, mut c) = (0u32, u64::from(v % 1000) + 1);
+            while c != 1 && steps < 500 {
+                c = if c & 1 != 0 { 3 * c + 1 } else { c / 2 };
+                steps += 1;
+            }
+            for k in 0..(i as u32 % 9) {
+                r ^= r << 3 | k;
+            }
+            [r, steps]
+        })
+        .collect();
+    same("diverge", t, &u32s(&m, 0, 2 * N as usize), &want);
+}
+
+fn waveops(t: Target) {
+    let mut r = Rng(13);
+    let n = 256usize;
+    let input: Vec<u32> = (0..n).map(|_| r.u32()).collect();
+    let bufs = vec![vec![0; 32 * n], bytes(&input, u32::to_le_bytes)];
+    let grid = [n as u32, 1, 1];
+    let Some(m) = launch(
+        t,
+        "waveops",
+        &[Arg::Buf(0), Arg::Buf(1)],
+        bufs,
+        grid,
+        [128, 1, 1],
+    ) else {
+        return;
+    };
+    let mut want = Vec::new();
+    for wave in input.chunks(64) {
+        let ballot = wave
+            .iter()
+            .enumerate()
+            .fold(0u64, |b, (l, &v)| b | u64::from(v & 1) << l);
+        // DPP row_shr 1, 2, 4, 8 with 0 from outside the row: a prefix sum per row of 16.
+        let mut s: Vec<u32> = wave.to_vec();
+        for k in [1, 2, 4, 8] {
+            let prev = s.clone();
+            for l in 0..64 {
+                if l % 16 >= k {
+                    s[l] = s[l].wrapping_add(prev[l - k]);
+                }
+            }
+        }
+        let total = s[15]
+            .wrapping_add(s[31])
+            .wrapping_add(s[47])
+            .wrapping_add(s[63]);
+        for l in 0..64 {
+            want.extend([
+                if l % 16 >= 1 { wave[l - 1] } else { 0 },
+                wave[(l & !3) | (3 - (l & 3))],
+                wave[l ^ 1],
+                wave[(l + 5) & 63],
+                wave[0],
+                ballot as u32 ^ (ballot >> 32) as u32,
+                total,
+                s[l],
+            ]);
+        }
+    }
+    same("waveops", t, &u32s(&m, 0, 8 * n), &want);
+}
+
+fn fmath(t: Target) {
+    let mut r = Rng(14);
+    let x: Vec<f32> = (0..N).map(|_| r.f32(-20.0, 20.0)).collect();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::U32(N)];
+    let bufs = vec![vec![0; 32 * N as usize], bytes(&x, f32::to_le_bytes)];
+    let Some(m) = launch(t, "fmath", &args, bufs, [N, 1, 1], [256, 1, 1]) else {
+        return;
+    };
+    let got: Vec<f32> = u32s(&m, 0, 8 * N as usize)
+        .into_iter()
+        .map(f32::from_bits)
+        .collect();
+    for (i, &a) in x.iter().enumerate() {
+        let g = &got[8 * i..8 * i + 8];
+        let at = |k: usize| format!("fmath[{k}] on {t:?} at x = {a}: got {}", g[k]);
+        assert_eq!(g[0].to_bits(), a.mul_add(a, -2.0).to_bits(), "{}", at(0));
+        // The guide: v_exp_f32, v_log_f32, v_rcp_f32 and v_rsq_f32 are accurate to 1 ULP.
+        let e = f64::from(a).exp2() as f32;
+        assert!(ulps(g[1], e) <= 1, "{} want {e}", at(1));
+        let lg = (f64::from(a.abs() + 0.5)).log2() as f32;
+        assert!(ulps(g[2], lg) <= 1, "{} want {lg}", at(2));
+        let rc = (1.0 / f64::from(a)) as f32;
+        assert!(ulps(g[3], rc) <= 1, "{} want {rc}", at(3));
+        let rs = (1.0 / f64::from(a.abs() + 1.0).sqrt()) as f32;
+        assert!(ulps(g[4], rs) <= 1, "{} want {rs}", at(4));
+        // v_sin_f32/v_cos_f32 take revolutions (sin(2πx)); the guide gives no ULP bound, so
+        // within 2^-20 absolute.
+        let rev = f64::from(a * 0.1) * std::f64::consts::TAU;
+        assert!((f64::from(g[5]) - rev.sin()).abs() < 1e-6, "{}", at(5));
+        assert!((f64::from(g[6]) - rev.cos()).abs() < 1e-6, "{}", at(6));
+        let w = a.min(1.0) + a.max(-1.0) + a.floor() + (a * 1.5).trunc();
+        assert_eq!(g[7].to_bits(), w.to_bits(), "{}", at(7));
+    }
+}
+
+fn convert(t: Target) {
+    let mut r = Rng(15);
+    let x: Vec<f32> = (0..N)
+        .map(|i| {
+            if i % 2 == 0 {
+                r.f32(-1e6, 1e6)
+            } else {
+                r.f32(-5.0, 5.0)
+            }
+        })
+        .collect();
+    let y: Vec<i64> = (0..N).map(|i| (r.next() >> (i % 60)) as i64).collect();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::U32(N)];
+    let bufs = vec![
+        vec![0; 32 * N as usize],
+        bytes(&x, f32::to_le_bytes),
+        bytes(&y, i64::to_le_bytes),
+    ];
+    let Some(m) = launch(t, "convert", &args, bufs, [N, 1, 1], [256, 1, 1]) else {
+        return;
+    };
+    let want: Vec<u32> = (0..N as usize)
+        .flat_map(|i| {
+            let (a, b) = (x[i], y[i]);
+            let d = (b as f64).to_bits();
+            let h = f16_from_f32(a * 0.001);
+            [
+                a as i32 as u32,
+                a.abs() as u32,
+                ((b >> 16) as i32 as f32).to_bits(),
+                (b as u64 as f32).to_bits(),
+                d as u32 ^ (d >> 32) as u32,
+                ((f64::from(a) * 3.0) as f32).to_bits(),
+                u32::from(h) | (f32_from_f16(h) as i32 as u32) << 16,
+                (f64::from(a) * 1e6) as i64 as u32,
+            ]
+        })
+        .collect();
+    same("convert", t, &u32s(&m, 0, 8 * N as usize), &want);
+}
+
+#[test]
+fn f16_conversion_helper_rounds_to_nearest_even() {
+    assert_eq!(f16_from_f32(1.0), 0x3c00);
+    assert_eq!(f16_from_f32(65504.0), 0x7bff);
+    assert_eq!(f16_from_f32(65520.0), 0x7c00);
+    assert_eq!(f16_from_f32(-2.0), 0xc000);
+    assert_eq!(f16_from_f32(2f32.powi(-24)), 1);
+    assert_eq!(f16_from_f32(1.0 + 2f32.powi(-11)), 0x3c00); // tie to even
+    assert_eq!(f16_from_f32(1.0 + 3.0 * 2f32.powi(-11)), 0x3c02);
+    assert_eq!(
+        f16_from_f32(2f32.powi(-14) * (1.0 - 2f32.powi(-12))),
+        0x0400
+    );
+    for h in [0x3c00u16, 0x0001, 0x03ff, 0x7bff, 0xc123] {
+        assert_eq!(f16_from_f32(f32_from_f16(h)), h);
+    }
+}
