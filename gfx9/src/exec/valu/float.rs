@@ -381,16 +381,81 @@ pub(super) fn div_fixup(s0: f64, s1: f64, s2: f64, wide: bool) -> f64 {
 /// that quotient needs: a quotient of magnitude ≥ 1 came from a scaled-up denominator
 /// (multiplied back up), a smaller one from a scaled-up numerator (scaled down). For operands
 /// that need no scaling (VCC clear) it is the plain FMA either way.
-pub(super) fn div_fmas(fma: f64, vcc: bool, wide: bool) -> f64 {
-    if !vcc || fma == 0.0 || !fma.is_finite() {
-        return fma;
-    }
-    let scale = if wide { 128 } else { 64 };
-    if fma.abs() >= 1.0 {
-        ldexp64(fma, scale)
+///
+/// The FMA and the scale round once, as one hardware operation does: scaled down into the
+/// denormals, the FMA rounded to f64 first and then to the denormal grid would be a double
+/// rounding (one ULP off for a quotient just below the smallest normal). So the exact FMA's
+/// distance from its f64 rounding ([`fma_residual`]) breaks the ties the second rounding
+/// sees. For f32 (`wide` false; the operands are f32 values) the product is exact in f64 and
+/// the sum's error is exact ([`two_sum`]); the result is an f32 value held in an f64.
+pub(super) fn div_fmas(s0: f64, s1: f64, s2: f64, vcc: bool, wide: bool) -> f64 {
+    let (fma, residual) = if wide {
+        let r = s0.mul_add(s1, s2);
+        (r, fma_residual(s0, s1, s2, r))
     } else {
-        ldexp64(fma, -scale)
+        two_sum(s0 * s1, s2)
+    };
+    let scale = if !vcc || fma == 0.0 || !fma.is_finite() {
+        0
+    } else {
+        let scale = if wide { 128 } else { 64 };
+        if fma.abs() >= 1.0 { scale } else { -scale }
+    };
+    if wide {
+        round_scaled(fma, residual, scale, 53, -1074)
+    } else {
+        round_scaled(fma, residual, scale, 24, -149)
     }
+}
+
+/// `a + b` rounded and its exact error (Knuth's TwoSum; 0 when not finite).
+fn two_sum(a: f64, b: f64) -> (f64, f64) {
+    let s = a + b;
+    let bb = s - a;
+    let e = (a - (s - bb)) + (b - bb);
+    (s, if e.is_finite() { e } else { 0.0 })
+}
+
+/// The sign-correct approximation of `a·b + c − r` where `r` is `fma(a, b, c)` (Boldo and
+/// Muller's ErrFma, "Exact and approximated error of the FMA", IEEE TC 2011: the error is
+/// `r2 + r3` exactly, and `r2` its rounding, zero only when the error is).
+fn fma_residual(a: f64, b: f64, c: f64, r: f64) -> f64 {
+    let u1 = a * b;
+    let u2 = a.mul_add(b, -u1);
+    let (a1, a2) = two_sum(c, u2);
+    let (b1, b2) = two_sum(u1, a1);
+    let g = (b1 - r) + b2;
+    let r2 = g + a2;
+    if r2.is_finite() { r2 } else { 0.0 }
+}
+
+/// `(r + e) · 2^k` rounded to nearest even to a format of `p` significant bits whose
+/// smallest quantum is `2^lsb_min` (f64: 53, -1074; f32: 24, -149), where `r` is an f64 and
+/// `e` (|e| at most half an ULP of `r`) only decides ties. Returned as an f64 (exact).
+fn round_scaled(r: f64, e: f64, k: i64, p: i32, lsb_min: i32) -> f64 {
+    if r == 0.0 || !r.is_finite() {
+        return r;
+    }
+    let (m, ex) = frexp64(r); // |r| = M · 2^(ex - 53), M in [2^52, 2^53)
+    let big_m = (m.abs() * 2f64.powi(53)) as u64;
+    let k = k.clamp(-5000, 5000) as i32;
+    let low = ex - 53 + k; // the exponent of M's last bit, scaled
+    let lsb = (ex + k - p).max(lsb_min);
+    let shift = lsb - low;
+    let q = if shift <= 0 {
+        return ldexp64(r, i64::from(k));
+    } else if shift > 60 {
+        0
+    } else {
+        let q = big_m >> shift;
+        let rem = big_m & ((1u64 << shift) - 1);
+        let half = 1u64 << (shift - 1);
+        // e away from zero (same sign as r) makes a tie round up in magnitude.
+        let away = e != 0.0 && (e > 0.0) == (r > 0.0);
+        let up = rem > half || (rem == half && (away || (e == 0.0 && q & 1 == 1)));
+        q + u64::from(up)
+    };
+    ldexp64(q as f64, i64::from(lsb)).copysign(r)
 }
 
 /// The first 1216 fraction bits of 2/π (0.A2F9836E4E44…), most significant first; the
