@@ -191,6 +191,14 @@ on_every_target!(diverge);
 on_every_target!(waveops);
 on_every_target!(fmath);
 on_every_target!(convert);
+on_every_target!(fspecial);
+on_every_target!(dspecial);
+on_every_target!(packed);
+on_every_target!(scan1024);
+on_every_target!(atomics2);
+on_every_target!(lds_wide);
+on_every_target!(grid3d);
+on_every_target!(i64ops);
 
 /// 1000 items in groups of 256: the last group is partial, its missing lanes off in EXEC.
 const N: u32 = 1000;
@@ -684,6 +692,353 @@ fn convert(t: Target) {
         })
         .collect();
     same("convert", t, &u32s(&m, 0, 8 * N as usize), &want);
+}
+
+/// f32 special values: zeros, infinities, NaN, denormals, the extremes.
+const F32_SPECIAL: [f32; 15] = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    1.5,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    f32::NAN,
+    1e-45,
+    -3e-39,
+    f32::MAX,
+    f32::MIN_POSITIVE,
+    1.1754942e-38,
+    -2.5e38,
+    1e-20,
+];
+
+/// Results equal: the same bits, any NaN for a NaN, and (`zeros`) either zero for a zero.
+fn same_float<T: Copy + PartialEq + std::fmt::Debug>(
+    what: &str,
+    t: Target,
+    got: &[T],
+    want: &[T],
+    nan: impl Fn(T) -> bool,
+    zero: impl Fn(T) -> bool,
+    zeros: impl Fn(usize) -> bool,
+) {
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let ok = g == w || (nan(g) && nan(w)) || (zeros(i) && zero(g) && zero(w));
+        assert!(ok, "{what} on {t:?}: element {i}: got {g:?}, want {w:?}");
+    }
+}
+
+fn fspecial(t: Target) {
+    let mut x = Vec::new();
+    let mut y = Vec::new();
+    for a in F32_SPECIAL {
+        for b in F32_SPECIAL {
+            x.push(a);
+            y.push(b);
+        }
+    }
+    let n = x.len();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::U32(n as u32)];
+    let bufs = vec![
+        vec![0; 32 * n],
+        bytes(&x, f32::to_le_bytes),
+        bytes(&y, f32::to_le_bytes),
+    ];
+    let Some(m) = launch(t, "fspecial", &args, bufs, [n as u32, 1, 1], [64, 1, 1]) else {
+        return;
+    };
+    let want: Vec<u32> = (0..n)
+        .flat_map(|i| {
+            let (a, b) = (x[i], y[i]);
+            let sel = if a < b {
+                a - b
+            } else if a == b {
+                1.0
+            } else {
+                2f32.copysign(b)
+            };
+            [
+                a + b,
+                a * b,
+                a / b,
+                a.sqrt(),
+                a.min(b),
+                a.max(b),
+                a.mul_add(b, a),
+                sel,
+            ]
+        })
+        .map(f32::to_bits)
+        .collect();
+    let got = u32s(&m, 0, 8 * n);
+    let nan = |v: u32| f32::from_bits(v).is_nan();
+    let zero = |v: u32| v & 0x7fff_ffff == 0;
+    // min/max of +0 and -0 may return either (IEEE 754-2008 minNum/maxNum).
+    same_float("fspecial", t, &got, &want, nan, zero, |i| {
+        matches!(i % 8, 4 | 5)
+    });
+}
+
+fn dspecial(t: Target) {
+    let special: Vec<f64> = F32_SPECIAL
+        .iter()
+        .map(|&v| f64::from(v))
+        .chain([f64::MAX, 5e-324, -2.2250738585072e-308, 1e300, 1.0 / 3.0])
+        .collect();
+    let mut x = Vec::new();
+    let mut y = Vec::new();
+    for &a in &special {
+        for &b in &special {
+            x.push(a);
+            y.push(b);
+        }
+    }
+    let n = x.len();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::U32(n as u32)];
+    let bufs = vec![
+        vec![0; 64 * n],
+        bytes(&x, f64::to_le_bytes),
+        bytes(&y, f64::to_le_bytes),
+    ];
+    let Some(m) = launch(t, "dspecial", &args, bufs, [n as u32, 1, 1], [64, 1, 1]) else {
+        return;
+    };
+    let want: Vec<u64> = (0..n)
+        .flat_map(|i| {
+            let (a, b) = (x[i], y[i]);
+            let sel = if a < b {
+                a - b
+            } else if a == b {
+                1.0
+            } else {
+                2f64.copysign(b)
+            };
+            [
+                a + b,
+                a * b,
+                a / b,
+                a.sqrt(),
+                a.min(b),
+                a.max(b),
+                a.mul_add(b, a),
+                sel,
+            ]
+        })
+        .map(f64::to_bits)
+        .collect();
+    let got = u64s(&m, 0, 8 * n);
+    let nan = |v: u64| f64::from_bits(v).is_nan();
+    let zero = |v: u64| v & 0x7fff_ffff_ffff_ffff == 0;
+    same_float("dspecial", t, &got, &want, nan, zero, |i| {
+        matches!(i % 8, 4 | 5)
+    });
+}
+
+fn packed(t: Target) {
+    let mut r = Rng(16);
+    let n = 300usize;
+    let x: Vec<f32> = (0..2 * n).map(|_| r.f32(-8.0, 8.0)).collect();
+    let h: Vec<u16> = (0..2 * n).map(|_| f16_from_f32(r.f32(-8.0, 8.0))).collect();
+    let args = [
+        Arg::Buf(0),
+        Arg::Buf(1),
+        Arg::Buf(2),
+        Arg::Buf(3),
+        Arg::U32(n as u32),
+    ];
+    let bufs = vec![
+        vec![0; 16 * n],
+        vec![0; 8 * n],
+        bytes(&x, f32::to_le_bytes),
+        bytes(&h, u16::to_le_bytes),
+    ];
+    let Some(m) = launch(t, "packed", &args, bufs, [n as u32, 1, 1], [64, 1, 1]) else {
+        return;
+    };
+    let hr = f16_from_f32;
+    let f = f32_from_f16;
+    let mut want = Vec::new();
+    let mut hwant = Vec::new();
+    for i in 0..n {
+        let j = (i + 1) % n;
+        for c in 0..2 {
+            want.push((x[2 * i + c] * x[2 * j + c] + x[2 * i + c]).to_bits());
+        }
+        for c in 0..2 {
+            want.push((x[2 * i + c] - x[2 * j + c] * 0.5).to_bits());
+        }
+        let (p, q) = (
+            &h[2 * i..2 * i + 2],
+            &h[2 * ((i + 3) % n)..2 * ((i + 3) % n) + 2],
+        );
+        for c in 0..2 {
+            hwant.push(hr(f(hr(f(p[c]) * f(q[c]))) - f(p[c])));
+        }
+        for c in 0..2 {
+            hwant.push(hr(f(p[1 - c]) + f(hr(f(q[c]) * 0.25))));
+        }
+    }
+    same("packed f32", t, &u32s(&m, 0, 4 * n), &want);
+    same("packed f16", t, &u16s(&m, 1, 4 * n), &hwant);
+}
+
+fn scan1024(t: Target) {
+    let mut r = Rng(17);
+    let n = 2048usize;
+    let input: Vec<u32> = (0..n).map(|_| r.u32() >> 8).collect();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::Buf(3)];
+    let bufs = vec![
+        vec![0; 4 * n],
+        vec![0; n],
+        vec![0; 2 * n],
+        bytes(&input, u32::to_le_bytes),
+    ];
+    let Some(m) = launch(t, "scan1024", &args, bufs, [n as u32, 1, 1], [1024, 1, 1]) else {
+        return;
+    };
+    let mut want = Vec::new();
+    for g in input.chunks(1024) {
+        let mut s = 0u32;
+        want.extend(g.iter().map(|&v| {
+            s = s.wrapping_add(v);
+            s
+        }));
+    }
+    same("scan1024", t, &u32s(&m, 0, n), &want);
+    let wb: Vec<u8> = (0..n)
+        .map(|i| (want[i / 1024 * 1024 + 1023 - i % 1024] >> 3) as u8)
+        .collect();
+    same("scan1024 bytes", t, &m.bytes(buffer(1), n), &wb);
+    let ws: Vec<u16> = want.iter().map(|&v| (v >> 7) as u16).collect();
+    same("scan1024 shorts", t, &u16s(&m, 2, n), &ws);
+}
+
+fn atomics2(t: Target) {
+    let mut r = Rng(18);
+    let (groups, n) = (4usize, 1024usize);
+    let input: Vec<u32> = (0..n).map(|_| r.u32()).collect();
+    let acc = [0u32, 5, i32::MAX as u32, 0, 0, 0];
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::Buf(2)];
+    let bufs = vec![
+        bytes(&acc, u32::to_le_bytes),
+        vec![0; 4 * (1 + groups)],
+        bytes(&input, u32::to_le_bytes),
+    ];
+    let grid = [n as u32, 1, 1];
+    let Some(m) = launch(t, "atomics2", &args, bufs, grid, [256, 1, 1]) else {
+        return;
+    };
+    let got = u32s(&m, 0, 4);
+    let min = input.iter().map(|&v| v as i32).min().unwrap();
+    let dec = (5 - n as i64).rem_euclid(1001) as u32;
+    same("atomics2", t, &got, &[n as u32 % 100, dec, min as u32, 7]);
+    let sum64 = input
+        .iter()
+        .fold(0u64, |s, &v| s + (u64::from(v) << 16) + 1);
+    assert_eq!(
+        u64::from_le_bytes(m.bytes(buffer(0) + 16, 8).try_into().unwrap()),
+        sum64,
+        "atomics2 64-bit cmpswap on {t:?}"
+    );
+    let f: Vec<f32> = u32s(&m, 1, 1 + groups)
+        .into_iter()
+        .map(f32::from_bits)
+        .collect();
+    let total: u32 = input.iter().map(|&v| v & 255).sum();
+    assert_eq!(f[0], total as f32 * 0.5, "atomics2 global fadd on {t:?}");
+    for (g, c) in input.chunks(256).enumerate() {
+        let s: u32 = c.iter().map(|&v| v & 255).sum();
+        assert_eq!(f[1 + g], s as f32, "atomics2 LDS fadd on {t:?}, group {g}");
+    }
+}
+
+fn lds_wide(t: Target) {
+    let mut r = Rng(19);
+    let n = 512usize;
+    let input: Vec<u32> = (0..4 * n).map(|_| r.u32()).collect();
+    let bufs = vec![vec![0; 16 * n], bytes(&input, u32::to_le_bytes)];
+    let grid = [n as u32, 1, 1];
+    let Some(m) = launch(
+        t,
+        "lds_wide",
+        &[Arg::Buf(0), Arg::Buf(1)],
+        bufs,
+        grid,
+        [256, 1, 1],
+    ) else {
+        return;
+    };
+    let mut want = Vec::new();
+    for i in 0..n {
+        let (g, l) = (i / 256 * 256, i % 256);
+        let v = &input[4 * i..4 * i + 4];
+        let a = &input[4 * (g + (v[1] & 255) as usize)..][..4];
+        let k = g + 255 - (v[2] & 255) as usize;
+        let b = u64::from(input[4 * k]) << 32 | u64::from(input[4 * k + 3]);
+        want.extend([
+            a[0].wrapping_add(b as u32),
+            a[1] ^ (b >> 32) as u32,
+            a[2],
+            a[3].wrapping_add(l as u32),
+        ]);
+    }
+    same("lds_wide", t, &u32s(&m, 0, 4 * n), &want);
+}
+
+fn grid3d(t: Target) {
+    let (w, h, d) = (19u32, 11u32, 5u32);
+    let n = (w * h * d) as usize;
+    let args = [Arg::Buf(0), Arg::U32(w), Arg::U32(h)];
+    let Some(m) = launch(
+        t,
+        "grid3d",
+        &args,
+        vec![vec![0; 4 * n]],
+        [w, h, d],
+        [8, 4, 2],
+    ) else {
+        return;
+    };
+    let want: Vec<u32> = (0..n as u32)
+        .map(|i| {
+            let (x, y, z) = (i % w, i / w % h, i / w / h);
+            x | y << 8 | z << 16 | (z % 2) << 24
+        })
+        .collect();
+    same("grid3d", t, &u32s(&m, 0, n), &want);
+}
+
+fn i64ops(t: Target) {
+    let mut r = Rng(20);
+    let a: Vec<u64> = (0..N).map(|i| r.next() >> (i % 40)).collect();
+    let b: Vec<u64> = (0..N).map(|_| r.next()).collect();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::U32(N)];
+    let bufs = vec![
+        vec![0; 64 * N as usize],
+        bytes(&a, u64::to_le_bytes),
+        bytes(&b, u64::to_le_bytes),
+    ];
+    let Some(m) = launch(t, "i64ops", &args, bufs, [N, 1, 1], [256, 1, 1]) else {
+        return;
+    };
+    let want: Vec<u64> = (0..N as usize)
+        .flat_map(|i| {
+            let (x, y) = (a[i], b[i]);
+            let (sx, sy) = (x as i64, y as i64);
+            [
+                x.wrapping_mul(y),
+                (x & 0xffff_ffff) * (y & 0xffff_ffff),
+                (x << (y & 63)) ^ (x >> (y >> 58)),
+                (sx >> (y & 63)) as u64,
+                sx.min(sy) as u64,
+                x.abs_diff(y),
+                (i64::from(x as i32) * i64::from((y >> 32) as i32)) as u64,
+                (x & 0xff_ffff) * (y & 0xff_ffff),
+            ]
+        })
+        .collect();
+    same("i64ops", t, &u64s(&m, 0, 8 * N as usize), &want);
 }
 
 #[test]

@@ -263,3 +263,141 @@ __kernel void convert(__global uint *out, __global const float *x, __global cons
         out[8 * i + 7] = (uint)(long)((double)a * 1e6);
     }
 }
+
+// IEEE special values in f32: NaN, infinities, signed zeros, denormals (the descriptor keeps
+// f32 denormals, LLVM's default for gfx9).
+__kernel void fspecial(__global float *out, __global const float *x, __global const float *y,
+                       uint n) {
+    uint i = gx();
+    if (i < n) {
+        float a = x[i], b = y[i];
+        out[8 * i] = a + b;
+        out[8 * i + 1] = a * b;
+        out[8 * i + 2] = a / b;
+        out[8 * i + 3] = __builtin_sqrtf(a);
+        out[8 * i + 4] = __builtin_fminf(a, b);
+        out[8 * i + 5] = __builtin_fmaxf(a, b);
+        out[8 * i + 6] = __builtin_fmaf(a, b, a);
+        out[8 * i + 7] = a < b ? a - b : (a == b ? 1.0f : __builtin_copysignf(2.0f, b));
+    }
+}
+
+// The same in f64.
+__kernel void dspecial(__global double *out, __global const double *x,
+                       __global const double *y, uint n) {
+    uint i = gx();
+    if (i < n) {
+        double a = x[i], b = y[i];
+        out[8 * i] = a + b;
+        out[8 * i + 1] = a * b;
+        out[8 * i + 2] = a / b;
+        out[8 * i + 3] = __builtin_sqrt(a);
+        out[8 * i + 4] = __builtin_fmin(a, b);
+        out[8 * i + 5] = __builtin_fmax(a, b);
+        out[8 * i + 6] = __builtin_fma(a, b, a);
+        out[8 * i + 7] = a < b ? a - b : (a == b ? 1.0 : __builtin_copysign(2.0, b));
+    }
+}
+
+// Vector types: packed f32 (v_pk_* on gfx90a/gfx942) and packed f16 math.
+__kernel void packed(__global float2 *out, __global half2 *hout, __global const float2 *x,
+                     __global const half2 *h, uint n) {
+    uint i = gx();
+    if (i < n) {
+        float2 a = x[i], b = x[(i + 1) % n];
+        out[2 * i] = a * b + a;
+        out[2 * i + 1] = a - b * 0.5f;
+        half2 p = h[i], q = h[(i + 3) % n];
+        hout[2 * i] = p * q - p;
+        hout[2 * i + 1] = (half2)(p.y, p.x) + q * (half)0.25f;
+    }
+}
+
+// A 1024-item work-group (16 waves): an inclusive scan in LDS (Hillis-Steele, two barriers a
+// step), stored through bytes and shorts too. (Without the attribute LLVM assumes at most 256
+// work-items per group, AMDGPU's default, and compiles address arithmetic that relies on it.)
+__kernel __attribute__((amdgpu_flat_work_group_size(1, 1024))) void scan1024(__global uint *out, __global uchar *bytes, __global ushort *shorts,
+                       __global const uint *in) {
+    __local uint buf[1024];
+    uint l = __builtin_amdgcn_workitem_id_x();
+    uint i = gx();
+    buf[l] = in[i];
+    wg_barrier();
+    for (uint s = 1; s < 1024; s <<= 1) {
+        uint v = l >= s ? buf[l - s] : 0;
+        wg_barrier();
+        buf[l] += v;
+        wg_barrier();
+    }
+    out[i] = buf[l];
+    bytes[i] = (uchar)(buf[1023 - l] >> 3);
+    shorts[i] = (ushort)(buf[l] >> 7);
+}
+
+// More atomics: f32 add (global and LDS), wrapping increment, exchange, signed min, a 64-bit
+// compare-and-swap loop.
+__kernel void atomics2(__global uint *acc, __global float *facc, __global const uint *in) {
+    __local float lsum;
+    uint l = __builtin_amdgcn_workitem_id_x();
+    if (l == 0)
+        lsum = 0.0f;
+    wg_barrier();
+    uint v = in[gx()];
+    float f = (float)(v & 255);
+    __atomic_fetch_add(&lsum, f, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&facc[0], f * 0.5f, __ATOMIC_RELAXED);
+    __builtin_amdgcn_atomic_inc32((volatile __global uint *)&acc[0], 99u, __ATOMIC_RELAXED,
+                                  "agent");
+    __builtin_amdgcn_atomic_dec32((volatile __global uint *)&acc[1], 1000u, __ATOMIC_RELAXED,
+                                  "agent");
+    __atomic_fetch_min((__global int *)&acc[2], (int)v, __ATOMIC_RELAXED);
+    __atomic_exchange_n(&acc[3], 7u, __ATOMIC_RELAXED);
+    __global ulong *p = (__global ulong *)(acc + 4);
+    ulong old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(p, &old, old + ((ulong)v << 16) + 1, 0,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+    wg_barrier();
+    if (l == 0)
+        facc[1 + __builtin_amdgcn_workgroup_id_x()] = lsum;
+}
+
+// Wide LDS accesses: 64- and 128-bit, indexed by data.
+__kernel void lds_wide(__global uint4 *out, __global const uint4 *in) {
+    __local uint4 q[256];
+    __local ulong d[256];
+    uint l = __builtin_amdgcn_workitem_id_x();
+    uint4 v = in[gx()];
+    q[l] = v;
+    d[255 - l] = ((ulong)v.x << 32) | v.w;
+    wg_barrier();
+    uint4 a = q[v.y & 255];
+    ulong b = d[v.z & 255];
+    out[gx()] = (uint4)(a.x + (uint)b, a.y ^ (uint)(b >> 32), a.z, a.w + l);
+}
+
+// A 3D grid with partial work-groups in every dimension.
+__kernel void grid3d(__global uint *out, uint w, uint h) {
+    uint x = gx(), y = gy();
+    uint z = __builtin_amdgcn_workgroup_id_z() * __builtin_amdgcn_workgroup_size_z() +
+             __builtin_amdgcn_workitem_id_z();
+    out[(z * h + y) * w + x] = x | y << 8 | z << 16 | __builtin_amdgcn_workitem_id_z() << 24;
+}
+
+// 64-bit integer arithmetic: multiplies, variable shifts, compares, min/max.
+__kernel void i64ops(__global ulong *out, __global const ulong *a, __global const ulong *b,
+                     uint n) {
+    uint i = gx();
+    if (i < n) {
+        ulong x = a[i], y = b[i];
+        long sx = (long)x, sy = (long)y;
+        out[8 * i] = x * y;
+        out[8 * i + 1] = (ulong)(uint)x * (ulong)(uint)y;
+        out[8 * i + 2] = (x << (y & 63)) ^ (x >> (y >> 58));
+        out[8 * i + 3] = (ulong)(sx >> (y & 63));
+        out[8 * i + 4] = sx < sy ? (ulong)sx : (ulong)sy;
+        out[8 * i + 5] = x > y ? x - y : y - x;
+        out[8 * i + 6] = (ulong)((long)(int)x * (long)(int)(y >> 32));
+        out[8 * i + 7] = (ulong)((x & 0xffffff) * (y & 0xffffff));
+    }
+}
