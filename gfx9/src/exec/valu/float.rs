@@ -98,7 +98,7 @@ pub(super) fn f64_to_f16(x: f64, rtz: bool) -> u16 {
     // Scale so that the f16 quantum (2^-24 for denormals, 2^(e-10) otherwise) becomes 1.
     let e = ((a.to_bits() >> 52) as i32) - 1023; // a is normal in f64 here (f16 range)
     let q = (e.max(-14)) - 10;
-    let scaled = a * 2f64.powi(-q); // exact: a power of two
+    let scaled = a * pow2(-q); // exact: a power of two
     let mut m = if rtz {
         scaled.trunc()
     } else {
@@ -232,6 +232,12 @@ pub(super) fn class_bit(x: f64, snan: bool, denormal: bool) -> u32 {
     if x.is_sign_negative() { 5 - k } else { 6 + k }
 }
 
+/// `2^n` for a normal power (`-1022 <= n <= 1023`), built from its bits (`powi` is a loop).
+fn pow2(n: i32) -> f64 {
+    debug_assert!((-1022..=1023).contains(&n));
+    f64::from_bits(((n + 1023) as u64) << 52)
+}
+
 /// `x · 2^n`, correctly rounded (f64; denormal results rounded once).
 pub(super) fn ldexp64(x: f64, n: i64) -> f64 {
     if x == 0.0 || !x.is_finite() {
@@ -244,13 +250,13 @@ pub(super) fn ldexp64(x: f64, n: i64) -> f64 {
     }
     if t >= -1021 {
         // Exact: 2m is in [1, 2), 2^(t-1) and the product are normal.
-        return (m * 2.0) * 2f64.powi((t - 1) as i32);
+        return (m * 2.0) * pow2((t - 1) as i32);
     }
     if t < -1080 {
         return 0.0f64.copysign(x);
     }
     // m · 2^(t + 1021) is normal and exact; one more power of two rounds once.
-    m * 2f64.powi((t + 1021) as i32) * 2f64.powi(-1021)
+    m * pow2((t + 1021) as i32) * pow2(-1021)
 }
 
 /// `(m, e)` with `x = m · 2^e` and `0.5 <= |m| < 1` (finite, non-zero `x`).
@@ -259,7 +265,7 @@ pub(super) fn frexp64(x: f64) -> (f64, i32) {
         return (x, 0);
     }
     let (x, adj) = if x.abs() < f64::MIN_POSITIVE {
-        (x * 2f64.powi(64), -64)
+        (x * pow2(64), -64)
     } else {
         (x, 0)
     };
@@ -436,8 +442,21 @@ fn round_scaled(r: f64, e: f64, k: i64, p: i32, lsb_min: i32) -> f64 {
     if r == 0.0 || !r.is_finite() {
         return r;
     }
+    if p == 53 && (k == 0 || r.abs() >= f64::MIN_POSITIVE * pow2(128)) {
+        // An f64 staying normal (or unscaled): the scale is exact, r is the result.
+        return ldexp64(r, k);
+    }
+    if p == 24 {
+        // Rounding to f32 from an f64 whose dropped bits are not exactly half an f32 ULP
+        // (for a normal f32 result) rounds as the exact value does.
+        let f = ldexp64(r, k);
+        let normal = f.abs() >= f64::from(f32::MIN_POSITIVE);
+        if e == 0.0 || (normal && f.to_bits() & 0x1fff_ffff != 0x1000_0000) {
+            return f64::from(f as f32);
+        }
+    }
     let (m, ex) = frexp64(r); // |r| = M · 2^(ex - 53), M in [2^52, 2^53)
-    let big_m = (m.abs() * 2f64.powi(53)) as u64;
+    let big_m = (m.abs() * pow2(53)) as u64;
     let k = k.clamp(-5000, 5000) as i32;
     let low = ex - 53 + k; // the exponent of M's last bit, scaled
     let lsb = (ex + k - p).max(lsb_min);
