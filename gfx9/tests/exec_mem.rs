@@ -303,6 +303,46 @@ fn global_dword_loads_and_stores_per_lane_with_saddr_and_masked_lanes_untouched(
 }
 
 #[test]
+fn unit_stride_lanes_read_and_write_as_one_run_and_fault_at_the_first_unmapped_page() {
+    // Lanes at consecutive dwords are read and written in one Memory call per page (the
+    // executor coalesces them); the effects are the per-lane ones: values land in their
+    // lanes, and a run reaching an unmapped page stores the lanes before it and faults at
+    // the page's first byte (DATA's 1 MiB region ends at DATA + 0x10_0000).
+    let end = DATA + 0x10_0000;
+    let Some(r) = run(
+        "global_load_dword v1, v[2:3], off\n\
+         global_store_dword v[4:5], v1, off offset:-256\n\
+         s_endpgm",
+        |w, m| {
+            for l in 0..64u64 {
+                m.put(DATA + 4 * l, &(0x700 + l as u32).to_le_bytes());
+            }
+            lanes64(w, 2, |l| DATA + 4 * l as u64);
+            // Lanes 0..31 end exactly at the region's end; lanes 32.. are past it.
+            lanes64(w, 4, |l| end + 128 + 4 * l as u64);
+            w.exec = !(1 << 5); // lane 5 off: two runs
+        },
+    ) else {
+        return;
+    };
+    for l in 0..64 {
+        let want = if l == 5 { 0 } else { 0x700 + l as u32 };
+        assert_eq!(r.wave.vgpr[1][l], want, "lane {l}");
+    }
+    match r.end {
+        Err(ExecError::Memory { fault, .. }) => {
+            assert_eq!(fault.addr, end);
+            assert!(fault.write);
+        }
+        other => panic!("expected a memory fault, got {other:?}"),
+    }
+    for l in 0..32u64 {
+        let want = if l == 5 { 0 } else { 0x700 + l as u32 };
+        assert_eq!(r.mem.u32(end - 128 + 4 * l), want, "lane {l}'s store");
+    }
+}
+
+#[test]
 fn a_global_load_from_unmapped_memory_faults_without_writing_registers() {
     let Some(r) = run(
         "global_load_dword v1, v[2:3], off offset:4\n s_endpgm",
