@@ -45,31 +45,28 @@ pub const SLOTS: u32 = 64;
 /// access outside them faults.
 #[derive(Default)]
 pub struct Mem {
-    regions: Vec<(u64, Mutex<Vec<u8>>)>,
+    /// (start, length, bytes).
+    regions: Vec<(u64, u64, Mutex<Vec<u8>>)>,
 }
 
 impl Mem {
     /// Maps `bytes` (padded to a page) at `addr`.
     pub fn map(&mut self, addr: u64, mut bytes: Vec<u8>) {
         bytes.resize(bytes.len().next_multiple_of(4096).max(4096), 0);
-        self.regions.push((addr, Mutex::new(bytes)));
+        self.regions
+            .push((addr, bytes.len() as u64, Mutex::new(bytes)));
     }
 
     fn with<R>(&self, addr: u64, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
-        for (start, bytes) in &self.regions {
-            let Some(off) = addr.checked_sub(*start) else {
-                continue;
-            };
-            let mut b = bytes
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let off = usize::try_from(off).ok()?;
-            if off < b.len() {
-                let end = off.checked_add(len)?;
-                return b.get_mut(off..end).map(f);
-            }
-        }
-        None
+        let (start, _, bytes) = self
+            .regions
+            .iter()
+            .find(|(start, size, _)| addr.wrapping_sub(*start) < *size)?;
+        let off = usize::try_from(addr - start).ok()?;
+        let mut b = bytes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        b.get_mut(off..off.checked_add(len)?).map(f)
     }
 
     /// `len` bytes at `addr` (panics when unmapped: a test helper).
