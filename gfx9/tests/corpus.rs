@@ -10,7 +10,7 @@
 mod kernels;
 
 use kernels::{Arg, Launch, Mem, buffer, build};
-use kfd_gfx9::dispatch::{NoObserver, RunOptions, run};
+use kfd_gfx9::dispatch::{DispatchError, NoObserver, RunOptions, run};
 use kfd_gfx9::exec::Target;
 
 /// A deterministic generator (xorshift64*).
@@ -199,6 +199,10 @@ on_every_target!(atomics2);
 on_every_target!(lds_wide);
 on_every_target!(grid3d);
 on_every_target!(i64ops);
+on_every_target!(narrow);
+on_every_target!(lds_bytes);
+on_every_target!(permute);
+on_every_target!(trap);
 
 /// 1000 items in groups of 256: the last group is partial, its missing lanes off in EXEC.
 const N: u32 = 1000;
@@ -1039,6 +1043,129 @@ fn i64ops(t: Target) {
         })
         .collect();
     same("i64ops", t, &u64s(&m, 0, 8 * N as usize), &want);
+}
+
+fn narrow(t: Target) {
+    let mut r = Rng(21);
+    let a: Vec<u32> = (0..N).map(|_| r.u32()).collect();
+    let b: Vec<u32> = (0..N).map(|_| r.u32()).collect();
+    let args = [
+        Arg::Buf(0),
+        Arg::Buf(1),
+        Arg::Buf(2),
+        Arg::Buf(3),
+        Arg::U32(N),
+    ];
+    let bufs = vec![
+        vec![0; 4 * N as usize],
+        vec![0; 4 * N as usize],
+        bytes(&a, u32::to_le_bytes),
+        bytes(&b, u32::to_le_bytes),
+    ];
+    let Some(m) = launch(t, "narrow", &args, bufs, [N, 1, 1], [256, 1, 1]) else {
+        return;
+    };
+    let n = N as usize;
+    let want: Vec<u32> = (0..n)
+        .map(|i| {
+            let x = a[i].to_le_bytes();
+            let y = a[(i + 7) % n].to_le_bytes();
+            u32::from_le_bytes([
+                x[0].wrapping_add(y[1]),
+                x[1].wrapping_mul(y[0]),
+                x[2].max(y[3]),
+                x[3] ^ y[2],
+            ])
+        })
+        .collect();
+    same("narrow uchar4", t, &u32s(&m, 0, n), &want);
+    let h = |v: u32, k: u32| (v >> (16 * k)) as u16 as i16;
+    let want: Vec<u32> = (0..n)
+        .map(|i| {
+            let (p, q) = (b[i], b[(i + 3) % n]);
+            let x = h(p, 0).wrapping_mul(h(q, 1));
+            let y = (h(p, 1) >> 3).wrapping_sub(h(q, 0));
+            u32::from(x as u16) | u32::from(y as u16) << 16
+        })
+        .collect();
+    same("narrow short2", t, &u32s(&m, 1, n), &want);
+}
+
+fn lds_bytes(t: Target) {
+    let mut r = Rng(22);
+    let n = 768usize;
+    let input: Vec<u32> = (0..n).map(|_| r.u32()).collect();
+    let bufs = vec![vec![0; 4 * n], bytes(&input, u32::to_le_bytes)];
+    let grid = [n as u32, 1, 1];
+    let Some(m) = launch(
+        t,
+        "lds_bytes",
+        &[Arg::Buf(0), Arg::Buf(1)],
+        bufs,
+        grid,
+        [256, 1, 1],
+    ) else {
+        return;
+    };
+    let want: Vec<u32> = (0..n)
+        .map(|i| {
+            let g = i / 256 * 256;
+            let v = input[i];
+            let b = input[g + ((v >> 16) & 255) as usize] as u8;
+            let h = (input[g + 255 - (v >> 24) as usize] >> 8) as u16;
+            u32::from(b) | u32::from(h) << 8
+        })
+        .collect();
+    same("lds_bytes", t, &u32s(&m, 0, n), &want);
+}
+
+fn permute(t: Target) {
+    let mut r = Rng(23);
+    let n = 256usize;
+    let input: Vec<u32> = (0..n).map(|_| r.u32()).collect();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::U32(45)];
+    let bufs = vec![vec![0; 8 * n], bytes(&input, u32::to_le_bytes)];
+    let Some(m) = launch(t, "permute", &args, bufs, [n as u32, 1, 1], [128, 1, 1]) else {
+        return;
+    };
+    // ds_permute pushes lane l's value to lane 7l mod 64: lane d gets lane 55d's (7 · 55 =
+    // 385 = 1 mod 64).
+    let want: Vec<u32> = (0..n)
+        .flat_map(|i| {
+            let w = i / 64 * 64;
+            [input[w + 45], input[w + (i % 64 * 55) % 64]]
+        })
+        .collect();
+    same("permute", t, &u32s(&m, 0, 2 * n), &want);
+}
+
+fn trap(t: Target) {
+    let Some(obj) = build(t) else {
+        return;
+    };
+    let mut input: Vec<u32> = (0..512).map(|i| i + 100).collect();
+    input[300] = 7;
+    let launch = Launch {
+        target: t,
+        kernel: "trap",
+        args: &[Arg::Buf(0), Arg::Buf(1)],
+        buffers: vec![vec![0; 4 * 512], bytes(&input, u32::to_le_bytes)],
+        grid: [512, 1, 1],
+        workgroup: [128, 1, 1],
+    };
+    let (mem, d) = launch.prepare(&obj);
+    match run(&d, &mem, &RunOptions { threads: 1 }, &NoObserver) {
+        // Item 300: workgroup 2, its wave 0 (items 256..320); llvm.trap is s_trap 2.
+        Err(DispatchError::Trap {
+            workgroup,
+            wave,
+            trap_id,
+            ..
+        }) => {
+            assert_eq!((workgroup, wave, trap_id), ([2, 0, 0], 0, 2), "on {t:?}");
+        }
+        other => panic!("trap on {t:?}: {other:?}"),
+    }
 }
 
 #[test]

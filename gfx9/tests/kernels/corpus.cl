@@ -401,3 +401,46 @@ __kernel void i64ops(__global ulong *out, __global const ulong *a, __global cons
         out[8 * i + 7] = (ulong)((x & 0xffffff) * (y & 0xffffff));
     }
 }
+
+// 8- and 16-bit integer vectors (SDWA on gfx9), with saturation-free wrapping arithmetic.
+__kernel void narrow(__global uchar4 *out, __global short2 *sout, __global const uchar4 *a,
+                     __global const short2 *b, uint n) {
+    uint i = gx();
+    if (i < n) {
+        uchar4 x = a[i], y = a[(i + 7) % n];
+        out[i] = (uchar4)((uchar)(x.x + y.y), (uchar)(x.y * y.x), x.z > y.w ? x.z : y.w,
+                          (uchar)(x.w ^ y.z));
+        short2 p = b[i], q = b[(i + 3) % n];
+        sout[i] = (short2)((short)(p.x * q.y), (short)((p.y >> 3) - q.x));
+    }
+}
+
+// Bytes and shorts in LDS, indexed by data.
+__kernel void lds_bytes(__global uint *out, __global const uint *in) {
+    __local uchar b[256];
+    __local ushort h[256];
+    uint l = __builtin_amdgcn_workitem_id_x();
+    uint v = in[gx()];
+    b[l] = (uchar)v;
+    h[255 - l] = (ushort)(v >> 8);
+    wg_barrier();
+    out[gx()] = (uint)b[(v >> 16) & 255] | (uint)h[(v >> 24) & 255] << 8;
+}
+
+// Cross-lane moves by data: readlane with a uniform lane from the kernarg, ds_permute
+// (a push to lane (l * 7) % 64).
+__kernel void permute(__global uint *out, __global const uint *in, uint lane) {
+    uint i = gx();
+    uint l = __builtin_amdgcn_workitem_id_x() & 63;
+    int v = (int)in[i];
+    out[2 * i] = (uint)__builtin_amdgcn_readlane(v, lane);
+    out[2 * i + 1] = (uint)__builtin_amdgcn_ds_permute((int)(((l * 7) & 63) * 4), v);
+}
+
+// A trap: the dispatch stops with it.
+__kernel void trap(__global uint *out, __global const uint *in) {
+    uint i = gx();
+    if (in[i] == 7)
+        __builtin_trap();
+    out[i] = in[i];
+}
