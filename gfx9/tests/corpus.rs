@@ -1,7 +1,8 @@
 //! The interpreter held to compiled code: every kernel of `tests/kernels/corpus.cl`, built by
 //! clang-19 for gfx90a, gfx942, gfx908 and gfx906 and linked by ld.lld-19, runs on kfd-gfx9's
 //! dispatcher (two threads, no kfd-emu) and its output is compared with the same computation
-//! on the host, bit for bit wherever the operation is exactly specified (IEEE f32/f64/f16
+//! on the host (and on gfx90a and gfx942 compiled at -O0 as well: values through scratch,
+//! helpers called), bit for bit wherever the operation is exactly specified (IEEE f32/f64/f16
 //! arithmetic, division and square root correctly rounded, integer operations, atomics whose
 //! result does not depend on order) and within the ISA guide's accuracy for the hardware's
 //! transcendental approximations (`v_exp_f32`, `v_log_f32`, `v_rcp_f32`, `v_rsq_f32`: 1 ULP;
@@ -9,7 +10,7 @@
 
 mod kernels;
 
-use kernels::{Arg, Launch, Mem, buffer, build};
+use kernels::{Arg, Launch, Mem, buffer, build_at};
 use kfd_gfx9::dispatch::{DispatchError, NoObserver, RunOptions, run};
 use kfd_gfx9::exec::Target;
 
@@ -56,14 +57,15 @@ fn u16s(m: &Mem, i: usize, n: usize) -> Vec<u16> {
 
 /// Runs `kernel` and returns the memory after it; `None` when the toolchain is missing.
 fn launch(
-    target: Target,
+    cfg: Cfg,
     kernel: &str,
     args: &[Arg],
     buffers: Vec<Vec<u8>>,
     grid: [u32; 3],
     workgroup: [u32; 3],
 ) -> Option<Mem> {
-    let obj = build(target)?;
+    let obj = build_at(cfg.target, cfg.opt)?;
+    let target = cfg.target;
     let l = Launch {
         target,
         kernel,
@@ -74,14 +76,14 @@ fn launch(
     };
     let (mem, d) = l.prepare(&obj);
     let stats = run(&d, &mem, &RunOptions { threads: 2 }, &NoObserver)
-        .unwrap_or_else(|e| panic!("{kernel} on {target:?}: {e}"));
+        .unwrap_or_else(|e| panic!("{kernel} on {cfg:?}: {e}"));
     assert!(stats.instructions > 0);
     Some(mem)
 }
 
 /// Asserts lane `i`'s values are equal, naming the kernel, target and index.
 #[track_caller]
-fn same<T: PartialEq + std::fmt::Debug>(what: &str, t: Target, got: &[T], want: &[T]) {
+fn same<T: PartialEq + std::fmt::Debug>(what: &str, t: Cfg, got: &[T], want: &[T]) {
     assert_eq!(got.len(), want.len());
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         assert_eq!(g, w, "{what} on {t:?}: element {i}");
@@ -152,25 +154,46 @@ fn ulps(a: f32, b: f32) -> u32 {
     key(a).abs_diff(key(b))
 }
 
+/// A target and the optimization level its corpus is compiled at.
+#[derive(Debug, Clone, Copy)]
+struct Cfg {
+    target: Target,
+    opt: &'static str,
+}
+
+/// Each kernel's test per target at -O2, and on gfx90a and gfx942 at -O0 too (every value
+/// through scratch, the helpers called, not inlined).
 macro_rules! on_every_target {
     ($name:ident) => {
         mod $name {
+            use super::Cfg;
             use kfd_gfx9::exec::Target;
+            fn at(target: Target, opt: &'static str) {
+                super::$name(Cfg { target, opt });
+            }
             #[test]
             fn gfx90a() {
-                super::$name(Target::Gfx90a);
+                at(Target::Gfx90a, "-O2");
             }
             #[test]
             fn gfx942() {
-                super::$name(Target::Gfx942);
+                at(Target::Gfx942, "-O2");
             }
             #[test]
             fn gfx908() {
-                super::$name(Target::Gfx908);
+                at(Target::Gfx908, "-O2");
             }
             #[test]
             fn gfx906() {
-                super::$name(Target::Gfx906);
+                at(Target::Gfx906, "-O2");
+            }
+            #[test]
+            fn gfx90a_o0() {
+                at(Target::Gfx90a, "-O0");
+            }
+            #[test]
+            fn gfx942_o0() {
+                at(Target::Gfx942, "-O0");
             }
         }
     };
@@ -207,7 +230,7 @@ on_every_target!(trap);
 /// 1000 items in groups of 256: the last group is partial, its missing lanes off in EXEC.
 const N: u32 = 1000;
 
-fn saxpy(t: Target) {
+fn saxpy(t: Cfg) {
     let mut r = Rng(1);
     let x: Vec<f32> = (0..N).map(|_| r.f32(-10.0, 10.0)).collect();
     let y: Vec<f32> = (0..N).map(|_| r.f32(-10.0, 10.0)).collect();
@@ -226,7 +249,7 @@ fn saxpy(t: Target) {
     same("saxpy", t, &u32s(&m, 0, N as usize), &want);
 }
 
-fn dmath(t: Target) {
+fn dmath(t: Cfg) {
     let mut r = Rng(2);
     let x: Vec<f64> = (0..N)
         .map(|_| f64::from(r.f32(-100.0, 100.0)) / 3.0)
@@ -258,7 +281,7 @@ fn dmath(t: Target) {
     same("dmath", t, &u64s(&m, 0, 4 * N as usize), &want);
 }
 
-fn hmath(t: Target) {
+fn hmath(t: Cfg) {
     let mut r = Rng(3);
     let x: Vec<u16> = (0..N).map(|_| f16_from_f32(r.f32(-4.0, 4.0))).collect();
     let y: Vec<u16> = (0..N).map(|_| f16_from_f32(r.f32(-4.0, 4.0))).collect();
@@ -284,7 +307,7 @@ fn hmath(t: Target) {
     same("hmath", t, &u16s(&m, 0, 3 * N as usize), &want);
 }
 
-fn intdiv(t: Target) {
+fn intdiv(t: Cfg) {
     let mut r = Rng(4);
     let mut a: Vec<u32> = (0..N).map(|_| r.u32()).collect();
     let b: Vec<u32> = (0..N).map(|i| (r.u32() >> (i % 32)).max(1)).collect();
@@ -345,7 +368,7 @@ fn intdiv(t: Target) {
     same("intdiv u64/i64", t, &u64s(&m, 1, 4 * N as usize), &want64);
 }
 
-fn bitops(t: Target) {
+fn bitops(t: Cfg) {
     let mut r = Rng(5);
     let a: Vec<u32> = (0..N)
         .map(|i| if i % 50 == 0 { 0 } else { r.u32() >> (i % 29) })
@@ -381,7 +404,7 @@ fn bitops(t: Target) {
     same("bitops", t, &u32s(&m, 0, 8 * N as usize), &want);
 }
 
-fn wg_sum(t: Target) {
+fn wg_sum(t: Cfg) {
     let mut r = Rng(6);
     let groups = 8usize;
     let input: Vec<u32> = (0..256 * groups).map(|_| r.u32()).collect();
@@ -404,7 +427,7 @@ fn wg_sum(t: Target) {
     same("wg_sum", t, &u32s(&m, 0, groups), &want);
 }
 
-fn gatomics(t: Target) {
+fn gatomics(t: Cfg) {
     let mut r = Rng(7);
     let n = 1024usize;
     let input: Vec<u32> = (0..n).map(|_| r.u32()).collect();
@@ -440,7 +463,7 @@ fn gatomics(t: Target) {
     );
 }
 
-fn lds_hist(t: Target) {
+fn lds_hist(t: Cfg) {
     let mut r = Rng(8);
     let (groups, wg) = (6usize, 192usize);
     let input: Vec<u32> = (0..groups * wg).map(|_| r.u32()).collect();
@@ -465,7 +488,7 @@ fn lds_hist(t: Target) {
     same("lds_hist", t, &u32s(&m, 0, 32), &want);
 }
 
-fn stencil(t: Target) {
+fn stencil(t: Cfg) {
     let (w, h) = (37usize, 29usize);
     let mut r = Rng(9);
     let input: Vec<f32> = (0..w * h).map(|_| r.f32(-1.0, 1.0)).collect();
@@ -493,7 +516,7 @@ fn stencil(t: Target) {
     same("stencil", t, &u32s(&m, 0, w * h), &want);
 }
 
-fn scratch(t: Target) {
+fn scratch(t: Cfg) {
     let mut r = Rng(10);
     let input: Vec<u32> = (0..N).map(|_| r.u32()).collect();
     let args = [Arg::Buf(0), Arg::Buf(1), Arg::U32(N)];
@@ -518,7 +541,7 @@ fn scratch(t: Target) {
     same("scratch", t, &u32s(&m, 0, N as usize), &want);
 }
 
-fn call(t: Target) {
+fn call(t: Cfg) {
     let mut r = Rng(11);
     let x: Vec<f32> = (0..N).map(|_| r.f32(-2.0, 2.0)).collect();
     let c: Vec<f32> = (0..6).map(|_| r.f32(-1.0, 1.0)).collect();
@@ -539,7 +562,7 @@ fn call(t: Target) {
     same("call", t, &u32s(&m, 0, N as usize), &want);
 }
 
-fn diverge(t: Target) {
+fn diverge(t: Cfg) {
     let mut r = Rng(12);
     let input: Vec<u32> = (0..N).map(|_| r.u32()).collect();
     let args = [Arg::Buf(0), Arg::Buf(1), Arg::U32(N)];
@@ -570,7 +593,7 @@ fn diverge(t: Target) {
     same("diverge", t, &u32s(&m, 0, 2 * N as usize), &want);
 }
 
-fn waveops(t: Target) {
+fn waveops(t: Cfg) {
     let mut r = Rng(13);
     let n = 256usize;
     let input: Vec<u32> = (0..n).map(|_| r.u32()).collect();
@@ -622,7 +645,7 @@ fn waveops(t: Target) {
     same("waveops", t, &u32s(&m, 0, 8 * n), &want);
 }
 
-fn fmath(t: Target) {
+fn fmath(t: Cfg) {
     let mut r = Rng(14);
     let x: Vec<f32> = (0..N).map(|_| r.f32(-20.0, 20.0)).collect();
     let args = [Arg::Buf(0), Arg::Buf(1), Arg::U32(N)];
@@ -657,7 +680,7 @@ fn fmath(t: Target) {
     }
 }
 
-fn convert(t: Target) {
+fn convert(t: Cfg) {
     let mut r = Rng(15);
     let x: Vec<f32> = (0..N)
         .map(|i| {
@@ -720,7 +743,7 @@ const F32_SPECIAL: [f32; 15] = [
 /// Results equal: the same bits, any NaN for a NaN, and (`zeros`) either zero for a zero.
 fn same_float<T: Copy + PartialEq + std::fmt::Debug>(
     what: &str,
-    t: Target,
+    t: Cfg,
     got: &[T],
     want: &[T],
     nan: impl Fn(T) -> bool,
@@ -733,7 +756,7 @@ fn same_float<T: Copy + PartialEq + std::fmt::Debug>(
     }
 }
 
-fn fspecial(t: Target) {
+fn fspecial(t: Cfg) {
     let mut x = Vec::new();
     let mut y = Vec::new();
     for a in F32_SPECIAL {
@@ -784,7 +807,7 @@ fn fspecial(t: Target) {
     });
 }
 
-fn dspecial(t: Target) {
+fn dspecial(t: Cfg) {
     let special: Vec<f64> = F32_SPECIAL
         .iter()
         .map(|&v| f64::from(v))
@@ -839,7 +862,7 @@ fn dspecial(t: Target) {
     });
 }
 
-fn packed(t: Target) {
+fn packed(t: Cfg) {
     let mut r = Rng(16);
     let n = 300usize;
     let x: Vec<f32> = (0..2 * n).map(|_| r.f32(-8.0, 8.0)).collect();
@@ -887,7 +910,7 @@ fn packed(t: Target) {
     same("packed f16", t, &u16s(&m, 1, 4 * n), &hwant);
 }
 
-fn scan1024(t: Target) {
+fn scan1024(t: Cfg) {
     let mut r = Rng(17);
     let n = 2048usize;
     let input: Vec<u32> = (0..n).map(|_| r.u32() >> 8).collect();
@@ -918,7 +941,7 @@ fn scan1024(t: Target) {
     same("scan1024 shorts", t, &u16s(&m, 2, n), &ws);
 }
 
-fn atomics2(t: Target) {
+fn atomics2(t: Cfg) {
     let mut r = Rng(18);
     let (groups, n) = (4usize, 1024usize);
     let input: Vec<u32> = (0..n).map(|_| r.u32()).collect();
@@ -957,7 +980,7 @@ fn atomics2(t: Target) {
     }
 }
 
-fn lds_wide(t: Target) {
+fn lds_wide(t: Cfg) {
     let mut r = Rng(19);
     let n = 512usize;
     let input: Vec<u32> = (0..4 * n).map(|_| r.u32()).collect();
@@ -990,7 +1013,7 @@ fn lds_wide(t: Target) {
     same("lds_wide", t, &u32s(&m, 0, 4 * n), &want);
 }
 
-fn grid3d(t: Target) {
+fn grid3d(t: Cfg) {
     let (w, h, d) = (19u32, 11u32, 5u32);
     let n = (w * h * d) as usize;
     let args = [Arg::Buf(0), Arg::U32(w), Arg::U32(h)];
@@ -1013,7 +1036,7 @@ fn grid3d(t: Target) {
     same("grid3d", t, &u32s(&m, 0, n), &want);
 }
 
-fn i64ops(t: Target) {
+fn i64ops(t: Cfg) {
     let mut r = Rng(20);
     let a: Vec<u64> = (0..N).map(|i| r.next() >> (i % 40)).collect();
     let b: Vec<u64> = (0..N).map(|_| r.next()).collect();
@@ -1045,7 +1068,7 @@ fn i64ops(t: Target) {
     same("i64ops", t, &u64s(&m, 0, 8 * N as usize), &want);
 }
 
-fn narrow(t: Target) {
+fn narrow(t: Cfg) {
     let mut r = Rng(21);
     let a: Vec<u32> = (0..N).map(|_| r.u32()).collect();
     let b: Vec<u32> = (0..N).map(|_| r.u32()).collect();
@@ -1091,7 +1114,7 @@ fn narrow(t: Target) {
     same("narrow short2", t, &u32s(&m, 1, n), &want);
 }
 
-fn lds_bytes(t: Target) {
+fn lds_bytes(t: Cfg) {
     let mut r = Rng(22);
     let n = 768usize;
     let input: Vec<u32> = (0..n).map(|_| r.u32()).collect();
@@ -1119,7 +1142,7 @@ fn lds_bytes(t: Target) {
     same("lds_bytes", t, &u32s(&m, 0, n), &want);
 }
 
-fn permute(t: Target) {
+fn permute(t: Cfg) {
     let mut r = Rng(23);
     let n = 256usize;
     let input: Vec<u32> = (0..n).map(|_| r.u32()).collect();
@@ -1139,14 +1162,14 @@ fn permute(t: Target) {
     same("permute", t, &u32s(&m, 0, 2 * n), &want);
 }
 
-fn trap(t: Target) {
-    let Some(obj) = build(t) else {
+fn trap(t: Cfg) {
+    let Some(obj) = build_at(t.target, t.opt) else {
         return;
     };
     let mut input: Vec<u32> = (0..512).map(|i| i + 100).collect();
     input[300] = 7;
     let launch = Launch {
-        target: t,
+        target: t.target,
         kernel: "trap",
         args: &[Arg::Buf(0), Arg::Buf(1)],
         buffers: vec![vec![0; 4 * 512], bytes(&input, u32::to_le_bytes)],

@@ -199,7 +199,13 @@ pub fn mcpu(target: Target) -> &'static str {
 /// The corpus compiled and linked for `target`, once per process; `None` (a skip outside CI)
 /// without clang-19 and ld.lld-19. Panics with the compiler's message when it fails.
 pub fn build(target: Target) -> Option<Arc<CodeObject>> {
-    static BUILT: OnceLock<Mutex<HashMap<Target, Arc<CodeObject>>>> = OnceLock::new();
+    build_at(target, "-O2")
+}
+
+/// [`build`] at another optimization level (`-O0`: every value through the stack in
+/// scratch, calls not inlined).
+pub fn build_at(target: Target, opt: &'static str) -> Option<Arc<CodeObject>> {
+    static BUILT: OnceLock<Mutex<HashMap<(Target, &str), Arc<CodeObject>>>> = OnceLock::new();
     for tool in ["clang-19", "ld.lld-19"] {
         if !Path::new("/usr/bin").join(tool).exists() {
             kfd_skip::prerequisite(format!("{tool} is missing (Debian clang-19, lld-19)"));
@@ -210,20 +216,20 @@ pub fn build(target: Target) -> Option<Arc<CodeObject>> {
     let mut built = built
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(obj) = built.get(&target) {
+    if let Some(obj) = built.get(&(target, opt)) {
         return Some(obj.clone());
     }
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kernels/corpus.cl");
     let dir = std::env::temp_dir().join(format!("kfd-gfx9-corpus-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (o, so) = (
-        dir.join(format!("{}.o", mcpu(target))),
-        dir.join(format!("{}.so", mcpu(target))),
+        dir.join(format!("{}{opt}.o", mcpu(target))),
+        dir.join(format!("{}{opt}.so", mcpu(target))),
     );
     let out = Command::new("clang-19")
         .args(["-x", "cl", "-cl-std=CL2.0", "-target", "amdgcn-amd-amdhsa"])
         .arg(format!("-mcpu={}", mcpu(target)))
-        .args(["-nogpulib", "-O2", "-ffp-contract=off"])
+        .args(["-nogpulib", opt, "-ffp-contract=off"])
         .args(["-cl-fp32-correctly-rounded-divide-sqrt", "-c"])
         .arg(&src)
         .arg("-o")
@@ -248,8 +254,9 @@ pub fn build(target: Target) -> Option<Arc<CodeObject>> {
         String::from_utf8_lossy(&out.stderr)
     );
     let obj = Arc::new(CodeObject::parse(&std::fs::read(&so).unwrap()).expect("the ELF parses"));
-    let _ = std::fs::remove_dir_all(&dir);
-    built.insert(target, obj.clone());
+    let _ = std::fs::remove_file(&o);
+    let _ = std::fs::remove_file(&so);
+    built.insert((target, opt), obj.clone());
     Some(obj)
 }
 
