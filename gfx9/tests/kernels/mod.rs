@@ -205,7 +205,8 @@ pub fn build(target: Target) -> Option<Arc<CodeObject>> {
 /// [`build`] at another optimization level (`-O0`: every value through the stack in
 /// scratch, calls not inlined).
 pub fn build_at(target: Target, opt: &'static str) -> Option<Arc<CodeObject>> {
-    static BUILT: OnceLock<Mutex<HashMap<(Target, &str), Arc<CodeObject>>>> = OnceLock::new();
+    type Built = HashMap<(Target, &'static str), Arc<CodeObject>>;
+    static BUILT: OnceLock<Mutex<Built>> = OnceLock::new();
     for tool in ["clang-19", "ld.lld-19"] {
         if !Path::new("/usr/bin").join(tool).exists() {
             kfd_skip::prerequisite(format!("{tool} is missing (Debian clang-19, lld-19)"));
