@@ -226,6 +226,7 @@ on_every_target!(narrow);
 on_every_target!(lds_bytes);
 on_every_target!(permute);
 on_every_target!(trap);
+on_every_target!(mfma);
 
 /// 1000 items in groups of 256: the last group is partial, its missing lanes off in EXEC.
 const N: u32 = 1000;
@@ -1189,6 +1190,42 @@ fn trap(t: Cfg) {
         }
         other => panic!("trap on {t:?}: {other:?}"),
     }
+}
+
+fn mfma(t: Cfg) {
+    if t.target == Target::Gfx906 {
+        return; // gfx906 has no matrix instructions (the kernel is not built for it)
+    }
+    let mut r = Rng(24);
+    let n = 256usize; // 4 waves, each its own product
+    // Small integers: every product and sum is exact, whatever order the hardware sums in.
+    let small = |r: &mut Rng| (r.u32() % 17) as f32 - 8.0;
+    let a: Vec<f32> = (0..n).map(|_| small(&mut r)).collect();
+    let b: Vec<f32> = (0..n).map(|_| small(&mut r)).collect();
+    let c: Vec<f32> = (0..4 * n).map(|_| small(&mut r)).collect();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::Buf(3)];
+    let bufs = vec![
+        vec![0; 16 * n],
+        bytes(&a, f32::to_le_bytes),
+        bytes(&b, f32::to_le_bytes),
+        bytes(&c, f32::to_le_bytes),
+    ];
+    let Some(m) = launch(t, "mfma", &args, bufs, [n as u32, 1, 1], [128, 1, 1]) else {
+        return;
+    };
+    let mut want = vec![0u32; 4 * n];
+    for w in 0..n / 64 {
+        let (a, b, c) = (&a[64 * w..], &b[64 * w..], &c[256 * w..]);
+        for i in 0..16 {
+            for j in 0..16 {
+                // D[i][j] and C[i][j]: register i % 4 of lane 16 (i / 4) + j.
+                let at = 4 * (16 * (i / 4) + j) + i % 4;
+                let dot: f32 = (0..4).map(|k| a[16 * k + i] * b[16 * k + j]).sum();
+                want[256 * w + at] = (c[at] + dot).to_bits();
+            }
+        }
+    }
+    same("mfma", t, &u32s(&m, 0, 4 * n), &want);
 }
 
 #[test]

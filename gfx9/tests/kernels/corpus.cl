@@ -444,3 +444,15 @@ __kernel void trap(__global uint *out, __global const uint *in) {
         __builtin_trap();
     out[i] = in[i];
 }
+
+#if defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx942__)
+typedef float float4_t __attribute__((ext_vector_type(4)));
+// A matrix multiply-accumulate per wave: D (16×16) = A (16×4) · B (4×16) + C with
+// v_mfma_f32_16x16x4f32 (A[i][k] in lane 16k + i, B[k][j] in lane 16k + j, D[i][j] in
+// register i % 4 of lane 16 (i / 4) + j). No MFMA on gfx906.
+__kernel void mfma(__global float4_t *d, __global const float *a, __global const float *b,
+                   __global const float4_t *c) {
+    uint i = gx();
+    d[i] = __builtin_amdgcn_mfma_f32_16x16x4f32(a[i], b[i], c[i], 0, 0, 0);
+}
+#endif
