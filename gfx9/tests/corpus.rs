@@ -227,6 +227,8 @@ on_every_target!(lds_bytes);
 on_every_target!(permute);
 on_every_target!(trap);
 on_every_target!(mfma);
+on_every_target!(mfma_f16);
+on_every_target!(mfma_f64);
 
 /// 1000 items in groups of 256: the last group is partial, its missing lanes off in EXEC.
 const N: u32 = 1000;
@@ -1226,6 +1228,78 @@ fn mfma(t: Cfg) {
         }
     }
     same("mfma", t, &u32s(&m, 0, 4 * n), &want);
+}
+
+fn mfma_f16(t: Cfg) {
+    if t.target == Target::Gfx906 {
+        return; // no matrix instructions
+    }
+    let mut r = Rng(25);
+    let n = 128usize;
+    let small = |r: &mut Rng| (r.u32() % 9) as f32 - 4.0;
+    let a: Vec<f32> = (0..4 * n).map(|_| small(&mut r)).collect();
+    let b: Vec<f32> = (0..4 * n).map(|_| small(&mut r)).collect();
+    let c: Vec<f32> = (0..4 * n).map(|_| small(&mut r)).collect();
+    let h = |v: &[f32]| -> Vec<u8> {
+        v.iter()
+            .flat_map(|&x| f16_from_f32(x).to_le_bytes())
+            .collect()
+    };
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::Buf(3)];
+    let bufs = vec![vec![0; 16 * n], h(&a), h(&b), bytes(&c, f32::to_le_bytes)];
+    let Some(m) = launch(t, "mfma_f16", &args, bufs, [n as u32, 1, 1], [64, 1, 1]) else {
+        return;
+    };
+    let mut want = vec![0u32; 4 * n];
+    for w in 0..n / 64 {
+        let (a, b, c) = (&a[256 * w..], &b[256 * w..], &c[256 * w..]);
+        for i in 0..16 {
+            for j in 0..16 {
+                let at = 4 * (16 * (i / 4) + j) + i % 4;
+                // A[i][k]: element k % 4 of lane 16 (k / 4) + i.
+                let dot: f32 = (0..16)
+                    .map(|k| a[4 * (16 * (k / 4) + i) + k % 4] * b[4 * (16 * (k / 4) + j) + k % 4])
+                    .sum();
+                want[256 * w + at] = (c[at] + dot).to_bits();
+            }
+        }
+    }
+    same("mfma_f16", t, &u32s(&m, 0, 4 * n), &want);
+}
+
+fn mfma_f64(t: Cfg) {
+    if matches!(t.target, Target::Gfx906 | Target::Gfx908) {
+        return; // f64 matrix instructions are gfx90a's and gfx942's
+    }
+    let mut r = Rng(26);
+    let n = 128usize;
+    let small = |r: &mut Rng| f64::from(r.u32() % 17) - 8.0;
+    let a: Vec<f64> = (0..n).map(|_| small(&mut r)).collect();
+    let b: Vec<f64> = (0..n).map(|_| small(&mut r)).collect();
+    let c: Vec<f64> = (0..4 * n).map(|_| small(&mut r)).collect();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::Buf(3)];
+    let bufs = vec![
+        vec![0; 32 * n],
+        bytes(&a, f64::to_le_bytes),
+        bytes(&b, f64::to_le_bytes),
+        bytes(&c, f64::to_le_bytes),
+    ];
+    let Some(m) = launch(t, "mfma_f64", &args, bufs, [n as u32, 1, 1], [64, 1, 1]) else {
+        return;
+    };
+    let mut want = vec![0u64; 4 * n];
+    for w in 0..n / 64 {
+        let (a, b, c) = (&a[64 * w..], &b[64 * w..], &c[256 * w..]);
+        for i in 0..16 {
+            for j in 0..16 {
+                // D[i][j]: register pair i / 4 of lane 16 (i % 4) + j.
+                let at = 4 * (16 * (i % 4) + j) + i / 4;
+                let dot: f64 = (0..4).map(|k| a[16 * k + i] * b[16 * k + j]).sum();
+                want[256 * w + at] = (c[at] + dot).to_bits();
+            }
+        }
+    }
+    same("mfma_f64", t, &u64s(&m, 0, 4 * n), &want);
 }
 
 #[test]

@@ -455,4 +455,24 @@ __kernel void mfma(__global float4_t *d, __global const float *a, __global const
     uint i = gx();
     d[i] = __builtin_amdgcn_mfma_f32_16x16x4f32(a[i], b[i], c[i], 0, 0, 0);
 }
+
+typedef half half4_t __attribute__((ext_vector_type(4)));
+// v_mfma_f32_16x16x16f16: A[i][k] is element k % 4 of lane 16 (k / 4) + i (B alike), D as
+// in `mfma`.
+__kernel void mfma_f16(__global float4_t *d, __global const half4_t *a,
+                       __global const half4_t *b, __global const float4_t *c) {
+    uint i = gx();
+    d[i] = __builtin_amdgcn_mfma_f32_16x16x16f16(a[i], b[i], c[i], 0, 0, 0);
+}
+#endif
+
+#if defined(__gfx90a__) || defined(__gfx942__)
+typedef double double4_t __attribute__((ext_vector_type(4)));
+// v_mfma_f64_16x16x4f64: A[i][k] in lane 16k + i (B alike), D[i][j] in register pair i / 4
+// of lane 16 (i % 4) + j.
+__kernel void mfma_f64(__global double4_t *d, __global const double *a,
+                       __global const double *b, __global const double4_t *c) {
+    uint i = gx();
+    d[i] = __builtin_amdgcn_mfma_f64_16x16x4f64(a[i], b[i], c[i], 0, 0, 0);
+}
 #endif
