@@ -78,6 +78,7 @@ fn bench(c: &mut Criterion) {
         ],
         grid: [n, 1, 1],
         workgroup: [256, 1, 1],
+        dynamic_lds: 0,
     };
     let (mem, d) = launch.prepare(&obj);
     let one = RunOptions { threads: 1 };
@@ -114,6 +115,7 @@ fn bench(c: &mut Criterion) {
         buffers: vec![vec![0; 4 * N / 256], to_bytes(&u, u32::to_le_bytes)],
         grid: [n, 1, 1],
         workgroup: [256, 1, 1],
+        dynamic_lds: 0,
     };
     let (mem, d) = launch.prepare(&obj);
     let insts = run(&d, &mem, &one, &NoObserver)

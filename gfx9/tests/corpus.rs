@@ -73,6 +73,11 @@ fn launch(
         buffers,
         grid,
         workgroup,
+        dynamic_lds: if args.iter().any(|a| matches!(a, Arg::DynLds)) {
+            4096
+        } else {
+            0
+        },
     };
     let (mem, d) = l.prepare(&obj);
     let stats = run(&d, &mem, &RunOptions { threads: 2 }, &NoObserver)
@@ -229,6 +234,7 @@ on_every_target!(trap);
 on_every_target!(mfma);
 on_every_target!(mfma_f16);
 on_every_target!(mfma_f64);
+on_every_target!(dyn_lds);
 
 /// 1000 items in groups of 256: the last group is partial, its missing lanes off in EXEC.
 const N: u32 = 1000;
@@ -1178,6 +1184,7 @@ fn trap(t: Cfg) {
         buffers: vec![vec![0; 4 * 512], bytes(&input, u32::to_le_bytes)],
         grid: [512, 1, 1],
         workgroup: [128, 1, 1],
+        dynamic_lds: 0,
     };
     let (mem, d) = launch.prepare(&obj);
     match run(&d, &mem, &RunOptions { threads: 1 }, &NoObserver) {
@@ -1300,6 +1307,25 @@ fn mfma_f64(t: Cfg) {
         }
     }
     same("mfma_f64", t, &u64s(&m, 0, 4 * n), &want);
+}
+
+fn dyn_lds(t: Cfg) {
+    let mut r = Rng(27);
+    let (n, wg) = (600usize, 200usize);
+    let input: Vec<u32> = (0..n).map(|_| r.u32()).collect();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::DynLds];
+    let bufs = vec![vec![0; 4 * n], bytes(&input, u32::to_le_bytes)];
+    let grid = [n as u32, 1, 1];
+    let Some(m) = launch(t, "dyn_lds", &args, bufs, grid, [wg as u32, 1, 1]) else {
+        return;
+    };
+    let want: Vec<u32> = (0..n)
+        .map(|i| {
+            let (g, l) = (i / wg * wg, i % wg);
+            input[g + (l * 5) % wg].wrapping_add(input[g + l % 64] ^ 0x55)
+        })
+        .collect();
+    same("dyn_lds", t, &u32s(&m, 0, n), &want);
 }
 
 #[test]

@@ -476,3 +476,16 @@ __kernel void mfma_f64(__global double4_t *d, __global const double *a,
     d[i] = __builtin_amdgcn_mfma_f64_16x16x4f64(a[i], b[i], c[i], 0, 0, 0);
 }
 #endif
+
+// Dynamic LDS: a __local pointer argument (the runtime passes its LDS offset, past the
+// kernel's static LDS, and adds its size to the packet's group segment size).
+__kernel void dyn_lds(__global uint *out, __global const uint *in, __local uint *dyn) {
+    __local uint fixed[64];
+    uint l = __builtin_amdgcn_workitem_id_x();
+    uint v = in[gx()];
+    dyn[l] = v;
+    if (l < 64)
+        fixed[l] = v ^ 0x55;
+    wg_barrier();
+    out[gx()] = dyn[(l * 5) % __builtin_amdgcn_workgroup_size_x()] + fixed[l % 64];
+}

@@ -270,6 +270,9 @@ pub enum Arg {
     U32(u32),
     /// An f32.
     F32(f32),
+    /// A `__local` pointer argument: the LDS offset of the launch's dynamic LDS (past the
+    /// kernel's static LDS, 16-aligned), as the runtime passes it.
+    DynLds,
 }
 
 /// One launch of a corpus kernel.
@@ -286,6 +289,8 @@ pub struct Launch<'a> {
     pub grid: [u32; 3],
     /// Work-items per workgroup per dimension.
     pub workgroup: [u32; 3],
+    /// Bytes of dynamic LDS (for an [`Arg::DynLds`]).
+    pub dynamic_lds: u32,
 }
 
 /// The address of buffer `i`.
@@ -305,12 +310,14 @@ impl Launch<'_> {
         let mut mem = Mem::default();
         mem.map(IMAGE, obj.image.clone());
         // Explicit arguments, then v5's hidden ones from the next multiple of 8.
+        let dyn_offset = kd.group_segment_fixed_size.next_multiple_of(16);
         let mut ka = Vec::new();
         for a in self.args {
             let bytes = match *a {
                 Arg::Buf(i) => buffer(i).to_le_bytes().to_vec(),
                 Arg::U32(v) => v.to_le_bytes().to_vec(),
                 Arg::F32(v) => v.to_le_bytes().to_vec(),
+                Arg::DynLds => dyn_offset.to_le_bytes().to_vec(),
             };
             ka.resize(ka.len().next_multiple_of(bytes.len()), 0);
             ka.extend(bytes);
@@ -346,7 +353,12 @@ impl Launch<'_> {
             p[12 + 4 * d..16 + 4 * d].copy_from_slice(&self.grid[d].to_le_bytes());
         }
         p[24..28].copy_from_slice(&kd.private_segment_fixed_size.to_le_bytes());
-        p[28..32].copy_from_slice(&kd.group_segment_fixed_size.to_le_bytes());
+        let group_segment_size = if self.dynamic_lds > 0 {
+            dyn_offset + self.dynamic_lds
+        } else {
+            kd.group_segment_fixed_size
+        };
+        p[28..32].copy_from_slice(&group_segment_size.to_le_bytes());
         p[32..40].copy_from_slice(&(IMAGE + kd_at).to_le_bytes());
         p[40..48].copy_from_slice(&KERNARG.to_le_bytes());
         mem.map(PACKET, p);
@@ -370,7 +382,7 @@ impl Launch<'_> {
             queue_ptr: 0,
             dispatch_id: 0,
             private_segment_size: private,
-            group_segment_size: kd.group_segment_fixed_size,
+            group_segment_size,
             scratch: Scratch {
                 srd: [
                     SCRATCH as u32,
