@@ -1328,6 +1328,85 @@ fn dyn_lds(t: Cfg) {
     same("dyn_lds", t, &u32s(&m, 0, n), &want);
 }
 
+/// `fspecial` compiled with `-cl-denorms-are-zero`: the descriptor's MODE flushes f32
+/// denormals, inputs and results (sign kept).
+fn fspecial_ftz(target: Target) {
+    let t = Cfg {
+        target,
+        opt: "-O2 -cl-denorms-are-zero",
+    };
+    let mut x = Vec::new();
+    let mut y = Vec::new();
+    for a in F32_SPECIAL {
+        for b in F32_SPECIAL {
+            x.push(a);
+            y.push(b);
+        }
+    }
+    let n = x.len();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::U32(n as u32)];
+    let bufs = vec![
+        vec![0; 32 * n],
+        bytes(&x, f32::to_le_bytes),
+        bytes(&y, f32::to_le_bytes),
+    ];
+    let Some(m) = launch(t, "fspecial", &args, bufs, [n as u32, 1, 1], [64, 1, 1]) else {
+        return;
+    };
+    let ftz = |v: f32| {
+        if v.is_subnormal() {
+            0.0f32.copysign(v)
+        } else {
+            v
+        }
+    };
+    let want: Vec<u32> = (0..n)
+        .flat_map(|i| {
+            let (a, b) = (ftz(x[i]), ftz(y[i]));
+            let sel = if a < b {
+                a - b
+            } else if a == b {
+                1.0
+            } else {
+                2f32.copysign(b)
+            };
+            [
+                a + b,
+                a * b,
+                a / b,
+                a.sqrt(),
+                a.min(b),
+                a.max(b),
+                a.mul_add(b, a),
+                sel,
+            ]
+        })
+        .map(|v| ftz(v).to_bits())
+        .collect();
+    let got = u32s(&m, 0, 8 * n);
+    let nan = |v: u32| f32::from_bits(v).is_nan();
+    let zero = |v: u32| v & 0x7fff_ffff == 0;
+    same_float(
+        "fspecial -cl-denorms-are-zero",
+        t,
+        &got,
+        &want,
+        nan,
+        zero,
+        |i| matches!(i % 8, 4 | 5),
+    );
+}
+
+#[test]
+fn fspecial_ftz_gfx90a() {
+    fspecial_ftz(Target::Gfx90a);
+}
+
+#[test]
+fn fspecial_ftz_gfx942() {
+    fspecial_ftz(Target::Gfx942);
+}
+
 #[test]
 fn f16_conversion_helper_rounds_to_nearest_even() {
     assert_eq!(f16_from_f32(1.0), 0x3c00);

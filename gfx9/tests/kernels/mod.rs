@@ -203,7 +203,7 @@ pub fn build(target: Target) -> Option<Arc<CodeObject>> {
 }
 
 /// [`build`] at another optimization level (`-O0`: every value through the stack in
-/// scratch, calls not inlined).
+/// scratch, calls not inlined), or with more options after it (`"-O2 -cl-denorms-are-zero"`).
 pub fn build_at(target: Target, opt: &'static str) -> Option<Arc<CodeObject>> {
     type Built = HashMap<(Target, &'static str), Arc<CodeObject>>;
     static BUILT: OnceLock<Mutex<Built>> = OnceLock::new();
@@ -224,13 +224,15 @@ pub fn build_at(target: Target, opt: &'static str) -> Option<Arc<CodeObject>> {
     let dir = std::env::temp_dir().join(format!("kfd-gfx9-corpus-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (o, so) = (
-        dir.join(format!("{}{opt}.o", mcpu(target))),
-        dir.join(format!("{}{opt}.so", mcpu(target))),
+        dir.join(format!("{}{}.o", mcpu(target), opt.replace(' ', ""))),
+        dir.join(format!("{}{}.so", mcpu(target), opt.replace(' ', ""))),
     );
     let out = Command::new("clang-19")
         .args(["-x", "cl", "-cl-std=CL2.0", "-target", "amdgcn-amd-amdhsa"])
         .arg(format!("-mcpu={}", mcpu(target)))
-        .args(["-nogpulib", opt, "-ffp-contract=off"])
+        .arg("-nogpulib")
+        .args(opt.split_whitespace())
+        .arg("-ffp-contract=off")
         .args(["-cl-fp32-correctly-rounded-divide-sqrt", "-c"])
         .arg(&src)
         .arg("-o")
