@@ -235,6 +235,7 @@ on_every_target!(mfma);
 on_every_target!(mfma_f16);
 on_every_target!(mfma_f64);
 on_every_target!(dyn_lds);
+on_every_target!(cvt_special);
 
 /// 1000 items in groups of 256: the last group is partial, its missing lanes off in EXEC.
 const N: u32 = 1000;
@@ -1326,6 +1327,50 @@ fn dyn_lds(t: Cfg) {
         })
         .collect();
     same("dyn_lds", t, &u32s(&m, 0, n), &want);
+}
+
+fn cvt_special(t: Cfg) {
+    let vals: Vec<f64> = vec![
+        0.0,
+        -0.0,
+        -0.5,
+        0.99,
+        -1.5,
+        2147483520.0,
+        2147483648.0,
+        -2147483904.0,
+        3e9,
+        4294967040.0,
+        5e9,
+        -3e9,
+        1e30,
+        -1e30,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e-40,
+        4294967295.5,
+        -2147483648.9,
+    ];
+    let n = vals.len();
+    let x: Vec<f32> = vals.iter().map(|&v| v as f32).collect();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::U32(n as u32)];
+    let bufs = vec![
+        vec![0; 16 * n],
+        bytes(&x, f32::to_le_bytes),
+        bytes(&vals, f64::to_le_bytes),
+    ];
+    let Some(m) = launch(t, "cvt_special", &args, bufs, [n as u32, 1, 1], [64, 1, 1]) else {
+        return;
+    };
+    // The guide's V_CVT_{I32,U32}_{F32,F64}: saturating, NaN to 0, truncating — Rust's `as`.
+    let want: Vec<u32> = (0..n)
+        .flat_map(|i| {
+            let (a, d) = (x[i], vals[i]);
+            [a as i32 as u32, a as u32, d as i32 as u32, d as u32]
+        })
+        .collect();
+    same("cvt_special", t, &u32s(&m, 0, 4 * n), &want);
 }
 
 /// `fspecial` compiled with `-cl-denorms-are-zero`: the descriptor's MODE flushes f32

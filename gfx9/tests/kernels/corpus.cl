@@ -489,3 +489,16 @@ __kernel void dyn_lds(__global uint *out, __global const uint *in, __local uint 
     wg_barrier();
     out[gx()] = dyn[(l * 5) % __builtin_amdgcn_workgroup_size_x()] + fixed[l % 64];
 }
+
+// Float-to-integer conversions of out-of-range values and NaN (undefined in C; LLVM emits the
+// hardware's v_cvt_{i32,u32}_{f32,f64}, which saturate and turn NaN into 0).
+__kernel void cvt_special(__global uint *out, __global const float *x, __global const double *d,
+                          uint n) {
+    uint i = gx();
+    if (i < n) {
+        out[4 * i] = (uint)(int)x[i];
+        out[4 * i + 1] = (uint)x[i];
+        out[4 * i + 2] = (uint)(int)d[i];
+        out[4 * i + 3] = (uint)d[i];
+    }
+}
