@@ -10,7 +10,7 @@
 
 mod kernels;
 
-use kernels::{Arg, Launch, Mem, buffer, build_at};
+use kernels::{Arg, Launch, Mem, buffer, build_at, build_ocl};
 use kfd_gfx9::dispatch::{DispatchError, NoObserver, RunOptions, run};
 use kfd_gfx9::exec::Target;
 
@@ -64,7 +64,11 @@ fn launch(
     grid: [u32; 3],
     workgroup: [u32; 3],
 ) -> Option<Mem> {
-    let obj = build_at(cfg.target, cfg.opt)?;
+    let obj = if cfg.opt == "ocl" {
+        build_ocl(cfg.target)?
+    } else {
+        build_at(cfg.target, cfg.opt)?
+    };
     let target = cfg.target;
     let l = Launch {
         target,
@@ -1371,6 +1375,198 @@ fn cvt_special(t: Cfg) {
         })
         .collect();
     same("cvt_special", t, &u32s(&m, 0, 4 * n), &want);
+}
+
+/// The kernels of `ocl.cl` (built against the ROCm device libraries) per target.
+macro_rules! ocl_on_every_target {
+    ($name:ident) => {
+        mod $name {
+            use super::Cfg;
+            use kfd_gfx9::exec::Target;
+            fn at(target: Target) {
+                super::$name(Cfg { target, opt: "ocl" });
+            }
+            #[test]
+            fn gfx90a() {
+                at(Target::Gfx90a);
+            }
+            #[test]
+            fn gfx942() {
+                at(Target::Gfx942);
+            }
+            #[test]
+            fn gfx908() {
+                at(Target::Gfx908);
+            }
+            #[test]
+            fn gfx906() {
+                at(Target::Gfx906);
+            }
+        }
+    };
+}
+
+ocl_on_every_target!(ocl_ids);
+ocl_on_every_target!(ocl_math);
+ocl_on_every_target!(ocl_dmath);
+ocl_on_every_target!(ocl_subgroup);
+
+fn ocl_ids(t: Cfg) {
+    let (w, h) = (37u32, 21u32);
+    let (lx, ly) = (16u32, 8u32);
+    let n = (w * h) as usize;
+    let Some(m) = launch(
+        t,
+        "ocl_ids",
+        &[Arg::Buf(0)],
+        vec![vec![0; 32 * n]],
+        [w, h, 1],
+        [lx, ly, 1],
+    ) else {
+        return;
+    };
+    let pack = |a: u32, b: u32| a | b << 16;
+    let (gx, gy) = (w.div_ceil(lx), h.div_ceil(ly));
+    let want: Vec<u32> = (0..w * h)
+        .flat_map(|i| {
+            let (x, y) = (i % w, i / w);
+            let (bx, by) = (x / lx, y / ly);
+            // OpenCL 2.0: the last group of a dimension is the remainder.
+            let sx = if bx == gx - 1 && w % lx != 0 {
+                w % lx
+            } else {
+                lx
+            };
+            let sy = if by == gy - 1 && h % ly != 0 {
+                h % ly
+            } else {
+                ly
+            };
+            [
+                pack(x % lx, y % ly),
+                pack(bx, by),
+                pack(sx, sy),
+                pack(gx, gy),
+                pack(w, h),
+                2,
+                pack(lx, ly),
+                // ROCm 5.2's ockl computes it from the packet's (enqueued) work-group size.
+                (y % ly) * lx + x % lx,
+            ]
+        })
+        .collect();
+    same("ocl_ids", t, &u32s(&m, 0, 8 * n), &want);
+}
+
+fn ocl_math(t: Cfg) {
+    let mut r = Rng(28);
+    let x: Vec<f32> = (0..N).map(|_| r.f32(-10.0, 10.0)).collect();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::U32(N)];
+    let bufs = vec![vec![0; 32 * N as usize], bytes(&x, f32::to_le_bytes)];
+    let Some(m) = launch(t, "ocl_math", &args, bufs, [N, 1, 1], [256, 1, 1]) else {
+        return;
+    };
+    let got: Vec<f32> = u32s(&m, 0, 8 * N as usize)
+        .into_iter()
+        .map(f32::from_bits)
+        .collect();
+    // The OpenCL 2.0 single-precision ULP limits (table 7.1) against f64 references.
+    let limits = [3, 3, 4, 4, 16, 5, 6, 2];
+    for (i, &a) in x.iter().enumerate() {
+        let d = f64::from(a);
+        let want = [
+            d.exp(),
+            (d.abs() + 0.5).ln(),
+            d.sin(),
+            d.cos(),
+            (d.abs() + 0.25).powf(1.5),
+            (d * 0.25).tanh(),
+            d.atan2(3.0),
+            d.cbrt(),
+        ];
+        for k in 0..8 {
+            let (g, w) = (got[8 * i + k], want[k] as f32);
+            assert!(
+                ulps(g, w) <= limits[k],
+                "ocl_math[{k}] on {t:?} at x = {a}: got {g}, want {w} ({} ulps)",
+                ulps(g, w)
+            );
+        }
+    }
+}
+
+fn ocl_dmath(t: Cfg) {
+    let mut r = Rng(29);
+    let x: Vec<f64> = (0..N)
+        .map(|_| f64::from(r.f32(-20.0, 20.0)) / 3.0)
+        .collect();
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::U32(N)];
+    let bufs = vec![vec![0; 32 * N as usize], bytes(&x, f64::to_le_bytes)];
+    let Some(m) = launch(t, "ocl_dmath", &args, bufs, [N, 1, 1], [256, 1, 1]) else {
+        return;
+    };
+    let got: Vec<f64> = u64s(&m, 0, 4 * N as usize)
+        .into_iter()
+        .map(f64::from_bits)
+        .collect();
+    let ulps64 = |a: f64, b: f64| {
+        let key = |x: f64| {
+            let i = x.to_bits() as i64;
+            if i < 0 { i64::MIN - i } else { i }
+        };
+        key(a).abs_diff(key(b))
+    };
+    // OpenCL's double limits (exp, log 3 ulp; sin 4; sqrt correctly rounded), plus one for
+    // the host's own libm.
+    for (i, &a) in x.iter().enumerate() {
+        let want = [a.exp(), (a.abs() + 0.5).ln(), a.sin(), a.abs().sqrt()];
+        for (k, (&g, w)) in got[4 * i..4 * i + 4].iter().zip(want).enumerate() {
+            let limit = [4, 4, 5, 0][k];
+            assert!(
+                ulps64(g, w) <= limit,
+                "ocl_dmath[{k}] on {t:?} at x = {a}: got {g}, want {w}"
+            );
+        }
+    }
+}
+
+fn ocl_subgroup(t: Cfg) {
+    let mut r = Rng(30);
+    let n = 256usize;
+    let input: Vec<i32> = (0..n).map(|_| r.u32() as i32).collect();
+    let bufs = vec![vec![0; 24 * n], bytes(&input, i32::to_le_bytes)];
+    let grid = [n as u32, 1, 1];
+    let Some(m) = launch(
+        t,
+        "ocl_subgroup",
+        &[Arg::Buf(0), Arg::Buf(1)],
+        bufs,
+        grid,
+        [128, 1, 1],
+    ) else {
+        return;
+    };
+    let mut want = Vec::new();
+    for (w, wave) in input.chunks(64).enumerate() {
+        let sum = wave.iter().fold(0i32, |s, &v| s.wrapping_add(v));
+        let max = *wave.iter().max().unwrap();
+        let any = wave.iter().any(|&v| v > 1_000_000_000);
+        let all = wave.iter().all(|&v| v > -2_000_000_000);
+        let mut scan = 0i32;
+        for (l, &v) in wave.iter().enumerate() {
+            scan = scan.wrapping_add(v);
+            want.extend([
+                sum,
+                scan,
+                max,
+                wave[5],
+                ((w % 2) << 8 | l) as i32,
+                i32::from(any) | i32::from(all) << 1,
+            ]);
+        }
+    }
+    let got: Vec<i32> = u32s(&m, 0, 6 * n).into_iter().map(|v| v as i32).collect();
+    same("ocl_subgroup", t, &got, &want);
 }
 
 /// `fspecial` compiled with `-cl-denorms-are-zero`: the descriptor's MODE flushes f32

@@ -36,6 +36,10 @@ pub const PACKAGES: &[(&str, &str)] = &[
         "lld-19",
         "ld.lld-19, which links kfd-gfx9's kernel corpus (tests/kernels) into code objects",
     ),
+    (
+        "rocm-device-libs",
+        "the OpenCL library bitcode (ocml, ockl) kfd-gfx9's corpus links its ocl.cl kernels with",
+    ),
 ];
 
 /// Installs the packages of [`PACKAGES`] that are missing: with `apt-get` as root, through

@@ -5,13 +5,18 @@
 #pragma OPENCL EXTENSION cl_khr_fp16 : enable
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 
+// The dispatch packet's work-group size in dimension d (hsa_kernel_dispatch_packet_t's
+// workgroup_size_x/y/z at bytes 4, 6, 8). __builtin_amdgcn_workgroup_size_x is this group's
+// own size (the remainder for the last, partial group), not the stride of group ids.
+static inline uint wg_stride(int d) {
+    __constant ushort *p = (__constant ushort *)__builtin_amdgcn_dispatch_ptr();
+    return p[2 + d];
+}
 static inline uint gx(void) {
-    return __builtin_amdgcn_workgroup_id_x() * __builtin_amdgcn_workgroup_size_x() +
-           __builtin_amdgcn_workitem_id_x();
+    return __builtin_amdgcn_workgroup_id_x() * wg_stride(0) + __builtin_amdgcn_workitem_id_x();
 }
 static inline uint gy(void) {
-    return __builtin_amdgcn_workgroup_id_y() * __builtin_amdgcn_workgroup_size_y() +
-           __builtin_amdgcn_workitem_id_y();
+    return __builtin_amdgcn_workgroup_id_y() * wg_stride(1) + __builtin_amdgcn_workitem_id_y();
 }
 static inline void wg_barrier(void) {
     __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
@@ -379,8 +384,7 @@ __kernel void lds_wide(__global uint4 *out, __global const uint4 *in) {
 // A 3D grid with partial work-groups in every dimension.
 __kernel void grid3d(__global uint *out, uint w, uint h) {
     uint x = gx(), y = gy();
-    uint z = __builtin_amdgcn_workgroup_id_z() * __builtin_amdgcn_workgroup_size_z() +
-             __builtin_amdgcn_workitem_id_z();
+    uint z = __builtin_amdgcn_workgroup_id_z() * wg_stride(2) + __builtin_amdgcn_workitem_id_z();
     out[(z * h + y) * w + x] = x | y << 8 | z << 16 | __builtin_amdgcn_workitem_id_z() << 24;
 }
 

@@ -11,8 +11,8 @@
 //!
 //! [`Launch::prepare`] lays out what ROCr and the CP would: the image at [`IMAGE`], the
 //! kernarg segment at [`KERNARG`] (the explicit arguments at their natural alignment, then
-//! code object v5's hidden arguments, AMDGPUUsage "Code Object V5 Metadata": block counts,
-//! group sizes, remainders, global offsets, grid dims), an `hsa_kernel_dispatch_packet_t` at
+//! code object v5's hidden arguments, AMDGPUUsage "Code Object V5 Metadata": counts of full
+//! blocks, group sizes, remainders, global offsets, grid dims), an `hsa_kernel_dispatch_packet_t` at
 //! [`PACKET`] for the dispatch ptr, buffers from [`BUFFERS`], and the queue's scratch with the
 //! V# ROCr 5.2 builds for gfx9 (`AqlQueue::InitScratchSRD`: swizzled, ELEMENT_SIZE 4 bytes,
 //! INDEX_STRIDE 64, ADD_TID_ENABLE).
@@ -205,6 +205,66 @@ pub fn build(target: Target) -> Option<Arc<CodeObject>> {
 /// [`build`] at another optimization level (`-O0`: every value through the stack in
 /// scratch, calls not inlined), or with more options after it (`"-O2 -cl-denorms-are-zero"`).
 pub fn build_at(target: Target, opt: &'static str) -> Option<Arc<CodeObject>> {
+    let mut args: Vec<String> = vec!["-nogpulib".into()];
+    args.extend(opt.split_whitespace().map(String::from));
+    args.extend(
+        [
+            "-ffp-contract=off",
+            "-cl-fp32-correctly-rounded-divide-sqrt",
+        ]
+        .map(String::from),
+    );
+    compile("corpus.cl", target, opt, &args)
+}
+
+/// Where Debian's `rocm-device-libs` (ROCm 5.2.3) installs the device libraries' bitcode.
+pub const DEVICE_LIBS: &str = "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode";
+
+/// `ocl.cl` compiled at -O2 against the ROCm device libraries (the OpenCL library: work-item
+/// functions, ocml's math, ockl's sub-group operations); `None` (a skip outside CI) without
+/// them. ROCm 5.2's libraries predate gfx942: for it the libraries are linked by hand with
+/// the ISA-version bitcode of gfx940, its nearest.
+pub fn build_ocl(target: Target) -> Option<Arc<CodeObject>> {
+    if !Path::new(DEVICE_LIBS).join("ocml.bc").exists() {
+        kfd_skip::prerequisite("the ROCm device libraries are missing (Debian rocm-device-libs)");
+        return None;
+    }
+    let mut args: Vec<String> = vec!["-O2".into()];
+    if target == Target::Gfx942 {
+        args.push("-nogpulib".into());
+        for lib in [
+            "opencl",
+            "ocml",
+            "ockl",
+            "oclc_isa_version_940",
+            "oclc_abi_version_500",
+            "oclc_wavefrontsize64_on",
+            "oclc_daz_opt_off",
+            "oclc_finite_only_off",
+            "oclc_unsafe_math_off",
+            "oclc_correctly_rounded_sqrt_on",
+        ] {
+            args.extend([
+                "-Xclang".into(),
+                "-mlink-builtin-bitcode".into(),
+                "-Xclang".into(),
+            ]);
+            args.push(format!("{DEVICE_LIBS}/{lib}.bc"));
+        }
+    } else {
+        args.push(format!("--rocm-device-lib-path={DEVICE_LIBS}"));
+    }
+    compile("ocl.cl", target, "ocl", &args)
+}
+
+/// `tests/kernels/<src>` compiled with `args` for `target` and linked, once per process per
+/// (`target`, `key`).
+fn compile(
+    src: &str,
+    target: Target,
+    key: &'static str,
+    args: &[String],
+) -> Option<Arc<CodeObject>> {
     type Built = HashMap<(Target, &'static str), Arc<CodeObject>>;
     static BUILT: OnceLock<Mutex<Built>> = OnceLock::new();
     for tool in ["clang-19", "ld.lld-19"] {
@@ -217,23 +277,24 @@ pub fn build_at(target: Target, opt: &'static str) -> Option<Arc<CodeObject>> {
     let mut built = built
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(obj) = built.get(&(target, opt)) {
+    if let Some(obj) = built.get(&(target, key)) {
         return Some(obj.clone());
     }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kernels/corpus.cl");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/kernels")
+        .join(src);
     let dir = std::env::temp_dir().join(format!("kfd-gfx9-corpus-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let stem = format!("{}{}", mcpu(target), key.replace(' ', ""));
     let (o, so) = (
-        dir.join(format!("{}{}.o", mcpu(target), opt.replace(' ', ""))),
-        dir.join(format!("{}{}.so", mcpu(target), opt.replace(' ', ""))),
+        dir.join(format!("{stem}.o")),
+        dir.join(format!("{stem}.so")),
     );
     let out = Command::new("clang-19")
         .args(["-x", "cl", "-cl-std=CL2.0", "-target", "amdgcn-amd-amdhsa"])
         .arg(format!("-mcpu={}", mcpu(target)))
-        .arg("-nogpulib")
-        .args(opt.split_whitespace())
-        .arg("-ffp-contract=off")
-        .args(["-cl-fp32-correctly-rounded-divide-sqrt", "-c"])
+        .args(args)
+        .arg("-c")
         .arg(&src)
         .arg("-o")
         .arg(&o)
@@ -259,7 +320,7 @@ pub fn build_at(target: Target, opt: &'static str) -> Option<Arc<CodeObject>> {
     let obj = Arc::new(CodeObject::parse(&std::fs::read(&so).unwrap()).expect("the ELF parses"));
     let _ = std::fs::remove_file(&o);
     let _ = std::fs::remove_file(&so);
-    built.insert((target, opt), obj.clone());
+    built.insert((target, key), obj.clone());
     Some(obj)
 }
 
@@ -325,9 +386,11 @@ impl Launch<'_> {
             ka.extend(bytes);
         }
         ka.resize(ka.len().next_multiple_of(8), 0);
-        let groups: [u32; 3] = std::array::from_fn(|d| self.grid[d].div_ceil(self.workgroup[d]));
-        for g in groups {
-            ka.extend(g.to_le_bytes()); // hidden_block_count_{x,y,z}
+        // hidden_block_count_{x,y,z}: the full work-groups only (a partial last one is the
+        // remainder's: clang's EmitAMDGPUWorkGroupSize and ockl's get_local_size read
+        // `group_id < block_count ? group_size : remainder`).
+        for d in 0..3 {
+            ka.extend((self.grid[d] / self.workgroup[d]).to_le_bytes());
         }
         for w in self.workgroup {
             ka.extend((w as u16).to_le_bytes()); // hidden_group_size_{x,y,z}
