@@ -320,6 +320,8 @@ fn compile(
     let obj = Arc::new(CodeObject::parse(&std::fs::read(&so).unwrap()).expect("the ELF parses"));
     let _ = std::fs::remove_file(&o);
     let _ = std::fs::remove_file(&so);
+    // Empty now (compiles run one at a time, under the lock).
+    let _ = std::fs::remove_dir(&dir);
     built.insert((target, key), obj.clone());
     Some(obj)
 }
