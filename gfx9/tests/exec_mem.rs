@@ -303,6 +303,46 @@ fn global_dword_loads_and_stores_per_lane_with_saddr_and_masked_lanes_untouched(
 }
 
 #[test]
+fn unit_stride_lanes_read_and_write_as_one_run_and_fault_at_the_first_unmapped_page() {
+    // Lanes at consecutive dwords are read and written in one Memory call per page (the
+    // executor coalesces them); the effects are the per-lane ones: values land in their
+    // lanes, and a run reaching an unmapped page stores the lanes before it and faults at
+    // the page's first byte (DATA's 1 MiB region ends at DATA + 0x10_0000).
+    let end = DATA + 0x10_0000;
+    let Some(r) = run(
+        "global_load_dword v1, v[2:3], off\n\
+         global_store_dword v[4:5], v1, off offset:-256\n\
+         s_endpgm",
+        |w, m| {
+            for l in 0..64u64 {
+                m.put(DATA + 4 * l, &(0x700 + l as u32).to_le_bytes());
+            }
+            lanes64(w, 2, |l| DATA + 4 * l as u64);
+            // Lanes 0..31 end exactly at the region's end; lanes 32.. are past it.
+            lanes64(w, 4, |l| end + 128 + 4 * l as u64);
+            w.exec = !(1 << 5); // lane 5 off: two runs
+        },
+    ) else {
+        return;
+    };
+    for l in 0..64 {
+        let want = if l == 5 { 0 } else { 0x700 + l as u32 };
+        assert_eq!(r.wave.vgpr[1][l], want, "lane {l}");
+    }
+    match r.end {
+        Err(ExecError::Memory { fault, .. }) => {
+            assert_eq!(fault.addr, end);
+            assert!(fault.write);
+        }
+        other => panic!("expected a memory fault, got {other:?}"),
+    }
+    for l in 0..32u64 {
+        let want = if l == 5 { 0 } else { 0x700 + l as u32 };
+        assert_eq!(r.mem.u32(end - 128 + 4 * l), want, "lane {l}'s store");
+    }
+}
+
+#[test]
 fn a_global_load_from_unmapped_memory_faults_without_writing_registers() {
     let Some(r) = run(
         "global_load_dword v1, v[2:3], off offset:4\n s_endpgm",
@@ -621,6 +661,55 @@ fn flat_addresses_pick_lds_private_or_global_by_aperture() {
 
 // ---------------------------------------------------------------------------------------
 // SCRATCH and MUBUF scratch: one layout
+
+#[test]
+fn buffer_scratch_dwords_of_consecutive_lanes_go_as_one_run_and_fault_per_lane() {
+    // With ROCr's scratch V# the lanes' same dword sits side by side, so the executor reads
+    // and writes them in one Memory call; the effects stay the per-lane ones: EXEC-off lanes
+    // untouched, and a run reaching past DATA's 1 MiB region stores the lanes before the
+    // region's end and faults at its first unmapped byte.
+    let end = DATA + 0x10_0000;
+    let Some(r) = run(
+        "buffer_store_dword v1, off, s[0:3], s8 offset:4\n\
+         buffer_load_dword v2, off, s[0:3], s8 offset:4\n\
+         buffer_store_dword v1, off, s[0:3], s9\n\
+         s_endpgm",
+        |w, _| {
+            vsharp(w, 0, DATA, 0, 0x10_0000, SCRATCH_WORD3);
+            w.sgpr[1] |= 1 << 31; // SWIZZLE_ENABLE
+            w.sgpr[8] = 0x100;
+            // Lane l's dword 0 at end - 128 + 4l: lanes 32.. are past the end.
+            w.sgpr[9] = 0x10_0000 - 128;
+            lanes(w, 1, |l| 0x900 + l as u32);
+            lanes(w, 2, |_| 0x5555);
+            w.exec = !(1 << 9);
+        },
+    ) else {
+        return;
+    };
+    for l in 0..LANES {
+        let want = if l == 9 { 0x5555 } else { 0x900 + l as u32 };
+        assert_eq!(r.wave.vgpr[2][l], want, "lane {l}");
+        let stored = if l == 9 { 0 } else { 0x900 + l as u32 };
+        // Dword 1 (offset 4) of lane l: (1 * 64 + l) * 4 past the wave's base.
+        assert_eq!(
+            r.mem.u32(DATA + 0x100 + 256 + 4 * l as u64),
+            stored,
+            "lane {l}"
+        );
+    }
+    match r.end {
+        Err(ExecError::Memory { fault, .. }) => {
+            assert_eq!(fault.addr, end);
+            assert!(fault.write);
+        }
+        other => panic!("expected a memory fault, got {other:?}"),
+    }
+    for l in 0..32u64 {
+        let want = if l == 9 { 0 } else { 0x900 + l as u32 };
+        assert_eq!(r.mem.u32(end - 128 + 4 * l), want, "lane {l}'s store");
+    }
+}
 
 #[test]
 fn scratch_stores_read_back_through_the_rocr_scratch_buffer_resource() {

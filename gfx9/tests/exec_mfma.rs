@@ -339,3 +339,39 @@ fn an_inline_constant_accumulator_and_unimplemented_broadcasts() {
         );
     }
 }
+
+#[test]
+fn gfx908_mfma_accumulates_in_agprs_without_an_acc_cd_bit() {
+    // Found by the kernel corpus (tests/corpus.rs, mfma on gfx908): gfx908's encoding has no
+    // ACC_CD bit — its SrcC and VDST are always AccVGPRs — and the result went to v[0:3].
+    // v_mfma_f32_4x4x1f32: block b, D[i][j] = C + A[i]·B[j] at lane 4b + j, register i.
+    let Some(r) = common::run_on(
+        kfd_gfx9::exec::Target::Gfx908,
+        "gfx908",
+        "v_mfma_f32_4x4x1f32 a[0:3], v10, v11, a[0:3]\ns_endpgm",
+        |w, _| {
+            for l in 0..64 {
+                w.vgpr[10][l] = (l as f32).to_bits();
+                w.vgpr[11][l] = 2.0f32.to_bits();
+                for i in 0..4 {
+                    w.agpr[i][l] = 1.0f32.to_bits();
+                    w.vgpr[i][l] = 0xdead;
+                }
+            }
+        },
+    ) else {
+        return;
+    };
+    assert_eq!(r.end, Ok(kfd_gfx9::exec::Flow::End));
+    for l in 0..64 {
+        for i in 0..4 {
+            let b = l / 4;
+            assert_eq!(
+                f32::from_bits(r.wave.agpr[i][l]),
+                ((4 * b + i) * 2 + 1) as f32,
+                "lane {l} a{i}"
+            );
+            assert_eq!(r.wave.vgpr[i][l], 0xdead, "lane {l} v{i} untouched");
+        }
+    }
+}

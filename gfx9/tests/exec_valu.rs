@@ -612,6 +612,111 @@ fn f64_division_as_clang_emits_it_is_correctly_rounded() {
     }
 }
 
+/// The f64 division sequence of [`f64_division_as_clang_emits_it_is_correctly_rounded`].
+const F64_DIV: &str = "v_div_scale_f64 v[6:7], s[4:5], v[4:5], v[4:5], v[2:3]\n\
+               v_rcp_f64_e32 v[8:9], v[6:7]\n\
+               v_div_scale_f64 v[10:11], vcc, v[2:3], v[4:5], v[2:3]\n\
+               v_fma_f64 v[12:13], -v[6:7], v[8:9], 1.0\n\
+               v_fmac_f64_e32 v[8:9], v[8:9], v[12:13]\n\
+               v_fma_f64 v[12:13], -v[6:7], v[8:9], 1.0\n\
+               v_fmac_f64_e32 v[8:9], v[8:9], v[12:13]\n\
+               v_mul_f64 v[12:13], v[10:11], v[8:9]\n\
+               v_fma_f64 v[6:7], -v[6:7], v[12:13], v[10:11]\n\
+               v_div_fmas_f64 v[6:7], v[6:7], v[8:9], v[12:13]\n\
+               v_div_fixup_f64 v[0:1], v[6:7], v[4:5], v[2:3]\n\
+               s_endpgm";
+
+#[test]
+fn f64_division_to_a_denormal_quotient_rounds_once() {
+    // Found by the kernel corpus (tests/corpus.rs, dspecial): -2.2250738585072e-308 / 1.5
+    // came out one ULP off. v_div_scale scales the numerator up by 2^128 and
+    // v_div_fmas's FMA scales the result back down by 2^-128 before it is rounded (the
+    // guide's pseudo-code: one FMA, then the scale): rounding the FMA to f64 first and then
+    // again to the denormal grid is a double rounding.
+    let mut x = 0x5eed_u64;
+    let mut num = vec![
+        -2.2250738585072e-308,
+        2.2250738585072014e-308,
+        1e-310,
+        -4.9e-324,
+    ];
+    let mut den = vec![1.5, 1.5, 3.0, 2.0];
+    while num.len() < 64 {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        // Numerators near the smallest normal, denominators in [1, 16): denormal quotients.
+        num.push(
+            f64::from_bits(x >> 12 & 0x001f_ffff_ffff_ffff) * if x & 1 == 1 { -1.0 } else { 1.0 },
+        );
+        den.push(1.0 + (x >> 40) as f64 / (1u64 << 20) as f64);
+    }
+    let Some(r) = run_ok(F64_DIV, |w, _| {
+        w.hwreg[1] = MODE_IEEE;
+        set(w, 2, num.iter().map(|v| v.to_bits() as u32));
+        set(w, 3, num.iter().map(|v| (v.to_bits() >> 32) as u32));
+        set(w, 4, den.iter().map(|v| v.to_bits() as u32));
+        set(w, 5, den.iter().map(|v| (v.to_bits() >> 32) as u32));
+    }) else {
+        return;
+    };
+    for l in 0..64 {
+        let want = num[l] / den[l];
+        let got = pair(&r.wave, 0, l);
+        assert!(
+            same64(got, want),
+            "lane {l}: {:e} / {} gave {:e} want {want:e}",
+            num[l],
+            den[l],
+            f64::from_bits(got)
+        );
+    }
+}
+
+#[test]
+fn f32_division_to_a_denormal_quotient_rounds_once() {
+    // As the f64 case: the numerator scaled up by 2^64, the FMA's result scaled back down
+    // before its one rounding.
+    let asm = "v_div_scale_f32 v3, s[4:5], v1, v1, v0\n\
+               v_rcp_f32_e32 v5, v3\n\
+               v_div_scale_f32 v7, vcc, v0, v1, v0\n\
+               v_fma_f32 v8, -v3, v5, 1.0\n\
+               v_fmac_f32_e32 v5, v8, v5\n\
+               v_mul_f32_e32 v8, v7, v5\n\
+               v_fma_f32 v9, -v3, v8, v7\n\
+               v_fmac_f32_e32 v8, v9, v5\n\
+               v_fma_f32 v3, -v3, v8, v7\n\
+               v_div_fmas_f32 v3, v3, v5, v8\n\
+               v_div_fixup_f32 v2, v3, v1, v0\n\
+               s_endpgm";
+    let mut x = 0x5eed_u32;
+    let mut num = vec![-1.1754942e-38f32, 1e-45, -3e-39];
+    let mut den = vec![1.5f32, 2.0, 3.0];
+    while num.len() < 64 {
+        x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        num.push(f32::from_bits(x & 0x80ff_ffff));
+        den.push(1.0 + (x >> 12) as f32 / (1u32 << 20) as f32);
+    }
+    let Some(r) = run_ok(asm, |w, _| {
+        w.hwreg[1] = MODE_IEEE;
+        set(w, 0, num.iter().map(|v| v.to_bits()));
+        set(w, 1, den.iter().map(|v| v.to_bits()));
+    }) else {
+        return;
+    };
+    for l in 0..64 {
+        let want = num[l] / den[l];
+        let got = r.wave.vgpr[2][l];
+        assert!(
+            same32(got, want),
+            "lane {l}: {:e} / {} gave {:e} want {want:e}",
+            num[l],
+            den[l],
+            f32::from_bits(got)
+        );
+    }
+}
+
 #[test]
 fn f64_arithmetic_and_rounding_ops() {
     let vals: Vec<f64> = vec![

@@ -34,7 +34,7 @@ pub const PACKAGES: &[(&str, &str)] = &[
     ),
     (
         "lld-19",
-        "ld.lld-19, which links clang-19's kernels into the shared code objects ROCr loads",
+        "ld.lld-19, which links clang-19's kernels into the shared code objects ROCr loads and kfd-gfx9's kernel corpus (tests/kernels)",
     ),
     (
         "hipcc",
@@ -43,6 +43,10 @@ pub const PACKAGES: &[(&str, &str)] = &[
     (
         "libamdhip64-dev",
         "HIP 5.2.3's headers and runtime those programs link against",
+    ),
+    (
+        "rocm-device-libs",
+        "the OpenCL library bitcode (ocml, ockl) kfd-gfx9's corpus links its ocl.cl kernels with",
     ),
 ];
 

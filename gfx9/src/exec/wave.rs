@@ -9,7 +9,6 @@ use crate::inst::Inst;
 use crate::opcode::Opcode;
 use crate::operand::{FloatConst, Operand, Special};
 use crate::{Decoder, decode};
-use std::collections::HashMap;
 
 /// Lanes per wave (wave64: every gfx9 compute wave).
 pub const LANES: usize = 64;
@@ -249,13 +248,23 @@ impl std::fmt::Debug for Ctx<'_> {
 
 /// Decoded instructions by address, so a loop decodes once. One per thread running waves
 /// (decoding is cheap; sharing would cost a lock per instruction).
+///
+/// Kept per 4 KiB code page, a slot per dword (an instruction starts on a dword), with the
+/// page of the last hit remembered: a hit is two compares and an index, not a hash.
 #[derive(Debug, Default)]
 pub struct CodeCache {
-    insts: HashMap<u64, Inst>,
+    /// (page address, its slots).
+    pages: Vec<(u64, Box<[Option<Inst>]>)>,
+    /// The index in `pages` of the last page hit.
+    last: usize,
+    /// Instructions decoded.
+    count: usize,
 }
 
 /// Bytes fetched at a time on a miss: a run of instructions decoded together.
 const FETCH: usize = 256;
+/// Dword slots per code page.
+const SLOTS: usize = 1024;
 
 impl CodeCache {
     /// An empty cache.
@@ -265,12 +274,44 @@ impl CodeCache {
 
     /// Decoded instructions held.
     pub fn len(&self) -> usize {
-        self.insts.len()
+        self.count
     }
 
     /// Whether nothing is decoded yet.
     pub fn is_empty(&self) -> bool {
-        self.insts.is_empty()
+        self.count == 0
+    }
+
+    /// The cached instruction at `pc` (`pc` dword-aligned), remembering its page.
+    fn get(&mut self, pc: u64) -> Option<Inst> {
+        let page = pc & !4095;
+        let slot = (pc & 4095) as usize / 4;
+        if let Some((p, slots)) = self.pages.get(self.last)
+            && *p == page
+        {
+            return slots[slot];
+        }
+        let i = self.pages.iter().position(|(p, _)| *p == page)?;
+        self.last = i;
+        self.pages[i].1[slot]
+    }
+
+    /// Caches `inst` at `pc` (dword-aligned) unless something is there.
+    fn insert(&mut self, pc: u64, inst: Inst) {
+        let page = pc & !4095;
+        let i = match self.pages.iter().position(|(p, _)| *p == page) {
+            Some(i) => i,
+            None => {
+                self.pages
+                    .push((page, vec![None; SLOTS].into_boxed_slice()));
+                self.pages.len() - 1
+            }
+        };
+        let slot = &mut self.pages[i].1[(pc & 4095) as usize / 4];
+        if slot.is_none() {
+            *slot = Some(inst);
+            self.count += 1;
+        }
     }
 
     /// The instruction at `pc`, decoded on first use: a miss reads up to 256 bytes
@@ -282,8 +323,11 @@ impl CodeCache {
     /// [`ExecError::Memory`] when the code is not readable, [`ExecError::Decode`] when the
     /// instruction at `pc` does not decode.
     pub fn fetch(&mut self, mem: &dyn Memory, pc: u64) -> Result<Inst, ExecError> {
-        if let Some(inst) = self.insts.get(&pc) {
-            return Ok(*inst);
+        // Branches keep the PC dword-aligned; a misaligned one (`s_setpc` of a bad
+        // address) is decoded where it points, uncached.
+        let aligned = pc.is_multiple_of(4);
+        if aligned && let Some(inst) = self.get(pc) {
+            return Ok(inst);
         }
         // Read to the end of the page of `pc` (at most FETCH bytes), then two more dwords
         // for an instruction that straddles the end, if readable.
@@ -301,13 +345,12 @@ impl CodeCache {
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
-        for (at, inst) in Decoder::new(&words[..main / 4]) {
+        for (at, inst) in Decoder::new(&words[..main / 4]).take_while(|_| aligned) {
             let Ok(inst) = inst else { break };
-            let _ = at;
-            self.insts.entry(pc + 4 * at as u64).or_insert(inst);
+            self.insert(pc + 4 * at as u64, inst);
         }
-        match self.insts.get(&pc) {
-            Some(inst) => Ok(*inst),
+        match self.get(pc).filter(|_| aligned) {
+            Some(inst) => Ok(inst),
             None => decode(&words).map_err(|err| ExecError::Decode { pc, err }),
         }
     }

@@ -132,13 +132,31 @@ pub(super) fn execute(
         Access::Load(shape) => {
             let d = vreg(inst, pc, inst.dst[0], shape.regs())?;
             let mut got = [[0u8; 16]; LANES];
-            for lane in lanes() {
+            let mut lane = 0;
+            while lane < LANES {
+                if exec >> lane & 1 == 0 {
+                    lane += 1;
+                    continue;
+                }
+                if let Some((addr, n)) = run(&locs, exec, lane, shape.bytes, scratch) {
+                    let mut buf = [0u8; LANES * 16];
+                    let buf = &mut buf[..n * shape.bytes];
+                    if read_global(mem, addr, buf).is_ok() {
+                        for (i, b) in buf.chunks_exact(shape.bytes).enumerate() {
+                            got[lane + i][..shape.bytes].copy_from_slice(b);
+                        }
+                        lane += n;
+                        continue;
+                    }
+                    // A fault: lane by lane, so the fault is the first faulting lane's.
+                }
                 let buf = &mut got[lane][..shape.bytes];
                 match locs[lane] {
                     Loc::Global(a) => read_global(mem, a, buf).map_err(fault)?,
                     Loc::Lds(a) => read_lds(ctx.lds, a, buf),
                     Loc::Private(p) => read_private(mem, scratch, lane, p, buf).map_err(fault)?,
                 }
+                lane += 1;
             }
             let f = file_mut(w, acc);
             for lane in lanes() {
@@ -147,7 +165,23 @@ pub(super) fn execute(
         }
         Access::Store(shape) => {
             let s = vreg(inst, pc, inst.src[1], shape.regs())?;
-            for lane in lanes() {
+            let mut lane = 0;
+            while lane < LANES {
+                if exec >> lane & 1 == 0 {
+                    lane += 1;
+                    continue;
+                }
+                if let Some((addr, n)) = run(&locs, exec, lane, shape.bytes, scratch) {
+                    let mut buf = [0u8; LANES * 16];
+                    let buf = &mut buf[..n * shape.bytes];
+                    for (i, b) in buf.chunks_exact_mut(shape.bytes).enumerate() {
+                        b.copy_from_slice(&shape.get(file(w, acc), s, lane + i)[..shape.bytes]);
+                    }
+                    if write_global(mem, addr, buf).is_ok() {
+                        lane += n;
+                        continue;
+                    }
+                }
                 let data = shape.get(file(w, acc), s, lane);
                 let data = &data[..shape.bytes];
                 match locs[lane] {
@@ -155,6 +189,7 @@ pub(super) fn execute(
                     Loc::Lds(a) => write_lds(ctx.lds, a, data),
                     Loc::Private(p) => write_private(mem, scratch, lane, p, data).map_err(fault)?,
                 }
+                lane += 1;
             }
         }
         Access::Atomic { rmw, wide } => {
@@ -205,6 +240,40 @@ pub(super) fn execute(
         }
     }
     Ok(())
+}
+
+/// The global address of `lane`'s access of `bytes` when it is one memory access: a global
+/// one, or a dword of private memory (wider or unaligned private accesses are split).
+fn global_addr(loc: Loc, lane: usize, bytes: usize, scratch: u64) -> Option<u64> {
+    match loc {
+        Loc::Global(a) => Some(a),
+        Loc::Private(p) if bytes == 4 && p.is_multiple_of(4) => {
+            Some(super::scratch_addr(scratch, lane, p))
+        }
+        _ => None,
+    }
+}
+
+/// A run of enabled lanes from `first` whose accesses follow each other in global memory
+/// (a coalesced access: unit-stride global addresses, or the same private dword, which the
+/// swizzle puts side by side): its address and lane count, when more than one lane.
+fn run(
+    locs: &[Loc; LANES],
+    exec: u64,
+    first: usize,
+    bytes: usize,
+    scratch: u64,
+) -> Option<(u64, usize)> {
+    let start = global_addr(locs[first], first, bytes, scratch)?;
+    let mut n = 1;
+    while first + n < LANES
+        && exec >> (first + n) & 1 == 1
+        && global_addr(locs[first + n], first + n, bytes, scratch)
+            == Some(start.wrapping_add((n * bytes) as u64))
+    {
+        n += 1;
+    }
+    (n > 1).then_some((start, n))
 }
 
 /// Each enabled lane's target (disabled lanes: unspecified).

@@ -236,6 +236,21 @@ pub(super) fn execute(
                 .wrapping_add(rsrc.buffer_offset(i, o))
         })
     };
+    // A run of enabled lanes from `first` whose dword accesses (a one-dword shape) sit side
+    // by side in memory — ROCr's swizzled scratch puts the lanes' same dword so — read or
+    // written in one Memory call per page: its address and lane count, when more than one.
+    let dword = matches!(access, Access::Load(s) | Access::Store(s) if s.bytes == 4);
+    let run = |first: usize| -> Option<(u64, usize)> {
+        let start = addr(first, 0, 4).filter(|_| dword)?;
+        let mut n = 1;
+        while first + n < LANES
+            && exec >> (first + n) & 1 == 1
+            && addr(first + n, 0, 4) == Some(start.wrapping_add(4 * n as u64))
+        {
+            n += 1;
+        }
+        (n > 1).then_some((start, n))
+    };
     let mem = ctx.mem;
     let fault = |fault| ExecError::Memory { pc, fault };
     let acc = inst.mods.acc;
@@ -243,12 +258,30 @@ pub(super) fn execute(
         Access::Load(shape) => {
             let d = vreg(inst, pc, inst.dst[0], shape.regs())?;
             let mut got = [[0u8; 16]; LANES];
-            for lane in lanes() {
+            let mut lane = 0;
+            while lane < LANES {
+                if exec >> lane & 1 == 0 {
+                    lane += 1;
+                    continue;
+                }
+                if let Some((start, n)) = run(lane) {
+                    let mut buf = [0u8; 4 * LANES];
+                    let buf = &mut buf[..4 * n];
+                    if super::access::read_global(mem, start, buf).is_ok() {
+                        for (i, b) in buf.chunks_exact(4).enumerate() {
+                            got[lane + i][..4].copy_from_slice(b);
+                        }
+                        lane += n;
+                        continue;
+                    }
+                    // A fault: lane by lane, so the fault is the first faulting lane's.
+                }
                 for (k, piece) in got[lane][..shape.bytes].chunks_mut(4).enumerate() {
                     if let Some(a) = addr(lane, 4 * k as u64, piece.len() as u64) {
                         super::access::read_global(mem, a, piece).map_err(fault)?;
                     }
                 }
+                lane += 1;
             }
             let f = file_mut(w, acc);
             for lane in lanes() {
@@ -257,13 +290,30 @@ pub(super) fn execute(
         }
         Access::Store(shape) => {
             let s = vreg(inst, pc, inst.dst[0], shape.regs())?;
-            for lane in lanes() {
+            let mut lane = 0;
+            while lane < LANES {
+                if exec >> lane & 1 == 0 {
+                    lane += 1;
+                    continue;
+                }
+                if let Some((start, n)) = run(lane) {
+                    let mut buf = [0u8; 4 * LANES];
+                    let buf = &mut buf[..4 * n];
+                    for (i, b) in buf.chunks_exact_mut(4).enumerate() {
+                        b.copy_from_slice(&shape.get(file(w, acc), s, lane + i)[..4]);
+                    }
+                    if super::access::write_global(mem, start, buf).is_ok() {
+                        lane += n;
+                        continue;
+                    }
+                }
                 let data = shape.get(file(w, acc), s, lane);
                 for (k, piece) in data[..shape.bytes].chunks(4).enumerate() {
                     if let Some(a) = addr(lane, 4 * k as u64, piece.len() as u64) {
                         super::access::write_global(mem, a, piece).map_err(fault)?;
                     }
                 }
+                lane += 1;
             }
         }
         Access::Atomic { rmw, wide } => {

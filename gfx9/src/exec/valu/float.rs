@@ -98,7 +98,7 @@ pub(super) fn f64_to_f16(x: f64, rtz: bool) -> u16 {
     // Scale so that the f16 quantum (2^-24 for denormals, 2^(e-10) otherwise) becomes 1.
     let e = ((a.to_bits() >> 52) as i32) - 1023; // a is normal in f64 here (f16 range)
     let q = (e.max(-14)) - 10;
-    let scaled = a * 2f64.powi(-q); // exact: a power of two
+    let scaled = a * pow2(-q); // exact: a power of two
     let mut m = if rtz {
         scaled.trunc()
     } else {
@@ -232,6 +232,12 @@ pub(super) fn class_bit(x: f64, snan: bool, denormal: bool) -> u32 {
     if x.is_sign_negative() { 5 - k } else { 6 + k }
 }
 
+/// `2^n` for a normal power (`-1022 <= n <= 1023`), built from its bits (`powi` is a loop).
+fn pow2(n: i32) -> f64 {
+    debug_assert!((-1022..=1023).contains(&n));
+    f64::from_bits(((n + 1023) as u64) << 52)
+}
+
 /// `x · 2^n`, correctly rounded (f64; denormal results rounded once).
 pub(super) fn ldexp64(x: f64, n: i64) -> f64 {
     if x == 0.0 || !x.is_finite() {
@@ -244,13 +250,13 @@ pub(super) fn ldexp64(x: f64, n: i64) -> f64 {
     }
     if t >= -1021 {
         // Exact: 2m is in [1, 2), 2^(t-1) and the product are normal.
-        return (m * 2.0) * 2f64.powi((t - 1) as i32);
+        return (m * 2.0) * pow2((t - 1) as i32);
     }
     if t < -1080 {
         return 0.0f64.copysign(x);
     }
     // m · 2^(t + 1021) is normal and exact; one more power of two rounds once.
-    m * 2f64.powi((t + 1021) as i32) * 2f64.powi(-1021)
+    m * pow2((t + 1021) as i32) * pow2(-1021)
 }
 
 /// `(m, e)` with `x = m · 2^e` and `0.5 <= |m| < 1` (finite, non-zero `x`).
@@ -259,7 +265,7 @@ pub(super) fn frexp64(x: f64) -> (f64, i32) {
         return (x, 0);
     }
     let (x, adj) = if x.abs() < f64::MIN_POSITIVE {
-        (x * 2f64.powi(64), -64)
+        (x * pow2(64), -64)
     } else {
         (x, 0)
     };
@@ -381,16 +387,94 @@ pub(super) fn div_fixup(s0: f64, s1: f64, s2: f64, wide: bool) -> f64 {
 /// that quotient needs: a quotient of magnitude ≥ 1 came from a scaled-up denominator
 /// (multiplied back up), a smaller one from a scaled-up numerator (scaled down). For operands
 /// that need no scaling (VCC clear) it is the plain FMA either way.
-pub(super) fn div_fmas(fma: f64, vcc: bool, wide: bool) -> f64 {
-    if !vcc || fma == 0.0 || !fma.is_finite() {
-        return fma;
-    }
-    let scale = if wide { 128 } else { 64 };
-    if fma.abs() >= 1.0 {
-        ldexp64(fma, scale)
+///
+/// The FMA and the scale round once, as one hardware operation does: scaled down into the
+/// denormals, the FMA rounded to f64 first and then to the denormal grid would be a double
+/// rounding (one ULP off for a quotient just below the smallest normal). So the exact FMA's
+/// distance from its f64 rounding ([`fma_residual`]) breaks the ties the second rounding
+/// sees. For f32 (`wide` false; the operands are f32 values) the product is exact in f64 and
+/// the sum's error is exact ([`two_sum`]); the result is an f32 value held in an f64.
+pub(super) fn div_fmas(s0: f64, s1: f64, s2: f64, vcc: bool, wide: bool) -> f64 {
+    let (fma, residual) = if wide {
+        let r = s0.mul_add(s1, s2);
+        (r, fma_residual(s0, s1, s2, r))
     } else {
-        ldexp64(fma, -scale)
+        two_sum(s0 * s1, s2)
+    };
+    let scale = if !vcc || fma == 0.0 || !fma.is_finite() {
+        0
+    } else {
+        let scale = if wide { 128 } else { 64 };
+        if fma.abs() >= 1.0 { scale } else { -scale }
+    };
+    if wide {
+        round_scaled(fma, residual, scale, 53, -1074)
+    } else {
+        round_scaled(fma, residual, scale, 24, -149)
     }
+}
+
+/// `a + b` rounded and its exact error (Knuth's TwoSum; 0 when not finite).
+fn two_sum(a: f64, b: f64) -> (f64, f64) {
+    let s = a + b;
+    let bb = s - a;
+    let e = (a - (s - bb)) + (b - bb);
+    (s, if e.is_finite() { e } else { 0.0 })
+}
+
+/// The sign-correct approximation of `a·b + c − r` where `r` is `fma(a, b, c)` (Boldo and
+/// Muller's ErrFma, "Exact and approximated error of the FMA", IEEE TC 2011: the error is
+/// `r2 + r3` exactly, and `r2` its rounding, zero only when the error is).
+fn fma_residual(a: f64, b: f64, c: f64, r: f64) -> f64 {
+    let u1 = a * b;
+    let u2 = a.mul_add(b, -u1);
+    let (a1, a2) = two_sum(c, u2);
+    let (b1, b2) = two_sum(u1, a1);
+    let g = (b1 - r) + b2;
+    let r2 = g + a2;
+    if r2.is_finite() { r2 } else { 0.0 }
+}
+
+/// `(r + e) · 2^k` rounded to nearest even to a format of `p` significant bits whose
+/// smallest quantum is `2^lsb_min` (f64: 53, -1074; f32: 24, -149), where `r` is an f64 and
+/// `e` (|e| at most half an ULP of `r`) only decides ties. Returned as an f64 (exact).
+fn round_scaled(r: f64, e: f64, k: i64, p: i32, lsb_min: i32) -> f64 {
+    if r == 0.0 || !r.is_finite() {
+        return r;
+    }
+    if p == 53 && (k == 0 || r.abs() >= f64::MIN_POSITIVE * pow2(128)) {
+        // An f64 staying normal (or unscaled): the scale is exact, r is the result.
+        return ldexp64(r, k);
+    }
+    if p == 24 {
+        // Rounding to f32 from an f64 whose dropped bits are not exactly half an f32 ULP
+        // (for a normal f32 result) rounds as the exact value does.
+        let f = ldexp64(r, k);
+        let normal = f.abs() >= f64::from(f32::MIN_POSITIVE);
+        if e == 0.0 || (normal && f.to_bits() & 0x1fff_ffff != 0x1000_0000) {
+            return f64::from(f as f32);
+        }
+    }
+    let (m, ex) = frexp64(r); // |r| = M · 2^(ex - 53), M in [2^52, 2^53)
+    let big_m = (m.abs() * pow2(53)) as u64;
+    let k = k.clamp(-5000, 5000) as i32;
+    let low = ex - 53 + k; // the exponent of M's last bit, scaled
+    let lsb = (ex + k - p).max(lsb_min);
+    let shift = lsb - low;
+    let q = if shift <= 0 {
+        return ldexp64(r, i64::from(k));
+    } else if shift > 60 {
+        0
+    } else {
+        let q = big_m >> shift;
+        let rem = big_m & ((1u64 << shift) - 1);
+        let half = 1u64 << (shift - 1);
+        // e away from zero (same sign as r) makes a tie round up in magnitude.
+        let away = e != 0.0 && (e > 0.0) == (r > 0.0);
+        let up = rem > half || (rem == half && (away || (e == 0.0 && q & 1 == 1)));
+        q + u64::from(up)
+    };
+    ldexp64(q as f64, i64::from(lsb)).copysign(r)
 }
 
 /// The first 1216 fraction bits of 2/π (0.A2F9836E4E44…), most significant first; the

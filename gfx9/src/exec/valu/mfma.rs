@@ -21,7 +21,7 @@
 //! are not implemented.
 
 use super::float::f16_to_f32;
-use crate::exec::wave::{ExecError, LANES, Ty, VGPRS, Wave, illegal, unimplemented};
+use crate::exec::wave::{ExecError, LANES, Target, Ty, VGPRS, Wave, illegal, unimplemented};
 use crate::inst::Inst;
 use crate::opcode::Vop3pOp;
 use crate::operand::Operand;
@@ -164,8 +164,12 @@ pub(super) fn execute(w: &mut Wave, inst: &Inst, pc: u64, op: Vop3pOp) -> Result
             In::F64 => f64::from_bits(raw),
         }
     };
-    // C: a register range of VDST's file (ACC_CD), or an inline constant in every element.
-    let c_file = file(w, inst.mods.acc);
+    // C and D: in AGPRs with ACC_CD (gfx90a/gfx942). gfx908's MFMA has no ACC_CD bit: its
+    // SrcC and VDST are always AccVGPRs (the MI100 guide's matrix instructions; LLVM 19
+    // gives gfx908's MAI operands AGPR register classes and encodes no ACC_CD).
+    let cd_acc = inst.mods.acc || w.target == Target::Gfx908;
+    // C: a register range of VDST's file, or an inline constant in every element.
+    let c_file = file(w, cd_acc);
     let c_at = |lane: usize, el: usize| -> Result<u64, ExecError> {
         Ok(match inst.src[2] {
             Operand::Vgpr(r) => {
@@ -229,11 +233,7 @@ pub(super) fn execute(w: &mut Wave, inst: &Inst, pc: u64, op: Vop3pOp) -> Result
             }
         }
     }
-    let dst = if inst.mods.acc {
-        &mut w.agpr
-    } else {
-        &mut w.vgpr
-    };
+    let dst = if cd_acc { &mut w.agpr } else { &mut w.vgpr };
     for (r, values) in out.into_iter().enumerate() {
         dst[d0 + r] = values;
     }

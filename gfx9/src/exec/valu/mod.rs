@@ -1209,17 +1209,17 @@ impl<'a> X<'a> {
             VDivFmasF32 => {
                 let vcc = self.w.vcc;
                 self.map_lane(&[F32, F32, F32], F32, move |l, s| {
-                    // In f64, so that a scaled denormal quotient rounds once.
-                    let f = f64::from(f32of(s[0]))
-                        .mul_add(f64::from(f32of(s[1])), f64::from(f32of(s[2])));
-                    b32(div_fmas(f, vcc >> l & 1 == 1, false) as f32)
+                    // The FMA and the scale round once (see div_fmas).
+                    let (a, b, c) = (f32of(s[0]), f32of(s[1]), f32of(s[2]));
+                    let r = div_fmas(a.into(), b.into(), c.into(), vcc >> l & 1 == 1, false);
+                    b32(r as f32)
                 })
             }
             VDivFmasF64 => {
                 let vcc = self.w.vcc;
                 self.map_lane(&[F64, F64, F64], F64, move |l, s| {
-                    let f = f64of(s[0]).mul_add(f64of(s[1]), f64of(s[2]));
-                    b64(div_fmas(f, vcc >> l & 1 == 1, true))
+                    let (a, b, c) = (f64of(s[0]), f64of(s[1]), f64of(s[2]));
+                    b64(div_fmas(a, b, c, vcc >> l & 1 == 1, true))
                 })
             }
             VMadU64U32 => self.map_carry(&[B32, B32, B64], B64, false, |s, _| {
