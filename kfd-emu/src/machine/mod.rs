@@ -38,9 +38,18 @@
 //! for the added CPU node, VRAM banks adding up past 2^64, or a completed tree that the
 //! topology parser would not read back (a number or file past its
 //! [limits](kfd_ioctl::topology::limits)).
+//!
+//! # One machine
+//!
+//! Everything else a program can read about the machine is derived from the same topology, so
+//! that it tells one story: the CPUs and NUMA nodes ([`cpus`]: `/proc/cpuinfo`,
+//! `/sys/devices/system/{cpu,node}`, each GPU's `numa_node`) and amdgpu's IP discovery
+//! ([`ip_discovery`]: `ip_discovery/die/0` under the GPU's PCI device).
 
+pub mod cpus;
 mod error;
 mod fixup;
+pub mod ip_discovery;
 mod presets;
 mod sysfs;
 

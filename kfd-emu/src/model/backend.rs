@@ -226,6 +226,22 @@ impl Model {
         if path == "/proc/modules" {
             return Some(Target::ProcModules);
         }
+        if path == "/proc/cpuinfo" {
+            return Some(Target::Sysfs(files::SysfsPart::ProcCpuinfo, ""));
+        }
+        // The machine's CPUs, NUMA nodes and PCI devices: the whole directory is the
+        // emulated machine's (its other entries, such as cpufreq, are absent).
+        for (root, part) in [
+            ("/sys/devices/system/cpu", files::SysfsPart::SystemCpu),
+            ("/sys/devices/system/node", files::SysfsPart::SystemNode),
+            ("/sys/bus/pci/devices", files::SysfsPart::BusPciDevices),
+        ] {
+            if let Some(rest) = path.strip_prefix(root)
+                && (rest.is_empty() || rest.starts_with('/'))
+            {
+                return Some(Target::Sysfs(part, rest));
+            }
+        }
         for root in SYSFS_ROOTS {
             if let Some(rest) = path.strip_prefix(root)
                 && (rest.is_empty() || rest.starts_with('/'))
