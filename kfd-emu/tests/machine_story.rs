@@ -397,3 +397,72 @@ fn mi300a_tells_one_story() {
 fn rx9070xt_small_bar_tells_one_story() {
     check("rx9070xt-small-bar");
 }
+
+/// `mbind(page, 4096, mode, &mask, 64, 0)` → 0 or the errno.
+fn mbind(page: *mut libc::c_void, mode: u64, mask: u64) -> i32 {
+    // SAFETY: the mask is a live u64 the kernel (or the supervisor) reads 63 bits of; `page`
+    // is a mapping of this test's; mbind changes no memory.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mbind,
+            page,
+            4096usize,
+            mode,
+            &mask as *const u64,
+            64u64,
+            0u64,
+        )
+    };
+    if r == 0 {
+        0
+    } else {
+        std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+    }
+}
+
+/// libhsakmt binds a CPU node's system memory to its NUMA node (`bind_mem_to_numa`:
+/// `MPOL_BIND | MPOL_F_STATIC_NODES`, failing the allocation when `mbind` fails): on mi210x8
+/// node 1 exists, so binding to it succeeds as on that machine, whatever the host has; a node
+/// the machine lacks and an invalid mode still fail as the kernel fails them.
+#[test]
+fn mbind_to_every_emulated_numa_node_succeeds_and_to_others_fails() {
+    const MPOL_BIND: u64 = 2;
+    const MPOL_F_STATIC_NODES: u64 = 1 << 15;
+    let results = |preset: &str| {
+        run_attached(model(preset), || {
+            // SAFETY: a fresh private anonymous page, unmapped below.
+            let page = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    4096,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(page, libc::MAP_FAILED);
+            let bind = MPOL_BIND | MPOL_F_STATIC_NODES;
+            let out = [
+                mbind(page, bind, 1 << 0),
+                mbind(page, bind, 1 << 1),
+                mbind(page, bind, 0b11),
+                mbind(page, bind, 1 << 40),
+                mbind(page, 9, 1 << 1),
+            ];
+            // SAFETY: the page mapped above, no longer used.
+            unsafe { libc::munmap(page, 4096) };
+            out
+        })
+        .expect("supervisor")
+    };
+    assert_eq!(
+        results("mi210x8"),
+        [0, 0, 0, libc::EINVAL, libc::EINVAL],
+        "mi210x8: nodes 0, 1, both, 40, bad mode"
+    );
+    // One NUMA node: node 1 is no more there than on the single-socket machine.
+    let one = results("mi300x");
+    assert_eq!(one[0], 0);
+    assert_eq!(one[1], libc::EINVAL, "mi300x: node 1");
+}

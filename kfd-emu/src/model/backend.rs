@@ -488,6 +488,10 @@ impl Backend for Model {
         addrspace::changed(&self.drv, caller, change);
     }
 
+    fn numa_nodes(&self) -> Option<u32> {
+        u32::try_from(self.machine().numa_nodes().len()).ok()
+    }
+
     fn process_exited(&self, tgid: i32) {
         let private = self.drv.lock().render_files.remove(&tgid);
         for key in private.into_iter().flatten() {
