@@ -408,6 +408,52 @@ fn drm_version_client_and_amdgpu_info() {
     );
 }
 
+/// AMDGPU_INFO_RAS_ENABLED_FEATURES: the server parts answer with UMC, SDMA and GFX enabled
+/// (what kfdtest's RAS test requires before it looks for debugfs), a Radeon VII with only the
+/// GFX feature and nothing enabled, an RDNA card without ECC `EINVAL` (no RAS context); a
+/// 4-byte buffer gets the low half (`min_t(u64, size, sizeof(ras_mask))`).
+#[test]
+fn ras_enabled_features_per_preset() {
+    let i_cmd = opcode::write::<[u64; 4]>(b'd', 0x45);
+    let query = |preset: &str, out: &mut [u8]| {
+        let emu = Emu::machine(preset);
+        let render = emu.open_render(0);
+        let mut a = [0u32; 8];
+        let ptr = out.as_mut_ptr() as u64;
+        a[0] = ptr as u32;
+        a[1] = (ptr >> 32) as u32;
+        a[2] = out.len() as u32;
+        a[3] = 0x20;
+        drm(&emu, &render, i_cmd, &mut a)
+    };
+    const UMC_SDMA_GFX: u64 = 0b111;
+    for preset in ["mi300x", "mi210x8", "mi100", "mi300a"] {
+        let mut mask = [0u8; 8];
+        assert_eq!(query(preset, &mut mask), Ok(0), "{preset}");
+        let mask = u64::from_ne_bytes(mask);
+        assert_eq!(
+            mask & UMC_SDMA_GFX,
+            UMC_SDMA_GFX,
+            "{preset}: features {mask:#x}"
+        );
+        assert_eq!(
+            (mask >> 32) & UMC_SDMA_GFX,
+            UMC_SDMA_GFX,
+            "{preset}: enabled"
+        );
+    }
+    let mut mask = [0u8; 8];
+    assert_eq!(query("radeon-vii", &mut mask), Ok(0));
+    assert_eq!(u64::from_ne_bytes(mask), 1 << 2, "Vega 20 gaming: GFX only");
+    let mut low = [0xAAu8; 4];
+    assert_eq!(query("mi300x", &mut low), Ok(0));
+    assert_eq!(u32::from_ne_bytes(low) & 0b111, 0b111);
+    for preset in ["rx7900xtx", "rx9070xt-small-bar"] {
+        let mut mask = [0u8; 8];
+        assert_eq!(query(preset, &mut mask), Err(Errno::INVAL), "{preset}");
+    }
+}
+
 /// Reads a whole stand-in file.
 fn read_all(fd: std::os::fd::OwnedFd) -> String {
     let mut s = String::new();

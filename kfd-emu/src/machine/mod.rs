@@ -209,6 +209,19 @@ impl Gpu {
         format!("{:04x}:{bus:02x}:{dev:02x}.{func:x}", self.pci_domain)
     }
 
+    /// The PCI revision of the board (`revision` in sysfs, `pci_rev` in DRM's DEV_INFO): that
+    /// of the boards the presets describe, so that libdrm's `amdgpu.ids` finds their
+    /// marketing names; 0 for other device ids (the topology does not carry it).
+    pub fn pci_revision(&self) -> u32 {
+        match self.device_id {
+            0x66AF => 0xC1, // Radeon VII
+            0x738C => 0x01, // MI100
+            0x740F => 0x02, // MI210
+            0x744C => 0xC8, // RX 7900 XTX
+            _ => 0x00,
+        }
+    }
+
     /// The apertures GET_PROCESS_APERTURES reports for this GPU.
     pub fn apertures(&self) -> Apertures {
         self.layout.apertures()

@@ -706,11 +706,12 @@ impl SysfsTree {
 ///
 /// The topology gives vendor, device, domain and location; it has no subsystem ids, class or
 /// revision: the subsystem is the vendor with device 0, the class 0x038000 (display, other),
-/// the revision 0.
+/// the revision [`Gpu::pci_revision`](crate::machine::Gpu::pci_revision) (what DRM's DEV_INFO
+/// reports too).
 fn write_pci_device(gpu: &crate::machine::Gpu, dir: &Path) -> io::Result<()> {
     const CLASS: u32 = 0x03_8000;
     let (vendor, device) = (gpu.vendor_id, gpu.device_id);
-    let (sub_vendor, sub_device, revision) = (vendor, 0u32, 0u32);
+    let (sub_vendor, sub_device, revision) = (vendor, 0u32, gpu.pci_revision());
     std::fs::create_dir_all(dir)?;
     let uevent = format!(
         "DRIVER=amdgpu\nPCI_CLASS={CLASS:X}\nPCI_ID={vendor:04X}:{device:04X}\n\
