@@ -27,6 +27,7 @@
 
 pub mod exclude;
 pub mod gtest;
+mod rocrtst;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -40,9 +41,18 @@ use std::time::{Duration, Instant};
 use crate::failure::{self, Failure};
 use gtest::{Exit, Outcome, Verdict};
 
-pub const USAGE: &str = "usage: cargo xtask conformance kfdtest --src DIR [--machine M]... \
+pub const USAGE: &str = "usage: cargo xtask conformance kfdtest|rocrtst --src DIR [--machine M]... \
 [--hardware] [--timeout SECS] [--filter GTEST_FILTER] [--out DIR] [--kfd-emu PATH] \
 [--llvm DIR] [--build DIR] [--run-excluded]";
+
+/// The suites the harness knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Suite {
+    /// AMD's KFD test suite (ROCT-Thunk-Interface `tests/kfdtest`).
+    Kfdtest,
+    /// ROCr's test suite (ROCR-Runtime `rocrtst`; see [`rocrtst`]).
+    Rocrtst,
+}
 
 /// The presets run when neither `--machine` nor `/dev/kfd` says otherwise.
 const DEFAULT_MACHINES: &[&str] = &["mi300x", "mi210x8", "mi100", "radeon-vii", "rx7900xtx"];
@@ -53,6 +63,7 @@ const TOPOLOGY: &str = "/sys/devices/virtual/kfd/kfd/topology/nodes";
 /// What the command line asked for.
 #[derive(Debug)]
 struct Options {
+    suite: Suite,
     src: PathBuf,
     /// Presets to emulate; empty means the hardware.
     machines: Vec<String>,
@@ -71,11 +82,15 @@ fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
     let [suite, rest @ ..] = args else {
         return Err(usage());
     };
-    if *suite != "kfdtest" {
-        return Err(Failure::new(format!(
-            "conformance: unknown suite {suite:?} (only kfdtest)\n{USAGE}"
-        )));
-    }
+    let suite = match *suite {
+        "kfdtest" => Suite::Kfdtest,
+        "rocrtst" => Suite::Rocrtst,
+        _ => {
+            return Err(Failure::new(format!(
+                "conformance: unknown suite {suite:?} (kfdtest or rocrtst)\n{USAGE}"
+            )));
+        }
+    };
     let mut src = None;
     let mut machines = Vec::new();
     let mut hardware = false;
@@ -117,9 +132,14 @@ fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
         return Err(Failure::new("--hardware: this machine has no /dev/kfd"));
     }
     if machines.is_empty() && !hardware && !have_kfd {
-        machines = DEFAULT_MACHINES.iter().map(|&m| m.to_owned()).collect();
+        let defaults = match suite {
+            Suite::Kfdtest => DEFAULT_MACHINES,
+            Suite::Rocrtst => rocrtst::DEFAULT_MACHINES,
+        };
+        machines = defaults.iter().map(|&m| m.to_owned()).collect();
     }
     Ok(Options {
+        suite,
         src,
         machines,
         timeout,
@@ -135,6 +155,9 @@ fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
 /// Runs the command (see the module docs).
 pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
     let options = parse_args(args, Path::new("/dev/kfd").exists())?;
+    if options.suite == Suite::Rocrtst {
+        return rocrtst::main(root, &options);
+    }
     let src = fs::canonicalize(&options.src)
         .map_err(|e| Failure::new(format!("--src {}: {e}", options.src.display())))?;
     let tree = src
@@ -151,30 +174,12 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
     )
     .map_err(|e| Failure::new(format!("kfdtest.exclude: {e}")))?;
 
-    let kfd_emu = if options.machines.is_empty() {
-        None
-    } else {
-        Some(match &options.kfd_emu {
-            Some(p) => fs::canonicalize(p)
-                .map_err(|e| Failure::new(format!("--kfd-emu {}: {e}", p.display())))?,
-            None => {
-                // The cargo that runs `xtask` (the same toolchain).
-                let mut cargo =
-                    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-                failure::run(
-                    cargo
-                        .args(["build", "-p", "kfd-emu", "--release"])
-                        .current_dir(root),
-                    "cargo build -p kfd-emu --release",
-                )?;
-                root.join("target/release/kfd-emu")
-            }
-        })
-    };
+    let kfd_emu = kfd_emu_binary(root, &options)?;
     let out = options.out.clone().unwrap_or_else(|| build.join("results"));
     fs::create_dir_all(&out).map_err(|e| Failure::new(format!("{}: {e}", out.display())))?;
 
     let mut report = Report {
+        suite: "kfdtest",
         tree: src.display().to_string(),
         timeout: options.timeout,
         machines: Vec::new(),
@@ -189,6 +194,8 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
             kfd_emu: kfd_emu.clone(),
             machine: machine.clone(),
             lib: built.lib.clone(),
+            hsa_debug: true,
+            cwd: None,
         };
         let label = machine.clone().unwrap_or_else(|| "hardware".to_owned());
         let node = runner.first_gpu()?;
@@ -238,7 +245,11 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
             } else {
                 let log = logs.join(log_name(test));
                 let started = Instant::now();
-                let exit = runner.run_test(&built.kfdtest, node.id, test, &log, options.timeout)?;
+                let args = [
+                    format!("--node={}", node.id),
+                    format!("--gtest_filter={test}"),
+                ];
+                let exit = runner.run_test(&built.kfdtest, &args, test, &log, options.timeout)?;
                 let output = fs::read(&log).unwrap_or_default();
                 // How it ended, for whoever reads the log (after reading it).
                 if let Ok(mut file) = fs::OpenOptions::new().append(true).open(&log) {
@@ -275,6 +286,30 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
     print!("{}", report.summary());
     println!("conformance: results in {}", out.display());
     Ok(())
+}
+
+/// The kfd-emu to run the machines under: `--kfd-emu`, or this workspace's, built release;
+/// `None` on the hardware.
+fn kfd_emu_binary(root: &Path, options: &Options) -> Result<Option<PathBuf>, Failure> {
+    if options.machines.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(match &options.kfd_emu {
+        Some(p) => fs::canonicalize(p)
+            .map_err(|e| Failure::new(format!("--kfd-emu {}: {e}", p.display())))?,
+        None => {
+            // The cargo that runs `xtask` (the same toolchain).
+            let mut cargo =
+                Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+            failure::run(
+                cargo
+                    .args(["build", "-p", "kfd-emu", "--release"])
+                    .current_dir(root),
+                "cargo build -p kfd-emu --release",
+            )?;
+            root.join("target/release/kfd-emu")
+        }
+    }))
 }
 
 /// The log file of `test`: parameterized names (`KFDCWSRTest.BasicTest/0`) have a '/'.
@@ -389,7 +424,12 @@ struct GpuNode {
 struct Runner {
     kfd_emu: Option<PathBuf>,
     machine: Option<String>,
+    /// `LD_LIBRARY_PATH` of the programs run.
     lib: PathBuf,
+    /// Whether to export `HSA_DEBUG=1`, as `run_kfdtest.sh` does.
+    hsa_debug: bool,
+    /// Where tests run (default: their log's directory).
+    cwd: Option<PathBuf>,
 }
 
 impl Runner {
@@ -404,8 +444,10 @@ impl Runner {
         };
         command
             .env("LD_LIBRARY_PATH", &self.lib)
-            .env("HSA_DEBUG", "1")
             .stdin(Stdio::null());
+        if self.hsa_debug {
+            command.env("HSA_DEBUG", "1");
+        }
         command
     }
 
@@ -431,15 +473,19 @@ impl Runner {
     }
 
     fn list(&self, kfdtest: &Path) -> Result<Vec<String>, Failure> {
-        let output = self
-            .command(kfdtest)
+        let mut command = self.command(kfdtest);
+        if let Some(cwd) = &self.cwd {
+            command.current_dir(cwd);
+        }
+        let output = command
             .arg("--gtest_list_tests")
             .output()
-            .map_err(|e| Failure::new(format!("kfdtest --gtest_list_tests: {e}")))?;
+            .map_err(|e| Failure::new(format!("{} --gtest_list_tests: {e}", kfdtest.display())))?;
         let tests = gtest::parse_list(&String::from_utf8_lossy(&output.stdout));
         if tests.is_empty() {
             return Err(Failure::new(format!(
-                "kfdtest --gtest_list_tests listed nothing ({}): {}",
+                "{} --gtest_list_tests listed nothing ({}): {}",
+                kfdtest.display(),
                 output.status,
                 String::from_utf8_lossy(&output.stderr).trim()
             )));
@@ -451,25 +497,27 @@ impl Runner {
     /// is killed at the time limit, and afterwards (nothing it started outlives it).
     fn run_test(
         &self,
-        kfdtest: &Path,
-        node: u32,
+        program: &Path,
+        args: &[String],
         test: &str,
         log: &Path,
         limit: Duration,
     ) -> Result<Exit, Failure> {
         let io = |e: std::io::Error| Failure::new(format!("{}: {e}", log.display()));
         let mut file = File::create(log).map_err(io)?;
-        let mut command = self.command(kfdtest);
-        command
-            .arg(format!("--node={node}"))
-            .arg(format!("--gtest_filter={test}"));
+        let mut command = self.command(program);
+        command.args(args);
         writeln!(file, "$ {command:?}").map_err(io)?;
         let stderr = file.try_clone().map_err(io)?;
         command
             .stdout(file)
             .stderr(stderr)
             .process_group(0)
-            .current_dir(log.parent().unwrap_or(Path::new(".")));
+            .current_dir(
+                self.cwd
+                    .as_deref()
+                    .unwrap_or(log.parent().unwrap_or(Path::new("."))),
+            );
         // The group is not the terminal's, so an interrupted run would leave the test running:
         // it gets SIGKILL when this process dies (kfd-emu then ends its program).
         // SAFETY: the hook only calls prctl(PR_SET_PDEATHSIG), which is async-signal-safe, in
@@ -565,6 +613,7 @@ struct MachineResults {
 }
 
 struct Report {
+    suite: &'static str,
     tree: String,
     timeout: Duration,
     machines: Vec<MachineResults>,
@@ -603,7 +652,8 @@ impl Report {
 
     fn write(&self, out: &Path) -> Result<(), Failure> {
         let mut md = format!(
-            "# kfdtest results\n\nTree: `{}`; one process per test, {} s limit each.\n\n{}",
+            "# {} results\n\nTree: `{}`; one process per test, {} s limit each.\n\n{}",
+            self.suite,
             self.tree,
             self.timeout.as_secs(),
             self.summary()
@@ -706,7 +756,10 @@ mod tests {
             parse_args(&["kfdtest"], false).is_err(),
             "--src is required"
         );
-        assert!(parse_args(&["rocrtst", "--src", "/t"], false).is_err());
+        let o = parse_args(&["rocrtst", "--src", "/t"], false).expect("parses");
+        assert_eq!(o.suite, Suite::Rocrtst);
+        assert_eq!(o.machines, rocrtst::DEFAULT_MACHINES);
+        assert!(parse_args(&["hiptest", "--src", "/t"], false).is_err());
         assert!(parse_args(&["kfdtest", "--src", "/t", "--timeout", "0"], false).is_err());
         assert!(parse_args(&["kfdtest", "--src", "/t", "--hardware"], false).is_err());
         assert!(parse_args(&["kfdtest", "--src", "/t", "--bogus"], false).is_err());
