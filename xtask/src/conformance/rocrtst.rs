@@ -165,13 +165,12 @@ fn build(src: &Path, build: &Path, llvm: Option<&Path>) -> Result<Built, Failure
     let smi = shim.join("rocm_smi");
     fs::create_dir_all(&smi).map_err(|e| io(&smi, e))?;
     let smi_config = smi.join("rocm_smi-config.cmake");
-    fs::write(
+    write_unchanged(
         &smi_config,
         "# Written by cargo xtask conformance rocrtst: rocm_smi64 is linked by name.\n",
-    )
-    .map_err(|e| io(&smi_config, e))?;
+    )?;
     let compat = shim.join("hwloc1_compat.h");
-    fs::write(&compat, HWLOC1_COMPAT).map_err(|e| io(&compat, e))?;
+    write_unchanged(&compat, HWLOC1_COMPAT)?;
     let work_root = build.join("workroot");
     let lib_dir = work_root.join("external/llvm-project/clang/lib");
     fs::create_dir_all(&lib_dir).map_err(|e| io(&lib_dir, e))?;
@@ -217,6 +216,15 @@ fn build(src: &Path, build: &Path, llvm: Option<&Path>) -> Result<Built, Failure
         dir,
         lib,
     })
+}
+
+/// Writes `text` to `path` unless it already holds it (a rewrite would make the next build
+/// recompile everything that force-includes it).
+fn write_unchanged(path: &Path, text: &str) -> Result<(), Failure> {
+    if fs::read_to_string(path).is_ok_and(|old| old == text) {
+        return Ok(());
+    }
+    fs::write(path, text).map_err(|e| Failure::new(format!("{}: {e}", path.display())))
 }
 
 /// Makes `link` a symbolic link to `target`, replacing what was there.
