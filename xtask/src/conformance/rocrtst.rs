@@ -43,7 +43,9 @@ use std::process::Command;
 use std::time::Instant;
 
 use super::gtest::{self, Outcome, Verdict};
-use super::{MachineResults, Options, Report, Runner, TestResult, kfd_emu_binary, log_name};
+use super::runner::{
+    MachineResults, Options, Report, Runner, TestResult, kfd_emu_binary, log_name,
+};
 use crate::failure::{self, Failure};
 
 /// The presets whose GPUs Debian's ROCr 5.2.3 makes agents of (gfx906, gfx908, gfx90a); on
