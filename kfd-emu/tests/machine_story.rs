@@ -443,12 +443,26 @@ fn mbind_to_every_emulated_numa_node_succeeds_and_to_others_fails() {
             };
             assert_ne!(page, libc::MAP_FAILED);
             let bind = MPOL_BIND | MPOL_F_STATIC_NODES;
+            let set_mempolicy = |mode: u64, mask: u64| {
+                // SAFETY: the mask is a live u64 of which 63 bits are read.
+                let r = unsafe {
+                    libc::syscall(libc::SYS_set_mempolicy, mode, &mask as *const u64, 64u64)
+                };
+                if r == 0 {
+                    0
+                } else {
+                    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+                }
+            };
             let out = [
                 mbind(page, bind, 1 << 0),
                 mbind(page, bind, 1 << 1),
                 mbind(page, bind, 0b11),
                 mbind(page, bind, 1 << 40),
                 mbind(page, 9, 1 << 1),
+                set_mempolicy(bind, 1 << 1),
+                // Back to the default policy (no nodes: the host's kernel answers).
+                set_mempolicy(0, 0),
             ];
             // SAFETY: the page mapped above, no longer used.
             unsafe { libc::munmap(page, 4096) };
@@ -458,11 +472,12 @@ fn mbind_to_every_emulated_numa_node_succeeds_and_to_others_fails() {
     };
     assert_eq!(
         results("mi210x8"),
-        [0, 0, 0, libc::EINVAL, libc::EINVAL],
-        "mi210x8: nodes 0, 1, both, 40, bad mode"
+        [0, 0, 0, libc::EINVAL, libc::EINVAL, 0, 0],
+        "mi210x8: mbind nodes 0, 1, both, 40, bad mode; set_mempolicy node 1, default"
     );
     // One NUMA node: node 1 is no more there than on the single-socket machine.
     let one = results("mi300x");
     assert_eq!(one[0], 0);
     assert_eq!(one[1], libc::EINVAL, "mi300x: node 1");
+    assert_eq!(one[5], libc::EINVAL, "mi300x: set_mempolicy node 1");
 }
