@@ -107,6 +107,26 @@ fn look(preset: &str) -> Seen {
             let Ok(cpulist) = std::fs::read_to_string(format!("{dir}/cpulist")) else {
                 break;
             };
+            // The node's first CPU: its sysfs directory says its package and siblings, and
+            // the node lists it.
+            let first = cpu_list(&cpulist).into_iter().next().unwrap_or(0);
+            let topo = format!("/sys/devices/system/cpu/cpu{first}/topology");
+            assert_eq!(
+                read(&format!("{topo}/physical_package_id")).trim(),
+                n.to_string()
+            );
+            assert_eq!(
+                cpu_list(&read(&format!("{topo}/core_siblings_list"))),
+                cpu_list(&cpulist)
+            );
+            assert!(
+                list(&dir).contains(&format!("cpu{first}")),
+                "{dir} lists cpu{first}"
+            );
+            assert!(
+                list("/sys/devices/system/cpu").contains(&format!("cpu{first}")),
+                "cpu/ lists cpu{first}"
+            );
             numa.push((
                 cpulist,
                 read(&format!("{dir}/meminfo")),

@@ -161,9 +161,12 @@ impl Model {
         }
     }
 
-    /// Runs `f` on the generated sysfs tree, generating it on first use.
+    /// Runs `f` on the generated sysfs tree for a path (`rest` of `part`), generating the tree
+    /// on first use, and the per-CPU directories when the path needs them.
     fn with_sysfs<T>(
         &self,
+        part: files::SysfsPart,
+        rest: &str,
         f: impl FnOnce(&files::SysfsTree) -> Result<T, Errno>,
     ) -> Result<T, Errno> {
         let mut sysfs = self.sysfs.lock().unwrap_or_else(|e| e.into_inner());
@@ -172,14 +175,20 @@ impl Model {
                 files::SysfsTree::generate(&self.drv.dev.cfg.machine).map_err(|e| io_errno(&e))?,
             );
         }
-        match sysfs.as_ref() {
-            Some(tree) => f(tree),
+        match sysfs.as_mut() {
+            Some(tree) => {
+                if files::SysfsTree::needs_cpus(part, rest) {
+                    tree.write_cpus(&self.drv.dev.cfg.machine)
+                        .map_err(|e| io_errno(&e))?;
+                }
+                f(tree)
+            }
             None => Err(Errno::NOENT),
         }
     }
 
     fn open_sysfs(&self, part: files::SysfsPart, rest: &str, flags: i32) -> OpenAction {
-        match self.with_sysfs(|tree| tree.open(part, rest, flags)) {
+        match self.with_sysfs(part, rest, |tree| tree.open(part, rest, flags)) {
             Ok(fd) => OpenAction::Inject(fd),
             Err(errno) => OpenAction::Fail(errno),
         }
@@ -385,7 +394,9 @@ impl Backend for Model {
             Target::Card(gpu) => Some(Ok(self.drm_node_stat(gpu, true))),
             // The host's own /proc/modules stats like the generated one (size 0).
             Target::ProcModules => None,
-            Target::Sysfs(part, rest) => Some(self.with_sysfs(|tree| tree.stat(part, rest))),
+            Target::Sysfs(part, rest) => {
+                Some(self.with_sysfs(part, rest, |tree| tree.stat(part, rest)))
+            }
         }
     }
 
@@ -393,7 +404,9 @@ impl Backend for Model {
         // The generated tree holds the links (a render node's `device/subsystem`); every
         // other emulated path is no link.
         match self.target(path)? {
-            Target::Sysfs(part, rest) => Some(self.with_sysfs(|tree| tree.readlink(part, rest))),
+            Target::Sysfs(part, rest) => {
+                Some(self.with_sysfs(part, rest, |tree| tree.readlink(part, rest)))
+            }
             _ => Some(self.stat(caller, path)?.and(Err(Errno::INVAL))),
         }
     }

@@ -388,6 +388,10 @@ const DRM_CLASS_VERSION: &str = "drm 1.1.0 20060810\n";
 #[derive(Debug)]
 pub(super) struct SysfsTree {
     root: PathBuf,
+    /// Whether the per-CPU directories (`cpu/cpu<N>/`, `node/node<K>/cpu<N>`) are written:
+    /// they are written on first use (see [`SysfsTree::needs_cpus`]), as a machine of many
+    /// CPUs has thousands of them and most programs read only `cpu/online`.
+    cpus_written: bool,
 }
 
 impl SysfsTree {
@@ -400,7 +404,10 @@ impl SysfsTree {
             std::fs::remove_dir_all(&root)?;
         }
         std::fs::create_dir_all(&root)?;
-        let tree = SysfsTree { root };
+        let tree = SysfsTree {
+            root,
+            cpus_written: false,
+        };
         let topology = tree.root.join(SysfsPart::Topology.dir());
         std::fs::create_dir_all(&topology)?;
         machine.write_sysfs(&topology)?;
@@ -514,10 +521,10 @@ impl SysfsTree {
     /// (`topology_sysfs.c`) and the link `cpu<N>/node<K>`; `node/{online,possible,has_cpu,
     /// has_memory,has_normal_memory}` and `node/node<K>/{cpulist,cpumap,meminfo,distance}`
     /// (`drivers/base/node.c`) with a link `cpu<N>` per CPU. What a program runs on is the
-    /// host's CPUs, and `sched_getaffinity` still says which of these it may use.
+    /// host's CPUs, and `sched_getaffinity` still says which of these it may use. The per-CPU
+    /// directories and links are [`SysfsTree::write_cpus`]'s, on first use.
     fn write_system(&self, machine: &Machine) -> io::Result<()> {
         use crate::machine::cpus::{cpu_mask, cpu_range_list};
-        use std::os::unix::fs::symlink;
         let numa = machine.numa_nodes();
         let cpus = machine.cpus();
         let total = u32::try_from(cpus.len()).unwrap_or(u32::MAX);
@@ -534,6 +541,88 @@ impl SysfsTree {
             cpu_dir.join("kernel_max"),
             format!("{}\n", crate::machine::cpus::MAX_CPUS - 1),
         )?;
+        let ids = cpu_range_list(0, u32::try_from(numa.len()).unwrap_or(u32::MAX));
+        for name in [
+            "online",
+            "possible",
+            "has_cpu",
+            "has_memory",
+            "has_normal_memory",
+        ] {
+            std::fs::write(node_dir.join(name), format!("{ids}\n"))?;
+        }
+        for node in &numa {
+            let dir = node_dir.join(format!("node{}", node.id));
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join("cpulist"), format!("{}\n", node.cpulist()))?;
+            std::fs::write(
+                dir.join("cpumap"),
+                format!("{}\n", cpu_mask(node.first_cpu, node.cpu_count, total)),
+            )?;
+            let distances: Vec<String> = node.distances.iter().map(u32::to_string).collect();
+            std::fs::write(dir.join("distance"), format!("{}\n", distances.join(" ")))?;
+            // node_read_meminfo: "Node %d MemTotal:       %8lu kB"; nothing is in use.
+            let kb = node.mem_bytes >> 10;
+            let id = node.id;
+            std::fs::write(
+                dir.join("meminfo"),
+                format!(
+                    "Node {id} MemTotal:       {kb:8} kB\nNode {id} MemFree:        {kb:8} kB\n\
+                     Node {id} MemUsed:        {:8} kB\n",
+                    0
+                ),
+            )?;
+        }
+        let host = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let proc = self.root.join("proc");
+        std::fs::create_dir_all(&proc)?;
+        std::fs::write(
+            self.root.join(SysfsPart::ProcCpuinfo.dir()),
+            crate::machine::cpus::cpuinfo(machine, &host),
+        )?;
+        Ok(())
+    }
+
+    /// Whether a path (`rest` of `part`) needs the per-CPU directories: anything under
+    /// `cpu/` but its top files, and under `node/` a listing or a node's `cpu<N>` links.
+    pub(super) fn needs_cpus(part: SysfsPart, rest: &str) -> bool {
+        const CPU_TOP: [&str; 5] = [
+            "/online",
+            "/possible",
+            "/present",
+            "/offline",
+            "/kernel_max",
+        ];
+        const NODE_FILES: [&str; 4] = ["cpulist", "cpumap", "meminfo", "distance"];
+        match part {
+            SysfsPart::SystemCpu => !CPU_TOP.contains(&rest),
+            SysfsPart::SystemNode => {
+                let mut parts = rest.trim_start_matches('/').split('/');
+                match (parts.next(), parts.next()) {
+                    (Some(node), file) if node.starts_with("node") => {
+                        !file.is_some_and(|f| NODE_FILES.contains(&f))
+                    }
+                    (Some(""), None) => true,
+                    _ => false,
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// Writes the per-CPU directories once: `cpu/cpu<N>/` (`online`, `topology/*`, the link
+    /// `node<K>`) and each NUMA node's links `cpu<N>` (see [`SysfsTree::write_system`]).
+    pub(super) fn write_cpus(&mut self, machine: &Machine) -> io::Result<()> {
+        use crate::machine::cpus::{cpu_mask, cpu_range_list};
+        use std::os::unix::fs::symlink;
+        if self.cpus_written {
+            return Ok(());
+        }
+        let numa = machine.numa_nodes();
+        let cpus = machine.cpus();
+        let total = u32::try_from(cpus.len()).unwrap_or(u32::MAX);
+        let cpu_dir = self.root.join(SysfsPart::SystemCpu.dir());
+        let node_dir = self.root.join(SysfsPart::SystemNode.dir());
         for cpu in &cpus {
             let Some(node) = numa.iter().find(|n| n.id == cpu.numa_node) else {
                 continue;
@@ -572,48 +661,13 @@ impl SysfsTree {
                 dir.join(format!("node{}", node.id)),
             )?;
         }
-        let ids = cpu_range_list(0, u32::try_from(numa.len()).unwrap_or(u32::MAX));
-        for name in [
-            "online",
-            "possible",
-            "has_cpu",
-            "has_memory",
-            "has_normal_memory",
-        ] {
-            std::fs::write(node_dir.join(name), format!("{ids}\n"))?;
-        }
         for node in &numa {
             let dir = node_dir.join(format!("node{}", node.id));
-            std::fs::create_dir_all(&dir)?;
-            std::fs::write(dir.join("cpulist"), format!("{}\n", node.cpulist()))?;
-            std::fs::write(
-                dir.join("cpumap"),
-                format!("{}\n", cpu_mask(node.first_cpu, node.cpu_count, total)),
-            )?;
-            let distances: Vec<String> = node.distances.iter().map(u32::to_string).collect();
-            std::fs::write(dir.join("distance"), format!("{}\n", distances.join(" ")))?;
-            // node_read_meminfo: "Node %d MemTotal:       %8lu kB"; nothing is in use.
-            let kb = node.mem_bytes >> 10;
-            let id = node.id;
-            std::fs::write(
-                dir.join("meminfo"),
-                format!(
-                    "Node {id} MemTotal:       {kb:8} kB\nNode {id} MemFree:        {kb:8} kB\n\
-                     Node {id} MemUsed:        {:8} kB\n",
-                    0
-                ),
-            )?;
             for cpu in node.first_cpu..node.first_cpu + node.cpu_count {
                 symlink(format!("../../cpu/cpu{cpu}"), dir.join(format!("cpu{cpu}")))?;
             }
         }
-        let host = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let proc = self.root.join("proc");
-        std::fs::create_dir_all(&proc)?;
-        std::fs::write(
-            self.root.join(SysfsPart::ProcCpuinfo.dir()),
-            crate::machine::cpus::cpuinfo(machine, &host),
-        )?;
+        self.cpus_written = true;
         Ok(())
     }
 
