@@ -600,3 +600,36 @@ fn leaks_are_reported_when_a_process_exits() {
     leaky.kfd = injected(leaky.model.open(&leaky.caller, "/dev/kfd", libc::O_RDWR, 0));
     assert_eq!(leaky.available(gpu), start + (2 << 20));
 }
+
+/// amdgpu's `mem_info_vram_used` (`%llu` bytes of VRAM in use) is read fresh at each open,
+/// through any of the paths that lead to the GPU's PCI device: 0 on a fresh model, the BO's
+/// size once a process holds a VRAM BO, 0 again after it is freed; `mem_info_vram_total` is
+/// the VRAM size and the file refuses writing (`EACCES`, as sysfs's 0444 files do).
+#[test]
+fn mem_info_vram_used_follows_the_processes_vram() {
+    let mut emu = Emu::machine("mi300x");
+    emu.acquire_all();
+    let used = |path: &str| -> u64 {
+        let fd = injected(emu.model.open(&emu.caller, path, libc::O_RDONLY, 0));
+        read_all(fd).trim().parse().expect("a number")
+    };
+    let by_class = "/sys/class/drm/renderD128/device/mem_info_vram_used";
+    let slot = emu.model.machine().gpus()[0].pci_slot_name();
+    let by_bus = format!("/sys/bus/pci/devices/{slot}/mem_info_vram_used");
+    assert_eq!(used(by_class), 0);
+    let gpu = emu.gpu();
+    let size = 64u64 << 20;
+    let (handle, _) = emu.alloc(gpu, va(1), size, VRAM_RW).expect("alloc");
+    assert_eq!(used(by_class), size);
+    assert_eq!(used(&by_bus), size);
+    assert_eq!(
+        used("/sys/class/drm/renderD128/device/mem_info_vram_total"),
+        emu.model.machine().gpus()[0].vram_size
+    );
+    emu.free(handle).expect("free");
+    assert_eq!(used(by_class), 0);
+    assert!(matches!(
+        emu.model.open(&emu.caller, by_class, libc::O_RDWR, 0),
+        kfd_emu::backend::OpenAction::Fail(Errno::ACCESS)
+    ));
+}

@@ -188,9 +188,45 @@ impl Model {
     }
 
     fn open_sysfs(&self, part: files::SysfsPart, rest: &str, flags: i32) -> OpenAction {
+        let machine = &self.drv.dev.cfg.machine;
+        if let Ok(Some((gpu, which))) =
+            self.with_sysfs(part, rest, |tree| Ok(tree.usage_file(machine, part, rest)))
+        {
+            return self.open_usage(gpu, which, flags);
+        }
         match self.with_sysfs(part, rest, |tree| tree.open(part, rest, flags)) {
             Ok(fd) => OpenAction::Inject(fd),
             Err(errno) => OpenAction::Fail(errno),
+        }
+    }
+}
+
+impl Model {
+    /// One of GPU `gpu`'s usage files ([`files::USAGE_FILES`] index `which`) as amdgpu prints
+    /// it when read: VRAM in use (the VRAM the model's processes hold, KFD BOs and migrated SVM
+    /// pages), the CPU-visible part of it (all of it with a large BAR; at most the BAR
+    /// otherwise), GTT in use (the TTM charges). Opened read-only, as sysfs allows.
+    fn open_usage(&self, gpu: usize, which: usize, flags: i32) -> OpenAction {
+        if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & (libc::O_CREAT | libc::O_TRUNC) != 0
+        {
+            return OpenAction::Fail(Errno::ACCESS);
+        }
+        let info = &self.drv.dev.cfg.machine.gpus()[gpu];
+        let (vram, gtt) = {
+            let st = self.drv.lock();
+            let vram = st.acc.vram.get(gpu).map_or(0, |v| v.0);
+            let svm = st.svm_vram.get(gpu).copied().unwrap_or(0);
+            (vram.saturating_add(svm), st.acc.ttm_used)
+        };
+        let value = match which {
+            0 => vram,
+            1 if info.large_bar => vram,
+            1 => vram.min(256 << 20),
+            _ => gtt,
+        };
+        match files::text_file(files::USAGE_FILES[which], &format!("{value}\n")) {
+            Ok(fd) => OpenAction::Inject(fd),
+            Err(e) => OpenAction::Fail(io_errno(&e)),
         }
     }
 }

@@ -272,6 +272,13 @@ pub(super) fn range_is_mapped(tgid: i32, addr: u64, len: u64) -> Option<bool> {
     Some(super::vmas::Vmas::parse(&maps, &|_: u64, _: u64| false).covers(addr, end))
 }
 
+/// A read-only file of `text` (a generated file whose contents are decided at open).
+pub(super) fn text_file(name: &str, text: &str) -> io::Result<OwnedFd> {
+    let fd = memfd(name, text.len() as u64)?;
+    write_at(fd.as_fd(), 0, text.as_bytes())?;
+    Ok(fd)
+}
+
 /// `/proc/modules` as the emulator shows it: an `amdgpu` line, then the host's modules.
 pub(super) fn proc_modules() -> io::Result<OwnedFd> {
     let mut text = String::from("amdgpu 20480000 0 - Live 0x0000000000000000\n");
@@ -671,6 +678,26 @@ impl SysfsTree {
         Ok(())
     }
 
+    /// When `rest` of `part` is one of a GPU's [`USAGE_FILES`] (by whatever path: the PCI
+    /// device, a DRM node's `device`, `/sys/bus/pci/devices`): the GPU's index in `machine`
+    /// and the file's index in [`USAGE_FILES`].
+    pub(super) fn usage_file(
+        &self,
+        machine: &Machine,
+        part: SysfsPart,
+        rest: &str,
+    ) -> Option<(usize, usize)> {
+        let name = Path::new(rest).file_name()?.to_str()?;
+        let which = USAGE_FILES.iter().position(|f| *f == name)?;
+        let real = std::fs::canonicalize(self.path(part, rest).ok()?).ok()?;
+        let slot = real.parent()?.file_name()?.to_str()?;
+        let gpu = machine
+            .gpus()
+            .iter()
+            .position(|g| g.pci_slot_name() == slot)?;
+        Some((gpu, which))
+    }
+
     /// The generated file behind `rest` (`""` or `/nodes/0/properties`, relative to `part`'s
     /// root); `ENOENT` for a path that would leave the tree.
     fn path(&self, part: SysfsPart, rest: &str) -> Result<PathBuf, Errno> {
@@ -799,13 +826,21 @@ fn write_pci_device(gpu: &crate::machine::Gpu, dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// amdgpu's usage files (`amdgpu_mem_info_vram_used_show`, `..._vis_vram_used_show`,
+/// `amdgpu_mem_info_gtt_used_show`: `%llu` bytes), answered when opened with what the model's
+/// processes hold at that moment.
+pub(super) const USAGE_FILES: [&str; 3] = [
+    "mem_info_vram_used",
+    "mem_info_vis_vram_used",
+    "mem_info_gtt_used",
+];
+
 /// What amdgpu adds below its PCI device: `ip_discovery/` (see
 /// [`crate::machine::ip_discovery`]) for a GPU brought up from its discovery table, and the
 /// memory totals of `amdgpu_device_attrs` (`amdgpu_vram_mgr.c`, `amdgpu_gtt_mgr.c`: `%llu`
 /// bytes): `mem_info_vram_total` (VRAM), `mem_info_vis_vram_total` (the CPU-visible part: all
 /// of it with a large BAR, else the 256 MiB BAR), `mem_info_gtt_total` (the TTM page limit,
-/// half of RAM), and `unique_id` (`%016llx`) where the topology has one. The `*_used` files,
-/// which change with every allocation, are not generated.
+/// half of RAM), `unique_id` (`%016llx`) where the topology has one, and the [`USAGE_FILES`].
 fn write_amdgpu_files(machine: &Machine, gpu: &crate::machine::Gpu, dir: &Path) -> io::Result<()> {
     let visible = if gpu.large_bar {
         gpu.vram_size
@@ -819,6 +854,11 @@ fn write_amdgpu_files(machine: &Machine, gpu: &crate::machine::Gpu, dir: &Path) 
         ("mem_info_gtt_total", gtt),
     ] {
         std::fs::write(dir.join(name), format!("{value}\n"))?;
+    }
+    // Read through `SysfsTree::usage_file` with the model's current figures; these are
+    // what `stat` and a listing see.
+    for name in USAGE_FILES {
+        std::fs::write(dir.join(name), "0\n")?;
     }
     if let Some(id) = machine
         .node_of(gpu)

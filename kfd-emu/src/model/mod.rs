@@ -98,9 +98,10 @@
 //!   node: `cpulist`, `cpumap`, `meminfo`, `distance`, links to its CPUs);
 //!   `/sys/bus/pci/devices` lists the emulated PCI devices (links into `/sys/devices/pci…`);
 //!   each GPU's PCI device has `numa_node`, `local_cpus`, `local_cpulist`, `config`,
-//!   `mem_info_{vram,vis_vram,gtt}_total`, `unique_id` and, for a GPU the kernel brings up
+//!   `mem_info_{vram,vis_vram,gtt}_total`, the `mem_info_*_used` files (read fresh at each
+//!   open: what the model's processes hold), `unique_id` and, for a GPU the kernel brings up
 //!   from its discovery table, `ip_discovery/die/0` (GC, SDMA0, NBIF). Where it differs: no
-//!   cpufreq, cache or hotplug files; the `mem_info_*_used` files are absent; `/proc/meminfo`
+//!   cpufreq, cache or hotplug files; `/proc/meminfo`
 //!   and `sched_getaffinity` stay the host's (a program may run on a subset of the CPUs, as
 //!   under a cpuset).
 //! * `/proc/modules` → a list that contains `amdgpu`; `/sys/module/amdgpu` → what libkmod
