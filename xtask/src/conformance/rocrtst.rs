@@ -242,6 +242,21 @@ fn disabled(test: &str) -> bool {
     test.split('.').any(|part| part.starts_with("DISABLED_"))
 }
 
+/// The cause of `verdict` under kfd-emu, naming what the emulator cannot do yet where the
+/// output shows it: a queue stopped at a kernel dispatch (kfd-emu's packet processor runs no
+/// GPU code and reports the CP's "Out of VGPRs", which ROCr prints as
+/// `HSA_STATUS_ERROR_INVALID_ISA` before its default handler aborts).
+fn emulator_cause(verdict: &Verdict, output: &str) -> String {
+    if verdict.outcome != Outcome::Passed && output.contains("HSA_STATUS_ERROR_INVALID_ISA") {
+        format!(
+            "kernel dispatch (kfd-emu runs no GPU code yet; its queue error reads INVALID_ISA): {}",
+            verdict.cause
+        )
+    } else {
+        verdict.cause.clone()
+    }
+}
+
 /// Runs the suite (see the module docs).
 pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
     let src = fs::canonicalize(&options.src)
@@ -320,10 +335,15 @@ pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
                 }
                 let started = Instant::now();
                 let exit = runner.run_test(&built.exe, &args, test, &log, options.timeout)?;
-                let output = fs::read(&log).unwrap_or_default();
+                let output =
+                    String::from_utf8_lossy(&fs::read(&log).unwrap_or_default()).into_owned();
+                let mut verdict = gtest::classify(test, &output, exit);
+                if machine.is_some() {
+                    verdict.cause = emulator_cause(&verdict, &output);
+                }
                 TestResult {
                     name: (*test).clone(),
-                    verdict: gtest::classify(test, &String::from_utf8_lossy(&output), exit),
+                    verdict,
                     seconds: started.elapsed().as_secs_f64(),
                     excluded,
                 }
@@ -352,6 +372,23 @@ pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dispatch_the_emulator_cannot_run_is_named() {
+        let crashed = Verdict {
+            outcome: Outcome::Crashed,
+            cause: "signal 6".to_owned(),
+        };
+        let out = "Queue at 0x1 inactivated due to async error:\n\
+                   \tHSA_STATUS_ERROR_INVALID_ISA: The instruction set architecture is invalid.";
+        assert!(emulator_cause(&crashed, out).starts_with("kernel dispatch"));
+        assert_eq!(emulator_cause(&crashed, "other"), "signal 6");
+        let passed = Verdict {
+            outcome: Outcome::Passed,
+            cause: String::new(),
+        };
+        assert_eq!(emulator_cause(&passed, out), "");
+    }
 
     #[test]
     fn disabled_tests_are_upstreams_disabled_prefix() {
