@@ -905,3 +905,33 @@ impl Drop for SysfsTree {
 pub(super) fn io_errno(e: &std::io::Error) -> Errno {
     e.raw_os_error().map_or(Errno::IO, Errno::from_raw_os_error)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{SysfsPart, SysfsTree};
+
+    #[test]
+    fn only_paths_into_the_per_cpu_directories_need_them() {
+        let cpu = SysfsPart::SystemCpu;
+        let node = SysfsPart::SystemNode;
+        // glibc's get_nprocs and the other top files.
+        for top in [
+            "/online",
+            "/possible",
+            "/present",
+            "/offline",
+            "/kernel_max",
+        ] {
+            assert!(!SysfsTree::needs_cpus(cpu, top), "{top}");
+        }
+        assert!(SysfsTree::needs_cpus(cpu, ""), "a listing of cpu/");
+        assert!(SysfsTree::needs_cpus(cpu, "/cpu7/topology/core_id"));
+        assert!(!SysfsTree::needs_cpus(node, "/online"));
+        assert!(!SysfsTree::needs_cpus(node, "/node1/cpulist"));
+        assert!(!SysfsTree::needs_cpus(node, "/node0/meminfo"));
+        assert!(SysfsTree::needs_cpus(node, ""), "a listing of node/");
+        assert!(SysfsTree::needs_cpus(node, "/node1"), "a listing of node1/");
+        assert!(SysfsTree::needs_cpus(node, "/node1/cpu64"));
+        assert!(!SysfsTree::needs_cpus(SysfsPart::Topology, "/nodes/0"));
+    }
+}
