@@ -3,7 +3,8 @@
 //! `/dev/kfd`, reads the topology and `ip_discovery`, compiles its kernels for gfx942 with
 //! Debian's libLLVM 19, copies through SDMA and dispatches on a compute queue, and numpy
 //! checks each result (elementwise with exp, log and sqrt, sum and max reductions, a 64x64
-//! matmul): `tests/clients/tinygrad_tensors.py`. Both of tinygrad's compute queues run: on
+//! matmul; then int32, uint8, float16 and float64 arithmetic, argmax, softmax, cumsum and a
+//! 3x3 conv2d): `tests/clients/tinygrad_tensors.py`. Both of tinygrad's compute queues run: on
 //! mi300x's 8 XCCs it picks AQL (KERNEL_DISPATCH packets, and PM4 IBs in vendor packets for
 //! its waits, PRED_EXEC-predicated signals and timestamps); `AMD_AQL=0` makes it a PM4 queue
 //! (SET_SH_REG state, per-XCC scratch bases under PRED_EXEC, DISPATCH_DIRECT, RELEASE_MEM).
@@ -94,6 +95,18 @@ fn assert_all_ok(out: &Output, aql: bool) {
         "max",
         "sum(axis=1)",
         "matmul 64x64",
+        "sum 100000",
+        "argmax",
+        "softmax",
+        "sin",
+        "int32 (i*3+j)//j",
+        "int32 i%j",
+        "int32 (i<<3)&0xff0",
+        "float16 h*h+1",
+        "float64 exp",
+        "uint8 +7",
+        "cumsum",
+        "conv2d 3x3",
     ] {
         assert!(
             text.contains(&format!("\n{name}: ok ")),

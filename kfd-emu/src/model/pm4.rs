@@ -59,7 +59,10 @@
 //!   partition is one queue per XCC in the kernel, `init_mqd_v9_4_3`, each running the same
 //!   packets): the dwords run once when the select names an XCC of the partition (bit
 //!   `i < num_xcc` of the GPU's topology node; one XCC without the property), and are skipped
-//!   when it names none. A count that runs past the end of an IB stops the queue.
+//!   when it names none. A count that runs past the end of an IB stops the queue. Where it
+//!   differs: register writes predicated for different XCCs land in the one register state,
+//!   the last one holding (tinygrad's per-XCC `COMPUTE_DISPATCH_SCRATCH_BASE`s: every wave
+//!   gets the last XCC's slice of its scratch buffer, which is as large as any one XCC's).
 //! * Anything else (another opcode, EVENT_WRITE_EOP among them: neither kfdtest nor the
 //!   kernel's gfx9+ compute rings emit it; a type-0 or type-1 header; an IB that ends inside a
 //!   packet) stops the queue with [`Stopped::BadPacket`]; an access that faults is a VM fault,
