@@ -328,6 +328,14 @@ pub trait Backend: Send + Sync + 'static {
     /// kernel would release when its last `/dev/kfd` reference goes.
     fn process_exited(&self, tgid: i32);
 
+    /// How many NUMA nodes the emulated machine has (`/sys/devices/system/node` lists them),
+    /// for the memory-policy calls that name them (`mbind`, `set_mempolicy`); `None` when the
+    /// backend emulates no NUMA nodes (the host's are what a program sees). The default says
+    /// `None`.
+    fn numa_nodes(&self) -> Option<u32> {
+        None
+    }
+
     /// Answers a `write`, `writev` or `pwritev2` at the current position on `file` (a
     /// duplicate of the caller's descriptor, whose number is in [`SMI_FDS`]): `None` when it
     /// is not a stand-in the backend writes (the kernel runs the call), else the call's

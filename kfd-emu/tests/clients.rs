@@ -196,6 +196,22 @@ fn rocminfo_lists_the_cpu_and_gpu_agents() {
             machine.topology().nodes.len() - gpus,
             "{name}: {text}"
         );
+        // libhsakmt names each CPU agent by finding its node's cpu_core_id_base among
+        // /proc/cpuinfo's apicids (`topology_get_cpu_model_name`): every CPU agent has a name
+        // only when /proc/cpuinfo lists the topology's CPUs (mi210x8's second CPU was nameless
+        // while it listed the host's).
+        for agent in text.split("\nAgent ").skip(1) {
+            if agent.contains("Device Type:             CPU") {
+                let agent_name = agent
+                    .lines()
+                    .find_map(|l| l.trim_start().strip_prefix("Name:"))
+                    .map(str::trim);
+                assert!(
+                    agent_name.is_some_and(|n| !n.is_empty()),
+                    "{name}: a CPU agent without a name:\n{agent}"
+                );
+            }
+        }
         // ROCr 5.2.3 (Debian's) knows the ISAs up to gfx90c and gfx103x; it skips a GPU of a
         // later one (gfx942, gfx11, gfx12) with a warning, as it would on that hardware.
         let mut known = 0;

@@ -513,6 +513,73 @@ fn a_pm4_dispatch_direct_and_indirect_run_the_kernel_its_registers_describe() {
     }
 }
 
+/// PRED_EXEC (`gfx_v12_1_pkt.h`: `EXEC_COUNT` bits 0-13, `VIRTUALXCCID_SELECT` bits 24-31),
+/// as tinygrad's multi-XCC queues use it: the next `EXEC_COUNT` dwords run when the select
+/// names an XCC of the GPU's partition and are skipped when it names none — on mi300x (8
+/// XCCs) the select of XCC 7 runs and 0 skips; on mi210x8 (one XCC) XCC 1's is skipped. On
+/// the ring and inside an IB; the packets after the predicated ones run either way.
+#[test]
+fn pred_exec_runs_its_dwords_on_the_partitions_xccs_and_skips_them_otherwise() {
+    for (machine, select, runs) in [
+        ("mi300x", 0x80u32, true),
+        ("mi300x", 0x01, true),
+        ("mi300x", 0x00, false),
+        ("mi210x8", 0x01, true),
+        ("mi210x8", 0x02, false),
+    ] {
+        let mut q = Queue::with_type(machine, &[], &[0; 64], KFD_IOC_QUEUE_TYPE_COMPUTE);
+        let write = |at: usize, v: u32| {
+            let va = va(2) + (DATA + at) as u64;
+            packet3(0x37, &[5 << 8, va as u32, (va >> 32) as u32, v])
+        };
+        // The IB (at DATA + 0x400): the same, predicated and not.
+        let mut ib = Vec::new();
+        let predicated = write(0x10, 0xB1);
+        ib.extend(packet3(0x23, &[select << 24 | predicated.len() as u32]));
+        ib.extend(predicated);
+        ib.extend(write(0x14, 0xB2));
+        for (i, d) in ib.iter().enumerate() {
+            q.put_u32(DATA + 0x400 + 4 * i, *d);
+        }
+        let ib_va = va(2) + DATA as u64 + 0x400;
+        let mut ring = Vec::new();
+        let predicated = write(0, 0xA1);
+        ring.extend(packet3(0x23, &[select << 24 | predicated.len() as u32]));
+        ring.extend(predicated);
+        ring.extend(write(4, 0xA2));
+        ring.extend(packet3(
+            0x3F,
+            &[
+                ib_va as u32,
+                (ib_va >> 32) as u32,
+                ib.len() as u32 | 1 << 23,
+            ],
+        ));
+        for (i, d) in ring.iter().enumerate() {
+            q.put_u32(RING + 4 * i, *d);
+        }
+        q.put_u64(WPTR, ring.len() as u64);
+        assert!(
+            q.wait_until(|q| u64::from(q.u32_at(RPTR)) == ring.len() as u64),
+            "{machine} select {select:#x}: the read pointer did not reach the write pointer"
+        );
+        let what = |q: &mut Queue, at: usize| q.u32_at(DATA + at);
+        assert_eq!(
+            (what(&mut q, 4), what(&mut q, 0x14)),
+            (0xA2, 0xB2),
+            "{machine} select {select:#x}: the packets after the predicated ones ran"
+        );
+        let (want_a, want_b) = if runs { (0xA1, 0xB1) } else { (0, 0) };
+        assert_eq!(
+            (what(&mut q, 0), what(&mut q, 0x10)),
+            (want_a, want_b),
+            "{machine} select {select:#x}: predicated dwords {}",
+            if runs { "run" } else { "skipped" }
+        );
+        q.destroy();
+    }
+}
+
 #[test]
 fn a_profiled_queue_gets_the_dispatchs_start_and_end_times() {
     let machine = "mi210x8";

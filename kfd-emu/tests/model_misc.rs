@@ -408,6 +408,52 @@ fn drm_version_client_and_amdgpu_info() {
     );
 }
 
+/// AMDGPU_INFO_RAS_ENABLED_FEATURES: the server parts answer with UMC, SDMA and GFX enabled
+/// (what kfdtest's RAS test requires before it looks for debugfs), a Radeon VII with only the
+/// GFX feature and nothing enabled, an RDNA card without ECC `EINVAL` (no RAS context); a
+/// 4-byte buffer gets the low half (`min_t(u64, size, sizeof(ras_mask))`).
+#[test]
+fn ras_enabled_features_per_preset() {
+    let i_cmd = opcode::write::<[u64; 4]>(b'd', 0x45);
+    let query = |preset: &str, out: &mut [u8]| {
+        let emu = Emu::machine(preset);
+        let render = emu.open_render(0);
+        let mut a = [0u32; 8];
+        let ptr = out.as_mut_ptr() as u64;
+        a[0] = ptr as u32;
+        a[1] = (ptr >> 32) as u32;
+        a[2] = out.len() as u32;
+        a[3] = 0x20;
+        drm(&emu, &render, i_cmd, &mut a)
+    };
+    const UMC_SDMA_GFX: u64 = 0b111;
+    for preset in ["mi300x", "mi210x8", "mi100", "mi300a"] {
+        let mut mask = [0u8; 8];
+        assert_eq!(query(preset, &mut mask), Ok(0), "{preset}");
+        let mask = u64::from_ne_bytes(mask);
+        assert_eq!(
+            mask & UMC_SDMA_GFX,
+            UMC_SDMA_GFX,
+            "{preset}: features {mask:#x}"
+        );
+        assert_eq!(
+            (mask >> 32) & UMC_SDMA_GFX,
+            UMC_SDMA_GFX,
+            "{preset}: enabled"
+        );
+    }
+    let mut mask = [0u8; 8];
+    assert_eq!(query("radeon-vii", &mut mask), Ok(0));
+    assert_eq!(u64::from_ne_bytes(mask), 1 << 2, "Vega 20 gaming: GFX only");
+    let mut low = [0xAAu8; 4];
+    assert_eq!(query("mi300x", &mut low), Ok(0));
+    assert_eq!(u32::from_ne_bytes(low) & 0b111, 0b111);
+    for preset in ["rx7900xtx", "rx9070xt-small-bar"] {
+        let mut mask = [0u8; 8];
+        assert_eq!(query(preset, &mut mask), Err(Errno::INVAL), "{preset}");
+    }
+}
+
 /// Reads a whole stand-in file.
 fn read_all(fd: std::os::fd::OwnedFd) -> String {
     let mut s = String::new();
@@ -553,4 +599,37 @@ fn leaks_are_reported_when_a_process_exits() {
     // Everything was released: the next KFD process of this pid sees the VRAM back.
     leaky.kfd = injected(leaky.model.open(&leaky.caller, "/dev/kfd", libc::O_RDWR, 0));
     assert_eq!(leaky.available(gpu), start + (2 << 20));
+}
+
+/// amdgpu's `mem_info_vram_used` (`%llu` bytes of VRAM in use) is read fresh at each open,
+/// through any of the paths that lead to the GPU's PCI device: 0 on a fresh model, the BO's
+/// size once a process holds a VRAM BO, 0 again after it is freed; `mem_info_vram_total` is
+/// the VRAM size and the file refuses writing (`EACCES`, as sysfs's 0444 files do).
+#[test]
+fn mem_info_vram_used_follows_the_processes_vram() {
+    let mut emu = Emu::machine("mi300x");
+    emu.acquire_all();
+    let used = |path: &str| -> u64 {
+        let fd = injected(emu.model.open(&emu.caller, path, libc::O_RDONLY, 0));
+        read_all(fd).trim().parse().expect("a number")
+    };
+    let by_class = "/sys/class/drm/renderD128/device/mem_info_vram_used";
+    let slot = emu.model.machine().gpus()[0].pci_slot_name();
+    let by_bus = format!("/sys/bus/pci/devices/{slot}/mem_info_vram_used");
+    assert_eq!(used(by_class), 0);
+    let gpu = emu.gpu();
+    let size = 64u64 << 20;
+    let (handle, _) = emu.alloc(gpu, va(1), size, VRAM_RW).expect("alloc");
+    assert_eq!(used(by_class), size);
+    assert_eq!(used(&by_bus), size);
+    assert_eq!(
+        used("/sys/class/drm/renderD128/device/mem_info_vram_total"),
+        emu.model.machine().gpus()[0].vram_size
+    );
+    emu.free(handle).expect("free");
+    assert_eq!(used(by_class), 0);
+    assert!(matches!(
+        emu.model.open(&emu.caller, by_class, libc::O_RDWR, 0),
+        kfd_emu::backend::OpenAction::Fail(Errno::ACCESS)
+    ));
 }

@@ -48,6 +48,14 @@ pub const PACKAGES: &[(&str, &str)] = &[
         "rocm-device-libs",
         "the OpenCL library bitcode (ocml, ockl) kfd-gfx9's corpus links its ocl.cl kernels with",
     ),
+    (
+        "libllvm19",
+        "libLLVM 19, which tinygrad's AMD backend compiles its gfx942 kernels with",
+    ),
+    (
+        "python3-venv",
+        "the virtual environment scripts/fetch-tinygrad.sh installs tinygrad and numpy into",
+    ),
 ];
 
 /// Installs the packages of [`PACKAGES`] that are missing: with `apt-get` as root, through
@@ -253,9 +261,14 @@ fn names<'a>(names: impl Iterator<Item = &'a str>) -> String {
 }
 
 /// The fetch scripts (each checks what it already has and is quick then): the newest uapi
-/// header into `target/uapi-sid`, Intel UMF into `target/umf`.
+/// header into `target/uapi-sid`, Intel UMF into `target/umf`, tinygrad and numpy (PyPI,
+/// pinned) into the venv `target/tinygrad/venv`.
 pub fn fetched(root: &Path) -> Result<(), Failure> {
-    for script in ["scripts/fetch-sid-header.sh", "scripts/fetch-umf.sh"] {
+    for script in [
+        "scripts/fetch-sid-header.sh",
+        "scripts/fetch-umf.sh",
+        "scripts/fetch-tinygrad.sh",
+    ] {
         run(
             Command::new("bash")
                 .arg(root.join(script))

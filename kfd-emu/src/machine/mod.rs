@@ -38,9 +38,18 @@
 //! for the added CPU node, VRAM banks adding up past 2^64, or a completed tree that the
 //! topology parser would not read back (a number or file past its
 //! [limits](kfd_ioctl::topology::limits)).
+//!
+//! # One machine
+//!
+//! Everything else a program can read about the machine is derived from the same topology, so
+//! that it tells one story: the CPUs and NUMA nodes ([`cpus`]: `/proc/cpuinfo`,
+//! `/sys/devices/system/{cpu,node}`, each GPU's `numa_node`) and amdgpu's IP discovery
+//! ([`ip_discovery`]: `ip_discovery/die/0` under the GPU's PCI device).
 
+pub mod cpus;
 mod error;
 mod fixup;
+pub mod ip_discovery;
 mod presets;
 mod sysfs;
 
@@ -198,6 +207,19 @@ impl Gpu {
         let dev = (self.location_id >> 3) & 0x1f;
         let func = self.location_id & 0x7;
         format!("{:04x}:{bus:02x}:{dev:02x}.{func:x}", self.pci_domain)
+    }
+
+    /// The PCI revision of the board (`revision` in sysfs, `pci_rev` in DRM's DEV_INFO): that
+    /// of the boards the presets describe, so that libdrm's `amdgpu.ids` finds their
+    /// marketing names; 0 for other device ids (the topology does not carry it).
+    pub fn pci_revision(&self) -> u32 {
+        match self.device_id {
+            0x66AF => 0xC1, // Radeon VII
+            0x738C => 0x01, // MI100
+            0x740F => 0x02, // MI210
+            0x744C => 0xC8, // RX 7900 XTX
+            _ => 0x00,
+        }
     }
 
     /// The apertures GET_PROCESS_APERTURES reports for this GPU.

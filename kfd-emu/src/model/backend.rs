@@ -161,9 +161,12 @@ impl Model {
         }
     }
 
-    /// Runs `f` on the generated sysfs tree, generating it on first use.
+    /// Runs `f` on the generated sysfs tree for a path (`rest` of `part`), generating the tree
+    /// on first use, and the per-CPU directories when the path needs them.
     fn with_sysfs<T>(
         &self,
+        part: files::SysfsPart,
+        rest: &str,
         f: impl FnOnce(&files::SysfsTree) -> Result<T, Errno>,
     ) -> Result<T, Errno> {
         let mut sysfs = self.sysfs.lock().unwrap_or_else(|e| e.into_inner());
@@ -172,16 +175,58 @@ impl Model {
                 files::SysfsTree::generate(&self.drv.dev.cfg.machine).map_err(|e| io_errno(&e))?,
             );
         }
-        match sysfs.as_ref() {
-            Some(tree) => f(tree),
+        match sysfs.as_mut() {
+            Some(tree) => {
+                if files::SysfsTree::needs_cpus(part, rest) {
+                    tree.write_cpus(&self.drv.dev.cfg.machine)
+                        .map_err(|e| io_errno(&e))?;
+                }
+                f(tree)
+            }
             None => Err(Errno::NOENT),
         }
     }
 
     fn open_sysfs(&self, part: files::SysfsPart, rest: &str, flags: i32) -> OpenAction {
-        match self.with_sysfs(|tree| tree.open(part, rest, flags)) {
+        let machine = &self.drv.dev.cfg.machine;
+        if let Ok(Some((gpu, which))) =
+            self.with_sysfs(part, rest, |tree| Ok(tree.usage_file(machine, part, rest)))
+        {
+            return self.open_usage(gpu, which, flags);
+        }
+        match self.with_sysfs(part, rest, |tree| tree.open(part, rest, flags)) {
             Ok(fd) => OpenAction::Inject(fd),
             Err(errno) => OpenAction::Fail(errno),
+        }
+    }
+}
+
+impl Model {
+    /// One of GPU `gpu`'s usage files ([`files::USAGE_FILES`] index `which`) as amdgpu prints
+    /// it when read: VRAM in use (the VRAM the model's processes hold, KFD BOs and migrated SVM
+    /// pages), the CPU-visible part of it (all of it with a large BAR; at most the BAR
+    /// otherwise), GTT in use (the TTM charges). Opened read-only, as sysfs allows.
+    fn open_usage(&self, gpu: usize, which: usize, flags: i32) -> OpenAction {
+        if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & (libc::O_CREAT | libc::O_TRUNC) != 0
+        {
+            return OpenAction::Fail(Errno::ACCESS);
+        }
+        let info = &self.drv.dev.cfg.machine.gpus()[gpu];
+        let (vram, gtt) = {
+            let st = self.drv.lock();
+            let vram = st.acc.vram.get(gpu).map_or(0, |v| v.0);
+            let svm = st.svm_vram.get(gpu).copied().unwrap_or(0);
+            (vram.saturating_add(svm), st.acc.ttm_used)
+        };
+        let value = match which {
+            0 => vram,
+            1 if info.large_bar => vram,
+            1 => vram.min(256 << 20),
+            _ => gtt,
+        };
+        match files::text_file(files::USAGE_FILES[which], &format!("{value}\n")) {
+            Ok(fd) => OpenAction::Inject(fd),
+            Err(e) => OpenAction::Fail(io_errno(&e)),
         }
     }
 }
@@ -225,6 +270,22 @@ impl Model {
         }
         if path == "/proc/modules" {
             return Some(Target::ProcModules);
+        }
+        if path == "/proc/cpuinfo" {
+            return Some(Target::Sysfs(files::SysfsPart::ProcCpuinfo, ""));
+        }
+        // The machine's CPUs, NUMA nodes and PCI devices: the whole directory is the
+        // emulated machine's (its other entries, such as cpufreq, are absent).
+        for (root, part) in [
+            ("/sys/devices/system/cpu", files::SysfsPart::SystemCpu),
+            ("/sys/devices/system/node", files::SysfsPart::SystemNode),
+            ("/sys/bus/pci/devices", files::SysfsPart::BusPciDevices),
+        ] {
+            if let Some(rest) = path.strip_prefix(root)
+                && (rest.is_empty() || rest.starts_with('/'))
+            {
+                return Some(Target::Sysfs(part, rest));
+            }
         }
         for root in SYSFS_ROOTS {
             if let Some(rest) = path.strip_prefix(root)
@@ -369,7 +430,9 @@ impl Backend for Model {
             Target::Card(gpu) => Some(Ok(self.drm_node_stat(gpu, true))),
             // The host's own /proc/modules stats like the generated one (size 0).
             Target::ProcModules => None,
-            Target::Sysfs(part, rest) => Some(self.with_sysfs(|tree| tree.stat(part, rest))),
+            Target::Sysfs(part, rest) => {
+                Some(self.with_sysfs(part, rest, |tree| tree.stat(part, rest)))
+            }
         }
     }
 
@@ -377,7 +440,9 @@ impl Backend for Model {
         // The generated tree holds the links (a render node's `device/subsystem`); every
         // other emulated path is no link.
         match self.target(path)? {
-            Target::Sysfs(part, rest) => Some(self.with_sysfs(|tree| tree.readlink(part, rest))),
+            Target::Sysfs(part, rest) => {
+                Some(self.with_sysfs(part, rest, |tree| tree.readlink(part, rest)))
+            }
             _ => Some(self.stat(caller, path)?.and(Err(Errno::INVAL))),
         }
     }
@@ -470,6 +535,10 @@ impl Backend for Model {
 
     fn address_space(&self, caller: CallerId, change: AddressSpaceChange) {
         addrspace::changed(&self.drv, caller, change);
+    }
+
+    fn numa_nodes(&self) -> Option<u32> {
+        u32::try_from(self.machine().numa_nodes().len()).ok()
     }
 
     fn process_exited(&self, tgid: i32) {

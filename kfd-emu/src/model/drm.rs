@@ -1,6 +1,6 @@
 //! The DRM ioctls libdrm issues on a render node to name the GPU (anchors §4.1.3):
 //! `DRM_IOCTL_VERSION`, `DRM_IOCTL_GET_CLIENT` and `DRM_IOCTL_AMDGPU_INFO` (ACCEL_WORKING,
-//! DEV_INFO, READ_MMR_REG). Every other DRM ioctl is refused with `EINVAL`, as `drm_ioctl`
+//! DEV_INFO, READ_MMR_REG, and RAS_ENABLED_FEATURES, which kfdtest's RAS test asks). Every other DRM ioctl is refused with `EINVAL`, as `drm_ioctl`
 //! refuses a number without a handler.
 
 use kfd_ioctl::abi::{IOC_READ, IOC_WRITE, ioc_dir, ioc_nr, ioc_size};
@@ -21,6 +21,7 @@ const NR_AMDGPU_INFO: u32 = 0x45;
 const AMDGPU_INFO_ACCEL_WORKING: u32 = 0x00;
 const AMDGPU_INFO_READ_MMR_REG: u32 = 0x15;
 const AMDGPU_INFO_DEV_INFO: u32 = 0x16;
+const AMDGPU_INFO_RAS_ENABLED_FEATURES: u32 = 0x20;
 /// `GB_ADDR_CONFIG`, the register libdrm reads on GFX9 and later.
 const GB_ADDR_CONFIG: u32 = 0x263E;
 /// The size of `struct drm_amdgpu_info_device` the model fills.
@@ -172,10 +173,35 @@ fn amdgpu_info(dev: &Device, caller: &dyn Caller, gpu: &Gpu, buf: &[u8]) -> Resu
             }
             regs
         }
+        AMDGPU_INFO_RAS_ENABLED_FEATURES => ras_mask(gpu)?.to_ne_bytes().to_vec(),
         _ => return Err(Errno::INVAL),
     };
     let n = size.min(out.len());
     caller.write(ptr, &out[..n]).map_err(|_| Errno::FAULT)
+}
+
+/// AMDGPU_INFO_RAS_ENABLED_FEATURES (`amdgpu_info_ioctl`): `ras_enabled << 32 | features` of
+/// the GPU's RAS context, `EINVAL` when it has none. `amdgpu_ras_init` keeps a context only
+/// where RAS is enabled — the ECC-equipped server parts (`amdgpu_ras_check_supported`: SRAM
+/// and memory ECC reported by the VBIOS; here MI100, MI210, MI300X, MI300A) — and on a
+/// Vega 20 without it (a Radeon VII), whose context carries only the GFX block in `features`
+/// ("set gfx block ras context feature for VEGA20 Gaming") with nothing enabled. Other GPUs
+/// (RDNA cards without ECC) have none.
+///
+/// Where it differs: which blocks a server board enables beyond UMC, SDMA and GFX depends on
+/// its firmware; the model reports the blocks every such board has (`enum amdgpu_ras_block`:
+/// UMC 0, SDMA 1, GFX 2, MMHUB 3, ATHUB 4, PCIE_BIF 5, HDP 6, XGMI_WAFL 7), enabled and on.
+fn ras_mask(gpu: &Gpu) -> Result<u64, Errno> {
+    const SERVER: &[u32] = &[0x738C, 0x740F, 0x74A0, 0x74A1];
+    const GFX: u64 = 1 << 2;
+    if SERVER.contains(&gpu.device_id) {
+        let blocks = 0xFFu64;
+        Ok(blocks << 32 | blocks)
+    } else if gpu.device_id == 0x66AF {
+        Ok(GFX)
+    } else {
+        Err(Errno::INVAL)
+    }
 }
 
 /// `AMDGPU_FAMILY_*` of a GFX major version.
@@ -187,18 +213,6 @@ fn family(gpu: &Gpu) -> u32 {
         10 => 143,    // NV
         11 => 145,    // GC_11_0_0
         _ => 152,     // GC_12_0_0
-    }
-}
-
-/// The PCI revision of the boards the presets describe, so that libdrm's `amdgpu.ids` finds
-/// their marketing names.
-fn pci_rev(device_id: u32) -> u32 {
-    match device_id {
-        0x66AF => 0xC1, // Radeon VII
-        0x738C => 0x01, // MI100
-        0x740F => 0x02, // MI210
-        0x744C => 0xC8, // RX 7900 XTX
-        _ => 0x00,
     }
 }
 
@@ -222,7 +236,7 @@ fn dev_info(dev: &Device, gpu: &Gpu) -> Vec<u8> {
         .map_or(0, |b| b.width);
     set_u32(&mut d, 0, gpu.device_id);
     set_u32(&mut d, 8, gpu.target.stepping + 1);
-    set_u32(&mut d, 12, pci_rev(gpu.device_id));
+    set_u32(&mut d, 12, gpu.pci_revision());
     set_u32(&mut d, 16, family(gpu));
     set_u32(&mut d, 20, engines);
     set_u32(&mut d, 24, per_engine);

@@ -272,6 +272,13 @@ pub(super) fn range_is_mapped(tgid: i32, addr: u64, len: u64) -> Option<bool> {
     Some(super::vmas::Vmas::parse(&maps, &|_: u64, _: u64| false).covers(addr, end))
 }
 
+/// A read-only file of `text` (a generated file whose contents are decided at open).
+pub(super) fn text_file(name: &str, text: &str) -> io::Result<OwnedFd> {
+    let fd = memfd(name, text.len() as u64)?;
+    write_at(fd.as_fd(), 0, text.as_bytes())?;
+    Ok(fd)
+}
+
 /// `/proc/modules` as the emulator shows it: an `amdgpu` line, then the host's modules.
 pub(super) fn proc_modules() -> io::Result<OwnedFd> {
     let mut text = String::from("amdgpu 20480000 0 - Live 0x0000000000000000\n");
@@ -312,6 +319,14 @@ pub(super) enum SysfsPart {
     /// The directory `/dev/dri`: an empty file per DRM node (`card<N>`, `renderD<minor>`),
     /// for a reader of its entries.
     DevDri,
+    /// `/sys/bus/pci/devices`: a link per PCI device to its directory under `devices/`.
+    BusPciDevices,
+    /// `/sys/devices/system/cpu`: the machine's CPUs.
+    SystemCpu,
+    /// `/sys/devices/system/node`: the machine's NUMA nodes.
+    SystemNode,
+    /// `/proc/cpuinfo`.
+    ProcCpuinfo,
 }
 
 impl SysfsPart {
@@ -326,6 +341,10 @@ impl SysfsPart {
             SysfsPart::ClassKfd => "class/kfd",
             SysfsPart::PciDevices => "devices",
             SysfsPart::DevDri => "dev/dri",
+            SysfsPart::BusPciDevices => "bus/pci/devices",
+            SysfsPart::SystemCpu => "devices/system/cpu",
+            SysfsPart::SystemNode => "devices/system/node",
+            SysfsPart::ProcCpuinfo => "proc/cpuinfo",
         }
     }
 }
@@ -376,6 +395,10 @@ const DRM_CLASS_VERSION: &str = "drm 1.1.0 20060810\n";
 #[derive(Debug)]
 pub(super) struct SysfsTree {
     root: PathBuf,
+    /// Whether the per-CPU directories (`cpu/cpu<N>/`, `node/node<K>/cpu<N>`) are written:
+    /// they are written on first use (see [`SysfsTree::needs_cpus`]), as a machine of many
+    /// CPUs has thousands of them and most programs read only `cpu/online`.
+    cpus_written: bool,
 }
 
 impl SysfsTree {
@@ -388,7 +411,10 @@ impl SysfsTree {
             std::fs::remove_dir_all(&root)?;
         }
         std::fs::create_dir_all(&root)?;
-        let tree = SysfsTree { root };
+        let tree = SysfsTree {
+            root,
+            cpus_written: false,
+        };
         let topology = tree.root.join(SysfsPart::Topology.dir());
         std::fs::create_dir_all(&topology)?;
         machine.write_sysfs(&topology)?;
@@ -407,6 +433,7 @@ impl SysfsTree {
         std::fs::write(module.join("parameters/cwsr_enable"), "1\n")?;
         std::fs::write(module.join("parameters/emu_mode"), "0\n")?;
         tree.write_drm(machine)?;
+        tree.write_system(machine)?;
         // What a listing of /sys/class/kfd shows; the topology below it is its own part.
         let kfd = tree.root.join(SysfsPart::ClassKfd.dir()).join("kfd");
         std::fs::create_dir_all(kfd.join("topology"))?;
@@ -431,14 +458,42 @@ impl SysfsTree {
         for dir in [&dri, &dev_char, &class_drm] {
             std::fs::create_dir_all(dir)?;
         }
-        // Where the PCI devices' `subsystem` links point: a directory, so they resolve.
-        std::fs::create_dir_all(self.root.join("bus/pci"))?;
+        // Where the PCI devices' `subsystem` links point, and the bus's list of its devices.
+        let bus_devices = self.root.join(SysfsPart::BusPciDevices.dir());
+        std::fs::create_dir_all(&bus_devices)?;
+        let numa = machine.numa_nodes();
+        let cpu_total = numa.iter().map(|n| n.cpu_count).sum::<u32>();
         std::fs::write(class_drm.join("version"), DRM_CLASS_VERSION)?;
         for gpu in machine.gpus() {
             let slot = gpu.pci_slot_name();
             let device = format!("{}/{slot}", pci_root(gpu));
             let pci = self.root.join(SysfsPart::PciDevices.dir()).join(&device);
             write_pci_device(gpu, &pci)?;
+            // The bus lists every device it has (`pci_bus_add_device` → `bus/pci/devices/<slot>`).
+            std::os::unix::fs::symlink(
+                format!("../../../devices/{device}"),
+                bus_devices.join(&slot),
+            )?;
+            // Its NUMA node and the CPUs near it (`numa_node_show`, `local_cpus_show`,
+            // `local_cpulist_show`, `pci-sysfs.c`): those of the CPU node it is linked to.
+            let node = machine.numa_node_of(gpu);
+            let (first, count) = numa
+                .iter()
+                .find(|n| n.id == node)
+                .map_or((0, 0), |n| (n.first_cpu, n.cpu_count));
+            std::fs::write(pci.join("numa_node"), format!("{node}\n"))?;
+            std::fs::write(
+                pci.join("local_cpus"),
+                format!(
+                    "{}\n",
+                    crate::machine::cpus::cpu_mask(first, count, cpu_total)
+                ),
+            )?;
+            std::fs::write(
+                pci.join("local_cpulist"),
+                format!("{}\n", crate::machine::cpus::cpu_range_list(first, count)),
+            )?;
+            write_amdgpu_files(machine, gpu, &pci)?;
             // The device's bus, by the last component of the link (libdrm's
             // drmParseSubsystemType).
             std::os::unix::fs::symlink("../../../bus/pci", pci.join("subsystem"))?;
@@ -467,6 +522,182 @@ impl SysfsTree {
         Ok(())
     }
 
+    /// The CPUs and NUMA nodes of `machine` (see [`crate::machine::cpus`]) as the kernel's
+    /// `/sys/devices/system/{cpu,node}` and `/proc/cpuinfo` show them: `cpu/{online,possible,
+    /// present}` (`0-<last>`, what glibc's `get_nprocs` reads), `cpu/cpu<N>/topology/*`
+    /// (`topology_sysfs.c`) and the link `cpu<N>/node<K>`; `node/{online,possible,has_cpu,
+    /// has_memory,has_normal_memory}` and `node/node<K>/{cpulist,cpumap,meminfo,distance}`
+    /// (`drivers/base/node.c`) with a link `cpu<N>` per CPU. What a program runs on is the
+    /// host's CPUs, and `sched_getaffinity` still says which of these it may use. The per-CPU
+    /// directories and links are [`SysfsTree::write_cpus`]'s, on first use.
+    fn write_system(&self, machine: &Machine) -> io::Result<()> {
+        use crate::machine::cpus::{cpu_mask, cpu_range_list};
+        let numa = machine.numa_nodes();
+        let cpus = machine.cpus();
+        let total = u32::try_from(cpus.len()).unwrap_or(u32::MAX);
+        let cpu_dir = self.root.join(SysfsPart::SystemCpu.dir());
+        let node_dir = self.root.join(SysfsPart::SystemNode.dir());
+        std::fs::create_dir_all(&cpu_dir)?;
+        std::fs::create_dir_all(&node_dir)?;
+        let all = format!("{}\n", cpu_range_list(0, total));
+        for name in ["online", "possible", "present"] {
+            std::fs::write(cpu_dir.join(name), &all)?;
+        }
+        std::fs::write(cpu_dir.join("offline"), "\n")?;
+        std::fs::write(
+            cpu_dir.join("kernel_max"),
+            format!("{}\n", crate::machine::cpus::MAX_CPUS - 1),
+        )?;
+        let ids = cpu_range_list(0, u32::try_from(numa.len()).unwrap_or(u32::MAX));
+        for name in [
+            "online",
+            "possible",
+            "has_cpu",
+            "has_memory",
+            "has_normal_memory",
+        ] {
+            std::fs::write(node_dir.join(name), format!("{ids}\n"))?;
+        }
+        for node in &numa {
+            let dir = node_dir.join(format!("node{}", node.id));
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join("cpulist"), format!("{}\n", node.cpulist()))?;
+            std::fs::write(
+                dir.join("cpumap"),
+                format!("{}\n", cpu_mask(node.first_cpu, node.cpu_count, total)),
+            )?;
+            let distances: Vec<String> = node.distances.iter().map(u32::to_string).collect();
+            std::fs::write(dir.join("distance"), format!("{}\n", distances.join(" ")))?;
+            // node_read_meminfo: "Node %d MemTotal:       %8lu kB"; nothing is in use.
+            let kb = node.mem_bytes >> 10;
+            let id = node.id;
+            std::fs::write(
+                dir.join("meminfo"),
+                format!(
+                    "Node {id} MemTotal:       {kb:8} kB\nNode {id} MemFree:        {kb:8} kB\n\
+                     Node {id} MemUsed:        {:8} kB\n",
+                    0
+                ),
+            )?;
+        }
+        let host = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let proc = self.root.join("proc");
+        std::fs::create_dir_all(&proc)?;
+        std::fs::write(
+            self.root.join(SysfsPart::ProcCpuinfo.dir()),
+            crate::machine::cpus::cpuinfo(machine, &host),
+        )?;
+        Ok(())
+    }
+
+    /// Whether a path (`rest` of `part`) needs the per-CPU directories: anything under
+    /// `cpu/` but its top files, and under `node/` a listing or a node's `cpu<N>` links.
+    pub(super) fn needs_cpus(part: SysfsPart, rest: &str) -> bool {
+        const CPU_TOP: [&str; 5] = [
+            "/online",
+            "/possible",
+            "/present",
+            "/offline",
+            "/kernel_max",
+        ];
+        const NODE_FILES: [&str; 4] = ["cpulist", "cpumap", "meminfo", "distance"];
+        match part {
+            SysfsPart::SystemCpu => !CPU_TOP.contains(&rest),
+            SysfsPart::SystemNode => {
+                let mut parts = rest.trim_start_matches('/').split('/');
+                match (parts.next(), parts.next()) {
+                    (Some(node), file) if node.starts_with("node") => {
+                        !file.is_some_and(|f| NODE_FILES.contains(&f))
+                    }
+                    (Some(""), None) => true,
+                    _ => false,
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// Writes the per-CPU directories once: `cpu/cpu<N>/` (`online`, `topology/*`, the link
+    /// `node<K>`) and each NUMA node's links `cpu<N>` (see [`SysfsTree::write_system`]).
+    pub(super) fn write_cpus(&mut self, machine: &Machine) -> io::Result<()> {
+        use crate::machine::cpus::{cpu_mask, cpu_range_list};
+        use std::os::unix::fs::symlink;
+        if self.cpus_written {
+            return Ok(());
+        }
+        let numa = machine.numa_nodes();
+        let cpus = machine.cpus();
+        let total = u32::try_from(cpus.len()).unwrap_or(u32::MAX);
+        let cpu_dir = self.root.join(SysfsPart::SystemCpu.dir());
+        let node_dir = self.root.join(SysfsPart::SystemNode.dir());
+        for cpu in &cpus {
+            let Some(node) = numa.iter().find(|n| n.id == cpu.numa_node) else {
+                continue;
+            };
+            let dir = cpu_dir.join(format!("cpu{}", cpu.index));
+            let topo = dir.join("topology");
+            std::fs::create_dir_all(&topo)?;
+            if cpu.index != 0 {
+                std::fs::write(dir.join("online"), "1\n")?;
+            }
+            let own = (cpu_mask(cpu.index, 1, total), cpu_range_list(cpu.index, 1));
+            let package = (
+                cpu_mask(node.first_cpu, node.cpu_count, total),
+                node.cpulist(),
+            );
+            let files = [
+                ("physical_package_id", node.id.to_string()),
+                ("die_id", "0".to_owned()),
+                ("core_id", cpu.core_id.to_string()),
+                ("thread_siblings", own.0.clone()),
+                ("thread_siblings_list", own.1.clone()),
+                ("core_cpus", own.0.clone()),
+                ("core_cpus_list", own.1.clone()),
+                ("core_siblings", package.0.clone()),
+                ("core_siblings_list", package.1.clone()),
+                ("die_cpus", package.0.clone()),
+                ("die_cpus_list", package.1.clone()),
+                ("package_cpus", package.0.clone()),
+                ("package_cpus_list", package.1.clone()),
+            ];
+            for (name, value) in files {
+                std::fs::write(topo.join(name), format!("{value}\n"))?;
+            }
+            symlink(
+                format!("../../node/node{}", node.id),
+                dir.join(format!("node{}", node.id)),
+            )?;
+        }
+        for node in &numa {
+            let dir = node_dir.join(format!("node{}", node.id));
+            for cpu in node.first_cpu..node.first_cpu + node.cpu_count {
+                symlink(format!("../../cpu/cpu{cpu}"), dir.join(format!("cpu{cpu}")))?;
+            }
+        }
+        self.cpus_written = true;
+        Ok(())
+    }
+
+    /// When `rest` of `part` is one of a GPU's [`USAGE_FILES`] (by whatever path: the PCI
+    /// device, a DRM node's `device`, `/sys/bus/pci/devices`): the GPU's index in `machine`
+    /// and the file's index in [`USAGE_FILES`].
+    pub(super) fn usage_file(
+        &self,
+        machine: &Machine,
+        part: SysfsPart,
+        rest: &str,
+    ) -> Option<(usize, usize)> {
+        let name = Path::new(rest).file_name()?.to_str()?;
+        let which = USAGE_FILES.iter().position(|f| *f == name)?;
+        let real = std::fs::canonicalize(self.path(part, rest).ok()?).ok()?;
+        let slot = real.parent()?.file_name()?.to_str()?;
+        let gpu = machine
+            .gpus()
+            .iter()
+            .position(|g| g.pci_slot_name() == slot)?;
+        Some((gpu, which))
+    }
+
     /// The generated file behind `rest` (`""` or `/nodes/0/properties`, relative to `part`'s
     /// root); `ENOENT` for a path that would leave the tree.
     fn path(&self, part: SysfsPart, rest: &str) -> Result<PathBuf, Errno> {
@@ -477,7 +708,13 @@ impl SysfsTree {
         {
             return Err(Errno::NOENT);
         }
-        Ok(self.root.join(part.dir()).join(rel))
+        let base = self.root.join(part.dir());
+        // Joining "" would append a '/', which a file (`/proc/cpuinfo`) refuses.
+        Ok(if rel.as_os_str().is_empty() {
+            base
+        } else {
+            base.join(rel)
+        })
     }
 
     /// Opens `rest` the way sysfs would: read-only; a write, create or truncate is `EACCES`.
@@ -550,11 +787,12 @@ impl SysfsTree {
 ///
 /// The topology gives vendor, device, domain and location; it has no subsystem ids, class or
 /// revision: the subsystem is the vendor with device 0, the class 0x038000 (display, other),
-/// the revision 0.
+/// the revision [`Gpu::pci_revision`](crate::machine::Gpu::pci_revision) (what DRM's DEV_INFO
+/// reports too).
 fn write_pci_device(gpu: &crate::machine::Gpu, dir: &Path) -> io::Result<()> {
     const CLASS: u32 = 0x03_8000;
     let (vendor, device) = (gpu.vendor_id, gpu.device_id);
-    let (sub_vendor, sub_device, revision) = (vendor, 0u32, 0u32);
+    let (sub_vendor, sub_device, revision) = (vendor, 0u32, gpu.pci_revision());
     std::fs::create_dir_all(dir)?;
     let uevent = format!(
         "DRIVER=amdgpu\nPCI_CLASS={CLASS:X}\nPCI_ID={vendor:04X}:{device:04X}\n\
@@ -573,6 +811,87 @@ fn write_pci_device(gpu: &crate::machine::Gpu, dir: &Path) -> io::Result<()> {
     std::fs::write(dir.join("subsystem_device"), format!("{sub_device:#06x}\n"))?;
     std::fs::write(dir.join("revision"), format!("{revision:#04x}\n"))?;
     std::fs::write(dir.join("class"), format!("{CLASS:#08x}\n"))?;
+    // The configuration space header (type 0) with the same ids; no capability list. A
+    // reader without CAP_SYS_ADMIN sees the first 64 bytes of the 256 (`pci_read_config`).
+    let mut config = [0u8; 256];
+    config[0..2].copy_from_slice(&(vendor as u16).to_le_bytes());
+    config[2..4].copy_from_slice(&(device as u16).to_le_bytes());
+    // Command: memory space and bus master enabled, as a bound amdgpu leaves it.
+    config[4..6].copy_from_slice(&0x0006u16.to_le_bytes());
+    config[8] = revision as u8;
+    config[9..12].copy_from_slice(&CLASS.to_le_bytes()[..3]);
+    config[0x2c..0x2e].copy_from_slice(&(sub_vendor as u16).to_le_bytes());
+    config[0x2e..0x30].copy_from_slice(&(sub_device as u16).to_le_bytes());
+    std::fs::write(dir.join("config"), config)?;
+    Ok(())
+}
+
+/// amdgpu's usage files (`amdgpu_mem_info_vram_used_show`, `..._vis_vram_used_show`,
+/// `amdgpu_mem_info_gtt_used_show`: `%llu` bytes), answered when opened with what the model's
+/// processes hold at that moment.
+pub(super) const USAGE_FILES: [&str; 3] = [
+    "mem_info_vram_used",
+    "mem_info_vis_vram_used",
+    "mem_info_gtt_used",
+];
+
+/// What amdgpu adds below its PCI device: `ip_discovery/` (see
+/// [`crate::machine::ip_discovery`]) for a GPU brought up from its discovery table, and the
+/// memory totals of `amdgpu_device_attrs` (`amdgpu_vram_mgr.c`, `amdgpu_gtt_mgr.c`: `%llu`
+/// bytes): `mem_info_vram_total` (VRAM), `mem_info_vis_vram_total` (the CPU-visible part: all
+/// of it with a large BAR, else the 256 MiB BAR), `mem_info_gtt_total` (the TTM page limit,
+/// half of RAM), `unique_id` (`%016llx`) where the topology has one, and the [`USAGE_FILES`].
+fn write_amdgpu_files(machine: &Machine, gpu: &crate::machine::Gpu, dir: &Path) -> io::Result<()> {
+    let visible = if gpu.large_bar {
+        gpu.vram_size
+    } else {
+        gpu.vram_size.min(256 << 20)
+    };
+    let gtt = super::memory::Limits::of_host().ttm;
+    for (name, value) in [
+        ("mem_info_vram_total", gpu.vram_size),
+        ("mem_info_vis_vram_total", visible),
+        ("mem_info_gtt_total", gtt),
+    ] {
+        std::fs::write(dir.join(name), format!("{value}\n"))?;
+    }
+    // Read through `SysfsTree::usage_file` with the model's current figures; these are
+    // what `stat` and a listing see.
+    for name in USAGE_FILES {
+        std::fs::write(dir.join(name), "0\n")?;
+    }
+    if let Some(id) = machine
+        .node_of(gpu)
+        .and_then(|n| n.properties.unique_id)
+        .filter(|&id| id != 0)
+    {
+        std::fs::write(dir.join("unique_id"), format!("{id:016x}\n"))?;
+    }
+    let Some(blocks) = gpu.ip_blocks() else {
+        return Ok(());
+    };
+    let die = dir.join("ip_discovery/die/0");
+    std::fs::create_dir_all(&die)?;
+    std::fs::write(die.join("num_ips"), format!("{}\n", blocks.len()))?;
+    for block in blocks {
+        let hw = die.join(block.hw_id.to_string());
+        let inst = hw.join("0");
+        std::fs::create_dir_all(&inst)?;
+        let (major, minor, revision) = block.version;
+        for (name, value) in [
+            ("hw_id", block.hw_id.to_string()),
+            ("num_instance", "0".to_owned()),
+            ("major", major.to_string()),
+            ("minor", minor.to_string()),
+            ("revision", revision.to_string()),
+            ("harvest", "0x0".to_owned()),
+            ("num_base_addresses", "0".to_owned()),
+        ] {
+            std::fs::write(inst.join(name), format!("{value}\n"))?;
+        }
+        std::fs::write(inst.join("base_addr"), "")?;
+        std::os::unix::fs::symlink(block.hw_id.to_string(), die.join(block.name))?;
+    }
     Ok(())
 }
 
@@ -585,4 +904,34 @@ impl Drop for SysfsTree {
 /// The errno of an I/O error (EIO when it carries none).
 pub(super) fn io_errno(e: &std::io::Error) -> Errno {
     e.raw_os_error().map_or(Errno::IO, Errno::from_raw_os_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SysfsPart, SysfsTree};
+
+    #[test]
+    fn only_paths_into_the_per_cpu_directories_need_them() {
+        let cpu = SysfsPart::SystemCpu;
+        let node = SysfsPart::SystemNode;
+        // glibc's get_nprocs and the other top files.
+        for top in [
+            "/online",
+            "/possible",
+            "/present",
+            "/offline",
+            "/kernel_max",
+        ] {
+            assert!(!SysfsTree::needs_cpus(cpu, top), "{top}");
+        }
+        assert!(SysfsTree::needs_cpus(cpu, ""), "a listing of cpu/");
+        assert!(SysfsTree::needs_cpus(cpu, "/cpu7/topology/core_id"));
+        assert!(!SysfsTree::needs_cpus(node, "/online"));
+        assert!(!SysfsTree::needs_cpus(node, "/node1/cpulist"));
+        assert!(!SysfsTree::needs_cpus(node, "/node0/meminfo"));
+        assert!(SysfsTree::needs_cpus(node, ""), "a listing of node/");
+        assert!(SysfsTree::needs_cpus(node, "/node1"), "a listing of node1/");
+        assert!(SysfsTree::needs_cpus(node, "/node1/cpu64"));
+        assert!(!SysfsTree::needs_cpus(SysfsPart::Topology, "/nodes/0"));
+    }
 }

@@ -92,6 +92,19 @@
 //!   dma-buf while it is held).
 //! * The KFD topology under `/sys/devices/virtual/kfd/kfd/topology` and
 //!   `/sys/class/kfd/kfd/topology` → files of a tree generated from the [`Machine`].
+//! * The rest of the machine, from the same topology ([`crate::machine::cpus`],
+//!   [`crate::machine::ip_discovery`]): `/proc/cpuinfo` (the host's CPU model, the topology's
+//!   CPUs and APIC ids), `/sys/devices/system/cpu` (`online`, `possible`, `present`,
+//!   `cpu<N>/topology/*`, links to the node) and `/sys/devices/system/node` (a node per CPU
+//!   node: `cpulist`, `cpumap`, `meminfo`, `distance`, links to its CPUs);
+//!   `/sys/bus/pci/devices` lists the emulated PCI devices (links into `/sys/devices/pci…`);
+//!   each GPU's PCI device has `numa_node`, `local_cpus`, `local_cpulist`, `config`,
+//!   `mem_info_{vram,vis_vram,gtt}_total`, the `mem_info_*_used` files (read fresh at each
+//!   open: what the model's processes hold), `unique_id` and, for a GPU the kernel brings up
+//!   from its discovery table, `ip_discovery/die/0` (GC, SDMA0, NBIF). Where it differs: no
+//!   cpufreq, cache or hotplug files; `/proc/meminfo`
+//!   and `sched_getaffinity` stay the host's (a program may run on a subset of the CPUs, as
+//!   under a cpuset).
 //! * `/proc/modules` → a list that contains `amdgpu`; `/sys/module/amdgpu` → what libkmod
 //!   reads of a loaded module (`refcnt`, `holders/`, `initstate`, `parameters/noretry`), and
 //!   the `parameters/cwsr_enable` and `emu_mode` kfdtest reads.

@@ -52,6 +52,17 @@
 //!   dimensions are read through the GPU view (a fault is a VM fault), then it runs as
 //!   DISPATCH_DIRECT. One too short for its fields stops the queue with
 //!   [`Stopped::CannotDispatch`].
+//! * PRED_EXEC (gfx9.4.3's multi-XCC predication; the field layout of the kernel's
+//!   `gfx_v12_1_pkt.h`: `EXEC_COUNT` bits 0-13, `VIRTUALXCCID_SELECT` bits 24-31) — the next
+//!   `EXEC_COUNT` dwords run on the XCCs whose bit the select sets and are skipped by the
+//!   others. The model's CP is all of the partition's XCCs at once (a queue of a multi-XCC
+//!   partition is one queue per XCC in the kernel, `init_mqd_v9_4_3`, each running the same
+//!   packets): the dwords run once when the select names an XCC of the partition (bit
+//!   `i < num_xcc` of the GPU's topology node; one XCC without the property), and are skipped
+//!   when it names none. A count that runs past the end of an IB stops the queue. Where it
+//!   differs: register writes predicated for different XCCs land in the one register state,
+//!   the last one holding (tinygrad's per-XCC `COMPUTE_DISPATCH_SCRATCH_BASE`s: every wave
+//!   gets the last XCC's slice of its scratch buffer, which is as large as any one XCC's).
 //! * Anything else (another opcode, EVENT_WRITE_EOP among them: neither kfdtest nor the
 //!   kernel's gfx9+ compute rings emit it; a type-0 or type-1 header; an IB that ends inside a
 //!   packet) stops the queue with [`Stopped::BadPacket`]; an access that faults is a VM fault,
@@ -69,6 +80,7 @@ use super::sdma::compare;
 const IT_NOP: u32 = 0x10;
 const IT_DISPATCH_DIRECT: u32 = 0x15;
 const IT_DISPATCH_INDIRECT: u32 = 0x16;
+const IT_PRED_EXEC: u32 = 0x23;
 const IT_WRITE_DATA: u32 = 0x37;
 const IT_WAIT_REG_MEM: u32 = 0x3C;
 const IT_INDIRECT_BUFFER: u32 = 0x3F;
@@ -101,6 +113,9 @@ enum Step {
     Stop(Stopped),
     /// An access faulted (the queue was stopped with the fault).
     Faulted,
+    /// Done, and the `u32` dwords after the packet are skipped (a PRED_EXEC whose XCCs are not
+    /// the queue's).
+    Skip(u32),
     /// An INDIRECT_BUFFER: run `dwords` at `va`; `chain` replaces the current IB.
     Call {
         va: u64,
@@ -189,7 +204,7 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
                     || fault(drv, w, &f, &state);
             }
         };
-        let len = match packet_len(header) {
+        let mut len = match packet_len(header) {
             Some(len) if len <= available => len,
             // Not all written yet on the ring; an IB that ends inside a packet is malformed.
             Some(_) if source == Source::Ring => break,
@@ -205,8 +220,24 @@ pub(super) fn run_queue(drv: &Driver, w: &Work) -> bool {
                     || fault(drv, w, &f, &state);
             }
         };
-        match execute(drv, w, &mut state, &mut writes, &packet) {
-            Step::Done => {
+        let step = match execute(drv, w, &mut state, &mut writes, &packet) {
+            // The skipped dwords go with the packet; on the ring they may not all be written
+            // yet (the packet runs again when they are), in an IB they must be there.
+            Step::Skip(n) if len + u64::from(n) > available => {
+                if source == Source::Ring {
+                    break;
+                }
+                return !flush(drv, w, &mut writes, consumed, reported)
+                    || halt(drv, w, Stopped::BadPacket(header), &state);
+            }
+            Step::Skip(n) => {
+                len += u64::from(n);
+                Step::Done
+            }
+            step => step,
+        };
+        match step {
+            Step::Done | Step::Skip(_) => {
                 ran = true;
                 match state.ibs.last_mut() {
                     Some(ib) => ib.2 += len as u32,
@@ -374,6 +405,21 @@ fn addr(lo: u32, hi: u32) -> u64 {
     u64::from(hi) << 32 | u64::from(lo)
 }
 
+/// The XCCs of the queue's GPU (its partition) as PRED_EXEC's `VIRTUALXCCID_SELECT` names
+/// them: bit `i` for each of the topology node's `num_xcc` XCCs (one without the property,
+/// as a kernel before GC 9.4.3 partitions prints none).
+fn xcc_mask(drv: &Driver, w: &Work) -> u32 {
+    let machine = &drv.dev.cfg.machine;
+    let xccs = machine
+        .gpus()
+        .get(w.gpu)
+        .and_then(|g| machine.node_of(g))
+        .and_then(|n| n.properties.get("num_xcc"))
+        .unwrap_or(1)
+        .clamp(1, 8);
+    (1u32 << xccs) - 1
+}
+
 /// Runs one packet (`p` is all of it).
 fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, writes: &mut Writes, p: &[u32]) -> Step {
     let header = p[0];
@@ -523,6 +569,18 @@ fn execute(drv: &Driver, w: &Work, state: &mut Pm4State, writes: &mut Writes, p:
             }
             Ok(())
         }
+        IT_PRED_EXEC if need(1) => {
+            let count = body[0] & 0x3FFF;
+            let select = body[0] >> 24;
+            let ours = select & xcc_mask(drv, w) != 0;
+            trace(&|| {
+                format!(
+                    "PRED_EXEC select={select:#04x} count={count}: {}",
+                    if ours { "runs" } else { "skipped" }
+                )
+            });
+            return if ours { Step::Done } else { Step::Skip(count) };
+        }
         IT_DISPATCH_DIRECT if need(4) => {
             trace(&|| format!("DISPATCH_DIRECT {:?}", &body[..4]));
             return match kernel::run_pm4(drv, w, &state.regs, header, body) {
@@ -598,7 +656,9 @@ pub(super) fn run_aql_ib(drv: &Driver, w: &Work, jump: &[u32; 4]) -> AqlIb {
     let mut writes = Writes::default();
     let ran = match execute(drv, w, &mut state, &mut writes, jump) {
         Step::Call { va, dwords, .. } => run_ib(drv, w, &mut state, &mut writes, va, dwords, 1),
-        Step::Done => AqlIb::Done,
+        Step::Done | Step::Skip(0) => AqlIb::Done,
+        // Nothing follows the packet's IB command to skip.
+        Step::Skip(_) => AqlIb::Stop(Stopped::BadPacket(jump[0])),
         Step::Wait => AqlIb::Wait,
         Step::Stop(why) => AqlIb::Stop(why),
         Step::Faulted => return AqlIb::Faulted,
@@ -643,6 +703,10 @@ fn run_ib(
         };
         match execute(drv, w, state, writes, &d[at..at + len]) {
             Step::Done => raise_interrupt(drv, w),
+            Step::Skip(n) if at + len + n as usize > d.len() => {
+                return AqlIb::Stop(Stopped::BadPacket(header));
+            }
+            Step::Skip(n) => at += n as usize,
             Step::Wait => return AqlIb::Wait,
             Step::Stop(why) => return AqlIb::Stop(why),
             Step::Faulted => return AqlIb::Faulted,

@@ -223,6 +223,10 @@ pub const NOTIFIED: [i64; 18] = [
     libc::SYS_readlinkat,
 ];
 
+/// The memory-policy calls that name NUMA nodes, always notified: a node the emulated machine
+/// has and the host lacks is answered by the supervisor (see `Shared::mempolicy`).
+pub const MEMPOLICY: [i64; 2] = [libc::SYS_mbind, libc::SYS_set_mempolicy];
+
 /// The address-space calls that are always notified (the backend applies what the kernel's
 /// MMU notifiers do before they run): `munmap`, `mremap`, `mprotect` and `brk`. `madvise`
 /// and anonymous `mmap`s are notified only for some arguments, `fork` and `clone` only by
@@ -273,6 +277,7 @@ impl Filter {
     ///   xattr reads (`getxattr`, `lgetxattr`, `listxattr`, `llistxattr`: `ls -l` asks for
     ///   `security.selinux` of what it lists), `readlink` and `readlinkat` →
     ///   `SECCOMP_RET_USER_NOTIF`;
+    /// - [`MEMPOLICY`] (`mbind`, `set_mempolicy`) → `SECCOMP_RET_USER_NOTIF`;
     /// - `write`, `writev` and `pwritev2` of an fd number in [`SMI_FDS`] (the low 32 bits of
     ///   the argument, the kernel's `unsigned int fd`) → `SECCOMP_RET_USER_NOTIF`: an SMI
     ///   event fd's writes are answered as `kfd_smi_ev_write` answers them; every other
@@ -360,7 +365,7 @@ impl Filter {
         p.op(ret, libc::SECCOMP_RET_KILL_PROCESS);
         p.op(ld, 0); // nr
         p.jump(jge, X32_SYSCALL_BIT, To(L::Enosys), Next);
-        for nr in NOTIFIED.iter().chain(&ADDRESS_SPACE) {
+        for nr in NOTIFIED.iter().chain(&ADDRESS_SPACE).chain(&MEMPOLICY) {
             p.jump(jeq, *nr as u32, To(L::Notify), Next);
         }
         for nr in SMI_WRITES {

@@ -741,7 +741,55 @@ impl Shared {
             libc::SYS_write | libc::SYS_writev | libc::SYS_pwritev2 => {
                 self.smi_write(&caller, &process, i64::from(notif.data.nr), args);
             }
+            libc::SYS_mbind => {
+                // mbind(start, len, mode, nmask, maxnode, flags): start must be page-aligned.
+                let aligned = args[0] & 0xfff == 0;
+                self.mempolicy(&caller, aligned, args[2], args[3], args[4]);
+            }
+            libc::SYS_set_mempolicy => self.mempolicy(&caller, true, args[0], args[1], args[2]),
             _ => {
+                let _ = self.listener.respond_continue(id);
+            }
+        }
+    }
+
+    /// `mbind` or `set_mempolicy` with `mode` and the node mask at `nmask` (`maxnode` bits,
+    /// of which the kernel's `get_nodes` reads `maxnode - 1`). The emulated machine's NUMA
+    /// nodes ([`Backend::numa_nodes`]) are all backed by the host's memory: a valid policy
+    /// that names a node the emulated machine has but the host lacks (libhsakmt binds a CPU
+    /// node's system memory to its node, `bind_mem_to_numa`) succeeds without being applied,
+    /// where the host's kernel would refuse it (`EINVAL`: no such node). Every other call —
+    /// nodes the host has, an invalid mode or flag (`sanitize_mpol_flags`: modes up to
+    /// `MPOL_PREFERRED_MANY` = 5, flags `MPOL_F_STATIC_NODES`, `MPOL_F_RELATIVE_NODES`,
+    /// `MPOL_F_NUMA_BALANCING`), an unaligned `mbind`, a node past the emulated ones, a mask
+    /// that cannot be read — runs natively and gets the host kernel's answer. Where it differs:
+    /// an answered `mbind` does not check that its range is mapped (`EFAULT`).
+    fn mempolicy(&self, caller: &NotifCaller, aligned: bool, mode: u64, nmask: u64, maxnode: u64) {
+        let id = caller.notif_id();
+        let answer = (|| {
+            let emulated = u64::from(self.backend.numa_nodes()?);
+            let host = host_numa_nodes();
+            const FLAGS: u64 = (1 << 15) | (1 << 14) | (1 << 13);
+            let mode = mode & 0xffff_ffff;
+            if emulated <= host || !aligned || (mode & !FLAGS) > 5 || nmask == 0 || maxnode < 2 {
+                return None;
+            }
+            // The kernel's get_nodes reads maxnode - 1 bits (at most MAX_NUMNODES, 1024 in
+            // Debian's kernels, past which they must be 0: the host checks that).
+            let bits = (maxnode - 1).min(1024);
+            let mut words = vec![0u8; usize::try_from(bits.div_ceil(64) * 8).ok()?];
+            caller.read(nmask, &mut words).ok()?;
+            let nodes: Vec<u64> = (0..bits)
+                .filter(|&n| words[(n / 8) as usize] & (1 << (n % 8)) != 0)
+                .collect();
+            let ours = !nodes.is_empty() && nodes.iter().all(|&n| n < emulated);
+            (ours && nodes.iter().any(|&n| n >= host)).then_some(())
+        })();
+        match answer {
+            Some(()) => {
+                let _ = self.listener.respond_value(id, 0);
+            }
+            None => {
                 let _ = self.listener.respond_continue(id);
             }
         }
@@ -1165,4 +1213,20 @@ pub(crate) fn pass_through(listener: &Listener) {
             return;
         }
     }
+}
+
+/// How many NUMA nodes the host has: one past the last in its
+/// `/sys/devices/system/node/possible` (read by the supervisor itself, which no filter
+/// covers); 1 when it cannot be read.
+fn host_numa_nodes() -> u64 {
+    static HOST: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *HOST.get_or_init(|| {
+        std::fs::read_to_string("/sys/devices/system/node/possible")
+            .ok()
+            .and_then(|text| {
+                let last = text.trim().rsplit([',', '-']).next()?.parse::<u64>().ok()?;
+                Some(last + 1)
+            })
+            .unwrap_or(1)
+    })
 }

@@ -27,55 +27,42 @@
 
 pub mod exclude;
 pub mod gtest;
+mod rocrtst;
+mod runner;
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::fs::{self, File};
+use std::fs;
 use std::io::Write as _;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::failure::{self, Failure};
-use gtest::{Exit, Outcome, Verdict};
+use gtest::{Outcome, Verdict};
+use runner::{
+    MachineResults, Options, Report, Runner, Suite, TestResult, kfd_emu_binary, log_name,
+};
 
-pub const USAGE: &str = "usage: cargo xtask conformance kfdtest --src DIR [--machine M]... \
+pub const USAGE: &str = "usage: cargo xtask conformance kfdtest|rocrtst --src DIR [--machine M]... \
 [--hardware] [--timeout SECS] [--filter GTEST_FILTER] [--out DIR] [--kfd-emu PATH] \
 [--llvm DIR] [--build DIR] [--run-excluded]";
 
-/// The presets run when neither `--machine` nor `/dev/kfd` says otherwise.
+/// The presets kfdtest runs on when neither `--machine` nor `/dev/kfd` says otherwise.
 const DEFAULT_MACHINES: &[&str] = &["mi300x", "mi210x8", "mi100", "radeon-vii", "rx7900xtx"];
-
-/// Where the KFD topology is (as `run_kfdtest.sh`'s `TOPOLOGY_SYSFS_DIR`).
-const TOPOLOGY: &str = "/sys/devices/virtual/kfd/kfd/topology/nodes";
-
-/// What the command line asked for.
-#[derive(Debug)]
-struct Options {
-    src: PathBuf,
-    /// Presets to emulate; empty means the hardware.
-    machines: Vec<String>,
-    timeout: Duration,
-    filter: Option<String>,
-    out: Option<PathBuf>,
-    kfd_emu: Option<PathBuf>,
-    llvm: Option<PathBuf>,
-    /// Where to build (default `target/conformance/kfdtest/<tree>`).
-    build: Option<PathBuf>,
-    run_excluded: bool,
-}
 
 fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
     let usage = || Failure::new(USAGE);
     let [suite, rest @ ..] = args else {
         return Err(usage());
     };
-    if *suite != "kfdtest" {
-        return Err(Failure::new(format!(
-            "conformance: unknown suite {suite:?} (only kfdtest)\n{USAGE}"
-        )));
-    }
+    let suite = match *suite {
+        "kfdtest" => Suite::Kfdtest,
+        "rocrtst" => Suite::Rocrtst,
+        _ => {
+            return Err(Failure::new(format!(
+                "conformance: unknown suite {suite:?} (kfdtest or rocrtst)\n{USAGE}"
+            )));
+        }
+    };
     let mut src = None;
     let mut machines = Vec::new();
     let mut hardware = false;
@@ -117,9 +104,14 @@ fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
         return Err(Failure::new("--hardware: this machine has no /dev/kfd"));
     }
     if machines.is_empty() && !hardware && !have_kfd {
-        machines = DEFAULT_MACHINES.iter().map(|&m| m.to_owned()).collect();
+        let defaults = match suite {
+            Suite::Kfdtest => DEFAULT_MACHINES,
+            Suite::Rocrtst => rocrtst::DEFAULT_MACHINES,
+        };
+        machines = defaults.iter().map(|&m| m.to_owned()).collect();
     }
     Ok(Options {
+        suite,
         src,
         machines,
         timeout,
@@ -135,6 +127,9 @@ fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
 /// Runs the command (see the module docs).
 pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
     let options = parse_args(args, Path::new("/dev/kfd").exists())?;
+    if options.suite == Suite::Rocrtst {
+        return rocrtst::main(root, &options);
+    }
     let src = fs::canonicalize(&options.src)
         .map_err(|e| Failure::new(format!("--src {}: {e}", options.src.display())))?;
     let tree = src
@@ -151,30 +146,12 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
     )
     .map_err(|e| Failure::new(format!("kfdtest.exclude: {e}")))?;
 
-    let kfd_emu = if options.machines.is_empty() {
-        None
-    } else {
-        Some(match &options.kfd_emu {
-            Some(p) => fs::canonicalize(p)
-                .map_err(|e| Failure::new(format!("--kfd-emu {}: {e}", p.display())))?,
-            None => {
-                // The cargo that runs `xtask` (the same toolchain).
-                let mut cargo =
-                    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-                failure::run(
-                    cargo
-                        .args(["build", "-p", "kfd-emu", "--release"])
-                        .current_dir(root),
-                    "cargo build -p kfd-emu --release",
-                )?;
-                root.join("target/release/kfd-emu")
-            }
-        })
-    };
+    let kfd_emu = kfd_emu_binary(root, &options)?;
     let out = options.out.clone().unwrap_or_else(|| build.join("results"));
     fs::create_dir_all(&out).map_err(|e| Failure::new(format!("{}: {e}", out.display())))?;
 
     let mut report = Report {
+        suite: "kfdtest",
         tree: src.display().to_string(),
         timeout: options.timeout,
         machines: Vec::new(),
@@ -189,6 +166,8 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
             kfd_emu: kfd_emu.clone(),
             machine: machine.clone(),
             lib: built.lib.clone(),
+            hsa_debug: true,
+            cwd: None,
         };
         let label = machine.clone().unwrap_or_else(|| "hardware".to_owned());
         let node = runner.first_gpu()?;
@@ -238,7 +217,11 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
             } else {
                 let log = logs.join(log_name(test));
                 let started = Instant::now();
-                let exit = runner.run_test(&built.kfdtest, node.id, test, &log, options.timeout)?;
+                let args = [
+                    format!("--node={}", node.id),
+                    format!("--gtest_filter={test}"),
+                ];
+                let exit = runner.run_test(&built.kfdtest, &args, test, &log, options.timeout)?;
                 let output = fs::read(&log).unwrap_or_default();
                 // How it ended, for whoever reads the log (after reading it).
                 if let Ok(mut file) = fs::OpenOptions::new().append(true).open(&log) {
@@ -275,11 +258,6 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
     print!("{}", report.summary());
     println!("conformance: results in {}", out.display());
     Ok(())
-}
-
-/// The log file of `test`: parameterized names (`KFDCWSRTest.BasicTest/0`) have a '/'.
-fn log_name(test: &str) -> String {
-    format!("{}.log", test.replace('/', "_"))
 }
 
 /// The built tree: kfdtest and the directory of its libhsakmt.
@@ -379,279 +357,9 @@ fn newest_llvm() -> Option<PathBuf> {
         .find(|d| d.join("lib/cmake/llvm/LLVMConfig.cmake").is_file())
 }
 
-/// The GPU node tests run on, as `run_kfdtest.sh` picks and names it.
-struct GpuNode {
-    id: u32,
-    platform: Option<String>,
-}
-
-/// Runs programs on one machine: under `kfd-emu run --machine M`, or directly (hardware).
-struct Runner {
-    kfd_emu: Option<PathBuf>,
-    machine: Option<String>,
-    lib: PathBuf,
-}
-
-impl Runner {
-    fn command(&self, program: &Path) -> Command {
-        let mut command = match (&self.kfd_emu, &self.machine) {
-            (Some(emu), Some(machine)) => {
-                let mut c = Command::new(emu);
-                c.args(["run", "--machine", machine, "--"]).arg(program);
-                c
-            }
-            _ => Command::new(program),
-        };
-        command
-            .env("LD_LIBRARY_PATH", &self.lib)
-            .env("HSA_DEBUG", "1")
-            .stdin(Stdio::null());
-        command
-    }
-
-    /// Reads every topology node's `name` and `properties` (in the machine's view).
-    fn first_gpu(&self) -> Result<GpuNode, Failure> {
-        let script = format!(
-            "for d in {TOPOLOGY}/*; do echo \"@@node ${{d##*/}}\"; cat \"$d/name\"; \
-             echo; echo @@properties; cat \"$d/properties\"; done"
-        );
-        let output = self
-            .command(Path::new("/bin/sh"))
-            .args(["-c", &script])
-            .output()
-            .map_err(|e| Failure::new(format!("reading the topology: {e}")))?;
-        let dump = String::from_utf8_lossy(&output.stdout);
-        let override_gfx = std::env::var("HSA_OVERRIDE_GFX_VERSION").ok();
-        first_gpu_of(&dump, override_gfx.as_deref()).ok_or_else(|| {
-            Failure::new(format!(
-                "no GPU node (simd_count > 0) in {TOPOLOGY}: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            ))
-        })
-    }
-
-    fn list(&self, kfdtest: &Path) -> Result<Vec<String>, Failure> {
-        let output = self
-            .command(kfdtest)
-            .arg("--gtest_list_tests")
-            .output()
-            .map_err(|e| Failure::new(format!("kfdtest --gtest_list_tests: {e}")))?;
-        let tests = gtest::parse_list(&String::from_utf8_lossy(&output.stdout));
-        if tests.is_empty() {
-            return Err(Failure::new(format!(
-                "kfdtest --gtest_list_tests listed nothing ({}): {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
-            )));
-        }
-        Ok(tests)
-    }
-
-    /// Runs one test in a process group of its own with its output in `log`; the whole group
-    /// is killed at the time limit, and afterwards (nothing it started outlives it).
-    fn run_test(
-        &self,
-        kfdtest: &Path,
-        node: u32,
-        test: &str,
-        log: &Path,
-        limit: Duration,
-    ) -> Result<Exit, Failure> {
-        let io = |e: std::io::Error| Failure::new(format!("{}: {e}", log.display()));
-        let mut file = File::create(log).map_err(io)?;
-        let mut command = self.command(kfdtest);
-        command
-            .arg(format!("--node={node}"))
-            .arg(format!("--gtest_filter={test}"));
-        writeln!(file, "$ {command:?}").map_err(io)?;
-        let stderr = file.try_clone().map_err(io)?;
-        command
-            .stdout(file)
-            .stderr(stderr)
-            .process_group(0)
-            .current_dir(log.parent().unwrap_or(Path::new(".")));
-        // The group is not the terminal's, so an interrupted run would leave the test running:
-        // it gets SIGKILL when this process dies (kfd-emu then ends its program).
-        // SAFETY: the hook only calls prctl(PR_SET_PDEATHSIG), which is async-signal-safe, in
-        // the child between fork and exec.
-        unsafe {
-            command.pre_exec(|| {
-                rustix::process::set_parent_process_death_signal(Some(
-                    rustix::process::Signal::KILL,
-                ))
-                .map_err(std::io::Error::from)
-            });
-        }
-        let mut child = command
-            .spawn()
-            .map_err(|e| Failure::new(format!("running {command:?}: {e}")))?;
-        let group = rustix::process::Pid::from_child(&child);
-        let deadline = Instant::now() + limit;
-        let exit = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => {
-                    break match (status.code(), status.signal()) {
-                        (Some(code), _) => Exit::Code(code),
-                        (None, Some(sig)) => Exit::Signal(sig),
-                        (None, None) => Exit::Code(-1),
-                    };
-                }
-                Ok(None) if Instant::now() >= deadline => {
-                    let _ =
-                        rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-                    let _ = child.wait();
-                    break Exit::TimedOut;
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                Err(e) => return Err(Failure::new(format!("waiting for {test}: {e}"))),
-            }
-        };
-        // Whatever the test left running in its group goes with it (ESRCH when nothing did).
-        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        Ok(exit)
-    }
-}
-
-/// The first GPU node (`simd_count` > 0, as `getHsaNodes`) of a topology dump made of
-/// `@@node N`, the node's `name`, `@@properties` and its `properties` text, per node.
-fn first_gpu_of(dump: &str, override_gfx: Option<&str>) -> Option<GpuNode> {
-    let mut nodes: BTreeMap<u32, (String, String)> = BTreeMap::new();
-    let mut current: Option<(u32, bool)> = None;
-    for line in dump.lines() {
-        if let Some(id) = line.strip_prefix("@@node ") {
-            current = id.trim().parse().ok().map(|id| (id, false));
-            if let Some((id, _)) = current {
-                nodes.entry(id).or_default();
-            }
-        } else if line == "@@properties" {
-            current = current.map(|(id, _)| (id, true));
-        } else if let Some((id, in_properties)) = current
-            && let Some(entry) = nodes.get_mut(&id)
-        {
-            let target = if in_properties {
-                &mut entry.1
-            } else {
-                &mut entry.0
-            };
-            target.push_str(line);
-            target.push('\n');
-        }
-    }
-    nodes.into_iter().find_map(|(id, (name, properties))| {
-        let simds = properties.lines().find_map(|l| {
-            l.strip_prefix("simd_count ")
-                .and_then(|v| v.trim().parse::<u64>().ok())
-        });
-        (simds.is_some_and(|s| s > 0)).then(|| GpuNode {
-            id,
-            platform: exclude::platform(&name, &properties, override_gfx),
-        })
-    })
-}
-
-struct TestResult {
-    name: String,
-    verdict: Verdict,
-    seconds: f64,
-    /// Upstream's exclusion list leaves it out on this GPU (run anyway with --run-excluded).
-    excluded: bool,
-}
-
-struct MachineResults {
-    label: String,
-    platform: String,
-    node: u32,
-    tests: Vec<TestResult>,
-}
-
-struct Report {
-    tree: String,
-    timeout: Duration,
-    machines: Vec<MachineResults>,
-}
-
-impl Report {
-    fn counts(m: &MachineResults) -> BTreeMap<Outcome, usize> {
-        let mut counts = BTreeMap::new();
-        for t in &m.tests {
-            *counts.entry(t.verdict.outcome).or_insert(0) += 1;
-        }
-        counts
-    }
-
-    /// The summary table (markdown).
-    fn summary(&self) -> String {
-        let mut s = String::from("| machine | platform | tests |");
-        for o in Outcome::ALL {
-            let _ = write!(s, " {o} |");
-        }
-        s.push_str("\n|---|---|---|");
-        for _ in Outcome::ALL {
-            s.push_str("---|");
-        }
-        s.push('\n');
-        for m in &self.machines {
-            let counts = Report::counts(m);
-            let _ = write!(s, "| {} | {} | {} |", m.label, m.platform, m.tests.len());
-            for o in Outcome::ALL {
-                let _ = write!(s, " {} |", counts.get(&o).copied().unwrap_or(0));
-            }
-            s.push('\n');
-        }
-        s
-    }
-
-    fn write(&self, out: &Path) -> Result<(), Failure> {
-        let mut md = format!(
-            "# kfdtest results\n\nTree: `{}`; one process per test, {} s limit each.\n\n{}",
-            self.tree,
-            self.timeout.as_secs(),
-            self.summary()
-        );
-        let mut tsv = String::from("machine\tplatform\ttest\toutcome\tseconds\texcluded\tcause\n");
-        for m in &self.machines {
-            let _ = write!(
-                md,
-                "\n## {} ({}, node {})\n\n| test | outcome | s | first cause |\n|---|---|---|---|\n",
-                m.label, m.platform, m.node
-            );
-            for t in &m.tests {
-                let excluded = if t.excluded && t.verdict.outcome != Outcome::Excluded {
-                    " (excluded upstream)"
-                } else {
-                    ""
-                };
-                let _ = writeln!(
-                    md,
-                    "| {} | {}{excluded} | {:.1} | {} |",
-                    t.name,
-                    t.verdict.outcome,
-                    t.seconds,
-                    t.verdict.cause.replace('|', "\\|")
-                );
-                let _ = writeln!(
-                    tsv,
-                    "{}\t{}\t{}\t{}\t{:.1}\t{}\t{}",
-                    m.label,
-                    m.platform,
-                    t.name,
-                    t.verdict.outcome,
-                    t.seconds,
-                    t.excluded,
-                    t.verdict.cause.replace(['\t', '\n'], " ")
-                );
-            }
-        }
-        for (name, text) in [("results.md", md), ("results.tsv", tsv)] {
-            fs::write(out.join(name), text)
-                .map_err(|e| Failure::new(format!("writing {name}: {e}")))?;
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::runner::first_gpu_of;
     use super::*;
 
     #[test]
@@ -706,7 +414,10 @@ mod tests {
             parse_args(&["kfdtest"], false).is_err(),
             "--src is required"
         );
-        assert!(parse_args(&["rocrtst", "--src", "/t"], false).is_err());
+        let o = parse_args(&["rocrtst", "--src", "/t"], false).expect("parses");
+        assert_eq!(o.suite, Suite::Rocrtst);
+        assert_eq!(o.machines, rocrtst::DEFAULT_MACHINES);
+        assert!(parse_args(&["hiptest", "--src", "/t"], false).is_err());
         assert!(parse_args(&["kfdtest", "--src", "/t", "--timeout", "0"], false).is_err());
         assert!(parse_args(&["kfdtest", "--src", "/t", "--hardware"], false).is_err());
         assert!(parse_args(&["kfdtest", "--src", "/t", "--bogus"], false).is_err());

@@ -1,0 +1,414 @@
+//! `cargo xtask conformance rocrtst`: ROCr's own test suite, rocrtst, run test by test under
+//! kfd-emu's presets (or on the hardware) against Debian's ROCr 5.2.3.
+//!
+//! rocrtst lives in ROCm/ROCR-Runtime's history, not in its release tags: the tree to use is
+//! the last commit that changed `rocrtst/` before rocm-5.2.0, `752cfd5ffd0a` ("Adjust include
+//! paths for new header locations", 2022-05-09), which includes `<hsa/hsa.h>` as Debian's
+//! `libhsa-runtime-dev` installs it. `--src` is that tree (the repository root holding
+//! `rocrtst/`, or `rocrtst/` itself).
+//!
+//! Build (out of tree, into `target/conformance/rocrtst/<tree>/`, no source file changed):
+//! cmake of `rocrtst/suites/test_common` with its kernels (`make rocrtst_kernels`) built for
+//! the GPUs Debian's ROCr 5.2.3 knows among the presets (gfx906, gfx908, gfx90a) by
+//! Debian's clang-15 (`--llvm`, default `/usr/lib/llvm-15`; ROCr 5.2 loads code objects up to
+//! v4, clang-15's default) with Debian's rocm-device-libs bitcode. Three shims stand in for
+//! what the tree expects of AMD's own build machines:
+//! * its CMakeLists passes `-include ${OPENCL_INC_DIR}opencl-c.h` (no '/'), which only works
+//!   through its fallback `$WORK_ROOT/external/llvm-project/clang/lib/Headers/`: the harness
+//!   makes that directory a link to clang's own headers;
+//! * Debian's `rocm_smi` CMake package names files that do not exist (`/usr/rocm_smi/include`),
+//!   so `find_package(rocm_smi)` is given an empty package and `rocm_smi64` is linked by name;
+//! * rocrtst links its bundled prebuilt hwloc 1.11 (`thirdparty/libhwloc.so.5`) but compiles
+//!   against the system's hwloc headers, which on Debian 12 are hwloc 2.9's: a 1.x library
+//!   under 2.x headers would misread every `hwloc_obj`. So the build uses hwloc 2.9
+//!   throughout — no build RPATH, and a `libhwloc.so.5` link to the system's
+//!   `libhwloc.so.15` first on `LD_LIBRARY_PATH` — with the one hwloc 1 flag rocrtst passes,
+//!   `HWLOC_TOPOLOGY_FLAG_IO_DEVICES`, mapped to hwloc 2's I/O type filter (a force-included
+//!   header). Under hwloc 2 a NUMA node is no ancestor of a PCI device, so
+//!   `Memory_Async_Copy`'s "same NUMA node" search finds none (it says "Only 1 NUMA node
+//!   found"): a version mismatch, not the machine's.
+//!
+//! Run: each test (`rocrtst64 --gtest_filter=Suite.Test`) as its own process under
+//! `kfd-emu run --machine M`, from the build directory (rocrtst loads its kernels from
+//! `./<gfx>/`), in a process group killed whole at the time limit ("hung"), with the
+//! results table and logs as kfdtest's (see the [module docs](super)). Tests upstream
+//! disabled (`DISABLED_`) are listed as excluded (`--run-excluded` runs them). Tests that
+//! need a GPU kernel to run — every test whose ROCr blit kernel (code-object loading,
+//! `hsa_memory_copy`, `hsa_amd_memory_fill`) or own kernel must execute — wait until the
+//! time limit and are reported hung, never holding up the harness.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use super::gtest::{self, Outcome, Verdict};
+use super::runner::{
+    MachineResults, Options, Report, Runner, TestResult, kfd_emu_binary, log_name,
+};
+use crate::failure::{self, Failure};
+
+/// The presets whose GPUs Debian's ROCr 5.2.3 makes agents of (gfx906, gfx908, gfx90a); on
+/// the others (gfx942, gfx11, gfx12) it sees no GPU.
+pub(super) const DEFAULT_MACHINES: &[&str] = &["radeon-vii", "mi100", "mi210x8"];
+
+/// The kernels' targets: the GPUs of [`DEFAULT_MACHINES`].
+const TARGETS: &str = "gfx906;gfx908;gfx90a";
+
+/// Debian's ROCm 5.2 toolchain.
+const DEFAULT_LLVM: &str = "/usr/lib/llvm-15";
+
+/// Where Debian's rocm-device-libs puts its bitcode.
+const BITCODE_ROOT: &str = "/usr/lib/x86_64-linux-gnu";
+
+/// The system's hwloc 2 library.
+const HWLOC2: &str = "/usr/lib/x86_64-linux-gnu/libhwloc.so.15";
+
+/// The force-included header that gives hwloc 1's I/O flag its hwloc 2 meaning (see the
+/// module docs). The filter is looked up at run time: the program links against the bundled
+/// hwloc 1 library's name and runs with hwloc 2.
+const HWLOC1_COMPAT: &str = r#"/* Written by `cargo xtask conformance rocrtst`: hwloc 1.x's
+ * HWLOC_TOPOLOGY_FLAG_IO_DEVICES in hwloc 2 terms (I/O objects are kept by type filters). */
+#include <dlfcn.h>
+#include <hwloc.h>
+#ifndef HWLOC_TOPOLOGY_FLAG_IO_DEVICES
+#define HWLOC_TOPOLOGY_FLAG_IO_DEVICES (1UL << 62)
+static inline int rocrtst_hwloc_set_flags(hwloc_topology_t t, unsigned long flags) {
+  if (flags & HWLOC_TOPOLOGY_FLAG_IO_DEVICES) {
+    int (*filter)(hwloc_topology_t, enum hwloc_type_filter_e) =
+        (int (*)(hwloc_topology_t, enum hwloc_type_filter_e))dlsym(
+            RTLD_DEFAULT, "hwloc_topology_set_io_types_filter");
+    if (filter) filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  }
+  return hwloc_topology_set_flags(t, flags & ~HWLOC_TOPOLOGY_FLAG_IO_DEVICES);
+}
+#define hwloc_topology_set_flags rocrtst_hwloc_set_flags
+#endif
+"#;
+
+/// The built suite.
+struct Built {
+    /// The build directory (rocrtst runs from here).
+    dir: PathBuf,
+    /// `rocrtst64`.
+    exe: PathBuf,
+    /// What goes on `LD_LIBRARY_PATH` (the hwloc link).
+    lib: PathBuf,
+}
+
+/// The rocrtst directory of `src`: `src/rocrtst` or `src` itself.
+fn rocrtst_dir(src: &Path) -> Result<PathBuf, Failure> {
+    for dir in [src.join("rocrtst"), src.to_path_buf()] {
+        if dir.join("suites/test_common/CMakeLists.txt").is_file() {
+            return Ok(dir);
+        }
+    }
+    Err(Failure::new(format!(
+        "{}: no rocrtst/suites/test_common/CMakeLists.txt (give the ROCR-Runtime tree of \
+         commit 752cfd5ffd0a, or its rocrtst/ directory)",
+        src.display()
+    )))
+}
+
+/// The directory holding clang's `opencl-c.h` under `llvm`.
+fn clang_headers(llvm: &Path) -> Option<PathBuf> {
+    let clang = llvm.join("lib/clang");
+    let mut versions: Vec<PathBuf> = fs::read_dir(&clang)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    versions.sort();
+    versions
+        .into_iter()
+        .rev()
+        .map(|v| v.join("include"))
+        .find(|inc| inc.join("opencl-c.h").is_file())
+}
+
+/// Builds rocrtst and its kernels of `src` (the rocrtst directory) into `build`.
+fn build(src: &Path, build: &Path, llvm: Option<&Path>) -> Result<Built, Failure> {
+    let llvm = llvm.unwrap_or(Path::new(DEFAULT_LLVM));
+    let headers = clang_headers(llvm);
+    let bitcode = Path::new(BITCODE_ROOT).join("amdgcn/bitcode");
+    let missing: Vec<&str> = [
+        (
+            llvm.join("bin/clang").is_file() && headers.is_some(),
+            "clang-15",
+        ),
+        (bitcode.join("ockl.bc").is_file(), "rocm-device-libs"),
+        (
+            Path::new("/usr/include/hsa/hsa.h").is_file(),
+            "libhsa-runtime-dev",
+        ),
+        (
+            Path::new("/usr/include/rocm_smi/rocm_smi.h").is_file(),
+            "librocm-smi-dev",
+        ),
+        (
+            Path::new("/usr/include/hwloc.h").is_file() && Path::new(HWLOC2).is_file(),
+            "libhwloc-dev",
+        ),
+        (Path::new("/usr/include/numa.h").is_file(), "libnuma-dev"),
+    ]
+    .into_iter()
+    .filter(|(present, _)| !present)
+    .map(|(_, package)| package)
+    .collect();
+    let Some(headers) = headers.filter(|_| missing.is_empty()) else {
+        return Err(Failure::new(format!(
+            "rocrtst needs Debian's {} (apt-get install {}), and --llvm pointing at an LLVM \
+             with clang and opencl-c.h (default {DEFAULT_LLVM})",
+            missing.join(", "),
+            missing.join(" ")
+        )));
+    };
+    let io = |what: &Path, e: std::io::Error| Failure::new(format!("{}: {e}", what.display()));
+    let shim = build.join("shim");
+    let smi = shim.join("rocm_smi");
+    fs::create_dir_all(&smi).map_err(|e| io(&smi, e))?;
+    let smi_config = smi.join("rocm_smi-config.cmake");
+    write_unchanged(
+        &smi_config,
+        "# Written by cargo xtask conformance rocrtst: rocm_smi64 is linked by name.\n",
+    )?;
+    let compat = shim.join("hwloc1_compat.h");
+    write_unchanged(&compat, HWLOC1_COMPAT)?;
+    let work_root = build.join("workroot");
+    let lib_dir = work_root.join("external/llvm-project/clang/lib");
+    fs::create_dir_all(&lib_dir).map_err(|e| io(&lib_dir, e))?;
+    replace_link(&headers, &lib_dir.join("Headers"))?;
+    let lib = build.join("lib");
+    fs::create_dir_all(&lib).map_err(|e| io(&lib, e))?;
+    replace_link(Path::new(HWLOC2), &lib.join("libhwloc.so.5"))?;
+
+    let dir = build.join("build");
+    let jobs = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .to_string();
+    println!("conformance: building rocrtst of {}", src.display());
+    failure::run(
+        Command::new("cmake")
+            .arg("-S")
+            .arg(src.join("suites/test_common"))
+            .arg("-B")
+            .arg(&dir)
+            .arg(format!("-DTARGET_DEVICES={TARGETS}"))
+            .arg("-DROCRTST_BLD_TYPE=release")
+            .arg(format!("-DROCM_DIR={BITCODE_ROOT}"))
+            .arg(format!("-DLLVM_DIR={}", llvm.join("bin").display()))
+            // Any directory without include/opencl-c.h: the fallback above is taken.
+            .arg(format!("-DOPENCL_DIR={}", work_root.display()))
+            .arg(format!("-Drocm_smi_DIR={}", smi.display()))
+            .arg(format!("-DCMAKE_CXX_FLAGS=-include {}", compat.display()))
+            .arg("-DCMAKE_SKIP_BUILD_RPATH=ON")
+            .env("WORK_ROOT", &work_root),
+        "cmake (rocrtst)",
+    )?;
+    for target in ["rocrtst64", "rocrtst_kernels"] {
+        failure::run(
+            Command::new("cmake")
+                .arg("--build")
+                .arg(&dir)
+                .args(["--target", target, "-j", &jobs]),
+            &format!("building {target}"),
+        )?;
+    }
+    Ok(Built {
+        exe: dir.join("rocrtst64"),
+        dir,
+        lib,
+    })
+}
+
+/// Writes `text` to `path` unless it already holds it (a rewrite would make the next build
+/// recompile everything that force-includes it).
+fn write_unchanged(path: &Path, text: &str) -> Result<(), Failure> {
+    if fs::read_to_string(path).is_ok_and(|old| old == text) {
+        return Ok(());
+    }
+    fs::write(path, text).map_err(|e| Failure::new(format!("{}: {e}", path.display())))
+}
+
+/// Makes `link` a symbolic link to `target`, replacing what was there.
+fn replace_link(target: &Path, link: &Path) -> Result<(), Failure> {
+    let _ = fs::remove_file(link);
+    std::os::unix::fs::symlink(target, link)
+        .map_err(|e| Failure::new(format!("{} -> {}: {e}", link.display(), target.display())))
+}
+
+/// Whether upstream disabled `test` (gtest runs it only with
+/// `--gtest_also_run_disabled_tests`).
+fn disabled(test: &str) -> bool {
+    test.split('.').any(|part| part.starts_with("DISABLED_"))
+}
+
+/// The cause of `verdict` under kfd-emu, naming what the emulator cannot do yet where the
+/// output shows it: a queue stopped at a kernel dispatch (kfd-emu's packet processor runs no
+/// GPU code and reports the CP's "Out of VGPRs", which ROCr prints as
+/// `HSA_STATUS_ERROR_INVALID_ISA` before its default handler aborts).
+fn emulator_cause(verdict: &Verdict, output: &str) -> String {
+    if verdict.outcome != Outcome::Passed && output.contains("HSA_STATUS_ERROR_INVALID_ISA") {
+        format!(
+            "kernel dispatch (kfd-emu runs no GPU code yet; its queue error reads INVALID_ISA): {}",
+            verdict.cause
+        )
+    } else {
+        verdict.cause.clone()
+    }
+}
+
+/// Runs the suite (see the module docs).
+pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
+    let src = fs::canonicalize(&options.src)
+        .map_err(|e| Failure::new(format!("--src {}: {e}", options.src.display())))?;
+    let dir = rocrtst_dir(&src)?;
+    let tree = src
+        .file_name()
+        .map_or_else(|| "tree".to_owned(), |n| n.to_string_lossy().into_owned());
+    let build_dir = options
+        .build
+        .clone()
+        .unwrap_or_else(|| root.join("target/conformance/rocrtst").join(&tree));
+    let built = build(&dir, &build_dir, options.llvm.as_deref())?;
+    let kfd_emu = kfd_emu_binary(root, options)?;
+    let out = options
+        .out
+        .clone()
+        .unwrap_or_else(|| build_dir.join("results"));
+    fs::create_dir_all(&out).map_err(|e| Failure::new(format!("{}: {e}", out.display())))?;
+    let mut report = Report {
+        suite: "rocrtst",
+        tree: dir.display().to_string(),
+        timeout: options.timeout,
+        machines: Vec::new(),
+    };
+    let targets: Vec<Option<String>> = if options.machines.is_empty() {
+        vec![None]
+    } else {
+        options.machines.iter().cloned().map(Some).collect()
+    };
+    for machine in targets {
+        let runner = Runner {
+            kfd_emu: kfd_emu.clone(),
+            machine: machine.clone(),
+            lib: built.lib.clone(),
+            hsa_debug: false,
+            cwd: Some(built.dir.clone()),
+        };
+        let label = machine.clone().unwrap_or_else(|| "hardware".to_owned());
+        let node = runner.first_gpu()?;
+        let tests = runner.list(&built.exe)?;
+        let logs = out.join("logs").join(&label);
+        fs::create_dir_all(&logs).map_err(|e| Failure::new(format!("{}: {e}", logs.display())))?;
+        report.machines.push(MachineResults {
+            label: label.clone(),
+            platform: node.platform.clone().unwrap_or_else(|| "?".to_owned()),
+            node: node.id,
+            tests: Vec::new(),
+        });
+        let selected: Vec<&String> = tests
+            .iter()
+            .filter(|t| {
+                options
+                    .filter
+                    .as_deref()
+                    .is_none_or(|f| gtest::filter_matches(f, t))
+            })
+            .collect();
+        for (n, test) in selected.iter().enumerate() {
+            let excluded = disabled(test);
+            let result = if excluded && !options.run_excluded {
+                TestResult {
+                    name: (*test).clone(),
+                    verdict: Verdict {
+                        outcome: Outcome::Excluded,
+                        cause: "DISABLED_ upstream".to_owned(),
+                    },
+                    seconds: 0.0,
+                    excluded,
+                }
+            } else {
+                let log = logs.join(log_name(test));
+                let mut args = vec![format!("--gtest_filter={test}")];
+                if excluded {
+                    args.push("--gtest_also_run_disabled_tests".to_owned());
+                }
+                let started = Instant::now();
+                let exit = runner.run_test(&built.exe, &args, test, &log, options.timeout)?;
+                let output =
+                    String::from_utf8_lossy(&fs::read(&log).unwrap_or_default()).into_owned();
+                let mut verdict = gtest::classify(test, &output, exit);
+                if machine.is_some() {
+                    verdict.cause = emulator_cause(&verdict, &output);
+                }
+                TestResult {
+                    name: (*test).clone(),
+                    verdict,
+                    seconds: started.elapsed().as_secs_f64(),
+                    excluded,
+                }
+            };
+            println!(
+                "[{label} {}/{}] {}: {} ({:.1} s) {}",
+                n + 1,
+                selected.len(),
+                result.name,
+                result.verdict.outcome,
+                result.seconds,
+                result.verdict.cause
+            );
+            if let Some(m) = report.machines.last_mut() {
+                m.tests.push(result);
+            }
+            report.write(&out)?;
+        }
+        report.write(&out)?;
+    }
+    print!("{}", report.summary());
+    println!("conformance: results in {}", out.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dispatch_the_emulator_cannot_run_is_named() {
+        let crashed = Verdict {
+            outcome: Outcome::Crashed,
+            cause: "signal 6".to_owned(),
+        };
+        let out = "Queue at 0x1 inactivated due to async error:\n\
+                   \tHSA_STATUS_ERROR_INVALID_ISA: The instruction set architecture is invalid.";
+        assert!(emulator_cause(&crashed, out).starts_with("kernel dispatch"));
+        assert_eq!(emulator_cause(&crashed, "other"), "signal 6");
+        let passed = Verdict {
+            outcome: Outcome::Passed,
+            cause: String::new(),
+        };
+        assert_eq!(emulator_cause(&passed, out), "");
+    }
+
+    #[test]
+    fn disabled_tests_are_upstreams_disabled_prefix() {
+        assert!(disabled("rocrtstFunc.DISABLED_Signal_Kernel_Set"));
+        assert!(disabled("DISABLED_Suite.Test"));
+        assert!(!disabled("rocrtstFunc.Memory_Max_Mem"));
+    }
+
+    #[test]
+    fn the_tree_is_the_repository_or_its_rocrtst_directory() {
+        let tmp = std::env::temp_dir().join(format!("rocrtst-tree-{}", std::process::id()));
+        let inner = tmp.join("rocrtst/suites/test_common");
+        fs::create_dir_all(&inner).unwrap();
+        fs::write(inner.join("CMakeLists.txt"), "").unwrap();
+        assert_eq!(rocrtst_dir(&tmp).unwrap(), tmp.join("rocrtst"));
+        assert_eq!(
+            rocrtst_dir(&tmp.join("rocrtst")).unwrap(),
+            tmp.join("rocrtst")
+        );
+        assert!(rocrtst_dir(&tmp.join("rocrtst/suites")).is_err());
+        fs::remove_dir_all(&tmp).unwrap();
+    }
+}

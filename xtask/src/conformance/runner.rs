@@ -1,0 +1,359 @@
+//! What the suites share: the options, running a program on one machine (under
+//! `kfd-emu run --machine M` or on the hardware) with a time limit, and the results tables.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs::{self, File};
+use std::io::Write as _;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::exclude;
+use super::gtest::{self, Exit, Outcome, Verdict};
+use crate::failure::{self, Failure};
+
+/// The suites the harness knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Suite {
+    /// AMD's KFD test suite (ROCT-Thunk-Interface `tests/kfdtest`).
+    Kfdtest,
+    /// ROCr's test suite (ROCR-Runtime `rocrtst`; see the `rocrtst` module).
+    Rocrtst,
+}
+
+/// Where the KFD topology is (as `run_kfdtest.sh`'s `TOPOLOGY_SYSFS_DIR`).
+pub(super) const TOPOLOGY: &str = "/sys/devices/virtual/kfd/kfd/topology/nodes";
+
+/// What the command line asked for.
+#[derive(Debug)]
+pub(super) struct Options {
+    pub(super) suite: Suite,
+    pub(super) src: PathBuf,
+    /// Presets to emulate; empty means the hardware.
+    pub(super) machines: Vec<String>,
+    pub(super) timeout: Duration,
+    pub(super) filter: Option<String>,
+    pub(super) out: Option<PathBuf>,
+    pub(super) kfd_emu: Option<PathBuf>,
+    pub(super) llvm: Option<PathBuf>,
+    /// Where to build (default `target/conformance/kfdtest/<tree>`).
+    pub(super) build: Option<PathBuf>,
+    pub(super) run_excluded: bool,
+}
+
+/// The kfd-emu to run the machines under: `--kfd-emu`, or this workspace's, built release;
+/// `None` on the hardware.
+pub(super) fn kfd_emu_binary(root: &Path, options: &Options) -> Result<Option<PathBuf>, Failure> {
+    if options.machines.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(match &options.kfd_emu {
+        Some(p) => fs::canonicalize(p)
+            .map_err(|e| Failure::new(format!("--kfd-emu {}: {e}", p.display())))?,
+        None => {
+            // The cargo that runs `xtask` (the same toolchain).
+            let mut cargo =
+                Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+            failure::run(
+                cargo
+                    .args(["build", "-p", "kfd-emu", "--release"])
+                    .current_dir(root),
+                "cargo build -p kfd-emu --release",
+            )?;
+            root.join("target/release/kfd-emu")
+        }
+    }))
+}
+
+/// The log file of `test`: parameterized names (`KFDCWSRTest.BasicTest/0`) have a '/'.
+pub(super) fn log_name(test: &str) -> String {
+    format!("{}.log", test.replace('/', "_"))
+}
+
+/// The GPU node tests run on, as `run_kfdtest.sh` picks and names it.
+pub(super) struct GpuNode {
+    pub(super) id: u32,
+    pub(super) platform: Option<String>,
+}
+
+/// Runs programs on one machine: under `kfd-emu run --machine M`, or directly (hardware).
+pub(super) struct Runner {
+    pub(super) kfd_emu: Option<PathBuf>,
+    pub(super) machine: Option<String>,
+    /// `LD_LIBRARY_PATH` of the programs run.
+    pub(super) lib: PathBuf,
+    /// Whether to export `HSA_DEBUG=1`, as `run_kfdtest.sh` does.
+    pub(super) hsa_debug: bool,
+    /// Where tests run (default: their log's directory).
+    pub(super) cwd: Option<PathBuf>,
+}
+
+impl Runner {
+    pub(super) fn command(&self, program: &Path) -> Command {
+        let mut command = match (&self.kfd_emu, &self.machine) {
+            (Some(emu), Some(machine)) => {
+                let mut c = Command::new(emu);
+                c.args(["run", "--machine", machine, "--"]).arg(program);
+                c
+            }
+            _ => Command::new(program),
+        };
+        command
+            .env("LD_LIBRARY_PATH", &self.lib)
+            .stdin(Stdio::null());
+        if self.hsa_debug {
+            command.env("HSA_DEBUG", "1");
+        }
+        command
+    }
+
+    /// Reads every topology node's `name` and `properties` (in the machine's view).
+    pub(super) fn first_gpu(&self) -> Result<GpuNode, Failure> {
+        let script = format!(
+            "for d in {TOPOLOGY}/*; do echo \"@@node ${{d##*/}}\"; cat \"$d/name\"; \
+             echo; echo @@properties; cat \"$d/properties\"; done"
+        );
+        let output = self
+            .command(Path::new("/bin/sh"))
+            .args(["-c", &script])
+            .output()
+            .map_err(|e| Failure::new(format!("reading the topology: {e}")))?;
+        let dump = String::from_utf8_lossy(&output.stdout);
+        let override_gfx = std::env::var("HSA_OVERRIDE_GFX_VERSION").ok();
+        first_gpu_of(&dump, override_gfx.as_deref()).ok_or_else(|| {
+            Failure::new(format!(
+                "no GPU node (simd_count > 0) in {TOPOLOGY}: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ))
+        })
+    }
+
+    pub(super) fn list(&self, kfdtest: &Path) -> Result<Vec<String>, Failure> {
+        let mut command = self.command(kfdtest);
+        if let Some(cwd) = &self.cwd {
+            command.current_dir(cwd);
+        }
+        let output = command
+            .arg("--gtest_list_tests")
+            .output()
+            .map_err(|e| Failure::new(format!("{} --gtest_list_tests: {e}", kfdtest.display())))?;
+        let tests = gtest::parse_list(&String::from_utf8_lossy(&output.stdout));
+        if tests.is_empty() {
+            return Err(Failure::new(format!(
+                "{} --gtest_list_tests listed nothing ({}): {}",
+                kfdtest.display(),
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            )));
+        }
+        Ok(tests)
+    }
+
+    /// Runs one test in a process group of its own with its output in `log`; the whole group
+    /// is killed at the time limit, and afterwards (nothing it started outlives it).
+    pub(super) fn run_test(
+        &self,
+        program: &Path,
+        args: &[String],
+        test: &str,
+        log: &Path,
+        limit: Duration,
+    ) -> Result<Exit, Failure> {
+        let io = |e: std::io::Error| Failure::new(format!("{}: {e}", log.display()));
+        let mut file = File::create(log).map_err(io)?;
+        let mut command = self.command(program);
+        command.args(args);
+        writeln!(file, "$ {command:?}").map_err(io)?;
+        let stderr = file.try_clone().map_err(io)?;
+        command
+            .stdout(file)
+            .stderr(stderr)
+            .process_group(0)
+            .current_dir(
+                self.cwd
+                    .as_deref()
+                    .unwrap_or(log.parent().unwrap_or(Path::new("."))),
+            );
+        // The group is not the terminal's, so an interrupted run would leave the test running:
+        // it gets SIGKILL when this process dies (kfd-emu then ends its program).
+        // SAFETY: the hook only calls prctl(PR_SET_PDEATHSIG), which is async-signal-safe, in
+        // the child between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::KILL,
+                ))
+                .map_err(std::io::Error::from)
+            });
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|e| Failure::new(format!("running {command:?}: {e}")))?;
+        let group = rustix::process::Pid::from_child(&child);
+        let deadline = Instant::now() + limit;
+        let exit = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    break match (status.code(), status.signal()) {
+                        (Some(code), _) => Exit::Code(code),
+                        (None, Some(sig)) => Exit::Signal(sig),
+                        (None, None) => Exit::Code(-1),
+                    };
+                }
+                Ok(None) if Instant::now() >= deadline => {
+                    let _ =
+                        rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+                    let _ = child.wait();
+                    break Exit::TimedOut;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => return Err(Failure::new(format!("waiting for {test}: {e}"))),
+            }
+        };
+        // Whatever the test left running in its group goes with it (ESRCH when nothing did).
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        Ok(exit)
+    }
+}
+
+/// The first GPU node (`simd_count` > 0, as `getHsaNodes`) of a topology dump made of
+/// `@@node N`, the node's `name`, `@@properties` and its `properties` text, per node.
+pub(super) fn first_gpu_of(dump: &str, override_gfx: Option<&str>) -> Option<GpuNode> {
+    let mut nodes: BTreeMap<u32, (String, String)> = BTreeMap::new();
+    let mut current: Option<(u32, bool)> = None;
+    for line in dump.lines() {
+        if let Some(id) = line.strip_prefix("@@node ") {
+            current = id.trim().parse().ok().map(|id| (id, false));
+            if let Some((id, _)) = current {
+                nodes.entry(id).or_default();
+            }
+        } else if line == "@@properties" {
+            current = current.map(|(id, _)| (id, true));
+        } else if let Some((id, in_properties)) = current
+            && let Some(entry) = nodes.get_mut(&id)
+        {
+            let target = if in_properties {
+                &mut entry.1
+            } else {
+                &mut entry.0
+            };
+            target.push_str(line);
+            target.push('\n');
+        }
+    }
+    nodes.into_iter().find_map(|(id, (name, properties))| {
+        let simds = properties.lines().find_map(|l| {
+            l.strip_prefix("simd_count ")
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        });
+        (simds.is_some_and(|s| s > 0)).then(|| GpuNode {
+            id,
+            platform: exclude::platform(&name, &properties, override_gfx),
+        })
+    })
+}
+
+pub(super) struct TestResult {
+    pub(super) name: String,
+    pub(super) verdict: Verdict,
+    pub(super) seconds: f64,
+    /// Upstream's exclusion list leaves it out on this GPU (run anyway with --run-excluded).
+    pub(super) excluded: bool,
+}
+
+pub(super) struct MachineResults {
+    pub(super) label: String,
+    pub(super) platform: String,
+    pub(super) node: u32,
+    pub(super) tests: Vec<TestResult>,
+}
+
+pub(super) struct Report {
+    pub(super) suite: &'static str,
+    pub(super) tree: String,
+    pub(super) timeout: Duration,
+    pub(super) machines: Vec<MachineResults>,
+}
+
+impl Report {
+    pub(super) fn counts(m: &MachineResults) -> BTreeMap<Outcome, usize> {
+        let mut counts = BTreeMap::new();
+        for t in &m.tests {
+            *counts.entry(t.verdict.outcome).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    /// The summary table (markdown).
+    pub(super) fn summary(&self) -> String {
+        let mut s = String::from("| machine | platform | tests |");
+        for o in Outcome::ALL {
+            let _ = write!(s, " {o} |");
+        }
+        s.push_str("\n|---|---|---|");
+        for _ in Outcome::ALL {
+            s.push_str("---|");
+        }
+        s.push('\n');
+        for m in &self.machines {
+            let counts = Report::counts(m);
+            let _ = write!(s, "| {} | {} | {} |", m.label, m.platform, m.tests.len());
+            for o in Outcome::ALL {
+                let _ = write!(s, " {} |", counts.get(&o).copied().unwrap_or(0));
+            }
+            s.push('\n');
+        }
+        s
+    }
+
+    pub(super) fn write(&self, out: &Path) -> Result<(), Failure> {
+        let mut md = format!(
+            "# {} results\n\nTree: `{}`; one process per test, {} s limit each.\n\n{}",
+            self.suite,
+            self.tree,
+            self.timeout.as_secs(),
+            self.summary()
+        );
+        let mut tsv = String::from("machine\tplatform\ttest\toutcome\tseconds\texcluded\tcause\n");
+        for m in &self.machines {
+            let _ = write!(
+                md,
+                "\n## {} ({}, node {})\n\n| test | outcome | s | first cause |\n|---|---|---|---|\n",
+                m.label, m.platform, m.node
+            );
+            for t in &m.tests {
+                let excluded = if t.excluded && t.verdict.outcome != Outcome::Excluded {
+                    " (excluded upstream)"
+                } else {
+                    ""
+                };
+                let _ = writeln!(
+                    md,
+                    "| {} | {}{excluded} | {:.1} | {} |",
+                    t.name,
+                    t.verdict.outcome,
+                    t.seconds,
+                    t.verdict.cause.replace('|', "\\|")
+                );
+                let _ = writeln!(
+                    tsv,
+                    "{}\t{}\t{}\t{}\t{:.1}\t{}\t{}",
+                    m.label,
+                    m.platform,
+                    t.name,
+                    t.verdict.outcome,
+                    t.seconds,
+                    t.excluded,
+                    t.verdict.cause.replace(['\t', '\n'], " ")
+                );
+            }
+        }
+        for (name, text) in [("results.md", md), ("results.tsv", tsv)] {
+            fs::write(out.join(name), text)
+                .map_err(|e| Failure::new(format!("writing {name}: {e}")))?;
+        }
+        Ok(())
+    }
+}
