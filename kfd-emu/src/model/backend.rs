@@ -14,10 +14,10 @@ use super::driver::{Driver, FileKind};
 use super::files::{self, io_errno};
 use super::gpu_view::GpuFault;
 use super::svm::{SvmPage, SvmRange};
-use super::{addrspace, dispatch, drm, gpu_view, process, scheduler, smi, teardown};
+use super::{addrspace, dispatch, drm, gpu_view, process, scheduler, smi, svm, teardown};
 use crate::backend::{
-    AddressSpaceChange, Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer,
-    StatKind, StatTime, WriteCall,
+    AddressSpaceChange, Backend, Caller, CallerId, CpuProtect, CpuWaker, IoctlResult, MmapAction,
+    OpenAction, StatAnswer, StatKind, StatTime, WriteCall,
 };
 use crate::machine::Machine;
 
@@ -469,7 +469,33 @@ impl Backend for Model {
     }
 
     fn address_space(&self, caller: CallerId, change: AddressSpaceChange) {
+        let program = |start, len, prot| {
+            svm::program_changed(&self.drv, caller.tgid, start, len, prot);
+        };
+        match change {
+            AddressSpaceChange::Unmap { start, len }
+            | AddressSpaceChange::MapFixed { start, len } => program(start, len, None),
+            AddressSpaceChange::Remap { old, old_len, .. } => program(old, old_len, None),
+            AddressSpaceChange::Protect { start, len, prot } => program(start, len, Some(prot)),
+            _ => {}
+        }
         addrspace::changed(&self.drv, caller, change);
+    }
+
+    fn cpu_faults(&self, waker: Option<CpuWaker>) {
+        self.drv.cpu.set_waker(waker);
+    }
+
+    fn cpu_protect_plan(&self, tgid: i32) -> Vec<CpuProtect> {
+        svm::cpu_protect_plan(&self.drv, tgid)
+    }
+
+    fn cpu_protect_done(&self, tgid: i32, failed: &[CpuProtect]) {
+        svm::cpu_protect_done(&self.drv, tgid, failed);
+    }
+
+    fn cpu_fault(&self, caller: CallerId, addr: u64) -> bool {
+        svm::cpu_fault(&self.drv, caller.tgid, addr)
     }
 
     fn process_exited(&self, tgid: i32) {

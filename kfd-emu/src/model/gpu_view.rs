@@ -332,6 +332,8 @@ impl Driver {
                 at += p.len() as u64;
             }
         }
+        // Memory a fault moved to VRAM is hidden from the CPU before the access is seen.
+        self.cpu.sync();
         // Without the lock: the process's pieces before the first failure.
         for (at, owner, addr, range) in outside {
             cancelled(at)?;

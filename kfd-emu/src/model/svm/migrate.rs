@@ -207,6 +207,7 @@ fn ram_to_vram(
     {
         r.actual = best_id;
         env.svm_vram[best] += moved * PAGE_SIZE;
+        p.svm.cpu_dirty = true;
     }
     env.acc.unreserve(best, charge);
     Ok(())
@@ -259,6 +260,9 @@ pub(super) fn vram_to_ram(
                 }
             });
             env.svm_vram[node] = env.svm_vram[node].saturating_sub(n * PAGE_SIZE);
+            if n > 0 {
+                p.svm.cpu_dirty = true;
+            }
             env.dev
                 .clock
                 .advance(env.dev.costs.migration_ns(node, n * PAGE_SIZE));

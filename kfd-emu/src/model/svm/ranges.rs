@@ -300,6 +300,9 @@ pub(in crate::model) struct Svm {
     pub(super) ranges: RangeTree,
     /// Queues were evicted for an invalidation and the restore worker has not run yet.
     pub(super) evicted: bool,
+    /// Pages moved between system memory and VRAM since the supervisor was last told
+    /// (`svm::cpu`).
+    pub(super) cpu_dirty: bool,
 }
 
 impl Svm {
