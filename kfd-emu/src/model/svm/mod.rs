@@ -110,8 +110,8 @@ fn unmap_from_cpu(env: &mut Env<'_>, p: &mut Process, key: u64, s: u64, l: u64) 
     }
 }
 
-/// `svm_range_free`: gives back the system-memory reservation (XNACK off) and the VRAM of range
-/// `r` starting at `start`.
+/// `svm_range_free`: gives back the system-memory reservation (XNACK off) and the VRAM BO of
+/// range `r` starting at `start`.
 fn release(
     dev: &Device,
     acc: &mut Accounts,
@@ -124,10 +124,9 @@ fn release(
     if !xnack {
         acc.unreserve_system(npages * PAGE_SIZE);
     }
-    for (first, last, state) in r.pages.runs(0, npages - 1) {
-        if let Some(g) = dev.gpu_index(state.loc) {
-            svm_vram[g] = svm_vram[g].saturating_sub((last - first + 1) * PAGE_SIZE);
-        }
+    // Its share of the VRAM BO (`svm_range_vram_node_free`).
+    if let Some(g) = dev.gpu_index(r.actual) {
+        svm_vram[g] = svm_vram[g].saturating_sub(npages * PAGE_SIZE);
     }
 }
 

@@ -1,0 +1,69 @@
+//! Where a prefetch puts a range (`kfd_svm.c`, `svm_range_best_prefetch_location`): its
+//! prefetch location, unless a GPU that must reach the range lies outside that GPU's XGMI
+//! hive — every GPU with ACCESS or ACCESS_IN_PLACE with XNACK off, only those with
+//! ACCESS_IN_PLACE with it on — or the location is an APU that keeps GPU memory in system
+//! memory (`apu_prefer_gtt`): then system memory, and nothing migrates.
+
+mod model_support;
+mod model_svm_support;
+
+use std::sync::Arc;
+
+use model_svm_support::*;
+
+/// On mi210x8 (GPUs 0–3 and 4–7 are two hives): with XNACK `xnack`, a 2 MiB range with
+/// `attrs` and PREFETCH_LOC GPU 0 ends up where (`actual_loc`).
+fn prefetched_to(
+    xnack: bool,
+    attrs: impl Fn(&[u32]) -> Vec<kfd_ioctl::abi::kfd_ioctl_svm_attribute> + Send + 'static,
+) -> (u32, u32) {
+    let model = model("mi210x8");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, g) = open_all(&view);
+        kfd.set_xnack_mode(xnack).expect("XNACK mode");
+        let mem = Anon::new(2 * MIB);
+        let mut list = attrs(&g);
+        list.push(prefetch(g[0]));
+        svm_set(&kfd, mem.addr, mem.len, &list).expect("SET_ATTR");
+        let r = view.svm_ranges(pid());
+        assert!(r.iter().all(|x| x.actual_loc == r[0].actual_loc));
+        (r[0].actual_loc, g[0])
+    })
+    .expect("attach")
+}
+
+#[test]
+fn xnack_off_a_gpu_with_access_outside_the_hive_keeps_the_range_in_system_memory() {
+    let (at, g0) = prefetched_to(false, |g| vec![access(g[0]), access(g[1])]);
+    assert_eq!(at, g0, "GPU 1 is in GPU 0's hive");
+    let (at, _) = prefetched_to(false, |g| vec![access(g[0]), access(g[4])]);
+    assert_eq!(at, 0, "GPU 4 is not");
+    let (at, _) = prefetched_to(false, |g| vec![access(g[0]), in_place(g[5])]);
+    assert_eq!(at, 0, "nor GPU 5, in place");
+}
+
+#[test]
+fn xnack_on_only_access_in_place_outside_the_hive_counts() {
+    let (at, g0) = prefetched_to(true, |g| vec![access(g[4])]);
+    assert_eq!(at, g0, "GPU 4 faults its own way to the range");
+    let (at, _) = prefetched_to(true, |g| vec![in_place(g[4])]);
+    assert_eq!(at, 0, "GPU 4 must reach it where it is");
+    let (at, g0) = prefetched_to(true, |g| vec![in_place(g[3])]);
+    assert_eq!(at, g0, "GPU 3 reaches GPU 0's VRAM over XGMI");
+}
+
+#[test]
+fn an_apu_prefers_system_memory() {
+    let model = model("mi300a");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, g) = open_all(&view);
+        let mem = Anon::new(2 * MIB);
+        svm_set(&kfd, mem.addr, mem.len, &[access(g[0]), prefetch(g[0])]).expect("SET_ATTR");
+        let r = view.svm_ranges(pid());
+        assert_eq!((r[0].prefetch_loc, r[0].actual_loc), (g[0], 0));
+        assert_eq!(view.svm_vram_usage(g[0]), 0);
+    })
+    .expect("attach");
+}
