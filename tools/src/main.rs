@@ -10,6 +10,7 @@ mod info;
 mod parse;
 mod replay_cmd;
 mod trace;
+mod workload;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,6 +37,10 @@ struct Cli {
     /// (`kfd-emu machines` lists them).
     #[arg(long, global = true, default_value = "mi300x")]
     machine: String,
+    /// With the embedded emulator: give every GPU this much VRAM (K, M, G suffixes), to study
+    /// oversubscription cheaply.
+    #[arg(long, global = true, value_parser = workload::parse_size)]
+    vram: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -99,6 +104,10 @@ enum Command {
     /// Record the SMI events of a program (or of every process, or of some) in rocprofv3's
     /// formats and as a Perfetto timeline, then print a summary and draw SVG pictures.
     Trace(trace::TraceArgs),
+    /// Run an HMM access pattern (sequential, random, strided, stencil, ping-pong,
+    /// oversubscribe) on an SVM range through SDMA copies and CPU touches, and count what the
+    /// driver did; `--trace DIR` records it with `kfdtool trace`.
+    Workload(workload::WorkloadArgs),
     /// Replay the GPU faults and prefetches of a recorded trace on the emulator's model under
     /// changed SVM attributes, and compare migrations, faults and modeled time with the
     /// recording, per range and in total.
@@ -239,6 +248,7 @@ fn main() -> ExitCode {
                 },
         } => smi_watch(*gpu, *count, *idle, *all_processes),
         Command::Trace(args) => trace::trace_cmd(args, open_all),
+        Command::Workload(args) => workload::workload_cmd(args, &cli.machine, cli.vram),
         Command::Report { trace, svg, pid } => trace::report_cmd(trace, svg.as_deref(), pid),
         Command::Replay(args) => replay_cmd::replay_cmd(args),
         Command::Alloc {
@@ -261,7 +271,7 @@ fn main() -> ExitCode {
                  (kfd-emu, machine {})",
                 cli.machine
             );
-            emulated::run_self_emulated(&cli.machine, EMULATED_ENV)
+            emulated::run_self_emulated(&cli.machine, cli.vram, EMULATED_ENV)
         }
         Err(e) => {
             eprintln!("kfdtool: {e}");
