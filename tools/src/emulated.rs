@@ -3,10 +3,11 @@
 /// Runs this executable again, with the same arguments, under the embedded emulator on the
 /// machine preset `machine`; `marker_env` is set in the child's environment to the machine's
 /// name, so the child knows not to fall back again; `vram` gives every GPU that many bytes of
-/// VRAM. Returns the child's exit code.
+/// VRAM, and `clock` is the time the emulated driver shows. Returns the child's exit code.
 pub fn run_self_emulated(
     machine: &str,
     vram: Option<u64>,
+    clock: kfd_emu::model::ClockMode,
     marker_env: &str,
 ) -> std::process::ExitCode {
     use kfd_emu::machine::Machine;
@@ -31,6 +32,7 @@ pub fn run_self_emulated(
     };
     let model = match Model::new(ModelConfig {
         machine: preset,
+        clock,
         ..ModelConfig::default()
     }) {
         Ok(model) => model,

@@ -24,6 +24,15 @@ use kfd_svm::{Access, Location, SmiStream, SvmAttrs, SvmBuffer};
 use parse::{parse_idle, parse_u32, parse_whole};
 use vm_memory::VolatileSlice;
 
+/// `--clock`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ClockArg {
+    /// The emulator's own time.
+    Wall,
+    /// The machine's time, as the timing model has it.
+    Model,
+}
+
 /// Set in the environment of a `kfdtool` that runs under the embedded emulator.
 const EMULATED_ENV: &str = "KFDTOOL_EMULATED_MACHINE";
 
@@ -41,6 +50,12 @@ struct Cli {
     /// oversubscription cheaply.
     #[arg(long, global = true, value_parser = workload::parse_size)]
     vram: Option<u64>,
+    /// The time of the embedded emulator: `model`, the machine's (the timing model's costs for
+    /// the driver's and the GPU's work, the program's own time as it passed; the default for
+    /// `trace`), or `wall`, the emulator's own (the default otherwise). On hardware the clock
+    /// is the hardware's.
+    #[arg(long, global = true, value_enum)]
+    clock: Option<ClockArg>,
     #[command(subcommand)]
     command: Command,
 }
@@ -235,6 +250,12 @@ type CmdResult = Result<(), Box<dyn std::error::Error>>;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.clock == Some(ClockArg::Model)
+        && std::env::var_os(EMULATED_ENV).is_none()
+        && std::path::Path::new(kfd_ioctl::KFD_DEVICE_PATH).exists()
+    {
+        eprintln!("kfdtool: --clock model is the emulator's; on this GPU the clock is its own");
+    }
     let result = match &cli.command {
         Command::Info { json } => info_cmd(*json),
         Command::Svm(args) => svm_cmd(args),
@@ -248,7 +269,18 @@ fn main() -> ExitCode {
                 },
         } => smi_watch(*gpu, *count, *idle, *all_processes),
         Command::Trace(args) => trace::trace_cmd(args, open_all),
-        Command::Workload(args) => workload::workload_cmd(args, &cli.machine, cli.vram),
+        Command::Workload(args) => workload::workload_cmd(
+            args,
+            &cli.machine,
+            cli.vram,
+            cli.clock.map(|c| {
+                if c == ClockArg::Model {
+                    "model"
+                } else {
+                    "wall"
+                }
+            }),
+        ),
         Command::Report { trace, svg, pid } => trace::report_cmd(trace, svg.as_deref(), pid),
         Command::Replay(args) => replay_cmd::replay_cmd(args),
         Command::Alloc {
@@ -271,7 +303,13 @@ fn main() -> ExitCode {
                  (kfd-emu, machine {})",
                 cli.machine
             );
-            emulated::run_self_emulated(&cli.machine, cli.vram, EMULATED_ENV)
+            let clock = match (cli.clock, &cli.command) {
+                (Some(ClockArg::Model), _) | (None, Command::Trace(_)) => {
+                    kfd_emu::model::ClockMode::Program
+                }
+                _ => kfd_emu::model::ClockMode::Wall,
+            };
+            emulated::run_self_emulated(&cli.machine, cli.vram, clock, EMULATED_ENV)
         }
         Err(e) => {
             eprintln!("kfdtool: {e}");

@@ -251,9 +251,10 @@ pub fn workload_cmd(
     args: &WorkloadArgs,
     machine: &str,
     vram: Option<u64>,
+    clock: Option<&str>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(dir) = &args.trace {
-        return traced(dir, machine, vram);
+        return traced(dir, machine, vram, clock);
     }
     let kfd = Kfd::open()?;
     let topology = Topology::read()?;
@@ -455,6 +456,7 @@ fn traced(
     dir: &std::path::Path,
     machine: &str,
     vram: Option<u64>,
+    clock: Option<&str>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let exe = std::env::current_exe()?;
     // This run's arguments without `--trace DIR` (or `--trace=DIR`).
@@ -474,6 +476,9 @@ fn traced(
     command.arg("--machine").arg(machine);
     if let Some(v) = vram {
         command.arg("--vram").arg(v.to_string());
+    }
+    if let Some(c) = clock {
+        command.arg("--clock").arg(c);
     }
     command
         .args(["trace", "--format", "rocpd,csv,json,perfetto,svg", "--out"])

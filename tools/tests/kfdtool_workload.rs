@@ -184,3 +184,60 @@ fn gpu_only_patterns_fault_each_granule_in_once() {
         );
     }
 }
+
+/// The migrations' "effective" rate in a `kfdtool trace` summary, per direction.
+fn effective(text: &str) -> Vec<f64> {
+    text.lines()
+        .filter_map(|l| l.split("effective ").nth(1))
+        .filter_map(|r| r.split(' ').next()?.parse().ok())
+        .collect()
+}
+
+/// On the emulator a trace is on the machine's clock by default: each migration of a 2 MiB
+/// granule lasts what the timing model says (`Costs::migration_ns`), so the summary's
+/// effective rate is the model's, both ways; `--clock wall` shows the emulator's own speed
+/// instead.
+#[test]
+fn a_trace_on_the_emulator_is_on_the_model_clock_by_default() {
+    if std::path::Path::new("/dev/kfd").exists() {
+        return;
+    }
+    let machine = kfd_emu::machine::Machine::preset("mi300x").expect("preset");
+    let costs = kfd_emu::model::Costs::new(&machine, kfd_emu::model::Timing::default());
+    let ns = costs.migration_ns(0, 2 * MIB) as f64;
+    let want = 2.0 / (ns * 1e-9);
+    for clock in [None, Some("model"), Some("wall")] {
+        let dir = std::env::temp_dir().join(format!(
+            "kfdtool-clock-{}-{}",
+            std::process::id(),
+            clock.unwrap_or("default")
+        ));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let mut args = vec![];
+        if let Some(c) = clock {
+            args.extend(["--clock", c]);
+        }
+        args.extend([
+            "workload",
+            "ping-pong",
+            "--size",
+            "4M",
+            "--iterations",
+            "2",
+            "--trace",
+        ]);
+        args.push(dir.to_str().expect("utf-8"));
+        let text = ok(&kfdtool(&args));
+        let rates = effective(&text);
+        assert_eq!(rates.len(), 2, "{text}");
+        for rate in rates {
+            let model = (rate - want).abs() / want < 0.001;
+            assert_eq!(
+                model,
+                clock != Some("wall"),
+                "{clock:?}: {rate} vs the model's {want}: {text}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

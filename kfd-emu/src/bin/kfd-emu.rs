@@ -3,7 +3,7 @@
 //! ```text
 //! kfd-emu run [--machine NAME | --topology DIR] [--vram SIZE] [--kfd-minor N] [--trace]
 //!             [--fail IOCTL:ERRNO[:COUNT]]... [--check-leaks]
-//!             [--timing FILE] [--clock wall|model] -- PROGRAM ARGS...
+//!             [--timing FILE] [--clock wall|model|program] -- PROGRAM ARGS...
 //! kfd-emu timing [--machine NAME | --topology DIR] [--timing FILE]
 //! kfd-emu machines
 //! ```
@@ -59,6 +59,9 @@ enum ClockArg {
     /// The timing model's time: SMI timestamps, GET_CLOCK_COUNTERS and WAIT_EVENTS timeouts
     /// advance only by what migrations, faults, prefetches and waits would take.
     Model,
+    /// The machine's time as the program sees it: the timing model's costs for the driver's
+    /// and the GPU's work, and the program's own time between them as it passed.
+    Program,
 }
 
 #[derive(Debug, Args)]
@@ -245,6 +248,7 @@ fn run(args: RunArgs) -> ExitCode {
         clock: match args.clock {
             ClockArg::Wall => ClockMode::Wall,
             ClockArg::Model => ClockMode::Model,
+            ClockArg::Program => ClockMode::Program,
         },
     };
     let model: Arc<Model> = match Model::new(config) {

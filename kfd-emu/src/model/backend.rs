@@ -407,6 +407,8 @@ impl Backend for Model {
         file: BorrowedFd<'_>,
         segments: &dyn Fn() -> Result<WriteCall, Errno>,
     ) -> Option<IoctlResult> {
+        // The wall time of the driver's work is not the program's (`ClockMode::Program`).
+        let _busy = self.drv.dev.clock.busy();
         let key = files::key_of(file).ok()?;
         if !self.drv.lock().smi.is_client(key) {
             return None;
@@ -432,6 +434,8 @@ impl Backend for Model {
         cmd: u32,
         arg: u64,
     ) -> Option<IoctlResult> {
+        // The wall time of the driver's work is not the program's (`ClockMode::Program`).
+        let _busy = self.drv.dev.clock.busy();
         let key = files::key_of(file).ok()?;
         let kind = self
             .drv
@@ -456,6 +460,7 @@ impl Backend for Model {
         prot: u32,
         flags: u32,
     ) -> MmapAction {
+        let _busy = self.drv.dev.clock.busy();
         self.drv
             .mmap_standin(caller, file, offset, len, prot, flags)
     }
@@ -469,6 +474,7 @@ impl Backend for Model {
     }
 
     fn address_space(&self, caller: CallerId, change: AddressSpaceChange) {
+        let _busy = self.drv.dev.clock.busy();
         let program = |start, len, prot| {
             svm::program_changed(&self.drv, caller.tgid, start, len, prot);
         };
@@ -487,6 +493,7 @@ impl Backend for Model {
     }
 
     fn cpu_protect_plan(&self, tgid: i32) -> Vec<CpuProtect> {
+        let _busy = self.drv.dev.clock.busy();
         svm::cpu_protect_plan(&self.drv, tgid)
     }
 
@@ -495,6 +502,7 @@ impl Backend for Model {
     }
 
     fn cpu_fault(&self, caller: CallerId, addr: u64) -> bool {
+        let _busy = self.drv.dev.clock.busy();
         svm::cpu_fault(&self.drv, caller.tgid, addr)
     }
 

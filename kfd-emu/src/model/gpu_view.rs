@@ -288,6 +288,8 @@ impl Driver {
         write: bool,
         mut copy: impl FnMut(Side<'_>, Range<usize>) -> Result<(), Errno>,
     ) -> Result<(), GpuFault> {
+        // The emulator's own time moving the bytes is not the machine's (`ClockMode::Program`).
+        let _busy = self.dev.clock.busy();
         let fail = |at: u64, e| fault(gpu_id, at, write, GpuFaultReason::Backing(e));
         // An engine whose queue was destroyed (while this access waited on memory, say)
         // starts no access: it is discarded (`ECANCELED`; the engine drops the fault).
