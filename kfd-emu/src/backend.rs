@@ -372,6 +372,13 @@ pub trait Backend: Send + Sync + 'static {
         let _ = (tgid, failed);
     }
 
+    /// What process `tgid` has hidden now, each span with the protection to give it back
+    /// (for a child it forks: its copy of the memory is hidden too). The default has none.
+    fn cpu_hidden(&self, tgid: i32) -> Vec<CpuProtect> {
+        let _ = tgid;
+        Vec::new()
+    }
+
     /// A thread of the caller's process took a `SIGSEGV` (`SEGV_ACCERR`) at byte `addr`:
     /// whether it is memory the backend had hidden. Then the backend did what the kernel's
     /// CPU fault handler does, and the supervisor runs the new plan and restarts the

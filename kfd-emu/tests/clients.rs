@@ -883,7 +883,13 @@ fn svm_phases(text: &str) -> (Vec<(String, Vec<String>)>, Vec<String>) {
         if let Some(name) = line.strip_prefix("phase ") {
             phases.push((name.to_owned(), Vec::new()));
         } else if let Some(record) = line.strip_prefix("smi ") {
-            kfd_ioctl::smi::Record::parse(record)
+            // C's printf stops at the NUL a QUEUE_RESTORE record ends with.
+            let whole = if record.starts_with("a ") {
+                format!("{record}\0")
+            } else {
+                record.to_owned()
+            };
+            kfd_ioctl::smi::Record::parse(&whole)
                 .unwrap_or_else(|e| panic!("`{record}` is no SMI record: {e:?}"));
             let mut words = record.split(' ');
             let id = words.next().unwrap_or("");
@@ -903,8 +909,10 @@ fn svm_phases(text: &str) -> (Vec<(String, Vec<String>)>, Vec<String>) {
 /// (trigger PAGEFAULT_CPU, the GPU's mapping invalidated between MIGRATE_START and END), and
 /// reads what the GPU wrote; a second read of the same granule migrates nothing; the GPU's
 /// next write to it faults again (PAGE_FAULT_START, a PAGEFAULT_GPU migration, PAGE_FAULT_END)
-/// and the CPU's next read faults it back again; two threads reading the first granule at
-/// once migrate it once; and a SIGSEGV of the program's own reaches its own handler.
+/// and the CPU's next read faults it back again; a forked child reads its copy of a granule
+/// in VRAM; a granule in VRAM the program makes read-only still faults back on a read; two
+/// threads reading the first granule at once migrate it once; and a SIGSEGV of the program's
+/// own reaches its own handler.
 #[test]
 fn a_cpu_read_of_svm_memory_in_vram_migrates_its_granule_back() {
     let Some(program) = build_probe(
@@ -977,7 +985,25 @@ fn a_cpu_read_of_svm_memory_in_vram_migrates_its_granule_back() {
         other.contains(&"value cpu-after-gpu 0xfeed".to_owned()),
         "{text}"
     );
-    assert_eq!(records("threads"), back(b1), "{text}");
+    // A forked child reads its copy of the first granule (in VRAM): no migration.
+    assert!(other.contains(&"fork-child ok".to_owned()), "{text}");
+    assert!(
+        records("fork").iter().all(|r| !r.starts_with('5')),
+        "{text}"
+    );
+    // Made read-only by the program while in VRAM, it still faults back on a read.
+    assert_eq!(records("read-only"), back(b2), "{text}");
+    assert!(
+        other.contains(&"value read-only 0xabc".to_owned()),
+        "{text}"
+    );
+    let threads = records("threads");
+    assert!(threads.ends_with(&back(b1)), "{text}");
+    assert_eq!(
+        threads.iter().filter(|r| r.starts_with('5')).count(),
+        1,
+        "{text}"
+    );
     assert!(
         other.contains(&"value threads 0x3c 0x3c".to_owned()),
         "{text}"

@@ -501,6 +501,10 @@ impl Backend for Model {
         svm::cpu_protect_done(&self.drv, tgid, failed);
     }
 
+    fn cpu_hidden(&self, tgid: i32) -> Vec<CpuProtect> {
+        svm::cpu_hidden(&self.drv, tgid)
+    }
+
     fn cpu_fault(&self, caller: CallerId, addr: u64) -> bool {
         let _busy = self.drv.dev.clock.busy();
         svm::cpu_fault(&self.drv, caller.tgid, addr)

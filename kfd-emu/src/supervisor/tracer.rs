@@ -40,11 +40,18 @@
 //!   a span shown again lately (another thread's, at the same time) restarts once; any other
 //!   `SIGSEGV` is delivered, to the program's own handler if it has one.
 //!
+//! A forked child inherits the `PROT_NONE` of hidden memory: the spans its parent had hidden
+//! at the fork (its `PTRACE_EVENT_FORK`) are shown again in the child at its first touch of
+//! each (the kernel's child faults the parent's range back through the device-private entry;
+//! here the parent's pages stay where they are). A new tracee whose first stop comes before
+//! the fork or clone event that made it waits for that event. A program's own `mprotect`
+//! over hidden memory takes effect and the span is hidden again after it, with the new
+//! protection to restore.
+//!
 //! Not covered: a system call given hidden memory (`read()` into it) fails with `EFAULT`
-//! where the kernel would fault the pages back (the calls are not stopped); a fork's child
-//! inherits the `PROT_NONE` of hidden memory and gets the `SIGSEGV` (the kernel gives it
-//! device-private entries that fault back); a wakeup made by a GPU access with no thread
-//! able to stop before the program sees the write leaves a window of a few instructions.
+//! where the kernel would fault the pages back (the calls are not stopped); a wakeup made by
+//! a GPU access with no thread able to stop before the program sees the write leaves a
+//! window of a few instructions.
 //!
 //! Anonymous mappings never stop the program: the filter allows them outright, so only file
 //! mappings (the loader's, a few per library) pay a stop, a `pidfd_getfd` and a backend call.
@@ -485,6 +492,14 @@ struct Tracer {
     lifted: HashMap<i32, VecDeque<(u64, u64)>>,
     /// Per thread, the fault (instruction, address) last restarted as a lifted span's.
     retried: HashMap<i32, (u64, u64)>,
+    /// Per forked child, what its parent had hidden when it forked (the child's copy is
+    /// hidden too).
+    inherited: HashMap<i32, Vec<CpuProtect>>,
+    /// Tracees a stop was seen of; new tracees a fork or clone event announced before their
+    /// first stop; new tracees whose first stop came before that event (held until it).
+    seen: HashSet<i32>,
+    announced: HashSet<i32>,
+    early: HashSet<i32>,
 }
 
 /// Runs the tracer's loop on the calling thread (the one that seized `child`) until no tracee
@@ -504,6 +519,10 @@ pub(crate) fn run(backend: Arc<dyn Backend>, slots: Arc<Slots>, child: i32, exit
         dirty: HashSet::new(),
         lifted: HashMap::new(),
         retried: HashMap::new(),
+        inherited: HashMap::new(),
+        seen: HashSet::new(),
+        announced: HashSet::new(),
+        early: HashSet::new(),
     };
     tracer.exit.tracing_on_this_thread();
     let tid = rustix::thread::gettid().as_raw_nonzero().get();
@@ -620,7 +639,18 @@ impl Tracer {
                 continue;
             }
             let sig = libc::WSTOPSIG(status);
-            match (status >> 16) & 0xff {
+            let event = (status >> 16) & 0xff;
+            if self.seen.insert(tid)
+                && event == libc::PTRACE_EVENT_STOP
+                && tid != self.child
+                && !self.announced.remove(&tid)
+            {
+                // A new tracee's first stop before the fork or clone event that made it:
+                // it waits for that event (which says what it inherits).
+                self.early.insert(tid);
+                continue;
+            }
+            match event {
                 libc::PTRACE_EVENT_SECCOMP => self.seccomp_stop(tid),
                 libc::PTRACE_EVENT_STOP => {
                     if matches!(
@@ -642,8 +672,9 @@ impl Tracer {
                     }
                     self.tgids.remove(&tid);
                     if let Some(tgid) = self.tgid(tid) {
-                        // A new address space: its instructions are elsewhere.
+                        // A new address space: its instructions are elsewhere, nothing hidden.
                         self.syscall_insn.remove(&tgid);
+                        self.inherited.remove(&tgid);
                     }
                     self.resume(tid, 0);
                 }
@@ -659,7 +690,23 @@ impl Tracer {
                 0 if sig == libc::SIGSEGV => self.segv(tid),
                 // A signal-delivery stop: deliver it.
                 0 => self.resume(tid, sig),
-                // Fork, vfork, clone: the new tracee reports its own first stop.
+                libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
+                    // (A vfork child shares its parent's memory: what is hidden stays the
+                    // parent's.)
+                    if event == libc::PTRACE_EVENT_FORK {
+                        self.forked(tid);
+                    }
+                    if let Ok(new) = event_msg(tid) {
+                        let new = new as i32;
+                        if self.early.remove(&new) {
+                            // Its first stop came first: it runs on now.
+                            self.interrupt_stop(new);
+                        } else {
+                            self.announced.insert(new);
+                        }
+                    }
+                    self.resume(tid, 0);
+                }
                 _ => self.resume(tid, 0),
             }
         }
@@ -688,6 +735,10 @@ impl Tracer {
     /// Thread `tid` ended (or became another id at an exec).
     fn gone(&mut self, tid: i32) {
         self.tgids.remove(&tid);
+        self.inherited.remove(&tid);
+        self.seen.remove(&tid);
+        self.announced.remove(&tid);
+        self.early.remove(&tid);
         self.slots.forget(tid);
         self.holds.remove(&tid);
         self.retried.remove(&tid);
@@ -1001,6 +1052,22 @@ impl Tracer {
 
 // CPU faults on hidden memory (see the module docs).
 impl Tracer {
+    /// Thread `tid` forked a child: what its process had hidden is hidden in the child's copy
+    /// too, and the child runs the same code.
+    fn forked(&mut self, tid: i32) {
+        let (Ok(child), Some(tgid)) = (event_msg(tid), self.tgid(tid)) else {
+            return;
+        };
+        let child = child as i32;
+        if let Some(&insn) = self.syscall_insn.get(&tgid) {
+            self.syscall_insn.insert(child, insn);
+        }
+        let spans = self.backend.cpu_hidden(tgid);
+        if !spans.is_empty() {
+            self.inherited.insert(child, spans);
+        }
+    }
+
     /// Interrupts the threads of every process woken since the last time.
     fn take_wakeups(&mut self) {
         let (tgids, seq) = self.slots.cpu.take();
@@ -1041,12 +1108,18 @@ impl Tracer {
     /// Stopped thread `tid` of process `tgid` runs the process's plan, or waits for the
     /// thread that runs it.
     fn start(&mut self, tid: i32, tgid: i32, why: Why) {
+        self.start_with(tid, tgid, why, Vec::new());
+    }
+
+    /// [`Tracer::start`] with `first` run before the backend's plan.
+    fn start_with(&mut self, tid: i32, tgid: i32, why: Why, first: Vec<CpuProtect>) {
         if self.injecting.get(&tgid).is_some_and(|&t| t != tid) {
             self.parked.entry(tgid).or_default().push((tid, why));
             return;
         }
         self.dirty.remove(&tgid);
-        let ops = self.backend.cpu_protect_plan(tgid);
+        let mut ops = first;
+        ops.extend(self.backend.cpu_protect_plan(tgid));
         if ops.is_empty() {
             return self.resume(tid, 0);
         }
@@ -1186,6 +1259,17 @@ impl Tracer {
         if self.backend.cpu_fault(CallerId { tid, tgid }, addr) {
             self.retried.remove(&tid);
             return self.start(tid, tgid, Why::Fault);
+        }
+        // A forked child's copy of memory its parent had hidden: shown again in the child.
+        // (The kernel's child faults the parent's range back: `svm_migrate_to_ram` on a COW
+        // mapping; here the parent's pages stay where they are.)
+        if let Some(spans) = self.inherited.get_mut(&tgid)
+            && let Some(i) = spans
+                .iter()
+                .position(|s| (s.start..s.start + s.len).contains(&addr))
+        {
+            let span = spans.remove(i);
+            return self.start_with(tid, tgid, Why::Fault, vec![span]);
         }
         // A thread that faulted on a span another thread was showing again restarts once.
         let lifted = self

@@ -3,9 +3,11 @@
  * program sees them: XNACK on, a 4 MiB range (two 2 MiB granules) prefetched to the first
  * GPU, an SDMA FENCE writing into its second granule while it is in VRAM, then the CPU
  * reads it back. Between steps it prints "phase NAME" and the SMI records read so far
- * ("smi RECORD"), and what it read ("value NAME 0x..."), for the Rust test to check. Last,
- * two threads read the first granule at once, a SIGSEGV of the program's own is delivered
- * to its own handler, and it prints "done". Exits non-zero at the first failure.
+ * ("smi RECORD"), and what it read ("value NAME 0x..."), for the Rust test to check. Then a
+ * forked child reads its copy of a granule the GPU holds, the program makes a granule in VRAM
+ * read-only and reads it, two threads read the first granule at once, a SIGSEGV of the
+ * program's own is delivered to its own handler, and it prints "done". Exits non-zero at the
+ * first failure.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "hsakmt_gpu.h"
@@ -201,6 +204,26 @@ int main(void)
     /* In VRAM again, so hidden again: the CPU's next read faults it back. */
     printf("value cpu-after-gpu %#x\n", *(volatile uint32_t *)(buf + granule + 0x200));
     drain("cpu-after-gpu");
+
+    /* A forked child reads its copy of the first granule, which the GPU holds. */
+    pid_t child = fork();
+    EXPECT(child >= 0);
+    if (child == 0)
+        _exit(mem[8] == 0x3c && mem[granule - 1] == 0x3c ? 0 : 7);
+    int child_status = 0;
+    EXPECT(waitpid(child, &child_status, 0) == child);
+    printf("fork-child %s\n",
+           WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0 ? "ok" : "failed");
+    drain("fork");
+
+    /* The program's own mprotect of memory in VRAM: read-only now, still faults back. */
+    EXPECT(gpu_write((uint64_t)(uintptr_t)(buf + granule + 0x300), 0xabc, 3) == 0);
+    drain("gpu-third");
+    EXPECT(mprotect(buf + granule, granule, PROT_READ) == 0);
+    drain("mprotect");
+    printf("value read-only %#x\n", *(volatile uint32_t *)(buf + granule + 0x300));
+    drain("read-only");
+    EXPECT(mprotect(buf + granule, granule, PROT_READ | PROT_WRITE) == 0);
 
     /* Two threads read the first granule at once. */
     pthread_t t[2];

@@ -94,6 +94,10 @@ pub(in crate::model) fn plan(m: &Driver, tgid: i32) -> Vec<CpuProtect> {
     if !m.cpu.enabled() {
         return Vec::new();
     }
+    // Only a KFD process has anything to hide (a forked child has its own copy, `tracer`).
+    if m.cpu.hidden_of(tgid).is_none() && !m.lock().procs.contains_key(&tgid) {
+        return Vec::new();
+    }
     let hidden = m.cpu.hidden_for(tgid);
     let Ok(vmas) = m.vmas(tgid) else {
         return Vec::new();
@@ -206,6 +210,23 @@ pub(in crate::model) fn done(m: &Driver, tgid: i32, failed: &[CpuProtect]) {
             spans.remove(&f.start);
         }
     }
+}
+
+/// What process `tgid` has hidden (not being shown again), with the protections to restore.
+pub(in crate::model) fn hidden(m: &Driver, tgid: i32) -> Vec<CpuProtect> {
+    let Some(hidden) = m.cpu.hidden_of(tgid) else {
+        return Vec::new();
+    };
+    hidden
+        .lock()
+        .iter()
+        .filter(|(_, h)| !h.lifting)
+        .map(|(&s, h)| CpuProtect {
+            start: s,
+            len: h.end - s,
+            prot: h.prot,
+        })
+        .collect()
 }
 
 /// `svm_migrate_to_ram` for a CPU access of process `tgid` at byte `addr`, which faulted:

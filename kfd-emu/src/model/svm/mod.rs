@@ -42,7 +42,8 @@ use kfd_ioctl::abi::{
 use rustix::io::Errno;
 
 pub(super) use cpu::{
-    cpu_fault, done as cpu_protect_done, plan as cpu_protect_plan, program_changed,
+    cpu_fault, done as cpu_protect_done, hidden as cpu_hidden, plan as cpu_protect_plan,
+    program_changed,
 };
 pub(super) use fault::{gpu_access, report_vm_fault};
 pub(super) use notify::{Invalidation, invalidate, restore_worker};
