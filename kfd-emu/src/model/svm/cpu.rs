@@ -23,8 +23,11 @@
 //! A `SIGSEGV` in a hidden span comes to [`cpu_fault`], which runs `svm_migrate_to_ram`
 //! and leaves the new plan (showing the block again) for the supervisor, which then restarts
 //! the instruction. Only private anonymous memory is ever in VRAM, so only it is hidden; a
-//! VMA the program made inaccessible itself is left so. In attach mode nothing is hidden (no
-//! tracer can run `mprotect` in the program): CPU accesses are not seen, as before.
+//! VMA the program made inaccessible itself is left so. In attach mode nothing is hidden:
+//! the supervisor shares the program's address space and could `mprotect` it itself, but
+//! seeing the faults would take a `SIGSEGV` handler of its own in the program's process,
+//! which would displace the program's (a test harness's, a runtime's); so CPU accesses are
+//! not seen there, and pages stay in VRAM until a GPU fault, prefetch or eviction moves them.
 //!
 //! [`Hidden`]: super::super::vmas::Hidden
 
