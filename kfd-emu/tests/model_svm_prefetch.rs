@@ -67,3 +67,30 @@ fn an_apu_prefers_system_memory() {
     })
     .expect("attach");
 }
+
+/// A range a GPU fault brought to VRAM has no prefetch location (UNDEFINED): a later SET_ATTR
+/// of another attribute migrates nothing (`svm_range_trigger_migration` skips an undefined
+/// location), so the range stays where the fault put it.
+#[test]
+fn set_attr_without_a_prefetch_location_leaves_a_faulted_range_in_vram() {
+    let model = model("mi300x");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, g) = open_all(&view);
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let mem = Anon::new(2 * MIB);
+        svm_set(&kfd, mem.addr, mem.len, &[access(g[0])]).expect("register");
+        view.gpu_read(pid(), g[0], mem.addr, &mut [0u8; 4])
+            .expect("GPU read");
+        let r = view.svm_ranges(pid());
+        assert_eq!(
+            (r[0].actual_loc, r[0].prefetch_loc),
+            (g[0], kfd_ioctl::abi::KFD_IOCTL_SVM_LOCATION_UNDEFINED)
+        );
+        svm_set(&kfd, mem.addr, mem.len, &[granularity(4)]).expect("SET_ATTR");
+        let r = view.svm_ranges(pid());
+        assert_eq!((r[0].actual_loc, r[0].granularity), (g[0], 4));
+        assert_eq!(view.svm_vram_usage(g[0]), 2 * MIB);
+    })
+    .expect("attach");
+}

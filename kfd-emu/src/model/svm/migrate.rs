@@ -339,6 +339,10 @@ pub(super) fn vram_to_ram(
 /// range, trigger `TTM_EVICTION`, up to 3 tries while pages stay). The kernel's pieces of a
 /// split range share one BO and go together; the model gives each piece its own.
 fn evict_svm_bo(env: &mut Env<'_>, p: &mut Process, key: u64, last: u64) -> Result<(), Errno> {
+    if p.svm.ranges.get(key).is_none_or(|r| r.actual == 0) {
+        // No BO: nothing to make room with.
+        return Err(Errno::NOENT);
+    }
     for _ in 0..3 {
         vram_to_ram(env, p, key, key, last, KFD_MIGRATE_TRIGGER_TTM_EVICTION)?;
         if p.svm.ranges.get(key).is_none_or(|r| r.actual == 0) {
