@@ -214,3 +214,51 @@ fn svm_vram_is_charged_by_the_whole_ranges_bo() {
     })
     .expect("attach");
 }
+
+/// A fault whose BO needs the room of two smaller ones evicts both, oldest first, before its
+/// own migration: VRAM full of 1 MiB ranges, a 2 MiB range's fault evicts two.
+#[test]
+fn a_larger_range_evicts_as_many_smaller_ones_as_it_needs() {
+    let model = small();
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, g) = open_all(&view);
+        let g = g[0];
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let room = kfd.available_memory(g).expect("available");
+        let small_ranges = room / MIB;
+        // Every 1 MiB range in its own 2 MiB block: no two in one range.
+        let (_mem, start) = aligned((small_ranges + 1) * BLOCK);
+        for i in 0..small_ranges {
+            let at = start + i * BLOCK;
+            svm_set(&kfd, at, MIB, &[access(g)]).expect("register");
+            view.gpu_read(pid(), g, at, &mut [0u8; 4])
+                .expect("GPU read");
+        }
+        assert_eq!(view.svm_vram_usage(g), small_ranges * MIB);
+        let big = start + small_ranges * BLOCK;
+        svm_set(&kfd, big, BLOCK, &[access(g)]).expect("register");
+        let mut on = smi(&kfd, g);
+        view.gpu_read(pid(), g, big, &mut [0u8; 4])
+            .expect("GPU read");
+        let records = drain(&mut on);
+        let evicted: Vec<&String> = records.iter().filter(|r| r.ends_with(" 3 0")).collect();
+        let pid = pid();
+        let (v0, v1) = (start / PAGE, (start + BLOCK) / PAGE);
+        assert_eq!(
+            evicted,
+            [
+                &format!("6 T -{pid} @{v0:x}(100) {g:x}->0 3 0"),
+                &format!("6 T -{pid} @{v1:x}(100) {g:x}->0 3 0"),
+            ],
+            "{records:?}"
+        );
+        let r = view.svm_ranges(pid);
+        assert_eq!(
+            r.iter().find(|r| r.start == big).map(|r| r.actual_loc),
+            Some(g)
+        );
+        assert_eq!(view.svm_vram_usage(g), (small_ranges - 2) * MIB + BLOCK);
+    })
+    .expect("attach");
+}

@@ -94,3 +94,41 @@ fn set_attr_without_a_prefetch_location_leaves_a_faulted_range_in_vram() {
     })
     .expect("attach");
 }
+
+/// Under the model clock a prefetch's migration lasts what moving its pages costs: between
+/// MIGRATE_START and MIGRATE_END of a 2 MiB range exactly `Costs::migration_ns` of 2 MiB (the
+/// pages that move are counted within the range, each once).
+#[test]
+fn a_prefetchs_migration_lasts_what_its_pages_cost() {
+    use kfd_emu::machine::Machine;
+    use kfd_emu::model::{ClockMode, Costs, Model, ModelConfig, Timing};
+    let machine = Machine::preset("mi300x").expect("preset");
+    let want = Costs::new(&machine, Timing::default()).migration_ns(0, 2 * MIB);
+    let model = Model::new(ModelConfig {
+        machine,
+        clock: ClockMode::Model,
+        ..ModelConfig::default()
+    })
+    .expect("model");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, g) = open_all(&view);
+        let smi = kfd.smi_events(g[0]).expect("SMI_EVENTS");
+        smi.set_mask(
+            kfd_ioctl::abi::SmiEventMask::MIGRATE_START | kfd_ioctl::abi::SmiEventMask::MIGRATE_END,
+        )
+        .expect("mask");
+        let mut smi = smi;
+        let mem = Anon::new(4 * MIB);
+        let start = mem.addr.next_multiple_of(2 * MIB);
+        svm_set(&kfd, start, 2 * MIB, &[access(g[0]), prefetch(g[0])]).expect("prefetch");
+        let records = drain_raw(&mut smi);
+        assert_eq!(records.len(), 2, "{records:?}");
+        assert_eq!(
+            timestamp(&records[1]) - timestamp(&records[0]),
+            want as i64,
+            "{records:?}"
+        );
+    })
+    .expect("attach");
+}
