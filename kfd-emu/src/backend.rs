@@ -234,6 +234,34 @@ pub enum AddressSpaceChange {
     Fork,
 }
 
+/// The supervisor's side of CPU faults (see [`Backend::cpu_faults`]).
+pub trait CpuWake: Send + Sync {
+    /// What process `tgid` should have hidden from its CPU changed (see
+    /// [`Backend::cpu_protect_plan`]): the supervisor stops its threads to run the plan.
+    /// Must not block.
+    fn wake(&self, tgid: i32);
+
+    /// Waits (briefly) until the threads of every process woken so far were told to stop:
+    /// called without the backend's locks before a change is made visible to the program
+    /// (a call's answer, a GPU write it may poll for), so that it runs the plan first.
+    fn sync(&self);
+}
+
+/// The supervisor's waker (see [`CpuWake`]).
+pub type CpuWaker = std::sync::Arc<dyn CpuWake>;
+
+/// One `mprotect` the supervisor makes a traced process run on itself: `[start, start + len)`
+/// to `prot` (`PROT_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuProtect {
+    /// First byte (page-aligned).
+    pub start: u64,
+    /// Bytes (page-aligned).
+    pub len: u64,
+    /// `PROT_NONE` to hide the memory, else the protection it had.
+    pub prot: u32,
+}
+
 /// The driver side of the emulator.
 ///
 /// Implementations are shared by the supervisor's threads: `ioctl` may be called concurrently
@@ -322,6 +350,43 @@ pub trait Backend: Send + Sync + 'static {
     /// with `MAP_FIXED`, `fork` and `clone` without `CLONE_VM`. The default does nothing.
     fn address_space(&self, caller: CallerId, change: AddressSpaceChange) {
         let _ = (caller, change);
+    }
+
+    /// The supervisor can make a traced program's memory inaccessible to its CPU and sees
+    /// the faults that follows (`kfd-emu run`): from now on the backend may ask for that
+    /// (`waker` tells the supervisor when; `None` turns it off). The default never asks.
+    fn cpu_faults(&self, waker: Option<CpuWaker>) {
+        let _ = waker;
+    }
+
+    /// The `mprotect`s process `tgid` is to run so that what it should have hidden is, in
+    /// order. The supervisor runs them on one stopped thread of the process, then calls
+    /// [`Backend::cpu_protect_done`]; it asks again until none is left. The default has none.
+    fn cpu_protect_plan(&self, tgid: i32) -> Vec<CpuProtect> {
+        let _ = tgid;
+        Vec::new()
+    }
+
+    /// The `mprotect`s of the last plan of process `tgid` ran; `failed` are those that failed.
+    fn cpu_protect_done(&self, tgid: i32, failed: &[CpuProtect]) {
+        let _ = (tgid, failed);
+    }
+
+    /// What process `tgid` has hidden now, each span with the protection to give it back
+    /// (for a child it forks: its copy of the memory is hidden too). The default has none.
+    fn cpu_hidden(&self, tgid: i32) -> Vec<CpuProtect> {
+        let _ = tgid;
+        Vec::new()
+    }
+
+    /// A thread of the caller's process took a `SIGSEGV` (`SEGV_ACCERR`) at byte `addr`:
+    /// whether it is memory the backend had hidden. Then the backend did what the kernel's
+    /// CPU fault handler does, and the supervisor runs the new plan and restarts the
+    /// instruction, the signal suppressed; otherwise the signal is the program's. The default
+    /// claims none.
+    fn cpu_fault(&self, caller: CallerId, addr: u64) -> bool {
+        let _ = (caller, addr);
+        false
     }
 
     /// A process that used the backend has exited (its pidfd became readable): release what the

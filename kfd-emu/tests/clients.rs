@@ -1079,3 +1079,142 @@ fn hip_kernel_with_scratch_gets_it_from_rocr_on_mi210x8() {
         describe(&out)
     );
 }
+
+/// The phases of `svm_cpu_fault`'s output: each phase's SMI records (the kernel's text
+/// without its timestamp and pid, each checked to parse as its event's format), and the
+/// program's other lines.
+fn svm_phases(text: &str) -> (Vec<(String, Vec<String>)>, Vec<String>) {
+    let mut phases: Vec<(String, Vec<String>)> = Vec::new();
+    let mut other = Vec::new();
+    for line in text.lines() {
+        if let Some(name) = line.strip_prefix("phase ") {
+            phases.push((name.to_owned(), Vec::new()));
+        } else if let Some(record) = line.strip_prefix("smi ") {
+            // C's printf stops at the NUL a QUEUE_RESTORE record ends with.
+            let whole = if record.starts_with("a ") {
+                format!("{record}\0")
+            } else {
+                record.to_owned()
+            };
+            kfd_ioctl::smi::Record::parse(&whole)
+                .unwrap_or_else(|e| panic!("`{record}` is no SMI record: {e:?}"));
+            let mut words = record.split(' ');
+            let id = words.next().unwrap_or("");
+            let rest: Vec<&str> = words.skip(2).collect();
+            let shape = format!("{id} {}", rest.join(" "));
+            phases.last_mut().expect("a phase first").1.push(shape);
+        } else {
+            other.push(line.to_owned());
+        }
+    }
+    (phases, other)
+}
+
+/// CPU faults on SVM memory the GPU holds, under `kfd-emu run` (`svm_migrate_to_ram`): with
+/// XNACK on, a 4 MiB range prefetched to the GPU; an SDMA write into its second 2 MiB granule
+/// while it is in VRAM; then one CPU read of one page migrates back exactly that granule
+/// (trigger PAGEFAULT_CPU, the GPU's mapping invalidated between MIGRATE_START and END), and
+/// reads what the GPU wrote; a second read of the same granule migrates nothing; the GPU's
+/// next write to it faults again (PAGE_FAULT_START, a PAGEFAULT_GPU migration, PAGE_FAULT_END)
+/// and the CPU's next read faults it back again; a forked child reads its copy of a granule
+/// in VRAM; a granule in VRAM the program makes read-only still faults back on a read; two
+/// threads reading the first granule at once migrate it once; and a SIGSEGV of the program's
+/// own reaches its own handler.
+#[test]
+fn a_cpu_read_of_svm_memory_in_vram_migrates_its_granule_back() {
+    let Some(program) = build_probe(
+        "svm_cpu_fault",
+        &[
+            "/usr/include/hsakmt.h",
+            "/usr/lib/x86_64-linux-gnu/libhsakmt.so",
+        ],
+        "libhsakmt-dev (hsakmt.h, libhsakmt.so)",
+        &[],
+        &["-lhsakmt", "-lpthread"],
+    ) else {
+        return;
+    };
+    let out = run_under_emulator("mi300x", false, &program, &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", describe(&out));
+    let (phases, other) = svm_phases(&text);
+    let range = other
+        .iter()
+        .find_map(|l| l.strip_prefix("range 0x"))
+        .unwrap_or_else(|| panic!("no range line in\n{text}"));
+    let words: Vec<&str> = range.split(' ').collect();
+    let first = u64::from_str_radix(words[0], 16).unwrap();
+    let gpu = words[4].trim_start_matches("0x");
+    let (b1, b2) = (first, first + 0x200);
+    let records = |name: &str| -> Vec<String> {
+        phases
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no phase {name} in\n{text}"))
+            .1
+            .clone()
+    };
+    let back = |page: u64| {
+        vec![
+            format!("5 @{page:x}(200) {gpu}->0 {gpu}:ffffffff 2"),
+            format!("b @{page:x}(200) {gpu} 1"),
+            format!("6 @{page:x}(200) {gpu}->0 2 0"),
+        ]
+    };
+    assert_eq!(
+        records("prefetch"),
+        vec![
+            format!("5 @{b1:x}(400) 0->{gpu} {gpu}:ffffffff 0"),
+            format!("6 @{b1:x}(400) 0->{gpu} 0 0"),
+        ],
+        "{text}"
+    );
+    assert_eq!(records("gpu-write"), Vec::<String>::new(), "{text}");
+    assert_eq!(records("cpu-read"), back(b2), "{text}");
+    assert!(
+        other.contains(&"value cpu-read 0xdeadbeef".to_owned()),
+        "{text}"
+    );
+    assert_eq!(records("cpu-read-again"), Vec::<String>::new(), "{text}");
+    assert_eq!(
+        records("gpu-again"),
+        vec![
+            format!("7 @{b2:x}({gpu}) W"),
+            format!("5 @{b2:x}(200) 0->{gpu} {gpu}:ffffffff 1"),
+            format!("b @{b2:x}(200) {gpu} 1"),
+            format!("6 @{b2:x}(200) 0->{gpu} 1 0"),
+            format!("8 @{b2:x}({gpu}) M"),
+        ],
+        "{text}"
+    );
+    assert_eq!(records("cpu-after-gpu"), back(b2), "{text}");
+    assert!(
+        other.contains(&"value cpu-after-gpu 0xfeed".to_owned()),
+        "{text}"
+    );
+    // A forked child reads its copy of the first granule (in VRAM): no migration.
+    assert!(other.contains(&"fork-child ok".to_owned()), "{text}");
+    assert!(
+        records("fork").iter().all(|r| !r.starts_with('5')),
+        "{text}"
+    );
+    // Made read-only by the program while in VRAM, it still faults back on a read.
+    assert_eq!(records("read-only"), back(b2), "{text}");
+    assert!(
+        other.contains(&"value read-only 0xabc".to_owned()),
+        "{text}"
+    );
+    let threads = records("threads");
+    assert!(threads.ends_with(&back(b1)), "{text}");
+    assert_eq!(
+        threads.iter().filter(|r| r.starts_with('5')).count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        other.contains(&"value threads 0x3c 0x3c".to_owned()),
+        "{text}"
+    );
+    assert!(other.contains(&"own-handler ok".to_owned()), "{text}");
+    assert!(text.ends_with("done\n"), "{text}");
+}

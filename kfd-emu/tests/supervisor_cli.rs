@@ -85,3 +85,37 @@ fn run_reports_what_cannot_start() {
         "{out:?}"
     );
 }
+
+/// `run --vram SIZE` gives every GPU that much VRAM: its sysfs bank says so (the CPU's bank
+/// keeps its size), and a size that is no size is a usage error (exit 2).
+#[test]
+fn run_with_vram_gives_every_gpu_that_much_vram() {
+    let banks = "cat /sys/class/kfd/kfd/topology/nodes/*/mem_banks/*/properties";
+    let out = kfd_emu(&[
+        "run",
+        "--machine",
+        "mi210x8",
+        "--vram",
+        "64M",
+        "--",
+        "/bin/sh",
+        "-c",
+        banks,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let vram = text
+        .split("heap_type ")
+        .filter(|bank| bank.starts_with('1') || bank.starts_with('2'))
+        .map(|bank| bank.contains("size_in_bytes 67108864\n"))
+        .collect::<Vec<_>>();
+    assert_eq!(vram, vec![true; 8], "{text}");
+    assert!(
+        text.contains("heap_type 0\n"),
+        "the CPU's bank stays: {text}"
+    );
+    for bad in ["12X", "0", "G"] {
+        let out = kfd_emu(&["run", "--vram", bad, "--", "true"]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {out:?}");
+    }
+}

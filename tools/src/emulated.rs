@@ -2,8 +2,14 @@
 
 /// Runs this executable again, with the same arguments, under the embedded emulator on the
 /// machine preset `machine`; `marker_env` is set in the child's environment to the machine's
-/// name, so the child knows not to fall back again. Returns the child's exit code.
-pub fn run_self_emulated(machine: &str, marker_env: &str) -> std::process::ExitCode {
+/// name, so the child knows not to fall back again; `vram` gives every GPU that many bytes of
+/// VRAM, and `clock` is the time the emulated driver shows. Returns the child's exit code.
+pub fn run_self_emulated(
+    machine: &str,
+    vram: Option<u64>,
+    clock: kfd_emu::model::ClockMode,
+    marker_env: &str,
+) -> std::process::ExitCode {
     use kfd_emu::machine::Machine;
     use kfd_emu::model::{Model, ModelConfig};
     use std::process::ExitCode;
@@ -16,8 +22,17 @@ pub fn run_self_emulated(machine: &str, marker_env: &str) -> std::process::ExitC
         );
         return ExitCode::FAILURE;
     };
+    let preset = match vram.map(|bytes| preset.with_vram(bytes)) {
+        None => preset,
+        Some(Ok(machine)) => machine,
+        Some(Err(e)) => {
+            eprintln!("kfdtool: giving the emulated GPUs {vram:?} bytes of VRAM failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let model = match Model::new(ModelConfig {
         machine: preset,
+        clock,
         ..ModelConfig::default()
     }) {
         Ok(model) => model,

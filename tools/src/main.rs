@@ -10,6 +10,7 @@ mod info;
 mod parse;
 mod replay_cmd;
 mod trace;
+mod workload;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,6 +23,15 @@ use kfd_ioctl::{Errno, Kfd};
 use kfd_svm::{Access, FlagNames, Location, SmiStream, SvmAttrs, SvmBuffer};
 use parse::{parse_idle, parse_u32, parse_whole};
 use vm_memory::VolatileSlice;
+
+/// `--clock`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ClockArg {
+    /// The emulator's own time.
+    Wall,
+    /// The machine's time, as the timing model has it.
+    Model,
+}
 
 /// Set in the environment of a `kfdtool` that runs under the embedded emulator.
 const EMULATED_ENV: &str = "KFDTOOL_EMULATED_MACHINE";
@@ -36,6 +46,16 @@ struct Cli {
     /// (`kfd-emu machines` lists them).
     #[arg(long, global = true, default_value = "mi300x")]
     machine: String,
+    /// With the embedded emulator: give every GPU this much VRAM (K, M, G suffixes), to study
+    /// oversubscription cheaply.
+    #[arg(long, global = true, value_parser = workload::parse_size)]
+    vram: Option<u64>,
+    /// The time of the embedded emulator: `model`, the machine's (the timing model's costs for
+    /// the driver's and the GPU's work, the program's own time as it passed; the default for
+    /// `trace`), or `wall`, the emulator's own (the default otherwise). On hardware the clock
+    /// is the hardware's.
+    #[arg(long, global = true, value_enum)]
+    clock: Option<ClockArg>,
     #[command(subcommand)]
     command: Command,
 }
@@ -99,6 +119,10 @@ enum Command {
     /// Record the SMI events of a program (or of every process, or of some) in rocprofv3's
     /// formats and as a Perfetto timeline, then print a summary and draw SVG pictures.
     Trace(trace::TraceArgs),
+    /// Run an HMM access pattern (sequential, random, strided, stencil, ping-pong,
+    /// oversubscribe) on an SVM range through SDMA copies and CPU touches, and count what the
+    /// driver did; `--trace DIR` records it with `kfdtool trace`.
+    Workload(workload::WorkloadArgs),
     /// Replay the GPU faults and prefetches of a recorded trace on the emulator's model under
     /// changed SVM attributes, and compare migrations, faults and modeled time with the
     /// recording, per range and in total.
@@ -232,6 +256,12 @@ type CmdResult = Result<(), Box<dyn std::error::Error>>;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.clock == Some(ClockArg::Model)
+        && std::env::var_os(EMULATED_ENV).is_none()
+        && std::path::Path::new(kfd_ioctl::KFD_DEVICE_PATH).exists()
+    {
+        eprintln!("kfdtool: --clock model is the emulator's; on this GPU the clock is its own");
+    }
     let result = match &cli.command {
         Command::Info { json } => info_cmd(*json),
         Command::Svm(args) => svm_cmd(args),
@@ -245,6 +275,18 @@ fn main() -> ExitCode {
                 },
         } => smi_watch(*gpu, *count, *idle, *all_processes),
         Command::Trace(args) => trace::trace_cmd(args, open_all),
+        Command::Workload(args) => workload::workload_cmd(
+            args,
+            &cli.machine,
+            cli.vram,
+            cli.clock.map(|c| {
+                if c == ClockArg::Model {
+                    "model"
+                } else {
+                    "wall"
+                }
+            }),
+        ),
         Command::Report {
             trace,
             compare,
@@ -276,7 +318,13 @@ fn main() -> ExitCode {
                  (kfd-emu, machine {})",
                 cli.machine
             );
-            emulated::run_self_emulated(&cli.machine, EMULATED_ENV)
+            let clock = match (cli.clock, &cli.command) {
+                (Some(ClockArg::Model), _) | (None, Command::Trace(_)) => {
+                    kfd_emu::model::ClockMode::Program
+                }
+                _ => kfd_emu::model::ClockMode::Wall,
+            };
+            emulated::run_self_emulated(&cli.machine, cli.vram, clock, EMULATED_ENV)
         }
         Err(e) => {
             eprintln!("kfdtool: {e}");

@@ -1,9 +1,9 @@
 //! `kfd-emu`: run a program against the emulated KFD driver.
 //!
 //! ```text
-//! kfd-emu run [--machine NAME | --topology DIR] [--kfd-minor N] [--trace]
+//! kfd-emu run [--machine NAME | --topology DIR] [--vram SIZE] [--kfd-minor N] [--trace]
 //!             [--fail IOCTL:ERRNO[:COUNT]]... [--check-leaks]
-//!             [--timing FILE] [--clock wall|model] -- PROGRAM ARGS...
+//!             [--timing FILE] [--clock wall|model|program] -- PROGRAM ARGS...
 //! kfd-emu timing [--machine NAME | --topology DIR] [--timing FILE]
 //! kfd-emu machines
 //! ```
@@ -59,6 +59,9 @@ enum ClockArg {
     /// The timing model's time: SMI timestamps, GET_CLOCK_COUNTERS and WAIT_EVENTS timeouts
     /// advance only by what migrations, faults, prefetches and waits would take.
     Model,
+    /// The machine's time as the program sees it: the timing model's costs for the driver's
+    /// and the GPU's work, and the program's own time between them as it passed.
+    Program,
 }
 
 #[derive(Debug, Args)]
@@ -87,6 +90,10 @@ struct RunArgs {
     /// would there.
     #[arg(long, value_name = "N", default_value_t = kfd_ioctl::abi::KFD_IOCTL_MINOR_VERSION)]
     kfd_minor: u32,
+    /// Give every GPU SIZE bytes of VRAM (suffixes K, M, G: powers of 1024), to make
+    /// oversubscription cheap to study.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    vram: Option<u64>,
     /// Print each ioctl decoded (name, arguments, result) to stderr, strace-style.
     #[arg(long)]
     trace: bool,
@@ -202,8 +209,30 @@ fn print_timing(args: TimingArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// A size in bytes: a number with an optional K, M or G (powers of 1024).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let (digits, shift) = match text.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&text[..i], 10),
+        Some((i, 'M' | 'm')) => (&text[..i], 20),
+        Some((i, 'G' | 'g')) => (&text[..i], 30),
+        _ => (text, 0),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is no size (a number, then K, M or G)"))?;
+    n.checked_mul(1 << shift)
+        .filter(|&b| b > 0)
+        .ok_or_else(|| format!("{text:?} is no usable size"))
+}
+
 fn run(args: RunArgs) -> ExitCode {
     let setup = machine(args.topology.as_ref(), args.machine.as_ref())
+        .and_then(|m| match args.vram {
+            Some(bytes) => m
+                .with_vram(bytes)
+                .map_err(|e| format!("cannot give the GPUs {bytes} bytes of VRAM: {e}")),
+            None => Ok(m),
+        })
         .and_then(|m| Ok((m, timing(args.timing.as_ref())?)));
     let (machine, timing) = match setup {
         Ok(both) => both,
@@ -222,6 +251,7 @@ fn run(args: RunArgs) -> ExitCode {
         clock: match args.clock {
             ClockArg::Wall => ClockMode::Wall,
             ClockArg::Model => ClockMode::Model,
+            ClockArg::Program => ClockMode::Program,
         },
         gpu_threads: args
             .gpu_threads

@@ -56,7 +56,7 @@ mod sysfs;
 use std::fmt;
 use std::path::Path;
 
-use kfd_ioctl::topology::{GfxTargetVersion, HeapType, Node, Topology};
+use kfd_ioctl::topology::{GfxTargetVersion, HeapType, MemBank, Node, Topology};
 
 pub use error::MachineError;
 pub use presets::PRESETS;
@@ -370,6 +370,36 @@ impl Machine {
             topology,
             gpus,
         })
+    }
+
+    /// This machine with `bytes` of VRAM on every GPU (`kfd-emu run --vram`, to study
+    /// oversubscription cheaply): each GPU node's first VRAM bank gets that size, with its
+    /// other properties, and any other VRAM bank goes. Everything derived from the banks
+    /// (AVAILABLE_MEMORY, SVM's room, `max_svm_range_pages`, DRM's INFO) follows.
+    pub fn with_vram(&self, bytes: u64) -> Result<Machine, MachineError> {
+        let mut topology = self.topology.clone();
+        for node in topology.nodes.iter_mut().filter(|n| n.is_gpu()) {
+            let mut banks = Vec::new();
+            let mut first = true;
+            for bank in node.mem_banks.drain(..) {
+                if !bank.heap().is_vram() {
+                    banks.push(bank);
+                    continue;
+                }
+                if !std::mem::take(&mut first) {
+                    continue;
+                }
+                let text = format!(
+                    "heap_type {}\nsize_in_bytes {bytes}\nflags {}\nwidth {}\nmem_clk_max {}\n",
+                    bank.heap_type, bank.flags, bank.width, bank.mem_clk_max
+                );
+                let mut sized = MemBank::parse(bank.id, &text, Path::new("<--vram>"))?;
+                sized.used_memory = bank.used_memory.map(|_| 0);
+                banks.push(sized);
+            }
+            node.mem_banks = banks;
+        }
+        Machine::from_topology(self.name.clone(), topology)
     }
 
     /// The preset name, or the directory a machine was loaded from.

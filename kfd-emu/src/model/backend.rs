@@ -14,10 +14,10 @@ use super::driver::{Driver, FileKind};
 use super::files::{self, io_errno};
 use super::gpu_view::GpuFault;
 use super::svm::{SvmPage, SvmRange};
-use super::{addrspace, dispatch, drm, gpu_view, process, scheduler, smi, teardown};
+use super::{addrspace, dispatch, drm, gpu_view, process, scheduler, smi, svm, teardown};
 use crate::backend::{
-    AddressSpaceChange, Backend, Caller, CallerId, IoctlResult, MmapAction, OpenAction, StatAnswer,
-    StatKind, StatTime, WriteCall,
+    AddressSpaceChange, Backend, Caller, CallerId, CpuProtect, CpuWaker, IoctlResult, MmapAction,
+    OpenAction, StatAnswer, StatKind, StatTime, WriteCall,
 };
 use crate::machine::Machine;
 
@@ -472,6 +472,8 @@ impl Backend for Model {
         file: BorrowedFd<'_>,
         segments: &dyn Fn() -> Result<WriteCall, Errno>,
     ) -> Option<IoctlResult> {
+        // The wall time of the driver's work is not the program's (`ClockMode::Program`).
+        let _busy = self.drv.dev.clock.busy();
         let key = files::key_of(file).ok()?;
         if !self.drv.lock().smi.is_client(key) {
             return None;
@@ -497,6 +499,8 @@ impl Backend for Model {
         cmd: u32,
         arg: u64,
     ) -> Option<IoctlResult> {
+        // The wall time of the driver's work is not the program's (`ClockMode::Program`).
+        let _busy = self.drv.dev.clock.busy();
         let key = files::key_of(file).ok()?;
         let kind = self
             .drv
@@ -521,6 +525,7 @@ impl Backend for Model {
         prot: u32,
         flags: u32,
     ) -> MmapAction {
+        let _busy = self.drv.dev.clock.busy();
         self.drv
             .mmap_standin(caller, file, offset, len, prot, flags)
     }
@@ -534,11 +539,44 @@ impl Backend for Model {
     }
 
     fn address_space(&self, caller: CallerId, change: AddressSpaceChange) {
+        let _busy = self.drv.dev.clock.busy();
+        let program = |start, len, prot| {
+            svm::program_changed(&self.drv, caller.tgid, start, len, prot);
+        };
+        match change {
+            AddressSpaceChange::Unmap { start, len }
+            | AddressSpaceChange::MapFixed { start, len } => program(start, len, None),
+            AddressSpaceChange::Remap { old, old_len, .. } => program(old, old_len, None),
+            AddressSpaceChange::Protect { start, len, prot } => program(start, len, Some(prot)),
+            _ => {}
+        }
         addrspace::changed(&self.drv, caller, change);
     }
 
     fn numa_nodes(&self) -> Option<u32> {
         u32::try_from(self.machine().numa_nodes().len()).ok()
+    }
+
+    fn cpu_faults(&self, waker: Option<CpuWaker>) {
+        self.drv.cpu.set_waker(waker);
+    }
+
+    fn cpu_protect_plan(&self, tgid: i32) -> Vec<CpuProtect> {
+        let _busy = self.drv.dev.clock.busy();
+        svm::cpu_protect_plan(&self.drv, tgid)
+    }
+
+    fn cpu_protect_done(&self, tgid: i32, failed: &[CpuProtect]) {
+        svm::cpu_protect_done(&self.drv, tgid, failed);
+    }
+
+    fn cpu_hidden(&self, tgid: i32) -> Vec<CpuProtect> {
+        svm::cpu_hidden(&self.drv, tgid)
+    }
+
+    fn cpu_fault(&self, caller: CallerId, addr: u64) -> bool {
+        let _busy = self.drv.dev.clock.busy();
+        svm::cpu_fault(&self.drv, caller.tgid, addr)
     }
 
     fn process_exited(&self, tgid: i32) {

@@ -14,7 +14,8 @@ use super::device::Device;
 use super::fail;
 use super::files::{self, FileKey};
 use super::process::{self, State};
-use super::vmas::{StandIns, Vmas};
+use super::vmas::{Hidden, StandIns, Vmas};
+use crate::backend::CpuWaker;
 
 /// What a stand-in file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +49,73 @@ pub(super) struct Driver {
     /// The driver itself, for the engine threads a new queue starts (set when the model
     /// starts; they hold it only while they run a turn).
     pub this: OnceLock<Weak<Driver>>,
+    /// CPU faults on SVM pages in VRAM (`svm::cpu`).
+    pub cpu: CpuFaults,
+}
+
+/// What CPU faults on SVM pages in VRAM need (`svm::cpu`): the supervisor's waker (set only
+/// when it can hide memory from a program: `kfd-emu run`), and per process what it hid.
+#[derive(Default)]
+pub(super) struct CpuFaults {
+    waker: Mutex<Option<CpuWaker>>,
+    hidden: Mutex<HashMap<i32, Arc<Hidden>>>,
+}
+
+impl std::fmt::Debug for CpuFaults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuFaults").finish_non_exhaustive()
+    }
+}
+
+impl CpuFaults {
+    /// Sets (or clears) the supervisor's waker.
+    pub(super) fn set_waker(&self, waker: Option<CpuWaker>) {
+        *self.waker.lock().unwrap_or_else(|e| e.into_inner()) = waker;
+    }
+
+    /// Whether pages in VRAM are hidden from the CPU (a waker is set).
+    pub(super) fn enabled(&self) -> bool {
+        self.waker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// Tells the supervisor that what process `tgid` should have hidden changed.
+    pub(super) fn wake(&self, tgid: i32) {
+        let waker = self.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(waker) = waker {
+            waker.wake(tgid);
+        }
+    }
+
+    /// [`CpuWake::sync`](crate::backend::CpuWake::sync), when a waker is set.
+    pub(super) fn sync(&self) {
+        let waker = self.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(waker) = waker {
+            waker.sync();
+        }
+    }
+
+    /// What was hidden of process `tgid`, if anything ever was.
+    pub(super) fn hidden_of(&self, tgid: i32) -> Option<Arc<Hidden>> {
+        self.hidden
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&tgid)
+            .cloned()
+    }
+
+    /// What is hidden of process `tgid`, created empty.
+    pub(super) fn hidden_for(&self, tgid: i32) -> Arc<Hidden> {
+        Arc::clone(
+            self.hidden
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(tgid)
+                .or_default(),
+        )
+    }
 }
 
 impl Driver {
@@ -67,6 +135,7 @@ impl Driver {
             leaks: AtomicBool::new(false),
             maps: Mutex::new(HashMap::new()),
             this: OnceLock::new(),
+            cpu: CpuFaults::default(),
         }
     }
 
@@ -160,16 +229,22 @@ impl Driver {
                 }
             }
         };
+        let hidden = self.cpu.hidden_of(tgid);
         if *QUERY.get_or_init(|| Vmas::query_supported(&maps)) {
-            return Ok(Vmas::query(maps, self));
+            return Ok(Vmas::query(maps, self).through(hidden));
         }
         let text = std::fs::read_to_string(path).map_err(io)?;
-        Ok(Vmas::parse(&text, self))
+        Ok(Vmas::parse(&text, self).through(hidden))
     }
 
     /// Closes process `tgid`'s maps file (it exited).
     pub(super) fn forget_maps(&self, tgid: i32) {
         self.maps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&tgid);
+        self.cpu
+            .hidden
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&tgid);

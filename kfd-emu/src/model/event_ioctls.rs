@@ -280,10 +280,14 @@ fn wait(ctx: &Ctx<'_>, a: &kfd_ioctl_wait_events_args) -> Result<u32, Errno> {
         }
     }
 
-    // Under the model clock a wait that timed out took its timeout (msecs_to_jiffies + 1
+    // Under the model clock (and the program clock, which does not count the wait's wall
+    // time) a wait that timed out took its timeout (msecs_to_jiffies + 1
     // jiffy, as the deadline above) in model time too.
     if result == KFD_IOC_WAIT_RESULT_TIMEOUT
-        && ctx.m.dev.clock.mode() == ClockMode::Model
+        && matches!(
+            ctx.m.dev.clock.mode(),
+            ClockMode::Model | ClockMode::Program
+        )
         && a.timeout != 0
         && a.timeout != TIMEOUT_INFINITE
     {

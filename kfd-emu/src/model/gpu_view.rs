@@ -351,6 +351,8 @@ impl Driver {
         report: bool,
         mut copy: impl FnMut(Side<'_>, Range<usize>) -> Result<(), Errno>,
     ) -> Result<(), GpuFault> {
+        // The emulator's own time moving the bytes is not the machine's (`ClockMode::Program`).
+        let _busy = self.dev.clock.busy();
         let fail = |at: u64, e| fault(gpu_id, at, write, GpuFaultReason::Backing(e));
         // An engine whose queue was destroyed (while this access waited on memory, say)
         // starts no access: it is discarded (`ECANCELED`; the engine drops the fault).
@@ -395,6 +397,8 @@ impl Driver {
                 at += p.len() as u64;
             }
         }
+        // Memory a fault moved to VRAM is hidden from the CPU before the access is seen.
+        self.cpu.sync();
         // Without the lock: the process's pieces before the first failure.
         for (at, owner, addr, range) in outside {
             cancelled(at)?;

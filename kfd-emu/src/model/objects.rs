@@ -113,9 +113,29 @@ pub(super) fn remote_read(tgid: i32, addr: u64, buf: &mut [u8]) -> Result<(), Er
         len,
     }];
     let mut local = [std::io::IoSliceMut::new(buf)];
-    let n = process_vm_readv(nix::unistd::Pid::from_raw(tgid), &mut local, &remote)
-        .map_err(|e| Errno::from_raw_os_error(e as i32))?;
-    if n == len { Ok(()) } else { Err(Errno::FAULT) }
+    match process_vm_readv(nix::unistd::Pid::from_raw(tgid), &mut local, &remote) {
+        Ok(n) if n == len => Ok(()),
+        // Memory the supervisor hid from the CPU (`svm::cpu`), which the GPU still reaches.
+        Ok(_) | Err(nix::errno::Errno::EFAULT) => forced(tgid, addr, |f, at| {
+            std::os::unix::fs::FileExt::read_exact_at(f, buf, at)
+        }),
+        Err(e) => Err(Errno::from_raw_os_error(e as i32)),
+    }
+}
+
+/// Accesses another process's memory through its `/proc/<pid>/mem`, which reaches pages its
+/// protection forbids (`FOLL_FORCE`): the SVM pages hidden from its CPU while in VRAM.
+fn forced(
+    tgid: i32,
+    addr: u64,
+    f: impl FnOnce(&std::fs::File, u64) -> std::io::Result<()>,
+) -> Result<(), Errno> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/proc/{tgid}/mem"))
+        .map_err(|_| Errno::FAULT)?;
+    f(&file, addr).map_err(|_| Errno::FAULT)
 }
 
 /// Writes another process's memory (`process_vm_writev`).
@@ -126,11 +146,12 @@ pub(super) fn remote_write(tgid: i32, addr: u64, buf: &[u8]) -> Result<(), Errno
         len: buf.len(),
     }];
     let local = [std::io::IoSlice::new(buf)];
-    let n = process_vm_writev(nix::unistd::Pid::from_raw(tgid), &local, &remote)
-        .map_err(|e| Errno::from_raw_os_error(e as i32))?;
-    if n == buf.len() {
-        Ok(())
-    } else {
-        Err(Errno::FAULT)
+    match process_vm_writev(nix::unistd::Pid::from_raw(tgid), &local, &remote) {
+        Ok(n) if n == buf.len() => Ok(()),
+        // Memory hidden from the CPU (see `remote_read`).
+        Ok(_) | Err(nix::errno::Errno::EFAULT) => forced(tgid, addr, |f, at| {
+            std::os::unix::fs::FileExt::write_all_at(f, buf, at)
+        }),
+        Err(e) => Err(Errno::from_raw_os_error(e as i32)),
     }
 }

@@ -19,6 +19,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use kfd_ioctl::topology::{IoLink, IoLinkType};
@@ -422,6 +423,39 @@ pub enum ClockMode {
     /// `CLOCK_BOOTTIME` when the model was made plus the modeled time: SMI records,
     /// GET_CLOCK_COUNTERS and WAIT_EVENTS timeouts advance only by the model.
     Model,
+    /// The machine's time as a program would see it: the model's costs for what the driver
+    /// and the GPU do, and the program's own time as it passed. `CLOCK_BOOTTIME` advances as
+    /// the host's, except while the emulator works for the program (an ioctl, an MMU
+    /// notifier, a CPU fault, a GPU access: [`Clock::busy`]), whose wall time is replaced by
+    /// the modeled time.
+    Program,
+}
+
+/// The wall time during which at least one [`Busy`] section was open.
+#[derive(Debug, Default)]
+struct BusyTime {
+    open: u32,
+    since_ns: u64,
+    total_ns: u64,
+}
+
+/// An open section of emulator work (see [`ClockMode::Program`]); closes when dropped.
+#[derive(Debug)]
+pub struct Busy<'a> {
+    clock: Option<&'a Clock>,
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        if let Some(clock) = self.clock {
+            let mut b = clock.busy.lock().unwrap_or_else(|e| e.into_inner());
+            b.open = b.open.saturating_sub(1);
+            if b.open == 0 {
+                let now = super::host::clock_ns(libc::CLOCK_BOOTTIME);
+                b.total_ns += now.saturating_sub(b.since_ns);
+            }
+        }
+    }
 }
 
 /// The model's clock: the modeled time, and in [`ClockMode::Model`] the time the model shows.
@@ -430,6 +464,7 @@ pub struct Clock {
     mode: ClockMode,
     base_ns: u64,
     modeled: AtomicU64,
+    busy: Mutex<BusyTime>,
 }
 
 impl Default for Clock {
@@ -446,7 +481,40 @@ impl Clock {
             mode,
             base_ns: super::host::clock_ns(libc::CLOCK_BOOTTIME),
             modeled: AtomicU64::new(0),
+            busy: Mutex::new(BusyTime::default()),
         }
+    }
+
+    /// Opens a section of emulator work: in [`ClockMode::Program`] its wall time does not
+    /// count (nested and concurrent sections count once); in the other modes nothing.
+    pub fn busy(&self) -> Busy<'_> {
+        if self.mode != ClockMode::Program {
+            return Busy { clock: None };
+        }
+        let mut b = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        if b.open == 0 {
+            b.since_ns = super::host::clock_ns(libc::CLOCK_BOOTTIME);
+        }
+        b.open += 1;
+        Busy { clock: Some(self) }
+    }
+
+    /// [`ClockMode::Program`]'s time: the host's `CLOCK_BOOTTIME` since the start, less the
+    /// busy wall time (a section still open counts up to now), plus the modeled time.
+    fn program_ns(&self) -> u64 {
+        let b = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let wall = super::host::clock_ns(libc::CLOCK_BOOTTIME);
+        let busy = b.total_ns
+            + if b.open > 0 {
+                wall.saturating_sub(b.since_ns)
+            } else {
+                0
+            };
+        drop(b);
+        let program = wall.saturating_sub(self.base_ns).saturating_sub(busy);
+        self.base_ns
+            .saturating_add(program)
+            .saturating_add(self.modeled_ns())
     }
 
     /// The mode.
@@ -459,6 +527,7 @@ impl Clock {
         match self.mode {
             ClockMode::Wall => super::host::clock_ns(libc::CLOCK_BOOTTIME),
             ClockMode::Model => self.base_ns.saturating_add(self.modeled_ns()),
+            ClockMode::Program => self.program_ns(),
         }
     }
 
@@ -467,7 +536,7 @@ impl Clock {
     pub fn raw_ns(&self) -> u64 {
         match self.mode {
             ClockMode::Wall => super::host::clock_ns(libc::CLOCK_MONOTONIC_RAW),
-            ClockMode::Model => self.now_ns(),
+            ClockMode::Model | ClockMode::Program => self.now_ns(),
         }
     }
 
@@ -490,6 +559,34 @@ impl Clock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_program_clock_skips_busy_wall_time_and_adds_the_modeled_time() {
+        let c = Clock::new(ClockMode::Program);
+        let t1;
+        {
+            let _outer = c.busy();
+            t1 = c.now_ns();
+            let inner = c.busy();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            assert_eq!(c.now_ns(), t1, "frozen while the emulator works");
+            drop(inner);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            assert_eq!(c.now_ns(), t1, "until the last section closes");
+            c.advance(5_000);
+            assert_eq!(c.now_ns(), t1 + 5_000, "the modeled time counts");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        assert!(
+            c.now_ns() >= t1 + 5_000 + 10_000_000,
+            "the program's own time counts"
+        );
+        // The other modes ignore busy sections.
+        let m = Clock::new(ClockMode::Model);
+        let before = m.now_ns();
+        drop(m.busy());
+        assert_eq!(m.now_ns(), before);
+    }
 
     #[test]
     fn transfer_rounds_up_to_the_nanosecond() {

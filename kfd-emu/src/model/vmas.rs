@@ -12,8 +12,9 @@
 //! and inode ([`StandIns`]), or of a BO's memfd, which it shows by name; the `[vvar]` pages
 //! (`VM_PFNMAP`) are device memory too, and the `[vsyscall]` page is no VMA at all.
 
+use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rustix::io::Errno;
 
@@ -104,6 +105,66 @@ enum Source<'a> {
 /// The VMAs of a process (see the [module docs](self)).
 pub(in crate::model) struct Vmas<'a> {
     source: Source<'a>,
+    /// What the supervisor hid from the process's CPU, seen through (see [`Hidden`]).
+    hidden: Option<Arc<Hidden>>,
+}
+
+/// One span of memory the supervisor made `PROT_NONE` (see [`Hidden`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::model) struct HiddenSpan {
+    /// End byte (exclusive); the map's key is the start.
+    pub end: u64,
+    /// The `PROT_*` bits the program gave the memory, restored when it is shown again.
+    pub prot: u32,
+    /// Its `mprotect` back to `prot` is under way (or done, not yet confirmed).
+    pub lifting: bool,
+    /// The program changed the protection itself: hide it again (with the new `prot`).
+    pub reapply: bool,
+}
+
+/// The spans of a process's memory that the supervisor of `kfd-emu run` made inaccessible
+/// to the process's CPU (`PROT_NONE`) because the model holds those SVM pages in VRAM
+/// (`svm::cpu`). The model sees through them: a VMA piece inside spans has the protection
+/// the program gave it, and pieces the `mprotect` split off are joined again, so that
+/// validation, mapping and the SMI records are those of the untouched VMA.
+#[derive(Debug, Default)]
+pub(in crate::model) struct Hidden {
+    spans: Mutex<BTreeMap<u64, HiddenSpan>>,
+}
+
+impl Hidden {
+    /// The spans, by start byte.
+    pub(in crate::model) fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, HiddenSpan>> {
+        self.spans.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The one protection every byte of `[start, end)` was given under the spans, if they cover
+/// it.
+fn hidden_prot(spans: &BTreeMap<u64, HiddenSpan>, start: u64, end: u64) -> Option<u32> {
+    let mut at = start;
+    let mut prot = None;
+    let first = spans.range(..=start).next_back().map_or(start, |(&s, _)| s);
+    for (&s, span) in spans.range(first..end) {
+        if span.end <= at {
+            continue;
+        }
+        if s > at || prot.is_some_and(|p| p != span.prot) {
+            // A gap, or two protections.
+            return None;
+        }
+        prot = Some(span.prot);
+        at = span.end;
+        if at >= end {
+            return prot;
+        }
+    }
+    None
+}
+
+/// Whether `addr` is where a span starts or ends.
+fn hidden_edge(spans: &BTreeMap<u64, HiddenSpan>, addr: u64) -> bool {
+    spans.contains_key(&addr) || spans.values().any(|s| s.end == addr)
 }
 
 impl std::fmt::Debug for Vmas<'_> {
@@ -129,6 +190,7 @@ impl<'a> Vmas<'a> {
         list.sort_unstable_by_key(|v| v.start);
         Vmas {
             source: Source::List(list),
+            hidden: None,
         }
     }
 
@@ -137,7 +199,14 @@ impl<'a> Vmas<'a> {
     pub(in crate::model) fn query(maps: Arc<OwnedFd>, stand_ins: &'a dyn StandIns) -> Vmas<'a> {
         Vmas {
             source: Source::Query { maps, stand_ins },
+            hidden: None,
         }
+    }
+
+    /// These VMAs, seen through what the supervisor hid ([`Hidden`]).
+    pub(in crate::model) fn through(mut self, hidden: Option<Arc<Hidden>>) -> Vmas<'a> {
+        self.hidden = hidden;
+        self
     }
 
     /// Whether the kernel answers `PROCMAP_QUERY` on `maps` (not `ENOTTY` or `EINVAL`).
@@ -156,6 +225,56 @@ impl<'a> Vmas<'a> {
     /// The VMA holding byte `addr` (`vma_lookup`), or with `or_next` the first one above it
     /// (`find_vma`).
     fn find(&self, addr: u64, or_next: bool) -> Option<Vma> {
+        let v = self.find_raw(addr, or_next)?;
+        let Some(hidden) = &self.hidden else {
+            return Some(v);
+        };
+        let spans = hidden.lock();
+        if spans.is_empty() {
+            return Some(v);
+        }
+        let show = |mut v: Vma| {
+            if !v.read
+                && !v.write
+                && !v.exec
+                && let Some(prot) = hidden_prot(&spans, v.start, v.end)
+            {
+                v.read = prot & libc::PROT_READ as u32 != 0;
+                v.write = prot & libc::PROT_WRITE as u32 != 0;
+                v.exec = prot & libc::PROT_EXEC as u32 != 0;
+            }
+            v
+        };
+        let mut v = show(v);
+        // The kernel merges neighbours that only our mprotect told apart.
+        let same = |a: &Vma, b: &Vma| {
+            Vma {
+                start: 0,
+                end: 0,
+                ..*a
+            } == Vma {
+                start: 0,
+                end: 0,
+                ..*b
+            }
+        };
+        while hidden_edge(&spans, v.end) {
+            match self.find_raw(v.end, false).map(show) {
+                Some(n) if same(&v, &n) => v.end = n.end,
+                _ => break,
+            }
+        }
+        while v.start > 0 && hidden_edge(&spans, v.start) {
+            match self.find_raw(v.start - 1, false).map(show) {
+                Some(n) if same(&v, &n) => v.start = n.start,
+                _ => break,
+            }
+        }
+        Some(v)
+    }
+
+    /// [`Vmas::find`] as the kernel reports the VMAs.
+    fn find_raw(&self, addr: u64, or_next: bool) -> Option<Vma> {
         match &self.source {
             Source::List(list) => {
                 if or_next {

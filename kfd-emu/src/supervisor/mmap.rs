@@ -195,6 +195,8 @@ pub(crate) struct Pending {
 #[derive(Debug, Default)]
 pub(crate) struct Slots {
     pending: Mutex<HashMap<i32, Pending>>,
+    /// The tracer's CPU-fault wakeups (see [`super::tracer`]), shared with the workers.
+    pub(crate) cpu: Arc<super::tracer::Wakeups>,
 }
 
 impl Slots {

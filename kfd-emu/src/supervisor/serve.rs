@@ -648,7 +648,18 @@ impl Shared {
             | libc::SYS_brk
             | libc::SYS_fork
             | libc::SYS_clone) => {
-                addrspace::tell(&*self.backend, caller.id(), nr, args);
+                let traced = match &self.route {
+                    Route::Traced(slots) => Some(slots),
+                    Route::InProcess => None,
+                };
+                // An mprotect the tracer made the thread run (CPU faults, `tracer`) is no
+                // call of the program's.
+                if !(nr == libc::SYS_mprotect && traced.is_some_and(|s| s.cpu.is_injected(tid))) {
+                    addrspace::tell(&*self.backend, caller.id(), nr, args);
+                }
+                if let Some(slots) = traced {
+                    slots.cpu.sync();
+                }
                 let _ = self.listener.respond_continue(id);
             }
             libc::SYS_fstat => self.fstat(&caller, &process, args[0] as i32, Reply::Stat(args[1])),
@@ -1073,10 +1084,12 @@ impl Shared {
                 return;
             }
         };
-        answer_ioctl(
-            caller,
-            run_ioctl(&*self.backend, caller, file.as_fd(), cmd, arg),
-        );
+        let result = run_ioctl(&*self.backend, caller, file.as_fd(), cmd, arg);
+        if let Route::Traced(slots) = &self.route {
+            // Memory the call moved to VRAM is hidden before the caller runs on.
+            slots.cpu.sync();
+        }
+        answer_ioctl(caller, result);
     }
 }
 

@@ -21,15 +21,48 @@
 //! - the direct child's exit status, which the tracer reaps (it shares a thread group with the
 //!   child's parent), is handed to the code that waits for the child ([`ChildExit`]).
 //!
+//! CPU faults on SVM memory in VRAM (`model/svm/cpu.rs` says what the model does) are its
+//! fourth job:
+//!
+//! - the backend's waker ([`Wakeups`]) names a process whose hidden memory is to change; the
+//!   tracer interrupts each of its threads (`PTRACE_INTERRUPT`); a worker answering a call,
+//!   and a GPU access, first wait until it has ([`Wakeups::sync`]), so the caller stops
+//!   before it runs on;
+//! - the first thread to stop runs the backend's plan: its registers saved, each `mprotect`
+//!   is run at a `syscall` instruction of the process (the one a seccomp stop was made at)
+//!   with no call number to restart, through its syscall stops (its seccomp notification is
+//!   answered `CONTINUE` and not told to the backend: [`Wakeups::is_injected`]); then the
+//!   thread gets its registers back, with the restart the kernel would have made of the call
+//!   it was interrupted in (`-ERESTART*`). Other threads of the process that stop meanwhile
+//!   wait (parked) until the plan is done, so `mprotect`s never race;
+//! - a `SIGSEGV` (`SEGV_ACCERR`) the backend claims ([`Backend::cpu_fault`]) runs the plan on
+//!   the faulting thread, which then restarts its instruction without the signal. A fault in
+//!   a span shown again lately (another thread's, at the same time) restarts once; any other
+//!   `SIGSEGV` is delivered, to the program's own handler if it has one.
+//!
+//! A forked child inherits the `PROT_NONE` of hidden memory: the spans its parent had hidden
+//! at the fork (its `PTRACE_EVENT_FORK`) are shown again in the child at its first touch of
+//! each (the kernel's child faults the parent's range back through the device-private entry;
+//! here the parent's pages stay where they are). A new tracee whose first stop comes before
+//! the fork or clone event that made it waits for that event. A program's own `mprotect`
+//! over hidden memory takes effect and the span is hidden again after it, with the new
+//! protection to restore.
+//!
+//! Not covered: a system call given hidden memory (`read()` into it) fails with `EFAULT`
+//! where the kernel would fault the pages back (the calls are not stopped); a wakeup made by
+//! a GPU access with no thread able to stop before the program sees the write leaves a
+//! window of a few instructions.
+//!
 //! Anonymous mappings never stop the program: the filter allows them outright, so only file
 //! mappings (the loader's, a few per library) pay a stop, a `pidfd_getfd` and a backend call.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use rustix::event::{EventfdFlags, eventfd};
 use rustix::io::Errno;
@@ -39,7 +72,7 @@ use super::addrspace;
 use super::mmap::{self as file_mmap, MmapArgs, Pending, SLOT_MARKER, Slots};
 use super::seccomp::{SMI_EVENTS_CMD, SMI_FDS, TRACE_DATA};
 use super::serve::tgid_from_proc;
-use crate::backend::{Backend, CallerId, MmapAction};
+use crate::backend::{Backend, CallerId, CpuProtect, MmapAction};
 
 /// The options every tracee gets.
 const OPTIONS: i32 = libc::PTRACE_O_TRACESECCOMP
@@ -229,6 +262,182 @@ impl ChildExit {
     }
 }
 
+/// What the backend's CPU-fault waker and the tracer share (see the module docs): the
+/// processes whose hidden memory is to change, and the threads running an `mprotect` the
+/// tracer made them run.
+#[derive(Debug, Default)]
+pub(crate) struct Wakeups {
+    state: Mutex<WakeState>,
+    cond: Condvar,
+    /// The tracer thread's id while its loop runs (0 before and after).
+    tracer_tid: AtomicI32,
+    injected: Mutex<HashSet<i32>>,
+}
+
+#[derive(Debug, Default)]
+struct WakeState {
+    tgids: Vec<i32>,
+    /// Wakeups posted, and of those the tracer has acted on (its threads interrupted).
+    posted: u64,
+    processed: u64,
+}
+
+impl crate::backend::CpuWake for Wakeups {
+    fn wake(&self, tgid: i32) {
+        Wakeups::wake(self, tgid);
+    }
+
+    fn sync(&self) {
+        Wakeups::sync(self);
+    }
+}
+
+impl Wakeups {
+    fn state(&self) -> std::sync::MutexGuard<'_, WakeState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What process `tgid` should have hidden changed (the backend's waker): the tracer
+    /// interrupts its threads, and the first to stop runs the plan. Does not block.
+    pub(crate) fn wake(&self, tgid: i32) {
+        let mut st = self.state();
+        if !st.tgids.contains(&tgid) {
+            st.tgids.push(tgid);
+        }
+        st.posted += 1;
+        drop(st);
+        self.kick();
+    }
+
+    /// Interrupts the tracer's `waitpid` ([`kick_signal`]).
+    fn kick(&self) {
+        let tid = self.tracer_tid.load(Ordering::Acquire);
+        let Some(sig) = kick_signal() else {
+            return;
+        };
+        if tid == 0 || tid == rustix::thread::gettid().as_raw_nonzero().get() {
+            return;
+        }
+        // SAFETY: tgkill takes plain integers; `tid` is the tracer thread of this process
+        // (its id is cleared before that thread ends).
+        unsafe {
+            libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, sig);
+        }
+    }
+
+    /// Waits (2 s at most) until the tracer has acted on every wakeup posted so far: a
+    /// worker calls it before it answers a call, so that the caller, interrupted, stops
+    /// before it runs on and runs the plan first.
+    pub(crate) fn sync(&self) {
+        let me = rustix::thread::gettid().as_raw_nonzero().get();
+        if self.tracer_tid.load(Ordering::Acquire) == me {
+            // The tracer acts on them itself, next.
+            return;
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut st = self.state();
+        let target = st.posted;
+        while st.processed < target && self.tracer_tid.load(Ordering::Acquire) != 0 {
+            if Instant::now() > deadline {
+                return;
+            }
+            drop(st);
+            // Again, in case a kick came before the tracer's waitpid.
+            self.kick();
+            st = self.state();
+            st = self
+                .cond
+                .wait_timeout(st, Duration::from_millis(2))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// The processes woken, and the count of wakeups they answer.
+    fn take(&self) -> (Vec<i32>, u64) {
+        let mut st = self.state();
+        (std::mem::take(&mut st.tgids), st.posted)
+    }
+
+    /// The tracer acted on the wakeups up to `seq`.
+    fn processed(&self, seq: u64) {
+        let mut st = self.state();
+        st.processed = st.processed.max(seq);
+        drop(st);
+        self.cond.notify_all();
+    }
+
+    /// Whether thread `tid` is running an `mprotect` the tracer made it run.
+    pub(crate) fn is_injected(&self, tid: i32) -> bool {
+        self.injected
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&tid)
+    }
+
+    fn set_injected(&self, tid: i32, on: bool) {
+        let mut set = self.injected.lock().unwrap_or_else(|e| e.into_inner());
+        if on {
+            set.insert(tid);
+        } else {
+            set.remove(&tid);
+        }
+    }
+}
+
+/// Why a thread runs the backend's plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Why {
+    /// The tracer interrupted it (a wakeup), or it stopped for another reason meanwhile.
+    Interrupt,
+    /// It faulted on hidden memory: the instruction restarts after, the signal suppressed.
+    Fault,
+}
+
+/// A thread running the `mprotect`s of a plan in place of its own code.
+#[derive(Debug)]
+struct Inject {
+    tgid: i32,
+    /// Its registers when it stopped.
+    saved: libc::user_regs_struct,
+    /// A `syscall` instruction of its process.
+    insn: u64,
+    ops: VecDeque<CpuProtect>,
+    current: Option<CpuProtect>,
+    failed: Vec<CpuProtect>,
+    why: Why,
+}
+
+/// `si_code` of a `SIGSEGV` for an access its protection forbids.
+const SEGV_ACCERR: i32 = 2;
+
+/// The most lifted spans a process remembers (see [`Tracer::segv`]).
+const LIFTED: usize = 64;
+
+/// `-ERESTARTSYS`, `-ERESTARTNOINTR`, `-ERESTARTNOHAND`, `-ERESTART_RESTARTBLOCK`.
+const ERESTARTSYS: i64 = -512;
+const ERESTARTNOINTR: i64 = -513;
+const ERESTARTNOHAND: i64 = -514;
+const ERESTART_RESTARTBLOCK: i64 = -516;
+
+/// The registers `regs` of a thread stopped on its way out of a system call, with the
+/// restart the kernel would have made after the stop (`arch_do_signal_or_restart` with no
+/// handler to run): the tracer's own calls ran in between with no call number, so it makes
+/// it here.
+fn with_restart(mut regs: libc::user_regs_struct) -> libc::user_regs_struct {
+    if (regs.orig_rax as i64) < 0 {
+        return regs;
+    }
+    match regs.rax as i64 {
+        ERESTARTSYS | ERESTARTNOINTR | ERESTARTNOHAND => regs.rax = regs.orig_rax,
+        ERESTART_RESTARTBLOCK => regs.rax = libc::SYS_restart_syscall as u64,
+        _ => return regs,
+    }
+    regs.rip = regs.rip.wrapping_sub(SYSCALL_INSN);
+    regs.orig_rax = u64::MAX;
+    regs
+}
+
 /// Where a thread holding a redirect is (see [`super::mmap`]).
 #[derive(Debug, Clone, Copy)]
 enum Stage {
@@ -270,6 +479,27 @@ struct Tracer {
     /// tid → tgid, for every tracee seen in a seccomp stop.
     tgids: HashMap<i32, i32>,
     holds: HashMap<i32, Hold>,
+    /// Per process, a `syscall` instruction (seen at a seccomp stop).
+    syscall_insn: HashMap<i32, u64>,
+    /// Threads running a plan, and per process the one that does.
+    injects: HashMap<i32, Inject>,
+    injecting: HashMap<i32, i32>,
+    /// Per process, threads stopped until its plan is run.
+    parked: HashMap<i32, Vec<(i32, Why)>>,
+    /// Processes woken whose plan has not been asked for since.
+    dirty: HashSet<i32>,
+    /// Per process, the spans shown again lately.
+    lifted: HashMap<i32, VecDeque<(u64, u64)>>,
+    /// Per thread, the fault (instruction, address) last restarted as a lifted span's.
+    retried: HashMap<i32, (u64, u64)>,
+    /// Per forked child, what its parent had hidden when it forked (the child's copy is
+    /// hidden too).
+    inherited: HashMap<i32, Vec<CpuProtect>>,
+    /// Tracees a stop was seen of; new tracees a fork or clone event announced before their
+    /// first stop; new tracees whose first stop came before that event (held until it).
+    seen: HashSet<i32>,
+    announced: HashSet<i32>,
+    early: HashSet<i32>,
 }
 
 /// Runs the tracer's loop on the calling thread (the one that seized `child`) until no tracee
@@ -282,9 +512,27 @@ pub(crate) fn run(backend: Arc<dyn Backend>, slots: Arc<Slots>, child: i32, exit
         exit,
         tgids: HashMap::new(),
         holds: HashMap::new(),
+        syscall_insn: HashMap::new(),
+        injects: HashMap::new(),
+        injecting: HashMap::new(),
+        parked: HashMap::new(),
+        dirty: HashSet::new(),
+        lifted: HashMap::new(),
+        retried: HashMap::new(),
+        inherited: HashMap::new(),
+        seen: HashSet::new(),
+        announced: HashSet::new(),
+        early: HashSet::new(),
     };
     tracer.exit.tracing_on_this_thread();
+    let tid = rustix::thread::gettid().as_raw_nonzero().get();
+    tracer.slots.cpu.tracer_tid.store(tid, Ordering::Release);
+    let waker: crate::backend::CpuWaker = tracer.slots.cpu.clone();
+    tracer.backend.cpu_faults(Some(waker));
     tracer.run();
+    tracer.backend.cpu_faults(None);
+    tracer.slots.cpu.tracer_tid.store(0, Ordering::Release);
+    tracer.slots.cpu.processed(u64::MAX);
     tracer.exit.tracer_tid.store(0, Ordering::Release);
     tracer.exit.resume_released();
     // Without a status (cannot happen once seized) the waiter falls back to waiting itself.
@@ -367,6 +615,7 @@ const SYSCALL_INSN: u64 = 2;
 impl Tracer {
     fn run(&mut self) {
         loop {
+            self.take_wakeups();
             let mut status = 0;
             // SAFETY: waitpid writes the status to a local int.
             let tid =
@@ -390,7 +639,18 @@ impl Tracer {
                 continue;
             }
             let sig = libc::WSTOPSIG(status);
-            match (status >> 16) & 0xff {
+            let event = (status >> 16) & 0xff;
+            if self.seen.insert(tid)
+                && event == libc::PTRACE_EVENT_STOP
+                && tid != self.child
+                && !self.announced.remove(&tid)
+            {
+                // A new tracee's first stop before the fork or clone event that made it:
+                // it waits for that event (which says what it inherits).
+                self.early.insert(tid);
+                continue;
+            }
+            match event {
                 libc::PTRACE_EVENT_SECCOMP => self.seccomp_stop(tid),
                 libc::PTRACE_EVENT_STOP => {
                     if matches!(
@@ -400,7 +660,7 @@ impl Tracer {
                         // A group-stop: stay stopped, but let the tracer see the SIGCONT.
                         let _ = ptrace_value(libc::PTRACE_LISTEN, tid, 0);
                     } else {
-                        self.resume(tid, 0);
+                        self.interrupt_stop(tid);
                     }
                 }
                 libc::PTRACE_EVENT_EXEC => {
@@ -411,6 +671,11 @@ impl Tracer {
                         self.gone(former as i32);
                     }
                     self.tgids.remove(&tid);
+                    if let Some(tgid) = self.tgid(tid) {
+                        // A new address space: its instructions are elsewhere, nothing hidden.
+                        self.syscall_insn.remove(&tgid);
+                        self.inherited.remove(&tgid);
+                    }
                     self.resume(tid, 0);
                 }
                 libc::PTRACE_EVENT_EXIT if tid == self.child => {
@@ -422,9 +687,26 @@ impl Tracer {
                     self.exit.record(None);
                 }
                 0 if sig == libc::SIGTRAP | 0x80 => self.syscall_stop(tid),
+                0 if sig == libc::SIGSEGV => self.segv(tid),
                 // A signal-delivery stop: deliver it.
                 0 => self.resume(tid, sig),
-                // Fork, vfork, clone: the new tracee reports its own first stop.
+                libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
+                    // (A vfork child shares its parent's memory: what is hidden stays the
+                    // parent's.)
+                    if event == libc::PTRACE_EVENT_FORK {
+                        self.forked(tid);
+                    }
+                    if let Ok(new) = event_msg(tid) {
+                        let new = new as i32;
+                        if self.early.remove(&new) {
+                            // Its first stop came first: it runs on now.
+                            self.interrupt_stop(new);
+                        } else {
+                            self.announced.insert(new);
+                        }
+                    }
+                    self.resume(tid, 0);
+                }
                 _ => self.resume(tid, 0),
             }
         }
@@ -432,7 +714,7 @@ impl Tracer {
 
     /// Resumes `tid`, through its syscall-exit stop while it holds a redirect.
     fn resume(&self, tid: i32, sig: i32) {
-        let request = if self.holds.contains_key(&tid) {
+        let request = if self.holds.contains_key(&tid) || self.injects.contains_key(&tid) {
             libc::PTRACE_SYSCALL
         } else {
             libc::PTRACE_CONT
@@ -453,8 +735,25 @@ impl Tracer {
     /// Thread `tid` ended (or became another id at an exec).
     fn gone(&mut self, tid: i32) {
         self.tgids.remove(&tid);
+        self.inherited.remove(&tid);
+        self.seen.remove(&tid);
+        self.announced.remove(&tid);
+        self.early.remove(&tid);
         self.slots.forget(tid);
         self.holds.remove(&tid);
+        self.retried.remove(&tid);
+        self.slots.cpu.set_injected(tid, false);
+        for parked in self.parked.values_mut() {
+            parked.retain(|&(t, _)| t != tid);
+        }
+        if let Some(inject) = self.injects.remove(&tid) {
+            let mut failed = inject.failed;
+            failed.extend(inject.current);
+            failed.extend(inject.ops);
+            self.backend.cpu_protect_done(inject.tgid, &failed);
+            self.injecting.remove(&inject.tgid);
+            self.release_parked(inject.tgid);
+        }
     }
 
     /// A file `mmap` stopped `tid`: ask the backend and carry its answer out.
@@ -462,6 +761,18 @@ impl Tracer {
         let Ok(mut regs) = get_regs(tid) else {
             return self.resume(tid, 0);
         };
+        if let Some(tgid) = self.tgid(tid)
+            && !self.syscall_insn.contains_key(&tgid)
+        {
+            // The instruction the thread stopped after: `syscall` (`0f 05`).
+            let at = regs.rip.wrapping_sub(SYSCALL_INSN);
+            if peek_word(tid, at).is_some_and(|w| w & 0xffff == 0x050f) {
+                self.syscall_insn.insert(tgid, at);
+            }
+        }
+        if self.injects.contains_key(&tid) {
+            return self.resume(tid, 0);
+        }
         if self.holds.contains_key(&tid) {
             // A call the tracer made the thread issue (the re-executed mmap, the close, the
             // F_DUPFD) stopped here: it runs, whichever filter asked for the stop (a
@@ -559,6 +870,9 @@ impl Tracer {
     /// A syscall stop of `tid`, which holds a redirect: the next step of it (see
     /// [`super::mmap`]).
     fn syscall_stop(&mut self, tid: i32) {
+        if self.injects.contains_key(&tid) {
+            return self.inject_step(tid);
+        }
         let Some(hold) = self.holds.get(&tid).copied() else {
             return self.resume(tid, 0);
         };
@@ -728,6 +1042,246 @@ impl Tracer {
         self.slots.forget(tid);
         regs.rax = result;
         let _ = set_regs(tid, &regs);
+        match self.tgid(tid) {
+            // A wakeup came while it held the redirect: it runs the plan now.
+            Some(tgid) if self.dirty.contains(&tgid) => self.start(tid, tgid, Why::Interrupt),
+            _ => self.resume(tid, 0),
+        }
+    }
+}
+
+// CPU faults on hidden memory (see the module docs).
+impl Tracer {
+    /// Thread `tid` forked a child: what its process had hidden is hidden in the child's copy
+    /// too, and the child runs the same code.
+    fn forked(&mut self, tid: i32) {
+        let (Ok(child), Some(tgid)) = (event_msg(tid), self.tgid(tid)) else {
+            return;
+        };
+        let child = child as i32;
+        if let Some(&insn) = self.syscall_insn.get(&tgid) {
+            self.syscall_insn.insert(child, insn);
+        }
+        let spans = self.backend.cpu_hidden(tgid);
+        if !spans.is_empty() {
+            self.inherited.insert(child, spans);
+        }
+    }
+
+    /// Interrupts the threads of every process woken since the last time.
+    fn take_wakeups(&mut self) {
+        let (tgids, seq) = self.slots.cpu.take();
+        for tgid in tgids {
+            self.dirty.insert(tgid);
+            let busy: HashSet<i32> = self
+                .parked
+                .get(&tgid)
+                .into_iter()
+                .flatten()
+                .map(|&(t, _)| t)
+                .collect();
+            for (&tid, _) in self.tgids.iter().filter(|&(_, &g)| g == tgid) {
+                if !self.injects.contains_key(&tid) && !busy.contains(&tid) {
+                    // ESRCH: gone meanwhile.
+                    let _ = ptrace_value(libc::PTRACE_INTERRUPT, tid, 0);
+                }
+            }
+        }
+        self.slots.cpu.processed(seq);
+    }
+
+    /// A `PTRACE_EVENT_STOP` that is no group-stop: a thread the tracer interrupted, or a new
+    /// thread's first stop.
+    fn interrupt_stop(&mut self, tid: i32) {
+        let Some(tgid) = self.tgid(tid) else {
+            return self.resume(tid, 0);
+        };
+        if self.injects.contains_key(&tid)
+            || self.holds.contains_key(&tid)
+            || !self.dirty.contains(&tgid)
+        {
+            return self.resume(tid, 0);
+        }
+        self.start(tid, tgid, Why::Interrupt);
+    }
+
+    /// Stopped thread `tid` of process `tgid` runs the process's plan, or waits for the
+    /// thread that runs it.
+    fn start(&mut self, tid: i32, tgid: i32, why: Why) {
+        self.start_with(tid, tgid, why, Vec::new());
+    }
+
+    /// [`Tracer::start`] with `first` run before the backend's plan.
+    fn start_with(&mut self, tid: i32, tgid: i32, why: Why, first: Vec<CpuProtect>) {
+        if self.injecting.get(&tgid).is_some_and(|&t| t != tid) {
+            self.parked.entry(tgid).or_default().push((tid, why));
+            return;
+        }
+        self.dirty.remove(&tgid);
+        let mut ops = first;
+        ops.extend(self.backend.cpu_protect_plan(tgid));
+        if ops.is_empty() {
+            return self.resume(tid, 0);
+        }
+        let Some(&insn) = self.syscall_insn.get(&tgid) else {
+            crate::own::elog!(
+                "kfd-emu: no system call instruction known in {tgid}: memory in VRAM stays accessible to its CPU"
+            );
+            self.backend.cpu_protect_done(tgid, &ops);
+            return self.resume(tid, 0);
+        };
+        let Ok(saved) = get_regs(tid) else {
+            self.backend.cpu_protect_done(tgid, &ops);
+            return;
+        };
+        self.injecting.insert(tgid, tid);
+        self.injects.insert(
+            tid,
+            Inject {
+                tgid,
+                saved,
+                insn,
+                ops: ops.into(),
+                current: None,
+                failed: Vec::new(),
+                why,
+            },
+        );
+        self.next_op(tid);
+    }
+
+    /// Makes `tid` run the next `mprotect` of its plan, or ends the plan.
+    fn next_op(&mut self, tid: i32) {
+        let Some(inject) = self.injects.get_mut(&tid) else {
+            return;
+        };
+        let Some(op) = inject.ops.pop_front() else {
+            return self.end_plan(tid);
+        };
+        inject.current = Some(op);
+        let mut regs = inject.saved;
+        regs.rip = inject.insn;
+        regs.rax = libc::SYS_mprotect as u64;
+        // No restart logic applies to it (the thread's own call is restarted at the end).
+        regs.orig_rax = u64::MAX;
+        regs.rdi = op.start;
+        regs.rsi = op.len;
+        regs.rdx = u64::from(op.prot);
+        if op.prot != libc::PROT_NONE as u32 {
+            let lifted = self.lifted.entry(inject.tgid).or_default();
+            lifted.push_back((op.start, op.start + op.len));
+            if lifted.len() > LIFTED {
+                lifted.pop_front();
+            }
+        }
+        self.slots.cpu.set_injected(tid, true);
+        if set_regs(tid, &regs).is_err() {
+            // Killed meanwhile: its exit is reported next.
+            return;
+        }
+        let _ = ptrace_value(libc::PTRACE_SYSCALL, tid, 0);
+    }
+
+    /// A syscall stop of a thread running a plan.
+    fn inject_step(&mut self, tid: i32) {
+        let kind = syscall_stop_kind(tid);
+        let Ok(regs) = get_regs(tid) else {
+            return;
+        };
+        if kind != Some(SYSCALL_INFO_EXIT) || regs.orig_rax != libc::SYS_mprotect as u64 {
+            // Its entry (or a signal handler's call first).
+            let _ = ptrace_value(libc::PTRACE_SYSCALL, tid, 0);
+            return;
+        }
+        self.slots.cpu.set_injected(tid, false);
+        if let Some(inject) = self.injects.get_mut(&tid)
+            && let Some(op) = inject.current.take()
+            && (regs.rax as i64) < 0
+        {
+            inject.failed.push(op);
+        }
+        self.next_op(tid);
+    }
+
+    /// The plan of `tid` ran: the next one if the backend has one, else the thread gets its
+    /// registers back and runs on, and the threads waiting for the plan too.
+    fn end_plan(&mut self, tid: i32) {
+        let Some(mut inject) = self.injects.remove(&tid) else {
+            return;
+        };
+        let tgid = inject.tgid;
+        self.backend.cpu_protect_done(tgid, &inject.failed);
+        let ops = self.backend.cpu_protect_plan(tgid);
+        if !ops.is_empty() {
+            inject.ops = ops.into();
+            inject.failed.clear();
+            self.injects.insert(tid, inject);
+            return self.next_op(tid);
+        }
+        self.injecting.remove(&tgid);
+        let regs = match inject.why {
+            Why::Interrupt => with_restart(inject.saved),
+            // A fault stop is no system call's.
+            Why::Fault => inject.saved,
+        };
+        let _ = set_regs(tid, &regs);
         self.resume(tid, 0);
+        self.release_parked(tgid);
+    }
+
+    /// The threads of `tgid` that waited for its plan run on (a faulting one restarts its
+    /// instruction).
+    fn release_parked(&mut self, tgid: i32) {
+        for (tid, why) in self.parked.remove(&tgid).unwrap_or_default() {
+            match why {
+                // It stopped on a wakeup the plan just ran, or faulted on memory it showed.
+                Why::Interrupt | Why::Fault => self.resume(tid, 0),
+            }
+        }
+    }
+
+    /// A `SIGSEGV` about to be delivered to `tid`: a fault on memory the backend hid is
+    /// handled and the instruction restarts; any other is the program's.
+    fn segv(&mut self, tid: i32) {
+        // SAFETY: siginfo_t is plain data; all-zero is a valid value.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: PTRACE_GETSIGINFO writes one siginfo_t to `data`.
+        let got = unsafe { ptrace_ptr(libc::PTRACE_GETSIGINFO, tid, (&raw mut info).cast()) };
+        let tgid = self.tgid(tid);
+        let (Ok(()), Some(tgid)) = (got, tgid) else {
+            return self.resume(tid, libc::SIGSEGV);
+        };
+        if info.si_code != SEGV_ACCERR || self.injects.contains_key(&tid) {
+            return self.resume(tid, libc::SIGSEGV);
+        }
+        // SAFETY: a SIGSEGV's siginfo carries the faulting address.
+        let addr = unsafe { info.si_addr() } as u64;
+        if self.backend.cpu_fault(CallerId { tid, tgid }, addr) {
+            self.retried.remove(&tid);
+            return self.start(tid, tgid, Why::Fault);
+        }
+        // A forked child's copy of memory its parent had hidden: shown again in the child.
+        // (The kernel's child faults the parent's range back: `svm_migrate_to_ram` on a COW
+        // mapping; here the parent's pages stay where they are.)
+        if let Some(spans) = self.inherited.get_mut(&tgid)
+            && let Some(i) = spans
+                .iter()
+                .position(|s| (s.start..s.start + s.len).contains(&addr))
+        {
+            let span = spans.remove(i);
+            return self.start_with(tid, tgid, Why::Fault, vec![span]);
+        }
+        // A thread that faulted on a span another thread was showing again restarts once.
+        let lifted = self
+            .lifted
+            .get(&tgid)
+            .is_some_and(|l| l.iter().any(|&(s, e)| (s..e).contains(&addr)));
+        let key = get_regs(tid).map_or((0, addr), |r| (r.rip, addr));
+        if lifted && self.retried.get(&tid) != Some(&key) {
+            self.retried.insert(tid, key);
+            return self.resume(tid, 0);
+        }
+        self.retried.remove(&tid);
+        self.resume(tid, libc::SIGSEGV);
     }
 }

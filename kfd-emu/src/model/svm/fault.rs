@@ -69,7 +69,11 @@ pub(in crate::model) fn gpu_access<'a>(
             if !p.xnack || attempt == 1 {
                 break;
             }
-            restore_pages(env, p, gpu, page, write).map_err(|e| match e {
+            let restored = restore_pages(env, p, gpu, page, write);
+            if std::mem::take(&mut p.svm.cpu_dirty) {
+                m.cpu.wake(tgid);
+            }
+            restored.map_err(|e| match e {
                 Errno::PERM => GpuFaultReason::ReadOnly,
                 Errno::ACCESS => GpuFaultReason::NoAccess,
                 _ => GpuFaultReason::NotMapped,

@@ -17,10 +17,23 @@
 //!   `UNMAP_FROM_GPU`, trigger `MMU_NOTIFY_MIGRATE`);
 //! * pages of shared or file-backed VMAs are not collected by `migrate_vma_setup`: the pair of
 //!   records is still emitted, the pages stay in system memory.
+//!
+//! VRAM is charged like a BO: a range that gets pages into VRAM gets a BO of its whole size
+//! (`svm_range_vram_node_new`: `prange->npages`), freed when its last VRAM page leaves
+//! (`svm_range_vram_node_free`). When the BO does not fit next to KFD's allocations and the
+//! other SVM BOs, TTM evicts BOs least recently created first (`ttm_mem_evict_first`): an SVM
+//! BO's eviction fence runs `svm_range_evict_svm_bo_worker`, which migrates the whole range
+//! back with trigger `TTM_EVICTION` before the new migration's records. TTM skips the BOs of
+//! the process whose own call allocates (`amdgpu_ttm_bo_eviction_valuable`:
+//! `amdkfd_fence_check_mm(f, current->mm)`), so a prefetch (the process's ioctl) evicts none
+//! of its ranges and fails with `ENOMEM`, while a GPU fault (the fault worker has no `mm`)
+//! evicts them. Approximations: other processes' ranges and KFD BOs are not evicted; the
+//! pieces of a split range each have a BO of their own (the kernel's share one).
 
 use kfd_ioctl::abi::{
     KFD_IOCTL_SVM_FLAG_GPU_ALWAYS_MAPPED, KFD_IOCTL_SVM_FLAG_GPU_RO,
-    KFD_IOCTL_SVM_LOCATION_UNDEFINED, KFD_MIGRATE_TRIGGER_PREFETCH, KFD_QUEUE_EVICTION_TRIGGER_SVM,
+    KFD_IOCTL_SVM_LOCATION_UNDEFINED, KFD_MIGRATE_TRIGGER_PAGEFAULT_GPU,
+    KFD_MIGRATE_TRIGGER_PREFETCH, KFD_MIGRATE_TRIGGER_TTM_EVICTION, KFD_QUEUE_EVICTION_TRIGGER_SVM,
     KFD_SVM_UNMAP_TRIGGER_MMU_NOTIFY_MIGRATE,
 };
 use rustix::io::Errno;
@@ -130,17 +143,21 @@ fn ram_to_vram(
     let has_bo = r.actual != 0;
     let (prefetch, preferred) = (r.attrs.prefetch, r.attrs.preferred);
     let vram_size = env.dev.cfg.machine.gpus()[best].vram_size;
+    let bytes = npages * PAGE_SIZE;
     // The VRAM BO of the whole range is created unless the range has one: does it fit next to
-    // KFD's allocations and the SVM pages already there?
-    let room = vram_size
-        .saturating_sub(env.dev.limits.pt_reserve)
-        .saturating_sub(env.acc.vram[best].0)
-        .saturating_sub(env.svm_vram[best]);
+    // KFD's allocations and the SVM BOs already there?
+    let kfd_used = env.acc.vram[best].0;
+    let room = |env: &Env<'_>| {
+        vram_size
+            .saturating_sub(env.dev.limits.pt_reserve)
+            .saturating_sub(kfd_used)
+            .saturating_sub(env.svm_vram[best])
+    };
     // The KFD VRAM limit is reserved for the range for the duration of the migration only.
     let charge = Charge {
         system: 0,
         ttm: 0,
-        vram: npages * PAGE_SIZE,
+        vram: bytes,
     };
     if env
         .acc
@@ -149,7 +166,26 @@ fn ram_to_vram(
     {
         return Err(Errno::NOSPC);
     }
-    if !has_bo && npages * PAGE_SIZE > room {
+    if !has_bo && bytes > room(env) && trigger == KFD_MIGRATE_TRIGGER_PAGEFAULT_GPU {
+        // TTM makes room by evicting BOs, least recently created first; in the fault
+        // worker (no `current->mm`) the process's own SVM BOs are fair game.
+        while bytes > room(env) {
+            let victim = p
+                .svm
+                .ranges
+                .iter()
+                .filter(|&(k, r)| k != key && r.actual == best_id)
+                .min_by_key(|(_, r)| r.bo_seq)
+                .map(|(k, r)| (k, r.last));
+            let Some((victim, last)) = victim else {
+                break;
+            };
+            if evict_svm_bo(env, p, victim, last).is_err() {
+                break;
+            }
+        }
+    }
+    if !has_bo && bytes > room(env) {
         env.acc.unreserve(best, charge);
         return Err(Errno::NOMEM);
     }
@@ -205,8 +241,14 @@ fn ram_to_vram(
     if moved > 0
         && let Some(r) = p.svm.ranges.get_mut(key)
     {
+        if !has_bo {
+            // The new BO stays (`svm_range_vram_node_new`); with nothing moved it is freed.
+            p.svm.bo_clock += 1;
+            r.bo_seq = p.svm.bo_clock;
+            env.svm_vram[best] += bytes;
+        }
         r.actual = best_id;
-        env.svm_vram[best] += moved * PAGE_SIZE;
+        p.svm.cpu_dirty = true;
     }
     env.acc.unreserve(best, charge);
     Ok(())
@@ -258,7 +300,9 @@ pub(super) fn vram_to_ram(
                     *st = PageState::default();
                 }
             });
-            env.svm_vram[node] = env.svm_vram[node].saturating_sub(n * PAGE_SIZE);
+            if n > 0 {
+                p.svm.cpu_dirty = true;
+            }
             env.dev
                 .clock
                 .advance(env.dev.costs.migration_ns(node, n * PAGE_SIZE));
@@ -283,9 +327,29 @@ pub(super) fn vram_to_ram(
     if let Some(r) = p.svm.ranges.get_mut(key)
         && r.pages.count(0, r.last - key, |st| st.loc != 0) == 0
     {
+        // No VRAM page left: the BO goes (`svm_range_vram_node_free`).
         r.actual = 0;
+        env.svm_vram[node] = env.svm_vram[node].saturating_sub((r.last - key + 1) * PAGE_SIZE);
     }
     Ok(())
+}
+
+/// `svm_range_evict_svm_bo_worker`: TTM evicts the VRAM BO of range `key` (last page `last`),
+/// and every page of it goes back to system memory (`svm_migrate_vram_to_ram` over the whole
+/// range, trigger `TTM_EVICTION`, up to 3 tries while pages stay). The kernel's pieces of a
+/// split range share one BO and go together; the model gives each piece its own.
+fn evict_svm_bo(env: &mut Env<'_>, p: &mut Process, key: u64, last: u64) -> Result<(), Errno> {
+    if p.svm.ranges.get(key).is_none_or(|r| r.actual == 0) {
+        // No BO: nothing to make room with.
+        return Err(Errno::NOENT);
+    }
+    for _ in 0..3 {
+        vram_to_ram(env, p, key, key, last, KFD_MIGRATE_TRIGGER_TTM_EVICTION)?;
+        if p.svm.ranges.get(key).is_none_or(|r| r.actual == 0) {
+            return Ok(());
+        }
+    }
+    Err(Errno::BUSY)
 }
 
 /// `svm_range_evict` for an `MMU_NOTIFY_MIGRATE` invalidation of pages `[s, l]` of range `key`.

@@ -18,11 +18,13 @@
 //!   the ranges in place; and forks are seen only under `kfd-emu run`.
 //! * Migration and mapping ([`migrate`]) and GPU faults ([`fault`]) move bookkeeping: the
 //!   bytes always stay in the caller's mapping, so the CPU and the GPU view see the same data.
-//!   CPU faults on pages in VRAM (which would migrate them back) are not observable, so never
-//!   happen.
+//! * CPU faults on pages in VRAM ([`cpu`]): under `kfd-emu run` the supervisor makes them
+//!   `PROT_NONE` in the program, and a CPU touch runs `svm_migrate_to_ram`. In attach mode
+//!   CPU accesses are not seen: nothing migrates back.
 //! * CREATE_QUEUE asks [`queue_buffer_get`] whether a compute queue's save area that is no BO
 //!   is SVM memory the GPU always maps (`kfd_queue_buffer_svm_get`).
 
+mod cpu;
 mod env;
 mod fault;
 mod migrate;
@@ -39,6 +41,10 @@ use kfd_ioctl::abi::{
 };
 use rustix::io::Errno;
 
+pub(super) use cpu::{
+    cpu_fault, done as cpu_protect_done, hidden as cpu_hidden, plan as cpu_protect_plan,
+    program_changed,
+};
 pub(super) use fault::{gpu_access, report_vm_fault};
 pub(super) use notify::{Invalidation, invalidate, restore_worker};
 
@@ -105,8 +111,8 @@ fn unmap_from_cpu(env: &mut Env<'_>, p: &mut Process, key: u64, s: u64, l: u64) 
     }
 }
 
-/// `svm_range_free`: gives back the system-memory reservation (XNACK off) and the VRAM of range
-/// `r` starting at `start`.
+/// `svm_range_free`: gives back the system-memory reservation (XNACK off) and the VRAM BO of
+/// range `r` starting at `start`.
 fn release(
     dev: &Device,
     acc: &mut Accounts,
@@ -119,10 +125,9 @@ fn release(
     if !xnack {
         acc.unreserve_system(npages * PAGE_SIZE);
     }
-    for (first, last, state) in r.pages.runs(0, npages - 1) {
-        if let Some(g) = dev.gpu_index(state.loc) {
-            svm_vram[g] = svm_vram[g].saturating_sub((last - first + 1) * PAGE_SIZE);
-        }
+    // Its share of the VRAM BO (`svm_range_vram_node_free`).
+    if let Some(g) = dev.gpu_index(r.actual) {
+        svm_vram[g] = svm_vram[g].saturating_sub(npages * PAGE_SIZE);
     }
 }
 
@@ -455,7 +460,11 @@ fn on_checked_range<R>(
         if check_vm(p, start, last).is_some() {
             return Err(Errno::ADDRINUSE);
         }
-        f(env, p, last)
+        let r = f(env, p, last);
+        if std::mem::take(&mut p.svm.cpu_dirty) {
+            m.cpu.wake(tgid);
+        }
+        r
     })
     .unwrap_or(Err(Errno::BADF))
 }

@@ -166,6 +166,8 @@ pub(super) struct Range {
     pub mapped_to_gpu: bool,
     /// Evicted by an invalidation, waiting for the restore worker.
     pub invalid: bool,
+    /// When its VRAM BO was created ([`Svm::bo_clock`]): TTM's LRU order of the BOs.
+    pub bo_seq: u64,
     pub pages: Pages,
 }
 
@@ -178,6 +180,7 @@ impl Range {
             actual: 0,
             mapped_to_gpu: false,
             invalid: false,
+            bo_seq: 0,
             pages: Pages::new(npages),
         }
     }
@@ -286,6 +289,7 @@ impl RangeTree {
             actual: head.actual,
             mapped_to_gpu: head.mapped_to_gpu,
             invalid: head.invalid,
+            bo_seq: head.bo_seq,
             pages: head.pages.split_off(page - start),
         };
         head.last = page - 1;
@@ -300,6 +304,11 @@ pub(in crate::model) struct Svm {
     pub(super) ranges: RangeTree,
     /// Queues were evicted for an invalidation and the restore worker has not run yet.
     pub(super) evicted: bool,
+    /// Pages moved between system memory and VRAM since the supervisor was last told
+    /// (`svm::cpu`).
+    pub(super) cpu_dirty: bool,
+    /// Counts the VRAM BOs created for the ranges (their [`Range::bo_seq`]).
+    pub(super) bo_clock: u64,
 }
 
 impl Svm {
