@@ -47,6 +47,10 @@ pub struct QueueContext {
     reservation: Reservation,
     signal_page: Mutex<Option<Arc<BufferObject>>>,
     doorbells: Mutex<BTreeMap<u32, Arc<Doorbells>>>,
+    /// Per GPU: the VM fault a queue's wait reported there. The kernel evicted the process's
+    /// queues on that GPU for good (`kfd_dqm_evict_pasid`), so queues made there later are
+    /// dead from the start.
+    faults: Mutex<BTreeMap<u32, MemoryFault>>,
 }
 
 impl QueueContext {
@@ -86,6 +90,7 @@ impl QueueContext {
             reservation,
             signal_page: Mutex::new(None),
             doorbells: Mutex::new(BTreeMap::new()),
+            faults: Mutex::new(BTreeMap::new()),
         }))
     }
 
@@ -397,7 +402,7 @@ impl SdmaQueue {
             gpu_id,
             wptr: 0,
             seq: 0,
-            dead: crate::fence_wait::Dead::default(),
+            dead: crate::fence_wait::Dead::new(context.vm_fault(gpu_id)),
             context: context.clone(),
         })
     }
@@ -638,14 +643,38 @@ impl SdmaQueue {
     /// stopped, and is dead from then on); [`Error::QueueDead`] on a queue that already
     /// reported its fault; [`Error::Timeout`]; [`Error::Kfd`] when WAIT_EVENTS fails.
     pub fn wait(&self, c: Completion, timeout: Duration) -> Result<()> {
-        self.dead
+        let result = self
+            .dead
             .wait(&self.context.kfd, &self.trap, &self.fault, timeout, || {
                 self.is_done(c)
-            })
+            });
+        self.context.saw(self.gpu_id, &result);
+        result
     }
 }
 
 impl QueueContext {
+    /// The VM fault a queue's wait reported on `gpu_id`, if any: the process's queues there
+    /// are evicted until it exits, and so is every queue made there from then on.
+    pub(crate) fn vm_fault(&self, gpu_id: u32) -> Option<MemoryFault> {
+        self.faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&gpu_id)
+            .copied()
+    }
+
+    /// Records the VM fault a wait on a queue of `gpu_id` returned (the first one stays).
+    pub(crate) fn saw(&self, gpu_id: u32, result: &Result<()>) {
+        if let Err(Error::VmFault(f)) = result {
+            self.faults
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(gpu_id)
+                .or_insert(*f);
+        }
+    }
+
     /// The GPU address of the context's signal page, once made.
     pub(crate) fn signal_page_va(&self) -> Option<u64> {
         self.signal_page

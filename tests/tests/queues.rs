@@ -6,7 +6,8 @@
 //! VRAM, USERPTR and SVM memory are what the CPU (and, emulated, the GPU view) reads; fill,
 //! fence, atomic, timestamp and poll-memory commands do what their packets say; a Signal
 //! command wakes WAIT_EVENTS while the ring wraps; a copy to an unmapped or read-only address
-//! is a VM fault (SMI record, memory event) and then a stopped queue; SDMA queues run out at
+//! is a VM fault (SMI record, memory event) and then a stopped queue, with the process's
+//! other queues on the GPU and every queue made there later dead; SDMA queues run out at
 //! the topology's count, and xGMI queues need xGMI engines.
 
 use std::sync::Arc;
@@ -540,6 +541,23 @@ fn a_copy_to_an_unmapped_address_is_a_vm_fault_then_a_stopped_queue() {
             .unwrap();
         assert!(matches!(other.wait(fence, WAIT), Err(Error::VmFault(_))));
         assert_eq!(other.read_pointer().unwrap(), 0);
+        // A queue made on the GPU afterwards is created evicted (create_queue_cpsch with
+        // qpd->evicted raised for good) and never runs: it is dead from the start, naming
+        // the fault.
+        let mut later = env.queue();
+        assert_eq!(later.dead().map(|f| f.va), Some(unmapped), "{}", env.name);
+        let refused = later
+            .submit(&[Command::Fence {
+                addr: src.va(),
+                value: 3,
+            }])
+            .unwrap_err();
+        assert!(
+            matches!(refused, Error::QueueDead(f) if f.va == unmapped),
+            "{}: {refused}",
+            env.name
+        );
+        assert_eq!(later.read_pointer().unwrap(), 0);
     });
 }
 
