@@ -451,7 +451,7 @@ impl Pm4Queue {
             ring_dwords: u64::from(ring_bytes / 4),
             wptr: 0,
             seq: 0,
-            dead: crate::fence_wait::Dead::new(context.vm_fault(gpu_id)),
+            dead: crate::fence_wait::Dead::new(context.vm_fault(gpu_id)?),
             context: context.clone(),
         })
     }

@@ -561,6 +561,41 @@ fn a_copy_to_an_unmapped_address_is_a_vm_fault_then_a_stopped_queue() {
     });
 }
 
+/// A queue made after a VM fault that no queue's wait has reported yet is dead from the
+/// start too: the context's own memory event saw the fault (kfd_signal_vm_fault_event sets
+/// every memory event of the process), and the kernel creates the queue evicted.
+#[test]
+fn a_queue_made_after_a_fault_nobody_waited_for_is_dead() {
+    on_every_target(&["mi300x"], |target| {
+        let env = open(target);
+        let src = env.bo(0, 4096, GTT);
+        let unmapped = env.va.addr() + (512 << 20);
+        let watch = env.kfd.create_event(EventKind::Memory, false).unwrap();
+        let mut q = env.queue();
+        let c = q.copy(unmapped, src.va(), 4096).unwrap();
+        // The fault, seen through an event of the test's own, not the queue's wait.
+        match env.kfd.wait_events(&[&watch], false, 10_000).unwrap() {
+            WaitOutcome::Complete(f) => {
+                assert_eq!(f[0].map(|f| f.va), Some(unmapped), "{}", env.name)
+            }
+            WaitOutcome::Timeout => panic!("{}: no VM fault", env.name),
+        }
+        let mut later = env.queue();
+        assert_eq!(later.dead().map(|f| f.va), Some(unmapped), "{}", env.name);
+        assert!(matches!(
+            later.submit(&[Command::Fence {
+                addr: src.va(),
+                value: 1
+            }]),
+            Err(Error::QueueDead(_))
+        ));
+        // The faulting queue's own wait still reports the fault itself first.
+        assert!(q.dead().is_none());
+        assert!(!q.is_done(c).unwrap());
+        assert!(matches!(q.wait(c, WAIT), Err(Error::VmFault(_))));
+    });
+}
+
 #[test]
 fn a_write_to_read_only_memory_faults_as_read_only() {
     on_every_target(&["mi300x"], |target| {
