@@ -992,16 +992,34 @@ fn build_hip_program(name: &str, arch: &str) -> Option<PathBuf> {
     Some(program)
 }
 
-/// Runs a HIP `program` under `kfd-emu run --machine mi210x8` with `env`. Not
-/// `--check-leaks`: HIP 5.2.3 never calls `hsa_shut_down` (its runtime lives until the
-/// process exits, and the kernel frees what it left), so its BOs are live at exit.
+/// Runs a HIP `program` under `kfd-emu run --machine mi210x8 --check-teardown` with `env`.
+/// Not `--check-leaks`: HIP 5.2.3 never calls `hsa_shut_down` (its runtime lives until the
+/// process exits, and the kernel frees what it left), so its BOs are live at exit, which
+/// `--check-teardown` only reports; it fails the run (exit 3) when the teardown leaves
+/// anything behind. Checks that report: HIP's runtime objects are there, and no teardown
+/// leak.
 fn run_hip(program: &Path, env: &[(&str, &str)]) -> Output {
-    Command::new(kfd_emu())
-        .args(["run", "--machine", "mi210x8", "--"])
+    let out = Command::new(kfd_emu())
+        .args(["run", "--machine", "mi210x8", "--check-teardown", "--"])
         .arg(program)
         .envs(env.iter().copied())
         .output()
-        .expect("running kfd-emu")
+        .expect("running kfd-emu");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !err.contains("teardown left behind"),
+        "a teardown leak: {}",
+        describe(&out)
+    );
+    if out.status.success() {
+        assert!(
+            err.contains("left these KFD objects for its exit to free")
+                && err.contains("  buffer object handle="),
+            "HIP's objects at exit are reported: {}",
+            describe(&out)
+        );
+    }
+    out
 }
 
 /// A HIP 5.2.3 vector add built by Debian's hipcc for gfx90a runs under `kfd-emu run` on

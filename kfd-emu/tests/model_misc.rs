@@ -601,6 +601,37 @@ fn leaks_are_reported_when_a_process_exits() {
     assert_eq!(leaky.available(gpu), start + (2 << 20));
 }
 
+/// What a process holds at exit (a mapped VRAM BO, a GTT BO exported to a dma-buf whose fd
+/// outlives the process, an event) is freed by its teardown, as `kfd_process_wq_release`
+/// frees it: `check_leaks` counts it (the program did not clean up), `check_teardown` does
+/// not, and neither finds a teardown leak (nothing survives but the dma-buf's memory, which
+/// its open fd holds). The VRAM is available again.
+#[test]
+fn what_a_process_held_at_exit_is_no_teardown_leak() {
+    for strict in [false, true] {
+        let mut emu = Emu::new(ModelConfig {
+            check_leaks: strict,
+            check_teardown: !strict,
+            ..ModelConfig::default()
+        });
+        emu.acquire_all();
+        let gpu = emu.gpu();
+        let start = emu.available(gpu);
+        let (vram, _) = emu.alloc(gpu, va(1), 2 << 20, VRAM_RW).expect("alloc");
+        assert_eq!(emu.map(vram, &[gpu]).0, Ok(0));
+        let gtt = KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
+        let (shared, _) = emu.alloc(gpu, va(2), 4096, gtt).expect("alloc");
+        let dmabuf = emu.export(shared).expect("export");
+        create(&emu, KFD_IOC_EVENT_SIGNAL, true);
+        emu.model.process_exited(emu.caller.tgid);
+        assert_eq!(emu.model.leaks_found(), strict, "strict: {strict}");
+        assert!(!emu.model.teardown_leaks_found(), "strict: {strict}");
+        emu.kfd = injected(emu.model.open(&emu.caller, "/dev/kfd", libc::O_RDWR, 0));
+        assert_eq!(emu.available(gpu), start);
+        drop(dmabuf);
+    }
+}
+
 /// amdgpu's `mem_info_vram_used` (`%llu` bytes of VRAM in use) is read fresh at each open,
 /// through any of the paths that lead to the GPU's PCI device: 0 on a fresh model, the BO's
 /// size once a process holds a VRAM BO, 0 again after it is freed; `mem_info_vram_total` is

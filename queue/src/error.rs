@@ -92,7 +92,9 @@ pub enum Error {
         if .0.read_only { " (write to read-only memory)" } else { " (page not present)" }
     )]
     VmFault(MemoryFault),
-    /// The queue stopped at a VM fault earlier ([`Error::VmFault`]) and takes no more work.
+    /// The queue stopped at a VM fault earlier ([`Error::VmFault`]) and takes no more work;
+    /// or it was made on a GPU where a queue of the same [`QueueContext`](crate::QueueContext)
+    /// had reported one, and never runs.
     ///
     /// There is no recovery in this process: the kernel evicted every queue of the process
     /// on the GPU (`kfd_dqm_evict_pasid`) and does not restore them, and a new queue on the

@@ -39,6 +39,14 @@ impl Deadline {
 pub(crate) struct Dead(Mutex<Option<MemoryFault>>);
 
 impl Dead {
+    /// A new queue's state: dead from the start when a queue of the process on its GPU
+    /// already reported a VM fault (`fault`): the kernel creates it evicted
+    /// (`create_queue_cpsch` sets `is_evicted = !!qpd->evicted`, which `kfd_dqm_evict_pasid`
+    /// raised for good), so it would never run what is submitted.
+    pub(crate) fn new(fault: Option<MemoryFault>) -> Dead {
+        Dead(Mutex::new(fault))
+    }
+
     /// The fault, once seen.
     pub(crate) fn fault(&self) -> Option<MemoryFault> {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner)

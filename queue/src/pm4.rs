@@ -451,7 +451,7 @@ impl Pm4Queue {
             ring_dwords: u64::from(ring_bytes / 4),
             wptr: 0,
             seq: 0,
-            dead: crate::fence_wait::Dead::default(),
+            dead: crate::fence_wait::Dead::new(context.vm_fault(gpu_id)?),
             context: context.clone(),
         })
     }
@@ -631,13 +631,15 @@ impl Pm4Queue {
     /// on); [`Error::QueueDead`] on a queue that already reported its fault;
     /// [`Error::Timeout`]; [`Error::Kfd`] when WAIT_EVENTS fails.
     pub fn wait(&self, c: Pm4Completion, timeout: Duration) -> Result<()> {
-        self.dead.wait(
+        let result = self.dead.wait(
             self.context.kfd(),
             &self.event,
             &self.fault,
             timeout,
             || self.is_done(c),
-        )
+        );
+        self.context.saw(self.gpu_id, &result);
+        result
     }
 
     /// The fault the queue stopped at, once a wait reported it ([`Error::QueueDead`]).

@@ -9,7 +9,7 @@ use kfd_ioctl::mem::Reservation;
 use kfd_ioctl::topology::Topology;
 use kfd_ioctl::{
     BufferObject, Doorbells, Event, EventKind, GpuId, Kfd, MemoryFault, OwnedCpuMapping, Queue,
-    QueueSizes, QueueType, RawQueueSpec,
+    QueueSizes, QueueType, RawQueueSpec, WaitOutcome,
 };
 use kfd_ring::{GpuAccess, GpuHostRing, Granularity, HostMirror, Mirrored, Right};
 use vm_memory::Bytes;
@@ -47,6 +47,14 @@ pub struct QueueContext {
     reservation: Reservation,
     signal_page: Mutex<Option<Arc<BufferObject>>>,
     doorbells: Mutex<BTreeMap<u32, Arc<Doorbells>>>,
+    /// Per GPU: the VM fault a queue's wait, or [`fault_watch`](Self::fault_watch), reported
+    /// there. The kernel evicted the process's queues on that GPU for good
+    /// (`kfd_dqm_evict_pasid`), so queues made there later are dead from the start.
+    faults: Mutex<BTreeMap<u32, MemoryFault>>,
+    /// A memory event of the context's own: `kfd_signal_vm_fault_event` sets every memory
+    /// event of the process, so this one sees a fault no queue's wait has reported yet
+    /// (polled when a queue is made).
+    fault_watch: Event,
 }
 
 impl QueueContext {
@@ -76,6 +84,7 @@ impl QueueContext {
             })
             .collect();
         let reservation = Reservation::new(VA_SPACE, 2 << 20).map_err(Error::Reserve)?;
+        let fault_watch = kfd.create_event(EventKind::Memory, false)?;
         Ok(Arc::new(QueueContext {
             kfd: kfd.clone(),
             known,
@@ -86,6 +95,8 @@ impl QueueContext {
             reservation,
             signal_page: Mutex::new(None),
             doorbells: Mutex::new(BTreeMap::new()),
+            faults: Mutex::new(BTreeMap::new()),
+            fault_watch,
         }))
     }
 
@@ -397,7 +408,7 @@ impl SdmaQueue {
             gpu_id,
             wptr: 0,
             seq: 0,
-            dead: crate::fence_wait::Dead::default(),
+            dead: crate::fence_wait::Dead::new(context.vm_fault(gpu_id)?),
             context: context.clone(),
         })
     }
@@ -638,14 +649,49 @@ impl SdmaQueue {
     /// stopped, and is dead from then on); [`Error::QueueDead`] on a queue that already
     /// reported its fault; [`Error::Timeout`]; [`Error::Kfd`] when WAIT_EVENTS fails.
     pub fn wait(&self, c: Completion, timeout: Duration) -> Result<()> {
-        self.dead
+        let result = self
+            .dead
             .wait(&self.context.kfd, &self.trap, &self.fault, timeout, || {
                 self.is_done(c)
-            })
+            });
+        self.context.saw(self.gpu_id, &result);
+        result
     }
 }
 
 impl QueueContext {
+    /// The VM fault the process took on `gpu_id`, if the context saw one (a queue's wait, or
+    /// its own memory event): the process's queues there are evicted until it exits, and so
+    /// is every queue made there from then on.
+    ///
+    /// The memory event stays set once a fault set it (`kfd_reset_event` resets only events
+    /// the CPU can signal) and carries the last fault only: two faults on different GPUs
+    /// between two polls leave the first GPU's unseen here (its queues' own waits still
+    /// report it).
+    ///
+    /// # Errors
+    /// [`Error::Kfd`] when polling the event fails.
+    pub(crate) fn vm_fault(&self, gpu_id: u32) -> Result<Option<MemoryFault>> {
+        let mut faults = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
+        if let WaitOutcome::Complete(seen) = self.kfd.wait_events(&[&self.fault_watch], false, 0)?
+            && let Some(Some(f)) = seen.first()
+        {
+            faults.entry(f.gpu_id).or_insert(*f);
+        }
+        Ok(faults.get(&gpu_id).copied())
+    }
+
+    /// Records the VM fault a wait on a queue of `gpu_id` returned (the first one stays).
+    pub(crate) fn saw(&self, gpu_id: u32, result: &Result<()>) {
+        if let Err(Error::VmFault(f)) = result {
+            self.faults
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(gpu_id)
+                .or_insert(*f);
+        }
+    }
+
     /// The GPU address of the context's signal page, once made.
     pub(crate) fn signal_page_va(&self) -> Option<u64> {
         self.signal_page

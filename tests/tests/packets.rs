@@ -705,9 +705,9 @@ fn pm4_dispatch_and_bad_packets_stop_only_their_queue() {
 
 /// Hostile counts are bounded: an IB that chains to itself runs forever on its own queue
 /// while another queue of the process still completes and the spinning queue is destroyed;
-/// an IB at an unmapped address is a VM fault, after which the queue reports itself dead; an
-/// SDMA WRITE_LINEAR longer than the engine's
-/// read window stops its queue instead of stalling it unseen.
+/// an SDMA WRITE_LINEAR longer than the engine's read window stops its queue instead of
+/// stalling it unseen; an IB at an unmapped address is a VM fault, after which the queue
+/// reports itself dead, and so does a queue made on the GPU afterwards.
 #[test]
 fn hostile_counts_stop_or_spin_only_their_own_queue() {
     on_every_target(&["mi300x"], |target| {
@@ -741,6 +741,13 @@ fn hostile_counts_stop_or_spin_only_their_own_queue() {
             .unwrap_or_else(|e| panic!("{}: {e}", env.name));
         assert!(!spinning.is_done(never).unwrap());
         drop(spinning);
+        // Before any fault (which would evict every queue of the process on the GPU):
+        let mut sdma = env.sdma();
+        let va = mem.va() + 8;
+        let huge = [2, lo(va), hi(va), 0xF_FFFF];
+        let c = sdma.submit(&[Command::Raw(&huge)]).unwrap();
+        assert!(matches!(sdma.wait(c, STOPPED), Err(Error::Timeout(_))));
+        assert_eq!(dwords(&cpu, 8, 1), [0]);
         // An IB of the most dwords at an address nothing maps: above the CPU's 47-bit user
         // address space, so that no mapping of this process (with XNACK on, any CPU mapping
         // is GPU-reachable through the kernel's unregistered-range restore) can be there.
@@ -770,12 +777,17 @@ fn hostile_counts_stop_or_spin_only_their_own_queue() {
         );
         assert!(matches!(faulting.wait(c, WAIT), Err(Error::QueueDead(_))));
         drop(faulting);
-        let mut sdma = env.sdma();
-        let va = mem.va() + 8;
-        let huge = [2, lo(va), hi(va), 0xF_FFFF];
-        let c = sdma.submit(&[Command::Raw(&huge)]).unwrap();
-        assert!(matches!(sdma.wait(c, STOPPED), Err(Error::Timeout(_))));
-        assert_eq!(dwords(&cpu, 8, 1), [0]);
+        // The fault evicted the process's queues on the GPU for good (kfd_dqm_evict_pasid;
+        // create_queue_cpsch creates later ones evicted): a new queue there is dead at once.
+        let mut late = env.sdma();
+        assert!(late.dead().is_some(), "{}", env.name);
+        assert!(matches!(
+            late.submit(&[Command::Fence {
+                addr: mem.va(),
+                value: 3
+            }]),
+            Err(Error::QueueDead(_))
+        ));
     });
 }
 

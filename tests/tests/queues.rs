@@ -6,7 +6,8 @@
 //! VRAM, USERPTR and SVM memory are what the CPU (and, emulated, the GPU view) reads; fill,
 //! fence, atomic, timestamp and poll-memory commands do what their packets say; a Signal
 //! command wakes WAIT_EVENTS while the ring wraps; a copy to an unmapped or read-only address
-//! is a VM fault (SMI record, memory event) and then a stopped queue; SDMA queues run out at
+//! is a VM fault (SMI record, memory event) and then a stopped queue, with the process's
+//! other queues on the GPU and every queue made there later dead; SDMA queues run out at
 //! the topology's count, and xGMI queues need xGMI engines.
 
 use std::sync::Arc;
@@ -540,6 +541,58 @@ fn a_copy_to_an_unmapped_address_is_a_vm_fault_then_a_stopped_queue() {
             .unwrap();
         assert!(matches!(other.wait(fence, WAIT), Err(Error::VmFault(_))));
         assert_eq!(other.read_pointer().unwrap(), 0);
+        // A queue made on the GPU afterwards is created evicted (create_queue_cpsch with
+        // qpd->evicted raised for good) and never runs: it is dead from the start, naming
+        // the fault.
+        let mut later = env.queue();
+        assert_eq!(later.dead().map(|f| f.va), Some(unmapped), "{}", env.name);
+        let refused = later
+            .submit(&[Command::Fence {
+                addr: src.va(),
+                value: 3,
+            }])
+            .unwrap_err();
+        assert!(
+            matches!(refused, Error::QueueDead(f) if f.va == unmapped),
+            "{}: {refused}",
+            env.name
+        );
+        assert_eq!(later.read_pointer().unwrap(), 0);
+    });
+}
+
+/// A queue made after a VM fault that no queue's wait has reported yet is dead from the
+/// start too: the context's own memory event saw the fault (kfd_signal_vm_fault_event sets
+/// every memory event of the process), and the kernel creates the queue evicted.
+#[test]
+fn a_queue_made_after_a_fault_nobody_waited_for_is_dead() {
+    on_every_target(&["mi300x"], |target| {
+        let env = open(target);
+        let src = env.bo(0, 4096, GTT);
+        let unmapped = env.va.addr() + (512 << 20);
+        let watch = env.kfd.create_event(EventKind::Memory, false).unwrap();
+        let mut q = env.queue();
+        let c = q.copy(unmapped, src.va(), 4096).unwrap();
+        // The fault, seen through an event of the test's own, not the queue's wait.
+        match env.kfd.wait_events(&[&watch], false, 10_000).unwrap() {
+            WaitOutcome::Complete(f) => {
+                assert_eq!(f[0].map(|f| f.va), Some(unmapped), "{}", env.name)
+            }
+            WaitOutcome::Timeout => panic!("{}: no VM fault", env.name),
+        }
+        let mut later = env.queue();
+        assert_eq!(later.dead().map(|f| f.va), Some(unmapped), "{}", env.name);
+        assert!(matches!(
+            later.submit(&[Command::Fence {
+                addr: src.va(),
+                value: 1
+            }]),
+            Err(Error::QueueDead(_))
+        ));
+        // The faulting queue's own wait still reports the fault itself first.
+        assert!(q.dead().is_none());
+        assert!(!q.is_done(c).unwrap());
+        assert!(matches!(q.wait(c, WAIT), Err(Error::VmFault(_))));
     });
 }
 

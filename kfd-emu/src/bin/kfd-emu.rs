@@ -2,8 +2,8 @@
 //!
 //! ```text
 //! kfd-emu run [--machine NAME | --topology DIR] [--vram SIZE] [--kfd-minor N] [--trace]
-//!             [--fail IOCTL:ERRNO[:COUNT]]... [--check-leaks]
-//!             [--timing FILE] [--clock wall|model|program] -- PROGRAM ARGS...
+//!             [--fail IOCTL:ERRNO[:COUNT]]... [--check-leaks] [--check-teardown]
+//!             [--timing FILE] [--clock wall|model|program] [--gpu-threads N] -- PROGRAM ARGS...
 //! kfd-emu timing [--machine NAME | --topology DIR] [--timing FILE]
 //! kfd-emu machines
 //! ```
@@ -13,7 +13,9 @@
 //! stand-ins from the model of the chosen machine. The emulator makes itself non-dumpable,
 //! so that a traced program cannot reach its memory or fds through `/proc`. It exits with
 //! the program's exit code (128 + the signal if a signal ended it); with `--check-leaks`, with 3
-//! when the program succeeded but left buffer objects, mappings or fds behind. It exits with
+//! when the program succeeded but left buffer objects, mappings or fds behind; with
+//! `--check-teardown`, with 3 when the program succeeded but its teardown left behind what
+//! the kernel's would free (what the program held at exit is then only reported). It exits with
 //! 125 when the emulator itself cannot start, 126/127 when PROGRAM cannot be executed / found.
 
 use std::ffi::OsString;
@@ -101,9 +103,16 @@ struct RunArgs {
     /// every time; e.g. `ALLOC_MEMORY_OF_GPU:ENOMEM:1`. Repeatable.
     #[arg(long = "fail", value_name = "IOCTL:ERRNO[:COUNT]")]
     fail: Vec<FailRule>,
-    /// At exit, report live buffer objects, mappings and fds, and exit with 3 if there are any.
+    /// At exit, report live buffer objects, mappings and fds, and exit with 3 if there are any
+    /// (or if the process's teardown left something behind, as `--check-teardown`).
     #[arg(long)]
     check_leaks: bool,
+    /// At exit, check that the process's teardown frees everything, as the kernel's does, and
+    /// exit with 3 if something survives it (an emulator leak). What the process still held
+    /// is reported for information only: the kernel frees it at exit (for programs that never
+    /// clean up, such as HIP's, which never calls `hsa_shut_down`).
+    #[arg(long)]
+    check_teardown: bool,
     /// Timing-model parameters over the defaults: `key = value` lines (see `kfd-emu timing`
     /// for the keys and the default values).
     #[arg(long, value_name = "FILE")]
@@ -247,6 +256,7 @@ fn run(args: RunArgs) -> ExitCode {
         trace: args.trace,
         fail: args.fail,
         check_leaks: args.check_leaks,
+        check_teardown: args.check_teardown,
         timing,
         clock: match args.clock {
             ClockArg::Wall => ClockMode::Wall,
@@ -308,7 +318,10 @@ fn run(args: RunArgs) -> ExitCode {
         (None, Some(signal)) => 128 + signal,
         (None, None) => i32::from(EXIT_EMULATOR_FAILED),
     };
-    if args.check_leaks && code == 0 && model.leaks_found() {
+    if code == 0
+        && ((args.check_leaks && model.leaks_found())
+            || (args.check_teardown && model.teardown_leaks_found()))
+    {
         return ExitCode::from(EXIT_LEAKS);
     }
     ExitCode::from(u8::try_from(code & 0xff).unwrap_or(EXIT_EMULATOR_FAILED))

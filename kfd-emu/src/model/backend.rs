@@ -105,9 +105,17 @@ impl Model {
             .len()
     }
 
-    /// Whether a leak report found anything (only with [`ModelConfig::check_leaks`]).
+    /// Whether a leak report found anything (only with [`ModelConfig::check_leaks`]): what a
+    /// process still held at exit, or what survived its teardown.
     pub fn leaks_found(&self) -> bool {
         self.drv.leaks.load(Ordering::Relaxed)
+    }
+
+    /// Whether a process's teardown left anything behind that the kernel's would have freed
+    /// (only with [`ModelConfig::check_teardown`] or [`ModelConfig::check_leaks`]): an
+    /// emulator leak, whatever the process held at exit.
+    pub fn teardown_leaks_found(&self) -> bool {
+        self.drv.teardown_leaks.load(Ordering::Relaxed)
     }
 
     fn open_kfd(&self, caller: &dyn Caller) -> OpenAction {

@@ -24,8 +24,17 @@ pub struct ModelConfig {
     pub trace: bool,
     /// Errors to inject before the handler runs.
     pub fail: Vec<FailRule>,
-    /// Report what a process leaves behind when it exits (buffer objects, mappings, events).
+    /// Report what a process leaves behind when it exits (buffer objects, mappings, events)
+    /// as leaks ([`Model::leaks_found`](super::Model::leaks_found)), and what survives its
+    /// teardown ([`check_teardown`](Self::check_teardown)).
     pub check_leaks: bool,
+    /// Check that a process's teardown frees everything, as the kernel's does
+    /// (`kfd_process_wq_release`): memory, charges, dma-bufs no one holds; what survives is
+    /// an emulator leak ([`Model::teardown_leaks_found`](super::Model::teardown_leaks_found)).
+    /// What the process still held at exit is reported too, for information: the kernel
+    /// frees it then, so a program that never cleans up (HIP, which never calls
+    /// `hsa_shut_down`) does not leak by it.
+    pub check_teardown: bool,
     /// The timing model's parameters (`kfd-emu run --timing FILE`).
     pub timing: Timing,
     /// Which time SMI records, GET_CLOCK_COUNTERS and WAIT_EVENTS timeouts show
@@ -46,6 +55,7 @@ impl Default for ModelConfig {
             trace: false,
             fail: Vec::new(),
             check_leaks: false,
+            check_teardown: false,
             timing: Timing::default(),
             clock: ClockMode::Wall,
             gpu_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),

@@ -44,6 +44,8 @@ pub(super) struct Driver {
     pub files: RwLock<HashMap<FileKey, FileKind>>,
     pub fail: Mutex<Vec<fail::Armed>>,
     pub leaks: AtomicBool,
+    /// A process's teardown left something behind (an emulator leak; see `teardown`).
+    pub teardown_leaks: AtomicBool,
     /// Per KFD process (tgid): its open `/proc/<pid>/maps`, which [`Driver::vmas`] asks.
     maps: Mutex<HashMap<i32, Arc<OwnedFd>>>,
     /// The driver itself, for the engine threads a new queue starts (set when the model
@@ -133,6 +135,7 @@ impl Driver {
             files: RwLock::new(HashMap::new()),
             fail: Mutex::new(fail),
             leaks: AtomicBool::new(false),
+            teardown_leaks: AtomicBool::new(false),
             maps: Mutex::new(HashMap::new()),
             this: OnceLock::new(),
             cpu: CpuFaults::default(),

@@ -148,6 +148,12 @@ pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
 /// stop, the faulting one at its packet), then `kfd_signal_vm_fault_event`: every memory
 /// event of the process set with the fault.
 ///
+/// The eviction is the GPU's pdd's (`kfd_dqm_evict_pasid` looks up the process's device data
+/// of the faulting device and calls `evict_process_queues_cpsch` on its `qpd`), and it lasts:
+/// `qpd->evicted` stays raised, as no restore pairs with it, so queues the process creates
+/// on the GPU afterwards are created evicted ([`Pdd::fault_evicted`](super::process::Pdd)).
+/// The process's queues on other GPUs, and other processes, run on.
+///
 /// A process whose address space is gone (`ESRCH` reaching its memory: it is exiting) takes
 /// no fault: the kernel dequeues every queue of an exiting process at its mm's release
 /// (`kfd_process_notifier_release_internal` → `kfd_process_dequeue_from_all_devices`) before
@@ -189,6 +195,9 @@ pub(super) fn vm_fault(drv: &Driver, w: &Work, f: &GpuFault) {
     }
     let mut st = drv.lock();
     if let Some(p) = st.procs.get_mut(&tgid) {
+        if let Some(pdd) = p.pdds.iter_mut().find(|d| d.gpu == w.gpu) {
+            pdd.fault_evicted = true;
+        }
         for (&id, q) in p.queues.by_id.iter_mut().filter(|(_, q)| q.gpu == w.gpu) {
             if q.stopped.is_none() {
                 q.stopped = Some(if id == w.id {

@@ -139,7 +139,8 @@
 //!   kernel's. SDMA queues run: each queue's engine thread (`scheduler`, `sdma`) reads its write
 //!   pointer through the GPU view, executes its packets against BO, USERPTR and SVM memory,
 //!   writes the read pointer back, raises the event a TRAP names, and turns a faulting
-//!   access into a VM fault (SMI record, memory events, stopped queues). AQL queues run their
+//!   access into a VM fault (SMI record, memory events, the process's queues on the GPU
+//!   evicted until it exits, later ones there created evicted). AQL queues run their
 //!   barrier packets, completion signals and kernel dispatches (`aql`, `kernel`: the waves
 //!   run on `kfd_gfx9`'s interpreter over the GPU view; PM4 compute queues' DISPATCH_DIRECT
 //!   too); a packet the packet processor cannot run (an agent, vendor or reserved packet, a

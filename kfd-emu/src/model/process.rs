@@ -132,6 +132,16 @@ pub(super) struct Pdd {
     /// The VM's task info (`amdgpu_task_info`): the thread id and name of who set the VM up
     /// at ACQUIRE_VM, which VM-fault and process SMI records name.
     pub task: Option<(i32, String)>,
+    /// The process's queues on this GPU were evicted for a VM fault (`qpd->evicted` raised by
+    /// `kfd_dqm_evict_pasid` → `evict_process_queues_cpsch` in
+    /// `kfd_device_queue_manager.c`, from `event_interrupt_wq_v9`'s VM-fault branch). Nothing
+    /// gives that count back: `restore_process_queues_cpsch` only undoes the evictions of
+    /// `kfd_process_evict_queues` (the BO and USERPTR restore workers), each of which takes
+    /// one more count first. So from the fault until the process exits its queues on the GPU
+    /// stay evicted, and `create_queue_cpsch` makes every later one there evicted too
+    /// (`q->properties.is_evicted = !!qpd->evicted`, so `QUEUE_IS_ACTIVE` is false and the
+    /// HWS never maps it). Per GPU: `kfd_dqm_evict_pasid` takes the faulting device's pdd.
+    pub fault_evicted: bool,
 }
 
 impl Pdd {
@@ -204,6 +214,7 @@ impl Process {
                     misc_process_flag: 0,
                     vram_usage: 0,
                     task: None,
+                    fault_evicted: false,
                 })
                 .collect(),
             events: EventTable::new(),

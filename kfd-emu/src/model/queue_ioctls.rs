@@ -26,7 +26,8 @@ use super::memory::PAGE_SIZE;
 use super::offsets::{KFD_MMAP_TYPE_DOORBELL, kfd_mmap_gpu_id};
 use super::process::{Pdd, Process, State, doorbell_slice};
 use super::queues::{
-    DOORBELL_MIRROR_OFFSET, Engine, MAX_QUEUES_PER_DEVICE, Queue, Runner, max_queues_per_pdd,
+    DOORBELL_MIRROR_OFFSET, Engine, MAX_QUEUES_PER_DEVICE, Queue, Runner, Stopped,
+    max_queues_per_pdd,
 };
 use super::scheduler;
 use crate::machine::{ApertureLayout, Gpu};
@@ -234,12 +235,12 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let mut guard = ctx.m.lock();
     let st = &mut *guard;
     let minor = ctx.m.dev.cfg.kfd_minor;
-    let (index, queues_here) = {
+    let (index, queues_here, evicted) = {
         let process = st.process(ctx.tgid, ctx.serial)?;
         let pdd = process.pdd(a.gpu_id)?;
         pdd.bound().map_err(|_| Errno::SRCH)?;
-        let index = pdd.gpu;
-        (index, process.queues.on_gpu(index))
+        let (index, evicted) = (pdd.gpu, pdd.fault_evicted);
+        (index, process.queues.on_gpu(index), evicted)
     };
     let (pcie, xgmi, per_engine) = sdma_engines(ctx, index);
     if a.queue_type == KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID && a.sdma_engine_id >= pcie + xgmi {
@@ -349,8 +350,13 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         Process::doorbell_offset(index) + doorbell,
         &[0u8; 8][..size as usize],
     )?;
-    // A queue created with no ring or no share of the GPU is created inactive.
-    queue.runner = Runner::new(queue.is_active());
+    // A queue created with no ring or no share of the GPU is created inactive; so is one of a
+    // process whose queues on the GPU a VM fault evicted: `create_queue_cpsch` sets
+    // `is_evicted = !!qpd->evicted`, `QUEUE_IS_ACTIVE` is false, and nothing restores it.
+    if evicted {
+        queue.stopped = Some(Stopped::Evicted);
+    }
+    queue.runner = Runner::new(queue.is_active() && !evicted);
     let runner = queue.runner.clone();
     process.queues.by_id.insert(id, queue);
     drop(guard);

@@ -55,7 +55,9 @@ pub(super) enum Stopped {
     /// An AQL packet the packet processor refuses, or a kernel whose wave trapped or hit an
     /// illegal instruction, with the error code for the runtime (`queue_error`, `kernel`).
     QueueError(u32),
-    /// Evicted with the process's other queues on the GPU after a VM fault of one of them.
+    /// Evicted with the process's other queues on the GPU after a VM fault of one of them,
+    /// or created on the GPU after such a fault (`create_queue_cpsch` with `qpd->evicted`
+    /// raised): never restored while the process lives.
     Evicted,
     /// A PM4 dispatch (DISPATCH_DIRECT / DISPATCH_INDIRECT, its header dword) the CP cannot
     /// start: no threads per group, a descriptor the interpreter cannot run, too little
@@ -103,8 +105,8 @@ pub(super) struct Queue {
 
 impl Queue {
     /// `QUEUE_IS_ACTIVE` (`kfd_priv.h`) of the properties the ioctls set: a ring with a size
-    /// and an address, and a share of the GPU above 0 (the model has no eviction or
-    /// suspension of a process's queues other than [`Stopped`]).
+    /// and an address, and a share of the GPU above 0 (a queue's eviction, `is_evicted`, is
+    /// [`Stopped::Evicted`] here, which keeps it from running whatever this says).
     pub(super) fn is_active(&self) -> bool {
         self.ring_size > 0 && self.ring_va != 0 && self.percentage > 0
     }
