@@ -196,7 +196,7 @@ pub(crate) struct Pending {
 pub(crate) struct Slots {
     pending: Mutex<HashMap<i32, Pending>>,
     /// The tracer's CPU-fault wakeups (see [`super::tracer`]), shared with the workers.
-    pub(crate) cpu: Arc<super::tracer::Wakeups>,
+    pub(crate) cpu: Arc<super::wakeups::Wakeups>,
 }
 
 impl Slots {

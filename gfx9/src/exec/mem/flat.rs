@@ -248,7 +248,7 @@ fn global_addr(loc: Loc, lane: usize, bytes: usize, scratch: u64) -> Option<u64>
     match loc {
         Loc::Global(a) => Some(a),
         Loc::Private(p) if bytes == 4 && p.is_multiple_of(4) => {
-            Some(super::scratch_addr(scratch, lane, p))
+            Some(super::access::scratch_addr(scratch, lane, p))
         }
         _ => None,
     }

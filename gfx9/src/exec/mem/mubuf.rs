@@ -372,7 +372,7 @@ mod tests {
         for (lane, off) in [(0u64, 0u64), (5, 0), (5, 4), (63, 9)] {
             assert_eq!(
                 r.base + r.buffer_offset(lane, off),
-                crate::exec::mem::scratch_addr(0x1000, lane as usize, off)
+                crate::exec::mem::access::scratch_addr(0x1000, lane as usize, off)
             );
         }
     }
