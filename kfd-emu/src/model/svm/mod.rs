@@ -39,7 +39,7 @@ use kfd_ioctl::abi::{
 };
 use rustix::io::Errno;
 
-pub(super) use fault::{gpu_access, report_vm_fault};
+pub(super) use fault::{gpu_access, gpu_mapped, report_vm_fault};
 pub(super) use notify::{Invalidation, invalidate, restore_worker};
 
 use super::device::Device;
