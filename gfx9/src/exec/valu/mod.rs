@@ -484,7 +484,10 @@ impl<'a> X<'a> {
         carry_in: bool,
         f: impl Fn([u64; 3], bool) -> (u64, bool),
     ) -> Result<(), ExecError> {
-        let s = self.reads(kinds)?;
+        // Read in place (`reads` would return the three lane arrays by value: a 1.5 KiB copy
+        // per instruction).
+        let mut s = [[0u64; LANES]; 3];
+        self.reads_into(kinds, &mut s)?;
         let cin = if carry_in {
             self.w
                 .read_scalar64(self.i.src[2], Ty::B64)
