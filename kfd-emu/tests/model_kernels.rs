@@ -662,3 +662,105 @@ fn kfd_emu_run_takes_gpu_threads() {
     }
     assert!(!run("many").status.success());
 }
+
+/// Each work-item reads `in[id]` and stores `in[id] + 1` at `out[id]` (kernarg: `in`, `out`).
+const INCREMENT: &str = "s_load_dwordx4 s[0:3], s[4:5], 0\n\
+     v_and_b32 v1, 0x3ff, v0\n\
+     s_lshl_b32 s8, s6, 6\n\
+     v_add_u32 v1, s8, v1\n\
+     v_lshlrev_b32 v2, 2, v1\n\
+     s_waitcnt lgkmcnt(0)\n\
+     global_load_dword v3, v2, s[0:1]\n\
+     s_waitcnt vmcnt(0)\n\
+     v_add_u32 v3, 1, v3\n\
+     global_store_dword v2, v3, s[2:3]\n\
+     s_endpgm";
+
+/// USERPTR memory (the test's own pages) through a dispatch's translation cache: what the CPU
+/// writes between two dispatches is what the second reads (the cache holds translations, not
+/// bytes, and each dispatch starts without one), and a page the process unmapped after the
+/// first dispatch touched it is a VM fault at that page in the next, not a read through a
+/// stale translation.
+#[test]
+fn userptr_pages_are_read_fresh_by_each_dispatch_and_an_unmapped_one_faults() {
+    let machine = "mi210x8";
+    let Some((text, kd)) = kernel(
+        mcpu(machine),
+        INCREMENT,
+        ".amdhsa_user_sgpr_private_segment_buffer 1\n\
+         .amdhsa_user_sgpr_kernarg_segment_ptr 1\n\
+         .amdhsa_system_sgpr_workgroup_id_x 1",
+    ) else {
+        return;
+    };
+    let mut q = Queue::new(machine, &text, &kd);
+    let page = 4096usize;
+    // SAFETY: fresh anonymous memory no Rust object covers; the test reaches it only through
+    // raw pointers and the GPU, and unmaps its first page itself.
+    let mem = unsafe {
+        rustix::mm::mmap_anonymous(
+            std::ptr::null_mut(),
+            2 * page,
+            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+            rustix::mm::MapFlags::PRIVATE,
+        )
+    }
+    .expect("mmap") as u64;
+    let (input, output) = (mem, mem + page as u64);
+    let gpu = q.emu.gpu();
+    let (bo, _) = q
+        .emu
+        .alloc_at(
+            gpu,
+            mem,
+            2 * page as u64,
+            KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE,
+            mem,
+        )
+        .expect("USERPTR");
+    assert_eq!(q.emu.map(bo, &[gpu]).0, Ok(0));
+    let word = |at: u64, i: usize| at as *mut u32 as usize + 4 * i;
+    let fill = |base: u32| {
+        for i in 0..256 {
+            // SAFETY: in the mapped input page.
+            unsafe { std::ptr::write_volatile(word(input, i) as *mut u32, base + i as u32) };
+        }
+    };
+    let read = |i: usize| {
+        // SAFETY: in the mapped output page.
+        unsafe { std::ptr::read_volatile(word(output, i) as *const u32) }
+    };
+    q.put_u64(DATA, input);
+    q.put_u64(DATA + 8, output);
+    for (round, base) in [(0u64, 1000u32), (1, 5000)] {
+        fill(base);
+        q.put_u64(COMPLETION + SIGNAL_VALUE, 1);
+        q.submit(round, dispatch([256, 1, 1], [64, 1, 1], 0));
+        assert!(
+            q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0),
+            "round {round} not completed: queue error {:#x}",
+            q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE)
+        );
+        for i in 0..256 {
+            assert_eq!(read(i), base + i as u32 + 1, "round {round}: out[{i}]");
+        }
+    }
+    // SAFETY: the input page, which this test mapped and no Rust object covers.
+    unsafe { rustix::mm::munmap(input as *mut _, page) }.expect("munmap");
+    let memory = create(&q.emu, KFD_IOC_EVENT_MEMORY, false);
+    q.put_u64(COMPLETION + SIGNAL_VALUE, 1);
+    q.submit(2, dispatch([256, 1, 1], [64, 1, 1], 0));
+    let mut events = [data(memory.event_id)];
+    let (r, result) = wait(&q.emu, &mut events, true, PATIENCE_MS);
+    assert_eq!(
+        (r, result),
+        (Ok(0), KFD_IOC_WAIT_RESULT_COMPLETE),
+        "no VM fault"
+    );
+    let fault = events[0].memory_exception_data();
+    assert_eq!(fault.va & !(page as u64 - 1), input, "the unmapped page");
+    assert_eq!(q.u64_at(COMPLETION + SIGNAL_VALUE), 1, "not completed");
+    q.destroy();
+    // SAFETY: the output page, mapped by this test, no longer used by the GPU.
+    unsafe { rustix::mm::munmap(output as *mut _, page) }.expect("munmap");
+}

@@ -395,6 +395,9 @@ pub(super) fn changed(m: &Arc<Driver>, caller: CallerId, change: AddressSpaceCha
         quiesced |= svm::invalidate(&m.dev, &mut st, tgid, &vmas, first, last, event);
         quiesced |= evict_userptrs(m, &mut st, tgid, start, end);
     }
+    // Every notifier event: running dispatches translate process memory again (a USERPTR
+    // page unmapped or replaced is not reached through a stale translation).
+    m.dev.invalidate_translations();
     drop(st);
     if quiesced {
         schedule_restore(Arc::downgrade(m), tgid, serial);

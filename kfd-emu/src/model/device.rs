@@ -72,6 +72,11 @@ pub(super) struct Device {
     pub limits: Limits,
     pub costs: Costs,
     pub clock: Arc<Clock>,
+    /// The GPU translations' generation: bumped by every invalidation of GPU page-table
+    /// entries of process memory (an MMU-notifier event: [`addrspace`](super::addrspace);
+    /// SVM pages unmapped from GPUs: `svm_range_unmap_from_gpus`), which running dispatches'
+    /// translation caches (`kernel`) check on every access and drop when it changed.
+    pub translations: std::sync::atomic::AtomicU64,
 }
 
 impl Device {
@@ -84,7 +89,14 @@ impl Device {
             limits: Limits::of_host(),
             costs,
             clock,
+            translations: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Bumps [`translations`](Self::translations).
+    pub(super) fn invalidate_translations(&self) {
+        self.translations
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
     }
 
     /// Times an SDMA copy of `bytes` run by an engine of GPU `engine` from `src` to `dst`

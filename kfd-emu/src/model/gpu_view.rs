@@ -80,6 +80,28 @@ impl Piece {
     }
 }
 
+/// Where a GPU page lives ([`Driver::page_route`]).
+pub(super) enum Route {
+    /// `offset` of a VRAM or GTT BO's memfd of `size` bytes.
+    Memfd {
+        fd: std::sync::Arc<std::os::fd::OwnedFd>,
+        size: u64,
+        offset: u64,
+        writable: bool,
+    },
+    /// Address `addr` of process `owner`'s memory (USERPTR, SVM), mapped on the GPU now.
+    Process {
+        owner: i32,
+        addr: u64,
+        writable: bool,
+    },
+    /// Anything else the GPU maps (memory the model keeps for the kernel driver): reached
+    /// through the GPU view on every access.
+    Other,
+    /// Not mapped on the GPU now (its access faults, or migrates on XNACK's retry path).
+    Unmapped,
+}
+
 /// Where one piece of an access is moved: bytes the model keeps (`backing`, `offset`, read
 /// under the lock held as `State`), or memory of process `tgid` at an address.
 enum Side<'a> {
@@ -244,38 +266,61 @@ impl Driver {
         )
     }
 
-    /// Where the GPU page holding `va` lives when it is the model's own bytes (a VRAM or GTT
-    /// BO's memfd) mapped on GPU `gpu_id` of process `tgid`: the memfd, the BO's size, the
-    /// page's offset in it, and whether the mapping is writable. `None` for anything else
-    /// (USERPTR and SVM memory, doorbells, nothing mapped): those go through
-    /// [`read_here`](Self::read_here) and [`write_here`](Self::write_here). Translates only:
-    /// no fault is taken or reported. A dispatch caches the answer (`kernel`).
-    pub(super) fn page_home(
-        &self,
-        tgid: i32,
-        gpu_id: u32,
-        va: u64,
-    ) -> Option<(std::sync::Arc<std::os::fd::OwnedFd>, u64, u64, bool)> {
+    /// Where the GPU page holding `va` of GPU `gpu_id` of process `tgid` lives, as far as a
+    /// dispatch's translation cache (`kernel`) may remember it: the model's own bytes (a VRAM
+    /// or GTT BO's memfd), process memory the GPU maps now (a USERPTR BO with pages, an SVM
+    /// page whose PTE is valid on this GPU), or neither. Translates only: no fault is taken or
+    /// reported, no SVM page migrates — the first access to a page goes through
+    /// [`read_here`](Self::read_here) / [`write_here`](Self::write_here), which apply the
+    /// retry-fault path, and is asked about again after.
+    pub(super) fn page_route(&self, tgid: i32, gpu_id: u32, va: u64) -> Route {
         let page = va & !(super::memory::PAGE_SIZE - 1);
         let st = self.lock();
-        let process = st.procs.get(&tgid)?;
-        let pdd = process
+        let Some(process) = st.procs.get(&tgid) else {
+            return Route::Unmapped;
+        };
+        let Some(gpu) = process
             .pdds
             .iter()
-            .find(|p| p.gpu_id == gpu_id && gpu_id != 0)?;
-        let (start, m) = pdd.vm.lookup(page)?;
+            .position(|p| p.gpu_id == gpu_id && gpu_id != 0)
+        else {
+            return Route::Unmapped;
+        };
+        let Some((start, m)) = process.pdds[gpu].vm.lookup(page) else {
+            // SVM memory (`translate`: after the BO mappings), the process's own pages.
+            return match super::svm::gpu_mapped(process, gpu, page) {
+                Some(writable) => Route::Process {
+                    owner: tgid,
+                    addr: page,
+                    writable,
+                },
+                None => Route::Unmapped,
+            };
+        };
         if process.userptrs.no_pages.contains(&m.backing) {
-            return None;
+            return Route::Unmapped;
         }
-        let backing = st.backings.get(&m.backing)?;
+        let offset = m.offset + (page - start);
+        let Some(backing) = st.backings.get(&m.backing) else {
+            return Route::Other;
+        };
         match &backing.store {
-            super::objects::Store::Memfd(fd) => Some((
-                std::sync::Arc::clone(fd),
-                backing.size,
-                m.offset + (page - start),
-                m.writable,
-            )),
-            _ => None,
+            super::objects::Store::Memfd(fd) => Route::Memfd {
+                fd: std::sync::Arc::clone(fd),
+                size: backing.size,
+                offset,
+                writable: m.writable,
+            },
+            &super::objects::Store::UserPtr { tgid: owner, addr } => match addr.checked_add(offset)
+            {
+                Some(addr) => Route::Process {
+                    owner,
+                    addr,
+                    writable: m.writable,
+                },
+                None => Route::Other,
+            },
+            super::objects::Store::Kfd { .. } => Route::Other,
         }
     }
 

@@ -38,7 +38,11 @@
 //!   the GPU stopped, the memory events set). An instruction
 //!   prefetch past the instruction being fetched reports nothing ([`Driver::peek_here`]).
 //!   The bytes of VRAM and GTT BOs are reached through a shared mapping of their memfds
-//!   (`GpuMemory`: no lock or system call per lane); the dispatch packet and the kernarg
+//!   (`GpuMemory`: no lock or system call per lane); USERPTR and SVM pages the GPU maps are
+//!   reached with one `process_vm_readv`/`writev` per access and no lock, their translation
+//!   cached until the next MMU-notifier event or SVM unmap (the first access to a page, and
+//!   the first after an invalidation, goes through the GPU view and its retry-fault path);
+//!   the dispatch packet and the kernarg
 //!   segment are read once when the dispatch starts, as the HSA lets the CP (neither may
 //!   change while the dispatch runs; every wave reads them through the scalar cache).
 //!   An atomic on a BO page is a compare-and-swap on the shared mapping: atomic with respect
@@ -78,7 +82,7 @@ use kfd_gfx9::exec::{Apertures, ExecError, Fault, Memory, Target, Wave};
 
 use super::driver::Driver;
 use super::engine::{Work, signal_interrupt, vm_fault};
-use super::gpu_view::GpuFault;
+use super::gpu_view::{GpuFault, Route};
 use super::queue_error;
 use super::queues::{Runner, Stopped};
 
@@ -130,12 +134,33 @@ fn target(t: kfd_ioctl::topology::GfxTargetVersion) -> Option<Target> {
 }
 
 /// One GPU page as a dispatch's translation cache holds it: the model's own bytes, reached
-/// through a shared mapping of the BO's memfd (`base` is the page's first byte in it), or
-/// anything else, reached through the GPU view on every access.
+/// through a shared mapping of the BO's memfd (`base` is the page's first byte in it);
+/// process memory (USERPTR, SVM) the GPU maps, reached with one `process_vm_readv` /
+/// `process_vm_writev` at `addr` of process `owner`; memory the model keeps for the kernel
+/// driver, reached through the GPU view on every access; or a page not mapped on the GPU
+/// (its access goes through the GPU view, which faults or migrates it, and is translated
+/// again after: never cached).
 #[derive(Clone, Copy)]
 enum Page {
-    Mapped { base: PagePtr, writable: bool },
+    Mapped {
+        base: PagePtr,
+        writable: bool,
+    },
+    Process {
+        owner: i32,
+        addr: u64,
+        writable: bool,
+    },
     Slow,
+    Unmapped,
+}
+
+/// A dispatch's translations, valid while the device's translation generation
+/// ([`Device::translations`](super::device::Device)) is `epoch`.
+#[derive(Default)]
+struct Translations {
+    epoch: u64,
+    pages: std::collections::HashMap<u64, Page>,
 }
 
 /// A page's address in a [`Window`] the cache holds for the whole dispatch.
@@ -255,12 +280,26 @@ unsafe fn store(dst: *mut u8, data: &[u8]) {
 }
 
 /// The GPU's memory as one dispatch of process `tgid` on GPU `gpu_id` sees it: the GPU view,
-/// with a translation cache for the dispatch's lifetime over the pages of VRAM and GTT BOs,
-/// whose bytes are then reached through a shared mapping of the BO's memfd (a lane's access
-/// is an atomic load or store, no lock and no system call; an atomic is a compare-and-swap on
-/// the shared page, atomic with respect to the CPU too). Everything else (USERPTR, SVM with
-/// its XNACK migrations, faults) goes through the GPU view on every access. Where it
-/// differs: a BO freed, or a VA unmapped and mapped again, while the kernel runs is still
+/// with a translation cache for the dispatch's lifetime (the TLB of this dispatch):
+///
+/// * pages of VRAM and GTT BOs, whose bytes are then reached through a shared mapping of the
+///   BO's memfd (a lane's access is an atomic load or store, no lock and no system call; an
+///   atomic is a compare-and-swap on the shared page, atomic with respect to the CPU too);
+/// * pages of process memory the GPU maps (USERPTR BOs with pages, SVM pages whose PTE is
+///   valid on this GPU), reached with one `process_vm_readv`/`writev` per access and no lock.
+///   A page is cached only once it is mapped: the first access to an SVM page goes through
+///   the GPU view, which applies the XNACK retry-fault path (the migration, or the VM fault)
+///   exactly as before, and the page is translated after it. The cache is dropped whenever
+///   the device's translation generation changes (every MMU-notifier event — munmap, mremap,
+///   madvise, mprotect, fork — and every SVM unmap from the GPUs: eviction, migration to
+///   system memory, attribute changes), so an access after an invalidation translates again
+///   and faults, or migrates, as the GPU view decides. An access whose cached translation
+///   fails (the page went away) is made again through the GPU view, whose answer (its fault)
+///   is the one given.
+///
+/// Everything else (memory the model keeps for the kernel driver, faults) goes through the GPU
+/// view on every access. Where it differs: a BO freed, or a VA unmapped from the GPU and
+/// mapped again (the GPU-side ioctls, not the CPU's munmap), while the kernel runs is still
 /// reached as it was when the dispatch first touched it (on the hardware the kernel would
 /// race with the unmap).
 struct GpuMemory<'a> {
@@ -271,7 +310,7 @@ struct GpuMemory<'a> {
     /// The first fault a wave took (the dispatch stops at it).
     fault: Mutex<Option<GpuFault>>,
     /// Translations by page address.
-    pages: std::sync::RwLock<std::collections::HashMap<u64, Page>>,
+    pages: std::sync::RwLock<Translations>,
     /// The memfd mappings, by memfd (its `Arc`'s address).
     windows: Mutex<std::collections::HashMap<usize, Window>>,
     /// This dispatch's number, which the threads' last-page caches ([`LAST_PAGE`]) are keyed
@@ -290,11 +329,11 @@ struct GpuMemory<'a> {
 static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 thread_local! {
-    /// The last page a thread translated: (dispatch number, page, translation). Lanes of a
-    /// wave mostly touch the page the previous lane did; this spares them the shared map's
-    /// lock.
-    static LAST_PAGE: std::cell::Cell<(u64, u64, Page)> =
-        const { std::cell::Cell::new((0, 0, Page::Slow)) };
+    /// The last page a thread translated: (dispatch number, translation generation, page,
+    /// translation). Lanes of a wave mostly touch the page the previous lane did; this spares
+    /// them the shared map's lock.
+    static LAST_PAGE: std::cell::Cell<(u64, u64, u64, Page)> =
+        const { std::cell::Cell::new((0, 0, 0, Page::Slow)) };
 }
 
 const PAGE: u64 = super::memory::PAGE_SIZE;
@@ -307,7 +346,7 @@ impl GpuMemory<'_> {
             gpu_id: w.gpu_id,
             runner: &w.runner,
             fault: Mutex::new(None),
-            pages: std::sync::RwLock::new(std::collections::HashMap::new()),
+            pages: std::sync::RwLock::new(Translations::default()),
             windows: Mutex::new(std::collections::HashMap::new()),
             generation: GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             snapshots: Vec::new(),
@@ -335,27 +374,43 @@ impl GpuMemory<'_> {
 
     /// The cached translation of the page at `page`, made on first use.
     fn page(&self, page: u64) -> Page {
-        let (generation, last, p) = LAST_PAGE.with(std::cell::Cell::get);
-        if generation == self.generation && last == page {
+        let epoch = self
+            .drv
+            .dev
+            .translations
+            .load(std::sync::atomic::Ordering::Acquire);
+        let (generation, at, last, p) = LAST_PAGE.with(std::cell::Cell::get);
+        if generation == self.generation && at == epoch && last == page {
             return p;
         }
-        let p = self.page_shared(page);
-        LAST_PAGE.with(|c| c.set((self.generation, page, p)));
+        let p = self.page_shared(page, epoch);
+        if !matches!(p, Page::Unmapped) {
+            LAST_PAGE.with(|c| c.set((self.generation, epoch, page, p)));
+        }
         p
     }
 
-    /// [`page`](Self::page) through the dispatch's map, made on first use.
-    fn page_shared(&self, page: u64) -> Page {
-        if let Some(p) = self
-            .pages
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&page)
+    /// [`page`](Self::page) through the dispatch's map, made on first use; `epoch` is the
+    /// translation generation read before.
+    fn page_shared(&self, page: u64, epoch: u64) -> Page {
         {
-            return *p;
+            let cache = self
+                .pages
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if cache.epoch == epoch
+                && let Some(p) = cache.pages.get(&page)
+            {
+                return *p;
+            }
         }
-        let p = match self.drv.page_home(self.tgid, self.gpu_id, page) {
-            Some((fd, size, offset, writable)) if offset + PAGE <= size => {
+        let p = match self.drv.page_route(self.tgid, self.gpu_id, page) {
+            Route::Memfd {
+                fd,
+                size,
+                offset,
+                writable,
+            } if offset + PAGE <= size => {
                 let key = std::sync::Arc::as_ptr(&fd) as usize;
                 let mut windows = self
                     .windows
@@ -378,30 +433,100 @@ impl GpuMemory<'_> {
                     None => Page::Slow,
                 }
             }
-            _ => Page::Slow,
+            Route::Process {
+                owner,
+                addr,
+                writable,
+            } => Page::Process {
+                owner,
+                addr,
+                writable,
+            },
+            Route::Unmapped => return Page::Unmapped,
+            Route::Memfd { .. } | Route::Other => Page::Slow,
         };
-        self.pages
+        let mut cache = self
+            .pages
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(page, p);
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A translation made under an older generation is not kept (it may be stale); one
+        // made under a newer generation than the map's drops the map.
+        if epoch > cache.epoch {
+            cache.pages.clear();
+            cache.epoch = epoch;
+        }
+        if epoch == cache.epoch {
+            cache.pages.insert(page, p);
+        }
         p
     }
 
-    /// The mapped address of `addr..addr + len` when it lies in one cached BO page (writable
-    /// when `write`).
-    fn mapped(&self, addr: u64, len: usize, write: bool) -> Option<*mut u8> {
+    /// Where `addr..addr + len` is when it lies in one cached page (writable when `write`).
+    fn fast(&self, addr: u64, len: usize, write: bool) -> Fast {
         let page = addr & !(PAGE - 1);
         if (addr - page) + len as u64 > PAGE {
-            return None;
+            return Fast::No;
         }
         match self.page(page) {
             Page::Mapped { base, writable } if writable || !write => {
                 // SAFETY: within the page (checked above), which is within its window.
-                Some(unsafe { base.0.add((addr - page) as usize) })
+                Fast::Mapped(unsafe { base.0.add((addr - page) as usize) })
             }
-            _ => None,
+            Page::Process {
+                owner,
+                addr: at,
+                writable,
+            } if writable || !write => Fast::Process(owner, at + (addr - page)),
+            _ => Fast::No,
         }
     }
+
+    /// Reads `buf` at `addr` through the cache or the GPU view (a fault reported).
+    fn read_cached(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        match self.fast(addr, buf.len(), false) {
+            Fast::Mapped(p) => {
+                // SAFETY: `fast` checked the range lies in one page of a live window.
+                unsafe { load(p, buf) };
+                return Ok(());
+            }
+            // A failure (the page went away) is the GPU view's to answer.
+            Fast::Process(owner, at) if super::objects::remote_read(owner, at, buf).is_ok() => {
+                return Ok(());
+            }
+            _ => {}
+        }
+        self.drv
+            .read_here(self.tgid, self.gpu_id, addr, buf)
+            .map_err(|f| self.fail(f))
+    }
+
+    /// Writes `data` at `addr` through the cache or the GPU view (a fault reported).
+    fn write_cached(&self, addr: u64, data: &[u8]) -> Result<(), Fault> {
+        match self.fast(addr, data.len(), true) {
+            Fast::Mapped(p) => {
+                // SAFETY: as in `read_cached`, and the page is writable.
+                unsafe { store(p, data) };
+                return Ok(());
+            }
+            Fast::Process(owner, at) if super::objects::remote_write(owner, at, data).is_ok() => {
+                return Ok(());
+            }
+            _ => {}
+        }
+        self.drv
+            .write_here(self.tgid, self.gpu_id, addr, data)
+            .map_err(|f| self.fail(f))
+    }
+}
+
+/// Where a cached access goes ([`GpuMemory::fast`]).
+enum Fast {
+    /// The address in a shared memfd mapping.
+    Mapped(*mut u8),
+    /// Process `.0`'s memory at `.1`.
+    Process(i32, u64),
+    /// Through the GPU view.
+    No,
 }
 
 impl Memory for GpuMemory<'_> {
@@ -418,22 +543,21 @@ impl Memory for GpuMemory<'_> {
                 return Ok(());
             }
         }
-        if let Some(p) = self.mapped(addr, buf.len(), false) {
-            // SAFETY: `mapped` checked the range lies in one page of a live window.
-            unsafe { load(p, buf) };
-            return Ok(());
-        }
-        self.drv
-            .read_here(self.tgid, self.gpu_id, addr, buf)
-            .map_err(|f| self.fail(f))
+        self.read_cached(addr, buf)
     }
 
     fn read_ahead(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
         self.check(addr, false)?;
-        if let Some(p) = self.mapped(addr, buf.len(), false) {
-            // SAFETY: as in `read`.
-            unsafe { load(p, buf) };
-            return Ok(());
+        match self.fast(addr, buf.len(), false) {
+            Fast::Mapped(p) => {
+                // SAFETY: as in `read_cached`.
+                unsafe { load(p, buf) };
+                return Ok(());
+            }
+            Fast::Process(owner, at) if super::objects::remote_read(owner, at, buf).is_ok() => {
+                return Ok(());
+            }
+            _ => {}
         }
         self.drv
             .peek_here(self.tgid, self.gpu_id, addr, buf)
@@ -445,14 +569,7 @@ impl Memory for GpuMemory<'_> {
 
     fn write(&self, addr: u64, data: &[u8]) -> Result<(), Fault> {
         self.check(addr, true)?;
-        if let Some(p) = self.mapped(addr, data.len(), true) {
-            // SAFETY: as in `read`, and the page is writable.
-            unsafe { store(p, data) };
-            return Ok(());
-        }
-        self.drv
-            .write_here(self.tgid, self.gpu_id, addr, data)
-            .map_err(|f| self.fail(f))
+        self.write_cached(addr, data)
     }
 
     /// `f` may be called more than once (a compare-and-swap loop): it must be a pure
@@ -464,7 +581,7 @@ impl Memory for GpuMemory<'_> {
         if !(size == 4 || size == 8) || !addr.is_multiple_of(size as u64) {
             return Err(Fault { addr, write: true });
         }
-        if let Some(p) = self.mapped(addr, size, true) {
+        if let Fast::Mapped(p) = self.fast(addr, size, true) {
             if size == 4 {
                 // SAFETY: in a live window (`mapped`), 4-aligned (`addr` is, and pages are).
                 let a = unsafe { &*p.cast::<AtomicU32>() };
@@ -491,14 +608,10 @@ impl Memory for GpuMemory<'_> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut raw = [0u8; 8];
-        self.drv
-            .read_here(self.tgid, self.gpu_id, addr, &mut raw[..size])
-            .map_err(|e| self.fail(e))?;
+        self.read_cached(addr, &mut raw[..size])?;
         let old = u64::from_le_bytes(raw);
         let new = f(old);
-        self.drv
-            .write_here(self.tgid, self.gpu_id, addr, &new.to_le_bytes()[..size])
-            .map_err(|e| self.fail(e))?;
+        self.write_cached(addr, &new.to_le_bytes()[..size])?;
         Ok(old)
     }
 }

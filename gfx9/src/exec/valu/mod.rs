@@ -398,6 +398,13 @@ impl<'a> X<'a> {
         if !post && !k.wide() && !k.half() && sdwa.is_none() {
             // The common case: 32-bit results written as they are.
             let dst = &mut self.w.vgpr[d];
+            if self.mask == u64::MAX {
+                // Every lane (a straight loop the compiler vectorises).
+                for (o, r) in dst.iter_mut().zip(res) {
+                    *o = *r as u32;
+                }
+                return Ok(());
+            }
             for l in lanes(self.mask) {
                 dst[l] = res[l] as u32;
             }
@@ -431,8 +438,16 @@ impl<'a> X<'a> {
         let mut s = [[0u64; LANES]; 3];
         self.reads_into(kinds, &mut s)?;
         let mut res = [0u64; LANES];
-        for l in lanes(self.mask) {
-            res[l] = f([s[0][l], s[1][l], s[2][l]]);
+        if self.mask == u64::MAX {
+            // Every lane: a straight loop (vectorised for the simple operations) instead of
+            // one mask scan per lane.
+            for (l, r) in res.iter_mut().enumerate() {
+                *r = f([s[0][l], s[1][l], s[2][l]]);
+            }
+        } else {
+            for l in lanes(self.mask) {
+                res[l] = f([s[0][l], s[1][l], s[2][l]]);
+            }
         }
         self.write(out, &res)
     }
@@ -447,8 +462,15 @@ impl<'a> X<'a> {
         let mut s = [[0u64; LANES]; 3];
         self.reads_into(kinds, &mut s)?;
         let mut res = [0u64; LANES];
-        for l in lanes(self.mask) {
-            res[l] = f(l, [s[0][l], s[1][l], s[2][l]]);
+        if self.mask == u64::MAX {
+            // Every lane (as in `map`).
+            for (l, r) in res.iter_mut().enumerate() {
+                *r = f(l, [s[0][l], s[1][l], s[2][l]]);
+            }
+        } else {
+            for l in lanes(self.mask) {
+                res[l] = f(l, [s[0][l], s[1][l], s[2][l]]);
+            }
         }
         self.write(out, &res)
     }
@@ -462,7 +484,10 @@ impl<'a> X<'a> {
         carry_in: bool,
         f: impl Fn([u64; 3], bool) -> (u64, bool),
     ) -> Result<(), ExecError> {
-        let s = self.reads(kinds)?;
+        // Read in place (`reads` would return the three lane arrays by value: a 1.5 KiB copy
+        // per instruction).
+        let mut s = [[0u64; LANES]; 3];
+        self.reads_into(kinds, &mut s)?;
         let cin = if carry_in {
             self.w
                 .read_scalar64(self.i.src[2], Ty::B64)
@@ -472,10 +497,19 @@ impl<'a> X<'a> {
         };
         let mut res = [0u64; LANES];
         let mut flags = 0u64;
-        for l in lanes(self.mask) {
-            let (r, c) = f([s[0][l], s[1][l], s[2][l]], cin >> l & 1 == 1);
-            res[l] = r;
-            flags |= u64::from(c) << l;
+        if self.mask == u64::MAX {
+            // Every lane (as in `map`).
+            for (l, out) in res.iter_mut().enumerate() {
+                let (r, c) = f([s[0][l], s[1][l], s[2][l]], cin >> l & 1 == 1);
+                *out = r;
+                flags |= u64::from(c) << l;
+            }
+        } else {
+            for l in lanes(self.mask) {
+                let (r, c) = f([s[0][l], s[1][l], s[2][l]], cin >> l & 1 == 1);
+                res[l] = r;
+                flags |= u64::from(c) << l;
+            }
         }
         self.write(out, &res)?;
         if !self.w.write_scalar64(self.i.dst[1], flags) {

@@ -84,6 +84,19 @@ pub(in crate::model) fn gpu_access<'a>(
     .unwrap_or(Err(GpuFaultReason::NoProcess))
 }
 
+/// Whether GPU index `gpu` of process `p` maps SVM page `va` now (its PTE is valid: the access
+/// [`gpu_access`] would allow without a retry fault), and if so whether writable. Translates
+/// only; used by a dispatch's translation cache (`kernel`), which asks again after every
+/// invalidation ([`Device::translations`](crate::model::device::Device)).
+pub(in crate::model) fn gpu_mapped(p: &Process, gpu: usize, va: u64) -> Option<bool> {
+    p.pdds.get(gpu)?.drm.as_ref()?;
+    let page = va / PAGE_SIZE;
+    let bit = 1u64 << gpu;
+    let key = p.svm.ranges.containing(page)?;
+    let state = p.svm.ranges.get(key)?.pages.get(page - key);
+    (state.mapped & bit != 0).then_some(state.writable & bit != 0)
+}
+
 /// `svm_range_restore_pages`: handles a retry fault of GPU `gpu` on `page`.
 fn restore_pages(
     env: &mut Env<'_>,

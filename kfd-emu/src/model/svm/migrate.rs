@@ -428,6 +428,8 @@ pub(super) fn unmap_from_gpus(
         st.mapped &= !gpus;
         st.writable &= !gpus;
     });
+    // Running dispatches translate again (their caches of GPU translations are stale).
+    env.dev.invalidate_translations();
     for g in bits(gpus) {
         let gpu_id = env.gpu_id(g);
         env.emit(

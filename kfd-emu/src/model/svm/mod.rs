@@ -45,7 +45,7 @@ pub(super) use cpu::{
     cpu_fault, done as cpu_protect_done, hidden as cpu_hidden, plan as cpu_protect_plan,
     program_changed,
 };
-pub(super) use fault::{gpu_access, report_vm_fault};
+pub(super) use fault::{gpu_access, gpu_mapped, report_vm_fault};
 pub(super) use notify::{Invalidation, invalidate, restore_worker};
 
 use super::device::Device;
