@@ -4,6 +4,9 @@ use std::sync::Arc;
 
 use kfd_emu::model::SvmObserver;
 
+/// Set in the environment of a `kfdtool` that runs under the embedded emulator.
+pub(crate) const EMULATED_ENV: &str = "KFDTOOL_EMULATED_MACHINE";
+
 /// Runs this executable again, with the same arguments, under the embedded emulator on the
 /// machine preset `machine`; `marker_env` is set in the child's environment to the machine's
 /// name, so the child knows not to fall back again; `vram` gives every GPU that many bytes of

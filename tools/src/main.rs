@@ -33,8 +33,7 @@ enum ClockArg {
     Model,
 }
 
-/// Set in the environment of a `kfdtool` that runs under the embedded emulator.
-pub(crate) const EMULATED_ENV: &str = "KFDTOOL_EMULATED_MACHINE";
+use emulated::EMULATED_ENV;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -485,8 +485,73 @@ mod tests {
             read(&conn).unwrap_err(),
             "kfdtool_svm_range row 2: malformed attrs"
         );
+        // "undefined" survives the round trip.
+        let undefined = RangeAttrs {
+            preferred: Some(RangeLoc::Undefined),
+            ..RangeAttrs::default()
+        };
+        assert_eq!(attrs_from(&attrs_json(&undefined)), Some(undefined));
         // A database without the tables: nothing, no error.
         let empty = Connection::open_in_memory().unwrap();
         assert_eq!(read(&empty).unwrap(), (Vec::new(), None));
+    }
+
+    /// What the model tells the observer becomes the table's rows: gpu_ids as node ids, the
+    /// last access of a GPU winning, a registration told apart from a change, the XNACK mode
+    /// of the caller.
+    #[test]
+    fn the_recorder_turns_observed_calls_into_rows() {
+        use kfd_emu::model::{SvmObserver, SvmSetAttr};
+        use kfd_ioctl::abi::{
+            KFD_IOCTL_SVM_ATTR_ACCESS, KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE,
+            KFD_IOCTL_SVM_ATTR_GRANULARITY, KFD_IOCTL_SVM_ATTR_PREFERRED_LOC,
+            KFD_IOCTL_SVM_ATTR_PREFETCH_LOC, KFD_IOCTL_SVM_LOCATION_UNDEFINED,
+            kfd_ioctl_svm_attribute,
+        };
+        let attr = |t, value| kfd_ioctl_svm_attribute { r#type: t, value };
+        let rec = SvmRecorder::new(vec![(0x1234, 2), (0x5678, 3)]);
+        rec.set_attr(&SvmSetAttr {
+            tgid: 42,
+            time_ns: 7,
+            start: 0x20_0000,
+            size: 0x40_0000,
+            registers: true,
+            attrs: vec![
+                attr(KFD_IOCTL_SVM_ATTR_ACCESS, 0x1234),
+                attr(KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE, 0x1234),
+                attr(
+                    KFD_IOCTL_SVM_ATTR_PREFERRED_LOC,
+                    KFD_IOCTL_SVM_LOCATION_UNDEFINED,
+                ),
+                attr(KFD_IOCTL_SVM_ATTR_PREFETCH_LOC, 0x5678),
+                attr(KFD_IOCTL_SVM_ATTR_GRANULARITY, 99),
+            ],
+            xnack: false,
+        });
+        rec.xnack(42, true);
+        rec.xnack(43, false);
+        let (ranges, xnack) = rec.heard_so_far();
+        assert_eq!(
+            ranges,
+            vec![SvmRangeRecord {
+                pid: 42,
+                time_ns: 7,
+                start: 0x20_0000,
+                end: 0x60_0000,
+                event: RangeEvent::Register,
+                attrs: RangeAttrs {
+                    granularity: Some(0x3f),
+                    preferred: Some(RangeLoc::Undefined),
+                    prefetch: Some(RangeLoc::Node(3)),
+                    access: vec![(2, RangeAccess::InPlace)],
+                    set_flags: 0,
+                    clr_flags: 0,
+                },
+            }]
+        );
+        assert_eq!(
+            xnack.into_iter().collect::<Vec<_>>(),
+            [(42, true), (43, false)]
+        );
     }
 }

@@ -398,14 +398,14 @@ pub fn trace_cmd(
         // On hardware nothing reports another process's SET_ATTR or XNACK mode (SMI events
         // carry migrations, faults and evictions); the embedded emulator's model sees them and
         // the kfdtool that runs it adds them to the database once this one is written.
-        if std::env::var_os(crate::EMULATED_ENV).is_some() {
-            println!(
-                "svm ranges: the emulator adds the program's SET_ATTRs and XNACK mode to \
+        if std::env::var_os(crate::emulated::EMULATED_ENV).is_some() {
+            eprintln!(
+                "kfdtool: svm ranges: the emulator adds the program's SET_ATTRs and XNACK mode to \
                  results.db (kfdtool_svm_range, kfdtool_metadata): its replay is exact"
             );
         } else {
-            println!(
-                "svm ranges: not recorded (no GPU driver reports another process's SET_ATTR or \
+            eprintln!(
+                "kfdtool: svm ranges: not recorded (no GPU driver reports another process's SET_ATTR or \
                  XNACK mode): a replay of this trace assumes them (2 MiB-aligned regions of \
                  the recorded addresses with the kernel's default attributes; XNACK on when \
                  it has GPU page faults)"

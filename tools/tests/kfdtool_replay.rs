@@ -704,7 +704,7 @@ fn kfdtool_trace_of_a_workload_replays_exactly() {
         let (stdout, stderr) = trace_workload(&dir, workload);
         if std::path::Path::new("/dev/kfd").exists() {
             assert!(
-                stdout.contains("svm ranges: not recorded"),
+                stderr.contains("svm ranges: not recorded"),
                 "{stdout}{stderr}"
             );
             return;
@@ -713,6 +713,7 @@ fn kfdtool_trace_of_a_workload_replays_exactly() {
             stderr.contains("SVM SET_ATTR calls of the program and XNACK on; added to"),
             "{stderr}"
         );
+        assert!(stderr.contains("svm ranges: the emulator adds"), "{stderr}");
         let trace = rocpd::read_rocpd(&dir.join("results.db")).expect("read the trace");
         assert_eq!(trace.xnack, Some(true), "{name}");
         let registered: Vec<_> = trace
