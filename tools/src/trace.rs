@@ -401,12 +401,13 @@ pub fn trace_cmd(
         if std::env::var_os(crate::emulated::EMULATED_ENV).is_some() {
             eprintln!(
                 "kfdtool: svm ranges: the emulator adds the program's SET_ATTRs and XNACK mode to \
-                 results.db (kfdtool_svm_range, kfdtool_metadata): its replay is exact"
+                 results.db (kfdtool_svm_range, kfdtool_metadata) once it is written, for an exact \
+                 replay"
             );
         } else {
             eprintln!(
-                "kfdtool: svm ranges: not recorded (no GPU driver reports another process's SET_ATTR or \
-                 XNACK mode): a replay of this trace assumes them (2 MiB-aligned regions of \
+                "kfdtool: svm ranges: not recorded (no GPU driver reports another process's \
+                 SET_ATTR or XNACK mode): `kfdtool replay` of this trace assumes them (2 MiB-aligned regions of \
                  the recorded addresses with the kernel's default attributes; XNACK on when \
                  it has GPU page faults)"
             );
