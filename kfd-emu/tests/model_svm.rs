@@ -589,3 +589,95 @@ fn xnack_off_reserves_system_memory_for_the_ranges() {
     })
     .expect("attach");
 }
+
+/// What an installed SVM observer hears: each successful SET_ATTR (a registration, then a
+/// change of registered memory; a refused call not at all), with the model clock's time and
+/// the caller's XNACK mode, and each SET_XNACK_MODE's resulting mode. A second observer is
+/// refused.
+#[test]
+fn an_svm_observer_hears_every_successful_set_attr_and_the_xnack_mode() {
+    use kfd_emu::model::{SvmObserver, SvmSetAttr};
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Heard {
+        calls: Mutex<Vec<SvmSetAttr>>,
+        xnack: Mutex<Vec<(i32, bool)>>,
+    }
+    impl SvmObserver for Heard {
+        fn set_attr(&self, call: &SvmSetAttr) {
+            self.calls.lock().unwrap().push(call.clone());
+        }
+        fn xnack(&self, tgid: i32, on: bool) {
+            self.xnack.lock().unwrap().push((tgid, on));
+        }
+    }
+    let model = model("mi300x");
+    let heard = Arc::new(Heard::default());
+    assert!(
+        model
+            .observe_svm(Arc::clone(&heard) as Arc<dyn SvmObserver>)
+            .is_ok()
+    );
+    assert!(model.observe_svm(Arc::new(Heard::default())).is_err());
+    let view = Arc::clone(&model);
+    let (a, g, tgid) = kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, gpus) = open_all(&view);
+        let g = gpus[0];
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let mem = Anon::new(4 * MIB);
+        let a = mem.addr;
+        // SAFETY: `mem` is this thread's own mapping; nothing holds a reference into it.
+        unsafe {
+            kfd.svm_set_attr(a, 4 * MIB, &[granularity(0)])
+                .expect("register");
+            kfd.svm_set_attr(a, 2 * MIB, &[in_place(g)])
+                .expect("in place");
+            let refused = kfd.svm_set_attr(a, 2 * MIB, &[preferred(1)]);
+            assert_eq!(refused.map_err(|e| e.errno()), Err(Some(Errno::INVAL)));
+        }
+        drop(mem);
+        (a, g, pid())
+    })
+    .expect("attach");
+    let calls = heard.calls.lock().unwrap();
+    let shape: Vec<_> = calls
+        .iter()
+        .map(|c| {
+            (
+                c.tgid,
+                c.start,
+                c.size,
+                c.registers,
+                c.xnack,
+                c.attrs
+                    .iter()
+                    .map(|x| (x.r#type, x.value))
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (
+                tgid,
+                a,
+                4 * MIB,
+                true,
+                true,
+                vec![(KFD_IOCTL_SVM_ATTR_GRANULARITY, 0)]
+            ),
+            (
+                tgid,
+                a,
+                2 * MIB,
+                false,
+                true,
+                vec![(KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE, g)]
+            ),
+        ]
+    );
+    assert!(calls[0].time_ns <= calls[1].time_ns);
+    assert_eq!(*heard.xnack.lock().unwrap(), [(tgid, true)]);
+}

@@ -33,8 +33,7 @@ enum ClockArg {
     Model,
 }
 
-/// Set in the environment of a `kfdtool` that runs under the embedded emulator.
-const EMULATED_ENV: &str = "KFDTOOL_EMULATED_MACHINE";
+use emulated::EMULATED_ENV;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -324,7 +323,53 @@ fn main() -> ExitCode {
                 }
                 _ => kfd_emu::model::ClockMode::Wall,
             };
-            emulated::run_self_emulated(&cli.machine, cli.vram, clock, EMULATED_ENV)
+            // `kfdtool trace` records the program's SVM calls and XNACK mode, which the model
+            // sees and no SMI event carries, into its database once the program ended.
+            let db = match &cli.command {
+                Command::Trace(args) => args.rocpd_output(),
+                _ => None,
+            };
+            let mut recorder = None;
+            let code = emulated::run_self_emulated(
+                &cli.machine,
+                cli.vram,
+                clock,
+                EMULATED_ENV,
+                |machine| {
+                    db.as_ref()?;
+                    let r = std::sync::Arc::new(kfdtool::svm_table::SvmRecorder::new(
+                        machine
+                            .gpus()
+                            .iter()
+                            .map(|g| (g.gpu_id, g.node_id))
+                            .collect(),
+                    ));
+                    recorder = Some(std::sync::Arc::clone(&r));
+                    Some(r as std::sync::Arc<dyn kfd_emu::model::SvmObserver>)
+                },
+            );
+            if let (Some(db), Some(recorder)) = (db, recorder)
+                && db.exists()
+            {
+                match recorder.append_to(&db) {
+                    Ok((n, xnack)) => eprintln!(
+                        "kfdtool: the emulator heard {n} SVM SET_ATTR calls of the program and \
+                         XNACK {}; added to {} (kfdtool_svm_range, kfdtool_metadata) for an \
+                         exact replay",
+                        match xnack {
+                            Some(true) => "on",
+                            Some(false) => "off",
+                            None => "unknown",
+                        },
+                        db.display()
+                    ),
+                    Err(e) => {
+                        eprintln!("kfdtool: adding the SVM ranges to {}: {e}", db.display());
+                        return ExitCode::FAILURE;
+                    }
+                }
+            }
+            code
         }
         Err(e) => {
             eprintln!("kfdtool: {e}");

@@ -13,17 +13,21 @@
 //!   (migrating the granularity block around it toward the best restore location); with XNACK
 //!   off, a fault nothing services unless the policy mapped the range;
 //! * each prefetch migration (`KFD_PAGE_MIGRATE` with trigger PREFETCH) as a SET_ATTR of
-//!   PREFETCH_LOC over its pages: to the recorded destination, or `--prefetch-loc`.
+//!   PREFETCH_LOC over its pages: to the recorded destination, or `--prefetch-loc`;
+//! * each CPU fault migration (`KFD_PAGE_MIGRATE` with trigger PAGEFAULT_CPU) as a CPU access
+//!   of its first page ([`Model::cpu_access`]: the kernel's `svm_migrate_to_ram` when the page
+//!   is in VRAM then, nothing when the replay already has it in system memory).
 //!
-//! Migrations caused by faults, evictions and CPU faults are outcomes, not inputs: the replay
-//! makes its own. Accesses that did not fault in the recording are not in the trace, so the
+//! Migrations caused by GPU faults and evictions are outcomes, not inputs: the replay makes
+//! its own. Accesses that did not fault in the recording are not in the trace, so the
 //! replay cannot see them (with a smaller granularity than the recording's, pages the
-//! recording found already mapped do not fault again here). CPU faults are not replayed (the
-//! model has no CPU page-fault path).
+//! recording found already mapped do not fault again here). A CPU access that found its
+//! page in system memory faulted nowhere and is not in the trace either.
 //!
 //! The memory: a trace with kfdtool's SVM range table ([`crate::svm_table`]) replays its
 //! ranges as registered (each a row of the comparison) with their recorded attributes, and
-//! each recorded SET_ATTR in its place among the operations, under the recorded XNACK mode:
+//! each recorded SET_ATTR in its place among the operations (less its PREFETCH_LOC: what a
+//! prefetch moved is replayed from its migrations), under the recorded XNACK mode:
 //! unchanged, such a replay reproduces the recording's migrations, bytes, faults and modeled
 //! time exactly. A trace without it (rocprofv3's) gets regions of the recorded addresses
 //! rounded out to 2 MiB (so granularity blocks line up as in the recording) and merged where
@@ -70,6 +74,8 @@ const REGION_ALIGN: u64 = 2 << 20;
 pub const MAX_REPLAY_BYTES: u64 = 1 << 40;
 /// The operation value of `ROCPROFILER_KFD_PAGE_MIGRATE_PREFETCH`.
 const OP_PREFETCH: u32 = 0;
+/// The operation value of `ROCPROFILER_KFD_PAGE_MIGRATE_PAGEFAULT_CPU`.
+const OP_PAGEFAULT_CPU: u32 = 2;
 /// What one access served in place from remote memory moves over the link: one L2 cache line
 /// (128 bytes on gfx9's L2, the unit a GPU reads remote memory in).
 pub const REMOTE_ACCESS_BYTES: u64 = 128;
@@ -379,6 +385,11 @@ enum Op {
         end: u64,
         to: Target,
     },
+    /// A CPU fault (a migration to system memory with trigger PAGEFAULT_CPU): the CPU
+    /// touching the first page it moved.
+    CpuFault {
+        addr: u64,
+    },
     /// A recorded SET_ATTR (index into the trace's `svm_ranges`), replayed in its place.
     Attr(usize),
 }
@@ -491,6 +502,11 @@ fn operations(trace: &RocpdTrace, agents: &Agents) -> Vec<(u64, Op)> {
                 addr: r.start_address,
                 write: r.fault_is_write(),
             }),
+            KfdKind::PageMigrate if r.operation == OP_PAGEFAULT_CPU && r.bytes() > 0 => {
+                Some(Op::CpuFault {
+                    addr: r.start_address,
+                })
+            }
             KfdKind::PageMigrate if r.operation == OP_PREFETCH && r.bytes() > 0 => {
                 agents.target(r.dst_agent).map(|to| Op::Prefetch {
                     start: r.start_address,
@@ -544,6 +560,7 @@ fn op_span(op: &Op) -> Option<(u64, u64)> {
     match *op {
         Op::Fault { addr, .. } => Some((addr, addr.saturating_add(1))),
         Op::Prefetch { start, end, .. } => Some((start, end)),
+        Op::CpuFault { addr } => Some((addr, addr.saturating_add(1))),
         Op::Attr(_) => None,
     }
 }
@@ -688,7 +705,7 @@ pub fn replay(trace: &RocpdTrace, policy: &Policy) -> Result<Comparison, ReplayE
         ops.iter().any(|(_, op)| match *op {
             Op::Fault { gpu, .. } => gpu == i,
             Op::Prefetch { to, .. } => matches!(to, Target::Gpu(g) if g == i),
-            Op::Attr(_) => false,
+            Op::CpuFault { .. } | Op::Attr(_) => false,
         })
     };
     if let Some((index, &node)) = agents
@@ -931,6 +948,7 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
     // policy's attributes over the same pages (the policy wins).
     let recorded_location = |l: RangeLoc| match l {
         RangeLoc::System => Some(Location::System),
+        RangeLoc::Undefined => Some(Location::Undefined),
         RangeLoc::Node(n) => match setup.gpu_nodes.iter().position(|&g| g == n) {
             Some(i) => gpu_ids.get(i).map(|&g| Location::Gpu(g)),
             // A node that is no GPU of the trace: its system memory.
@@ -945,9 +963,8 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
         if let Some(l) = a.preferred.and_then(recorded_location) {
             out = out.preferred_location(l);
         }
-        if let Some(l) = a.prefetch.and_then(recorded_location) {
-            out = out.prefetch_location(l);
-        }
+        // A recorded PREFETCH_LOC is not sent again: what it moved is in the trace as
+        // prefetch migrations, replayed in their place (and redirected by `--prefetch-loc`).
         for &(node, access) in &a.access {
             if let Some(Location::Gpu(g)) = recorded_location(RangeLoc::Node(node)) {
                 out = out.access(
@@ -1045,6 +1062,15 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
                     per_region[row].remote_ns += ns;
                     per_region[row].modeled_ns += ns;
                 }
+                row
+            }
+            Op::CpuFault { addr } => {
+                let (Some((_, at)), Some(row)) = (translate(addr), row_of(addr)) else {
+                    continue;
+                };
+                // The replaying thread's own touches are not seen in attach mode: the model
+                // takes the access as its CPU fault path would.
+                model.cpu_access(pid, at & !(DEFAULT_PAGE_SIZE - 1));
                 row
             }
             Op::Prefetch { start, end, to } => {

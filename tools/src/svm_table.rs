@@ -7,14 +7,17 @@
 //!   memory) and each later attribute change, in time order: `pid`, `time` (ns, the records'
 //!   clock), `start`, `end` (bytes), `event` (`REGISTER` or `SET_ATTR`) and `attrs`, the
 //!   attributes that call set, as JSON: `granularity` (log2 pages), `preferred_loc` and
-//!   `prefetch_loc` (`"system"` or a node id), `access` (`{node: "access" | "in_place" |
+//!   `prefetch_loc` (`"system"`, `"undefined"` or a node id), `access` (`{node: "access" | "in_place" |
 //!   "none"}`), `set_flags` and `clr_flags` (`KFD_IOCTL_SVM_FLAG_*`).
 //! * `kfdtool_metadata`: `tag`/`value` pairs; `xnack` is `on` or `off`, the process's XNACK
 //!   mode while recording.
 //!
 //! Neither the kernel's SMI events nor rocprofv3 carry these, so `kfdtool trace` on hardware
-//! has nothing to put here; a trace that has them (written by a program that knows its own
-//! calls, or by a harness on kfd-emu) replays exactly ([`crate::replay`]).
+//! has nothing to put here (its replay says what it assumed). On the embedded emulator the
+//! model sees every call: `kfdtool trace` installs an [`SvmRecorder`] as the model's SVM
+//! observer ([`kfd_emu::model::SvmObserver`]) and, once the program ended, adds what it
+//! heard to the database ([`SvmRecorder::append_to`]); a program that knows its own calls can
+//! write them with [`write`]. A trace that has them replays exactly ([`crate::replay`]).
 
 use rusqlite::{Connection, params};
 use serde_json::{Map, Value, json};
@@ -26,6 +29,8 @@ pub enum RangeLoc {
     System,
     /// A GPU agent's node.
     Node(u32),
+    /// No location (`KFD_IOCTL_SVM_LOCATION_UNDEFINED`: no preference).
+    Undefined,
 }
 
 /// A GPU's access to a range.
@@ -92,6 +97,7 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS `kfdtool_svm_range` (\"id\" INT
 fn loc_json(l: RangeLoc) -> Value {
     match l {
         RangeLoc::System => json!("system"),
+        RangeLoc::Undefined => json!("undefined"),
         RangeLoc::Node(n) => json!(n),
     }
 }
@@ -99,6 +105,7 @@ fn loc_json(l: RangeLoc) -> Value {
 fn loc_from(v: &Value) -> Option<RangeLoc> {
     match v {
         Value::String(s) if s == "system" => Some(RangeLoc::System),
+        Value::String(s) if s == "undefined" => Some(RangeLoc::Undefined),
         v => v
             .as_u64()
             .and_then(|n| u32::try_from(n).ok())
@@ -173,6 +180,149 @@ pub fn attrs_from(v: &Value) -> Option<RangeAttrs> {
     a.set_flags = flags("set_flags")?;
     a.clr_flags = flags("clr_flags")?;
     Some(a)
+}
+
+/// Records what the emulated driver tells its SVM observer: every SET_ATTR as a
+/// [`SvmRangeRecord`] (gpu_ids become node ids) and each process's XNACK mode.
+#[derive(Debug)]
+pub struct SvmRecorder {
+    /// (gpu_id, node id) of each GPU.
+    nodes: Vec<(u32, u32)>,
+    heard: std::sync::Mutex<Heard>,
+}
+
+#[derive(Debug, Default)]
+struct Heard {
+    ranges: Vec<SvmRangeRecord>,
+    xnack: std::collections::BTreeMap<u32, bool>,
+}
+
+impl SvmRecorder {
+    /// A recorder for a machine whose GPUs are `(gpu_id, node id)`.
+    pub fn new(nodes: Vec<(u32, u32)>) -> SvmRecorder {
+        SvmRecorder {
+            nodes,
+            heard: std::sync::Mutex::default(),
+        }
+    }
+
+    fn heard(&self) -> std::sync::MutexGuard<'_, Heard> {
+        self.heard
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The node of `gpu_id` (`None`: not a GPU of the machine).
+    fn node(&self, gpu_id: u32) -> Option<u32> {
+        self.nodes
+            .iter()
+            .find(|(g, _)| *g == gpu_id)
+            .map(|(_, n)| *n)
+    }
+
+    fn loc(&self, value: u32) -> RangeLoc {
+        use kfd_ioctl::abi::{KFD_IOCTL_SVM_LOCATION_SYSMEM, KFD_IOCTL_SVM_LOCATION_UNDEFINED};
+        match value {
+            KFD_IOCTL_SVM_LOCATION_SYSMEM => RangeLoc::System,
+            KFD_IOCTL_SVM_LOCATION_UNDEFINED => RangeLoc::Undefined,
+            // The model refused a gpu_id it does not know (EINVAL), so this is one of ours.
+            g => self.node(g).map_or(RangeLoc::Undefined, RangeLoc::Node),
+        }
+    }
+
+    /// A SET_ATTR's attributes in the table's terms (the last of a kind wins, as in
+    /// `svm_range_apply_attrs`).
+    pub fn attrs(&self, attrs: &[kfd_ioctl::abi::kfd_ioctl_svm_attribute]) -> RangeAttrs {
+        use kfd_ioctl::abi::{
+            KFD_IOCTL_SVM_ATTR_ACCESS, KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE,
+            KFD_IOCTL_SVM_ATTR_CLR_FLAGS, KFD_IOCTL_SVM_ATTR_GRANULARITY,
+            KFD_IOCTL_SVM_ATTR_NO_ACCESS, KFD_IOCTL_SVM_ATTR_PREFERRED_LOC,
+            KFD_IOCTL_SVM_ATTR_PREFETCH_LOC, KFD_IOCTL_SVM_ATTR_SET_FLAGS,
+        };
+        let mut out = RangeAttrs::default();
+        for a in attrs {
+            let mut access = |kind| {
+                if let Some(node) = self.node(a.value) {
+                    out.access.retain(|(n, _)| *n != node);
+                    out.access.push((node, kind));
+                }
+            };
+            match a.r#type {
+                KFD_IOCTL_SVM_ATTR_PREFERRED_LOC => out.preferred = Some(self.loc(a.value)),
+                KFD_IOCTL_SVM_ATTR_PREFETCH_LOC => out.prefetch = Some(self.loc(a.value)),
+                KFD_IOCTL_SVM_ATTR_ACCESS => access(RangeAccess::Access),
+                KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE => access(RangeAccess::InPlace),
+                KFD_IOCTL_SVM_ATTR_NO_ACCESS => access(RangeAccess::None),
+                KFD_IOCTL_SVM_ATTR_SET_FLAGS => out.set_flags |= a.value,
+                KFD_IOCTL_SVM_ATTR_CLR_FLAGS => out.clr_flags |= a.value,
+                // The kernel keeps at most 0x3f (`min_t(u32, attrs[i].value, 0x3F)`).
+                KFD_IOCTL_SVM_ATTR_GRANULARITY => out.granularity = Some(a.value.min(0x3f) as u8),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// What was heard: the SET_ATTRs in order and the XNACK mode of each pid.
+    pub fn heard_so_far(&self) -> (Vec<SvmRangeRecord>, std::collections::BTreeMap<u32, bool>) {
+        let h = self.heard();
+        (h.ranges.clone(), h.xnack.clone())
+    }
+
+    /// Adds what was heard of the processes the rocpd database at `path` profiled (its
+    /// `rocpd_info_process` rows) to kfdtool's tables there: their SET_ATTRs and the XNACK
+    /// mode of the first of them. Returns how many SET_ATTRs it added and the mode.
+    pub fn append_to(&self, path: &std::path::Path) -> rusqlite::Result<(usize, Option<bool>)> {
+        let conn = Connection::open(path)?;
+        let procs: Vec<(String, i64)> = conn
+            .prepare("SELECT guid, pid FROM rocpd_info_process ORDER BY id")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let Some((guid, first)) = procs.first().cloned() else {
+            return Ok((0, None));
+        };
+        let h = self.heard();
+        let ranges: Vec<SvmRangeRecord> = h
+            .ranges
+            .iter()
+            .filter(|r| procs.iter().any(|(_, p)| *p == i64::from(r.pid)))
+            .cloned()
+            .collect();
+        let xnack = u32::try_from(first)
+            .ok()
+            .and_then(|p| h.xnack.get(&p).copied());
+        write(&conn, &guid, &ranges, xnack)?;
+        Ok((ranges.len(), xnack))
+    }
+}
+
+impl kfd_emu::model::SvmObserver for SvmRecorder {
+    fn set_attr(&self, call: &kfd_emu::model::SvmSetAttr) {
+        let Ok(pid) = u32::try_from(call.tgid) else {
+            return;
+        };
+        let record = SvmRangeRecord {
+            pid,
+            time_ns: call.time_ns,
+            start: call.start,
+            end: call.start.saturating_add(call.size),
+            event: if call.registers {
+                RangeEvent::Register
+            } else {
+                RangeEvent::SetAttr
+            },
+            attrs: self.attrs(&call.attrs),
+        };
+        let mut h = self.heard();
+        h.ranges.push(record);
+        h.xnack.insert(pid, call.xnack);
+    }
+
+    fn xnack(&self, tgid: i32, on: bool) {
+        if let Ok(pid) = u32::try_from(tgid) {
+            self.heard().xnack.insert(pid, on);
+        }
+    }
 }
 
 /// Creates kfdtool's tables on `conn` and writes `ranges` and the XNACK mode into them.
@@ -335,8 +485,73 @@ mod tests {
             read(&conn).unwrap_err(),
             "kfdtool_svm_range row 2: malformed attrs"
         );
+        // "undefined" survives the round trip.
+        let undefined = RangeAttrs {
+            preferred: Some(RangeLoc::Undefined),
+            ..RangeAttrs::default()
+        };
+        assert_eq!(attrs_from(&attrs_json(&undefined)), Some(undefined));
         // A database without the tables: nothing, no error.
         let empty = Connection::open_in_memory().unwrap();
         assert_eq!(read(&empty).unwrap(), (Vec::new(), None));
+    }
+
+    /// What the model tells the observer becomes the table's rows: gpu_ids as node ids, the
+    /// last access of a GPU winning, a registration told apart from a change, the XNACK mode
+    /// of the caller.
+    #[test]
+    fn the_recorder_turns_observed_calls_into_rows() {
+        use kfd_emu::model::{SvmObserver, SvmSetAttr};
+        use kfd_ioctl::abi::{
+            KFD_IOCTL_SVM_ATTR_ACCESS, KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE,
+            KFD_IOCTL_SVM_ATTR_GRANULARITY, KFD_IOCTL_SVM_ATTR_PREFERRED_LOC,
+            KFD_IOCTL_SVM_ATTR_PREFETCH_LOC, KFD_IOCTL_SVM_LOCATION_UNDEFINED,
+            kfd_ioctl_svm_attribute,
+        };
+        let attr = |t, value| kfd_ioctl_svm_attribute { r#type: t, value };
+        let rec = SvmRecorder::new(vec![(0x1234, 2), (0x5678, 3)]);
+        rec.set_attr(&SvmSetAttr {
+            tgid: 42,
+            time_ns: 7,
+            start: 0x20_0000,
+            size: 0x40_0000,
+            registers: true,
+            attrs: vec![
+                attr(KFD_IOCTL_SVM_ATTR_ACCESS, 0x1234),
+                attr(KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE, 0x1234),
+                attr(
+                    KFD_IOCTL_SVM_ATTR_PREFERRED_LOC,
+                    KFD_IOCTL_SVM_LOCATION_UNDEFINED,
+                ),
+                attr(KFD_IOCTL_SVM_ATTR_PREFETCH_LOC, 0x5678),
+                attr(KFD_IOCTL_SVM_ATTR_GRANULARITY, 99),
+            ],
+            xnack: false,
+        });
+        rec.xnack(42, true);
+        rec.xnack(43, false);
+        let (ranges, xnack) = rec.heard_so_far();
+        assert_eq!(
+            ranges,
+            vec![SvmRangeRecord {
+                pid: 42,
+                time_ns: 7,
+                start: 0x20_0000,
+                end: 0x60_0000,
+                event: RangeEvent::Register,
+                attrs: RangeAttrs {
+                    granularity: Some(0x3f),
+                    preferred: Some(RangeLoc::Undefined),
+                    prefetch: Some(RangeLoc::Node(3)),
+                    access: vec![(2, RangeAccess::InPlace)],
+                    set_flags: 0,
+                    clr_flags: 0,
+                },
+            }]
+        );
+        assert_eq!(
+            xnack.into_iter().collect::<Vec<_>>(),
+            [(42, true), (43, false)]
+        );
     }
 }

@@ -69,6 +69,18 @@ pub struct TraceArgs {
     program: Vec<String>,
 }
 
+impl TraceArgs {
+    /// The rocpd database this trace writes, if it writes one.
+    pub fn rocpd_output(&self) -> Option<PathBuf> {
+        self.format.contains(&Format::Rocpd).then(|| {
+            self.out
+                .clone()
+                .unwrap_or_else(|| ".".into())
+                .join(file_names(Format::Rocpd)[0])
+        })
+    }
+}
+
 /// The file each format writes in the output directory.
 fn file_names(format: Format) -> &'static [&'static str] {
     match format {
@@ -382,6 +394,25 @@ pub fn trace_cmd(
     print!("{}", Summary::new(&pairing.records));
     println!("{}", rocpd::agents_line(&info.agents));
     print_clock_fits(&info.clock_samples);
+    if outputs.path(Format::Rocpd).is_some() {
+        // On hardware nothing reports another process's SET_ATTR or XNACK mode (SMI events
+        // carry migrations, faults and evictions); the embedded emulator's model sees them and
+        // the kfdtool that runs it adds them to the database once this one is written.
+        if std::env::var_os(crate::emulated::EMULATED_ENV).is_some() {
+            eprintln!(
+                "kfdtool: svm ranges: the emulator adds the program's SET_ATTRs and XNACK mode to \
+                 results.db (kfdtool_svm_range, kfdtool_metadata) once it is written, for an exact \
+                 replay"
+            );
+        } else {
+            eprintln!(
+                "kfdtool: svm ranges: not recorded (no GPU driver reports another process's \
+                 SET_ATTR or XNACK mode): `kfdtool replay` of this trace assumes them (2 MiB-aligned regions of \
+                 the recorded addresses with the kernel's default attributes; XNACK on when \
+                 it has GPU page faults)"
+            );
+        }
+    }
     println!(
         "unpaired: {} ends without their start, {} starts without their end (rocprofv3 drops both)",
         pairing.unmatched_ends, pairing.open_starts

@@ -645,3 +645,150 @@ fn a_trace_with_its_svm_ranges_replays_exactly() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `kfdtool trace` of `kfdtool workload ARGS` into `dir`: the trace's stdout and stderr.
+fn trace_workload(dir: &Path, workload: &[&str]) -> (String, String) {
+    let exe = env!("CARGO_BIN_EXE_kfdtool");
+    let out = Command::new(exe)
+        .args([
+            "trace",
+            "--format",
+            "rocpd",
+            "--out",
+            dir.to_str().unwrap(),
+            "--",
+        ])
+        .arg(exe)
+        .arg("workload")
+        .args(workload)
+        .output()
+        .expect("run kfdtool trace");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    (stdout, stderr)
+}
+
+/// `kfdtool trace` of two workloads (with XNACK on): a ping-pong prefetched to the GPU
+/// (a prefetch, CPU faults moving it back, GPU faults moving it in again, CPU faults again)
+/// and a GPU streaming over an ACCESS_IN_PLACE range (faults mapped in place, nothing
+/// migrated). Under the embedded emulator the trace holds the program's SET_ATTRs and XNACK
+/// mode, which the model heard; `kfdtool replay` of the unchanged trace then reproduces the
+/// recording per range and in total: migrations, bytes, faults and modeled time to the
+/// nanosecond, with the same breakdown. On hardware nothing reports them, and the trace says
+/// so.
+#[test]
+fn kfdtool_trace_of_a_workload_replays_exactly() {
+    let cases: [(&str, &[&str]); 2] = [
+        (
+            "ping-pong",
+            &[
+                "ping-pong",
+                "--size",
+                "4M",
+                "--iterations",
+                "2",
+                "--prefetch",
+                "gpu",
+            ],
+        ),
+        (
+            "in-place",
+            &["sequential", "--size", "4M", "--access", "in-place"],
+        ),
+    ];
+    for (name, workload) in cases {
+        let dir = temp_dir(&format!("trace-replay-{name}"));
+        let (stdout, stderr) = trace_workload(&dir, workload);
+        if std::path::Path::new("/dev/kfd").exists() {
+            assert!(
+                stderr.contains("svm ranges: not recorded"),
+                "{stdout}{stderr}"
+            );
+            return;
+        }
+        assert!(
+            stderr.contains("SVM SET_ATTR calls of the program and XNACK on; added to"),
+            "{stderr}"
+        );
+        assert!(stderr.contains("svm ranges: the emulator adds"), "{stderr}");
+        let trace = rocpd::read_rocpd(&dir.join("results.db")).expect("read the trace");
+        assert_eq!(trace.xnack, Some(true), "{name}");
+        let registered: Vec<_> = trace
+            .svm_ranges
+            .iter()
+            .filter(|r| r.event == kfdtool::svm_table::RangeEvent::Register)
+            .collect();
+        assert_eq!(registered.len(), 1, "{name}: {:?}", trace.svm_ranges);
+        assert_eq!(registered[0].end - registered[0].start, 4 * MIB, "{name}");
+        // What the recording holds: (prefetch, CPU-fault, GPU-fault) migrations, faults.
+        let migrations = |op: u32| {
+            trace
+                .records
+                .iter()
+                .filter(|r| r.kind == kfd_svm::KfdKind::PageMigrate && r.operation == op)
+                .count()
+        };
+        let summary = Summary::new(&trace.records);
+        match name {
+            "ping-pong" => {
+                assert!(migrations(0) >= 1, "a prefetch: {summary}");
+                assert!(migrations(1) >= 1, "GPU-fault migrations: {summary}");
+                assert!(migrations(2) >= 2, "CPU-fault migrations: {summary}");
+                assert!(summary.fault_count() >= 1, "{summary}");
+            }
+            _ => {
+                assert_eq!(summary.bytes_migrated(), 0, "in place: {summary}");
+                assert!(summary.fault_count() >= 1, "{summary}");
+                assert_eq!(summary.faults_updated, summary.fault_count(), "{summary}");
+            }
+        }
+
+        let r = replay(&trace, &policy(None)).expect("replay");
+        assert_eq!(r.regions.len(), 1, "{r}");
+        for row in &r.regions {
+            assert_eq!(
+                Stats {
+                    measured_ns: 0,
+                    ..row.recorded
+                },
+                row.replayed,
+                "{name}: {r}"
+            );
+        }
+        let (rec, rep) = r.totals();
+        assert_eq!(
+            Stats {
+                measured_ns: 0,
+                ..rec
+            },
+            rep,
+            "{name}: {r}"
+        );
+        assert!(rep.faults > 0 && rep.modeled_ns > 0, "{r}");
+        println!(
+            "{name}: recorded {} migrations, {} bytes, {} faults, {} ns modeled; replay {} \
+             migrations, {} bytes, {} faults, {} ns modeled",
+            rec.migrations,
+            rec.bytes,
+            rec.faults,
+            rec.modeled_ns,
+            rep.migrations,
+            rep.bytes,
+            rep.faults,
+            rep.modeled_ns
+        );
+        // The command says what it replayed under.
+        let out = Command::new(env!("CARGO_BIN_EXE_kfdtool"))
+            .args(["replay", dir.join("results.db").to_str().unwrap()])
+            .output()
+            .expect("run kfdtool replay");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("xnack: on (as recorded)"), "{text}");
+        assert!(text.contains("ranges: 1 registered"), "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

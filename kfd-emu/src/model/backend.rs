@@ -93,6 +93,19 @@ impl Model {
         &self.drv.dev.clock
     }
 
+    /// Installs `observer`, told of every successful SVM SET_ATTR and XNACK change of every
+    /// process from now on (see [`SvmObserver`](super::SvmObserver)). Once per model: a second
+    /// observer is refused and given back.
+    pub fn observe_svm(
+        &self,
+        observer: Arc<dyn super::SvmObserver>,
+    ) -> Result<(), Arc<dyn super::SvmObserver>> {
+        self.drv
+            .observer
+            .set(super::observe::Observer(observer))
+            .map_err(|o| o.0)
+    }
+
     /// How many stand-in files (their inodes) the model knows: the `/dev/kfd`, render-node opens
     /// and dma-bufs of live processes. It is back to its
     /// earlier value once the processes that opened stand-ins since have exited and been
@@ -635,6 +648,15 @@ impl Model {
     /// no range holds it.
     pub fn svm_page(&self, tgid: i32, va: u64) -> Option<SvmPage> {
         self.drv.svm_page(tgid, va)
+    }
+
+    /// A CPU access of process `tgid` at `va` as the kernel's CPU fault path takes it: when
+    /// the page is an SVM page in VRAM, `svm_migrate_to_ram` migrates the granularity block
+    /// around it back to system memory (with its SMI records and modeled time). For a caller
+    /// whose own touches the model does not see (attach mode, `supervisor::run_attached`):
+    /// a replay of a recorded CPU fault.
+    pub fn cpu_access(&self, tgid: i32, va: u64) {
+        svm::cpu_access(&self.drv, tgid, va);
     }
 
     /// Bytes of GPU `gpu_id`'s VRAM holding migrated SVM pages. (AVAILABLE_MEMORY does not

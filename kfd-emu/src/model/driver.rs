@@ -13,6 +13,7 @@ use rustix::io::Errno;
 use super::device::Device;
 use super::fail;
 use super::files::{self, FileKey};
+use super::observe::Observer;
 use super::process::{self, State};
 use super::vmas::{Hidden, StandIns, Vmas};
 use crate::backend::CpuWaker;
@@ -53,6 +54,8 @@ pub(super) struct Driver {
     pub this: OnceLock<Weak<Driver>>,
     /// CPU faults on SVM pages in VRAM (`svm::cpu`).
     pub cpu: CpuFaults,
+    /// The SVM observer a tool installed ([`super::Model::observe_svm`]), if any.
+    pub observer: OnceLock<Observer>,
 }
 
 /// What CPU faults on SVM pages in VRAM need (`svm::cpu`): the supervisor's waker (set only
@@ -139,6 +142,7 @@ impl Driver {
             maps: Mutex::new(HashMap::new()),
             this: OnceLock::new(),
             cpu: CpuFaults::default(),
+            observer: OnceLock::new(),
         }
     }
 

@@ -229,9 +229,16 @@ pub(super) fn set_xnack_mode(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno>
     let mut guard = ctx.m.lock();
     let st = &mut *guard;
     let process = st.process(ctx.tgid, ctx.serial)?;
+    // An installed SVM observer hears the mode each successful call leaves (queried or set).
+    let observe = |on: bool| {
+        if let Some(observer) = ctx.m.observer.get() {
+            observer.0.xnack(ctx.tgid, on);
+        }
+    };
     if a.xnack_enabled < 0 {
         a.xnack_enabled = i32::from(process.xnack);
         put(buf, &a);
+        observe(process.xnack);
         return Ok(());
     }
     let want = a.xnack_enabled != 0;
@@ -240,12 +247,15 @@ pub(super) fn set_xnack_mode(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno>
         return Err(Errno::BUSY);
     }
     if want == process.xnack {
+        observe(want);
         return Ok(());
     }
     if want && !allowed {
         return Err(Errno::PERM);
     }
-    super::svm::switch_xnack(ctx.m, st, ctx.tgid, want)
+    super::svm::switch_xnack(ctx.m, st, ctx.tgid, want)?;
+    observe(want);
+    Ok(())
 }
 
 /// AMDKFD_IOC_CRIU_OP (the privilege check is the dispatcher's): checkpoint/restore is not

@@ -18,7 +18,8 @@
 //!    accounting), `offsets` (the kernel's mmap offsets), `vmas` (a process's maps), `files`
 //!    (stand-in memfds, the sysfs tree), `host` (clocks, capabilities), `fail` (armed faults),
 //!    `trace` (the `--trace` printer: ioctl arguments, errnos and constants by their ABI names),
-//!    `timing` (the timing model: link, fault, prefetch and SDMA costs, and the model's clock).
+//!    `timing` (the timing model: link, fault, prefetch and SDMA costs, and the model's clock),
+//!    `observe` (the SVM observer a tool may install: SET_ATTRs and XNACK modes).
 //! 2. **State** — per-process data only, with no reference to the model or a caller, testable
 //!    alone: `process` (`State`: the KFD processes, their GPU VMs, objects and accounts),
 //!    `objects`, `vm`, `events` (the event table), `smi` (SMI clients and their records),
@@ -194,6 +195,7 @@ mod memory;
 mod memory_ioctls;
 mod mmap;
 mod objects;
+mod observe;
 mod offsets;
 mod pm4;
 mod process;
@@ -215,5 +217,6 @@ pub use backend::{DRM_MAJOR, KFD_MAJOR, Model, ModelError};
 pub use device::ModelConfig;
 pub use fail::{FailRule, FailRuleError};
 pub use gpu_view::{GpuFault, GpuFaultReason};
+pub use observe::{SvmObserver, SvmSetAttr};
 pub use svm::{SvmPage, SvmRange};
 pub use timing::{Clock, ClockMode, Costs, LinkCost, Timing, TimingError};

@@ -250,8 +250,34 @@ pub(in crate::model) fn cpu_fault(m: &Driver, tgid: i32, addr: u64) -> bool {
             _ => return false,
         }
     }
+    to_ram(m, tgid, addr);
+    // The supervisor asks for the plan next.
+    if let Some(p) = m.lock().procs.get_mut(&tgid) {
+        p.svm.cpu_dirty = false;
+    }
+    true
+}
+
+/// A CPU access of process `tgid` at `addr` as the kernel's CPU fault path sees it, for a
+/// caller that cannot fault (attach mode, where nothing is hidden: a replay of a recorded CPU
+/// fault): when the page is in VRAM, `svm_migrate_to_ram` of the block around it, as
+/// [`cpu_fault`] does. The supervisor, if it hides pages, is woken to show them again.
+pub(in crate::model) fn cpu_access(m: &Driver, tgid: i32, addr: u64) {
+    to_ram(m, tgid, addr);
+    if m.lock()
+        .procs
+        .get_mut(&tgid)
+        .is_some_and(|p| std::mem::take(&mut p.svm.cpu_dirty))
+    {
+        m.cpu.wake(tgid);
+    }
+}
+
+/// `svm_migrate_to_ram` of the granularity block around `addr` (see the module docs); its
+/// caller shows the pages again (`cpu_dirty`).
+fn to_ram(m: &Driver, tgid: i32, addr: u64) {
     let Ok(vmas) = m.vmas(tgid) else {
-        return true;
+        return;
     };
     let mut st = m.lock();
     with_env(&m.dev, &mut st, tgid, &vmas, |env, p| {
@@ -276,10 +302,7 @@ pub(in crate::model) fn cpu_fault(m: &Driver, tgid: i32, addr: u64) -> bool {
         // happen here: the range has VMAs, or the memory would not be hidden).
         let _ = vram_to_ram(env, p, key, start, last, KFD_MIGRATE_TRIGGER_PAGEFAULT_CPU);
         restore(env, p);
-        // The supervisor asks for the plan next.
-        p.svm.cpu_dirty = false;
     });
-    true
 }
 
 /// The program itself changes `[start, start + len)`: unmapped or replaced memory leaves the

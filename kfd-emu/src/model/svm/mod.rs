@@ -42,8 +42,8 @@ use kfd_ioctl::abi::{
 use rustix::io::Errno;
 
 pub(super) use cpu::{
-    cpu_fault, done as cpu_protect_done, hidden as cpu_hidden, plan as cpu_protect_plan,
-    program_changed,
+    cpu_access, cpu_fault, done as cpu_protect_done, hidden as cpu_hidden,
+    plan as cpu_protect_plan, program_changed,
 };
 pub(super) use fault::{gpu_access, gpu_mapped, report_vm_fault};
 pub(super) use notify::{Invalidation, invalidate, restore_worker};
@@ -51,6 +51,7 @@ pub(super) use notify::{Invalidation, invalidate, restore_worker};
 use super::device::Device;
 use super::driver::Driver;
 use super::memory::{Accounts, PAGE_SIZE};
+use super::observe::SvmSetAttr;
 use super::process::{Process, State};
 use env::{Env, bits, with_env};
 use ranges::{Attrs, Range};
@@ -230,6 +231,22 @@ struct Plan {
     remap: Vec<u64>,
 }
 
+/// How many pages of `[start, last]` no SVM range of `p` holds.
+fn new_pages(p: &Process, start: u64, last: u64) -> u64 {
+    let mut new_pages = 0;
+    let mut cur = start;
+    for key in p.svm.ranges.overlapping(start, last) {
+        if key > cur {
+            new_pages += key - cur;
+        }
+        cur = p.svm.ranges.get(key).map_or(cur, |r| r.last.min(last) + 1);
+    }
+    if cur <= last {
+        new_pages += last - cur + 1;
+    }
+    new_pages
+}
+
 /// `svm_range_add`: splits the ranges sticking out of `[start, last]` and fills the gaps with
 /// new ranges cut at `max_svm_range_pages` boundaries. Nothing changes when the new ranges'
 /// system-memory reservation (XNACK off) fails.
@@ -241,17 +258,7 @@ fn add(
     attrs: &[kfd_ioctl_svm_attribute],
 ) -> Result<Plan, Errno> {
     let keys = p.svm.ranges.overlapping(start, last);
-    let mut new_pages = 0;
-    let mut cur = start;
-    for &key in &keys {
-        if key > cur {
-            new_pages += key - cur;
-        }
-        cur = p.svm.ranges.get(key).map_or(cur, |r| r.last.min(last) + 1);
-    }
-    if cur <= last {
-        new_pages += last - cur + 1;
-    }
+    let new_pages = new_pages(p, start, last);
     if !p.xnack && new_pages > 0 {
         env.acc
             .reserve_system(&env.dev.limits, new_pages * PAGE_SIZE)?;
@@ -328,6 +335,7 @@ pub(super) fn set_attr(
     let dev = &m.dev;
     check_attr(dev, attrs)?;
     on_checked_range(m, tgid, start, npages, |env, p, last| {
+        let registers = new_pages(p, start, last) > 0;
         let plan = add(env, p, start, last, attrs)?;
         let mut update_mapping = false;
         for &key in &plan.update {
@@ -369,6 +377,19 @@ pub(super) fn set_attr(
             }
         }
         migrate::restore(env, p);
+        if ret.is_ok()
+            && let Some(observer) = m.observer.get()
+        {
+            observer.0.set_attr(&SvmSetAttr {
+                tgid,
+                time_ns: m.dev.clock.now_ns(),
+                start: start * PAGE_SIZE,
+                size: npages * PAGE_SIZE,
+                registers,
+                attrs: attrs.to_vec(),
+                xnack: p.xnack,
+            });
+        }
         ret
     })
 }
