@@ -891,7 +891,7 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
         .map_err(|e| fail("SET_XNACK_MODE", &e))?;
     let location = |t: Target| match t {
         Target::System => Location::System,
-        Target::Gpu(i) => Location::Gpu(gpu_ids[i]),
+        Target::Gpu(i) => Location::Gpu(gpu_ids[i].into()),
     };
     let mut attrs = SvmAttrs::new();
     if let Some(g) = setup.granularity {
@@ -932,7 +932,7 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
     let recorded_location = |l: RangeLoc| match l {
         RangeLoc::System => Some(Location::System),
         RangeLoc::Node(n) => match setup.gpu_nodes.iter().position(|&g| g == n) {
-            Some(i) => gpu_ids.get(i).map(|&g| Location::Gpu(g)),
+            Some(i) => gpu_ids.get(i).map(|&g| Location::Gpu(g.into())),
             // A node that is no GPU of the trace: its system memory.
             None => Some(Location::System),
         },
