@@ -13,7 +13,8 @@ use std::str::FromStr;
 /// [`Apertures::gpu_id`](crate::Apertures::gpu_id),
 /// [`Location::Gpu`](crate::Location::Gpu), the error types. Methods that take one GPU take
 /// `impl Into<GpuId>` and lists take `&[impl Into<GpuId> + Copy]`, so a `u32` from elsewhere
-/// (a command line, a sysfs file) passes unchanged. Only the raw ABI structs
+/// (a command line, a sysfs file) passes unchanged (an empty list then needs its type:
+/// `&[] as &[GpuId]`). Only the raw ABI structs
 /// ([`abi`](crate::abi)) keep the plain `u32` the kernel reads: convert with
 /// [`GpuId::get`] / `u32::from` and `GpuId::from` there. A `GpuId` compares equal to the
 /// `u32` it wraps.
