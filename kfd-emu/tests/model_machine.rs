@@ -81,7 +81,7 @@ fn assert_rocr_ready(topology: &Topology, what: &str) {
         if node.is_gpu() {
             let id = node.gpu_id().expect("GPU has a gpu_id");
             assert!(gpu_ids.insert(id), "{what}: gpu_id {id} is unique");
-            assert!(id <= 0xFFFF, "{what}: gpu_id is 16 bits");
+            assert!(id.get() <= 0xFFFF, "{what}: gpu_id is 16 bits");
             let minor = p.drm_render_minor;
             assert!((128..=255).contains(&minor), "{what}: render minor {minor}");
             assert!(minors.insert(minor), "{what}: render minor {minor} unique");

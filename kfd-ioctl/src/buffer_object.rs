@@ -56,8 +56,8 @@ impl BufferObject {
         self.handle
     }
     /// The GPU the memory was allocated on.
-    pub fn gpu_id(&self) -> u32 {
-        self.gpu_id
+    pub fn gpu_id(&self) -> GpuId {
+        GpuId(self.gpu_id)
     }
     /// The GPU virtual address the BO maps at.
     pub fn va(&self) -> u64 {
@@ -79,8 +79,8 @@ impl BufferObject {
         self.mmap_offset
     }
     /// The GPUs the BO is currently mapped on through this handle.
-    pub fn mapped_gpus(&self) -> Vec<u32> {
-        self.mapped_lock().clone()
+    pub fn mapped_gpus(&self) -> Vec<GpuId> {
+        self.mapped_lock().iter().copied().map(GpuId).collect()
     }
 
     pub(crate) fn mapped_lock(&self) -> std::sync::MutexGuard<'_, Vec<u32>> {

@@ -63,7 +63,7 @@ impl fmt::Debug for Event {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct MemoryFault {
     /// The GPU.
-    pub gpu_id: u32,
+    pub gpu_id: crate::GpuId,
     /// The faulting page's address.
     pub va: u64,
     /// The page was not present.
@@ -76,7 +76,7 @@ impl fmt::Debug for MemoryFault {
     /// With the GPU id and the address in hex.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryFault")
-            .field("gpu_id", &crate::GpuId(self.gpu_id))
+            .field("gpu_id", &self.gpu_id)
             .field("va", &format_args!("{:#x}", self.va))
             .field("not_present", &self.not_present)
             .field("read_only", &self.read_only)
@@ -87,7 +87,7 @@ impl fmt::Debug for MemoryFault {
 impl MemoryFault {
     fn from_raw(d: &kfd_hsa_memory_exception_data) -> MemoryFault {
         MemoryFault {
-            gpu_id: d.gpu_id,
+            gpu_id: crate::GpuId(d.gpu_id),
             va: d.va,
             not_present: d.failure.NotPresent != 0,
             read_only: d.failure.ReadOnly != 0,

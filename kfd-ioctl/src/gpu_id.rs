@@ -7,8 +7,17 @@ use std::str::FromStr;
 /// `Debug` both print it in hex (`0x7396`), as every message of these crates and `kfdtool`
 /// do, so a value logged with `{:?}` reads the same as in an error.
 ///
-/// The ioctls take the plain `u32` (`GpuId::get`, `u32::from`); a `GpuId` compares equal to
-/// the `u32` it wraps.
+/// It is the type of GPU ids throughout the public API of `kfd-ioctl`, `kfd-queue`,
+/// `kfd-svm` and `kfd-provider`: [`Node::gpu_id`](crate::topology::Node::gpu_id),
+/// [`BufferObject::gpu_id`](crate::BufferObject::gpu_id),
+/// [`Apertures::gpu_id`](crate::Apertures::gpu_id),
+/// [`Location::Gpu`](crate::Location::Gpu), the error types. Methods that take one GPU take
+/// `impl Into<GpuId>` and lists take `&[impl Into<GpuId> + Copy]`, so a `u32` from elsewhere
+/// (a command line, a sysfs file) passes unchanged (an empty list then needs its type:
+/// `&[] as &[GpuId]`). Only the raw ABI structs
+/// ([`abi`](crate::abi)) keep the plain `u32` the kernel reads: convert with
+/// [`GpuId::get`] / `u32::from` and `GpuId::from` there. A `GpuId` compares equal to the
+/// `u32` it wraps.
 ///
 /// ```
 /// use kfd_ioctl::GpuId;

@@ -256,7 +256,8 @@ impl Kfd {
     }
 
     /// The render-node file acquired for `gpu_id`, if any.
-    pub fn render_fd(&self, gpu_id: u32) -> Option<Arc<OwnedFd>> {
+    pub fn render_fd(&self, gpu_id: impl Into<GpuId>) -> Option<Arc<OwnedFd>> {
+        let gpu_id = gpu_id.into().get();
         self.vms_lock().get(&gpu_id).cloned()
     }
 
@@ -275,7 +276,8 @@ impl Kfd {
     /// process does not have; `EBUSY` when the GPU's VM was already acquired through another
     /// render-node file; the errnos of the VM's initialisation (`ENOMEM`, `EINVAL`).
     #[doc(alias = "AMDKFD_IOC_ACQUIRE_VM")]
-    pub fn acquire_vm(&self, gpu_id: u32, drm_render_minor: u32) -> Result<()> {
+    pub fn acquire_vm(&self, gpu_id: impl Into<GpuId>, drm_render_minor: u32) -> Result<()> {
+        let gpu_id = gpu_id.into().get();
         self.require_nr(abi::AMDKFD_IOC_ACQUIRE_VM)?;
         let mut vms = self.vms_lock();
         if vms.contains_key(&gpu_id) {
@@ -318,7 +320,8 @@ impl Kfd {
     ///
     /// # Errors
     /// Those of [`Kfd::get_process_apertures`].
-    pub fn gpuvm_aperture(&self, gpu_id: u32) -> Result<Option<std::ops::Range<u64>>> {
+    pub fn gpuvm_aperture(&self, gpu_id: impl Into<GpuId>) -> Result<Option<std::ops::Range<u64>>> {
+        let gpu_id = gpu_id.into().get();
         let mut cached = self
             .inner
             .apertures
@@ -366,7 +369,8 @@ impl Kfd {
     /// the process does not have or an alternate aperture the GPU's queue manager refuses; `ESRCH`
     /// when the process cannot be bound to the GPU.
     #[doc(alias = "AMDKFD_IOC_SET_MEMORY_POLICY")]
-    pub fn set_memory_policy(&self, gpu_id: u32, policy: &MemoryPolicy) -> Result<()> {
+    pub fn set_memory_policy(&self, gpu_id: impl Into<GpuId>, policy: &MemoryPolicy) -> Result<()> {
+        let gpu_id = gpu_id.into().get();
         if !policy.misc_process_flags.is_empty() {
             self.require_minor("SET_MEMORY_POLICY misc_process_flag", 18)?;
         }
@@ -412,11 +416,12 @@ impl Kfd {
     #[doc(alias = "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU")]
     pub fn alloc_memory_of_gpu(
         &self,
-        gpu_id: u32,
+        gpu_id: impl Into<GpuId>,
         va: u64,
         size: u64,
         flags: AllocMemFlags,
     ) -> Result<BufferObject> {
+        let gpu_id = gpu_id.into().get();
         if flags.contains(AllocMemFlags::USERPTR) {
             return Err(Error::InvalidArgument {
                 ioctl: "ALLOC_MEMORY_OF_GPU",
@@ -446,12 +451,13 @@ impl Kfd {
     #[doc(alias = "KFD_IOC_ALLOC_MEM_FLAGS_USERPTR")]
     pub unsafe fn alloc_userptr(
         &self,
-        gpu_id: u32,
+        gpu_id: impl Into<GpuId>,
         va: u64,
         cpu_addr: u64,
         size: u64,
         flags: AllocMemFlags,
     ) -> Result<BufferObject> {
+        let gpu_id = gpu_id.into().get();
         self.alloc(gpu_id, va, size, flags | AllocMemFlags::USERPTR, cpu_addr)
     }
 
@@ -552,7 +558,13 @@ impl Kfd {
     /// for a handle the kernel does not know; `EFAULT` if the kernel cannot read the list. An
     /// interrupted wait for the page tables resumes from `n_success`.
     #[doc(alias = "AMDKFD_IOC_MAP_MEMORY_TO_GPU")]
-    pub fn map_memory_to_gpu(&self, bo: &BufferObject, gpus: &[u32]) -> Result<()> {
+    pub fn map_memory_to_gpu<G: Into<GpuId> + Copy>(
+        &self,
+        bo: &BufferObject,
+        gpus: &[G],
+    ) -> Result<()> {
+        let gpus = raw_ids(gpus);
+        let gpus = &gpus[..];
         let context = IoctlContext {
             range: Some((bo.va, bo.size)),
             ..IoctlContext::handle(bo.handle)
@@ -582,7 +594,13 @@ impl Kfd {
     /// where the BO is not mapped), `ENOMEM` for an unknown handle, `EFAULT` for an unreadable
     /// list.
     #[doc(alias = "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU")]
-    pub fn unmap_memory_from_gpu(&self, bo: &BufferObject, gpus: &[u32]) -> Result<()> {
+    pub fn unmap_memory_from_gpu<G: Into<GpuId> + Copy>(
+        &self,
+        bo: &BufferObject,
+        gpus: &[G],
+    ) -> Result<()> {
+        let gpus = raw_ids(gpus);
+        let gpus = &gpus[..];
         let result = self.device_list_ioctl(
             abi::AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU,
             "UNMAP_MEMORY_FROM_GPU",
@@ -681,7 +699,7 @@ impl Kfd {
         }?;
         Ok(DmabufInfo {
             size: args.size,
-            gpu_id: args.gpu_id,
+            gpu_id: GpuId(args.gpu_id),
             flags: AllocMemFlags::from_bits_retain(args.flags),
             metadata_size: args.metadata_size,
         })
@@ -701,9 +719,10 @@ impl Kfd {
     pub fn import_dmabuf(
         &self,
         dmabuf: BorrowedFd<'_>,
-        gpu_id: u32,
+        gpu_id: impl Into<GpuId>,
         va: u64,
     ) -> Result<BufferObject> {
+        let gpu_id = gpu_id.into().get();
         let info = self.get_dmabuf_info(dmabuf, None)?;
         let mut args = abi::kfd_ioctl_import_dmabuf_args {
             va_addr: va,
@@ -799,7 +818,8 @@ impl Kfd {
     /// # Errors
     /// `EINVAL` for a `gpu_id` the process does not have.
     #[doc(alias = "AMDKFD_IOC_AVAILABLE_MEMORY")]
-    pub fn available_memory(&self, gpu_id: u32) -> Result<u64> {
+    pub fn available_memory(&self, gpu_id: impl Into<GpuId>) -> Result<u64> {
+        let gpu_id = gpu_id.into().get();
         let mut args = abi::kfd_ioctl_get_available_memory_args {
             gpu_id,
             ..Default::default()
@@ -818,7 +838,8 @@ impl Kfd {
     /// `EINVAL` for a `gpu_id` the process does not have; `ENOMEM`, or `EMFILE` when this
     /// process's fd table is full.
     #[doc(alias = "AMDKFD_IOC_SMI_EVENTS")]
-    pub fn smi_events(&self, gpu_id: u32) -> Result<SmiEvents> {
+    pub fn smi_events(&self, gpu_id: impl Into<GpuId>) -> Result<SmiEvents> {
+        let gpu_id = gpu_id.into().get();
         let mut args = abi::kfd_ioctl_smi_events_args {
             gpuid: gpu_id,
             anon_fd: 0,
@@ -862,7 +883,8 @@ impl Kfd {
     /// Only the errors every method shares (see [`Kfd`]): a `gpu_id` the process does not have
     /// reads a GPU counter of 0.
     #[doc(alias = "AMDKFD_IOC_GET_CLOCK_COUNTERS")]
-    pub fn get_clock_counters(&self, gpu_id: u32) -> Result<ClockCounters> {
+    pub fn get_clock_counters(&self, gpu_id: impl Into<GpuId>) -> Result<ClockCounters> {
+        let gpu_id = gpu_id.into().get();
         let mut args = abi::kfd_ioctl_get_clock_counters_args {
             gpu_id,
             ..Default::default()
@@ -889,10 +911,11 @@ impl Kfd {
     #[doc(alias = "AMDKFD_IOC_GET_TILE_CONFIG")]
     pub fn get_tile_config(
         &self,
-        gpu_id: u32,
+        gpu_id: impl Into<GpuId>,
         tile_config: &mut [u32],
         macro_tile_config: &mut [u32],
     ) -> Result<TileConfig> {
+        let gpu_id = gpu_id.into().get();
         let count = |s: &[u32]| u32::try_from(s.len()).unwrap_or(u32::MAX);
         let mut args = abi::kfd_ioctl_get_tile_config_args {
             tile_config_ptr: tile_config.as_mut_ptr() as u64,
@@ -967,6 +990,12 @@ fn open_device(path: &Path) -> Result<OwnedFd> {
             errno,
         }
     })
+}
+
+/// The raw ids of a GPU list, as the device-list ioctls take them: a `GpuId` slice and a `u32`
+/// slice both convert.
+fn raw_ids<G: Into<GpuId> + Copy>(gpus: &[G]) -> Vec<u32> {
+    gpus.iter().map(|&g| g.into().get()).collect()
 }
 
 #[cfg(test)]

@@ -40,10 +40,11 @@
 //! let kfd = Kfd::open()?;
 //! assert_eq!(kfd.version().major, 1);
 //!
-//! // The sysfs topology names each GPU's gpu_id and render node.
+//! // The sysfs topology names each GPU's gpu_id (a `GpuId`, printed in hex) and render node.
 //! let topology = Topology::read()?;
 //! let gpu = topology.gpus().next().ok_or("no GPU")?;
 //! let gpu_id = gpu.gpu_id().ok_or("no gpu_id")?;
+//! println!("using gpu {gpu_id}"); // "using gpu 0x7396"
 //! kfd.acquire_vm(gpu_id, gpu.render_minor().ok_or("no render node")?)?;
 //! kfd.set_memory_policy(gpu_id, &MemoryPolicy::default())?;
 //!

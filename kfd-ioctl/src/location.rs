@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::abi;
+use crate::{GpuId, abi};
 
 /// A memory location as SVM attributes and SMI events name it: system memory, a GPU's VRAM,
 /// or "undefined".
@@ -17,12 +17,12 @@ use crate::abi;
 /// produces those two.
 ///
 /// ```
-/// use kfd_ioctl::Location;
+/// use kfd_ioctl::{GpuId, Location};
 ///
 /// assert_eq!(Location::from_raw(0), Location::System);
-/// assert_eq!(Location::from_raw(0x1a2b), Location::Gpu(0x1a2b));
+/// assert_eq!(Location::from_raw(0x1a2b), Location::Gpu(GpuId(0x1a2b)));
 /// assert_eq!(Location::Undefined.to_raw(), 0xffff_ffff);
-/// assert_eq!(Location::Gpu(0x1a2b).to_string(), "gpu 0x1a2b");
+/// assert_eq!(Location::Gpu(GpuId(0x1a2b)).to_string(), "gpu 0x1a2b");
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Location {
@@ -30,7 +30,7 @@ pub enum Location {
     #[doc(alias = "KFD_IOCTL_SVM_LOCATION_SYSMEM")]
     System,
     /// The VRAM of the GPU with this `gpu_id`.
-    Gpu(u32),
+    Gpu(GpuId),
     /// No location: as a preferred location, "no preference"; in a GET answer, "the pages of
     /// the range disagree" (`KFD_IOCTL_SVM_LOCATION_UNDEFINED`, `0xffff_ffff`).
     #[doc(alias = "KFD_IOCTL_SVM_LOCATION_UNDEFINED")]
@@ -43,7 +43,7 @@ impl Location {
         match raw {
             abi::KFD_IOCTL_SVM_LOCATION_SYSMEM => Location::System,
             abi::KFD_IOCTL_SVM_LOCATION_UNDEFINED => Location::Undefined,
-            gpu_id => Location::Gpu(gpu_id),
+            gpu_id => Location::Gpu(GpuId(gpu_id)),
         }
     }
 
@@ -52,12 +52,12 @@ impl Location {
         match self {
             Location::System => abi::KFD_IOCTL_SVM_LOCATION_SYSMEM,
             Location::Undefined => abi::KFD_IOCTL_SVM_LOCATION_UNDEFINED,
-            Location::Gpu(gpu_id) => gpu_id,
+            Location::Gpu(gpu_id) => gpu_id.get(),
         }
     }
 
     /// The `gpu_id` when this is a GPU's VRAM.
-    pub const fn gpu_id(self) -> Option<u32> {
+    pub const fn gpu_id(self) -> Option<GpuId> {
         match self {
             Location::Gpu(gpu_id) => Some(gpu_id),
             _ => None,
@@ -82,7 +82,7 @@ impl fmt::Debug for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Location::System => f.write_str("System"),
-            Location::Gpu(gpu_id) => write!(f, "Gpu({gpu_id:#x})"),
+            Location::Gpu(gpu_id) => write!(f, "Gpu({gpu_id})"),
             Location::Undefined => f.write_str("Undefined"),
         }
     }
@@ -93,7 +93,7 @@ impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Location::System => f.write_str("system"),
-            Location::Gpu(gpu_id) => write!(f, "gpu {gpu_id:#x}"),
+            Location::Gpu(gpu_id) => write!(f, "gpu {gpu_id}"),
             Location::Undefined => f.write_str("undefined"),
         }
     }
@@ -109,7 +109,7 @@ mod tests {
             assert_eq!(Location::from_raw(raw).to_raw(), raw);
         }
         assert_eq!(Location::from_raw(0xffff_ffff), Location::Undefined);
-        assert_eq!(Location::Gpu(7).gpu_id(), Some(7));
+        assert_eq!(Location::Gpu(GpuId(7)).gpu_id(), Some(GpuId(7)));
         assert_eq!(Location::System.gpu_id(), None);
     }
 }

@@ -108,7 +108,7 @@ impl Memory {
     }
 
     /// The GPU the memory was allocated on.
-    pub fn gpu_id(&self) -> u32 {
+    pub fn gpu_id(&self) -> GpuId {
         self.bo.gpu_id()
     }
 
@@ -190,11 +190,14 @@ impl Kfd {
     #[doc(alias = "hsaKmtMapMemoryToGPUNodes")]
     pub fn alloc_memory(
         &self,
-        gpu_id: u32,
+        gpu_id: impl Into<GpuId>,
         size: u64,
         flags: AllocMemFlags,
-        gpus: &[u32],
+        gpus: &[impl Into<GpuId> + Copy],
     ) -> Result<Memory> {
+        let gpu_id = gpu_id.into().get();
+        let gpus: Vec<u32> = gpus.iter().map(|&g| g.into().get()).collect();
+        let gpus = &gpus[..];
         let context = IoctlContext {
             gpu_id: Some(GpuId(gpu_id)),
             range: Some((0, size)),

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crate::abi::{self, AllocMemFlags};
 use crate::error::{Error, IoctlContext, Result};
 use crate::topology::Node;
-use crate::{BufferObject, Kfd, sys};
+use crate::{BufferObject, GpuId, Kfd, sys};
 
 /// `KFD_MMAP_TYPE_DOORBELL` (`kfd_priv.h`): the top bits of a doorbell mmap offset.
 const KFD_MMAP_TYPE_DOORBELL: u64 = 3 << 62;
@@ -196,7 +196,7 @@ fn align(value: u64, to: u64) -> u64 {
 #[derive(Debug, Clone)]
 pub struct QueueSpec {
     /// The GPU.
-    pub gpu_id: u32,
+    pub gpu_id: GpuId,
     /// What runs on it.
     pub queue_type: QueueType,
     /// Share of the GPU, 0..=100 (`KFD_MAX_QUEUE_PERCENTAGE`).
@@ -231,7 +231,7 @@ pub struct ComputeBuffers {
 #[derive(Debug, Clone, Copy)]
 pub struct RawQueueSpec {
     /// The GPU.
-    pub gpu_id: u32,
+    pub gpu_id: GpuId,
     /// What runs on it.
     pub queue_type: QueueType,
     /// Share of the GPU, 0..=100.
@@ -388,7 +388,7 @@ impl Kfd {
             write_pointer_address: spec.write_pointer_va,
             read_pointer_address: spec.read_pointer_va,
             ring_size: spec.ring_size,
-            gpu_id: spec.gpu_id,
+            gpu_id: spec.gpu_id.get(),
             queue_type,
             queue_percentage: spec.percentage,
             queue_priority: spec.priority,
@@ -403,7 +403,7 @@ impl Kfd {
             args.ctl_stack_size = sizes.ctl_stack_size;
         }
         let context = IoctlContext {
-            gpu_id: Some(crate::GpuId(spec.gpu_id)),
+            gpu_id: Some(spec.gpu_id),
             range: Some((spec.ring_va, u64::from(spec.ring_size))),
             ..IoctlContext::default()
         };
@@ -414,7 +414,7 @@ impl Kfd {
         Ok(Queue {
             kfd: self.clone(),
             id: args.queue_id,
-            gpu_id: spec.gpu_id,
+            gpu_id: spec.gpu_id.get(),
             queue_type: spec.queue_type,
             doorbell_offset: args.doorbell_offset,
             ring_va: spec.ring_va,
@@ -435,7 +435,13 @@ impl Kfd {
     /// The errors of [`Kfd::alloc_memory_of_gpu`] (`EINVAL` for a wrong slice size) and of
     /// the mapping ([`Error::Mmap`]).
     #[doc(alias = "KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL")]
-    pub fn map_doorbells(&self, gpu_id: u32, gfx_major: u32, va: u64) -> Result<Doorbells> {
+    pub fn map_doorbells(
+        &self,
+        gpu_id: impl Into<GpuId>,
+        gfx_major: u32,
+        va: u64,
+    ) -> Result<Doorbells> {
+        let gpu_id = gpu_id.into().get();
         let doorbell_size: usize = if gfx_major >= 9 { 8 } else { 4 };
         let slice = doorbell_size * 1024;
         let flags = AllocMemFlags::DOORBELL
@@ -471,8 +477,8 @@ impl Queue {
         self.id
     }
     /// The GPU.
-    pub fn gpu_id(&self) -> u32 {
-        self.gpu_id
+    pub fn gpu_id(&self) -> GpuId {
+        GpuId(self.gpu_id)
     }
     /// The type.
     pub fn queue_type(&self) -> QueueType {

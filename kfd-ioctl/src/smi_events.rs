@@ -2,6 +2,7 @@
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+use crate::GpuId;
 use crate::abi::SmiEventMask;
 use crate::error::{Errno, Error, Result};
 
@@ -25,17 +26,17 @@ impl AsFd for SmiEvents {
 
 impl SmiEvents {
     /// Wraps an SMI event fd obtained elsewhere (passed over a socket, or a pipe in tests).
-    pub fn from_fd(fd: OwnedFd, gpu_id: u32) -> SmiEvents {
+    pub fn from_fd(fd: OwnedFd, gpu_id: impl Into<GpuId>) -> SmiEvents {
         SmiEvents {
             fd,
-            gpu_id,
+            gpu_id: gpu_id.into().get(),
             pending: Vec::new(),
         }
     }
 
     /// The GPU whose events this fd carries.
-    pub fn gpu_id(&self) -> u32 {
-        self.gpu_id
+    pub fn gpu_id(&self) -> GpuId {
+        GpuId(self.gpu_id)
     }
 
     /// Replaces the event mask (bit `i - 1` enables event `i`; 0 disables everything).

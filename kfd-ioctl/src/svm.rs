@@ -184,10 +184,10 @@ impl Kfd {
         let Ok(apertures) = self.get_process_apertures() else {
             return error;
         };
-        let known: Vec<u32> = apertures.iter().map(|a| a.gpu_id).collect();
+        let known: Vec<crate::GpuId> = apertures.iter().map(|a| a.gpu_id).collect();
         let named = attrs.iter().filter_map(|a| {
             let name = svm_gpu_attribute(a.r#type, a.value)?;
-            Some((name, a.value))
+            Some((name, crate::GpuId(a.value)))
         });
         for (attribute, gpu_id) in named {
             if !known.contains(&gpu_id) || self.render_fd(gpu_id).is_none() {
@@ -196,8 +196,8 @@ impl Kfd {
                     range: context.range.unwrap_or_default(),
                     errno: crate::Errno::INVAL,
                     attribute,
-                    gpu_id: crate::GpuId(gpu_id),
-                    known: known.into_iter().map(crate::GpuId).collect(),
+                    gpu_id,
+                    known,
                 };
             }
         }

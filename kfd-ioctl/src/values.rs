@@ -6,7 +6,7 @@ use crate::abi::{self, AllocMemFlags, ProcFlags};
 #[derive(Clone, PartialEq, Eq)]
 pub struct Apertures {
     /// The GPU.
-    pub gpu_id: u32,
+    pub gpu_id: crate::GpuId,
     /// The LDS aperture (inclusive limit turned into an exclusive end).
     pub lds: std::ops::Range<u64>,
     /// The scratch aperture.
@@ -20,7 +20,7 @@ impl std::fmt::Debug for Apertures {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let hex = |r: &std::ops::Range<u64>| format!("{:#x}..{:#x}", r.start, r.end);
         f.debug_struct("Apertures")
-            .field("gpu_id", &crate::GpuId(self.gpu_id))
+            .field("gpu_id", &self.gpu_id)
             .field("lds", &format_args!("{}", hex(&self.lds)))
             .field("scratch", &format_args!("{}", hex(&self.scratch)))
             .field("gpuvm", &format_args!("{}", hex(&self.gpuvm)))
@@ -32,7 +32,7 @@ impl From<&abi::kfd_process_device_apertures> for Apertures {
     fn from(a: &abi::kfd_process_device_apertures) -> Self {
         let range = |base: u64, limit: u64| base..limit.saturating_add(1);
         Apertures {
-            gpu_id: a.gpu_id,
+            gpu_id: crate::GpuId(a.gpu_id),
             lds: range(a.lds_base, a.lds_limit),
             scratch: range(a.scratch_base, a.scratch_limit),
             gpuvm: range(a.gpuvm_base, a.gpuvm_limit),
@@ -92,7 +92,7 @@ pub struct DmabufInfo {
     /// The buffer's size in bytes.
     pub size: u64,
     /// The exporting GPU.
-    pub gpu_id: u32,
+    pub gpu_id: crate::GpuId,
     /// VRAM or GTT, plus PUBLIC when host-accessible.
     pub flags: AllocMemFlags,
     /// The size of the UMD metadata blob (written into the caller's buffer when one was given).
@@ -104,7 +104,7 @@ impl std::fmt::Debug for DmabufInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DmabufInfo")
             .field("size", &self.size)
-            .field("gpu_id", &crate::GpuId(self.gpu_id))
+            .field("gpu_id", &self.gpu_id)
             .field("flags", &self.flags)
             .field("metadata_size", &self.metadata_size)
             .finish()

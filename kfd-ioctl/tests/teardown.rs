@@ -45,7 +45,7 @@ fn attached_within<T: Send + 'static>(
 }
 
 /// Opens KFD and acquires the first GPU: `(kfd, gpu_id, a free GPU VA)`.
-fn open_first_gpu() -> (Kfd, u32, u64) {
+fn open_first_gpu() -> (Kfd, kfd_ioctl::GpuId, u64) {
     let kfd = Kfd::open().expect("open");
     let topology = Topology::read().expect("topology");
     let gpu = topology.gpus().next().expect("a GPU");

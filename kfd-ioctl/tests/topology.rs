@@ -6,6 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use kfd_ioctl::GpuId;
 use kfd_ioctl::topology::{
     Cache, CacheType, Capability, Capability2, DEFAULT_ROOT, DebugProp, GfxTargetVersion, HeapType,
     IoLink, IoLinkFlags, IoLinkType, MemBank, MemFlags, Node, NodeProperties, SystemProperties,
@@ -465,9 +466,9 @@ fn vega10_capture_nodes_from_an_old_kernel() {
     assert_eq!(ids(t.gpus()), [1, 2]);
     assert_eq!(node(&t, 0).gpu_id, Some(0));
     assert_eq!(node(&t, 0).gpu_id(), None, "gpu_id 0 means a CPU");
-    assert_eq!(node(&t, 1).gpu_id(), Some(13261));
+    assert_eq!(node(&t, 1).gpu_id(), Some(GpuId(13261)));
     // The copy kept node 1's gpu_id: the first node wins.
-    assert_eq!(node(&t, 2).gpu_id(), Some(13261));
+    assert_eq!(node(&t, 2).gpu_id(), Some(GpuId(13261)));
     assert_eq!(t.node_by_gpu_id(13261).map(|n| n.id), Some(1));
     assert_eq!(t.node_by_gpu_id(1), None);
     for n in &t.nodes {
@@ -602,7 +603,7 @@ fn mi100_capture() {
     assert_eq!(ids(t.nodes.iter()), [0]);
     let gpu = node(&t, 0);
     assert!(gpu.is_gpu() && !gpu.is_cpu());
-    assert_eq!(gpu.gpu_id(), Some(42700));
+    assert_eq!(gpu.gpu_id(), Some(GpuId(42700)));
     assert_eq!(t.node_by_gpu_id(42700).map(|n| n.id), Some(0));
     assert_eq!(gpu.name.as_deref(), Some("arcturus"));
     assert_eq!(isa(gpu).as_deref(), Some("gfx908"));

@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use kfd_ioctl::abi::AllocMemFlags;
 use kfd_ioctl::topology::Topology;
-use kfd_ioctl::{BufferObject, Errno, Kfd};
+use kfd_ioctl::{BufferObject, Errno, GpuId, Kfd};
 use kfd_ring::{Granularity, MemoryPool};
 use kfd_svm::{Access, SvmAttrs};
 use rustix::fs::{FallocateFlags, MemfdFlags};
@@ -214,7 +214,7 @@ fn shared_ipc_unsupported() -> Error {
 pub struct KfdProvider {
     kfd: Kfd,
     /// The provider's GPU first, then its peers.
-    gpus: Vec<u32>,
+    gpus: Vec<GpuId>,
     name: String,
     page: usize,
     /// [`sys::fork_generation`] when created: a different value means a forked child.
@@ -224,7 +224,7 @@ pub struct KfdProvider {
     /// What the provider's kind allocates from.
     backing: Backing,
     /// The render minor of every GPU of the topology, to acquire an exporter's GPU on import.
-    render_minors: BTreeMap<u32, u32>,
+    render_minors: BTreeMap<GpuId, u32>,
     /// The GPU addresses valid on all of the provider's GPUs.
     aperture: Range<u64>,
     state: Mutex<State>,
@@ -269,7 +269,7 @@ impl KfdProvider {
             let topology = Topology::read().map_err(|e| {
                 Error::provider_specific(init, None, format!("reading the KFD topology: {e}"))
             })?;
-            let render_minors: BTreeMap<u32, u32> = topology
+            let render_minors: BTreeMap<GpuId, u32> = topology
                 .gpus()
                 .filter_map(|n| Some((n.gpu_id()?, n.properties.drm_render_minor as u32)))
                 .collect();
@@ -322,7 +322,7 @@ impl KfdProvider {
                     })
                 }
                 MemoryKind::Device => {
-                    let pool = MemoryPool::device(&topology, gpu_id, Granularity::Coarse)
+                    let pool = MemoryPool::device(&topology, gpu_id.get(), Granularity::Coarse)
                         .map_err(|e| Error::unsupported(format!("DEVICE memory: {e}")))?;
                     Backing::Device(pool)
                 }
@@ -366,12 +366,12 @@ impl KfdProvider {
     }
 
     /// The provider's GPU (DEVICE memory is its VRAM).
-    pub fn gpu_id(&self) -> u32 {
+    pub fn gpu_id(&self) -> GpuId {
         self.gpus[0]
     }
 
     /// Every GPU the memory is mapped on: the provider's GPU, then its peers.
-    pub fn gpus(&self) -> &[u32] {
+    pub fn gpus(&self) -> &[GpuId] {
         &self.gpus
     }
 
@@ -633,13 +633,7 @@ impl KfdProvider {
             }
             let render = self.kfd.render_fd(self.gpu_id()).ok_or_else(|| {
                 let gpu_id = self.gpu_id();
-                Error::kfd(
-                    code,
-                    "alloc",
-                    &kfd_ioctl::Error::NotAcquired {
-                        gpu_id: kfd_ioctl::GpuId(gpu_id),
-                    },
-                )
+                Error::kfd(code, "alloc", &kfd_ioctl::Error::NotAcquired { gpu_id })
             })?;
             let offset = bo.mmap_offset().unwrap_or(0);
             chunk
@@ -985,7 +979,7 @@ impl KfdProvider {
                 cpu_visible: self.host_accessible(),
                 pid: self.pid,
                 fd: -1,
-                gpu_id: self.gpu_id(),
+                gpu_id: self.gpu_id().get(),
                 offset: in_chunk,
                 size: size as u64,
                 object_size: 0,
@@ -1110,7 +1104,12 @@ impl KfdProvider {
                             .map_memory_to_gpu(bo, &self.gpus)
                             .map_err(|e| Error::kfd(code, "open_ipc_handle", &e))?;
                         if f.cpu_visible {
-                            self.map_import_for_cpu(&chunk.region, &fd, f.gpu_id, f.mmap_offset)?;
+                            self.map_import_for_cpu(
+                                &chunk.region,
+                                &fd,
+                                GpuId(f.gpu_id),
+                                f.mmap_offset,
+                            )?;
                         }
                         Ok(())
                     })?;
@@ -1132,7 +1131,7 @@ impl KfdProvider {
         &self,
         region: &Region,
         dmabuf: &OwnedFd,
-        exporter: u32,
+        exporter: GpuId,
         mmap_offset: u64,
     ) -> Result<()> {
         let code = NativeCode::IpcOpenFailed;

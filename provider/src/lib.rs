@@ -123,6 +123,8 @@ mod tracker;
 
 use std::ptr::NonNull;
 
+pub use kfd_ioctl::GpuId;
+
 pub use error::{Error, NativeCode, NativeError, Result, UmfResult, last_native_error};
 pub use ipc::{IPC_HANDLE_SIZE, IpcHandle};
 pub use kfd_provider::KfdProvider;
@@ -151,7 +153,7 @@ pub enum MemoryKind {
 ///     .gpu(0x1a2b)
 ///     .peer(0x3c4d)
 ///     .name("vram0");
-/// assert_eq!(params.peers, [0x3c4d]);
+/// assert_eq!(params.peers, [kfd_ioctl::GpuId(0x3c4d)]);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderParams {
@@ -159,9 +161,9 @@ pub struct ProviderParams {
     pub kind: MemoryKind,
     /// The GPU whose VRAM DEVICE memory is, and on which everything is mapped; `None`: the
     /// first GPU of the topology.
-    pub gpu_id: Option<u32>,
+    pub gpu_id: Option<GpuId>,
     /// Further GPUs the memory is mapped on (given access to, for SHARED).
-    pub peers: Vec<u32>,
+    pub peers: Vec<GpuId>,
     /// The provider's name instead of [`KfdProvider::DEFAULT_NAME`].
     pub name: Option<String>,
 }
@@ -178,14 +180,15 @@ impl ProviderParams {
     }
 
     /// On GPU `gpu_id` (0 keeps the default, the first GPU, as the C ABI's 0 does).
-    pub fn gpu(mut self, gpu_id: u32) -> ProviderParams {
+    pub fn gpu(mut self, gpu_id: impl Into<GpuId>) -> ProviderParams {
+        let gpu_id = gpu_id.into();
         self.gpu_id = (gpu_id != 0).then_some(gpu_id);
         self
     }
 
     /// Also mapped on (accessible to) GPU `gpu_id`.
-    pub fn peer(mut self, gpu_id: u32) -> ProviderParams {
-        self.peers.push(gpu_id);
+    pub fn peer(mut self, gpu_id: impl Into<GpuId>) -> ProviderParams {
+        self.peers.push(gpu_id.into());
         self
     }
 
@@ -226,7 +229,7 @@ pub struct AllocationInfo {
     /// Its kind.
     pub kind: MemoryKind,
     /// The provider's GPU.
-    pub gpu_id: u32,
+    pub gpu_id: GpuId,
     /// Whether the CPU can touch it.
     pub host_accessible: bool,
 }

@@ -11,6 +11,7 @@ use std::ptr::NonNull;
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use kfd_ioctl::GpuId;
 use kfd_ioctl::mem::Reservation;
 use rustix::io::Errno;
 use rustix::mm::Advice;
@@ -122,7 +123,7 @@ impl Region {
 /// declare the BO before the region, so it drops first.
 pub(crate) fn userptr_over(
     kfd: &kfd_ioctl::Kfd,
-    gpu_id: u32,
+    gpu_id: GpuId,
     region: &Region,
     flags: kfd_ioctl::abi::AllocMemFlags,
 ) -> kfd_ioctl::Result<kfd_ioctl::BufferObject> {

@@ -613,9 +613,9 @@ fn peers_see_the_memory() {
     on_every_target(&["mi210x8"], |target| {
         let kfd = Kfd::open().unwrap();
         let topology = kfd_ioctl::topology::Topology::read().unwrap();
-        let gpus: Vec<u32> = topology.gpus().filter_map(|n| n.gpu_id()).collect();
+        let gpus: Vec<kfd_ioctl::GpuId> = topology.gpus().filter_map(|n| n.gpu_id()).collect();
         let hives = topology.xgmi_hives();
-        let hive_mates: Vec<u32> = hives
+        let hive_mates: Vec<kfd_ioctl::GpuId> = hives
             .iter()
             .find(|h| h.len() > 1)
             .expect("mi210x8 has hives")

@@ -74,7 +74,7 @@ fn say(line: &str) {
 }
 
 /// The last GPU of the topology: another GPU than the producer's where there are several.
-fn last_gpu() -> u32 {
+fn last_gpu() -> kfd_ioctl::GpuId {
     Topology::read()
         .expect("topology")
         .gpus()

@@ -127,7 +127,12 @@ impl Signal {
     ///
     /// # Errors
     /// The errors of the allocation, the mapping and CREATE_EVENT.
-    pub fn new(context: &Arc<QueueContext>, gpu_id: u32, value: i64) -> Result<Signal> {
+    pub fn new(
+        context: &Arc<QueueContext>,
+        gpu_id: impl Into<GpuId>,
+        value: i64,
+    ) -> Result<Signal> {
+        let gpu_id: GpuId = gpu_id.into();
         let memory = BufferObject::map_cpu_owned(context.gtt(gpu_id, 4096)?)?;
         let (event, slot) = context.signal_event(gpu_id)?;
         let fault = context.kfd().create_event(EventKind::Memory, false)?;
@@ -220,7 +225,12 @@ impl AqlQueue {
     /// [`Error::UnknownGpu`] for a GPU not in the context's topology;
     /// [`Error::NoQueueSizes`] for one without CWSR sizes; the errors of the allocations and
     /// of CREATE_QUEUE.
-    pub fn new(context: &Arc<QueueContext>, gpu_id: u32, packets: u32) -> Result<AqlQueue> {
+    pub fn new(
+        context: &Arc<QueueContext>,
+        gpu_id: impl Into<GpuId>,
+        packets: u32,
+    ) -> Result<AqlQueue> {
+        let gpu_id: GpuId = gpu_id.into();
         if packets < 64 || !packets.is_power_of_two() {
             return Err(Error::Command(
                 "an AQL ring holds a power of two of 64+ packets",
@@ -229,10 +239,10 @@ impl AqlQueue {
         context.check_gpu(gpu_id)?;
         let sizes = context
             .queue_sizes(gpu_id)
-            .ok_or(Error::NoQueueSizes(GpuId(gpu_id)))?;
+            .ok_or(Error::NoQueueSizes(gpu_id))?;
         let gfx_major = context
             .gfx_major(gpu_id)
-            .ok_or(Error::NoQueueSizes(GpuId(gpu_id)))?;
+            .ok_or(Error::NoQueueSizes(gpu_id))?;
         let ring_size = packets * PACKET_SIZE as u32;
         let ring = context.gtt(gpu_id, u64::from(ring_size))?;
         let pointers = context.gtt(gpu_id, 4096)?;

@@ -78,5 +78,7 @@ mod sdma;
 
 pub use aql::{AqlQueue, KernelDispatch, Signal};
 pub use error::{Error, Result};
+/// The GPU id type the queues and [`QueueContext`] take and return.
+pub use kfd_ioctl::GpuId;
 pub use pm4::{Pm4Command, Pm4Completion, Pm4Queue};
 pub use sdma::{Command, Completion, QueueContext, SdmaEngine, SdmaQueue};

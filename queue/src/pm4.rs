@@ -373,7 +373,7 @@ pub struct Pm4Queue {
     doorbells: Arc<Doorbells>,
     doorbell_at: usize,
     generation: Pm4Generation,
-    gpu_id: u32,
+    gpu_id: GpuId,
     /// The ring's size in dwords.
     ring_dwords: u64,
     /// Dwords written so far (the 64-bit write pointer).
@@ -391,25 +391,26 @@ impl Pm4Queue {
     /// [`Error::Command`] for a ring size that is not a power of two of at least 4 KiB;
     /// [`Error::NoPm4`] for a GPU the context has no compute sizes or PM4 layouts for; the
     /// errors of the allocations, CREATE_EVENT and CREATE_QUEUE.
-    pub fn new(context: &Arc<QueueContext>, gpu_id: u32, ring_bytes: u32) -> Result<Pm4Queue> {
+    pub fn new(
+        context: &Arc<QueueContext>,
+        gpu_id: impl Into<GpuId>,
+        ring_bytes: u32,
+    ) -> Result<Pm4Queue> {
+        let gpu_id: GpuId = gpu_id.into();
         if ring_bytes < 4096 || !ring_bytes.is_power_of_two() {
             return Err(Error::Command(
                 "a PM4 ring is a power of two of 4 KiB or more",
             ));
         }
         context.check_gpu(gpu_id)?;
-        let sizes = context
-            .queue_sizes(gpu_id)
-            .ok_or(Error::NoPm4(GpuId(gpu_id)))?;
-        let gfx_major = context
-            .gfx_major(gpu_id)
-            .ok_or(Error::NoPm4(GpuId(gpu_id)))?;
+        let sizes = context.queue_sizes(gpu_id).ok_or(Error::NoPm4(gpu_id))?;
+        let gfx_major = context.gfx_major(gpu_id).ok_or(Error::NoPm4(gpu_id))?;
         let gfx = GfxTargetVersion {
             major: gfx_major,
             minor: 0,
             stepping: 0,
         };
-        let generation = Pm4Generation::of(gfx).ok_or(Error::NoPm4(GpuId(gpu_id)))?;
+        let generation = Pm4Generation::of(gfx).ok_or(Error::NoPm4(gpu_id))?;
         let ring = context.gtt(gpu_id, u64::from(ring_bytes))?;
         let pointers = context.gtt(gpu_id, 4096)?;
         let eop = context.gtt(gpu_id, sizes.eop_buffer_size)?;
@@ -461,7 +462,7 @@ impl Pm4Queue {
         &self.queue
     }
     /// The GPU.
-    pub fn gpu_id(&self) -> u32 {
+    pub fn gpu_id(&self) -> GpuId {
         self.gpu_id
     }
     /// The PM4 generation the packets are encoded for.

@@ -36,21 +36,21 @@ const FENCE_AT: u64 = 64;
 pub struct QueueContext {
     kfd: Kfd,
     /// Every GPU of the topology, in its order.
-    known: Vec<u32>,
+    known: Vec<GpuId>,
     /// Per GPU: how many SDMA engines it has (PCIe and xGMI), when the topology says.
-    engines: BTreeMap<u32, u32>,
+    engines: BTreeMap<GpuId, u32>,
     /// Per GPU: its SDMA generation and its GFX major version.
-    gpus: BTreeMap<u32, (SdmaGeneration, u32)>,
+    gpus: BTreeMap<GpuId, (SdmaGeneration, u32)>,
     /// Per GPU: the sizes of a compute queue's EOP buffer and CWSR area.
-    sizes: BTreeMap<u32, QueueSizes>,
+    sizes: BTreeMap<GpuId, QueueSizes>,
     va: Mutex<usize>,
     reservation: Reservation,
     signal_page: Mutex<Option<Arc<BufferObject>>>,
-    doorbells: Mutex<BTreeMap<u32, Arc<Doorbells>>>,
+    doorbells: Mutex<BTreeMap<GpuId, Arc<Doorbells>>>,
     /// Per GPU: the VM fault a queue's wait, or [`fault_watch`](Self::fault_watch), reported
     /// there. The kernel evicted the process's queues on that GPU for good
     /// (`kfd_dqm_evict_pasid`), so queues made there later are dead from the start.
-    faults: Mutex<BTreeMap<u32, MemoryFault>>,
+    faults: Mutex<BTreeMap<GpuId, MemoryFault>>,
     /// A memory event of the context's own: `kfd_signal_vm_fault_event` sets every memory
     /// event of the process, so this one sees a fault no queue's wait has reported yet
     /// (polled when a queue is made).
@@ -106,34 +106,35 @@ impl QueueContext {
     }
 
     /// The GPUs of the topology the context was made from.
-    pub fn gpu_ids(&self) -> &[u32] {
+    pub fn gpu_ids(&self) -> &[GpuId] {
         &self.known
     }
 
     /// Fails with [`Error::UnknownGpu`] unless `gpu_id` is a GPU of the context's topology.
-    pub(crate) fn check_gpu(&self, gpu_id: u32) -> Result<()> {
+    pub(crate) fn check_gpu(&self, gpu_id: GpuId) -> Result<()> {
         if self.known.contains(&gpu_id) {
             Ok(())
         } else {
             Err(Error::UnknownGpu {
-                gpu_id: GpuId(gpu_id),
-                known: self.known.iter().copied().map(GpuId).collect(),
+                gpu_id,
+                known: self.known.clone(),
             })
         }
     }
 
     /// The SDMA generation of `gpu_id`.
-    pub fn generation(&self, gpu_id: u32) -> Option<SdmaGeneration> {
+    pub fn generation(&self, gpu_id: impl Into<GpuId>) -> Option<SdmaGeneration> {
+        let gpu_id: GpuId = gpu_id.into();
         self.gpus.get(&gpu_id).map(|&(g, _)| g)
     }
 
     /// The compute-queue buffer sizes of `gpu_id`.
-    pub(crate) fn queue_sizes(&self, gpu_id: u32) -> Option<QueueSizes> {
+    pub(crate) fn queue_sizes(&self, gpu_id: GpuId) -> Option<QueueSizes> {
         self.sizes.get(&gpu_id).copied()
     }
 
     /// The GFX major version of `gpu_id`.
-    pub(crate) fn gfx_major(&self, gpu_id: u32) -> Option<u32> {
+    pub(crate) fn gfx_major(&self, gpu_id: GpuId) -> Option<u32> {
         self.gpus.get(&gpu_id).map(|&(_, major)| major)
     }
 
@@ -151,7 +152,7 @@ impl QueueContext {
     }
 
     /// A GTT buffer object of `size` bytes in the context's range, mapped on `gpu_id`.
-    pub(crate) fn gtt(&self, gpu_id: u32, size: u64) -> Result<Arc<BufferObject>> {
+    pub(crate) fn gtt(&self, gpu_id: GpuId, size: u64) -> Result<Arc<BufferObject>> {
         let va = self.take_va(size)?;
         let flags = AllocMemFlags::GTT | AllocMemFlags::WRITABLE | AllocMemFlags::COHERENT;
         let bo = self.kfd.alloc_memory_of_gpu(gpu_id, va, size, flags)?;
@@ -166,7 +167,8 @@ impl QueueContext {
     ///
     /// # Errors
     /// The errors of allocating and mapping the page, and of CREATE_EVENT.
-    pub fn signal_event(&self, gpu_id: u32) -> Result<(Event, u64)> {
+    pub fn signal_event(&self, gpu_id: impl Into<GpuId>) -> Result<(Event, u64)> {
+        let gpu_id: GpuId = gpu_id.into();
         let mut page = self
             .signal_page
             .lock()
@@ -193,7 +195,7 @@ impl QueueContext {
     }
 
     /// The doorbell page of `gpu_id`, mapped the first time.
-    pub(crate) fn doorbells(&self, gpu_id: u32, gfx_major: u32) -> Result<Arc<Doorbells>> {
+    pub(crate) fn doorbells(&self, gpu_id: GpuId, gfx_major: u32) -> Result<Arc<Doorbells>> {
         let mut all = self
             .doorbells
             .lock()
@@ -317,7 +319,7 @@ pub struct SdmaQueue {
     doorbells: Arc<Doorbells>,
     doorbell_at: usize,
     generation: SdmaGeneration,
-    gpu_id: u32,
+    gpu_id: GpuId,
     /// Bytes written to the ring so far.
     wptr: u64,
     /// The last submission's sequence number.
@@ -339,27 +341,25 @@ impl SdmaQueue {
     /// (`ENOMEM` when the engines have no free queue).
     pub fn new(
         context: &Arc<QueueContext>,
-        gpu_id: u32,
+        gpu_id: impl Into<GpuId>,
         engine: SdmaEngine,
         ring_bytes: usize,
     ) -> Result<SdmaQueue> {
+        let gpu_id: GpuId = gpu_id.into();
         context.check_gpu(gpu_id)?;
-        let &(generation, gfx_major) = context
-            .gpus
-            .get(&gpu_id)
-            .ok_or(Error::NoSdma(GpuId(gpu_id)))?;
+        let &(generation, gfx_major) = context.gpus.get(&gpu_id).ok_or(Error::NoSdma(gpu_id))?;
         if let (SdmaEngine::Id(engine), Some(&engines)) = (engine, context.engines.get(&gpu_id))
             && engine >= engines
         {
             return Err(Error::NoSuchEngine {
-                gpu_id: GpuId(gpu_id),
+                gpu_id,
                 engine,
                 engines,
             });
         }
         let kfd = &context.kfd;
         let access = [GpuAccess {
-            gpu_id,
+            gpu_id: gpu_id.get(),
             right: Right::ReadWrite,
         }];
         let ring = GpuHostRing::userptr(
@@ -418,7 +418,7 @@ impl SdmaQueue {
         &self.queue
     }
     /// The GPU.
-    pub fn gpu_id(&self) -> u32 {
+    pub fn gpu_id(&self) -> GpuId {
         self.gpu_id
     }
     /// The SDMA generation the packets are encoded for.
@@ -671,7 +671,7 @@ impl QueueContext {
     ///
     /// # Errors
     /// [`Error::Kfd`] when polling the event fails.
-    pub(crate) fn vm_fault(&self, gpu_id: u32) -> Result<Option<MemoryFault>> {
+    pub(crate) fn vm_fault(&self, gpu_id: GpuId) -> Result<Option<MemoryFault>> {
         let mut faults = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
         if let WaitOutcome::Complete(seen) = self.kfd.wait_events(&[&self.fault_watch], false, 0)?
             && let Some(Some(f)) = seen.first()
@@ -682,7 +682,7 @@ impl QueueContext {
     }
 
     /// Records the VM fault a wait on a queue of `gpu_id` returned (the first one stays).
-    pub(crate) fn saw(&self, gpu_id: u32, result: &Result<()>) {
+    pub(crate) fn saw(&self, gpu_id: GpuId, result: &Result<()>) {
         if let Err(Error::VmFault(f)) = result {
             self.faults
                 .lock()

@@ -6,8 +6,8 @@
 
 use std::fmt;
 
-use kfd_ioctl::Kfd;
 use kfd_ioctl::abi::{self, SvmFlags, kfd_ioctl_svm_attribute};
+use kfd_ioctl::{GpuId, Kfd};
 
 use crate::error::{Error, RangeProblem, Result};
 use crate::location::{Access, Location};
@@ -127,7 +127,7 @@ pub enum SvmAttr {
     #[doc(alias = "KFD_IOCTL_SVM_ATTR_PREFETCH_LOC")]
     PrefetchLocation(Location),
     /// `KFD_IOCTL_SVM_ATTR_ACCESS*` / `NO_ACCESS`: what the GPU with this `gpu_id` may do.
-    Access(u32, Access),
+    Access(GpuId, Access),
     /// `KFD_IOCTL_SVM_ATTR_SET_FLAGS`: flags to set (in a GET answer: set on every page).
     #[doc(alias = "KFD_IOCTL_SVM_ATTR_SET_FLAGS")]
     SetFlags(SvmFlags),
@@ -180,11 +180,7 @@ impl fmt::Debug for SvmAttr {
         match self {
             SvmAttr::PreferredLocation(l) => f.debug_tuple("PreferredLocation").field(l).finish(),
             SvmAttr::PrefetchLocation(l) => f.debug_tuple("PrefetchLocation").field(l).finish(),
-            SvmAttr::Access(gpu, a) => f
-                .debug_tuple("Access")
-                .field(&kfd_ioctl::GpuId(*gpu))
-                .field(a)
-                .finish(),
+            SvmAttr::Access(gpu, a) => f.debug_tuple("Access").field(gpu).field(a).finish(),
             SvmAttr::SetFlags(flags) => f.debug_tuple("SetFlags").field(flags).finish(),
             SvmAttr::ClearFlags(flags) => f.debug_tuple("ClearFlags").field(flags).finish(),
             SvmAttr::Granularity(g) => f.debug_tuple("Granularity").field(g).finish(),
@@ -204,7 +200,7 @@ impl fmt::Display for SvmAttr {
         match self {
             SvmAttr::PreferredLocation(l) => write!(f, "preferred location {l}"),
             SvmAttr::PrefetchLocation(l) => write!(f, "prefetch location {l}"),
-            SvmAttr::Access(gpu, a) => write!(f, "gpu {gpu:#x}: {a}"),
+            SvmAttr::Access(gpu, a) => write!(f, "gpu {gpu}: {a}"),
             SvmAttr::SetFlags(flags) => write!(f, "set flags {}", FlagNames(*flags)),
             SvmAttr::ClearFlags(flags) => write!(f, "clear flags {}", FlagNames(*flags)),
             SvmAttr::Granularity(g) if *g < 64 => {
@@ -237,7 +233,7 @@ impl SvmAttr {
             }
             abi::KFD_IOCTL_SVM_ATTR_GRANULARITY => SvmAttr::Granularity(value),
             attr_type => match Access::from_attr_type(attr_type) {
-                Some(access) => SvmAttr::Access(value, access),
+                Some(access) => SvmAttr::Access(GpuId(value), access),
                 None => SvmAttr::Unknown { attr_type, value },
             },
         }
@@ -248,7 +244,7 @@ impl SvmAttr {
         let (r#type, value) = match self {
             SvmAttr::PreferredLocation(l) => (abi::KFD_IOCTL_SVM_ATTR_PREFERRED_LOC, l.to_raw()),
             SvmAttr::PrefetchLocation(l) => (abi::KFD_IOCTL_SVM_ATTR_PREFETCH_LOC, l.to_raw()),
-            SvmAttr::Access(gpu_id, access) => (access.attr_type(), gpu_id),
+            SvmAttr::Access(gpu_id, access) => (access.attr_type(), gpu_id.get()),
             SvmAttr::SetFlags(f) => (abi::KFD_IOCTL_SVM_ATTR_SET_FLAGS, f.bits()),
             SvmAttr::ClearFlags(f) => (abi::KFD_IOCTL_SVM_ATTR_CLR_FLAGS, f.bits()),
             SvmAttr::Granularity(g) => (abi::KFD_IOCTL_SVM_ATTR_GRANULARITY, g),
@@ -273,9 +269,9 @@ impl SvmAttr {
 ///
 /// ```
 /// use kfd_ioctl::abi::SvmFlags;
-/// use kfd_svm::{Access, Location, SvmAttr, SvmAttrs};
+/// use kfd_svm::{Access, GpuId, Location, SvmAttr, SvmAttrs};
 ///
-/// let gpu = 0x1a2b;
+/// let gpu = GpuId(0x1a2b);
 /// let attrs = SvmAttrs::new()
 ///     .preferred_location(Location::Gpu(gpu))
 ///     .access(gpu, Access::Access)
@@ -352,7 +348,8 @@ impl SvmAttrs {
     #[doc(alias = "KFD_IOCTL_SVM_ATTR_ACCESS")]
     #[doc(alias = "KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE")]
     #[doc(alias = "KFD_IOCTL_SVM_ATTR_NO_ACCESS")]
-    pub fn access(mut self, gpu_id: u32, access: Access) -> SvmAttrs {
+    pub fn access(mut self, gpu_id: impl Into<GpuId>, access: Access) -> SvmAttrs {
+        let gpu_id = gpu_id.into().get();
         self.upsert(
             |a| Access::from_attr_type(a.r#type).is_some() && a.value == gpu_id,
             access.attr_type(),
@@ -468,7 +465,8 @@ impl SvmAttrs {
     }
 
     /// The access to be given to `gpu_id`, if any.
-    pub fn access_of(&self, gpu_id: u32) -> Option<Access> {
+    pub fn access_of(&self, gpu_id: impl Into<GpuId>) -> Option<Access> {
+        let gpu_id = gpu_id.into();
         self.iter().find_map(|a| match a {
             SvmAttr::Access(g, access) if g == gpu_id => Some(access),
             _ => None,
@@ -554,7 +552,7 @@ impl SvmAttrs {
     /// each of `gpus` no access with XNACK off, access with it on (the kernel then lets
     /// every GPU fault pages in). A SET cannot make the prefetch location undefined again
     /// (`EINVAL`): these attributes prefetch to system memory, which moves the pages back.
-    pub fn defaults(gpus: &[u32], xnack: bool) -> SvmAttrs {
+    pub fn defaults(gpus: &[impl Into<GpuId> + Copy], xnack: bool) -> SvmAttrs {
         let default_flags = SvmFlags::HOST_ACCESS | SvmFlags::COHERENT;
         let access = if xnack {
             Access::Access
@@ -611,7 +609,12 @@ impl SvmAttrs {
 /// # Safety
 /// As [`SvmAttrs::apply`]: the range is this process's memory (the prefetch to system
 /// memory migrates it back).
-pub unsafe fn unregister(kfd: &Kfd, start: u64, size: u64, gpus: &[u32]) -> Result<()> {
+pub unsafe fn unregister(
+    kfd: &Kfd,
+    start: u64,
+    size: u64,
+    gpus: &[impl Into<GpuId> + Copy],
+) -> Result<()> {
     let xnack = kfd.xnack_mode()?;
     // SAFETY: the caller's guarantee, passed on.
     unsafe { SvmAttrs::defaults(gpus, xnack).apply(kfd, start, size) }
@@ -667,31 +670,27 @@ pub struct SvmRangeInfo {
     /// The access of each queried GPU, in query order: [`Access::Access`] if every range
     /// grants it, else [`Access::AccessInPlace`] if every range grants that, else
     /// [`Access::NoAccess`].
-    pub access: Vec<(u32, Access)>,
+    pub access: Vec<(GpuId, Access)>,
 }
 
 impl fmt::Debug for SvmRangeInfo {
     /// With the GPU ids of the access list in hex.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let access: Vec<(kfd_ioctl::GpuId, Access)> = self
-            .access
-            .iter()
-            .map(|&(gpu, a)| (kfd_ioctl::GpuId(gpu), a))
-            .collect();
         f.debug_struct("SvmRangeInfo")
             .field("preferred_location", &self.preferred_location)
             .field("prefetch_location", &self.prefetch_location)
             .field("flags", &self.flags)
             .field("cleared_flags", &self.cleared_flags)
             .field("granularity", &self.granularity)
-            .field("access", &access)
+            .field("access", &self.access)
             .finish()
     }
 }
 
 impl SvmRangeInfo {
     /// The reported access of `gpu_id`, if it was queried.
-    pub fn access_of(&self, gpu_id: u32) -> Option<Access> {
+    pub fn access_of(&self, gpu_id: impl Into<GpuId>) -> Option<Access> {
+        let gpu_id = gpu_id.into();
         self.access
             .iter()
             .find_map(|&(g, access)| (g == gpu_id).then_some(access))
@@ -712,13 +711,18 @@ const GET_CLR_FLAGS_SINCE: u32 = 6;
 /// use kfd_svm::get_attrs;
 ///
 /// let kfd = Kfd::open()?;
-/// # let (start, size, gpu) = (0x7f00_0000_0000u64, 2u64 << 20, 0x1a2bu32);
+/// # let (start, size, gpu) = (0x7f00_0000_0000u64, 2u64 << 20, kfd_ioctl::GpuId(0x1a2b));
 /// let info = get_attrs(&kfd, start, size, &[gpu])?;
 /// println!("preferred {} granularity 2^{} pages", info.preferred_location, info.granularity);
 /// # Ok::<(), kfd_svm::Error>(())
 /// ```
 #[doc(alias = "hsaKmtSVMGetAttr")]
-pub fn get_attrs(kfd: &Kfd, start: u64, size: u64, gpus: &[u32]) -> Result<SvmRangeInfo> {
+pub fn get_attrs(
+    kfd: &Kfd,
+    start: u64,
+    size: u64,
+    gpus: &[impl Into<GpuId> + Copy],
+) -> Result<SvmRangeInfo> {
     check_range(start, size)?;
     let ask_cleared = kfd.version().minor >= GET_CLR_FLAGS_SINCE;
     let mut query = AttrList::new();
@@ -731,7 +735,7 @@ pub fn get_attrs(kfd: &Kfd, start: u64, size: u64, gpus: &[u32]) -> Result<SvmRa
     }
     let scalars = query.len();
     for &gpu_id in gpus {
-        query.push(abi::KFD_IOCTL_SVM_ATTR_ACCESS, gpu_id);
+        query.push(abi::KFD_IOCTL_SVM_ATTR_ACCESS, gpu_id.into().get());
     }
     kfd.svm_get_attr(start, size, query.as_mut_slice())?;
     decode_answer(query.as_slice(), scalars)
@@ -749,7 +753,7 @@ fn decode_answer(answer: &[kfd_ioctl_svm_attribute], scalars: usize) -> Result<S
     let access = answer[scalars..]
         .iter()
         .map(|a| match Access::from_attr_type(a.r#type) {
-            Some(access) => Ok((a.value, access)),
+            Some(access) => Ok((GpuId(a.value), access)),
             None => Err(Error::UnexpectedAttr {
                 attr_type: a.r#type,
                 value: a.value,
@@ -789,8 +793,8 @@ mod display_tests {
     #[test]
     fn attributes_read_as_words_with_hex_gpu_ids() {
         let shown: Vec<String> = [
-            SvmAttr::PreferredLocation(Location::Gpu(29590)),
-            SvmAttr::Access(29590, Access::AccessInPlace),
+            SvmAttr::PreferredLocation(Location::Gpu(GpuId(29590))),
+            SvmAttr::Access(GpuId(29590), Access::AccessInPlace),
             SvmAttr::SetFlags(SvmFlags::HOST_ACCESS | SvmFlags::COHERENT),
             SvmAttr::ClearFlags(SvmFlags::empty()),
             SvmAttr::Granularity(9),
@@ -799,11 +803,14 @@ mod display_tests {
         .map(ToString::to_string)
         .collect();
         assert_eq!(
-            format!("{:?}", SvmAttr::Access(29590, Access::Access)),
+            format!("{:?}", SvmAttr::Access(GpuId(29590), Access::Access)),
             "Access(0x7396, Access)"
         );
         assert_eq!(
-            format!("{:?}", SvmAttr::PrefetchLocation(Location::Gpu(29590))),
+            format!(
+                "{:?}",
+                SvmAttr::PrefetchLocation(Location::Gpu(GpuId(29590)))
+            ),
             "PrefetchLocation(Gpu(0x7396))"
         );
         assert_eq!(
@@ -833,11 +840,11 @@ mod tests {
     #[test]
     fn every_kind_encodes_to_its_abi_type_and_value() {
         let attrs = SvmAttrs::new()
-            .preferred_location(Location::Gpu(0x1a2b))
+            .preferred_location(Location::Gpu(GpuId(0x1a2b)))
             .prefetch_location(Location::System)
-            .access(0x1a2b, Access::Access)
-            .access(0x3c4d, Access::AccessInPlace)
-            .access(0x5e6f, Access::NoAccess)
+            .access(GpuId(0x1a2b), Access::Access)
+            .access(GpuId(0x3c4d), Access::AccessInPlace)
+            .access(GpuId(0x5e6f), Access::NoAccess)
             .set_flags(SvmFlags::GPU_RO | SvmFlags::GPU_EXEC)
             .clear_flags(SvmFlags::COHERENT)
             .granularity(4);
@@ -907,7 +914,7 @@ mod tests {
     #[test]
     fn merge_is_applying_one_after_the_other() {
         let first = SvmAttrs::new()
-            .preferred_location(Location::Gpu(1))
+            .preferred_location(Location::Gpu(GpuId(1)))
             .access(1, Access::Access)
             .set_flags(SvmFlags::GPU_RO);
         let second = SvmAttrs::new()
@@ -916,7 +923,7 @@ mod tests {
             .clear_flags(SvmFlags::GPU_RO)
             .granularity(3);
         let merged = first.merge(&second);
-        assert_eq!(merged.preferred(), Some(Location::Gpu(1)));
+        assert_eq!(merged.preferred(), Some(Location::Gpu(GpuId(1))));
         assert_eq!(merged.access_of(1), Some(Access::AccessInPlace));
         assert_eq!(merged.access_of(2), Some(Access::Access));
         assert_eq!(merged.flags(), (SvmFlags::empty(), SvmFlags::GPU_RO));
@@ -926,9 +933,9 @@ mod tests {
     #[test]
     fn decoding_inverts_encoding() {
         for attr in [
-            SvmAttr::PreferredLocation(Location::Gpu(3)),
+            SvmAttr::PreferredLocation(Location::Gpu(GpuId(3))),
             SvmAttr::PrefetchLocation(Location::Undefined),
-            SvmAttr::Access(9, Access::AccessInPlace),
+            SvmAttr::Access(GpuId(9), Access::AccessInPlace),
             SvmAttr::SetFlags(SvmFlags::HOST_ACCESS),
             SvmAttr::ClearFlags(SvmFlags::from_bits_retain(!0)),
             SvmAttr::Granularity(21),
@@ -996,15 +1003,15 @@ mod tests {
         assert_eq!(
             info,
             SvmRangeInfo {
-                preferred_location: Location::Gpu(0x1a2b),
+                preferred_location: Location::Gpu(GpuId(0x1a2b)),
                 prefetch_location: Location::Undefined,
                 flags: SvmFlags::HOST_ACCESS | SvmFlags::COHERENT,
                 cleared_flags: Some(SvmFlags::from_bits_retain(0xffff_fffc)),
                 granularity: 9,
                 access: vec![
-                    (0x1a2b, Access::Access),
-                    (0x3c4d, Access::AccessInPlace),
-                    (0x5e6f, Access::NoAccess),
+                    (GpuId(0x1a2b), Access::Access),
+                    (GpuId(0x3c4d), Access::AccessInPlace),
+                    (GpuId(0x5e6f), Access::NoAccess),
                 ],
             }
         );
@@ -1014,7 +1021,7 @@ mod tests {
         let old =
             decode_answer(&[answer[0], answer[1], answer[2], answer[3], answer[5]], 4).unwrap();
         assert_eq!(old.cleared_flags, None);
-        assert_eq!(old.access, vec![(0x1a2b, Access::Access)]);
+        assert_eq!(old.access, vec![(GpuId(0x1a2b), Access::Access)]);
         // An access answer that is not an access type is reported, not guessed at.
         let mut bad = answer;
         bad[6] = raw(0, 0x3c4d);

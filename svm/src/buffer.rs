@@ -7,7 +7,7 @@
 use std::fmt;
 
 use kfd_ioctl::mem::{Reservation, page_size};
-use kfd_ioctl::{Errno, Kfd};
+use kfd_ioctl::{Errno, GpuId, Kfd};
 use vm_memory::{Bytes, VolatileSlice};
 
 use crate::attrs::{SvmAttrs, SvmRangeInfo, get_attrs};
@@ -49,7 +49,7 @@ pub struct MapOptions {
 /// use kfd_svm::{Access, Location, SvmAttrs, SvmBuffer};
 ///
 /// let kfd = Kfd::open()?;
-/// # let gpu = 0x1a2b;
+/// # let gpu = kfd_svm::GpuId(0x1a2b);
 /// let attrs = SvmAttrs::new()
 ///     .preferred_location(Location::Gpu(gpu))
 ///     .access(gpu, Access::Access);
@@ -233,7 +233,7 @@ impl SvmBuffer {
     }
 
     /// GET_ATTR over the whole buffer, with an access query for each GPU of `gpus`.
-    pub fn attrs(&self, gpus: &[u32]) -> Result<SvmRangeInfo> {
+    pub fn attrs(&self, gpus: &[impl Into<GpuId> + Copy]) -> Result<SvmRangeInfo> {
         get_attrs(&self.kfd, self.addr(), self.len as u64, gpus)
     }
 

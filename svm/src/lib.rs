@@ -59,7 +59,7 @@
 //! use kfd_ioctl::abi::SvmFlags;
 //! use kfd_svm::{Access, Location, SvmAttrs, SvmBuffer};
 //! # let kfd = kfd_ioctl::Kfd::open()?;
-//! # let gpus = [0x1a2bu32, 0x3c4d];
+//! # let gpus = [kfd_svm::GpuId(0x1a2b), kfd_svm::GpuId(0x3c4d)];
 //!
 //! let attrs = SvmAttrs::new()
 //!     .preferred_location(Location::Gpu(gpus[0]))
@@ -137,6 +137,8 @@ pub use attrs::{
 pub use buffer::{HUGE_ALIGN, MapOptions, SvmBuffer};
 pub use clock::{ClockFit, ClockSample};
 pub use error::{Error, RangeProblem, Result};
+/// The GPU id type of [`SvmAttr::Access`], [`Location::Gpu`] and [`SvmRangeInfo::access`].
+pub use kfd_ioctl::GpuId;
 /// SMI event records: the kernel's text lines, typed, parsed and written back (kfd-ioctl's
 /// [`smi`](kfd_ioctl::smi) module, the one definition of the format, under this crate's names).
 pub use kfd_ioctl::smi::{

@@ -253,7 +253,7 @@ impl AgentMap {
         for node in &topology.nodes {
             match node.gpu_id() {
                 Some(gpu_id) => {
-                    map.gpus.insert(gpu_id, node.id);
+                    map.gpus.insert(gpu_id.get(), node.id);
                 }
                 None if map.system.is_none() => map.system = Some(node.id),
                 None => {}
@@ -274,7 +274,7 @@ impl AgentMap {
     pub fn node(&self, location: Location) -> Option<u32> {
         match location {
             Location::System => self.system,
-            Location::Gpu(gpu_id) => self.gpus.get(&gpu_id).copied(),
+            Location::Gpu(gpu_id) => self.gpus.get(&gpu_id.get()).copied(),
             Location::Undefined => None,
         }
     }

@@ -4,7 +4,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use kfd_ioctl::abi::SmiEventMask;
-use kfd_ioctl::{Errno, Kfd, SmiEvents};
+use kfd_ioctl::{Errno, GpuId, Kfd, SmiEvents};
 use rustix::event::{PollFd, PollFlags, Timespec};
 
 use crate::SmiEvent;
@@ -51,7 +51,7 @@ impl AsFd for SmiStream {
 
 impl SmiStream {
     /// Opens an SMI event fd on `gpu_id` (an acquired GPU of this process) and enables `mask`.
-    pub fn open(kfd: &Kfd, gpu_id: u32, mask: SmiEventMask) -> Result<SmiStream> {
+    pub fn open(kfd: &Kfd, gpu_id: impl Into<GpuId>, mask: SmiEventMask) -> Result<SmiStream> {
         SmiStream::new(kfd.smi_events(gpu_id)?, mask)
     }
 
@@ -67,7 +67,7 @@ impl SmiStream {
     }
 
     /// The GPU whose events these are.
-    pub fn gpu_id(&self) -> u32 {
+    pub fn gpu_id(&self) -> GpuId {
         self.events.gpu_id()
     }
 

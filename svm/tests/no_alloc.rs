@@ -51,7 +51,7 @@ fn allocations<T>(f: impl FnOnce() -> T) -> (usize, T) {
 /// The largest attribute set that stays inline: the five scalar kinds and 27 GPUs.
 fn full_inline_set() -> SvmAttrs {
     let mut attrs = SvmAttrs::new()
-        .preferred_location(Location::Gpu(0x1000))
+        .preferred_location(Location::Gpu(kfd_ioctl::GpuId(0x1000)))
         .prefetch_location(Location::System)
         .set_flags(SvmFlags::GPU_RO | SvmFlags::GPU_EXEC)
         .clear_flags(SvmFlags::COHERENT)

@@ -164,8 +164,14 @@ fn counters_total_the_bytes_of_successful_migrations_per_direction() {
     assert_eq!(
         timeline.bytes_migrated(),
         BTreeMap::from([
-            ((Location::Gpu(GPU), Location::System), to_sys),
-            ((Location::System, Location::Gpu(GPU)), to_gpu),
+            (
+                (Location::Gpu(kfd_ioctl::GpuId(GPU)), Location::System),
+                to_sys
+            ),
+            (
+                (Location::System, Location::Gpu(kfd_ioctl::GpuId(GPU))),
+                to_gpu
+            ),
         ])
     );
 }

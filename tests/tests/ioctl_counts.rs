@@ -8,7 +8,7 @@ use kfd_emu::machine::Machine;
 use kfd_emu::model::{Model, ModelConfig};
 use kfd_ioctl::abi::AllocMemFlags;
 use kfd_ioctl::topology::Topology;
-use kfd_ioctl::{Kfd, MemoryPolicy};
+use kfd_ioctl::{GpuId, Kfd, MemoryPolicy};
 use kfd_svm::{Access, Location, SvmAttrs, get_attrs};
 use kfd_tests::VaReservation;
 
@@ -49,11 +49,11 @@ fn each_memory_operation_issues_the_ioctls_it_names() {
         );
 
         let topo = Topology::read().unwrap();
-        let gpus: Vec<(u32, u32)> = topo
+        let gpus: Vec<(GpuId, u32)> = topo
             .gpus()
             .filter_map(|n| Some((n.gpu_id()?, n.properties.drm_render_minor as u32)))
             .collect();
-        let ids: Vec<u32> = gpus.iter().map(|g| g.0).collect();
+        let ids: Vec<GpuId> = gpus.iter().map(|g| g.0).collect();
         assert_eq!(ids.len(), 8);
         let (g0, minor0) = gpus[0];
         assert_eq!(

@@ -3,19 +3,19 @@
 
 use kfd_ioctl::abi::AllocMemFlags;
 use kfd_ioctl::topology::Topology;
-use kfd_ioctl::{Errno, Error, Kfd, MemoryPolicy};
+use kfd_ioctl::{Errno, Error, GpuId, Kfd, MemoryPolicy};
 use kfd_tests::{Target, VaReservation, on_every_target};
 
 const MIB: u64 = 1 << 20;
 
 /// The GPUs of the topology as `(gpu_id, drm_render_minor)`.
-fn gpus(topo: &Topology) -> Vec<(u32, u32)> {
+fn gpus(topo: &Topology) -> Vec<(GpuId, u32)> {
     topo.gpus()
         .filter_map(|n| Some((n.gpu_id()?, n.properties.drm_render_minor as u32)))
         .collect()
 }
 
-fn open_and_acquire(target: &Target) -> (Kfd, Vec<(u32, u32)>) {
+fn open_and_acquire(target: &Target) -> (Kfd, Vec<(GpuId, u32)>) {
     let kfd = Kfd::open().unwrap_or_else(|e| panic!("{}: {e}", target.name()));
     assert_eq!(kfd.version().major, 1);
     assert!(
@@ -78,7 +78,7 @@ fn allocate_map_unmap_free_on_every_gpu() {
             );
             assert_eq!(
                 bo.handle() >> 32,
-                u64::from(gpu_id),
+                u64::from(gpu_id.get()),
                 "handle is gpu_id << 32 | id"
             );
             let during = kfd.available_memory(gpu_id).unwrap();
@@ -119,7 +119,7 @@ fn allocate_map_unmap_free_on_every_gpu() {
 fn system_memory_is_mapped_on_all_gpus_and_cpu_visible() {
     on_every_target(&["mi300x", "mi210x8"], |target| {
         let (kfd, gpus) = open_and_acquire(target);
-        let ids: Vec<u32> = gpus.iter().map(|g| g.0).collect();
+        let ids: Vec<GpuId> = gpus.iter().map(|g| g.0).collect();
         let va = VaReservation::new((2 * MIB) as usize, (2 * MIB) as usize);
         let bo = kfd
             .alloc_memory_of_gpu(
@@ -159,7 +159,7 @@ fn a_device_list_map_that_fails_part_way_says_where_and_keeps_track() {
             kfd_skip::skip_part(&target.name(), "needs 3 GPUs");
             return;
         }
-        let ids: Vec<u32> = gpus.iter().map(|g| g.0).collect();
+        let ids: Vec<GpuId> = gpus.iter().map(|g| g.0).collect();
         let va = VaReservation::new((2 * MIB) as usize, (2 * MIB) as usize);
         let flags = AllocMemFlags::GTT | AllocMemFlags::WRITABLE;
         // A BO at `va` mapped on the third GPU only...
@@ -249,11 +249,7 @@ fn odd_sizes_round_and_bad_addresses_fail_with_the_kernels_errno() {
         let (ioctl, gpu, errno, reason) = rejected(unaligned);
         assert_eq!(
             (ioctl, gpu, errno),
-            (
-                "ALLOC_MEMORY_OF_GPU",
-                Some(kfd_ioctl::GpuId(gpu_id)),
-                Errno::INVAL
-            )
+            ("ALLOC_MEMORY_OF_GPU", Some(gpu_id), Errno::INVAL)
         );
         assert!(reason.contains("not 4 KiB aligned"), "{text}");
         assert!(
@@ -309,7 +305,7 @@ fn alloc_memory_gives_one_address_for_cpu_and_gpu() {
     on_every_target(&["mi300x", "mi210x8"], |target| {
         let name = target.name();
         let (kfd, gpus) = open_and_acquire(target);
-        let ids: Vec<u32> = gpus.iter().map(|g| g.0).collect();
+        let ids: Vec<GpuId> = gpus.iter().map(|g| g.0).collect();
         let gpu = ids[0];
         let before = kfd.available_memory(gpu).unwrap();
         let public = AllocMemFlags::VRAM | AllocMemFlags::WRITABLE | AllocMemFlags::PUBLIC;
@@ -336,9 +332,14 @@ fn alloc_memory_gives_one_address_for_cpu_and_gpu() {
             for &g in &ids {
                 let mut seen = [0u8; 11];
                 model
-                    .gpu_read(std::process::id() as i32, g, vram.va() + 4096, &mut seen)
+                    .gpu_read(
+                        std::process::id() as i32,
+                        g.get(),
+                        vram.va() + 4096,
+                        &mut seen,
+                    )
                     .unwrap();
-                assert_eq!(&seen, b"one address", "{name}: gpu {g:#x}");
+                assert_eq!(&seen, b"one address", "{name}: gpu {g}");
             }
         }
         let device_only = kfd
@@ -348,7 +349,7 @@ fn alloc_memory_gives_one_address_for_cpu_and_gpu() {
         assert!(device_only.as_volatile_slice().is_err(), "{name}");
         // USERPTR and friends have their own calls.
         assert!(matches!(
-            kfd.alloc_memory(gpu, 4096, AllocMemFlags::USERPTR, &[]),
+            kfd.alloc_memory(gpu, 4096, AllocMemFlags::USERPTR, &[] as &[GpuId]),
             Err(Error::InvalidArgument { .. })
         ));
         drop((vram, host, small, device_only));

@@ -42,7 +42,7 @@ struct Env {
     name: String,
     kfd: Kfd,
     node: Node,
-    gpu_id: u32,
+    gpu_id: kfd_ioctl::GpuId,
     context: Arc<QueueContext>,
     va: VaReservation,
     emulated: bool,

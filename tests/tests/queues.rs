@@ -41,7 +41,7 @@ struct Env {
     name: String,
     kfd: Kfd,
     node: Node,
-    gpu_id: u32,
+    gpu_id: kfd_ioctl::GpuId,
     context: Arc<QueueContext>,
     /// GPU addresses for the test's buffer objects, reserved in the CPU address space.
     va: VaReservation,
@@ -91,7 +91,7 @@ impl Env {
         let Some(model) = &self.model else { return };
         let mut buf = vec![0u8; want.len()];
         model
-            .gpu_read(std::process::id() as i32, self.gpu_id, va, &mut buf)
+            .gpu_read(std::process::id() as i32, self.gpu_id.get(), va, &mut buf)
             .unwrap_or_else(|e| panic!("{}: {e}", self.name));
         assert!(buf == want, "{}: the GPU view at {va:#x}", self.name);
     }
@@ -325,7 +325,7 @@ fn userptr_and_svm_memory_are_copied_through_too() {
             },
             kfd_ioctl_svm_attribute {
                 r#type: KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE,
-                value: env.gpu_id,
+                value: env.gpu_id.get(),
             },
         ];
         // SAFETY: the range is this test's allocation, live for the rest of the test.
@@ -1278,7 +1278,7 @@ fn queue_errors_name_the_gpu_the_engine_and_the_sizes() {
         let env = open(target);
         let unknown = SdmaQueue::new(&env.context, 0xdead, SdmaEngine::Pcie, 4096).unwrap_err();
         assert!(
-            matches!(&unknown, Error::UnknownGpu { gpu_id, known } if *gpu_id == 0xdead && known.iter().any(|g| *g == env.gpu_id)),
+            matches!(&unknown, Error::UnknownGpu { gpu_id, known } if *gpu_id == 0xdead && known.contains(&env.gpu_id)),
             "{}: {unknown}",
             env.name
         );

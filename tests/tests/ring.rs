@@ -29,7 +29,7 @@ fn open(target: &Target) -> (Kfd, Topology, Vec<u32>) {
         };
         kfd.acquire_vm(gpu_id, node.properties.drm_render_minor as u32)
             .unwrap_or_else(|e| panic!("{}: {e}", target.name()));
-        gpus.push(gpu_id);
+        gpus.push(gpu_id.get());
     }
     assert!(!gpus.is_empty(), "{}: no GPU", target.name());
     (kfd, topo, gpus)

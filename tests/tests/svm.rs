@@ -10,7 +10,7 @@
 use kfd_emu::model::Model;
 use kfd_ioctl::abi::{self, AllocMemFlags, SmiEventMask, SvmFlags};
 use kfd_ioctl::topology::Topology;
-use kfd_ioctl::{Errno, Kfd, MemoryPolicy};
+use kfd_ioctl::{Errno, GpuId, Kfd, MemoryPolicy};
 use kfd_svm::{
     Access, Error, Location, MapOptions, MigrateTrigger, SmiEvent, SmiStream, SvmAttrs, SvmBuffer,
     SvmRangeInfo, Timeline, UnmapTrigger, get_attrs,
@@ -22,7 +22,7 @@ const PAGE: u64 = 4096;
 const DEFAULT_FLAGS: SvmFlags = SvmFlags::HOST_ACCESS.union(SvmFlags::COHERENT);
 
 /// Opens KFD and acquires the first SVM-capable GPU, as libhsakmt would.
-fn open(target: &Target) -> (Kfd, u32) {
+fn open(target: &Target) -> (Kfd, GpuId) {
     let kfd = Kfd::open().unwrap_or_else(|e| panic!("{}: {e}", target.name()));
     let topology = Topology::read().unwrap_or_else(|e| panic!("{}: {e}", target.name()));
     let node = topology
@@ -308,7 +308,7 @@ fn errors_follow_the_kernel_contract() {
         }
 
         // A gpu_id the process does not have, as a location or an access target.
-        let bad = gpu ^ 0x8000;
+        let bad = GpuId(gpu.get() ^ 0x8000);
         let cases: [(SvmAttrs, Errno); 5] = [
             (
                 SvmAttrs::new().preferred_location(Location::Gpu(bad)),
@@ -351,11 +351,8 @@ fn errors_follow_the_kernel_contract() {
                     known,
                     ..
                 }) => {
-                    assert_eq!(
-                        (*op, *named, *gpu_id),
-                        ("SET_ATTR", attribute, kfd_ioctl::GpuId(bad))
-                    );
-                    assert!(known.contains(&kfd_ioctl::GpuId(gpu)), "{name}: {err}");
+                    assert_eq!((*op, *named, *gpu_id), ("SET_ATTR", attribute, bad));
+                    assert!(known.contains(&gpu), "{name}: {err}");
                 }
                 other => panic!("{name}: expected the GPU named, got {other}"),
             }
@@ -610,7 +607,7 @@ fn a_shared_mapping_keeps_its_data_when_prefetched() {
         if let Target::Emulated { model, .. } = target {
             let mut seen = [0u8; 34];
             model
-                .gpu_read(tgid(), gpu, buf.addr() + 4096, &mut seen)
+                .gpu_read(tgid(), gpu.get(), buf.addr() + 4096, &mut seen)
                 .expect("the GPU reads shared pages where they are");
             assert_eq!(&seen, b"shared pages stay in system memory");
         }
@@ -666,7 +663,7 @@ fn dropping_a_buffer_removes_its_range() {
                     trigger: UnmapTrigger::UnmapFromCpu,
                     ..
                 } => {
-                    assert_eq!((*p, *node), (pid, gpu));
+                    assert_eq!((*p, *node), (pid, gpu.get()));
                     assert!(*start_page >= addr / PAGE);
                     covered += npages;
                 }
@@ -744,7 +741,7 @@ fn end_to_end_prefetch_gpu_fault_cpu_read_and_timeline() {
         if let Some(model) = gpu_view(target) {
             // A GPU write to the prefetched half: already mapped, in VRAM, no event.
             model
-                .gpu_write(tgid(), gpu, base + 100, b"gpu wrote here")
+                .gpu_write(tgid(), gpu.get(), base + 100, b"gpu wrote here")
                 .expect("the prefetched half is mapped on the GPU");
             assert_eq!(drain(&mut stream), vec![], "{name}");
 
@@ -752,7 +749,7 @@ fn end_to_end_prefetch_gpu_fault_cpu_read_and_timeline() {
             // around the fault to the preferred location before mapping it.
             let fault_at = base + half + 8 * MIB as u64 + 4096 + 8;
             model
-                .gpu_write(tgid(), gpu, fault_at, b"faulted in")
+                .gpu_write(tgid(), gpu.get(), fault_at, b"faulted in")
                 .expect("XNACK on: the fault is recovered");
             let events = drain(&mut stream);
             let granule = (fault_at & !(2 * MIB as u64 - 1)) / PAGE;
@@ -802,7 +799,9 @@ fn end_to_end_prefetch_gpu_fault_cpu_read_and_timeline() {
             timeline.extend(events);
 
             let mut seen = [0u8; 10];
-            model.gpu_read(tgid(), gpu, fault_at, &mut seen).unwrap();
+            model
+                .gpu_read(tgid(), gpu.get(), fault_at, &mut seen)
+                .unwrap();
             assert_eq!(&seen, b"faulted in");
         }
 

@@ -293,7 +293,7 @@ fn agent_object(
         "grid_max_size": gpu_only(u64::from(u32::MAX)),
         "local_mem_size": gpu_only(p.local_mem_size.unwrap_or(0)),
         "hive_id": p.hive_id.unwrap_or(0),
-        "gpu_id": node.gpu_id().unwrap_or(0),
+        "gpu_id": node.gpu_id().map_or(0, kfd_ioctl::GpuId::get),
         "workgroup_max_dim": { "x": gpu_only(1024), "y": gpu_only(1024), "z": gpu_only(1024) },
         "grid_max_dim": {
             "x": gpu_only(i32::MAX as u64), "y": gpu_only(65535), "z": gpu_only(65535)

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use kfd_ioctl::abi::AllocMemFlags;
 use kfd_ioctl::mem::Reservation;
 use kfd_ioctl::topology::{IoLinkType, Topology};
-use kfd_ioctl::{BufferObject, Kfd};
+use kfd_ioctl::{BufferObject, GpuId, Kfd};
 use kfd_queue::{QueueContext, SdmaEngine, SdmaQueue};
 
 /// One measured direction.
@@ -22,7 +22,7 @@ struct Row {
 }
 
 /// The link type between two GPU nodes, as the topology names it.
-fn link_between(topology: &Topology, from: u32, to: u32) -> String {
+fn link_between(topology: &Topology, from: GpuId, to: GpuId) -> String {
     let node = topology.gpus().find(|n| n.gpu_id() == Some(from));
     let to_node = topology
         .gpus()
@@ -82,7 +82,7 @@ pub fn copy_cmd(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let kfd = Kfd::open()?;
     let topology = Topology::read()?;
-    let gpus: Vec<u32> = topology.gpus().filter_map(|n| n.gpu_id()).collect();
+    let gpus: Vec<GpuId> = topology.gpus().filter_map(|n| n.gpu_id()).collect();
     let &first = gpus.first().ok_or("this machine has no GPU")?;
     for node in topology.gpus() {
         if let Some(gpu_id) = node.gpu_id() {
@@ -94,7 +94,7 @@ pub fn copy_cmd(
     let space = Reservation::new(len.checked_mul(4).ok_or("--size too large")?, 2 << 20)
         .map_err(|e| format!("reserving GPU addresses: {e}"))?;
     let base = space.addr().as_ptr() as u64;
-    let alloc = |gpu: u32, at: u64, flags: AllocMemFlags, on: &[u32]| {
+    let alloc = |gpu: GpuId, at: u64, flags: AllocMemFlags, on: &[GpuId]| {
         let bo = kfd.alloc_memory_of_gpu(gpu, base + at * size, size, flags)?;
         kfd.map_memory_to_gpu(&bo, on)?;
         Ok::<_, kfd_ioctl::Error>(bo)
@@ -184,7 +184,7 @@ pub fn copy_cmd(
         ),
         None => "/dev/kfd".to_owned(),
     };
-    println!("SDMA copies on gpu {first:#x}, {repeat} × {size} bytes each ({origin})");
+    println!("SDMA copies on gpu {first}, {repeat} × {size} bytes each ({origin})");
     println!(
         "{:<18} {:<15} {:<6} {:>12} {:>12} {:>10}",
         "direction", "link", "engine", "bytes", "per copy", "GB/s"

@@ -116,7 +116,7 @@ pub fn topology_json(topo: &Topology, kfd_version: &str, emulated: bool) -> serd
             serde_json::json!({
                 "node": node.id,
                 "kind": if gpu { "gpu" } else { "cpu" },
-                "gpu_id": node.gpu_id(),
+                "gpu_id": node.gpu_id().map(kfd_ioctl::GpuId::get),
                 "name": node.name.clone().filter(|n| !n.is_empty()),
                 "gfx_target_version": node.gfx_target_version().map(|v| v.to_string()),
                 "simd_count": node.properties.simd_count,
@@ -160,9 +160,7 @@ pub fn topology_table(topo: &Topology) -> String {
     );
     for node in &topo.nodes {
         let kind = if node.is_gpu() { "gpu" } else { "cpu" };
-        let gpu_id = node
-            .gpu_id()
-            .map_or("-".to_owned(), |id| format!("{id:#x}"));
+        let gpu_id = node.gpu_id().map_or("-".to_owned(), |id| id.to_string());
         let name = match node.name.clone().filter(|n| !n.is_empty()) {
             Some(name) => name,
             None if node.is_cpu() => format!("{} CPU cores", node.properties.cpu_cores_count),

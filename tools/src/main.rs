@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use kfd_ioctl::abi::{SmiEventMask, SvmFlags};
 use kfd_ioctl::topology::Topology;
-use kfd_ioctl::{Errno, Kfd};
+use kfd_ioctl::{Errno, GpuId, Kfd};
 use kfd_svm::{Access, FlagNames, Location, SmiStream, SvmAttrs, SvmBuffer};
 use parse::{parse_idle, parse_u32, parse_whole};
 use vm_memory::VolatileSlice;
@@ -394,7 +394,7 @@ fn no_kfd_device(e: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// Opens KFD and acquires every GPU; returns the handle and the GPU ids in topology order.
-fn open_all() -> Result<(Kfd, Topology, Vec<u32>), kfd_ioctl::Error> {
+fn open_all() -> Result<(Kfd, Topology, Vec<GpuId>), kfd_ioctl::Error> {
     let kfd = Kfd::open()?;
     let topo = Topology::read()?;
     let mut gpus = Vec::new();
@@ -410,10 +410,13 @@ fn open_all() -> Result<(Kfd, Topology, Vec<u32>), kfd_ioctl::Error> {
 
 /// The GPU `wanted` names, by its gpu_id or by its topology node id (one way to name a GPU
 /// in every command: `kfdtool replay` takes the same), or the first.
-fn pick_gpu(topology: &Topology, gpus: &[u32], wanted: Option<u32>) -> Result<u32, String> {
-    let node_of = |gpu: u32| topology.node_by_gpu_id(gpu).map(|n| n.id);
+///
+/// `wanted` is a plain number (hex with `0x` or decimal, as `--gpu` takes it) because it may
+/// be either; the answer is a [`GpuId`].
+fn pick_gpu(topology: &Topology, gpus: &[GpuId], wanted: Option<u32>) -> Result<GpuId, String> {
+    let node_of = |gpu: GpuId| topology.node_by_gpu_id(gpu).map(|n| n.id);
     match wanted {
-        Some(gpu) if gpus.contains(&gpu) => Ok(gpu),
+        Some(gpu) if gpus.contains(&GpuId(gpu)) => Ok(GpuId(gpu)),
         Some(node) => gpus
             .iter()
             .copied()
@@ -422,8 +425,8 @@ fn pick_gpu(topology: &Topology, gpus: &[u32], wanted: Option<u32>) -> Result<u3
                 let names: Vec<String> = gpus
                     .iter()
                     .map(|&g| match node_of(g) {
-                        Some(n) => format!("node {n} (gpu {g:#x})"),
-                        None => format!("gpu {g:#x}"),
+                        Some(n) => format!("node {n} (gpu {g})"),
+                        None => format!("gpu {g}"),
                     })
                     .collect();
                 format!(
@@ -465,7 +468,7 @@ fn info_cmd(json: bool) -> CmdResult {
             .map(info::human_bytes)
             .unwrap_or_else(|e| format!("unknown ({e})"));
         println!(
-            "gpu {:#06x}: gpuvm {:#x}..{:#x}, lds {:#x}, scratch {:#x}, available VRAM {available}",
+            "gpu {}: gpuvm {:#x}..{:#x}, lds {:#x}, scratch {:#x}, available VRAM {available}",
             a.gpu_id, a.gpuvm.start, a.gpuvm.end, a.lds.start, a.scratch.start
         );
     }
@@ -476,7 +479,7 @@ fn info_cmd(json: bool) -> CmdResult {
     Ok(())
 }
 
-fn location(place: Place, gpu: u32) -> Location {
+fn location(place: Place, gpu: GpuId) -> Location {
     match place {
         Place::System => Location::System,
         Place::Gpu => Location::Gpu(gpu),
@@ -517,7 +520,7 @@ fn svm_cmd(args: &SvmArgs) -> CmdResult {
     }
     let got = buffer.attrs(&gpus)?;
     println!(
-        "SVM range {:#x}..{:#x} ({}) on gpu {gpu:#x}",
+        "SVM range {:#x}..{:#x} ({}) on gpu {gpu}",
         buffer.addr(),
         buffer.addr() + buffer.len() as u64,
         info::human_bytes(buffer.len() as u64)
@@ -537,8 +540,8 @@ fn svm_cmd(args: &SvmArgs) -> CmdResult {
     );
     for g in &gpus {
         match got.access_of(*g) {
-            Some(a) => println!("  gpu {g:#x} access    {a}"),
-            None => println!("  gpu {g:#x} access    (not reported)"),
+            Some(a) => println!("  gpu {g} access    {a}"),
+            None => println!("  gpu {g} access    (not reported)"),
         }
     }
     Ok(())
@@ -553,7 +556,7 @@ fn smi_watch(gpu: Option<u32>, count: Option<usize>, idle: Duration, all: bool) 
     }
     let mut stream = SmiStream::open(&kfd, gpu, mask)?;
     eprintln!(
-        "kfdtool: watching SMI events of gpu {gpu:#x} (idle timeout {} s)",
+        "kfdtool: watching SMI events of gpu {gpu} (idle timeout {} s)",
         idle.as_secs_f64()
     );
     let mut seen = 0usize;
@@ -581,7 +584,7 @@ fn alloc_cmd(kind: KindArg, size: usize, count: usize, gpu: Option<u32>) -> CmdR
     };
     let provider = KfdProvider::new(kfd, ProviderParams::new(kind).gpu(gpu))?;
     println!(
-        "provider {:?} ({:?} on gpu {gpu:#x}; pages: min {}, recommended {}; host access: {})",
+        "provider {:?} ({:?} on gpu {gpu}; pages: min {}, recommended {}; host access: {})",
         provider.name(),
         provider.kind(),
         provider.min_page_size(std::ptr::null()),
@@ -609,7 +612,7 @@ fn alloc_cmd(kind: KindArg, size: usize, count: usize, gpu: Option<u32>) -> CmdR
             .allocation_info(ptr.as_ptr())
             .ok_or("the provider does not know its own allocation")?;
         println!(
-            "  {:p}: {} {:?} on gpu {:#x}",
+            "  {:p}: {} {:?} on gpu {}",
             info.base,
             info::human_bytes(info.size as u64),
             info.kind,
@@ -706,9 +709,11 @@ fn ring_cmd(capacity: usize, records: usize) -> CmdResult {
     );
 
     let gpu = pick_gpu(&topo, &gpus, None)?;
-    let pool = MemoryPool::find(&topo, gpu, Granularity::Coarse)?;
+    let pool = MemoryPool::find(&topo, gpu.get(), Granularity::Coarse)?;
     println!("device ring pool: {pool}");
-    let rights = AccessMode::Shared.rights(gpu, &gpus[1..]);
+    // kfd-ring takes raw ids.
+    let raw: Vec<u32> = gpus.iter().map(|g| g.get()).collect();
+    let rights = AccessMode::Shared.rights(gpu.get(), &raw[1..]);
     let ring = DeviceRing::new(&kfd, &pool, capacity, &rights, pool.host_accessible)?;
     let base = ring.gpu_base();
     let c = ring.capacity() as u64;

@@ -908,7 +908,7 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
         .map_err(|e| fail("SET_XNACK_MODE", &e))?;
     let location = |t: Target| match t {
         Target::System => Location::System,
-        Target::Gpu(i) => Location::Gpu(gpu_ids[i]),
+        Target::Gpu(i) => Location::Gpu(gpu_ids[i].into()),
     };
     let mut attrs = SvmAttrs::new();
     if let Some(g) = setup.granularity {
@@ -950,7 +950,7 @@ fn run(model: &Model, setup: &Setup) -> Result<Replayed, ReplayError> {
         RangeLoc::System => Some(Location::System),
         RangeLoc::Undefined => Some(Location::Undefined),
         RangeLoc::Node(n) => match setup.gpu_nodes.iter().position(|&g| g == n) {
-            Some(i) => gpu_ids.get(i).map(|&g| Location::Gpu(g)),
+            Some(i) => gpu_ids.get(i).map(|&g| Location::Gpu(g.into())),
             // A node that is no GPU of the trace: its system memory.
             None => Some(Location::System),
         },

@@ -125,7 +125,7 @@ impl Agent {
             .zip(crate::agent_info::agent_objects(topology, cpuinfo))
             .map(|(n, info)| Agent {
                 node_id: n.id,
-                gpu_id: n.gpu_id(),
+                gpu_id: n.gpu_id().map(kfd_ioctl::GpuId::get),
                 is_gpu: n.gpu_id().is_some(),
                 // rocprofv3's name (gfx942, the CPU's model name), else the node's name file.
                 name: info

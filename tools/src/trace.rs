@@ -19,8 +19,8 @@ use kfdtool::rocpd::{self, Agent, TraceInfo};
 use rustix::event::{PollFd, PollFlags, Timespec};
 
 use clap::{Args, ValueEnum};
-use kfd_ioctl::Kfd;
 use kfd_ioctl::topology::Topology;
+use kfd_ioctl::{GpuId, Kfd};
 
 use crate::info;
 use crate::parse::{parse_idle, parse_u32};
@@ -155,7 +155,7 @@ fn boottime_ns() -> u64 {
 
 /// One GET_CLOCK_COUNTERS sample of each GPU; a GPU whose sample fails is left out (an
 /// old kernel without the ioctl: the trace then has no clock correlation for it).
-fn clock_samples(kfd: &Kfd, topology: &Topology, gpus: &[u32]) -> Vec<ClockSample> {
+fn clock_samples(kfd: &Kfd, topology: &Topology, gpus: &[GpuId]) -> Vec<ClockSample> {
     gpus.iter()
         .filter_map(|&gpu_id| {
             let c = kfd.get_clock_counters(gpu_id).ok()?;
@@ -165,7 +165,7 @@ fn clock_samples(kfd: &Kfd, topology: &Topology, gpus: &[u32]) -> Vec<ClockSampl
                 .find(|n| n.gpu_id() == Some(gpu_id))
                 .map_or(0, |n| n.id);
             Some(ClockSample {
-                gpu_id,
+                gpu_id: gpu_id.get(),
                 node_id,
                 gpu_counter: c.gpu_clock_counter,
                 cpu_counter: c.cpu_clock_counter,
@@ -254,7 +254,7 @@ const TICK: Duration = Duration::from_millis(20);
 /// ids).
 pub fn trace_cmd(
     args: &TraceArgs,
-    open: impl FnOnce() -> Result<(Kfd, Topology, Vec<u32>), kfd_ioctl::Error>,
+    open: impl FnOnce() -> Result<(Kfd, Topology, Vec<GpuId>), kfd_ioctl::Error>,
 ) -> CmdResult {
     if args.program.is_empty() && !args.all_processes && args.pid.is_empty() {
         return Err(
@@ -280,7 +280,7 @@ pub fn trace_cmd(
     for gpu in &gpus {
         streams.push(
             SmiStream::open(&kfd, *gpu, SmiEventMask::all()).map_err(|e| {
-                format!("opening the SMI events of gpu {gpu:#x} with ALL_PROCESS: {e}")
+                format!("opening the SMI events of gpu {gpu} with ALL_PROCESS: {e}")
             })?,
         );
     }

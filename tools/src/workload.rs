@@ -266,8 +266,8 @@ pub fn workload_cmd(
         }
     }
     let gpu = match args.gpu {
-        Some(g) if gpus.contains(&g) => g,
-        Some(g) => return Err(format!("no GPU {g:#x}; the GPUs are {gpus:x?}").into()),
+        Some(g) if gpus.contains(&kfd_ioctl::GpuId(g)) => kfd_ioctl::GpuId(g),
+        Some(g) => return Err(format!("no GPU {g:#x}; the GPUs are {gpus:?}").into()),
         None => *gpus.first().ok_or("this machine has no GPU")?,
     };
     let vram_size: u64 = topology
@@ -406,7 +406,7 @@ pub fn workload_cmd(
     };
     println!(
         "workload {}: {} range at {base:#x}, {} blocks of {}, {} iteration(s), XNACK {}, \
-         access {}, gpu {gpu:#x} ({} VRAM)",
+         access {}, gpu {gpu} ({} VRAM)",
         name(&|| args.pattern.to_possible_value()),
         human_bytes(size),
         blocks,

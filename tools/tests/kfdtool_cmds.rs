@@ -344,10 +344,13 @@ fn a_gpu_is_named_by_its_gpu_id_or_its_node_id() {
         .find(|n| n["kind"] == "gpu")
         .expect("a GPU");
     let node = gpu["node"].as_u64().unwrap();
-    let gpu_id = format!("{:#x}", gpu["gpu_id"].as_u64().unwrap());
+    let raw = gpu["gpu_id"].as_u64().unwrap();
+    let gpu_id = format!("{raw:#x}");
     let by_node = preferred(&node.to_string());
     assert!(by_node.contains(&gpu_id), "{by_node}");
     assert_eq!(preferred(&gpu_id), by_node);
+    // The gpu id in decimal (as sysfs writes it) names the same GPU, printed in hex.
+    assert_eq!(preferred(&raw.to_string()), by_node);
     // Neither: the GPUs are listed by both names.
     let out = kfdtool(&["svm", "--gpu", "77"]);
     assert!(!out.status.success());

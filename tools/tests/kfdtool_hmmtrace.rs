@@ -75,7 +75,7 @@ fn run_workload() -> Workload {
         let attrs = SvmAttrs::new().access(gpu, Access::Access);
         let mut a = SvmBuffer::with_options(&kfd, (N_MIB * MIB) as usize, &attrs, huge).unwrap();
         a.copy_in(0, &vec![0x5a; a.len()]).unwrap();
-        a.prefetch(Location::Gpu(gpu)).unwrap();
+        a.prefetch(Location::Gpu(gpu.into())).unwrap();
         let prefetched = (a.addr(), a.addr() + a.len() as u64);
 
         // 2. 4 MiB in system memory, 2 MiB granules: the GPU reads page 5 (block 0) and writes
@@ -160,7 +160,7 @@ fn node_of(topology: &Topology, gpu: u32) -> u32 {
     topology
         .nodes
         .iter()
-        .find(|n| n.gpu_id() == Some(gpu))
+        .find(|n| n.gpu_id() == Some(kfd_ioctl::GpuId(gpu)))
         .expect("the GPU's node")
         .id
 }

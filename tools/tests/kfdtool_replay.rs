@@ -76,7 +76,7 @@ fn record(dir: &Path, clock: ClockMode) -> (PathBuf, (u64, u64), (u64, u64)) {
                 assert!(spacers.len() < 8, "every mapping lands next to the first");
                 spacers.push(b);
             };
-            b.prefetch(Location::Gpu(gpu)).expect("prefetch");
+            b.prefetch(Location::Gpu(gpu.into())).expect("prefetch");
             let events: Vec<_> = smi.pending().map(|e| e.expect("event")).collect();
             let pairing = Pairing::new(
                 &events,
@@ -481,7 +481,7 @@ fn record_with_ranges(dir: &Path) -> (PathBuf, (u64, u64), (u64, u64)) {
                 RangeEvent::Register,
                 RangeAttrs::default(),
             );
-            b.prefetch(Location::Gpu(gpu)).expect("prefetch");
+            b.prefetch(Location::Gpu(gpu.into())).expect("prefetch");
             let events: Vec<_> = smi.pending().map(|e| e.expect("event")).collect();
             let pairing = Pairing::new(
                 &events,

@@ -326,7 +326,7 @@ fn agents_and_strings_are_as_rocprofv3_writes_them() {
             assert_eq!(row.4, gpus);
             gpus += 1;
             assert_eq!(ext["type"], 2);
-            assert_eq!(ext["gpu_id"], node.gpu_id().unwrap());
+            assert_eq!(ext["gpu_id"], node.gpu_id().unwrap().get());
             assert_eq!((row.5.as_str(), row.6.as_str()), ("gfx942", "AMD"));
             assert_eq!(ext["cu_count"], node.cu_count().unwrap());
             assert_eq!(

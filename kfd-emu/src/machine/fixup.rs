@@ -352,7 +352,7 @@ fn assign_gpu_ids(topology: &mut Topology) {
         if !node.is_gpu() {
             continue;
         }
-        match node.gpu_id() {
+        match node.gpu_id().map(kfd_ioctl::GpuId::get) {
             Some(id) if used.insert(id) => {}
             _ => missing.push(index),
         }

@@ -261,7 +261,7 @@ impl Gpu {
             .any(|b| b.heap() == HeapType::FrameBufferPublic);
         Ok(Gpu {
             node_id: node.id,
-            gpu_id: node.gpu_id().unwrap_or(0),
+            gpu_id: node.gpu_id().map_or(0, kfd_ioctl::GpuId::get),
             name: node.name.clone().unwrap_or_default(),
             target,
             vram_size,

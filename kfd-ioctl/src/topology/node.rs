@@ -8,6 +8,7 @@ use super::flags::{Capability, Capability2, DebugProp};
 use super::limits;
 use super::parts::{Cache, IoLink, MemBank};
 use super::text::{self, Key};
+use crate::GpuId;
 
 /// Declares [`NodeProperties`]: one typed field per key the kernel's `node_show` prints, in
 /// print order, and the schema the parser checks widths and required keys against.
@@ -291,8 +292,8 @@ impl Node {
     ///
     /// `None` for a CPU-only node (its `gpu_id` file reads 0) and for a node read from a
     /// capture without a `gpu_id` file. A GPU node of a live system has one.
-    pub fn gpu_id(&self) -> Option<u32> {
-        self.gpu_id.filter(|&id| id != 0)
+    pub fn gpu_id(&self) -> Option<GpuId> {
+        self.gpu_id.filter(|&id| id != 0).map(GpuId)
     }
 
     /// The DRM render minor for [`crate::Kfd::acquire_vm`] (`renderD<minor>`); `None` for a

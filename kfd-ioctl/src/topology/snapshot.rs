@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::node::Node;
 use super::parts::SystemProperties;
+use crate::GpuId;
 
 /// A snapshot of the KFD topology: the system properties and every node, sorted by id.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,7 +32,8 @@ impl Topology {
     }
 
     /// The node whose `gpu_id` file says `gpu_id` (never a CPU node: 0 matches nothing).
-    pub fn node_by_gpu_id(&self, gpu_id: u32) -> Option<&Node> {
+    pub fn node_by_gpu_id(&self, gpu_id: impl Into<GpuId>) -> Option<&Node> {
+        let gpu_id = gpu_id.into();
         self.nodes
             .iter()
             .find(|node| node.gpu_id().is_some_and(|id| id == gpu_id))

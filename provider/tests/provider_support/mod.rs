@@ -64,12 +64,22 @@ pub fn read(ptr: *const u8, len: usize) -> Vec<u8> {
 }
 
 /// What GPU `gpu_id` reads at `ptr` in this process's VM, on an emulated target.
-pub fn gpu_read(target: &Target, gpu_id: u32, ptr: *const u8, len: usize) -> Option<Vec<u8>> {
+pub fn gpu_read(
+    target: &Target,
+    gpu_id: kfd_ioctl::GpuId,
+    ptr: *const u8,
+    len: usize,
+) -> Option<Vec<u8>> {
     match target {
         Target::Emulated { model, .. } => {
             let mut out = vec![0u8; len];
             model
-                .gpu_read(std::process::id() as i32, gpu_id, ptr as u64, &mut out)
+                .gpu_read(
+                    std::process::id() as i32,
+                    gpu_id.get(),
+                    ptr as u64,
+                    &mut out,
+                )
                 .unwrap_or_else(|e| panic!("{}: {e}", target.name()));
             Some(out)
         }
@@ -78,11 +88,11 @@ pub fn gpu_read(target: &Target, gpu_id: u32, ptr: *const u8, len: usize) -> Opt
 }
 
 /// Writes `data` at `ptr` as GPU `gpu_id` would, on an emulated target; false on hardware.
-pub fn gpu_write(target: &Target, gpu_id: u32, ptr: *const u8, data: &[u8]) -> bool {
+pub fn gpu_write(target: &Target, gpu_id: kfd_ioctl::GpuId, ptr: *const u8, data: &[u8]) -> bool {
     match target {
         Target::Emulated { model, .. } => {
             model
-                .gpu_write(std::process::id() as i32, gpu_id, ptr as u64, data)
+                .gpu_write(std::process::id() as i32, gpu_id.get(), ptr as u64, data)
                 .unwrap_or_else(|e| panic!("{}: {e}", target.name()));
             true
         }

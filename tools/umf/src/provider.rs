@@ -465,7 +465,7 @@ unsafe extern "C" fn get_allocation_properties(
                 };
                 let raw = match id {
                     UMF_MEMORY_PROPERTY_POINTER_TYPE => kind_to_raw(info.kind),
-                    _ => info.gpu_id,
+                    _ => info.gpu_id.get(),
                 };
                 value.cast::<u32>().write_unaligned(raw);
                 UMF_RESULT_SUCCESS
