@@ -52,14 +52,14 @@
 //!     let flags = AllocMemFlags::GTT | AllocMemFlags::WRITABLE;
 //!     let bo = kfd.alloc_memory_of_gpu(gpu_id, va, 4096, flags).unwrap();
 //!     kfd.map_memory_to_gpu(&bo, &[gpu_id]).unwrap();
-//!     bo.map_cpu().unwrap().write(0, b"from the CPU").unwrap();
+//!     bo.map_cpu().unwrap().write_slice(b"from the CPU", 0).unwrap();
 //!     // The GPU-side view reads through the GPU's page tables.
 //!     let mut seen = [0u8; 12];
-//!     view.gpu_read(std::process::id() as i32, gpu_id, va, &mut seen).unwrap();
+//!     view.gpu_read(std::process::id() as i32, gpu_id.get(), va, &mut seen).unwrap();
 //!     assert_eq!(&seen, b"from the CPU");
 //!     // Dropping unmaps and frees; a GPU access now faults.
 //!     drop(bo);
-//!     assert!(view.gpu_read(std::process::id() as i32, gpu_id, va, &mut seen).is_err());
+//!     assert!(view.gpu_read(std::process::id() as i32, gpu_id.get(), va, &mut seen).is_err());
 //! })
 //! .unwrap();
 //! ```

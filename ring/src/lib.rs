@@ -120,7 +120,7 @@
 //! let topo = Topology::read()?;
 //! let gpus: Vec<(u32, u32)> = topo
 //!     .gpus()
-//!     .filter_map(|n| Some((n.gpu_id()?, n.properties.drm_render_minor as u32)))
+//!     .filter_map(|n| Some((n.gpu_id()?.get(), n.properties.drm_render_minor as u32)))
 //!     .collect();
 //! for &(gpu_id, minor) in &gpus {
 //!     kfd.acquire_vm(gpu_id, minor)?;
