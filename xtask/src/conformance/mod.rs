@@ -38,9 +38,7 @@ use std::time::{Duration, Instant};
 
 use crate::failure::{self, Failure};
 use gtest::{Outcome, Verdict};
-use runner::{
-    MachineResults, Options, Report, Runner, Suite, TestResult, kfd_emu_binary, log_name,
-};
+use runner::{Options, Report, Runner, Suite, TestResult, kfd_emu_binary, log_name};
 
 pub const USAGE: &str = "usage: cargo xtask conformance kfdtest|rocrtst --src DIR [--machine M]... \
 [--hardware] [--timeout SECS] [--filter GTEST_FILTER] [--out DIR] [--kfd-emu PATH] \
@@ -180,23 +178,7 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
             );
         }
         let tests = runner.list(&built.kfdtest)?;
-        let logs = out.join("logs").join(&label);
-        fs::create_dir_all(&logs).map_err(|e| Failure::new(format!("{}: {e}", logs.display())))?;
-        report.machines.push(MachineResults {
-            label: label.clone(),
-            platform: node.platform.clone().unwrap_or_else(|| "?".to_owned()),
-            node: node.id,
-            tests: Vec::new(),
-        });
-        let selected: Vec<&String> = tests
-            .iter()
-            .filter(|t| {
-                options
-                    .filter
-                    .as_deref()
-                    .is_none_or(|f| gtest::filter_matches(f, t))
-            })
-            .collect();
+        let (logs, selected) = report.start_machine(&label, &node, &tests, &out, &options)?;
         for (n, test) in selected.iter().enumerate() {
             let excluded = platform_filter
                 .as_deref()

@@ -43,9 +43,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use super::gtest::{self, Outcome, Verdict};
-use super::runner::{
-    MachineResults, Options, Report, Runner, TestResult, kfd_emu_binary, log_name,
-};
+use super::runner::{Options, Report, Runner, TestResult, kfd_emu_binary, log_name};
 use crate::failure::{self, Failure};
 
 /// The presets whose GPUs Debian's ROCr 5.2.3 makes agents of (gfx906, gfx908, gfx90a); on
@@ -298,23 +296,7 @@ pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
         let label = machine.clone().unwrap_or_else(|| "hardware".to_owned());
         let node = runner.first_gpu()?;
         let tests = runner.list(&built.exe)?;
-        let logs = out.join("logs").join(&label);
-        fs::create_dir_all(&logs).map_err(|e| Failure::new(format!("{}: {e}", logs.display())))?;
-        report.machines.push(MachineResults {
-            label: label.clone(),
-            platform: node.platform.clone().unwrap_or_else(|| "?".to_owned()),
-            node: node.id,
-            tests: Vec::new(),
-        });
-        let selected: Vec<&String> = tests
-            .iter()
-            .filter(|t| {
-                options
-                    .filter
-                    .as_deref()
-                    .is_none_or(|f| gtest::filter_matches(f, t))
-            })
-            .collect();
+        let (logs, selected) = report.start_machine(&label, &node, &tests, &out, options)?;
         for (n, test) in selected.iter().enumerate() {
             let excluded = disabled(test);
             let result = if excluded && !options.run_excluded {

@@ -278,6 +278,37 @@ pub(super) struct Report {
 }
 
 impl Report {
+    /// Starts `label`'s results (its first GPU `node`) and its log directory under `out`, and
+    /// returns the log directory and the tests of `tests` that `options.filter` selects (in
+    /// order): what every suite does before it runs a machine's tests.
+    pub(super) fn start_machine<'t>(
+        &mut self,
+        label: &str,
+        node: &GpuNode,
+        tests: &'t [String],
+        out: &Path,
+        options: &Options,
+    ) -> Result<(PathBuf, Vec<&'t String>), Failure> {
+        let logs = out.join("logs").join(label);
+        fs::create_dir_all(&logs).map_err(|e| Failure::new(format!("{}: {e}", logs.display())))?;
+        self.machines.push(MachineResults {
+            label: label.to_owned(),
+            platform: node.platform.clone().unwrap_or_else(|| "?".to_owned()),
+            node: node.id,
+            tests: Vec::new(),
+        });
+        let selected = tests
+            .iter()
+            .filter(|t| {
+                options
+                    .filter
+                    .as_deref()
+                    .is_none_or(|f| gtest::filter_matches(f, t))
+            })
+            .collect();
+        Ok((logs, selected))
+    }
+
     pub(super) fn counts(m: &MachineResults) -> BTreeMap<Outcome, usize> {
         let mut counts = BTreeMap::new();
         for t in &m.tests {
