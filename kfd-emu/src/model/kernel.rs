@@ -49,8 +49,10 @@
 //!   to every other GPU access and to the CPU's own atomic instructions on the same memory.
 //!   On USERPTR and SVM memory (the process's own pages, which the model reaches with
 //!   `process_vm_readv` / `process_vm_writev`, not through a mapping it could use a locked
-//!   instruction on) it is atomic with respect to every GPU access of every dispatch (one
-//!   lock, [`ATOMICS`], around the read-modify-write) but not to the CPU's: a program whose
+//!   instruction on) it is atomic with respect to every GPU access of the process's dispatches
+//!   (one lock per process, [`atomics_lock`], around the read-modify-write; per process, so
+//!   that an atomic blocked on one program's unserved page stalls no other program) but not
+//!   to the CPU's: a program whose
 //!   CPU and GPU increment one such counter at once can lose updates here (where it
 //!   differs).
 //! * Profiling: on a queue whose `amd_queue_t.queue_properties` has
@@ -119,8 +121,29 @@ const ENABLE_PROFILING: u32 = 1 << 3;
 /// `amd_signal_t.start_ts` (`amd_hsa_signal.h`; `end_ts` follows it).
 const SIGNAL_START_TS: u64 = 32;
 
-/// The lock every GPU atomic holds across its read-modify-write (module docs).
-static ATOMICS: Mutex<()> = Mutex::new(());
+/// The per-process locks GPU atomics on process memory hold across their read-modify-write
+/// (module docs), by tgid; an entry lives while a dispatch of the process holds it.
+static ATOMICS: Mutex<Vec<(i32, std::sync::Weak<Mutex<()>>)>> = Mutex::new(Vec::new());
+
+/// The lock the GPU atomics of process `tgid` share: one per live process, never another
+/// process's (a dispatch blocked inside it, on a page the program does not serve, must not
+/// stall a second program's atomics).
+fn atomics_lock(tgid: i32) -> std::sync::Arc<Mutex<()>> {
+    let mut all = ATOMICS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    all.retain(|(_, w)| w.strong_count() > 0);
+    if let Some(lock) = all
+        .iter()
+        .find(|(t, _)| *t == tgid)
+        .and_then(|(_, w)| w.upgrade())
+    {
+        return lock;
+    }
+    let lock = std::sync::Arc::new(Mutex::new(()));
+    all.push((tgid, std::sync::Arc::downgrade(&lock)));
+    lock
+}
 
 /// The gfx9 target of GFX version `major.minor.stepping`, if the interpreter runs it.
 fn target(t: kfd_ioctl::topology::GfxTargetVersion) -> Option<Target> {
@@ -323,6 +346,8 @@ struct GpuMemory<'a> {
     /// served from here (they are often in USERPTR memory, whose every access is a system
     /// call).
     snapshots: Vec<(u64, Vec<u8>)>,
+    /// The process's GPU-atomics lock ([`atomics_lock`]).
+    atomics: std::sync::Arc<Mutex<()>>,
 }
 
 /// Dispatches made so far (each `GpuMemory` takes the next number).
@@ -350,6 +375,7 @@ impl GpuMemory<'_> {
             windows: Mutex::new(std::collections::HashMap::new()),
             generation: GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             snapshots: Vec::new(),
+            atomics: atomics_lock(w.tgid),
         }
     }
 
@@ -604,7 +630,8 @@ impl Memory for GpuMemory<'_> {
                 }
             }
         }
-        let _held = ATOMICS
+        let _held = self
+            .atomics
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut raw = [0u8; 8];
@@ -999,5 +1026,37 @@ fn trace(drv: &Driver, w: &Work, what: &dyn Fn() -> String) {
             w.id,
             what()
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::atomics_lock;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// A process's GPU atomic blocked inside its lock (on a page its program does not serve)
+    /// leaves another process's atomics free, while the same process's wait for it.
+    #[test]
+    fn a_blocked_atomic_stalls_only_its_own_process() {
+        let a = atomics_lock(4_000_001);
+        let b = atomics_lock(4_000_002);
+        assert!(!Arc::ptr_eq(&a, &b));
+        assert!(Arc::ptr_eq(&a, &atomics_lock(4_000_001)));
+        let held = a.lock().unwrap();
+        let other = std::thread::spawn(move || {
+            let _g = b.lock().unwrap();
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = other.join();
+            let _ = tx.send(());
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_secs(30)).is_ok(),
+            "another process's atomic waited for this one's"
+        );
+        assert!(atomics_lock(4_000_001).try_lock().is_err());
+        drop(held);
     }
 }
