@@ -56,3 +56,55 @@ fn running_off_the_code_is_a_memory_error_with_its_pc() {
     }
     assert_ne!(r.end, Ok(Flow::End));
 }
+
+/// A hostile kernel jumping through more code pages than the decode cache holds: every jump
+/// lands right (the cache starts afresh instead of growing), and the cache never holds more
+/// than its bound of pages.
+#[test]
+fn code_spread_over_many_pages_runs_with_a_bounded_decode_cache() {
+    use common::TestMemory;
+    use kfd_gfx9::exec::{CodeCache, Ctx, Target, Wave, step};
+    let pages = CodeCache::MAX_PAGES as u64 * 2 + 7;
+    let base = 0x4_0000_0000u64;
+    // Page k: s_add_u32 s0, s0, 1 ; s_setpc_b64 s[2:3]  — s[2:3] is set to the next page by
+    // the host loop below (the wave's own arithmetic is not what is tested here).
+    let add = 0x8000_8100u32; // s_add_u32 s0, s0, 1
+    let setpc = 0xbe80_1d02u32; // s_setpc_b64 s[2:3]
+    let endpgm = 0xbf81_0000u32;
+    let mut image = vec![0u8; (pages * 4096) as usize];
+    for k in 0..pages {
+        let at = (k * 4096) as usize;
+        let last = k == pages - 1;
+        let words = [add, if last { endpgm } else { setpc }];
+        for (i, w) in words.iter().enumerate() {
+            image[at + 4 * i..at + 4 * i + 4].copy_from_slice(&w.to_le_bytes());
+        }
+    }
+    let mem = TestMemory::default();
+    mem.map(base, image);
+    let mut wave = Wave::new(Target::Gfx90a, base);
+    let mut lds = vec![0u8; 0];
+    let mut cache = CodeCache::new();
+    let mut max_pages = 0;
+    for _ in 0..pages * 2 + 10 {
+        // The next page, for this page's s_setpc.
+        let next = (wave.pc & !4095) + 4096;
+        wave.sgpr[2] = next as u32;
+        wave.sgpr[3] = (next >> 32) as u32;
+        let mut ctx = Ctx {
+            mem: &mem,
+            lds: &mut lds,
+            code: &mut cache,
+        };
+        let flow = step(&mut wave, &mut ctx).expect("every page runs");
+        max_pages = max_pages.max(cache.pages());
+        if flow == kfd_gfx9::exec::Flow::End {
+            break;
+        }
+    }
+    assert_eq!(u64::from(wave.sgpr[0]), pages, "one add per page");
+    assert!(
+        max_pages <= CodeCache::MAX_PAGES,
+        "{max_pages} pages cached"
+    );
+}

@@ -9,6 +9,7 @@ use crate::inst::Inst;
 use crate::opcode::Opcode;
 use crate::operand::{FloatConst, Operand, Special};
 use crate::{Decoder, decode};
+use std::collections::HashMap;
 
 /// Lanes per wave (wave64: every gfx9 compute wave).
 pub const LANES: usize = 64;
@@ -250,11 +251,16 @@ impl std::fmt::Debug for Ctx<'_> {
 /// (decoding is cheap; sharing would cost a lock per instruction).
 ///
 /// Kept per 4 KiB code page, a slot per dword (an instruction starts on a dword), with the
-/// page of the last hit remembered: a hit is two compares and an index, not a hash.
+/// page of the last hit remembered: a hit is two compares and an index, not a hash; another
+/// page is one hash lookup. At most [`CodeCache::MAX_PAGES`] pages are held (a kernel that
+/// jumps through more code than that, as a hostile one may, starts the cache afresh rather
+/// than growing the emulator without bound).
 #[derive(Debug, Default)]
 pub struct CodeCache {
     /// (page address, its slots).
     pages: Vec<(u64, Box<[Option<Inst>]>)>,
+    /// The index in `pages` of each page.
+    index: HashMap<u64, usize>,
     /// The index in `pages` of the last page hit.
     last: usize,
     /// Instructions decoded.
@@ -267,6 +273,14 @@ const FETCH: usize = 256;
 const SLOTS: usize = 1024;
 
 impl CodeCache {
+    /// Code pages held at most (each 1024 slots, about 70 KiB).
+    pub const MAX_PAGES: usize = 512;
+
+    /// Code pages held now.
+    pub fn pages(&self) -> usize {
+        self.pages.len()
+    }
+
     /// An empty cache.
     pub fn new() -> Self {
         Self::default()
@@ -291,7 +305,7 @@ impl CodeCache {
         {
             return slots[slot];
         }
-        let i = self.pages.iter().position(|(p, _)| *p == page)?;
+        let i = *self.index.get(&page)?;
         self.last = i;
         self.pages[i].1[slot]
     }
@@ -299,9 +313,16 @@ impl CodeCache {
     /// Caches `inst` at `pc` (dword-aligned) unless something is there.
     fn insert(&mut self, pc: u64, inst: Inst) {
         let page = pc & !4095;
-        let i = match self.pages.iter().position(|(p, _)| *p == page) {
-            Some(i) => i,
+        let i = match self.index.get(&page) {
+            Some(&i) => i,
             None => {
+                if self.pages.len() >= Self::MAX_PAGES {
+                    self.pages.clear();
+                    self.index.clear();
+                    self.last = 0;
+                    self.count = 0;
+                }
+                self.index.insert(page, self.pages.len());
                 self.pages
                     .push((page, vec![None; SLOTS].into_boxed_slice()));
                 self.pages.len() - 1
