@@ -40,7 +40,10 @@
 //! Around the decoder: [`exec`] executes one wave's instructions over a [`exec::Memory`] the
 //! embedder supplies, and [`dispatch`] runs a whole kernel dispatch — the amdhsa kernel
 //! descriptor, each wave's initial registers as the AMDGPU ABI sets them, workgroups with
-//! their LDS and `s_barrier`, in parallel on several threads.
+//! their LDS and `s_barrier`, in parallel on several threads. [`asm`] goes the other way for
+//! the forms hand-written kernels need: typed constructors returning machine words, a
+//! [`asm::Program`] with branch labels, and the amdhsa kernel descriptor
+//! ([`asm::DescriptorBuilder`]), held to `llvm-mc-19 -show-encoding` by `tests/asm.rs`.
 //!
 //! # Not here yet
 //!
@@ -62,6 +65,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod asm;
 mod decode;
 pub mod dispatch;
 mod error;
