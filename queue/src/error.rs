@@ -108,6 +108,9 @@ pub enum Error {
         .0.gpu_id, .0.va
     )]
     QueueDead(MemoryFault),
+    /// A kernel that cannot be placed, or a dispatch the packet processor would refuse.
+    #[error("kernel: {0}")]
+    Kernel(crate::kernel::KernelError),
     /// The completion did not arrive in time.
     #[error("the queue did not complete within {0:?}")]
     Timeout(Duration),

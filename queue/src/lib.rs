@@ -21,6 +21,11 @@
 //! * [`aql`] — [`AqlQueue`]: AQL packets on a compute queue, barrier-AND/OR with
 //!   dependencies, completion [`Signal`]s in `amd_signal_t`'s layout wired to KFD events, and
 //!   [`KernelDispatch`] encoding for runtimes with their own code objects.
+//! * [`kernel`] — [`Kernel`]: a kernel descriptor and its machine code placed in an
+//!   executable GTT buffer object (the entry offset filled in as a loader would) with a ring
+//!   of kernarg slots, launched by [`AqlQueue::dispatch`] with a checked [`KernelDispatch`]
+//!   (typed [`KernelError`]s), for programs that bring hand-assembled code and no code
+//!   object (`kfdtool workload`'s kernels).
 //! * [`pm4`] — [`Pm4Queue`]: PM4 packets on a compute queue (`KFD_IOC_QUEUE_TYPE_COMPUTE`)
 //!   for runtimes that drive the CP without AQL: WRITE_DATA, RELEASE_MEM (fences, GPU
 //!   timestamps, and the end-of-pipe interrupt that raises a KFD event), WAIT_REG_MEM on
@@ -72,12 +77,14 @@
 pub mod aql;
 mod error;
 mod fence_wait;
+pub mod kernel;
 pub mod packet;
 pub mod pm4;
 mod sdma;
 
 pub use aql::{AqlQueue, KernelDispatch, Signal};
 pub use error::{Error, Result};
+pub use kernel::{Kernel, KernelError};
 /// The GPU id type the queues and [`QueueContext`] take and return.
 pub use kfd_ioctl::GpuId;
 pub use pm4::{Pm4Command, Pm4Completion, Pm4Queue};

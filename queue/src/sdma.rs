@@ -153,8 +153,19 @@ impl QueueContext {
 
     /// A GTT buffer object of `size` bytes in the context's range, mapped on `gpu_id`.
     pub(crate) fn gtt(&self, gpu_id: GpuId, size: u64) -> Result<Arc<BufferObject>> {
-        let va = self.take_va(size)?;
         let flags = AllocMemFlags::GTT | AllocMemFlags::WRITABLE | AllocMemFlags::COHERENT;
+        self.alloc(gpu_id, size, flags)
+    }
+
+    /// A buffer object of `size` bytes with `flags` in the context's range, mapped on
+    /// `gpu_id`.
+    pub(crate) fn alloc(
+        &self,
+        gpu_id: GpuId,
+        size: u64,
+        flags: AllocMemFlags,
+    ) -> Result<Arc<BufferObject>> {
+        let va = self.take_va(size)?;
         let bo = self.kfd.alloc_memory_of_gpu(gpu_id, va, size, flags)?;
         self.kfd.map_memory_to_gpu(&bo, &[gpu_id])?;
         Ok(Arc::new(bo))

@@ -1,6 +1,6 @@
-//! `kfdtool workload`: HMM access patterns through SDMA copies and CPU touches, with the
-//! migration counts the kernel's rules predict (on the emulated MI300X where there is no
-//! `/dev/kfd`, on the hardware otherwise).
+//! `kfdtool workload`: HMM access patterns through GPU kernels (gfx9, the default) or SDMA
+//! copies and CPU touches, with the migration counts the kernel's rules predict and the data
+//! checked (on the emulated MI300X where there is no `/dev/kfd`, on the hardware otherwise).
 
 use std::process::{Command, Output};
 
@@ -47,9 +47,100 @@ fn ping_pong_moves_every_granule_both_ways_each_round() {
         "--iterations",
         "3",
     ]));
+    assert!(text.contains("engine: kernels on gfx9"), "{text}");
     assert_eq!(row(&text, "gpu", "GPU fault"), (6, 12 * MIB), "{text}");
     assert_eq!(row(&text, "system", "CPU fault"), (6, 12 * MIB), "{text}");
     assert!(text.contains("GPU page faults: 6 (6 migrated)"), "{text}");
+}
+
+/// The same ping-pong with the GPU's side as SDMA copies (`--engine sdma`), and as kernels
+/// touching every 64-byte line instead of every page (`--touch line`): the same migrations,
+/// since a granule moves at its first touched page either way.
+#[test]
+fn sdma_copies_and_line_touches_give_the_same_migrations() {
+    for (extra, engine) in [
+        (&["--engine", "sdma"][..], "engine: SDMA copies"),
+        (&["--touch", "line"][..], "every 64 B of a block"),
+    ] {
+        let mut args = vec!["workload", "ping-pong", "--size", "4M", "--iterations", "2"];
+        args.extend(extra);
+        let text = ok(&kfdtool(&args));
+        assert!(text.contains(engine), "{extra:?}: {text}");
+        assert_eq!(
+            row(&text, "gpu", "GPU fault"),
+            (4, 8 * MIB),
+            "{extra:?}: {text}"
+        );
+        assert_eq!(
+            row(&text, "system", "CPU fault"),
+            (4, 8 * MIB),
+            "{extra:?}: {text}"
+        );
+    }
+}
+
+/// XNACK off and no ACCESS attribute: the kernel maps the range on no GPU
+/// (`svm_range_validate_and_map` maps the ACCESS / ACCESS_IN_PLACE GPUs only), so the first
+/// GPU access — a kernel's load, or a copy — is a VM fault, which the workload reports as
+/// such and fails; a prefetch to the GPU does not map it either.
+#[test]
+fn xnack_off_without_access_is_a_vm_fault_for_kernels_and_copies() {
+    for extra in [
+        &["--engine", "kernel"][..],
+        &["--engine", "sdma"][..],
+        &["--prefetch", "gpu"][..],
+    ] {
+        let mut args = vec![
+            "workload",
+            "sequential",
+            "--size",
+            "4M",
+            "--xnack",
+            "off",
+            "--access",
+            "none",
+        ];
+        args.extend(extra);
+        let out = kfdtool(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra:?}: {err}");
+        assert!(err.contains("took a VM fault at 0x"), "{extra:?}: {err}");
+        assert!(err.contains("XNACK is off"), "{extra:?}: {err}");
+    }
+}
+
+/// A GPU that is not gfx9 (an emulated RX 7900 XTX, gfx1100) runs the workload on SDMA and
+/// says why; `--engine kernel` there is an error naming the ISA.
+#[test]
+fn a_gpu_without_gfx9_kernels_falls_back_to_sdma_with_the_reason() {
+    if std::path::Path::new("/dev/kfd").exists() {
+        // --machine shapes the emulated machine only.
+        return;
+    }
+    let base = [
+        "--machine",
+        "rx7900xtx",
+        "workload",
+        "ping-pong",
+        "--size",
+        "4M",
+        "--xnack",
+        "off",
+    ];
+    let text = ok(&kfdtool(&base));
+    assert!(
+        text.contains("engine: SDMA copies (gpu ") && text.contains("has gfx1100, not a gfx9 ISA"),
+        "{text}"
+    );
+    let mut args = base.to_vec();
+    args.extend(["--engine", "kernel"]);
+    let out = kfdtool(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("--engine kernel: gpu") && err.contains("gfx1100"),
+        "{err}"
+    );
 }
 
 /// The kernel's mitigations: with ACCESS_IN_PLACE, or a preferred location in system memory,
@@ -169,6 +260,10 @@ fn gpu_only_patterns_fault_each_granule_in_once() {
             "--iterations",
             "2",
         ]));
+        assert!(
+            text.contains("engine: kernels on gfx9"),
+            "{pattern}: {text}"
+        );
         assert_eq!(
             row(&text, "gpu", "GPU fault"),
             (4, 8 * MIB),
