@@ -2,13 +2,42 @@
 //! to write — sequential streaming, random, strided, a stencil with reuse, CPU↔GPU ping-pong
 //! and a working set larger than VRAM — and what they made the driver do.
 //!
-//! The GPU's accesses are SDMA copies between the range and a small buffer in system memory
-//! (a "read" copies a block out of the range, a "write" copies one in), so with XNACK on every
-//! access to a page the GPU does not map is a retry fault the driver serves as the kernel
-//! does (`svm_range_restore_pages`): migrating the granule to the GPU or mapping it in place,
-//! evicting other ranges when VRAM is full. The CPU's accesses are plain loads and stores, which
-//! on pages in VRAM fault them back (`svm_migrate_to_ram`). When kfd-emu runs GPU code the same
-//! patterns can become kernels; SDMA is what moves GPU data today.
+//! # The GPU's accesses
+//!
+//! On a gfx9 GPU (gfx906, gfx908, gfx90a, gfx94x: what [`kernels`] is encoded for) each
+//! access is a kernel dispatch on an AQL queue ([`kfd_queue::Kernel`], no code object): a
+//! "read" of a block runs the read kernel, whose work-items each load one dword of the block
+//! and store it in a system-memory buffer the CPU then checks; a "write" runs the write
+//! kernel, whose work-items each store one dword. A work-item touches one dword per 4 KiB
+//! page (every page the block spans: what faults and migrations see; `--touch line`: one per
+//! 64-byte line, 16 times the work-items and the emulator's time). Dispatches are batched (up
+//! to 32, each packet with the barrier bit, so they run in order; the last one's completion
+//! signal is waited for), and a CPU phase waits for the batch before it.
+//!
+//! Other GPUs (gfx10 and later, or an ISA the topology does not name) and `--engine sdma` use
+//! SDMA copies between the range and a small buffer in system memory (a read copies a block
+//! out of the range, a write copies one in); the summary's `engine:` line says which, and why.
+//!
+//! Either way, with XNACK on every access to a page the GPU does not map is a retry fault the
+//! driver serves as the kernel does (`svm_range_restore_pages`): migrating the granule to the
+//! GPU or mapping it in place, evicting other ranges when VRAM is full. With XNACK off the
+//! kernel maps the range only on the GPUs with ACCESS or ACCESS_IN_PLACE
+//! (`svm_range_validate_and_map`; a prefetch alone maps nothing), so with `--access none` the
+//! first access is a VM fault, reported as [`WorkloadError::VmFault`] (the kernel stops the
+//! process's queues on the GPU, `kfd_dqm_evict_pasid`, and the run ends).
+//!
+//! # The CPU's accesses and the data
+//!
+//! The CPU's accesses are plain loads and stores, which on pages in VRAM fault them back
+//! (`svm_migrate_to_ram`). With kernels the data is checked: before the pattern (and any
+//! prefetch) the CPU writes every dword the kernels touch (`base + i` for the `i`th of a
+//! block); each GPU write stores a new base; each GPU read's gathered dwords must be the
+//! block's current ones; a CPU phase (ping-pong's touch, the final check of ping-pong and
+//! oversubscribe) reads every touched dword of every block and stores one per page back.
+//! Wrong bytes end the run with [`WorkloadError::Data`] and the offset. With SDMA the final
+//! check reads the marker each block's first word holds.
+//!
+//! # Output
 //!
 //! The summary counts the process's own SMI records (no `ALL_PROCESS` needed): migrations and
 //! bytes per direction and trigger, GPU page faults, GPU unmaps, queue evictions. `--trace
