@@ -694,7 +694,8 @@ pub struct DescriptorBuilder {
     target: Target,
     vgprs: u32,
     sgprs: u32,
-    accum_offset: u32,
+    /// `None`: every VGPR is an ArchVGPR (the offset is the VGPR count rounded up to 4).
+    accum_offset: Option<u32>,
     group_segment: u32,
     private_segment: u32,
     kernarg_size: u32,
@@ -713,7 +714,7 @@ impl DescriptorBuilder {
             target,
             vgprs: 1,
             sgprs: 1,
-            accum_offset: 4,
+            accum_offset: None,
             group_segment: 0,
             private_segment: 0,
             kernarg_size: 0,
@@ -737,9 +738,11 @@ impl DescriptorBuilder {
         self
     }
 
-    /// gfx90a/gfx942: the first AGPR's index, a multiple of 4 from 4 to 256.
+    /// gfx90a/gfx942: the first AGPR's index in the unified register file, a multiple of 4
+    /// from 4 to 256 (by default the VGPR count rounded up to 4: no AGPRs, so every VGPR
+    /// the kernel names below [`vgprs`](Self::vgprs) is an ArchVGPR).
     pub fn accum_offset(mut self, n: u32) -> Self {
-        self.accum_offset = n;
+        self.accum_offset = Some(n);
         self
     }
 
@@ -843,14 +846,17 @@ impl DescriptorBuilder {
         rsrc1 |= (self.sgprs.div_ceil(8) - 1) << 6;
         let mut rsrc3 = 0;
         if unified {
-            if !self.accum_offset.is_multiple_of(4) || !(4..=256).contains(&self.accum_offset) {
+            let accum = self
+                .accum_offset
+                .unwrap_or_else(|| self.vgprs.next_multiple_of(4).min(256));
+            if !accum.is_multiple_of(4) || !(4..=256).contains(&accum) {
                 return Err(AsmError::Range {
                     what: "accum_offset",
-                    value: i64::from(self.accum_offset),
+                    value: i64::from(accum),
                     range: "a multiple of 4 from 4 to 256",
                 });
             }
-            rsrc3 = self.accum_offset / 4 - 1;
+            rsrc3 = accum / 4 - 1;
         }
         let user: u32 = [KCP_DISPATCH_PTR, KCP_QUEUE_PTR, KCP_KERNARG_SEGMENT_PTR]
             .iter()

@@ -322,10 +322,10 @@ fn the_descriptor_is_what_amdhsa_kernel_assembles_to() {
             // LLVM 19 counts six more SGPRs on gfx942 (its FLAT_SCRATCH and XNACK_MASK
             // reservation, which the directives cannot turn off there).
             let extra = if target == Target::Gfx942 { 6 } else { 0 };
+            // The default accumulator offset is the one LLVM's directive gives: no AGPRs.
             let ours = DescriptorBuilder::new(target)
                 .vgprs(vgprs)
                 .sgprs(sgprs + extra)
-                .accum_offset(accum)
                 .kernarg_size(kernarg)
                 .group_segment(lds)
                 .dispatch_ptr()
@@ -339,6 +339,12 @@ fn the_descriptor_is_what_amdhsa_kernel_assembles_to() {
             assert_eq!(kd.kernarg_size, kernarg);
         }
     }
+    let agprs = DescriptorBuilder::new(Target::Gfx90a)
+        .vgprs(16)
+        .accum_offset(8)
+        .build()
+        .expect("builds");
+    assert_eq!(agprs[44], 1, "ACCUM_OFFSET 8: AGPRs from v8");
     let with_entry = DescriptorBuilder::new(Target::Gfx90a)
         .entry_offset(-256)
         .build()

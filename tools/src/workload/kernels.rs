@@ -245,6 +245,32 @@ mod tests {
         }
     }
 
+    /// Every register the kernels name is inside what the descriptor allocates: 8 ArchVGPRs
+    /// (no AGPRs), 16 SGPRs of which the top 6 are VCC, FLAT_SCRATCH and XNACK_MASK's (an
+    /// operand names its first register; the widest, `s[4:7]`, ends below s10 too).
+    #[test]
+    fn the_kernels_stay_in_the_registers_their_descriptor_allocates() {
+        use kfd_gfx9::Operand;
+        for code in [read_code().unwrap(), write_code().unwrap()] {
+            let mut at = 0;
+            while at < code.len() {
+                let inst = kfd_gfx9::decode(&code[at..]).unwrap();
+                for op in inst.dst.iter().chain(&inst.src) {
+                    match *op {
+                        Operand::Sgpr(n) => assert!(n < 10, "{inst:?}"),
+                        Operand::Vgpr(n) => assert!(n < 8, "{inst:?}"),
+                        _ => {}
+                    }
+                }
+                at += usize::from(inst.dwords);
+            }
+        }
+        for target in [Target::Gfx90a, Target::Gfx942] {
+            let kd = descriptor(target).unwrap();
+            assert_eq!(kd[44] & 0x3f, 1, "ACCUM_OFFSET 8: v0-v7 are ArchVGPRs");
+        }
+    }
+
     #[test]
     fn gfx9_gpus_get_kernels_and_others_do_not() {
         let v = |major, minor, stepping| GfxTargetVersion {
