@@ -280,6 +280,39 @@ fn gpu_only_patterns_fault_each_granule_in_once() {
     }
 }
 
+/// Kernels reading one 64 KiB block every 4 MiB of a 16 MiB range fault in only the granules
+/// they touch: 4 of the 8 (2 MiB each), once, over two passes; and with XNACK off and ACCESS
+/// the stencil's reads and writes (checked by the CPU) fault nothing, the range being mapped
+/// up front.
+#[test]
+fn kernels_fault_in_only_the_granules_they_touch() {
+    let text = ok(&kfdtool(&[
+        "workload",
+        "strided",
+        "--size",
+        "16M",
+        "--stride",
+        "4M",
+        "--iterations",
+        "2",
+    ]));
+    assert!(text.contains("accesses: 8 GPU reads"), "{text}");
+    assert_eq!(row(&text, "gpu", "GPU fault"), (4, 8 * MIB), "{text}");
+    assert!(text.contains("GPU page faults: 4 (4 migrated)"), "{text}");
+    let text = ok(&kfdtool(&[
+        "workload", "stencil", "--size", "2M", "--xnack", "off",
+    ]));
+    assert!(
+        text.contains("accesses: 96 GPU reads, 32 GPU writes (kernels)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("total: 0 bytes to the GPU, 0 bytes to system memory"),
+        "{text}"
+    );
+    assert!(text.contains("GPU page faults: 0 (0 migrated)"), "{text}");
+}
+
 /// The migrations' "effective" rate in a `kfdtool trace` summary, per direction.
 fn effective(text: &str) -> Vec<f64> {
     text.lines()
