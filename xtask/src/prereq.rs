@@ -26,7 +26,7 @@ pub const PACKAGES: &[(&str, &str)] = &[
     ),
     (
         "llvm-19",
-        "llvm-mc-19, llvm-objdump-19 and llvm-objcopy-19, the references of kfd-gfx9's decoder",
+        "llvm-mc-19, llvm-objdump-19 and llvm-objcopy-19, the references of kfd-gfx9's decoder and encoder",
     ),
     (
         "clang-19",
