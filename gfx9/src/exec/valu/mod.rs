@@ -23,8 +23,8 @@
 //!
 //! The matrix multiplies (`v_mfma_*`) are in [`mfma`].
 //!
-//! Every VALU opcode the decoder knows executes; an MFMA with CBSZ/ABID/BLGP set stops the wave
-//! as [`ExecError::Unimplemented`] (see [`mfma`]). `v_clrexcp` is a no-op (no exception state
+//! Every VALU opcode the decoder knows executes, MFMAs with their CBSZ/ABID/BLGP controls
+//! (see [`mfma`]). `v_clrexcp` is a no-op (no exception state
 //! is kept). DPP treats
 //! a source lane EXEC disables like one out of range (read as 0 with BOUND_CTRL, else the
 //! destination lane is not written), as LLVM's `llvm.amdgcn.update.dpp` describes it.
