@@ -137,6 +137,16 @@ fn sext24(x: u64) -> i64 {
     i64::from(((x as u32) << 8) as i32 >> 8)
 }
 
+/// f16 bits as an f32 (exact), for the memory room's typed buffer formats.
+pub(crate) fn f16_bits_to_f32(h: u16) -> f32 {
+    f16_to_f32(h)
+}
+
+/// An f32 as f16 bits, rounded to nearest even, for the memory room's typed buffer formats.
+pub(crate) fn f32_to_f16_bits(x: f32) -> u16 {
+    f32_to_f16(x)
+}
+
 /// The set lanes of a mask.
 fn lanes(mask: u64) -> impl Iterator<Item = usize> {
     let mut m = mask;
