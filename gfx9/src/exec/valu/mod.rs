@@ -2,7 +2,11 @@
 //! ("AMD Instinct MI200 ISA", chapter 6 "Vector ALU Operations" and the per-opcode
 //! descriptions of chapter 12's VOP2, VOP1, VOPC, VOP3A/VOP3B and VOP3P tables; DPP and SDWA
 //! in sections 6.x "Data Parallel Processing" / "Sub-Dword Addressing" and the VOP_DPP /
-//! VOP_SDWA microcode formats).
+//! VOP_SDWA microcode formats). The gfx942 additions (`v_mov_b64`, `v_lshl_add_u64`, the
+//! f64 MFMA negation) follow the "AMD Instinct MI300 ISA" guide's VOP1 / VOP3 / VOP3P-MAI
+//! tables; gfx906 and gfx908 execute the same gfx9 semantics (the "Vega 7nm" and "AMD
+//! Instinct MI100" guides), their differences noted where they apply (gfx908's MFMA
+//! accumulators; `lds_direct`, which LLVM accepts only before gfx90a, reads 0 here).
 //!
 //! One instruction runs in three steps: the sources are read for all 64 lanes ([`X::reads`]:
 //! VGPRs or a broadcast scalar, inline constants in the operation's type, VOP3 `op_sel`

@@ -1,7 +1,8 @@
 //! MODE.FP_ROUND: the IEEE operations of the vector ALU rounded to nearest-even, toward +∞,
-//! toward −∞ or toward zero ("AMD Instinct MI200 ISA" section 3.x "MODE register":
-//! FP_ROUND[1:0] rounds single-precision results, FP_ROUND[3:2] double- and half-precision
-//! ones; the value 0 is nearest-even, 1 +∞, 2 −∞, 3 zero).
+//! toward −∞ or toward zero ("AMD Instinct MI200 ISA" chapter 3 "Kernel State", the MODE
+//! register's fields, as in the Vega and MI300 guides: FP_ROUND[1:0] rounds
+//! single-precision results, FP_ROUND[3:2] double- and half-precision ones; the value 0 is
+//! nearest-even, 1 +∞, 2 −∞, 3 zero).
 //!
 //! Technique: each operation computes `v`, the f64 nearest to its exact result `x` (for f32
 //! and f16 operands the f64 add, multiply, divide and square root are exact or within half an
