@@ -11,6 +11,7 @@
 mod common;
 
 use common::{CODE, TestMemory, assemble, run_ok, run_on};
+use kfd_gfx9::dispatch::KernelDescriptor;
 use kfd_gfx9::exec::{CodeCache, Ctx, Flow, Mode, Round, Target, Wave, mode_from_rsrc1, step};
 
 /// MODE with every denormal kept, DX10 clamp and IEEE on (HIP's default), FP_ROUND 0.
@@ -508,6 +509,15 @@ fn the_descriptor_sets_each_precisions_rounding() {
         (m.round_f32(), m.round_f64_f16()),
         (Round::Zero, Round::NearestEven)
     );
+    // The dispatcher's own reading of RSRC1 (a PM4 dispatch's COMPUTE_PGM_RSRC1) agrees.
+    for rsrc1 in [1 << 12 | 2 << 14, 3 << 12 | 1 << 14 | 0xf << 16] {
+        let kd = KernelDescriptor::from_registers(rsrc1, 0, 0).expect("a valid RSRC1");
+        assert_eq!(
+            kd.mode() & 0xff,
+            mode_from_rsrc1(rsrc1) & 0xff,
+            "{rsrc1:#x}"
+        );
+    }
 }
 
 /// f32 and f64 round by their own fields: FP_ROUND = 1 (f32 up), f64 nearest.

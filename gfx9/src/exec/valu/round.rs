@@ -4,14 +4,17 @@
 //! single-precision results, FP_ROUND[3:2] double- and half-precision ones; the value 0 is
 //! nearest-even, 1 +∞, 2 −∞, 3 zero).
 //!
-//! Technique: each operation computes `v`, the f64 nearest to its exact result `x` (for f32
-//! and f16 operands the f64 add, multiply, divide and square root are exact or within half an
-//! f64 ULP), then the sign of the residual `x − v` *exactly* ([`exact_sign`]: the operands
-//! and `v` are sums of products of two f64s, summed as integers of 4 288 bits, so no
-//! underflow or cancellation can hide the sign), and rounds `v` with that sign into the
-//! destination format ([`round`]): nearest-even breaks a tie by the residual, the directed
-//! modes step one ULP when the residual points past `v`. This is the error-free-transform
-//! argument (TwoSum / TwoProduct give the exact residual) without their range limits.
+//! Technique: each operation computes `v`, the f64 nearest to its exact result `x`, then the
+//! sign of the residual `x − v` exactly, and rounds `v` with that sign into the destination
+//! format ([`round`]): nearest-even breaks a tie by the residual, the directed modes step one
+//! ULP when the residual points past `v`. The residual's sign comes from error-free
+//! transforms where their range allows: TwoSum of any two addends (exact unless the sum
+//! overflows); for f32 and f16 operands, whose products are exact in f64, TwoSum of the
+//! product and the addend (FMA) and `fma(−v, v, a)` (square root). For f64 products,
+//! FMAs and roots, whose residuals can lie below the smallest denormal, [`exact_sign`] sums
+//! the operands and `v` as products of two f64s in integers of 4 352 bits. Nearest-even
+//! takes Rust's own arithmetic wherever that is already correct (f32/f64 add, mul, fma,
+//! sqrt, conversions to f32).
 //! Results beyond the format's largest finite value become infinity when the mode rounds away
 //! from zero in that direction, else the largest finite value; an exact zero sum is −0 in
 //! round-toward-−∞ (IEEE 754 section 6.3), else +0 unless both addends are −0.
@@ -45,7 +48,7 @@
 //! FPTRUNC_UPWARD/DOWNWARD_PSEUDO: `s_setreg_imm32_b32 hwreg(HW_REG_MODE, 2, 2)` — the f16/f64
 //! bits — around `v_cvt_f16_f32`).
 
-use super::float::{frexp64, ldexp64};
+use super::float::{frexp64, ldexp64, two_sum};
 use crate::exec::Round;
 use std::cmp::Ordering::{self, Equal, Greater, Less};
 
@@ -255,8 +258,10 @@ fn sum(a: f64, b: f64, v: f64, fmt: Fmt, mode: Round) -> f64 {
         let negative = both_neg || (mode == Round::MinusInf && !both_pos);
         return if negative { -0.0 } else { 0.0 };
     }
-    settle(v, fmt, mode, a.is_finite() && b.is_finite(), |v| {
-        exact_sign(&[(a, 1.0), (b, 1.0), (-v, 1.0)])
+    // TwoSum's error is exact whenever the sum is finite (Knuth; gradual underflow
+    // included), which is when `settle` asks for it.
+    settle(v, fmt, mode, a.is_finite() && b.is_finite(), |_| {
+        two_sum(a, b).1.partial_cmp(&0.0).unwrap_or(Equal)
     })
 }
 
@@ -278,7 +283,13 @@ fn fused(a: f64, b: f64, c: f64, fmt: Fmt, mode: Round) -> f64 {
         return sum(p, c, 0.0, fmt, mode);
     }
     settle(v, fmt, mode, finite, |v| {
-        exact_sign(&[(a, b), (c, 1.0), (-v, 1.0)])
+        if fmt == Fmt::F64 {
+            exact_sign(&[(a, b), (c, 1.0), (-v, 1.0)])
+        } else {
+            // f32/f16 operands: the product is exact in f64, and so is TwoSum's error of
+            // adding c to it (its sum is v).
+            two_sum(a * b, c).1.partial_cmp(&0.0).unwrap_or(Equal)
+        }
     })
 }
 
@@ -286,7 +297,12 @@ fn fused(a: f64, b: f64, c: f64, fmt: Fmt, mode: Round) -> f64 {
 fn product(a: f64, b: f64, fmt: Fmt, mode: Round) -> f64 {
     let v = a * b;
     settle(v, fmt, mode, a.is_finite() && b.is_finite(), |v| {
-        exact_sign(&[(a, b), (-v, 1.0)])
+        if fmt == Fmt::F64 {
+            exact_sign(&[(a, b), (-v, 1.0)])
+        } else {
+            // f32/f16 products are exact in f64.
+            Equal
+        }
     })
 }
 
@@ -296,8 +312,14 @@ fn root(a: f64, fmt: Fmt, mode: Round) -> f64 {
     if !v.is_finite() || v == 0.0 {
         return v;
     }
-    // x − v has the sign of a − v² (both positive).
-    round(v, exact_sign(&[(a, 1.0), (-v, v)]), fmt, mode)
+    // x − v has the sign of a − v² (both positive). For f32/f16 operands v² spans at most
+    // 106 bits above 2^-254, so the FMA's rounding of a − v² keeps its sign.
+    let rest = if fmt == Fmt::F64 {
+        exact_sign(&[(a, 1.0), (-v, v)])
+    } else {
+        (-v).mul_add(v, a).partial_cmp(&0.0).unwrap_or(Equal)
+    };
+    round(v, rest, fmt, mode)
 }
 
 /// f32 `a + b` with `mode` (f32 sums are exact in f64 or within half an f64 ULP).
@@ -388,6 +410,10 @@ pub(super) fn sqrt64(a: f64, mode: Round) -> f64 {
 
 /// f16 values (held in f64s) `a + b`, as f16 bits' value, with `mode`.
 pub(super) fn add16(a: f64, b: f64, mode: Round) -> f64 {
+    if mode == Round::NearestEven {
+        // Exact in f64 (zeros signed as IEEE's nearest mode does): one rounding to f16.
+        return round(a + b, Equal, Fmt::F16, mode);
+    }
     sum(a, b, a + b, Fmt::F16, mode)
 }
 
@@ -422,6 +448,14 @@ pub(super) fn sqrt16(a: f64, mode: Round) -> f64 {
 
 /// An exactly known value (a wider float, an integer) converted to `fmt` with `mode`.
 pub(super) fn convert(x: f64, fmt: Fmt, mode: Round) -> f64 {
+    if mode == Round::NearestEven {
+        match fmt {
+            Fmt::F64 => return x,
+            // Rust's conversion rounds to nearest even (overflow: infinity).
+            Fmt::F32 => return f64::from(x as f32),
+            Fmt::F16 => {}
+        }
+    }
     round(x, Equal, fmt, mode)
 }
 
