@@ -6,7 +6,8 @@
 //! 3 toward zero), runs the SSE / FMA3 / F16C instruction, and restores MXCSR — so the
 //! compiler cannot move the arithmetic out of the mode. Thousands of random operands per
 //! mode (denormals, ties, cancellations, overflow, exact zeros) run through LLVM-assembled
-//! `v_add/sub/mul/fma/mad/sqrt` (f32, f64, f16) and conversions, every lane bit for bit.
+//! `v_add/sub/mul/fma/mad/sqrt/ldexp` (f32, f64, f16), packed f32 and conversions, every lane
+//! bit for bit.
 
 mod common;
 
@@ -173,6 +174,7 @@ mod oracle {
     unary!(sqrt64, f64, f64, "sqrtsd {x}, {a}", xmm_reg);
     unary!(cvt_f32_f64, f64, f32, "cvtsd2ss {x}, {a}", xmm_reg);
     unary!(cvt_f32_i32, i32, f32, "cvtsi2ss {x}, {a:e}", reg);
+    unary!(cvt_f32_i64, i64, f32, "cvtsi2ss {x}, {a}", reg);
 
     macro_rules! fused {
         ($name:ident, $ty:ty, $ins:literal) => {
@@ -302,6 +304,11 @@ fn every_rounding_mode_matches_the_host_fpu_for_random_operands() {
          v_mul_f64 v[22:23], v[4:5], v[6:7]\n\
          v_fma_f64 v[24:25], v[4:5], v[6:7], v[8:9]\n\
          v_sqrt_f64 v[26:27], v[4:5]\n\
+         v_ldexp_f32 v32, v0, v33\n\
+         v_ldexp_f64 v[36:37], v[4:5], v34\n\
+         v_cvt_f32_u32 v35, v3\n\
+         v_pk_add_f32 v[38:39], v[40:41], v[42:43]\n\
+         v_pk_mul_f32 v[44:45], v[40:41], v[42:43]\n\
          s_endpgm",
     ) else {
         return;
@@ -323,6 +330,9 @@ fn every_rounding_mode_matches_the_host_fpu_for_random_operands() {
             let mut b64 = [0u64; 64];
             let mut c64 = [0u64; 64];
             let mut h = [[0u16; 3]; 64];
+            // ldexp exponents whose power of two is a normal f32 / f64, so that the host's
+            // multiplication by it is one correctly rounded operation.
+            let mut ldexp_n = [(0i32, 0i32); 64];
             for l in 0..64 {
                 a32[l] = rng.f32();
                 b32[l] = rng.f32_near(a32[l]);
@@ -353,6 +363,10 @@ fn every_rounding_mode_matches_the_host_fpu_for_random_operands() {
                     }
                 };
                 h[l] = [ha, rng.f16(), hb];
+                ldexp_n[l] = (
+                    (rng.next() % 254) as i32 - 126,
+                    (rng.next() % 2046) as i32 - 1022,
+                );
             }
             let w = run_code(&code, |w| {
                 w.sgpr[0] = mode(r);
@@ -368,6 +382,13 @@ fn every_rounding_mode_matches_the_host_fpu_for_random_operands() {
                     w.vgpr[28][l] = u32::from(h[l][0]);
                     w.vgpr[29][l] = u32::from(h[l][1]);
                     w.vgpr[31][l] = u32::from(h[l][2]);
+                    w.vgpr[33][l] = ldexp_n[l].0 as u32;
+                    w.vgpr[34][l] = ldexp_n[l].1 as u32;
+                    // Packed f32 pairs: (a, c) + (b, b).
+                    w.vgpr[40][l] = a32[l];
+                    w.vgpr[41][l] = c32[l];
+                    w.vgpr[42][l] = b32[l];
+                    w.vgpr[43][l] = b32[l];
                 }
             });
             for l in 0..64 {
@@ -387,7 +408,10 @@ fn every_rounding_mode_matches_the_host_fpu_for_random_operands() {
                     o::f16_to_f32(h[l][1]),
                     o::f16_to_f32(h[l][2]),
                 );
-                let cases: [Case; 15] = [
+                let (n32, n64) = ldexp_n[l];
+                let pow32 = f32::from_bits(((n32 + 127) as u32) << 23);
+                let pow64 = f64::from_bits(((n64 + 1023) as u64) << 52);
+                let cases: [Case; 20] = [
                     (
                         "v_add_f32",
                         w.vgpr[10][l].into(),
@@ -464,6 +488,40 @@ fn every_rounding_mode_matches_the_host_fpu_for_random_operands() {
                         &nan64,
                     ),
                     ("v_sqrt_f64", pair(26), o::sqrt64(r, x).to_bits(), &nan64),
+                    (
+                        "v_ldexp_f32",
+                        w.vgpr[32][l].into(),
+                        o::mul32(r, a, pow32).to_bits().into(),
+                        &nan32,
+                    ),
+                    (
+                        "v_ldexp_f64",
+                        pair(36),
+                        o::mul64(r, x, pow64).to_bits(),
+                        &nan64,
+                    ),
+                    (
+                        "v_cvt_f32_u32",
+                        w.vgpr[35][l].into(),
+                        o::cvt_f32_i64(r, i64::from(i32s[l] as u32))
+                            .to_bits()
+                            .into(),
+                        &nan32,
+                    ),
+                    (
+                        "v_pk_add_f32",
+                        pair(38),
+                        u64::from(o::add32(r, a, b).to_bits())
+                            | u64::from(o::add32(r, c, b).to_bits()) << 32,
+                        &|x| nan32(x) || nan32(x >> 32),
+                    ),
+                    (
+                        "v_pk_mul_f32",
+                        pair(44),
+                        u64::from(o::mul32(r, a, b).to_bits())
+                            | u64::from(o::mul32(r, c, b).to_bits()) << 32,
+                        &|x| nan32(x) || nan32(x >> 32),
+                    ),
                 ];
                 for (name, got, want, nan) in cases {
                     assert!(
