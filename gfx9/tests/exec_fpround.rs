@@ -144,6 +144,8 @@ mod oracle {
     binary!(mul32, f32, "mulss");
     binary!(add64, f64, "addsd");
     binary!(mul64, f64, "mulsd");
+    binary!(div32, f32, "divss");
+    binary!(div64, f64, "divsd");
 
     macro_rules! unary {
         ($name:ident, $from:ty, $to:ty, $ins:literal, $class:ident) => {
@@ -691,4 +693,118 @@ fn mad_rounds_twice_fma_once_and_pkrtz_ignores_the_mode() {
     assert_eq!(f32::from_bits(v(4)), 2f32.powi(-22) + 2f32.powi(-45), "fma");
     assert_eq!(v(5) & 0xffff, 0x3c03, "f16 fma rounded up once");
     assert_eq!(v(9), 0x3c00_3c00, "pkrtz truncates");
+}
+
+/// Division as clang emits it (`v_div_scale`, `v_rcp`, Newton-Raphson FMAs, `v_div_fmas`,
+/// `v_div_fixup`; the sequences of `tests/exec_valu.rs`), run in each rounding mode: the
+/// final `v_div_fmas` rounds the exact corrected quotient once in the mode, so the quotient
+/// is the host's `divss`/`divsd` under the same rounding (what ocml's `__fdiv_ru` and
+/// friends rely on when they switch MODE around a division) — except where the guide's
+/// V_DIV_FIXUP pseudo-code declares an underflow (exponent difference below −150 / −1075):
+/// a zero of the quotient's sign in every mode, where the host rounds up to a denormal.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn division_as_clang_emits_it_rounds_in_every_mode() {
+    let f32_asm = "s_setreg_b32 hwreg(HW_REG_MODE), s0\n\
+               v_div_scale_f32 v3, s[4:5], v1, v1, v0\n\
+               v_rcp_f32_e32 v5, v3\n\
+               v_div_scale_f32 v7, vcc, v0, v1, v0\n\
+               v_fma_f32 v8, -v3, v5, 1.0\n\
+               v_fmac_f32_e32 v5, v8, v5\n\
+               v_mul_f32_e32 v8, v7, v5\n\
+               v_fma_f32 v9, -v3, v8, v7\n\
+               v_fmac_f32_e32 v8, v9, v5\n\
+               v_fma_f32 v3, -v3, v8, v7\n\
+               v_div_fmas_f32 v3, v3, v5, v8\n\
+               v_div_fixup_f32 v2, v3, v1, v0\n\
+               s_endpgm";
+    let f64_asm = "s_setreg_b32 hwreg(HW_REG_MODE), s0\n\
+               v_div_scale_f64 v[6:7], s[4:5], v[4:5], v[4:5], v[2:3]\n\
+               v_rcp_f64_e32 v[8:9], v[6:7]\n\
+               v_div_scale_f64 v[10:11], vcc, v[2:3], v[4:5], v[2:3]\n\
+               v_fma_f64 v[12:13], -v[6:7], v[8:9], 1.0\n\
+               v_fmac_f64_e32 v[8:9], v[8:9], v[12:13]\n\
+               v_fma_f64 v[12:13], -v[6:7], v[8:9], 1.0\n\
+               v_fmac_f64_e32 v[8:9], v[8:9], v[12:13]\n\
+               v_mul_f64 v[12:13], v[10:11], v[8:9]\n\
+               v_fma_f64 v[6:7], -v[6:7], v[12:13], v[10:11]\n\
+               v_div_fmas_f64 v[6:7], v[6:7], v[8:9], v[12:13]\n\
+               v_div_fixup_f64 v[0:1], v[6:7], v[4:5], v[2:3]\n\
+               s_endpgm";
+    let (Some(c32), Some(c64)) = (assemble(f32_asm), assemble(f64_asm)) else {
+        return;
+    };
+    let mut rng = Rng(0x6469_7669_6465_2121);
+    let mut wrong = Vec::new();
+    let mut underflows = 0;
+    for r in 0..4u32 {
+        for _ in 0..20 {
+            let a: Vec<u32> = (0..64).map(|_| rng.f32()).collect();
+            let b: Vec<u32> = a.iter().map(|&x| rng.f32_near(x)).collect();
+            let w = run_code(&c32, |w| {
+                w.sgpr[0] = mode(r);
+                w.vgpr[0][..].copy_from_slice(&a);
+                w.vgpr[1][..].copy_from_slice(&b);
+            });
+            for l in 0..64 {
+                let (p, q) = (f32::from_bits(a[l]), f32::from_bits(b[l]));
+                let exp = |x: u32| (x >> 23 & 0xff) as i32;
+                let want = if exp(a[l]) - exp(b[l]) < -150 && p != 0.0 && q.is_finite() {
+                    underflows += 1;
+                    (0.0f32).copysign(p / q)
+                } else {
+                    oracle::div32(r, p, q)
+                };
+                if !same(w.vgpr[2][l].into(), want.to_bits().into(), |x| {
+                    f32::from_bits(x as u32).is_nan()
+                }) {
+                    wrong.push(format!(
+                        "f32 mode {r}: {:#x} / {:#x} = {:#x}, host {:#x}",
+                        a[l],
+                        b[l],
+                        w.vgpr[2][l],
+                        want.to_bits()
+                    ));
+                }
+            }
+            let a: Vec<u64> = (0..64).map(|_| rng.f64()).collect();
+            let b: Vec<u64> = a.iter().map(|&x| rng.f64_near(x)).collect();
+            let w = run_code(&c64, |w| {
+                w.sgpr[0] = mode(r);
+                for l in 0..64 {
+                    w.vgpr[2][l] = a[l] as u32;
+                    w.vgpr[3][l] = (a[l] >> 32) as u32;
+                    w.vgpr[4][l] = b[l] as u32;
+                    w.vgpr[5][l] = (b[l] >> 32) as u32;
+                }
+            });
+            for l in 0..64 {
+                let got = u64::from(w.vgpr[0][l]) | u64::from(w.vgpr[1][l]) << 32;
+                let (p, q) = (f64::from_bits(a[l]), f64::from_bits(b[l]));
+                let exp = |x: u64| (x >> 52 & 0x7ff) as i32;
+                let want = if exp(a[l]) - exp(b[l]) < -1075 && p != 0.0 && q.is_finite() {
+                    underflows += 1;
+                    0.0f64.copysign(p / q)
+                } else {
+                    oracle::div64(r, p, q)
+                };
+                if !same(got, want.to_bits(), |x| f64::from_bits(x).is_nan()) {
+                    wrong.push(format!(
+                        "f64 mode {r}: {:#x} / {:#x} = {got:#x}, host {:#x}",
+                        a[l],
+                        b[l],
+                        want.to_bits()
+                    ));
+                }
+            }
+        }
+    }
+    println!("{underflows} of 10240 quotients are the guide's underflow zeros");
+    assert!(underflows > 0 && underflows < 1000, "{underflows}");
+    assert!(
+        wrong.is_empty(),
+        "{} of 10240 quotients differ:\n{}",
+        wrong.len(),
+        wrong[..wrong.len().min(20)].join("\n")
+    );
 }

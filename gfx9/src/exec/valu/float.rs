@@ -410,16 +410,21 @@ pub(super) fn div_fmas(s0: f64, s1: f64, s2: f64, vcc: bool, wide: bool) -> f64 
     } else {
         two_sum(s0 * s1, s2)
     };
-    let scale = if !vcc || fma == 0.0 || !fma.is_finite() {
-        0
-    } else {
-        let scale = if wide { 128 } else { 64 };
-        if fma.abs() >= 1.0 { scale } else { -scale }
-    };
+    let scale = fmas_scale(fma, vcc, wide);
     if wide {
         round_scaled(fma, residual, scale, 53, -1074)
     } else {
         round_scaled(fma, residual, scale, 24, -149)
+    }
+}
+
+/// The power of two `v_div_fmas` rescales its FMA `fma` by (see [`div_fmas`]).
+pub(super) fn fmas_scale(fma: f64, vcc: bool, wide: bool) -> i64 {
+    if !vcc || fma == 0.0 || !fma.is_finite() {
+        0
+    } else {
+        let scale = if wide { 128 } else { 64 };
+        if fma.abs() >= 1.0 { scale } else { -scale }
     }
 }
 

@@ -1299,7 +1299,12 @@ impl<'a> X<'a> {
                 self.map_lane(&[F32, F32, F32], F32, move |l, s| {
                     // The FMA and the scale round once (see div_fmas).
                     let (a, b, c) = (f32of(s[0]), f32of(s[1]), f32of(s[2]));
-                    let r = div_fmas(a.into(), b.into(), c.into(), vcc >> l & 1 == 1, false);
+                    let flag = vcc >> l & 1 == 1;
+                    let r = if r32 == Round::NearestEven {
+                        div_fmas(a.into(), b.into(), c.into(), flag, false)
+                    } else {
+                        round::div_fmas(a.into(), b.into(), c.into(), flag, false, r32)
+                    };
                     b32(r as f32)
                 })
             }
@@ -1307,7 +1312,12 @@ impl<'a> X<'a> {
                 let vcc = self.w.vcc;
                 self.map_lane(&[F64, F64, F64], F64, move |l, s| {
                     let (a, b, c) = (f64of(s[0]), f64of(s[1]), f64of(s[2]));
-                    b64(div_fmas(a, b, c, vcc >> l & 1 == 1, true))
+                    let flag = vcc >> l & 1 == 1;
+                    b64(if r64 == Round::NearestEven {
+                        div_fmas(a, b, c, flag, true)
+                    } else {
+                        round::div_fmas(a, b, c, flag, true, r64)
+                    })
                 })
             }
             VMadU64U32 => self.map_carry(&[B32, B32, B64], B64, false, |s, _| {

@@ -34,8 +34,11 @@
 //!   (their own fixed rounding).
 //! - Fixed rounding by definition: `v_cvt_pkrtz_f16_f32` (toward zero), float-to-integer
 //!   conversions (truncation, `v_cvt_flr`/`v_cvt_rpi` floor and round-half-up).
-//! - Not honoured (nearest-even): `v_mad_legacy_f32` (DX9 semantics), `v_div_fmas_f32/f64`
-//!   (its scaled single rounding, see `float::div_fmas`), the dot products
+//! - `v_div_fmas_f32/f64` by their precision's field: the FMA rescaled as VCC says, rounded
+//!   once on the format's grid scaled alike ([`div_fmas`]), so clang's division sequence
+//!   gives the quotient rounded in the mode (`tests/exec_fpround.rs` holds it to the host's
+//!   `divss`/`divsd`); `v_div_fixup`'s underflow rule stays the guide's (a signed zero).
+//! - Not honoured (nearest-even): `v_mad_legacy_f32` (DX9 semantics), the dot products
 //!   (`v_dot2_f32_f16`, `v_dot2c_f32_f16`: one rounding of the exact sum), the MFMAs, and
 //!   the VOP3 output modifier (`omod`, applied to the rounded result). The transcendentals
 //!   (`v_rcp`, `v_rsq`, `v_exp`, `v_log`, `v_sin`, `v_cos`, their f16 forms) are specified
@@ -87,6 +90,24 @@ impl Fmt {
             Fmt::F64 => f64::MAX,
         }
     }
+
+    /// Its grid of representable values.
+    fn grid(self) -> Grid {
+        Grid {
+            precision: self.precision(),
+            min_lsb: self.min_lsb(),
+            max: self.max(),
+        }
+    }
+}
+
+/// The values a rounding may give: `precision` significant bits, quanta no smaller than
+/// `2^min_lsb`, magnitudes up to `max` (a format, or one scaled by a power of two).
+#[derive(Debug, Clone, Copy)]
+struct Grid {
+    precision: i32,
+    min_lsb: i32,
+    max: f64,
 }
 
 /// Whether `mode` rounds a value of this sign away from zero (the other directed modes and
@@ -100,11 +121,11 @@ fn away(mode: Round, negative: bool) -> bool {
 
 /// The result of an exact value too large for `fmt`: infinity, or the largest finite value
 /// when the mode truncates it.
-fn overflow(negative: bool, fmt: Fmt, mode: Round) -> f64 {
+fn overflow(negative: bool, max: f64, mode: Round) -> f64 {
     let r = if mode == Round::NearestEven || away(mode, negative) {
         f64::INFINITY
     } else {
-        fmt.max()
+        max
     };
     if negative { -r } else { r }
 }
@@ -114,6 +135,11 @@ fn overflow(negative: bool, fmt: Fmt, mode: Round) -> f64 {
 /// `v` infinite or NaN is returned as is (an overflow of finite operands is the caller's:
 /// [`settle`]).
 pub(super) fn round(v: f64, rest: Ordering, fmt: Fmt, mode: Round) -> f64 {
+    round_on(v, rest, fmt.grid(), mode)
+}
+
+/// As [`round`], onto any [`Grid`].
+fn round_on(v: f64, rest: Ordering, grid: Grid, mode: Round) -> f64 {
     if !v.is_finite() || (v == 0.0 && rest == Equal) {
         return v;
     }
@@ -123,11 +149,11 @@ pub(super) fn round(v: f64, rest: Ordering, fmt: Fmt, mode: Round) -> f64 {
     let a = v.abs();
     let lsb = |a: f64| -> i32 {
         if a == 0.0 {
-            fmt.min_lsb()
+            grid.min_lsb
         } else {
             // a in [2^e, 2^(e+1)): its quantum in fmt is 2^(e - p + 1), or the denormals'.
             let e = frexp64(a).1 - 1;
-            (e - fmt.precision() + 1).max(fmt.min_lsb())
+            (e - grid.precision + 1).max(grid.min_lsb)
         }
     };
     let q = lsb(a);
@@ -155,8 +181,8 @@ pub(super) fn round(v: f64, rest: Ordering, fmt: Fmt, mode: Round) -> f64 {
         };
         ldexp64(m + f64::from(u8::from(up)), i64::from(q))
     };
-    if mag > fmt.max() {
-        return overflow(negative, fmt, mode);
+    if mag > grid.max {
+        return overflow(negative, grid.max, mode);
     }
     if negative { -mag } else { mag }
 }
@@ -176,7 +202,7 @@ pub(super) fn settle(
     }
     if v.is_infinite() {
         return if finite_in {
-            overflow(v < 0.0, fmt, mode)
+            overflow(v < 0.0, fmt.max(), mode)
         } else {
             v
         };
@@ -446,6 +472,33 @@ pub(super) fn sqrt16(a: f64, mode: Round) -> f64 {
     root(a, Fmt::F16, mode)
 }
 
+/// `v_div_fmas_f32`/`_f64` in a directed `mode` (nearest-even is [`super::float::div_fmas`]):
+/// `fma(s0, s1, s2)`, rescaled as `v_div_scale` asked (VCC), rounded once with `mode` — the
+/// exact FMA's residual sign decides, and the rescaled value is rounded on the format's grid
+/// scaled by the same power of two, so a quotient scaled into the denormals rounds once.
+pub(super) fn div_fmas(s0: f64, s1: f64, s2: f64, vcc: bool, wide: bool, mode: Round) -> f64 {
+    let fmt = if wide { Fmt::F64 } else { Fmt::F32 };
+    let v = s0.mul_add(s1, s2);
+    let k = super::float::fmas_scale(v, vcc, wide);
+    if k == 0 || !v.is_finite() {
+        return fused(s0, s1, s2, fmt, mode);
+    }
+    let rest = if wide {
+        exact_sign(&[(s0, s1), (s2, 1.0), (-v, 1.0)])
+    } else {
+        two_sum(s0 * s1, s2).1.partial_cmp(&0.0).unwrap_or(Equal)
+    };
+    let g = fmt.grid();
+    let k = k as i32;
+    let scaled = Grid {
+        precision: g.precision,
+        min_lsb: g.min_lsb - k,
+        max: ldexp64(g.max, -i64::from(k)),
+    };
+    // On the scaled grid, then scaled back exactly (an infinity stays one).
+    ldexp64(round_on(v, rest, scaled, mode), i64::from(k))
+}
+
 /// An exactly known value (a wider float, an integer) converted to `fmt` with `mode`.
 pub(super) fn convert(x: f64, fmt: Fmt, mode: Round) -> f64 {
     if mode == Round::NearestEven {
@@ -467,7 +520,7 @@ pub(super) fn ldexp(x: f64, n: i64, fmt: Fmt, mode: Round) -> f64 {
     let (m, e) = frexp64(x); // x = m · 2^e, 0.5 <= |m| < 1
     let t = i64::from(e) + n.clamp(-5000, 5000);
     if t > 1100 {
-        return overflow(x < 0.0, fmt, mode);
+        return overflow(x < 0.0, fmt.max(), mode);
     }
     if t < -1200 {
         // Far below every format's smallest denormal: only the sign and direction matter.
