@@ -47,9 +47,9 @@
 //!   promises 1 ULP, so hardware may differ by one ULP from the rounded root.
 //!
 //! Which precision's bits apply: an operation's destination precision. For the conversions
-//! that is how LLVM itself sets the mode for `llvm.fptrunc.round` (SIInstructions.td,
-//! FPTRUNC_UPWARD/DOWNWARD_PSEUDO: `s_setreg_imm32_b32 hwreg(HW_REG_MODE, 2, 2)` — the f16/f64
-//! bits — around `v_cvt_f16_f32`).
+//! that is how LLVM itself sets the mode for `llvm.fptrunc.round.f16.f32`: `llc-19
+//! -mcpu=gfx90a` emits `s_setreg_imm32_b32 hwreg(HW_REG_MODE, 2, 1), 1` (FP_ROUND[3:2] = 1,
+//! toward +∞) before `v_cvt_f16_f32` for "round.upward" — the f16/f64 field.
 
 use super::float::{frexp64, ldexp64, two_sum};
 use crate::exec::Round;
