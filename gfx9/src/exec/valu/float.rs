@@ -12,7 +12,7 @@
 //! about 1 ULP, are computed in f64 with Rust's `std` and rounded once: within 1 ULP of the
 //! true value, not bit-equal to the hardware's tables.
 
-use crate::exec::Round;
+use crate::exec::salu::Round;
 
 /// The MODE register's floating-point controls (hardware register 1: FP_ROUND 3:0,
 /// FP_DENORM 7:4, DX10_CLAMP 8, IEEE 9). FP_DENORM per precision: 0 flush input and output
@@ -34,7 +34,7 @@ pub(super) struct Mode {
 
 impl Mode {
     pub(super) fn from_reg(mode: u32) -> Self {
-        let reg = crate::exec::Mode(mode);
+        let reg = crate::exec::salu::Mode(mode);
         Self {
             r32: reg.round_f32(),
             r64: reg.round_f64_f16(),

@@ -38,7 +38,7 @@ mod mfma;
 mod round;
 
 use super::wave::{Ctx, ExecError, Flow, LANES, Ty, VGPRS, Wave, illegal, unimplemented};
-use crate::exec::Round;
+use crate::exec::salu::Round;
 use crate::inst::Inst;
 use crate::opcode::{Encoding, Opcode, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp};
 use crate::operand::Operand;

@@ -52,7 +52,7 @@
 //! toward +∞) before `v_cvt_f16_f32` for "round.upward" — the f16/f64 field.
 
 use super::float::{frexp64, ldexp64, two_sum};
-use crate::exec::Round;
+use crate::exec::salu::Round;
 use std::cmp::Ordering::{self, Equal, Greater, Less};
 
 /// A destination format: its precision and its smallest quantum.
