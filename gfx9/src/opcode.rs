@@ -706,6 +706,11 @@ opcodes! {
         BufferAtomicUmaxX2 = 103 "buffer_atomic_umax_x2", BufferAtomicAndX2 = 104 "buffer_atomic_and_x2",
         BufferAtomicOrX2 = 105 "buffer_atomic_or_x2", BufferAtomicXorX2 = 106 "buffer_atomic_xor_x2",
         BufferAtomicIncX2 = 107 "buffer_atomic_inc_x2", BufferAtomicDecX2 = 108 "buffer_atomic_dec_x2",
+        BufferLoadFormatD16X = 8 "buffer_load_format_d16_x", BufferLoadFormatD16Xy = 9 "buffer_load_format_d16_xy",
+        BufferLoadFormatD16Xyz = 10 "buffer_load_format_d16_xyz", BufferLoadFormatD16Xyzw = 11 "buffer_load_format_d16_xyzw",
+        BufferStoreFormatD16X = 12 "buffer_store_format_d16_x", BufferStoreFormatD16Xy = 13 "buffer_store_format_d16_xy",
+        BufferStoreFormatD16Xyz = 14 "buffer_store_format_d16_xyz", BufferStoreFormatD16Xyzw = 15 "buffer_store_format_d16_xyzw",
+        BufferLoadFormatD16HiX = 38 "buffer_load_format_d16_hi_x", BufferStoreFormatD16HiX = 39 "buffer_store_format_d16_hi_x",
     }
 }
 

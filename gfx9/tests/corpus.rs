@@ -8,6 +8,7 @@
 //! transcendental approximations (`v_exp_f32`, `v_log_f32`, `v_rcp_f32`, `v_rsq_f32`: 1 ULP;
 //! `v_sin_f32`/`v_cos_f32`: an absolute error, see [`fmath`]).
 
+mod common;
 mod kernels;
 
 use kernels::{Arg, Launch, Mem, buffer, build_at, build_ocl};
@@ -240,6 +241,7 @@ on_every_target!(mfma_f16);
 on_every_target!(mfma_f64);
 on_every_target!(dyn_lds);
 on_every_target!(cvt_special);
+on_every_target!(fp_round);
 
 /// 1000 items in groups of 256: the last group is partial, its missing lanes off in EXEC.
 const N: u32 = 1000;
@@ -1664,4 +1666,99 @@ fn f16_conversion_helper_rounds_to_nearest_even() {
     for h in [0x3c00u16, 0x0001, 0x03ff, 0x7bff, 0xc123] {
         assert_eq!(f16_from_f32(f32_from_f16(h)), h);
     }
+}
+
+/// FP_ROUND as compiled code sets it: the kernel switches the rounding mode with
+/// `__builtin_set_flt_rounds` (LLVM's own FLT_ROUNDS → MODE table, both FP_ROUND fields)
+/// around f32 add, mul, fma and correctly rounded division: each mode's f32 results equal
+/// the host FPU's under the same rounding (MXCSR, `common::fpu`), so LLVM's encoding of the
+/// modes and the interpreter's reading of FP_ROUND agree, division sequence included. The
+/// f64 add, mul and division round to nearest in every mode: LLVM 19's SIModeRegister pass
+/// writes FP_ROUND[3:2] = 0 (`s_setreg_imm32_b32 hwreg(HW_REG_MODE, 2, 2), 0`) before the
+/// first f64 instruction, whose FPDPRounding flag requires it, and the interpreter obeys that
+/// `s_setreg` too.
+fn fp_round(t: Cfg) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if !std::arch::is_x86_feature_detected!("fma") {
+            println!("skipped: the host CPU lacks FMA3, the oracle's fused form");
+            return;
+        }
+        use common::fpu;
+        let n = 256usize;
+        let mut r = Rng(33);
+        // Operands of similar and distant magnitudes: sums and quotients that round.
+        let x: Vec<f32> = (0..2 * n)
+            .map(|i| r.f32(-10.0, 10.0) * [1.0, 1e-7, 3e5, 0.1][i % 4])
+            .collect();
+        let dx: Vec<f64> = (0..2 * n)
+            .map(|i| f64::from(r.f32(-10.0, 10.0)) / 3.0 * [1.0, 1e-17, 7e9, 1.0][i % 4])
+            .collect();
+        // FLT_ROUNDS value → FP_ROUND value: toward zero 3, nearest 0, upward 1, downward 2.
+        for (flt_rounds, amd) in [(0u32, 3u32), (1, 0), (2, 1), (3, 2)] {
+            let args = [
+                Arg::Buf(0),
+                Arg::Buf(1),
+                Arg::Buf(2),
+                Arg::Buf(3),
+                Arg::U32(flt_rounds),
+            ];
+            let bufs = vec![
+                vec![0; 16 * n],
+                vec![0; 24 * n],
+                bytes(&x, f32::to_le_bytes),
+                bytes(&dx, f64::to_le_bytes),
+            ];
+            let Some(m) = launch(t, "fp_round", &args, bufs, [n as u32, 1, 1], [64, 1, 1]) else {
+                return;
+            };
+            let want: Vec<u32> = (0..n)
+                .flat_map(|i| {
+                    let (a, b) = (x[2 * i], x[2 * i + 1]);
+                    [
+                        fpu::add32(amd, a, b),
+                        fpu::mul32(amd, a, b),
+                        fpu::fma32(amd, a, b, 0.75),
+                        fpu::div32(amd, a, b),
+                    ]
+                })
+                .map(f32::to_bits)
+                .collect();
+            // The operands make the modes matter: a directed mode changes many results.
+            let nearest: Vec<u32> = (0..n)
+                .flat_map(|i| {
+                    let (a, b) = (x[2 * i], x[2 * i + 1]);
+                    [a + b, a * b, a.mul_add(b, 0.75), a / b]
+                })
+                .map(f32::to_bits)
+                .collect();
+            let moved = want.iter().zip(&nearest).filter(|(w, n)| w != n).count();
+            assert_eq!(
+                amd == 0,
+                moved == 0,
+                "FLT_ROUNDS {flt_rounds}: {moved} differ"
+            );
+            assert!(
+                amd == 0 || moved > n / 2,
+                "FLT_ROUNDS {flt_rounds}: {moved} differ"
+            );
+            let what = format!("fp_round f32, FLT_ROUNDS {flt_rounds}");
+            same(&what, t, &u32s(&m, 0, 4 * n), &want);
+            let want: Vec<u64> = (0..n)
+                .flat_map(|i| {
+                    let (c, d) = (dx[2 * i], dx[2 * i + 1]);
+                    [
+                        fpu::add64(0, c, d),
+                        fpu::mul64(0, c, d),
+                        fpu::div64(0, c, d),
+                    ]
+                })
+                .map(f64::to_bits)
+                .collect();
+            let what = format!("fp_round f64, FLT_ROUNDS {flt_rounds}");
+            same(&what, t, &u64s(&m, 1, 3 * n), &want);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    println!("skipped on {:?}: the oracle is the x86 FPU", t.target);
 }

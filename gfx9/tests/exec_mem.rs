@@ -939,22 +939,155 @@ fn buffer_d16_loads_and_stores() {
 }
 
 #[test]
-fn buffer_cache_controls_do_nothing_and_format_loads_are_unimplemented() {
+fn buffer_cache_controls_do_nothing() {
     let Some(r) = run_ok("buffer_wbinvl1\n buffer_wbinvl1_vol\n s_endpgm", |_, _| {}) else {
         return;
     };
     // Two 8-byte MUBUF no-ops and s_endpgm.
     assert_eq!(r.wave.pc, CODE + 20);
-    let r = run(
-        "buffer_load_format_x v1, off, s[0:3], 0\n s_endpgm",
-        |_, _| {},
-    )
-    .unwrap();
-    assert!(
-        matches!(r.end, Err(ExecError::Unimplemented { pc: CODE, .. })),
-        "{:?}",
-        r.end
-    );
+}
+
+/// Word 3 of a typed V#: DST_SEL X Y Z W (4 5 6 7: identity), NUM_FORMAT, DATA_FORMAT
+/// (ROCr's `SQ_BUF_RSRC_WORD3`; `BUF_NUM_FORMAT_*`, `BUF_DATA_FORMAT_*`).
+fn typed_word3(num: u32, data: u32) -> u32 {
+    4 | 5 << 3 | 6 << 6 | 7 << 9 | num << 12 | data << 15
+}
+
+#[test]
+fn buffer_format_loads_convert_by_the_resources_data_and_number_formats() {
+    // Structured buffer of 4-byte records (STRIDE 4), lane l reads record l (IDXEN).
+    let rgba = [0u8, 51, 255, 128];
+    let Some(r) = run_ok(
+        // 8_8_8_8 UNORM: four channels; 16_16 SINT: two, Z = 0, W = 1 (integer);
+        // 32 FLOAT with DST_SEL = W X 1 0; 10_11_11 FLOAT.
+        "buffer_load_format_xyzw v[4:7], v0, s[0:3], 0 idxen\n\
+         buffer_load_format_xyzw v[8:11], v0, s[4:7], 0 idxen\n\
+         buffer_load_format_xyzw v[12:15], v0, s[8:11], 0 idxen\n\
+         buffer_load_format_xyz v[16:18], v0, s[12:15], 0 idxen\n\
+         buffer_load_format_x v19, v0, s[0:3], 0 idxen offset:4\n\
+         s_endpgm",
+        |w, m| {
+            lanes(w, 0, |l| l as u32);
+            vsharp(w, 0, DATA, 4, 64, typed_word3(0, 10));
+            vsharp(w, 4, DATA + 0x400, 4, 64, typed_word3(5, 5));
+            // DST_SEL X = W (7), Y = X (4), Z = 1, W = 0.
+            let sel = 7 | 4 << 3 | 1 << 6;
+            vsharp(w, 8, DATA + 0x800, 4, 64, sel | 7 << 12 | 4 << 15);
+            vsharp(w, 12, DATA + 0xc00, 4, 64, typed_word3(7, 6));
+            for l in 0..64u64 {
+                m.put(DATA + 4 * l, &rgba.map(|b| b.wrapping_add(l as u8 & 1)));
+                // 16_16: X = -l, Y = l << 4.
+                put32(
+                    m,
+                    DATA + 0x400 + 4 * l,
+                    (-(l as i32)) as u32 & 0xffff | (l as u32) << 20,
+                );
+                put32(m, DATA + 0x800 + 4 * l, (l as f32).to_bits());
+                // 10_11_11 FLOAT: X = 1.0, Y = 2.0 (uf11), Z = 0.5 (uf10).
+                put32(
+                    m,
+                    DATA + 0xc00 + 4 * l,
+                    15 << 6 | (16 << 6) << 11 | (14 << 5) << 22,
+                );
+            }
+        },
+    ) else {
+        return;
+    };
+    for l in 0..64usize {
+        let v = |i: usize| r.wave.vgpr[i][l];
+        let f = |i: usize| f32::from_bits(v(i));
+        let odd = l as u32 & 1;
+        let unorm = |b: u8| (f64::from(b.wrapping_add(odd as u8)) / 255.0) as f32;
+        assert_eq!(
+            [f(4), f(5), f(6), f(7)],
+            rgba.map(unorm),
+            "lane {l}: 8_8_8_8 UNORM"
+        );
+        assert_eq!(
+            [v(8), v(9), v(10), v(11)],
+            [(-(l as i32)) as u32, (l as u32) << 4, 0, 1]
+        );
+        assert_eq!(
+            [v(12), v(13), v(14), v(15)],
+            [1.0f32, l as f32, 1.0, 0.0].map(f32::to_bits)
+        );
+        assert_eq!([f(16), f(17), f(18)], [1.0, 2.0, 0.5]);
+        // offset:4 with STRIDE 4: record l + 1's bytes (lane 63: past the data, zeros).
+        let next = ((l + 1) & 1) as f64 / 255.0;
+        assert_eq!(f(19), next as f32, "lane {l}");
+    }
+}
+
+#[test]
+fn buffer_format_stores_convert_and_write_only_their_components() {
+    let Some(r) = run_ok(
+        // 8_8_8_8 UNORM, two channels: bytes 2 and 3 keep their old values.
+        "buffer_store_format_xy v[2:3], off, s[0:3], 0\n\
+         buffer_store_format_xyzw v[4:7], off, s[4:7], 0\n\
+         buffer_store_format_d16_xy v8, off, s[8:11], 0\n\
+         buffer_store_format_d16_hi_x v9, off, s[12:15], 0 offset:8\n\
+         s_endpgm",
+        |w, m| {
+            w.exec = 1;
+            vsharp(w, 0, DATA, 0, 64, typed_word3(0, 10));
+            m.put(DATA, &[9, 9, 9, 9]);
+            lanes(w, 2, |_| 0.5f32.to_bits());
+            lanes(w, 3, |_| 7.0f32.to_bits()); // clamps to 1.0
+            // 16_16_16_16 SINT: saturating to 16 bits.
+            vsharp(w, 4, DATA + 0x100, 0, 64, typed_word3(5, 12));
+            lanes(w, 4, |_| 5);
+            lanes(w, 5, |_| (-70_000i32) as u32);
+            lanes(w, 6, |_| 70_000);
+            lanes(w, 7, |_| (-1i32) as u32);
+            // 16_16 FLOAT from packed halves: 1.5 and -2.0 (f16 0x3e00, 0xc000).
+            vsharp(w, 8, DATA + 0x200, 0, 64, typed_word3(7, 5));
+            lanes(w, 8, |_| 0xc000_3e00);
+            // 32 FLOAT from the high half: f16 0x3c00 is 1.0.
+            vsharp(w, 12, DATA + 0x200, 0, 64, typed_word3(7, 4));
+            lanes(w, 9, |_| 0x3c00_1234);
+        },
+    ) else {
+        return;
+    };
+    assert_eq!(r.mem.bytes(DATA, 4), [128, 255, 9, 9]);
+    assert_eq!(r.mem.u64(DATA + 0x100), 0xffff_7fff_8000_0005);
+    assert_eq!(r.mem.u32(DATA + 0x200), 0xc000_3e00);
+    assert_eq!(r.mem.u32(DATA + 0x208), 1.0f32.to_bits());
+}
+
+#[test]
+fn buffer_format_d16_loads_pack_halves_and_keep_the_rest() {
+    let Some(r) = run_ok(
+        // 16_16_16_16 UNORM: xyz into v[2:3] (v3's high half kept), hi_x into v4's high half.
+        "buffer_load_format_d16_xyz v[2:3], off, s[0:3], 0\n\
+         buffer_load_format_d16_hi_x v4, off, s[0:3], 0\n\
+         buffer_load_format_d16_x v5, off, s[4:7], 0\n\
+         buffer_load_format_x v6, off, s[0:3], 0 offset:512\n\
+         s_endpgm",
+        |w, m| {
+            w.exec = 1;
+            vsharp(w, 0, DATA, 0, 64, typed_word3(0, 12));
+            // UNORM 16: 0xffff = 1.0, 0 = 0, 0x8000 ~ 0.50000763 (f16 0x3800).
+            put64(m, DATA, 0x1234_8000_0000_ffff);
+            lanes(w, 3, |_| 0xaaaa_bbbb);
+            lanes(w, 4, |_| 0xcccc_dddd);
+            // 32 UINT in d16: the low 16 bits.
+            vsharp(w, 4, DATA + 0x100, 0, 64, typed_word3(4, 4));
+            put32(m, DATA + 0x100, 0x0001_2345);
+            lanes(w, 5, |_| 0xeeee_ffff);
+            lanes(w, 6, |_| 0x7777);
+        },
+    ) else {
+        return;
+    };
+    let v = |i: usize| r.wave.vgpr[i][0];
+    assert_eq!(v(2), 0x0000_3c00, "x = 1.0, y = 0.0");
+    assert_eq!(v(3), 0xaaaa_3800, "z = 0.5, high half kept");
+    assert_eq!(v(4), 0x3c00_dddd);
+    assert_eq!(v(5), 0xeeee_2345);
+    // Past NUM_RECORDS (64 bytes): the element reads 0.
+    assert_eq!(v(6), 0);
 }
 
 // ---------------------------------------------------------------------------------------

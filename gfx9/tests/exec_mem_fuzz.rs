@@ -167,3 +167,88 @@ fn random_memory_instructions_never_panic() {
         "{ok} completed, {errors} errors"
     );
 }
+
+/// The memory opcodes the executor does not run, as a table: each opcode gets random
+/// operands (no LDS or GDS bit: those are forms, not opcodes) until one draw completes.
+/// What never completes and stops as `Unimplemented` is listed; only the SMEM scratch
+/// forms may be there (the guide names `s_scratch_load/store_*` without saying how their
+/// address is formed, and LLVM emits them for no IR), or the GWS ones (another room's).
+#[test]
+fn the_memory_opcodes_not_executed_are_the_scalar_scratch_ones() {
+    let mut ops: Vec<(Opcode, Encoding)> = Vec::new();
+    ops.extend(
+        SmemOp::ALL
+            .iter()
+            .map(|&o| (Opcode::Smem(o), Encoding::Smem)),
+    );
+    ops.extend(DsOp::ALL.iter().map(|&o| (Opcode::Ds(o), Encoding::Ds)));
+    for seg in [Segment::Flat, Segment::Global, Segment::Scratch] {
+        ops.extend(
+            FlatOp::ALL
+                .iter()
+                .map(|&o| (Opcode::Flat(seg, o), Encoding::Flat)),
+        );
+    }
+    ops.extend(
+        MubufOp::ALL
+            .iter()
+            .map(|&o| (Opcode::Mubuf(o), Encoding::Mubuf)),
+    );
+    let mem = TestMemory::with_code(&[0; 4]);
+    let mut lds = vec![0u8; 64 << 10];
+    let mut code = CodeCache::new();
+    let mut rng = Rng(0x6e6f_7472_756e_2121);
+    let mut not_executed = Vec::new();
+    for &(op, encoding) in &ops {
+        let mut unimplemented = false;
+        let done = (0..2000).any(|_| {
+            let mut w = random_wave(&mut rng, Target::Gfx90a);
+            // One lane: its address alone must be mapped and aligned.
+            w.exec = 1;
+            // A typed V# (8_8_8_8 UNORM) for the MUBUF format forms.
+            for q in (0..16).step_by(4) {
+                w.sgpr[q + 3] = 4 | 5 << 3 | 6 << 6 | 7 << 9 | 10 << 15;
+            }
+            let mut inst = random_inst(&mut rng, op, encoding);
+            inst.mods.lds = false;
+            inst.mods.gds = false;
+            let mut ctx = Ctx {
+                mem: &mem,
+                lds: &mut lds,
+                code: &mut code,
+            };
+            match execute(&mut w, &mut ctx, &inst, 0x40) {
+                Ok(_) => true,
+                Err(ExecError::Unimplemented { .. }) => {
+                    unimplemented = true;
+                    false
+                }
+                Err(_) => false,
+            }
+        });
+        if !done {
+            not_executed.push((op.to_string(), unimplemented));
+        }
+    }
+    println!(
+        "{} of {} memory opcodes (FLAT counted per segment) execute; not executed:",
+        ops.len() - not_executed.len(),
+        ops.len()
+    );
+    for (name, unimplemented) in &not_executed {
+        println!(
+            "  {name:32} {}",
+            if *unimplemented {
+                "unimplemented"
+            } else {
+                "never completed (operands)"
+            }
+        );
+    }
+    for (name, unimplemented) in &not_executed {
+        assert!(
+            *unimplemented && (name.starts_with("s_scratch_") || name.starts_with("ds_gws")),
+            "{name} does not execute"
+        );
+    }
+}

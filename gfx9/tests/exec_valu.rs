@@ -1427,19 +1427,20 @@ fn cube_map_helpers_and_lerp() {
 }
 
 #[test]
-fn an_mfma_with_a_broadcast_control_stops_the_wave_with_its_pc() {
+fn an_mfma_broadcasting_from_a_missing_block_stops_the_wave_with_its_pc() {
+    // v_mfma_f32_16x16x4f32 has one block: CBSZ 1 / ABID 1 names block 1.
     let Some(r) = common::run(
-        "v_nop\nv_mfma_f32_4x4x1f32 v[4:7], v0, v2, 0 cbsz:1 abid:1\ns_endpgm",
+        "v_nop\nv_mfma_f32_16x16x4f32 v[4:7], v0, v2, 0 cbsz:1 abid:1\ns_endpgm",
         |_, _| {},
     ) else {
         return;
     };
     match r.end {
-        Err(ExecError::Unimplemented { pc, op }) => {
+        Err(ExecError::Illegal { pc, op, .. }) => {
             assert_eq!(pc, common::CODE + 4);
-            assert_eq!(op.to_string(), "v_mfma_f32_4x4x1f32");
+            assert_eq!(op.to_string(), "v_mfma_f32_16x16x4f32");
         }
-        other => panic!("expected Unimplemented, got {other:?}"),
+        other => panic!("expected Illegal, got {other:?}"),
     }
 }
 

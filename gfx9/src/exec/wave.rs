@@ -645,7 +645,8 @@ pub(crate) fn illegal(inst: &Inst, pc: u64, why: &'static str) -> ExecError {
 /// 13:12, FLOAT_ROUND_MODE_16_64 15:14, FLOAT_DENORM_MODE_32 17:16, FLOAT_DENORM_MODE_16_64
 /// 19:18, ENABLE_DX10_CLAMP 21, ENABLE_IEEE_MODE 23), laid out as the MI200 guide's MODE
 /// register (FP_ROUND 3:0, FP_DENORM 7:4, DX10_CLAMP 8, IEEE 9). The vector ALU reads
-/// FP_DENORM (flush or keep denormals per precision) and IEEE from it.
+/// FP_ROUND (each precision's rounding), FP_DENORM (flush or keep denormals per precision),
+/// DX10_CLAMP and IEEE from it.
 ///
 /// ```
 /// // HIP's default: f32 and f16/f64 denormals kept, DX10 clamp and IEEE mode on.

@@ -9,6 +9,9 @@
 
 #![allow(dead_code)]
 
+#[cfg(target_arch = "x86_64")]
+pub mod fpu;
+
 use kfd_gfx9::exec::{CodeCache, Ctx, ExecError, Fault, Flow, Memory, Target, Wave, step};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -506,3 +506,27 @@ __kernel void cvt_special(__global uint *out, __global const float *x, __global 
         out[4 * i + 3] = (uint)d[i];
     }
 }
+
+// MODE.FP_ROUND from compiled code: clang lowers __builtin_set_flt_rounds (llvm.set.rounding,
+// FLT_ROUNDS numbering: 0 toward zero, 1 nearest, 2 upward, 3 downward) to an s_setreg of
+// MODE's FP_ROUND fields through its own table. OpenCL has no FENV_ACCESS on this target, so
+// empty volatile asm pins the arithmetic between the two mode switches.
+__kernel void fp_round(__global float *out, __global double *dout, __global const float *x,
+                       __global const double *dx, uint mode) {
+    uint i = gx();
+    float a = x[2 * i], b = x[2 * i + 1];
+    double c = dx[2 * i], d = dx[2 * i + 1];
+    __builtin_set_flt_rounds((int)mode);
+    __asm__ volatile("" : "+v"(a), "+v"(b), "+v"(c), "+v"(d));
+    float s = a + b, p = a * b, f = __builtin_fmaf(a, b, 0.75f), q = a / b;
+    double ds = c + d, dp = c * d, dq = c / d;
+    __asm__ volatile("" : "+v"(s), "+v"(p), "+v"(f), "+v"(q), "+v"(ds), "+v"(dp), "+v"(dq));
+    __builtin_set_flt_rounds(1);
+    out[4 * i] = s;
+    out[4 * i + 1] = p;
+    out[4 * i + 2] = f;
+    out[4 * i + 3] = q;
+    dout[3 * i] = ds;
+    dout[3 * i + 1] = dp;
+    dout[3 * i + 2] = dq;
+}

@@ -13,7 +13,8 @@
 //! - `scratch_*`: a 32-bit private offset, the SGPR SADDR (or, SADDR `off`, the VGPR ADDR)
 //!   plus the 13-bit signed offset, in the lane's private memory. gfx942 adds both when its
 //!   SVE bit (bit 13, the LDS bit's position) is set, and with SADDR `off` and SVE clear uses
-//!   the offset alone (as LLVM 19 encodes `scratch_* v, v, s` / `off, off` for gfx942).
+//!   the offset alone (as LLVM 19 encodes `scratch_* v, v, s` / `off, off` for gfx942; the
+//!   "AMD Instinct MI300 ISA" guide's SCRATCH format, its SVE field).
 //!
 //! Private memory is reached through FLAT_SCRATCH, swizzled per lane (see
 //! [`super::scratch_addr`]).

@@ -38,6 +38,7 @@
 mod access;
 mod ds;
 mod flat;
+mod format;
 mod mubuf;
 mod smem;
 

@@ -23,12 +23,15 @@
 //! offset (the SGPR offset is not part of the check). Loads/stores of several dwords are
 //! checked per dword; atomics all or nothing.
 //!
-//! Not executed (stop the wave as unimplemented): the `*_format_*` opcodes (their data
-//! conversion follows the V#'s DATA_FORMAT/NUM_FORMAT tables; compilers emit the untyped
-//! forms for compute), and the LDS bit (loads to LDS).
+//! Typed accesses (`buffer_load_format_*`, `buffer_store_format_*` and their d16 forms)
+//! convert each lane's element by the V#'s DATA_FORMAT / NUM_FORMAT / DST_SEL ([`format`](super::format));
+//! an element is read only when all of it is in range (else its channels are 0).
+//!
+//! Not executed (stops the wave as unimplemented): the LDS bit (loads to LDS).
 //! `buffer_wbinvl1*`, `buffer_wbl2` and `buffer_invl2` do nothing: no cache is modelled.
 
 use super::access::{Access, Half, Rmw, Shape, atomic_operands, file, file_mut, vreg};
+use super::format::Format;
 use crate::exec::wave::{Ctx, ExecError, LANES, Ty, Wave, illegal, unimplemented};
 use crate::inst::Inst;
 use crate::opcode::MubufOp;
@@ -86,8 +89,40 @@ enum Kind {
     Access(Access),
     /// A cache control: nothing to do.
     Nop,
-    /// A typed (`*_format_*`) access: not executed.
-    Format,
+    /// A typed (`*_format_*`) access, converted by the V#'s formats ([`format`](super::format)).
+    Format(Typed),
+}
+
+/// A typed access: load or store, how many channels, and the d16 packing.
+#[derive(Debug, Clone, Copy)]
+struct Typed {
+    store: bool,
+    /// Channels X.. (1 to 4).
+    count: usize,
+    /// 16-bit channels two to a VGPR.
+    d16: bool,
+    /// `_d16_hi_x`: the one channel in the high half.
+    hi: bool,
+}
+
+impl Typed {
+    fn kind(store: bool, count: usize, d16: bool) -> Kind {
+        Kind::Format(Self {
+            store,
+            count,
+            d16,
+            hi: false,
+        })
+    }
+
+    /// The VGPRs of the data.
+    fn regs(self) -> usize {
+        if self.d16 {
+            self.count.div_ceil(2)
+        } else {
+            self.count
+        }
+    }
 }
 
 /// What a MUBUF opcode does.
@@ -152,14 +187,28 @@ fn kind(op: MubufOp) -> Kind {
         BufferAtomicIncX2 => at2(Rmw::Inc),
         BufferAtomicDecX2 => at2(Rmw::Dec),
         BufferWbinvl1 | BufferWbinvl1Vol | BufferWbl2 | BufferInvl2 => Kind::Nop,
-        BufferLoadFormatX
-        | BufferLoadFormatXy
-        | BufferLoadFormatXyz
-        | BufferLoadFormatXyzw
-        | BufferStoreFormatX
-        | BufferStoreFormatXy
-        | BufferStoreFormatXyz
-        | BufferStoreFormatXyzw => Kind::Format,
+        BufferLoadFormatX => Typed::kind(false, 1, false),
+        BufferLoadFormatXy => Typed::kind(false, 2, false),
+        BufferLoadFormatXyz => Typed::kind(false, 3, false),
+        BufferLoadFormatXyzw => Typed::kind(false, 4, false),
+        BufferStoreFormatX => Typed::kind(true, 1, false),
+        BufferStoreFormatXy => Typed::kind(true, 2, false),
+        BufferStoreFormatXyz => Typed::kind(true, 3, false),
+        BufferStoreFormatXyzw => Typed::kind(true, 4, false),
+        BufferLoadFormatD16X => Typed::kind(false, 1, true),
+        BufferLoadFormatD16Xy => Typed::kind(false, 2, true),
+        BufferLoadFormatD16Xyz => Typed::kind(false, 3, true),
+        BufferLoadFormatD16Xyzw => Typed::kind(false, 4, true),
+        BufferStoreFormatD16X => Typed::kind(true, 1, true),
+        BufferStoreFormatD16Xy => Typed::kind(true, 2, true),
+        BufferStoreFormatD16Xyz => Typed::kind(true, 3, true),
+        BufferStoreFormatD16Xyzw => Typed::kind(true, 4, true),
+        BufferLoadFormatD16HiX | BufferStoreFormatD16HiX => Kind::Format(Typed {
+            store: op == BufferStoreFormatD16HiX,
+            count: 1,
+            d16: true,
+            hi: true,
+        }),
     }
 }
 
@@ -171,11 +220,10 @@ pub(super) fn execute(
     pc: u64,
     op: MubufOp,
 ) -> Result<(), ExecError> {
-    let access = match kind(op) {
-        Kind::Access(access) => access,
-        Kind::Nop => return Ok(()),
-        Kind::Format => return Err(unimplemented(inst, pc)),
-    };
+    let kind = kind(op);
+    if let Kind::Nop = kind {
+        return Ok(());
+    }
     if inst.mods.lds {
         return Err(unimplemented(inst, pc));
     }
@@ -235,6 +283,14 @@ pub(super) fn execute(
                 .wrapping_add(soffset)
                 .wrapping_add(rsrc.buffer_offset(i, o))
         })
+    };
+    let access = match kind {
+        Kind::Access(access) => access,
+        Kind::Format(typed) => {
+            let fmt = Format::from_word3(v[3]);
+            return typed_access(w, ctx, inst, pc, typed, fmt, &addr);
+        }
+        Kind::Nop => return Ok(()),
     };
     // A run of enabled lanes from `first` whose dword accesses (a one-dword shape) sit side
     // by side in memory — ROCr's swizzled scratch puts the lanes' same dword so — read or
@@ -338,6 +394,96 @@ pub(super) fn execute(
                         f[s + 1][lane] = (olds[lane] >> 32) as u32;
                     }
                 }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A typed load or store ([`format`](super::format)): each enabled lane's element at its buffer address
+/// (`addr(lane, byte, len)`, `None` out of range), converted by `fmt`.
+fn typed_access(
+    w: &mut Wave,
+    ctx: &mut Ctx<'_>,
+    inst: &Inst,
+    pc: u64,
+    t: Typed,
+    fmt: Format,
+    addr: &dyn Fn(usize, u64, u64) -> Option<u64>,
+) -> Result<(), ExecError> {
+    if fmt.reserved() {
+        return Err(illegal(
+            inst,
+            pc,
+            "a buffer resource with the reserved NUM_FORMAT 6",
+        ));
+    }
+    let r = vreg(inst, pc, inst.dst[0], t.regs())?;
+    let acc = inst.mods.acc;
+    let fault = |fault| ExecError::Memory { pc, fault };
+    // INVALID / RESERVED data formats: every element out of range.
+    let size = fmt.layout().map_or(0, |(size, _)| size);
+    let exec = w.exec;
+    for lane in (0..LANES).filter(|&l| exec >> l & 1 == 1) {
+        // The element's 4-byte pieces and their addresses.
+        let pieces = (0..size.div_ceil(4)).map(|k| {
+            let len = (size - 4 * k).min(4);
+            (k, len, addr(lane, 4 * k as u64, len as u64))
+        });
+        if t.store {
+            let f = file(w, acc);
+            let mut vals = [0u32; 4];
+            for (c, v) in vals.iter_mut().enumerate().take(t.count) {
+                *v = if t.hi {
+                    fmt.widen_d16((f[r][lane] >> 16) as u16)
+                } else if t.d16 {
+                    fmt.widen_d16((f[r + c / 2][lane] >> (16 * (c % 2))) as u16)
+                } else {
+                    f[r + c][lane]
+                };
+            }
+            let (bytes, write) = fmt.store(&vals, t.count);
+            for (k, len, at) in pieces {
+                let (Some(at), range) = (at, 4 * k..4 * k + len) else {
+                    continue;
+                };
+                if write[range.clone()].iter().all(|&b| b) {
+                    super::access::write_global(ctx.mem, at, &bytes[range]).map_err(fault)?;
+                    continue;
+                }
+                for b in range.filter(|&b| write[b]) {
+                    let one = at + (b - 4 * k) as u64;
+                    super::access::write_global(ctx.mem, one, &bytes[b..=b]).map_err(fault)?;
+                }
+            }
+            continue;
+        }
+        let mut raw = [0u8; 16];
+        let mut in_range = size > 0;
+        for (k, len, at) in pieces {
+            match at {
+                Some(at) => super::access::read_global(ctx.mem, at, &mut raw[4 * k..4 * k + len])
+                    .map_err(fault)?,
+                None => in_range = false,
+            }
+        }
+        let ch = if in_range {
+            fmt.load(&raw[..size])
+        } else {
+            [0; 4]
+        };
+        let f = file_mut(w, acc);
+        if t.hi {
+            f[r][lane] = f[r][lane] & 0xffff | u32::from(fmt.narrow_d16(ch[0])) << 16;
+        } else if t.d16 {
+            for (c, &v) in ch.iter().enumerate().take(t.count) {
+                let (reg, half) = (r + c / 2, 16 * (c % 2) as u32);
+                let keep = f[reg][lane] & !(0xffff << half);
+                f[reg][lane] = keep | u32::from(fmt.narrow_d16(v)) << half;
+            }
+        } else {
+            for (c, &v) in ch.iter().enumerate().take(t.count) {
+                f[r + c][lane] = v;
             }
         }
     }

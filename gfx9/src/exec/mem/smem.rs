@@ -17,7 +17,9 @@
 //!   translation cache is modelled, nothing to do.
 //!
 //! Not executed: `s_scratch_load*`/`s_scratch_store*` — the guide names them but does not say
-//! how their address is formed, and LLVM never emits them.
+//! how their address is formed, and LLVM selects them for no IR (only its assembler knows
+//! them); `tests/exec_mem_fuzz.rs` lists every memory opcode that does not execute, and
+//! these six are all.
 
 use super::access::{read_global, write_global};
 use crate::exec::wave::{Ctx, ExecError, Ty, Wave, illegal, unimplemented};

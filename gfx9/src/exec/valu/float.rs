@@ -4,13 +4,15 @@
 //! `v_div_fixup`) as "AMD Instinct MI200 ISA" chapter 12's VOP3 descriptions give them.
 //!
 //! Accuracy: every IEEE basic operation (add, sub, mul, fma, sqrt, division steps, conversions)
-//! is correctly rounded to nearest-even, as the hardware's default FP_ROUND. f16 arithmetic is
-//! computed in f32 (add/sub/mul/sqrt are then exact after one rounding to f16: f32 has more than
-//! 2·11+2 significand bits) and f16 FMA in f64 (`f64::mul_add` then one rounding to f16; a
-//! double rounding can differ from a fused f16 FMA in rare halfway cases). The transcendentals
+//! is correctly rounded, to nearest-even by default and in MODE's other rounding modes as
+//! [`super::round`] does them. f16 arithmetic is computed in f64 (add/sub/mul exact) and
+//! rounded once to f16; f16 FMA too is rounded once from its exact value (no double
+//! rounding through f64). The transcendentals
 //! (`v_exp`, `v_log`, `v_rcp`, `v_rsq`, `v_sin`, `v_cos`), which the guide specifies only to
 //! about 1 ULP, are computed in f64 with Rust's `std` and rounded once: within 1 ULP of the
 //! true value, not bit-equal to the hardware's tables.
+
+use crate::exec::salu::Round;
 
 /// The MODE register's floating-point controls (hardware register 1: FP_ROUND 3:0,
 /// FP_DENORM 7:4, DX10_CLAMP 8, IEEE 9). FP_DENORM per precision: 0 flush input and output
@@ -18,6 +20,10 @@
 /// 5:4 are f32, bits 7:6 f64 and f16.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Mode {
+    /// FP_ROUND[1:0]: f32 results.
+    pub r32: Round,
+    /// FP_ROUND[3:2]: f64 and f16 results.
+    pub r64: Round,
     pub f32_in: bool,
     pub f32_out: bool,
     pub f64_in: bool,
@@ -28,7 +34,10 @@ pub(super) struct Mode {
 
 impl Mode {
     pub(super) fn from_reg(mode: u32) -> Self {
+        let reg = crate::exec::salu::Mode(mode);
         Self {
+            r32: reg.round_f32(),
+            r64: reg.round_f64_f16(),
             f32_in: mode >> 4 & 1 == 1,
             f32_out: mode >> 5 & 1 == 1,
             f64_in: mode >> 6 & 1 == 1,
@@ -401,12 +410,7 @@ pub(super) fn div_fmas(s0: f64, s1: f64, s2: f64, vcc: bool, wide: bool) -> f64 
     } else {
         two_sum(s0 * s1, s2)
     };
-    let scale = if !vcc || fma == 0.0 || !fma.is_finite() {
-        0
-    } else {
-        let scale = if wide { 128 } else { 64 };
-        if fma.abs() >= 1.0 { scale } else { -scale }
-    };
+    let scale = fmas_scale(fma, vcc, wide);
     if wide {
         round_scaled(fma, residual, scale, 53, -1074)
     } else {
@@ -414,8 +418,18 @@ pub(super) fn div_fmas(s0: f64, s1: f64, s2: f64, vcc: bool, wide: bool) -> f64 
     }
 }
 
+/// The power of two `v_div_fmas` rescales its FMA `fma` by (see [`div_fmas`]).
+pub(super) fn fmas_scale(fma: f64, vcc: bool, wide: bool) -> i64 {
+    if !vcc || fma == 0.0 || !fma.is_finite() {
+        0
+    } else {
+        let scale = if wide { 128 } else { 64 };
+        if fma.abs() >= 1.0 { scale } else { -scale }
+    }
+}
+
 /// `a + b` rounded and its exact error (Knuth's TwoSum; 0 when not finite).
-fn two_sum(a: f64, b: f64) -> (f64, f64) {
+pub(super) fn two_sum(a: f64, b: f64) -> (f64, f64) {
     let s = a + b;
     let bb = s - a;
     let e = (a - (s - bb)) + (b - bb);

@@ -16,9 +16,19 @@
 //! `C + Σ` summed in f64 in k order, rounded once to f32 (the hardware's internal rounding of
 //! the dot product is not specified bit for bit); f64 is a chain of FMAs in k order starting
 //! from C; i8 products sum in wrapping 32-bit integers. Denormals are kept. Every lane is
-//! computed whatever EXEC says (the matrix is the wave's, not a lane's). The broadcast
-//! controls CBSZ/ABID and the B lane-group pattern BLGP (f64: its negate bits) other than 0
-//! are not implemented.
+//! computed whatever EXEC says (the matrix is the wave's, not a lane's).
+//!
+//! The broadcast controls (the MI200 guide's VOP3P-MAI fields; their effect as the
+//! calculator's `_get_cbsz_abid_transformed_block` and `_get_blgp_transformed_lane` give it):
+//! - CBSZ/ABID: block `b` reads its A from block `(b >> CBSZ << CBSZ) + ABID` — one block of
+//!   A broadcast to each aligned group of 2^CBSZ blocks. CBSZ above log2(blocks) or ABID of
+//!   2^CBSZ or more name a block that does not exist: [`ExecError::Illegal`].
+//! - BLGP: the lane B's elements are read from is permuted: 1 lanes 0–31 to both halves,
+//!   2 lanes 32–63 to both, 3 rotated down by 16 (lane l reads l + 16 mod 64), 4–7 the
+//!   first, second, third or fourth group of 16 lanes to all four.
+//! - f64 MFMAs: on gfx942 (the MI300 guide) the three BLGP bits negate A, B and C (LLVM
+//!   writes them `neg:[a,b,c]`); gfx90a has no BLGP for them (the calculator refuses it),
+//!   so a non-zero one there is [`ExecError::Illegal`].
 
 use super::float::f16_to_f32;
 use crate::exec::wave::{ExecError, LANES, Target, Ty, VGPRS, Wave, illegal, unimplemented};
@@ -113,6 +123,18 @@ pub(super) fn output_at(
     (lane, reg)
 }
 
+/// The lane B's element is read from under BLGP `blgp` for the lane `lane` holds it in
+/// without (the calculator's `_get_blgp_transformed_lane`).
+fn blgp_lane(lane: usize, blgp: u8) -> usize {
+    match blgp {
+        1 => lane % 32,
+        2 => lane % 32 + 32,
+        3 => (lane + 16) % 64,
+        4..=7 => lane % 16 + 16 * usize::from(blgp - 4),
+        _ => lane,
+    }
+}
+
 /// The register file an MFMA operand names: AGPRs when its ACC bit says so.
 fn file(w: &Wave, agpr: bool) -> &Vec<[u32; LANES]> {
     if agpr { &w.agpr } else { &w.vgpr }
@@ -123,11 +145,28 @@ pub(super) fn execute(w: &mut Wave, inst: &Inst, pc: u64, op: Vop3pOp) -> Result
     let Some((m, n, k_dim, blocks, ty)) = shape(op) else {
         return Err(unimplemented(inst, pc));
     };
-    if inst.imm != 0 {
-        // CBSZ/ABID broadcasts and BLGP (f64: negation) are not implemented.
-        return Err(unimplemented(inst, pc));
-    }
     let wide = ty == In::F64;
+    let imm = inst.imm as u32;
+    let (cbsz, abid, blgp) = (imm & 7, imm >> 3 & 15, imm >> 7 & 7);
+    if cbsz > blocks.trailing_zeros() || abid >> cbsz != 0 {
+        return Err(illegal(
+            inst,
+            pc,
+            "an MFMA broadcast from a block that does not exist",
+        ));
+    }
+    // f64: BLGP is gfx942's negation of A, B, C.
+    let (blgp, neg) = if wide {
+        if blgp != 0 && w.target != Target::Gfx942 {
+            return Err(illegal(inst, pc, "BLGP on an f64 MFMA before gfx942"));
+        }
+        (0, blgp)
+    } else {
+        (blgp, 0)
+    };
+    let a_block = |b: usize| (b >> cbsz << cbsz) + abid as usize;
+    let b_lane = |l: usize| blgp_lane(l, blgp as u8);
+    let sign = |x: f64, bit: u32| if neg >> bit & 1 == 1 { -x } else { x };
     let e = k_dim * m * blocks / LANES;
     let in_regs = (e * ty.bits() as usize).div_ceil(32);
     let out_elems = m * n * blocks / LANES;
@@ -206,13 +245,16 @@ pub(super) fn execute(w: &mut Wave, inst: &Inst, pc: u64, op: Vop3pOp) -> Result
                 let (lane, el) = output_at(m, n, wide, b, i, j);
                 let c = c_at(lane, el)?;
                 let terms = (0..k_dim).map(|k| {
-                    let (la, ea) = input_at(m, k_dim, blocks, b, i, k);
+                    let (la, ea) = input_at(m, k_dim, blocks, a_block(b), i, k);
                     let (lb, eb) = input_at(n, k_dim, blocks, b, j, k);
-                    (element(fa, a0, la, ea), element(fb, b0, lb, eb))
+                    (
+                        sign(element(fa, a0, la, ea), 0),
+                        sign(element(fb, b0, b_lane(lb), eb), 1),
+                    )
                 });
                 let d = match ty {
                     In::F64 => terms
-                        .fold(f64::from_bits(c), |acc, (x, y)| x.mul_add(y, acc))
+                        .fold(sign(f64::from_bits(c), 2), |acc, (x, y)| x.mul_add(y, acc))
                         .to_bits(),
                     In::I8 => u64::from(terms.fold(c as u32 as i32, |acc, (x, y)| {
                         acc.wrapping_add((x * y) as i32)

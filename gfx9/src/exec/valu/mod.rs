@@ -2,7 +2,11 @@
 //! ("AMD Instinct MI200 ISA", chapter 6 "Vector ALU Operations" and the per-opcode
 //! descriptions of chapter 12's VOP2, VOP1, VOPC, VOP3A/VOP3B and VOP3P tables; DPP and SDWA
 //! in sections 6.x "Data Parallel Processing" / "Sub-Dword Addressing" and the VOP_DPP /
-//! VOP_SDWA microcode formats).
+//! VOP_SDWA microcode formats). The gfx942 additions (`v_mov_b64`, `v_lshl_add_u64`, the
+//! f64 MFMA negation) follow the "AMD Instinct MI300 ISA" guide's VOP1 / VOP3 / VOP3P-MAI
+//! tables; gfx906 and gfx908 execute the same gfx9 semantics (the "Vega 7nm" and "AMD
+//! Instinct MI100" guides), their differences noted where they apply (gfx908's MFMA
+//! accumulators; `lds_direct`, which LLVM accepts only before gfx90a, reads 0 here).
 //!
 //! One instruction runs in three steps: the sources are read for all 64 lanes ([`X::reads`]:
 //! VGPRs or a broadcast scalar, inline constants in the operation's type, VOP3 `op_sel`
@@ -13,8 +17,9 @@
 //! form, SDWA's destination select). Compares and carries write a lane mask (bits of lanes
 //! not computed are 0) to VCC or the VOP3 SGPR pair; `v_cmpx_*` also to EXEC.
 //!
-//! Floating point: round to nearest even (MODE's FP_ROUND is not consulted: every kernel
-//! clang emits runs with its default, 0), denormals per MODE's FP_DENORM (hardware register 1,
+//! Floating point: rounding per MODE's FP_ROUND (f32 operations by FP_ROUND[1:0], f64 and
+//! f16 ones by FP_ROUND[3:2]; nearest-even, the default, takes the plain Rust arithmetic;
+//! which operations honour the directed modes: [`round`]), denormals per MODE's FP_DENORM (hardware register 1,
 //! `Wave::hwreg[1]`; a `Wave::new` has MODE 0, which flushes every precision: the dispatcher
 //! sets it from the kernel descriptor's FLOAT_DENORM_MODE_32/16_64); NaN results are quiet,
 //! their payloads as Rust's arithmetic propagates them. What each operation's accuracy is:
@@ -22,16 +27,18 @@
 //!
 //! The matrix multiplies (`v_mfma_*`) are in [`mfma`].
 //!
-//! Every VALU opcode the decoder knows executes; an MFMA with CBSZ/ABID/BLGP set stops the wave
-//! as [`ExecError::Unimplemented`] (see [`mfma`]). `v_clrexcp` is a no-op (no exception state
+//! Every VALU opcode the decoder knows executes, MFMAs with their CBSZ/ABID/BLGP controls
+//! (see [`mfma`]). `v_clrexcp` is a no-op (no exception state
 //! is kept). DPP treats
 //! a source lane EXEC disables like one out of range (read as 0 with BOUND_CTRL, else the
 //! destination lane is not written), as LLVM's `llvm.amdgcn.update.dpp` describes it.
 
 mod float;
 mod mfma;
+mod round;
 
 use super::wave::{Ctx, ExecError, Flow, LANES, Ty, VGPRS, Wave, illegal, unimplemented};
+use crate::exec::salu::Round;
 use crate::inst::Inst;
 use crate::opcode::{Encoding, Opcode, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp};
 use crate::operand::Operand;
@@ -39,6 +46,7 @@ use float::{
     Mode, class_bit, div_fixup, div_fmas, div_scale, f16_to_f32, f32_to_f16, f64_to_f16, flush16,
     flush32, flush64, frexp64, ldexp64, med3_32, minmax32, minmax64, trig_preop,
 };
+use round::Fmt;
 
 /// One value per lane (32-bit values in the low half).
 type L = [u64; LANES];
@@ -121,8 +129,26 @@ fn h(x: u64) -> f32 {
 fn hb(x: f32) -> u64 {
     u64::from(f32_to_f16(x))
 }
+/// f16 bits to f64.
+fn h64(x: u64) -> f64 {
+    f64::from(h(x))
+}
+/// An f64 holding an f16 value (as [`round`] returns them) to its f16 bits (exact).
+fn hb64(x: f64) -> u64 {
+    u64::from(f64_to_f16(x, false))
+}
 fn sext24(x: u64) -> i64 {
     i64::from(((x as u32) << 8) as i32 >> 8)
+}
+
+/// f16 bits as an f32 (exact), for the memory room's typed buffer formats.
+pub(crate) fn f16_bits_to_f32(h: u16) -> f32 {
+    f16_to_f32(h)
+}
+
+/// An f32 as f16 bits, rounded to nearest even, for the memory room's typed buffer formats.
+pub(crate) fn f32_to_f16_bits(x: f32) -> u16 {
+    f32_to_f16(x)
 }
 
 /// The set lanes of a mask.
@@ -525,6 +551,7 @@ impl<'a> X<'a> {
 
     fn vop1(&mut self, op: Vop1Op) -> Result<(), ExecError> {
         use Vop1Op::*;
+        let (r32, r64) = (self.mode.r32, self.mode.r64);
         match op {
             VNop | VClrexcp => Ok(()),
             VMovB32 => self.map(&[B32], B32, |s| s[0]),
@@ -544,11 +571,17 @@ impl<'a> X<'a> {
             }
             VCvtI32F64 => self.map(&[F64], B32, |s| u64::from(f64of(s[0]) as i32 as u32)),
             VCvtF64I32 => self.map(&[B32], F64, |s| b64(f64::from(s[0] as u32 as i32))),
-            VCvtF32I32 => self.map(&[B32], F32, |s| b32(s[0] as u32 as i32 as f32)),
-            VCvtF32U32 => self.map(&[B32], F32, |s| b32(s[0] as u32 as f32)),
+            VCvtF32I32 => self.map(&[B32], F32, move |s| {
+                b32(round::convert(f64::from(s[0] as u32 as i32), Fmt::F32, r32) as f32)
+            }),
+            VCvtF32U32 => self.map(&[B32], F32, move |s| {
+                b32(round::convert(f64::from(s[0] as u32), Fmt::F32, r32) as f32)
+            }),
             VCvtU32F32 => self.map(&[F32], B32, |s| u64::from(f32of(s[0]) as u32)),
             VCvtI32F32 => self.map(&[F32], B32, |s| u64::from(f32of(s[0]) as i32 as u32)),
-            VCvtF16F32 => self.map(&[F32], F16, |s| hb(f32of(s[0]))),
+            VCvtF16F32 => self.map(&[F32], F16, move |s| {
+                hb64(round::convert(f64::from(f32of(s[0])), Fmt::F16, r64))
+            }),
             VCvtF32F16 => self.map(&[F16], F32, |s| b32(h(s[0]))),
             VCvtRpiI32F32 => self.map(&[F32], B32, |s| {
                 u64::from((f32of(s[0]) + 0.5).floor() as i32 as u32)
@@ -561,7 +594,9 @@ impl<'a> X<'a> {
             VCvtOffF32I4 => self.map(&[B32], F32, |s| {
                 b32(f32::from(((s[0] as u8) << 4) as i8 >> 4) / 16.0)
             }),
-            VCvtF32F64 => self.map(&[F64], F32, |s| b32(f64of(s[0]) as f32)),
+            VCvtF32F64 => self.map(&[F64], F32, move |s| {
+                b32(round::convert(f64of(s[0]), Fmt::F32, r32) as f32)
+            }),
             VCvtF64F32 => self.map(&[F32], F64, |s| b64(f64::from(f32of(s[0])))),
             VCvtF32Ubyte0 | VCvtF32Ubyte1 | VCvtF32Ubyte2 | VCvtF32Ubyte3 => {
                 let shift = 8 * (op.raw() - VCvtF32Ubyte0.raw()) as u32;
@@ -595,8 +630,8 @@ impl<'a> X<'a> {
             }),
             VRcpF64 => self.map(&[F64], F64, |s| b64(1.0 / f64of(s[0]))),
             VRsqF64 => self.map(&[F64], F64, |s| b64(1.0 / f64of(s[0]).sqrt())),
-            VSqrtF32 => self.map(&[F32], F32, |s| b32(f32of(s[0]).sqrt())),
-            VSqrtF64 => self.map(&[F64], F64, |s| b64(f64of(s[0]).sqrt())),
+            VSqrtF32 => self.map(&[F32], F32, move |s| b32(round::sqrt32(f32of(s[0]), r32))),
+            VSqrtF64 => self.map(&[F64], F64, move |s| b64(round::sqrt64(f64of(s[0]), r64))),
             // The guide's V_SIN_F32: sin(S0 · 2π) (the argument in revolutions).
             VSinF32 => self.map(&[F32], F32, |s| {
                 b32((f64::from(f32of(s[0])) * std::f64::consts::TAU).sin() as f32)
@@ -648,16 +683,16 @@ impl<'a> X<'a> {
             VFrexpMantF32 => self.map(&[F32], F32, |s| {
                 b32(frexp64(f64::from(f32of(s[0]))).0 as f32)
             }),
-            VCvtF16U16 => self.map(&[B16], F16, |s| {
-                u64::from(f64_to_f16(s[0] as u16 as f64, false))
+            VCvtF16U16 => self.map(&[B16], F16, move |s| {
+                hb64(round::convert(f64::from(s[0] as u16), Fmt::F16, r64))
             }),
-            VCvtF16I16 => self.map(&[B16], F16, |s| {
-                u64::from(f64_to_f16(f64::from(s[0] as u16 as i16), false))
+            VCvtF16I16 => self.map(&[B16], F16, move |s| {
+                hb64(round::convert(f64::from(s[0] as u16 as i16), Fmt::F16, r64))
             }),
             VCvtU16F16 => self.map(&[F16], B16, |s| u64::from(h(s[0]) as u16)),
             VCvtI16F16 => self.map(&[F16], B16, |s| u64::from(h(s[0]) as i16 as u16)),
             VRcpF16 => self.map(&[F16], F16, |s| hb(1.0 / h(s[0]))),
-            VSqrtF16 => self.map(&[F16], F16, |s| hb(h(s[0]).sqrt())),
+            VSqrtF16 => self.map(&[F16], F16, move |s| hb64(round::sqrt16(h64(s[0]), r64))),
             VRsqF16 => self.map(&[F16], F16, |s| hb(1.0 / h(s[0]).sqrt())),
             VLogF16 => self.map(&[F16], F16, |s| hb(h(s[0]).log2())),
             VExpF16 => self.map(&[F16], F16, |s| hb(h(s[0]).exp2())),
@@ -726,6 +761,7 @@ impl<'a> X<'a> {
 
     fn vop2(&mut self, op: Vop2Op) -> Result<(), ExecError> {
         use Vop2Op::*;
+        let (r32, r64) = (self.mode.r32, self.mode.r64);
         let ieee = self.mode.ieee;
         let clamp = self.i.mods.clamp;
         // Integer clamp saturates (the guide: "clamp" on integer adds).
@@ -748,14 +784,22 @@ impl<'a> X<'a> {
                     .ok_or_else(|| self.err("a mask that is not a lane mask"))?;
                 self.map_lane(&[M32, M32], M32, |l, s| s[(mask >> l & 1) as usize])
             }
-            VAddF32 => self.map(&[F32, F32], F32, |s| b32(f32of(s[0]) + f32of(s[1]))),
-            VSubF32 => self.map(&[F32, F32], F32, |s| b32(f32of(s[0]) - f32of(s[1]))),
-            VSubrevF32 => self.map(&[F32, F32], F32, |s| b32(f32of(s[1]) - f32of(s[0]))),
-            VMulF32 => self.map(&[F32, F32], F32, |s| b32(f32of(s[0]) * f32of(s[1]))),
+            VAddF32 => self.map(&[F32, F32], F32, move |s| {
+                b32(round::add32(f32of(s[0]), f32of(s[1]), r32))
+            }),
+            VSubF32 => self.map(&[F32, F32], F32, move |s| {
+                b32(round::sub32(f32of(s[0]), f32of(s[1]), r32))
+            }),
+            VSubrevF32 => self.map(&[F32, F32], F32, move |s| {
+                b32(round::sub32(f32of(s[1]), f32of(s[0]), r32))
+            }),
+            VMulF32 => self.map(&[F32, F32], F32, move |s| {
+                b32(round::mul32(f32of(s[0]), f32of(s[1]), r32))
+            }),
             VFmacF64 => {
                 self.dst_as_src2();
-                self.map(&[F64, F64, F64], F64, |s| {
-                    b64(f64of(s[0]).mul_add(f64of(s[1]), f64of(s[2])))
+                self.map(&[F64, F64, F64], F64, move |s| {
+                    b64(round::fma64(f64of(s[0]), f64of(s[1]), f64of(s[2]), r64))
                 })
             }
             VMulI32I24 => self.map(&[B32, B32], B32, |s| {
@@ -796,15 +840,15 @@ impl<'a> X<'a> {
             // Not fused: the product is rounded, then the sum (the guide's V_MAC_F32).
             VMacF32 => {
                 self.dst_as_src2();
-                self.map(&[F32, F32, F32], F32, |s| {
-                    b32(f32of(s[0]) * f32of(s[1]) + f32of(s[2]))
+                self.map(&[F32, F32, F32], F32, move |s| {
+                    b32(round::mad32(f32of(s[0]), f32of(s[1]), f32of(s[2]), r32))
                 })
             }
-            VMadmkF32 => self.map(&[F32, F32, F32], F32, |s| {
-                b32(f32of(s[0]) * f32of(s[2]) + f32of(s[1]))
+            VMadmkF32 => self.map(&[F32, F32, F32], F32, move |s| {
+                b32(round::mad32(f32of(s[0]), f32of(s[2]), f32of(s[1]), r32))
             }),
-            VMadakF32 => self.map(&[F32, F32, F32], F32, |s| {
-                b32(f32of(s[0]) * f32of(s[1]) + f32of(s[2]))
+            VMadakF32 => self.map(&[F32, F32, F32], F32, move |s| {
+                b32(round::mad32(f32of(s[0]), f32of(s[1]), f32of(s[2]), r32))
             }),
             VAddCoU32 => self.map_carry(&[B32, B32], B32, false, move |s, _| {
                 let r = s[0] + s[1];
@@ -830,25 +874,39 @@ impl<'a> X<'a> {
                 let b = s[0] + u64::from(c) > s[1];
                 (usat(s[1].wrapping_sub(s[0] + u64::from(c)), false, b), b)
             }),
-            VAddF16 => self.map(&[F16, F16], F16, |s| hb(h(s[0]) + h(s[1]))),
-            VSubF16 => self.map(&[F16, F16], F16, |s| hb(h(s[0]) - h(s[1]))),
-            VSubrevF16 => self.map(&[F16, F16], F16, |s| hb(h(s[1]) - h(s[0]))),
-            VMulF16 => self.map(&[F16, F16], F16, |s| hb(h(s[0]) * h(s[1]))),
+            VAddF16 => self.map(&[F16, F16], F16, move |s| {
+                hb64(round::add16(h64(s[0]), h64(s[1]), r64))
+            }),
+            VSubF16 => self.map(&[F16, F16], F16, move |s| {
+                hb64(round::sub16(h64(s[0]), h64(s[1]), r64))
+            }),
+            VSubrevF16 => self.map(&[F16, F16], F16, move |s| {
+                hb64(round::sub16(h64(s[1]), h64(s[0]), r64))
+            }),
+            VMulF16 => self.map(&[F16, F16], F16, move |s| {
+                hb64(round::mul16(h64(s[0]), h64(s[1]), r64))
+            }),
             // gfx9 changed these three to keep the destination's high half (LLVM's
             // GCNSubtarget::zeroesHigh16BitsOfDest: zeroing only on gfx8); the other 16-bit
             // VOP1/VOP2 results zero it.
             VMacF16 => {
                 self.dst_as_src2();
                 self.d16 = D16::OpSel;
-                self.map(&[F16, F16, F16], F16, |s| hb(h(s[0]) * h(s[1]) + h(s[2])))
+                self.map(&[F16, F16, F16], F16, move |s| {
+                    hb64(round::mad16(h64(s[0]), h64(s[1]), h64(s[2]), r64))
+                })
             }
             VMadmkF16 => {
                 self.d16 = D16::OpSel;
-                self.map(&[F16, F16, F16], F16, |s| hb(h(s[0]) * h(s[2]) + h(s[1])))
+                self.map(&[F16, F16, F16], F16, move |s| {
+                    hb64(round::mad16(h64(s[0]), h64(s[2]), h64(s[1]), r64))
+                })
             }
             VMadakF16 => {
                 self.d16 = D16::OpSel;
-                self.map(&[F16, F16, F16], F16, |s| hb(h(s[0]) * h(s[1]) + h(s[2])))
+                self.map(&[F16, F16, F16], F16, move |s| {
+                    hb64(round::mad16(h64(s[0]), h64(s[1]), h64(s[2]), r64))
+                })
             }
             VAddU16 => self.map(&[B16, B16], B16, move |s| {
                 let r = s[0] + s[1];
@@ -888,11 +946,9 @@ impl<'a> X<'a> {
             VMinI16 => self.map(&[B16, B16], B16, |s| {
                 u64::from((s[0] as u16 as i16).min(s[1] as u16 as i16) as u16)
             }),
-            VLdexpF16 => self.map(&[F16, B32], F16, |s| {
-                u64::from(f64_to_f16(
-                    ldexp64(f64::from(h(s[0])), i64::from(s[1] as u16 as i16)),
-                    false,
-                ))
+            VLdexpF16 => self.map(&[F16, B32], F16, move |s| {
+                let n = i64::from(s[1] as u16 as i16);
+                hb64(round::ldexp(h64(s[0]), n, Fmt::F16, r64))
             }),
             VAddU32 => self.map(&[B32, B32], B32, move |s| {
                 let r = s[0] + s[1];
@@ -906,8 +962,8 @@ impl<'a> X<'a> {
             }),
             VFmacF32 => {
                 self.dst_as_src2();
-                self.map(&[F32, F32, F32], F32, |s| {
-                    b32(f32of(s[0]).mul_add(f32of(s[1]), f32of(s[2])))
+                self.map(&[F32, F32, F32], F32, move |s| {
+                    b32(round::fma32(f32of(s[0]), f32of(s[1]), f32of(s[2]), r32))
                 })
             }
             // D = D + a.lo·b.lo + a.hi·b.hi (f16 products, f32 sum).
@@ -953,13 +1009,10 @@ impl<'a> X<'a> {
             }
             VPkFmacF16 => {
                 self.dst_as_src2();
-                self.map(&[B32, B32, B32], B32, |s| {
+                self.map(&[B32, B32, B32], B32, move |s| {
                     let f = |k: u32| {
-                        u64::from(f64_to_f16(
-                            f64::from(h(s[0] >> k))
-                                .mul_add(f64::from(h(s[1] >> k)), f64::from(h(s[2] >> k))),
-                            false,
-                        ))
+                        let [a, b, c] = [s[0] >> k, s[1] >> k, s[2] >> k].map(h64);
+                        hb64(round::fma16(a, b, c, r64))
                     };
                     f(0) | f(16) << 16
                 })
@@ -1100,6 +1153,7 @@ impl<'a> X<'a> {
 
     fn vop3(&mut self, op: Vop3Op) -> Result<(), ExecError> {
         use Vop3Op::*;
+        let (r32, r64) = (self.mode.r32, self.mode.r64);
         let ieee = self.mode.ieee;
         let clamp = self.i.mods.clamp;
         let u16med = |a: u64, b: u64, c: u64| a.max(b).min(a.min(b).max(c));
@@ -1111,8 +1165,8 @@ impl<'a> X<'a> {
                 let p = if a == 0.0 || b == 0.0 { 0.0 } else { a * b };
                 b32(p + c)
             }),
-            VMadF32 => self.map(&[F32, F32, F32], F32, |s| {
-                b32(f32of(s[0]) * f32of(s[1]) + f32of(s[2]))
+            VMadF32 => self.map(&[F32, F32, F32], F32, move |s| {
+                b32(round::mad32(f32of(s[0]), f32of(s[1]), f32of(s[2]), r32))
             }),
             VMadI32I24 => self.map(&[B32, B32, B32], B32, |s| {
                 (sext24(s[0]) * sext24(s[1])).wrapping_add(s[2] as u32 as i32 as i64) as u64
@@ -1136,11 +1190,11 @@ impl<'a> X<'a> {
             VBfiB32 => self.map(&[B32, B32, B32], B32, |s| {
                 (s[0] & s[1]) | (!s[0] & s[2] & 0xffff_ffff)
             }),
-            VFmaF32 => self.map(&[F32, F32, F32], F32, |s| {
-                b32(f32of(s[0]).mul_add(f32of(s[1]), f32of(s[2])))
+            VFmaF32 => self.map(&[F32, F32, F32], F32, move |s| {
+                b32(round::fma32(f32of(s[0]), f32of(s[1]), f32of(s[2]), r32))
             }),
-            VFmaF64 => self.map(&[F64, F64, F64], F64, |s| {
-                b64(f64of(s[0]).mul_add(f64of(s[1]), f64of(s[2])))
+            VFmaF64 => self.map(&[F64, F64, F64], F64, move |s| {
+                b64(round::fma64(f64of(s[0]), f64of(s[1]), f64of(s[2]), r64))
             }),
             VAlignbitB32 => self.map(&[B32, B32, B32], B32, |s| {
                 ((s[0] << 32 | s[1]) >> (s[2] & 31)) & 0xffff_ffff
@@ -1245,7 +1299,12 @@ impl<'a> X<'a> {
                 self.map_lane(&[F32, F32, F32], F32, move |l, s| {
                     // The FMA and the scale round once (see div_fmas).
                     let (a, b, c) = (f32of(s[0]), f32of(s[1]), f32of(s[2]));
-                    let r = div_fmas(a.into(), b.into(), c.into(), vcc >> l & 1 == 1, false);
+                    let flag = vcc >> l & 1 == 1;
+                    let r = if r32 == Round::NearestEven {
+                        div_fmas(a.into(), b.into(), c.into(), flag, false)
+                    } else {
+                        round::div_fmas(a.into(), b.into(), c.into(), flag, false, r32)
+                    };
                     b32(r as f32)
                 })
             }
@@ -1253,7 +1312,12 @@ impl<'a> X<'a> {
                 let vcc = self.w.vcc;
                 self.map_lane(&[F64, F64, F64], F64, move |l, s| {
                     let (a, b, c) = (f64of(s[0]), f64of(s[1]), f64of(s[2]));
-                    b64(div_fmas(a, b, c, vcc >> l & 1 == 1, true))
+                    let flag = vcc >> l & 1 == 1;
+                    b64(if r64 == Round::NearestEven {
+                        div_fmas(a, b, c, flag, true)
+                    } else {
+                        round::div_fmas(a, b, c, flag, true, r64)
+                    })
                 })
             }
             VMadU64U32 => self.map_carry(&[B32, B32, B64], B64, false, |s, _| {
@@ -1343,13 +1407,14 @@ impl<'a> X<'a> {
             VOr3B32 => self.map(&[B32, B32, B32], B32, |s| s[0] | s[1] | s[2]),
             VMadF16 => {
                 self.d16 = D16::OpSel;
-                self.map(&[F16, F16, F16], F16, |s| hb(h(s[0]) * h(s[1]) + h(s[2])))
+                self.map(&[F16, F16, F16], F16, move |s| {
+                    hb64(round::mad16(h64(s[0]), h64(s[1]), h64(s[2]), r64))
+                })
             }
             VFmaF16 => {
                 self.d16 = D16::OpSel;
-                self.map(&[F16, F16, F16], F16, |s| {
-                    let r = f64::from(h(s[0])).mul_add(f64::from(h(s[1])), f64::from(h(s[2])));
-                    u64::from(f64_to_f16(r, false))
+                self.map(&[F16, F16, F16], F16, move |s| {
+                    hb64(round::fma16(h64(s[0]), h64(s[1]), h64(s[2]), r64))
                 })
             }
             VMadU16 => {
@@ -1380,19 +1445,29 @@ impl<'a> X<'a> {
                     r as u64 & 0xffff
                 })
             }
-            VAddF64 => self.map(&[F64, F64], F64, |s| b64(f64of(s[0]) + f64of(s[1]))),
-            VMulF64 => self.map(&[F64, F64], F64, |s| b64(f64of(s[0]) * f64of(s[1]))),
+            VAddF64 => self.map(&[F64, F64], F64, move |s| {
+                b64(round::add64(f64of(s[0]), f64of(s[1]), r64))
+            }),
+            VMulF64 => self.map(&[F64, F64], F64, move |s| {
+                b64(round::mul64(f64of(s[0]), f64of(s[1]), r64))
+            }),
             VMinF64 => self.map(&[F64, F64], F64, move |s| {
                 b64(minmax64(f64of(s[0]), f64of(s[1]), false, ieee))
             }),
             VMaxF64 => self.map(&[F64, F64], F64, move |s| {
                 b64(minmax64(f64of(s[0]), f64of(s[1]), true, ieee))
             }),
-            VLdexpF64 => self.map(&[F64, B32], F64, |s| {
-                b64(ldexp64(f64of(s[0]), i64::from(s[1] as u32 as i32)))
+            VLdexpF64 => self.map(&[F64, B32], F64, move |s| {
+                let n = i64::from(s[1] as u32 as i32);
+                b64(if r64 == Round::NearestEven {
+                    ldexp64(f64of(s[0]), n)
+                } else {
+                    round::ldexp(f64of(s[0]), n, Fmt::F64, r64)
+                })
             }),
-            VLdexpF32 => self.map(&[F32, B32], F32, |s| {
-                b32(ldexp64(f64::from(f32of(s[0])), i64::from(s[1] as u32 as i32)) as f32)
+            VLdexpF32 => self.map(&[F32, B32], F32, move |s| {
+                let n = i64::from(s[1] as u32 as i32);
+                b32(round::ldexp(f64::from(f32of(s[0])), n, Fmt::F32, r32) as f32)
             }),
             VMulLoU32 => self.map(&[B32, B32], B32, |s| (s[0] * s[1]) & 0xffff_ffff),
             VMulHiU32 => self.map(&[B32, B32], B32, |s| (s[0] * s[1]) >> 32),
@@ -1576,6 +1651,7 @@ impl<'a> X<'a> {
         use Vop3pOp::*;
         let m = self.i.mods;
         let ieee = self.mode.ieee;
+        let r64 = self.mode.r64;
         let f16_in = self.mode.f64_in;
         let f16_out = self.mode.f64_out;
         let n = op.sources();
@@ -1648,10 +1724,14 @@ impl<'a> X<'a> {
             VPkMaxU16 => packed16(self, false, &|v| v[0].max(v[1])),
             VPkMinU16 => packed16(self, false, &|v| v[0].min(v[1])),
             VPkFmaF16 => packed16(self, true, &|v| {
-                fin16(f64::from(h(v[0])).mul_add(f64::from(h(v[1])), f64::from(h(v[2]))))
+                fin16(round::fma16(h64(v[0]), h64(v[1]), h64(v[2]), r64))
             }),
-            VPkAddF16 => packed16(self, true, &|v| fin16(f64::from(h(v[0]) + h(v[1])))),
-            VPkMulF16 => packed16(self, true, &|v| fin16(f64::from(h(v[0]) * h(v[1])))),
+            VPkAddF16 => packed16(self, true, &|v| {
+                fin16(round::add16(h64(v[0]), h64(v[1]), r64))
+            }),
+            VPkMulF16 => packed16(self, true, &|v| {
+                fin16(round::mul16(h64(v[0]), h64(v[1]), r64))
+            }),
             VPkMinF16 => packed16(self, true, &|v| {
                 fin16(f64::from(minmax32(h(v[0]), h(v[1]), false, ieee)))
             }),
@@ -1815,7 +1895,8 @@ impl<'a> X<'a> {
             let old = self.w.vgpr[d][l];
             self.w.vgpr[d][l] = match op {
                 Vop3pOp::VFmaMixF32 => {
-                    let r = clamp(f64::from((a as f32).mul_add(b as f32, c as f32))) as f32;
+                    let r = round::fma32(a as f32, b as f32, c as f32, self.mode.r32);
+                    let r = clamp(f64::from(r)) as f32;
                     if self.mode.f32_out {
                         r.to_bits()
                     } else {
@@ -1823,7 +1904,7 @@ impl<'a> X<'a> {
                     }
                 }
                 _ => {
-                    let r = f64_to_f16(clamp(a.mul_add(b, c)), false);
+                    let r = f64_to_f16(clamp(round::fma16(a, b, c, self.mode.r64)), false);
                     let r = u32::from(if self.mode.f64_out { r } else { flush16(r) });
                     if op == Vop3pOp::VFmaMixloF16 {
                         old & 0xffff_0000 | r
@@ -1869,10 +1950,11 @@ impl<'a> X<'a> {
             let mut out = [0u32; 2];
             for (j, o) in out.iter_mut().enumerate() {
                 let hi = j == 1;
+                let r32 = self.mode.r32;
                 let r = match op {
-                    Vop3pOp::VPkFmaF32 => half(0, hi).mul_add(half(1, hi), half(2, hi)),
-                    Vop3pOp::VPkMulF32 => half(0, hi) * half(1, hi),
-                    _ => half(0, hi) + half(1, hi),
+                    Vop3pOp::VPkFmaF32 => round::fma32(half(0, hi), half(1, hi), half(2, hi), r32),
+                    Vop3pOp::VPkMulF32 => round::mul32(half(0, hi), half(1, hi), r32),
+                    _ => round::add32(half(0, hi), half(1, hi), r32),
                 };
                 *o = self.post(F32, b32(r)) as u32;
             }
