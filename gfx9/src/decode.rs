@@ -4,13 +4,13 @@
 //! Encoding prefixes, longest first where they nest: SOP1 `1_0111_1101`, SOPC `1_0111_1110`,
 //! SOPP `1_0111_1111` (all inside SOPK's `1011`), SOPK `1011` (inside SOP2's `10`), SOP2 `10`;
 //! VOP1 `011_1111` and VOPC `011_1110` (inside VOP2's `0`); VOP3P `1_1010_0111` (inside
-//! VOP3's `11_0100`); SMEM `11_0000`, DS `11_0110`, FLAT `11_0111`, MUBUF `11_1000`.
+//! VOP3's `11_0100`); SMEM `11_0000`, DS `11_0110`, FLAT `11_0111`, MUBUF `11_1000`, MTBUF `11_1010`.
 
 use crate::error::DecodeError;
 use crate::inst::{Inst, Modifiers};
 use crate::opcode::{
-    DsOp, Encoding, FlatOp, MubufOp, Opcode, Segment, SmemOp, Sop1Op, Sop2Op, SopcOp, SopkOp,
-    SoppOp, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp,
+    DsOp, Encoding, FlatOp, MtbufOp, MubufOp, Opcode, Segment, SmemOp, Sop1Op, Sop2Op, SopcOp,
+    SopkOp, SoppOp, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp,
 };
 use crate::operand::{self, Operand, SRC_DPP, SRC_LITERAL, SRC_SDWA, VCC};
 
@@ -56,7 +56,7 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
         0b11_1000 => d.mubuf(),
         0b11_0001 => Err(unsupported("EXP", w)),
         0b11_0010 => Err(unsupported("VINTRP", w)),
-        0b11_1010 => Err(unsupported("MTBUF", w)),
+        0b11_1010 => d.mtbuf(),
         0b11_1100 => Err(unsupported("MIMG", w)),
         _ => Err(DecodeError::UnknownEncoding { word: w }),
     }
@@ -612,6 +612,34 @@ impl Fields<'_> {
         inst.src[0] = Operand::Vgpr(bits(w1, 0, 8) as u8);
         inst.dst[0] = Operand::Vgpr(bits(w1, 8, 8) as u8);
         // SRSRC counts SGPR quads: 27 is ttmp[0:3], like any scalar operand code 108.
+        inst.src[1] = operand::scalar_dst(bits(w1, 16, 5) * 4)?;
+        let soffset = bits(w1, 24, 8);
+        if soffset == SRC_LITERAL {
+            return Err(DecodeError::IllegalOperand { code: soffset });
+        }
+        inst.src[2] = operand::source(soffset)?;
+        Ok(inst)
+    }
+
+    /// MTBUF (the guide's "MTBUF" microcode format): OFFSET 0..12, OFFEN 12, IDXEN 13, GLC
+    /// 14, OP 15..19, DFMT 19..23, NFMT 23..26; VADDR, VDATA, SRSRC and SOFFSET as MUBUF,
+    /// gfx90a's SCC at bit 53, SLC 54, ACC 55. `imm` is `OFFSET | DFMT << 12 | NFMT << 16`.
+    fn mtbuf(&mut self) -> Result<Inst, DecodeError> {
+        let raw = bits(self.w, 15, 4);
+        let op = MtbufOp::from_raw(raw).ok_or_else(|| self.unknown(Encoding::Mtbuf, raw))?;
+        let w1 = self.dword(1, 2)?;
+        let mut inst = self.inst(Opcode::Mtbuf(op), Encoding::Mtbuf, 2);
+        inst.imm = i32::from(bits(self.w, 0, 12))
+            | i32::from(bits(self.w, 19, 4)) << 12
+            | i32::from(bits(self.w, 23, 3)) << 16;
+        inst.mods.offen = bit(self.w, 12);
+        inst.mods.idxen = bit(self.w, 13);
+        inst.mods.glc = bit(self.w, 14);
+        inst.mods.scc = bit(w1, 21);
+        inst.mods.slc = bit(w1, 22);
+        inst.mods.acc = bit(w1, 23);
+        inst.src[0] = Operand::Vgpr(bits(w1, 0, 8) as u8);
+        inst.dst[0] = Operand::Vgpr(bits(w1, 8, 8) as u8);
         inst.src[1] = operand::scalar_dst(bits(w1, 16, 5) * 4)?;
         let soffset = bits(w1, 24, 8);
         if soffset == SRC_LITERAL {

@@ -36,7 +36,7 @@ pub enum DecodeError {
         /// The operand field's value.
         code: u16,
     },
-    /// A gfx9 form this decoder does not handle yet (MTBUF, MIMG, EXP, VINTRP).
+    /// A gfx9 form this decoder does not handle yet (MIMG, EXP, VINTRP).
     #[error("{what} is not decoded yet (first dword {word:#010x})")]
     Unsupported {
         /// The form.

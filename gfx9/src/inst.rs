@@ -57,6 +57,7 @@ pub struct Modifiers {
 /// | DS | vdst | addr, data0, data1 | `offset1 << 8 \| offset0` |
 /// | FLAT | vdst | addr, data, saddr (global/scratch; `None` for `off`) | offset (global/scratch: 13-bit signed) |
 /// | MUBUF | vdata | vaddr (read with OFFEN/IDXEN), srsrc (the first SGPR of the quad), soffset | offset (12-bit) |
+/// | MTBUF | vdata | as MUBUF | `offset \| DFMT << 12 \| NFMT << 16` |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Inst {
     /// The operation.

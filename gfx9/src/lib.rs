@@ -25,8 +25,8 @@
 //! The encodings of the "AMD Instinct MI200 Instruction Set Architecture" reference guide,
 //! chapter "Microcode Formats": the scalar ALU (SOP2, SOPK, SOP1, SOPC, SOPP), scalar memory
 //! (SMEM), the vector ALU (VOP2, VOP1, VOPC, VOP3A/VOP3B, VOP3P), LDS (DS), FLAT with its
-//! GLOBAL and SCRATCH segments, and untyped buffers (MUBUF); operands per the guide's operand
-//! tables (SGPRs, VGPRs, VCC, EXEC, M0, SCC, the trap temporaries, the aperture registers,
+//! GLOBAL and SCRATCH segments, untyped buffers (MUBUF) and typed ones (MTBUF); operands per
+//! the guide's operand tables (SGPRs, VGPRs, VCC, EXEC, M0, SCC, the trap temporaries, the aperture registers,
 //! the inline integer and float constants and the 32-bit literal). Opcode numbers are those of
 //! the guide's per-encoding opcode tables ([`opcode`]). The tests hold the decoder to LLVM 19
 //! (`tests/llvm.rs`): assembled snippets decode to the expected [`Inst`]; every table entry
@@ -47,7 +47,7 @@
 //!
 //! # Not here yet
 //!
-//! - The MTBUF, MIMG, EXP and VINTRP encodings decode to [`DecodeError::Unsupported`]. The
+//! - The MIMG, EXP and VINTRP encodings decode to [`DecodeError::Unsupported`]. The
 //!   DPP and SDWA forms (source code 250 / 249) decode to [`Encoding::Dpp`] /
 //!   [`Encoding::Sdwa`] with their controls in [`Inst::dpp`] / [`Inst::sdwa`]; VOP3P-MAI
 //!   (gfx90a's `v_mfma_*` and the AGPR moves) decodes as VOP3P, an MFMA's ACC_CD in
@@ -78,7 +78,7 @@ pub use decode::{Decoder, decode};
 pub use error::DecodeError;
 pub use inst::{Dpp, Inst, Modifiers, Sdwa};
 pub use opcode::{
-    DsOp, Encoding, FlatOp, MubufOp, Opcode, Segment, SmemOp, Sop1Op, Sop2Op, SopcOp, SopkOp,
-    SoppOp, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp,
+    DsOp, Encoding, FlatOp, MtbufOp, MubufOp, Opcode, Segment, SmemOp, Sop1Op, Sop2Op, SopcOp,
+    SopkOp, SoppOp, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp,
 };
 pub use operand::{FloatConst, Operand, Special};

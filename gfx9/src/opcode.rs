@@ -636,6 +636,7 @@ opcodes! {
         DsCmpstRtnB64 = 112 "ds_cmpst_rtn_b64", DsCmpstRtnF64 = 113 "ds_cmpst_rtn_f64",
         DsMinRtnF64 = 114 "ds_min_rtn_f64", DsMaxRtnF64 = 115 "ds_max_rtn_f64",
         DsRead2st64B64 = 120 "ds_read2st64_b64", DsAddRtnF64 = 124 "ds_add_rtn_f64",
+        DsWriteAddtidB32 = 29 "ds_write_addtid_b32", DsReadAddtidB32 = 182 "ds_read_addtid_b32",
     }
 }
 
@@ -667,6 +668,9 @@ opcodes! {
         LoadUbyteD16 = 32 "load_ubyte_d16", LoadUbyteD16Hi = 33 "load_ubyte_d16_hi",
         LoadSbyteD16 = 34 "load_sbyte_d16", LoadSbyteD16Hi = 35 "load_sbyte_d16_hi",
         LoadShortD16 = 36 "load_short_d16", LoadShortD16Hi = 37 "load_short_d16_hi",
+        LoadLdsUbyte = 38 "load_lds_ubyte", LoadLdsSbyte = 39 "load_lds_sbyte",
+        LoadLdsUshort = 40 "load_lds_ushort", LoadLdsSshort = 41 "load_lds_sshort",
+        LoadLdsDword = 42 "load_lds_dword",
     }
 }
 
@@ -714,6 +718,21 @@ opcodes! {
     }
 }
 
+opcodes! {
+    /// MTBUF: typed buffer memory, the data and number formats in the instruction (4-bit
+    /// opcode; the "AMD Instinct MI200 ISA" guide's MTBUF opcode table).
+    MtbufOp {
+        TbufferLoadFormatX = 0 "tbuffer_load_format_x", TbufferLoadFormatXy = 1 "tbuffer_load_format_xy",
+        TbufferLoadFormatXyz = 2 "tbuffer_load_format_xyz", TbufferLoadFormatXyzw = 3 "tbuffer_load_format_xyzw",
+        TbufferStoreFormatX = 4 "tbuffer_store_format_x", TbufferStoreFormatXy = 5 "tbuffer_store_format_xy",
+        TbufferStoreFormatXyz = 6 "tbuffer_store_format_xyz", TbufferStoreFormatXyzw = 7 "tbuffer_store_format_xyzw",
+        TbufferLoadFormatD16X = 8 "tbuffer_load_format_d16_x", TbufferLoadFormatD16Xy = 9 "tbuffer_load_format_d16_xy",
+        TbufferLoadFormatD16Xyz = 10 "tbuffer_load_format_d16_xyz", TbufferLoadFormatD16Xyzw = 11 "tbuffer_load_format_d16_xyzw",
+        TbufferStoreFormatD16X = 12 "tbuffer_store_format_d16_x", TbufferStoreFormatD16Xy = 13 "tbuffer_store_format_d16_xy",
+        TbufferStoreFormatD16Xyz = 14 "tbuffer_store_format_d16_xyz", TbufferStoreFormatD16Xyzw = 15 "tbuffer_store_format_d16_xyzw",
+    }
+}
+
 /// The microcode format an instruction was encoded in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Encoding {
@@ -753,6 +772,8 @@ pub enum Encoding {
     Flat,
     /// MUBUF (64 bits).
     Mubuf,
+    /// MTBUF (64 bits): a typed buffer access, DFMT/NFMT in [`Inst::imm`](crate::Inst::imm).
+    Mtbuf,
 }
 
 /// Which address space a FLAT-encoded instruction uses (its SEG field).
@@ -800,6 +821,8 @@ pub enum Opcode {
     Flat(Segment, FlatOp),
     /// A MUBUF operation.
     Mubuf(MubufOp),
+    /// An MTBUF operation.
+    Mtbuf(MtbufOp),
 }
 
 impl fmt::Display for Opcode {
@@ -819,6 +842,7 @@ impl fmt::Display for Opcode {
             Self::Vop3p(op) => op.mnemonic(),
             Self::Ds(op) => op.mnemonic(),
             Self::Mubuf(op) => op.mnemonic(),
+            Self::Mtbuf(op) => op.mnemonic(),
             Self::Flat(seg, op) => {
                 let prefix = match seg {
                     Segment::Flat => "flat_",

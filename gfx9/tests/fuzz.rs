@@ -24,7 +24,7 @@ const PREFIXES: &[(u32, u32)] = &[
     (0b11_0110, 6),     // DS
     (0b11_0111, 6),     // FLAT
     (0b11_1000, 6),     // MUBUF
-    (0b11_1010, 6),     // MTBUF (unsupported)
+    (0b11_1010, 6),     // MTBUF
     (0b11_1100, 6),     // MIMG (unsupported)
 ];
 

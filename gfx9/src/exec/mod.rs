@@ -5,7 +5,7 @@
 //! counter, up to 102 SGPRs, VCC, EXEC, M0, SCC, the trap temporaries, FLAT_SCRATCH, MODE /
 //! STATUS / TRAPSTS, and per lane 256 VGPRs and (gfx90a) 256 AGPRs, 64 lanes per wave. Each
 //! encoding family executes in its own module — `salu` (SOP2, SOPK, SOP1, SOPC, SOPP),
-//! `valu` (VOP1, VOP2, VOPC, VOP3, VOP3P), `mem` (SMEM, DS, FLAT/GLOBAL/SCRATCH, MUBUF) —
+//! `valu` (VOP1, VOP2, VOPC, VOP3, VOP3P), `mem` (SMEM, DS, FLAT/GLOBAL/SCRATCH, MUBUF, MTBUF) —
 //! and this module holds what they share: operand reads and writes as the guide's operand
 //! tables define them (section 3.6 and 4.x: inline constants by operand type, the literal,
 //! 64-bit register pairs, VCC/EXEC halves, SCC as a source).
@@ -73,8 +73,10 @@ pub fn execute(
         | Opcode::Vopc(_)
         | Opcode::Vop3(_)
         | Opcode::Vop3p(_) => valu::execute(wave, ctx, inst, pc),
-        Opcode::Smem(_) | Opcode::Ds(_) | Opcode::Flat(..) | Opcode::Mubuf(_) => {
-            mem::execute(wave, ctx, inst, pc)
-        }
+        Opcode::Smem(_)
+        | Opcode::Ds(_)
+        | Opcode::Flat(..)
+        | Opcode::Mubuf(_)
+        | Opcode::Mtbuf(_) => mem::execute(wave, ctx, inst, pc),
     }
 }

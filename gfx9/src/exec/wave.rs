@@ -492,6 +492,8 @@ impl Wave {
             Special::Vccz => u32::from(self.vcc == 0),
             Special::Execz => u32::from(self.exec == 0),
             Special::Scc => u32::from(self.scc),
+            // The VALU reads `lds_direct` from LDS before it gets here (`valu::lds_direct`);
+            // no other family takes it as a source.
             Special::LdsDirect => 0,
         }
     }

@@ -139,6 +139,24 @@ pub(super) fn rmw_lds(
     old
 }
 
+/// The LDS byte address where `lane`'s dword of a load to LDS (MUBUF's LDS bit, gfx942's
+/// `global_load_lds_*` / `scratch_load_lds_*`) or of `ds_read/write_addtid_b32` goes:
+/// `M0[15:0] + inst_offset + lane * 4`, wrapping at 32 bits. The Vega and MI200 guides'
+/// "Buffer Load to LDS" address (`LDS_base + LDS_offset + inst_offset + TID * 4`, LDS_offset
+/// from M0\[15:0\], LDS_base the workgroup's allocation, which is offset 0 of
+/// [`Ctx::lds`](crate::exec::Ctx::lds)) and their DS_READ/WRITE_ADDTID_B32 descriptions (the
+/// address is M0's base plus the instruction offset plus the lane id times 4; no VGPR
+/// address). The instruction offset is the 12-bit MUBUF or 16-bit DS offset, or the FLAT
+/// forms' signed 13-bit one (LLVM's `llvm.amdgcn.global.load.lds`: "imm offset (applied to
+/// both global and LDS address)").
+pub(super) fn lds_dma_addr(m0: u32, inst_offset: u32, lane: usize) -> u64 {
+    u64::from(
+        (m0 & 0xffff)
+            .wrapping_add(inst_offset)
+            .wrapping_add(4 * lane as u32),
+    )
+}
+
 /// Where a sub-dword load lands in its VGPR, or which half a sub-dword store takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Half {
@@ -190,18 +208,24 @@ impl Shape {
             }
             return;
         }
-        let v = match (self.bytes, self.signed) {
-            (1, false) => u32::from(data[0]),
-            (1, true) => data[0] as i8 as i32 as u32,
-            (_, false) => u32::from(u16::from_le_bytes([data[0], data[1]])),
-            (_, true) => i16::from_le_bytes([data[0], data[1]]) as i32 as u32,
-        };
+        let v = self.value32(data);
         let old = file[r][lane];
         file[r][lane] = match self.half {
             Half::Full => v,
             Half::Lo => (old & 0xffff_0000) | (v & 0xffff),
             Half::Hi => (old & 0xffff) | (v << 16),
         };
+    }
+
+    /// The first dword of loaded bytes, a byte or short zero- or sign-extended to 32 bits.
+    pub(super) fn value32(self, data: &[u8; 16]) -> u32 {
+        match (self.bytes.min(4), self.signed) {
+            (1, false) => u32::from(data[0]),
+            (1, true) => data[0] as i8 as i32 as u32,
+            (2, false) => u32::from(u16::from_le_bytes([data[0], data[1]])),
+            (2, true) => i16::from_le_bytes([data[0], data[1]]) as i32 as u32,
+            _ => u32::from_le_bytes([data[0], data[1], data[2], data[3]]),
+        }
     }
 
     /// The bytes to store from register file `file`, register `r`, in `lane`.

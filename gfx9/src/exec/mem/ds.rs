@@ -4,10 +4,13 @@
 //!
 //! The address of lane *i* is `VGPR[ADDR][i] + OFFSET` (`offset1:offset0` as one 16-bit
 //! offset), or for the `read2`/`write2` forms two addresses `ADDR + OFFSET0 * size` and
-//! `ADDR + OFFSET1 * size` (`st64`: × 64 more). See the module above for the range rule. GDS
+//! `ADDR + OFFSET1 * size` (`st64`: × 64 more); `ds_read/write_addtid_b32` address by M0
+//! and the lane id instead (see `access::lds_dma_addr`). See the module above for the range rule. GDS
 //! (the GDS bit) is not modelled and stops the wave as unimplemented.
 
-use super::access::{Half, Rmw, Shape, file, file_mut, read_lds, rmw_lds, vreg, write_lds};
+use super::access::{
+    Half, Rmw, Shape, file, file_mut, lds_dma_addr, read_lds, rmw_lds, vreg, write_lds,
+};
 use crate::exec::wave::{Ctx, ExecError, LANES, Wave, unimplemented};
 use crate::inst::Inst;
 use crate::opcode::DsOp;
@@ -48,6 +51,11 @@ enum Kind {
     Permute,
     Bpermute,
     Nop,
+    /// `ds_read_addtid_b32` / `ds_write_addtid_b32` (`write`): a dword at
+    /// [`lds_dma_addr`]`(M0, OFFSET, lane)`, no VGPR address.
+    Addtid {
+        write: bool,
+    },
 }
 
 fn kind(op: DsOp) -> Kind {
@@ -226,6 +234,8 @@ fn kind(op: DsOp) -> Kind {
         DsPermuteB32 => Kind::Permute,
         DsBpermuteB32 => Kind::Bpermute,
         DsNop => Kind::Nop,
+        DsWriteAddtidB32 => Kind::Addtid { write: true },
+        DsReadAddtidB32 => Kind::Addtid { write: false },
     }
 }
 
@@ -392,6 +402,20 @@ pub(super) fn execute(
             }
         }
         Kind::Swizzle => swizzle(w, inst, pc, offset)?,
+        Kind::Addtid { write } => {
+            // DS_WRITE_ADDTID_B32 stores DATA0, DS_READ_ADDTID_B32 returns to VDST.
+            let r = vreg(inst, pc, if write { inst.src[1] } else { inst.dst[0] }, 1)?;
+            for lane in (0..LANES).filter(|&l| active(l)) {
+                let at = lds_dma_addr(w.m0, offset, lane);
+                if write {
+                    write_lds(ctx.lds, at, &file(w, acc)[r][lane].to_le_bytes());
+                } else {
+                    let mut buf = [0u8; 4];
+                    read_lds(ctx.lds, at, &mut buf);
+                    file_mut(w, acc)[r][lane] = u32::from_le_bytes(buf);
+                }
+            }
+        }
         Kind::Permute | Kind::Bpermute => {
             let d = vreg(inst, pc, inst.dst[0], 1)?;
             let s = vreg(inst, pc, inst.src[1], 1)?;

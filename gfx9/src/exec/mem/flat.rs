@@ -19,11 +19,19 @@
 //! Private memory is reached through FLAT_SCRATCH, swizzled per lane (see
 //! [`super::scratch_addr`]).
 //!
-//! Not executed: the LDS bit (loads to LDS) stops the wave as unimplemented.
+//! gfx942's loads to LDS, `global_load_lds_{ubyte,sbyte,ushort,sshort,dword}` and their
+//! `scratch_` forms (FLAT opcodes 38..42; the "AMD Instinct MI300 ISA" guide's GLOBAL and
+//! SCRATCH opcode tables; LLVM's `__builtin_amdgcn_global_load_lds`): the address as the
+//! segment's loads form it, and each enabled lane's data, extended to a dword, written to LDS
+//! at `M0[15:0] + offset + lane * 4` as MUBUF's loads to LDS do (see `mubuf.rs`); the
+//! `flat_` segment has no such opcode ([`ExecError::Illegal`]).
+//!
+//! Not executed: the LDS bit (bit 13) of gfx9 FLAT/GLOBAL instructions, and of gfx942's FLAT
+//! and GLOBAL ones (its scratch SVE bit is decoded there), stops the wave as unimplemented.
 
 use super::access::{
-    Access, Half, Rmw, Shape, atomic_operands, file, file_mut, read_global, read_lds, read_private,
-    rmw_lds, vreg, write_global, write_lds, write_private,
+    Access, Half, Rmw, Shape, atomic_operands, file, file_mut, lds_dma_addr, read_global, read_lds,
+    read_private, rmw_lds, vreg, write_global, write_lds, write_private,
 };
 use crate::exec::wave::{Ctx, ExecError, LANES, Target, Ty, Wave, illegal, unimplemented};
 use crate::inst::Inst;
@@ -100,7 +108,22 @@ fn access(op: FlatOp) -> Access {
         AtomicXorX2 => at2(Rmw::Xor),
         AtomicIncX2 => at2(Rmw::Inc),
         AtomicDecX2 => at2(Rmw::Dec),
+        // The loads to LDS read as loads do (`execute` sends their data to LDS).
+        LoadLdsUbyte => Access::Load(Shape::new(1, false, Half::Full)),
+        LoadLdsSbyte => Access::Load(Shape::new(1, true, Half::Full)),
+        LoadLdsUshort => Access::Load(Shape::new(2, false, Half::Full)),
+        LoadLdsSshort => Access::Load(Shape::new(2, true, Half::Full)),
+        LoadLdsDword => Access::Load(Shape::dwords(1)),
     }
+}
+
+/// Whether `op` is a load to LDS.
+fn to_lds(op: FlatOp) -> bool {
+    use FlatOp::*;
+    matches!(
+        op,
+        LoadLdsUbyte | LoadLdsSbyte | LoadLdsUshort | LoadLdsSshort | LoadLdsDword
+    )
 }
 
 /// Whether the 64-bit flat address `addr` lies in the 4 GiB aperture at `base`.
@@ -122,6 +145,9 @@ pub(super) fn execute(
     if inst.mods.lds && !sve {
         return Err(unimplemented(inst, pc));
     }
+    if to_lds(op) && seg == Segment::Flat {
+        return Err(illegal(inst, pc, "no flat_ load to LDS"));
+    }
     let locs = lane_locs(w, inst, pc, seg)?;
     let acc = inst.mods.acc;
     let scratch = w.flat_scratch;
@@ -129,6 +155,24 @@ pub(super) fn execute(
     let fault = |fault| ExecError::Memory { pc, fault };
     let exec = w.exec;
     let lanes = || (0..LANES).filter(move |&l| exec >> l & 1 == 1);
+    if let (true, Access::Load(shape)) = (to_lds(op), access(op)) {
+        let mut dwords = [0u32; LANES];
+        for lane in lanes() {
+            let mut raw = [0u8; 16];
+            let buf = &mut raw[..shape.bytes];
+            match locs[lane] {
+                Loc::Global(a) => read_global(mem, a, buf).map_err(fault)?,
+                Loc::Lds(a) => read_lds(ctx.lds, a, buf),
+                Loc::Private(p) => read_private(mem, scratch, lane, p, buf).map_err(fault)?,
+            }
+            dwords[lane] = shape.value32(&raw);
+        }
+        for lane in lanes() {
+            let at = lds_dma_addr(w.m0, inst.imm as u32, lane);
+            write_lds(ctx.lds, at, &dwords[lane].to_le_bytes());
+        }
+        return Ok(());
+    }
     match access(op) {
         Access::Load(shape) => {
             let d = vreg(inst, pc, inst.dst[0], shape.regs())?;

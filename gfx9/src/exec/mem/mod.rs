@@ -1,6 +1,6 @@
 //! Memory instructions: SMEM (scalar loads and stores), DS (LDS and its atomics, the
 //! cross-lane `ds_swizzle`/`ds_permute`/`ds_bpermute`), FLAT / GLOBAL / SCRATCH, and MUBUF
-//! (buffer resources) ("AMD Instinct MI200 ISA", chapters 7 "Scalar Memory Operations",
+//! / MTBUF (buffer resources) ("AMD Instinct MI200 ISA", chapters 7 "Scalar Memory Operations",
 //! 9 "Vector Memory Buffer Instructions", 10 "Flat Memory Instructions" and 11 "Data Share
 //! Operations", with each opcode's description in chapter 12's SMEM, DS, FLAT and MUBUF
 //! tables).
@@ -62,6 +62,7 @@ pub(super) fn execute(
         Opcode::Ds(op) => ds::execute(w, ctx, inst, pc, op),
         Opcode::Flat(seg, op) => flat::execute(w, ctx, inst, pc, seg, op),
         Opcode::Mubuf(op) => mubuf::execute(w, ctx, inst, pc, op),
+        Opcode::Mtbuf(op) => mubuf::execute_mtbuf(w, ctx, inst, pc, op),
         _ => Err(unimplemented(inst, pc)),
     }?;
     Ok(Flow::Continue)

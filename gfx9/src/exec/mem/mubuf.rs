@@ -27,14 +27,33 @@
 //! convert each lane's element by the V#'s DATA_FORMAT / NUM_FORMAT / DST_SEL ([`format`](super::format));
 //! an element is read only when all of it is in range (else its channels are 0).
 //!
-//! Not executed (stops the wave as unimplemented): the LDS bit (loads to LDS).
+//! MTBUF (`tbuffer_load/store_format_*` and their d16 forms; the guide's "Typed Buffer
+//! Instructions" and the MTBUF microcode format) address memory as MUBUF does and convert
+//! like the typed MUBUF forms, with DATA_FORMAT and NUM_FORMAT taken from the instruction's
+//! DFMT and NFMT fields instead of the V# (our reading: DST_SEL still comes from the V#,
+//! whose word 3 MTBUF does not otherwise use).
+//!
+//! Loads to LDS (the LDS bit on `buffer_load_{ubyte,sbyte,ushort,sshort,dword}`; the Vega
+//! and MI200 guides' "Buffer Load to LDS" / "Loads to LDS"): the memory address is formed
+//! as for any load, and instead of VDATA each enabled lane's data goes to LDS at
+//! `LDS_ADDR = LDS_base + LDS_offset + inst_offset + TID * 4`, where LDS_base is the
+//! workgroup's allocation (offset 0 of [`Ctx::lds`]), LDS_offset is M0\[15:0\] (the
+//! byte offset LLVM's `buffer_load ... lds` puts in M0: `llvm.amdgcn.raw.buffer.load.lds`,
+//! "LDS base offset"), inst_offset the instruction's OFFSET and TID the lane. Each lane
+//! writes one dword there; a byte or short is zero- or sign-extended to it as the opcode
+//! says (the signed forms exist for nothing else), an out-of-range element writes 0 as a
+//! load returns 0, and LDS outside the allocation drops the write. Any other opcode with
+//! the LDS bit is [`ExecError::Illegal`].
+//!
 //! `buffer_wbinvl1*`, `buffer_wbl2` and `buffer_invl2` do nothing: no cache is modelled.
 
-use super::access::{Access, Half, Rmw, Shape, atomic_operands, file, file_mut, vreg};
+use super::access::{
+    Access, Half, Rmw, Shape, atomic_operands, file, file_mut, lds_dma_addr, vreg, write_lds,
+};
 use super::format::Format;
-use crate::exec::wave::{Ctx, ExecError, LANES, Ty, Wave, illegal, unimplemented};
+use crate::exec::wave::{Ctx, ExecError, LANES, Ty, Wave, illegal};
 use crate::inst::Inst;
-use crate::opcode::MubufOp;
+use crate::opcode::{MtbufOp, MubufOp};
 use crate::operand::Operand;
 
 /// A buffer resource's fields (the 128-bit V#).
@@ -212,6 +231,13 @@ fn kind(op: MubufOp) -> Kind {
     }
 }
 
+/// What an MTBUF opcode does: a typed access, its formats from the instruction.
+fn mtbuf_kind(op: MtbufOp) -> Kind {
+    let raw = usize::from(op.raw());
+    // 0..3 loads, 4..7 stores, 8..11 d16 loads, 12..15 d16 stores; X.. XYZW in the low bits.
+    Typed::kind(raw & 4 != 0, (raw & 3) + 1, raw & 8 != 0)
+}
+
 /// Executes one MUBUF instruction.
 pub(super) fn execute(
     w: &mut Wave,
@@ -220,13 +246,50 @@ pub(super) fn execute(
     pc: u64,
     op: MubufOp,
 ) -> Result<(), ExecError> {
-    let kind = kind(op);
+    run(w, ctx, inst, pc, kind(op), None)
+}
+
+/// Executes one MTBUF instruction: DFMT and NFMT from `imm` (see [`Inst`]).
+pub(super) fn execute_mtbuf(
+    w: &mut Wave,
+    ctx: &mut Ctx<'_>,
+    inst: &Inst,
+    pc: u64,
+    op: MtbufOp,
+) -> Result<(), ExecError> {
+    if inst.mods.lds {
+        return Err(illegal(inst, pc, "MTBUF has no load to LDS"));
+    }
+    let formats = (inst.imm as u32 >> 12 & 15, inst.imm as u32 >> 16 & 7);
+    run(w, ctx, inst, pc, mtbuf_kind(op), Some(formats))
+}
+
+/// A buffer access of `kind`; `formats` (DFMT, NFMT) replace the V#'s DATA_FORMAT and
+/// NUM_FORMAT (MTBUF).
+fn run(
+    w: &mut Wave,
+    ctx: &mut Ctx<'_>,
+    inst: &Inst,
+    pc: u64,
+    kind: Kind,
+    formats: Option<(u32, u32)>,
+) -> Result<(), ExecError> {
     if let Kind::Nop = kind {
         return Ok(());
     }
-    if inst.mods.lds {
-        return Err(unimplemented(inst, pc));
-    }
+    let to_lds = match kind {
+        _ if !inst.mods.lds => None,
+        Kind::Access(Access::Load(shape)) if shape.bytes <= 4 && shape.half == Half::Full => {
+            Some(shape)
+        }
+        _ => {
+            return Err(illegal(
+                inst,
+                pc,
+                "the LDS bit on an opcode without a load to LDS",
+            ));
+        }
+    };
     let (Operand::Sgpr(q) | Operand::Ttmp(q)) = inst.src[1] else {
         return Err(illegal(inst, pc, "SRSRC is not a register quad"));
     };
@@ -284,10 +347,17 @@ pub(super) fn execute(
                 .wrapping_add(rsrc.buffer_offset(i, o))
         })
     };
+    if let Some(shape) = to_lds {
+        return load_to_lds(w, ctx, pc, shape, &addr, inst.imm as u32 & 0xfff);
+    }
     let access = match kind {
         Kind::Access(access) => access,
         Kind::Format(typed) => {
-            let fmt = Format::from_word3(v[3]);
+            let word3 = match formats {
+                Some((dfmt, nfmt)) => v[3] & 0xfff | nfmt << 12 | dfmt << 15,
+                None => v[3],
+            };
+            let fmt = Format::from_word3(word3);
             return typed_access(w, ctx, inst, pc, typed, fmt, &addr);
         }
         Kind::Nop => return Ok(()),
@@ -396,6 +466,34 @@ pub(super) fn execute(
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// A load to LDS: each enabled lane's `shape` at its buffer address (`addr(lane, byte, len)`,
+/// `None` out of range: 0), extended to a dword, written at [`lds_dma_addr`] with the
+/// instruction's OFFSET.
+fn load_to_lds(
+    w: &Wave,
+    ctx: &mut Ctx<'_>,
+    pc: u64,
+    shape: Shape,
+    addr: &dyn Fn(usize, u64, u64) -> Option<u64>,
+    inst_offset: u32,
+) -> Result<(), ExecError> {
+    let fault = |fault| ExecError::Memory { pc, fault };
+    let mut dwords = [0u32; LANES];
+    for lane in (0..LANES).filter(|&l| w.active(l)) {
+        let mut raw = [0u8; 16];
+        if let Some(at) = addr(lane, 0, shape.bytes as u64) {
+            super::access::read_global(ctx.mem, at, &mut raw[..shape.bytes]).map_err(fault)?;
+        }
+        dwords[lane] = shape.value32(&raw);
+    }
+    // Every lane's read succeeded: now the LDS writes (a faulting load writes nothing).
+    for lane in (0..LANES).filter(|&l| w.active(l)) {
+        let at = lds_dma_addr(w.m0, inst_offset, lane);
+        write_lds(ctx.lds, at, &dwords[lane].to_le_bytes());
     }
     Ok(())
 }

@@ -6,7 +6,7 @@
 //! f64 MFMA negation) follow the "AMD Instinct MI300 ISA" guide's VOP1 / VOP3 / VOP3P-MAI
 //! tables; gfx906 and gfx908 execute the same gfx9 semantics (the "Vega 7nm" and "AMD
 //! Instinct MI100" guides), their differences noted where they apply (gfx908's MFMA
-//! accumulators; `lds_direct`, which LLVM accepts only before gfx90a, reads 0 here).
+//! accumulators; `lds_direct`, which LLVM accepts only before gfx90a: [`lds_direct`]).
 //!
 //! One instruction runs in three steps: the sources are read for all 64 lanes ([`X::reads`]:
 //! VGPRs or a broadcast scalar, inline constants in the operation's type, VOP3 `op_sel`
@@ -37,11 +37,11 @@ mod float;
 mod mfma;
 mod round;
 
-use super::wave::{Ctx, ExecError, Flow, LANES, Ty, VGPRS, Wave, illegal, unimplemented};
+use super::wave::{Ctx, ExecError, Flow, LANES, Target, Ty, VGPRS, Wave, illegal, unimplemented};
 use crate::exec::salu::Round;
 use crate::inst::Inst;
 use crate::opcode::{Encoding, Opcode, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp};
-use crate::operand::Operand;
+use crate::operand::{Operand, Special};
 use float::{
     Mode, class_bit, div_fixup, div_fmas, div_scale, f16_to_f32, f32_to_f16, f64_to_f16, flush16,
     flush32, flush64, frexp64, ldexp64, med3_32, minmax32, minmax64, trig_preop,
@@ -164,13 +164,65 @@ fn lanes(mask: u64) -> impl Iterator<Item = usize> {
     })
 }
 
+/// The `lds_direct` source operand (code 254).
+const LDS_DIRECT: Operand = Operand::Special(Special::LdsDirect);
+
+/// `inst` with its `lds_direct` sources replaced by the value they read: one LDS value,
+/// broadcast to every lane, at the byte address M0\[15:0\] with the data type M0\[18:16\]
+/// (0 unsigned byte, 1 unsigned short, 2 dword, 4 signed byte, 5 signed short, extended to
+/// 32 bits; 3, 6, 7 are unused: [`ExecError::Illegal`]). The "Vega" and "AMD Instinct MI100"
+/// ISA guides, "LDS Direct" (in "Data Share Operations") and the source operand table's
+/// LDS_DIRECT (254). An address outside the allocation reads 0 as other LDS reads do.
+/// gfx90a and gfx942 do not have it (LLVM 19's assembler refuses `lds_direct` for them,
+/// "not supported on this GPU", and the MI200/MI300 guides describe no LDS-direct read):
+/// there it is [`ExecError::Illegal`].
+pub(super) fn lds_direct(w: &Wave, ctx: &Ctx<'_>, inst: &Inst, pc: u64) -> Result<Inst, ExecError> {
+    if matches!(w.target, Target::Gfx90a | Target::Gfx942) {
+        return Err(illegal(
+            inst,
+            pc,
+            "lds_direct is not a gfx90a/gfx942 operand",
+        ));
+    }
+    let addr = (w.m0 & 0xffff) as usize;
+    let (size, signed) = match w.m0 >> 16 & 7 {
+        0 => (1, false),
+        1 => (2, false),
+        2 => (4, false),
+        4 => (1, true),
+        5 => (2, true),
+        _ => return Err(illegal(inst, pc, "lds_direct with an unused M0 data type")),
+    };
+    let mut raw = [0u8; 4];
+    if let Some(bytes) = ctx.lds.get(addr..addr + size) {
+        raw[..size].copy_from_slice(bytes);
+    }
+    let value = match (size, signed) {
+        (1, true) => raw[0] as i8 as i32 as u32,
+        (2, true) => i16::from_le_bytes([raw[0], raw[1]]) as i32 as u32,
+        _ => u32::from_le_bytes(raw),
+    };
+    let mut out = *inst;
+    for src in out.src.iter_mut().filter(|s| **s == LDS_DIRECT) {
+        *src = Operand::Literal(value);
+    }
+    Ok(out)
+}
+
 /// Executes one vector ALU instruction found at `pc`.
 pub(super) fn execute(
     w: &mut Wave,
-    _ctx: &mut Ctx<'_>,
+    ctx: &mut Ctx<'_>,
     inst: &Inst,
     pc: u64,
 ) -> Result<Flow, ExecError> {
+    let direct;
+    let inst = if inst.src.contains(&LDS_DIRECT) {
+        direct = lds_direct(w, ctx, inst, pc)?;
+        &direct
+    } else {
+        inst
+    };
     let mut x = X::new(w, inst, pc);
     match inst.op {
         Opcode::Vop1(op) => x.vop1(op)?,
