@@ -217,6 +217,16 @@ pub fn build_at(target: Target, opt: &'static str) -> Option<Arc<CodeObject>> {
     compile("corpus.cl", target, opt, &args)
 }
 
+/// `lds_dma.cl` (gfx942's loads to LDS through `__builtin_amdgcn_global_load_lds`) at -O2,
+/// once per process; LLVM 19's post-RA machine scheduler crashes on it for gfx942, so that
+/// pass is off for this file only.
+pub fn build_lds_dma(target: Target) -> Option<Arc<CodeObject>> {
+    let args: Vec<String> = ["-nogpulib", "-O2", "-mllvm", "-enable-post-misched=false"]
+        .map(String::from)
+        .to_vec();
+    compile("lds_dma.cl", target, "lds_dma", &args)
+}
+
 /// Where Debian's `rocm-device-libs` (ROCm 5.2.3) installs the device libraries' bitcode.
 pub const DEVICE_LIBS: &str = "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode";
 
