@@ -227,6 +227,75 @@ fn gfx942_global_and_scratch_loads_to_lds() {
     }
 }
 
+#[test]
+fn gfx9_global_and_scratch_loads_with_the_lds_bit_go_to_lds() {
+    // Before gfx942 the loads to LDS are the ordinary global_/scratch_ byte, short and dword
+    // loads with the LDS bit; the VDST field names no register.
+    let slot = DATA + 0x8_0000;
+    let asm = "s_mov_b32 m0, 0x100\n\
+               global_load_dword v[2:3], off offset:8 lds\n\
+               s_mov_b32 m0, 0x300\n\
+               global_load_sshort v4, s[4:5] offset:-8 lds\n\
+               s_mov_b32 m0, 0x500\n\
+               scratch_load_ubyte off, s6 offset:4 lds\n\
+               s_endpgm";
+    for target in [GFX906, GFX90A] {
+        let Some(r) = run_ok_on(target, asm, |w, m| {
+            for l in 0..LANES {
+                let a = DATA + 8 * l as u64;
+                w.vgpr[2][l] = a as u32;
+                w.vgpr[3][l] = (a >> 32) as u32;
+            }
+            w.sgpr[4] = (DATA + 0x1000) as u32;
+            w.sgpr[5] = ((DATA + 0x1000) >> 32) as u32;
+            lanes(w, 4, |l| 8 + 2 * l as u32);
+            for i in 0..0x2000 {
+                m.put(DATA + i, &[pattern(i)]);
+            }
+            w.flat_scratch = slot;
+            w.sgpr[6] = 0;
+            for l in 0..LANES {
+                put32(m, scratch_addr(slot, l, 4), 0x80 + l as u32);
+            }
+        }) else {
+            return;
+        };
+        let byte = |i: u64| pattern(i);
+        for l in 0..LANES {
+            let lu = l as u64;
+            let d = 8 * lu + 8;
+            let dword = u32::from_le_bytes([byte(d), byte(d + 1), byte(d + 2), byte(d + 3)]);
+            assert_eq!(
+                lds32(&r.lds, 0x108 + 4 * l),
+                dword,
+                "{:?} lane {l}",
+                target.0
+            );
+            let s = 0x1000 + 2 * lu;
+            let short = i16::from_le_bytes([byte(s), byte(s + 1)]);
+            assert_eq!(lds32(&r.lds, 0x2f8 + 4 * l), short as i32 as u32);
+            assert_eq!(lds32(&r.lds, 0x504 + 4 * l), (0x80 + l as u32) & 0xff);
+            // The registers the VDST field would name keep their values.
+            assert_eq!(r.wave.vgpr[0][l], 0);
+        }
+    }
+    // A dwordx2 with the LDS bit (LLVM refuses it): global_load_dwordx2 v[0:1], v[2:3], off
+    // with bit 13 set.
+    let Some(r) = run_on(
+        Target::Gfx90a,
+        "gfx90a",
+        ".long 0xdc54a000, 0x007f0002\ns_endpgm",
+        |_, _| {},
+    ) else {
+        return;
+    };
+    assert!(
+        matches!(r.end, Err(ExecError::Illegal { .. })),
+        "{:?}",
+        r.end
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // MTBUF
 

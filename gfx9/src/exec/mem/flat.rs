@@ -19,21 +19,21 @@
 //! Private memory is reached through FLAT_SCRATCH, swizzled per lane (see
 //! [`super::scratch_addr`]).
 //!
-//! gfx942's loads to LDS, `global_load_lds_{ubyte,sbyte,ushort,sshort,dword}` and their
-//! `scratch_` forms (FLAT opcodes 38..42; the "AMD Instinct MI300 ISA" guide's GLOBAL and
-//! SCRATCH opcode tables; LLVM's `__builtin_amdgcn_global_load_lds`): the address as the
-//! segment's loads form it, and each enabled lane's data, extended to a dword, written to LDS
-//! at `M0[15:0] + offset + lane * 4` as MUBUF's loads to LDS do (see `mubuf.rs`); the
-//! `flat_` segment has no such opcode ([`ExecError::Illegal`]).
-//!
-//! Not executed: the LDS bit (bit 13) of gfx9 FLAT/GLOBAL instructions, and of gfx942's FLAT
-//! and GLOBAL ones (its scratch SVE bit is decoded there), stops the wave as unimplemented.
+//! Loads to LDS: before gfx942, the LDS bit (bit 13) on `global_`/`scratch_`
+//! `load_{ubyte,sbyte,ushort,sshort,dword}`; on gfx942, the opcodes
+//! `global_load_lds_{ubyte,sbyte,ushort,sshort,dword}` and their `scratch_` forms (FLAT
+//! opcodes 38..42; the "AMD Instinct MI300 ISA" guide's GLOBAL and SCRATCH opcode tables;
+//! LLVM's `__builtin_amdgcn_global_load_lds`). The address is the segment's load address,
+//! and each enabled lane's data, extended to a dword, goes to LDS at
+//! `M0[15:0] + offset + lane * 4` as MUBUF's loads to LDS do (see `mubuf.rs`), no VGPR
+//! written. The LDS bit anywhere else (the `flat_` segment, other opcodes, gfx942's
+//! `global_`) and the `flat_` segment's opcodes 38..42 are [`ExecError::Illegal`].
 
 use super::access::{
     Access, Half, Rmw, Shape, atomic_operands, file, file_mut, lds_dma_addr, read_global, read_lds,
     read_private, rmw_lds, vreg, write_global, write_lds, write_private,
 };
-use crate::exec::wave::{Ctx, ExecError, LANES, Target, Ty, Wave, illegal, unimplemented};
+use crate::exec::wave::{Ctx, ExecError, LANES, Target, Ty, Wave, illegal};
 use crate::inst::Inst;
 use crate::opcode::{FlatOp, Segment};
 use crate::operand::Operand;
@@ -117,7 +117,17 @@ fn access(op: FlatOp) -> Access {
     }
 }
 
-/// Whether `op` is a load to LDS.
+/// Whether `op` takes the LDS bit before gfx942: the byte, short and dword loads of the
+/// `global_`/`scratch_` segments (the LLVM 19 assembler's `lds` modifier for gfx906/gfx90a).
+fn lds_bit_load(op: FlatOp) -> bool {
+    use FlatOp::*;
+    matches!(
+        op,
+        LoadUbyte | LoadSbyte | LoadUshort | LoadSshort | LoadDword
+    )
+}
+
+/// Whether `op` is one of gfx942's loads to LDS.
 fn to_lds(op: FlatOp) -> bool {
     use FlatOp::*;
     matches!(
@@ -142,8 +152,13 @@ pub(super) fn execute(
 ) -> Result<(), ExecError> {
     // gfx942 reuses bit 13 of scratch instructions as SVE (the VGPR address is used), not LDS.
     let sve = w.target == Target::Gfx942 && seg == Segment::Scratch;
-    if inst.mods.lds && !sve {
-        return Err(unimplemented(inst, pc));
+    let lds_bit = inst.mods.lds && !sve;
+    if lds_bit && (w.target == Target::Gfx942 || seg == Segment::Flat || !lds_bit_load(op)) {
+        return Err(illegal(
+            inst,
+            pc,
+            "the LDS bit on a FLAT instruction without a load to LDS",
+        ));
     }
     if to_lds(op) && seg == Segment::Flat {
         return Err(illegal(inst, pc, "no flat_ load to LDS"));
@@ -155,7 +170,7 @@ pub(super) fn execute(
     let fault = |fault| ExecError::Memory { pc, fault };
     let exec = w.exec;
     let lanes = || (0..LANES).filter(move |&l| exec >> l & 1 == 1);
-    if let (true, Access::Load(shape)) = (to_lds(op), access(op)) {
+    if let (true, Access::Load(shape)) = (lds_bit || to_lds(op), access(op)) {
         let mut dwords = [0u32; LANES];
         for lane in lanes() {
             let mut raw = [0u8; 16];

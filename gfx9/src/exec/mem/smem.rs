@@ -16,10 +16,16 @@
 //! - `s_dcache_inv`/`_wb`/`_vol`/`s_dcache_discard*`/`s_atc_probe*`: no scalar cache or
 //!   translation cache is modelled, nothing to do.
 //!
-//! Not executed: `s_scratch_load*`/`s_scratch_store*` — the guide names them but does not say
-//! how their address is formed, and LLVM selects them for no IR (only its assembler knows
-//! them); `tests/exec_mem_fuzz.rs` lists every memory opcode that does not execute, and
-//! these six are all.
+//! Not executed: `s_scratch_load*`/`s_scratch_store*` stop the wave as
+//! [`ExecError::Unimplemented`]. The guides name them in the SMEM opcode table but do not say
+//! how their address is formed. LLVM's AMDGPU assembler reference (the GFX9 operand pages,
+//! `sbase` of the scalar scratch forms) says only that SBASE "is ignored by H/W and
+//! flat_scratch is supplied instead"; what the offset means against FLAT_SCRATCH — a raw
+//! byte offset in the wave's slot, or a per-wave offset in the lane-swizzled private layout
+//! vector scratch uses ([`super::scratch_addr`]) — and how it is range-checked is written
+//! nowhere we can cite, and a guess would silently read the wrong private bytes. LLVM selects
+//! them for no IR (only its assembler knows them); `tests/exec_mem_fuzz.rs` lists every
+//! memory opcode that does not execute, and these six are exactly those.
 
 use super::access::{read_global, write_global};
 use crate::exec::wave::{Ctx, ExecError, Ty, Wave, illegal, unimplemented};
