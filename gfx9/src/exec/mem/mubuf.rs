@@ -41,7 +41,10 @@
 //! byte offset LLVM's `buffer_load ... lds` puts in M0: `llvm.amdgcn.raw.buffer.load.lds`,
 //! "LDS base offset"), inst_offset the instruction's OFFSET and TID the lane. Each lane
 //! writes one dword there; a byte or short is zero- or sign-extended to it as the opcode
-//! says (the signed forms exist for nothing else), an out-of-range element writes 0 as a
+//! says (the signed forms exist for nothing else; AMD's rocRoller holds hardware to the same
+//! layout: a byte per work-item lands dword-aligned, LDS reading `0, 0, 0, 0, 1, 0, 0, 0,
+//! 2, ...` — ROCm/rocm-libraries PR 5084, "Sub-dword BufferToLDS load", its
+//! `Direct2LDSTileCopyTest`), an out-of-range element writes 0 as a
 //! load returns 0, and LDS outside the allocation drops the write. Any other opcode with
 //! the LDS bit is [`ExecError::Illegal`].
 //!
