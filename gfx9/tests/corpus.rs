@@ -11,7 +11,7 @@
 mod common;
 mod kernels;
 
-use kernels::{Arg, Launch, Mem, buffer, build_at, build_lds_dma, build_ocl};
+use kernels::{Arg, Launch, Mem, buffer, build_at, build_lds_dma, build_lds_dma_ir, build_ocl};
 use kfd_gfx9::dispatch::{DispatchError, NoObserver, RunOptions, run};
 use kfd_gfx9::exec::Target;
 
@@ -69,6 +69,8 @@ fn launch(
         build_ocl(cfg.target)?
     } else if cfg.opt == "lds_dma" {
         build_lds_dma(cfg.target)?
+    } else if cfg.opt == "lds_dma_ir" {
+        build_lds_dma_ir(cfg.target)?
     } else {
         build_at(cfg.target, cfg.opt)?
     };
@@ -1828,4 +1830,72 @@ fn lds_dma_gfx90a_copies_through_vgprs() {
         target: Target::Gfx90a,
         opt: "lds_dma",
     });
+}
+
+/// `tests/kernels/lds_dma_ir.ll`: a dword per lane to LDS by `buffer_load_dword ... lds` and
+/// a short per lane by `global_load_ushort ... lds` (gfx942: `global_load_lds_ushort`), read
+/// back permuted; equal to the host's
+/// `out[g + l] = in32[g + 4 + (5 l mod 256)] + 3 in16[g + 2 + (7 l mod 256)] + l`. The code
+/// must hold both loads to LDS (the test is about them).
+fn lds_dma_ir(target: Target) {
+    use kfd_gfx9::{FlatOp, MubufOp, Opcode, Segment};
+    let Some(obj) = build_lds_dma_ir(target) else {
+        return;
+    };
+    let has = |op| kernel_has(&obj, "lds_dma_ir", op);
+    assert!(has(Opcode::Mubuf(MubufOp::BufferLoadDword)));
+    let short = if target == Target::Gfx942 {
+        FlatOp::LoadLdsUshort
+    } else {
+        FlatOp::LoadUshort
+    };
+    assert!(has(Opcode::Flat(Segment::Global, short)));
+    let mut r = Rng(37);
+    let (n, wg) = (1024usize, 256usize);
+    let input: Vec<u32> = (0..n + 4).map(|_| r.u32()).collect();
+    let half = |k: usize| input[k / 2] >> (16 * (k % 2)) & 0xffff;
+    let args = [
+        Arg::Buf(0),
+        Arg::Buf(1),
+        Arg::U32(4 * (n as u32 + 4)),
+        Arg::DynLds,
+    ];
+    let bufs = vec![vec![0; 4 * n], bytes(&input, u32::to_le_bytes)];
+    let cfg = Cfg {
+        target,
+        opt: "lds_dma_ir",
+    };
+    let grid = [n as u32, 1, 1];
+    let Some(m) = launch(cfg, "lds_dma_ir", &args, bufs, grid, [wg as u32, 1, 1]) else {
+        return;
+    };
+    let want: Vec<u32> = (0..n)
+        .map(|i| {
+            let (g, l) = (i / wg * wg, i % wg);
+            input[g + 4 + (l * 5) % wg]
+                .wrapping_add(3 * half(g + 2 + (l * 7) % wg))
+                .wrapping_add(l as u32)
+        })
+        .collect();
+    same("lds_dma_ir", cfg, &u32s(&m, 0, n), &want);
+}
+
+#[test]
+fn lds_dma_ir_gfx906() {
+    lds_dma_ir(Target::Gfx906);
+}
+
+#[test]
+fn lds_dma_ir_gfx908() {
+    lds_dma_ir(Target::Gfx908);
+}
+
+#[test]
+fn lds_dma_ir_gfx90a() {
+    lds_dma_ir(Target::Gfx90a);
+}
+
+#[test]
+fn lds_dma_ir_gfx942() {
+    lds_dma_ir(Target::Gfx942);
 }

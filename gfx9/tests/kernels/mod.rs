@@ -227,6 +227,16 @@ pub fn build_lds_dma(target: Target) -> Option<Arc<CodeObject>> {
     compile("lds_dma.cl", target, "lds_dma", &args)
 }
 
+/// `lds_dma_ir.ll` (MUBUF's and the gfx9 global loads' LDS bit, gfx942's
+/// `global_load_lds_ushort`, from the LLVM intrinsics) at -O2, once per process, with the
+/// same post-RA scheduler workaround.
+pub fn build_lds_dma_ir(target: Target) -> Option<Arc<CodeObject>> {
+    let args: Vec<String> = ["-nogpulib", "-O2", "-mllvm", "-enable-post-misched=false"]
+        .map(String::from)
+        .to_vec();
+    compile("lds_dma_ir.ll", target, "lds_dma_ir", &args)
+}
+
 /// Where Debian's `rocm-device-libs` (ROCm 5.2.3) installs the device libraries' bitcode.
 pub const DEVICE_LIBS: &str = "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode";
 
@@ -267,8 +277,8 @@ pub fn build_ocl(target: Target) -> Option<Arc<CodeObject>> {
     compile("ocl.cl", target, "ocl", &args)
 }
 
-/// `tests/kernels/<src>` compiled with `args` for `target` and linked, once per process per
-/// (`target`, `key`).
+/// `tests/kernels/<src>` (OpenCL C, or LLVM IR when it ends in `.ll`) compiled with `args` for
+/// `target` and linked, once per process per (`target`, `key`).
 fn compile(
     src: &str,
     target: Target,
@@ -300,8 +310,15 @@ fn compile(
         dir.join(format!("{stem}.o")),
         dir.join(format!("{stem}.so")),
     );
+    // OpenCL C, or LLVM IR (`.ll`).
+    let lang: &[&str] = if src.extension().is_some_and(|e| e == "ll") {
+        &["-x", "ir"]
+    } else {
+        &["-x", "cl", "-cl-std=CL2.0"]
+    };
     let out = Command::new("clang-19")
-        .args(["-x", "cl", "-cl-std=CL2.0", "-target", "amdgcn-amd-amdhsa"])
+        .args(lang)
+        .args(["-target", "amdgcn-amd-amdhsa"])
         .arg(format!("-mcpu={}", mcpu(target)))
         .args(args)
         .arg("-c")
