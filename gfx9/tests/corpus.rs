@@ -6,7 +6,9 @@
 //! arithmetic, division and square root correctly rounded, integer operations, atomics whose
 //! result does not depend on order) and within the ISA guide's accuracy for the hardware's
 //! transcendental approximations (`v_exp_f32`, `v_log_f32`, `v_rcp_f32`, `v_rsq_f32`: 1 ULP;
-//! `v_sin_f32`/`v_cos_f32`: an absolute error, see [`fmath`]).
+//! `v_sin_f32`/`v_cos_f32`: an absolute error, see [`fmath`]). The loads to LDS have kernels
+//! of their own, `tests/kernels/lds_dma.cl` and `lds_dma_ir.ll` (see [`lds_dma`] and
+//! [`lds_dma_ir`]).
 
 mod common;
 mod kernels;

@@ -588,6 +588,51 @@ fn assembled_instructions_decode_to_the_expected_inst() {
             ),
         ),
         (
+            "ds_write_addtid_b32 v3 offset:12",
+            with(
+                inst(
+                    Opcode::Ds(DsOp::DsWriteAddtidB32),
+                    Encoding::Ds,
+                    [V(0), No],
+                    [V(0), V(3), V(0)],
+                ),
+                &|i| i.imm = 12,
+            ),
+        ),
+        // MTBUF: OFFSET | DFMT << 12 | NFMT << 16 in imm.
+        (
+            "tbuffer_load_format_xyzw v[4:7], v2, s[8:11], s1 format:[BUF_DATA_FORMAT_32_32_32_32,BUF_NUM_FORMAT_FLOAT] idxen offset:12 glc",
+            with(
+                inst(
+                    Opcode::Mtbuf(MtbufOp::TbufferLoadFormatXyzw),
+                    Encoding::Mtbuf,
+                    [V(4), No],
+                    [V(2), S(8), S(1)],
+                ),
+                &|i| {
+                    i.imm = 12 | 14 << 12 | 7 << 16;
+                    i.mods.idxen = true;
+                    i.mods.glc = true;
+                },
+            ),
+        ),
+        (
+            "buffer_load_ubyte v1, s[4:7], 0 offen offset:4 lds",
+            with(
+                inst(
+                    Opcode::Mubuf(MubufOp::BufferLoadUbyte),
+                    Encoding::Mubuf,
+                    [V(0), No],
+                    [V(1), S(4), Operand::Int(0)],
+                ),
+                &|i| {
+                    i.imm = 4;
+                    i.mods.offen = true;
+                    i.mods.lds = true;
+                },
+            ),
+        ),
+        (
             "ds_read2_b32 v[0:1], v2 offset0:1 offset1:2",
             with(
                 inst(
