@@ -172,6 +172,48 @@ fn buffer_loads_to_lds_skip_disabled_lanes_and_other_opcodes_are_illegal() {
 }
 
 #[test]
+fn gfx906_and_gfx908_buffer_load_format_x_to_lds_writes_the_converted_x() {
+    // 8_8_8_8 UNORM records of 4 bytes (IDXEN, STRIDE 4): lane l's X is byte 0 of record l,
+    // as an f32, at M0 + 4 l; records past NUM_RECORDS (60) write 0.
+    let asm = "s_mov_b32 m0, 0x40\n\
+               buffer_load_format_x v0, s[0:3], 0 idxen lds\n\
+               s_endpgm";
+    for target in [GFX906, (Target::Gfx908, "gfx908")] {
+        let Some(r) = run_ok_on(target, asm, |w, m| {
+            vsharp(w, 0, DATA, 4, 60, word3(0, 10));
+            lanes(w, 0, |l| l as u32);
+            for l in 0..64u64 {
+                m.put(DATA + 4 * l, &[(3 * l) as u8, 1, 2, 3]);
+            }
+        }) else {
+            return;
+        };
+        for l in 0..LANES {
+            let want = if l < 60 {
+                (f64::from(3 * l as u8) / 255.0) as f32
+            } else {
+                0.0
+            };
+            assert_eq!(lds32(&r.lds, 0x40 + 4 * l), want.to_bits(), "lane {l}");
+        }
+    }
+    // gfx90a has no typed load to LDS (LLVM refuses `lds` there): the gfx906 encoding.
+    let Some(r) = run_on(
+        Target::Gfx90a,
+        "gfx90a",
+        ".long 0xe0012000, 0x01000000\ns_endpgm",
+        |w, _| vsharp(w, 0, DATA, 4, 60, word3(0, 10)),
+    ) else {
+        return;
+    };
+    assert!(
+        matches!(r.end, Err(ExecError::Illegal { .. })),
+        "{:?}",
+        r.end
+    );
+}
+
+#[test]
 fn gfx942_global_and_scratch_loads_to_lds() {
     // global_load_lds_*: the address as global loads form it (VGPR pair, or SADDR + VGPR
     // offset), the instruction offset (signed) added to both addresses.

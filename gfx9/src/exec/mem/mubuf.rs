@@ -33,7 +33,9 @@
 //! DFMT and NFMT fields instead of the V# (our reading: DST_SEL still comes from the V#,
 //! whose word 3 MTBUF does not otherwise use).
 //!
-//! Loads to LDS (the LDS bit on `buffer_load_{ubyte,sbyte,ushort,sshort,dword}`; the Vega
+//! Loads to LDS (the LDS bit on `buffer_load_{ubyte,sbyte,ushort,sshort,dword}`, and on
+//! gfx906/gfx908 `buffer_load_format_x` too, whose converted X channel is the dword, as
+//! llvm-mc-19 accepts `lds` there and not for gfx90a/gfx942; the Vega
 //! and MI200 guides' "Buffer Load to LDS" / "Loads to LDS"): the memory address is formed
 //! as for any load, and instead of VDATA each enabled lane's data goes to LDS at
 //! `LDS_ADDR = LDS_base + LDS_offset + inst_offset + TID * 4`, where LDS_base is the
@@ -54,7 +56,7 @@ use super::access::{
     Access, Half, Rmw, Shape, atomic_operands, file, file_mut, lds_dma_addr, vreg, write_lds,
 };
 use super::format::Format;
-use crate::exec::wave::{Ctx, ExecError, LANES, Ty, Wave, illegal};
+use crate::exec::wave::{Ctx, ExecError, LANES, Target, Ty, Wave, illegal};
 use crate::inst::Inst;
 use crate::opcode::{MtbufOp, MubufOp};
 use crate::operand::Operand;
@@ -280,10 +282,20 @@ fn run(
     if let Kind::Nop = kind {
         return Ok(());
     }
+    // Whether the data goes to LDS, and whether it is a typed load's X (gfx906/gfx908) rather
+    // than a byte, short or dword.
     let to_lds = match kind {
         _ if !inst.mods.lds => None,
         Kind::Access(Access::Load(shape)) if shape.bytes <= 4 && shape.half == Half::Full => {
-            Some(shape)
+            Some(false)
+        }
+        Kind::Format(Typed {
+            store: false,
+            count: 1,
+            d16: false,
+            hi: false,
+        }) if matches!(w.target, Target::Gfx906 | Target::Gfx908) && formats.is_none() => {
+            Some(true)
         }
         _ => {
             return Err(illegal(
@@ -350,8 +362,13 @@ fn run(
                 .wrapping_add(rsrc.buffer_offset(i, o))
         })
     };
-    if let Some(shape) = to_lds {
-        return load_to_lds(w, ctx, pc, shape, &addr, inst.imm as u32 & 0xfff);
+    if let Some(typed) = to_lds {
+        let what = match (typed, kind) {
+            (true, _) => LdsData::FormatX(Format::from_word3(v[3])),
+            (false, Kind::Access(Access::Load(shape))) => LdsData::Raw(shape),
+            _ => return Err(illegal(inst, pc, "no load to LDS")),
+        };
+        return load_to_lds(w, ctx, inst, pc, what, &addr);
     }
     let access = match kind {
         Kind::Access(access) => access,
@@ -473,27 +490,66 @@ fn run(
     Ok(())
 }
 
-/// A load to LDS: each enabled lane's `shape` at its buffer address (`addr(lane, byte, len)`,
-/// `None` out of range: 0), extended to a dword, written at [`lds_dma_addr`] with the
-/// instruction's OFFSET.
+/// What a load to LDS reads per lane.
+enum LdsData {
+    /// A byte, short or dword, extended to a dword.
+    Raw(Shape),
+    /// `buffer_load_format_x` (gfx906/gfx908): the element's X channel as the V#'s formats
+    /// convert it.
+    FormatX(Format),
+}
+
+/// A load to LDS: each enabled lane's data at its buffer address (`addr(lane, byte, len)`,
+/// `None` out of range: 0), one dword per lane at [`lds_dma_addr`] with the instruction's
+/// OFFSET.
 fn load_to_lds(
     w: &Wave,
     ctx: &mut Ctx<'_>,
+    inst: &Inst,
     pc: u64,
-    shape: Shape,
+    what: LdsData,
     addr: &dyn Fn(usize, u64, u64) -> Option<u64>,
-    inst_offset: u32,
 ) -> Result<(), ExecError> {
     let fault = |fault| ExecError::Memory { pc, fault };
+    let read = |lane: usize, bytes: usize, raw: &mut [u8; 16]| -> Result<bool, ExecError> {
+        let mut in_range = true;
+        for k in 0..bytes.div_ceil(4) {
+            let len = (bytes - 4 * k).min(4);
+            match addr(lane, 4 * k as u64, len as u64) {
+                Some(at) => super::access::read_global(ctx.mem, at, &mut raw[4 * k..4 * k + len])
+                    .map_err(fault)?,
+                None => in_range = false,
+            }
+        }
+        Ok(in_range)
+    };
     let mut dwords = [0u32; LANES];
     for lane in (0..LANES).filter(|&l| w.active(l)) {
         let mut raw = [0u8; 16];
-        if let Some(at) = addr(lane, 0, shape.bytes as u64) {
-            super::access::read_global(ctx.mem, at, &mut raw[..shape.bytes]).map_err(fault)?;
-        }
-        dwords[lane] = shape.value32(&raw);
+        dwords[lane] = match what {
+            LdsData::Raw(shape) => {
+                read(lane, shape.bytes, &mut raw)?;
+                shape.value32(&raw)
+            }
+            LdsData::FormatX(fmt) => {
+                if fmt.reserved() {
+                    return Err(illegal(
+                        inst,
+                        pc,
+                        "a buffer resource with the reserved NUM_FORMAT 6",
+                    ));
+                }
+                let size = fmt.layout().map_or(0, |(size, _)| size);
+                if size > 0 && read(lane, size, &mut raw)? {
+                    fmt.load(&raw[..size])[0]
+                } else {
+                    0
+                }
+            }
+        };
     }
     // Every lane's read succeeded: now the LDS writes (a faulting load writes nothing).
+    let inst_offset = inst.imm as u32 & 0xfff;
     for lane in (0..LANES).filter(|&l| w.active(l)) {
         let at = lds_dma_addr(w.m0, inst_offset, lane);
         write_lds(ctx.lds, at, &dwords[lane].to_le_bytes());
