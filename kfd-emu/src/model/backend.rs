@@ -14,7 +14,9 @@ use super::driver::{Driver, FileKind};
 use super::files::{self, io_errno};
 use super::gpu_view::GpuFault;
 use super::svm::{SvmPage, SvmRange};
-use super::{addrspace, dispatch, drm, gpu_view, process, scheduler, smi, svm, teardown};
+use super::{
+    addrspace, dispatch, drm, gem_ioctls, gpu_view, process, scheduler, smi, svm, teardown,
+};
 use crate::backend::{
     AddressSpaceChange, Backend, Caller, CallerId, CpuProtect, CpuWaker, IoctlResult, MmapAction,
     OpenAction, StatAnswer, StatKind, StatTime, WriteCall,
@@ -531,7 +533,7 @@ impl Backend for Model {
             FileKind::Kfd { tgid, serial } => {
                 dispatch::kfd_ioctl(&self.drv, caller, tgid, serial, cmd, arg)
             }
-            FileKind::Render { gpu, .. } => drm::ioctl(&self.drv.dev, caller, gpu, cmd, arg),
+            FileKind::Render { gpu, .. } => drm::ioctl(&self.drv, caller, key, gpu, cmd, arg),
             // dma_buf_ioctl answers only its own 'b' commands.
             FileKind::Dmabuf { .. } => Err(Errno::NOTTY),
         })
@@ -601,8 +603,14 @@ impl Backend for Model {
     }
 
     fn process_exited(&self, tgid: i32) {
-        let private = self.drv.lock().render_files.remove(&tgid);
-        for key in private.into_iter().flatten() {
+        let private = {
+            let mut st = self.drv.lock();
+            let private = st.render_files.remove(&tgid).unwrap_or_default();
+            // The last fput of each DRM file it opened: its GEM handles go.
+            gem_ioctls::release_drm_files(&mut st, &private);
+            private
+        };
+        for key in private {
             self.drv.unregister(&key);
         }
         teardown::teardown(&self.drv, tgid);

@@ -10,7 +10,7 @@ use rustix::io::Errno;
 use super::events::EventTable;
 use super::files::{self, FileKey};
 use super::memory::Accounts;
-use super::objects::{Backing, Bo, Dmabuf, Store, Userptrs, remote_read, remote_write};
+use super::objects::{Backing, Bo, Dmabuf, DrmFile, Store, Userptrs, remote_read, remote_write};
 use super::offsets::VmaSpace;
 use super::queues::Queues;
 use super::smi::Smi;
@@ -52,6 +52,11 @@ pub(super) struct State {
     pub svm_vram: Vec<u64>,
     /// The render-node stand-ins each process opened, released (unregistered) when it exits.
     pub render_files: HashMap<i32, Vec<FileKey>>,
+    /// The GEM side of each DRM file that used it (handles, VA mappings, contexts), by the
+    /// stand-in's identity; released with the file's process (`release_drm_files`).
+    pub drm_files: HashMap<FileKey, DrmFile>,
+    /// The VRAM managers' LRU clock: the stamp the next validated object gets (`evict`).
+    pub lru: u64,
 }
 
 impl State {
@@ -68,6 +73,8 @@ impl State {
             smi: Smi::default(),
             svm_vram: vec![0; gpus],
             render_files: HashMap::new(),
+            drm_files: HashMap::new(),
+            lru: 1,
         }
     }
 
@@ -105,6 +112,10 @@ pub(super) struct Process {
     pub userptrs: Userptrs,
     /// User-mode queues.
     pub queues: Queues,
+    /// TTM evicted one of its BOs: its eviction fence signalled, its queues are evicted
+    /// (`kfd_process_evict_queues`, trigger TTM) and its restore worker is pending
+    /// (`evict`).
+    pub ttm_evicted: bool,
 }
 
 /// A process's view of one GPU.
@@ -228,6 +239,7 @@ impl Process {
             svm: Svm::default(),
             userptrs: Userptrs::default(),
             queues: Queues::default(),
+            ttm_evicted: false,
         })
     }
 
@@ -369,6 +381,8 @@ mod tests {
             cpu_access: false,
             charge,
             offsets: Vec::new(),
+            gem: Default::default(),
+            placed: Default::default(),
         });
         st.backing_write(id, 8, b"ping").expect("write");
         st.put_backing(id);
