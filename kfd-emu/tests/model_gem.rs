@@ -20,6 +20,8 @@ use model_support::{Emu, TestCaller, injected, own_fd, va};
 
 const PAGE: u64 = 4096;
 const MIB: u64 = 1 << 20;
+/// The VRAM of the small GPU the eviction tests use: TTM's VRAM manager holds all of it.
+const VRAM: u64 = 64 * MIB;
 
 /// `_IOC(dir, 'd', nr, size)`.
 const fn drm(dir: u32, nr: u32, size: u32) -> u32 {
@@ -492,7 +494,7 @@ fn wait_records(smi: &mut SmiEvents, pid: i32, seen: &mut Vec<String>, n: usize)
 fn vram_pressure_evicts_kfd_bos_and_the_restore_worker_brings_them_back() {
     let machine = Machine::preset("mi300x")
         .expect("preset")
-        .with_vram(64 * MIB)
+        .with_vram(VRAM)
         .expect("with_vram");
     let mut emu = Emu::new(ModelConfig {
         machine,
@@ -529,7 +531,7 @@ fn vram_pressure_evicts_kfd_bos_and_the_restore_worker_brings_them_back() {
     assert_eq!(emu.map(handle, &[g]).0, Ok(0));
 
     let other = Node::open(&emu, TestCaller::other());
-    let theirs = room - mine + 2 * MIB;
+    let theirs = VRAM - mine + 2 * MIB;
     let gem = other
         .create(&emu, theirs, DOMAIN_VRAM, VRAM_CLEARED)
         .expect("GEM_CREATE");
@@ -555,4 +557,68 @@ fn vram_pressure_evicts_kfd_bos_and_the_restore_worker_brings_them_back() {
     assert_eq!(other.close(&emu, gem), Ok(0));
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(records(&mut smi, pid), Vec::<String>::new());
+}
+
+/// `amdgpu_ttm_bo_eviction_valuable`: a process's own GEM_CREATE never evicts its own KFD
+/// BOs (no record; the VRAM-only object that does not fit goes to GTT, the ioctl's retry with
+/// VRAM | GTT, which GET_GEM_CREATE_INFO then reports); a KFD ALLOC that needs the room of
+/// another process's GEM object evicts that object, which carries no KFD fence (no record).
+#[test]
+fn a_process_never_evicts_its_own_kfd_bos() {
+    let machine = Machine::preset("mi300x")
+        .expect("preset")
+        .with_vram(VRAM)
+        .expect("with_vram");
+    let mut emu = Emu::new(ModelConfig {
+        machine,
+        ..ModelConfig::default()
+    });
+    emu.acquire_all();
+    let g = emu.gpu();
+    let pid = emu.caller.tgid;
+    let mut smi_args = kfd_ioctl_smi_events_args {
+        gpuid: g,
+        anon_fd: 0,
+    };
+    emu.ioctl(AMDKFD_IOC_SMI_EVENTS, &mut smi_args)
+        .expect("SMI_EVENTS");
+    let mut smi = SmiEvents::from_fd(own_fd(smi_args.anon_fd), g);
+    let mask = (SmiEventMask::QUEUE_EVICTION | SmiEventMask::QUEUE_RESTORE).bits();
+    let addr = &raw const mask as u64;
+    let written = emu
+        .model
+        .write(&emu.caller, smi.as_fd(), &|| Ok(WriteCall::Write(addr, 8)));
+    assert_eq!(written, Some(Ok(8)));
+
+    let room = emu.available(g);
+    let mine = (room / 2) & !(2 * MIB - 1);
+    emu.alloc(g, va(3), mine, model_support::VRAM_RW)
+        .expect("alloc");
+    let node = Node::open(&emu, emu.caller);
+    let gem = node
+        .create(&emu, VRAM - mine + 2 * MIB, DOMAIN_VRAM, 0)
+        .expect("GEM_CREATE falls back to GTT");
+    let mut info = [0u8; 32];
+    let mut op = [0u8; 16];
+    put32(&mut op, 0, gem);
+    put64(&mut op, 8, info.as_mut_ptr() as u64);
+    assert_eq!(node.call(&emu, GEM_OP, &mut op), Ok(0));
+    assert_eq!(
+        get64(&info, 16),
+        DOMAIN_VRAM | DOMAIN_GTT,
+        "placed with GTT added"
+    );
+
+    // Another process's object fills what is left; this process's ALLOC takes it back.
+    let other = Node::open(&emu, TestCaller::other());
+    other
+        .create(&emu, VRAM - mine, DOMAIN_VRAM, 0)
+        .expect("the other's object fits");
+    emu.alloc(g, va(4), room - mine, model_support::VRAM_RW)
+        .expect("ALLOC evicts the other's GEM object");
+    assert_eq!(
+        records(&mut smi, pid),
+        Vec::<String>::new(),
+        "this process was never evicted"
+    );
 }

@@ -4,8 +4,10 @@
 //!
 //! Every VRAM object of a GPU (a KFD VRAM BO, a GEM object whose preferred domain is VRAM)
 //! is either in VRAM or evicted to GTT ([`Placed`](super::objects::Placed)); the GPU's VRAM
-//! manager holds `vram_size` less the page-table reserve KFD's accounting keeps back
-//! (`ESTIMATE_PT_SIZE`), shared by those objects and the SVM pages in VRAM. The bytes never
+//! manager holds the whole `vram_size`, shared by those objects and the SVM pages in VRAM
+//! (the page tables and firmware reservations, which take some of it on a real GPU, hold
+//! nothing in the model; KFD's own limit keeps `ESTIMATE_PT_SIZE` back for the page tables,
+//! so KFD's allocations alone never make TTM evict). The bytes never
 //! move: a BO's memfd is its memory wherever TTM has it, so the data survives every
 //! eviction. What moves is the bookkeeping and what the kernel does about it:
 //!
@@ -60,11 +62,9 @@ pub(super) const PROCESS_RESTORE_TIME: Duration = Duration::from_millis(100);
 /// `PROCESS_BACK_OFF_TIME_MS`: and again this long after a restore that failed.
 pub(super) const PROCESS_BACK_OFF_TIME: Duration = Duration::from_millis(100);
 
-/// The bytes GPU `gpu`'s VRAM manager holds: its VRAM less what the page tables keep.
+/// The bytes GPU `gpu`'s VRAM manager holds: its VRAM.
 pub(super) fn capacity(dev: &Device, gpu: usize) -> u64 {
-    dev.cfg.machine.gpus()[gpu]
-        .vram_size
-        .saturating_sub(dev.limits.pt_reserve)
+    dev.cfg.machine.gpus()[gpu].vram_size
 }
 
 /// The bytes of GPU `gpu`'s VRAM objects in VRAM now, and its SVM pages there.
