@@ -622,3 +622,99 @@ fn a_process_never_evicts_its_own_kfd_bos() {
         "this process was never evicted"
     );
 }
+
+/// `kfd_process_evict_queues` stops the process's queues until its restore worker resumes
+/// them (`restore_process_queues_cpsch`): an SDMA fence submitted after the eviction is
+/// written only once the `QUEUE_RESTORE` record was emitted (the worker emits it before it
+/// resumes the queues), and it is written then.
+#[test]
+fn an_evicted_process_queue_runs_again_only_after_the_restore() {
+    let machine = Machine::preset("mi300x")
+        .expect("preset")
+        .with_vram(VRAM)
+        .expect("with_vram");
+    let mut emu = Emu::new(ModelConfig {
+        machine,
+        ..ModelConfig::default()
+    });
+    emu.acquire_all();
+    let g = emu.gpu();
+    let pid = emu.caller.tgid;
+    let mut smi_args = kfd_ioctl_smi_events_args {
+        gpuid: g,
+        anon_fd: 0,
+    };
+    emu.ioctl(AMDKFD_IOC_SMI_EVENTS, &mut smi_args)
+        .expect("SMI_EVENTS");
+    let mut smi = SmiEvents::from_fd(own_fd(smi_args.anon_fd), g);
+    let mask = (SmiEventMask::QUEUE_EVICTION | SmiEventMask::QUEUE_RESTORE).bits();
+    let addr = &raw const mask as u64;
+    let written = emu
+        .model
+        .write(&emu.caller, smi.as_fd(), &|| Ok(WriteCall::Write(addr, 8)));
+    assert_eq!(written, Some(Ok(8)));
+
+    // The ring, its pointers and the fence's target: a one-page GTT BO each (what
+    // `kfd_queue_acquire_buffers` asks of the ring and the pointers).
+    let gtt = KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
+    for at in [va(5), va(6), va(7)] {
+        let (h, _) = emu.alloc(g, at, PAGE, gtt).expect("GTT BO");
+        assert_eq!(emu.map(h, &[g]).0, Ok(0));
+    }
+    let (ring, pointers, target) = (va(5), va(6), va(7));
+    let mut q = kfd_ioctl_create_queue_args {
+        ring_base_address: ring,
+        write_pointer_address: pointers + 8,
+        read_pointer_address: pointers,
+        ring_size: PAGE as u32,
+        gpu_id: g,
+        queue_type: KFD_IOC_QUEUE_TYPE_SDMA,
+        queue_percentage: 100,
+        queue_priority: 7,
+        ..Default::default()
+    };
+    emu.ioctl(AMDKFD_IOC_CREATE_QUEUE, &mut q)
+        .expect("CREATE_QUEUE");
+    let fence = |n: u64, value: u32| {
+        // SDMA_OP_FENCE at slot n (16 bytes each), then the write pointer past it.
+        let words = [5u32, target as u32, (target >> 32) as u32, value];
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        emu.model
+            .gpu_write(pid, g, ring + 16 * n, &bytes)
+            .expect("ring write");
+        emu.model
+            .gpu_write(pid, g, pointers + 8, &(16 * (n + 1)).to_le_bytes())
+            .expect("wptr write");
+    };
+    let read = || {
+        let mut b = [0u8; 4];
+        emu.model
+            .gpu_read(pid, g, target, &mut b)
+            .expect("GPU read");
+        u32::from_le_bytes(b)
+    };
+    let until = |want: u32| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while read() != want && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        read() == want
+    };
+    fence(0, 1);
+    assert!(until(1), "the queue runs");
+
+    let room = emu.available(g);
+    let mine = (room / 2) & !(2 * MIB - 1);
+    emu.alloc(g, va(2), mine, model_support::VRAM_RW)
+        .expect("alloc");
+    let other = Node::open(&emu, TestCaller::other());
+    other
+        .create(&emu, VRAM - mine + 2 * MIB, DOMAIN_VRAM, 0)
+        .expect("GEM_CREATE");
+    let mut seen = records(&mut smi, pid);
+    assert_eq!(seen, ["9 2"], "evicted during the GEM_CREATE");
+    fence(1, 2);
+    assert!(until(2), "the queue runs again");
+    seen.extend(records(&mut smi, pid));
+    assert_eq!(seen, ["9 2", "a"], "restored before the fence was written");
+}

@@ -333,3 +333,32 @@ pub(super) fn run_as<T>(runner: &Arc<Runner>, f: impl FnOnce() -> T) -> T {
 pub(super) fn cancelled() -> bool {
     RUNNING.with(|r| r.borrow().as_ref().is_some_and(|r| r.is_gone()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An evicted queue starts no packet and its engine idles, whatever its own activity
+    /// says; the restore makes it runnable again and wakes its engine; eviction and the
+    /// queue's own `QUEUE_IS_ACTIVE` are independent (a restore does not activate a queue
+    /// UPDATE_QUEUE made inactive).
+    #[test]
+    fn eviction_stops_a_queue_until_the_restore() {
+        let r = Runner::new(true);
+        assert!(r.runnable() && r.begin().is_some());
+        r.set_evicted(true);
+        assert!(!r.runnable(), "evicted");
+        assert!(r.begin().is_none(), "no packet starts");
+        let seen = r.kick.count();
+        r.set_evicted(false);
+        assert!(r.kick.count() > seen, "the restore wakes the engine");
+        assert!(r.runnable() && r.begin().is_some());
+
+        r.set_active(false);
+        r.set_evicted(true);
+        r.set_evicted(false);
+        assert!(!r.runnable(), "still inactive after the restore");
+        r.set_active(true);
+        assert!(r.runnable());
+    }
+}
