@@ -127,7 +127,7 @@ pub(super) fn ioctl(
                 NR_GEM_WAIT_IDLE => gem::gem_wait_idle(m, key, &mut buf),
                 NR_GEM_VA => gem::gem_va(m, key, gpu, &mut buf),
                 NR_WAIT_CS => gem::wait_cs(m, key, gpu, &mut buf),
-                _ => gem::gem_op(m, caller, key, &mut buf),
+                _ => gem::gem_op(m, caller, key, gpu, &mut buf),
             }
         });
     if r.is_ok() && out_size > 0 && caller.write(arg, &buf[..out_size]).is_err() {

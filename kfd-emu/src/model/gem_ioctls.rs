@@ -108,11 +108,10 @@ const CTX_OP_ALLOC: u32 = 1;
 const CTX_OP_FREE: u32 = 2;
 const CTX_OP_QUERY_STATE: u32 = 3;
 const CTX_OP_QUERY_STATE2: u32 = 4;
-/// `AMDGPU_CTX_PRIORITY_*`: VERY_LOW .. VERY_HIGH, and NORMAL.
-const CTX_PRIORITY_MIN: i32 = -1023;
-const CTX_PRIORITY_MAX: i32 = 1023;
+/// `AMDGPU_CTX_PRIORITY_*` a context may have: VERY_LOW, LOW, NORMAL, HIGH, VERY_HIGH
+/// (`amdgpu_ctx_priority_is_valid`; UNSET is not).
+const CTX_PRIORITIES: [i32; 5] = [-1023, -512, 0, 512, 1023];
 const CTX_PRIORITY_NORMAL: i32 = 0;
-const CTX_PRIORITY_UNSET: i32 = -2048;
 
 /// `AMDGPU_BO_LIST_OP_*`.
 const BO_LIST_CREATE: u32 = 0;
@@ -494,6 +493,7 @@ pub(super) fn gem_op(
     m: &Driver,
     caller: &dyn Caller,
     key: FileKey,
+    gpu: usize,
     buf: &mut [u8],
 ) -> Result<(), Errno> {
     let (handle, op, value) = (u32_at(buf, 0), u32_at(buf, 4), u64_at(buf, 8));
@@ -518,10 +518,13 @@ pub(super) fn gem_op(
             );
             set_u64(&mut info, 16, u64::from(preferred));
             set_u64(&mut info, 24, b.gem.flags);
+            // Caller memory is written without the model's lock.
+            drop(st);
             caller.write(value, &info).map_err(|_| Errno::FAULT)
         }
         GEM_OP_SET_PLACEMENT => {
-            let imported = b.gem.domains == 0 && b.refs > 1;
+            // drm_gem_is_imported: an object of another device's dma-buf.
+            let imported = b.gpu != gpu;
             if imported && value & u64::from(DOMAIN_VRAM) != 0 {
                 return Err(Errno::INVAL);
             }
@@ -608,8 +611,8 @@ fn has_sys_nice(tgid: i32) -> bool {
         .is_some_and(|caps| caps & (1 << CAP_SYS_NICE) != 0)
 }
 
-/// DRM_IOCTL_AMDGPU_CTX (`amdgpu_ctx_ioctl`): ALLOC (a garbage priority counts as NORMAL;
-/// above NORMAL needs `CAP_SYS_NICE`, else `EACCES`), FREE, QUERY_STATE(2) (no reset, no
+/// DRM_IOCTL_AMDGPU_CTX (`amdgpu_ctx_ioctl`): ALLOC (a priority that is none of the five
+/// counts as NORMAL; above NORMAL needs `CAP_SYS_NICE`, else `EACCES`), FREE, QUERY_STATE(2) (no reset, no
 /// hang, nothing lost).
 pub(super) fn ctx(
     m: &Driver,
@@ -619,19 +622,19 @@ pub(super) fn ctx(
     buf: &mut [u8],
 ) -> Result<(), Errno> {
     let (op, id) = (u32_at(buf, 0), u32_at(buf, 8));
+    // "For backwards compatibility [...] garbage values in the priority field result in the
+    // priority being set to NORMAL."
     let mut priority = u32_at(buf, 12) as i32;
-    if !(CTX_PRIORITY_MIN..=CTX_PRIORITY_MAX).contains(&priority) && priority != CTX_PRIORITY_UNSET
-    {
+    if !CTX_PRIORITIES.contains(&priority) {
         priority = CTX_PRIORITY_NORMAL;
     }
+    // amdgpu_ctx_priority_permit, asked before the model's lock is taken.
+    let permitted = priority <= CTX_PRIORITY_NORMAL || has_sys_nice(caller.id().tgid);
     let mut st = m.lock();
     let file = file_of(&mut st, key, gpu);
     match op {
         CTX_OP_ALLOC => {
-            if priority == CTX_PRIORITY_UNSET {
-                return Err(Errno::INVAL);
-            }
-            if priority > CTX_PRIORITY_NORMAL && !has_sys_nice(caller.id().tgid) {
+            if !permitted {
                 return Err(Errno::ACCESS);
             }
             let id = DrmFile::free_id(&file.ctxs).ok_or(Errno::NOMEM)?;
@@ -651,9 +654,10 @@ pub(super) fn ctx(
     }
 }
 
-/// `amdgpu_bo_create_list_entry_array` + `amdgpu_bo_list_create`: the handles of a list
-/// (`ENOENT` for one the file lacks). Where it differs: over 4 MiB of entries is `ENOMEM`.
-fn read_list(st: &State, caller: &dyn Caller, key: FileKey, buf: &[u8]) -> Result<Vec<u32>, Errno> {
+/// `amdgpu_bo_create_list_entry_array`: the handles of a list's entries (each entry
+/// `bo_info_size` bytes, of which the first 8 are read). Where it differs: over 4 MiB of
+/// entries is `ENOMEM`.
+fn read_list(caller: &dyn Caller, buf: &[u8]) -> Result<Vec<u32>, Errno> {
     let (number, info_size, ptr) = (
         u32_at(buf, 8) as usize,
         u32_at(buf, 12) as usize,
@@ -670,9 +674,7 @@ fn read_list(st: &State, caller: &dyn Caller, key: FileKey, buf: &[u8]) -> Resul
         let mut entry = [0u8; BO_LIST_ENTRY];
         let n = info_size.min(BO_LIST_ENTRY);
         entry[..n].copy_from_slice(&raw[i * info_size..i * info_size + n]);
-        let handle = u32_at(&entry, 0);
-        lookup(st, key, handle)?;
-        handles.push(handle);
+        handles.push(u32_at(&entry, 0));
     }
     Ok(handles)
 }
@@ -687,8 +689,15 @@ pub(super) fn bo_list(
     buf: &mut [u8],
 ) -> Result<(), Errno> {
     let (op, handle) = (u32_at(buf, 0), u32_at(buf, 4));
+    // Caller memory is read before the model's lock is taken.
+    let list = read_list(caller, buf)?;
     let mut st = m.lock();
-    let list = read_list(&st, caller, key, buf)?;
+    // amdgpu_bo_list_create: every handle of a new list must be the file's (`ENOENT`).
+    if matches!(op, BO_LIST_CREATE | BO_LIST_UPDATE) {
+        for &h in &list {
+            lookup(&st, key, h)?;
+        }
+    }
     let file = file_of(&mut st, key, gpu);
     let out = match op {
         BO_LIST_CREATE => {

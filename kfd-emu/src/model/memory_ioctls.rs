@@ -642,17 +642,19 @@ pub(super) fn get_dmabuf_info(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno
         flags |= AllocMemFlags::PUBLIC;
     }
     a.flags = flags.bits();
-    if a.metadata_ptr != 0 && !metadata.is_empty() {
-        ctx.caller
-            .write(a.metadata_ptr, &metadata)
-            .map_err(|_| Errno::FAULT)?;
-    }
     // A VRAM BO names its partition; a GTT BO has none (xcp_id -1), and the kernel then
     // reports the first KFD GPU.
     a.gpu_id = match backing.domain {
         Domain::Vram => gpus[backing.gpu].gpu_id,
         Domain::Gtt => first.gpu_id,
     };
+    // Caller memory is written without the model's lock.
+    drop(st);
+    if a.metadata_ptr != 0 && !metadata.is_empty() {
+        ctx.caller
+            .write(a.metadata_ptr, &metadata)
+            .map_err(|_| Errno::FAULT)?;
+    }
     put(buf, &a);
     Ok(())
 }
