@@ -530,6 +530,19 @@ fn vram_pressure_evicts_kfd_bos_and_the_restore_worker_brings_them_back() {
     }
     assert_eq!(emu.map(handle, &[g]).0, Ok(0));
 
+    // amdgpu's `mem_info_vram_used`: what the VRAM manager holds now.
+    let used = || -> u64 {
+        let fd = injected(emu.model.open(
+            &emu.caller,
+            "/sys/class/drm/renderD128/device/mem_info_vram_used",
+            libc::O_RDONLY,
+            0,
+        ));
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::fs::File::from(fd), &mut text).expect("read");
+        text.trim().parse().expect("a number")
+    };
+    assert_eq!(used(), mine);
     let other = Node::open(&emu, TestCaller::other());
     let theirs = VRAM - mine + 2 * MIB;
     let gem = other
@@ -538,6 +551,7 @@ fn vram_pressure_evicts_kfd_bos_and_the_restore_worker_brings_them_back() {
     let mut seen = Vec::new();
     wait_records(&mut smi, pid, &mut seen, 2);
     assert_eq!(seen, ["9 2", "a"], "evicted by TTM, then restored");
+    assert_eq!(used(), mine, "the BO is back, the GEM object in GTT");
 
     // The other's CS validates its object back into VRAM: this process goes again.
     let ib = other.create(&emu, PAGE, DOMAIN_GTT, 0).expect("IB");

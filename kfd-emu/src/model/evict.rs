@@ -78,6 +78,19 @@ pub(super) fn occupied(st: &State, gpu: usize) -> u64 {
     objects.saturating_add(st.svm_vram.get(gpu).copied().unwrap_or(0))
 }
 
+/// The bytes in GTT that KFD's charges do not count: GEM objects placed there and VRAM
+/// objects evicted there (device-wide, as amdgpu's one GTT manager).
+pub(super) fn in_gtt(st: &State) -> u64 {
+    st.backings
+        .values()
+        .filter(|b| match b.domain {
+            Domain::Vram => b.placed.evicted,
+            Domain::Gtt => b.gem.domains != 0,
+        })
+        .map(|b| b.size)
+        .sum()
+}
+
 /// The KFD processes holding a handle on backing `id` (whose eviction fences it carries).
 fn fenced_by(st: &State, id: u64) -> Vec<i32> {
     let mut out: Vec<i32> = st

@@ -14,7 +14,10 @@
 //!
 //! Where it differs: no GDS, GWS, OA or doorbell heaps (GEM_CREATE in those domains is
 //! `EINVAL`), no GEM_USERPTR, syncobjs, user fences or gang submissions; a size of 0 is
-//! `EINVAL`; TMZ is off (as on every preset's GPU). A file's GEM_VA mappings are kept apart
+//! `EINVAL`; TMZ is off (as on every preset's GPU). The model sees no `close`: a DRM file's
+//! handles, contexts and lists go when the process that opened it exits (the kernel's at
+//! the file's last `fput`), so objects a program leaves behind on a file it closed hold
+//! their memory until then. A file's GEM_VA mappings are kept apart
 //! from the KFD mappings of the same VM when that file is also a KFD VM (ACQUIRE_VM). A CS
 //! runs at once and its fence is signalled when it returns: the graphics rings run only
 //! NOP packets (SDMA `NOP`, PM4 type-3 `NOP` and type-2 filler); an IB with any other
