@@ -1,9 +1,10 @@
 //! The DRM ioctls on a render node: those libdrm issues to name the GPU (anchors §4.1.3):
 //! `DRM_IOCTL_VERSION`, `DRM_IOCTL_GET_CLIENT` and `DRM_IOCTL_AMDGPU_INFO` (ACCEL_WORKING,
 //! DEV_INFO, READ_MMR_REG, and RAS_ENABLED_FEATURES, which kfdtest's RAS test asks); and
-//! amdgpu's GEM, PRIME and command-submission ioctls ([`gem_ioctls`](super::gem_ioctls):
-//! GEM_CREATE, GEM_CLOSE, GEM_MMAP, GEM_METADATA, GEM_WAIT_IDLE, GEM_VA, GEM_OP,
-//! PRIME_HANDLE_TO_FD, PRIME_FD_TO_HANDLE, CTX, BO_LIST, CS, WAIT_CS). Every other DRM
+//! amdgpu's GEM and PRIME ioctls ([`gem_ioctls`](super::gem_ioctls): GEM_CREATE, GEM_CLOSE,
+//! GEM_MMAP, GEM_METADATA, GEM_WAIT_IDLE, GEM_VA, GEM_OP, PRIME_HANDLE_TO_FD,
+//! PRIME_FD_TO_HANDLE) and command submission ([`cs_ioctls`](super::cs_ioctls): CTX,
+//! BO_LIST, CS, WAIT_CS). Every other DRM
 //! ioctl is refused with `EINVAL`, as `drm_ioctl` refuses a number without a handler.
 //! Arguments are copied in and out as `drm_ioctl` does: what both the caller's and the
 //! kernel's direction bits and sizes allow.
@@ -12,6 +13,7 @@ use kfd_ioctl::abi::{IOC_READ, IOC_WRITE, ioc_dir, ioc_nr, ioc_size};
 use rustix::io::Errno;
 
 use super::chardev::{set_u32, set_u64, u32_at, u64_at};
+use super::cs_ioctls as cs;
 use super::device::Device;
 use super::driver::Driver;
 use super::files::FileKey;
@@ -120,13 +122,13 @@ pub(super) fn ioctl(
                 NR_PRIME_FD_TO_HANDLE => gem::prime_fd_to_handle(m, caller, key, gpu, &mut buf),
                 NR_GEM_CREATE => gem::gem_create(m, caller, key, gpu, &mut buf),
                 NR_GEM_MMAP => gem::gem_mmap(m, key, gpu, &mut buf),
-                NR_CTX => gem::ctx(m, caller, key, gpu, &mut buf),
-                NR_BO_LIST => gem::bo_list(m, caller, key, gpu, &mut buf),
-                NR_CS => gem::cs(m, caller, key, gpu, &mut buf),
+                NR_CTX => cs::ctx(m, caller, key, gpu, &mut buf),
+                NR_BO_LIST => cs::bo_list(m, caller, key, gpu, &mut buf),
+                NR_CS => cs::cs(m, caller, key, gpu, &mut buf),
                 NR_GEM_METADATA => gem::gem_metadata(m, key, &mut buf),
                 NR_GEM_WAIT_IDLE => gem::gem_wait_idle(m, key, &mut buf),
                 NR_GEM_VA => gem::gem_va(m, key, gpu, &mut buf),
-                NR_WAIT_CS => gem::wait_cs(m, key, gpu, &mut buf),
+                NR_WAIT_CS => cs::wait_cs(m, key, gpu, &mut buf),
                 _ => gem::gem_op(m, caller, key, gpu, &mut buf),
             }
         });

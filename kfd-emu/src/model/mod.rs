@@ -42,7 +42,8 @@
 //! 4. **Chardev** — `chardev` (the ioctl context `Ctx` and argument access), the handlers
 //!    (`handlers`, `memory_ioctls`, `event_ioctls`, `queue_ioctls`, `svm_ioctl`), `dispatch` (one ioctl
 //!    table keyed by the ABI opcodes, with version checks and fault injection), `drm` (the
-//!    render node's ioctls) over `gem_ioctls` (amdgpu's GEM, PRIME and CS ioctls);
+//!    render node's ioctls) over `cs_ioctls` (amdgpu's command submission) over
+//!    `gem_ioctls` (amdgpu's GEM and PRIME ioctls);
 //!    and on top `backend`: [`Model`], the [`Backend`] impl that owns the `Driver`, the sysfs
 //!    tree and the GPU-view worker. Nothing imports `backend`; `mod.rs` only declares the
 //!    modules and re-exports the public API.
@@ -182,6 +183,7 @@ mod addrspace;
 mod aql;
 mod backend;
 mod chardev;
+mod cs_ioctls;
 mod device;
 mod dispatch;
 mod driver;
