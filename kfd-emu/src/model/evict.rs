@@ -19,8 +19,8 @@
 //!   BOs to be resident to run successfully": `amdkfd_fence_check_mm(f, current->mm)`);
 //!   anything else on the GPU may be (GEM objects of any process, other processes' KFD
 //!   BOs), except the object being placed. SVM pages in VRAM count as taken; their own
-//!   eviction is `svm`'s (SVM BOs are not picked here). When nothing more can go, the
-//!   placement fails (`ENOMEM`).
+//!   eviction is `svm`'s (SVM BOs are not picked here, and `svm`'s own placement does not
+//!   see GEM objects). When nothing more can go, the placement fails (`ENOMEM`).
 //! * **Eviction of a KFD BO**: its eviction fence (`amdgpu_amdkfd_fence`) is that of every
 //!   KFD process holding a handle on it (the allocating process, and importers, whose
 //!   fences sit on the shared reservation object). Signalling it quiesces the process
