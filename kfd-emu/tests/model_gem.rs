@@ -732,3 +732,54 @@ fn an_evicted_process_queue_runs_again_only_after_the_restore() {
     seen.extend(records(&mut smi, pid));
     assert_eq!(seen, ["9 2", "a"], "restored before the fence was written");
 }
+
+/// A DRM file that is a process's KFD VM has one VM (`amdgpu_vm`): a GEM_VA mapping may not
+/// overlap a KFD mapping and a KFD MAP may not overlap a GEM_VA mapping (`EINVAL` both ways,
+/// `amdgpu_vm_bo_map`), and the GPU reaches the GEM object through KFD's view of that VM
+/// until GEM_VA unmaps it.
+#[test]
+fn gem_va_shares_the_vm_of_a_kfd_process() {
+    let mut emu = Emu::machine("mi300x");
+    emu.acquire_all();
+    let g = emu.gpu();
+    let pid = emu.caller.tgid;
+    let node = Node {
+        fd: emu.renders[0].try_clone().expect("dup of the VM's DRM fd"),
+        caller: emu.caller,
+    };
+    let (kfd_bo, _) = emu
+        .alloc(g, va(8), 2 * MIB, model_support::VRAM_RW)
+        .expect("alloc");
+    assert_eq!(emu.map(kfd_bo, &[g]).0, Ok(0));
+    let gem = node.create(&emu, PAGE, DOMAIN_GTT, 0).expect("GEM_CREATE");
+    let offset = node.mmap_offset(&emu, gem).expect("GEM_MMAP");
+    emu.cpu_map(node.fd.as_fd(), offset, PAGE as usize)
+        .expect("map")
+        .bytes()[..4]
+        .copy_from_slice(b"GEM!");
+    assert_eq!(
+        node.va(&emu, gem, 1, va(8), PAGE),
+        Err(Errno::INVAL),
+        "KFD's BO is there"
+    );
+    assert_eq!(node.va(&emu, gem, 1, va(9), PAGE), Ok(0));
+    let mut seen = [0u8; 4];
+    emu.model
+        .gpu_read(pid, g, va(9), &mut seen)
+        .expect("the GPU reaches the GEM mapping");
+    assert_eq!(&seen, b"GEM!");
+    let (other_bo, _) = emu
+        .alloc(g, va(9), 2 * MIB, model_support::VRAM_RW)
+        .expect("alloc");
+    assert_eq!(
+        emu.map(other_bo, &[g]).0,
+        Err(Errno::INVAL),
+        "the GEM mapping is there"
+    );
+    assert_eq!(node.va(&emu, gem, 2, va(9), PAGE), Ok(0), "GEM_VA unmap");
+    assert!(
+        emu.model.gpu_read(pid, g, va(9), &mut seen).is_err(),
+        "unmapped"
+    );
+    assert_eq!(emu.map(other_bo, &[g]).0, Ok(0), "free for KFD now");
+}

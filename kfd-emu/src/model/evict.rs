@@ -44,6 +44,7 @@
 //! kernel dispatch already running when its queue is evicted runs to its end (the CP would
 //! save its waves, CWSR, and resume them at the restore).
 
+use std::collections::HashMap;
 use std::sync::Weak;
 use std::time::Duration;
 
@@ -91,19 +92,20 @@ pub(super) fn in_gtt(st: &State) -> u64 {
         .sum()
 }
 
-/// The KFD processes holding a handle on backing `id` (whose eviction fences it carries).
-fn fenced_by(st: &State, id: u64) -> Vec<i32> {
-    let mut out: Vec<i32> = st
-        .procs
-        .values()
-        .filter(|p| {
-            p.pdds
-                .iter()
-                .any(|pdd| pdd.bos.values().any(|bo| bo.backing == id))
-        })
-        .map(|p| p.tgid)
-        .collect();
-    out.sort_unstable();
+/// For every backing a KFD process holds a handle on, those processes (whose eviction
+/// fences it carries), in one pass over the processes' BOs.
+fn fences(st: &State) -> HashMap<u64, Vec<i32>> {
+    let mut out: HashMap<u64, Vec<i32>> = HashMap::new();
+    for p in st.procs.values() {
+        for pdd in &p.pdds {
+            for bo in pdd.bos.values() {
+                let tgids = out.entry(bo.backing).or_default();
+                if !tgids.contains(&p.tgid) {
+                    tgids.push(p.tgid);
+                }
+            }
+        }
+    }
     out
 }
 
@@ -153,13 +155,14 @@ pub(super) fn make_room(
         .map(|(&id, b)| (b.placed.lru, id, b.size))
         .collect();
     candidates.sort_unstable();
+    let mut fenced_by = fences(st);
     let mut victims = Vec::new();
     let mut gained = free;
     for (_, id, bytes) in candidates {
         if gained >= size {
             break;
         }
-        let fenced = fenced_by(st, id);
+        let fenced = fenced_by.remove(&id).unwrap_or_default();
         // amdgpu_ttm_bo_eviction_valuable: not a KFD BO of the allocating process.
         if current.is_some_and(|tgid| fenced.contains(&tgid)) {
             continue;
@@ -231,10 +234,20 @@ fn restore(dev: &Device, st: &mut State, tgid: i32, serial: u64) -> Option<Vec<i
         // Gone, or restored already.
         _ => return Some(Vec::new()),
     };
+    // Every BO of a GPU validated in one go: the room for all of them at once (TTM takes
+    // the same victims, LRU head first, as it would for each in turn).
     let mut evicted = Vec::new();
-    for (id, gpu, size) in mine {
-        let more = make_room(dev, st, gpu, size, Some(tgid), Some(id), true).ok()?;
-        evicted.extend(more);
+    let mut gpus: Vec<usize> = mine.iter().map(|&(_, gpu, _)| gpu).collect();
+    gpus.sort_unstable();
+    gpus.dedup();
+    for gpu in gpus {
+        let total = mine
+            .iter()
+            .filter(|&&(_, g, _)| g == gpu)
+            .fold(0u64, |sum, &(_, _, size)| sum.saturating_add(size));
+        evicted.extend(make_room(dev, st, gpu, total, Some(tgid), None, true).ok()?);
+    }
+    for &(id, _, _) in &mine {
         if let Some(b) = st.backings.get_mut(&id) {
             b.placed.evicted = false;
         }

@@ -16,9 +16,11 @@
 //! `EINVAL`), no GEM_USERPTR; a size of 0 is `EINVAL`; TMZ is off (as on every preset's
 //! GPU). The model sees no `close`: a DRM file's handles, contexts and lists go when the
 //! process that opened it exits (the kernel's at the file's last `fput`), so objects a
-//! program leaves behind on a file it closed hold their memory until then. A file's GEM_VA
-//! mappings are kept apart from the KFD mappings of the same VM when that file is also a
-//! KFD VM (ACQUIRE_VM). The GTT heap is `max_ttm_mem_limit` big, and GEM objects are not
+//! program leaves behind on a file it closed hold their memory until then. A file that is a
+//! KFD VM (ACQUIRE_VM) has one VM: its GEM_VA mappings sit next to KFD's there (each
+//! refuses to overlap the other, and KFD's queues reach them), but a GEM_VA CLEAR or
+//! REPLACE cuts only GEM mappings (the kernel's cut any), and GEM_VA mappings made before
+//! the ACQUIRE_VM join the KFD VM only at the file's next GEM_VA. The GTT heap is `max_ttm_mem_limit` big, and GEM objects are not
 //! charged to KFD's limits (the kernel's are not either: `amdgpu_amdkfd_reserve_mem_limit`
 //! counts KFD's BOs alone).
 //!
@@ -36,6 +38,7 @@ use super::memory::{Charge, PAGE_SIZE, align_up};
 use super::memory_ioctls::{dmabuf_of, dmabuf_of_backing, install_dmabuf};
 use super::objects::{Backing, Domain, DrmFile, Gem, GemVa, Placed, Store};
 use super::process::State;
+use super::vm::Mapping;
 use crate::backend::Caller;
 
 /// `AMDGPU_GEM_DOMAIN_*`.
@@ -90,6 +93,8 @@ const VA_VALID_FLAGS: u32 = 0x1 | 0x2 | 0x4 | 0x8 | (0xF << 5) | (1 << 9);
 /// `AMDGPU_VM_DELAY_UPDATE | AMDGPU_VM_PAGE_PRT`.
 const VA_PRT_FLAGS: u32 = 0x1 | 0x10;
 const VA_PAGE_PRT: u32 = 0x10;
+/// `AMDGPU_VM_PAGE_WRITEABLE`.
+const VA_PAGE_WRITEABLE: u32 = 0x4;
 /// `AMDGPU_VA_RESERVED_BOTTOM`.
 const VA_RESERVED_BOTTOM: u64 = 1 << 16;
 /// `AMDGPU_GMC_HOLE_START` / `_END` / `_MASK`.
@@ -140,10 +145,62 @@ fn drop_handle(st: &mut State, key: FileKey, handle: u32) -> Result<(), Errno> {
     let gpu = file.gpu;
     if file.handle_of(backing).is_none() {
         file.va.retain(|_, m| m.backing != backing);
+        mirror(st, key);
     }
     st.put_backing(backing);
     st.handle_dropped(backing, gpu);
     Ok(())
+}
+
+/// Whether a mapping of a KFD VM is one of its DRM file's GEM_VA mappings (their handle
+/// field holds the GEM handle, whose upper half, a KFD handle's gpu_id, is 0).
+fn is_gem_mapping(m: &Mapping) -> bool {
+    m.handle >> 32 == 0
+}
+
+/// The VM of a DRM file is one VM: when the file is a process's KFD VM (ACQUIRE_VM), its
+/// GEM_VA mappings are in that VM too, next to KFD's (which MAP then sees, and the GPU
+/// reaches). Sets them there from the file's record.
+fn mirror(st: &mut State, key: FileKey) {
+    let maps: Vec<(u64, Mapping)> = match st.drm_files.get(&key) {
+        Some(f) => {
+            f.va.iter()
+                .map(|(&start, m)| {
+                    let handle = f.handle_of(m.backing).map_or(0, u64::from);
+                    let mapping = Mapping {
+                        end: m.end,
+                        backing: m.backing,
+                        offset: m.offset,
+                        writable: m.flags & VA_PAGE_WRITEABLE != 0,
+                        handle,
+                    };
+                    (start, mapping)
+                })
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    for p in st.procs.values_mut() {
+        for pdd in p.pdds.iter_mut().filter(|pdd| pdd.drm_key == Some(key)) {
+            pdd.vm.retain(|_, m| !is_gem_mapping(m));
+            for &(start, m) in &maps {
+                pdd.vm.insert(start, m);
+            }
+        }
+    }
+}
+
+/// Whether `[va, end)` overlaps a KFD mapping of the VM DRM file `key` is (if it is one).
+fn kfd_overlap(st: &State, key: FileKey, va: u64, end: u64) -> bool {
+    st.procs.values().any(|p| {
+        p.pdds.iter().any(|pdd| {
+            pdd.drm_key == Some(key)
+                && pdd
+                    .vm
+                    .iter()
+                    .any(|(s, m)| !is_gem_mapping(m) && s < end && va < m.end)
+        })
+    })
 }
 
 /// Releases what the DRM files `keys` held (their handles, mappings, contexts and lists):
@@ -373,6 +430,34 @@ pub(super) fn gem_va(m: &Driver, key: FileKey, gpu: usize, buf: &mut [u8]) -> Re
         None
     };
     let bo_size = backing.and_then(|id| st.backings.get(&id)).map(|b| b.size);
+    let r = va_op(
+        st,
+        key,
+        gpu,
+        (op, flags, va, offset, size),
+        backing,
+        bo_size,
+    );
+    if r.is_ok() {
+        mirror(st, key);
+    }
+    r
+}
+
+/// GEM_VA's operation `op` on the file's VM (see [`gem_va`]).
+fn va_op(
+    st: &mut State,
+    key: FileKey,
+    gpu: usize,
+    (op, flags, va, offset, size): (u32, u32, u64, u64, u64),
+    backing: Option<u64>,
+    bo_size: Option<u64>,
+) -> Result<(), Errno> {
+    // The KFD mappings of the same VM (the file is a KFD VM) overlap as any other.
+    let kfd_taken = match (va.checked_add(size), op) {
+        (Some(end), VA_OP_MAP) => kfd_overlap(st, key, va, end),
+        _ => false,
+    };
     let file = file_of(st, key, gpu);
     // amdgpu_vm_verify_parameters.
     let verify = |bo: Option<u64>| -> Result<u64, Errno> {
@@ -396,11 +481,12 @@ pub(super) fn gem_va(m: &Driver, key: FileKey, gpu: usize, buf: &mut [u8]) -> Re
             let end = verify(bo_size)?;
             if op == VA_OP_REPLACE {
                 clear_range(file, va, end);
-            } else if file
-                .va
-                .range(..end)
-                .next_back()
-                .is_some_and(|(_, m)| m.end > va)
+            } else if kfd_taken
+                || file
+                    .va
+                    .range(..end)
+                    .next_back()
+                    .is_some_and(|(_, m)| m.end > va)
             {
                 return Err(Errno::INVAL);
             }

@@ -58,6 +58,11 @@ impl Vm {
         before - self.maps.len()
     }
 
+    /// Keeps only the mappings `keep` says yes to.
+    pub(super) fn retain(&mut self, mut keep: impl FnMut(u64, &Mapping) -> bool) {
+        self.maps.retain(|&s, m| keep(s, m));
+    }
+
     /// The mapping that contains `va`, with its start.
     pub(super) fn lookup(&self, va: u64) -> Option<(u64, Mapping)> {
         let (&start, &m) = self.maps.range(..=va).next_back()?;
