@@ -783,3 +783,30 @@ fn gem_va_shares_the_vm_of_a_kfd_process() {
     );
     assert_eq!(emu.map(other_bo, &[g]).0, Ok(0), "free for KFD now");
 }
+
+/// ACQUIRE_VM of a DRM file makes its VM the process's compute VM with what GEM_VA already
+/// mapped there (`amdgpu_vm_make_compute` keeps the VM's mappings): the GPU reaches it.
+#[test]
+fn acquire_vm_keeps_the_files_gem_va_mappings() {
+    let emu = Emu::machine("mi300x");
+    let g = emu.gpu();
+    let node = Node::open(&emu, emu.caller);
+    let gem = node.create(&emu, PAGE, DOMAIN_GTT, 0).expect("GEM_CREATE");
+    let offset = node.mmap_offset(&emu, gem).expect("GEM_MMAP");
+    emu.cpu_map(node.fd.as_fd(), offset, PAGE as usize)
+        .expect("map")
+        .bytes()[..4]
+        .copy_from_slice(b"kept");
+    assert_eq!(node.va(&emu, gem, 1, va(10), PAGE), Ok(0));
+    let mut acquire = kfd_ioctl_acquire_vm_args {
+        drm_fd: node.fd.as_raw_fd() as u32,
+        gpu_id: g,
+    };
+    emu.ioctl(AMDKFD_IOC_ACQUIRE_VM, &mut acquire)
+        .expect("ACQUIRE_VM");
+    let mut seen = [0u8; 4];
+    emu.model
+        .gpu_read(emu.caller.tgid, g, va(10), &mut seen)
+        .expect("the GEM mapping is in the compute VM");
+    assert_eq!(&seen, b"kept");
+}

@@ -19,8 +19,7 @@
 //! program leaves behind on a file it closed hold their memory until then. A file that is a
 //! KFD VM (ACQUIRE_VM) has one VM: its GEM_VA mappings sit next to KFD's there (each
 //! refuses to overlap the other, and KFD's queues reach them), but a GEM_VA CLEAR or
-//! REPLACE cuts only GEM mappings (the kernel's cut any), and GEM_VA mappings made before
-//! the ACQUIRE_VM join the KFD VM only at the file's next GEM_VA. The GTT heap is `max_ttm_mem_limit` big, and GEM objects are not
+//! REPLACE cuts only GEM mappings (the kernel's cut any). The GTT heap is `max_ttm_mem_limit` big, and GEM objects are not
 //! charged to KFD's limits (the kernel's are not either: `amdgpu_amdkfd_reserve_mem_limit`
 //! counts KFD's BOs alone).
 //!
@@ -38,7 +37,6 @@ use super::memory::{Charge, PAGE_SIZE, align_up};
 use super::memory_ioctls::{dmabuf_of, dmabuf_of_backing, install_dmabuf};
 use super::objects::{Backing, Domain, DrmFile, Gem, GemVa, Placed, Store};
 use super::process::State;
-use super::vm::Mapping;
 use crate::backend::Caller;
 
 /// `AMDGPU_GEM_DOMAIN_*`.
@@ -93,8 +91,6 @@ const VA_VALID_FLAGS: u32 = 0x1 | 0x2 | 0x4 | 0x8 | (0xF << 5) | (1 << 9);
 /// `AMDGPU_VM_DELAY_UPDATE | AMDGPU_VM_PAGE_PRT`.
 const VA_PRT_FLAGS: u32 = 0x1 | 0x10;
 const VA_PAGE_PRT: u32 = 0x10;
-/// `AMDGPU_VM_PAGE_WRITEABLE`.
-const VA_PAGE_WRITEABLE: u32 = 0x4;
 /// `AMDGPU_VA_RESERVED_BOTTOM`.
 const VA_RESERVED_BOTTOM: u64 = 1 << 16;
 /// `AMDGPU_GMC_HOLE_START` / `_END` / `_MASK`.
@@ -145,49 +141,11 @@ fn drop_handle(st: &mut State, key: FileKey, handle: u32) -> Result<(), Errno> {
     let gpu = file.gpu;
     if file.handle_of(backing).is_none() {
         file.va.retain(|_, m| m.backing != backing);
-        mirror(st, key);
+        st.mirror_gem_va(key);
     }
     st.put_backing(backing);
     st.handle_dropped(backing, gpu);
     Ok(())
-}
-
-/// Whether a mapping of a KFD VM is one of its DRM file's GEM_VA mappings (their handle
-/// field holds the GEM handle, whose upper half, a KFD handle's gpu_id, is 0).
-fn is_gem_mapping(m: &Mapping) -> bool {
-    m.handle >> 32 == 0
-}
-
-/// The VM of a DRM file is one VM: when the file is a process's KFD VM (ACQUIRE_VM), its
-/// GEM_VA mappings are in that VM too, next to KFD's (which MAP then sees, and the GPU
-/// reaches). Sets them there from the file's record.
-fn mirror(st: &mut State, key: FileKey) {
-    let maps: Vec<(u64, Mapping)> = match st.drm_files.get(&key) {
-        Some(f) => {
-            f.va.iter()
-                .map(|(&start, m)| {
-                    let handle = f.handle_of(m.backing).map_or(0, u64::from);
-                    let mapping = Mapping {
-                        end: m.end,
-                        backing: m.backing,
-                        offset: m.offset,
-                        writable: m.flags & VA_PAGE_WRITEABLE != 0,
-                        handle,
-                    };
-                    (start, mapping)
-                })
-                .collect()
-        }
-        None => Vec::new(),
-    };
-    for p in st.procs.values_mut() {
-        for pdd in p.pdds.iter_mut().filter(|pdd| pdd.drm_key == Some(key)) {
-            pdd.vm.retain(|_, m| !is_gem_mapping(m));
-            for &(start, m) in &maps {
-                pdd.vm.insert(start, m);
-            }
-        }
-    }
 }
 
 /// Whether `[va, end)` overlaps a KFD mapping of the VM DRM file `key` is (if it is one).
@@ -198,7 +156,7 @@ fn kfd_overlap(st: &State, key: FileKey, va: u64, end: u64) -> bool {
                 && pdd
                     .vm
                     .iter()
-                    .any(|(s, m)| !is_gem_mapping(m) && s < end && va < m.end)
+                    .any(|(s, m)| !m.is_gem() && s < end && va < m.end)
         })
     })
 }
@@ -439,7 +397,7 @@ pub(super) fn gem_va(m: &Driver, key: FileKey, gpu: usize, buf: &mut [u8]) -> Re
         bo_size,
     );
     if r.is_ok() {
-        mirror(st, key);
+        st.mirror_gem_va(key);
     }
     r
 }

@@ -78,6 +78,10 @@ pub(super) fn acquire_vm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     pdd.drm = Some(file);
     pdd.drm_key = key;
     pdd.task = Some((task, comm.clone()));
+    // The file's VM becomes the process's compute VM with what GEM_VA mapped in it.
+    if let Some(key) = key {
+        st.mirror_gem_va(key);
+    }
     // kfd_process_device_init_vm announces the process on the GPU.
     st.smi.emit(
         ctx.m.dev.cfg.kfd_minor,

@@ -15,7 +15,7 @@ use super::offsets::VmaSpace;
 use super::queues::Queues;
 use super::smi::Smi;
 use super::svm::ranges::Svm;
-use super::vm::Vm;
+use super::vm::{Mapping, Vm};
 use crate::machine::{ApertureLayout, Machine};
 
 /// Where the event signal page is in a process's `/dev/kfd` memfd.
@@ -317,6 +317,39 @@ impl State {
                 Ok(Some((tgid, addr.checked_add(offset).ok_or(Errno::FAULT)?)))
             }
             Store::Memfd(_) | Store::Kfd { .. } => Ok(None),
+        }
+    }
+
+    /// The VM of a DRM file is one VM: when the file `key` is a process's KFD VM
+    /// (ACQUIRE_VM), its GEM_VA mappings are in that VM too, next to KFD's (which MAP then
+    /// sees, and the GPU reaches). Sets them there from the file's record (`DrmFile::va`).
+    pub(super) fn mirror_gem_va(&mut self, key: FileKey) {
+        /// `AMDGPU_VM_PAGE_WRITEABLE`.
+        const WRITEABLE: u32 = 0x4;
+        let maps: Vec<(u64, Mapping)> = match self.drm_files.get(&key) {
+            Some(f) => {
+                f.va.iter()
+                    .map(|(&start, m)| {
+                        let mapping = Mapping {
+                            end: m.end,
+                            backing: m.backing,
+                            offset: m.offset,
+                            writable: m.flags & WRITEABLE != 0,
+                            handle: f.handle_of(m.backing).map_or(0, u64::from),
+                        };
+                        (start, mapping)
+                    })
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        for p in self.procs.values_mut() {
+            for pdd in p.pdds.iter_mut().filter(|pdd| pdd.drm_key == Some(key)) {
+                pdd.vm.retain(|_, m| !m.is_gem());
+                for &(start, m) in &maps {
+                    pdd.vm.insert(start, m);
+                }
+            }
         }
     }
 
