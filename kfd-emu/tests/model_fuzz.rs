@@ -38,6 +38,8 @@ fn kernel_errno(e: Errno) -> bool {
         Errno::NOSPC,
         Errno::NOTTY,
         Errno::ADDRINUSE,
+        // GEM lookups (`drm_gem_object_lookup`), BO lists.
+        Errno::NOENT,
         Errno::OPNOTSUPP,
         Errno::from_raw_os_error(524), // ENOTSUPP
     ]
@@ -373,8 +375,12 @@ fn every_ioctl_under_hostile_arguments() {
     interesting.extend(&handles);
     interesting.extend(hostile.pointers());
     let kfd_numbers: Vec<u8> = (0..command_end(KFD_IOCTL_MINOR_VERSION) as u8 + 3).collect();
-    // DRM_IOCTL_VERSION, GET_CLIENT, AMDGPU_INFO and two the model refuses.
-    let drm_numbers: [u8; 5] = [0x00, 0x05, 0x45, 0x01, 0x46];
+    // DRM_IOCTL_VERSION, GET_CLIENT, AMDGPU_INFO, GEM_CLOSE, the PRIME pair, amdgpu's GEM,
+    // CTX, BO_LIST, CS and WAIT_CS, and two the model refuses.
+    let drm_numbers: [u8; 18] = [
+        0x00, 0x05, 0x45, 0x09, 0x2D, 0x2E, 0x40, 0x41, 0x42, 0x43, 0x44, 0x46, 0x47, 0x48, 0x49,
+        0x50, 0x01, 0x51,
+    ];
     let sizes = [
         Size::Table,
         Size::Zero,

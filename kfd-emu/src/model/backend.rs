@@ -14,7 +14,9 @@ use super::driver::{Driver, FileKind};
 use super::files::{self, io_errno};
 use super::gpu_view::GpuFault;
 use super::svm::{SvmPage, SvmRange};
-use super::{addrspace, dispatch, drm, gpu_view, process, scheduler, smi, svm, teardown};
+use super::{
+    addrspace, dispatch, drm, evict, gem_ioctls, gpu_view, process, scheduler, smi, svm, teardown,
+};
 use crate::backend::{
     AddressSpaceChange, Backend, Caller, CallerId, CpuProtect, CpuWaker, IoctlResult, MmapAction,
     OpenAction, StatAnswer, StatKind, StatTime, WriteCall,
@@ -224,9 +226,11 @@ impl Model {
 
 impl Model {
     /// One of GPU `gpu`'s usage files ([`files::USAGE_FILES`] index `which`) as amdgpu prints
-    /// it when read: VRAM in use (the VRAM the model's processes hold, KFD BOs and migrated SVM
-    /// pages), the CPU-visible part of it (all of it with a large BAR; at most the BAR
-    /// otherwise), GTT in use (the TTM charges). Opened read-only, as sysfs allows.
+    /// it when read: VRAM in use (`ttm_resource_manager_usage` of the VRAM manager: the KFD
+    /// BOs and GEM objects in VRAM, not those evicted, and migrated SVM pages), the
+    /// CPU-visible part of it (all of it with a large BAR; at most the BAR otherwise), GTT in
+    /// use (KFD's TTM charges, GEM objects in GTT and VRAM objects evicted there). Opened
+    /// read-only, as sysfs allows.
     fn open_usage(&self, gpu: usize, which: usize, flags: i32) -> OpenAction {
         if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & (libc::O_CREAT | libc::O_TRUNC) != 0
         {
@@ -235,9 +239,10 @@ impl Model {
         let info = &self.drv.dev.cfg.machine.gpus()[gpu];
         let (vram, gtt) = {
             let st = self.drv.lock();
-            let vram = st.acc.vram.get(gpu).map_or(0, |v| v.0);
-            let svm = st.svm_vram.get(gpu).copied().unwrap_or(0);
-            (vram.saturating_add(svm), st.acc.ttm_used)
+            (
+                evict::occupied(&st, gpu),
+                st.acc.ttm_used.saturating_add(evict::in_gtt(&st)),
+            )
         };
         let value = match which {
             0 => vram,
@@ -531,7 +536,7 @@ impl Backend for Model {
             FileKind::Kfd { tgid, serial } => {
                 dispatch::kfd_ioctl(&self.drv, caller, tgid, serial, cmd, arg)
             }
-            FileKind::Render { gpu, .. } => drm::ioctl(&self.drv.dev, caller, gpu, cmd, arg),
+            FileKind::Render { gpu, .. } => drm::ioctl(&self.drv, caller, key, gpu, cmd, arg),
             // dma_buf_ioctl answers only its own 'b' commands.
             FileKind::Dmabuf { .. } => Err(Errno::NOTTY),
         })
@@ -601,8 +606,14 @@ impl Backend for Model {
     }
 
     fn process_exited(&self, tgid: i32) {
-        let private = self.drv.lock().render_files.remove(&tgid);
-        for key in private.into_iter().flatten() {
+        let private = {
+            let mut st = self.drv.lock();
+            let private = st.render_files.remove(&tgid).unwrap_or_default();
+            // The last fput of each DRM file it opened: its GEM handles go.
+            gem_ioctls::release_drm_files(&mut st, &private);
+            private
+        };
+        for key in private {
             self.drv.unregister(&key);
         }
         teardown::teardown(&self.drv, tgid);

@@ -33,3 +33,31 @@ pub(super) fn put<T: IntoBytes + Immutable>(buf: &mut [u8], value: &T) {
         dst.copy_from_slice(bytes);
     }
 }
+
+/// The native-endian `u32` at byte `at` of an argument buffer (0 past its end).
+pub(super) fn u32_at(buf: &[u8], at: usize) -> u32 {
+    buf.get(at..at + 4)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u32::from_ne_bytes)
+}
+
+/// The native-endian `u64` at byte `at` of an argument buffer (0 past its end).
+pub(super) fn u64_at(buf: &[u8], at: usize) -> u64 {
+    buf.get(at..at + 8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_ne_bytes)
+}
+
+/// Stores `v` at byte `at` of an argument buffer (nothing past its end).
+pub(super) fn set_u32(buf: &mut [u8], at: usize, v: u32) {
+    if let Some(dst) = buf.get_mut(at..at + 4) {
+        dst.copy_from_slice(&v.to_ne_bytes());
+    }
+}
+
+/// Stores `v` at byte `at` of an argument buffer (nothing past its end).
+pub(super) fn set_u64(buf: &mut [u8], at: usize, v: u64) {
+    if let Some(dst) = buf.get_mut(at..at + 8) {
+        dst.copy_from_slice(&v.to_ne_bytes());
+    }
+}

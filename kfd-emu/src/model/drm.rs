@@ -1,12 +1,23 @@
-//! The DRM ioctls libdrm issues on a render node to name the GPU (anchors §4.1.3):
+//! The DRM ioctls on a render node: those libdrm issues to name the GPU (anchors §4.1.3):
 //! `DRM_IOCTL_VERSION`, `DRM_IOCTL_GET_CLIENT` and `DRM_IOCTL_AMDGPU_INFO` (ACCEL_WORKING,
-//! DEV_INFO, READ_MMR_REG, and RAS_ENABLED_FEATURES, which kfdtest's RAS test asks). Every other DRM ioctl is refused with `EINVAL`, as `drm_ioctl`
-//! refuses a number without a handler.
+//! DEV_INFO, READ_MMR_REG, and RAS_ENABLED_FEATURES, which kfdtest's RAS test asks); and
+//! amdgpu's GEM and PRIME ioctls ([`gem_ioctls`](super::gem_ioctls): GEM_CREATE, GEM_CLOSE,
+//! GEM_MMAP, GEM_METADATA, GEM_WAIT_IDLE, GEM_VA, GEM_OP, PRIME_HANDLE_TO_FD,
+//! PRIME_FD_TO_HANDLE) and command submission ([`cs_ioctls`](super::cs_ioctls): CTX,
+//! BO_LIST, CS, WAIT_CS). Every other DRM
+//! ioctl is refused with `EINVAL`, as `drm_ioctl` refuses a number without a handler.
+//! Arguments are copied in and out as `drm_ioctl` does: what both the caller's and the
+//! kernel's direction bits and sizes allow.
 
 use kfd_ioctl::abi::{IOC_READ, IOC_WRITE, ioc_dir, ioc_nr, ioc_size};
 use rustix::io::Errno;
 
+use super::chardev::{set_u32, set_u64, u32_at, u64_at};
+use super::cs_ioctls as cs;
 use super::device::Device;
+use super::driver::Driver;
+use super::files::FileKey;
+use super::gem_ioctls as gem;
 use super::trace;
 use crate::backend::{Caller, IoctlResult};
 use crate::machine::Gpu;
@@ -17,6 +28,23 @@ const NR_VERSION: u32 = 0x00;
 const NR_GET_CLIENT: u32 = 0x05;
 /// `DRM_IOCTL_AMDGPU_INFO`, `DRM_IOW(DRM_COMMAND_BASE + 0x05, struct drm_amdgpu_info)`.
 const NR_AMDGPU_INFO: u32 = 0x45;
+/// `DRM_IOCTL_GEM_CLOSE`, `DRM_IOW(0x09, struct drm_gem_close)`.
+const NR_GEM_CLOSE: u32 = 0x09;
+/// `DRM_IOCTL_PRIME_HANDLE_TO_FD` / `_FD_TO_HANDLE`, `DRM_IOWR(0x2d/0x2e, struct
+/// drm_prime_handle)`.
+const NR_PRIME_HANDLE_TO_FD: u32 = 0x2D;
+const NR_PRIME_FD_TO_HANDLE: u32 = 0x2E;
+/// amdgpu's commands, `DRM_COMMAND_BASE` (0x40) + `DRM_AMDGPU_*`.
+const NR_GEM_CREATE: u32 = 0x40;
+const NR_GEM_MMAP: u32 = 0x41;
+const NR_CTX: u32 = 0x42;
+const NR_BO_LIST: u32 = 0x43;
+const NR_CS: u32 = 0x44;
+const NR_GEM_METADATA: u32 = 0x46;
+const NR_GEM_WAIT_IDLE: u32 = 0x47;
+const NR_GEM_VA: u32 = 0x48;
+const NR_WAIT_CS: u32 = 0x49;
+const NR_GEM_OP: u32 = 0x50;
 
 const AMDGPU_INFO_ACCEL_WORKING: u32 = 0x00;
 const AMDGPU_INFO_READ_MMR_REG: u32 = 0x15;
@@ -30,19 +58,35 @@ const DEV_INFO_SIZE: usize = 368;
 /// The amdgpu KMS version (3.x is what libdrm's amdgpu requires).
 const KMS_VERSION: (i32, i32, i32) = (3, 61, 0);
 
-/// Answers DRM ioctl `cmd` on the render node of GPU index `gpu`.
+/// Answers DRM ioctl `cmd` on DRM file `key`, a render node of GPU index `gpu`.
 pub(super) fn ioctl(
-    dev: &Device,
+    m: &Driver,
     caller: &dyn Caller,
+    key: FileKey,
     gpu: usize,
     cmd: u32,
     arg: u64,
 ) -> IoctlResult {
+    let dev = &m.dev;
     let nr = u32::from(ioc_nr(cmd));
+    let rw = IOC_READ | IOC_WRITE;
     let (name, kdir, ksize): (&str, u32, usize) = match nr {
-        NR_VERSION => ("DRM_IOCTL_VERSION", IOC_READ | IOC_WRITE, 64),
-        NR_GET_CLIENT => ("DRM_IOCTL_GET_CLIENT", IOC_READ | IOC_WRITE, 40),
+        NR_VERSION => ("DRM_IOCTL_VERSION", rw, 64),
+        NR_GET_CLIENT => ("DRM_IOCTL_GET_CLIENT", rw, 40),
         NR_AMDGPU_INFO => ("DRM_IOCTL_AMDGPU_INFO", IOC_WRITE, 32),
+        NR_GEM_CLOSE => ("DRM_IOCTL_GEM_CLOSE", IOC_WRITE, 8),
+        NR_PRIME_HANDLE_TO_FD => ("DRM_IOCTL_PRIME_HANDLE_TO_FD", rw, 12),
+        NR_PRIME_FD_TO_HANDLE => ("DRM_IOCTL_PRIME_FD_TO_HANDLE", rw, 12),
+        NR_GEM_CREATE => ("DRM_IOCTL_AMDGPU_GEM_CREATE", rw, 32),
+        NR_GEM_MMAP => ("DRM_IOCTL_AMDGPU_GEM_MMAP", rw, 8),
+        NR_CTX => ("DRM_IOCTL_AMDGPU_CTX", rw, 16),
+        NR_BO_LIST => ("DRM_IOCTL_AMDGPU_BO_LIST", rw, 24),
+        NR_CS => ("DRM_IOCTL_AMDGPU_CS", rw, 24),
+        NR_GEM_METADATA => ("DRM_IOCTL_AMDGPU_GEM_METADATA", rw, 288),
+        NR_GEM_WAIT_IDLE => ("DRM_IOCTL_AMDGPU_GEM_WAIT_IDLE", rw, 16),
+        NR_GEM_VA => ("DRM_IOCTL_AMDGPU_GEM_VA", IOC_WRITE, 40),
+        NR_WAIT_CS => ("DRM_IOCTL_AMDGPU_WAIT_CS", rw, 32),
+        NR_GEM_OP => ("DRM_IOCTL_AMDGPU_GEM_OP", rw, 16),
         _ => {
             if dev.cfg.trace {
                 trace::drm(caller, &format!("DRM_IOCTL({cmd:#x})"), Err(Errno::INVAL));
@@ -72,7 +116,20 @@ pub(super) fn ioctl(
             match nr {
                 NR_VERSION => version(caller, &mut buf),
                 NR_GET_CLIENT => get_client(caller, &mut buf),
-                _ => amdgpu_info(dev, caller, g, &buf),
+                NR_AMDGPU_INFO => amdgpu_info(dev, caller, g, &buf),
+                NR_GEM_CLOSE => gem::gem_close(m, key, &mut buf),
+                NR_PRIME_HANDLE_TO_FD => gem::prime_handle_to_fd(m, caller, key, &mut buf),
+                NR_PRIME_FD_TO_HANDLE => gem::prime_fd_to_handle(m, caller, key, gpu, &mut buf),
+                NR_GEM_CREATE => gem::gem_create(m, caller, key, gpu, &mut buf),
+                NR_GEM_MMAP => gem::gem_mmap(m, key, gpu, &mut buf),
+                NR_CTX => cs::ctx(m, caller, key, gpu, &mut buf),
+                NR_BO_LIST => cs::bo_list(m, caller, key, gpu, &mut buf),
+                NR_CS => cs::cs(m, caller, key, gpu, &mut buf),
+                NR_GEM_METADATA => gem::gem_metadata(m, key, &mut buf),
+                NR_GEM_WAIT_IDLE => gem::gem_wait_idle(m, key, &mut buf),
+                NR_GEM_VA => gem::gem_va(m, key, gpu, &mut buf),
+                NR_WAIT_CS => cs::wait_cs(m, key, gpu, &mut buf),
+                _ => gem::gem_op(m, caller, key, gpu, &mut buf),
             }
         });
     if r.is_ok() && out_size > 0 && caller.write(arg, &buf[..out_size]).is_err() {
@@ -82,24 +139,6 @@ pub(super) fn ioctl(
         trace::drm(caller, name, r);
     }
     r.map(|()| 0)
-}
-
-fn u32_at(buf: &[u8], at: usize) -> u32 {
-    u32::from_ne_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]])
-}
-
-fn u64_at(buf: &[u8], at: usize) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&buf[at..at + 8]);
-    u64::from_ne_bytes(b)
-}
-
-fn set_u32(buf: &mut [u8], at: usize, v: u32) {
-    buf[at..at + 4].copy_from_slice(&v.to_ne_bytes());
-}
-
-fn set_u64(buf: &mut [u8], at: usize, v: u64) {
-    buf[at..at + 8].copy_from_slice(&v.to_ne_bytes());
 }
 
 /// `drm_copy_field`: copies what fits, reports the full length.

@@ -15,6 +15,7 @@ use rustix::io::Errno;
 
 use super::chardev::{Ctx, KMALLOC_MAX, get, put};
 use super::driver::{Driver, FileKind};
+use super::evict;
 use super::files;
 use super::memory::{Charge, PAGE_SIZE, align_up};
 use super::objects::{Backing, Bo, Dmabuf, Domain, Store};
@@ -77,6 +78,10 @@ pub(super) fn acquire_vm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     pdd.drm = Some(file);
     pdd.drm_key = key;
     pdd.task = Some((task, comm.clone()));
+    // The file's VM becomes the process's compute VM with what GEM_VA mapped in it.
+    if let Some(key) = key {
+        st.mirror_gem_va(key);
+    }
     // kfd_process_device_init_vm announces the process on the GPU.
     st.smi.emit(
         ctx.m.dev.cfg.kfd_minor,
@@ -123,8 +128,17 @@ fn create_store(
     }
 }
 
-/// AMDKFD_IOC_ALLOC_MEMORY_OF_GPU.
+/// AMDKFD_IOC_ALLOC_MEMORY_OF_GPU. A VRAM BO is placed in VRAM as TTM places it, which may
+/// evict other processes' BOs (`evict::make_room`); their restore workers are scheduled
+/// once the model's lock is given back.
 pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let mut evicted = Vec::new();
+    let r = alloc_placed(ctx, buf, &mut evicted);
+    evict::schedule_restore(ctx.m, evicted);
+    r
+}
+
+fn alloc_placed(ctx: &Ctx<'_>, buf: &mut [u8], evicted: &mut Vec<i32>) -> Result<(), Errno> {
     let mut a: kfd_ioctl_alloc_memory_of_gpu_args = get(buf);
     let m = ctx.m;
     if a.size == 0 {
@@ -209,6 +223,16 @@ pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), E
             return Err(e);
         }
     };
+    // amdgpu_bo_create → ttm_bo_validate in VRAM only (a KFD BO has no GTT fallback).
+    if domain == Domain::Vram {
+        match evict::make_room(&m.dev, st, index, aligned, Some(ctx.tgid), None, true) {
+            Ok(more) => evicted.extend(more),
+            Err(e) => {
+                st.acc.unreserve(index, charge);
+                return Err(e);
+            }
+        }
+    }
     let backing = st.add_backing(Backing {
         refs: 1,
         store,
@@ -218,7 +242,10 @@ pub(super) fn alloc_memory_of_gpu(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), E
         cpu_access: domain == Domain::Vram && flags.intersects(AllocMemFlags::PUBLIC),
         charge,
         offsets: Vec::new(),
+        gem: Default::default(),
+        placed: Default::default(),
     });
+    evict::touch(st, backing);
     // amdgpu_bo_mmap_offset: every BO (userptr and SG ones too) is a GEM object with a node
     // in its device's vma manager; an MMIO-remap BO is mapped through /dev/kfd instead.
     let mmap_offset = match st.vma_offset(backing, index) {
@@ -496,7 +523,6 @@ pub(super) fn export_dmabuf(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> 
     }
     let mut guard = m.lock();
     let st = &mut *guard;
-    let next_id = st.next_dmabuf;
     let (backing, existing) = {
         let pdd = st
             .process(ctx.tgid, ctx.serial)?
@@ -508,62 +534,72 @@ pub(super) fn export_dmabuf(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> 
         }
         (bo.backing, bo.dmabuf)
     };
-    // One dma-buf per GEM object: the BO's own, or the one of the object it was imported from.
-    let existing = existing
-        .filter(|id| st.dmabufs.contains_key(id))
-        .or_else(|| {
-            st.dmabufs
-                .iter()
-                .find(|(_, d)| d.backing == backing)
-                .map(|(&id, _)| id)
-        });
-    let id = match existing {
+    let id = match existing.filter(|id| st.dmabufs.contains_key(id)) {
         Some(id) => id,
-        None => {
-            // The stand-in is the BO's memory itself (a reopen of its memfd), so a mapping of
-            // the dma-buf fd shows the BO's bytes; SG BOs have none to show.
-            let probe = match st.backings.get(&backing).map(|b| &b.store) {
-                Some(Store::Memfd(fd)) => files::reopen(fd.as_fd())?,
-                _ => files::memfd("dmabuf", 0).map_err(|_| Errno::NOMEM)?,
-            };
-            let key = files::key_of(probe.as_fd())?;
-            st.next_dmabuf += 1;
-            st.dmabufs.insert(
-                next_id,
-                Dmabuf {
-                    backing,
-                    probe,
-                    key,
-                },
-            );
-            if let Some(b) = st.backings.get_mut(&backing) {
-                b.refs += 1;
-            }
-            m.register(key, FileKind::Dmabuf { id: next_id });
-            next_id
-        }
+        None => dmabuf_of_backing(m, st, backing)?,
     };
     if let Ok(pdd) = st.process(ctx.tgid, ctx.serial)?.pdd(handle_gpu(a.handle))
         && let Some(bo) = pdd.bos.get_mut(&handle_id(a.handle))
     {
         bo.dmabuf = Some(id);
     }
+    let cloexec = a.flags & libc::O_CLOEXEC as u32 != 0;
+    a.dmabuf_fd = install_dmabuf(ctx, st, id, cloexec)? as u32;
+    put(buf, &a);
+    Ok(())
+}
+
+/// The dma-buf of the GEM object on `backing`, made on the first export (one dma-buf per
+/// GEM object, `drm_gem_prime_handle_to_fd` keeps it in `obj->dma_buf`: the BO's own, or the
+/// one of the object it was imported from).
+pub(super) fn dmabuf_of_backing(m: &Driver, st: &mut State, backing: u64) -> Result<u64, Errno> {
+    if let Some((&id, _)) = st.dmabufs.iter().find(|(_, d)| d.backing == backing) {
+        return Ok(id);
+    }
+    // The stand-in is the BO's memory itself (a reopen of its memfd), so a mapping of the
+    // dma-buf fd shows the BO's bytes; SG BOs have none to show.
+    let probe = match st.backings.get(&backing).map(|b| &b.store) {
+        Some(Store::Memfd(fd)) => files::reopen(fd.as_fd())?,
+        Some(_) => files::memfd("dmabuf", 0).map_err(|_| Errno::NOMEM)?,
+        None => return Err(Errno::INVAL),
+    };
+    let key = files::key_of(probe.as_fd())?;
+    let id = st.next_dmabuf;
+    st.next_dmabuf += 1;
+    st.dmabufs.insert(
+        id,
+        Dmabuf {
+            backing,
+            probe,
+            key,
+        },
+    );
+    if let Some(b) = st.backings.get_mut(&backing) {
+        b.refs += 1;
+    }
+    m.register(key, FileKind::Dmabuf { id });
+    Ok(id)
+}
+
+/// Installs a new fd of dma-buf `id` in the caller (`dma_buf_fd`).
+pub(super) fn install_dmabuf(
+    ctx: &Ctx<'_>,
+    st: &State,
+    id: u64,
+    cloexec: bool,
+) -> Result<i32, Errno> {
     let dmabuf = st.dmabufs.get(&id).ok_or(Errno::INVAL)?;
     // The kernel installs the same file at every export of a live dma-buf (`dma_buf_fd`);
     // the model keeps no reference to hand out again, so each export is an open file of its
     // own on the same memory, all of them keeping the dma-buf alive. The model's own copy
     // goes when this returns: from then on only the program's references count.
     let file = files::exported_file(dmabuf.probe.as_fd()).map_err(|_| Errno::NOMEM)?;
-    let cloexec = a.flags & libc::O_CLOEXEC as u32 != 0;
-    let fd = ctx.caller.install_fd(file.as_fd(), cloexec)?;
-    a.dmabuf_fd = fd as u32;
-    put(buf, &a);
-    Ok(())
+    ctx.caller.install_fd(file.as_fd(), cloexec)
 }
 
 /// The model's dma-buf behind fd `fd` of the caller: `EBADF` for no such fd, `EINVAL` for a
 /// file that is not one.
-fn dmabuf_of(ctx: &Ctx<'_>, fd: u32) -> Result<u64, Errno> {
+pub(super) fn dmabuf_of(ctx: &Ctx<'_>, fd: u32) -> Result<u64, Errno> {
     let file = files::caller_file(ctx.tgid, fd)?;
     let key = files::key_of(file.as_fd()).map_err(|_| Errno::INVAL)?;
     match ctx.m.kind_of(&key) {
@@ -586,10 +622,21 @@ pub(super) fn get_dmabuf_info(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno
     let st = ctx.m.lock();
     let dmabuf = st.dmabufs.get(&id).ok_or(Errno::INVAL)?;
     let backing = st.backings.get(&dmabuf.backing).ok_or(Errno::INVAL)?;
+    // amdgpu_amdkfd_get_dmabuf_info: only an object that prefers VRAM or GTT.
+    const GEM_DOMAIN_VRAM_GTT: u32 = 0x2 | 0x4;
+    if backing.gem.domains != 0 && backing.gem.domains & GEM_DOMAIN_VRAM_GTT == 0 {
+        return Err(Errno::INVAL);
+    }
     a.size = backing.size;
+    let metadata = backing.gem.metadata.clone();
+    // amdgpu_amdkfd_get_dmabuf_info asks amdgpu_bo_get_metadata only with a buffer: EINVAL
+    // when it is smaller than the metadata, else the metadata's size; without one,
+    // `metadata_size` is left as given.
     if a.metadata_ptr != 0 {
-        // No GEM metadata was ever set: the size is 0 and nothing is copied.
-        a.metadata_size = 0;
+        if u64::from(a.metadata_size) < metadata.len() as u64 {
+            return Err(Errno::INVAL);
+        }
+        a.metadata_size = metadata.len() as u32;
     }
     let mut flags = match backing.domain {
         Domain::Vram => AllocMemFlags::VRAM,
@@ -605,6 +652,13 @@ pub(super) fn get_dmabuf_info(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno
         Domain::Vram => gpus[backing.gpu].gpu_id,
         Domain::Gtt => first.gpu_id,
     };
+    // Caller memory is written without the model's lock.
+    drop(st);
+    if a.metadata_ptr != 0 && !metadata.is_empty() {
+        ctx.caller
+            .write(a.metadata_ptr, &metadata)
+            .map_err(|_| Errno::FAULT)?;
+    }
     put(buf, &a);
     Ok(())
 }

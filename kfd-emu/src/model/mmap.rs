@@ -53,7 +53,10 @@ impl State {
             p.pdds
                 .get(gpu)
                 .is_some_and(|pdd| pdd.bos.values().any(|bo| bo.backing == backing))
-        });
+        }) || self
+            .drm_files
+            .values()
+            .any(|f| f.gpu == gpu && f.handles.values().any(|&b| b == backing));
         if held {
             return;
         }
@@ -206,19 +209,25 @@ impl Driver {
         let st = self.lock();
         let (start, backing) = st.vma[gpu].lookup(offset, len).ok_or(Errno::INVAL)?;
         // drm_vma_node_is_allowed: the file is the DRM file of a process's GPU VM
-        // (ACQUIRE_VM) and that process holds a handle on the object. Decided by the file, so
+        // (ACQUIRE_VM) and that process holds a handle on the object, or the file holds a
+        // GEM handle on it (`drm_gem_handle_create` allows the file on its node). Decided by the file, so
         // a forked child mapping through its parent's fd gets what the parent would.
         let allowed = st.procs.values().any(|p| {
             p.pdds.get(gpu).is_some_and(|pdd| {
                 pdd.drm_key == Some(key) && pdd.bos.values().any(|bo| bo.backing == backing)
             })
-        });
+        }) || st
+            .drm_files
+            .get(&key)
+            .is_some_and(|f| f.handles.values().any(|&b| b == backing));
         if !allowed {
             return Err(Errno::ACCESS);
         }
         let b = st.backings.get(&backing).ok_or(Errno::INVAL)?;
         let at = offset - start;
         match &b.store {
+            // A GEM object created NO_CPU_ACCESS is refused (`amdgpu_gem_object_mmap`).
+            Store::Memfd(_) if b.gem.flags & 0x2 != 0 => Err(Errno::PERM),
             // amdgpu_gem_object_mmap refuses AMDGPU_GEM_CREATE_NO_CPU_ACCESS, which
             // amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu no longer sets on VRAM without PUBLIC
             // (`PUBLIC ? CPU_ACCESS_REQUIRED : 0`, since "The thunk needs to mmap all BOs for

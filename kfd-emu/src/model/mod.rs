@@ -29,7 +29,8 @@
 //! 3. **Kernel behaviour** — functions over the device, the state and their effects: `svm`
 //!    (SET/GET, `svm::env` below `svm::migrate`, `svm::fault` and `svm::notify`), `addrspace`
 //!    (the MMU notifiers of munmap, mremap, madvise, mprotect, brk, fork), `gpu_view` (accesses through
-//!    a GPU's page tables), `mmap` (which pages a stand-in's offset maps), `teardown` (what a
+//!    a GPU's page tables), `mmap` (which pages a stand-in's offset maps), `evict` (TTM's
+//!    VRAM placement and the eviction and restore of KFD processes), `teardown` (what a
 //!    process leaves when it goes), the GPU engines: `queue_error` (the error codes of AQL
 //!    packets the CP refuses, reported in the queue's `queue_inactive_signal`) below `engine`
 //!    (what they share: the queue run, a queue stopped, faults, event interrupts) below
@@ -40,7 +41,9 @@
 //!    while it touches memory).
 //! 4. **Chardev** — `chardev` (the ioctl context `Ctx` and argument access), the handlers
 //!    (`handlers`, `memory_ioctls`, `event_ioctls`, `queue_ioctls`, `svm_ioctl`), `dispatch` (one ioctl
-//!    table keyed by the ABI opcodes, with version checks and fault injection), `drm`;
+//!    table keyed by the ABI opcodes, with version checks and fault injection), `drm` (the
+//!    render node's ioctls) over `cs_ioctls` (amdgpu's command submission) over
+//!    `gem_ioctls` (amdgpu's GEM and PRIME ioctls);
 //!    and on top `backend`: [`Model`], the [`Backend`] impl that owns the `Driver`, the sysfs
 //!    tree and the GPU-view worker. Nothing imports `backend`; `mod.rs` only declares the
 //!    modules and re-exports the public API.
@@ -56,9 +59,11 @@
 //!   exporter's memfd (and, on the same GPU, its offset), and EXPORT_DMABUF hands out a reopen
 //!   of it, so a mapping of the dma-buf fd shows the BO's bytes natively.
 //! * `/dev/dri/renderD<minor>` → a new empty memfd per open (a DRM file): `pread` and a
-//!   native `mmap` see nothing. It answers the DRM ioctls (naming the GPU) and can be given to
-//!   ACQUIRE_VM. `/dev/dri/card<minor - 128>`, the GPU's primary node (`drm_minor_alloc`
-//!   gives both minors one index), opens as the same kind of DRM file of the same GPU (as
+//!   native `mmap` see nothing. It answers the DRM ioctls (naming the GPU; amdgpu's GEM
+//!   objects, whose handles are the file's and whose vma offsets map their memfds, PRIME,
+//!   and command submission of NOP IBs: `gem_ioctls`) and can be given to ACQUIRE_VM.
+//!   `/dev/dri/card<minor - 128>`, the GPU's primary node (`drm_minor_alloc` gives both
+//!   minors one index), opens as the same kind of DRM file of the same GPU (as
 //!   `amdgpu_file_to_fpriv` accepts either); only its `st_rdev` differs. Where it differs:
 //!   no DRM master, mode-setting or primary-only ioctl is emulated.
 //!
@@ -178,6 +183,7 @@ mod addrspace;
 mod aql;
 mod backend;
 mod chardev;
+mod cs_ioctls;
 mod device;
 mod dispatch;
 mod driver;
@@ -185,8 +191,10 @@ mod drm;
 mod engine;
 mod event_ioctls;
 mod events;
+mod evict;
 mod fail;
 mod files;
+mod gem_ioctls;
 mod gpu_view;
 mod handlers;
 mod host;

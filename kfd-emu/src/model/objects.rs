@@ -1,6 +1,8 @@
-//! Buffer objects (the kernel's `kgd_mem`), the memory behind them, and dma-bufs.
+//! Buffer objects (the kernel's `kgd_mem`), the memory behind them, dma-bufs, and the GEM
+//! side of a DRM file (`drm_file`'s object idr, its `amdgpu_vm` mappings, command-submission
+//! contexts and BO lists: `amdgpu_gem.c`, `amdgpu_ctx.c`, `amdgpu_bo_list.c`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
@@ -51,6 +53,114 @@ pub(super) struct Backing {
     /// memory's own GPU's goes with the last reference, another GPU's (an import there) with
     /// the last handle on that GPU.
     pub offsets: Vec<(usize, u64)>,
+    /// What amdgpu keeps of the object beyond its memory (GEM create info, UMD metadata).
+    pub gem: Gem,
+    /// Where TTM has it (`evict`): a `Domain::Vram` object is in VRAM unless evicted to GTT.
+    pub placed: Placed,
+}
+
+/// The amdgpu side of a BO (`amdgpu_bo` / `amdgpu_bo_user`): what GEM_CREATE asked and
+/// GEM_METADATA set. KFD BOs have `domains` 0 (their domain is [`Backing::domain`]).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Gem {
+    /// `preferred_domains` (`AMDGPU_GEM_DOMAIN_*`) of a GEM_CREATE object.
+    pub domains: u32,
+    /// `AMDGPU_GEM_CREATE_*` flags as created.
+    pub flags: u64,
+    /// The alignment asked (bytes).
+    pub alignment: u64,
+    /// `amdgpu_bo_set_tiling_flags`.
+    pub tiling: u64,
+    /// `amdgpu_bo_set_metadata`: the UMD metadata (at most 256 bytes) and its flags.
+    pub metadata: Vec<u8>,
+    pub metadata_flags: u64,
+}
+
+/// Where TTM placed a VRAM object (`ttm_resource`): in VRAM, or evicted to GTT; and its
+/// place in the VRAM manager's LRU (`ttm_resource_manager`'s list: moved to the tail at each
+/// validation, evicted from the head).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Placed {
+    /// Moved out of VRAM (to GTT) by an eviction, or placed in GTT by GEM_CREATE's fallback.
+    pub evicted: bool,
+    /// The LRU stamp: lower was validated longer ago.
+    pub lru: u64,
+}
+
+/// A GPU VA mapping of a DRM file's VM (`amdgpu_bo_va_mapping`, GEM_VA).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct GemVa {
+    /// One past the last byte.
+    pub end: u64,
+    pub backing: u64,
+    /// The offset in the BO of the first byte.
+    pub offset: u64,
+    /// `AMDGPU_VM_PAGE_*` flags.
+    pub flags: u32,
+}
+
+/// A command-submission context (`amdgpu_ctx`): the sequence number the next submission on
+/// each (IP type, instance, ring) gets (`amdgpu_ctx_entity::sequence`, from 1).
+#[derive(Debug, Clone, Default)]
+pub(super) struct CsCtx {
+    pub next_seq: BTreeMap<(u32, u32, u32), u64>,
+}
+
+/// What a DRM file (a render-node open) holds: its GEM handles (`drm_file::object_idr`, from
+/// 1), its VM's GEM_VA mappings, its contexts and BO lists.
+#[derive(Debug)]
+pub(super) struct DrmFile {
+    /// The GPU index of the node.
+    pub gpu: usize,
+    /// Handle → backing id (each handle holds one reference).
+    pub handles: BTreeMap<u32, u64>,
+    /// GEM_VA mappings by start address.
+    pub va: BTreeMap<u64, GemVa>,
+    /// Contexts by id (from 1).
+    pub ctxs: BTreeMap<u32, CsCtx>,
+    /// BO lists by id (from 1): the handles listed.
+    pub bo_lists: BTreeMap<u32, Vec<u32>>,
+}
+
+impl DrmFile {
+    pub(super) fn new(gpu: usize) -> DrmFile {
+        DrmFile {
+            gpu,
+            handles: BTreeMap::new(),
+            va: BTreeMap::new(),
+            ctxs: BTreeMap::new(),
+            bo_lists: BTreeMap::new(),
+        }
+    }
+
+    /// The lowest free id from 1 of `map` (`idr_alloc(.., 1, 0)`).
+    pub(super) fn free_id<T>(map: &BTreeMap<u32, T>) -> Option<u32> {
+        let mut expected = 1u32;
+        for &id in map.keys() {
+            if id != expected {
+                break;
+            }
+            expected = expected.checked_add(1)?;
+        }
+        (expected <= i32::MAX as u32).then_some(expected)
+    }
+
+    /// The handle this file already has on `backing` (`drm_prime_lookup_buf_handle`).
+    pub(super) fn handle_of(&self, backing: u64) -> Option<u32> {
+        self.handles
+            .iter()
+            .find(|(_, b)| **b == backing)
+            .map(|(&h, _)| h)
+    }
+
+    /// The mapping that holds GPU VA `va` (`amdgpu_vm_bo_lookup_mapping`).
+    pub(super) fn mapping_at(&self, va: u64) -> Option<(u64, GemVa)> {
+        self.va
+            .range(..=va)
+            .next_back()
+            .filter(|(_, m)| va < m.end)
+            .map(|(&s, &m)| (s, m))
+    }
 }
 
 /// One buffer object handle of a process on one GPU.

@@ -10,12 +10,12 @@ use rustix::io::Errno;
 use super::events::EventTable;
 use super::files::{self, FileKey};
 use super::memory::Accounts;
-use super::objects::{Backing, Bo, Dmabuf, Store, Userptrs, remote_read, remote_write};
+use super::objects::{Backing, Bo, Dmabuf, DrmFile, Store, Userptrs, remote_read, remote_write};
 use super::offsets::VmaSpace;
 use super::queues::Queues;
 use super::smi::Smi;
 use super::svm::ranges::Svm;
-use super::vm::Vm;
+use super::vm::{Mapping, Vm};
 use crate::machine::{ApertureLayout, Machine};
 
 /// Where the event signal page is in a process's `/dev/kfd` memfd.
@@ -52,6 +52,11 @@ pub(super) struct State {
     pub svm_vram: Vec<u64>,
     /// The render-node stand-ins each process opened, released (unregistered) when it exits.
     pub render_files: HashMap<i32, Vec<FileKey>>,
+    /// The GEM side of each DRM file that used it (handles, VA mappings, contexts), by the
+    /// stand-in's identity; released with the file's process (`release_drm_files`).
+    pub drm_files: HashMap<FileKey, DrmFile>,
+    /// The VRAM managers' LRU clock: the stamp the next validated object gets (`evict`).
+    pub lru: u64,
 }
 
 impl State {
@@ -68,6 +73,8 @@ impl State {
             smi: Smi::default(),
             svm_vram: vec![0; gpus],
             render_files: HashMap::new(),
+            drm_files: HashMap::new(),
+            lru: 1,
         }
     }
 
@@ -105,6 +112,10 @@ pub(super) struct Process {
     pub userptrs: Userptrs,
     /// User-mode queues.
     pub queues: Queues,
+    /// TTM evicted one of its BOs: its eviction fence signalled, its queues are evicted
+    /// (`kfd_process_evict_queues`, trigger TTM) and its restore worker is pending
+    /// (`evict`).
+    pub ttm_evicted: bool,
 }
 
 /// A process's view of one GPU.
@@ -228,6 +239,7 @@ impl Process {
             svm: Svm::default(),
             userptrs: Userptrs::default(),
             queues: Queues::default(),
+            ttm_evicted: false,
         })
     }
 
@@ -308,6 +320,39 @@ impl State {
         }
     }
 
+    /// The VM of a DRM file is one VM: when the file `key` is a process's KFD VM
+    /// (ACQUIRE_VM), its GEM_VA mappings are in that VM too, next to KFD's (which MAP then
+    /// sees, and the GPU reaches). Sets them there from the file's record (`DrmFile::va`).
+    pub(super) fn mirror_gem_va(&mut self, key: FileKey) {
+        /// `AMDGPU_VM_PAGE_WRITEABLE`.
+        const WRITEABLE: u32 = 0x4;
+        let maps: Vec<(u64, Mapping)> = match self.drm_files.get(&key) {
+            Some(f) => {
+                f.va.iter()
+                    .map(|(&start, m)| {
+                        let mapping = Mapping {
+                            end: m.end,
+                            backing: m.backing,
+                            offset: m.offset,
+                            writable: m.flags & WRITEABLE != 0,
+                            handle: f.handle_of(m.backing).map_or(0, u64::from),
+                        };
+                        (start, mapping)
+                    })
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        for p in self.procs.values_mut() {
+            for pdd in p.pdds.iter_mut().filter(|pdd| pdd.drm_key == Some(key)) {
+                pdd.vm.retain(|_, m| !m.is_gem());
+                for &(start, m) in &maps {
+                    pdd.vm.insert(start, m);
+                }
+            }
+        }
+    }
+
     /// Reads `buf.len()` bytes at `offset` of backing `id`.
     pub(super) fn backing_read(&self, id: u64, offset: u64, buf: &mut [u8]) -> Result<(), Errno> {
         let backing = self.backings.get(&id).ok_or(Errno::FAULT)?;
@@ -369,6 +414,8 @@ mod tests {
             cpu_access: false,
             charge,
             offsets: Vec::new(),
+            gem: Default::default(),
+            placed: Default::default(),
         });
         st.backing_write(id, 8, b"ping").expect("write");
         st.put_backing(id);

@@ -357,6 +357,11 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         queue.stopped = Some(Stopped::Evicted);
     }
     queue.runner = Runner::new(queue.is_active() && !evicted);
+    // A process TTM evicted (`evict`): the queue is created evicted too, and resumes with
+    // the others at the restore.
+    if process.ttm_evicted {
+        queue.runner.set_evicted(true);
+    }
     let runner = queue.runner.clone();
     process.queues.by_id.insert(id, queue);
     drop(guard);

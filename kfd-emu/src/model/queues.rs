@@ -205,6 +205,9 @@ struct RunState {
     gone: bool,
     /// Inactive (`QUEUE_IS_ACTIVE` false): no packet starts until it is active again.
     inactive: bool,
+    /// Evicted with its process (`q->properties.is_evicted`, `evict_process_queues_cpsch`
+    /// for a TTM eviction, `evict`): no packet starts until the restore worker resumes it.
+    evicted: bool,
     /// The engine is inside a packet.
     in_packet: bool,
 }
@@ -240,7 +243,7 @@ impl Runner {
     /// Starts a packet; `None` when the queue is destroyed or inactive (preempted).
     pub(super) fn begin(&self) -> Option<InPacket<'_>> {
         let mut st = self.lock();
-        if st.gone || st.inactive {
+        if st.gone || st.inactive || st.evicted {
             return None;
         }
         st.in_packet = true;
@@ -255,7 +258,19 @@ impl Runner {
     /// Whether the queue may run (not destroyed, active).
     pub(super) fn runnable(&self) -> bool {
         let st = self.lock();
-        !st.gone && !st.inactive
+        !st.gone && !st.inactive && !st.evicted
+    }
+
+    /// Evicts the queue with its process or resumes it (`evict_process_queues_cpsch` /
+    /// `restore_process_queues_cpsch`). An eviction does not wait for the packet in flight:
+    /// it runs where the model's lock is held, which that packet may need; the packet ends
+    /// and no other starts (a kernel dispatch in flight runs to its end: the model cannot
+    /// save its waves as CWSR does).
+    pub(super) fn set_evicted(&self, evicted: bool) {
+        self.lock().evicted = evicted;
+        if !evicted {
+            self.kick.kick();
+        }
     }
 
     /// Destroys the queue (`destroy_queue_cpsch`: unmapped first), waiting at most
@@ -317,4 +332,33 @@ pub(super) fn run_as<T>(runner: &Arc<Runner>, f: impl FnOnce() -> T) -> T {
 /// discarded (the queue was unmapped while the access was blocked).
 pub(super) fn cancelled() -> bool {
     RUNNING.with(|r| r.borrow().as_ref().is_some_and(|r| r.is_gone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An evicted queue starts no packet and its engine idles, whatever its own activity
+    /// says; the restore makes it runnable again and wakes its engine; eviction and the
+    /// queue's own `QUEUE_IS_ACTIVE` are independent (a restore does not activate a queue
+    /// UPDATE_QUEUE made inactive).
+    #[test]
+    fn eviction_stops_a_queue_until_the_restore() {
+        let r = Runner::new(true);
+        assert!(r.runnable() && r.begin().is_some());
+        r.set_evicted(true);
+        assert!(!r.runnable(), "evicted");
+        assert!(r.begin().is_none(), "no packet starts");
+        let seen = r.kick.count();
+        r.set_evicted(false);
+        assert!(r.kick.count() > seen, "the restore wakes the engine");
+        assert!(r.runnable() && r.begin().is_some());
+
+        r.set_active(false);
+        r.set_evicted(true);
+        r.set_evicted(false);
+        assert!(!r.runnable(), "still inactive after the restore");
+        r.set_active(true);
+        assert!(r.runnable());
+    }
 }

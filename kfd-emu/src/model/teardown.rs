@@ -222,6 +222,11 @@ fn survivors(st: &State, gpu_ids: &[u32]) -> Option<String> {
     for d in st.dmabufs.values() {
         *held.entry(d.backing).or_default() += 1;
     }
+    for f in st.drm_files.values() {
+        for &b in f.handles.values() {
+            *held.entry(b).or_default() += 1;
+        }
+    }
     let mut ids: Vec<&u64> = st.backings.keys().collect();
     ids.sort();
     for id in ids {
@@ -296,6 +301,8 @@ mod tests {
             cpu_access: true,
             charge,
             offsets: Vec::new(),
+            gem: Default::default(),
+            placed: Default::default(),
         }
     }
 

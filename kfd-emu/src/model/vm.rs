@@ -17,6 +17,14 @@ pub(super) struct Mapping {
     pub handle: u64,
 }
 
+impl Mapping {
+    /// Whether this is one of the VM's DRM file's GEM_VA mappings (its `handle` holds the GEM
+    /// handle, whose upper half, a KFD handle's gpu_id, is 0).
+    pub(super) fn is_gem(&self) -> bool {
+        self.handle >> 32 == 0
+    }
+}
+
 /// The mappings of one VM, by start address.
 #[derive(Debug, Default)]
 pub(super) struct Vm {
@@ -56,6 +64,11 @@ impl Vm {
         let before = self.maps.len();
         self.maps.retain(|_, m| m.handle != handle);
         before - self.maps.len()
+    }
+
+    /// Keeps only the mappings `keep` says yes to.
+    pub(super) fn retain(&mut self, mut keep: impl FnMut(u64, &Mapping) -> bool) {
+        self.maps.retain(|&s, m| keep(s, m));
     }
 
     /// The mapping that contains `va`, with its start.
