@@ -348,6 +348,8 @@ struct GpuMemory<'a> {
     snapshots: Vec<(u64, Vec<u8>)>,
     /// The process's GPU-atomics lock ([`atomics_lock`]).
     atomics: std::sync::Arc<Mutex<()>>,
+    /// The GPU's GWS, when the queue has them.
+    gws: Option<&'a kfd_gfx9::gws::Gws>,
 }
 
 /// Dispatches made so far (each `GpuMemory` takes the next number).
@@ -376,6 +378,7 @@ impl GpuMemory<'_> {
             generation: GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             snapshots: Vec::new(),
             atomics: atomics_lock(w.tgid),
+            gws: w.gws.then(|| &*drv.dev.gws[w.gpu]),
         }
     }
 
@@ -640,6 +643,10 @@ impl Memory for GpuMemory<'_> {
         let new = f(old);
         self.write_cached(addr, &new.to_le_bytes()[..size])?;
         Ok(old)
+    }
+
+    fn gws(&self) -> Option<&kfd_gfx9::gws::Gws> {
+        self.gws
     }
 }
 
