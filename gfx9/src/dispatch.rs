@@ -626,25 +626,37 @@ impl Dispatch {
         };
         let packed = matches!(self.target, Target::Gfx90a | Target::Gfx942);
         let comps = kd.workitem_id_vgprs() as usize;
-        for lane in 0..LANES {
-            let (x, y, z) = if lane < lanes {
-                let i = first + lane as u64;
-                let sx = u64::from(size[0]);
-                let sy = u64::from(size[1]);
-                ((i % sx) as u32, (i / sx % sy) as u32, (i / sx / sy) as u32)
-            } else {
-                (0, 0, 0)
-            };
-            let ids = [x, y, z];
+        // Lanes past the workgroup's last work-item read 0. The ids of the others advance X
+        // fastest from the wave's first work-item (one division per wave, not per lane).
+        let regs = if packed { 1 } else { comps };
+        for r in &mut w.vgpr[..regs] {
+            *r = [0; LANES];
+        }
+        let (sx, sy) = (u64::from(size[0]), u64::from(size[1]));
+        let mut id = [
+            (first % sx) as u32,
+            (first / sx % sy) as u32,
+            (first / sx / sy) as u32,
+        ];
+        for lane in 0..lanes {
             if packed {
                 let mut v = 0u32;
-                for (c, &id) in ids.iter().enumerate().take(comps) {
-                    v |= (id & 0x3ff) << (10 * c);
+                for (c, &i) in id.iter().enumerate().take(comps) {
+                    v |= (i & 0x3ff) << (10 * c);
                 }
                 w.vgpr[0][lane] = v;
             } else {
-                for (c, &id) in ids.iter().enumerate().take(comps) {
-                    w.vgpr[c][lane] = id;
+                for (c, &i) in id.iter().enumerate().take(comps) {
+                    w.vgpr[c][lane] = i;
+                }
+            }
+            id[0] += 1;
+            if id[0] == size[0] {
+                id[0] = 0;
+                id[1] += 1;
+                if id[1] == size[1] {
+                    id[1] = 0;
+                    id[2] += 1;
                 }
             }
         }

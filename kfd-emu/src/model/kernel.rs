@@ -69,6 +69,12 @@
 //!   instruction), which `DynamicScratchHandler` turns into `HSA_STATUS_ERROR_EXCEPTION` and
 //!   `HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION`. An unimplemented instruction is always logged
 //!   (it is the emulator's limit, not the program's error).
+//! * Global wave sync: a queue given GWS (ALLOC_QUEUE_GWS, `pqm_set_gws`) dispatches with
+//!   its GPU's resources ([`Device::gws`](super::device::Device), which every such queue of
+//!   every process shares: the hardware's); a `ds_gws_*` instruction on a queue without them
+//!   stops the queue with the illegal-instruction code (`kfd_gfx9::gws`: the hardware's
+//!   behaviour there is not documented; our choice). The dispatcher parks workgroups whose
+//!   waves wait on GWS and starts others (`kfd_gfx9::dispatch`, "Global wave sync").
 //! * Threads: the workgroups run on up to [`ModelConfig::gpu_threads`](super::ModelConfig)
 //!   threads started for the dispatch (each marked an own thread). The engine thread waits
 //!   for them. A long kernel holds its queue's packet: DESTROY_QUEUE (and a process's exit)
