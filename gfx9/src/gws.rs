@@ -23,10 +23,11 @@
 //! is the queue's first GWS entry, always 0 under KFD: `kfd_ioctl_alloc_queue_gws` returns
 //! `first_gws = 0`).
 //!
-//! Where it differs: hardware queues waiting waves in order; here every waiting wave polls
-//! ([`Gws::poll`]) and the first to poll after a release takes the count, so waiters are not
-//! served first-come first-served (a program cannot tell: no order is promised between waves
-//! of different workgroups). The counter is 32 bits (the guide does not give its width).
+//! Where it differs: hardware queues waiting waves in order and hands a released count to
+//! the first; here a count goes to a waiting wave before any wave that arrives after it (a
+//! `sema_p` that finds waves queued queues too), but among the waiting waves to the first
+//! that polls ([`Gws::poll`]), not the first that arrived (a program cannot tell: no order is
+//! promised between waves of different workgroups). The counter is 32 bits (the guide does not give its width).
 //! `ds_gws_init` leaves waves already waiting on a barrier waiting.
 
 use std::sync::{Condvar, Mutex, PoisonError};
@@ -136,7 +137,9 @@ impl Gws {
             GwsOp::SemaBr => r.counter = r.counter.wrapping_add(value),
             GwsOp::SemaReleaseAll => r.counter = r.queued,
             GwsOp::SemaP => {
-                if r.counter > 0 {
+                // Waves already queued are served first: a count goes to them, not to a
+                // wave arriving after them.
+                if r.counter > 0 && r.queued == 0 {
                     r.counter -= 1;
                 } else {
                     r.queued += 1;
@@ -244,6 +247,21 @@ mod tests {
         assert!(!g.poll(&a), "each took one");
         g.execute(GwsOp::SemaBr, 1, 3);
         assert_eq!(g.counter(1), 3);
+    }
+
+    #[test]
+    fn a_released_count_goes_to_a_queued_wave_before_a_later_one() {
+        let g = Gws::new();
+        let first = g.execute(GwsOp::SemaP, 0, 0).expect("waits at 0");
+        g.execute(GwsOp::SemaV, 0, 0);
+        let later = g
+            .execute(GwsOp::SemaP, 0, 0)
+            .expect("a wave arriving after a queued one queues");
+        assert!(g.poll(&first), "the queued wave gets the count");
+        assert!(!g.poll(&later));
+        g.execute(GwsOp::SemaV, 0, 0);
+        assert!(g.poll(&later));
+        assert_eq!((g.counter(0), g.queued(0)), (0, 0));
     }
 
     #[test]
