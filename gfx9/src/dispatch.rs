@@ -26,9 +26,9 @@
 //!   gfx9 `scratch_backing_memory_location` is that base as a GPU address (the flat scratch
 //!   init: the kernel's prolog adds its wave offset and moves it to `FLAT_SCRATCH`). Each wave
 //!   running at once owns one slot of `wave_bytes`; its private segment wave offset is its
-//!   slot's byte offset. Here each thread keeps up to `R` workgroups resident (one unless
+//!   slot's byte offset. Here each of `T` threads keeps workgroups resident (one unless
 //!   some wait on GWS, below), so wave `i` of thread `t`'s resident workgroup `r` uses slot
-//!   `(t * R + r) * waves_per_group + i`, and no more threads and resident workgroups run
+//!   `(r * T + t) * waves_per_group + i`, and no more threads and resident workgroups run
 //!   than there are slots.
 //! * A PM4 dispatch (`DISPATCH_DIRECT` after `SET_SH_REG`s) has no descriptor: the
 //!   registers `COMPUTE_PGM_RSRC1/2/3` are the descriptor's fields and the user SGPRs are
@@ -63,12 +63,15 @@
 //! (with one on GWS), the thread parks the workgroup (its waves and LDS kept) and starts the
 //! next one, while its resident workgroups fit in those slots; a GWS change releases a parked
 //! workgroup, which runs again first. A thread whose resident workgroups all wait sleeps on
-//! the GPU's GWS state (woken by any change; it looks at cancellation every 20 ms). So a
-//! dispatch makes progress whenever the waves that must run at once to release each other fit
-//! in `threads × RESIDENT_WAVES` (fewer when the queue's scratch slots run out first: each
+//! the GPU's GWS state (woken by any change; it looks at cancellation every 20 ms); when
+//! nothing changed in those 20 ms and workgroups are left to start, it takes
+//! [`RESIDENT_WAVES`] more wave slots, up to [`MAX_RESIDENT_WAVES`] (a grid-wide barrier of a
+//! cooperative launch needs every workgroup of the grid resident at once). So a dispatch
+//! makes progress whenever the waves that must run at once to release each other fit in
+//! `threads × MAX_RESIDENT_WAVES` (fewer when the queue's scratch slots run out first: each
 //! resident wave holds one), as a grid that fits the GPU's wave slots does on hardware; a
 //! kernel that needs more hangs as it would on a GPU that small, and an [`Observer`] can
-//! still cancel it. The
+//! still cancel it. Each resident wave costs its registers (about 130 KiB). The
 //! first wave that stops with an [`ExecError`] or `s_trap` stops the dispatch: no thread starts
 //! another workgroup, and [`run`] returns a [`DispatchError`] naming the workgroup, the wave
 //! and the pc. An [`Observer`] sees each wave's initial state (tests check the ABI's registers
@@ -705,6 +708,7 @@ pub fn run(
     let mut threads = opts.threads.max(1) as u64;
     // Workgroups a thread keeps at once: as many as RESIDENT_WAVES hold, at least one.
     let mut resident = u64::from((RESIDENT_WAVES / waves_per_group).max(1));
+    let mut max_resident = u64::from((MAX_RESIDENT_WAVES / waves_per_group).max(1));
     if d.scratch_wave_bytes() > 0 {
         // Each resident workgroup needs a slot per wave (validate: slots > 0).
         if u64::from(d.scratch.slots) < u64::from(waves_per_group) {
@@ -716,6 +720,7 @@ pub fn run(
         let groups_with_slots = u64::from(d.scratch.slots) / u64::from(waves_per_group);
         threads = threads.min(groups_with_slots);
         resident = resident.min(groups_with_slots / threads).max(1);
+        max_resident = max_resident.min(groups_with_slots / threads).max(resident);
     }
     let threads = threads.min(total).max(1);
     // Workgroups a thread takes from the shared counter at a time: one when they are few
@@ -737,6 +742,8 @@ pub fn run(
         chunk,
         next: &next,
         resident: resident as u32,
+        max_resident: max_resident as u32,
+        threads: threads as u32,
     };
     let worker = |t: u64| {
         obs.thread_start();
@@ -780,6 +787,10 @@ pub fn run(
 /// Workgroups whose every wave waits on a GWS resource are parked until it releases them,
 /// and the thread starts others in their place up to this many waves.
 pub const RESIDENT_WAVES: u32 = 32;
+/// Waves a thread keeps resident at most when its workgroups stall: a thread whose every
+/// resident workgroup waits on GWS, with no GWS change for [`GWS_NAP`] and workgroups not yet
+/// started, takes another [`RESIDENT_WAVES`] (as if the GPU had one more CU), up to this.
+pub const MAX_RESIDENT_WAVES: u32 = 1024;
 /// Workgroups a thread takes from the dispatch's counter at once, at most.
 const HANDOFF: u64 = 64;
 /// How long a thread whose every workgroup waits on GWS sleeps before it looks at
@@ -798,6 +809,10 @@ struct Sched<'a> {
     next: &'a AtomicU64,
     /// Workgroups one thread keeps at once.
     resident: u32,
+    /// Workgroups one thread keeps at once at most, once stalled ([`MAX_RESIDENT_WAVES`]).
+    max_resident: u32,
+    /// Threads running workgroups (at most).
+    threads: u32,
 }
 
 /// Where a wave of a workgroup is.
@@ -845,6 +860,7 @@ impl Sched<'_> {
         let mut spare: Vec<Group> = Vec::new();
         let mut parked: Vec<Group> = Vec::new();
         let mut places: Vec<u32> = (0..self.resident).rev().collect();
+        let mut limit = self.resident;
         let mut claimed = 0..0u64;
         let gws = self.mem.gws();
         loop {
@@ -888,8 +904,16 @@ impl Sched<'_> {
                                 self.stop.set(DispatchError::Cancelled);
                                 break;
                             }
-                            if let (Some(g), Some(epoch)) = (gws, epoch) {
-                                g.wait_change(epoch, GWS_NAP);
+                            if let (Some(g), Some(epoch)) = (gws, epoch)
+                                && g.wait_change(epoch, GWS_NAP) == epoch
+                                && limit < self.max_resident
+                                && (!claimed.is_empty()
+                                    || self.next.load(Ordering::Relaxed) < self.total)
+                            {
+                                // Stalled with workgroups left to start: room for more.
+                                let more = (self.resident).min(self.max_resident - limit);
+                                places.extend((limit..limit + more).rev());
+                                limit += more;
                             }
                             continue;
                         }
@@ -932,7 +956,9 @@ impl Sched<'_> {
         let size = d.group_size(id);
         let items: u64 = size.iter().map(|&n| u64::from(n)).product();
         let n = items.div_ceil(LANES as u64) as usize;
-        let first_slot = (t * self.resident + place) * d.waves_per_group().max(1);
+        // Places interleave across threads, so a thread's later places (taken when stalled)
+        // never meet another thread's slots.
+        let first_slot = (place * self.threads + t) * d.waves_per_group().max(1);
         g.id = id;
         g.place = place;
         g.executed = 0;

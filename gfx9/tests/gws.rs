@@ -267,40 +267,63 @@ const BARRIER: &str = "
     global_store_dword v5, v4, s[0:1]
     s_endpgm";
 
+/// Cancels a dispatch still running at its instant (a deadlock fails the test, not hangs it).
+struct Deadline(std::time::Instant);
+
+impl Observer for Deadline {
+    fn cancelled(&self) -> bool {
+        std::time::Instant::now() > self.0
+    }
+}
+
+/// Runs [`BARRIER`] as `groups` workgroups of two waves on `threads` threads and checks
+/// every wave saw every other wave's add.
+fn grid_barrier(groups: u32, threads: usize) {
+    let gws = Gws::new();
+    let waves = groups * 2;
+    let Some(code) = common::assemble_for("gfx90a", BARRIER) else {
+        return;
+    };
+    let mem = TestMemory::with_code(&code);
+    // What the runtime's init kernel does before a cooperative launch.
+    gws.execute(kfd_gfx9::gws::GwsOp::Init, 7, waves - 1);
+    let stats = run(
+        &dispatch(Target::Gfx90a, groups, 128, &[waves - 1]),
+        &WithGws {
+            mem: &mem,
+            gws: Some(&gws),
+        },
+        &RunOptions { threads },
+        &Deadline(std::time::Instant::now() + std::time::Duration::from_secs(120)),
+    )
+    .expect("runs (cancelled: the waves did not all get through the barrier in 120 s)");
+    assert_eq!(stats.waves, u64::from(waves));
+    assert_eq!(mem.u32(DATA), waves);
+    for w in 0..waves {
+        assert_eq!(
+            mem.u32(DATA + 4 * (1 + u64::from(w))),
+            waves,
+            "{groups} workgroups, {threads} thread(s): wave {w} saw every wave's add after \
+             the barrier"
+        );
+    }
+    assert_eq!(gws.counter(7), waves - 1, "re-armed");
+}
+
 #[test]
 fn a_barrier_holds_every_wave_of_the_grid_until_the_last_arrives() {
-    // 12 workgroups of 2 waves on one thread (all resident at once: 24 waves), and on two.
-    for threads in [1, 2] {
-        let gws = Gws::new();
-        let (groups, items) = (12u32, 128u32);
-        let waves = groups * 2;
-        let Some(code) = common::assemble_for("gfx90a", BARRIER) else {
-            return;
-        };
-        let mem = TestMemory::with_code(&code);
-        // What the runtime's init kernel does before a cooperative launch.
-        gws.execute(kfd_gfx9::gws::GwsOp::Init, 7, waves - 1);
-        let stats = run(
-            &dispatch(Target::Gfx90a, groups, items, &[waves - 1]),
-            &WithGws {
-                mem: &mem,
-                gws: Some(&gws),
-            },
-            &RunOptions { threads },
-            &NoObserver,
-        )
-        .expect("runs");
-        assert_eq!(stats.waves, u64::from(waves));
-        assert_eq!(mem.u32(DATA), waves);
-        for w in 0..waves {
-            assert_eq!(
-                mem.u32(DATA + 4 * (1 + u64::from(w))),
-                waves,
-                "{threads} thread(s): wave {w} saw every wave's add after the barrier"
-            );
-        }
-        assert_eq!(gws.counter(7), waves - 1, "re-armed");
-    }
+    // 12 workgroups of 2 waves: all resident at once on one thread (24 waves), and on two.
+    grid_barrier(12, 1);
+    grid_barrier(12, 2);
+}
+
+#[test]
+fn a_grid_barrier_of_more_waves_than_a_thread_keeps_gets_them_all_resident() {
+    // 150 workgroups of 2 waves: 300 waves, more than RESIDENT_WAVES per thread; the stalled
+    // threads take more wave slots until the whole grid is resident.
+    const { assert!(300 > 2 * kfd_gfx9::dispatch::RESIDENT_WAVES) };
+    grid_barrier(150, 1);
+    grid_barrier(150, 2);
 }
 
 /// Workgroups 0..15 wait on resource 1 (count 0); the last one releases them all with
