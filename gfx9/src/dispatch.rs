@@ -788,7 +788,7 @@ pub fn run(
 /// and the thread starts others in their place up to this many waves.
 pub const RESIDENT_WAVES: u32 = 32;
 /// Waves a thread keeps resident at most when its workgroups stall: a thread whose every
-/// resident workgroup waits on GWS, with no GWS change for [`GWS_NAP`] and workgroups not yet
+/// resident workgroup waits on GWS, with no GWS change for 20 ms and workgroups not yet
 /// started, takes another [`RESIDENT_WAVES`] (as if the GPU had one more CU), up to this.
 pub const MAX_RESIDENT_WAVES: u32 = 1024;
 /// Workgroups a thread takes from the dispatch's counter at once, at most.

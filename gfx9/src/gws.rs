@@ -19,7 +19,7 @@
 //!   "flag" that flips per phase is [`Gws`]'s per-resource generation here).
 //!
 //! The resource is `(M0[21:16] + OFFSET) mod 64` (LLVM's `SelectDS_GWS`: "the resource id
-//! offset is computed as (<isa opaque base> + M0[21:16] + offset field) % 64"; the opaque base
+//! offset is computed as (`<isa opaque base> + M0[21:16] + offset field) % 64`"; the opaque base
 //! is the queue's first GWS entry, always 0 under KFD: `kfd_ioctl_alloc_queue_gws` returns
 //! `first_gws = 0`).
 //!
