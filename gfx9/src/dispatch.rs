@@ -26,8 +26,10 @@
 //!   gfx9 `scratch_backing_memory_location` is that base as a GPU address (the flat scratch
 //!   init: the kernel's prolog adds its wave offset and moves it to `FLAT_SCRATCH`). Each wave
 //!   running at once owns one slot of `wave_bytes`; its private segment wave offset is its
-//!   slot's byte offset. Here each thread runs one workgroup at a time, so thread `t`'s wave
-//!   `i` uses slot `t * waves_per_group + i`, and no more threads run than there are slots.
+//!   slot's byte offset. Here each of `T` threads keeps workgroups resident (one unless
+//!   some wait on GWS, below), so wave `i` of thread `t`'s resident workgroup `r` uses slot
+//!   `(r * T + t) * waves_per_group + i`, and no more threads and resident workgroups run
+//!   than there are slots.
 //! * A PM4 dispatch (`DISPATCH_DIRECT` after `SET_SH_REG`s) has no descriptor: the
 //!   registers `COMPUTE_PGM_RSRC1/2/3` are the descriptor's fields and the user SGPRs are
 //!   `COMPUTE_USER_DATA_0..15` ([`Dispatch::user_data`]); the system SGPRs and VGPRs are as
@@ -41,19 +43,42 @@
 //! # How it runs
 //!
 //! A workgroup's waves run round-robin on one thread: each runs until it ends, reaches
-//! `s_barrier`, yields or uses up a quantum of [`QUANTUM`] instructions (so waves that spin on
-//! each other's LDS or memory writes make progress). `s_barrier` releases when every wave of
-//! the workgroup that has not ended has reached it (a wave that executed `s_endpgm` no longer
-//! takes part in the workgroup's barriers). Workgroups run in parallel on up to
-//! [`RunOptions::threads`] threads (the caller's and scoped ones, `std::thread::scope`), each
-//! taking the next workgroup in dispatch order (X fastest); each thread keeps its own
-//! [`CodeCache`], so a kernel's code is decoded once per thread for the whole dispatch. The
+//! `s_barrier`, yields, waits on a GWS resource or uses up a quantum of [`QUANTUM`]
+//! instructions (so waves that spin on each other's LDS or memory writes make progress).
+//! `s_barrier` releases when every wave of the workgroup that has not ended has reached it (a
+//! wave that executed `s_endpgm` no longer takes part in the workgroup's barriers). Workgroups
+//! run in parallel on up to [`RunOptions::threads`] threads (the caller's and scoped ones,
+//! `std::thread::scope`), each taking the next workgroups in dispatch order (X fastest), up
+//! to 64 at a time from one shared counter when there are many; each thread
+//! keeps its own [`CodeCache`], so a kernel's code is decoded once per thread for the whole
+//! dispatch, and its own workgroup state (waves, LDS), reused from one workgroup to the next.
+//!
+//! # Global wave sync: what progress is guaranteed
+//!
+//! A wave waiting in `ds_gws_sema_p` or `ds_gws_barrier` ([`crate::gws`]) needs another wave
+//! to run — possibly of a workgroup not started yet. The hardware guarantees progress only to
+//! waves that are resident (the CP starts a workgroup when a CU has room for it, and a
+//! waiting wave keeps its slot). Here each thread acts as a compute unit with
+//! [`RESIDENT_WAVES`] wave slots: when every wave of its workgroup that has not ended waits
+//! (with one on GWS), the thread parks the workgroup (its waves and LDS kept) and starts the
+//! next one, while its resident workgroups fit in those slots; a GWS change releases a parked
+//! workgroup, which runs again first. A thread whose resident workgroups all wait sleeps on
+//! the GPU's GWS state (woken by any change; it looks at cancellation every 20 ms); when
+//! nothing changed in those 20 ms and workgroups are left to start, it takes
+//! [`RESIDENT_WAVES`] more wave slots, up to [`MAX_RESIDENT_WAVES`] (a grid-wide barrier of a
+//! cooperative launch needs every workgroup of the grid resident at once). So a dispatch
+//! makes progress whenever the waves that must run at once to release each other fit in
+//! `threads × MAX_RESIDENT_WAVES` (fewer when the queue's scratch slots run out first: each
+//! resident wave holds one), as a grid that fits the GPU's wave slots does on hardware; a
+//! kernel that needs more hangs as it would on a GPU that small, and an [`Observer`] can
+//! still cancel it. Each resident wave costs its registers (about 130 KiB). The
 //! first wave that stops with an [`ExecError`] or `s_trap` stops the dispatch: no thread starts
 //! another workgroup, and [`run`] returns a [`DispatchError`] naming the workgroup, the wave
 //! and the pc. An [`Observer`] sees each wave's initial state (tests check the ABI's registers
 //! with it) and can cancel a dispatch (a destroyed queue).
 
 use crate::exec::{Apertures, CodeCache, Ctx, ExecError, Flow, LANES, Memory, Target, Wave, step};
+use crate::gws::{Gws, GwsWait};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -604,25 +629,37 @@ impl Dispatch {
         };
         let packed = matches!(self.target, Target::Gfx90a | Target::Gfx942);
         let comps = kd.workitem_id_vgprs() as usize;
-        for lane in 0..LANES {
-            let (x, y, z) = if lane < lanes {
-                let i = first + lane as u64;
-                let sx = u64::from(size[0]);
-                let sy = u64::from(size[1]);
-                ((i % sx) as u32, (i / sx % sy) as u32, (i / sx / sy) as u32)
-            } else {
-                (0, 0, 0)
-            };
-            let ids = [x, y, z];
+        // Lanes past the workgroup's last work-item read 0. The ids of the others advance X
+        // fastest from the wave's first work-item (one division per wave, not per lane).
+        let regs = if packed { 1 } else { comps };
+        for r in &mut w.vgpr[..regs] {
+            *r = [0; LANES];
+        }
+        let (sx, sy) = (u64::from(size[0]), u64::from(size[1]));
+        let mut id = [
+            (first % sx) as u32,
+            (first / sx % sy) as u32,
+            (first / sx / sy) as u32,
+        ];
+        for lane in 0..lanes {
             if packed {
                 let mut v = 0u32;
-                for (c, &id) in ids.iter().enumerate().take(comps) {
-                    v |= (id & 0x3ff) << (10 * c);
+                for (c, &i) in id.iter().enumerate().take(comps) {
+                    v |= (i & 0x3ff) << (10 * c);
                 }
                 w.vgpr[0][lane] = v;
             } else {
-                for (c, &id) in ids.iter().enumerate().take(comps) {
-                    w.vgpr[c][lane] = id;
+                for (c, &i) in id.iter().enumerate().take(comps) {
+                    w.vgpr[c][lane] = i;
+                }
+            }
+            id[0] += 1;
+            if id[0] == size[0] {
+                id[0] = 0;
+                id[1] += 1;
+                if id[1] == size[1] {
+                    id[1] = 0;
+                    id[2] += 1;
                 }
             }
         }
@@ -669,65 +706,48 @@ pub fn run(
     let total = groups.iter().map(|&g| u64::from(g)).product::<u64>();
     let waves_per_group = d.waves_per_group().max(1);
     let mut threads = opts.threads.max(1) as u64;
+    // Workgroups a thread keeps at once: as many as RESIDENT_WAVES hold, at least one.
+    let mut resident = u64::from((RESIDENT_WAVES / waves_per_group).max(1));
+    let mut max_resident = u64::from((MAX_RESIDENT_WAVES / waves_per_group).max(1));
     if d.scratch_wave_bytes() > 0 {
-        // Each thread needs a slot per wave of its workgroup (validate: slots > 0).
-        threads = threads.min((u64::from(d.scratch.slots) / u64::from(waves_per_group)).max(1));
+        // Each resident workgroup needs a slot per wave (validate: slots > 0).
         if u64::from(d.scratch.slots) < u64::from(waves_per_group) {
             return Err(DispatchError::Scratch {
                 needed: d.scratch_wave_bytes() * u64::from(waves_per_group),
                 have: d.scratch.wave_bytes * u64::from(d.scratch.slots),
             });
         }
+        let groups_with_slots = u64::from(d.scratch.slots) / u64::from(waves_per_group);
+        threads = threads.min(groups_with_slots);
+        resident = resident.min(groups_with_slots / threads).max(1);
+        max_resident = max_resident.min(groups_with_slots / threads).max(resident);
     }
     let threads = threads.min(total).max(1);
+    // Workgroups a thread takes from the shared counter at a time: one when they are few
+    // (each thread gets its share), up to HANDOFF when there are many.
+    let chunk = (total / (threads * 64)).clamp(1, HANDOFF);
     let next = AtomicU64::new(0);
     let stop = Stop {
         flag: AtomicBool::new(false),
         first: Mutex::new(None),
     };
     let stats = Mutex::new(Stats::default());
+    let sched = Sched {
+        d,
+        mem,
+        obs,
+        stop: &stop,
+        groups,
+        total,
+        chunk,
+        next: &next,
+        resident: resident as u32,
+        max_resident: max_resident as u32,
+        threads: threads as u32,
+    };
     let worker = |t: u64| {
         obs.thread_start();
-        let mut cache = CodeCache::new();
-        let mut lds = vec![0u8; d.lds_bytes() as usize];
-        let mut mine = Stats::default();
-        let mut waves: Vec<Wave> = Vec::new();
-        loop {
-            if stop.stopped() {
-                break;
-            }
-            let n = next.fetch_add(1, Ordering::Relaxed);
-            if n >= total {
-                break;
-            }
-            let id = [
-                (n % u64::from(groups[0])) as u32,
-                (n / u64::from(groups[0]) % u64::from(groups[1])) as u32,
-                (n / u64::from(groups[0]) / u64::from(groups[1])) as u32,
-            ];
-            lds.fill(0);
-            match run_group(
-                d,
-                mem,
-                obs,
-                &stop,
-                id,
-                t as u32 * waves_per_group,
-                &mut waves,
-                &mut lds,
-                &mut cache,
-            ) {
-                Ok(i) => {
-                    mine.workgroups += 1;
-                    mine.waves += waves.len() as u64;
-                    mine.instructions += i;
-                }
-                Err(e) => {
-                    stop.set(e);
-                    break;
-                }
-            }
-        }
+        let mine = sched.worker(t as u32);
         let mut s = stats
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -762,99 +782,302 @@ pub fn run(
         .unwrap_or_else(std::sync::PoisonError::into_inner))
 }
 
+/// Waves a thread keeps resident at most: a compute unit's wave slots (gfx90a and gfx942:
+/// 8 waves per SIMD, 4 SIMDs per CU; the MI200 and MI300 guides' "wavefront slots").
+/// Workgroups whose every wave waits on a GWS resource are parked until it releases them,
+/// and the thread starts others in their place up to this many waves.
+pub const RESIDENT_WAVES: u32 = 32;
+/// Waves a thread keeps resident at most when its workgroups stall: a thread whose every
+/// resident workgroup waits on GWS, with no GWS change for 20 ms and workgroups not yet
+/// started, takes another [`RESIDENT_WAVES`] (as if the GPU had one more CU), up to this.
+pub const MAX_RESIDENT_WAVES: u32 = 1024;
+/// Workgroups a thread takes from the dispatch's counter at once, at most.
+const HANDOFF: u64 = 64;
+/// How long a thread whose every workgroup waits on GWS sleeps before it looks at
+/// cancellation again (it wakes at once on any GWS change).
+const GWS_NAP: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// What every worker of a dispatch shares.
+struct Sched<'a> {
+    d: &'a Dispatch,
+    mem: &'a dyn Memory,
+    obs: &'a dyn Observer,
+    stop: &'a Stop,
+    groups: [u32; 3],
+    total: u64,
+    chunk: u64,
+    next: &'a AtomicU64,
+    /// Workgroups one thread keeps at once.
+    resident: u32,
+    /// Workgroups one thread keeps at once at most, once stalled ([`MAX_RESIDENT_WAVES`]).
+    max_resident: u32,
+    /// Threads running workgroups (at most).
+    threads: u32,
+}
+
 /// Where a wave of a workgroup is.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {
     Ready,
     AtBarrier,
+    /// Waiting on a GWS resource (`ds_gws_sema_p`, `ds_gws_barrier`).
+    Gws(GwsWait),
     Ended,
 }
 
-/// Runs workgroup `id`'s waves round-robin to their ends; returns the instructions executed.
-#[allow(clippy::too_many_arguments)]
-fn run_group(
-    d: &Dispatch,
-    mem: &dyn Memory,
-    obs: &dyn Observer,
-    stop: &Stop,
+/// A resident workgroup: its waves, where each is, its LDS. Kept and reused by its thread,
+/// so a workgroup costs no allocation once the thread has run one of its size.
+struct Group {
     id: [u32; 3],
-    first_slot: u32,
-    waves: &mut Vec<Wave>,
-    lds: &mut [u8],
-    cache: &mut CodeCache,
-) -> Result<u64, DispatchError> {
-    let size = d.group_size(id);
-    let items: u64 = size.iter().map(|&n| u64::from(n)).product();
-    let n = items.div_ceil(LANES as u64) as usize;
-    waves.truncate(n);
-    while waves.len() < n {
-        waves.push(Wave::new(d.target, d.entry));
+    /// Its place among the thread's resident workgroups (which scratch slots it uses).
+    place: u32,
+    waves: Vec<Wave>,
+    state: Vec<State>,
+    lds: Vec<u8>,
+    executed: u64,
+}
+
+/// How a turn of a workgroup ended.
+enum Turn {
+    /// Every wave ended.
+    Done,
+    /// Every wave that has not ended waits, and at least one on GWS.
+    Blocked,
+}
+
+impl Sched<'_> {
+    /// Workgroup number `n`'s id (X fastest).
+    fn group_id(&self, n: u64) -> [u32; 3] {
+        let [gx, gy, _] = self.groups.map(u64::from);
+        [(n % gx) as u32, (n / gx % gy) as u32, (n / gx / gy) as u32]
     }
-    for (i, w) in waves.iter_mut().enumerate() {
-        d.setup_into(w, id, i as u32, first_slot + i as u32);
-        obs.wave_start(id, i as u32, w);
-    }
-    let mut state = vec![State::Ready; n];
-    let mut executed = 0u64;
-    loop {
-        for (i, w) in waves.iter_mut().enumerate() {
-            if state[i] != State::Ready {
-                continue;
+
+    /// One thread's work: take workgroups, run them, park those blocked on GWS, resume them
+    /// when released; returns what it ran.
+    fn worker(&self, t: u32) -> Stats {
+        let mut cache = CodeCache::new();
+        let mut mine = Stats::default();
+        let mut spare: Vec<Group> = Vec::new();
+        let mut parked: Vec<Group> = Vec::new();
+        let mut places: Vec<u32> = (0..self.resident).rev().collect();
+        let mut limit = self.resident;
+        let mut claimed = 0..0u64;
+        let gws = self.mem.gws();
+        loop {
+            if self.stop.stopped() {
+                break;
             }
-            if stop.stopped() {
-                // Another thread's error (or a cancel) ends this workgroup too.
-                return Err(DispatchError::Cancelled);
-            }
-            if obs.cancelled() {
-                return Err(DispatchError::Cancelled);
-            }
-            let mut ctx = Ctx {
-                mem,
-                lds,
-                code: cache,
+            // A parked workgroup that a GWS change released runs first; then a new one while
+            // there is room; else wait for a change.
+            let epoch = gws.map(|g| g.epoch());
+            let mut group = match parked.iter_mut().position(|g| g.poll(gws)) {
+                Some(i) => parked.swap_remove(i),
+                None => {
+                    let n = if places.is_empty() {
+                        None
+                    } else {
+                        claimed.next().or_else(|| {
+                            let start = self.next.fetch_add(self.chunk, Ordering::Relaxed);
+                            claimed = start.min(self.total)..(start + self.chunk).min(self.total);
+                            claimed.next()
+                        })
+                    };
+                    match (n, places.pop()) {
+                        (Some(n), Some(place)) => {
+                            let mut g = spare.pop().unwrap_or_else(|| Group {
+                                id: [0; 3],
+                                place: 0,
+                                waves: Vec::new(),
+                                state: Vec::new(),
+                                lds: Vec::new(),
+                                executed: 0,
+                            });
+                            self.start(&mut g, self.group_id(n), place, t);
+                            g
+                        }
+                        (_, place) => {
+                            places.extend(place);
+                            if parked.is_empty() {
+                                break;
+                            }
+                            if self.obs.cancelled() {
+                                self.stop.set(DispatchError::Cancelled);
+                                break;
+                            }
+                            if let (Some(g), Some(epoch)) = (gws, epoch)
+                                && g.wait_change(epoch, GWS_NAP) == epoch
+                                && limit < self.max_resident
+                                && (!claimed.is_empty()
+                                    || self.next.load(Ordering::Relaxed) < self.total)
+                            {
+                                // Stalled with workgroups left to start: room for more.
+                                let more = (self.resident).min(self.max_resident - limit);
+                                places.extend((limit..limit + more).rev());
+                                limit += more;
+                            }
+                            continue;
+                        }
+                    }
+                }
             };
-            for _ in 0..QUANTUM {
-                let pc = w.pc;
-                executed += 1;
-                match step(w, &mut ctx) {
-                    Ok(Flow::Continue) => {}
-                    Ok(Flow::Yield) => break,
-                    Ok(Flow::Barrier) => {
-                        state[i] = State::AtBarrier;
-                        break;
-                    }
-                    Ok(Flow::End) => {
-                        state[i] = State::Ended;
-                        break;
-                    }
-                    Ok(Flow::Trap(trap_id)) => {
-                        return Err(DispatchError::Trap {
-                            workgroup: id,
-                            wave: i as u32,
-                            pc,
-                            trap_id,
-                        });
-                    }
-                    Err(error) => {
-                        return Err(DispatchError::Wave {
-                            workgroup: id,
-                            wave: i as u32,
-                            error,
-                        });
+            match self.run_group(&mut group, &mut cache, gws) {
+                Ok(Turn::Done) => {
+                    mine.workgroups += 1;
+                    mine.waves += group.waves.len() as u64;
+                    mine.instructions += group.executed;
+                    places.push(group.place);
+                    spare.push(group);
+                }
+                Ok(Turn::Blocked) => parked.push(group),
+                Err(e) => {
+                    self.stop.set(e);
+                    parked.push(group);
+                    break;
+                }
+            }
+        }
+        // Waves left waiting (the dispatch stopped) no longer queue on a semaphore.
+        if let Some(gws) = gws {
+            for g in &parked {
+                for s in &g.state {
+                    if let State::Gws(w) = s {
+                        gws.abandon(w);
                     }
                 }
             }
         }
-        if state.iter().all(|&s| s == State::Ended) {
-            return Ok(executed);
+        mine
+    }
+
+    /// Sets `g` up as workgroup `id` in resident place `place` of thread `t`: its waves'
+    /// initial state, its LDS zeroed.
+    fn start(&self, g: &mut Group, id: [u32; 3], place: u32, t: u32) {
+        let d = self.d;
+        let size = d.group_size(id);
+        let items: u64 = size.iter().map(|&n| u64::from(n)).product();
+        let n = items.div_ceil(LANES as u64) as usize;
+        // Places interleave across threads, so a thread's later places (taken when stalled)
+        // never meet another thread's slots.
+        let first_slot = (place * self.threads + t) * d.waves_per_group().max(1);
+        g.id = id;
+        g.place = place;
+        g.executed = 0;
+        g.waves.truncate(n);
+        while g.waves.len() < n {
+            g.waves.push(Wave::new(d.target, d.entry));
         }
-        // Every wave not ended waits at the barrier: release them all.
-        if !state.contains(&State::Ready) {
-            for s in &mut state {
+        for (i, w) in g.waves.iter_mut().enumerate() {
+            d.setup_into(w, id, i as u32, first_slot + i as u32);
+            self.obs.wave_start(id, i as u32, w);
+        }
+        g.state.clear();
+        g.state.resize(n, State::Ready);
+        let lds = d.lds_bytes() as usize;
+        if g.lds.len() != lds {
+            g.lds = vec![0; lds];
+        } else {
+            g.lds.fill(0);
+        }
+    }
+
+    /// Runs `g`'s waves round-robin until they all end or all wait with one on GWS.
+    fn run_group(
+        &self,
+        g: &mut Group,
+        cache: &mut CodeCache,
+        gws: Option<&Gws>,
+    ) -> Result<Turn, DispatchError> {
+        let id = g.id;
+        loop {
+            for (i, w) in g.waves.iter_mut().enumerate() {
+                match g.state[i] {
+                    State::Ready => {}
+                    State::Gws(wait) if gws.is_some_and(|u| u.poll(&wait)) => {
+                        g.state[i] = State::Ready;
+                    }
+                    _ => continue,
+                }
+                if self.stop.stopped() {
+                    // Another thread's error (or a cancel) ends this workgroup too.
+                    return Err(DispatchError::Cancelled);
+                }
+                if self.obs.cancelled() {
+                    return Err(DispatchError::Cancelled);
+                }
+                let mut ctx = Ctx {
+                    mem: self.mem,
+                    lds: &mut g.lds,
+                    code: cache,
+                };
+                for _ in 0..QUANTUM {
+                    let pc = w.pc;
+                    g.executed += 1;
+                    match step(w, &mut ctx) {
+                        Ok(Flow::Continue) => {}
+                        Ok(Flow::Yield) => break,
+                        Ok(Flow::Barrier) => {
+                            g.state[i] = State::AtBarrier;
+                            break;
+                        }
+                        Ok(Flow::GwsWait(wait)) => {
+                            g.state[i] = State::Gws(wait);
+                            break;
+                        }
+                        Ok(Flow::End) => {
+                            g.state[i] = State::Ended;
+                            break;
+                        }
+                        Ok(Flow::Trap(trap_id)) => {
+                            return Err(DispatchError::Trap {
+                                workgroup: id,
+                                wave: i as u32,
+                                pc,
+                                trap_id,
+                            });
+                        }
+                        Err(error) => {
+                            return Err(DispatchError::Wave {
+                                workgroup: id,
+                                wave: i as u32,
+                                error,
+                            });
+                        }
+                    }
+                }
+            }
+            if g.state.iter().all(|&s| s == State::Ended) {
+                return Ok(Turn::Done);
+            }
+            if g.state.contains(&State::Ready) {
+                continue;
+            }
+            if g.state.iter().any(|s| matches!(s, State::Gws(_))) {
+                return Ok(Turn::Blocked);
+            }
+            // Every wave not ended waits at the barrier: release them all.
+            for s in &mut g.state {
                 if *s == State::AtBarrier {
                     *s = State::Ready;
                 }
             }
         }
+    }
+}
+
+impl Group {
+    /// Whether a GWS change released one of the parked workgroup's waves (which is then
+    /// ready: a semaphore's count is taken).
+    fn poll(&mut self, gws: Option<&Gws>) -> bool {
+        let Some(gws) = gws else { return false };
+        let mut released = false;
+        for s in &mut self.state {
+            if let State::Gws(wait) = *s
+                && gws.poll(&wait)
+            {
+                *s = State::Ready;
+                released = true;
+            }
+        }
+        released
     }
 }

@@ -637,6 +637,25 @@ opcodes! {
         DsMinRtnF64 = 114 "ds_min_rtn_f64", DsMaxRtnF64 = 115 "ds_max_rtn_f64",
         DsRead2st64B64 = 120 "ds_read2st64_b64", DsAddRtnF64 = 124 "ds_add_rtn_f64",
         DsWriteAddtidB32 = 29 "ds_write_addtid_b32", DsReadAddtidB32 = 182 "ds_read_addtid_b32",
+        DsGwsSemaReleaseAll = 152 "ds_gws_sema_release_all", DsGwsInit = 153 "ds_gws_init",
+        DsGwsSemaV = 154 "ds_gws_sema_v", DsGwsSemaBr = 155 "ds_gws_sema_br",
+        DsGwsSemaP = 156 "ds_gws_sema_p", DsGwsBarrier = 157 "ds_gws_barrier",
+    }
+}
+
+impl DsOp {
+    /// The global wave sync operation this opcode is (152–157, "GDS only"), if it is one.
+    pub fn gws(self) -> Option<crate::gws::GwsOp> {
+        use crate::gws::GwsOp;
+        Some(match self {
+            Self::DsGwsSemaReleaseAll => GwsOp::SemaReleaseAll,
+            Self::DsGwsInit => GwsOp::Init,
+            Self::DsGwsSemaV => GwsOp::SemaV,
+            Self::DsGwsSemaBr => GwsOp::SemaBr,
+            Self::DsGwsSemaP => GwsOp::SemaP,
+            Self::DsGwsBarrier => GwsOp::Barrier,
+            _ => return None,
+        })
     }
 }
 

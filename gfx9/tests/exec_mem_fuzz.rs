@@ -280,7 +280,12 @@ fn the_memory_opcodes_not_executed_are_the_scalar_scratch_ones() {
         ],
         "the memory opcodes that do not execute"
     );
-    for (name, unimplemented) in &not_executed {
+    // The `ds_gws_*` ops need the GPU's GWS (tests/gws.rs runs them); without it, or without
+    // the GDS bit cleared above, they stop as illegal, not unimplemented.
+    for (name, unimplemented) in not_executed
+        .iter()
+        .filter(|(n, _)| !n.starts_with("ds_gws"))
+    {
         assert!(
             *unimplemented,
             "{name} never completed, but is not unimplemented"

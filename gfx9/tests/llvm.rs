@@ -903,10 +903,12 @@ fn table_encodings() -> Vec<(Opcode, Vec<u32>)> {
         ));
     }
     for &op in DsOp::ALL {
+        // The GWS opcodes exist only with the GDS bit ("GDS only").
+        let gds = u32::from(op.gws().is_some()) << 16;
         all.push((
             Opcode::Ds(op),
             vec![
-                0xd800_0000 | u32::from(op.raw()) << 17,
+                0xd800_0000 | u32::from(op.raw()) << 17 | gds,
                 2 | 4 << 8 | 6 << 16 | 8 << 24,
             ],
         ));

@@ -5,7 +5,9 @@
 //! cannot reach is a VM fault with its page; a kernel that needs scratch the queue does not
 //! have asks the runtime for it (code 1 in `queue_inactive_signal`, ROCr 5.2.3's
 //! `DynamicScratchHandler` protocol) and runs once the runtime set the queue's scratch up and
-//! stored 0; a destroyed queue's endless kernel is cancelled.
+//! stored 0; a destroyed queue's endless kernel is cancelled; a queue given GWS
+//! (ALLOC_QUEUE_GWS) runs global wave sync semaphores across its workgroups, and one without
+//! stops at the first GWS instruction.
 
 mod model_support;
 
@@ -763,4 +765,78 @@ fn userptr_pages_are_read_fresh_by_each_dispatch_and_an_unmapped_one_faults() {
     q.destroy();
     // SAFETY: the output page, mapped by this test, no longer used by the GPU.
     unsafe { rustix::mm::munmap(output as *mut _, page) }.expect("munmap");
+}
+
+/// Kernel A initialises GWS semaphore 0 to 1 (one wave); kernel B's workgroups each take it,
+/// add 1 to the dword at DATA + 0x100 with a scalar load and store, and give it back
+/// (kfdtest's `GwsInitIsa` and `GwsAtomicIncreaseIsa`).
+const GWS_INIT: &str = "s_mov_b32 m0, 0\nv_mov_b32 v0, 1\nds_gws_init v0 offset:0 gds\ns_endpgm";
+const GWS_INCREMENT: &str = "
+    s_mov_b32 m0, 0
+    ds_gws_sema_p offset:0 gds
+    s_load_dword s16, s[0:1], 0x100 glc
+    s_waitcnt 0
+    s_add_u32 s16, s16, 1
+    s_mov_b32 s20, 100
+delay:
+    s_sub_u32 s20, s20, 1
+    s_cmp_lg_u32 s20, 0
+    s_cbranch_scc1 delay
+    s_store_dword s16, s[0:1], 0x100 glc
+    s_waitcnt lgkmcnt(0)
+    ds_gws_sema_v offset:0 gds
+    s_endpgm";
+
+#[test]
+fn a_queue_with_gws_runs_semaphores_across_workgroups_and_one_without_stops() {
+    for machine in ["mi210x8", "mi300x"] {
+        let k = ".amdhsa_user_sgpr_kernarg_segment_ptr 1";
+        let (Some((init, init_kd)), Some((inc, inc_kd))) = (
+            kernel(mcpu(machine), GWS_INIT, k),
+            kernel(mcpu(machine), GWS_INCREMENT, k),
+        ) else {
+            return;
+        };
+        // Without GWS: the first GWS instruction is illegal on the queue.
+        let mut q = Queue::new(machine, &init, &init_kd);
+        q.submit(0, dispatch([64, 1, 1], [64, 1, 1], 0));
+        assert!(q.wait_for_error(), "{machine}: no queue error event");
+        assert_eq!(
+            q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE),
+            1 << 30,
+            "{machine}: ROCr's illegal-instruction code"
+        );
+        q.destroy();
+        // With GWS: 300 single-wave workgroups on 2 threads keep every increment.
+        let mut q = Queue::new(machine, &init, &init_kd);
+        let mut g = kfd_ioctl_alloc_queue_gws_args {
+            queue_id: q.id,
+            num_gws: 1,
+            ..Default::default()
+        };
+        assert_eq!(q.emu.ioctl(AMDKFD_IOC_ALLOC_QUEUE_GWS, &mut g), Ok(0));
+        q.submit(0, dispatch([64, 1, 1], [64, 1, 1], 0));
+        assert!(
+            q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0),
+            "{machine}: the init kernel did not complete"
+        );
+        // The second kernel in the first one's place (the first has completed).
+        let mut kd = inc_kd.clone();
+        kd[16..24].copy_from_slice(&((CODE - DESCRIPTOR) as i64).to_le_bytes());
+        q.bo.bytes()[DESCRIPTOR..DESCRIPTOR + 64].copy_from_slice(&kd);
+        q.bo.bytes()[CODE..CODE + inc.len()].copy_from_slice(&inc);
+        q.put_u64(COMPLETION + SIGNAL_VALUE, 1);
+        q.submit(1, dispatch([300, 1, 1], [1, 1, 1], 0));
+        assert!(
+            q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0),
+            "{machine}: the semaphore kernel did not complete"
+        );
+        assert_eq!(
+            q.u32_at(DATA + 0x100),
+            300,
+            "{machine}: every increment kept"
+        );
+        assert_eq!(q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE), 0, "{machine}");
+        q.destroy();
+    }
 }

@@ -576,3 +576,45 @@ fn a_save_area_in_svm_memory_needs_gpu_always_mapped_access() {
     );
     assert_eq!(create(&emu, &args(half)).map(|_| ()), Err(Errno::INVAL));
 }
+
+#[test]
+fn gws_go_to_one_queue_per_process_and_gpu_and_come_back_with_it() {
+    // kfd_ioctl_alloc_queue_gws → pqm_set_gws: "Only allow one queue per process can have
+    // GWS assigned" (`qpd->num_gws`: EBUSY), taking them back when no queue has them is
+    // EINVAL, `first_gws` is 0; pqm_clean_queue_resource gives them back with the queue.
+    let emu = emu("mi210x8", 15);
+    with_buffers(&emu);
+    let a = kfd_ioctl_create_queue_args {
+        queue_type: KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
+        ..sdma_args(&emu)
+    };
+    let q0 = create(&emu, &a).expect("queue 0").queue_id;
+    let q1 = create(&emu, &a).expect("queue 1").queue_id;
+    let gws = |queue_id: u32, num_gws: u32| {
+        let mut g = kfd_ioctl_alloc_queue_gws_args {
+            queue_id,
+            num_gws,
+            first_gws: 0xdead,
+            ..Default::default()
+        };
+        emu.ioctl(AMDKFD_IOC_ALLOC_QUEUE_GWS, &mut g)
+            .map(|_| g.first_gws)
+    };
+    assert_eq!(
+        gws(q0, 0),
+        Err(Errno::INVAL),
+        "no queue has GWS to give back"
+    );
+    assert_eq!(gws(q0, 1), Ok(0), "the first GWS entry is 0");
+    assert_eq!(
+        gws(q1, 64),
+        Err(Errno::BUSY),
+        "another queue of the process"
+    );
+    assert_eq!(gws(q0, 1), Err(Errno::BUSY), "the same queue again");
+    assert_eq!(destroy(&emu, q0), Ok(0));
+    assert_eq!(gws(q1, 64), Ok(0), "given back with the destroyed queue");
+    assert_eq!(gws(q1, 0), Ok(0), "taken back");
+    assert_eq!(gws(q1, 0), Err(Errno::INVAL));
+    assert_eq!(gws(q1, 1), Ok(0));
+}

@@ -86,6 +86,13 @@ pub trait Memory: Sync {
     ///
     /// The [`Fault`] when the value is not writable by the GPU.
     fn atomic(&self, addr: u64, size: u8, f: &mut dyn FnMut(u64) -> u64) -> Result<u64, Fault>;
+
+    /// The GPU's global wave sync resources, when the dispatch's queue has them (KFD's
+    /// `AMDKFD_IOC_ALLOC_QUEUE_GWS`); `None` (the default): a `ds_gws_*` instruction stops the
+    /// wave with [`ExecError::Illegal`].
+    fn gws(&self) -> Option<&crate::gws::Gws> {
+        None
+    }
 }
 
 /// How a wave stopped executing, when not by its own `s_endpgm`: the condition the command
@@ -141,6 +148,9 @@ pub enum Flow {
     Trap(u16),
     /// `s_sleep`/`s_sethalt`: yield to other waves.
     Yield,
+    /// A `ds_gws_sema_p` or `ds_gws_barrier` that must wait: the wave is past the
+    /// instruction and goes on once [`Gws::poll`](crate::gws::Gws::poll) releases it.
+    GwsWait(crate::gws::GwsWait),
 }
 
 /// One wave's architectural state.

@@ -77,6 +77,14 @@ pub(super) struct Device {
     /// SVM pages unmapped from GPUs: `svm_range_unmap_from_gpus`), which running dispatches'
     /// translation caches (`kernel`) check on every access and drop when it changed.
     pub translations: std::sync::atomic::AtomicU64,
+    /// Each GPU's global wave sync resources (by GPU index), the hardware's: `kfd_gws_init`
+    /// gives KFD the device's whole GWS (`amdgpu_amdkfd_alloc_gws` of `gds.gws_size`, 64 on
+    /// gfx9), and a queue given them with ALLOC_QUEUE_GWS reaches them from its dispatches
+    /// ([`kernel`](super::kernel)). Where it differs: two processes' GWS queues share the
+    /// counters here at once, where the HWS would run them in turns (more than one GWS queue
+    /// makes the runlist oversubscribed, `pm_calc_rlib_size`) and save and restore the
+    /// waves' state with CWSR.
+    pub gws: Vec<Arc<kfd_gfx9::gws::Gws>>,
 }
 
 impl Device {
@@ -84,7 +92,14 @@ impl Device {
     pub(super) fn new(cfg: ModelConfig) -> Device {
         let costs = Costs::new(&cfg.machine, cfg.timing.clone());
         let clock = Arc::new(Clock::new(cfg.clock));
+        let gws = cfg
+            .machine
+            .gpus()
+            .iter()
+            .map(|_| Arc::new(kfd_gfx9::gws::Gws::new()))
+            .collect();
         Device {
+            gws,
             cfg,
             limits: Limits::of_host(),
             costs,

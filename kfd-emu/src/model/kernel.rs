@@ -69,6 +69,12 @@
 //!   instruction), which `DynamicScratchHandler` turns into `HSA_STATUS_ERROR_EXCEPTION` and
 //!   `HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION`. An unimplemented instruction is always logged
 //!   (it is the emulator's limit, not the program's error).
+//! * Global wave sync: a queue given GWS (ALLOC_QUEUE_GWS, `pqm_set_gws`) dispatches with
+//!   its GPU's resources ([`Device::gws`](super::device::Device), which every such queue of
+//!   every process shares: the hardware's); a `ds_gws_*` instruction on a queue without them
+//!   stops the queue with the illegal-instruction code (`kfd_gfx9::gws`: the hardware's
+//!   behaviour there is not documented; our choice). The dispatcher parks workgroups whose
+//!   waves wait on GWS and starts others (`kfd_gfx9::dispatch`, "Global wave sync").
 //! * Threads: the workgroups run on up to [`ModelConfig::gpu_threads`](super::ModelConfig)
 //!   threads started for the dispatch (each marked an own thread). The engine thread waits
 //!   for them. A long kernel holds its queue's packet: DESTROY_QUEUE (and a process's exit)
@@ -348,6 +354,8 @@ struct GpuMemory<'a> {
     snapshots: Vec<(u64, Vec<u8>)>,
     /// The process's GPU-atomics lock ([`atomics_lock`]).
     atomics: std::sync::Arc<Mutex<()>>,
+    /// The GPU's GWS, when the queue has them.
+    gws: Option<&'a kfd_gfx9::gws::Gws>,
 }
 
 /// Dispatches made so far (each `GpuMemory` takes the next number).
@@ -376,6 +384,7 @@ impl GpuMemory<'_> {
             generation: GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             snapshots: Vec::new(),
             atomics: atomics_lock(w.tgid),
+            gws: w.gws.then(|| &*drv.dev.gws[w.gpu]),
         }
     }
 
@@ -640,6 +649,10 @@ impl Memory for GpuMemory<'_> {
         let new = f(old);
         self.write_cached(addr, &new.to_le_bytes()[..size])?;
         Ok(old)
+    }
+
+    fn gws(&self) -> Option<&kfd_gfx9::gws::Gws> {
+        self.gws
     }
 }
 

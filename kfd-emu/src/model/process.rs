@@ -153,6 +153,9 @@ pub(super) struct Pdd {
     /// (`q->properties.is_evicted = !!qpd->evicted`, so `QUEUE_IS_ACTIVE` is false and the
     /// HWS never maps it). Per GPU: `kfd_dqm_evict_pasid` takes the faulting device's pdd.
     pub fault_evicted: bool,
+    /// GWS entries the process's queue on this GPU holds (`qpd->num_gws`: the device's
+    /// `gws_size` while one of its queues has GWS, else 0; `pqm_set_gws`).
+    pub num_gws: u32,
 }
 
 impl Pdd {
@@ -226,6 +229,7 @@ impl Process {
                     vram_usage: 0,
                     task: None,
                     fault_evicted: false,
+                    num_gws: 0,
                 })
                 .collect(),
             events: EventTable::new(),

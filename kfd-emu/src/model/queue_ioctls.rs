@@ -388,11 +388,18 @@ pub(super) fn destroy_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> 
     let q = {
         let mut st = ctx.m.lock();
         let process = st.process(ctx.tgid, ctx.serial)?;
-        process
+        let q = process
             .queues
             .by_id
             .remove(&a.queue_id)
-            .ok_or(Errno::INVAL)?
+            .ok_or(Errno::INVAL)?;
+        // pqm_clean_queue_resource: a queue with GWS gives them back to its process.
+        if q.gws != 0
+            && let Some(pdd) = process.pdds.iter_mut().find(|p| p.gpu == q.gpu)
+        {
+            pdd.num_gws = 0;
+        }
+        q
     };
     // Without the model's lock, which the engine may need to reach its packet's end.
     q.runner.destroy(true);
@@ -474,28 +481,47 @@ pub(super) fn get_queue_wave_state(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), 
 }
 
 /// AMDKFD_IOC_ALLOC_QUEUE_GWS (`kfd_ioctl_alloc_queue_gws`, `pqm_set_gws`): `EINVAL` for an
-/// unknown queue; `ENODEV` on a GPU without GWS; `EINVAL` for a queue that is not a compute
-/// queue; `EBUSY` to give GWS to a queue that has them.
+/// unknown queue; `ENODEV` on a GPU without GWS (the node's `num_gws` is 0: `dev->gws` was
+/// never allocated); `EINVAL` for a queue that is not a compute queue; then, per process and
+/// GPU (`qpd->num_gws`: "Only allow one queue per process can have GWS assigned"), `EBUSY` to
+/// give GWS while a queue there has them and `EINVAL` to take them back when none has. A
+/// `num_gws` above 0 gives the queue the device's whole GWS (`dev->adev->gds.gws_size`
+/// entries, whatever number was asked) and its dispatches reach them
+/// ([`Device::gws`](super::device::Device)); 0 takes them away. `first_gws` is always 0.
 pub(super) fn alloc_queue_gws(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let mut a: kfd_ioctl_alloc_queue_gws_args = get(buf);
     let mut st = ctx.m.lock();
     let process = st.process(ctx.tgid, ctx.serial)?;
     let q = process.queues.get_mut(a.queue_id, Errno::INVAL)?;
+    let gpu = q.gpu;
     let machine = &ctx.m.dev.cfg.machine;
-    let gws = machine
-        .node_of(&machine.gpus()[q.gpu])
+    let gws_size = machine
+        .node_of(&machine.gpus()[gpu])
         .and_then(|n| n.properties.num_gws)
-        .unwrap_or(0);
-    if gws == 0 {
+        .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX));
+    if gws_size == 0 {
         return Err(Errno::NODEV);
     }
     if !matches!(q.engine, Engine::Compute { .. }) {
         return Err(Errno::INVAL);
     }
-    if a.num_gws != 0 && q.gws != 0 {
+    let pdd = process
+        .pdds
+        .iter()
+        .position(|p| p.gpu == gpu)
+        .ok_or(Errno::INVAL)?;
+    let give = a.num_gws != 0;
+    let held = process.pdds[pdd].num_gws;
+    if give && held != 0 {
         return Err(Errno::BUSY);
     }
-    q.gws = a.num_gws;
+    if !give && held == 0 {
+        return Err(Errno::INVAL);
+    }
+    process.pdds[pdd].num_gws = if give { gws_size } else { 0 };
+    if let Some(q) = process.queues.by_id.get_mut(&a.queue_id) {
+        q.gws = if give { gws_size } else { 0 };
+    }
     a.first_gws = 0;
     put(buf, &a);
     Ok(())

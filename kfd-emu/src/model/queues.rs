@@ -89,6 +89,7 @@ pub(super) struct Queue {
     /// The doorbell's byte offset in the process's doorbell slice of the GPU.
     pub doorbell: u64,
     pub cu_mask: Vec<u32>,
+    /// GWS entries the queue was given (ALLOC_QUEUE_GWS: `q->gws`), 0 for none.
     pub gws: u32,
     /// The BO handles whose GPU mappings the queue holds (`kfd_queue_acquire_buffers` takes a
     /// `queue_refcount` on each; newer kernels only).

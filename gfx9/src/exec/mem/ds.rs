@@ -5,13 +5,16 @@
 //! The address of lane *i* is `VGPR[ADDR][i] + OFFSET` (`offset1:offset0` as one 16-bit
 //! offset), or for the `read2`/`write2` forms two addresses `ADDR + OFFSET0 * size` and
 //! `ADDR + OFFSET1 * size` (`st64`: × 64 more); `ds_read/write_addtid_b32` address by M0
-//! and the lane id instead (see `access::lds_dma_addr`). See the module above for the range rule. GDS
-//! (the GDS bit) is not modelled and stops the wave as unimplemented.
+//! and the lane id instead (see `access::lds_dma_addr`). See the module above for the range
+//! rule. GDS (the GDS bit) is not modelled and stops the wave as unimplemented, except for the
+//! global wave sync instructions (`ds_gws_*`, GDS only), which [`gws`] executes on the GPU's
+//! [`Gws`](crate::gws::Gws).
 
 use super::access::{
     Half, Rmw, Shape, file, file_mut, lds_dma_addr, read_lds, rmw_lds, vreg, write_lds,
 };
-use crate::exec::wave::{Ctx, ExecError, LANES, Wave, unimplemented};
+use crate::exec::wave::{Ctx, ExecError, Flow, LANES, Wave, illegal, unimplemented};
+use crate::gws::GwsOp;
 use crate::inst::Inst;
 use crate::opcode::DsOp;
 
@@ -236,7 +239,61 @@ fn kind(op: DsOp) -> Kind {
         DsNop => Kind::Nop,
         DsWriteAddtidB32 => Kind::Addtid { write: true },
         DsReadAddtidB32 => Kind::Addtid { write: false },
+        // Executed by `gws`, never reached here.
+        DsGwsSemaReleaseAll | DsGwsInit | DsGwsSemaV | DsGwsSemaBr | DsGwsSemaP | DsGwsBarrier => {
+            Kind::Nop
+        }
     }
+}
+
+/// Executes a global wave sync instruction (`ds_gws_*`, [`crate::gws`]) on the GPU's
+/// resources the [`Memory`](crate::exec::Memory) gives: resource `(M0[21:16] + OFFSET) mod
+/// 64`, the value (`ds_gws_init`, `_sema_br`, `_barrier`) DATA0 — the ADDR field's VGPR —
+/// of the first lane EXEC enables (lane 0 when none is: the guide's `find_first_valid` with
+/// an empty mask is our choice). The instruction does not depend on EXEC otherwise.
+///
+/// A queue without GWS (the `Memory` gives none), or the encoding without the GDS bit (the
+/// guide: "GDS only"; LLVM cannot assemble it), stops the wave with
+/// [`ExecError::Illegal`]: what the hardware does with a GWS instruction of a VMID that has
+/// no GWS entries (`pm_map_process_v9` maps such a process with `num_gws = 0`) is not
+/// documented, and an error the queue reports is more use to a program than a hang.
+pub(super) fn gws(
+    w: &mut Wave,
+    ctx: &mut Ctx<'_>,
+    inst: &Inst,
+    pc: u64,
+    op: DsOp,
+) -> Result<Flow, ExecError> {
+    let Some(gws_op) = op.gws() else {
+        return Err(unimplemented(inst, pc));
+    };
+    if !inst.mods.gds {
+        return Err(illegal(inst, pc, "a GWS instruction without the GDS bit"));
+    }
+    let Some(unit) = ctx.mem.gws() else {
+        return Err(illegal(
+            inst,
+            pc,
+            "a GWS instruction on a queue without GWS",
+        ));
+    };
+    let value = match gws_op {
+        GwsOp::Init | GwsOp::SemaBr | GwsOp::Barrier => {
+            let r = vreg(inst, pc, inst.src[0], 1)?;
+            let lane = if w.exec == 0 {
+                0
+            } else {
+                w.exec.trailing_zeros() as usize
+            };
+            w.vgpr[r][lane]
+        }
+        _ => 0,
+    };
+    let rid = (w.m0 >> 16 & 0x3f) as usize + (inst.imm as u32 & 0xffff) as usize;
+    Ok(match unit.execute(gws_op, rid, value) {
+        None => Flow::Continue,
+        Some(wait) => Flow::GwsWait(wait),
+    })
 }
 
 /// Executes one DS instruction.

@@ -58,6 +58,7 @@ pub(super) fn execute(
     pc: u64,
 ) -> Result<Flow, ExecError> {
     match inst.op {
+        Opcode::Ds(op) if op.gws().is_some() => return ds::gws(w, ctx, inst, pc, op),
         Opcode::Smem(op) => smem::execute(w, ctx, inst, pc, op),
         Opcode::Ds(op) => ds::execute(w, ctx, inst, pc, op),
         Opcode::Flat(seg, op) => flat::execute(w, ctx, inst, pc, seg, op),
