@@ -348,6 +348,9 @@ struct GpuMemory<'a> {
     snapshots: Vec<(u64, Vec<u8>)>,
     /// The process's GPU-atomics lock ([`atomics_lock`]).
     atomics: std::sync::Arc<Mutex<()>>,
+    /// Whether atomics on process memory still ask the process's CPU to run their
+    /// compare-and-swaps ([`GpuMemory::cpu_atomic`]).
+    cpu_cas: std::sync::atomic::AtomicBool,
 }
 
 /// Dispatches made so far (each `GpuMemory` takes the next number).
@@ -376,6 +379,7 @@ impl GpuMemory<'_> {
             generation: GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             snapshots: Vec::new(),
             atomics: atomics_lock(w.tgid),
+            cpu_cas: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
@@ -545,6 +549,61 @@ impl GpuMemory<'_> {
     }
 }
 
+impl GpuMemory<'_> {
+    /// A GPU atomic on process memory (`size` bytes at `at` of process `owner`) as a
+    /// compare-and-swap loop whose compare-and-swaps the process's own CPU runs
+    /// ([`CpuWake::cas`](crate::backend::CpuWake::cas)): atomic with its locked instructions,
+    /// as the hardware's PCIe/xGMI atomic is. `None` when none can run (the caller then does
+    /// what it did before): no tracer, a fault (the GPU view answers it), or no thread of the
+    /// process stopped in time, after which this dispatch does not ask again (logged once).
+    fn cpu_atomic(
+        &self,
+        owner: i32,
+        at: u64,
+        size: usize,
+        f: &mut dyn FnMut(u64) -> u64,
+    ) -> Option<u64> {
+        use crate::backend::CasError;
+        use std::sync::atomic::Ordering::Relaxed;
+        if !self.cpu_cas.load(Relaxed) {
+            return None;
+        }
+        let mask = if size == 8 {
+            u64::MAX
+        } else {
+            u64::from(u32::MAX)
+        };
+        // The first guess; a mismatch answers the value to try next.
+        let mut raw = [0u8; 8];
+        super::objects::remote_read(owner, at, &mut raw[..size]).ok()?;
+        let mut old = u64::from_le_bytes(raw);
+        loop {
+            let new = f(old) & mask;
+            match self.drv.cpu.cas(owner, at, size as u8, old, new) {
+                Ok(now) if now == old => return Some(old),
+                Ok(now) => old = now,
+                Err(CasError::Fault) => return None,
+                Err(e) => {
+                    self.cpu_cas.store(false, Relaxed);
+                    if e == CasError::NoThread
+                        && !CAS_FALLBACK_LOGGED.swap(true, std::sync::atomic::Ordering::Relaxed)
+                    {
+                        crate::own::elog!(
+                            "kfd-emu: no thread of process {owner} stopped to run a GPU atomic: this dispatch's atomics on its memory are not atomic with its CPU's (logged once)"
+                        );
+                    }
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// Whether a dispatch fell back from CPU compare-and-swaps for want of a thread
+/// ([`GpuMemory::cpu_atomic`]: said once).
+static CAS_FALLBACK_LOGGED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// Where a cached access goes ([`GpuMemory::fast`]).
 enum Fast {
     /// The address in a shared memfd mapping.
@@ -634,6 +693,11 @@ impl Memory for GpuMemory<'_> {
             .atomics
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Fast::Process(owner, at) = self.fast(addr, size, true)
+            && let Some(old) = self.cpu_atomic(owner, at, size, f)
+        {
+            return Ok(old);
+        }
         let mut raw = [0u8; 8];
         self.read_cached(addr, &mut raw[..size])?;
         let old = u64::from_le_bytes(raw);
