@@ -47,14 +47,22 @@
 //!   change while the dispatch runs; every wave reads them through the scalar cache).
 //!   An atomic on a BO page is a compare-and-swap on the shared mapping: atomic with respect
 //!   to every other GPU access and to the CPU's own atomic instructions on the same memory.
-//!   On USERPTR and SVM memory (the process's own pages, which the model reaches with
-//!   `process_vm_readv` / `process_vm_writev`, not through a mapping it could use a locked
-//!   instruction on) it is atomic with respect to every GPU access of the process's dispatches
-//!   (one lock per process, [`atomics_lock`], around the read-modify-write; per process, so
-//!   that an atomic blocked on one program's unserved page stalls no other program) but not
-//!   to the CPU's: a program whose
-//!   CPU and GPU increment one such counter at once can lose updates here (where it
-//!   differs).
+//!   On USERPTR and SVM memory in system memory (the process's own pages, which the model
+//!   reaches with `process_vm_readv` / `process_vm_writev`, not through a mapping it could
+//!   use a locked instruction on), as on the hardware, where it is a PCIe/xGMI atomic, it is
+//!   atomic with the CPU's locked instructions too under `kfd-emu run`: a compare-and-swap
+//!   loop (`GpuMemory::cpu_atomic`: the value read, the operation applied, the
+//!   compare-and-swap retried with the value a mismatch returns) whose `lock cmpxchg` a
+//!   stopped thread of the process runs ([`CpuWake::cas`](crate::backend::CpuWake::cas),
+//!   the supervisor's tracer; about 10–20 µs each on the 2-core development VM, see
+//!   `benches/cas.rs`). Every such atomic of the process's dispatches holds one lock per
+//!   process ([`atomics_lock`]; per process, so that an atomic blocked on one program's
+//!   unserved page stalls no other program). Where it differs: in attach mode (no tracer),
+//!   on a process none of whose threads stops within a quarter of a second (every one
+//!   blocked in a call the supervisor is answering: the rest of that dispatch, logged once),
+//!   or before the process made a file `mmap` (no `syscall` instruction of it known), the
+//!   atomic is the read-modify-write under that lock: atomic with every GPU access but not
+//!   with the CPU's, which can lose updates made between the read and the write.
 //! * Profiling: on a queue whose `amd_queue_t.queue_properties` has
 //!   `AMD_QUEUE_PROPERTIES_ENABLE_PROFILING` (`hsa_amd_profiling_set_profiler_enabled`), the
 //!   dispatch's start and end times on the GPU clock go into the completion signal's

@@ -85,6 +85,9 @@ struct CasTable {
     /// Processes with a new (or still pending) request, whose threads the tracer is to
     /// interrupt.
     fresh: Vec<i32>,
+    /// The process a stopped thread of which waits for its next request
+    /// ([`Wakeups::wait_cas_op`]): a request of it needs no interrupt, nor the tracer a kick.
+    waiting: Option<i32>,
 }
 
 #[derive(Debug, Default)]
@@ -238,11 +241,16 @@ impl Wakeups {
         let id = table.next;
         table.next += 1;
         table.ops.push((id, op, CasState::Pending));
-        table.fresh.push(op.tgid);
+        let waited = table.waiting == Some(op.tgid);
+        if !waited {
+            table.fresh.push(op.tgid);
+        }
         drop(table);
         // A thread running this process's requests may be waiting for it.
         self.cas_done.notify_all();
-        self.kick();
+        if !waited {
+            self.kick();
+        }
         let start = Instant::now();
         let mut posted = start;
         let mut table = self.cas_table();
@@ -327,9 +335,15 @@ impl Wakeups {
                 .find(|(_, op, state)| op.tgid == tgid && matches!(state, CasState::Pending))
             {
                 *state = CasState::Taken;
-                return Some((*id, *op));
+                let found = (*id, *op);
+                table.waiting = None;
+                return Some(found);
             }
-            let left = deadline.checked_duration_since(Instant::now())?;
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                table.waiting = None;
+                return None;
+            };
+            table.waiting = Some(tgid);
             table = self
                 .cas_done
                 .wait_timeout(table, left)

@@ -1,0 +1,37 @@
+/*
+ * The program supervisor_cas.rs runs compare-and-swaps in (kfd-emu's tracer, the CPU side of
+ * GPU atomics on process memory): it maps a read-write page and a read-only one, sets the
+ * page's second dword to 7 and its second quadword to 0x1122334455667788, prints its pid and
+ * both addresses, adds 1 to the page's first dword with a locked instruction CPU_N times,
+ * then waits for a line on stdin (a read the test's compare-and-swaps interrupt and that
+ * must restart) and prints the first dword and the second quadword.
+ */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define CPU_N 20000000u
+
+int main(void)
+{
+    uint32_t *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *ro = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char line[16];
+    uint32_t i;
+
+    if (page == MAP_FAILED || ro == MAP_FAILED)
+        return 1;
+    page[1] = 7;
+    ((uint64_t *)page)[1] = 0x1122334455667788ull;
+    printf("pid %d page %p ro %p\n", (int)getpid(), (void *)page, ro);
+    fflush(stdout);
+    for (i = 0; i < CPU_N; i++)
+        __atomic_fetch_add(&page[0], 1u, __ATOMIC_SEQ_CST);
+    if (!fgets(line, sizeof(line), stdin))
+        return 2;
+    printf("value %u %#" PRIx64 "\n", __atomic_load_n(&page[0], __ATOMIC_SEQ_CST),
+           ((uint64_t *)page)[1]);
+    return 0;
+}
