@@ -241,7 +241,7 @@ impl Wakeups {
         let id = table.next;
         table.next += 1;
         table.ops.push((id, op, CasState::Pending));
-        let waited = table.waiting == Some(op.tgid);
+        let mut waited = table.waiting == Some(op.tgid);
         if !waited {
             table.fresh.push(op.tgid);
         }
@@ -276,14 +276,18 @@ impl Wakeups {
                 }
                 CasState::Pending => {
                     // Again, in case the kick came before the tracer's waitpid, or the
-                    // threads it interrupted stopped busy and ran on.
+                    // threads it interrupted stopped busy and ran on, or the thread that
+                    // waited for it ran on first.
                     if posted.elapsed() > Duration::from_millis(20) {
                         table.fresh.push(op.tgid);
                         posted = Instant::now();
+                        waited = false;
                     }
-                    drop(table);
-                    self.kick();
-                    table = self.cas_table();
+                    if !waited {
+                        drop(table);
+                        self.kick();
+                        table = self.cas_table();
+                    }
                 }
                 CasState::Taken => {}
             }
