@@ -12,14 +12,26 @@ use std::time::{Duration, Instant};
 use kfd_emu::backend::{Backend, Caller, CasError, CpuWaker, OpenAction};
 use kfd_emu::supervisor::spawn_command;
 
+/// Keeps the waker; holds an open of `/emu-test/block` until `released`.
 #[derive(Default)]
 struct Fake {
     waker: Mutex<Option<CpuWaker>>,
     set: Condvar,
+    /// (an open of `/emu-test/block` is held, it may go on).
+    block: Mutex<(bool, bool)>,
+    block_changed: Condvar,
 }
 
 impl Backend for Fake {
-    fn open(&self, _: &dyn Caller, _: &str, _: i32, _: u32) -> OpenAction {
+    fn open(&self, _: &dyn Caller, path: &str, _: i32, _: u32) -> OpenAction {
+        if path == "/emu-test/block" {
+            let mut block = self.block.lock().unwrap();
+            block.0 = true;
+            self.block_changed.notify_all();
+            while !block.1 {
+                block = self.block_changed.wait(block).unwrap();
+            }
+        }
         OpenAction::Continue
     }
 
@@ -89,7 +101,9 @@ fn hex(word: &str) -> u64 {
 /// `lock add`: none is lost. Then the compare-and-swap's answers: a mismatch returns the
 /// value and writes nothing, a match returns it and writes, 4 and 8 bytes; a read-only page
 /// and an unmapped address are `Fault` (the program never sees the `SIGSEGV`), a misaligned
-/// one too. The program's `read`, interrupted meanwhile, restarts and gets its line.
+/// one too. The program's `read`, interrupted meanwhile, restarts and gets its line. While
+/// its only thread waits in an `open` the supervisor received (and holds), no thread can
+/// stop: a request is withdrawn after its wait with `NoThread`, and never runs later.
 #[test]
 fn compare_and_swaps_run_in_the_program_are_atomic_with_its_locked_instructions() {
     let program = build();
@@ -145,9 +159,24 @@ fn compare_and_swaps_run_in_the_program_are_atomic_with_its_locked_instructions(
     assert_eq!(waker.cas(pid, page + 2, 4, 0, 1), Err(CasError::Fault));
 
     stdin.write_all(b"go\n").unwrap();
+    {
+        let mut block = fake.block.lock().unwrap();
+        while !block.0 {
+            block = fake.block_changed.wait(block).unwrap();
+        }
+    }
+    let start = Instant::now();
+    assert_eq!(waker.cas(pid, page + 4, 4, 9, 11), Err(CasError::NoThread));
+    assert!(
+        start.elapsed() >= Duration::from_millis(200),
+        "{:?}",
+        start.elapsed()
+    );
+    fake.block.lock().unwrap().1 = true;
+    fake.block_changed.notify_all();
     line.clear();
     stdout.read_line(&mut line).unwrap();
-    assert_eq!(line, format!("value {} {new:#x}\n", 20_000_000 + 3000));
+    assert_eq!(line, format!("value {} 9 {new:#x}\n", 20_000_000 + 3000));
     let status = runner.join().unwrap().unwrap();
     assert!(status.success(), "{status:?}");
 }

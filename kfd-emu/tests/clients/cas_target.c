@@ -4,8 +4,11 @@
  * page's second dword to 7 and its second quadword to 0x1122334455667788, prints its pid and
  * both addresses, adds 1 to the page's first dword with a locked instruction CPU_N times,
  * then waits for a line on stdin (a read the test's compare-and-swaps interrupt and that
- * must restart) and prints the first dword and the second quadword.
+ * must restart), opens /emu-test/block (which the test's backend holds until it says so:
+ * the thread cannot stop meanwhile) and prints the first and second dwords and the second
+ * quadword.
  */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,7 +34,9 @@ int main(void)
         __atomic_fetch_add(&page[0], 1u, __ATOMIC_SEQ_CST);
     if (!fgets(line, sizeof(line), stdin))
         return 2;
-    printf("value %u %#" PRIx64 "\n", __atomic_load_n(&page[0], __ATOMIC_SEQ_CST),
+    if (open("/emu-test/block", O_RDONLY) >= 0)
+        return 3;
+    printf("value %u %u %#" PRIx64 "\n", __atomic_load_n(&page[0], __ATOMIC_SEQ_CST), page[1],
            ((uint64_t *)page)[1]);
     return 0;
 }
