@@ -103,7 +103,8 @@ fn hex(word: &str) -> u64 {
 /// and an unmapped address are `Fault` (the program never sees the `SIGSEGV`), a misaligned
 /// one too. The program's `read`, interrupted meanwhile, restarts and gets its line. While
 /// its only thread waits in an `open` the supervisor received (and holds), no thread can
-/// stop: a request is withdrawn after its wait with `NoThread`, and never runs later.
+/// stop: a request is withdrawn after its wait with `NoThread`, and never runs later. Signals
+/// sent meanwhile are each handled once.
 #[test]
 fn compare_and_swaps_run_in_the_program_are_atomic_with_its_locked_instructions() {
     let program = build();
@@ -143,6 +144,25 @@ fn compare_and_swaps_run_in_the_program_are_atomic_with_its_locked_instructions(
                 break;
             }
             old = now;
+        }
+    }
+
+    // A signal sent while the program runs compare-and-swaps (blocked meanwhile) is handled
+    // once each, after.
+    for sent in 1..=30u64 {
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid).unwrap(),
+            rustix::process::Signal::USR1,
+        )
+        .unwrap();
+        for _ in 0..5 {
+            let old = read_word(pid, page, 4);
+            let _ = waker.cas(pid, page, 4, old, old).unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while read_word(pid, page + 16, 4) != sent {
+            assert!(Instant::now() < deadline, "SIGUSR1 {sent} not handled");
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
