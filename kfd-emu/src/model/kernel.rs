@@ -54,8 +54,11 @@
 //!   loop (`GpuMemory::cpu_atomic`: the value read, the operation applied, the
 //!   compare-and-swap retried with the value a mismatch returns) whose `lock cmpxchg` a
 //!   stopped thread of the process runs ([`CpuWake::cas`](crate::backend::CpuWake::cas),
-//!   the supervisor's tracer; about 10–20 µs each on the 2-core development VM, see
-//!   `benches/cas.rs`). Every such atomic of the process's dispatches holds one lock per
+//!   the supervisor's tracer, which keeps the thread stopped for the next lane's; measured
+//!   by `benches/cas.rs` on the shared 2-core development VM at a load average of 12–15:
+//!   0.12–0.24 ms each in a thread kept stopped, 0.3–1 ms for the first of a burst, against
+//!   6–7 µs for the `process_vm_readv`/`writev` pair it replaces, nearly all of it the
+//!   hand-overs between the engine thread, the tracer and the stopped thread). Every such atomic of the process's dispatches holds one lock per
 //!   process ([`atomics_lock`]; per process, so that an atomic blocked on one program's
 //!   unserved page stalls no other program). Where it differs: in attach mode (no tracer),
 //!   on a process none of whose threads stops within a quarter of a second (every one
