@@ -394,6 +394,9 @@ struct CasRun {
 const CAS_LINGER: std::time::Duration = std::time::Duration::from_millis(1);
 const CAS_RUN: std::time::Duration = std::time::Duration::from_millis(20);
 
+/// x86_64's 64-bit user code segment (`__USER_CS`): a thread running 64-bit code.
+const USER_CS: u64 = 0x33;
+
 /// The stub page's size.
 const STUB_PAGE: u64 = 4096;
 
@@ -1359,6 +1362,11 @@ impl Tracer {
         let (Ok(saved), Ok(mask)) = (get_regs(tid), sigmask(tid)) else {
             return self.resume(tid, 0);
         };
+        if saved.cs != USER_CS {
+            // A 32-bit program (compat mode) would run the 64-bit stub as other code.
+            self.slots.cpu.cas_refuse(Some(tgid), CasError::Unsupported);
+            return self.resume(tid, 0);
+        }
         if set_sigmask(tid, !SYNC_SIGNALS).is_err() {
             return self.resume(tid, 0);
         }
