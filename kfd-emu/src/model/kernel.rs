@@ -62,7 +62,8 @@
 //!   process ([`atomics_lock`]; per process, so that an atomic blocked on one program's
 //!   unserved page stalls no other program). Where it differs: in attach mode (no tracer),
 //!   on a process none of whose threads stops within a quarter of a second (every one
-//!   blocked in a call the supervisor is answering: the rest of that dispatch, logged once),
+//!   blocked in a call the supervisor is answering: the rest of that dispatch, which waited
+//!   that quarter of a second once; logged once),
 //!   or before the process made a file `mmap` (no `syscall` instruction of it known), the
 //!   atomic is the read-modify-write under that lock: atomic with every GPU access but not
 //!   with the CPU's, which can lose updates made between the read and the write.
