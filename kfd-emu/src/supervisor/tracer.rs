@@ -69,19 +69,26 @@
 //! - each request runs the stub from its registers (`rdi` the address, `rax` the expected
 //!   value, `rsi` the new one): `lock cmpxchg`, `mov rdx, rax`, `syscall`, resumed with
 //!   `PTRACE_SYSEMU`, so that the `syscall`'s entry stop ends it and no call runs (nor does
-//!   any seccomp filter see one); `rdx` holds the value before;
+//!   any seccomp filter see one: `syscall_trace_enter`, `kernel/entry/common.c`, returns
+//!   before `__secure_computing` under `SYSCALL_EMU`); `rdx` holds the value before;
 //! - while it runs, every signal but the synchronous ones is blocked (`PTRACE_SETSIGMASK`;
-//!   the thread's own mask comes back after), so a pending signal is delivered afterwards
+//!   the thread's own mask comes back after; a forced synchronous signal that is blocked
+//!   would reset the program's handler, `force_sig_info_to_task` in `kernel/signal.c`), so
+//!   a pending signal is delivered afterwards
 //!   at the program's own instruction; a `SIGSEGV`/`SIGBUS` of the stub (memory the CPU may
 //!   not write) answers [`CasError::Fault`] and is not delivered; a stopping signal meanwhile
 //!   is raised again after (`tgkill`);
 //! - a request no thread takes within a quarter of a second (every thread blocked in a call
-//!   the supervisor received, which `WAIT_KILLABLE_RECV` keeps from stopping, or stopped by
-//!   job control) is withdrawn by its caller ([`CasError::NoThread`]), which falls back.
+//!   the supervisor received, which `WAIT_KILLABLE_RECV` keeps from stopping:
+//!   `seccomp_do_user_notification` waits killable once the notification was received; or
+//!   stopped by job control) is withdrawn by its caller ([`CasError::NoThread`]), which falls
+//!   back.
 //!
 //! Not covered: a thread stopped inside an rseq critical section that runs the stub has its
 //! `rseq_cs` cleared by the kernel (the stub's instruction pointer is outside it), so that
-//! section is not aborted at that preemption (as for a plan's `mprotect`s).
+//! section is not aborted at that preemption (as for a plan's `mprotect`s). The stub page is
+//! the program's to see (`/proc/self/maps`: one anonymous `r-x` page); a `vfork` or
+//! `CLONE_VM` child that runs a compare-and-swap maps a second one into the shared memory.
 //!
 //! Anonymous mappings never stop the program: the filter allows them outright, so only file
 //! mappings (the loader's, a few per library) pay a stop, a `pidfd_getfd` and a backend call.
