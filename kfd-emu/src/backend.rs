@@ -245,6 +245,46 @@ pub trait CpuWake: Send + Sync {
     /// called without the backend's locks before a change is made visible to the program
     /// (a call's answer, a GPU write it may poll for), so that it runs the plan first.
     fn sync(&self);
+
+    /// Runs one `lock cmpxchg` inside traced process `tgid`, on one of its own threads: the
+    /// `size`-byte (4 or 8) little-endian word at `addr` is compared with `expected` and, if
+    /// equal, replaced by `new`, atomically with respect to the process's own locked
+    /// instructions (and anyone else's on the same memory); returns the word's value before
+    /// (equal to `expected` exactly when it was replaced). What a GPU atomic on process
+    /// memory is on the hardware (a PCIe/xGMI atomic), for the model's GPU atomics on USERPTR
+    /// and SVM pages (`model/kernel.rs`). Blocks until a thread of the process ran it, or
+    /// until none stopped in time ([`CasError::NoThread`]). The default runs nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`CasError`]: nothing can run it, no thread stopped, or the CPU may not write there.
+    fn cas(
+        &self,
+        tgid: i32,
+        addr: u64,
+        size: u8,
+        expected: u64,
+        new: u64,
+    ) -> Result<u64, CasError> {
+        let _ = (tgid, addr, size, expected, new);
+        Err(CasError::Unsupported)
+    }
+}
+
+/// Why [`CpuWake::cas`] did not run its compare-and-swap (the caller then falls back to what
+/// it does without one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CasError {
+    /// Nothing can run code in the process: no tracer (attach mode), a process it does not
+    /// trace, an architecture other than x86_64, no `syscall` instruction of the process
+    /// known yet, or the stub could not be mapped into it.
+    Unsupported,
+    /// No thread of the process stopped in time (every one blocked in a call the
+    /// supervisor is answering, or stopped by job control), or the one running it exited.
+    NoThread,
+    /// The instruction faulted: the CPU may not write `addr` (`SIGSEGV`/`SIGBUS`, not
+    /// delivered).
+    Fault,
 }
 
 /// The supervisor's waker (see [`CpuWake`]).

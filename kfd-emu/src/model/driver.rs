@@ -102,6 +102,23 @@ impl CpuFaults {
         }
     }
 
+    /// [`CpuWake::cas`](crate::backend::CpuWake::cas) in process `tgid`, when a waker is set
+    /// (else [`CasError::Unsupported`](crate::backend::CasError)).
+    pub(super) fn cas(
+        &self,
+        tgid: i32,
+        addr: u64,
+        size: u8,
+        expected: u64,
+        new: u64,
+    ) -> Result<u64, crate::backend::CasError> {
+        let waker = self.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match waker {
+            Some(waker) => waker.cas(tgid, addr, size, expected, new),
+            None => Err(crate::backend::CasError::Unsupported),
+        }
+    }
+
     /// What was hidden of process `tgid`, if anything ever was.
     pub(super) fn hidden_of(&self, tgid: i32) -> Option<Arc<Hidden>> {
         self.hidden

@@ -47,14 +47,26 @@
 //!   change while the dispatch runs; every wave reads them through the scalar cache).
 //!   An atomic on a BO page is a compare-and-swap on the shared mapping: atomic with respect
 //!   to every other GPU access and to the CPU's own atomic instructions on the same memory.
-//!   On USERPTR and SVM memory (the process's own pages, which the model reaches with
-//!   `process_vm_readv` / `process_vm_writev`, not through a mapping it could use a locked
-//!   instruction on) it is atomic with respect to every GPU access of the process's dispatches
-//!   (one lock per process, [`atomics_lock`], around the read-modify-write; per process, so
-//!   that an atomic blocked on one program's unserved page stalls no other program) but not
-//!   to the CPU's: a program whose
-//!   CPU and GPU increment one such counter at once can lose updates here (where it
-//!   differs).
+//!   On USERPTR and SVM memory in system memory (the process's own pages, which the model
+//!   reaches with `process_vm_readv` / `process_vm_writev`, not through a mapping it could
+//!   use a locked instruction on), as on the hardware, where it is a PCIe/xGMI atomic, it is
+//!   atomic with the CPU's locked instructions too under `kfd-emu run`: a compare-and-swap
+//!   loop (`GpuMemory::cpu_atomic`: the value read, the operation applied, the
+//!   compare-and-swap retried with the value a mismatch returns) whose `lock cmpxchg` a
+//!   stopped thread of the process runs ([`CpuWake::cas`](crate::backend::CpuWake::cas),
+//!   the supervisor's tracer, which keeps the thread stopped for the next lane's; measured
+//!   by `benches/cas.rs` on the shared 2-core development VM at a load average of 12–15:
+//!   0.12–0.24 ms each in a thread kept stopped, 0.3–1 ms for the first of a burst, against
+//!   6–7 µs for the `process_vm_readv`/`writev` pair it replaces, nearly all of it the
+//!   hand-overs between the engine thread, the tracer and the stopped thread). Every such atomic of the process's dispatches holds one lock per
+//!   process ([`atomics_lock`]; per process, so that an atomic blocked on one program's
+//!   unserved page stalls no other program). Where it differs: in attach mode (no tracer),
+//!   on a process none of whose threads stops within a quarter of a second (every one
+//!   blocked in a call the supervisor is answering: the rest of that dispatch, which waited
+//!   that quarter of a second once; logged once),
+//!   or before the process made a file `mmap` (no `syscall` instruction of it known), the
+//!   atomic is the read-modify-write under that lock: atomic with every GPU access but not
+//!   with the CPU's, which can lose updates made between the read and the write.
 //! * Profiling: on a queue whose `amd_queue_t.queue_properties` has
 //!   `AMD_QUEUE_PROPERTIES_ENABLE_PROFILING` (`hsa_amd_profiling_set_profiler_enabled`), the
 //!   dispatch's start and end times on the GPU clock go into the completion signal's
@@ -356,6 +368,9 @@ struct GpuMemory<'a> {
     atomics: std::sync::Arc<Mutex<()>>,
     /// The GPU's GWS, when the queue has them.
     gws: Option<&'a kfd_gfx9::gws::Gws>,
+    /// Whether atomics on process memory still ask the process's CPU to run their
+    /// compare-and-swaps ([`GpuMemory::cpu_atomic`]).
+    cpu_cas: std::sync::atomic::AtomicBool,
 }
 
 /// Dispatches made so far (each `GpuMemory` takes the next number).
@@ -385,6 +400,7 @@ impl GpuMemory<'_> {
             snapshots: Vec::new(),
             atomics: atomics_lock(w.tgid),
             gws: w.gws.then(|| &*drv.dev.gws[w.gpu]),
+            cpu_cas: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
@@ -554,6 +570,61 @@ impl GpuMemory<'_> {
     }
 }
 
+impl GpuMemory<'_> {
+    /// A GPU atomic on process memory (`size` bytes at `at` of process `owner`) as a
+    /// compare-and-swap loop whose compare-and-swaps the process's own CPU runs
+    /// ([`CpuWake::cas`](crate::backend::CpuWake::cas)): atomic with its locked instructions,
+    /// as the hardware's PCIe/xGMI atomic is. `None` when none can run (the caller then does
+    /// what it did before): no tracer, a fault (the GPU view answers it), or no thread of the
+    /// process stopped in time, after which this dispatch does not ask again (logged once).
+    fn cpu_atomic(
+        &self,
+        owner: i32,
+        at: u64,
+        size: usize,
+        f: &mut dyn FnMut(u64) -> u64,
+    ) -> Option<u64> {
+        use crate::backend::CasError;
+        use std::sync::atomic::Ordering::Relaxed;
+        if !self.cpu_cas.load(Relaxed) {
+            return None;
+        }
+        let mask = if size == 8 {
+            u64::MAX
+        } else {
+            u64::from(u32::MAX)
+        };
+        // The first guess; a mismatch answers the value to try next.
+        let mut raw = [0u8; 8];
+        super::objects::remote_read(owner, at, &mut raw[..size]).ok()?;
+        let mut old = u64::from_le_bytes(raw);
+        loop {
+            let new = f(old) & mask;
+            match self.drv.cpu.cas(owner, at, size as u8, old, new) {
+                Ok(now) if now == old => return Some(old),
+                Ok(now) => old = now,
+                Err(CasError::Fault) => return None,
+                Err(e) => {
+                    self.cpu_cas.store(false, Relaxed);
+                    if e == CasError::NoThread
+                        && !CAS_FALLBACK_LOGGED.swap(true, std::sync::atomic::Ordering::Relaxed)
+                    {
+                        crate::own::elog!(
+                            "kfd-emu: no thread of process {owner} stopped to run a GPU atomic: this dispatch's atomics on its memory are not atomic with its CPU's (logged once)"
+                        );
+                    }
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// Whether a dispatch fell back from CPU compare-and-swaps for want of a thread
+/// ([`GpuMemory::cpu_atomic`]: said once).
+static CAS_FALLBACK_LOGGED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// Where a cached access goes ([`GpuMemory::fast`]).
 enum Fast {
     /// The address in a shared memfd mapping.
@@ -643,6 +714,11 @@ impl Memory for GpuMemory<'_> {
             .atomics
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Fast::Process(owner, at) = self.fast(addr, size, true)
+            && let Some(old) = self.cpu_atomic(owner, at, size, f)
+        {
+            return Ok(old);
+        }
         let mut raw = [0u8; 8];
         self.read_cached(addr, &mut raw[..size])?;
         let old = u64::from_le_bytes(raw);

@@ -53,6 +53,43 @@
 //! a GPU access with no thread able to stop before the program sees the write leaves a
 //! window of a few instructions.
 //!
+//! Compare-and-swaps for the model's GPU atomics on process memory ([`CpuWake::cas`]:
+//! atomic with the program's own locked instructions, as a PCIe/xGMI atomic is on the
+//! hardware) are its fifth job, x86_64 only:
+//!
+//! - a request names a process: the tracer interrupts its threads (not one running a plan,
+//!   parked, or running a compare-and-swap already); the first to stop (an interrupt stop:
+//!   never one holding a redirect) runs every request of the process then pending, then gets
+//!   its registers back with the kernel's syscall restart, as a plan's thread does, and runs
+//!   a plan if one is due;
+//! - the first time, the thread maps a stub page into its process with an injected
+//!   `mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS)` at the process's
+//!   `syscall` instruction (the page stays for the process's life and goes to a forked child
+//!   with its memory), and the tracer writes [`STUB`] there (`PTRACE_POKEDATA`);
+//! - each request runs the stub from its registers (`rdi` the address, `rax` the expected
+//!   value, `rsi` the new one): `lock cmpxchg`, `mov rdx, rax`, `syscall`, resumed with
+//!   `PTRACE_SYSEMU`, so that the `syscall`'s entry stop ends it and no call runs (nor does
+//!   any seccomp filter see one: `syscall_trace_enter`, `kernel/entry/common.c`, returns
+//!   before `__secure_computing` under `SYSCALL_EMU`); `rdx` holds the value before;
+//! - while it runs, every signal but the synchronous ones is blocked (`PTRACE_SETSIGMASK`;
+//!   the thread's own mask comes back after; a forced synchronous signal that is blocked
+//!   would reset the program's handler, `force_sig_info_to_task` in `kernel/signal.c`), so
+//!   a pending signal is delivered afterwards
+//!   at the program's own instruction; a `SIGSEGV`/`SIGBUS` of the stub (memory the CPU may
+//!   not write) answers [`CasError::Fault`] and is not delivered; a stopping signal meanwhile
+//!   is raised again after (`tgkill`);
+//! - a request no thread takes within a quarter of a second (every thread blocked in a call
+//!   the supervisor received, which `WAIT_KILLABLE_RECV` keeps from stopping:
+//!   `seccomp_do_user_notification` waits killable once the notification was received; or
+//!   stopped by job control) is withdrawn by its caller ([`CasError::NoThread`]), which falls
+//!   back.
+//!
+//! Not covered: a thread stopped inside an rseq critical section that runs the stub has its
+//! `rseq_cs` cleared by the kernel (the stub's instruction pointer is outside it), so that
+//! section is not aborted at that preemption (as for a plan's `mprotect`s). The stub page is
+//! the program's to see (`/proc/self/maps`: one anonymous `r-x` page); a `vfork` or
+//! `CLONE_VM` child that runs a compare-and-swap maps a second one into the shared memory.
+//!
 //! Anonymous mappings never stop the program: the filter allows them outright, so only file
 //! mappings (the loader's, a few per library) pay a stop, a `pidfd_getfd` and a backend call.
 
@@ -72,7 +109,7 @@ use super::mmap::{self as file_mmap, MmapArgs, Pending, SLOT_MARKER, Slots};
 use super::seccomp::{SMI_EVENTS_CMD, SMI_FDS, TRACE_DATA};
 use super::serve::tgid_from_proc;
 use super::wakeups::kick_signal;
-use crate::backend::{Backend, CallerId, CpuProtect, MmapAction};
+use crate::backend::{Backend, CallerId, CasError, CpuProtect, MmapAction};
 
 /// The options every tracee gets.
 const OPTIONS: i32 = libc::PTRACE_O_TRACESECCOMP
@@ -260,6 +297,116 @@ struct Inject {
     why: Why,
 }
 
+/// The compare-and-swap stub (see the module docs): at [`STUB_64`] the 8-byte form
+/// `lock cmpxchg [rdi], rsi` (`f0 48 0f b1 37`), at [`STUB_32`] the 4-byte form
+/// `lock cmpxchg [rdi], esi` (`f0 0f b1 37`), each followed by `mov rdx, rax` (`48 89 c2`)
+/// and `syscall` (`0f 05`), padded with `int3` (encodings from `llvm-mc-19 -show-encoding`).
+const STUB: [u8; 32] = [
+    0xf0, 0x48, 0x0f, 0xb1, 0x37, 0x48, 0x89, 0xc2, 0x0f, 0x05, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc,
+    0xf0, 0x0f, 0xb1, 0x37, 0x48, 0x89, 0xc2, 0x0f, 0x05, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc,
+];
+const STUB_64: u64 = 0;
+const STUB_32: u64 = 16;
+/// Where each form's `syscall` leaves the instruction pointer.
+const STUB_64_END: u64 = 10;
+const STUB_32_END: u64 = 25;
+/// The signals a thread running the stub keeps unblocked: the synchronous ones (blocking
+/// them would make the kernel reset the program's handler when one is forced).
+const SYNC_SIGNALS: u64 = (1 << (libc::SIGSEGV - 1))
+    | (1 << (libc::SIGBUS - 1))
+    | (1 << (libc::SIGTRAP - 1))
+    | (1 << (libc::SIGILL - 1))
+    | (1 << (libc::SIGFPE - 1));
+
+/// `PTRACE_GETSIGMASK`, `PTRACE_SETSIGMASK` (Linux 3.11).
+const PTRACE_GETSIGMASK: libc::c_uint = 0x420a;
+const PTRACE_SETSIGMASK: libc::c_uint = 0x420b;
+
+/// The blocked-signal mask of stopped tracee `tid`.
+fn sigmask(tid: i32) -> Result<u64, Errno> {
+    let mut mask = 0u64;
+    // SAFETY: GETSIGMASK writes `addr` (8, the kernel's sigset_t) bytes to `data`, a u64.
+    let ret = unsafe {
+        libc::ptrace(
+            PTRACE_GETSIGMASK,
+            tid,
+            size_of::<u64>() as *mut libc::c_void,
+            (&raw mut mask).cast::<libc::c_void>(),
+        )
+    };
+    if ret < 0 { Err(errno()) } else { Ok(mask) }
+}
+
+/// Sets the blocked-signal mask of stopped tracee `tid`.
+fn set_sigmask(tid: i32, mask: u64) -> Result<(), Errno> {
+    let mut copy = mask;
+    // SAFETY: SETSIGMASK reads `addr` (8) bytes from `data`, a u64.
+    let ret = unsafe {
+        libc::ptrace(
+            PTRACE_SETSIGMASK,
+            tid,
+            size_of::<u64>() as *mut libc::c_void,
+            (&raw mut copy).cast::<libc::c_void>(),
+        )
+    };
+    if ret < 0 { Err(errno()) } else { Ok(()) }
+}
+
+/// Writes [`STUB`] at `at` of stopped tracee `tid` (a private page it maps read-only:
+/// `PTRACE_POKEDATA` writes through with `FOLL_FORCE`); whether it was written.
+fn poke_stub(tid: i32, at: u64) -> bool {
+    STUB.chunks_exact(8).enumerate().all(|(i, word)| {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        let word = u64::from_le_bytes(bytes);
+        // SAFETY: POKEDATA writes one word of the tracee's memory; no memory of ours is
+        // touched.
+        unsafe {
+            libc::ptrace(
+                libc::PTRACE_POKEDATA,
+                tid,
+                (at + 8 * i as u64) as *mut libc::c_void,
+                word as *mut libc::c_void,
+            ) == 0
+        }
+    })
+}
+
+/// Where a thread running compare-and-swaps is.
+#[derive(Debug, Clone, Copy)]
+enum CasStage {
+    /// Its injected `mmap` of the stub page runs.
+    Map,
+    /// The stub runs request `id` of `size` bytes.
+    Op { id: u64, size: u8 },
+}
+
+/// A thread running its process's compare-and-swaps in place of its own code.
+#[derive(Debug)]
+struct CasRun {
+    tgid: i32,
+    /// Its registers and blocked-signal mask when it stopped.
+    saved: libc::user_regs_struct,
+    mask: u64,
+    stage: CasStage,
+    /// Signals that stopped it meanwhile, raised again when it runs on.
+    held: Vec<i32>,
+    /// When it stopped.
+    started: std::time::Instant,
+}
+
+/// How long a thread that ran a compare-and-swap stays stopped for the next request of its
+/// process ([`Wakeups::wait_cas_op`](super::wakeups::Wakeups::wait_cas_op)), and how long
+/// it runs requests at most before it runs on (the tracer serves no other stop meanwhile).
+const CAS_LINGER: std::time::Duration = std::time::Duration::from_millis(1);
+const CAS_RUN: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// x86_64's 64-bit user code segment (`__USER_CS`): a thread running 64-bit code.
+const USER_CS: u64 = 0x33;
+
+/// The stub page's size.
+const STUB_PAGE: u64 = 4096;
+
 /// `si_code` of a `SIGSEGV` for an access its protection forbids.
 const SEGV_ACCERR: i32 = 2;
 
@@ -352,6 +499,11 @@ struct Tracer {
     seen: HashSet<i32>,
     announced: HashSet<i32>,
     early: HashSet<i32>,
+    /// Per process, its compare-and-swap stub page; processes none could be mapped into.
+    stubs: HashMap<i32, u64>,
+    no_stub: HashSet<i32>,
+    /// Threads running compare-and-swaps.
+    cas_runs: HashMap<i32, CasRun>,
 }
 
 /// Runs the tracer's loop on the calling thread (the one that seized `child`) until no tracee
@@ -375,6 +527,9 @@ pub(crate) fn run(backend: Arc<dyn Backend>, slots: Arc<Slots>, child: i32, exit
         seen: HashSet::new(),
         announced: HashSet::new(),
         early: HashSet::new(),
+        stubs: HashMap::new(),
+        no_stub: HashSet::new(),
+        cas_runs: HashMap::new(),
     };
     tracer.exit.tracing_on_this_thread();
     let tid = rustix::thread::gettid().as_raw_nonzero().get();
@@ -385,6 +540,7 @@ pub(crate) fn run(backend: Arc<dyn Backend>, slots: Arc<Slots>, child: i32, exit
     tracer.backend.cpu_faults(None);
     tracer.slots.cpu.tracer_tid.store(0, Ordering::Release);
     tracer.slots.cpu.processed(u64::MAX);
+    tracer.slots.cpu.cas_refuse(None, CasError::Unsupported);
     tracer.exit.tracer_tid.store(0, Ordering::Release);
     tracer.exit.resume_released();
     // Without a status (cannot happen once seized) the waiter falls back to waiting itself.
@@ -503,6 +659,11 @@ impl Tracer {
                 continue;
             }
             match event {
+                // A thread running compare-and-swaps: its stops are theirs.
+                libc::PTRACE_EVENT_STOP if self.cas_runs.contains_key(&tid) => self.resume(tid, 0),
+                0 if sig != libc::SIGTRAP | 0x80 && self.cas_runs.contains_key(&tid) => {
+                    self.cas_signal(tid, sig);
+                }
                 libc::PTRACE_EVENT_SECCOMP => self.seccomp_stop(tid),
                 libc::PTRACE_EVENT_STOP => {
                     if matches!(
@@ -524,9 +685,12 @@ impl Tracer {
                     }
                     self.tgids.remove(&tid);
                     if let Some(tgid) = self.tgid(tid) {
-                        // A new address space: its instructions are elsewhere, nothing hidden.
+                        // A new address space: its instructions are elsewhere, nothing hidden,
+                        // no stub.
                         self.syscall_insn.remove(&tgid);
                         self.inherited.remove(&tgid);
+                        self.stubs.remove(&tgid);
+                        self.no_stub.remove(&tgid);
                     }
                     self.resume(tid, 0);
                 }
@@ -566,7 +730,12 @@ impl Tracer {
 
     /// Resumes `tid`, through its syscall-exit stop while it holds a redirect.
     fn resume(&self, tid: i32, sig: i32) {
-        let request = if self.holds.contains_key(&tid) || self.injects.contains_key(&tid) {
+        let request = if let Some(run) = self.cas_runs.get(&tid) {
+            match run.stage {
+                CasStage::Map => libc::PTRACE_SYSCALL,
+                CasStage::Op { .. } => libc::PTRACE_SYSEMU,
+            }
+        } else if self.holds.contains_key(&tid) || self.injects.contains_key(&tid) {
             libc::PTRACE_SYSCALL
         } else {
             libc::PTRACE_CONT
@@ -598,6 +767,17 @@ impl Tracer {
         for parked in self.parked.values_mut() {
             parked.retain(|&(t, _)| t != tid);
         }
+        if let Some(run) = self.cas_runs.remove(&tid) {
+            if let CasStage::Op { id, .. } = run.stage {
+                self.slots.cpu.cas_answer(id, Err(CasError::NoThread));
+            }
+            if !self.tgids.values().any(|&g| g == run.tgid) {
+                // Its process is gone: no thread will take the rest.
+                self.slots
+                    .cpu
+                    .cas_refuse(Some(run.tgid), CasError::NoThread);
+            }
+        }
         if let Some(inject) = self.injects.remove(&tid) {
             let mut failed = inject.failed;
             failed.extend(inject.current);
@@ -622,7 +802,7 @@ impl Tracer {
                 self.syscall_insn.insert(tgid, at);
             }
         }
-        if self.injects.contains_key(&tid) {
+        if self.injects.contains_key(&tid) || self.cas_runs.contains_key(&tid) {
             return self.resume(tid, 0);
         }
         if self.holds.contains_key(&tid) {
@@ -722,6 +902,9 @@ impl Tracer {
     /// A syscall stop of `tid`, which holds a redirect: the next step of it (see
     /// [`super::mmap`]).
     fn syscall_stop(&mut self, tid: i32) {
+        if self.cas_runs.contains_key(&tid) {
+            return self.cas_syscall(tid);
+        }
         if self.injects.contains_key(&tid) {
             return self.inject_step(tid);
         }
@@ -914,14 +1097,20 @@ impl Tracer {
         if let Some(&insn) = self.syscall_insn.get(&tgid) {
             self.syscall_insn.insert(child, insn);
         }
+        // Its copy of the memory holds the stub page too.
+        if let Some(&stub) = self.stubs.get(&tgid) {
+            self.stubs.insert(child, stub);
+        }
         let spans = self.backend.cpu_hidden(tgid);
         if !spans.is_empty() {
             self.inherited.insert(child, spans);
         }
     }
 
-    /// Interrupts the threads of every process woken since the last time.
+    /// Interrupts the threads of every process woken since the last time, and of every
+    /// process with a compare-and-swap posted.
     fn take_wakeups(&mut self) {
+        self.take_cas();
         let (tgids, seq) = self.slots.cpu.take();
         for tgid in tgids {
             self.dirty.insert(tgid);
@@ -933,7 +1122,10 @@ impl Tracer {
                 .map(|&(t, _)| t)
                 .collect();
             for (&tid, _) in self.tgids.iter().filter(|&(_, &g)| g == tgid) {
-                if !self.injects.contains_key(&tid) && !busy.contains(&tid) {
+                if !self.injects.contains_key(&tid)
+                    && !self.cas_runs.contains_key(&tid)
+                    && !busy.contains(&tid)
+                {
                     // ESRCH: gone meanwhile.
                     let _ = ptrace_value(libc::PTRACE_INTERRUPT, tid, 0);
                 }
@@ -948,10 +1140,13 @@ impl Tracer {
         let Some(tgid) = self.tgid(tid) else {
             return self.resume(tid, 0);
         };
-        if self.injects.contains_key(&tid)
-            || self.holds.contains_key(&tid)
-            || !self.dirty.contains(&tgid)
-        {
+        if self.injects.contains_key(&tid) || self.holds.contains_key(&tid) {
+            return self.resume(tid, 0);
+        }
+        if self.slots.cpu.cas_pending(tgid) {
+            return self.cas_start(tid, tgid);
+        }
+        if !self.dirty.contains(&tgid) {
             return self.resume(tid, 0);
         }
         self.start(tid, tgid, Why::Interrupt);
@@ -1135,5 +1330,217 @@ impl Tracer {
         }
         self.retried.remove(&tid);
         self.resume(tid, libc::SIGSEGV);
+    }
+}
+
+// Compare-and-swaps in a process (see the module docs).
+impl Tracer {
+    /// Interrupts the threads of every process with a compare-and-swap posted, unless one of
+    /// its threads runs them already.
+    fn take_cas(&mut self) {
+        for tgid in self.slots.cpu.take_cas() {
+            if self.no_stub.contains(&tgid) || !self.tgids.values().any(|&g| g == tgid) {
+                // Not a process it can run code in.
+                self.slots.cpu.cas_refuse(Some(tgid), CasError::Unsupported);
+                continue;
+            }
+            if self.cas_runs.values().any(|r| r.tgid == tgid) {
+                continue;
+            }
+            let busy: HashSet<i32> = self
+                .parked
+                .get(&tgid)
+                .into_iter()
+                .flatten()
+                .map(|&(t, _)| t)
+                .collect();
+            for (&tid, _) in self.tgids.iter().filter(|&(_, &g)| g == tgid) {
+                if !self.injects.contains_key(&tid) && !busy.contains(&tid) {
+                    // ESRCH: gone meanwhile.
+                    let _ = ptrace_value(libc::PTRACE_INTERRUPT, tid, 0);
+                }
+            }
+        }
+    }
+
+    /// Stopped thread `tid` of process `tgid` runs the process's pending compare-and-swaps
+    /// in place of its code (mapping the stub first if the process has none).
+    fn cas_start(&mut self, tid: i32, tgid: i32) {
+        let (Ok(saved), Ok(mask)) = (get_regs(tid), sigmask(tid)) else {
+            return self.resume(tid, 0);
+        };
+        if saved.cs != USER_CS {
+            // A 32-bit program (compat mode) would run the 64-bit stub as other code.
+            self.slots.cpu.cas_refuse(Some(tgid), CasError::Unsupported);
+            return self.resume(tid, 0);
+        }
+        if set_sigmask(tid, !SYNC_SIGNALS).is_err() {
+            return self.resume(tid, 0);
+        }
+        self.cas_runs.insert(
+            tid,
+            CasRun {
+                tgid,
+                saved,
+                mask,
+                stage: CasStage::Map,
+                held: Vec::new(),
+                started: std::time::Instant::now(),
+            },
+        );
+        if self.stubs.contains_key(&tgid) {
+            return self.cas_next(tid);
+        }
+        let Some(&insn) = self.syscall_insn.get(&tgid) else {
+            // None known yet (the process has made no file mmap): these fall back.
+            self.slots.cpu.cas_refuse(Some(tgid), CasError::Unsupported);
+            return self.cas_end(tid);
+        };
+        let mut regs = saved;
+        regs.rip = insn;
+        regs.rax = libc::SYS_mmap as u64;
+        // No restart logic applies to it (the thread's own call is restarted at the end).
+        regs.orig_rax = u64::MAX;
+        regs.rdi = 0;
+        regs.rsi = STUB_PAGE;
+        regs.rdx = (libc::PROT_READ | libc::PROT_EXEC) as u64;
+        regs.r10 = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
+        regs.r8 = u64::MAX;
+        regs.r9 = 0;
+        if set_regs(tid, &regs).is_err() {
+            // Killed meanwhile: its exit is reported next.
+            return;
+        }
+        self.resume(tid, 0);
+    }
+
+    /// Makes `tid` run the next pending compare-and-swap of its process, or ends its run.
+    fn cas_next(&mut self, tid: i32) {
+        let Some(run) = self.cas_runs.get_mut(&tid) else {
+            return;
+        };
+        let Some(&stub) = self.stubs.get(&run.tgid) else {
+            return self.cas_end(tid);
+        };
+        let next = match self.slots.cpu.take_cas_op(run.tgid) {
+            Some(next) => Some(next),
+            // Stopped, the thread keeps the value it answered from unchanged by itself: a
+            // mismatch's retry, made at once, finds it (unless another thread writes).
+            None if matches!(run.stage, CasStage::Op { .. }) && run.started.elapsed() < CAS_RUN => {
+                self.slots.cpu.wait_cas_op(run.tgid, CAS_LINGER)
+            }
+            None => None,
+        };
+        let Some((id, op)) = next else {
+            return self.cas_end(tid);
+        };
+        run.stage = CasStage::Op { id, size: op.size };
+        let mask = if op.size == 8 {
+            u64::MAX
+        } else {
+            u64::from(u32::MAX)
+        };
+        let mut regs = run.saved;
+        regs.orig_rax = u64::MAX;
+        regs.rip = stub + if op.size == 8 { STUB_64 } else { STUB_32 };
+        regs.rdi = op.addr;
+        regs.rax = op.expected & mask;
+        regs.rsi = op.new & mask;
+        if set_regs(tid, &regs).is_err() {
+            // Killed meanwhile: its exit is reported next (and answers the request).
+            return;
+        }
+        self.resume(tid, 0);
+    }
+
+    /// A syscall stop of a thread running compare-and-swaps: its injected `mmap`'s, or the
+    /// stub's `syscall` (a `PTRACE_SYSEMU` entry stop: the call never runs).
+    fn cas_syscall(&mut self, tid: i32) {
+        let Some(run) = self.cas_runs.get(&tid) else {
+            return self.resume(tid, 0);
+        };
+        let (tgid, stage) = (run.tgid, run.stage);
+        let kind = syscall_stop_kind(tid);
+        let Ok(regs) = get_regs(tid) else {
+            return;
+        };
+        match stage {
+            CasStage::Map => {
+                if kind != Some(SYSCALL_INFO_EXIT) || regs.orig_rax != libc::SYS_mmap as u64 {
+                    // Its entry.
+                    return self.resume(tid, 0);
+                }
+                let at = regs.rax;
+                if (at as i64) < 0 || !poke_stub(tid, at) {
+                    if self.no_stub.insert(tgid) {
+                        crate::own::elog!(
+                            "kfd-emu: no compare-and-swap stub could be mapped into {tgid} ({}): its GPU atomics on process memory are not atomic with its CPU's",
+                            at as i64
+                        );
+                    }
+                    self.slots.cpu.cas_refuse(Some(tgid), CasError::Unsupported);
+                    return self.cas_end(tid);
+                }
+                self.stubs.insert(tgid, at);
+                self.cas_next(tid);
+            }
+            CasStage::Op { id, size } => {
+                let stub = self.stubs.get(&tgid).copied().unwrap_or(0);
+                let end = stub + if size == 8 { STUB_64_END } else { STUB_32_END };
+                if regs.rip != end {
+                    // Not the stub's (it runs straight to its `syscall`): nothing to answer.
+                    self.slots.cpu.cas_answer(id, Err(CasError::NoThread));
+                    return self.cas_end(tid);
+                }
+                let old = if size == 8 {
+                    regs.rdx
+                } else {
+                    regs.rdx & u64::from(u32::MAX)
+                };
+                self.slots.cpu.cas_answer(id, Ok(old));
+                self.cas_next(tid);
+            }
+        }
+    }
+
+    /// A signal-delivery stop of a thread running compare-and-swaps: the stub's own fault
+    /// answers its request (the signal is not delivered); any other signal is held and
+    /// raised again when the thread runs on.
+    fn cas_signal(&mut self, tid: i32, sig: i32) {
+        let Some(run) = self.cas_runs.get_mut(&tid) else {
+            return self.resume(tid, sig);
+        };
+        if let CasStage::Op { id, .. } = run.stage
+            && (sig == libc::SIGSEGV || sig == libc::SIGBUS)
+        {
+            let stub = self.stubs.get(&run.tgid).copied().unwrap_or(0);
+            if get_regs(tid).is_ok_and(|r| (stub..stub + STUB.len() as u64).contains(&r.rip)) {
+                self.slots.cpu.cas_answer(id, Err(CasError::Fault));
+                return self.cas_next(tid);
+            }
+        }
+        run.held.push(sig);
+        self.resume(tid, 0);
+    }
+
+    /// The thread's run ends: its registers (with the kernel's syscall restart) and signal
+    /// mask back, the signals held raised again; then it runs the process's plan if one is
+    /// due, else runs on.
+    fn cas_end(&mut self, tid: i32) {
+        let Some(run) = self.cas_runs.remove(&tid) else {
+            return;
+        };
+        let _ = set_sigmask(tid, run.mask);
+        let _ = set_regs(tid, &with_restart(run.saved));
+        for sig in run.held {
+            // SAFETY: tgkill takes plain integers; `tid` is a stopped tracee of `tgid`.
+            unsafe {
+                libc::syscall(libc::SYS_tgkill, run.tgid, tid, sig);
+            }
+        }
+        if self.dirty.contains(&run.tgid) {
+            return self.start(tid, run.tgid, Why::Interrupt);
+        }
+        self.resume(tid, 0);
     }
 }

@@ -1,6 +1,7 @@
 //! What the tracer and the rest of the supervisor share about CPU faults: the backend's
 //! waker ([`Wakeups`]: the processes whose hidden memory is to change, the threads running an
-//! `mprotect` the tracer injected) and the signal that interrupts the tracer's `waitpid`
+//! `mprotect` the tracer injected, the compare-and-swaps the model's GPU atomics ask a
+//! process to run, [`CpuWake::cas`]) and the signal that interrupts the tracer's `waitpid`
 //! ([`kick_signal`]). Its own module so that `mmap` (which hands the waker to the workers) and
 //! `tracer` (which acts on it) both use it without using each other.
 
@@ -8,6 +9,8 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+use crate::backend::{CasError, CpuWake};
 
 /// The signal that interrupts the tracer's `waitpid` ([`ChildExit::release_failed_exec`]):
 /// a real-time signal given a handler that does nothing, installed without `SA_RESTART`.
@@ -44,6 +47,47 @@ pub(crate) struct Wakeups {
     /// The tracer thread's id while its loop runs (0 before and after).
     pub(super) tracer_tid: AtomicI32,
     injected: Mutex<HashSet<i32>>,
+    /// Compare-and-swaps asked for ([`CpuWake::cas`]), and their answers.
+    cas: Mutex<CasTable>,
+    cas_done: Condvar,
+}
+
+/// How long [`CpuWake::cas`] waits for a thread of the process to stop (and take its
+/// compare-and-swap) before it gives up with [`CasError::NoThread`]: a thread that runs stops
+/// within a scheduler tick or two even on a loaded machine; one blocked in a call the
+/// supervisor received (`WAIT_KILLABLE_RECV`) stops only when answered.
+const CAS_STOP: Duration = Duration::from_millis(250);
+
+/// One compare-and-swap for the tracer to run in process `tgid` (see [`CpuWake::cas`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct CasOp {
+    pub(super) tgid: i32,
+    pub(super) addr: u64,
+    /// 4 or 8.
+    pub(super) size: u8,
+    pub(super) expected: u64,
+    pub(super) new: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum CasState {
+    /// Waiting for a thread of the process to stop.
+    Pending,
+    /// A stopped thread runs it (it will be answered).
+    Taken,
+    Done(Result<u64, CasError>),
+}
+
+#[derive(Debug, Default)]
+struct CasTable {
+    next: u64,
+    ops: Vec<(u64, CasOp, CasState)>,
+    /// Processes with a new (or still pending) request, whose threads the tracer is to
+    /// interrupt.
+    fresh: Vec<i32>,
+    /// The process a stopped thread of which waits for its next request
+    /// ([`Wakeups::wait_cas_op`]): a request of it needs no interrupt, nor the tracer a kick.
+    waiting: Option<i32>,
 }
 
 #[derive(Debug, Default)]
@@ -54,13 +98,33 @@ struct WakeState {
     processed: u64,
 }
 
-impl crate::backend::CpuWake for Wakeups {
+impl CpuWake for Wakeups {
     fn wake(&self, tgid: i32) {
         Wakeups::wake(self, tgid);
     }
 
     fn sync(&self) {
         Wakeups::sync(self);
+    }
+
+    fn cas(
+        &self,
+        tgid: i32,
+        addr: u64,
+        size: u8,
+        expected: u64,
+        new: u64,
+    ) -> Result<u64, CasError> {
+        Wakeups::cas(
+            self,
+            CasOp {
+                tgid,
+                addr,
+                size,
+                expected,
+                new,
+            },
+        )
     }
 }
 
@@ -154,5 +218,164 @@ impl Wakeups {
         } else {
             set.remove(&tid);
         }
+    }
+
+    fn cas_table(&self) -> std::sync::MutexGuard<'_, CasTable> {
+        self.cas.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// [`CpuWake::cas`]: posts `op`, interrupts the tracer, and waits for the answer; a
+    /// request no thread took within [`CAS_STOP`] is withdrawn ([`CasError::NoThread`]), one
+    /// taken is always waited for (the thread running it is stopped: it ends in a few
+    /// instructions, or its exit answers it).
+    fn cas(&self, op: CasOp) -> Result<u64, CasError> {
+        let me = rustix::thread::gettid().as_raw_nonzero().get();
+        let tracer = self.tracer_tid.load(Ordering::Acquire);
+        if tracer == 0 || tracer == me || !cfg!(target_arch = "x86_64") {
+            return Err(CasError::Unsupported);
+        }
+        if !(op.size == 4 || op.size == 8) || !op.addr.is_multiple_of(u64::from(op.size)) {
+            return Err(CasError::Fault);
+        }
+        let mut table = self.cas_table();
+        let id = table.next;
+        table.next += 1;
+        table.ops.push((id, op, CasState::Pending));
+        let mut waited = table.waiting == Some(op.tgid);
+        if !waited {
+            table.fresh.push(op.tgid);
+        }
+        drop(table);
+        // A thread running this process's requests may be waiting for it.
+        self.cas_done.notify_all();
+        if !waited {
+            self.kick();
+        }
+        let start = Instant::now();
+        let mut posted = start;
+        let mut table = self.cas_table();
+        loop {
+            let Some(i) = table.ops.iter().position(|&(i, ..)| i == id) else {
+                return Err(CasError::NoThread);
+            };
+            let state = table.ops[i].2;
+            let gone = self.tracer_tid.load(Ordering::Acquire) == 0;
+            match state {
+                CasState::Done(result) => {
+                    table.ops.swap_remove(i);
+                    return result;
+                }
+                // The tracer ended: no tracee is left to run it.
+                CasState::Pending | CasState::Taken if gone => {
+                    table.ops.swap_remove(i);
+                    return Err(CasError::Unsupported);
+                }
+                CasState::Pending if start.elapsed() > CAS_STOP => {
+                    table.ops.swap_remove(i);
+                    return Err(CasError::NoThread);
+                }
+                CasState::Pending => {
+                    // Again, in case the kick came before the tracer's waitpid, or the
+                    // threads it interrupted stopped busy and ran on, or the thread that
+                    // waited for it ran on first.
+                    if posted.elapsed() > Duration::from_millis(20) {
+                        table.fresh.push(op.tgid);
+                        posted = Instant::now();
+                        waited = false;
+                    }
+                    if !waited {
+                        drop(table);
+                        self.kick();
+                        table = self.cas_table();
+                    }
+                }
+                CasState::Taken => {}
+            }
+            table = self
+                .cas_done
+                .wait_timeout(table, Duration::from_millis(2))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// The processes with compare-and-swaps posted since the last call (each once).
+    pub(super) fn take_cas(&self) -> Vec<i32> {
+        let mut tgids = std::mem::take(&mut self.cas_table().fresh);
+        tgids.sort_unstable();
+        tgids.dedup();
+        tgids
+    }
+
+    /// Whether process `tgid` has a compare-and-swap waiting for a thread.
+    pub(super) fn cas_pending(&self, tgid: i32) -> bool {
+        self.cas_table()
+            .ops
+            .iter()
+            .any(|(_, op, state)| op.tgid == tgid && matches!(state, CasState::Pending))
+    }
+
+    /// The next compare-and-swap of process `tgid` waiting for a thread, now taken.
+    pub(super) fn take_cas_op(&self, tgid: i32) -> Option<(u64, CasOp)> {
+        let mut table = self.cas_table();
+        let (id, op, state) = table
+            .ops
+            .iter_mut()
+            .find(|(_, op, state)| op.tgid == tgid && matches!(state, CasState::Pending))?;
+        *state = CasState::Taken;
+        Some((*id, *op))
+    }
+
+    /// [`Wakeups::take_cas_op`], waiting up to `wait` for a request of process `tgid` (a
+    /// thread that ran one stays stopped that long for the next: the retry of a mismatch, or
+    /// the next lane of a wave, come within microseconds).
+    pub(super) fn wait_cas_op(&self, tgid: i32, wait: Duration) -> Option<(u64, CasOp)> {
+        let deadline = Instant::now() + wait;
+        let mut table = self.cas_table();
+        loop {
+            if let Some((id, op, state)) = table
+                .ops
+                .iter_mut()
+                .find(|(_, op, state)| op.tgid == tgid && matches!(state, CasState::Pending))
+            {
+                *state = CasState::Taken;
+                let found = (*id, *op);
+                table.waiting = None;
+                return Some(found);
+            }
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                table.waiting = None;
+                return None;
+            };
+            table.waiting = Some(tgid);
+            table = self
+                .cas_done
+                .wait_timeout(table, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// The answer to compare-and-swap `id`.
+    pub(super) fn cas_answer(&self, id: u64, result: Result<u64, CasError>) {
+        let mut table = self.cas_table();
+        if let Some((_, _, state)) = table.ops.iter_mut().find(|(i, ..)| *i == id) {
+            *state = CasState::Done(result);
+        }
+        drop(table);
+        self.cas_done.notify_all();
+    }
+
+    /// Answers `error` to every compare-and-swap of process `tgid` (every process when
+    /// `None`) not taken yet.
+    pub(super) fn cas_refuse(&self, tgid: Option<i32>, error: CasError) {
+        let mut table = self.cas_table();
+        for (_, op, state) in &mut table.ops {
+            if tgid.is_none_or(|t| t == op.tgid) && matches!(state, CasState::Pending) {
+                *state = CasState::Done(Err(error));
+            }
+        }
+        drop(table);
+        self.cas_done.notify_all();
     }
 }
