@@ -697,17 +697,27 @@ fn userptr_pages_are_read_fresh_by_each_dispatch_and_an_unmapped_one_faults() {
     };
     let mut q = Queue::new(machine, &text, &kd);
     let page = 4096usize;
-    // SAFETY: fresh anonymous memory no Rust object covers; the test reaches it only through
-    // raw pointers and the GPU, and unmaps its first page itself.
+    // The pages sit far below where the kernel's top-down mmap search places mappings (and
+    // below the heap), so the hole the test's munmap leaves is not filled by another thread's
+    // mapping (a test thread's, the model's) before the last dispatch reads it: a page mapped
+    // there again would be read, not faulted.
+    let hint = 0x3000_0000_0000usize + 0x10_0000 * (std::process::id() as usize % 4096);
+    // SAFETY: FIXED_NOREPLACE maps fresh anonymous memory only where nothing is mapped (it
+    // fails otherwise); no Rust object covers it; the test reaches it only through raw
+    // pointers and the GPU, and unmaps its first page itself.
     let mem = unsafe {
         rustix::mm::mmap_anonymous(
-            std::ptr::null_mut(),
+            hint as *mut _,
             2 * page,
             rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-            rustix::mm::MapFlags::PRIVATE,
+            rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::FIXED_NOREPLACE,
         )
     }
     .expect("mmap") as u64;
+    assert_eq!(
+        mem, hint as u64,
+        "a kernel older than 4.17 ignores FIXED_NOREPLACE"
+    );
     let (input, output) = (mem, mem + page as u64);
     let gpu = q.emu.gpu();
     let (bo, _) = q
