@@ -7,160 +7,19 @@
 
 mod model_support;
 
-use std::os::fd::AsFd;
-
-use kfd_emu::machine::Machine;
 use kfd_emu::model::ModelConfig;
 use kfd_ioctl::abi::*;
-use model_support::{CpuMap, Emu, create, data, va, wait};
+use model_support::aql::*;
+use model_support::{create, data, va, wait};
 
-const GTT_RW: u32 = KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
-
-/// Generous: the engines run before WAIT_EVENTS waits, so this is only a bound.
-const PATIENCE_MS: u32 = 20_000;
-
-/// The queue BO's layout (at `va(2)`): `amd_queue_t` at 0 (`amd_hsa_queue.h`:
-/// `write_dispatch_id` at 56, `read_dispatch_id` at 128 followed by
-/// `read_dispatch_id_field_base_byte_offset`, `queue_inactive_signal` at 192), the ring, the
-/// inactive signal, a completion signal and a kernel descriptor (`amd_signal_t`s of
-/// `amd_hsa_signal.h`: `value` at 8, `event_mailbox_ptr` at 16, `event_id` at 24).
-const WPTR: usize = 56;
-const RPTR: usize = 128;
-const RPTR_BASE_OFFSET: usize = 136;
-const INACTIVE: usize = 192;
-const RING: usize = 0x1000;
-const RING_SIZE: usize = 0x1000;
-const INACTIVE_SIGNAL: usize = 0x2000;
-const COMPLETION: usize = 0x2100;
-const DESCRIPTOR: usize = 0x3000;
-const BO_SIZE: usize = 0x4000;
-const SIGNAL_VALUE: usize = 8;
-const SIGNAL_MAILBOX: usize = 16;
-const SIGNAL_EVENT_ID: usize = 24;
-
-/// `HSA_PACKET_TYPE_*`.
-const VENDOR_SPECIFIC: u8 = 0;
-const KERNEL_DISPATCH: u8 = 2;
-const BARRIER_AND: u8 = 3;
-const AGENT_DISPATCH: u8 = 4;
-
-/// An AQL queue of the model over memory this test reads and writes.
-struct Queue {
-    emu: Emu,
-    bo: CpuMap,
-    id: u32,
-    /// The event of the queue's inactive signal.
-    event: u32,
-}
-
-impl Queue {
-    /// An AQL queue on `machine`'s first GPU whose `amd_queue_t` is laid out as ROCr lays it
-    /// out, with a `queue_inactive_signal` (when `with_signal`) whose event mailbox is a slot
-    /// of a signal event's page, and a completion signal holding 1.
-    fn new(machine: &str, with_signal: bool) -> Queue {
-        // KFD 1.15: no queue-buffer checks (no EOP or CWSR area needed).
-        let mut emu = Emu::new(ModelConfig {
-            machine: Machine::preset(machine).expect("preset"),
-            kfd_minor: 15,
-            ..ModelConfig::default()
-        });
-        let (page, _, event) = emu.signal_event_on_a_bo();
-        let gpu = emu.gpu();
-        assert_eq!(emu.map(page, &[gpu]).0, Ok(0));
-        let (handle, offset) = emu
-            .alloc(gpu, va(2), BO_SIZE as u64, GTT_RW)
-            .expect("alloc");
-        assert_eq!(emu.map(handle, &[gpu]).0, Ok(0));
-        let bo = emu
-            .cpu_map(emu.renders[0].as_fd(), offset, BO_SIZE)
-            .expect("map the queue BO");
-        let mut q = Queue {
-            emu,
-            bo,
-            id: 0,
-            event: event.event_id,
-        };
-        let base = va(2);
-        q.put_u32(RPTR_BASE_OFFSET, RPTR as u32);
-        if with_signal {
-            q.put_u64(INACTIVE, base + INACTIVE_SIGNAL as u64);
-        }
-        q.put_u64(
-            INACTIVE_SIGNAL + SIGNAL_MAILBOX,
-            va(1) + 8 * u64::from(event.event_slot_index),
-        );
-        q.put_u32(INACTIVE_SIGNAL + SIGNAL_EVENT_ID, event.event_id);
-        q.put_u64(COMPLETION + SIGNAL_VALUE, 1);
-        // Every slot INVALID, as ROCr leaves a new ring.
-        for slot in 0..RING_SIZE / 64 {
-            q.put_u16(RING + slot * 64, 1);
-        }
-        let mut a = kfd_ioctl_create_queue_args {
-            ring_base_address: base + RING as u64,
-            ring_size: RING_SIZE as u32,
-            read_pointer_address: base + RPTR as u64,
-            write_pointer_address: base + WPTR as u64,
-            gpu_id: gpu,
-            queue_type: KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
-            queue_percentage: 100,
-            queue_priority: 7,
-            ..Default::default()
-        };
-        q.emu
-            .ioctl(AMDKFD_IOC_CREATE_QUEUE, &mut a)
-            .expect("create the AQL queue");
-        q.id = a.queue_id;
-        q
-    }
-
-    fn put_u16(&mut self, at: usize, v: u16) {
-        self.bo.bytes()[at..at + 2].copy_from_slice(&v.to_le_bytes());
-    }
-    fn put_u32(&mut self, at: usize, v: u32) {
-        self.bo.bytes()[at..at + 4].copy_from_slice(&v.to_le_bytes());
-    }
-    fn put_u64(&mut self, at: usize, v: u64) {
-        self.bo.bytes()[at..at + 8].copy_from_slice(&v.to_le_bytes());
-    }
-    fn u64_at(&mut self, at: usize) -> u64 {
-        u64::from_le_bytes(self.bo.bytes()[at..at + 8].try_into().unwrap())
-    }
-
-    /// Writes `packet` (its header last) into slot `index` and publishes it.
-    fn submit(&mut self, index: u64, packet: [u8; 64]) {
-        let at = RING + (index as usize % (RING_SIZE / 64)) * 64;
-        self.bo.bytes()[at + 2..at + 64].copy_from_slice(&packet[2..]);
-        self.put_u16(at, u16::from_le_bytes([packet[0], packet[1]]));
-        self.put_u64(WPTR, index + 1);
-    }
-
-    fn header(&mut self, index: usize) -> u16 {
-        let at = RING + index * 64;
-        u16::from_le_bytes([self.bo.bytes()[at], self.bo.bytes()[at + 1]])
-    }
-
-    /// WAIT_EVENTS on the inactive signal's event: whether it was raised within the bound.
-    fn wait_for_error(&self) -> bool {
-        let mut events = [data(self.event)];
-        let (r, result) = wait(&self.emu, &mut events, true, PATIENCE_MS);
-        assert_eq!(r, Ok(0));
-        result == KFD_IOC_WAIT_RESULT_COMPLETE
-    }
-
-    /// One pass of the engines (WAIT_EVENTS runs them before it waits), on a fresh event.
-    fn run_engines_once(&self) {
-        let other = create(&self.emu, KFD_IOC_EVENT_SIGNAL, true);
-        let mut events = [data(other.event_id)];
-        let _ = wait(&self.emu, &mut events, true, 0);
-    }
-
-    fn destroy(&self) {
-        let mut a = kfd_ioctl_destroy_queue_args {
-            queue_id: self.id,
-            pad: 0,
-        };
-        assert_eq!(self.emu.ioctl(AMDKFD_IOC_DESTROY_QUEUE, &mut a), Ok(0));
-    }
+/// An AQL queue on `machine`'s first GPU (see `model_support::aql`), with an inactive signal
+/// when `with_signal`.
+fn queue(machine: &str, with_signal: bool) -> Queue {
+    Queue::create(Setup {
+        inactive_signal: with_signal,
+        gpu_threads: ModelConfig::default().gpu_threads,
+        ..Setup::aql(machine)
+    })
 }
 
 /// A packet of `kind` with the barrier bit and system-scope fences, completion signal at
@@ -254,7 +113,7 @@ fn a_refused_packet_writes_the_cps_error_code_and_raises_the_inactive_signals_ev
     ];
     for machine in ["radeon-vii", "mi100", "mi210x8"] {
         for (what, p, want, status) in cases {
-            let mut q = Queue::new(machine, true);
+            let mut q = queue(machine, true);
             q.submit(0, p);
             assert!(
                 q.wait_for_error(),
@@ -285,7 +144,7 @@ fn a_refused_packet_writes_the_cps_error_code_and_raises_the_inactive_signals_ev
 
 #[test]
 fn a_queue_without_an_inactive_signal_just_stops() {
-    let mut q = Queue::new("mi100", false);
+    let mut q = queue("mi100", false);
     q.submit(0, packet(AGENT_DISPATCH));
     q.run_engines_once();
     q.submit(1, packet(BARRIER_AND));
@@ -316,7 +175,7 @@ fn a_packet_that_faults_raises_the_memory_event_with_the_page_and_gpu() {
     ];
     for machine in ["radeon-vii", "mi100", "mi210x8"] {
         for (what, p) in cases {
-            let mut q = Queue::new(machine, true);
+            let mut q = queue(machine, true);
             let memory = create(&q.emu, KFD_IOC_EVENT_MEMORY, false);
             q.submit(0, p);
             let mut events = [data(memory.event_id)];

@@ -11,45 +11,11 @@
 
 mod model_support;
 
-use std::os::fd::AsFd;
 use std::process::Command;
 
-use kfd_emu::machine::Machine;
-use kfd_emu::model::ModelConfig;
 use kfd_ioctl::abi::*;
-use model_support::{CpuMap, Emu, create, data, va, wait};
-
-const GTT_RW: u32 = KFD_IOC_ALLOC_MEM_FLAGS_GTT
-    | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE
-    | KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE;
-const PATIENCE_MS: u32 = 20_000;
-
-/// The queue BO (at `va(2)`): `amd_queue_t` at 0 (`amd_hsa_queue.h`), the ring, signals, the
-/// kernel descriptor and code, a data buffer and scratch.
-const WPTR: usize = 56;
-const RPTR: usize = 128;
-const RPTR_BASE_OFFSET: usize = 136;
-const TMPRING: usize = 140;
-const SCRATCH_SRD: usize = 144;
-const SCRATCH_BASE: usize = 160;
-const PROPERTIES: usize = 180;
-const INACTIVE: usize = 192;
-const RING: usize = 0x1000;
-const RING_SIZE: usize = 0x1000;
-const INACTIVE_SIGNAL: usize = 0x2000;
-const COMPLETION: usize = 0x2100;
-const DESCRIPTOR: usize = 0x3000;
-const CODE: usize = 0x4000;
-const DATA: usize = 0x8000;
-const SCRATCH: usize = 0x10000;
-const BO_SIZE: usize = 0x20000;
-const SIGNAL_VALUE: usize = 8;
-const SIGNAL_MAILBOX: usize = 16;
-const SIGNAL_EVENT_ID: usize = 24;
-const SIGNAL_START_TS: usize = 32;
-const SIGNAL_END_TS: usize = 40;
-
-const KERNEL_DISPATCH: u8 = 2;
+use model_support::aql::*;
+use model_support::{create, data, va, wait};
 
 /// The MCPU of a preset's GPU.
 fn mcpu(machine: &str) -> &'static str {
@@ -121,136 +87,24 @@ fn kernel(mcpu: &str, body: &str, directives: &str) -> Option<(Vec<u8>, Vec<u8>)
     Some((text, kd))
 }
 
-struct Queue {
-    emu: Emu,
-    bo: CpuMap,
-    id: u32,
-    event: u32,
+/// An AQL queue on `machine`'s first GPU (see `model_support::aql`) with kernel `text`/`kd`
+/// loaded: its descriptor at DESCRIPTOR (entry offset filled in as the linker would), its
+/// code at CODE.
+fn queue(machine: &str, text: &[u8], kd: &[u8]) -> Queue {
+    queue_of_type(machine, text, kd, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL)
 }
 
-impl Queue {
-    /// An AQL queue on `machine`'s first GPU with ROCr's `amd_queue_t` layout, an inactive
-    /// signal whose mailbox is a signal event's slot, a completion signal holding 1, and
-    /// kernel `k` loaded: its descriptor at DESCRIPTOR (entry offset filled in as the linker
-    /// would), its code at CODE.
-    fn new(machine: &str, text: &[u8], kd: &[u8]) -> Queue {
-        Self::with_type(machine, text, kd, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL)
-    }
-
-    /// As [`new`](Self::new), a queue of `queue_type` (AQL or PM4 compute).
-    fn with_type(machine: &str, text: &[u8], kd: &[u8], queue_type: u32) -> Queue {
-        let mut emu = Emu::new(ModelConfig {
-            machine: Machine::preset(machine).expect("preset"),
-            kfd_minor: 15,
-            gpu_threads: 2,
-            ..ModelConfig::default()
-        });
-        let (page, _, event) = emu.signal_event_on_a_bo();
-        let gpu = emu.gpu();
-        assert_eq!(emu.map(page, &[gpu]).0, Ok(0));
-        let (handle, offset) = emu
-            .alloc(gpu, va(2), BO_SIZE as u64, GTT_RW)
-            .expect("alloc");
-        assert_eq!(emu.map(handle, &[gpu]).0, Ok(0));
-        let bo = emu
-            .cpu_map(emu.renders[0].as_fd(), offset, BO_SIZE)
-            .expect("map the queue BO");
-        let mut q = Queue {
-            emu,
-            bo,
-            id: 0,
-            event: event.event_id,
-        };
-        let base = va(2);
-        q.put_u32(RPTR_BASE_OFFSET, RPTR as u32);
-        q.put_u64(INACTIVE, base + INACTIVE_SIGNAL as u64);
-        q.put_u64(
-            INACTIVE_SIGNAL + SIGNAL_MAILBOX,
-            va(1) + 8 * u64::from(event.event_slot_index),
-        );
-        q.put_u32(INACTIVE_SIGNAL + SIGNAL_EVENT_ID, event.event_id);
-        q.put_u64(COMPLETION + SIGNAL_VALUE, 1);
-        for slot in 0..RING_SIZE / 64 {
-            q.put_u16(RING + slot * 64, 1);
-        }
-        let mut kd = kd.to_vec();
-        kd[16..24].copy_from_slice(&((CODE - DESCRIPTOR) as i64).to_le_bytes());
-        q.bo.bytes()[DESCRIPTOR..DESCRIPTOR + 64].copy_from_slice(&kd);
-        q.bo.bytes()[CODE..CODE + text.len()].copy_from_slice(text);
-        let mut a = kfd_ioctl_create_queue_args {
-            ring_base_address: base + RING as u64,
-            ring_size: RING_SIZE as u32,
-            read_pointer_address: base + RPTR as u64,
-            write_pointer_address: base + WPTR as u64,
-            gpu_id: gpu,
-            queue_type,
-            queue_percentage: 100,
-            queue_priority: 7,
-            ..Default::default()
-        };
-        q.emu
-            .ioctl(AMDKFD_IOC_CREATE_QUEUE, &mut a)
-            .expect("create the AQL queue");
-        q.id = a.queue_id;
-        q
-    }
-
-    fn put_u16(&mut self, at: usize, v: u16) {
-        self.bo.bytes()[at..at + 2].copy_from_slice(&v.to_le_bytes());
-    }
-    fn put_u32(&mut self, at: usize, v: u32) {
-        self.bo.bytes()[at..at + 4].copy_from_slice(&v.to_le_bytes());
-    }
-    fn put_u64(&mut self, at: usize, v: u64) {
-        self.bo.bytes()[at..at + 8].copy_from_slice(&v.to_le_bytes());
-    }
-    fn u64_at(&mut self, at: usize) -> u64 {
-        u64::from_le_bytes(self.bo.bytes()[at..at + 8].try_into().unwrap())
-    }
-    fn u32_at(&mut self, at: usize) -> u32 {
-        u32::from_le_bytes(self.bo.bytes()[at..at + 4].try_into().unwrap())
-    }
-
-    fn submit(&mut self, index: u64, packet: [u8; 64]) {
-        let at = RING + (index as usize % (RING_SIZE / 64)) * 64;
-        self.bo.bytes()[at + 2..at + 64].copy_from_slice(&packet[2..]);
-        self.put_u16(at, u16::from_le_bytes([packet[0], packet[1]]));
-        self.put_u64(WPTR, index + 1);
-    }
-
-    fn header(&mut self, index: usize) -> u16 {
-        let at = RING + index * 64;
-        u16::from_le_bytes([self.bo.bytes()[at], self.bo.bytes()[at + 1]])
-    }
-
-    /// Waits (WAIT_EVENTS runs the engines, then polls) until `done` holds, within the bound.
-    fn wait_until(&mut self, mut done: impl FnMut(&mut Queue) -> bool) -> bool {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while std::time::Instant::now() < deadline {
-            if done(self) {
-                return true;
-            }
-            let other = create(&self.emu, KFD_IOC_EVENT_SIGNAL, true);
-            let mut events = [data(other.event_id)];
-            let _ = wait(&self.emu, &mut events, true, 10);
-        }
-        done(self)
-    }
-
-    fn wait_for_error(&self) -> bool {
-        let mut events = [data(self.event)];
-        let (r, result) = wait(&self.emu, &mut events, true, PATIENCE_MS);
-        assert_eq!(r, Ok(0));
-        result == KFD_IOC_WAIT_RESULT_COMPLETE
-    }
-
-    fn destroy(&self) {
-        let mut a = kfd_ioctl_destroy_queue_args {
-            queue_id: self.id,
-            pad: 0,
-        };
-        assert_eq!(self.emu.ioctl(AMDKFD_IOC_DESTROY_QUEUE, &mut a), Ok(0));
-    }
+/// As [`queue`], a queue of `queue_type` (AQL or PM4 compute).
+fn queue_of_type(machine: &str, text: &[u8], kd: &[u8], queue_type: u32) -> Queue {
+    let mut q = Queue::create(Setup {
+        queue_type,
+        ..Setup::aql(machine)
+    });
+    let mut kd = kd.to_vec();
+    kd[16..24].copy_from_slice(&((CODE - DESCRIPTOR) as i64).to_le_bytes());
+    q.bo.bytes()[DESCRIPTOR..DESCRIPTOR + 64].copy_from_slice(&kd);
+    q.bo.bytes()[CODE..CODE + text.len()].copy_from_slice(text);
+    q
 }
 
 /// A KERNEL_DISPATCH of `grid` work-items in groups of `wg` (3 dimensions), kernarg at DATA,
@@ -286,7 +140,7 @@ fn a_kernel_dispatch_runs_its_waves_and_completes() {
         ) else {
             return;
         };
-        let mut q = Queue::new(machine, &text, &kd);
+        let mut q = queue(machine, &text, &kd);
         q.submit(0, dispatch([256, 4, 2], [64, 2, 1], 0));
         assert!(
             q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0),
@@ -305,7 +159,7 @@ fn an_illegal_instruction_stops_the_queue_with_rocrs_illegal_instruction_code() 
         let Some((text, kd)) = kernel(mcpu(machine), "s_nop 0\n.long 0xffffffff", "") else {
             return;
         };
-        let mut q = Queue::new(machine, &text, &kd);
+        let mut q = queue(machine, &text, &kd);
         q.submit(0, dispatch([64, 1, 1], [64, 1, 1], 0));
         assert!(q.wait_for_error(), "{machine}: no queue error event");
         // SIGNAL_CODE_ILLEGAL_INST: ROCr reports HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION.
@@ -326,7 +180,7 @@ fn code_the_gpu_cannot_reach_is_a_vm_fault_with_its_page() {
     let Some((text, kd)) = kernel(mcpu(machine), "s_endpgm", "") else {
         return;
     };
-    let mut q = Queue::new(machine, &text, &kd);
+    let mut q = queue(machine, &text, &kd);
     // The entry 0x1000_0000 past the descriptor: va(3) + 0x3000, never mapped.
     let offset = 0x1000_0000i64;
     q.bo.bytes()[DESCRIPTOR + 16..DESCRIPTOR + 24].copy_from_slice(&offset.to_le_bytes());
@@ -361,7 +215,7 @@ fn a_kernel_needing_scratch_asks_the_runtime_and_runs_once_given_it() {
     ) else {
         return;
     };
-    let mut q = Queue::new(machine, &text, &kd);
+    let mut q = queue(machine, &text, &kd);
     // 16 bytes per work-item: 1 KiB per wave; the queue has no scratch yet.
     q.submit(0, dispatch([128, 1, 1], [128, 1, 1], 16));
     assert!(q.wait_for_error(), "no scratch request");
@@ -398,7 +252,7 @@ fn destroying_the_queue_cancels_an_endless_kernel() {
     let Some((text, kd)) = kernel(mcpu(machine), "l:\ns_branch l", "") else {
         return;
     };
-    let mut q = Queue::new(machine, &text, &kd);
+    let mut q = queue(machine, &text, &kd);
     q.submit(0, dispatch([64 * 64, 1, 1], [64, 1, 1], 0));
     // Let it start.
     let other = create(&q.emu, KFD_IOC_EVENT_SIGNAL, true);
@@ -432,7 +286,7 @@ fn each_work_item_writes_its_id() {
     ) else {
         return;
     };
-    let mut q = Queue::new(machine, &text, &kd);
+    let mut q = queue(machine, &text, &kd);
     let out = va(2) + DATA as u64 + 0x100;
     q.put_u64(DATA, out);
     q.submit(0, dispatch([256, 1, 1], [64, 1, 1], 0));
@@ -473,7 +327,7 @@ fn a_pm4_dispatch_direct_and_indirect_run_the_kernel_its_registers_describe() {
         ) else {
             return;
         };
-        let mut q = Queue::with_type(machine, &text, &kd, KFD_IOC_QUEUE_TYPE_COMPUTE);
+        let mut q = queue_of_type(machine, &text, &kd, KFD_IOC_QUEUE_TYPE_COMPUTE);
         let entry = va(2) + CODE as u64;
         let marker = va(2) + DATA as u64;
         // RSRC2: USER_SGPR 2, TGID_X_EN (as kfdtest's shader dispatch sets its fields).
@@ -529,7 +383,7 @@ fn pred_exec_runs_its_dwords_on_the_partitions_xccs_and_skips_them_otherwise() {
         ("mi210x8", 0x01, true),
         ("mi210x8", 0x02, false),
     ] {
-        let mut q = Queue::with_type(machine, &[], &[0; 64], KFD_IOC_QUEUE_TYPE_COMPUTE);
+        let mut q = queue_of_type(machine, &[], &[0; 64], KFD_IOC_QUEUE_TYPE_COMPUTE);
         let write = |at: usize, v: u32| {
             let va = va(2) + (DATA + at) as u64;
             packet3(0x37, &[5 << 8, va as u32, (va >> 32) as u32, v])
@@ -589,7 +443,7 @@ fn a_profiled_queue_gets_the_dispatchs_start_and_end_times() {
         return;
     };
     for profiled in [false, true] {
-        let mut q = Queue::new(machine, &text, &kd);
+        let mut q = queue(machine, &text, &kd);
         // AMD_QUEUE_PROPERTIES_ENABLE_PROFILING (bit 3), as
         // hsa_amd_profiling_set_profiler_enabled sets it.
         q.put_u32(PROPERTIES, if profiled { 1 << 3 } else { 0 });
@@ -614,7 +468,7 @@ fn a_pm4_dispatch_indirect_reads_its_dimensions_and_its_waves_run() {
     let Some((text, kd)) = kernel(mcpu(machine), "s_endpgm", "") else {
         return;
     };
-    let mut q = Queue::with_type(machine, &text, &kd, KFD_IOC_QUEUE_TYPE_COMPUTE);
+    let mut q = queue_of_type(machine, &text, &kd, KFD_IOC_QUEUE_TYPE_COMPUTE);
     let memory = create(&q.emu, KFD_IOC_EVENT_MEMORY, false);
     // The entry is in a page nothing maps: the waves' first fetch is a VM fault, which only
     // happens if the dimensions read from memory are not zero.
@@ -695,7 +549,7 @@ fn userptr_pages_are_read_fresh_by_each_dispatch_and_an_unmapped_one_faults() {
     ) else {
         return;
     };
-    let mut q = Queue::new(machine, &text, &kd);
+    let mut q = queue(machine, &text, &kd);
     let page = 4096usize;
     // The pages sit far below where the kernel's top-down mmap search places mappings (and
     // below the heap), so the hole the test's munmap leaves is not filled by another thread's
@@ -808,7 +662,7 @@ fn a_queue_with_gws_runs_semaphores_across_workgroups_and_one_without_stops() {
             return;
         };
         // Without GWS: the first GWS instruction is illegal on the queue.
-        let mut q = Queue::new(machine, &init, &init_kd);
+        let mut q = queue(machine, &init, &init_kd);
         q.submit(0, dispatch([64, 1, 1], [64, 1, 1], 0));
         assert!(q.wait_for_error(), "{machine}: no queue error event");
         assert_eq!(
@@ -818,7 +672,7 @@ fn a_queue_with_gws_runs_semaphores_across_workgroups_and_one_without_stops() {
         );
         q.destroy();
         // With GWS: 300 single-wave workgroups on 2 threads keep every increment.
-        let mut q = Queue::new(machine, &init, &init_kd);
+        let mut q = queue(machine, &init, &init_kd);
         let mut g = kfd_ioctl_alloc_queue_gws_args {
             queue_id: q.id,
             num_gws: 1,

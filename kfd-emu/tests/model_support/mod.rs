@@ -3,6 +3,8 @@
 //! installed fds), and helpers for the common ioctl sequences.
 #![allow(dead_code)]
 
+pub mod aql;
+
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 

@@ -1,0 +1,214 @@
+//! An AQL (or PM4) compute queue of the model over one BO the test reads and writes, laid out
+//! as ROCr lays out its queues: what `model_kernels` and `model_aql_errors` share, compiled
+//! for every user of `model_support`; not every one uses it.
+//!
+//! The queue BO, at `va(2)`: `amd_queue_t` at 0 (`amd_hsa_queue.h`: `write_dispatch_id` at
+//! 56, `read_dispatch_id` at 128 followed by `read_dispatch_id_field_base_byte_offset`, the
+//! scratch fields from 140, `queue_inactive_signal` at 192), the ring, the inactive signal, a
+//! completion signal, a kernel descriptor and its code, a data buffer and scratch
+//! (`amd_signal_t`s of `amd_hsa_signal.h`: `value` at 8, `event_mailbox_ptr` at 16,
+//! `event_id` at 24, start and end timestamps at 32 and 40).
+
+use std::os::fd::AsFd;
+
+use kfd_emu::machine::Machine;
+use kfd_emu::model::ModelConfig;
+use kfd_ioctl::abi::*;
+
+use super::{CpuMap, Emu, create, data, va, wait};
+
+pub const GTT_RW: u32 = KFD_IOC_ALLOC_MEM_FLAGS_GTT
+    | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE
+    | KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE;
+/// Generous: the engines run before WAIT_EVENTS waits, so this is only a bound.
+pub const PATIENCE_MS: u32 = 20_000;
+
+pub const WPTR: usize = 56;
+pub const RPTR: usize = 128;
+pub const RPTR_BASE_OFFSET: usize = 136;
+pub const TMPRING: usize = 140;
+pub const SCRATCH_SRD: usize = 144;
+pub const SCRATCH_BASE: usize = 160;
+pub const PROPERTIES: usize = 180;
+pub const INACTIVE: usize = 192;
+pub const RING: usize = 0x1000;
+pub const RING_SIZE: usize = 0x1000;
+pub const INACTIVE_SIGNAL: usize = 0x2000;
+pub const COMPLETION: usize = 0x2100;
+pub const DESCRIPTOR: usize = 0x3000;
+pub const CODE: usize = 0x4000;
+pub const DATA: usize = 0x8000;
+pub const SCRATCH: usize = 0x10000;
+pub const BO_SIZE: usize = 0x20000;
+pub const SIGNAL_VALUE: usize = 8;
+pub const SIGNAL_MAILBOX: usize = 16;
+pub const SIGNAL_EVENT_ID: usize = 24;
+pub const SIGNAL_START_TS: usize = 32;
+pub const SIGNAL_END_TS: usize = 40;
+
+/// `HSA_PACKET_TYPE_*`.
+pub const VENDOR_SPECIFIC: u8 = 0;
+pub const KERNEL_DISPATCH: u8 = 2;
+pub const BARRIER_AND: u8 = 3;
+pub const AGENT_DISPATCH: u8 = 4;
+
+/// What [`Queue::create`] sets up besides the layout.
+#[derive(Clone, Copy)]
+pub struct Setup<'a> {
+    pub machine: &'a str,
+    /// KFD_IOC_QUEUE_TYPE_COMPUTE_AQL or _COMPUTE (PM4).
+    pub queue_type: u32,
+    /// Whether `amd_queue_t` names the inactive signal (ROCr always does).
+    pub inactive_signal: bool,
+    /// The model's dispatch threads.
+    pub gpu_threads: usize,
+}
+
+impl Setup<'_> {
+    /// An AQL queue on `machine` with an inactive signal, two dispatch threads.
+    pub fn aql(machine: &str) -> Setup<'_> {
+        Setup {
+            machine,
+            queue_type: KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
+            inactive_signal: true,
+            gpu_threads: 2,
+        }
+    }
+}
+
+/// A queue of the model over memory the test reads and writes (see the module docs).
+pub struct Queue {
+    pub emu: Emu,
+    pub bo: CpuMap,
+    pub id: u32,
+    /// The event of the queue's inactive signal.
+    pub event: u32,
+}
+
+impl Queue {
+    /// A queue on the first GPU of `setup.machine` with ROCr's `amd_queue_t` layout, an
+    /// inactive signal whose mailbox is a signal event's slot, a completion signal holding 1,
+    /// and every ring slot INVALID, as ROCr leaves a new ring. KFD 1.15: no queue-buffer
+    /// checks (no EOP or CWSR area needed).
+    pub fn create(setup: Setup<'_>) -> Queue {
+        let mut emu = Emu::new(ModelConfig {
+            machine: Machine::preset(setup.machine).expect("preset"),
+            kfd_minor: 15,
+            gpu_threads: setup.gpu_threads,
+            ..ModelConfig::default()
+        });
+        let (page, _, event) = emu.signal_event_on_a_bo();
+        let gpu = emu.gpu();
+        assert_eq!(emu.map(page, &[gpu]).0, Ok(0));
+        let (handle, offset) = emu
+            .alloc(gpu, va(2), BO_SIZE as u64, GTT_RW)
+            .expect("alloc");
+        assert_eq!(emu.map(handle, &[gpu]).0, Ok(0));
+        let bo = emu
+            .cpu_map(emu.renders[0].as_fd(), offset, BO_SIZE)
+            .expect("map the queue BO");
+        let mut q = Queue {
+            emu,
+            bo,
+            id: 0,
+            event: event.event_id,
+        };
+        let base = va(2);
+        q.put_u32(RPTR_BASE_OFFSET, RPTR as u32);
+        if setup.inactive_signal {
+            q.put_u64(INACTIVE, base + INACTIVE_SIGNAL as u64);
+        }
+        q.put_u64(
+            INACTIVE_SIGNAL + SIGNAL_MAILBOX,
+            va(1) + 8 * u64::from(event.event_slot_index),
+        );
+        q.put_u32(INACTIVE_SIGNAL + SIGNAL_EVENT_ID, event.event_id);
+        q.put_u64(COMPLETION + SIGNAL_VALUE, 1);
+        for slot in 0..RING_SIZE / 64 {
+            q.put_u16(RING + slot * 64, 1);
+        }
+        let mut a = kfd_ioctl_create_queue_args {
+            ring_base_address: base + RING as u64,
+            ring_size: RING_SIZE as u32,
+            read_pointer_address: base + RPTR as u64,
+            write_pointer_address: base + WPTR as u64,
+            gpu_id: gpu,
+            queue_type: setup.queue_type,
+            queue_percentage: 100,
+            queue_priority: 7,
+            ..Default::default()
+        };
+        q.emu
+            .ioctl(AMDKFD_IOC_CREATE_QUEUE, &mut a)
+            .expect("create the queue");
+        q.id = a.queue_id;
+        q
+    }
+
+    pub fn put_u16(&mut self, at: usize, v: u16) {
+        self.bo.bytes()[at..at + 2].copy_from_slice(&v.to_le_bytes());
+    }
+    pub fn put_u32(&mut self, at: usize, v: u32) {
+        self.bo.bytes()[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    pub fn put_u64(&mut self, at: usize, v: u64) {
+        self.bo.bytes()[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    pub fn u64_at(&mut self, at: usize) -> u64 {
+        u64::from_le_bytes(self.bo.bytes()[at..at + 8].try_into().unwrap())
+    }
+    pub fn u32_at(&mut self, at: usize) -> u32 {
+        u32::from_le_bytes(self.bo.bytes()[at..at + 4].try_into().unwrap())
+    }
+
+    /// Writes `packet` (its header last) into slot `index` and publishes it.
+    pub fn submit(&mut self, index: u64, packet: [u8; 64]) {
+        let at = RING + (index as usize % (RING_SIZE / 64)) * 64;
+        self.bo.bytes()[at + 2..at + 64].copy_from_slice(&packet[2..]);
+        self.put_u16(at, u16::from_le_bytes([packet[0], packet[1]]));
+        self.put_u64(WPTR, index + 1);
+    }
+
+    /// The header of ring slot `index`.
+    pub fn header(&mut self, index: usize) -> u16 {
+        let at = RING + index * 64;
+        u16::from_le_bytes([self.bo.bytes()[at], self.bo.bytes()[at + 1]])
+    }
+
+    /// Waits (WAIT_EVENTS runs the engines, then polls) until `done` holds, within 60 s.
+    pub fn wait_until(&mut self, mut done: impl FnMut(&mut Queue) -> bool) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            if done(self) {
+                return true;
+            }
+            let other = create(&self.emu, KFD_IOC_EVENT_SIGNAL, true);
+            let mut events = [data(other.event_id)];
+            let _ = wait(&self.emu, &mut events, true, 10);
+        }
+        done(self)
+    }
+
+    /// WAIT_EVENTS on the inactive signal's event: whether it was raised within the bound.
+    pub fn wait_for_error(&self) -> bool {
+        let mut events = [data(self.event)];
+        let (r, result) = wait(&self.emu, &mut events, true, PATIENCE_MS);
+        assert_eq!(r, Ok(0));
+        result == KFD_IOC_WAIT_RESULT_COMPLETE
+    }
+
+    /// One pass of the engines (WAIT_EVENTS kicks them before it waits), on a fresh event.
+    pub fn run_engines_once(&self) {
+        let other = create(&self.emu, KFD_IOC_EVENT_SIGNAL, true);
+        let mut events = [data(other.event_id)];
+        let _ = wait(&self.emu, &mut events, true, 0);
+    }
+
+    pub fn destroy(&self) {
+        let mut a = kfd_ioctl_destroy_queue_args {
+            queue_id: self.id,
+            pad: 0,
+        };
+        assert_eq!(self.emu.ioctl(AMDKFD_IOC_DESTROY_QUEUE, &mut a), Ok(0));
+    }
+}
