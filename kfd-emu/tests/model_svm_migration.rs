@@ -674,3 +674,73 @@ fn a_fault_migrates_toward_the_preferred_gpu_of_its_hive() {
     })
     .expect("attach");
 }
+
+/// Retry-fault filtering (`svm_range_restore_pages`: a fault on a range validated less than
+/// `AMDGPU_SVM_RANGE_RETRY_FAULT_PENDING`, 2 ms, earlier is dropped and the GPU retries; the
+/// retries of the same address are dropped by `amdgpu_gmc_filter_faults`), under the model
+/// clock: after a fault maps one 2 MiB granule of a 4 MiB range, a fault on the other granule
+/// at once makes no records until the window has passed, then one PAGE_FAULT_START stamped
+/// exactly 2 ms after the validation (the first fault's PAGE_FAULT_END) with its migration;
+/// a fault on another range is handled at once; the granule mapped first stays mapped.
+#[test]
+fn a_fault_on_a_range_validated_within_2_ms_is_handled_when_the_window_ends() {
+    use kfd_emu::machine::Machine;
+    use kfd_emu::model::{ClockMode, Model, ModelConfig};
+    const WINDOW: i64 = 2_000_000;
+    let model = Model::new(ModelConfig {
+        machine: Machine::preset("mi300x").expect("preset"),
+        clock: ClockMode::Model,
+        ..ModelConfig::default()
+    })
+    .expect("model");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, gpus) = open_all(&view);
+        let g = gpus[0];
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let mut smi = smi_all(&kfd, g);
+        let pid = pid();
+        let mem = Anon::new(10 * MIB);
+        let start = mem.addr.next_multiple_of(2 * MIB);
+        let first = (start - mem.addr) / PAGE;
+        svm_set(&kfd, start, 4 * MIB, &[access(g)]).expect("set");
+        let other = start + 4 * MIB;
+        svm_set(&kfd, other, 2 * MIB, &[access(g)]).expect("set");
+        let mut seen = [0u8; 4];
+        view.gpu_read(pid, g, mem.page(first + 5), &mut seen)
+            .expect("first fault");
+        let one = drain_raw(&mut smi);
+        assert_eq!(one.len(), 4, "{one:?}");
+        let validated = timestamp(&one[3]);
+        // The other granule of the same range, at once.
+        view.gpu_read(pid, g, mem.page(first + 600), &mut seen)
+            .expect("second fault");
+        let two = drain_raw(&mut smi);
+        let (b512, p600) = (mem.pfn(first + 512), mem.pfn(first + 600));
+        assert_eq!(
+            two.iter().map(|r| shape(r)).collect::<Vec<_>>(),
+            [
+                format!("7 T -{pid} @{p600:x}({g:x}) R"),
+                format!("5 T -{pid} @{b512:x}(200) 0->{g:x} {UNDEF:x}:{UNDEF:x} 1"),
+                format!("b T -{pid} @{b512:x}(200) {g:x} 1"),
+                format!("6 T -{pid} @{b512:x}(200) 0->{g:x} 1 0"),
+                format!("8 T -{pid} @{p600:x}({g:x}) M"),
+            ],
+            "one fault handled, none for the dropped tries"
+        );
+        assert_eq!(timestamp(&two[0]) - validated, WINDOW, "{one:?} {two:?}");
+        // Another range: no window.
+        let end_two = timestamp(&two[4]);
+        let p = (other - mem.addr) / PAGE;
+        view.gpu_read(pid, g, mem.page(p + 1), &mut seen)
+            .expect("third fault");
+        let three = drain_raw(&mut smi);
+        assert_eq!(three.len(), 4, "{three:?}");
+        assert_eq!(timestamp(&three[0]), end_two, "{two:?} {three:?}");
+        // The first granule stays mapped: no fault, no record.
+        view.gpu_write(pid, g, mem.page(first + 5), b"GPU!")
+            .expect("mapped: no fault");
+        assert_eq!(drain_raw(&mut smi), Vec::<String>::new());
+    })
+    .expect("attach");
+}

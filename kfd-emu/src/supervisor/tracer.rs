@@ -1055,25 +1055,26 @@ impl Tracer {
         let Some(&tgid) = self.tgids.get(&tid) else {
             return self.resume(tid, 0);
         };
-        let entry = syscall_stop_kind(tid) == Some(SYSCALL_INFO_ENTRY);
-        if self.dirty.contains(&tgid) {
-            // A wakeup's PTRACE_INTERRUPT is spent by this stop (any ptrace stop clears the
-            // pending trap): the plan runs here. At a call's entry the call is made again
-            // after; at its exit it returns (or restarts) as after an interrupt.
-            let why = if entry { Why::Syscall } else { Why::Interrupt };
-            return self.start(tid, tgid, why);
-        }
-        if !self.watch.contains(&tgid) || !entry {
-            return self.resume(tid, 0);
+        let go_on = |t: &mut Self| {
+            t.resume(tid, 0);
+            if t.dirty.contains(&tgid) {
+                // A wakeup's PTRACE_INTERRUPT was spent by this stop (any ptrace stop clears
+                // the pending trap): interrupted again, the thread stops where it would have
+                // without syscall stops, and runs the plan there.
+                let _ = ptrace_value(libc::PTRACE_INTERRUPT, tid, 0);
+            }
+        };
+        if !self.watch.contains(&tgid) || syscall_stop_kind(tid) != Some(SYSCALL_INFO_ENTRY) {
+            return go_on(self);
         }
         let Ok(regs) = get_regs(tid) else {
-            return self.resume(tid, 0);
+            return go_on(self);
         };
         if !BUFFER_CALLS.contains(&(regs.orig_rax as i64)) {
-            return self.resume(tid, 0);
+            return go_on(self);
         }
         let Some((spans, write)) = buffer_spans(tid, &regs) else {
-            return self.resume(tid, 0);
+            return go_on(self);
         };
         // A forked child's copies of memory its parent had hidden are shown again.
         let mut first = Vec::new();
@@ -1092,8 +1093,9 @@ impl Tracer {
             .backend
             .cpu_touch(CallerId { tid, tgid }, &spans, write);
         if !moved && first.is_empty() {
-            return self.resume(tid, 0);
+            return go_on(self);
         }
+        // The plan (this call's memory shown, and whatever a wakeup asked for).
         self.start_with(tid, tgid, Why::Syscall, first);
     }
 
@@ -1231,9 +1233,18 @@ impl Tracer {
         self.slots.cpu.set_injected(tid, false);
         if let Some(inject) = self.injects.get_mut(&tid)
             && let Some(op) = inject.current.take()
-            && (regs.rax as i64) < 0
         {
-            inject.failed.push(op);
+            match regs.rax as i64 {
+                // Interrupted before it ran (a PTRACE_INTERRUPT of a later wakeup, pending
+                // while the supervisor had not yet received the notified call): again, as
+                // the kernel would restart it. Counted as failed, a lift would leave the
+                // memory inaccessible while the model forgot it was hidden.
+                ERESTARTSYS | ERESTARTNOINTR | ERESTARTNOHAND | ERESTART_RESTARTBLOCK => {
+                    inject.ops.push_front(op);
+                }
+                r if r < 0 => inject.failed.push(op),
+                _ => {}
+            }
         }
         self.next_op(tid);
     }

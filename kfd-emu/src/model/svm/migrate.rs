@@ -528,6 +528,11 @@ pub(super) fn validate_and_map(
     if covered <= l {
         return Err(Errno::FAULT);
     }
+    // Mapped: the retry-fault handler skips faults on the range for a while
+    // (`prange->validate_timestamp`, set when the mapping succeeds).
+    if let Some(r) = p.svm.ranges.get_mut(key) {
+        r.validated_ns = env.dev.clock.now_ns();
+    }
     Ok(())
 }
 
