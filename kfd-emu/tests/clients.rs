@@ -1245,7 +1245,8 @@ fn a_cpu_read_of_svm_memory_in_vram_migrates_its_granule_back() {
 /// exactly it home (trigger PAGEFAULT_CPU, the GPU's mapping invalidated) and writes what the
 /// GPU wrote; `read()` into the second granule brings it home and lands the bytes;
 /// `readv()` into the fourth then the third granule brings them home in the iovecs' order;
-/// a call on memory already home moves nothing.
+/// a call on memory already home moves nothing; after a prefetch of it all again,
+/// `getrandom()` into, `pwrite()` from and `pread()` into a granule each bring it home.
 #[test]
 fn system_calls_given_svm_memory_in_vram_fault_it_home_and_succeed() {
     let Some(program) = build_probe(
@@ -1314,5 +1315,19 @@ fn system_calls_given_svm_memory_in_vram_fault_it_home_and_succeed() {
         "{text}"
     );
     assert_eq!(records("again"), Vec::<String>::new(), "{text}");
+    // Prefetched again (the granules home move; the GPU mapping of those there dropped).
+    assert!(
+        records("prefetch-again")
+            .iter()
+            .any(|r| r.starts_with(&format!("6 @{first:x}(800) 0->{gpu} 0 0"))),
+        "{text}"
+    );
+    assert_eq!(records("getrandom"), back(granule(0)), "{text}");
+    assert_eq!(records("pwrite"), back(granule(1)), "{text}");
+    assert_eq!(records("pread"), back(granule(2)), "{text}");
+    assert!(
+        other.contains(&"value pread 0x12345678".to_owned()),
+        "{text}"
+    );
     assert!(text.ends_with("done\n"), "{text}");
 }

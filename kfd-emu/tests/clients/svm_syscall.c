@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -211,6 +212,23 @@ int main(void)
     EXPECT(write(p[1], &v, 4) == 4);
     EXPECT(read(p[0], buf + granule + 12, 4) == 4);
     drain("again");
+
+    /* All of it to the GPU again; then getrandom() into the first granule, pwrite() from the
+     * second into a file and pread() from it into the third. */
+    HSA_SVM_ATTRIBUTE again[] = { { HSA_SVM_ATTR_PREFETCH_LOC, node } };
+    CHECK(hsaKmtSVMSetAttr(buf, 4 * granule, 1, again));
+    drain("prefetch-again");
+    EXPECT(getrandom(buf + 0x40, 16, 0) == 16);
+    drain("getrandom");
+    FILE *tmp = tmpfile();
+    EXPECT(tmp != NULL);
+    int fd = fileno(tmp);
+    EXPECT(pwrite(fd, buf + granule + 8, 4, 0) == 4);
+    drain("pwrite");
+    EXPECT(pread(fd, buf + 2 * granule + 32, 4, 0) == 4);
+    drain("pread");
+    printf("value pread %#x\n", *(volatile uint32_t *)(buf + 2 * granule + 32));
+    fclose(tmp);
 
     CHECK(hsaKmtDestroyQueue(qr.QueueId));
     EXPECT(munmap(raw, 5 * granule) == 0);
