@@ -681,14 +681,17 @@ fn a_fault_migrates_toward_the_preferred_gpu_of_its_hive() {
 /// clock: after a fault maps one 2 MiB granule of a 4 MiB range, a fault on the other granule
 /// at once makes no records until the window has passed, then one PAGE_FAULT_START stamped
 /// exactly 2 ms after the validation (the first fault's PAGE_FAULT_END) with its migration;
-/// a fault on another range is handled at once; the granule mapped first stays mapped.
+/// a fault on another range is handled at once; the granule mapped first stays mapped. A
+/// fault's migration lasts what its granule's pages cost.
 #[test]
 fn a_fault_on_a_range_validated_within_2_ms_is_handled_when_the_window_ends() {
     use kfd_emu::machine::Machine;
-    use kfd_emu::model::{ClockMode, Model, ModelConfig};
+    use kfd_emu::model::{ClockMode, Costs, Model, ModelConfig, Timing};
     const WINDOW: i64 = 2_000_000;
+    let machine = Machine::preset("mi300x").expect("preset");
+    let costs = Costs::new(&machine, Timing::default());
     let model = Model::new(ModelConfig {
-        machine: Machine::preset("mi300x").expect("preset"),
+        machine,
         clock: ClockMode::Model,
         ..ModelConfig::default()
     })
@@ -711,6 +714,12 @@ fn a_fault_on_a_range_validated_within_2_ms_is_handled_when_the_window_ends() {
             .expect("first fault");
         let one = drain_raw(&mut smi);
         assert_eq!(one.len(), 4, "{one:?}");
+        // The migration lasts what its 2 MiB granule costs, not the range's 4 MiB.
+        assert_eq!(
+            timestamp(&one[2]) - timestamp(&one[1]),
+            costs.migration_ns(0, 2 * MIB) as i64,
+            "{one:?}"
+        );
         let validated = timestamp(&one[3]);
         // The other granule of the same range, at once.
         view.gpu_read(pid, g, mem.page(first + 600), &mut seen)
