@@ -753,3 +753,59 @@ fn a_fault_on_a_range_validated_within_2_ms_is_handled_when_the_window_ends() {
     })
     .expect("attach");
 }
+
+/// The CPU fault path (`svm_migrate_to_ram`, as `Model::cpu_access` replays it) on a 4 MiB
+/// range prefetched to the GPU: an access in either 2 MiB granule migrates exactly that
+/// granule back (trigger PAGEFAULT_CPU) — the first, a block ending before the range does,
+/// and the second, one starting after the range does — and under the model clock each
+/// migration lasts what its granule's pages cost.
+#[test]
+fn a_cpu_access_migrates_its_granule_back_in_what_its_pages_cost() {
+    use kfd_emu::machine::Machine;
+    use kfd_emu::model::{ClockMode, Costs, Model, ModelConfig, Timing};
+    let machine = Machine::preset("mi300x").expect("preset");
+    let cost = Costs::new(&machine, Timing::default()).migration_ns(0, 2 * MIB) as i64;
+    let model = Model::new(ModelConfig {
+        machine,
+        clock: ClockMode::Model,
+        ..ModelConfig::default()
+    })
+    .expect("model");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, gpus) = open_all(&view);
+        let g = gpus[0];
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let mut smi = smi_all(&kfd, g);
+        let pid = pid();
+        let mem = Anon::new(6 * MIB);
+        let start = mem.addr.next_multiple_of(2 * MIB);
+        svm_set(&kfd, start, 4 * MIB, &[access(g), prefetch(g)]).expect("prefetch");
+        let _ = drain(&mut smi);
+        for (at, granule) in [
+            (start + 3 * PAGE, start),
+            (start + 2 * MIB + 7 * PAGE, start + 2 * MIB),
+        ] {
+            view.cpu_access(pid, at);
+            let migrations: Vec<String> = drain_raw(&mut smi)
+                .into_iter()
+                .filter(|r| r.starts_with('5') || r.starts_with('6'))
+                .collect();
+            let p = granule / PAGE;
+            assert_eq!(
+                migrations.iter().map(|r| shape(r)).collect::<Vec<_>>(),
+                [
+                    format!("5 T -{pid} @{p:x}(200) {g:x}->0 {g:x}:{UNDEF:x} 2"),
+                    format!("6 T -{pid} @{p:x}(200) {g:x}->0 2 0"),
+                ]
+            );
+            assert_eq!(
+                timestamp(&migrations[1]) - timestamp(&migrations[0]),
+                cost,
+                "{migrations:?}"
+            );
+            assert_eq!(view.svm_page(pid, at).map(|p| p.location), Some(0));
+        }
+    })
+    .expect("attach");
+}
