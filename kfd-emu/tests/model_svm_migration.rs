@@ -267,6 +267,23 @@ fn access_in_place_maps_system_memory_without_migrating() {
         );
         let page = view.svm_page(pid, mem.page(3)).expect("page");
         assert_eq!((page.location, page.mapped_on), (0, vec![g]));
+        assert_eq!(page.writable_on, vec![g]);
+        // An mprotect of its first pages (MMU notifier: `svm_range_evict`, XNACK on) unmaps
+        // them from the GPU, which keeps no writable mapping of them; the rest stays.
+        // SAFETY: the test's own mapping; nothing holds a reference into it.
+        let r = unsafe {
+            libc::mprotect(
+                mem.addr as *mut libc::c_void,
+                4 * PAGE as usize,
+                libc::PROT_READ,
+            )
+        };
+        assert_eq!(r, 0);
+        let page = view.svm_page(pid, mem.page(3)).expect("page");
+        assert_eq!((page.mapped_on, page.writable_on), (vec![], vec![]));
+        let page = view.svm_page(pid, mem.page(10)).expect("page");
+        assert_eq!((page.mapped_on, page.writable_on), (vec![g], vec![g]));
+        let _ = drain(&mut smi);
         // A preferred location in system memory wins over ACCESS.
         let other = Anon::new(2 * MIB);
         svm_set(&kfd, other.addr, other.len, &[preferred(0), access(g)]).expect("set");
@@ -805,7 +822,13 @@ fn a_cpu_access_migrates_its_granule_back_in_what_its_pages_cost() {
                 cost,
                 "{records:?}"
             );
-            assert_eq!(view.svm_page(pid, at).map(|p| p.location), Some(0));
+            let page = view.svm_page(pid, at).expect("an SVM page");
+            assert_eq!(page.location, 0);
+            assert_eq!(
+                (page.mapped_on, page.writable_on),
+                (vec![], vec![]),
+                "unmapped, and so no longer writable, on the GPU"
+            );
         }
     })
     .expect("attach");
