@@ -833,3 +833,66 @@ fn a_cpu_access_migrates_its_granule_back_in_what_its_pages_cost() {
     })
     .expect("attach");
 }
+
+/// Which GPUs `svm_range_validate_and_map` maps a range on, on mi210x8 (hives 0–3, 4–7):
+/// - XNACK on, prefetched to GPU 1: mapped there (the GPU holding it, with ACCESS), and only
+///   there; prefetched to GPU 2 with NO_ACCESS for it: mapped nowhere;
+/// - in GPU 0's VRAM with ACCESS for GPUs 0 and 4, remapped with XNACK off by the restore
+///   worker after an mprotect: on GPU 0 only, as VRAM of one GPU is mapped only in its hive
+///   (`svm_range_map_to_gpus`);
+/// - XNACK off, a range whose last pages are PROT_NONE: SET_ATTR succeeds and maps the
+///   readable pages, the others skipped (`hmm_range_fault` cannot read them).
+#[test]
+fn validate_and_map_maps_the_gpus_the_kernel_does() {
+    let model = model("mi210x8");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, g) = open_all(&view);
+        let pid = pid();
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let a = Anon::new(2 * MIB);
+        svm_set(&kfd, a.addr, a.len, &[prefetch(g[1])]).expect("prefetch to 1");
+        let page = view.svm_page(pid, a.page(5)).expect("page");
+        assert_eq!((page.location, page.mapped_on), (g[1], vec![g[1]]));
+        let b = Anon::new(2 * MIB);
+        svm_set(&kfd, b.addr, b.len, &[no_access(g[2]), prefetch(g[2])]).expect("prefetch");
+        let page = view.svm_page(pid, b.page(5)).expect("page");
+        assert_eq!((page.location, page.mapped_on), (g[2], vec![]));
+
+        // In GPU 0's VRAM with ACCESS for GPU 4 too (XNACK on: the prefetch minds only
+        // ACCESS_IN_PLACE), then XNACK off and an mprotect: the restore worker maps it again,
+        // on GPU 0 only.
+        let c = Anon::new(2 * MIB);
+        svm_set(
+            &kfd,
+            c.addr,
+            c.len,
+            &[access(g[0]), access(g[4]), prefetch(g[0])],
+        )
+        .expect("prefetch to 0");
+        kfd.set_xnack_mode(false).expect("XNACK off");
+        // SAFETY: the test's own mapping; nothing holds a reference into it.
+        let r =
+            unsafe { libc::mprotect(c.addr as *mut libc::c_void, c.len as usize, libc::PROT_READ) };
+        assert_eq!(r, 0);
+        let page = view.svm_page(pid, c.page(5)).expect("page");
+        assert_eq!((page.location, page.mapped_on), (g[0], vec![g[0]]));
+
+        let d = Anon::new(2 * MIB);
+        // SAFETY: the test's own mapping; nothing holds a reference into it.
+        let r = unsafe {
+            libc::mprotect(
+                (d.addr + d.len - 4 * PAGE) as *mut libc::c_void,
+                4 * PAGE as usize,
+                libc::PROT_NONE,
+            )
+        };
+        assert_eq!(r, 0);
+        assert_eq!(svm_set(&kfd, d.addr, d.len, &[access(g[0])]), Ok(()));
+        let first = view.svm_page(pid, d.page(0)).expect("page");
+        assert_eq!(first.mapped_on, vec![g[0]]);
+        let last = view.svm_page(pid, d.page(d.len / PAGE - 1)).expect("page");
+        assert_eq!(last.mapped_on, Vec::<u32>::new());
+    })
+    .expect("attach");
+}
