@@ -429,6 +429,16 @@ pub trait Backend: Send + Sync + 'static {
         false
     }
 
+    /// A system call of the caller is about to copy to (`write`: `read()` into a buffer) or
+    /// from the byte spans `spans` (`start`, `end`), in that order: the backend does what
+    /// the kernel's CPU fault handler does for each hidden page the copy would touch, and
+    /// says whether anything changed (the supervisor then runs the new plan before the call
+    /// goes on). The default changes nothing.
+    fn cpu_touch(&self, caller: CallerId, spans: &[(u64, u64)], write: bool) -> bool {
+        let _ = (caller, spans, write);
+        false
+    }
+
     /// A process that used the backend has exited (its pidfd became readable): release what the
     /// kernel would release when its last `/dev/kfd` reference goes.
     fn process_exited(&self, tgid: i32);

@@ -1299,3 +1299,98 @@ fn gpu_atomics_on_process_memory_are_atomic_with_the_cpus() {
     );
     assert!(text.ends_with("done\n"), "{}", describe(&out));
 }
+
+/// System calls given SVM memory the GPU holds, under `kfd-emu run`: the kernel's
+/// `copy_from_user`/`copy_to_user` faults the device-private pages home
+/// (`svm_migrate_to_ram`) and the call succeeds, where without the tracer's syscall stops it
+/// failed with `EFAULT` on the hidden memory. With XNACK on, an 8 MiB range prefetched to
+/// the GPU and an SDMA write into its first granule: `write()` from that granule brings
+/// exactly it home (trigger PAGEFAULT_CPU, the GPU's mapping invalidated) and writes what the
+/// GPU wrote; `read()` into the second granule brings it home and lands the bytes;
+/// `readv()` into the fourth then the third granule brings them home in the iovecs' order;
+/// a call on memory already home moves nothing; after a prefetch of it all again,
+/// `getrandom()` into, `pwrite()` from and `pread()` into a granule each bring it home.
+#[test]
+fn system_calls_given_svm_memory_in_vram_fault_it_home_and_succeed() {
+    let Some(program) = build_probe(
+        "svm_syscall",
+        &[
+            "/usr/include/hsakmt.h",
+            "/usr/lib/x86_64-linux-gnu/libhsakmt.so",
+        ],
+        "libhsakmt-dev (hsakmt.h, libhsakmt.so)",
+        &[],
+        &["-lhsakmt"],
+    ) else {
+        return;
+    };
+    let out = run_under_emulator("mi300x", false, &program, &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", describe(&out));
+    let (phases, other) = svm_phases(&text);
+    let range = other
+        .iter()
+        .find_map(|l| l.strip_prefix("range 0x"))
+        .unwrap_or_else(|| panic!("no range line in\n{text}"));
+    let words: Vec<&str> = range.split(' ').collect();
+    let first = u64::from_str_radix(words[0], 16).unwrap();
+    let gpu = words[4].trim_start_matches("0x");
+    let granule = |n: u64| first + n * 0x200;
+    let records = |name: &str| -> Vec<String> {
+        phases
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no phase {name} in\n{text}"))
+            .1
+            .clone()
+    };
+    let back = |page: u64| {
+        vec![
+            format!("5 @{page:x}(200) {gpu}->0 {gpu}:ffffffff 2"),
+            format!("b @{page:x}(200) {gpu} 1"),
+            format!("6 @{page:x}(200) {gpu}->0 2 0"),
+        ]
+    };
+    assert_eq!(
+        records("prefetch"),
+        vec![
+            format!("5 @{first:x}(800) 0->{gpu} {gpu}:ffffffff 0"),
+            format!("6 @{first:x}(800) 0->{gpu} 0 0"),
+        ],
+        "{text}"
+    );
+    assert_eq!(records("write"), back(granule(0)), "{text}");
+    assert!(
+        other.contains(&"value write 0xdeadbeef".to_owned()),
+        "{text}"
+    );
+    assert_eq!(records("read"), back(granule(1)), "{text}");
+    assert!(
+        other.contains(&"value read 0x12345678".to_owned()),
+        "{text}"
+    );
+    assert_eq!(records("read-check"), Vec::<String>::new(), "{text}");
+    let mut readv = back(granule(3));
+    readv.extend(back(granule(2)));
+    assert_eq!(records("readv"), readv, "{text}");
+    assert!(
+        other.contains(&"value readv 0xaaaa0001 0xbbbb0002".to_owned()),
+        "{text}"
+    );
+    assert_eq!(records("again"), Vec::<String>::new(), "{text}");
+    // Prefetched again (the granules home move; the GPU mapping of those there dropped).
+    assert!(
+        records("prefetch-again")
+            .iter()
+            .any(|r| r.starts_with(&format!("6 @{first:x}(800) 0->{gpu} 0 0"))),
+        "{text}"
+    );
+    assert_eq!(records("getrandom"), back(granule(0)), "{text}");
+    assert_eq!(records("pwrite"), back(granule(1)), "{text}");
+    assert_eq!(records("pread"), back(granule(2)), "{text}");
+    assert!(
+        other.contains(&"value pread 0x12345678".to_owned()),
+        "{text}"
+    );
+    assert!(text.ends_with("done\n"), "{text}");
+}

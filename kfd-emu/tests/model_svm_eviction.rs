@@ -262,3 +262,49 @@ fn a_larger_range_evicts_as_many_smaller_ones_as_it_needs() {
     })
     .expect("attach");
 }
+
+/// TTM evicts until the new BO fits and no further (`ttm_bo_mem_space` tries the placement
+/// again after each `ttm_mem_evict_first`): with the VRAM room an exact multiple of the 2 MiB
+/// ranges (a KFD BO takes the rest), the fault on the range past those that fit evicts
+/// exactly one of them, and VRAM ends exactly full.
+#[test]
+fn eviction_stops_as_soon_as_the_new_bo_fits() {
+    let model = small();
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, g) = open_all(&view);
+        let g = g[0];
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let room = kfd.available_memory(g).expect("available");
+        let (fits, rest) = (room / BLOCK, room % BLOCK);
+        let flags = AllocMemFlags::VRAM
+            .union(AllocMemFlags::WRITABLE)
+            .union(AllocMemFlags::PUBLIC);
+        let _filler = (rest != 0).then(|| {
+            kfd.alloc_memory_of_gpu(g, 0x6000_0000_0000, rest, flags)
+                .expect("the rest of the room")
+        });
+        let (_mem, start) = aligned((fits + 1) * BLOCK);
+        svm_set(&kfd, start, (fits + 1) * BLOCK, &[access(g)]).expect("register");
+        let mut on = smi(&kfd, g);
+        let pid = pid();
+        for i in 0..fits {
+            view.gpu_write(pid, g, start + i * BLOCK, &[1])
+                .expect("GPU write");
+        }
+        assert!(
+            drain(&mut on).iter().all(|r| !r.ends_with(" 3")),
+            "no eviction while they fit"
+        );
+        assert_eq!(view.svm_vram_usage(g), fits * BLOCK);
+        view.gpu_write(pid, g, start + fits * BLOCK, &[1])
+            .expect("GPU write");
+        let evictions = drain(&mut on)
+            .into_iter()
+            .filter(|r| r.starts_with('5') && r.ends_with(" 3"))
+            .count();
+        assert_eq!(evictions, 1, "{fits} ranges of {room} bytes of room");
+        assert_eq!(view.svm_vram_usage(g), fits * BLOCK);
+    })
+    .expect("attach");
+}

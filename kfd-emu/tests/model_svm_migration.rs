@@ -267,6 +267,23 @@ fn access_in_place_maps_system_memory_without_migrating() {
         );
         let page = view.svm_page(pid, mem.page(3)).expect("page");
         assert_eq!((page.location, page.mapped_on), (0, vec![g]));
+        assert_eq!(page.writable_on, vec![g]);
+        // An mprotect of its first pages (MMU notifier: `svm_range_evict`, XNACK on) unmaps
+        // them from the GPU, which keeps no writable mapping of them; the rest stays.
+        // SAFETY: the test's own mapping; nothing holds a reference into it.
+        let r = unsafe {
+            libc::mprotect(
+                mem.addr as *mut libc::c_void,
+                4 * PAGE as usize,
+                libc::PROT_READ,
+            )
+        };
+        assert_eq!(r, 0);
+        let page = view.svm_page(pid, mem.page(3)).expect("page");
+        assert_eq!((page.mapped_on, page.writable_on), (vec![], vec![]));
+        let page = view.svm_page(pid, mem.page(10)).expect("page");
+        assert_eq!((page.mapped_on, page.writable_on), (vec![g], vec![g]));
+        let _ = drain(&mut smi);
         // A preferred location in system memory wins over ACCESS.
         let other = Anon::new(2 * MIB);
         svm_set(&kfd, other.addr, other.len, &[preferred(0), access(g)]).expect("set");
@@ -671,6 +688,211 @@ fn a_fault_migrates_toward_the_preferred_gpu_of_its_hive() {
         );
         let page = view.svm_page(pid, mem.addr).expect("page");
         assert_eq!((page.location, page.mapped_on), (g1, vec![g0]));
+    })
+    .expect("attach");
+}
+
+/// Retry-fault filtering (`svm_range_restore_pages`: a fault on a range validated less than
+/// `AMDGPU_SVM_RANGE_RETRY_FAULT_PENDING`, 2 ms, earlier is dropped and the GPU retries; the
+/// retries of the same address are dropped by `amdgpu_gmc_filter_faults`), under the model
+/// clock: after a fault maps one 2 MiB granule of a 4 MiB range, a fault on the other granule
+/// at once makes no records until the window has passed, then one PAGE_FAULT_START stamped
+/// exactly 2 ms after the validation (the first fault's PAGE_FAULT_END) with its migration;
+/// a fault on another range is handled at once; the granule mapped first stays mapped. A
+/// fault's migration lasts what its granule's pages cost.
+#[test]
+fn a_fault_on_a_range_validated_within_2_ms_is_handled_when_the_window_ends() {
+    use kfd_emu::machine::Machine;
+    use kfd_emu::model::{ClockMode, Costs, Model, ModelConfig, Timing};
+    const WINDOW: i64 = 2_000_000;
+    let machine = Machine::preset("mi300x").expect("preset");
+    let costs = Costs::new(&machine, Timing::default());
+    let model = Model::new(ModelConfig {
+        machine,
+        clock: ClockMode::Model,
+        ..ModelConfig::default()
+    })
+    .expect("model");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, gpus) = open_all(&view);
+        let g = gpus[0];
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let mut smi = smi_all(&kfd, g);
+        let pid = pid();
+        let mem = Anon::new(10 * MIB);
+        let start = mem.addr.next_multiple_of(2 * MIB);
+        let first = (start - mem.addr) / PAGE;
+        svm_set(&kfd, start, 4 * MIB, &[access(g)]).expect("set");
+        let other = start + 4 * MIB;
+        svm_set(&kfd, other, 2 * MIB, &[access(g)]).expect("set");
+        let mut seen = [0u8; 4];
+        view.gpu_read(pid, g, mem.page(first + 5), &mut seen)
+            .expect("first fault");
+        let one = drain_raw(&mut smi);
+        assert_eq!(one.len(), 4, "{one:?}");
+        // The migration lasts what its 2 MiB granule costs, not the range's 4 MiB.
+        assert_eq!(
+            timestamp(&one[2]) - timestamp(&one[1]),
+            costs.migration_ns(0, 2 * MIB) as i64,
+            "{one:?}"
+        );
+        let validated = timestamp(&one[3]);
+        // The other granule of the same range, at once.
+        view.gpu_read(pid, g, mem.page(first + 600), &mut seen)
+            .expect("second fault");
+        let two = drain_raw(&mut smi);
+        let (b512, p600) = (mem.pfn(first + 512), mem.pfn(first + 600));
+        assert_eq!(
+            two.iter().map(|r| shape(r)).collect::<Vec<_>>(),
+            [
+                format!("7 T -{pid} @{p600:x}({g:x}) R"),
+                format!("5 T -{pid} @{b512:x}(200) 0->{g:x} {UNDEF:x}:{UNDEF:x} 1"),
+                format!("b T -{pid} @{b512:x}(200) {g:x} 1"),
+                format!("6 T -{pid} @{b512:x}(200) 0->{g:x} 1 0"),
+                format!("8 T -{pid} @{p600:x}({g:x}) M"),
+            ],
+            "one fault handled, none for the dropped tries"
+        );
+        assert_eq!(timestamp(&two[0]) - validated, WINDOW, "{one:?} {two:?}");
+        // Another range: no window.
+        let end_two = timestamp(&two[4]);
+        let p = (other - mem.addr) / PAGE;
+        view.gpu_read(pid, g, mem.page(p + 1), &mut seen)
+            .expect("third fault");
+        let three = drain_raw(&mut smi);
+        assert_eq!(three.len(), 4, "{three:?}");
+        assert_eq!(timestamp(&three[0]), end_two, "{two:?} {three:?}");
+        // The first granule stays mapped: no fault, no record.
+        view.gpu_write(pid, g, mem.page(first + 5), b"GPU!")
+            .expect("mapped: no fault");
+        assert_eq!(drain_raw(&mut smi), Vec::<String>::new());
+    })
+    .expect("attach");
+}
+
+/// The CPU fault path (`svm_migrate_to_ram`, as `Model::cpu_access` replays it) on a 4 MiB
+/// range prefetched to the GPU: an access in either 2 MiB granule migrates exactly that
+/// granule back (trigger PAGEFAULT_CPU) — the first, a block ending before the range does,
+/// and the second, one starting after the range does — with its unmap from the GPU, the
+/// range keeping its BO until its last VRAM page leaves; under the model clock each
+/// migration lasts what its granule's pages cost.
+#[test]
+fn a_cpu_access_migrates_its_granule_back_in_what_its_pages_cost() {
+    use kfd_emu::machine::Machine;
+    use kfd_emu::model::{ClockMode, Costs, Model, ModelConfig, Timing};
+    let machine = Machine::preset("mi300x").expect("preset");
+    let cost = Costs::new(&machine, Timing::default()).migration_ns(0, 2 * MIB) as i64;
+    let model = Model::new(ModelConfig {
+        machine,
+        clock: ClockMode::Model,
+        ..ModelConfig::default()
+    })
+    .expect("model");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, gpus) = open_all(&view);
+        let g = gpus[0];
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let mut smi = smi_all(&kfd, g);
+        let pid = pid();
+        let mem = Anon::new(6 * MIB);
+        let start = mem.addr.next_multiple_of(2 * MIB);
+        svm_set(&kfd, start, 4 * MIB, &[access(g), prefetch(g)]).expect("prefetch");
+        let _ = drain(&mut smi);
+        for (at, granule) in [
+            (start + 3 * PAGE, start),
+            (start + 2 * MIB + 7 * PAGE, start + 2 * MIB),
+        ] {
+            view.cpu_access(pid, at);
+            let records = drain_raw(&mut smi);
+            let p = granule / PAGE;
+            // Each granule unmapped from the GPU in turn: the range stays mapped after the
+            // first (only a whole-range unmap clears `mapped_to_gpu`).
+            assert_eq!(
+                records.iter().map(|r| shape(r)).collect::<Vec<_>>(),
+                [
+                    format!("5 T -{pid} @{p:x}(200) {g:x}->0 {g:x}:{UNDEF:x} 2"),
+                    format!("b T -{pid} @{p:x}(200) {g:x} 1"),
+                    format!("6 T -{pid} @{p:x}(200) {g:x}->0 2 0"),
+                ]
+            );
+            assert_eq!(
+                timestamp(&records[2]) - timestamp(&records[0]),
+                cost,
+                "{records:?}"
+            );
+            let page = view.svm_page(pid, at).expect("an SVM page");
+            assert_eq!(page.location, 0);
+            assert_eq!(
+                (page.mapped_on, page.writable_on),
+                (vec![], vec![]),
+                "unmapped, and so no longer writable, on the GPU"
+            );
+        }
+    })
+    .expect("attach");
+}
+
+/// Which GPUs `svm_range_validate_and_map` maps a range on, on mi210x8 (hives 0–3, 4–7):
+/// - XNACK on, prefetched to GPU 1: mapped there (the GPU holding it, with ACCESS), and only
+///   there; prefetched to GPU 2 with NO_ACCESS for it: mapped nowhere;
+/// - in GPU 0's VRAM with ACCESS for GPUs 0 and 4, remapped with XNACK off by the restore
+///   worker after an mprotect: on GPU 0 only, as VRAM of one GPU is mapped only in its hive
+///   (`svm_range_map_to_gpus`);
+/// - XNACK off, a range whose last pages are PROT_NONE: SET_ATTR succeeds and maps the
+///   readable pages, the others skipped (`hmm_range_fault` cannot read them).
+#[test]
+fn validate_and_map_maps_the_gpus_the_kernel_does() {
+    let model = model("mi210x8");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, g) = open_all(&view);
+        let pid = pid();
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let a = Anon::new(2 * MIB);
+        svm_set(&kfd, a.addr, a.len, &[prefetch(g[1])]).expect("prefetch to 1");
+        let page = view.svm_page(pid, a.page(5)).expect("page");
+        assert_eq!((page.location, page.mapped_on), (g[1], vec![g[1]]));
+        let b = Anon::new(2 * MIB);
+        svm_set(&kfd, b.addr, b.len, &[no_access(g[2]), prefetch(g[2])]).expect("prefetch");
+        let page = view.svm_page(pid, b.page(5)).expect("page");
+        assert_eq!((page.location, page.mapped_on), (g[2], vec![]));
+
+        // In GPU 0's VRAM with ACCESS for GPU 4 too (XNACK on: the prefetch minds only
+        // ACCESS_IN_PLACE), then XNACK off and an mprotect: the restore worker maps it again,
+        // on GPU 0 only.
+        let c = Anon::new(2 * MIB);
+        svm_set(
+            &kfd,
+            c.addr,
+            c.len,
+            &[access(g[0]), access(g[4]), prefetch(g[0])],
+        )
+        .expect("prefetch to 0");
+        kfd.set_xnack_mode(false).expect("XNACK off");
+        // SAFETY: the test's own mapping; nothing holds a reference into it.
+        let r =
+            unsafe { libc::mprotect(c.addr as *mut libc::c_void, c.len as usize, libc::PROT_READ) };
+        assert_eq!(r, 0);
+        let page = view.svm_page(pid, c.page(5)).expect("page");
+        assert_eq!((page.location, page.mapped_on), (g[0], vec![g[0]]));
+
+        let d = Anon::new(2 * MIB);
+        // SAFETY: the test's own mapping; nothing holds a reference into it.
+        let r = unsafe {
+            libc::mprotect(
+                (d.addr + d.len - 4 * PAGE) as *mut libc::c_void,
+                4 * PAGE as usize,
+                libc::PROT_NONE,
+            )
+        };
+        assert_eq!(r, 0);
+        assert_eq!(svm_set(&kfd, d.addr, d.len, &[access(g[0])]), Ok(()));
+        let first = view.svm_page(pid, d.page(0)).expect("page");
+        assert_eq!(first.mapped_on, vec![g[0]]);
+        let last = view.svm_page(pid, d.page(d.len / PAGE - 1)).expect("page");
+        assert_eq!(last.mapped_on, Vec::<u32>::new());
     })
     .expect("attach");
 }

@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 use model_svm_support::*;
 
+const UNDEF: u32 = kfd_ioctl::abi::KFD_IOCTL_SVM_LOCATION_UNDEFINED;
+
 /// On mi210x8 (GPUs 0–3 and 4–7 are two hives): with XNACK `xnack`, a 2 MiB range with
 /// `attrs` and PREFETCH_LOC GPU 0 ends up where (`actual_loc`).
 fn prefetched_to(
@@ -129,6 +131,106 @@ fn a_prefetchs_migration_lasts_what_its_pages_cost() {
             want as i64,
             "{records:?}"
         );
+    })
+    .expect("attach");
+}
+
+/// PREFETCH_LOC again to the GPU that holds the range: the current kernel migrates again
+/// (`svm_range_trigger_migration` goes on when `actual_loc` is the best location, "hmm
+/// migrate will pick up right pages"; the "already on best_loc" return of
+/// `svm_migrate_ram_to_vram` is gone) and `migrate_vma_setup` collects only system pages
+/// (`MIGRATE_VMA_SELECT_SYSTEM`): none. So the records are there — MIGRATE_START before the
+/// setup, its invalidation (the GPU's mapping dropped, XNACK on), MIGRATE_END — but nothing
+/// moves: the pages stay in VRAM, the range's BO is not charged again, and the modeled time
+/// is the prefetch's and the empty migration's setup only. A prefetch to another GPU of the
+/// hive then goes through system memory (`svm_migrate_vram_to_vram`: every page back to RAM,
+/// then to the new GPU), each half with trigger PREFETCH.
+#[test]
+fn a_prefetch_to_the_gpu_holding_the_range_moves_nothing_and_another_gpu_goes_through_ram() {
+    use kfd_emu::machine::Machine;
+    use kfd_emu::model::{ClockMode, Costs, Model, ModelConfig, Timing};
+    let machine = Machine::preset("mi210x8").expect("preset");
+    let costs = Costs::new(&machine, Timing::default());
+    let empty = costs.prefetch_ns() + costs.migration_ns(0, 0);
+    let model = Model::new(ModelConfig {
+        machine,
+        clock: ClockMode::Model,
+        ..ModelConfig::default()
+    })
+    .expect("model");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, g) = open_all(&view);
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let mut smi = kfd.smi_events(g[0]).expect("SMI_EVENTS");
+        let mut smi1 = kfd.smi_events(g[1]).expect("SMI_EVENTS");
+        let mask = kfd_ioctl::abi::SmiEventMask::MIGRATE_START
+            | kfd_ioctl::abi::SmiEventMask::MIGRATE_END
+            | kfd_ioctl::abi::SmiEventMask::UNMAP_FROM_GPU;
+        smi.set_mask(mask).expect("mask");
+        smi1.set_mask(mask).expect("mask");
+        let pid = pid();
+        let mem = Anon::new(4 * MIB);
+        let start = mem.addr.next_multiple_of(2 * MIB);
+        let p0 = (start - mem.addr) / PAGE;
+        let pfn = mem.pfn(p0);
+        let (g0, g1) = (g[0], g[1]);
+        svm_set(&kfd, start, 2 * MIB, &[access(g0), prefetch(g0)]).expect("prefetch");
+        assert_eq!(
+            drain(&mut smi),
+            [
+                format!("5 T -{pid} @{pfn:x}(200) 0->{g0:x} {g0:x}:{UNDEF:x} 0"),
+                format!("6 T -{pid} @{pfn:x}(200) 0->{g0:x} 0 0"),
+            ]
+        );
+        let charged = view.svm_vram_usage(g0);
+        assert_eq!(charged, 2 * MIB);
+        // Mapped on GPU 0 (ACCESS, the range is there).
+        let mut seen = [0u8; 4];
+        view.gpu_read(pid, g0, mem.page(p0 + 3), &mut seen)
+            .expect("mapped");
+        let _ = drain(&mut smi);
+        let before = view.clock().now_ns();
+        svm_set(&kfd, start, 2 * MIB, &[prefetch(g0)]).expect("prefetch again");
+        assert_eq!(
+            drain(&mut smi),
+            [
+                format!("5 T -{pid} @{pfn:x}(200) 0->{g0:x} {g0:x}:{UNDEF:x} 0"),
+                format!("b T -{pid} @{pfn:x}(200) {g0:x} 1"),
+                format!("6 T -{pid} @{pfn:x}(200) 0->{g0:x} 0 0"),
+            ],
+            "records, and the invalidation, but no page to collect"
+        );
+        assert_eq!(view.clock().now_ns() - before, empty, "setup only");
+        assert_eq!(view.svm_vram_usage(g0), charged, "no second BO");
+        assert_eq!(
+            view.svm_page(pid, mem.page(p0 + 100)).map(|p| p.location),
+            Some(g0)
+        );
+        // To GPU 1 of the same hive: through system memory.
+        svm_set(&kfd, start, 2 * MIB, &[access(g1), prefetch(g1)]).expect("prefetch to 1");
+        assert_eq!(
+            drain(&mut smi),
+            [
+                format!("5 T -{pid} @{pfn:x}(200) {g0:x}->0 {g1:x}:{UNDEF:x} 0"),
+                format!("b T -{pid} @{pfn:x}(200) {g0:x} 1"),
+                format!("6 T -{pid} @{pfn:x}(200) {g0:x}->0 0 0"),
+            ]
+        );
+        // (GPU 1's records besides: the unmaps of the range from it, which had access.)
+        let migrations: Vec<String> = drain(&mut smi1)
+            .into_iter()
+            .filter(|r| r.starts_with('5') || r.starts_with('6'))
+            .collect();
+        assert_eq!(
+            migrations,
+            [
+                format!("5 T -{pid} @{pfn:x}(200) 0->{g1:x} {g1:x}:{UNDEF:x} 0"),
+                format!("6 T -{pid} @{pfn:x}(200) 0->{g1:x} 0 0"),
+            ]
+        );
+        assert_eq!(view.svm_vram_usage(g0), 0);
+        assert_eq!(view.svm_vram_usage(g1), 2 * MIB);
     })
     .expect("attach");
 }

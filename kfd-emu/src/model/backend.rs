@@ -605,6 +605,11 @@ impl Backend for Model {
         svm::cpu_fault(&self.drv, caller.tgid, addr)
     }
 
+    fn cpu_touch(&self, caller: CallerId, spans: &[(u64, u64)], write: bool) -> bool {
+        let _busy = self.drv.dev.clock.busy();
+        svm::cpu_touch(&self.drv, caller.tgid, spans, write)
+    }
+
     fn process_exited(&self, tgid: i32) {
         let private = {
             let mut st = self.drv.lock();

@@ -464,6 +464,8 @@ pub struct Clock {
     mode: ClockMode,
     base_ns: u64,
     modeled: AtomicU64,
+    /// What [`Clock::wait_until`] let pass (model and program modes).
+    waited: AtomicU64,
     busy: Mutex<BusyTime>,
 }
 
@@ -481,6 +483,7 @@ impl Clock {
             mode,
             base_ns: super::host::clock_ns(libc::CLOCK_BOOTTIME),
             modeled: AtomicU64::new(0),
+            waited: AtomicU64::new(0),
             busy: Mutex::new(BusyTime::default()),
         }
     }
@@ -500,7 +503,8 @@ impl Clock {
     }
 
     /// [`ClockMode::Program`]'s time: the host's `CLOCK_BOOTTIME` since the start, less the
-    /// busy wall time (a section still open counts up to now), plus the modeled time.
+    /// busy wall time (a section still open counts up to now), plus the modeled time and the
+    /// time waited ([`Clock::wait_until`]).
     fn program_ns(&self) -> u64 {
         let b = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         let wall = super::host::clock_ns(libc::CLOCK_BOOTTIME);
@@ -515,6 +519,7 @@ impl Clock {
         self.base_ns
             .saturating_add(program)
             .saturating_add(self.modeled_ns())
+            .saturating_add(self.waited_ns())
     }
 
     /// The mode.
@@ -522,11 +527,15 @@ impl Clock {
         self.mode
     }
 
-    /// Now, `CLOCK_BOOTTIME` ns: the host's, or (model mode) the start plus the modeled time.
+    /// Now, `CLOCK_BOOTTIME` ns: the host's, or (model mode) the start plus the modeled time
+    /// and the time waited.
     pub fn now_ns(&self) -> u64 {
         match self.mode {
             ClockMode::Wall => super::host::clock_ns(libc::CLOCK_BOOTTIME),
-            ClockMode::Model => self.base_ns.saturating_add(self.modeled_ns()),
+            ClockMode::Model => self
+                .base_ns
+                .saturating_add(self.modeled_ns())
+                .saturating_add(self.waited_ns()),
             ClockMode::Program => self.program_ns(),
         }
     }
@@ -543,6 +552,35 @@ impl Clock {
     /// The time modeled so far, ns (in both modes).
     pub fn modeled_ns(&self) -> u64 {
         self.modeled.load(Ordering::Relaxed)
+    }
+
+    /// Lets time pass until [`Clock::now_ns`] reaches `ns` (a GPU stalled, retrying an
+    /// access): in model and program modes the clock moves on by the difference (called
+    /// inside a [`Clock::busy`] section in program mode, whose wall time does not count),
+    /// counted apart from the modeled costs ([`Clock::waited_ns`], not
+    /// [`Clock::modeled_ns`]). On the wall clock nothing waits: the callers hold the model's
+    /// lock, and sleeping under it would stall every other program's calls (the wall clock
+    /// shows the emulator's own speed anyway, not the machine's: its records come sooner).
+    pub fn wait_until(&self, ns: u64) {
+        let now = self.now_ns();
+        if now >= ns {
+            return;
+        }
+        match self.mode {
+            ClockMode::Wall => {}
+            ClockMode::Model | ClockMode::Program => {
+                let _ = self
+                    .waited
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                        Some(t.saturating_add(ns - now))
+                    });
+            }
+        }
+    }
+
+    /// The time [`Clock::wait_until`] let pass in model and program modes, ns.
+    pub fn waited_ns(&self) -> u64 {
+        self.waited.load(Ordering::Relaxed)
     }
 
     /// Advances the modeled time by `ns`.

@@ -48,10 +48,24 @@
 //! over hidden memory takes effect and the span is hidden again after it, with the new
 //! protection to restore.
 //!
-//! Not covered: a system call given hidden memory (`read()` into it) fails with `EFAULT`
-//! where the kernel would fault the pages back (the calls are not stopped); a wakeup made by
-//! a GPU access with no thread able to stop before the program sees the write leaves a
-//! window of a few instructions.
+//! A system call given hidden memory (`read()` into it, `write()` from it) would fail with
+//! `EFAULT` where the kernel's `copy_to_user`/`copy_from_user` faults the device-private
+//! pages and `svm_migrate_to_ram` brings them home. So while a process has hidden memory
+//! (its own, or a forked child's inherited copy), its threads are resumed with
+//! `PTRACE_SYSCALL` instead of `PTRACE_CONT`: at the entry stop of one of [`BUFFER_CALLS`]
+//! the tracer reads the buffers the call is given (`iovec`s and `msghdr`s from the tracee's
+//! memory) and the backend brings home the hidden blocks the copy would touch, in its order
+//! ([`Backend::cpu_touch`]); the call is skipped, the plan runs on the thread, and the call
+//! is issued again, finding its memory shown. Only a process with hidden memory pays, one
+//! entry and one exit stop per system call; without hidden memory left its threads go back
+//! to `PTRACE_CONT` at their next stop. Other calls that copy to or from the program's
+//! memory (`ioctl`s' structs, `stat` buffers, `futex` words, `process_vm_*`) are not
+//! stopped and fail with `EFAULT` on hidden memory; so does a `vfork` child's call on its
+//! parent's hidden memory; and a call that copies less than it is given (a short `read()`)
+//! brings home the whole of its buffer.
+//!
+//! Not covered: a wakeup made by a GPU access with no thread able to stop before the
+//! program sees the write leaves a window of a few instructions.
 //!
 //! Compare-and-swaps for the model's GPU atomics on process memory ([`CpuWake::cas`]:
 //! atomic with the program's own locked instructions, as a PCIe/xGMI atomic is on the
@@ -281,6 +295,9 @@ enum Why {
     Interrupt,
     /// It faulted on hidden memory: the instruction restarts after, the signal suppressed.
     Fault,
+    /// It stopped at the entry of a system call given hidden memory ([`BUFFER_CALLS`]): the
+    /// call is made again after (and stops again, now finding its memory shown).
+    Syscall,
 }
 
 /// A thread running the `mprotect`s of a plan in place of its own code.
@@ -295,6 +312,8 @@ struct Inject {
     current: Option<CpuProtect>,
     failed: Vec<CpuProtect>,
     why: Why,
+    /// It is stopped at a system call's entry (`Why::Syscall`) and runs no `mprotect` yet.
+    at_entry: bool,
 }
 
 /// The compare-and-swap stub (see the module docs): at [`STUB_64`] the 8-byte form
@@ -489,6 +508,10 @@ struct Tracer {
     dirty: HashSet<i32>,
     /// Per process, the spans shown again lately.
     lifted: HashMap<i32, VecDeque<(u64, u64)>>,
+    /// Processes with hidden memory (their own or a forked child's inherited copy): their
+    /// threads run with `PTRACE_SYSCALL`, so that a system call given hidden memory stops
+    /// at its entry ([`Tracer::buffer_call`]).
+    watch: HashSet<i32>,
     /// Per thread, the fault (instruction, address) last restarted as a lifted span's.
     retried: HashMap<i32, (u64, u64)>,
     /// Per forked child, what its parent had hidden when it forked (the child's copy is
@@ -522,6 +545,7 @@ pub(crate) fn run(backend: Arc<dyn Backend>, slots: Arc<Slots>, child: i32, exit
         parked: HashMap::new(),
         dirty: HashSet::new(),
         lifted: HashMap::new(),
+        watch: HashSet::new(),
         retried: HashMap::new(),
         inherited: HashMap::new(),
         seen: HashSet::new(),
@@ -619,6 +643,90 @@ fn set_anon_fd(tid: i32, args: u64, value: u32) -> bool {
 /// The length of x86_64's `syscall` instruction (`0f 05`): moving the instruction pointer
 /// back by it at a syscall-exit stop makes the thread issue a call again.
 const SYSCALL_INSN: u64 = 2;
+
+/// `PTRACE_SYSCALL_INFO_ENTRY`: the `op` of a syscall-entry stop.
+const SYSCALL_INFO_ENTRY: u8 = 1;
+
+/// The system calls that copy to or from a buffer of the caller's that [`buffer_spans`]
+/// finds: `read`, `pread64`, `readv`, `preadv`, `preadv2`, `recvfrom`, `recvmsg` and
+/// `getrandom` copy into it; `write`, `pwrite64`, `writev`, `pwritev`, `pwritev2`, `sendto`
+/// and `sendmsg` copy from it.
+const BUFFER_CALLS: [i64; 15] = [
+    libc::SYS_read,
+    libc::SYS_pread64,
+    libc::SYS_readv,
+    libc::SYS_preadv,
+    libc::SYS_preadv2,
+    libc::SYS_recvfrom,
+    libc::SYS_recvmsg,
+    libc::SYS_getrandom,
+    libc::SYS_write,
+    libc::SYS_pwrite64,
+    libc::SYS_writev,
+    libc::SYS_pwritev,
+    libc::SYS_pwritev2,
+    libc::SYS_sendto,
+    libc::SYS_sendmsg,
+];
+
+/// `UIO_MAXIOV`: the most `iovec`s a vectored call takes (more fail with `EINVAL`).
+const UIO_MAXIOV: u64 = 1024;
+
+/// The `[start, end)` byte spans of `count` `struct iovec`s at `iov` of stopped tracee
+/// `tid`, in order (`None` if the array is unreadable: the call fails with `EFAULT`).
+fn iovec_spans(tid: i32, iov: u64, count: u64) -> Option<Vec<(u64, u64)>> {
+    if count > UIO_MAXIOV {
+        return None;
+    }
+    let mut spans = Vec::new();
+    for i in 0..count {
+        let at = iov.checked_add(i * 16)?;
+        let base = peek_word(tid, at)?;
+        let len = peek_word(tid, at + 8)?;
+        if len > 0 {
+            spans.push((base, base.saturating_add(len)));
+        }
+    }
+    Some(spans)
+}
+
+/// The buffers the system call of stopped tracee `tid` (at its entry, `regs`) is given, in
+/// the order it copies them, and whether it writes into them (x86_64 arguments: `rdi`, `rsi`,
+/// `rdx`, `r10`); `None` for any other call.
+fn buffer_spans(tid: i32, regs: &libc::user_regs_struct) -> Option<(Vec<(u64, u64)>, bool)> {
+    let one = |buf: u64, len: u64| vec![(buf, buf.saturating_add(len))];
+    let nr = regs.orig_rax as i64;
+    let (spans, write) = match nr {
+        libc::SYS_read | libc::SYS_pread64 | libc::SYS_recvfrom => (one(regs.rsi, regs.rdx), true),
+        libc::SYS_write | libc::SYS_pwrite64 | libc::SYS_sendto => (one(regs.rsi, regs.rdx), false),
+        libc::SYS_getrandom => (one(regs.rdi, regs.rsi), true),
+        libc::SYS_readv | libc::SYS_preadv | libc::SYS_preadv2 => {
+            (iovec_spans(tid, regs.rsi, regs.rdx)?, true)
+        }
+        libc::SYS_writev | libc::SYS_pwritev | libc::SYS_pwritev2 => {
+            (iovec_spans(tid, regs.rsi, regs.rdx)?, false)
+        }
+        libc::SYS_recvmsg | libc::SYS_sendmsg => {
+            // struct msghdr: msg_iov at 16, msg_iovlen at 24.
+            let iov = peek_word(tid, regs.rsi.checked_add(16)?)?;
+            let count = peek_word(tid, regs.rsi.checked_add(24)?)?;
+            (iovec_spans(tid, iov, count)?, nr == libc::SYS_recvmsg)
+        }
+        _ => return None,
+    };
+    let spans: Vec<(u64, u64)> = spans.into_iter().filter(|&(s, e)| s < e).collect();
+    (!spans.is_empty()).then_some((spans, write))
+}
+
+/// The registers `saved` of a thread stopped at the entry of a system call, made to issue
+/// the call again: the instruction pointer back on its `syscall`, the call number in `rax`,
+/// and no call to restart.
+fn again(mut saved: libc::user_regs_struct) -> libc::user_regs_struct {
+    saved.rip = saved.rip.wrapping_sub(SYSCALL_INSN);
+    saved.rax = saved.orig_rax;
+    saved.orig_rax = u64::MAX;
+    saved
+}
 
 impl Tracer {
     fn run(&mut self) {
@@ -730,12 +838,16 @@ impl Tracer {
 
     /// Resumes `tid`, through its syscall-exit stop while it holds a redirect.
     fn resume(&self, tid: i32, sig: i32) {
+        let watched = self
+            .tgids
+            .get(&tid)
+            .is_some_and(|tgid| self.watch.contains(tgid));
         let request = if let Some(run) = self.cas_runs.get(&tid) {
             match run.stage {
                 CasStage::Map => libc::PTRACE_SYSCALL,
                 CasStage::Op { .. } => libc::PTRACE_SYSEMU,
             }
-        } else if self.holds.contains_key(&tid) || self.injects.contains_key(&tid) {
+        } else if watched || self.holds.contains_key(&tid) || self.injects.contains_key(&tid) {
             libc::PTRACE_SYSCALL
         } else {
             libc::PTRACE_CONT
@@ -909,7 +1021,7 @@ impl Tracer {
             return self.inject_step(tid);
         }
         let Some(hold) = self.holds.get(&tid).copied() else {
-            return self.resume(tid, 0);
+            return self.buffer_call(tid);
         };
         let kind = syscall_stop_kind(tid);
         let Ok(regs) = get_regs(tid) else {
@@ -1104,7 +1216,74 @@ impl Tracer {
         let spans = self.backend.cpu_hidden(tgid);
         if !spans.is_empty() {
             self.inherited.insert(child, spans);
+            self.watch.insert(child);
         }
+    }
+
+    /// Whether process `tgid` has hidden memory its system calls may be given: its threads
+    /// then run with `PTRACE_SYSCALL` (see [`Tracer::buffer_call`]); with none left they go
+    /// back to `PTRACE_CONT` at their next stop.
+    fn update_watch(&mut self, tgid: i32) {
+        let inherited = self.inherited.get(&tgid).is_some_and(|s| !s.is_empty());
+        if inherited || !self.backend.cpu_hidden(tgid).is_empty() {
+            self.watch.insert(tgid);
+        } else {
+            self.watch.remove(&tgid);
+        }
+    }
+
+    /// A syscall stop of `tid`, which holds no redirect and runs no plan: at the entry of a
+    /// system call given memory of the caller's (one of [`BUFFER_CALLS`]) that its process
+    /// hides, the backend brings that memory home as the kernel's fault handler would when
+    /// the call's copy touches it, the plan runs, and the call is made again (see the
+    /// module docs).
+    fn buffer_call(&mut self, tid: i32) {
+        let Some(&tgid) = self.tgids.get(&tid) else {
+            return self.resume(tid, 0);
+        };
+        let go_on = |t: &mut Self| {
+            t.resume(tid, 0);
+            if t.dirty.contains(&tgid) || t.slots.cpu.cas_pending(tgid) {
+                // A wakeup's or a compare-and-swap's PTRACE_INTERRUPT was spent by this stop
+                // (any ptrace stop clears the pending trap): interrupted again, the thread
+                // stops where it would have without syscall stops, and runs the plan or the
+                // compare-and-swaps there.
+                let _ = ptrace_value(libc::PTRACE_INTERRUPT, tid, 0);
+            }
+        };
+        if !self.watch.contains(&tgid) || syscall_stop_kind(tid) != Some(SYSCALL_INFO_ENTRY) {
+            return go_on(self);
+        }
+        let Ok(regs) = get_regs(tid) else {
+            return go_on(self);
+        };
+        if !BUFFER_CALLS.contains(&(regs.orig_rax as i64)) {
+            return go_on(self);
+        }
+        let Some((spans, write)) = buffer_spans(tid, &regs) else {
+            return go_on(self);
+        };
+        // A forked child's copies of memory its parent had hidden are shown again.
+        let mut first = Vec::new();
+        if let Some(inherited) = self.inherited.get_mut(&tgid) {
+            inherited.retain(|h| {
+                let hit = spans
+                    .iter()
+                    .any(|&(s, e)| s < h.start + h.len && h.start < e);
+                if hit {
+                    first.push(*h);
+                }
+                !hit
+            });
+        }
+        let moved = self
+            .backend
+            .cpu_touch(CallerId { tid, tgid }, &spans, write);
+        if !moved && first.is_empty() {
+            return go_on(self);
+        }
+        // The plan (this call's memory shown, and whatever a wakeup asked for).
+        self.start_with(tid, tgid, Why::Syscall, first);
     }
 
     /// Interrupts the threads of every process woken since the last time, and of every
@@ -1192,6 +1371,7 @@ impl Tracer {
                 current: None,
                 failed: Vec::new(),
                 why,
+                at_entry: why == Why::Syscall,
             },
         );
         self.next_op(tid);
@@ -1211,6 +1391,11 @@ impl Tracer {
         regs.rax = libc::SYS_mprotect as u64;
         // No restart logic applies to it (the thread's own call is restarted at the end).
         regs.orig_rax = u64::MAX;
+        if std::mem::take(&mut inject.at_entry) {
+            // Stopped at the entry of its own call: that call becomes the mprotect (a call
+            // skipped there would meet the filter as number -1, and fail with ENOSYS).
+            regs.orig_rax = libc::SYS_mprotect as u64;
+        }
         regs.rdi = op.start;
         regs.rsi = op.len;
         regs.rdx = u64::from(op.prot);
@@ -1243,9 +1428,18 @@ impl Tracer {
         self.slots.cpu.set_injected(tid, false);
         if let Some(inject) = self.injects.get_mut(&tid)
             && let Some(op) = inject.current.take()
-            && (regs.rax as i64) < 0
         {
-            inject.failed.push(op);
+            match regs.rax as i64 {
+                // Interrupted before it ran (a PTRACE_INTERRUPT of a later wakeup, pending
+                // while the supervisor had not yet received the notified call): again, as
+                // the kernel would restart it. Counted as failed, a lift would leave the
+                // memory inaccessible while the model forgot it was hidden.
+                ERESTARTSYS | ERESTARTNOINTR | ERESTARTNOHAND | ERESTART_RESTARTBLOCK => {
+                    inject.ops.push_front(op);
+                }
+                r if r < 0 => inject.failed.push(op),
+                _ => {}
+            }
         }
         self.next_op(tid);
     }
@@ -1266,10 +1460,12 @@ impl Tracer {
             return self.next_op(tid);
         }
         self.injecting.remove(&tgid);
+        self.update_watch(tgid);
         let regs = match inject.why {
             Why::Interrupt => with_restart(inject.saved),
             // A fault stop is no system call's.
             Why::Fault => inject.saved,
+            Why::Syscall => again(inject.saved),
         };
         let _ = set_regs(tid, &regs);
         self.resume(tid, 0);
@@ -1281,8 +1477,9 @@ impl Tracer {
     fn release_parked(&mut self, tgid: i32) {
         for (tid, why) in self.parked.remove(&tgid).unwrap_or_default() {
             match why {
-                // It stopped on a wakeup the plan just ran, or faulted on memory it showed.
-                Why::Interrupt | Why::Fault => self.resume(tid, 0),
+                // It stopped on a wakeup the plan just ran, or faulted on memory it showed,
+                // or its call (stopped at its entry) goes on with its memory shown.
+                Why::Interrupt | Why::Fault | Why::Syscall => self.resume(tid, 0),
             }
         }
     }

@@ -58,9 +58,15 @@ static void drain(const char *phase)
         ssize_t n = read(smi, buf, sizeof(buf) - 1);
         if (n <= 0)
             break;
-        buf[n] = 0;
-        for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
-            printf("smi %s\n", line);
+        /* Line by line over the bytes read: a QUEUE_RESTORE record holds a NUL (its
+         * rescheduled flag), where a string function would stop and lose the rest. */
+        for (ssize_t at = 0; at < n;) {
+            char *nl = memchr(buf + at, '\n', (size_t)(n - at));
+            ssize_t len = nl ? nl - (buf + at) : n - at;
+            if (len > 0)
+                printf("smi %.*s\n", (int)len, buf + at);
+            at += len + 1;
+        }
     }
     fflush(stdout);
 }

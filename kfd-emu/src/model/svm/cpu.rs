@@ -22,12 +22,16 @@
 //! with the protection the program gave it (the model's VMAs see through them: [`Hidden`]).
 //! A `SIGSEGV` in a hidden span comes to [`cpu_fault`], which runs `svm_migrate_to_ram`
 //! and leaves the new plan (showing the block again) for the supervisor, which then restarts
-//! the instruction. Only private anonymous memory is ever in VRAM, so only it is hidden; a
+//! the instruction. A system call given hidden memory comes to [`cpu_touch`] at its entry
+//! (the supervisor stops the calls of a process with hidden memory), which faults home what
+//! the call's copy would touch. Only private anonymous memory is ever in VRAM, so only it is hidden; a
 //! VMA the program made inaccessible itself is left so. In attach mode nothing is hidden:
 //! the supervisor shares the program's address space and could `mprotect` it itself, but
 //! seeing the faults would take a `SIGSEGV` handler of its own in the program's process,
 //! which would displace the program's (a test harness's, a runtime's); so CPU accesses are
 //! not seen there, and pages stay in VRAM until a GPU fault, prefetch or eviction moves them.
+//! A system call given such memory in attach mode simply copies the bytes (they never left
+//! the process's memory) and succeeds, as on the kernel, but without the migration back.
 //!
 //! [`Hidden`]: super::super::vmas::Hidden
 
@@ -256,6 +260,89 @@ pub(in crate::model) fn cpu_fault(m: &Driver, tgid: i32, addr: u64) -> bool {
         p.svm.cpu_dirty = false;
     }
     true
+}
+
+/// A system call of process `tgid` is given the byte spans `spans` (in the order it copies
+/// them) to write into (`write`, as `read()` does) or to read from (as `write()` does): the
+/// kernel's `copy_to_user`/`copy_from_user` touches their pages in order, and the first touch
+/// of each device-private page runs `svm_migrate_to_ram` of the block around it (the block
+/// then home, its other pages no longer fault). Here, before the call runs: every page of the
+/// spans that is hidden (in VRAM) and whose VMA allows the access brings its block home, in
+/// that order (a page the VMA forbids makes the kernel's call fail with `EFAULT` before any
+/// migration, `access_error`, and so it does here). Returns whether anything moved (the
+/// supervisor then runs the new plan before letting the call go on). The whole spans count:
+/// a call that copies less than it is given (a short `read()`) migrates blocks the kernel
+/// would have left in VRAM.
+pub(in crate::model) fn cpu_touch(
+    m: &Driver,
+    tgid: i32,
+    spans: &[(u64, u64)],
+    write: bool,
+) -> bool {
+    let Some(hidden) = m.cpu.hidden_of(tgid) else {
+        return false;
+    };
+    let need = if write {
+        libc::PROT_WRITE as u32
+    } else {
+        libc::PROT_READ as u32
+    };
+    // The hidden pieces of the spans the access may touch, in the call's order.
+    let pieces: Vec<(u64, u64)> = {
+        let h = hidden.lock();
+        let open: Vec<(u64, u64)> = h
+            .iter()
+            .filter(|(_, span)| !span.lifting && span.prot & need != 0)
+            .map(|(&s, span)| (s, span.end))
+            .collect();
+        spans
+            .iter()
+            .flat_map(|&span| both(&[span], &open))
+            .collect()
+    };
+    let mut moved = false;
+    for (s, e) in pieces {
+        let last = (e - 1) / PAGE_SIZE;
+        let mut page = s / PAGE_SIZE;
+        while page <= last {
+            let Some(at) = next_in_vram(m, tgid, page, last) else {
+                break;
+            };
+            to_ram(m, tgid, at * PAGE_SIZE);
+            moved = true;
+            page = at + 1;
+        }
+    }
+    if moved && let Some(p) = m.lock().procs.get_mut(&tgid) {
+        // The supervisor asks for the plan next.
+        p.svm.cpu_dirty = false;
+    }
+    moved
+}
+
+/// The first page in `[page, last]` of process `tgid` that the model holds in VRAM.
+fn next_in_vram(m: &Driver, tgid: i32, mut page: u64, last: u64) -> Option<u64> {
+    let st = m.lock();
+    let p = st.procs.get(&tgid)?;
+    while page <= last {
+        let key = match p.svm.ranges.containing(page) {
+            Some(key) => key,
+            None => p.svm.ranges.next_after(page).filter(|&k| k <= last)?,
+        };
+        let r = p.svm.ranges.get(key)?;
+        let from = page.max(key);
+        let to = last.min(r.last);
+        if r.actual != 0
+            && let Some((first, _, _)) = r
+                .pages
+                .runs(from - key, to - key)
+                .find(|&(_, _, st)| st.loc != 0)
+        {
+            return Some(key + first);
+        }
+        page = r.last.checked_add(1)?;
+    }
+    None
 }
 
 /// A CPU access of process `tgid` at `addr` as the kernel's CPU fault path sees it, for a

@@ -2,9 +2,25 @@
 //! XNACK on the retry-fault handler `svm_range_restore_pages`, which creates ranges for memory
 //! nobody registered, migrates toward the best location and maps the faulting GPU.
 //!
-//! The kernel's handler skips faults on a range validated less than 2 ms earlier (the GPU
-//! retries later) and handles the fault of one wavefront at a time; the GPU view handles each
-//! fault when the access reaches it.
+//! Retry faults are filtered before they make SMI records, as the kernel filters them:
+//! - `svm_range_restore_pages` drops a fault on a range that `svm_range_validate_and_map`
+//!   mapped less than `AMDGPU_SVM_RANGE_RETRY_FAULT_PENDING` (2 ms, `kfd_svm.c`) before the
+//!   handler runs (`ktime_before(timestamp, validate_timestamp + 2 ms)`: "skip duplicate vm
+//!   fault on different pages of same range"), before any record; the GPU retries the
+//!   access, and `amdgpu_gmc_filter_faults` (`amdgpu_gmc.c`) drops the retries of the same
+//!   address while one is in its fault ring, so the fault is handled, with its
+//!   `PAGE_FAULT_START`/`END`, by the first retry after the window. The GPU view's access
+//!   waits until the window has passed ([`Clock::wait_until`](super::super::timing::Clock):
+//!   modeled time on the model and program clocks) and handles the fault then: one pair of
+//!   records, stamped at the window's end, and none for the dropped tries. (The kernel's
+//!   first retry after the window comes up to the fault ring's timeout later.) On the wall
+//!   clock the fault is handled at once: waiting would mean sleeping with the driver's state
+//!   held, which stalls every other program's calls.
+//! - a fault the same address makes again while the first is handled is one fault
+//!   (`amdgpu_gmc_filter_faults`): the GPU view handles an access's fault before the access
+//!   goes on, so there is no second one.
+//! - `svm_range_skip_recover` (a range whose deferred work, an unmap or an add, is pending)
+//!   never applies: the model runs that work at once.
 
 use kfd_ioctl::abi::{
     KFD_IOCTL_SVM_LOCATION_SYSMEM, KFD_IOCTL_SVM_LOCATION_UNDEFINED,
@@ -27,6 +43,10 @@ use super::{check_vm, supported};
 
 /// The 2 MiB block (in pages) an unregistered range is created around.
 const UNREGISTERED_BLOCK: u64 = 512;
+
+/// `AMDGPU_SVM_RANGE_RETRY_FAULT_PENDING` (`kfd_svm.c`): how long after a range's
+/// validation the retry-fault handler skips faults on it, ns.
+const RETRY_FAULT_PENDING_NS: u64 = 2_000_000;
 
 /// Makes the page at `va` accessible to GPU `gpu` of process `tgid` for a read or a write, as
 /// the hardware and the fault handler would; `Ok` when the access may go ahead in the caller's
@@ -105,11 +125,20 @@ fn restore_pages(
     page: u64,
     write: bool,
 ) -> Result<(), Errno> {
-    let ts = env.dev.clock.now_ns();
     let key = match p.svm.ranges.containing(page) {
         Some(key) => key,
         None => create_unregistered(env, p, page).ok_or(Errno::FAULT)?,
     };
+    // A range validated less than 2 ms ago: this try is dropped, and the GPU's retry that
+    // gets through comes once the window has passed (see the module docs).
+    if let Some(r) = p.svm.ranges.get(key)
+        && r.validated_ns != 0
+    {
+        env.dev
+            .clock
+            .wait_until(r.validated_ns.saturating_add(RETRY_FAULT_PENDING_NS));
+    }
+    let ts = env.dev.clock.now_ns();
     let Some(vma) = env.vmas.lookup(page * PAGE_SIZE) else {
         // A stale fault on memory munmap removed.
         return Ok(());

@@ -73,7 +73,11 @@ pub(super) fn best_prefetch_location(env: &Env<'_>, xnack: bool, r: &Range) -> u
 }
 
 /// `svm_range_trigger_migration`: migrates range `key` to its best prefetch location; returns
-/// whether it migrated.
+/// whether it migrated. A range already at that GPU migrates again ("hmm migrate will pick
+/// up right pages": `actual_loc` does not say every page is there; the "already on
+/// best_loc" return of older kernels' `svm_migrate_ram_to_vram` is gone), and
+/// `migrate_vma_setup` collects only system pages (`MIGRATE_VMA_SELECT_SYSTEM`): the records
+/// and the invalidation are there, no page moves ([`ram_to_vram`]).
 pub(super) fn trigger_migration(
     env: &mut Env<'_>,
     p: &mut Process,
@@ -527,6 +531,11 @@ pub(super) fn validate_and_map(
     }
     if covered <= l {
         return Err(Errno::FAULT);
+    }
+    // Mapped: the retry-fault handler skips faults on the range for a while
+    // (`prange->validate_timestamp`, set when the mapping succeeds).
+    if let Some(r) = p.svm.ranges.get_mut(key) {
+        r.validated_ns = env.dev.clock.now_ns();
     }
     Ok(())
 }

@@ -42,7 +42,7 @@ use kfd_ioctl::abi::{
 use rustix::io::Errno;
 
 pub(super) use cpu::{
-    cpu_access, cpu_fault, done as cpu_protect_done, hidden as cpu_hidden,
+    cpu_access, cpu_fault, cpu_touch, done as cpu_protect_done, hidden as cpu_hidden,
     plan as cpu_protect_plan, program_changed,
 };
 pub(super) use fault::{gpu_access, gpu_mapped, report_vm_fault};

@@ -168,6 +168,10 @@ pub(super) struct Range {
     pub invalid: bool,
     /// When its VRAM BO was created ([`Svm::bo_clock`]): TTM's LRU order of the BOs.
     pub bo_seq: u64,
+    /// `validate_timestamp`: the model clock's `CLOCK_BOOTTIME` ns when
+    /// `svm_range_validate_and_map` last mapped it, 0 if never (a new range, a split-off
+    /// piece: `svm_range_new` zero-allocates it).
+    pub validated_ns: u64,
     pub pages: Pages,
 }
 
@@ -181,6 +185,7 @@ impl Range {
             mapped_to_gpu: false,
             invalid: false,
             bo_seq: 0,
+            validated_ns: 0,
             pages: Pages::new(npages),
         }
     }
@@ -290,6 +295,7 @@ impl RangeTree {
             mapped_to_gpu: head.mapped_to_gpu,
             invalid: head.invalid,
             bo_seq: head.bo_seq,
+            validated_ns: 0,
             pages: head.pages.split_off(page - start),
         };
         head.last = page - 1;
