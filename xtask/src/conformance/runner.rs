@@ -534,6 +534,43 @@ mod tests {
         }
     }
 
+    /// A test that ended (any outcome but hung) after the time limit is counted slow, in the
+    /// summary's last column and per test; a hung one is not.
+    #[test]
+    fn tests_that_end_after_the_limit_are_slow() {
+        let result = |name: &str, outcome, seconds| TestResult {
+            name: name.to_owned(),
+            verdict: Verdict {
+                outcome,
+                cause: String::new(),
+            },
+            seconds,
+            excluded: false,
+        };
+        let report = Report {
+            suite: "kfdtest",
+            tree: "t".to_owned(),
+            timeout: Duration::from_secs(30),
+            slow_timeout: Duration::from_secs(90),
+            machines: vec![MachineResults {
+                label: "mi300x".to_owned(),
+                platform: "gfx942".to_owned(),
+                node: 1,
+                tests: vec![
+                    result("A.fast", Outcome::Passed, 1.0),
+                    result("A.slow", Outcome::Passed, 68.0),
+                    result("A.slowfail", Outcome::Failed, 31.0),
+                    result("A.hung", Outcome::Hung, 90.0),
+                ],
+            }],
+        };
+        let summary = report.summary();
+        assert!(summary.ends_with(" slow |\n|---|---|---|---|---|---|---|---|---|---|\n| mi300x | gfx942 | 4 | 2 | 1 | 0 | 1 | 0 | 0 | 2 |\n"), "{summary}");
+        let tests = &report.machines[0].tests;
+        let slow: Vec<bool> = tests.iter().map(|t| report.is_slow(t)).collect();
+        assert_eq!(slow, [false, true, true, false]);
+    }
+
     /// A program that exits leaving a process behind, under an emulator that keeps serving
     /// that process: the test ends with the program's own exit status within the grace
     /// period (not at the time limit, not "hung"), marked as having left processes running,
