@@ -68,13 +68,19 @@ pub(super) fn kfd_ioctl(
     let usize = ioc_size(cmd);
     let asize = usize.max(info.size);
     // 3. Only the process that opened /dev/kfd may use the fd.
-    let alive = m
-        .lock()
-        .procs
-        .get(&tgid)
-        .is_some_and(|p| p.serial == serial);
-    if caller.id().tgid != tgid || !alive {
+    let (alive, kick) = match m.lock().procs.get_mut(&tgid) {
+        Some(p) if p.serial == serial && caller.id().tgid == tgid => {
+            (true, p.queues.due_kick(std::time::Instant::now()))
+        }
+        _ => (false, Vec::new()),
+    };
+    if !alive {
         return finish(m, caller, entry, &[], Err(Errno::BADF));
+    }
+    // Work the process wrote before this call (a doorbell the model cannot see) runs now,
+    // not at its engine's next poll (`scheduler`).
+    for runner in kick {
+        runner.kick.kick();
     }
     // 4. Privilege.
     let restore_caps = 1 << CAP_CHECKPOINT_RESTORE | 1 << CAP_SYS_ADMIN;

@@ -124,6 +124,22 @@ pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
             w.id
         );
     }
+    // A dispatch on a GPU whose code kfd-gfx9 does not interpret (gfx10, gfx11, gfx12) stops
+    // the queue at once; the program's log says why, as for an unimplemented instruction
+    // (`kernel`), since what the program sees next is only its own wait timing out.
+    let gfx = drv.dev.cfg.machine.gpus()[w.gpu].target;
+    if matches!(why, Stopped::CannotDispatch(_)) && gfx.major != 9 {
+        crate::own::elog!(
+            "kfd-emu: [{}] gpu {:#x} queue {}: dispatch not run: gfx{}{}{:x} code is not \
+             interpreted (kfd-gfx9 runs gfx9 only); the queue stops",
+            w.tgid,
+            w.gpu_id,
+            w.id,
+            gfx.major,
+            gfx.minor,
+            gfx.stepping
+        );
+    }
     let mut st = drv.lock();
     let Some(q) = st
         .procs

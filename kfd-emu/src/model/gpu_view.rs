@@ -444,10 +444,21 @@ impl Driver {
         }
         // Memory a fault moved to VRAM is hidden from the CPU before the access is seen.
         self.cpu.sync();
-        // Without the lock: the process's pieces before the first failure.
-        for (at, owner, addr, range) in outside {
+        // Without the lock: the process's pieces before the first failure, each run of
+        // pieces that follow one another in the access and in the same process's memory
+        // moved in one go (one `process_vm_readv`/`writev` for a run of SVM pages rather than
+        // one per page); a run that fails is moved again piece by piece, so that the fault
+        // reported is its first piece's that fails.
+        for run in runs(&outside) {
+            let (at, owner, addr, _) = run[0];
+            let whole = run[0].3.start..run[run.len() - 1].3.end;
             cancelled(at)?;
-            copy(Side::Process(owner, addr), range).map_err(|e| fail(at, e))?;
+            if run.len() == 1 || copy(Side::Process(owner, addr), whole).is_err() {
+                for &(at, owner, addr, ref range) in run {
+                    cancelled(at)?;
+                    copy(Side::Process(owner, addr), range.clone()).map_err(|e| fail(at, e))?;
+                }
+            }
         }
         failed.map_or(Ok(()), Err)
     }
@@ -545,6 +556,36 @@ impl Driver {
         Ok(pieces)
     }
 }
+
+/// The process pieces of an access (`(va, process, address, bytes of the access)`, in
+/// access order) cut into runs that are contiguous in the access and in one process's
+/// memory, at most [`RUN_BYTES`] each.
+fn runs(
+    pieces: &[(u64, i32, u64, Range<usize>)],
+) -> impl Iterator<Item = &[(u64, i32, u64, Range<usize>)]> {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        let first = pieces.get(start)?;
+        let mut end = start + 1;
+        while let Some(next) = pieces.get(end) {
+            let prev = &pieces[end - 1];
+            let follows = next.1 == first.1
+                && next.3.start == prev.3.end
+                && prev.2.checked_add(prev.3.len() as u64) == Some(next.2)
+                && next.3.end - first.3.start <= RUN_BYTES;
+            if !follows {
+                break;
+            }
+            end += 1;
+        }
+        let run = &pieces[start..end];
+        start = end;
+        Some(run)
+    })
+}
+
+/// The most bytes of process memory one run of [`runs`] moves in one call.
+const RUN_BYTES: usize = 4 << 20;
 
 fn fault(gpu_id: u32, va: u64, write: bool, reason: GpuFaultReason) -> GpuFault {
     GpuFault {

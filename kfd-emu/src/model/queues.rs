@@ -117,6 +117,8 @@ impl Queue {
 #[derive(Debug, Default)]
 pub(super) struct Queues {
     pub by_id: BTreeMap<u32, Queue>,
+    /// When an ioctl of the process last woke its engines ([`Queues::due_kick`]).
+    pub kicked: Option<Instant>,
 }
 
 impl Queues {
@@ -137,6 +139,20 @@ impl Queues {
         self.by_id
             .values()
             .any(|q| q.gpu == gpu && q.held.contains(&handle))
+    }
+
+    /// The engines an ioctl of the process made at `now` wakes: every queue's, unless an
+    /// ioctl woke them less than [`IOCTL_KICK_EVERY`] ago (they are polling fast since).
+    pub(super) fn due_kick(&mut self, now: Instant) -> Vec<Arc<Runner>> {
+        if self.by_id.is_empty()
+            || self
+                .kicked
+                .is_some_and(|at| now.saturating_duration_since(at) < IOCTL_KICK_EVERY)
+        {
+            return Vec::new();
+        }
+        self.kicked = Some(now);
+        self.by_id.values().map(|q| Arc::clone(&q.runner)).collect()
     }
 
     /// Queues on GPU index `gpu`.
@@ -167,13 +183,14 @@ impl Kick {
         *self.count.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Waits up to `timeout` for a kick after the count `seen`.
-    pub(super) fn wait(&self, seen: u64, timeout: Duration) {
+    /// Waits up to `timeout` for a kick after the count `seen`: whether one came.
+    pub(super) fn wait(&self, seen: u64, timeout: Duration) -> bool {
         let count = self.count.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = self
+        let (count, _) = self
             .cond
             .wait_timeout_while(count, timeout, |c| *c == seen)
             .unwrap_or_else(|e| e.into_inner());
+        *count != seen
     }
 }
 
@@ -184,6 +201,11 @@ impl Kick {
 /// bounded slice unless an access blocks (a page nobody serves), and then waiting longer
 /// helps nobody: the ioctl goes on, and the blocked access is discarded when it returns.
 pub(super) const PREEMPT_TIMEOUT: Duration = Duration::from_millis(20);
+
+/// The shortest time between two wake-ups of a process's engines by its ioctls: an ioctl
+/// storm wakes each engine at most this often (a woken engine polls fast for a while anyway:
+/// `scheduler`).
+pub(super) const IOCTL_KICK_EVERY: Duration = Duration::from_millis(1);
 
 /// The engine side of one queue, shared by the queue's engine thread and the ioctls that
 /// preempt it. The engine runs one packet (or one bounded piece of a large one) at a time

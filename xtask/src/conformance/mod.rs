@@ -41,7 +41,7 @@ use gtest::{Outcome, Verdict};
 use runner::{Options, Report, Runner, Suite, TestResult, kfd_emu_binary, log_name};
 
 pub const USAGE: &str = "usage: cargo xtask conformance kfdtest|rocrtst --src DIR [--machine M]... \
-[--hardware] [--timeout SECS] [--filter GTEST_FILTER] [--out DIR] [--kfd-emu PATH] \
+[--hardware] [--timeout SECS] [--slow-timeout SECS] [--filter GTEST_FILTER] [--out DIR] [--kfd-emu PATH] \
 [--llvm DIR] [--build DIR] [--run-excluded]";
 
 /// The presets kfdtest runs on when neither `--machine` nor `/dev/kfd` says otherwise.
@@ -65,6 +65,7 @@ fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
     let mut machines = Vec::new();
     let mut hardware = false;
     let mut timeout = Duration::from_secs(30);
+    let mut slow_timeout = None;
     let (mut filter, mut out, mut kfd_emu, mut llvm, mut build) = (None, None, None, None, None);
     let mut run_excluded = false;
     let mut it = rest.iter();
@@ -74,12 +75,17 @@ fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
             "--src" => src = Some(PathBuf::from(value()?)),
             "--machine" => machines.push(value()?.to_owned()),
             "--hardware" => hardware = true,
-            "--timeout" => {
+            "--timeout" | "--slow-timeout" => {
                 let v = value()?;
-                let secs: u64 = v.parse().ok().filter(|&s| s > 0).ok_or_else(|| {
-                    Failure::new(format!("--timeout {v}: not a number of seconds"))
-                })?;
-                timeout = Duration::from_secs(secs);
+                let secs: u64 =
+                    v.parse().ok().filter(|&s| s > 0).ok_or_else(|| {
+                        Failure::new(format!("{arg} {v}: not a number of seconds"))
+                    })?;
+                if arg == "--timeout" {
+                    timeout = Duration::from_secs(secs);
+                } else {
+                    slow_timeout = Some(Duration::from_secs(secs));
+                }
             }
             "--filter" => filter = Some(value()?.to_owned()),
             "--out" => out = Some(PathBuf::from(value()?)),
@@ -95,6 +101,10 @@ fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
         }
     }
     let src = src.ok_or_else(usage)?;
+    let slow_timeout = slow_timeout.unwrap_or(timeout);
+    if slow_timeout < timeout {
+        return Err(Failure::new("--slow-timeout is shorter than --timeout"));
+    }
     if hardware && !machines.is_empty() {
         return Err(Failure::new("--hardware and --machine exclude each other"));
     }
@@ -113,6 +123,7 @@ fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
         src,
         machines,
         timeout,
+        slow_timeout,
         filter,
         out,
         kfd_emu,
@@ -152,6 +163,7 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
         suite: "kfdtest",
         tree: src.display().to_string(),
         timeout: options.timeout,
+        slow_timeout: options.slow_timeout,
         machines: Vec::new(),
     };
     let targets: Vec<Option<String>> = if options.machines.is_empty() {
@@ -203,15 +215,20 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
                     format!("--node={}", node.id),
                     format!("--gtest_filter={test}"),
                 ];
-                let exit = runner.run_test(&built.kfdtest, &args, test, &log, options.timeout)?;
+                let ended =
+                    runner.run_test(&built.kfdtest, &args, test, &log, options.slow_timeout)?;
                 let output = fs::read(&log).unwrap_or_default();
                 // How it ended, for whoever reads the log (after reading it).
                 if let Ok(mut file) = fs::OpenOptions::new().append(true).open(&log) {
-                    let _ = writeln!(file, "$ ended: {exit:?}");
+                    let _ = writeln!(file, "$ ended: {ended:?}");
                 }
                 TestResult {
                     name: (*test).clone(),
-                    verdict: gtest::classify(test, &String::from_utf8_lossy(&output), exit),
+                    verdict: ended.note(gtest::classify(
+                        test,
+                        &String::from_utf8_lossy(&output),
+                        ended.exit,
+                    )),
                     seconds: started.elapsed().as_secs_f64(),
                     excluded,
                 }

@@ -278,6 +278,7 @@ pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
         suite: "rocrtst",
         tree: dir.display().to_string(),
         timeout: options.timeout,
+        slow_timeout: options.slow_timeout,
         machines: Vec::new(),
     };
     let targets: Vec<Option<String>> = if options.machines.is_empty() {
@@ -316,10 +317,10 @@ pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
                     args.push("--gtest_also_run_disabled_tests".to_owned());
                 }
                 let started = Instant::now();
-                let exit = runner.run_test(&built.exe, &args, test, &log, options.timeout)?;
+                let ended = runner.run_test(&built.exe, &args, test, &log, options.slow_timeout)?;
                 let output =
                     String::from_utf8_lossy(&fs::read(&log).unwrap_or_default()).into_owned();
-                let mut verdict = gtest::classify(test, &output, exit);
+                let mut verdict = ended.note(gtest::classify(test, &output, ended.exit));
                 if machine.is_some() {
                     verdict.cause = emulator_cause(&verdict, &output);
                 }

@@ -33,7 +33,12 @@ pub(super) struct Options {
     pub(super) src: PathBuf,
     /// Presets to emulate; empty means the hardware.
     pub(super) machines: Vec<String>,
+    /// A test that runs longer is hung, or slow if `slow_timeout` is longer.
     pub(super) timeout: Duration,
+    /// A test still running here is hung; one that ends between `timeout` and this is slow
+    /// (its outcome is kept and counted in the `slow` column). Equal to `timeout` unless
+    /// `--slow-timeout` says otherwise.
+    pub(super) slow_timeout: Duration,
     pub(super) filter: Option<String>,
     pub(super) out: Option<PathBuf>,
     pub(super) kfd_emu: Option<PathBuf>,
@@ -153,6 +158,14 @@ impl Runner {
 
     /// Runs one test in a process group of its own with its output in `log`; the whole group
     /// is killed at the time limit, and afterwards (nothing it started outlives it).
+    ///
+    /// The test ends when its program exits, as on the hardware, where the program is this
+    /// process's child: what it leaves running (a forked child blocked for good, say) is
+    /// killed with the group. Under `kfd-emu run`, which serves every process of the program
+    /// until the last one exits (`supervisor::spawn_command`), the program's exit is not the
+    /// child's: the program runs under `/bin/sh` ([`PROGRAM_EXIT`]), which writes its exit
+    /// status next to the log; once it is there, kfd-emu gets [`GRACE`] to end on its own
+    /// before the group is killed and the test is marked as having left processes running.
     pub(super) fn run_test(
         &self,
         program: &Path,
@@ -160,11 +173,23 @@ impl Runner {
         test: &str,
         log: &Path,
         limit: Duration,
-    ) -> Result<Exit, Failure> {
+    ) -> Result<Ended, Failure> {
         let io = |e: std::io::Error| Failure::new(format!("{}: {e}", log.display()));
         let mut file = File::create(log).map_err(io)?;
-        let mut command = self.command(program);
-        command.args(args);
+        let status_file = log.with_extension("exit");
+        let _ = fs::remove_file(&status_file);
+        let mut command = if self.kfd_emu.is_some() && self.machine.is_some() {
+            let mut c = self.command(Path::new("/bin/sh"));
+            c.args(["-c", PROGRAM_EXIT, "sh"])
+                .arg(&status_file)
+                .arg(program)
+                .args(args);
+            c
+        } else {
+            let mut c = self.command(program);
+            c.args(args);
+            c
+        };
         writeln!(file, "$ {command:?}").map_err(io)?;
         let stderr = file.try_clone().map_err(io)?;
         command
@@ -193,28 +218,93 @@ impl Runner {
             .map_err(|e| Failure::new(format!("running {command:?}: {e}")))?;
         let group = rustix::process::Pid::from_child(&child);
         let deadline = Instant::now() + limit;
-        let exit = loop {
+        // When the program's exit status appeared, and what it was.
+        let mut program_exit: Option<(Instant, i32)> = None;
+        let kill = |child: &mut std::process::Child| {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            let _ = child.wait();
+        };
+        let ended = loop {
             match child.try_wait() {
                 Ok(Some(status)) => {
-                    break match (status.code(), status.signal()) {
-                        (Some(code), _) => Exit::Code(code),
-                        (None, Some(sig)) => Exit::Signal(sig),
-                        (None, None) => Exit::Code(-1),
+                    break Ended {
+                        exit: match (status.code(), status.signal()) {
+                            (Some(code), _) => Exit::Code(code),
+                            (None, Some(sig)) => Exit::Signal(sig),
+                            (None, None) => Exit::Code(-1),
+                        },
+                        left_running: false,
                     };
                 }
-                Ok(None) if Instant::now() >= deadline => {
-                    let _ =
-                        rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-                    let _ = child.wait();
-                    break Exit::TimedOut;
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Ok(None) => {}
                 Err(e) => return Err(Failure::new(format!("waiting for {test}: {e}"))),
             }
+            if program_exit.is_none() {
+                program_exit = fs::read_to_string(&status_file)
+                    .ok()
+                    .filter(|s| s.ends_with('\n'))
+                    .and_then(|s| s.trim().parse().ok())
+                    .map(|code| (Instant::now(), code));
+            }
+            match program_exit {
+                // The program is done; what it left is killed (not a hang: its result is in).
+                Some((at, code)) if at.elapsed() >= GRACE => {
+                    kill(&mut child);
+                    break Ended {
+                        exit: Exit::Code(code),
+                        left_running: true,
+                    };
+                }
+                Some(_) => {}
+                None if Instant::now() >= deadline => {
+                    kill(&mut child);
+                    break Ended {
+                        exit: Exit::TimedOut,
+                        left_running: false,
+                    };
+                }
+                None => {}
+            }
+            std::thread::sleep(Duration::from_millis(20));
         };
         // Whatever the test left running in its group goes with it (ESRCH when nothing did).
         let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        Ok(exit)
+        let _ = fs::remove_file(&status_file);
+        Ok(ended)
+    }
+}
+
+/// The shell script a test's program runs under with kfd-emu: `$1` is the file that gets the
+/// program's exit status (`128 + N` for a signal, as the shell reports it), the rest is the
+/// program and its arguments; the script exits with the same status.
+const PROGRAM_EXIT: &str = r#"s=$1; shift; "$@"; c=$?; echo "$c" > "$s"; exit "$c""#;
+
+/// How long kfd-emu gets to end after its program exited before what the program left
+/// running is killed.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// How a test's run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Ended {
+    /// The program's exit (or the time limit).
+    pub(super) exit: Exit,
+    /// The program exited, leaving processes running that were killed.
+    pub(super) left_running: bool,
+}
+
+impl Ended {
+    /// `verdict` (the output classified with [`Ended::exit`]) with the processes the program
+    /// left running named in its cause.
+    pub(super) fn note(&self, mut verdict: Verdict) -> Verdict {
+        if self.left_running {
+            let sep = if verdict.cause.is_empty() { "" } else { "; " };
+            verdict.cause = format!(
+                "{}{sep}exited leaving processes running (killed after {} s)",
+                verdict.cause,
+                GRACE.as_secs()
+            );
+        }
+        verdict
     }
 }
 
@@ -274,6 +364,8 @@ pub(super) struct Report {
     pub(super) suite: &'static str,
     pub(super) tree: String,
     pub(super) timeout: Duration,
+    /// The hard limit (see [`Options::slow_timeout`]).
+    pub(super) slow_timeout: Duration,
     pub(super) machines: Vec<MachineResults>,
 }
 
@@ -309,6 +401,11 @@ impl Report {
         Ok((logs, selected))
     }
 
+    /// Whether `t` ended (not hung) after the time limit: it gets until the slow limit.
+    pub(super) fn is_slow(&self, t: &TestResult) -> bool {
+        t.verdict.outcome != Outcome::Hung && t.seconds > self.timeout.as_secs_f64()
+    }
+
     pub(super) fn counts(m: &MachineResults) -> BTreeMap<Outcome, usize> {
         let mut counts = BTreeMap::new();
         for t in &m.tests {
@@ -323,28 +420,37 @@ impl Report {
         for o in Outcome::ALL {
             let _ = write!(s, " {o} |");
         }
-        s.push_str("\n|---|---|---|");
+        s.push_str(" slow |\n|---|---|---|");
         for _ in Outcome::ALL {
             s.push_str("---|");
         }
-        s.push('\n');
+        s.push_str("---|\n");
         for m in &self.machines {
             let counts = Report::counts(m);
             let _ = write!(s, "| {} | {} | {} |", m.label, m.platform, m.tests.len());
             for o in Outcome::ALL {
                 let _ = write!(s, " {} |", counts.get(&o).copied().unwrap_or(0));
             }
-            s.push('\n');
+            let slow = m.tests.iter().filter(|t| self.is_slow(t)).count();
+            let _ = writeln!(s, " {slow} |");
         }
         s
     }
 
     pub(super) fn write(&self, out: &Path) -> Result<(), Failure> {
         let mut md = format!(
-            "# {} results\n\nTree: `{}`; one process per test, {} s limit each.\n\n{}",
+            "# {} results\n\nTree: `{}`; one process per test, {} s limit each{}.\n\n{}",
             self.suite,
             self.tree,
             self.timeout.as_secs(),
+            if self.slow_timeout > self.timeout {
+                format!(
+                    " (a test that ends by {} s is slow: its outcome kept, counted in `slow`)",
+                    self.slow_timeout.as_secs()
+                )
+            } else {
+                String::new()
+            },
             self.summary()
         );
         let mut tsv = String::from("machine\tplatform\ttest\toutcome\tseconds\texcluded\tcause\n");
@@ -360,9 +466,10 @@ impl Report {
                 } else {
                     ""
                 };
+                let slow = if self.is_slow(t) { " (slow)" } else { "" };
                 let _ = writeln!(
                     md,
-                    "| {} | {}{excluded} | {:.1} | {} |",
+                    "| {} | {}{excluded}{slow} | {:.1} | {} |",
                     t.name,
                     t.verdict.outcome,
                     t.seconds,
@@ -386,5 +493,159 @@ impl Report {
                 .map_err(|e| Failure::new(format!("writing {name}: {e}")))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    /// A stand-in for `kfd-emu run --machine M -- PROGRAM ARGS...` in a fresh directory: it
+    /// runs the program and then, as kfd-emu does while a process of the program is still
+    /// being served, stays (`stays`), or exits with the program's status.
+    fn fake_emu(dir: &Path, stays: bool) -> PathBuf {
+        let emu = dir.join("fake-kfd-emu");
+        let tail = if stays {
+            "\"$@\"; exec sleep 600"
+        } else {
+            "exec \"$@\""
+        };
+        fs::write(&emu, format!("#!/bin/sh\nshift 4\n{tail}\n")).expect("write the stand-in");
+        fs::set_permissions(&emu, fs::Permissions::from_mode(0o755)).expect("chmod");
+        emu
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("xtask-runner-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("scratch directory");
+        dir
+    }
+
+    fn runner(emu: PathBuf) -> Runner {
+        Runner {
+            kfd_emu: Some(emu),
+            machine: Some("mi100".to_owned()),
+            lib: PathBuf::from("/nonexistent"),
+            hsa_debug: false,
+            cwd: None,
+        }
+    }
+
+    /// A test that ended (any outcome but hung) after the time limit is counted slow, in the
+    /// summary's last column and per test; a hung one is not.
+    #[test]
+    fn tests_that_end_after_the_limit_are_slow() {
+        let result = |name: &str, outcome, seconds| TestResult {
+            name: name.to_owned(),
+            verdict: Verdict {
+                outcome,
+                cause: String::new(),
+            },
+            seconds,
+            excluded: false,
+        };
+        let report = Report {
+            suite: "kfdtest",
+            tree: "t".to_owned(),
+            timeout: Duration::from_secs(30),
+            slow_timeout: Duration::from_secs(90),
+            machines: vec![MachineResults {
+                label: "mi300x".to_owned(),
+                platform: "gfx942".to_owned(),
+                node: 1,
+                tests: vec![
+                    result("A.fast", Outcome::Passed, 1.0),
+                    result("A.slow", Outcome::Passed, 68.0),
+                    result("A.slowfail", Outcome::Failed, 31.0),
+                    result("A.hung", Outcome::Hung, 90.0),
+                ],
+            }],
+        };
+        let summary = report.summary();
+        assert!(summary.ends_with(" slow |\n|---|---|---|---|---|---|---|---|---|---|\n| mi300x | gfx942 | 4 | 2 | 1 | 0 | 1 | 0 | 0 | 2 |\n"), "{summary}");
+        let tests = &report.machines[0].tests;
+        let slow: Vec<bool> = tests.iter().map(|t| report.is_slow(t)).collect();
+        assert_eq!(slow, [false, true, true, false]);
+    }
+
+    /// A program that exits leaving a process behind, under an emulator that keeps serving
+    /// that process: the test ends with the program's own exit status within the grace
+    /// period (not at the time limit, not "hung"), marked as having left processes running,
+    /// which are killed.
+    #[test]
+    fn a_program_that_exits_leaving_a_child_ends_the_test_with_its_status() {
+        let dir = scratch("left");
+        let runner = runner(fake_emu(&dir, true));
+        let log = dir.join("t.log");
+        let started = Instant::now();
+        let ended = runner
+            .run_test(
+                Path::new("/bin/sh"),
+                &["-c".to_owned(), "sleep 600 & echo bye; exit 3".to_owned()],
+                "T.t",
+                &log,
+                Duration::from_secs(120),
+            )
+            .expect("runs");
+        let took = started.elapsed();
+        assert_eq!(
+            ended,
+            Ended {
+                exit: Exit::Code(3),
+                left_running: true
+            }
+        );
+        assert!(
+            took >= GRACE && took < Duration::from_secs(60),
+            "took {took:?}"
+        );
+        assert!(fs::read_to_string(&log).expect("log").contains("bye"));
+        let verdict = ended.note(Verdict {
+            outcome: Outcome::Failed,
+            cause: "x.cpp:1".to_owned(),
+        });
+        assert!(verdict.cause.contains("leaving processes running"));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A program that exits cleanly ends the test at once, with its status; one that outlives
+    /// the limit is hung.
+    #[test]
+    fn a_clean_exit_is_prompt_and_a_hang_is_cut_at_the_limit() {
+        let dir = scratch("clean");
+        let runner = runner(fake_emu(&dir, false));
+        let log = dir.join("t.log");
+        let started = Instant::now();
+        let ended = runner
+            .run_test(
+                Path::new("/bin/sh"),
+                &["-c".to_owned(), "exit 0".to_owned()],
+                "T.t",
+                &log,
+                Duration::from_secs(120),
+            )
+            .expect("runs");
+        assert_eq!(
+            ended,
+            Ended {
+                exit: Exit::Code(0),
+                left_running: false
+            }
+        );
+        assert!(started.elapsed() < GRACE, "took {:?}", started.elapsed());
+        let ended = runner
+            .run_test(
+                Path::new("/bin/sh"),
+                &["-c".to_owned(), "sleep 600".to_owned()],
+                "T.t",
+                &log,
+                Duration::from_secs(1),
+            )
+            .expect("runs");
+        assert_eq!(ended.exit, Exit::TimedOut);
+        let _ = fs::remove_dir_all(&dir);
     }
 }
