@@ -33,6 +33,7 @@
 //! a source lane EXEC disables like one out of range (read as 0 with BOUND_CTRL, else the
 //! destination lane is not written), as LLVM's `llvm.amdgcn.update.dpp` describes it.
 
+mod fast;
 mod float;
 mod mfma;
 mod round;
@@ -223,6 +224,14 @@ pub(super) fn execute(
     } else {
         inst
     };
+    if fast::try_execute(w, inst) {
+        return Ok(Flow::Continue);
+    }
+    general(w, inst, pc)
+}
+
+/// Executes `inst` on the general path (every operation, every form).
+fn general(w: &mut Wave, inst: &Inst, pc: u64) -> Result<Flow, ExecError> {
     let mut x = X::new(w, inst, pc);
     match inst.op {
         Opcode::Vop1(op) => x.vop1(op)?,
