@@ -40,7 +40,14 @@ enum Op {
 pub(super) fn try_execute(w: &mut Wave, inst: &Inst) -> bool {
     match inst.encoding {
         Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc => {}
-        Encoding::Vop3a | Encoding::Vop3b if inst.mods == Modifiers::default() => {}
+        // VOP3 source `abs`/`neg` are taken by the float operations (`float_mods`), which
+        // apply them as the general path does; the integer ones leave them to it.
+        Encoding::Vop3a | Encoding::Vop3b
+            if Modifiers {
+                abs: 0,
+                neg: 0,
+                ..inst.mods
+            } == Modifiers::default() => {}
         _ => return false,
     }
     if let Opcode::Vopc(op) = inst.op {
@@ -177,6 +184,9 @@ fn apply(w: &mut Wave, d: usize, s: &[L32; 3], f: impl Fn(u32, u32, u32) -> u32)
 /// An integer operation of `n` sources.
 #[inline(always)]
 fn int(w: &mut Wave, inst: &Inst, d: usize, n: usize, f: fn(u32, u32, u32) -> u32) -> bool {
+    if has_abs_neg(inst) {
+        return false;
+    }
     run(w, inst, d, n, false, Op::Int(f))
 }
 
@@ -204,6 +214,7 @@ fn run(w: &mut Wave, inst: &Inst, d: usize, n: usize, dst_src2: bool, op: Op) ->
         Op::F32(f) => {
             let mode = Mode::from_reg(w.hwreg[1]);
             let r = mode.r32;
+            float_mods(inst, n + usize::from(dst_src2), &mut s);
             if !mode.f32_in {
                 for v in s.iter_mut().flatten() {
                     *v = flush32(*v);
@@ -232,6 +243,8 @@ fn cndmask(w: &mut Wave, inst: &Inst, d: usize) -> bool {
     if !sources(w, inst, 2, false, &mut s) {
         return false;
     }
+    // Moved as bits, but VOP3's abs/neg apply as to an f32 (the general path's `M32`).
+    float_mods(inst, 2, &mut s);
     for (l, m) in s[2].iter_mut().enumerate() {
         *m = (mask >> l & 1) as u32;
     }
@@ -248,6 +261,9 @@ fn carry(
     carry_in: bool,
     f: fn(u32, u32, u32) -> (u32, bool),
 ) -> bool {
+    if has_abs_neg(inst) {
+        return false;
+    }
     let cin = if carry_in {
         match w.read_scalar64(inst.src[2], Ty::B64) {
             Some(c) => c,
@@ -268,13 +284,21 @@ fn carry(
     let exec = w.exec;
     let mut flags = 0u64;
     let mut res = w.vgpr[d];
-    let mut m = exec;
-    while m != 0 {
-        let l = m.trailing_zeros() as usize;
-        m &= m - 1;
-        let (r, c) = f(s[0][l], s[1][l], (cin >> l & 1) as u32);
-        res[l] = r;
-        flags |= u64::from(c) << l;
+    if exec == u64::MAX {
+        for (l, o) in res.iter_mut().enumerate() {
+            let (r, c) = f(s[0][l], s[1][l], (cin >> l & 1) as u32);
+            *o = r;
+            flags |= u64::from(c) << l;
+        }
+    } else {
+        let mut m = exec;
+        while m != 0 {
+            let l = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let (r, c) = f(s[0][l], s[1][l], (cin >> l & 1) as u32);
+            res[l] = r;
+            flags |= u64::from(c) << l;
+        }
     }
     w.vgpr[d] = res;
     w.write_scalar64(inst.dst[1], flags)
@@ -292,7 +316,7 @@ fn vopc(w: &mut Wave, inst: &Inst, raw: u16) -> bool {
         0xc0..=0xdf => false,
         _ => return false,
     };
-    if !lane_mask_dst(inst.dst[0]) {
+    if !lane_mask_dst(inst.dst[0]) || (!float && has_abs_neg(inst)) {
         return false;
     }
     let mut s = [[0u32; LANES]; 3];
@@ -304,6 +328,7 @@ fn vopc(w: &mut Wave, inst: &Inst, raw: u16) -> bool {
     let mut bits = 0u64;
     if float {
         let pred = raw & 0xf;
+        float_mods(inst, 2, &mut s);
         if !Mode::from_reg(w.hwreg[1]).f32_in {
             for v in s.iter_mut().take(2).flatten() {
                 *v = flush32(*v);
@@ -340,6 +365,32 @@ fn vopc(w: &mut Wave, inst: &Inst, raw: u16) -> bool {
         w.exec = bits;
     }
     true
+}
+
+/// Whether the instruction has VOP3 `abs`/`neg` bits (the integer operations leave those to
+/// the general path).
+fn has_abs_neg(inst: &Inst) -> bool {
+    inst.mods.abs | inst.mods.neg != 0
+}
+
+/// VOP3 `abs` then `neg` on the f32 sign of sources `0..n` (bit *i* of each for source *i*),
+/// before MODE's input flush, as the general path's `read_into` does for float kinds.
+fn float_mods(inst: &Inst, n: usize, s: &mut [L32; 3]) {
+    let (abs, neg) = (inst.mods.abs, inst.mods.neg);
+    if abs | neg == 0 {
+        return;
+    }
+    for (slot, v) in s.iter_mut().enumerate().take(n) {
+        let clear = if abs >> slot & 1 == 1 {
+            0x7fff_ffff
+        } else {
+            u32::MAX
+        };
+        let flip = if neg >> slot & 1 == 1 { 0x8000_0000 } else { 0 };
+        for x in v.iter_mut() {
+            *x = (*x & clear) ^ flip;
+        }
+    }
 }
 
 /// Whether [`Wave::write_scalar64`] accepts `op`: an SGPR or ttmp pair in range, VCC, EXEC,
@@ -471,6 +522,11 @@ mod tests {
                 *s = rng.source();
             }
             extra(&mut inst, rng.below(2) == 0);
+            if matches!(encoding, Encoding::Vop3a | Encoding::Vop3b) && rng.below(2) == 0 {
+                // Source modifiers: the float operations take them, the integer ones not.
+                inst.mods.abs = rng.below(8) as u8;
+                inst.mods.neg = rng.below(8) as u8;
+            }
             let w0 = wave(&mut rng);
             let (mut a, mut b) = (w0.clone(), w0);
             let general = super::super::general(&mut b, &inst, 0x1000);
@@ -480,8 +536,10 @@ mod tests {
                 assert!(same(&a, &b), "case {case}: {inst:?} differs");
             }
         }
+        // At least the cases without abs/neg (an integer operation's VOP3 form with them takes
+        // the general path: about half of those cases).
         assert!(
-            fast > 300,
+            fast > 150,
             "{op:?} {encoding:?}: only {fast} cases on the fast path"
         );
     }
@@ -588,15 +646,26 @@ mod tests {
             dwords: 2,
         };
         assert!(try_execute(&mut w, &base));
+        // abs/neg: the f32 add takes them, the integer add leaves them.
+        let absneg = Modifiers {
+            abs: 1,
+            neg: 2,
+            ..Modifiers::default()
+        };
+        assert!(try_execute(
+            &mut w,
+            &Inst {
+                mods: absneg,
+                ..base
+            }
+        ));
+        let int = Inst {
+            op: Opcode::Vop2(Vop2Op::VAddU32),
+            mods: absneg,
+            ..base
+        };
+        assert!(!try_execute(&mut w, &int));
         for mods in [
-            Modifiers {
-                abs: 1,
-                ..Modifiers::default()
-            },
-            Modifiers {
-                neg: 2,
-                ..Modifiers::default()
-            },
             Modifiers {
                 clamp: true,
                 ..Modifiers::default()
@@ -626,6 +695,7 @@ mod tests {
             ..base
         };
         assert!(!try_execute(&mut w, &missing));
+        // v0 = |v1| + -v2 of zeros: +0 - 0 = +0.
         assert_eq!(w.vgpr[0], [0; LANES]);
     }
 }
