@@ -1,18 +1,19 @@
 //! The vector ALU's fast path: the hottest 32-bit operations of compiled kernels (address
-//! arithmetic, `v_mov_b32`, bitwise and shift operations, f32 add/mul/fma, `v_cndmask_b32`,
-//! the carry adds), executed straight on the 32-bit lane arrays when the instruction has
-//! nothing that needs the general pipeline of [`super::X`]: a VOP1/VOP2/VOP3 form without
-//! DPP, SDWA, `abs`/`neg`/`omod`/`clamp`/`op_sel`, a VGPR destination. The general path widens
-//! every source to 64 bits per lane, zeroes three source arrays and a result array and
-//! writes through a per-kind post-processing step; for these operations all of that is the
-//! identity, so the fast path reads each source once (a VGPR copied, a scalar broadcast),
-//! computes the lanes EXEC enables and writes them.
+//! arithmetic, `v_mov_b32`, bitwise and shift operations, `v_mul_lo`/`v_mul_hi`, f32
+//! add/mul/fma, `v_cndmask_b32`, the carry adds, the f32 and 32-bit integer compares),
+//! executed straight on the 32-bit lane arrays when the instruction has nothing that needs the
+//! general pipeline of [`super::X`]: a VOP1/VOP2/VOPC/VOP3 form without DPP, SDWA, `omod`,
+//! `clamp` or `op_sel` (VOP3 `abs`/`neg` only on the float operations, which apply them as the
+//! general path does). The general path widens every source to 64 bits per lane, zeroes three
+//! source arrays and a result array and writes through a per-kind post-processing step; for
+//! these operations all of that is the identity, so the fast path reads each source once (a
+//! VGPR copied, a scalar broadcast), computes the lanes EXEC enables and writes them.
 //!
 //! The semantics are the general path's, operation by operation (the same [`round`]
 //! functions under MODE's FP_ROUND, the same input/output denormal flush under FP_DENORM, the
-//! same carry masks with bits of lanes not computed 0); `fast::tests` checks each operation
-//! against the general path on random values, EXEC masks and MODE registers. Anything else
-//! returns `false` and takes the general path.
+//! same carry and compare masks with bits of lanes not computed 0); `fast::tests` checks each
+//! operation against the general path on random values, EXEC masks, MODE registers and source
+//! modifiers. Anything else returns `false` and takes the general path.
 
 use super::float::{Mode, flush32};
 use super::round;
@@ -59,6 +60,8 @@ pub(super) fn try_execute(w: &mut Wave, inst: &Inst) -> bool {
     let d = usize::from(d);
     match inst.op {
         Opcode::Vop1(Vop1Op::VMovB32) => int(w, inst, d, 1, |a, _, _| a),
+        Opcode::Vop1(Vop1Op::VNotB32) => int(w, inst, d, 1, |a, _, _| !a),
+        Opcode::Vop1(Vop1Op::VBfrevB32) => int(w, inst, d, 1, |a, _, _| a.reverse_bits()),
         Opcode::Vop2(op) => vop2(w, inst, d, op),
         Opcode::Vop3(op) => vop3(w, inst, d, op),
         _ => false,
@@ -116,6 +119,12 @@ fn vop3(w: &mut Wave, inst: &Inst, d: usize, op: Vop3Op) -> bool {
         VAndOrB32 => int(w, inst, d, 3, |a, b, c| (a & b) | c),
         VOr3B32 => int(w, inst, d, 3, |a, b, c| a | b | c),
         VMulLoU32 => int(w, inst, d, 2, |a, b, _| a.wrapping_mul(b)),
+        VMulHiU32 => int(w, inst, d, 2, |a, b, _| {
+            ((u64::from(a) * u64::from(b)) >> 32) as u32
+        }),
+        VMulHiI32 => int(w, inst, d, 2, |a, b, _| {
+            ((i64::from(a as i32) * i64::from(b as i32)) >> 32) as u32
+        }),
         VBfiB32 => int(w, inst, d, 3, |a, b, c| (a & b) | (!a & c)),
         VBfeU32 => int(w, inst, d, 3, |a, b, c| {
             let (off, width) = (b & 31, c & 31);
@@ -584,6 +593,9 @@ mod tests {
         use Vop2Op::*;
         check(Opcode::Vop1(Vop1Op::VMovB32), Encoding::Vop1, 1, none);
         check(Opcode::Vop1(Vop1Op::VMovB32), Encoding::Vop3a, 1, none);
+        for op in [Vop1Op::VNotB32, Vop1Op::VBfrevB32] {
+            check(Opcode::Vop1(op), Encoding::Vop1, 1, none);
+        }
         for op in [
             VAddU32,
             VSubU32,
@@ -624,6 +636,8 @@ mod tests {
             (VAndOrB32, 3),
             (VOr3B32, 3),
             (VMulLoU32, 2),
+            (VMulHiU32, 2),
+            (VMulHiI32, 2),
             (VBfiB32, 3),
             (VBfeU32, 3),
             (VMadU32U24, 3),

@@ -27,6 +27,11 @@
 //!
 //! The matrix multiplies (`v_mfma_*`) are in [`mfma`].
 //!
+//! Speed: [`fast`] runs the hottest plain 32-bit operations straight on the 32-bit lane arrays
+//! (no widening, no per-kind post-processing) when the form needs none of the steps above;
+//! [`execute`] tries it first and falls back to the general path (`general`) for everything
+//! else.
+//!
 //! Every VALU opcode the decoder knows executes, MFMAs with their CBSZ/ABID/BLGP controls
 //! (see [`mfma`]). `v_clrexcp` is a no-op (no exception state
 //! is kept). DPP treats
