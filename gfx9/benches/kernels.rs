@@ -1,6 +1,7 @@
 //! The interpreter's throughput on compiled code: the corpus's `saxpy` (f32 multiply-add, a
 //! correctly rounded division and a square root per element: 65536 elements, 1024 waves) and
-//! `wg_sum` (a 256-item LDS tree reduction with barriers: 256 work-groups), built by clang-19
+//! `wg_sum` (a 256-item LDS tree reduction with barriers: 256 work-groups) and `fmath` (the
+//! VALU's transcendentals, eight results per element of 65536), built by clang-19
 //! for gfx90a as `tests/corpus.rs` builds them, run by kfd-gfx9's dispatcher on one thread and
 //! on two. The baseline in the same run is a plain Rust loop doing the same arithmetic over
 //! the same data. Criterion prints wave-instructions per second (the throughput is the
@@ -45,6 +46,19 @@ fn plain_saxpy(y: &mut [f32], x: &[f32], a: f32) {
     for (y, &x) in y.iter_mut().zip(x) {
         let v = a * x + *y;
         *y = v + x / (*y + 3.0) + v.abs().sqrt();
+    }
+}
+
+fn plain_fmath(out: &mut [f32], x: &[f32]) {
+    for (o, &a) in out.chunks_exact_mut(8).zip(x) {
+        o[0] = a.mul_add(a, -2.0);
+        o[1] = a.exp2();
+        o[2] = (a.abs() + 0.5).log2();
+        o[3] = 1.0 / a;
+        o[4] = 1.0 / (a.abs() + 1.0).sqrt();
+        o[5] = (a * 0.1 * std::f32::consts::TAU).sin();
+        o[6] = (a * 0.1 * std::f32::consts::TAU).cos();
+        o[7] = a.min(1.0) + a.max(-1.0) + a.floor() + (a * 1.5).trunc();
     }
 }
 
@@ -135,9 +149,40 @@ fn bench(c: &mut Criterion) {
     });
     g.finish();
 
+    // fmath: the VALU's transcendentals (v_exp/v_log/v_rcp/v_rsq/v_sin/v_cos, as kfdtest's
+    // loop shaders use them), eight results per element.
+    let args = [Arg::Buf(0), Arg::Buf(1), Arg::U32(n)];
+    let launch = Launch {
+        target: Target::Gfx90a,
+        kernel: "fmath",
+        args: &args,
+        buffers: vec![vec![0; 32 * N], to_bytes(&x, f32::to_le_bytes)],
+        grid: [n, 1, 1],
+        workgroup: [256, 1, 1],
+        dynamic_lds: 0,
+    };
+    let (mem, d) = launch.prepare(&obj);
+    let insts = run(&d, &mem, &one, &NoObserver)
+        .expect("fmath runs")
+        .instructions;
+    println!("fmath: {insts} wave-instructions per dispatch");
+    let mut g = c.benchmark_group("kernels_fmath");
+    g.throughput(Throughput::Elements(insts));
+    g.sample_size(10);
+    g.measurement_time(std::time::Duration::from_secs(3));
+    g.bench_function("interpreter_1_thread", |b| {
+        b.iter(|| run(&d, &mem, &one, &NoObserver).expect("runs"))
+    });
+    let mut out = vec![0f32; 8 * N];
+    g.bench_function("plain_rust", |b| {
+        b.iter(|| plain_fmath(black_box(&mut out), black_box(&x)))
+    });
+    g.finish();
+
     ratio::report("kernels_saxpy", "interpreter_1_thread", "plain_rust", None);
     ratio::report("kernels_saxpy", "interpreter_2_threads", "plain_rust", None);
     ratio::report("kernels_wg_sum", "interpreter_1_thread", "plain_rust", None);
+    ratio::report("kernels_fmath", "interpreter_1_thread", "plain_rust", None);
 }
 
 criterion_group!(benches, bench);

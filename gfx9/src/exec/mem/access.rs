@@ -118,6 +118,30 @@ pub(super) fn write_lds(lds: &mut [u8], addr: u64, data: &[u8]) {
     }
 }
 
+/// The LDS dword at `addr`: [`read_lds`] of 4 bytes (0 when it does not lie wholly inside
+/// the allocation) without the byte-slice copy, for the dword accesses of whole waves.
+#[inline]
+pub(super) fn lds_dword(lds: &[u8], addr: u64) -> u32 {
+    let Ok(start) = usize::try_from(addr) else {
+        return 0;
+    };
+    match start.checked_add(4).and_then(|end| lds.get(start..end)) {
+        Some(&[a, b, c, d]) => u32::from_le_bytes([a, b, c, d]),
+        _ => 0,
+    }
+}
+
+/// [`write_lds`] of one dword: dropped when it does not lie wholly inside the allocation.
+#[inline]
+pub(super) fn set_lds_dword(lds: &mut [u8], addr: u64, v: u32) {
+    let Ok(start) = usize::try_from(addr) else {
+        return;
+    };
+    if let Some(bytes) = start.checked_add(4).and_then(|end| lds.get_mut(start..end)) {
+        bytes.copy_from_slice(&v.to_le_bytes());
+    }
+}
+
 /// An LDS read-modify-write of `size` (4 or 8) bytes: the old value, or 0 with nothing
 /// written when out of range. (A workgroup's waves run on one thread: no other access can
 /// come between the read and the write.)

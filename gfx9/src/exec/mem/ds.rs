@@ -11,7 +11,8 @@
 //! [`Gws`](crate::gws::Gws).
 
 use super::access::{
-    Half, Rmw, Shape, file, file_mut, lds_dma_addr, read_lds, rmw_lds, vreg, write_lds,
+    Half, Rmw, Shape, file, file_mut, lds_dma_addr, lds_dword, read_lds, rmw_lds, set_lds_dword,
+    vreg, write_lds,
 };
 use crate::exec::wave::{Ctx, ExecError, Flow, LANES, Wave, illegal, unimplemented};
 use crate::gws::GwsOp;
@@ -320,6 +321,20 @@ pub(super) fn execute(
     let addr = |w: &Wave, lane: usize| u64::from(w.vgpr[addr_reg][lane]);
     match kind {
         Kind::Nop => {}
+        Kind::Read(shape) if shape.bytes.is_multiple_of(4) => {
+            // Whole dwords: each register read straight from LDS (as `read_lds` would, a
+            // dword out of range reads 0) without the per-lane byte buffers.
+            let d = vreg(inst, pc, inst.dst[0], shape.regs())?;
+            let base: [u32; LANES] = w.vgpr[addr_reg];
+            let f = file_mut(w, acc);
+            for i in 0..shape.bytes / 4 {
+                let reg = &mut f[d + i];
+                for (lane, &a) in base.iter().enumerate().filter(|&(l, _)| active(l)) {
+                    let at = u64::from(a) + u64::from(offset) + 4 * i as u64;
+                    reg[lane] = lds_dword(ctx.lds, at);
+                }
+            }
+        }
         Kind::Read(shape) => {
             let d = vreg(inst, pc, inst.dst[0], shape.regs())?;
             for lane in (0..LANES).filter(|&l| active(l)) {
@@ -345,6 +360,21 @@ pub(super) fn execute(
                 second[..size].copy_from_slice(&buf[size..2 * size]);
                 shape.put(file_mut(w, acc), d, lane, &buf);
                 shape.put(file_mut(w, acc), d + size / 4, lane, &second);
+            }
+        }
+        Kind::Write(shape) if shape.bytes.is_multiple_of(4) => {
+            // Whole dwords, lane by lane in order (a later lane's write to the same address
+            // wins, as with `write_lds`).
+            let s = vreg(inst, pc, inst.src[1], shape.regs())?;
+            let f = file(w, acc);
+            for (lane, &a) in w.vgpr[addr_reg].iter().enumerate() {
+                if !active(lane) {
+                    continue;
+                }
+                for i in 0..shape.bytes / 4 {
+                    let at = u64::from(a) + u64::from(offset) + 4 * i as u64;
+                    set_lds_dword(ctx.lds, at, f[s + i][lane]);
+                }
             }
         }
         Kind::Write(shape) => {

@@ -27,12 +27,18 @@
 //!
 //! The matrix multiplies (`v_mfma_*`) are in [`mfma`].
 //!
+//! Speed: [`fast`] runs the hottest plain 32-bit operations straight on the 32-bit lane arrays
+//! (no widening, no per-kind post-processing) when the form needs none of the steps above;
+//! [`execute`] tries it first and falls back to the general path (`general`) for everything
+//! else.
+//!
 //! Every VALU opcode the decoder knows executes, MFMAs with their CBSZ/ABID/BLGP controls
 //! (see [`mfma`]). `v_clrexcp` is a no-op (no exception state
 //! is kept). DPP treats
 //! a source lane EXEC disables like one out of range (read as 0 with BOUND_CTRL, else the
 //! destination lane is not written), as LLVM's `llvm.amdgcn.update.dpp` describes it.
 
+mod fast;
 mod float;
 mod mfma;
 mod round;
@@ -223,6 +229,14 @@ pub(super) fn execute(
     } else {
         inst
     };
+    if fast::try_execute(w, inst) {
+        return Ok(Flow::Continue);
+    }
+    general(w, inst, pc)
+}
+
+/// Executes `inst` on the general path (every operation, every form).
+fn general(w: &mut Wave, inst: &Inst, pc: u64) -> Result<Flow, ExecError> {
     let mut x = X::new(w, inst, pc);
     match inst.op {
         Opcode::Vop1(op) => x.vop1(op)?,

@@ -1,0 +1,715 @@
+//! The vector ALU's fast path: the hottest 32-bit operations of compiled kernels (address
+//! arithmetic, `v_mov_b32`, bitwise and shift operations, `v_mul_lo`/`v_mul_hi`, f32
+//! add/mul/fma, `v_cndmask_b32`, the carry adds, the f32 and 32-bit integer compares),
+//! executed straight on the 32-bit lane arrays when the instruction has nothing that needs the
+//! general pipeline of [`super::X`]: a VOP1/VOP2/VOPC/VOP3 form without DPP, SDWA, `omod`,
+//! `clamp` or `op_sel` (VOP3 `abs`/`neg` only on the float operations, which apply them as the
+//! general path does). The general path widens every source to 64 bits per lane, zeroes three
+//! source arrays and a result array and writes through a per-kind post-processing step; for
+//! these operations all of that is the identity, so the fast path reads each source once (a
+//! VGPR copied, a scalar broadcast), computes the lanes EXEC enables and writes them.
+//!
+//! The semantics are the general path's, operation by operation (the same [`round`]
+//! functions under MODE's FP_ROUND, the same input/output denormal flush under FP_DENORM, the
+//! same carry and compare masks with bits of lanes not computed 0); `fast::tests` checks each
+//! operation against the general path on random values, EXEC masks, MODE registers and source
+//! modifiers. Anything else returns `false` and takes the general path.
+
+use super::float::{Mode, flush32};
+use super::round;
+use crate::exec::salu::Round;
+use crate::exec::wave::{LANES, Ty, Wave};
+use crate::inst::{Inst, Modifiers};
+use crate::opcode::{Encoding, Opcode, Vop1Op, Vop2Op, Vop3Op};
+use crate::operand::Operand;
+
+/// One 32-bit value per lane.
+type L32 = [u32; LANES];
+
+/// What an operation computes from its (up to three) 32-bit sources.
+#[derive(Clone, Copy)]
+enum Op {
+    /// An integer or bit operation: no float modes apply.
+    Int(fn(u32, u32, u32) -> u32),
+    /// An f32 operation with the rounding mode: MODE's denormal flush applies to its inputs
+    /// and result.
+    F32(fn(f32, f32, f32, Round) -> f32),
+}
+
+/// Executes `inst` on the fast path when it qualifies; `false` (the wave untouched) when it
+/// does not, and the general path must run it.
+pub(super) fn try_execute(w: &mut Wave, inst: &Inst) -> bool {
+    match inst.encoding {
+        Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc => {}
+        // VOP3 source `abs`/`neg` are taken by the float operations (`float_mods`), which
+        // apply them as the general path does; the integer ones leave them to it.
+        Encoding::Vop3a | Encoding::Vop3b
+            if Modifiers {
+                abs: 0,
+                neg: 0,
+                ..inst.mods
+            } == Modifiers::default() => {}
+        _ => return false,
+    }
+    if let Opcode::Vopc(op) = inst.op {
+        return vopc(w, inst, op.raw());
+    }
+    let Operand::Vgpr(d) = inst.dst[0] else {
+        return false;
+    };
+    let d = usize::from(d);
+    match inst.op {
+        Opcode::Vop1(Vop1Op::VMovB32) => int(w, inst, d, 1, |a, _, _| a),
+        Opcode::Vop1(Vop1Op::VNotB32) => int(w, inst, d, 1, |a, _, _| !a),
+        Opcode::Vop1(Vop1Op::VBfrevB32) => int(w, inst, d, 1, |a, _, _| a.reverse_bits()),
+        Opcode::Vop2(op) => vop2(w, inst, d, op),
+        Opcode::Vop3(op) => vop3(w, inst, d, op),
+        _ => false,
+    }
+}
+
+fn vop2(w: &mut Wave, inst: &Inst, d: usize, op: Vop2Op) -> bool {
+    use Vop2Op::*;
+    match op {
+        VAddU32 => int(w, inst, d, 2, |a, b, _| a.wrapping_add(b)),
+        VSubU32 => int(w, inst, d, 2, |a, b, _| a.wrapping_sub(b)),
+        VSubrevU32 => int(w, inst, d, 2, |a, b, _| b.wrapping_sub(a)),
+        VLshlrevB32 => int(w, inst, d, 2, |a, b, _| b << (a & 31)),
+        VLshrrevB32 => int(w, inst, d, 2, |a, b, _| b >> (a & 31)),
+        VAshrrevI32 => int(w, inst, d, 2, |a, b, _| ((b as i32) >> (a & 31)) as u32),
+        VAndB32 => int(w, inst, d, 2, |a, b, _| a & b),
+        VOrB32 => int(w, inst, d, 2, |a, b, _| a | b),
+        VXorB32 => int(w, inst, d, 2, |a, b, _| a ^ b),
+        VMinU32 => int(w, inst, d, 2, |a, b, _| a.min(b)),
+        VMaxU32 => int(w, inst, d, 2, |a, b, _| a.max(b)),
+        VMinI32 => int(w, inst, d, 2, |a, b, _| (a as i32).min(b as i32) as u32),
+        VMaxI32 => int(w, inst, d, 2, |a, b, _| (a as i32).max(b as i32) as u32),
+        VMulU32U24 => int(w, inst, d, 2, |a, b, _| {
+            (a & 0xff_ffff).wrapping_mul(b & 0xff_ffff)
+        }),
+        VAddF32 => f32op(w, inst, d, 2, false, |a, b, _, r| round::add32(a, b, r)),
+        VSubF32 => f32op(w, inst, d, 2, false, |a, b, _, r| round::sub32(a, b, r)),
+        VSubrevF32 => f32op(w, inst, d, 2, false, |a, b, _, r| round::sub32(b, a, r)),
+        VMulF32 => f32op(w, inst, d, 2, false, |a, b, _, r| round::mul32(a, b, r)),
+        // The destination is the addend (`super::X::dst_as_src2`).
+        VFmacF32 => f32op(w, inst, d, 2, true, round::fma32),
+        VCndmaskB32 => cndmask(w, inst, d),
+        VAddCoU32 => carry(w, inst, d, false, |a, b, _| {
+            let r = u64::from(a) + u64::from(b);
+            (r as u32, r >> 32 != 0)
+        }),
+        VAddcCoU32 => carry(w, inst, d, true, |a, b, c| {
+            let r = u64::from(a) + u64::from(b) + u64::from(c);
+            (r as u32, r >> 32 != 0)
+        }),
+        VSubCoU32 => carry(w, inst, d, false, |a, b, _| (a.wrapping_sub(b), b > a)),
+        VSubrevCoU32 => carry(w, inst, d, false, |a, b, _| (b.wrapping_sub(a), a > b)),
+        _ => false,
+    }
+}
+
+fn vop3(w: &mut Wave, inst: &Inst, d: usize, op: Vop3Op) -> bool {
+    use Vop3Op::*;
+    match op {
+        VFmaF32 => f32op(w, inst, d, 3, false, round::fma32),
+        VLshlAddU32 => int(w, inst, d, 3, |a, b, c| (a << (b & 31)).wrapping_add(c)),
+        VAddLshlU32 => int(w, inst, d, 3, |a, b, c| a.wrapping_add(b) << (c & 31)),
+        VAdd3U32 => int(w, inst, d, 3, |a, b, c| a.wrapping_add(b).wrapping_add(c)),
+        VLshlOrB32 => int(w, inst, d, 3, |a, b, c| (a << (b & 31)) | c),
+        VAndOrB32 => int(w, inst, d, 3, |a, b, c| (a & b) | c),
+        VOr3B32 => int(w, inst, d, 3, |a, b, c| a | b | c),
+        VMulLoU32 => int(w, inst, d, 2, |a, b, _| a.wrapping_mul(b)),
+        VMulHiU32 => int(w, inst, d, 2, |a, b, _| {
+            ((u64::from(a) * u64::from(b)) >> 32) as u32
+        }),
+        VMulHiI32 => int(w, inst, d, 2, |a, b, _| {
+            ((i64::from(a as i32) * i64::from(b as i32)) >> 32) as u32
+        }),
+        VBfiB32 => int(w, inst, d, 3, |a, b, c| (a & b) | (!a & c)),
+        VBfeU32 => int(w, inst, d, 3, |a, b, c| {
+            let (off, width) = (b & 31, c & 31);
+            ((u64::from(a) >> off) & ((1u64 << width) - 1)) as u32
+        }),
+        VMadU32U24 => int(w, inst, d, 3, |a, b, c| {
+            (a & 0xff_ffff).wrapping_mul(b & 0xff_ffff).wrapping_add(c)
+        }),
+        VAlignbitB32 => int(w, inst, d, 3, |a, b, c| {
+            ((u64::from(a) << 32 | u64::from(b)) >> (c & 31)) as u32
+        }),
+        _ => false,
+    }
+}
+
+/// Source `op` for every lane into `out`: a VGPR's lanes or a scalar operand broadcast (read
+/// as the general path reads a 32-bit source, [`Wave::read_scalar32`] with [`Ty::B32`]);
+/// `false` for an operand that is neither.
+#[inline]
+fn src(w: &Wave, op: Operand, out: &mut L32) -> bool {
+    match op {
+        Operand::Vgpr(n) => *out = w.vgpr[usize::from(n)],
+        Operand::None => return false,
+        other => match w.read_scalar32(other, Ty::B32) {
+            Some(v) => *out = [v; LANES],
+            None => return false,
+        },
+    }
+    true
+}
+
+/// The sources `0..n` (slot 2 the destination when `dst_src2`).
+#[inline]
+fn sources(w: &Wave, inst: &Inst, n: usize, dst_src2: bool, s: &mut [L32; 3]) -> bool {
+    for (slot, out) in s.iter_mut().enumerate().take(n) {
+        if !src(w, inst.src[slot], out) {
+            return false;
+        }
+    }
+    if dst_src2 {
+        return src(w, inst.dst[0], &mut s[2]);
+    }
+    true
+}
+
+/// Computes `f` on the lanes EXEC enables and writes them to `v[d]`.
+#[inline(always)]
+fn apply(w: &mut Wave, d: usize, s: &[L32; 3], f: impl Fn(u32, u32, u32) -> u32) {
+    let exec = w.exec;
+    let dst = &mut w.vgpr[d];
+    if exec == u64::MAX {
+        // Every lane: a straight loop the compiler can vectorise.
+        for (l, o) in dst.iter_mut().enumerate() {
+            *o = f(s[0][l], s[1][l], s[2][l]);
+        }
+    } else {
+        let mut m = exec;
+        while m != 0 {
+            let l = m.trailing_zeros() as usize;
+            m &= m - 1;
+            dst[l] = f(s[0][l], s[1][l], s[2][l]);
+        }
+    }
+}
+
+/// An integer operation of `n` sources.
+#[inline(always)]
+fn int(w: &mut Wave, inst: &Inst, d: usize, n: usize, f: fn(u32, u32, u32) -> u32) -> bool {
+    if has_abs_neg(inst) {
+        return false;
+    }
+    run(w, inst, d, n, false, Op::Int(f))
+}
+
+/// An f32 operation of `n` sources (`dst_src2`: the destination is the third).
+#[inline(always)]
+fn f32op(
+    w: &mut Wave,
+    inst: &Inst,
+    d: usize,
+    n: usize,
+    dst_src2: bool,
+    f: fn(f32, f32, f32, Round) -> f32,
+) -> bool {
+    run(w, inst, d, n, dst_src2, Op::F32(f))
+}
+
+#[inline(always)]
+fn run(w: &mut Wave, inst: &Inst, d: usize, n: usize, dst_src2: bool, op: Op) -> bool {
+    let mut s = [[0u32; LANES]; 3];
+    if !sources(w, inst, n, dst_src2, &mut s) {
+        return false;
+    }
+    match op {
+        Op::Int(f) => apply(w, d, &s, f),
+        Op::F32(f) => {
+            let mode = Mode::from_reg(w.hwreg[1]);
+            let r = mode.r32;
+            float_mods(inst, n + usize::from(dst_src2), &mut s);
+            if !mode.f32_in {
+                for v in s.iter_mut().flatten() {
+                    *v = flush32(*v);
+                }
+            }
+            let g = |a: u32, b: u32, c: u32| {
+                f(f32::from_bits(a), f32::from_bits(b), f32::from_bits(c), r).to_bits()
+            };
+            if mode.f32_out {
+                apply(w, d, &s, g);
+            } else {
+                apply(w, d, &s, |a, b, c| flush32(g(a, b, c)));
+            }
+        }
+    }
+    true
+}
+
+/// `v_cndmask_b32`: src1 where the mask (VCC, or the VOP3 form's SGPR pair in `src[2]`) has
+/// the lane's bit, else src0.
+fn cndmask(w: &mut Wave, inst: &Inst, d: usize) -> bool {
+    let Some(mask) = w.read_scalar64(inst.src[2], Ty::B64) else {
+        return false;
+    };
+    let mut s = [[0u32; LANES]; 3];
+    if !sources(w, inst, 2, false, &mut s) {
+        return false;
+    }
+    // Moved as bits, but VOP3's abs/neg apply as to an f32 (the general path's `M32`).
+    float_mods(inst, 2, &mut s);
+    for (l, m) in s[2].iter_mut().enumerate() {
+        *m = (mask >> l & 1) as u32;
+    }
+    apply(w, d, &s, |a, b, m| if m != 0 { b } else { a });
+    true
+}
+
+/// A carry operation: the result to `v[d]`, the carry-out of each computed lane to
+/// `dst[1]` (VCC or the VOP3B SGPR pair), the carry-in (`carry_in`) from `src[2]`.
+fn carry(
+    w: &mut Wave,
+    inst: &Inst,
+    d: usize,
+    carry_in: bool,
+    f: fn(u32, u32, u32) -> (u32, bool),
+) -> bool {
+    if has_abs_neg(inst) {
+        return false;
+    }
+    let cin = if carry_in {
+        match w.read_scalar64(inst.src[2], Ty::B64) {
+            Some(c) => c,
+            None => return false,
+        }
+    } else {
+        0
+    };
+    // The carry-out must be a lane mask the wave can write (as `Wave::write_scalar64` takes
+    // it): checked before anything changes, so a refusal leaves it to the general path.
+    if !lane_mask_dst(inst.dst[1]) {
+        return false;
+    }
+    let mut s = [[0u32; LANES]; 3];
+    if !sources(w, inst, 2, false, &mut s) {
+        return false;
+    }
+    let exec = w.exec;
+    let mut flags = 0u64;
+    let mut res = w.vgpr[d];
+    if exec == u64::MAX {
+        for (l, o) in res.iter_mut().enumerate() {
+            let (r, c) = f(s[0][l], s[1][l], (cin >> l & 1) as u32);
+            *o = r;
+            flags |= u64::from(c) << l;
+        }
+    } else {
+        let mut m = exec;
+        while m != 0 {
+            let l = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let (r, c) = f(s[0][l], s[1][l], (cin >> l & 1) as u32);
+            res[l] = r;
+            flags |= u64::from(c) << l;
+        }
+    }
+    w.vgpr[d] = res;
+    w.write_scalar64(inst.dst[1], flags)
+}
+
+/// The f32 and 32-bit integer compares, `v_cmp_*` and `v_cmpx_*` (VOPC opcodes 0x40..=0x5f
+/// and 0xc0..=0xdf; not `v_cmp_class_*`): the lane mask to `dst[0]` (VCC or the VOP3 SGPR
+/// pair; bits of lanes EXEC disables 0), `v_cmpx` also to EXEC. The predicate's low bits are
+/// its truth table, as the guide's VOPC list orders them: bit 0 less, 1 equal, 2 greater,
+/// 3 unordered (f32: `v_cmp_nge_f32` = 9 is "less or unordered"); the general path spells each
+/// out.
+fn vopc(w: &mut Wave, inst: &Inst, raw: u16) -> bool {
+    let float = match raw {
+        0x40..=0x5f => true,
+        0xc0..=0xdf => false,
+        _ => return false,
+    };
+    if !lane_mask_dst(inst.dst[0]) || (!float && has_abs_neg(inst)) {
+        return false;
+    }
+    let mut s = [[0u32; LANES]; 3];
+    if !sources(w, inst, 2, false, &mut s) {
+        return false;
+    }
+    let cmpx = raw & 0x10 != 0;
+    let exec = w.exec;
+    let mut bits = 0u64;
+    if float {
+        let pred = raw & 0xf;
+        float_mods(inst, 2, &mut s);
+        if !Mode::from_reg(w.hwreg[1]).f32_in {
+            for v in s.iter_mut().take(2).flatten() {
+                *v = flush32(*v);
+            }
+        }
+        for (l, (&a, &b)) in s[0].iter().zip(&s[1]).enumerate() {
+            let (a, b) = (f32::from_bits(a), f32::from_bits(b));
+            let idx = if a < b {
+                0
+            } else if a == b {
+                1
+            } else if a > b {
+                2
+            } else {
+                3
+            };
+            bits |= u64::from(pred >> idx & 1) << l;
+        }
+    } else {
+        let pred = raw & 7;
+        let signed = raw & 8 == 0;
+        for (l, (&a, &b)) in s[0].iter().zip(&s[1]).enumerate() {
+            let o = if signed {
+                (a as i32).cmp(&(b as i32))
+            } else {
+                a.cmp(&b)
+            };
+            bits |= u64::from(pred >> (o as i8 + 1) & 1) << l;
+        }
+    }
+    bits &= exec;
+    w.write_scalar64(inst.dst[0], bits);
+    if cmpx {
+        w.exec = bits;
+    }
+    true
+}
+
+/// Whether the instruction has VOP3 `abs`/`neg` bits (the integer operations leave those to
+/// the general path).
+fn has_abs_neg(inst: &Inst) -> bool {
+    inst.mods.abs | inst.mods.neg != 0
+}
+
+/// VOP3 `abs` then `neg` on the f32 sign of sources `0..n` (bit *i* of each for source *i*),
+/// before MODE's input flush, as the general path's `read_into` does for float kinds.
+fn float_mods(inst: &Inst, n: usize, s: &mut [L32; 3]) {
+    let (abs, neg) = (inst.mods.abs, inst.mods.neg);
+    if abs | neg == 0 {
+        return;
+    }
+    for (slot, v) in s.iter_mut().enumerate().take(n) {
+        let clear = if abs >> slot & 1 == 1 {
+            0x7fff_ffff
+        } else {
+            u32::MAX
+        };
+        let flip = if neg >> slot & 1 == 1 { 0x8000_0000 } else { 0 };
+        for x in v.iter_mut() {
+            *x = (*x & clear) ^ flip;
+        }
+    }
+}
+
+/// Whether [`Wave::write_scalar64`] accepts `op`: an SGPR or ttmp pair in range, VCC, EXEC,
+/// FLAT_SCRATCH, XNACK_MASK.
+fn lane_mask_dst(op: Operand) -> bool {
+    use crate::operand::Special;
+    match op {
+        Operand::Sgpr(n) => usize::from(n & !1) + 1 < crate::exec::wave::SGPRS,
+        Operand::Ttmp(n) => usize::from(n & !1) + 1 < 16,
+        Operand::Special(s) => matches!(
+            s,
+            Special::VccLo | Special::ExecLo | Special::FlatScratchLo | Special::XnackMaskLo
+        ),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The fast path against the general path ([`super::super::general`]): each operation
+    //! on random sources (VGPRs holding denormals, NaNs, infinities and random bits; SGPRs,
+    //! inline constants, literals), random EXEC masks and random MODE registers (every
+    //! FP_ROUND and FP_DENORM), destinations that alias sources. The waves must end equal, and
+    //! the fast path must have taken most cases (or this would test nothing).
+
+    use super::try_execute;
+    use crate::exec::wave::{LANES, Target, Wave};
+    use crate::inst::{Inst, Modifiers};
+    use crate::opcode::{Encoding, Opcode, Vop1Op, Vop2Op, Vop3Op, VopcOp};
+    use crate::operand::{FloatConst, Operand, Special};
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+        /// A 32-bit value, often an interesting float.
+        fn value(&mut self) -> u32 {
+            const SPECIAL: [u32; 12] = [
+                0,
+                0x8000_0000,
+                0x0000_0001,
+                0x807f_ffff,
+                0x3f80_0000,
+                0x7f80_0000,
+                0xff80_0000,
+                0x7fc0_0001,
+                0x7f80_0001,
+                0x7f7f_ffff,
+                0xffff_ffff,
+                0x0080_0000,
+            ];
+            if self.below(4) == 0 {
+                SPECIAL[self.below(12) as usize]
+            } else {
+                self.next() as u32
+            }
+        }
+        fn source(&mut self) -> Operand {
+            match self.below(8) {
+                0 => Operand::Sgpr(self.below(8) as u8),
+                1 => Operand::Int(self.below(81) as i8 - 16),
+                2 => Operand::Float(
+                    [
+                        FloatConst::Half,
+                        FloatConst::NegOne,
+                        FloatConst::Four,
+                        FloatConst::InvTwoPi,
+                    ][self.below(4) as usize],
+                ),
+                3 => Operand::Literal(self.value()),
+                _ => Operand::Vgpr(self.below(6) as u8),
+            }
+        }
+    }
+
+    fn wave(rng: &mut Rng) -> Wave {
+        let mut w = Wave::new(Target::Gfx90a, 0x1000);
+        for r in w.vgpr.iter_mut().take(8) {
+            for v in r.iter_mut() {
+                *v = rng.value();
+            }
+        }
+        for s in w.sgpr.iter_mut().take(16) {
+            *s = rng.value();
+        }
+        w.vcc = rng.next();
+        w.exec = match rng.below(3) {
+            0 => u64::MAX,
+            1 => 0,
+            _ => rng.next(),
+        };
+        // FP_ROUND and FP_DENORM (MODE bits 7:0), IEEE and DX10_CLAMP.
+        w.hwreg[1] = rng.below(0x400) as u32;
+        w
+    }
+
+    fn same(a: &Wave, b: &Wave) -> bool {
+        a.vgpr == b.vgpr
+            && a.sgpr == b.sgpr
+            && a.vcc == b.vcc
+            && a.exec == b.exec
+            && a.scc == b.scc
+            && a.m0 == b.m0
+    }
+
+    /// Runs `cases` random instructions of `op` in `encoding`; `extra` fills `dst[1]` and
+    /// `src[2]` where the operation needs them.
+    fn check(op: Opcode, encoding: Encoding, nsrc: usize, extra: fn(&mut Inst, bool)) {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (format!("{op:?}{encoding:?}").len() as u64));
+        let mut fast = 0;
+        for case in 0..400 {
+            let mut inst = Inst {
+                op,
+                encoding,
+                dst: [Operand::Vgpr(rng.below(6) as u8), Operand::None],
+                src: [Operand::None; 3],
+                imm: 0,
+                mods: Modifiers::default(),
+                dwords: 1,
+            };
+            for s in inst.src.iter_mut().take(nsrc) {
+                *s = rng.source();
+            }
+            extra(&mut inst, rng.below(2) == 0);
+            if matches!(encoding, Encoding::Vop3a | Encoding::Vop3b) && rng.below(2) == 0 {
+                // Source modifiers: the float operations take them, the integer ones not.
+                inst.mods.abs = rng.below(8) as u8;
+                inst.mods.neg = rng.below(8) as u8;
+            }
+            let w0 = wave(&mut rng);
+            let (mut a, mut b) = (w0.clone(), w0);
+            let general = super::super::general(&mut b, &inst, 0x1000);
+            if try_execute(&mut a, &inst) {
+                fast += 1;
+                assert!(general.is_ok(), "{inst:?}: general path {general:?}");
+                assert!(same(&a, &b), "case {case}: {inst:?} differs");
+            }
+        }
+        // At least the cases without abs/neg (an integer operation's VOP3 form with them takes
+        // the general path: about half of those cases).
+        assert!(
+            fast > 150,
+            "{op:?} {encoding:?}: only {fast} cases on the fast path"
+        );
+    }
+
+    fn none(_: &mut Inst, _: bool) {}
+
+    fn vcc_dst(i: &mut Inst, _: bool) {
+        i.dst[0] = Operand::Special(Special::VccLo);
+    }
+
+    fn sgpr_dst(i: &mut Inst, alt: bool) {
+        i.dst[0] = Operand::Sgpr(if alt { 12 } else { 2 });
+    }
+
+    #[test]
+    fn fast_compares_equal_general_compares() {
+        let mut taken = 0;
+        for &op in VopcOp::ALL {
+            if !matches!(op.raw(), 0x40..=0x5f | 0xc0..=0xdf) {
+                continue;
+            }
+            taken += 1;
+            check(Opcode::Vopc(op), Encoding::Vopc, 2, vcc_dst);
+            check(Opcode::Vopc(op), Encoding::Vop3a, 2, sgpr_dst);
+        }
+        // Every f32 and 32-bit integer compare and cmpx: 32 + 32 opcodes.
+        assert_eq!(taken, 64);
+    }
+
+    fn vcc_carry(i: &mut Inst, _: bool) {
+        i.dst[1] = Operand::Special(Special::VccLo);
+        i.src[2] = Operand::Special(Special::VccLo);
+    }
+
+    fn sgpr_carry(i: &mut Inst, alt: bool) {
+        i.dst[1] = Operand::Sgpr(if alt { 10 } else { 4 });
+        i.src[2] = Operand::Sgpr(if alt { 2 } else { 4 });
+    }
+
+    #[test]
+    fn fast_path_equals_general_path() {
+        use Vop2Op::*;
+        check(Opcode::Vop1(Vop1Op::VMovB32), Encoding::Vop1, 1, none);
+        check(Opcode::Vop1(Vop1Op::VMovB32), Encoding::Vop3a, 1, none);
+        for op in [Vop1Op::VNotB32, Vop1Op::VBfrevB32] {
+            check(Opcode::Vop1(op), Encoding::Vop1, 1, none);
+        }
+        for op in [
+            VAddU32,
+            VSubU32,
+            VSubrevU32,
+            VLshlrevB32,
+            VLshrrevB32,
+            VAshrrevI32,
+            VAndB32,
+            VOrB32,
+            VXorB32,
+            VMinU32,
+            VMaxU32,
+            VMinI32,
+            VMaxI32,
+            VMulU32U24,
+            VAddF32,
+            VSubF32,
+            VSubrevF32,
+            VMulF32,
+            VFmacF32,
+        ] {
+            check(Opcode::Vop2(op), Encoding::Vop2, 2, none);
+            check(Opcode::Vop2(op), Encoding::Vop3a, 2, none);
+        }
+        check(Opcode::Vop2(VCndmaskB32), Encoding::Vop2, 2, vcc_carry);
+        check(Opcode::Vop2(VCndmaskB32), Encoding::Vop3a, 2, sgpr_carry);
+        for op in [VAddCoU32, VAddcCoU32, VSubCoU32, VSubrevCoU32] {
+            check(Opcode::Vop2(op), Encoding::Vop2, 2, vcc_carry);
+            check(Opcode::Vop2(op), Encoding::Vop3b, 2, sgpr_carry);
+        }
+        use Vop3Op::*;
+        for (op, n) in [
+            (VFmaF32, 3),
+            (VLshlAddU32, 3),
+            (VAddLshlU32, 3),
+            (VAdd3U32, 3),
+            (VLshlOrB32, 3),
+            (VAndOrB32, 3),
+            (VOr3B32, 3),
+            (VMulLoU32, 2),
+            (VMulHiU32, 2),
+            (VMulHiI32, 2),
+            (VBfiB32, 3),
+            (VBfeU32, 3),
+            (VMadU32U24, 3),
+            (VAlignbitB32, 3),
+        ] {
+            check(Opcode::Vop3(op), Encoding::Vop3a, n, none);
+        }
+    }
+
+    #[test]
+    fn modifiers_dpp_and_sdwa_take_the_general_path() {
+        let mut w = Wave::new(Target::Gfx90a, 0);
+        let base = Inst {
+            op: Opcode::Vop2(Vop2Op::VAddF32),
+            encoding: Encoding::Vop3a,
+            dst: [Operand::Vgpr(0), Operand::None],
+            src: [Operand::Vgpr(1), Operand::Vgpr(2), Operand::None],
+            imm: 0,
+            mods: Modifiers::default(),
+            dwords: 2,
+        };
+        assert!(try_execute(&mut w, &base));
+        // abs/neg: the f32 add takes them, the integer add leaves them.
+        let absneg = Modifiers {
+            abs: 1,
+            neg: 2,
+            ..Modifiers::default()
+        };
+        assert!(try_execute(
+            &mut w,
+            &Inst {
+                mods: absneg,
+                ..base
+            }
+        ));
+        let int = Inst {
+            op: Opcode::Vop2(Vop2Op::VAddU32),
+            mods: absneg,
+            ..base
+        };
+        assert!(!try_execute(&mut w, &int));
+        for mods in [
+            Modifiers {
+                clamp: true,
+                ..Modifiers::default()
+            },
+            Modifiers {
+                omod: 1,
+                ..Modifiers::default()
+            },
+            Modifiers {
+                op_sel: 8,
+                ..Modifiers::default()
+            },
+        ] {
+            assert!(!try_execute(&mut w, &Inst { mods, ..base }));
+        }
+        for encoding in [Encoding::Dpp, Encoding::Sdwa, Encoding::Vop3p] {
+            assert!(!try_execute(&mut w, &Inst { encoding, ..base }));
+        }
+        // A scalar destination or a missing source is the general path's to refuse.
+        let sdst = Inst {
+            dst: [Operand::Sgpr(0), Operand::None],
+            ..base
+        };
+        assert!(!try_execute(&mut w, &sdst));
+        let missing = Inst {
+            src: [Operand::Vgpr(1), Operand::None, Operand::None],
+            ..base
+        };
+        assert!(!try_execute(&mut w, &missing));
+        // v0 = |v1| + -v2 of zeros: +0 - 0 = +0.
+        assert_eq!(w.vgpr[0], [0; LANES]);
+    }
+}
