@@ -110,7 +110,7 @@ pub enum Error {
     QueueDead(MemoryFault),
     /// A kernel that cannot be placed, or a dispatch the packet processor would refuse.
     #[error("kernel: {0}")]
-    Kernel(crate::kernel::KernelError),
+    Kernel(KernelError),
     /// The completion did not arrive in time.
     #[error("the queue did not complete within {0:?}")]
     Timeout(Duration),
@@ -118,3 +118,34 @@ pub enum Error {
 
 /// The crate's result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a kernel cannot be placed or a dispatch cannot be made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum KernelError {
+    /// No code.
+    #[error("a kernel needs code")]
+    NoCode,
+    /// More code or kernarg slots than this small loader places (16 MiB in all).
+    #[error("{bytes} bytes of code and kernarg slots are more than 16 MiB")]
+    TooLarge {
+        /// Bytes asked for.
+        bytes: u64,
+    },
+    /// No kernarg slot, or a kernarg larger than a slot.
+    #[error("{len} bytes of kernel arguments do not fit a {slot}-byte slot")]
+    Kernargs {
+        /// Bytes given.
+        len: usize,
+        /// A slot's size.
+        slot: u64,
+    },
+    /// A zero grid or workgroup size.
+    #[error("a grid or workgroup size of 0")]
+    ZeroSize,
+    /// A workgroup of more than 1024 work-items (`kernel::MAX_WORKGROUP_ITEMS`).
+    #[error("a workgroup of {0} work-items: the most is 1024")]
+    WorkgroupTooLarge(u64),
+    /// A dispatch with no kernel descriptor.
+    #[error("a dispatch names no kernel descriptor")]
+    NoKernelObject,
+}

@@ -23,7 +23,7 @@ use kfd_ioctl::{BufferObject, GpuId, OwnedCpuMapping};
 use vm_memory::Bytes;
 
 use crate::aql::{AqlQueue, KernelDispatch};
-use crate::error::{Error, Result};
+use crate::error::{Error, KernelError, Result};
 use crate::sdma::QueueContext;
 
 /// A kernel descriptor's size.
@@ -34,37 +34,6 @@ pub const CODE_OFFSET: u64 = 256;
 pub const KERNARG_ALIGN: u64 = 64;
 /// The most work-items of a workgroup (HSA's and every GCN/CDNA GPU's 1024).
 pub const MAX_WORKGROUP_ITEMS: u64 = 1024;
-
-/// Why a kernel cannot be placed or a dispatch cannot be made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum KernelError {
-    /// No code.
-    #[error("a kernel needs code")]
-    NoCode,
-    /// More code or kernarg slots than this small loader places (16 MiB in all).
-    #[error("{bytes} bytes of code and kernarg slots are more than 16 MiB")]
-    TooLarge {
-        /// Bytes asked for.
-        bytes: u64,
-    },
-    /// No kernarg slot, or a kernarg larger than a slot.
-    #[error("{len} bytes of kernel arguments do not fit a {slot}-byte slot")]
-    Kernargs {
-        /// Bytes given.
-        len: usize,
-        /// A slot's size.
-        slot: u64,
-    },
-    /// A zero grid or workgroup size.
-    #[error("a grid or workgroup size of 0")]
-    ZeroSize,
-    /// A workgroup of more than [`MAX_WORKGROUP_ITEMS`] work-items.
-    #[error("a workgroup of {0} work-items: the most is 1024")]
-    WorkgroupTooLarge(u64),
-    /// A dispatch with no kernel descriptor.
-    #[error("a dispatch names no kernel descriptor")]
-    NoKernelObject,
-}
 
 impl KernelDispatch {
     /// Checks what the packet processor refuses (HSA: a zero size, a workgroup of more than

@@ -83,8 +83,8 @@ pub mod pm4;
 mod sdma;
 
 pub use aql::{AqlQueue, KernelDispatch, Signal};
-pub use error::{Error, Result};
-pub use kernel::{Kernel, KernelError};
+pub use error::{Error, KernelError, Result};
+pub use kernel::Kernel;
 /// The GPU id type the queues and [`QueueContext`] take and return.
 pub use kfd_ioctl::GpuId;
 pub use pm4::{Pm4Command, Pm4Completion, Pm4Queue};
