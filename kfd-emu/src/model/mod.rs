@@ -178,6 +178,7 @@ mod addrspace;
 mod aql;
 mod backend;
 mod chardev;
+mod debug;
 mod device;
 mod dispatch;
 mod driver;

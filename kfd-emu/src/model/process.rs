@@ -95,6 +95,8 @@ pub(super) struct Process {
     pub runtime_enabled: bool,
     pub r_debug: u64,
     pub ttmp_setup: bool,
+    /// The debugger's view of it (`debug`).
+    pub debug: super::debug::DebugState,
     /// XNACK (retry faults) mode.
     pub xnack: bool,
     /// The handle of the BO given as the event page, which FREE refuses.
@@ -221,6 +223,7 @@ impl Process {
             runtime_enabled: false,
             r_debug: 0,
             ttmp_setup: false,
+            debug: Default::default(),
             // create_process: `kfd_process_xnack_mode(process, false)`, the mode every GPU
             // can run in as booted (off on every preset: they boot with `noretry`).
             xnack: machine.xnack_mode(false),
