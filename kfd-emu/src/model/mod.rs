@@ -39,7 +39,8 @@
 //!    top (an engine thread per queue, in bounded turns, sharing no lock with another queue
 //!    while it touches memory).
 //! 4. **Chardev** — `chardev` (the ioctl context `Ctx` and argument access), the handlers
-//!    (`handlers`, `memory_ioctls`, `event_ioctls`, `queue_ioctls`, `svm_ioctl`), `dispatch` (one ioctl
+//!    (`handlers`, `memory_ioctls`, `event_ioctls`, `queue_ioctls`, `svm_ioctl`, `debug`: DBG_TRAP
+//!    and RUNTIME_ENABLE's debugger hand-shake), `dispatch` (one ioctl
 //!    table keyed by the ABI opcodes, with version checks and fault injection), `drm`;
 //!    and on top `backend`: [`Model`], the [`Backend`] impl that owns the `Driver`, the sysfs
 //!    tree and the GPU-view worker. Nothing imports `backend`; `mod.rs` only declares the

@@ -53,6 +53,23 @@
 //! a GPU access with no thread able to stop before the program sees the write leaves a
 //! window of a few instructions.
 //!
+//! A program's own ptrace is its fifth job. The filter sends `ptrace` with `PTRACE_TRACEME`,
+//! `PTRACE_ATTACH`, `PTRACE_SEIZE` and `PTRACE_DETACH` to the tracer. Linux lets a thread
+//! have one tracer, so before an attach runs the thread it names is lent: interrupted
+//! (the stops it reports first are handled as usual, so a redirect or a plan it is in runs
+//! to its end), then detached at its interrupt stop (a signal about to be delivered is
+//! delivered by the detach, a stopped thread stays stopped); a `PTRACE_TRACEME` caller is
+//! detached at its own stop. The kernel then runs the call as without `kfd-emu` (its
+//! permission checks included: `__ptrace_may_access`, Yama's if configured). The tracer
+//! seizes the thread back at the exit stop of an attach that failed, of the program
+//! tracer's `PTRACE_DETACH`, or when the program's tracing thread ends (`exit_ptrace`
+//! detaches its tracees). While lent, the thread's file `mmap`s fail with `ENOSYS` (a
+//! `SECCOMP_RET_TRACE` without a tracer that asked for seccomp stops), its CPU faults on
+//! memory in VRAM are not handled and a wakeup does not interrupt it (its plan runs at its
+//! first stop after it is back); this is logged once. A thread of the caller's own process
+//! is never lent (the kernel refuses it: `EPERM`). A `PTRACE_TRACEME` child is taken back
+//! when its parent detaches it or the parent process's leader ends.
+//!
 //! Anonymous mappings never stop the program: the filter allows them outright, so only file
 //! mappings (the loader's, a few per library) pay a stop, a `pidfd_getfd` and a backend call.
 
