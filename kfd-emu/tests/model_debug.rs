@@ -262,3 +262,69 @@ fn enable_needs_the_caller_to_trace_the_target() {
         let _ = c.wait();
     }
 }
+
+/// SET_WAVE_LAUNCH_OVERRIDE per GC version: what each GPU supports (GC 9.4.3 traps on wave
+/// start and end, GC 9.4.2 not, GC 9.4.1 only the address watch and only OR), `EACCES` for a
+/// request outside it with the supported mask written back, the previous mask answered.
+#[test]
+fn wave_launch_override_follows_each_gc_versions_support() {
+    let start = KFD_DBG_TRAP_MASK_TRAP_ON_WAVE_START;
+    let watch = KFD_DBG_TRAP_MASK_DBG_ADDRESS_WATCH;
+    for (preset, supports_start, replace) in [
+        ("mi300x", true, Ok(0)),
+        ("mi210x8", false, Ok(0)),
+        ("mi100", false, Err(Errno::INVAL)),
+    ] {
+        let emu = Emu::machine(preset);
+        let me = emu.caller.tgid;
+        let (_read, write) = rustix::pipe::pipe().expect("pipe");
+        let over = |mode: u32, enable: u32, request: u32| {
+            let mut a = trap(me, KFD_IOC_DBG_TRAP_SET_WAVE_LAUNCH_OVERRIDE);
+            a.set_launch_override(kfd_ioctl_dbg_trap_set_wave_launch_override_args {
+                override_mode: mode,
+                enable_mask: enable,
+                support_request_mask: request,
+                pad: 0,
+            });
+            let r = emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut a);
+            let o = a.launch_override();
+            (r, o.enable_mask, o.support_request_mask)
+        };
+        assert_eq!(enable(&emu, me, write.as_raw_fd(), 0).0, Ok(0));
+        // The runtime is off: EPERM.
+        assert_eq!(
+            over(KFD_DBG_TRAP_OVERRIDE_OR, start, start).0,
+            Err(Errno::PERM)
+        );
+        // (Enabled before the debugger is: with one attached the enable would wait for its
+        // answer.)
+        let mut off = trap(me, KFD_IOC_DBG_TRAP_DISABLE);
+        assert_eq!(emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut off), Ok(0));
+        assert_eq!(
+            emu.ioctl(AMDKFD_IOC_RUNTIME_ENABLE, &mut runtime(true)),
+            Ok(0)
+        );
+        assert_eq!(enable(&emu, me, write.as_raw_fd(), 0).0, Ok(0));
+        let (r, prev, supported) = over(KFD_DBG_TRAP_OVERRIDE_OR, start, start);
+        if supports_start {
+            // The whole supported mask comes back (the float exceptions, address watch,
+            // memory violation, wave start and end).
+            assert_eq!((r, prev, supported), (Ok(0), 0, 0xC000_01FF), "{preset}");
+            // The previous mask comes back; a zero within the request clears it.
+            assert_eq!(over(KFD_DBG_TRAP_OVERRIDE_OR, 0, start).0, Ok(0));
+            assert_eq!(over(KFD_DBG_TRAP_OVERRIDE_OR, 0, start).1, 0);
+        } else {
+            // kfdtest's HitTrapOnWaveStartEndEvent skips on this answer.
+            assert_eq!((r, prev), (Err(Errno::ACCESS), start), "{preset}");
+            assert_eq!(supported & start, 0, "{preset}");
+        }
+        let (r, prev, supported) = over(KFD_DBG_TRAP_OVERRIDE_OR, watch, watch);
+        assert_eq!((r, prev, supported & watch), (Ok(0), 0, watch), "{preset}");
+        assert_eq!(
+            over(KFD_DBG_TRAP_OVERRIDE_REPLACE, 0, watch).0,
+            replace,
+            "{preset}"
+        );
+        assert!(over(7, 0, 0).0.is_err(), "{preset}");
+    }
+}

@@ -28,13 +28,19 @@
 //!   answers SEND_RUNTIME_EVENT with that bit (`runtime_enable_sema`); a caller killed while
 //!   it waits ends the wait (`EINTR`) and its next call resumes the wait without raising
 //!   again (`is_runtime_retry`).
-//! - **DISABLE** (`kfd_dbg_trap_disable`): drops the file and every raised status; a target
-//!   whose runtime is busy or in error goes back to enabled.
+//! - **DISABLE** (`kfd_dbg_trap_disable`): drops the file, every raised status, the wave
+//!   launch mode and the trap mask (`kfd_dbg_trap_deactivate`); the runtime's semaphore and
+//!   retry state stay (the busy and error runtime states are not modelled).
 //! - SET_WAVE_LAUNCH_MODE (`kfd_dbg_trap_set_wave_launch_mode`): NORMAL, HALT or DEBUG, else
 //!   `EINVAL`; recorded.
+//! - SET_WAVE_LAUNCH_OVERRIDE (`kfd_dbg_trap_set_wave_launch_override`): the supported trap
+//!   bits and override modes of each GPU's GC version (see [`override_support`]), `EACCES`
+//!   for a request outside them, the previous mask answered. The mask is recorded per
+//!   process (GC 9.0–9.4.1 keep it in one register for every process) and no wave traps on
+//!   it yet; GC 10 and later answer `EINVAL` (not emulated).
 //!
 //! Not emulated (each answers `EINVAL`, the kernel's answer to an op it does not know):
-//! SET_WAVE_LAUNCH_OVERRIDE, SUSPEND/RESUME_QUEUES, the address watches, SET_FLAGS and the
+//! SUSPEND/RESUME_QUEUES, the address watches, SET_FLAGS and the
 //! queue and device snapshots; no queue or device exception is raised yet (a wave's
 //! `s_trap` and a VM fault do not reach the debugger), so QUERY_EXCEPTION_INFO of a queue
 //! or device code finds nothing raised (`ENODATA`) for an existing source; SEND_RUNTIME_EVENT
@@ -56,6 +62,15 @@ use kfd_ioctl::abi::{
     KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK, KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK, kfd_ec_mask,
     kfd_ioctl_dbg_trap_args, kfd_ioctl_dbg_trap_enable_args,
     kfd_ioctl_dbg_trap_query_exception_info_args, kfd_ioctl_runtime_enable_args,
+};
+use kfd_ioctl::abi::{
+    KFD_DBG_TRAP_MASK_DBG_ADDRESS_WATCH, KFD_DBG_TRAP_MASK_DBG_MEMORY_VIOLATION,
+    KFD_DBG_TRAP_MASK_FP_DIVIDE_BY_ZERO, KFD_DBG_TRAP_MASK_FP_INEXACT,
+    KFD_DBG_TRAP_MASK_FP_INPUT_DENORMAL, KFD_DBG_TRAP_MASK_FP_INVALID,
+    KFD_DBG_TRAP_MASK_FP_OVERFLOW, KFD_DBG_TRAP_MASK_FP_UNDERFLOW,
+    KFD_DBG_TRAP_MASK_INT_DIVIDE_BY_ZERO, KFD_DBG_TRAP_MASK_TRAP_ON_WAVE_END,
+    KFD_DBG_TRAP_MASK_TRAP_ON_WAVE_START, KFD_DBG_TRAP_OVERRIDE_OR, KFD_DBG_TRAP_OVERRIDE_REPLACE,
+    kfd_ioctl_dbg_trap_set_wave_launch_override_args,
 };
 use rustix::io::Errno;
 
@@ -87,6 +102,75 @@ pub(super) struct DebugState {
     pub runtime_retry: bool,
     /// The wave launch mode last set.
     pub wave_launch_mode: u32,
+    /// The trap mask (`SPI_GDBG_TRAP_MASK.EXCP_EN`, or the VMID's on GC 9.4.2 and later) the
+    /// wave launch override set.
+    pub trap_mask: u32,
+}
+
+/// `validate_trap_override_request` of a GPU of `gfx_target_version` `target`: the trap
+/// bits it supports, whether `KFD_DBG_TRAP_OVERRIDE_REPLACE` is allowed besides `_OR`, and
+/// the errno of another override mode; `None` where it is not emulated (GC 10 and later,
+/// GC 9.5).
+///
+/// - GC 9.0–9.4.1 (`kgd_gfx_v9_validate_trap_override_request`, which arcturus uses too):
+///   address watch only; only OR (else `EINVAL`), as the register is global;
+/// - GC 9.4.2 (`kgd_aldebaran_validate_trap_override_request`): the float and integer
+///   exceptions, address watch and memory violation; OR or REPLACE (else `EPERM`);
+/// - GC 9.4.3 (`kgd_gfx_v9_4_3_validate_trap_override_request`): those and trap on wave
+///   start and end; OR or REPLACE (else `EPERM`).
+fn override_support(target: u32) -> Option<(u32, bool, Errno)> {
+    let exceptions = KFD_DBG_TRAP_MASK_FP_INVALID
+        | KFD_DBG_TRAP_MASK_FP_INPUT_DENORMAL
+        | KFD_DBG_TRAP_MASK_FP_DIVIDE_BY_ZERO
+        | KFD_DBG_TRAP_MASK_FP_OVERFLOW
+        | KFD_DBG_TRAP_MASK_FP_UNDERFLOW
+        | KFD_DBG_TRAP_MASK_FP_INEXACT
+        | KFD_DBG_TRAP_MASK_INT_DIVIDE_BY_ZERO
+        | KFD_DBG_TRAP_MASK_DBG_ADDRESS_WATCH
+        | KFD_DBG_TRAP_MASK_DBG_MEMORY_VIOLATION;
+    match target {
+        90400..=90402 => Some((
+            exceptions | KFD_DBG_TRAP_MASK_TRAP_ON_WAVE_START | KFD_DBG_TRAP_MASK_TRAP_ON_WAVE_END,
+            true,
+            Errno::PERM,
+        )),
+        90010 => Some((exceptions, true, Errno::PERM)),
+        90000..=90399 => Some((KFD_DBG_TRAP_MASK_DBG_ADDRESS_WATCH, false, Errno::INVAL)),
+        _ => None,
+    }
+}
+
+/// `kfd_dbg_trap_set_wave_launch_override` on `p` (GPUs of the targets `targets`): each
+/// GPU narrows the supported mask (written back even when the request fails); a request
+/// outside it is `EACCES`; then the previous mask is answered and the request's bits
+/// replace the mask's within the request (`set_wave_launch_trap_override`).
+fn wave_launch_override(
+    p: &mut Process,
+    targets: &[u32],
+    o: &mut kfd_ioctl_dbg_trap_set_wave_launch_override_args,
+) -> Result<(), Errno> {
+    let mut supported = u32::MAX;
+    for &target in targets {
+        let Some((mask, replace, bad)) = override_support(target) else {
+            return Err(Errno::INVAL);
+        };
+        supported &= mask;
+        let allowed = o.override_mode == KFD_DBG_TRAP_OVERRIDE_OR
+            || (replace && o.override_mode == KFD_DBG_TRAP_OVERRIDE_REPLACE);
+        if !allowed {
+            o.support_request_mask = supported;
+            return Err(bad);
+        }
+    }
+    let request = o.support_request_mask;
+    o.support_request_mask = supported;
+    if request & !supported != 0 {
+        return Err(Errno::ACCESS);
+    }
+    let prev = p.debug.trap_mask;
+    p.debug.trap_mask = (o.enable_mask & request) | (prev & !request);
+    o.enable_mask = prev;
+    Ok(())
 }
 
 /// `kfd_runtime_info` of `p` as the kernel lays it out.
@@ -215,7 +299,11 @@ fn trap(ctx: &Ctx<'_>, a: &mut kfd_ioctl_dbg_trap_args) -> Result<(), Errno> {
         }
         KFD_IOC_DBG_TRAP_DISABLE => {
             // kfd_dbg_trap_disable (runtime busy or in error is not modelled: enabled or not).
-            p.debug = DebugState::default();
+            p.debug = DebugState {
+                sema: p.debug.sema,
+                runtime_retry: p.debug.runtime_retry,
+                ..DebugState::default()
+            };
             Ok(())
         }
         KFD_IOC_DBG_TRAP_SEND_RUNTIME_EVENT => {
@@ -238,6 +326,24 @@ fn trap(ctx: &Ctx<'_>, a: &mut kfd_ioctl_dbg_trap_args) -> Result<(), Errno> {
             }
             p.debug.exception_enable_mask = mask;
             Ok(())
+        }
+        KFD_IOC_DBG_TRAP_SET_WAVE_LAUNCH_OVERRIDE => {
+            let machine = &ctx.m.dev.cfg.machine;
+            let targets: Vec<u32> = p
+                .pdds
+                .iter()
+                .map(|pdd| {
+                    machine
+                        .node_of(&machine.gpus()[pdd.gpu])
+                        .and_then(|n| n.gfx_target_version())
+                        .and_then(|v| v.raw())
+                        .unwrap_or(0)
+                })
+                .collect();
+            let mut o = a.launch_override();
+            let r = wave_launch_override(p, &targets, &mut o);
+            a.set_launch_override(o);
+            r
         }
         KFD_IOC_DBG_TRAP_SET_WAVE_LAUNCH_MODE => {
             let mode = a.launch_mode().launch_mode;
