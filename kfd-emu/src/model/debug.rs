@@ -46,7 +46,7 @@
 //! or device code finds nothing raised (`ENODATA`) for an existing source; SEND_RUNTIME_EVENT
 //! with bits other than `EC_PROCESS_RUNTIME` is `EINVAL`.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -77,35 +77,13 @@ use rustix::io::Errno;
 use super::chardev::{Ctx, get, put};
 use super::driver::FileKind;
 use super::events::LIVENESS_PERIOD;
-use super::process::{Process, State};
+use super::process::{DebugState, Process, State};
 
 /// `KFD_DBG_TRAP_WAVE_LAUNCH_MODE_NORMAL`, `_HALT` and `_DEBUG` (`kfd_ioctl.h`).
 const WAVE_LAUNCH_MODES: [u32; 3] = [0, 1, 3];
 
 /// `sizeof(struct kfd_runtime_info)`.
 const RUNTIME_INFO_SIZE: u32 = 16;
-
-/// A process's debugging state (the `kfd_process` fields `kfd_debug.c` uses).
-#[derive(Debug, Default)]
-pub(super) struct DebugState {
-    /// `debug_trap_enabled`.
-    pub enabled: bool,
-    /// `dbg_ev_file`: the debugger's file, written one byte per subscribed event.
-    pub ev_file: Option<Arc<OwnedFd>>,
-    /// `exception_enable_mask`: what the debugger is told of.
-    pub exception_enable_mask: u64,
-    /// `exception_status` of the process (its `KFD_EC_MASK_PROCESS` bits).
-    pub exception_status: u64,
-    /// `runtime_enable_sema`'s count: SEND_RUNTIME_EVENT answers not yet taken.
-    pub sema: u32,
-    /// `is_runtime_retry`: a runtime enable or disable whose wait was interrupted.
-    pub runtime_retry: bool,
-    /// The wave launch mode last set.
-    pub wave_launch_mode: u32,
-    /// The trap mask (`SPI_GDBG_TRAP_MASK.EXCP_EN`, or the VMID's on GC 9.4.2 and later) the
-    /// wave launch override set.
-    pub trap_mask: u32,
-}
 
 /// `validate_trap_override_request` of a GPU of `gfx_target_version` `target`: the trap
 /// bits it supports, whether `KFD_DBG_TRAP_OVERRIDE_REPLACE` is allowed besides `_OR`, and
