@@ -40,6 +40,14 @@ pub trait Caller {
         Ok(())
     }
 
+    /// A duplicate of the caller's fd `fd` (the kernel's `fget`: the same open file), for
+    /// files an ioctl names by number (DBG_TRAP's debug event fd); `EBADF` when it has none
+    /// there. The default cannot.
+    fn dup_fd(&self, fd: i32) -> Result<OwnedFd, Errno> {
+        let _ = fd;
+        Err(Errno::NOSYS)
+    }
+
     /// Installs `fd` into the caller's fd table (`SECCOMP_IOCTL_NOTIF_ADDFD` without SEND) and
     /// returns the number it got there; `cloexec` sets `O_CLOEXEC` on the new descriptor. Used
     /// for fds an ioctl returns inside its argument (EXPORT_DMABUF, SMI_EVENTS).

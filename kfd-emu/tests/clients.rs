@@ -1394,3 +1394,37 @@ fn system_calls_given_svm_memory_in_vram_fault_it_home_and_succeed() {
     );
     assert!(text.ends_with("done\n"), "{text}");
 }
+
+/// A program that ptraces processes of its own under `kfd-emu run` (which traces them all)
+/// gets what Linux gives it: a child `PTRACE_ATTACH`es its parent (after a `PTRACE_SEIZE`
+/// the kernel refuses with `EIO`), reads a value with `PEEKDATA` and detaches, as kfdtest's
+/// `KFDMemoryTest.PtraceAccess` does; a `PTRACE_TRACEME` child is stopped, read and detached
+/// by its parent. Each traced process then still uses `/dev/kfd` and maps a file, which
+/// works only when kfd-emu traces it again (a file mmap fails with `ENOSYS` otherwise).
+#[test]
+fn a_program_ptraces_its_parent_and_its_child_as_on_linux() {
+    let Some(probe) = build_probe(
+        "ptrace_probe",
+        &["/usr/include/stdio.h"],
+        "libc6-dev",
+        &[],
+        &[],
+    ) else {
+        return;
+    };
+    let out = run_under_emulator("mi300x", true, &probe, &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .collect::<Vec<_>>(),
+        [
+            "kfd 1",
+            "attach 0",
+            "after attach: kfd 1 map 1",
+            "traceme 1 0",
+        ],
+        "{}",
+        describe(&out)
+    );
+}

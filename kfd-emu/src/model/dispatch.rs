@@ -31,7 +31,7 @@ use super::chardev::{Ctx, get};
 use super::driver::Driver;
 use super::host::{self, CAP_CHECKPOINT_RESTORE, CAP_SYS_ADMIN};
 use super::trace::{Decoder, Format};
-use super::{event_ioctls, fail, handlers, memory_ioctls, queue_ioctls, svm_ioctl, trace};
+use super::{debug, event_ioctls, fail, handlers, memory_ioctls, queue_ioctls, svm_ioctl, trace};
 use crate::backend::{Caller, IoctlResult};
 
 /// The KFD minor from which an unknown ioctl number is `ENOTTY` rather than `EINVAL` (the
@@ -319,8 +319,8 @@ pub(super) const KFD_IOCTLS: &[IoctlEntry] = &[
         AMDKFD_IOC_EXPORT_DMABUF,
         Status(memory_ioctls::export_dmabuf),
     ),
-    IoctlEntry::new(AMDKFD_IOC_RUNTIME_ENABLE, Status(handlers::runtime_enable)),
-    IoctlEntry::new(AMDKFD_IOC_DBG_TRAP, Status(handlers::dbg_trap)),
+    IoctlEntry::new(AMDKFD_IOC_RUNTIME_ENABLE, Status(debug::runtime_enable)),
+    IoctlEntry::new(AMDKFD_IOC_DBG_TRAP, Status(debug::dbg_trap)),
     IoctlEntry::new(AMDKFD_IOC_CREATE_PROCESS, Status(handlers::create_process)),
     IoctlEntry::new(AMDKFD_IOC_PROFILER, Status(handlers::profiler)),
 ];

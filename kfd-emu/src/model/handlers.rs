@@ -1,15 +1,14 @@
 //! The ioctls that are not about buffer objects or events: version, apertures, clocks,
-//! per-GPU settings, XNACK, SMI event fds, the debugger entry points, and the honest failures
-//! of what this model does not emulate (CRIU). Queues are in [`queue_ioctls`](super::queue_ioctls). SVM is in [`svm`](super::svm).
+//! per-GPU settings, XNACK, SMI event fds, and the honest failures
+//! of what this model does not emulate (CRIU). The debugger's ioctls are in
+//! [`debug`](super::debug). Queues are in [`queue_ioctls`](super::queue_ioctls). SVM is in [`svm`](super::svm).
 
 use kfd_ioctl::abi::{
     KFD_IOC_CACHE_POLICY_NONCOHERENT, KFD_IOC_PROFILER_VERSION, KFD_IOC_PROFILER_VERSION_NUM,
-    KFD_IOCTL_MAJOR_VERSION, KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK,
-    KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK, NUM_OF_SUPPORTED_GPUS, kfd_ioctl_criu_args,
-    kfd_ioctl_dbg_trap_args, kfd_ioctl_get_clock_counters_args,
-    kfd_ioctl_get_process_apertures_args, kfd_ioctl_get_process_apertures_new_args,
-    kfd_ioctl_get_tile_config_args, kfd_ioctl_get_version_args, kfd_ioctl_profiler_args,
-    kfd_ioctl_runtime_enable_args, kfd_ioctl_set_memory_policy_args,
+    KFD_IOCTL_MAJOR_VERSION, NUM_OF_SUPPORTED_GPUS, kfd_ioctl_criu_args,
+    kfd_ioctl_get_clock_counters_args, kfd_ioctl_get_process_apertures_args,
+    kfd_ioctl_get_process_apertures_new_args, kfd_ioctl_get_tile_config_args,
+    kfd_ioctl_get_version_args, kfd_ioctl_profiler_args, kfd_ioctl_set_memory_policy_args,
     kfd_ioctl_set_scratch_backing_va_args, kfd_ioctl_set_trap_handler_args,
     kfd_ioctl_set_xnack_mode_args, kfd_ioctl_smi_events_args, kfd_process_device_apertures,
 };
@@ -263,49 +262,6 @@ pub(super) fn set_xnack_mode(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno>
 pub(super) fn criu_op(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let _a: kfd_ioctl_criu_args = get(buf);
     ctx.m.lock().process(ctx.tgid, ctx.serial)?;
-    Err(Errno::INVAL)
-}
-
-/// AMDKFD_IOC_RUNTIME_ENABLE: enable (EBUSY when already enabled; EEXIST while the process
-/// has user queues) or disable.
-pub(super) fn runtime_enable(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
-    let a: kfd_ioctl_runtime_enable_args = get(buf);
-    let mut st = ctx.m.lock();
-    let process = st.process(ctx.tgid, ctx.serial)?;
-    if a.mode_mask & KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK != 0 {
-        if process.runtime_enabled {
-            return Err(Errno::BUSY);
-        }
-        if !process.queues.by_id.is_empty() {
-            return Err(Errno::EXIST);
-        }
-        process.runtime_enabled = true;
-        process.r_debug = a.r_debug;
-        process.ttmp_setup = a.mode_mask & KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK != 0;
-    } else {
-        process.runtime_enabled = false;
-        process.r_debug = 0;
-        process.ttmp_setup = false;
-    }
-    Ok(())
-}
-
-/// AMDKFD_IOC_DBG_TRAP: the target lookup (`ESRCH` for no such process or no KFD process,
-/// `EPERM` for another process this one does not trace); the debugger itself is not
-/// emulated, so ENABLE fails and every other op finds debugging not enabled (`EINVAL`).
-pub(super) fn dbg_trap(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
-    let a: kfd_ioctl_dbg_trap_args = get(buf);
-    let pid = a.pid as i32;
-    if pid <= 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-        return Err(Errno::SRCH);
-    }
-    let st = ctx.m.lock();
-    if !st.procs.contains_key(&pid) {
-        return Err(Errno::SRCH);
-    }
-    if pid != ctx.tgid {
-        return Err(Errno::PERM);
-    }
     Err(Errno::INVAL)
 }
 

@@ -40,7 +40,8 @@
 //!    top (an engine thread per queue, in bounded turns, sharing no lock with another queue
 //!    while it touches memory).
 //! 4. **Chardev** — `chardev` (the ioctl context `Ctx` and argument access), the handlers
-//!    (`handlers`, `memory_ioctls`, `event_ioctls`, `queue_ioctls`, `svm_ioctl`), `dispatch` (one ioctl
+//!    (`handlers`, `memory_ioctls`, `event_ioctls`, `queue_ioctls`, `svm_ioctl`, `debug`: DBG_TRAP
+//!    and RUNTIME_ENABLE's debugger hand-shake), `dispatch` (one ioctl
 //!    table keyed by the ABI opcodes, with version checks and fault injection), `drm` (the
 //!    render node's ioctls) over `cs_ioctls` (amdgpu's command submission) over
 //!    `gem_ioctls` (amdgpu's GEM and PRIME ioctls);
@@ -184,6 +185,7 @@ mod aql;
 mod backend;
 mod chardev;
 mod cs_ioctls;
+mod debug;
 mod device;
 mod dispatch;
 mod driver;

@@ -102,6 +102,8 @@ pub(super) struct Process {
     pub runtime_enabled: bool,
     pub r_debug: u64,
     pub ttmp_setup: bool,
+    /// The debugger's view of it (`debug`).
+    pub debug: DebugState,
     /// XNACK (retry faults) mode.
     pub xnack: bool,
     /// The handle of the BO given as the event page, which FREE refuses.
@@ -236,6 +238,7 @@ impl Process {
             runtime_enabled: false,
             r_debug: 0,
             ttmp_setup: false,
+            debug: Default::default(),
             // create_process: `kfd_process_xnack_mode(process, false)`, the mode every GPU
             // can run in as booted (off on every preset: they boot with `noretry`).
             xnack: machine.xnack_mode(false),
@@ -432,4 +435,27 @@ mod tests {
         assert_eq!(st.backing_read(id, 8, &mut back), Err(Errno::FAULT));
         assert_eq!(st.acc.available(&limits, 0, VRAM), free);
     }
+}
+
+/// A process's debugging state (the `kfd_process` fields `kfd_debug.c` uses; the `debug`
+/// module runs it).
+#[derive(Debug, Default)]
+pub(super) struct DebugState {
+    /// `debug_trap_enabled`.
+    pub enabled: bool,
+    /// `dbg_ev_file`: the debugger's file, written one byte per subscribed event.
+    pub ev_file: Option<Arc<OwnedFd>>,
+    /// `exception_enable_mask`: what the debugger is told of.
+    pub exception_enable_mask: u64,
+    /// `exception_status` of the process (its `KFD_EC_MASK_PROCESS` bits).
+    pub exception_status: u64,
+    /// `runtime_enable_sema`'s count: SEND_RUNTIME_EVENT answers not yet taken.
+    pub sema: u32,
+    /// `is_runtime_retry`: a runtime enable or disable whose wait was interrupted.
+    pub runtime_retry: bool,
+    /// The wave launch mode last set.
+    pub wave_launch_mode: u32,
+    /// The trap mask (`SPI_GDBG_TRAP_MASK.EXCP_EN`, or the VMID's on GC 9.4.2 and later) the
+    /// wave launch override set.
+    pub trap_mask: u32,
 }

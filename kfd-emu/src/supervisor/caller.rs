@@ -382,6 +382,16 @@ impl Caller for NotifCaller {
         self.listener.add_fd(self.notif_id, fd, cloexec, false)
     }
 
+    fn dup_fd(&self, fd: i32) -> Result<OwnedFd, Errno> {
+        use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open};
+        let pid = Pid::from_raw(self.who.tgid).ok_or(Errno::SRCH)?;
+        let pidfd = pidfd_open(pid, PidfdFlags::empty())?;
+        let file = pidfd_getfd(&pidfd, fd, PidfdGetfdFlags::empty())?;
+        // The notification still held: the pidfd is the caller's process, not a reuse.
+        self.still_valid()?;
+        Ok(file)
+    }
+
     /// Three ways, by whose fd table it is:
     ///
     /// - the supervisor's own (an attached thread): `fcntl(F_DUPFD)` here, atomic;

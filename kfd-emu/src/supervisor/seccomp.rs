@@ -128,6 +128,7 @@ enum L {
     Enosys,
     SmiWrite,
     Trace,
+    Ptrace,
 }
 
 /// `AMDKFD_IOC_SMI_EVENTS`, the command whose new fd the tracer puts into [`SMI_FDS`].
@@ -343,7 +344,11 @@ impl Filter {
     ///   the child stays traced (and keeps working: the filter it inherits sends its file
     ///   `mmap`s to a tracer);
     /// - `clone3` → `ENOSYS`: its flags (`CLONE_UNTRACED` among them) are in memory the
-    ///   filter cannot read; glibc (≥ 2.34) and the other callers fall back to `clone`.
+    ///   filter cannot read; glibc (≥ 2.34) and the other callers fall back to `clone`;
+    /// - `ptrace` with `PTRACE_TRACEME`, `PTRACE_ATTACH`, `PTRACE_SEIZE` or `PTRACE_DETACH`
+    ///   (the low 32 bits of the request) → `SECCOMP_RET_TRACE`: the tracer lends the tracee
+    ///   to the program's own tracer and takes it back after (the `tracer` module says how);
+    ///   every other request runs natively.
     fn build(file_mmap: u32, traced: bool) -> Self {
         let forks = traced;
         let trace = libc::SECCOMP_RET_TRACE | TRACE_DATA;
@@ -378,6 +383,7 @@ impl Filter {
             p.jump(jeq, libc::SYS_fork as u32, To(L::Notify), Next);
             p.jump(jeq, libc::SYS_clone as u32, To(L::Clone), Next);
             p.jump(jeq, libc::SYS_clone3 as u32, To(L::Enosys), Next);
+            p.jump(jeq, libc::SYS_ptrace as u32, To(L::Ptrace), Next);
         }
         p.jump(jeq, libc::SYS_mmap as u32, Next, To(L::Allow));
         // A file mapping: not MAP_ANONYMOUS, and a non-negative fd (the kernel's fd is the
@@ -405,6 +411,20 @@ impl Filter {
             p.op(ld, ARG_LOW[0]);
             p.jump(jset, libc::CLONE_UNTRACED as u32, To(L::Trace), Next);
             p.jump(jset, libc::CLONE_VM as u32, To(L::Allow), To(L::Notify));
+        }
+        if traced {
+            // ptrace: the requests that make a tracer (the tracer lends the tracee first)
+            // or end one (the tracer takes it back after).
+            p.label(L::Ptrace);
+            p.op(ld, ARG_LOW[0]);
+            for request in [
+                libc::PTRACE_TRACEME,
+                libc::PTRACE_ATTACH,
+                libc::PTRACE_SEIZE,
+            ] {
+                p.jump(jeq, request, To(L::Trace), Next);
+            }
+            p.jump(jeq, libc::PTRACE_DETACH, To(L::Trace), To(L::Allow));
         }
         p.label(L::Ioctl);
         if traced {
@@ -924,6 +944,25 @@ mod tests {
         assert_eq!(run(&f, &smi_call(smi)), trace);
         let marked_smi = (u64::from(SLOT_MARKER) << 32) | smi;
         assert_eq!(run(&f, &smi_call(marked_smi)), notify);
+        // ptrace requests that make or end a tracer go to the tracer, the rest run natively
+        // (the attach filter lets them all run).
+        let ptrace = |request: u32| call(libc::SYS_ptrace, [u64::from(request), 7, 0, 0, 0, 0]);
+        for request in [
+            libc::PTRACE_TRACEME,
+            libc::PTRACE_ATTACH,
+            libc::PTRACE_SEIZE,
+            libc::PTRACE_DETACH,
+        ] {
+            assert_eq!(run(&f, &ptrace(request)), trace, "request {request}");
+            assert_eq!(run(&Filter::kfd(), &ptrace(request)), allow);
+        }
+        for request in [
+            libc::PTRACE_PEEKDATA,
+            libc::PTRACE_CONT,
+            libc::PTRACE_INTERRUPT,
+        ] {
+            assert_eq!(run(&f, &ptrace(request)), allow, "request {request}");
+        }
         // The attach filter has no tracer: SMI_EVENTS is notified, clone3 allowed.
         assert_eq!(run(&Filter::kfd(), &smi_call(smi)), notify);
         assert_eq!(run(&Filter::kfd(), &call(libc::SYS_clone3, [0; 6])), allow);

@@ -104,6 +104,23 @@
 //! the program's to see (`/proc/self/maps`: one anonymous `r-x` page); a `vfork` or
 //! `CLONE_VM` child that runs a compare-and-swap maps a second one into the shared memory.
 //!
+//! A program's own ptrace is its fifth job. The filter sends `ptrace` with `PTRACE_TRACEME`,
+//! `PTRACE_ATTACH`, `PTRACE_SEIZE` and `PTRACE_DETACH` to the tracer. Linux lets a thread
+//! have one tracer, so before an attach runs the thread it names is lent: interrupted
+//! (the stops it reports first are handled as usual, so a redirect or a plan it is in runs
+//! to its end), then detached at its interrupt stop (a signal about to be delivered is
+//! delivered by the detach, a stopped thread stays stopped); a `PTRACE_TRACEME` caller is
+//! detached at its own stop. The kernel then runs the call as without `kfd-emu` (its
+//! permission checks included: `__ptrace_may_access`, Yama's if configured). The tracer
+//! seizes the thread back at the exit stop of an attach that failed, of the program
+//! tracer's `PTRACE_DETACH`, or when the program's tracing thread ends (`exit_ptrace`
+//! detaches its tracees). While lent, the thread's file `mmap`s fail with `ENOSYS` (a
+//! `SECCOMP_RET_TRACE` without a tracer that asked for seccomp stops), its CPU faults on
+//! memory in VRAM are not handled and a wakeup does not interrupt it (its plan runs at its
+//! first stop after it is back); this is logged once. A thread of the caller's own process
+//! is never lent (the kernel refuses it: `EPERM`). A `PTRACE_TRACEME` child is taken back
+//! when its parent detaches it or the parent process's leader ends.
+//!
 //! Anonymous mappings never stop the program: the filter allows them outright, so only file
 //! mappings (the loader's, a few per library) pay a stop, a `pidfd_getfd` and a backend call.
 
@@ -527,6 +544,15 @@ struct Tracer {
     no_stub: HashSet<i32>,
     /// Threads running compare-and-swaps.
     cas_runs: HashMap<i32, CasRun>,
+    /// Tracees lent to a program's own tracer (see [`Tracer::ptrace_call`]): tracee → the
+    /// thread that traces it now.
+    lent: HashMap<i32, i32>,
+    /// Threads whose `ptrace` call on a lent tracee is under way: thread → that tracee and
+    /// whether the call attaches (taken back at the exit stop if it failed) or detaches
+    /// (taken back if it succeeded).
+    returning: HashMap<i32, (i32, bool)>,
+    /// Whether the fallbacks of a lent tracee were logged (once per run).
+    lent_logged: bool,
 }
 
 /// Runs the tracer's loop on the calling thread (the one that seized `child`) until no tracee
@@ -554,6 +580,9 @@ pub(crate) fn run(backend: Arc<dyn Backend>, slots: Arc<Slots>, child: i32, exit
         stubs: HashMap::new(),
         no_stub: HashSet::new(),
         cas_runs: HashMap::new(),
+        lent: HashMap::new(),
+        returning: HashMap::new(),
+        lent_logged: false,
     };
     tracer.exit.tracing_on_this_thread();
     let tid = rustix::thread::gettid().as_raw_nonzero().get();
@@ -744,95 +773,100 @@ impl Tracer {
                 // ECHILD: no tracee is left.
                 return;
             }
-            if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+            self.handle(tid, status);
+        }
+    }
+
+    /// What `waitpid` reported of `tid` (`status`).
+    fn handle(&mut self, tid: i32, status: i32) {
+        if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+            self.gone(tid);
+            if tid == self.child {
+                self.exit.record(Some(ExitStatus::from_raw(status)));
+            }
+            return;
+        }
+        if !libc::WIFSTOPPED(status) {
+            return;
+        }
+        let sig = libc::WSTOPSIG(status);
+        let event = (status >> 16) & 0xff;
+        if self.seen.insert(tid)
+            && event == libc::PTRACE_EVENT_STOP
+            && tid != self.child
+            && !self.announced.remove(&tid)
+        {
+            // A new tracee's first stop before the fork or clone event that made it:
+            // it waits for that event (which says what it inherits).
+            self.early.insert(tid);
+            return;
+        }
+        match event {
+            // A thread running compare-and-swaps: its stops are theirs.
+            libc::PTRACE_EVENT_STOP if self.cas_runs.contains_key(&tid) => self.resume(tid, 0),
+            0 if sig != libc::SIGTRAP | 0x80 && self.cas_runs.contains_key(&tid) => {
+                self.cas_signal(tid, sig);
+            }
+            libc::PTRACE_EVENT_SECCOMP => self.seccomp_stop(tid),
+            libc::PTRACE_EVENT_STOP => {
+                if matches!(
+                    sig,
+                    libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+                ) {
+                    // A group-stop: stay stopped, but let the tracer see the SIGCONT.
+                    let _ = ptrace_value(libc::PTRACE_LISTEN, tid, 0);
+                } else {
+                    self.interrupt_stop(tid);
+                }
+            }
+            libc::PTRACE_EVENT_EXEC => {
+                // The thread that exec'd now has the leader's id; the former one is gone.
+                if let Ok(former) = event_msg(tid)
+                    && former as i32 != tid
+                {
+                    self.gone(former as i32);
+                }
+                self.tgids.remove(&tid);
+                if let Some(tgid) = self.tgid(tid) {
+                    // A new address space: its instructions are elsewhere, nothing hidden,
+                    // no stub.
+                    self.syscall_insn.remove(&tgid);
+                    self.inherited.remove(&tgid);
+                    self.stubs.remove(&tgid);
+                    self.no_stub.remove(&tgid);
+                }
+                self.resume(tid, 0);
+            }
+            libc::PTRACE_EVENT_EXIT if tid == self.child => {
+                // Let the child's parent reap it (`Child::wait`), as `std` does when its
+                // exec fails: detach it as it exits. (A child killed by a signal skips
+                // this stop and is reaped above.)
                 self.gone(tid);
-                if tid == self.child {
-                    self.exit.record(Some(ExitStatus::from_raw(status)));
+                let _ = ptrace_value(libc::PTRACE_DETACH, tid, 0);
+                self.exit.record(None);
+            }
+            0 if sig == libc::SIGTRAP | 0x80 => self.syscall_stop(tid),
+            0 if sig == libc::SIGSEGV => self.segv(tid),
+            // A signal-delivery stop: deliver it.
+            0 => self.resume(tid, sig),
+            libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
+                // (A vfork child shares its parent's memory: what is hidden stays the
+                // parent's.)
+                if event == libc::PTRACE_EVENT_FORK {
+                    self.forked(tid);
                 }
-                continue;
-            }
-            if !libc::WIFSTOPPED(status) {
-                continue;
-            }
-            let sig = libc::WSTOPSIG(status);
-            let event = (status >> 16) & 0xff;
-            if self.seen.insert(tid)
-                && event == libc::PTRACE_EVENT_STOP
-                && tid != self.child
-                && !self.announced.remove(&tid)
-            {
-                // A new tracee's first stop before the fork or clone event that made it:
-                // it waits for that event (which says what it inherits).
-                self.early.insert(tid);
-                continue;
-            }
-            match event {
-                // A thread running compare-and-swaps: its stops are theirs.
-                libc::PTRACE_EVENT_STOP if self.cas_runs.contains_key(&tid) => self.resume(tid, 0),
-                0 if sig != libc::SIGTRAP | 0x80 && self.cas_runs.contains_key(&tid) => {
-                    self.cas_signal(tid, sig);
-                }
-                libc::PTRACE_EVENT_SECCOMP => self.seccomp_stop(tid),
-                libc::PTRACE_EVENT_STOP => {
-                    if matches!(
-                        sig,
-                        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
-                    ) {
-                        // A group-stop: stay stopped, but let the tracer see the SIGCONT.
-                        let _ = ptrace_value(libc::PTRACE_LISTEN, tid, 0);
+                if let Ok(new) = event_msg(tid) {
+                    let new = new as i32;
+                    if self.early.remove(&new) {
+                        // Its first stop came first: it runs on now.
+                        self.interrupt_stop(new);
                     } else {
-                        self.interrupt_stop(tid);
+                        self.announced.insert(new);
                     }
                 }
-                libc::PTRACE_EVENT_EXEC => {
-                    // The thread that exec'd now has the leader's id; the former one is gone.
-                    if let Ok(former) = event_msg(tid)
-                        && former as i32 != tid
-                    {
-                        self.gone(former as i32);
-                    }
-                    self.tgids.remove(&tid);
-                    if let Some(tgid) = self.tgid(tid) {
-                        // A new address space: its instructions are elsewhere, nothing hidden,
-                        // no stub.
-                        self.syscall_insn.remove(&tgid);
-                        self.inherited.remove(&tgid);
-                        self.stubs.remove(&tgid);
-                        self.no_stub.remove(&tgid);
-                    }
-                    self.resume(tid, 0);
-                }
-                libc::PTRACE_EVENT_EXIT if tid == self.child => {
-                    // Let the child's parent reap it (`Child::wait`), as `std` does when its
-                    // exec fails: detach it as it exits. (A child killed by a signal skips
-                    // this stop and is reaped above.)
-                    self.gone(tid);
-                    let _ = ptrace_value(libc::PTRACE_DETACH, tid, 0);
-                    self.exit.record(None);
-                }
-                0 if sig == libc::SIGTRAP | 0x80 => self.syscall_stop(tid),
-                0 if sig == libc::SIGSEGV => self.segv(tid),
-                // A signal-delivery stop: deliver it.
-                0 => self.resume(tid, sig),
-                libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
-                    // (A vfork child shares its parent's memory: what is hidden stays the
-                    // parent's.)
-                    if event == libc::PTRACE_EVENT_FORK {
-                        self.forked(tid);
-                    }
-                    if let Ok(new) = event_msg(tid) {
-                        let new = new as i32;
-                        if self.early.remove(&new) {
-                            // Its first stop came first: it runs on now.
-                            self.interrupt_stop(new);
-                        } else {
-                            self.announced.insert(new);
-                        }
-                    }
-                    self.resume(tid, 0);
-                }
-                _ => self.resume(tid, 0),
+                self.resume(tid, 0);
             }
+            _ => self.resume(tid, 0),
         }
     }
 
@@ -867,6 +901,23 @@ impl Tracer {
 
     /// Thread `tid` ended (or became another id at an exec).
     fn gone(&mut self, tid: i32) {
+        self.returning.remove(&tid);
+        self.lent.remove(&tid);
+        // Its tracees were detached when it exited (`exit_ptrace`): taken back.
+        let freed: Vec<i32> = self
+            .lent
+            .iter()
+            .filter(|&(_, &tracer)| tracer == tid)
+            .map(|(&tracee, _)| tracee)
+            .collect();
+        for tracee in freed {
+            self.take_back(tracee);
+        }
+        self.forget(tid);
+    }
+
+    /// Drops what the tracer knows of thread `tid` (gone, or lent to another tracer).
+    fn forget(&mut self, tid: i32) {
         self.tgids.remove(&tid);
         self.inherited.remove(&tid);
         self.seen.remove(&tid);
@@ -935,6 +986,7 @@ impl Tracer {
         }
         match regs.orig_rax as i64 {
             libc::SYS_mmap => {}
+            libc::SYS_ptrace => return self.ptrace_call(tid, regs),
             libc::SYS_clone => {
                 // CLONE_UNTRACED would leave the child with a filter that sends its file
                 // mmaps to a tracer it does not have: it is traced like any other child.
@@ -1019,6 +1071,9 @@ impl Tracer {
         }
         if self.injects.contains_key(&tid) {
             return self.inject_step(tid);
+        }
+        if self.returning.contains_key(&tid) {
+            return self.detach_done(tid);
         }
         let Some(hold) = self.holds.get(&tid).copied() else {
             return self.buffer_call(tid);
@@ -1193,6 +1248,162 @@ impl Tracer {
             // A wakeup came while it held the redirect: it runs the plan now.
             Some(tgid) if self.dirty.contains(&tgid) => self.start(tid, tgid, Why::Interrupt),
             _ => self.resume(tid, 0),
+        }
+    }
+}
+
+// A program's own ptrace (see the module docs).
+impl Tracer {
+    /// `tid` stopped at its `ptrace(request, pid, ...)` (registers `regs`), one that makes a
+    /// tracer or ends one. Linux lets a thread have one tracer (`ptrace_attach`: `EPERM` when
+    /// `task->ptrace` is set; `ptrace_traceme`: the same of the caller), and `kfd-emu run`
+    /// traces every thread of the program; so before the call runs, the thread it would
+    /// trace is lent: the tracer detaches it, and the kernel then performs the call as it
+    /// would without `kfd-emu` (its permission checks, `__ptrace_may_access` and Yama's if
+    /// configured, included). When the program's tracer detaches it again (`PTRACE_DETACH`,
+    /// or the exit of the tracing thread, `exit_ptrace`), the tracer seizes it back.
+    fn ptrace_call(&mut self, tid: i32, regs: libc::user_regs_struct) {
+        // The kernel's `long request` and `pid_t pid` (kernel/ptrace.c, `SYSCALL_DEFINE4(ptrace`).
+        let request = regs.rdi as i64;
+        let pid = regs.rsi as i32;
+        match request {
+            r if r == i64::from(libc::PTRACE_TRACEME) => {
+                // The caller itself gets its parent as tracer: detached at this stop, its
+                // call runs natively (seccomp lets a call run after a tracer's stop without
+                // asking the filter's `SECCOMP_RET_TRACE` again, `__seccomp_filter`).
+                let parent = super::serve::ppid_from_proc(tid).unwrap_or(0);
+                self.note_lent();
+                self.forget(tid);
+                self.lent.insert(tid, parent);
+                // ESRCH: killed meanwhile.
+                let _ = ptrace_value(libc::PTRACE_DETACH, tid, 0);
+            }
+            r if r == i64::from(libc::PTRACE_ATTACH) || r == i64::from(libc::PTRACE_SEIZE) => {
+                // A thread of its own process stays the tracer's: the kernel refuses it
+                // (`ptrace_attach`: `same_thread_group`, EPERM).
+                let own = self
+                    .tgid(tid)
+                    .is_some_and(|g| tgid_from_proc(pid) == Some(g));
+                if !own && self.lend(pid) {
+                    self.lent.insert(pid, tid);
+                    // Taken back at the call's exit stop if the kernel refuses it.
+                    self.returning.insert(tid, (pid, true));
+                    let _ = ptrace_value(libc::PTRACE_SYSCALL, tid, 0);
+                    return;
+                }
+                self.resume(tid, 0);
+            }
+            r if r == i64::from(libc::PTRACE_DETACH) && self.lent.get(&pid) == Some(&tid) => {
+                // Taken back at the call's exit stop, once the kernel has detached it.
+                self.returning.insert(tid, (pid, false));
+                let _ = ptrace_value(libc::PTRACE_SYSCALL, tid, 0);
+            }
+            _ => self.resume(tid, 0),
+        }
+    }
+
+    /// Detaches tracee `pid` (a thread) so that another thread can trace it; false when it is
+    /// none of the tracer's. A thread stopped already (parked, or its first stop held) is
+    /// detached there; any other is interrupted, and the stops it reports before the
+    /// interrupt's are handled as usual (a redirect or a plan it is in runs to its end).
+    fn lend(&mut self, pid: i32) -> bool {
+        let parked = self.parked.values().flatten().any(|&(t, _)| t == pid);
+        if (parked || self.early.contains(&pid)) && !self.cas_runs.contains_key(&pid) {
+            self.note_lent();
+            self.forget(pid);
+            let _ = ptrace_value(libc::PTRACE_DETACH, pid, 0);
+            return true;
+        }
+        if ptrace_value(libc::PTRACE_INTERRUPT, pid, 0).is_err() {
+            // ESRCH: not traced by this thread (or gone); the kernel answers the call.
+            return false;
+        }
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid writes the status to a local int.
+            let got = unsafe { libc::waitpid(pid, &raw mut status, libc::__WALL) };
+            if got < 0 {
+                if errno() == Errno::INTR {
+                    continue;
+                }
+                return false;
+            }
+            let busy = self.holds.contains_key(&pid)
+                || self.injects.contains_key(&pid)
+                || self.cas_runs.contains_key(&pid);
+            let event = (status >> 16) & 0xff;
+            let sig = libc::WSTOPSIG(status);
+            if libc::WIFSTOPPED(status) && !busy && self.seen.contains(&pid) {
+                // The interrupt's stop, a group-stop (it stays stopped, as Linux leaves a
+                // stopped thread that is detached) or a signal about to be delivered (it is,
+                // by the detach).
+                let deliver = match event {
+                    libc::PTRACE_EVENT_STOP => Some(0),
+                    0 if sig != libc::SIGTRAP | 0x80 && sig != libc::SIGSEGV => Some(sig),
+                    _ => None,
+                };
+                if let Some(deliver) = deliver {
+                    self.note_lent();
+                    self.forget(pid);
+                    let _ = ptrace_value(libc::PTRACE_DETACH, pid, deliver as usize);
+                    return true;
+                }
+            }
+            self.handle(pid, status);
+            if !libc::WIFSTOPPED(status) {
+                // It ended: the kernel answers the call (ESRCH).
+                return false;
+            }
+            // The handler may have taken the interrupt's stop, or the stop it handled (a
+            // syscall stop of a redirect, a plan or a compare-and-swap run) may have spent
+            // the pending interrupt: ask again (a second pending interrupt is one stop).
+            let _ = ptrace_value(libc::PTRACE_INTERRUPT, pid, 0);
+        }
+    }
+
+    /// The exit stop of `tid`'s `ptrace` call on a lent tracee: taken back if an attach
+    /// failed or a detach succeeded.
+    fn detach_done(&mut self, tid: i32) {
+        let kind = syscall_stop_kind(tid);
+        let Ok(regs) = get_regs(tid) else {
+            return;
+        };
+        if kind != Some(SYSCALL_INFO_EXIT) || regs.orig_rax != libc::SYS_ptrace as u64 {
+            // Its entry (or a signal handler's call first).
+            let _ = ptrace_value(libc::PTRACE_SYSCALL, tid, 0);
+            return;
+        }
+        if let Some((pid, attach)) = self.returning.remove(&tid)
+            && attach == (regs.rax != 0)
+        {
+            self.take_back(pid);
+        }
+        self.resume(tid, 0);
+    }
+
+    /// Seizes lent tracee `pid` again (it has no tracer now).
+    fn take_back(&mut self, pid: i32) {
+        self.lent.remove(&pid);
+        match seize(pid) {
+            Ok(()) => {
+                // Its next stop is no new thread's first.
+                self.seen.insert(pid);
+            }
+            // ESRCH: it ended meanwhile.
+            Err(Errno::SRCH) => {}
+            Err(e) => crate::own::elog!(
+                "kfd-emu: cannot trace {pid} again after its own tracer detached it ({e}): its file mmaps now fail with ENOSYS"
+            ),
+        }
+    }
+
+    /// Says once what a lent tracee lacks.
+    fn note_lent(&mut self) {
+        if !self.lent_logged {
+            self.lent_logged = true;
+            crate::own::elog!(
+                "kfd-emu: a thread is lent to the program's own tracer: until it is detached, its file mmaps fail with ENOSYS (SECCOMP_RET_TRACE with a tracer that asked for no seccomp stops), and CPU faults on memory in VRAM are not handled for it"
+            );
         }
     }
 }

@@ -85,6 +85,20 @@ impl Caller for TestCaller {
         }
     }
 
+    fn dup_fd(&self, fd: i32) -> Result<OwnedFd, Errno> {
+        // The caller's fd table is this process's.
+        if fd < 0 {
+            return Err(Errno::BADF);
+        }
+        // SAFETY: fcntl takes plain integers; it fails with EBADF when `fd` is not open.
+        let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+        if new < 0 {
+            return Err(Errno::BADF);
+        }
+        // SAFETY: `new` was just made by the fcntl above and is owned by nothing else.
+        Ok(unsafe { OwnedFd::from_raw_fd(new) })
+    }
+
     fn install_fd(&self, fd: BorrowedFd<'_>, cloexec: bool) -> Result<i32, Errno> {
         let new = if cloexec {
             rustix::io::fcntl_dupfd_cloexec(fd, 0)?
