@@ -530,11 +530,12 @@ fn vram_pressure_evicts_kfd_bos_and_the_restore_worker_brings_them_back() {
     }
     assert_eq!(emu.map(handle, &[g]).0, Ok(0));
 
-    // amdgpu's `mem_info_vram_used`: what the VRAM manager holds now.
-    let used = || -> u64 {
+    // amdgpu's `mem_info_vram_used` and `mem_info_gtt_used`: what the VRAM and GTT managers
+    // hold now.
+    let usage = |name: &str| -> u64 {
         let fd = injected(emu.model.open(
             &emu.caller,
-            "/sys/class/drm/renderD128/device/mem_info_vram_used",
+            &format!("/sys/class/drm/renderD128/device/mem_info_{name}_used"),
             libc::O_RDONLY,
             0,
         ));
@@ -542,7 +543,9 @@ fn vram_pressure_evicts_kfd_bos_and_the_restore_worker_brings_them_back() {
         std::io::Read::read_to_string(&mut std::fs::File::from(fd), &mut text).expect("read");
         text.trim().parse().expect("a number")
     };
+    let used = || usage("vram");
     assert_eq!(used(), mine);
+    let gtt = usage("gtt");
     let other = Node::open(&emu, TestCaller::other());
     let theirs = VRAM - mine + 2 * MIB;
     let gem = other
@@ -552,6 +555,11 @@ fn vram_pressure_evicts_kfd_bos_and_the_restore_worker_brings_them_back() {
     wait_records(&mut smi, pid, &mut seen, 2);
     assert_eq!(seen, ["9 2", "a"], "evicted by TTM, then restored");
     assert_eq!(used(), mine, "the BO is back, the GEM object in GTT");
+    assert_eq!(
+        usage("gtt"),
+        gtt + theirs,
+        "the evicted GEM object is in GTT"
+    );
 
     // The other's CS validates its object back into VRAM: this process goes again.
     let ib = other.create(&emu, PAGE, DOMAIN_GTT, 0).expect("IB");
@@ -561,6 +569,11 @@ fn vram_pressure_evicts_kfd_bos_and_the_restore_worker_brings_them_back() {
     assert_eq!(other.cs(&emu, ctx, list, 2, 0x40_0000, 64), Ok(1));
     wait_records(&mut smi, pid, &mut seen, 4);
     assert_eq!(seen, ["9 2", "a", "9 2", "a"]);
+    assert_eq!(
+        usage("gtt"),
+        gtt + theirs + PAGE,
+        "the GEM object evicted to GTT again, and the IB placed there"
+    );
 
     let mut back = [0u8; 8];
     emu.model

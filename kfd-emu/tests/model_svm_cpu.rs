@@ -1,0 +1,205 @@
+//! The model's side of CPU faults on SVM pages in VRAM (`model/svm/cpu.rs`, the kernel's
+//! `svm_migrate_to_ram` in `kfd_migrate.c`), driven through the backend's CPU-fault interface
+//! as `kfd-emu run`'s supervisor drives it (`cpu_faults`, `cpu_protect_plan`,
+//! `cpu_protect_done`, `cpu_hidden`, `cpu_fault`, `cpu_touch`, `address_space`), without a
+//! traced program: the `mprotect`s of each plan are checked, not run, and the test's own
+//! memory stays accessible. The `clients` tests run the same protocol under the supervisor
+//! with a real program; these pin each step's answer exactly.
+
+mod model_support;
+mod model_svm_support;
+
+use std::sync::{Arc, Mutex};
+
+use kfd_emu::backend::{AddressSpaceChange, Backend, CallerId, CpuProtect, CpuWake};
+use kfd_ioctl::SmiEvents;
+use kfd_ioctl::abi::*;
+use model_svm_support::*;
+
+const NONE: u32 = libc::PROT_NONE as u32;
+const R: u32 = libc::PROT_READ as u32;
+const RW: u32 = (libc::PROT_READ | libc::PROT_WRITE) as u32;
+
+/// The supervisor's stand-in: records whom the model wakes.
+#[derive(Default)]
+struct Waker(Mutex<Vec<i32>>);
+
+impl CpuWake for Waker {
+    fn wake(&self, tgid: i32) {
+        self.0.lock().unwrap().push(tgid);
+    }
+    fn sync(&self) {}
+}
+
+impl Waker {
+    fn take(&self) -> Vec<i32> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+fn protect(start: u64, len: u64, prot: u32) -> CpuProtect {
+    CpuProtect { start, len, prot }
+}
+
+fn smi_migrations(kfd: &kfd_ioctl::Kfd, gpu: u32) -> SmiEvents {
+    let smi = kfd.smi_events(gpu).expect("SMI_EVENTS");
+    smi.set_mask(
+        SmiEventMask::MIGRATE_START | SmiEventMask::MIGRATE_END | SmiEventMask::UNMAP_FROM_GPU,
+    )
+    .expect("mask");
+    smi
+}
+
+/// The records of `svm_migrate_to_ram` of the 2 MiB granule at `granule` (trigger
+/// PAGEFAULT_CPU, its unmap from the GPU between start and end).
+fn to_ram_records(pid: i32, g: u32, granule: u64) -> Vec<String> {
+    let p = granule / PAGE;
+    let undef = KFD_IOCTL_SVM_LOCATION_UNDEFINED;
+    vec![
+        format!("5 T -{pid} @{p:x}(200) {g:x}->0 {g:x}:{undef:x} 2"),
+        format!("b T -{pid} @{p:x}(200) {g:x} 1"),
+        format!("6 T -{pid} @{p:x}(200) {g:x}->0 2 0"),
+    ]
+}
+
+/// A 4 MiB range prefetched to the GPU (XNACK on), under a supervisor that hides VRAM pages:
+/// - the plan hides exactly the range's pages (one `PROT_NONE`), once; what is hidden keeps
+///   the protection the program gave it;
+/// - a fault outside a hidden span (before it, at its end) is not the model's; one inside
+///   migrates its granule back (`svm_migrate_to_ram`'s block) and the next plan shows just
+///   that granule again with its old protection; a fault there before the plan ran is
+///   claimed and migrates nothing, after it it is not the model's;
+/// - the program's `mprotect` over part of a hidden span wakes the supervisor, and that part
+///   takes the new protection and is hidden again by the next plan, alone;
+/// - a system call's copy into a hidden span the program made read-only moves nothing (the
+///   kernel's copy fails first, `EFAULT`); into a writable one it migrates the granule, and
+///   the plan then shows every piece again with its own protection;
+/// - a hide that failed is forgotten.
+#[test]
+fn the_cpu_fault_protocol_hides_vram_pages_and_shows_each_faulted_granule_again() {
+    let model = model("mi300x");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let waker = Arc::new(Waker::default());
+        view.cpu_faults(Some(Arc::clone(&waker) as Arc<dyn CpuWake>));
+        let (kfd, gpus) = open_all(&view);
+        let g = gpus[0];
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let mut smi = smi_migrations(&kfd, g);
+        let pid = pid();
+        let caller = CallerId {
+            tid: rustix::thread::gettid().as_raw_nonzero().get(),
+            tgid: pid,
+        };
+        let mem = Anon::new(6 * MIB);
+        let start = mem.addr.next_multiple_of(2 * MIB);
+        let second = start + 2 * MIB;
+        let end = start + 4 * MIB;
+        svm_set(&kfd, start, 4 * MIB, &[access(g), prefetch(g)]).expect("prefetch");
+        let _ = drain(&mut smi);
+
+        assert_eq!(
+            view.cpu_protect_plan(pid),
+            [protect(start, 4 * MIB, NONE)],
+            "the range's pages hidden"
+        );
+        assert_eq!(view.cpu_protect_plan(pid), [], "hidden once");
+        view.cpu_protect_done(pid, &[]);
+        assert_eq!(view.cpu_hidden(pid), [protect(start, 4 * MIB, RW)]);
+
+        // Not the model's: below the span, at its end.
+        assert!(!view.cpu_fault(caller, start - PAGE));
+        assert!(!view.cpu_fault(caller, end));
+        assert_eq!(drain(&mut smi), Vec::<String>::new());
+
+        // A fault in the first granule brings it home; the plan shows it again.
+        assert!(view.cpu_fault(caller, start + 3 * PAGE));
+        assert_eq!(drain(&mut smi), to_ram_records(pid, g, start));
+        assert_eq!(
+            view.svm_page(pid, start + 3 * PAGE).expect("page").location,
+            0
+        );
+        assert_eq!(view.svm_page(pid, second).expect("page").location, g);
+        assert_eq!(view.cpu_protect_plan(pid), [protect(start, 2 * MIB, RW)]);
+        assert_eq!(view.cpu_hidden(pid), [protect(second, 2 * MIB, RW)]);
+        // Being shown: claimed (the access goes ahead once it is), nothing migrates.
+        assert!(view.cpu_fault(caller, start + PAGE));
+        assert_eq!(drain(&mut smi), Vec::<String>::new());
+        view.cpu_protect_done(pid, &[]);
+        assert!(
+            !view.cpu_fault(caller, start + PAGE),
+            "shown: the program's fault"
+        );
+        assert_eq!(view.cpu_protect_plan(pid), []);
+
+        // The program makes four pages of the second granule read-only (a length the kernel
+        // rounds up to pages).
+        waker.take();
+        let ro = second + 4 * PAGE;
+        view.address_space(
+            caller,
+            AddressSpaceChange::Protect {
+                start: ro,
+                len: 3 * PAGE + 1,
+                prot: R,
+            },
+        );
+        assert_eq!(waker.take(), [pid], "the supervisor is woken");
+        // The mprotect's MMU notifier unmaps the pages from the GPU (`svm_range_evict`,
+        // XNACK on: trigger MMU_NOTIFY); they stay in VRAM.
+        assert_eq!(
+            drain(&mut smi),
+            [format!("b T -{pid} @{:x}(4) {g:x} 0", ro / PAGE)]
+        );
+        assert_eq!(view.svm_page(pid, ro).expect("page").location, g);
+        assert_eq!(
+            view.cpu_hidden(pid),
+            [
+                protect(second, 4 * PAGE, RW),
+                protect(ro, 4 * PAGE, R),
+                protect(ro + 4 * PAGE, 2 * MIB - 8 * PAGE, RW),
+            ]
+        );
+        assert_eq!(
+            view.cpu_protect_plan(pid),
+            [protect(ro, 4 * PAGE, NONE)],
+            "hidden again after the call, alone"
+        );
+        view.cpu_protect_done(pid, &[]);
+        assert_eq!(view.cpu_protect_plan(pid), []);
+
+        // read() into the read-only pages: the kernel's copy fails before any migration.
+        assert!(!view.cpu_touch(caller, &[(ro + PAGE, ro + 3 * PAGE)], true));
+        assert_eq!(drain(&mut smi), Vec::<String>::new());
+        // read() into the writable pages after them: the granule comes home.
+        let at = ro + 10 * PAGE;
+        assert!(view.cpu_touch(caller, &[(at + 100, at + 3 * PAGE)], true));
+        assert_eq!(drain(&mut smi), to_ram_records(pid, g, second));
+        assert_eq!(view.svm_page(pid, at).expect("page").location, 0);
+        assert_eq!(
+            view.cpu_protect_plan(pid),
+            [
+                protect(second, 4 * PAGE, RW),
+                protect(ro, 4 * PAGE, R),
+                protect(ro + 4 * PAGE, 2 * MIB - 8 * PAGE, RW),
+            ],
+            "every piece shown with its own protection"
+        );
+        view.cpu_protect_done(pid, &[]);
+        assert_eq!(view.cpu_hidden(pid), []);
+        assert!(
+            !view.cpu_touch(caller, &[(start, end)], false),
+            "nothing hidden"
+        );
+
+        // Back to VRAM; the hide fails (the program unmapped the memory meanwhile, say).
+        svm_set(&kfd, start, 4 * MIB, &[prefetch(g)]).expect("prefetch");
+        let _ = drain(&mut smi);
+        let hide = view.cpu_protect_plan(pid);
+        assert_eq!(hide, [protect(start, 4 * MIB, NONE)]);
+        view.cpu_protect_done(pid, &hide);
+        assert_eq!(view.cpu_hidden(pid), [], "a failed hide is forgotten");
+        assert!(!view.cpu_fault(caller, start));
+    })
+    .expect("attach");
+}
