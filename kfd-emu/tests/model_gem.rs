@@ -588,7 +588,8 @@ fn vram_pressure_evicts_kfd_bos_and_the_restore_worker_brings_them_back() {
 
 /// `amdgpu_ttm_bo_eviction_valuable`: a process's own GEM_CREATE never evicts its own KFD
 /// BOs (no record; the VRAM-only object that does not fit goes to GTT, the ioctl's retry with
-/// VRAM | GTT, which GET_GEM_CREATE_INFO then reports); a KFD ALLOC that needs the room of
+/// VRAM | GTT, which GET_GEM_CREATE_INFO then reports; another process's object in GTT makes
+/// no room in VRAM); a KFD ALLOC that needs the room of
 /// another process's GEM object evicts that object, which carries no KFD fence (no record).
 #[test]
 fn a_process_never_evicts_its_own_kfd_bos() {
@@ -621,6 +622,12 @@ fn a_process_never_evicts_its_own_kfd_bos() {
     let mine = (room / 2) & !(2 * MIB - 1);
     emu.alloc(g, va(3), mine, model_support::VRAM_RW)
         .expect("alloc");
+    // Another process's object in GTT, made before: not in the VRAM manager's LRU, so no
+    // room to make.
+    let other = Node::open(&emu, TestCaller::other());
+    other
+        .create(&emu, VRAM / 2, DOMAIN_GTT, 0)
+        .expect("a GTT object");
     let node = Node::open(&emu, emu.caller);
     let gem = node
         .create(&emu, VRAM - mine + 2 * MIB, DOMAIN_VRAM, 0)
@@ -637,7 +644,6 @@ fn a_process_never_evicts_its_own_kfd_bos() {
     );
 
     // Another process's object fills what is left; this process's ALLOC takes it back.
-    let other = Node::open(&emu, TestCaller::other());
     other
         .create(&emu, VRAM - mine, DOMAIN_VRAM, 0)
         .expect("the other's object fits");
@@ -647,6 +653,67 @@ fn a_process_never_evicts_its_own_kfd_bos() {
         records(&mut smi, pid),
         Vec::<String>::new(),
         "this process was never evicted"
+    );
+}
+
+/// TTM evicts from the head of the VRAM manager's LRU (`ttm_mem_evict_first`), and a CS
+/// validation moves each object of its BO list to the tail (`ttm_bo_move_to_lru_tail`): with
+/// another process's GEM object made first, then this process's KFD BO, then the object
+/// validated by the other's CS, the other's next object that needs the room of one of them
+/// evicts the KFD BO (this process is evicted, `QUEUE_EVICTION` with trigger TTM), not the
+/// older GEM object; the restore worker then takes the GEM object's room (the head now) to
+/// bring the BO back (`QUEUE_RESTORE`).
+#[test]
+fn ttm_evicts_the_object_validated_longest_ago() {
+    let machine = Machine::preset("mi300x")
+        .expect("preset")
+        .with_vram(VRAM)
+        .expect("with_vram");
+    let mut emu = Emu::new(ModelConfig {
+        machine,
+        ..ModelConfig::default()
+    });
+    emu.acquire_all();
+    let g = emu.gpu();
+    let pid = emu.caller.tgid;
+    let mut smi_args = kfd_ioctl_smi_events_args {
+        gpuid: g,
+        anon_fd: 0,
+    };
+    emu.ioctl(AMDKFD_IOC_SMI_EVENTS, &mut smi_args)
+        .expect("SMI_EVENTS");
+    let mut smi = SmiEvents::from_fd(own_fd(smi_args.anon_fd), g);
+    let mask = (SmiEventMask::QUEUE_EVICTION | SmiEventMask::QUEUE_RESTORE).bits();
+    let addr = &raw const mask as u64;
+    let written = emu
+        .model
+        .write(&emu.caller, smi.as_fd(), &|| Ok(WriteCall::Write(addr, 8)));
+    assert_eq!(written, Some(Ok(8)));
+
+    let other = Node::open(&emu, TestCaller::other());
+    let older = other
+        .create(&emu, 8 * MIB, DOMAIN_VRAM, 0)
+        .expect("GEM_CREATE");
+    let (handle, _) = emu
+        .alloc(g, va(2), 8 * MIB, model_support::VRAM_RW)
+        .expect("alloc");
+    assert_eq!(emu.map(handle, &[g]).0, Ok(0));
+    let ib = other.create(&emu, PAGE, DOMAIN_GTT, 0).expect("IB");
+    other.va(&emu, ib, 1, 0x40_0000, PAGE).expect("GEM_VA");
+    let ctx = other.ctx_alloc(&emu);
+    let list = other.bo_list(&emu, &[ib, older]).expect("BO_LIST");
+    assert_eq!(other.cs(&emu, ctx, list, 2, 0x40_0000, 64), Ok(1));
+    assert_eq!(records(&mut smi, pid), Vec::<String>::new());
+
+    other
+        .create(&emu, VRAM - 16 * MIB + 2 * MIB, DOMAIN_VRAM, 0)
+        .expect("GEM_CREATE evicts one object");
+    let mut seen = Vec::new();
+    wait_records(&mut smi, pid, &mut seen, 2);
+    assert_eq!(
+        seen,
+        ["9 2", "a"],
+        "the KFD BO evicted (validated longest ago), then restored"
     );
 }
 

@@ -62,18 +62,26 @@ fn to_ram_records(pid: i32, g: u32, granule: u64) -> Vec<String> {
     ]
 }
 
-/// A 4 MiB range prefetched to the GPU (XNACK on), under a supervisor that hides VRAM pages:
-/// - the plan hides exactly the range's pages (one `PROT_NONE`), once; what is hidden keeps
-///   the protection the program gave it;
+/// Two 2 MiB ranges, one after the other, prefetched to the GPU (XNACK on), under a
+/// supervisor that hides VRAM pages:
+/// - the plan hides exactly the ranges' pages (one `PROT_NONE` for both), once; what is
+///   hidden keeps the protection the program gave it;
 /// - a fault outside a hidden span (before it, at its end) is not the model's; one inside
 ///   migrates its granule back (`svm_migrate_to_ram`'s block) and the next plan shows just
-///   that granule again with its old protection; a fault there before the plan ran is
-///   claimed and migrates nothing, after it it is not the model's;
+///   that granule again, each piece with its protection (also a piece the program's
+///   `mprotect` changed just before, whose hiding again had not run yet); a fault there
+///   before the plan ran is claimed and migrates nothing, after it it is not the model's;
 /// - the program's `mprotect` over part of a hidden span wakes the supervisor, and that part
 ///   takes the new protection and is hidden again by the next plan, alone;
 /// - a system call's copy into a hidden span the program made read-only moves nothing (the
 ///   kernel's copy fails first, `EFAULT`); into a writable one it migrates the granule, and
 ///   the plan then shows every piece again with its own protection;
+/// - memory the program made executable is hidden with that protection, memory it made
+///   inaccessible itself is not hidden; ranges hidden after it hide just their own pages;
+/// - a system call's copy faults home the blocks of just the pages it touches: of a span
+///   hidden over two granules, the second, from a copy that starts where it begins (and
+///   then just the end is shown again); the first, from a copy that ends where the second
+///   begins;
 /// - a hide that failed is forgotten.
 #[test]
 fn the_cpu_fault_protocol_hides_vram_pages_and_shows_each_faulted_granule_again() {
@@ -92,16 +100,32 @@ fn the_cpu_fault_protocol_hides_vram_pages_and_shows_each_faulted_granule_again(
             tgid: pid,
         };
         let mem = Anon::new(6 * MIB);
-        let start = mem.addr.next_multiple_of(2 * MIB);
+        let start = mem.addr;
         let second = start + 2 * MIB;
         let end = start + 4 * MIB;
-        svm_set(&kfd, start, 4 * MIB, &[access(g), prefetch(g)]).expect("prefetch");
+        let after = start + 5 * MIB;
+        let half = MIB / 2;
+        for (at, len, prot) in [
+            (
+                after,
+                half,
+                libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
+            ),
+            (after + half, half, libc::PROT_NONE),
+        ] {
+            // SAFETY: the test's own mapping; nothing holds a reference into it.
+            let r = unsafe { libc::mprotect(at as *mut libc::c_void, len as usize, prot) };
+            assert_eq!(r, 0);
+        }
+        for at in [start, second] {
+            svm_set(&kfd, at, 2 * MIB, &[access(g), prefetch(g)]).expect("prefetch");
+        }
         let _ = drain(&mut smi);
 
         assert_eq!(
             view.cpu_protect_plan(pid),
             [protect(start, 4 * MIB, NONE)],
-            "the range's pages hidden"
+            "the ranges' pages hidden, in one piece"
         );
         assert_eq!(view.cpu_protect_plan(pid), [], "hidden once");
         view.cpu_protect_done(pid, &[]);
@@ -112,34 +136,14 @@ fn the_cpu_fault_protocol_hides_vram_pages_and_shows_each_faulted_granule_again(
         assert!(!view.cpu_fault(caller, end));
         assert_eq!(drain(&mut smi), Vec::<String>::new());
 
-        // A fault in the first granule brings it home; the plan shows it again.
-        assert!(view.cpu_fault(caller, start + 3 * PAGE));
-        assert_eq!(drain(&mut smi), to_ram_records(pid, g, start));
-        assert_eq!(
-            view.svm_page(pid, start + 3 * PAGE).expect("page").location,
-            0
-        );
-        assert_eq!(view.svm_page(pid, second).expect("page").location, g);
-        assert_eq!(view.cpu_protect_plan(pid), [protect(start, 2 * MIB, RW)]);
-        assert_eq!(view.cpu_hidden(pid), [protect(second, 2 * MIB, RW)]);
-        // Being shown: claimed (the access goes ahead once it is), nothing migrates.
-        assert!(view.cpu_fault(caller, start + PAGE));
-        assert_eq!(drain(&mut smi), Vec::<String>::new());
-        view.cpu_protect_done(pid, &[]);
-        assert!(
-            !view.cpu_fault(caller, start + PAGE),
-            "shown: the program's fault"
-        );
-        assert_eq!(view.cpu_protect_plan(pid), []);
-
-        // The program makes four pages of the second granule read-only (a length the kernel
-        // rounds up to pages).
+        // The program makes the second granule's first four pages read-only (a length the
+        // kernel rounds up to pages); before the plan that hides them again runs, a fault in
+        // the second granule brings it home; the plan shows it again.
         waker.take();
-        let ro = second + 4 * PAGE;
         view.address_space(
             caller,
             AddressSpaceChange::Protect {
-                start: ro,
+                start: second,
                 len: 3 * PAGE + 1,
                 prot: R,
             },
@@ -149,17 +153,61 @@ fn the_cpu_fault_protocol_hides_vram_pages_and_shows_each_faulted_granule_again(
         // XNACK on: trigger MMU_NOTIFY); they stay in VRAM.
         assert_eq!(
             drain(&mut smi),
-            [format!("b T -{pid} @{:x}(4) {g:x} 0", ro / PAGE)]
+            [format!("b T -{pid} @{:x}(4) {g:x} 0", second / PAGE)]
         );
-        assert_eq!(view.svm_page(pid, ro).expect("page").location, g);
         assert_eq!(
             view.cpu_hidden(pid),
             [
-                protect(second, 4 * PAGE, RW),
-                protect(ro, 4 * PAGE, R),
-                protect(ro + 4 * PAGE, 2 * MIB - 8 * PAGE, RW),
+                protect(start, 2 * MIB, RW),
+                protect(second, 4 * PAGE, R),
+                protect(second + 4 * PAGE, 2 * MIB - 4 * PAGE, RW),
             ]
         );
+        assert!(view.cpu_fault(caller, second + 10 * PAGE));
+        assert_eq!(drain(&mut smi), to_ram_records(pid, g, second));
+        assert_eq!(view.svm_page(pid, second).expect("page").location, 0);
+        assert_eq!(view.svm_page(pid, start).expect("page").location, g);
+        assert_eq!(
+            view.cpu_protect_plan(pid),
+            [
+                protect(second, 4 * PAGE, R),
+                protect(second + 4 * PAGE, 2 * MIB - 4 * PAGE, RW),
+            ]
+        );
+        assert_eq!(view.cpu_hidden(pid), [protect(start, 2 * MIB, RW)]);
+        // Being shown: claimed (the access goes ahead once it is), nothing migrates.
+        assert!(view.cpu_fault(caller, second + PAGE));
+        assert_eq!(drain(&mut smi), Vec::<String>::new());
+        view.cpu_protect_done(pid, &[]);
+        assert!(
+            !view.cpu_fault(caller, second + PAGE),
+            "shown: the program's fault"
+        );
+        assert_eq!(view.cpu_protect_plan(pid), []);
+
+        // The program makes four pages of the first granule read-only: hidden again after
+        // the call, alone.
+        let ro = start + 4 * PAGE;
+        view.address_space(
+            caller,
+            AddressSpaceChange::Protect {
+                start: ro,
+                len: 4 * PAGE,
+                prot: R,
+            },
+        );
+        assert_eq!(waker.take(), [pid]);
+        assert_eq!(
+            drain(&mut smi),
+            [format!("b T -{pid} @{:x}(4) {g:x} 0", ro / PAGE)]
+        );
+        assert_eq!(view.svm_page(pid, ro).expect("page").location, g);
+        let pieces = [
+            protect(start, 4 * PAGE, RW),
+            protect(ro, 4 * PAGE, R),
+            protect(ro + 4 * PAGE, 2 * MIB - 8 * PAGE, RW),
+        ];
+        assert_eq!(view.cpu_hidden(pid), pieces);
         assert_eq!(
             view.cpu_protect_plan(pid),
             [protect(ro, 4 * PAGE, NONE)],
@@ -174,15 +222,11 @@ fn the_cpu_fault_protocol_hides_vram_pages_and_shows_each_faulted_granule_again(
         // read() into the writable pages after them: the granule comes home.
         let at = ro + 10 * PAGE;
         assert!(view.cpu_touch(caller, &[(at + 100, at + 3 * PAGE)], true));
-        assert_eq!(drain(&mut smi), to_ram_records(pid, g, second));
+        assert_eq!(drain(&mut smi), to_ram_records(pid, g, start));
         assert_eq!(view.svm_page(pid, at).expect("page").location, 0);
         assert_eq!(
             view.cpu_protect_plan(pid),
-            [
-                protect(second, 4 * PAGE, RW),
-                protect(ro, 4 * PAGE, R),
-                protect(ro + 4 * PAGE, 2 * MIB - 8 * PAGE, RW),
-            ],
+            pieces,
             "every piece shown with its own protection"
         );
         view.cpu_protect_done(pid, &[]);
@@ -192,14 +236,65 @@ fn the_cpu_fault_protocol_hides_vram_pages_and_shows_each_faulted_granule_again(
             "nothing hidden"
         );
 
+        // The MiB after a gap goes to VRAM: its executable half is hidden with that
+        // protection, its inaccessible half not at all. Then the two ranges go back: just
+        // their pages are hidden, not the gap up to it.
+        svm_set(&kfd, after, MIB, &[access(g), prefetch(g)]).expect("prefetch");
+        assert_eq!(view.cpu_protect_plan(pid), [protect(after, half, NONE)]);
+        view.cpu_protect_done(pid, &[]);
+        let rwx = RW | libc::PROT_EXEC as u32;
+        assert_eq!(view.cpu_hidden(pid), [protect(after, half, rwx)]);
+        for at in [start, second] {
+            svm_set(&kfd, at, 2 * MIB, &[prefetch(g)]).expect("prefetch");
+        }
+        let _ = drain(&mut smi);
+        assert_eq!(view.cpu_protect_plan(pid), [protect(start, 4 * MIB, NONE)]);
+        view.cpu_protect_done(pid, &[]);
+        assert_eq!(
+            view.cpu_hidden(pid),
+            [protect(start, 4 * MIB, RW), protect(after, half, rwx)]
+        );
+
+        // write() from the second granule's first pages (the first granule, just before
+        // them, in VRAM too): just the second comes home, and of the span hidden over both
+        // granules just it is shown again.
+        assert!(view.cpu_touch(caller, &[(second, second + 12 * PAGE)], false));
+        assert_eq!(drain(&mut smi), to_ram_records(pid, g, second));
+        assert_eq!(view.cpu_protect_plan(pid), [protect(second, 2 * MIB, RW)]);
+        assert_eq!(
+            view.cpu_hidden(pid),
+            [protect(start, 2 * MIB, RW), protect(after, half, rwx)]
+        );
+        view.cpu_protect_done(pid, &[]);
+
+        // The second range back in VRAM: a copy from the first granule's last two pages,
+        // which end where the second's begin, brings just the first granule home.
+        svm_set(&kfd, second, 2 * MIB, &[prefetch(g)]).expect("prefetch");
+        let _ = drain(&mut smi);
+        assert_eq!(view.cpu_protect_plan(pid), [protect(second, 2 * MIB, NONE)]);
+        view.cpu_protect_done(pid, &[]);
+        assert!(view.cpu_touch(caller, &[(second - 2 * PAGE, second)], false));
+        assert_eq!(drain(&mut smi), to_ram_records(pid, g, start));
+        assert_eq!(view.cpu_protect_plan(pid), [protect(start, 2 * MIB, RW)]);
+        view.cpu_protect_done(pid, &[]);
+        assert_eq!(
+            view.cpu_hidden(pid),
+            [protect(second, 2 * MIB, RW), protect(after, half, rwx)]
+        );
+
         // Back to VRAM; the hide fails (the program unmapped the memory meanwhile, say).
-        svm_set(&kfd, start, 4 * MIB, &[prefetch(g)]).expect("prefetch");
+        svm_set(&kfd, start, 2 * MIB, &[prefetch(g)]).expect("prefetch");
         let _ = drain(&mut smi);
         let hide = view.cpu_protect_plan(pid);
-        assert_eq!(hide, [protect(start, 4 * MIB, NONE)]);
+        assert_eq!(hide, [protect(start, 2 * MIB, NONE)]);
         view.cpu_protect_done(pid, &hide);
-        assert_eq!(view.cpu_hidden(pid), [], "a failed hide is forgotten");
+        assert_eq!(
+            view.cpu_hidden(pid),
+            [protect(second, 2 * MIB, RW), protect(after, half, rwx)],
+            "a failed hide is forgotten"
+        );
         assert!(!view.cpu_fault(caller, start));
+        assert!(view.cpu_fault(caller, after));
     })
     .expect("attach");
 }
