@@ -662,7 +662,8 @@ fn a_process_never_evicts_its_own_kfd_bos() {
 /// validated by the other's CS, the other's next object that needs the room of one of them
 /// evicts the KFD BO (this process is evicted, `QUEUE_EVICTION` with trigger TTM), not the
 /// older GEM object; the restore worker then takes the GEM object's room (the head now) to
-/// bring the BO back (`QUEUE_RESTORE`).
+/// bring the BO back (`QUEUE_RESTORE`). Each eviction makes exactly the room asked for
+/// (`ttm_bo_mem_space` places the object as soon as it fits).
 #[test]
 fn ttm_evicts_the_object_validated_longest_ago() {
     let machine = Machine::preset("mi300x")
@@ -705,8 +706,9 @@ fn ttm_evicts_the_object_validated_longest_ago() {
     assert_eq!(other.cs(&emu, ctx, list, 2, 0x40_0000, 64), Ok(1));
     assert_eq!(records(&mut smi, pid), Vec::<String>::new());
 
+    // Exactly the room of one of them: VRAM - 16 MiB free, and 8 MiB more.
     other
-        .create(&emu, VRAM - 16 * MIB + 2 * MIB, DOMAIN_VRAM, 0)
+        .create(&emu, VRAM - 8 * MIB, DOMAIN_VRAM, 0)
         .expect("GEM_CREATE evicts one object");
     let mut seen = Vec::new();
     wait_records(&mut smi, pid, &mut seen, 2);

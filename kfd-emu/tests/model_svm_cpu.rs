@@ -72,7 +72,8 @@ fn to_ram_records(pid: i32, g: u32, granule: u64) -> Vec<String> {
 ///   `mprotect` changed just before, whose hiding again had not run yet); a fault there
 ///   before the plan ran is claimed and migrates nothing, after it it is not the model's;
 /// - the program's `mprotect` over part of a hidden span wakes the supervisor, and that part
-///   takes the new protection and is hidden again by the next plan, alone;
+///   takes the new protection and is hidden again by the next plan, alone; one between
+///   hidden spans, touching both, changes nothing;
 /// - a system call's copy into a hidden span the program made read-only moves nothing (the
 ///   kernel's copy fails first, `EFAULT`); into a writable one it migrates the granule, and
 ///   the plan then shows every piece again with its own protection;
@@ -254,6 +255,23 @@ fn the_cpu_fault_protocol_hides_vram_pages_and_shows_each_faulted_granule_again(
             view.cpu_hidden(pid),
             [protect(start, 4 * MIB, RW), protect(after, half, rwx)]
         );
+        // An mprotect of the gap between them (ending where one begins, beginning where the
+        // other ends) changes nothing hidden and wakes no one.
+        waker.take();
+        view.address_space(
+            caller,
+            AddressSpaceChange::Protect {
+                start: end,
+                len: after - end,
+                prot: R,
+            },
+        );
+        assert_eq!(waker.take(), []);
+        assert_eq!(
+            view.cpu_hidden(pid),
+            [protect(start, 4 * MIB, RW), protect(after, half, rwx)]
+        );
+        assert_eq!(view.cpu_protect_plan(pid), []);
 
         // write() from the second granule's first pages (the first granule, just before
         // them, in VRAM too): just the second comes home, and of the span hidden over both
@@ -295,6 +313,51 @@ fn the_cpu_fault_protocol_hides_vram_pages_and_shows_each_faulted_granule_again(
         );
         assert!(!view.cpu_fault(caller, start));
         assert!(view.cpu_fault(caller, after));
+    })
+    .expect("attach");
+}
+
+/// A system call's copy from pages of one 4 MiB range the GPU holds (two 2 MiB granules),
+/// hidden: only the blocks of the pages it touches come home (`svm_migrate_to_ram` at each
+/// first touch of a device-private page), from the second granule's middle just the second,
+/// from the first's middle just the first; the other granule stays in VRAM and hidden.
+#[test]
+fn a_copy_faults_home_just_the_granules_it_touches() {
+    let model = model("mi300x");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let waker = Arc::new(Waker::default());
+        view.cpu_faults(Some(Arc::clone(&waker) as Arc<dyn CpuWake>));
+        let (kfd, gpus) = open_all(&view);
+        let g = gpus[0];
+        kfd.set_xnack_mode(true).expect("XNACK on");
+        let mut smi = smi_migrations(&kfd, g);
+        let pid = pid();
+        let caller = CallerId {
+            tid: rustix::thread::gettid().as_raw_nonzero().get(),
+            tgid: pid,
+        };
+        let mem = Anon::new(4 * MIB);
+        let (start, second) = (mem.addr, mem.addr + 2 * MIB);
+        for (touched, home, other) in [(second, second, start), (start, start, second)] {
+            svm_set(&kfd, start, 4 * MIB, &[access(g), prefetch(g)]).expect("prefetch");
+            let _ = drain(&mut smi);
+            let _ = view.cpu_protect_plan(pid);
+            view.cpu_protect_done(pid, &[]);
+            assert_eq!(view.cpu_hidden(pid), [protect(start, 4 * MIB, RW)]);
+            let at = touched + 8 * PAGE;
+            assert!(view.cpu_touch(caller, &[(at, at + 4 * PAGE)], false));
+            assert_eq!(drain(&mut smi), to_ram_records(pid, g, home));
+            assert_eq!(view.svm_page(pid, other).expect("page").location, g);
+            assert_eq!(view.cpu_protect_plan(pid), [protect(home, 2 * MIB, RW)]);
+            view.cpu_protect_done(pid, &[]);
+            assert_eq!(view.cpu_hidden(pid), [protect(other, 2 * MIB, RW)]);
+            // The other granule home too, for the next round.
+            assert!(view.cpu_fault(caller, other));
+            let _ = drain(&mut smi);
+            let _ = view.cpu_protect_plan(pid);
+            view.cpu_protect_done(pid, &[]);
+        }
     })
     .expect("attach");
 }
