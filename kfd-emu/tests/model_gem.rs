@@ -662,8 +662,10 @@ fn a_process_never_evicts_its_own_kfd_bos() {
 /// validated by the other's CS, the other's next object that needs the room of one of them
 /// evicts the KFD BO (this process is evicted, `QUEUE_EVICTION` with trigger TTM), not the
 /// older GEM object; the restore worker then takes the GEM object's room (the head now) to
-/// bring the BO back (`QUEUE_RESTORE`). Each eviction makes exactly the room asked for
-/// (`ttm_bo_mem_space` places the object as soon as it fits).
+/// bring the BO back (`QUEUE_RESTORE`), and only it (the process's other BO, still in VRAM,
+/// needs no room).
+/// Each eviction makes exactly the room asked for (`ttm_bo_mem_space` places the object as
+/// soon as it fits).
 #[test]
 fn ttm_evicts_the_object_validated_longest_ago() {
     let machine = Machine::preset("mi300x")
@@ -704,11 +706,14 @@ fn ttm_evicts_the_object_validated_longest_ago() {
     let ctx = other.ctx_alloc(&emu);
     let list = other.bo_list(&emu, &[ib, older]).expect("BO_LIST");
     assert_eq!(other.cs(&emu, ctx, list, 2, 0x40_0000, 64), Ok(1));
+    // And a second KFD BO of this process, at the LRU's tail: it stays in VRAM throughout.
+    emu.alloc(g, va(3), 4 * MIB, model_support::VRAM_RW)
+        .expect("alloc");
     assert_eq!(records(&mut smi, pid), Vec::<String>::new());
 
-    // Exactly the room of one of them: VRAM - 16 MiB free, and 8 MiB more.
+    // Exactly the room of one of them: VRAM - 20 MiB free, and 8 MiB more.
     other
-        .create(&emu, VRAM - 8 * MIB, DOMAIN_VRAM, 0)
+        .create(&emu, VRAM - 12 * MIB, DOMAIN_VRAM, 0)
         .expect("GEM_CREATE evicts one object");
     let mut seen = Vec::new();
     wait_records(&mut smi, pid, &mut seen, 2);
@@ -717,6 +722,17 @@ fn ttm_evicts_the_object_validated_longest_ago() {
         ["9 2", "a"],
         "the KFD BO evicted (validated longest ago), then restored"
     );
+    // The BOs and the new object fill the VRAM: only the older object made room (the
+    // restore validates the evicted BO, not the one still in VRAM).
+    let fd = injected(emu.model.open(
+        &emu.caller,
+        "/sys/class/drm/renderD128/device/mem_info_vram_used",
+        libc::O_RDONLY,
+        0,
+    ));
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::fs::File::from(fd), &mut text).expect("read");
+    assert_eq!(text.trim().parse::<u64>(), Ok(VRAM));
 }
 
 /// `kfd_process_evict_queues` stops the process's queues until its restore worker resumes
