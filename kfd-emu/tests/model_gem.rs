@@ -735,6 +735,61 @@ fn ttm_evicts_the_object_validated_longest_ago() {
     assert_eq!(text.trim().parse::<u64>(), Ok(VRAM));
 }
 
+/// A restore worker belongs to the process it was scheduled for (`restore_process_worker`
+/// works on its `kfd_process`, whose teardown cancels it): when the evicted process exits
+/// before it runs and a new process with the same pid opens `/dev/kfd`, the worker restores
+/// nothing (no `QUEUE_RESTORE` for the new process, which was never evicted).
+#[test]
+fn a_restore_worker_leaves_a_new_process_with_the_same_pid_alone() {
+    let machine = Machine::preset("mi300x")
+        .expect("preset")
+        .with_vram(VRAM)
+        .expect("with_vram");
+    let mut emu = Emu::new(ModelConfig {
+        machine,
+        ..ModelConfig::default()
+    });
+    emu.acquire_all();
+    let g = emu.gpu();
+    let pid = emu.caller.tgid;
+    let smi_of = |emu: &Emu| {
+        let mut smi_args = kfd_ioctl_smi_events_args {
+            gpuid: g,
+            anon_fd: 0,
+        };
+        emu.ioctl(AMDKFD_IOC_SMI_EVENTS, &mut smi_args)
+            .expect("SMI_EVENTS");
+        let smi = SmiEvents::from_fd(own_fd(smi_args.anon_fd), g);
+        let mask = (SmiEventMask::QUEUE_EVICTION | SmiEventMask::QUEUE_RESTORE).bits();
+        let addr = &raw const mask as u64;
+        let written = emu
+            .model
+            .write(&emu.caller, smi.as_fd(), &|| Ok(WriteCall::Write(addr, 8)));
+        assert_eq!(written, Some(Ok(8)));
+        smi
+    };
+    let mut smi = smi_of(&emu);
+    let mine = (emu.available(g) / 2) & !(2 * MIB - 1);
+    emu.alloc(g, va(2), mine, model_support::VRAM_RW)
+        .expect("alloc");
+    let other = Node::open(&emu, TestCaller::other());
+    other
+        .create(&emu, VRAM - mine + 2 * MIB, DOMAIN_VRAM, 0)
+        .expect("GEM_CREATE");
+    // Evicted now (the eviction is part of the GEM_CREATE); the worker runs 100 ms later.
+    assert_eq!(records(&mut smi, pid), ["9 2"]);
+    drop(smi);
+    emu.model.process_exited(pid);
+    emu.kfd = injected(
+        emu.model
+            .open(&emu.caller, "/dev/kfd", libc::O_RDWR | libc::O_CLOEXEC, 0),
+    );
+    let mut smi = smi_of(&emu);
+    // Past the old worker's time (PROCESS_RESTORE_TIME, 100 ms), with room to spare.
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(records(&mut smi, pid), Vec::<String>::new());
+}
+
 /// `kfd_process_evict_queues` stops the process's queues until its restore worker resumes
 /// them (`restore_process_queues_cpsch`): an SDMA fence submitted after the eviction is
 /// written only once the `QUEUE_RESTORE` record was emitted (the worker emits it before it
