@@ -37,10 +37,12 @@ impl Waker {
     }
 }
 
+/// One `mprotect` of a plan, or one hidden span with the protection it is to get back.
 fn protect(start: u64, len: u64, prot: u32) -> CpuProtect {
     CpuProtect { start, len, prot }
 }
 
+/// The migration and GPU-unmap records of GPU `gpu`.
 fn smi_migrations(kfd: &kfd_ioctl::Kfd, gpu: u32) -> SmiEvents {
     let smi = kfd.smi_events(gpu).expect("SMI_EVENTS");
     smi.set_mask(
