@@ -530,11 +530,12 @@ fn vram_pressure_evicts_kfd_bos_and_the_restore_worker_brings_them_back() {
     }
     assert_eq!(emu.map(handle, &[g]).0, Ok(0));
 
-    // amdgpu's `mem_info_vram_used`: what the VRAM manager holds now.
-    let used = || -> u64 {
+    // amdgpu's `mem_info_vram_used` and `mem_info_gtt_used`: what the VRAM and GTT managers
+    // hold now.
+    let usage = |name: &str| -> u64 {
         let fd = injected(emu.model.open(
             &emu.caller,
-            "/sys/class/drm/renderD128/device/mem_info_vram_used",
+            &format!("/sys/class/drm/renderD128/device/mem_info_{name}_used"),
             libc::O_RDONLY,
             0,
         ));
@@ -542,7 +543,9 @@ fn vram_pressure_evicts_kfd_bos_and_the_restore_worker_brings_them_back() {
         std::io::Read::read_to_string(&mut std::fs::File::from(fd), &mut text).expect("read");
         text.trim().parse().expect("a number")
     };
+    let used = || usage("vram");
     assert_eq!(used(), mine);
+    let gtt = usage("gtt");
     let other = Node::open(&emu, TestCaller::other());
     let theirs = VRAM - mine + 2 * MIB;
     let gem = other
@@ -552,6 +555,11 @@ fn vram_pressure_evicts_kfd_bos_and_the_restore_worker_brings_them_back() {
     wait_records(&mut smi, pid, &mut seen, 2);
     assert_eq!(seen, ["9 2", "a"], "evicted by TTM, then restored");
     assert_eq!(used(), mine, "the BO is back, the GEM object in GTT");
+    assert_eq!(
+        usage("gtt"),
+        gtt + theirs,
+        "the evicted GEM object is in GTT"
+    );
 
     // The other's CS validates its object back into VRAM: this process goes again.
     let ib = other.create(&emu, PAGE, DOMAIN_GTT, 0).expect("IB");
@@ -561,6 +569,11 @@ fn vram_pressure_evicts_kfd_bos_and_the_restore_worker_brings_them_back() {
     assert_eq!(other.cs(&emu, ctx, list, 2, 0x40_0000, 64), Ok(1));
     wait_records(&mut smi, pid, &mut seen, 4);
     assert_eq!(seen, ["9 2", "a", "9 2", "a"]);
+    assert_eq!(
+        usage("gtt"),
+        gtt + theirs + PAGE,
+        "the GEM object evicted to GTT again, and the IB placed there"
+    );
 
     let mut back = [0u8; 8];
     emu.model
@@ -575,7 +588,8 @@ fn vram_pressure_evicts_kfd_bos_and_the_restore_worker_brings_them_back() {
 
 /// `amdgpu_ttm_bo_eviction_valuable`: a process's own GEM_CREATE never evicts its own KFD
 /// BOs (no record; the VRAM-only object that does not fit goes to GTT, the ioctl's retry with
-/// VRAM | GTT, which GET_GEM_CREATE_INFO then reports); a KFD ALLOC that needs the room of
+/// VRAM | GTT, which GET_GEM_CREATE_INFO then reports; another process's object in GTT makes
+/// no room in VRAM); a KFD ALLOC that needs the room of
 /// another process's GEM object evicts that object, which carries no KFD fence (no record).
 #[test]
 fn a_process_never_evicts_its_own_kfd_bos() {
@@ -608,6 +622,12 @@ fn a_process_never_evicts_its_own_kfd_bos() {
     let mine = (room / 2) & !(2 * MIB - 1);
     emu.alloc(g, va(3), mine, model_support::VRAM_RW)
         .expect("alloc");
+    // Another process's object in GTT, made before: not in the VRAM manager's LRU, so no
+    // room to make.
+    let other = Node::open(&emu, TestCaller::other());
+    other
+        .create(&emu, VRAM / 2, DOMAIN_GTT, 0)
+        .expect("a GTT object");
     let node = Node::open(&emu, emu.caller);
     let gem = node
         .create(&emu, VRAM - mine + 2 * MIB, DOMAIN_VRAM, 0)
@@ -624,7 +644,6 @@ fn a_process_never_evicts_its_own_kfd_bos() {
     );
 
     // Another process's object fills what is left; this process's ALLOC takes it back.
-    let other = Node::open(&emu, TestCaller::other());
     other
         .create(&emu, VRAM - mine, DOMAIN_VRAM, 0)
         .expect("the other's object fits");
@@ -635,6 +654,140 @@ fn a_process_never_evicts_its_own_kfd_bos() {
         Vec::<String>::new(),
         "this process was never evicted"
     );
+}
+
+/// TTM evicts from the head of the VRAM manager's LRU (`ttm_mem_evict_first`), and a CS
+/// validation moves each object of its BO list to the tail (`ttm_bo_move_to_lru_tail`): with
+/// another process's GEM object made first, then this process's KFD BO, then the object
+/// validated by the other's CS, the other's next object that needs the room of one of them
+/// evicts the KFD BO (this process is evicted, `QUEUE_EVICTION` with trigger TTM), not the
+/// older GEM object; the restore worker then takes the GEM object's room (the head now) to
+/// bring the BO back (`QUEUE_RESTORE`), and only it (the process's other BO, still in VRAM,
+/// needs no room).
+/// Each eviction makes exactly the room asked for (`ttm_bo_mem_space` places the object as
+/// soon as it fits).
+#[test]
+fn ttm_evicts_the_object_validated_longest_ago() {
+    let machine = Machine::preset("mi300x")
+        .expect("preset")
+        .with_vram(VRAM)
+        .expect("with_vram");
+    let mut emu = Emu::new(ModelConfig {
+        machine,
+        ..ModelConfig::default()
+    });
+    emu.acquire_all();
+    let g = emu.gpu();
+    let pid = emu.caller.tgid;
+    let mut smi_args = kfd_ioctl_smi_events_args {
+        gpuid: g,
+        anon_fd: 0,
+    };
+    emu.ioctl(AMDKFD_IOC_SMI_EVENTS, &mut smi_args)
+        .expect("SMI_EVENTS");
+    let mut smi = SmiEvents::from_fd(own_fd(smi_args.anon_fd), g);
+    let mask = (SmiEventMask::QUEUE_EVICTION | SmiEventMask::QUEUE_RESTORE).bits();
+    let addr = &raw const mask as u64;
+    let written = emu
+        .model
+        .write(&emu.caller, smi.as_fd(), &|| Ok(WriteCall::Write(addr, 8)));
+    assert_eq!(written, Some(Ok(8)));
+
+    let other = Node::open(&emu, TestCaller::other());
+    let older = other
+        .create(&emu, 8 * MIB, DOMAIN_VRAM, 0)
+        .expect("GEM_CREATE");
+    let (handle, _) = emu
+        .alloc(g, va(2), 8 * MIB, model_support::VRAM_RW)
+        .expect("alloc");
+    assert_eq!(emu.map(handle, &[g]).0, Ok(0));
+    let ib = other.create(&emu, PAGE, DOMAIN_GTT, 0).expect("IB");
+    other.va(&emu, ib, 1, 0x40_0000, PAGE).expect("GEM_VA");
+    let ctx = other.ctx_alloc(&emu);
+    let list = other.bo_list(&emu, &[ib, older]).expect("BO_LIST");
+    assert_eq!(other.cs(&emu, ctx, list, 2, 0x40_0000, 64), Ok(1));
+    // And a second KFD BO of this process, at the LRU's tail: it stays in VRAM throughout.
+    emu.alloc(g, va(3), 4 * MIB, model_support::VRAM_RW)
+        .expect("alloc");
+    assert_eq!(records(&mut smi, pid), Vec::<String>::new());
+
+    // Exactly the room of one of them: VRAM - 20 MiB free, and 8 MiB more.
+    other
+        .create(&emu, VRAM - 12 * MIB, DOMAIN_VRAM, 0)
+        .expect("GEM_CREATE evicts one object");
+    let mut seen = Vec::new();
+    wait_records(&mut smi, pid, &mut seen, 2);
+    assert_eq!(
+        seen,
+        ["9 2", "a"],
+        "the KFD BO evicted (validated longest ago), then restored"
+    );
+    // The BOs and the new object fill the VRAM: only the older object made room (the
+    // restore validates the evicted BO, not the one still in VRAM).
+    let fd = injected(emu.model.open(
+        &emu.caller,
+        "/sys/class/drm/renderD128/device/mem_info_vram_used",
+        libc::O_RDONLY,
+        0,
+    ));
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::fs::File::from(fd), &mut text).expect("read");
+    assert_eq!(text.trim().parse::<u64>(), Ok(VRAM));
+}
+
+/// A restore worker belongs to the process it was scheduled for (`restore_process_worker`
+/// works on its `kfd_process`, whose teardown cancels it): when the evicted process exits
+/// before it runs and a new process with the same pid opens `/dev/kfd`, the worker restores
+/// nothing (no `QUEUE_RESTORE` for the new process, which was never evicted).
+#[test]
+fn a_restore_worker_leaves_a_new_process_with_the_same_pid_alone() {
+    let machine = Machine::preset("mi300x")
+        .expect("preset")
+        .with_vram(VRAM)
+        .expect("with_vram");
+    let mut emu = Emu::new(ModelConfig {
+        machine,
+        ..ModelConfig::default()
+    });
+    emu.acquire_all();
+    let g = emu.gpu();
+    let pid = emu.caller.tgid;
+    let smi_of = |emu: &Emu| {
+        let mut smi_args = kfd_ioctl_smi_events_args {
+            gpuid: g,
+            anon_fd: 0,
+        };
+        emu.ioctl(AMDKFD_IOC_SMI_EVENTS, &mut smi_args)
+            .expect("SMI_EVENTS");
+        let smi = SmiEvents::from_fd(own_fd(smi_args.anon_fd), g);
+        let mask = (SmiEventMask::QUEUE_EVICTION | SmiEventMask::QUEUE_RESTORE).bits();
+        let addr = &raw const mask as u64;
+        let written = emu
+            .model
+            .write(&emu.caller, smi.as_fd(), &|| Ok(WriteCall::Write(addr, 8)));
+        assert_eq!(written, Some(Ok(8)));
+        smi
+    };
+    let mut smi = smi_of(&emu);
+    let mine = (emu.available(g) / 2) & !(2 * MIB - 1);
+    emu.alloc(g, va(2), mine, model_support::VRAM_RW)
+        .expect("alloc");
+    let other = Node::open(&emu, TestCaller::other());
+    other
+        .create(&emu, VRAM - mine + 2 * MIB, DOMAIN_VRAM, 0)
+        .expect("GEM_CREATE");
+    // Evicted now (the eviction is part of the GEM_CREATE); the worker runs 100 ms later.
+    assert_eq!(records(&mut smi, pid), ["9 2"]);
+    drop(smi);
+    emu.model.process_exited(pid);
+    emu.kfd = injected(
+        emu.model
+            .open(&emu.caller, "/dev/kfd", libc::O_RDWR | libc::O_CLOEXEC, 0),
+    );
+    let mut smi = smi_of(&emu);
+    // Past the old worker's time (PROCESS_RESTORE_TIME, 100 ms), with room to spare.
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(records(&mut smi, pid), Vec::<String>::new());
 }
 
 /// `kfd_process_evict_queues` stops the process's queues until its restore worker resumes

@@ -837,9 +837,9 @@ fn a_cpu_access_migrates_its_granule_back_in_what_its_pages_cost() {
 /// Which GPUs `svm_range_validate_and_map` maps a range on, on mi210x8 (hives 0–3, 4–7):
 /// - XNACK on, prefetched to GPU 1: mapped there (the GPU holding it, with ACCESS), and only
 ///   there; prefetched to GPU 2 with NO_ACCESS for it: mapped nowhere;
-/// - in GPU 0's VRAM with ACCESS for GPUs 0 and 4, remapped with XNACK off by the restore
-///   worker after an mprotect: on GPU 0 only, as VRAM of one GPU is mapped only in its hive
-///   (`svm_range_map_to_gpus`);
+/// - in GPU 0's VRAM with ACCESS for every GPU (a range made with XNACK on starts so,
+///   `svm_range_new`), remapped with XNACK off by the restore worker after an mprotect: on
+///   GPUs 0–3 only, as VRAM of one GPU is mapped only in its hive (`svm_range_map_to_gpus`);
 /// - XNACK off, a range whose last pages are PROT_NONE: SET_ATTR succeeds and maps the
 ///   readable pages, the others skipped (`hmm_range_fault` cannot read them).
 #[test]
@@ -871,12 +871,29 @@ fn validate_and_map_maps_the_gpus_the_kernel_does() {
         )
         .expect("prefetch to 0");
         kfd.set_xnack_mode(false).expect("XNACK off");
+        let mut smi = smi_all(&kfd, g[0]);
         // SAFETY: the test's own mapping; nothing holds a reference into it.
         let r =
             unsafe { libc::mprotect(c.addr as *mut libc::c_void, c.len as usize, libc::PROT_READ) };
         assert_eq!(r, 0);
+        // The mprotect evicts the process's queues (XNACK off); the restore worker maps the
+        // range again for every GPU with ACCESS (all of them: a range made with XNACK on
+        // starts with every GPU's, `svm_range_new`) and then restores them (`QUEUE_RESTORE`):
+        // on GPUs 0–3 only, the hive of the GPU whose VRAM holds it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut records = Vec::new();
+        while !records.iter().any(|r: &String| r.starts_with("a "))
+            && std::time::Instant::now() < deadline
+        {
+            records.extend(drain(&mut smi));
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(
+            records.iter().any(|r| r.starts_with("a ")),
+            "restored: {records:?}"
+        );
         let page = view.svm_page(pid, c.page(5)).expect("page");
-        assert_eq!((page.location, page.mapped_on), (g[0], vec![g[0]]));
+        assert_eq!((page.location, page.mapped_on), (g[0], g[..4].to_vec()));
 
         let d = Anon::new(2 * MIB);
         // SAFETY: the test's own mapping; nothing holds a reference into it.
