@@ -806,26 +806,50 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
     };
     let mut properties = 0;
     if d.scratch_wave_bytes() > 0 {
-        // The queue's scratch, as ROCr last set it up.
-        let mut q = [0u8; 44];
-        drv.read_here(w.tgid, w.gpu_id, queue + QUEUE_TMPRING, &mut q)?;
-        let word = |o: u64| {
-            let i = (o - QUEUE_TMPRING) as usize;
-            u32::from_le_bytes([q[i], q[i + 1], q[i + 2], q[i + 3]])
+        // The queue's scratch, as ROCr last set it up; whether it is too little.
+        let read_scratch = |d: &mut Dispatch| -> Result<(bool, u32), GpuFault> {
+            let mut q = [0u8; 44];
+            drv.read_here(w.tgid, w.gpu_id, queue + QUEUE_TMPRING, &mut q)?;
+            let word = |o: u64| {
+                let i = (o - QUEUE_TMPRING) as usize;
+                u32::from_le_bytes([q[i], q[i + 1], q[i + 2], q[i + 3]])
+            };
+            let tmpring = word(QUEUE_TMPRING);
+            d.scratch = Scratch {
+                srd: std::array::from_fn(|i| word(QUEUE_SRD + 4 * i as u64)),
+                base: u64::from(word(QUEUE_SCRATCH_BASE))
+                    | u64::from(word(QUEUE_SCRATCH_BASE + 4)) << 32,
+                wave_bytes: u64::from(tmpring >> 12 & 0x1fff) * 1024,
+                slots: tmpring & 0xfff,
+            };
+            let short = matches!(d.validate(), Err(DispatchError::Scratch { .. }))
+                || d.scratch.slots < d.waves_per_group();
+            Ok((short, word(QUEUE_PROPERTIES)))
         };
-        let tmpring = word(QUEUE_TMPRING);
-        d.scratch = Scratch {
-            srd: std::array::from_fn(|i| word(QUEUE_SRD + 4 * i as u64)),
-            base: u64::from(word(QUEUE_SCRATCH_BASE))
-                | u64::from(word(QUEUE_SCRATCH_BASE + 4)) << 32,
-            wave_bytes: u64::from(tmpring >> 12 & 0x1fff) * 1024,
-            slots: tmpring & 0xfff,
-        };
-        properties = word(QUEUE_PROPERTIES);
-        let short = matches!(d.validate(), Err(DispatchError::Scratch { .. }))
-            || d.scratch.slots < d.waves_per_group();
+        let (short, props) = read_scratch(&mut d)?;
+        properties = props;
         if short {
-            return scratch_request(drv, w, queue);
+            // The runtime writes the scratch fields, then 0 in the signal: a request it
+            // answered between the read above and the signal's read is not asked again
+            // (the signal read first, then the fields, as an acquire orders them).
+            return Ok(match inactive_signal_value(drv, w, queue)? {
+                None => Outcome::Stop(Stopped::QueueError(SCRATCH_WAVE64)),
+                // Asked already: the runtime has not answered yet.
+                Some(v) if v != 0 => Outcome::Wait,
+                // Answered meanwhile: the next turn runs the dispatch.
+                Some(_) if !read_scratch(&mut d)?.0 => Outcome::Wait,
+                Some(_) => {
+                    trace(drv, w, &|| {
+                        "KERNEL_DISPATCH needs scratch: asks the runtime (code 1)".into()
+                    });
+                    if let Some(event) =
+                        queue_error::report(drv, w.tgid, w.gpu_id, w.rptr_va, SCRATCH_WAVE64)?
+                    {
+                        signal_interrupt(drv, w.tgid, event);
+                    }
+                    Outcome::Wait
+                }
+            });
         }
     }
     // Profiling (AMD_QUEUE_PROPERTIES_ENABLE_PROFILING): read quietly, so that a queue with
@@ -1077,6 +1101,23 @@ pub(super) fn run_pm4(
         Ran::Scratch => Outcome::Stop(Stopped::CannotDispatch(header)),
         Ran::Other(o) => o,
     }
+}
+
+/// The value of the queue's `queue_inactive_signal`, `None` when it has none.
+fn inactive_signal_value(drv: &Driver, w: &Work, queue: u64) -> Result<Option<u64>, GpuFault> {
+    let mut b = [0u8; 8];
+    drv.read_here(
+        w.tgid,
+        w.gpu_id,
+        queue + queue_error::QUEUE_INACTIVE_SIGNAL,
+        &mut b,
+    )?;
+    let signal = u64::from_le_bytes(b);
+    if signal == 0 {
+        return Ok(None);
+    }
+    drv.read_here(w.tgid, w.gpu_id, signal + queue_error::SIGNAL_VALUE, &mut b)?;
+    Ok(Some(u64::from_le_bytes(b)))
 }
 
 /// Asks the runtime for scratch (module docs): code 1 in `queue_inactive_signal` when it
