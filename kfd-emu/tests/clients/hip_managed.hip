@@ -24,6 +24,8 @@ int main(void)
         printf("FAILED hipMallocManaged: %s\n", hipGetErrorString(e));
         return 1;
     }
+    /* Where the range lies decides how many granularity blocks it spans. */
+    printf("managed at %p, %zu bytes\n", (void *)a, N * sizeof *a);
     for (int i = 0; i < N; i++)
         a[i] = i % 1000;
     hipLaunchKernelGGL(scale, dim3(N / 256), dim3(256), 0, 0, a, N, 3);
