@@ -136,7 +136,9 @@ fn a_managed_memory_hip_programs_kernel_faults_and_migrations_are_traced() {
 
 /// The managed array's address and size, from the program's `managed at 0x…, N bytes` line.
 fn managed_array(stdout: &str) -> Option<(u64, u64)> {
-    let line = stdout.lines().find_map(|l| l.strip_prefix("managed at 0x"))?;
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("managed at 0x"))?;
     let (addr, rest) = line.split_once(", ")?;
     let bytes = rest.strip_suffix(" bytes")?;
     Some((u64::from_str_radix(addr, 16).ok()?, bytes.parse().ok()?))
