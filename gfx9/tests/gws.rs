@@ -3,8 +3,9 @@
 //! a read-modify-write of thousands of single-wave workgroups on two threads exact
 //! (kfdtest's `KFDGWSTest.Semaphore` in small), barriers across workgroups and across the
 //! waves of one, on one thread (the dispatcher parks blocked workgroups and starts the ones
-//! that release them), cancellation of a dispatch whose waves wait forever, and the error of
-//! a queue without GWS.
+//! that release them), waves of one dispatch released by another dispatch's `sema_v` or
+//! `sema_release_all` (another queue's, sharing the GPU's GWS), cancellation of a dispatch
+//! whose waves wait forever, and the error of a queue without GWS.
 
 mod common;
 
@@ -407,5 +408,86 @@ fn a_queue_without_gws_stops_at_the_instruction() {
             ..
         }) => assert_eq!(pc, common::CODE + 8),
         other => panic!("expected an illegal instruction, got {other:?}"),
+    }
+}
+
+/// Each workgroup waits on semaphore 5 (count 0), then adds 1 to DATA.
+const WAIT_ON_5: &str = "
+    s_mov_b32 m0, 0
+    ds_gws_sema_p offset:5 gds
+    s_waitcnt 0
+    v_mov_b32 v1, 0
+    v_mov_b32 v2, 1
+    s_mov_b64 exec, 1
+    global_atomic_add v1, v2, s[0:1]
+    s_waitcnt vmcnt(0)
+    s_endpgm";
+
+/// Waves of one dispatch, every one queued on a semaphore before the next dispatch starts, are
+/// released by another dispatch (another queue's, on other threads) sharing the GPU's GWS: by
+/// `ds_gws_sema_release_all` (the counter becomes the 8 waiting waves) and by 8 workgroups'
+/// `ds_gws_sema_v`.
+#[test]
+fn waves_parked_in_one_dispatch_are_released_by_another_dispatch() {
+    for (release, groups) in [
+        (
+            "s_mov_b32 m0, 0\nds_gws_sema_release_all offset:5 gds\ns_endpgm",
+            1,
+        ),
+        ("s_mov_b32 m0, 0\nds_gws_sema_v offset:5 gds\ns_endpgm", 8),
+    ] {
+        let gws = Gws::new();
+        let (Some(wait_code), Some(release_code)) = (
+            common::assemble_for("gfx90a", WAIT_ON_5),
+            common::assemble_for("gfx90a", release),
+        ) else {
+            return;
+        };
+        let waiting = TestMemory::with_code(&wait_code);
+        let releasing = TestMemory::with_code(&release_code);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                run(
+                    &dispatch(Target::Gfx90a, 8, 64, &[]),
+                    &WithGws {
+                        mem: &waiting,
+                        gws: Some(&gws),
+                    },
+                    &RunOptions { threads: 2 },
+                    &Deadline(deadline),
+                )
+            });
+            // Every wave of the first dispatch queued on the semaphore before the second
+            // starts.
+            while gws.queued(5) < 8 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the waves never queued"
+                );
+                std::thread::yield_now();
+            }
+            run(
+                &dispatch(Target::Gfx90a, groups, 64, &[]),
+                &WithGws {
+                    mem: &releasing,
+                    gws: Some(&gws),
+                },
+                &RunOptions { threads: 2 },
+                &Deadline(deadline),
+            )
+            .expect("the releasing dispatch runs");
+            let stats = waiter
+                .join()
+                .expect("no panic")
+                .expect("released (cancelled: a wake-up from the other dispatch was lost)");
+            assert_eq!(stats.workgroups, 8);
+        });
+        assert_eq!(
+            waiting.u32(DATA),
+            8,
+            "{release}: every waiting wave went on"
+        );
+        assert_eq!((gws.counter(5), gws.queued(5)), (0, 0), "{release}");
     }
 }

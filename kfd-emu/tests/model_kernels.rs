@@ -652,7 +652,6 @@ delay:
     s_endpgm";
 
 #[test]
-#[ignore = "intermittent: about 1 run in 10 the GWS dispatch of kernel B does not complete within 60 s under the model (a liveness bug of the GWS scheduling in kfd-emu, open; kfd-gfx9's own GWS tests and kfdtest's KFDGWSTest pass)"]
 fn a_queue_with_gws_runs_semaphores_across_workgroups_and_one_without_stops() {
     for machine in ["mi210x8", "mi300x"] {
         let k = ".amdhsa_user_sgpr_kernarg_segment_ptr 1";
@@ -702,6 +701,74 @@ fn a_queue_with_gws_runs_semaphores_across_workgroups_and_one_without_stops() {
             "{machine}: every increment kept"
         );
         assert_eq!(q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE), 0, "{machine}");
+        q.destroy();
+    }
+}
+
+/// Stores 1 at DATA + 0x200 (it runs), then waits until the dword at DATA + 0x204 is not 0.
+const SPIN_UNTIL_SET: &str = "
+    s_mov_b32 s2, 1
+    s_store_dword s2, s[0:1], 0x200 glc
+    s_waitcnt lgkmcnt(0)
+wait:
+    s_load_dword s3, s[0:1], 0x204 glc
+    s_waitcnt lgkmcnt(0)
+    s_cmp_eq_u32 s3, 0
+    s_cbranch_scc1 wait
+    s_endpgm";
+
+/// ALLOC_QUEUE_GWS remaps the queue (`pqm_set_gws` ends in `update_queue`), so a dispatch
+/// that starts after it returned reaches the GWS, even when the engine took up the queue's
+/// packets before it: packet 0 spins until the test sets a flag, packet 1 (GWS init) is
+/// already published behind it; GWS is given while packet 0 runs, then the flag is set, so
+/// packet 1 can only start after the ioctl returned. (Before the fix the engine's turn,
+/// begun without GWS, ran packet 1 without them: an illegal instruction, code 1 << 30.)
+#[test]
+fn a_dispatch_that_starts_after_alloc_queue_gws_returned_has_gws() {
+    for machine in ["mi210x8", "mi300x"] {
+        let k = ".amdhsa_user_sgpr_kernarg_segment_ptr 1";
+        let (Some((spin, spin_kd)), Some((init, init_kd))) = (
+            kernel(mcpu(machine), SPIN_UNTIL_SET, k),
+            kernel(mcpu(machine), GWS_INIT, k),
+        ) else {
+            return;
+        };
+        let mut q = queue(machine, &spin, &spin_kd);
+        // The init kernel: its descriptor after the spinning one's, its code 4 KiB on.
+        let (init_desc, init_code) = (DESCRIPTOR + 64, CODE + 0x1000);
+        let mut kd = init_kd.clone();
+        kd[16..24].copy_from_slice(&((init_code - init_desc) as i64).to_le_bytes());
+        q.bo.bytes()[init_desc..init_desc + 64].copy_from_slice(&kd);
+        q.bo.bytes()[init_code..init_code + init.len()].copy_from_slice(&init);
+        q.put_u64(COMPLETION + SIGNAL_VALUE, 2);
+        let mut second = dispatch([64, 1, 1], [64, 1, 1], 0);
+        second[32..40].copy_from_slice(&(va(2) + init_desc as u64).to_le_bytes());
+        q.place(0, dispatch([64, 1, 1], [64, 1, 1], 0));
+        q.place(1, second);
+        q.put_u64(WPTR, 2);
+        assert!(
+            q.wait_until(|q| q.u32_at(DATA + 0x200) == 1),
+            "{machine}: packet 0 did not start"
+        );
+        let mut g = kfd_ioctl_alloc_queue_gws_args {
+            queue_id: q.id,
+            num_gws: 1,
+            ..Default::default()
+        };
+        assert_eq!(q.emu.ioctl(AMDKFD_IOC_ALLOC_QUEUE_GWS, &mut g), Ok(0));
+        q.put_u32(DATA + 0x204, 1);
+        assert!(
+            q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0
+                || q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE) != 0),
+            "{machine}: neither completed nor stopped"
+        );
+        assert_eq!(
+            q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE),
+            0,
+            "{machine}: packet 1 ran without GWS (queue error)"
+        );
+        assert_eq!(q.u64_at(COMPLETION + SIGNAL_VALUE), 0, "{machine}");
+        assert_eq!(q.u64_at(RPTR), 2, "{machine}: both consumed");
         q.destroy();
     }
 }

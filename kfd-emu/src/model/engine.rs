@@ -65,9 +65,6 @@ pub(super) struct Work {
     /// with `int_sel`), raised by [`raise_interrupt`] once the read pointer is past the
     /// packet.
     pub interrupt: Cell<Option<u32>>,
-    /// The queue has the GPU's GWS (ALLOC_QUEUE_GWS): its dispatches reach
-    /// [`Device::gws`](super::device::Device).
-    pub gws: bool,
 }
 
 /// Raises the event interrupt the packet just run asked for ([`Work::interrupt`]), after the

@@ -85,8 +85,13 @@
 //!   its GPU's resources ([`Device::gws`](super::device::Device), which every such queue of
 //!   every process shares: the hardware's); a `ds_gws_*` instruction on a queue without them
 //!   stops the queue with the illegal-instruction code (`kfd_gfx9::gws`: the hardware's
-//!   behaviour there is not documented; our choice). The dispatcher parks workgroups whose
-//!   waves wait on GWS and starts others (`kfd_gfx9::dispatch`, "Global wave sync").
+//!   behaviour there is not documented; our choice). Whether the queue has them is looked
+//!   up as each dispatch starts ([`has_gws`]): `pqm_set_gws` remaps the queue
+//!   (`update_queue`), so a dispatch started after ALLOC_QUEUE_GWS returned has them. Where it
+//!   differs: a dispatch already running when GWS are given or taken keeps what it started
+//!   with (the CP would preempt its waves and resume them under the new mapping). The
+//!   dispatcher parks workgroups whose waves wait on GWS and starts others
+//!   (`kfd_gfx9::dispatch`, "Global wave sync").
 //! * Threads: the workgroups run on up to [`ModelConfig::gpu_threads`](super::ModelConfig)
 //!   threads started for the dispatch (each marked an own thread). The engine thread waits
 //!   for them. A long kernel holds its queue's packet: DESTROY_QUEUE (and a process's exit)
@@ -399,7 +404,7 @@ impl GpuMemory<'_> {
             generation: GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             snapshots: Vec::new(),
             atomics: atomics_lock(w.tgid),
-            gws: w.gws.then(|| &*drv.dev.gws[w.gpu]),
+            gws: has_gws(drv, w).then(|| &*drv.dev.gws[w.gpu]),
             cpu_cas: std::sync::atomic::AtomicBool::new(true),
         }
     }
@@ -730,6 +735,22 @@ impl Memory for GpuMemory<'_> {
     fn gws(&self) -> Option<&kfd_gfx9::gws::Gws> {
         self.gws
     }
+}
+
+/// Whether queue `w` has its GPU's GWS now (ALLOC_QUEUE_GWS set `q->gws`), asked as each
+/// dispatch starts, not when the engine's turn began: `pqm_set_gws` ends in the device queue
+/// manager's `update_queue`, which unmaps the queue and maps it again with the process's new
+/// `num_gws` (`pm_map_process_v9`), so every dispatch the CP starts after the ioctl returned
+/// reaches the GWS. Not from the turn's [`Work`], which is copied out before the turn reads
+/// its packets: a packet submitted right after the ioctl, in a turn that began before it,
+/// would run without GWS. A queue destroyed or replaced meanwhile has none.
+fn has_gws(drv: &Driver, w: &Work) -> bool {
+    let st = drv.lock();
+    st.procs
+        .get(&w.tgid)
+        .and_then(|p| p.queues.by_id.get(&w.id))
+        .filter(|q| std::sync::Arc::ptr_eq(&q.runner, &w.runner))
+        .is_some_and(|q| q.gws != 0)
 }
 
 /// The dispatch's hooks: threads marked as the emulator's own, cancellation when the queue

@@ -210,6 +210,5 @@ fn work(drv: &Driver, tgid: i32, id: u32, runner: &Arc<Runner>) -> Result<Option
         packet_at: std::cell::Cell::new(q.consumed),
         resume: std::cell::Cell::new(None),
         interrupt: std::cell::Cell::new(None),
-        gws: q.gws != 0,
     }))
 }

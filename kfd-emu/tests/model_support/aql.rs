@@ -83,6 +83,10 @@ pub struct Queue {
     pub id: u32,
     /// The event of the queue's inactive signal.
     pub event: u32,
+    /// A signal event nothing sets, which [`wait_until`](Self::wait_until) and
+    /// [`run_engines_once`](Self::run_engines_once) wait on (one for the queue's life: a
+    /// process has at most `KFD_SIGNAL_EVENT_LIMIT` events).
+    poll_event: u32,
 }
 
 impl Queue {
@@ -107,11 +111,13 @@ impl Queue {
         let bo = emu
             .cpu_map(emu.renders[0].as_fd(), offset, BO_SIZE)
             .expect("map the queue BO");
+        let poll_event = create(&emu, KFD_IOC_EVENT_SIGNAL, true).event_id;
         let mut q = Queue {
             emu,
             bo,
             id: 0,
             event: event.event_id,
+            poll_event,
         };
         let base = va(2);
         q.put_u32(RPTR_BASE_OFFSET, RPTR as u32);
@@ -163,10 +169,16 @@ impl Queue {
 
     /// Writes `packet` (its header last) into slot `index` and publishes it.
     pub fn submit(&mut self, index: u64, packet: [u8; 64]) {
+        self.place(index, packet);
+        self.put_u64(WPTR, index + 1);
+    }
+
+    /// Writes `packet` (its header last) into slot `index` without publishing it (the
+    /// write index is left as it is).
+    pub fn place(&mut self, index: u64, packet: [u8; 64]) {
         let at = RING + (index as usize % (RING_SIZE / 64)) * 64;
         self.bo.bytes()[at + 2..at + 64].copy_from_slice(&packet[2..]);
         self.put_u16(at, u16::from_le_bytes([packet[0], packet[1]]));
-        self.put_u64(WPTR, index + 1);
     }
 
     /// The header of ring slot `index`.
@@ -175,16 +187,17 @@ impl Queue {
         u16::from_le_bytes([self.bo.bytes()[at], self.bo.bytes()[at + 1]])
     }
 
-    /// Waits (WAIT_EVENTS runs the engines, then polls) until `done` holds, within 60 s.
+    /// Waits (WAIT_EVENTS kicks the engines, then times out after 10 ms on an event nothing
+    /// sets) until `done` holds, within 60 s.
     pub fn wait_until(&mut self, mut done: impl FnMut(&mut Queue) -> bool) -> bool {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while std::time::Instant::now() < deadline {
             if done(self) {
                 return true;
             }
-            let other = create(&self.emu, KFD_IOC_EVENT_SIGNAL, true);
-            let mut events = [data(other.event_id)];
-            let _ = wait(&self.emu, &mut events, true, 10);
+            let mut events = [data(self.poll_event)];
+            let (r, _) = wait(&self.emu, &mut events, true, 10);
+            assert_eq!(r, Ok(0), "WAIT_EVENTS");
         }
         done(self)
     }
@@ -197,10 +210,10 @@ impl Queue {
         result == KFD_IOC_WAIT_RESULT_COMPLETE
     }
 
-    /// One pass of the engines (WAIT_EVENTS kicks them before it waits), on a fresh event.
+    /// One pass of the engines (WAIT_EVENTS kicks them before it waits), on the event
+    /// nothing sets.
     pub fn run_engines_once(&self) {
-        let other = create(&self.emu, KFD_IOC_EVENT_SIGNAL, true);
-        let mut events = [data(other.event_id)];
+        let mut events = [data(self.poll_event)];
         let _ = wait(&self.emu, &mut events, true, 0);
     }
 
