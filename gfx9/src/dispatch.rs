@@ -72,6 +72,10 @@
 //! resident wave holds one), as a grid that fits the GPU's wave slots does on hardware; a
 //! kernel that needs more hangs as it would on a GPU that small, and an [`Observer`] can
 //! still cancel it. Each resident wave costs its registers (about 130 KiB). The
+//! wave that traps (`s_trap`) goes where its [`Observer`] sends it ([`Observer::trap`]: the
+//! trap handler), and a message it sends (`s_sendmsg`) goes to [`Observer::message`]. A
+//! halted wave ([`Wave::halted`]) is parked with its workgroup, which no longer runs: only
+//! a cancel ends such a dispatch (its thread looks every 20 ms). The
 //! first wave that stops with an [`ExecError`] or an `s_trap` its [`Observer`] has no trap
 //! handler for stops the dispatch: no thread starts another workgroup, and [`run`] returns a [`DispatchError`] naming the workgroup, the wave
 //! and the pc. An [`Observer`] sees each wave's initial state (tests check the ABI's registers
@@ -840,6 +844,8 @@ enum State {
     AtBarrier,
     /// Waiting on a GWS resource (`ds_gws_sema_p`, `ds_gws_barrier`).
     Gws(GwsWait),
+    /// Halted ([`Wave::halted`]): nothing here resumes it.
+    Halted,
     Ended,
 }
 
@@ -859,7 +865,7 @@ struct Group {
 enum Turn {
     /// Every wave ended.
     Done,
-    /// Every wave that has not ended waits, and at least one on GWS.
+    /// Every wave that has not ended waits, and at least one on GWS or halted.
     Blocked,
 }
 
@@ -921,6 +927,11 @@ impl Sched<'_> {
                             if self.obs.cancelled() {
                                 self.stop.set(DispatchError::Cancelled);
                                 break;
+                            }
+                            if gws.is_none() {
+                                // Only halted waves are parked: nothing but a cancel ends
+                                // them; look at it every GWS_NAP.
+                                std::thread::sleep(GWS_NAP);
                             }
                             if let (Some(g), Some(epoch)) = (gws, epoch)
                                 && g.wait_change(epoch, GWS_NAP) == epoch
@@ -1032,7 +1043,12 @@ impl Sched<'_> {
                     g.executed += 1;
                     match step(w, &mut ctx) {
                         Ok(Flow::Continue) => {}
-                        Ok(Flow::Yield) => break,
+                        Ok(Flow::Yield) => {
+                            if w.halted() {
+                                g.state[i] = State::Halted;
+                            }
+                            break;
+                        }
                         Ok(Flow::Barrier) => {
                             g.state[i] = State::AtBarrier;
                             break;
@@ -1071,7 +1087,10 @@ impl Sched<'_> {
             if g.state.contains(&State::Ready) {
                 continue;
             }
-            if g.state.iter().any(|s| matches!(s, State::Gws(_))) {
+            if g.state
+                .iter()
+                .any(|s| matches!(s, State::Gws(_) | State::Halted))
+            {
                 return Ok(Turn::Blocked);
             }
             // Every wave not ended waits at the barrier: release them all.

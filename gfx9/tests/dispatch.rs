@@ -600,3 +600,55 @@ fn s_trap_runs_the_observers_trap_handler_which_returns_with_s_rfe() {
         ]
     );
 }
+
+/// Cancels once asked `after` times; counts messages; a trap goes to CODE + 4.
+struct CancelLater {
+    asked: AtomicUsize,
+    after: usize,
+    messages: AtomicUsize,
+}
+
+impl Observer for CancelLater {
+    fn cancelled(&self) -> bool {
+        self.asked.fetch_add(1, Ordering::SeqCst) + 1 >= self.after
+    }
+    fn message(&self, _: [u32; 3], _: u32, _: &mut Wave, _: u16) {
+        self.messages.fetch_add(1, Ordering::SeqCst);
+    }
+    fn trap(&self, _: [u32; 3], _: u32, w: &mut Wave, _: u16) -> bool {
+        w.pc = common::CODE + 4;
+        true
+    }
+}
+
+#[test]
+fn a_halted_wave_stays_halted_until_the_dispatch_is_cancelled() {
+    // s_sethalt 1 outside the trap handler halts the wave: it never reaches the message or
+    // s_endpgm, so only the cancel ends the dispatch; the same after a trap handler's
+    // s_rfe_b64 with STATUS.HALT set (ROCr's handler parks a wave so).
+    let handler = "s_branch main\n handler:\n \
+                   s_setreg_imm32_b32 hwreg(HW_REG_STATUS), 0x2020\n \
+                   s_add_u32 ttmp0, ttmp0, 4\n s_and_b32 ttmp1, ttmp1, 0xffff\n \
+                   s_rfe_b64 ttmp[0:1]\n main:\n";
+    for body in [
+        "s_sethalt 1\n s_sendmsg sendmsg(MSG_INTERRUPT)\n s_endpgm".to_string(),
+        format!("{handler} s_trap 1\n s_sendmsg sendmsg(MSG_INTERRUPT)\n s_endpgm"),
+    ] {
+        let Some((text, kd)) = kernel("gfx90a", &body, "") else {
+            return;
+        };
+        let (mem, kd) = load(&text, &kd);
+        let d = dispatch(Target::Gfx90a, kd, [64, 1, 1], [64, 1, 1]);
+        let obs = CancelLater {
+            asked: AtomicUsize::new(0),
+            after: 5,
+            messages: AtomicUsize::new(0),
+        };
+        assert_eq!(
+            run(&d, &mem, &RunOptions { threads: 1 }, &obs),
+            Err(DispatchError::Cancelled),
+            "{body}"
+        );
+        assert_eq!(obs.messages.load(Ordering::SeqCst), 0, "{body}");
+    }
+}

@@ -30,8 +30,10 @@
 //!   answers in EXEC: [`crate::dispatch`]); `s_sendmsghalt`'s message reaches nothing here,
 //!   it halts like `s_sethalt 1`.
 //! - `s_sleep` (but `s_sleep 0`, which does not sleep) and `s_sethalt 1` yield
-//!   ([`Flow::Yield`]): the dispatcher runs the other waves and comes back; a halt is not
-//!   held until a host resumes the wave (no debugger here). `s_setkill 1` kills the wave:
+//!   ([`Flow::Yield`]): the dispatcher runs the other waves and comes back, but a halted
+//!   wave ([`Wave::halted`]: `s_sethalt 1`, `s_sendmsghalt`, or a trap handler returning
+//!   with STATUS.HALT set) is held by the dispatcher until the dispatch is cancelled (no
+//!   host resumes it here). `s_setkill 1` kills the wave:
 //!   it ends as at `s_endpgm` ([`Flow::End`]); `s_barrier` is [`Flow::Barrier`].
 //! - `s_trap` sets up the trap handler's inputs as the hardware does (TTMP0/1 = the trap
 //!   id and the PC of the `s_trap`, STATUS.PRIV) and returns [`Flow::Trap`] with the wave
@@ -288,6 +290,13 @@ impl Wave {
             index: self.m0 as u8,
             mask: (self.m0 >> 12 & 0xf) as u8,
         })
+    }
+
+    /// Whether the wave is halted: STATUS.HALT outside the trap handler (STATUS.PRIV clear;
+    /// "HALT is ignored while PRIV == 1"). Only a host (a debugger, context save) resumes it.
+    pub fn halted(&self) -> bool {
+        let s = self.hwreg[hwreg::STATUS];
+        s & status::HALT != 0 && s & status::PRIV == 0
     }
 
     /// Hardware register `id` as `s_getreg_b32` reads it: STATUS with the live SCC, EXECZ
@@ -849,11 +858,16 @@ fn sop1(w: &mut Wave, inst: &Inst, pc: u64, op: Sop1Op) -> Result<Flow, ExecErro
             w.pc = to;
             return Ok(Flow::Continue);
         }
-        // Return from the trap handler: PC = S0, STATUS.PRIV cleared.
+        // Return from the trap handler: PC = S0, STATUS.PRIV cleared. A handler that set
+        // STATUS.HALT (restoring STATUS with it) leaves the wave halted: it yields.
         SRfeB64 => {
             w.pc = src64(w, inst, pc, 0)?;
             w.hwreg[hwreg::STATUS] &= !status::PRIV;
-            return Ok(Flow::Continue);
+            return Ok(if w.halted() {
+                Flow::Yield
+            } else {
+                Flow::Continue
+            });
         }
         SAndSaveexecB64 | SOrSaveexecB64 | SXorSaveexecB64 | SAndn2SaveexecB64
         | SOrn2SaveexecB64 | SNandSaveexecB64 | SNorSaveexecB64 | SXnorSaveexecB64
