@@ -158,6 +158,12 @@ pub(super) struct Pdd {
     /// GWS entries the process's queue on this GPU holds (`qpd->num_gws`: the device's
     /// `gws_size` while one of its queues has GWS, else 0; `pqm_set_gws`).
     pub num_gws: u32,
+    /// `pdd->exception_status`: the device exceptions raised for the debugger
+    /// (`KFD_EC_MASK_DEVICE` bits, `kfd_dbg_ev_raise`).
+    pub exception_status: u64,
+    /// `pdd->vm_fault_exc_data`: the `kfd_hsa_memory_exception_data` of the first VM fault
+    /// raised to the debugger and not yet cleared (QUERY_EXCEPTION_INFO copies it out).
+    pub vm_fault_exc_data: Option<Vec<u8>>,
 }
 
 impl Pdd {
@@ -232,6 +238,8 @@ impl Process {
                     task: None,
                     fault_evicted: false,
                     num_gws: 0,
+                    exception_status: 0,
+                    vm_fault_exc_data: None,
                 })
                 .collect(),
             events: EventTable::new(),
