@@ -657,3 +657,59 @@ fn queue_snapshots_and_suspend_resume_follow_the_kernel() {
     assert!(q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0));
     q.destroy();
 }
+
+/// kfdtest's PtraceAccessInvisibleVram in the model: a tracer's `PTRACE_POKEDATA` into the
+/// tracee's read-only mapping of a host-invisible VRAM BO writes the BO
+/// (`ttm_bo_vm_access` through the VMA's `vm_ops->access`, whatever its protection):
+/// [`Backend::poke`] writes the BO's memfd at the mapping's offset. A writable mapping, a
+/// word crossing the mapping's end and memory that is no BO's are left to the kernel.
+#[test]
+fn a_tracers_poke_into_a_read_only_bo_mapping_writes_the_bo() {
+    use kfd_emu::backend::MmapAction;
+    use std::os::fd::AsFd;
+    let mut emu = Emu::machine("mi300x");
+    emu.acquire_all();
+    let gpu = emu.gpu();
+    let flags = KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
+    let (_, offset) = emu.alloc(gpu, va(5), 8192, flags).expect("alloc");
+    let MmapAction::Redirect { fd, offset: at } =
+        emu.mmap_action(emu.renders[0].as_fd(), offset, 8192)
+    else {
+        panic!("a BO mapping is redirected to its memfd");
+    };
+    // SAFETY: a fresh read-only shared mapping of the BO's memfd, unmapped below.
+    let ro = unsafe {
+        rustix::mm::mmap(
+            std::ptr::null_mut(),
+            8192,
+            rustix::mm::ProtFlags::READ,
+            rustix::mm::MapFlags::SHARED,
+            fd.as_fd(),
+            at,
+        )
+    }
+    .expect("mmap read-only") as u64;
+    let mut rw = model_support::CpuMap::new(fd.as_fd(), at, 8192);
+    let me = std::process::id() as i32;
+    let word = 0xcafe_babe_dead_beefu64;
+    assert_eq!(emu.model.poke(me, ro + 4096 - 8, word), Some(Ok(())));
+    assert_eq!(
+        rw.bytes()[4088..4096],
+        word.to_ne_bytes(),
+        "the BO was written"
+    );
+    assert_eq!(
+        emu.model.poke(me, rw.ptr as u64 + 8, 1),
+        None,
+        "writable: the kernel's write"
+    );
+    assert_eq!(
+        emu.model.poke(me, ro + 8192 - 4, 1),
+        None,
+        "crosses the end"
+    );
+    let local = 0u64;
+    assert_eq!(emu.model.poke(me, (&raw const local) as u64, 1), None);
+    // SAFETY: unmaps the mapping made above.
+    unsafe { rustix::mm::munmap(ro as *mut _, 8192) }.expect("munmap");
+}
