@@ -713,3 +713,40 @@ fn a_tracers_poke_into_a_read_only_bo_mapping_writes_the_bo() {
     // SAFETY: unmaps the mapping made above.
     unsafe { rustix::mm::munmap(ro as *mut _, 8192) }.expect("munmap");
 }
+
+/// Without a debugger, a trap handler's exception goes to the runtime
+/// (`kfd_set_dbg_ev_from_interrupt` → `kfd_send_exception_to_runtime`): the queue's context
+/// save area header names the runtime's error payload, into which the exception mask is
+/// OR-ed, and its error event, which is set (ROCr's exception signal and event).
+#[test]
+fn without_a_debugger_a_trap_handlers_exception_goes_to_the_runtime() {
+    use model_support::aql::*;
+    use model_support::{create, data, wait};
+    let Some((text, kd)) = assemble("gfx942", TRAPPING) else {
+        return;
+    };
+    let mut q = Queue::create(Setup::aql("mi300x"));
+    q.load(&text, &kd);
+    q.destroy();
+    assert_eq!(
+        q.emu.ioctl(AMDKFD_IOC_RUNTIME_ENABLE, &mut runtime(true)),
+        Ok(0)
+    );
+    let error = create(&q.emu, KFD_IOC_EVENT_SIGNAL, false);
+    let payload = DATA + 0x100;
+    q.put_u64(payload, 0x100);
+    q.put_u64(SCRATCH + 24, va(2) + payload as u64);
+    q.put_u32(SCRATCH + 32, error.event_id);
+    q.id = create_queue(&q, va(2) + SCRATCH as u64);
+    set_trap_handler(&q, va(2) + CODE as u64 + 256);
+    q.submit(0, Queue::dispatch_packet([64, 1, 1], [64, 1, 1]));
+    let mut events = [data(error.event_id)];
+    let (r, result) = wait(&q.emu, &mut events, true, PATIENCE_MS);
+    assert_eq!((r, result), (Ok(0), KFD_IOC_WAIT_RESULT_COMPLETE));
+    assert_eq!(
+        q.u64_at(payload),
+        0x100 | kfd_ec_mask(EC_QUEUE_WAVE_TRAP),
+        "OR-ed into the payload"
+    );
+    q.destroy();
+}
