@@ -132,20 +132,23 @@ pub(super) fn from_interrupt(
 /// event set (module docs). A header the GPU cannot read, or a payload it cannot reach,
 /// loses the report, as the kernel's `get_user`/`put_user` failures do.
 pub(super) fn to_runtime(drv: &Driver, tgid: i32, gpu_id: u32, csa: u64, reason: u64) {
+    // (A queue without a context save area, an SDMA queue's, has no header: nothing to do.
+    // The reads report no fault, as the kernel's `get_user` makes none.)
     let mut payload = [0u8; 8];
     let mut event = [0u8; 4];
-    if drv
-        .read_here(tgid, gpu_id, csa + ERR_PAYLOAD_ADDR, &mut payload)
-        .is_err()
+    if csa == 0
         || drv
-            .read_here(tgid, gpu_id, csa + ERR_EVENT_ID, &mut event)
+            .peek_here(tgid, gpu_id, csa + ERR_PAYLOAD_ADDR, &mut payload)
+            .is_err()
+        || drv
+            .peek_here(tgid, gpu_id, csa + ERR_EVENT_ID, &mut event)
             .is_err()
     {
         return;
     }
     let at = u64::from_le_bytes(payload);
     let mut cur = [0u8; 8];
-    if at != 0 && drv.read_here(tgid, gpu_id, at, &mut cur).is_ok() {
+    if at != 0 && drv.peek_here(tgid, gpu_id, at, &mut cur).is_ok() {
         let value = u64::from_le_bytes(cur) | reason;
         let _ = drv.write_here(tgid, gpu_id, at, &value.to_le_bytes());
     }
