@@ -750,3 +750,83 @@ fn without_a_debugger_a_trap_handlers_exception_goes_to_the_runtime() {
     );
     q.destroy();
 }
+
+/// SET/CLEAR_NODE_ADDRESS_WATCH and SET_FLAGS as `kfd_debug.c` answers them: a GPU's four
+/// watch points handed out lowest first (`ENOMEM` with id -1 when none is free), a clear
+/// only of a held one (`EINVAL`), a GPU the process has not `ENODEV`; DISABLE releases them.
+/// SINGLE_MEM_OP needs per-VMID debug registers (GC 9.4.2/9.4.3: mi300x yes, mi100 no:
+/// `EACCES`), the previous flags answered.
+#[test]
+fn address_watches_and_flags_follow_kfd_debug() {
+    for (machine, per_vmid) in [("mi300x", true), ("mi100", false)] {
+        let emu = Emu::machine(machine);
+        let me = emu.caller.tgid;
+        let gpu = emu.gpu();
+        assert_eq!(
+            emu.ioctl(AMDKFD_IOC_RUNTIME_ENABLE, &mut runtime(true)),
+            Ok(0)
+        );
+        let (_read, write) = rustix::pipe::pipe().expect("pipe");
+        assert_eq!(enable(&emu, me, write.as_raw_fd(), 0).0, Ok(0));
+        let set = |gpu_id: u32| {
+            let mut a = trap(me, KFD_IOC_DBG_TRAP_SET_NODE_ADDRESS_WATCH);
+            a.set_set_node_address_watch(kfd_ioctl_dbg_trap_set_node_address_watch_args {
+                address: 0x1000,
+                mode: KFD_DBG_TRAP_ADDRESS_WATCH_MODE_READ,
+                mask: u32::MAX,
+                gpu_id,
+                id: 7,
+            });
+            let r = emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut a);
+            (r, a.set_node_address_watch().id)
+        };
+        let clear = |id: u32| {
+            let mut a = trap(me, KFD_IOC_DBG_TRAP_CLEAR_NODE_ADDRESS_WATCH);
+            a.set_clear_node_address_watch(kfd_ioctl_dbg_trap_clear_node_address_watch_args {
+                gpu_id: gpu,
+                id,
+            });
+            emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut a)
+        };
+        for id in 0..4 {
+            assert_eq!(set(gpu), (Ok(0), id), "{machine}");
+        }
+        assert_eq!(
+            set(gpu),
+            (Err(Errno::NOMEM), u32::MAX),
+            "{machine}: all four held"
+        );
+        assert_eq!(set(gpu + 1).0, Err(Errno::NODEV), "{machine}");
+        assert_eq!(clear(1), Ok(0));
+        assert_eq!(clear(1), Err(Errno::INVAL), "{machine}: not held any more");
+        assert_eq!(
+            clear(4),
+            Err(Errno::INVAL),
+            "{machine}: no such watch point"
+        );
+        assert_eq!(set(gpu), (Ok(0), 1), "{machine}: the freed one");
+        let flags = |f: u32| {
+            let mut a = trap(me, KFD_IOC_DBG_TRAP_SET_FLAGS);
+            a.set_set_flags(kfd_ioctl_dbg_trap_set_flags_args { flags: f, pad: 0 });
+            let r = emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut a);
+            (r, a.set_flags().flags)
+        };
+        if per_vmid {
+            assert_eq!(flags(KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP), (Ok(0), 0));
+            assert_eq!(flags(0), (Ok(0), KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP));
+        } else {
+            assert_eq!(
+                flags(KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP),
+                (Err(Errno::ACCESS), 0),
+                "{machine}"
+            );
+        }
+        // DISABLE releases the watch points: the next session starts from 0.
+        assert_eq!(
+            emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut trap(me, KFD_IOC_DBG_TRAP_DISABLE)),
+            Ok(0)
+        );
+        assert_eq!(enable(&emu, me, write.as_raw_fd(), 0).0, Ok(0));
+        assert_eq!(set(gpu), (Ok(0), 0), "{machine}: released at DISABLE");
+    }
+}

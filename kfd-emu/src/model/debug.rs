@@ -59,9 +59,17 @@
 //!   process (GC 9.0–9.4.1 keep it in one register for every process) and no wave traps on
 //!   it yet; GC 10 and later answer `EINVAL` (not emulated).
 //!
-//! Not emulated (each answers `EINVAL`, the kernel's answer to an op it does not know):
-//! the address watches and SET_FLAGS. Queues are listed in queue-id order (the kernel's
-//! list is newest first).
+//! - **Address watches** (`kfd_dbg_trap_set_dev_address_watch`, `_clear_`): a GPU the
+//!   process has not is `ENODEV`; SET takes the lowest of the GPU's 4 watch points no
+//!   process holds (`ENOMEM`, id -1, when none is free), CLEAR only one the process holds
+//!   (`EINVAL`); DISABLE with the runtime enabled releases them, and so does the process's
+//!   end. SET_FLAGS (`kfd_dbg_trap_set_flags`): `KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP` needs
+//!   per-VMID debug registers on every GPU (GC 9.4.2, 9.4.3, 11 and later; else `EACCES`),
+//!   the previous flags answered. Where it differs: no wave stops at a watched address (the
+//!   interpreter has no watch registers), and SINGLE_MEM_OP changes nothing (every access
+//!   completes before the next instruction already).
+//!
+//! Queues are listed in queue-id order (the kernel's list is newest first).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -81,10 +89,11 @@ use kfd_ioctl::abi::{
 };
 use kfd_ioctl::abi::{
     EC_DEVICE_MEMORY_VIOLATION, EC_QUEUE_NEW, KFD_DBG_QUEUE_INVALID_MASK,
-    KFD_IOC_DBG_TRAP_GET_DEVICE_SNAPSHOT, KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT,
-    kfd_dbg_device_info_entry, kfd_ioctl_dbg_trap_device_snapshot_args,
-    kfd_ioctl_dbg_trap_queue_snapshot_args, kfd_ioctl_dbg_trap_resume_queues_args,
-    kfd_ioctl_dbg_trap_suspend_queues_args, kfd_queue_snapshot_entry,
+    KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP, KFD_IOC_DBG_TRAP_GET_DEVICE_SNAPSHOT,
+    KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT, kfd_dbg_device_info_entry,
+    kfd_ioctl_dbg_trap_device_snapshot_args, kfd_ioctl_dbg_trap_queue_snapshot_args,
+    kfd_ioctl_dbg_trap_resume_queues_args, kfd_ioctl_dbg_trap_suspend_queues_args,
+    kfd_queue_snapshot_entry,
 };
 use kfd_ioctl::abi::{
     KFD_DBG_TRAP_MASK_DBG_ADDRESS_WATCH, KFD_DBG_TRAP_MASK_DBG_MEMORY_VIOLATION,
@@ -108,6 +117,15 @@ use zerocopy::IntoBytes;
 
 /// `KFD_DBG_TRAP_WAVE_LAUNCH_MODE_NORMAL`, `_HALT` and `_DEBUG` (`kfd_ioctl.h`).
 const WAVE_LAUNCH_MODES: [u32; 3] = [0, 1, 3];
+
+/// `MAX_WATCH_ADDRESSES` (`kfd_debug.c`): a GPU's address watch points.
+const MAX_WATCH_ADDRESSES: u32 = 4;
+
+/// `kfd_dbg_is_per_vmid_supported` of a GPU of `gfx_target_version` `target`: GC 9.4.2
+/// (gfx90a), 9.4.3 (gfx940–gfx942) and GC 11 and later.
+fn per_vmid_debug(target: u32) -> bool {
+    matches!(target, 90010 | 90400..=90402) || target >= 110000
+}
 
 /// `sizeof(struct kfd_runtime_info)`.
 const RUNTIME_INFO_SIZE: u32 = 16;
@@ -261,6 +279,13 @@ fn trap(ctx: &Ctx<'_>, a: &mut kfd_ioctl_dbg_trap_args, value: &mut i64) -> Resu
         return Err(Errno::PERM);
     }
     let mut st = ctx.m.lock();
+    // Each GPU's watch points held by any process (`dev->alloc_watch_ids`).
+    let mut dev_watch = vec![0u32; ctx.m.dev.cfg.machine.gpus().len()];
+    for pdd in st.procs.values().flat_map(|p| &p.pdds) {
+        if let Some(m) = dev_watch.get_mut(pdd.gpu) {
+            *m |= pdd.watch_ids;
+        }
+    }
     let p = st.procs.get_mut(&tgid).ok_or(Errno::SRCH)?;
     if a.op != KFD_IOC_DBG_TRAP_ENABLE && !p.debug.enabled {
         return Err(Errno::INVAL);
@@ -277,6 +302,21 @@ fn trap(ctx: &Ctx<'_>, a: &mut kfd_ioctl_dbg_trap_args, value: &mut i64) -> Resu
     if !p.runtime_enabled && needs_runtime.contains(&a.op) {
         return Err(Errno::PERM);
     }
+    // The GPU of an address watch op (`kfd_process_device_data_by_id`): `ENODEV` without it.
+    let watch_gpu = match a.op {
+        KFD_IOC_DBG_TRAP_SET_NODE_ADDRESS_WATCH => Some(a.set_node_address_watch().gpu_id),
+        KFD_IOC_DBG_TRAP_CLEAR_NODE_ADDRESS_WATCH => Some(a.clear_node_address_watch().gpu_id),
+        _ => None,
+    };
+    let watch_pdd = match watch_gpu {
+        Some(id) => Some(
+            p.pdds
+                .iter()
+                .position(|d| d.gpu_id == id)
+                .ok_or(Errno::NODEV)?,
+        ),
+        None => None,
+    };
     if a.op == KFD_IOC_DBG_TRAP_SEND_RUNTIME_EVENT {
         // (It evicts and signals, which take the lock: `st` goes with it.)
         let e = a.send_runtime_event();
@@ -297,8 +337,13 @@ fn trap(ctx: &Ctx<'_>, a: &mut kfd_ioctl_dbg_trap_args, value: &mut i64) -> Resu
             // with the runtime enabled the traps are deactivated, which resumes every
             // suspended queue (`resume_queues(target, 0, NULL)`); every exception status
             // is cleaned (`kfd_dbg_clean_exception_status`).
+            // Deactivating also clears the process's address watch points
+            // (`kfd_dbg_clear_process_address_watch`) and its flags.
             if p.runtime_enabled {
                 resume_all(p);
+                for pdd in &mut p.pdds {
+                    pdd.watch_ids = 0;
+                }
             }
             for pdd in &mut p.pdds {
                 pdd.exception_status = 0;
@@ -408,6 +453,54 @@ fn trap(ctx: &Ctx<'_>, a: &mut kfd_ioctl_dbg_trap_args, value: &mut i64) -> Resu
             let r = device_snapshot(ctx, p, &mut d);
             a.set_device_snapshot(d);
             r
+        }
+        KFD_IOC_DBG_TRAP_SET_NODE_ADDRESS_WATCH => {
+            // kfd_dbg_trap_set_dev_address_watch: the lowest watch point no process holds on
+            // the GPU (`kfd_dbg_get_dev_watch_id`), else `ENOMEM` with the id -1.
+            let i = watch_pdd.unwrap_or(0);
+            let gpu = p.pdds[i].gpu;
+            let held = dev_watch.get(gpu).copied().unwrap_or(0);
+            let mut w = a.set_node_address_watch();
+            let free = (0..MAX_WATCH_ADDRESSES).find(|b| held & 1 << b == 0);
+            w.id = free.unwrap_or(u32::MAX);
+            a.set_set_node_address_watch(w);
+            let id = free.ok_or(Errno::NOMEM)?;
+            p.pdds[i].watch_ids |= 1 << id;
+            Ok(())
+        }
+        KFD_IOC_DBG_TRAP_CLEAR_NODE_ADDRESS_WATCH => {
+            // kfd_dbg_trap_clear_dev_address_watch: only a watch point the process holds.
+            let i = watch_pdd.unwrap_or(0);
+            let id = a.clear_node_address_watch().id;
+            let d = &mut p.pdds[i];
+            if id >= MAX_WATCH_ADDRESSES || d.watch_ids & 1 << id == 0 {
+                return Err(Errno::INVAL);
+            }
+            d.watch_ids &= !(1 << id);
+            Ok(())
+        }
+        KFD_IOC_DBG_TRAP_SET_FLAGS => {
+            // kfd_dbg_trap_set_flags: SINGLE_MEM_OP needs every GPU to have per-VMID debug
+            // registers (else `EACCES`, the flags unchanged); the previous flags answered.
+            let mut f = a.set_flags();
+            let prev = p.debug.flags;
+            let machine = &ctx.m.dev.cfg.machine;
+            let per_vmid = p.pdds.iter().all(|pdd| {
+                let target = machine
+                    .node_of(&machine.gpus()[pdd.gpu])
+                    .and_then(|n| n.gfx_target_version())
+                    .and_then(|v| v.raw())
+                    .unwrap_or(0);
+                per_vmid_debug(target)
+            });
+            let wanted = f.flags;
+            f.flags = prev;
+            a.set_set_flags(f);
+            if !per_vmid && wanted & KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP != 0 {
+                return Err(Errno::ACCESS);
+            }
+            p.debug.flags = wanted & KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP;
+            Ok(())
         }
         KFD_IOC_DBG_TRAP_SUSPEND_QUEUES => {
             *value = suspend_queues(ctx, p, &a.suspend_queues())?;

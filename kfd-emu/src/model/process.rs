@@ -164,6 +164,9 @@ pub(super) struct Pdd {
     /// `pdd->vm_fault_exc_data`: the `kfd_hsa_memory_exception_data` of the first VM fault
     /// raised to the debugger and not yet cleared (QUERY_EXCEPTION_INFO copies it out).
     pub vm_fault_exc_data: Option<Vec<u8>>,
+    /// `pdd->alloc_watch_ids`: the GPU's address watch points (of 4) this process holds; the
+    /// GPU's own mask (`dev->alloc_watch_ids`) is every process's together.
+    pub watch_ids: u32,
 }
 
 impl Pdd {
@@ -240,6 +243,7 @@ impl Process {
                     num_gws: 0,
                     exception_status: 0,
                     vm_fault_exc_data: None,
+                    watch_ids: 0,
                 })
                 .collect(),
             events: EventTable::new(),
@@ -466,4 +470,6 @@ pub(super) struct DebugState {
     /// The trap mask (`SPI_GDBG_TRAP_MASK.EXCP_EN`, or the VMID's on GC 9.4.2 and later) the
     /// wave launch override set.
     pub trap_mask: u32,
+    /// `dbg_flags` (SET_FLAGS: `KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP`).
+    pub flags: u32,
 }
