@@ -58,7 +58,6 @@
 //!   for a request outside them, the previous mask answered. The mask is recorded per
 //!   process (GC 9.0–9.4.1 keep it in one register for every process) and no wave traps on
 //!   it yet; GC 10 and later answer `EINVAL` (not emulated).
-//!
 //! - **Address watches** (`kfd_dbg_trap_set_dev_address_watch`, `_clear_`): a GPU the
 //!   process has not is `ENODEV`; SET takes the lowest of the GPU's 4 watch points no
 //!   process holds (`ENOMEM`, id -1, when none is free), CLEAR only one the process holds
