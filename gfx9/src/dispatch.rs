@@ -72,8 +72,12 @@
 //! resident wave holds one), as a grid that fits the GPU's wave slots does on hardware; a
 //! kernel that needs more hangs as it would on a GPU that small, and an [`Observer`] can
 //! still cancel it. Each resident wave costs its registers (about 130 KiB). The
-//! first wave that stops with an [`ExecError`] or `s_trap` stops the dispatch: no thread starts
-//! another workgroup, and [`run`] returns a [`DispatchError`] naming the workgroup, the wave
+//! wave that traps (`s_trap`) goes where its [`Observer`] sends it ([`Observer::trap`]: the
+//! trap handler), and a message it sends (`s_sendmsg`) goes to [`Observer::message`]. A
+//! halted wave ([`Wave::halted`]) is parked with its workgroup, which no longer runs: only
+//! a cancel ends such a dispatch (its thread looks every 20 ms). The
+//! first wave that stops with an [`ExecError`] or an `s_trap` its [`Observer`] has no trap
+//! handler for stops the dispatch: no thread starts another workgroup, and [`run`] returns a [`DispatchError`] naming the workgroup, the wave
 //! and the pc. An [`Observer`] sees each wave's initial state (tests check the ABI's registers
 //! with it) and can cancel a dispatch (a destroyed queue).
 
@@ -410,6 +414,24 @@ pub trait Observer: Sync {
     /// Asked between quanta: `true` stops the dispatch with [`DispatchError::Cancelled`].
     fn cancelled(&self) -> bool {
         false
+    }
+    /// Wave `wave` of `workgroup` executed `s_trap trap_id`: `w` is at the trap handler's
+    /// entry as the hardware makes it (TTMP0/1 the PC of the `s_trap` and the trap id,
+    /// STATUS.PRIV set, `w.pc` the `s_trap`). The hardware then jumps to the trap handler
+    /// base (TBA), which is the queue's and not the dispatcher's to know: an observer that
+    /// knows it sets `w.pc` (and whatever the first-level handler sets up) and answers
+    /// `true`, and the wave goes on there; `false` (no handler) stops the dispatch with
+    /// [`DispatchError::Trap`].
+    fn trap(&self, workgroup: [u32; 3], wave: u32, w: &mut Wave, trap_id: u16) -> bool {
+        let _ = (workgroup, wave, w, trap_id);
+        false
+    }
+    /// Wave `wave` of `workgroup` executed `s_sendmsg simm16` (it is past it). The SPI
+    /// answers MSG_GET_DOORBELL in EXEC and MSG_INTERRUPT raises the host's interrupt with
+    /// M0's data: both are the queue's, so the observer does them; by default the message
+    /// reaches nothing.
+    fn message(&self, workgroup: [u32; 3], wave: u32, w: &mut Wave, simm16: u16) {
+        let _ = (workgroup, wave, w, simm16);
     }
 }
 
@@ -822,6 +844,8 @@ enum State {
     AtBarrier,
     /// Waiting on a GWS resource (`ds_gws_sema_p`, `ds_gws_barrier`).
     Gws(GwsWait),
+    /// Halted ([`Wave::halted`]): nothing here resumes it.
+    Halted,
     Ended,
 }
 
@@ -841,7 +865,7 @@ struct Group {
 enum Turn {
     /// Every wave ended.
     Done,
-    /// Every wave that has not ended waits, and at least one on GWS.
+    /// Every wave that has not ended waits, and at least one on GWS or halted.
     Blocked,
 }
 
@@ -903,6 +927,11 @@ impl Sched<'_> {
                             if self.obs.cancelled() {
                                 self.stop.set(DispatchError::Cancelled);
                                 break;
+                            }
+                            if gws.is_none() {
+                                // Only halted waves are parked: nothing but a cancel ends
+                                // them; look at it every GWS_NAP.
+                                std::thread::sleep(GWS_NAP);
                             }
                             if let (Some(g), Some(epoch)) = (gws, epoch)
                                 && g.wait_change(epoch, GWS_NAP) == epoch
@@ -1014,7 +1043,12 @@ impl Sched<'_> {
                     g.executed += 1;
                     match step(w, &mut ctx) {
                         Ok(Flow::Continue) => {}
-                        Ok(Flow::Yield) => break,
+                        Ok(Flow::Yield) => {
+                            if w.halted() {
+                                g.state[i] = State::Halted;
+                            }
+                            break;
+                        }
                         Ok(Flow::Barrier) => {
                             g.state[i] = State::AtBarrier;
                             break;
@@ -1027,6 +1061,8 @@ impl Sched<'_> {
                             g.state[i] = State::Ended;
                             break;
                         }
+                        Ok(Flow::Message(simm16)) => self.obs.message(id, i as u32, w, simm16),
+                        Ok(Flow::Trap(trap_id)) if self.obs.trap(id, i as u32, w, trap_id) => {}
                         Ok(Flow::Trap(trap_id)) => {
                             return Err(DispatchError::Trap {
                                 workgroup: id,
@@ -1051,7 +1087,10 @@ impl Sched<'_> {
             if g.state.contains(&State::Ready) {
                 continue;
             }
-            if g.state.iter().any(|s| matches!(s, State::Gws(_))) {
+            if g.state
+                .iter()
+                .any(|s| matches!(s, State::Gws(_) | State::Halted))
+            {
                 return Ok(Turn::Blocked);
             }
             // Every wave not ended waits at the barrier: release them all.

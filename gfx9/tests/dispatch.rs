@@ -518,3 +518,137 @@ fn a_pm4_dispatch_gets_its_user_data_and_gfx942_its_flat_scratch() {
         assert_eq!(w.vgpr[0][63] >> 10, *wave, "lane 63's y");
     }
 }
+
+/// A trap handler at `handler` (the first-level handler's effect: TTMP12 = STATUS, PC =
+/// TBA), and every message with its M0; MSG_GET_DOORBELL answered with doorbell 0x2a.
+struct TrapTo {
+    handler: u64,
+    traps: Mutex<Vec<(u16, u32, u32)>>,
+    messages: Mutex<Vec<(u16, u32, bool)>>,
+}
+
+impl Observer for TrapTo {
+    fn trap(&self, _: [u32; 3], _: u32, w: &mut Wave, trap_id: u16) -> bool {
+        self.traps
+            .lock()
+            .unwrap()
+            .push((trap_id, w.ttmp[0], w.ttmp[1]));
+        w.ttmp[12] = w.read_hwreg(2);
+        w.pc = self.handler;
+        true
+    }
+    fn message(&self, _: [u32; 3], _: u32, w: &mut Wave, simm16: u16) {
+        let privileged = w.read_hwreg(2) & 1 << 5 != 0;
+        self.messages
+            .lock()
+            .unwrap()
+            .push((simm16, w.m0, privileged));
+        if simm16 & 0xf == 10 {
+            w.exec = (w.exec & !0xffff_ffff) | 0x2a;
+        }
+    }
+}
+
+#[test]
+fn s_trap_runs_the_observers_trap_handler_which_returns_with_s_rfe() {
+    // The handler (the shape of kfdtest's TrapHandlerIsa): asks for the doorbell, raises an
+    // interrupt naming it, steps past the s_trap, restores STATUS (SCC with it) and returns.
+    // After it the kernel reports SCC (set before the trap) through M0.
+    let body = "s_branch main\n\
+                handler:\n\
+                s_mov_b32 exec_lo, 0x80000000\n\
+                s_sendmsg 10\n\
+                s_and_b32 ttmp3, exec_lo, 0xfff\n\
+                s_or_b32 m0, ttmp3, 0x800\n\
+                s_sendmsg sendmsg(MSG_INTERRUPT)\n\
+                s_add_u32 ttmp0, ttmp0, 4\n\
+                s_addc_u32 ttmp1, ttmp1, 0\n\
+                s_and_b32 ttmp1, ttmp1, 0xffff\n\
+                s_setreg_b32 hwreg(HW_REG_STATUS), ttmp12\n\
+                s_rfe_b64 ttmp[0:1]\n\
+                main:\n\
+                s_cmp_eq_u32 0, 0\n\
+                s_trap 2\n\
+                s_cselect_b32 m0, 1, 2\n\
+                s_sendmsg sendmsg(MSG_INTERRUPT)\n\
+                s_endpgm";
+    let Some((text, kd)) = kernel("gfx90a", body, "") else {
+        return;
+    };
+    let (mem, kd) = load(&text, &kd);
+    let d = dispatch(Target::Gfx90a, kd, [64, 1, 1], [64, 1, 1]);
+    let obs = TrapTo {
+        handler: common::CODE + 4,
+        traps: Mutex::default(),
+        messages: Mutex::default(),
+    };
+    run(&d, &mem, &RunOptions { threads: 1 }, &obs).expect("the wave goes on past the trap");
+    // s_branch (4 bytes), the handler (56: four of its ten instructions carry a literal),
+    // s_cmp (4): the s_trap is at CODE + 64.
+    let at = common::CODE + 64;
+    assert_eq!(
+        *obs.traps.lock().unwrap(),
+        [(2, at as u32, (at >> 32) as u32 | 2 << 16)]
+    );
+    assert_eq!(
+        *obs.messages.lock().unwrap(),
+        [
+            (10, 0, true),
+            (1, 0x82a, true),
+            // Past the trap: SCC as it was (1), STATUS.PRIV cleared by s_rfe_b64.
+            (1, 1, false),
+        ]
+    );
+}
+
+/// Cancels once asked `after` times; counts messages; a trap goes to CODE + 4.
+struct CancelLater {
+    asked: AtomicUsize,
+    after: usize,
+    messages: AtomicUsize,
+}
+
+impl Observer for CancelLater {
+    fn cancelled(&self) -> bool {
+        self.asked.fetch_add(1, Ordering::SeqCst) + 1 >= self.after
+    }
+    fn message(&self, _: [u32; 3], _: u32, _: &mut Wave, _: u16) {
+        self.messages.fetch_add(1, Ordering::SeqCst);
+    }
+    fn trap(&self, _: [u32; 3], _: u32, w: &mut Wave, _: u16) -> bool {
+        w.pc = common::CODE + 4;
+        true
+    }
+}
+
+#[test]
+fn a_halted_wave_stays_halted_until_the_dispatch_is_cancelled() {
+    // s_sethalt 1 outside the trap handler halts the wave: it never reaches the message or
+    // s_endpgm, so only the cancel ends the dispatch; the same after a trap handler's
+    // s_rfe_b64 with STATUS.HALT set (ROCr's handler parks a wave so).
+    let handler = "s_branch main\n handler:\n \
+                   s_setreg_imm32_b32 hwreg(HW_REG_STATUS), 0x2020\n \
+                   s_add_u32 ttmp0, ttmp0, 4\n s_and_b32 ttmp1, ttmp1, 0xffff\n \
+                   s_rfe_b64 ttmp[0:1]\n main:\n";
+    for body in [
+        "s_sethalt 1\n s_sendmsg sendmsg(MSG_INTERRUPT)\n s_endpgm".to_string(),
+        format!("{handler} s_trap 1\n s_sendmsg sendmsg(MSG_INTERRUPT)\n s_endpgm"),
+    ] {
+        let Some((text, kd)) = kernel("gfx90a", &body, "") else {
+            return;
+        };
+        let (mem, kd) = load(&text, &kd);
+        let d = dispatch(Target::Gfx90a, kd, [64, 1, 1], [64, 1, 1]);
+        let obs = CancelLater {
+            asked: AtomicUsize::new(0),
+            after: 5,
+            messages: AtomicUsize::new(0),
+        };
+        assert_eq!(
+            run(&d, &mem, &RunOptions { threads: 1 }, &obs),
+            Err(DispatchError::Cancelled),
+            "{body}"
+        );
+        assert_eq!(obs.messages.load(Ordering::SeqCst), 0, "{body}");
+    }
+}

@@ -1184,6 +1184,8 @@ fn program_control_flows() {
     };
     use Flow::*;
     let mut expected = vec![Continue; 10];
+    // s_sendmsg sendmsg(MSG_INTERRUPT): the message (id 1) goes to the dispatcher.
+    expected[7] = Message(1);
     expected.extend([Yield, Barrier, Yield, Continue, Yield, End]);
     assert_eq!(f, expected);
     assert_eq!(
@@ -1219,6 +1221,27 @@ fn s_trap_stops_at_the_trap_with_the_handler_inputs_set() {
     assert_eq!(r.wave.ttmp[0], at as u32);
     assert_eq!(r.wave.ttmp[1], (at >> 32) as u32 | 0x1f << 16);
     assert_eq!(r.wave.hwreg[hwreg::STATUS] & 1 << 5, 1 << 5, "STATUS.PRIV");
+}
+
+#[test]
+fn status_and_ib_sts_take_writes_only_in_the_trap_handler() {
+    // Outside the trap handler s_setreg of STATUS and IB_STS is dropped; with STATUS.PRIV
+    // it is written (SCC with it).
+    let asm = "s_setreg_imm32_b32 hwreg(HW_REG_IB_STS), 0x8000\n\
+               s_setreg_imm32_b32 hwreg(HW_REG_STATUS), 0x21\n\
+               s_endpgm";
+    let Some(user) = run(asm, |_, _| {}) else {
+        return;
+    };
+    assert_eq!(user.wave.hwreg[hwreg::IB_STS], 0);
+    assert_eq!(user.wave.hwreg[hwreg::STATUS], 0);
+    assert!(!user.wave.scc);
+    let Some(trap) = run(asm, |w, _| w.hwreg[hwreg::STATUS] = 1 << 5) else {
+        return;
+    };
+    assert_eq!(trap.wave.hwreg[hwreg::IB_STS], 0x8000);
+    assert_eq!(trap.wave.hwreg[hwreg::STATUS] & 1 << 5, 1 << 5);
+    assert!(trap.wave.scc, "STATUS.SCC written");
 }
 
 #[test]

@@ -451,6 +451,17 @@ pub trait Backend: Send + Sync + 'static {
     /// kernel would release when its last `/dev/kfd` reference goes.
     fn process_exited(&self, tgid: i32);
 
+    /// `PTRACE_POKEDATA` (or `POKETEXT`) of `word` at `addr` of `tracee`, a thread its
+    /// caller traces and that is stopped (the supervisor checked, as `ptrace_check_attach`
+    /// does): `Some` with the call's result when `addr` is in a mapping of the backend's own
+    /// memory that it writes itself (the kernel's `ptrace_access_vm` reaches a device
+    /// mapping through its `vm_ops->access`, which writes whatever the mapping's
+    /// protection); `None` lets the kernel run the call. The default writes nothing.
+    fn poke(&self, tracee: i32, addr: u64, word: u64) -> Option<Result<(), Errno>> {
+        let _ = (tracee, addr, word);
+        None
+    }
+
     /// How many NUMA nodes the emulated machine has (`/sys/devices/system/node` lists them),
     /// for the memory-policy calls that name them (`mbind`, `set_mempolicy`); `None` when the
     /// backend emulates no NUMA nodes (the host's are what a program sees). The default says

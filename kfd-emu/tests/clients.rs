@@ -1428,3 +1428,26 @@ fn a_program_ptraces_its_parent_and_its_child_as_on_linux() {
         describe(&out)
     );
 }
+
+/// A HIP 5.2.3 kernel that traps (`__builtin_trap`, `s_trap 2`) under `kfd-emu run` on
+/// mi210x8: the wave runs ROCr's own second-level trap handler (the model's first-level
+/// one jumps there), whose interrupt reports `EC_QUEUE_WAVE_TRAP` to the runtime through
+/// the queue's context save area (`kfd_send_exception_to_runtime`); ROCr's exception
+/// handler calls HIP's queue callback, which aborts with HSA_STATUS_ERROR_EXCEPTION
+/// (0x1016), as on a GPU. The program never returns from hipDeviceSynchronize.
+#[test]
+fn a_trapping_hip_kernel_aborts_with_rocrs_exception() {
+    let Some(program) = build_hip_program("hip_trap", "gfx90a") else {
+        return;
+    };
+    let out = Command::new(kfd_emu())
+        .args(["run", "--machine", "mi210x8", "--"])
+        .arg(&program)
+        .output()
+        .expect("running kfd-emu");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(text, "launch\n", "{}", describe(&out));
+    assert_eq!(out.status.code(), Some(134), "{}", describe(&out));
+    assert!(err.contains("0x1016"), "{}", describe(&out));
+}

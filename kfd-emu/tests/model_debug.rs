@@ -10,7 +10,7 @@ use std::os::unix::process::CommandExt;
 
 use kfd_emu::backend::Backend;
 use kfd_ioctl::abi::*;
-use model_support::{Emu, TestCaller};
+use model_support::{Emu, TestCaller, va};
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::io::Errno;
 
@@ -326,5 +326,507 @@ fn wave_launch_override_follows_each_gc_versions_support() {
             "{preset}"
         );
         assert!(over(7, 0, 0).0.is_err(), "{preset}");
+    }
+}
+
+/// A kernel that traps (`s_trap 1`), and at CODE + 256 a second-level trap handler of
+/// kfdtest's `TrapHandlerIsa` shape: it asks the SPI for the wave's doorbell
+/// (MSG_GET_DOORBELL), sends an interrupt whose data names it with trap code 2
+/// (`EC_QUEUE_WAVE_TRAP`: `doorbell | 0x800`), steps past the `s_trap` and returns.
+const TRAPPING: &str = "s_trap 1\n s_endpgm\n .p2align 8\n handler:\n\
+    s_mov_b32 ttmp2, exec_lo\n s_mov_b32 ttmp3, exec_hi\n s_mov_b32 exec_lo, 0x80000000\n\
+    s_sendmsg 10\n wait:\n s_nop 7\n s_bitcmp0_b32 exec_lo, 0x1f\n s_cbranch_scc0 wait\n\
+    s_mov_b32 exec_hi, ttmp3\n s_and_b32 exec_lo, exec_lo, 0xfff\n s_mov_b32 ttmp3, exec_lo\n\
+    s_mov_b32 exec_lo, ttmp2\n s_mov_b32 ttmp2, m0\n s_or_b32 ttmp3, ttmp3, 0x800\n\
+    s_mov_b32 m0, ttmp3\n s_sendmsg sendmsg(MSG_INTERRUPT)\n s_mov_b32 m0, ttmp2\n\
+    s_add_u32 ttmp0, ttmp0, 4\n s_addc_u32 ttmp1, ttmp1, 0\n s_and_b32 ttmp1, ttmp1, 0xffff\n\
+    s_setreg_b32 hwreg(HW_REG_STATUS), ttmp12\n s_rfe_b64 ttmp[0:1]";
+
+/// SET_TRAP_HANDLER of the queue's GPU: second-level TBA `tba`, no TMA.
+fn set_trap_handler(q: &model_support::aql::Queue, tba: u64) {
+    let mut a = kfd_ioctl_set_trap_handler_args {
+        tba_addr: tba,
+        tma_addr: 0,
+        gpu_id: q.emu.gpu(),
+        pad: 0,
+    };
+    assert_eq!(q.emu.ioctl(AMDKFD_IOC_SET_TRAP_HANDLER, &mut a), Ok(0));
+}
+
+/// Whether the debug event fd has a byte, after a pass of the engines (non-blocking).
+fn has_event(read: &OwnedFd) -> bool {
+    let mut fds = [PollFd::new(read, PollFlags::IN)];
+    poll(&mut fds, Some(&rustix::event::Timespec::default())) == Ok(1)
+}
+
+/// QUERY_DEBUG_EVENT clearing `clear`: (result, exception mask, gpu id, queue id).
+fn query_full(emu: &Emu, pid: i32, clear: u64) -> (Result<i64, Errno>, u64, u32, u32) {
+    let mut a = trap(pid, KFD_IOC_DBG_TRAP_QUERY_DEBUG_EVENT);
+    a.set_query_debug_event(kfd_ioctl_dbg_trap_query_debug_event_args {
+        exception_mask: clear,
+        ..Default::default()
+    });
+    let r = emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut a);
+    let q = a.query_debug_event();
+    (r, q.exception_mask, q.gpu_id, q.queue_id)
+}
+
+/// kfdtest's HitTrapEvent in the model: a wave's `s_trap` enters the kernel's first-level
+/// trap handler, which jumps to the second-level one SET_TRAP_HANDLER gave; its
+/// MSG_INTERRUPT from the trap handler (PRIV) names the queue's doorbell and
+/// `EC_QUEUE_WAVE_TRAP`, which `kfd_set_dbg_ev_from_interrupt` raises on that queue for the
+/// debugger (one byte on its fd; QUERY_DEBUG_EVENT names the queue and the GPU); the handler
+/// returns past the `s_trap` and the dispatch completes.
+#[test]
+fn a_waves_s_trap_runs_the_trap_handler_whose_interrupt_raises_wave_trap() {
+    use model_support::aql::*;
+    let Some((text, kd)) = assemble("gfx942", TRAPPING) else {
+        return;
+    };
+    let mut q = Queue::create(Setup::aql("mi300x"));
+    q.load(&text, &kd);
+    set_trap_handler(&q, va(2) + CODE as u64 + 256);
+    let me = q.emu.caller.tgid;
+    let (read, write) = rustix::pipe::pipe().expect("pipe");
+    let wave_trap = kfd_ec_mask(EC_QUEUE_WAVE_TRAP);
+    assert_eq!(enable(&q.emu, me, write.as_raw_fd(), wave_trap).0, Ok(0));
+    q.submit(0, Queue::dispatch_packet([64, 1, 1], [64, 1, 1]));
+    assert!(
+        q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0),
+        "the wave did not go on past its trap"
+    );
+    assert!(q.wait_until(|_| has_event(&read)), "no debug event");
+    assert_eq!(event_bytes(&read), b".");
+    let gpu = q.emu.gpu();
+    assert_eq!(
+        query_full(&q.emu, me, wave_trap),
+        (Ok(0), wave_trap, gpu, q.id),
+        "the trap is the queue's"
+    );
+    // Cleared by the query: nothing more.
+    assert_eq!(query(&q.emu, me, 0).0, Err(Errno::AGAIN));
+    // QUERY_EXCEPTION_INFO: raised again by a second dispatch, found on the queue, no
+    // data; a queue id the process has not is EINVAL.
+    q.submit(1, Queue::dispatch_packet([64, 1, 1], [64, 1, 1]));
+    assert!(q.wait_until(|_| has_event(&read)), "no second debug event");
+    let mut buf = [0u8; 8];
+    let mut info = |queue: u32| {
+        let mut a = trap(me, KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO);
+        a.set_query_exception_info(kfd_ioctl_dbg_trap_query_exception_info_args {
+            info_ptr: buf.as_mut_ptr() as u64,
+            info_size: 8,
+            source_id: queue,
+            exception_code: EC_QUEUE_WAVE_TRAP,
+            clear_exception: 1,
+        });
+        let r = q.emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut a);
+        (r, a.query_exception_info().info_size)
+    };
+    assert_eq!(info(q.id + 1), (Err(Errno::INVAL), 8));
+    assert_eq!(info(q.id), (Ok(0), 0));
+    assert_eq!(info(q.id).0, Err(Errno::NODATA), "cleared");
+    q.destroy();
+}
+
+/// Without a second-level trap handler the kernel's first-level one steps over an `s_trap`
+/// (`L_NO_NEXT_TRAP`: PC + 4, `s_rfe_b64`): the dispatch completes, the queue has no error.
+#[test]
+fn without_a_second_level_handler_an_s_trap_is_stepped_over() {
+    use model_support::aql::*;
+    let Some((text, kd)) = assemble("gfx942", "s_trap 2\n s_endpgm") else {
+        return;
+    };
+    let mut q = Queue::create(Setup::aql("mi300x"));
+    q.load(&text, &kd);
+    q.submit(0, Queue::dispatch_packet([64, 1, 1], [64, 1, 1]));
+    assert!(q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0));
+    assert_eq!(
+        q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE),
+        0,
+        "no queue error"
+    );
+    q.destroy();
+}
+
+/// kfdtest's HitMemoryViolation in the model: a wave's VM fault, with a debugger that
+/// enabled `EC_DEVICE_MEMORY_VIOLATION`, is raised on the GPU for it
+/// (`kfd_set_dbg_ev_from_interrupt(dev, pasid, -1, ...)`) instead of evicting the queues
+/// and setting the memory events: QUERY_DEBUG_EVENT names the GPU, QUERY_EXCEPTION_INFO
+/// copies the fault's `kfd_hsa_memory_exception_data`, GET_DEVICE_SNAPSHOT shows the status
+/// on the GPU's entry. The debugger's SEND_RUNTIME_EVENT of the violation then does what the
+/// runtime would have seen (`kfd_dbg_send_exception_to_runtime`): the memory event is set
+/// with the fault.
+#[test]
+fn a_vm_fault_goes_to_the_debugger_then_to_the_runtime_when_it_sends_it_on() {
+    use model_support::aql::*;
+    use model_support::{create, data, wait};
+    let Some((text, kd)) = assemble("gfx942", "s_endpgm") else {
+        return;
+    };
+    let mut q = Queue::create(Setup::aql("mi300x"));
+    q.load(&text, &kd);
+    // The entry 0x1000_0000 past the descriptor: va(3) + 0x3000, never mapped.
+    let offset = 0x1000_0000i64;
+    q.bo.bytes()[DESCRIPTOR + 16..DESCRIPTOR + 24].copy_from_slice(&offset.to_le_bytes());
+    let memory = create(&q.emu, KFD_IOC_EVENT_MEMORY, false);
+    let me = q.emu.caller.tgid;
+    let gpu = q.emu.gpu();
+    let (read, write) = rustix::pipe::pipe().expect("pipe");
+    let violation = kfd_ec_mask(EC_DEVICE_MEMORY_VIOLATION);
+    assert_eq!(enable(&q.emu, me, write.as_raw_fd(), violation).0, Ok(0));
+    q.submit(0, Queue::dispatch_packet([64, 1, 1], [64, 1, 1]));
+    assert!(q.wait_until(|_| has_event(&read)), "no debug event");
+    assert_eq!(event_bytes(&read), b".");
+    // The memory event is the runtime's: not set while the debugger holds the fault.
+    let mut events = [data(memory.event_id)];
+    assert_eq!(
+        wait(&q.emu, &mut events, true, 0),
+        (Ok(0), KFD_IOC_WAIT_RESULT_TIMEOUT)
+    );
+    assert_eq!(query_full(&q.emu, me, 0), (Ok(0), violation, gpu, 0));
+    // The fault's data, kept for the debugger.
+    let mut fault = kfd_hsa_memory_exception_data::default();
+    let mut a = trap(me, KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO);
+    a.set_query_exception_info(kfd_ioctl_dbg_trap_query_exception_info_args {
+        info_ptr: (&raw mut fault) as u64,
+        info_size: size_of::<kfd_hsa_memory_exception_data>() as u32,
+        source_id: gpu,
+        exception_code: EC_DEVICE_MEMORY_VIOLATION,
+        clear_exception: 0,
+    });
+    assert_eq!(q.emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut a), Ok(0));
+    assert_eq!(a.query_exception_info().info_size, 32);
+    assert_eq!(fault.va, va(3) + DESCRIPTOR as u64);
+    assert_eq!(fault.gpu_id, gpu);
+    assert_eq!(fault.failure.NotPresent, 1);
+    // GET_DEVICE_SNAPSHOT: the GPU's entry has the status (cleared by the snapshot's mask);
+    // the count answered is the process's GPUs, the entry size the kernel's.
+    let mut entries = vec![kfd_dbg_device_info_entry::default(); 2];
+    let mut snapshot = |clear: u64| {
+        let mut a = trap(me, KFD_IOC_DBG_TRAP_GET_DEVICE_SNAPSHOT);
+        a.set_device_snapshot(kfd_ioctl_dbg_trap_device_snapshot_args {
+            exception_mask: clear,
+            snapshot_buf_ptr: entries.as_mut_ptr() as u64,
+            num_devices: 2,
+            entry_size: size_of::<kfd_dbg_device_info_entry>() as u32,
+        });
+        let r = q.emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut a);
+        (r, a.device_snapshot().num_devices, entries[0])
+    };
+    let (r, n, e) = snapshot(violation);
+    assert_eq!((r, n), (Ok(0), 1), "mi300x: one GPU");
+    assert_eq!(e.gpu_id, gpu);
+    assert_eq!(e.exception_status, violation);
+    assert_eq!(e.gfx_target_version, 90402);
+    assert_eq!(snapshot(0).2.exception_status, 0, "cleared by the first");
+    // The debugger hands the violation to the runtime: the memory event is set with it.
+    let mut a = trap(me, KFD_IOC_DBG_TRAP_SEND_RUNTIME_EVENT);
+    a.set_send_runtime_event(kfd_ioctl_dbg_trap_send_runtime_event_args {
+        exception_mask: violation,
+        gpu_id: gpu,
+        queue_id: 0,
+    });
+    assert_eq!(q.emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut a), Ok(0));
+    let mut events = [data(memory.event_id)];
+    let (r, result) = wait(&q.emu, &mut events, true, PATIENCE_MS);
+    assert_eq!((r, result), (Ok(0), KFD_IOC_WAIT_RESULT_COMPLETE));
+    assert_eq!(
+        events[0].memory_exception_data().va,
+        va(3) + DESCRIPTOR as u64
+    );
+    // A GPU the process has not: ENODEV.
+    a.set_send_runtime_event(kfd_ioctl_dbg_trap_send_runtime_event_args {
+        exception_mask: violation,
+        gpu_id: gpu + 1,
+        queue_id: 0,
+    });
+    assert_eq!(q.emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut a), Err(Errno::NODEV));
+    q.destroy();
+}
+
+/// A queue over `q`'s ring (as `Queue::create` makes it), created now; its id.
+fn create_queue(q: &model_support::aql::Queue, csa: u64) -> u32 {
+    use model_support::aql::*;
+    let base = va(2);
+    let mut a = kfd_ioctl_create_queue_args {
+        ring_base_address: base + RING as u64,
+        ring_size: RING_SIZE as u32,
+        read_pointer_address: base + RPTR as u64,
+        write_pointer_address: base + WPTR as u64,
+        gpu_id: q.emu.gpu(),
+        queue_type: KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
+        queue_percentage: 100,
+        queue_priority: 7,
+        ctx_save_restore_address: csa,
+        ctx_save_restore_size: if csa == 0 { 0 } else { 0x1000 },
+        ..Default::default()
+    };
+    q.emu
+        .ioctl(AMDKFD_IOC_CREATE_QUEUE, &mut a)
+        .expect("create the queue");
+    a.queue_id
+}
+
+/// GET_QUEUE_SNAPSHOT and SUSPEND/RESUME_QUEUES (`pqm_get_queue_snapshot`,
+/// `suspend_queues`, `resume_queues`), the order kfdtest's SuspendQueues takes: a queue
+/// created under the debugger has `EC_QUEUE_NEW` raised, which the snapshot shows and a
+/// suspend refuses (the id comes back marked invalid, count 0); a snapshot clearing it lets
+/// the suspend through (count 1, valid), and a resume answers 1; an id no queue has stays
+/// invalid. A suspended queue runs no packet until it is resumed.
+#[test]
+fn queue_snapshots_and_suspend_resume_follow_the_kernel() {
+    use model_support::aql::*;
+    let Some((text, kd)) = assemble("gfx942", "s_endpgm") else {
+        return;
+    };
+    let mut q = Queue::create(Setup::aql("mi300x"));
+    q.load(&text, &kd);
+    q.destroy();
+    let me = q.emu.caller.tgid;
+    assert_eq!(
+        q.emu.ioctl(AMDKFD_IOC_RUNTIME_ENABLE, &mut runtime(true)),
+        Ok(0)
+    );
+    let (_read, write) = rustix::pipe::pipe().expect("pipe");
+    assert_eq!(enable(&q.emu, me, write.as_raw_fd(), 0).0, Ok(0));
+    let csa = va(2) + SCRATCH as u64;
+    q.id = create_queue(&q, csa);
+    let new = kfd_ec_mask(EC_QUEUE_NEW);
+    let mut entries = [kfd_queue_snapshot_entry::default(); 2];
+    let mut snapshot = |clear: u64| {
+        let mut a = trap(me, KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT);
+        a.set_queue_snapshot(kfd_ioctl_dbg_trap_queue_snapshot_args {
+            exception_mask: clear,
+            snapshot_buf_ptr: entries.as_mut_ptr() as u64,
+            num_queues: 2,
+            entry_size: size_of::<kfd_queue_snapshot_entry>() as u32,
+        });
+        let r = q.emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut a);
+        (r, a.queue_snapshot().num_queues, entries[0])
+    };
+    let (r, n, e) = snapshot(0);
+    assert_eq!((r, n), (Ok(0), 1));
+    assert_eq!(e.exception_status, new);
+    assert_eq!(e.ring_base_address, va(2) + RING as u64);
+    assert_eq!(e.ctx_save_restore_address, csa);
+    assert_eq!(e.ctx_save_restore_area_size, 0x1000);
+    assert_eq!(e.queue_type, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL);
+    let id = e.queue_id;
+    let suspend = |ids: &mut [u32]| {
+        let mut a = trap(me, KFD_IOC_DBG_TRAP_SUSPEND_QUEUES);
+        a.set_suspend_queues(kfd_ioctl_dbg_trap_suspend_queues_args {
+            exception_mask: 0,
+            queue_array_ptr: ids.as_mut_ptr() as u64,
+            num_queues: ids.len() as u32,
+            grace_period: 0,
+        });
+        q.emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut a)
+    };
+    let mut ids = [id, id + 7];
+    assert_eq!(suspend(&mut ids), Ok(0), "a new queue is not suspended");
+    assert_eq!(
+        ids,
+        [
+            id | KFD_DBG_QUEUE_INVALID_MASK,
+            (id + 7) | KFD_DBG_QUEUE_INVALID_MASK
+        ]
+    );
+    assert_eq!(snapshot(new).2.exception_status, new);
+    assert_eq!(snapshot(0).2.exception_status, 0, "cleared");
+    let mut ids = [id, id + 7];
+    assert_eq!(suspend(&mut ids), Ok(1));
+    assert_eq!(ids, [id, (id + 7) | KFD_DBG_QUEUE_INVALID_MASK]);
+    // Suspended: a packet waits.
+    q.submit(0, Queue::dispatch_packet([64, 1, 1], [64, 1, 1]));
+    q.run_engines_once();
+    q.run_engines_once();
+    assert_eq!(
+        q.u64_at(COMPLETION + SIGNAL_VALUE),
+        1,
+        "ran while suspended"
+    );
+    let mut ids = [id];
+    let mut a = trap(me, KFD_IOC_DBG_TRAP_RESUME_QUEUES);
+    a.set_resume_queues(kfd_ioctl_dbg_trap_resume_queues_args {
+        queue_array_ptr: ids.as_mut_ptr() as u64,
+        num_queues: 1,
+        pad: 0,
+    });
+    assert_eq!(q.emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut a), Ok(1));
+    assert_eq!(ids, [id]);
+    assert!(q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0));
+    q.destroy();
+}
+
+/// kfdtest's PtraceAccessInvisibleVram in the model: a tracer's `PTRACE_POKEDATA` into the
+/// tracee's read-only mapping of a host-invisible VRAM BO writes the BO
+/// (`ttm_bo_vm_access` through the VMA's `vm_ops->access`, whatever its protection):
+/// [`Backend::poke`] writes the BO's memfd at the mapping's offset. A writable mapping, a
+/// word crossing the mapping's end and memory that is no BO's are left to the kernel.
+#[test]
+fn a_tracers_poke_into_a_read_only_bo_mapping_writes_the_bo() {
+    use kfd_emu::backend::MmapAction;
+    use std::os::fd::AsFd;
+    let mut emu = Emu::machine("mi300x");
+    emu.acquire_all();
+    let gpu = emu.gpu();
+    let flags = KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
+    let (_, offset) = emu.alloc(gpu, va(5), 8192, flags).expect("alloc");
+    let MmapAction::Redirect { fd, offset: at } =
+        emu.mmap_action(emu.renders[0].as_fd(), offset, 8192)
+    else {
+        panic!("a BO mapping is redirected to its memfd");
+    };
+    // SAFETY: a fresh read-only shared mapping of the BO's memfd, unmapped below.
+    let ro = unsafe {
+        rustix::mm::mmap(
+            std::ptr::null_mut(),
+            8192,
+            rustix::mm::ProtFlags::READ,
+            rustix::mm::MapFlags::SHARED,
+            fd.as_fd(),
+            at,
+        )
+    }
+    .expect("mmap read-only") as u64;
+    let mut rw = model_support::CpuMap::new(fd.as_fd(), at, 8192);
+    let me = std::process::id() as i32;
+    let word = 0xcafe_babe_dead_beefu64;
+    assert_eq!(emu.model.poke(me, ro + 4096 - 8, word), Some(Ok(())));
+    assert_eq!(
+        rw.bytes()[4088..4096],
+        word.to_ne_bytes(),
+        "the BO was written"
+    );
+    assert_eq!(
+        emu.model.poke(me, rw.ptr as u64 + 8, 1),
+        None,
+        "writable: the kernel's write"
+    );
+    assert_eq!(
+        emu.model.poke(me, ro + 8192 - 4, 1),
+        None,
+        "crosses the end"
+    );
+    let local = 0u64;
+    assert_eq!(emu.model.poke(me, (&raw const local) as u64, 1), None);
+    // SAFETY: unmaps the mapping made above.
+    unsafe { rustix::mm::munmap(ro as *mut _, 8192) }.expect("munmap");
+}
+
+/// Without a debugger, a trap handler's exception goes to the runtime
+/// (`kfd_set_dbg_ev_from_interrupt` → `kfd_send_exception_to_runtime`): the queue's context
+/// save area header names the runtime's error payload, into which the exception mask is
+/// OR-ed, and its error event, which is set (ROCr's exception signal and event).
+#[test]
+fn without_a_debugger_a_trap_handlers_exception_goes_to_the_runtime() {
+    use model_support::aql::*;
+    use model_support::{create, data, wait};
+    let Some((text, kd)) = assemble("gfx942", TRAPPING) else {
+        return;
+    };
+    let mut q = Queue::create(Setup::aql("mi300x"));
+    q.load(&text, &kd);
+    q.destroy();
+    assert_eq!(
+        q.emu.ioctl(AMDKFD_IOC_RUNTIME_ENABLE, &mut runtime(true)),
+        Ok(0)
+    );
+    let error = create(&q.emu, KFD_IOC_EVENT_SIGNAL, false);
+    let payload = DATA + 0x100;
+    q.put_u64(payload, 0x100);
+    q.put_u64(SCRATCH + 24, va(2) + payload as u64);
+    q.put_u32(SCRATCH + 32, error.event_id);
+    q.id = create_queue(&q, va(2) + SCRATCH as u64);
+    set_trap_handler(&q, va(2) + CODE as u64 + 256);
+    q.submit(0, Queue::dispatch_packet([64, 1, 1], [64, 1, 1]));
+    let mut events = [data(error.event_id)];
+    let (r, result) = wait(&q.emu, &mut events, true, PATIENCE_MS);
+    assert_eq!((r, result), (Ok(0), KFD_IOC_WAIT_RESULT_COMPLETE));
+    assert_eq!(
+        q.u64_at(payload),
+        0x100 | kfd_ec_mask(EC_QUEUE_WAVE_TRAP),
+        "OR-ed into the payload"
+    );
+    q.destroy();
+}
+
+/// SET/CLEAR_NODE_ADDRESS_WATCH and SET_FLAGS as `kfd_debug.c` answers them: a GPU's four
+/// watch points handed out lowest first (`ENOMEM` with id -1 when none is free), a clear
+/// only of a held one (`EINVAL`), a GPU the process has not `ENODEV`; DISABLE releases them.
+/// SINGLE_MEM_OP needs per-VMID debug registers (GC 9.4.2/9.4.3: mi300x yes, mi100 no:
+/// `EACCES`), the previous flags answered.
+#[test]
+fn address_watches_and_flags_follow_kfd_debug() {
+    for (machine, per_vmid) in [("mi300x", true), ("mi100", false)] {
+        let emu = Emu::machine(machine);
+        let me = emu.caller.tgid;
+        let gpu = emu.gpu();
+        assert_eq!(
+            emu.ioctl(AMDKFD_IOC_RUNTIME_ENABLE, &mut runtime(true)),
+            Ok(0)
+        );
+        let (_read, write) = rustix::pipe::pipe().expect("pipe");
+        assert_eq!(enable(&emu, me, write.as_raw_fd(), 0).0, Ok(0));
+        let set = |gpu_id: u32| {
+            let mut a = trap(me, KFD_IOC_DBG_TRAP_SET_NODE_ADDRESS_WATCH);
+            a.set_set_node_address_watch(kfd_ioctl_dbg_trap_set_node_address_watch_args {
+                address: 0x1000,
+                mode: KFD_DBG_TRAP_ADDRESS_WATCH_MODE_READ,
+                mask: u32::MAX,
+                gpu_id,
+                id: 7,
+            });
+            let r = emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut a);
+            (r, a.set_node_address_watch().id)
+        };
+        let clear = |id: u32| {
+            let mut a = trap(me, KFD_IOC_DBG_TRAP_CLEAR_NODE_ADDRESS_WATCH);
+            a.set_clear_node_address_watch(kfd_ioctl_dbg_trap_clear_node_address_watch_args {
+                gpu_id: gpu,
+                id,
+            });
+            emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut a)
+        };
+        for id in 0..4 {
+            assert_eq!(set(gpu), (Ok(0), id), "{machine}");
+        }
+        assert_eq!(
+            set(gpu),
+            (Err(Errno::NOMEM), u32::MAX),
+            "{machine}: all four held"
+        );
+        assert_eq!(set(gpu + 1).0, Err(Errno::NODEV), "{machine}");
+        assert_eq!(clear(1), Ok(0));
+        assert_eq!(clear(1), Err(Errno::INVAL), "{machine}: not held any more");
+        assert_eq!(
+            clear(4),
+            Err(Errno::INVAL),
+            "{machine}: no such watch point"
+        );
+        assert_eq!(set(gpu), (Ok(0), 1), "{machine}: the freed one");
+        let flags = |f: u32| {
+            let mut a = trap(me, KFD_IOC_DBG_TRAP_SET_FLAGS);
+            a.set_set_flags(kfd_ioctl_dbg_trap_set_flags_args { flags: f, pad: 0 });
+            let r = emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut a);
+            (r, a.set_flags().flags)
+        };
+        if per_vmid {
+            assert_eq!(flags(KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP), (Ok(0), 0));
+            assert_eq!(flags(0), (Ok(0), KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP));
+        } else {
+            assert_eq!(
+                flags(KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP),
+                (Err(Errno::ACCESS), 0),
+                "{machine}"
+            );
+        }
+        // DISABLE releases the watch points: the next session starts from 0.
+        assert_eq!(
+            emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut trap(me, KFD_IOC_DBG_TRAP_DISABLE)),
+            Ok(0)
+        );
+        assert_eq!(enable(&emu, me, write.as_raw_fd(), 0).0, Ok(0));
+        assert_eq!(set(gpu), (Ok(0), 0), "{machine}: released at DISABLE");
     }
 }

@@ -25,17 +25,20 @@
 //!   [`Memory`]), so the counters `s_waitcnt` waits on are always zero. Nor have `s_nop`,
 //!   `s_setkill 0`, `s_wakeup` (a sleeping wave has yielded already), `s_ttracedata` (no
 //!   thread trace), `s_incperflevel`/`s_decperflevel` (no performance counters).
-//! - `s_sendmsg`/`s_sendmsghalt`: a compute wave's messages (MSG_INTERRUPT, MSG_SAVEWAVE,
-//!   MSG_STALL_WAVE_GEN, MSG_HALT_WAVES, MSG_GET_DOORBELL, the GS and PS messages of the
-//!   graphics pipeline) reach nothing here: no trap handler or host interrupt runs, there is
-//!   no graphics pipeline. `s_sendmsghalt` then halts like `s_sethalt 1`.
+//! - `s_sendmsg` is [`Flow::Message`] with its SIMM16: the dispatcher hands the message to
+//!   its observer (MSG_INTERRUPT raises the host interrupt with M0's data, MSG_GET_DOORBELL
+//!   answers in EXEC: [`crate::dispatch`]); `s_sendmsghalt`'s message reaches nothing here,
+//!   it halts like `s_sethalt 1`.
 //! - `s_sleep` (but `s_sleep 0`, which does not sleep) and `s_sethalt 1` yield
-//!   ([`Flow::Yield`]): the dispatcher runs the other waves and comes back; a halt is not
-//!   held until a host resumes the wave (no debugger here). `s_setkill 1` kills the wave:
+//!   ([`Flow::Yield`]): the dispatcher runs the other waves and comes back, but a halted
+//!   wave ([`Wave::halted`]: `s_sethalt 1`, `s_sendmsghalt`, or a trap handler returning
+//!   with STATUS.HALT set) is held by the dispatcher until the dispatch is cancelled (no
+//!   host resumes it here). `s_setkill 1` kills the wave:
 //!   it ends as at `s_endpgm` ([`Flow::End`]); `s_barrier` is [`Flow::Barrier`].
 //! - `s_trap` sets up the trap handler's inputs as the hardware does (TTMP0/1 = the trap
-//!   id and the PC of the `s_trap`, STATUS.PRIV) and stops the wave at the `s_trap` with
-//!   [`Flow::Trap`]: no trap handler runs (its base, TBA, is never jumped to).
+//!   id and the PC of the `s_trap`, STATUS.PRIV) and returns [`Flow::Trap`] with the wave
+//!   at the `s_trap`: where the trap handler is (TBA) is the dispatcher's to know
+//!   ([`crate::dispatch::Observer::trap`]), which moves the PC there or stops the wave.
 //! - `s_icache_inv` drops the decoded instructions of the [`CodeCache`] it runs with, so
 //!   code rewritten in memory is decoded again (other threads' caches are theirs).
 //! - `s_cbranch_cdbgsys*`/`s_cbranch_cdbguser` branch on STATUS.COND_DBG_SYS/USER, which
@@ -45,8 +48,9 @@
 //!   `s_setvskip` (or MODE.VSKIP through `s_setreg`) makes [`execute`](super::execute)
 //!   drop every vector, LDS and vector-memory instruction until it is cleared.
 //! - `s_getreg`/`s_setreg` reach [`Wave::hwreg`] by the ids of [`hwreg`]; only MODE and
-//!   TRAPSTS take writes (the guide's `HwRegWriteMask`: the others are read-only to a
-//!   wave outside the trap handler). [`Wave::mode`] and [`Wave::gpr_idx`] are what the
+//!   TRAPSTS take writes, and STATUS and IB_STS in the trap handler (STATUS.PRIV; the
+//!   guide's `HwRegWriteMask`: the others are read-only to a wave outside the trap
+//!   handler). [`Wave::mode`] and [`Wave::gpr_idx`] are what the
 //!   vector ALU reads of them.
 //!
 //! # Not executed
@@ -288,10 +292,17 @@ impl Wave {
         })
     }
 
+    /// Whether the wave is halted: STATUS.HALT outside the trap handler (STATUS.PRIV clear;
+    /// "HALT is ignored while PRIV == 1"). Only a host (a debugger, context save) resumes it.
+    pub fn halted(&self) -> bool {
+        let s = self.hwreg[hwreg::STATUS];
+        s & status::HALT != 0 && s & status::PRIV == 0
+    }
+
     /// Hardware register `id` as `s_getreg_b32` reads it: STATUS with the live SCC, EXECZ
     /// and VCCZ; SH_MEM_BASES from the apertures; the rest from [`Wave::hwreg`] (an id beyond
     /// it reads zero).
-    fn read_hwreg(&self, id: usize) -> u32 {
+    pub fn read_hwreg(&self, id: usize) -> u32 {
         match id {
             hwreg::STATUS => {
                 let live = status::SCC | status::EXECZ | status::VCCZ;
@@ -630,14 +641,23 @@ fn sopk(w: &mut Wave, inst: &Inst, pc: u64, op: SopkOp) -> Result<Flow, ExecErro
             let (id, offset, mask) = hwreg_field(inst.imm);
             dst32(w, inst, pc, (w.read_hwreg(id) & mask) >> offset)?;
         }
-        // HW_REG[id][offset + size - 1 : offset] = the value's low bits. Only MODE and
-        // TRAPSTS take writes; the other registers are read-only to a wave (writes dropped).
+        // HW_REG[id][offset + size - 1 : offset] = the value's low bits. MODE and TRAPSTS
+        // take writes; in the trap handler (STATUS.PRIV) STATUS and IB_STS do too (a trap
+        // handler restores them before `s_rfe_b64`); the other registers are read-only to a
+        // wave (writes dropped). STATUS.SCC written is SCC; EXECZ and VCCZ stay live.
         SSetregB32 | SSetregImm32B32 => {
             let v = src32(w, inst, pc, 0)?;
             let (id, offset, mask) = hwreg_field(inst.imm);
-            if matches!(id, hwreg::MODE | hwreg::TRAPSTS) {
-                let old = w.hwreg[id];
-                w.hwreg[id] = (old & !mask) | (v << offset & mask);
+            let privileged = w.hwreg[hwreg::STATUS] & status::PRIV != 0;
+            if matches!(id, hwreg::MODE | hwreg::TRAPSTS)
+                || (privileged && matches!(id, hwreg::STATUS | hwreg::IB_STS))
+            {
+                let old = w.read_hwreg(id);
+                let new = (old & !mask) | (v << offset & mask);
+                w.hwreg[id] = new;
+                if id == hwreg::STATUS {
+                    w.scc = new & status::SCC != 0;
+                }
             }
         }
         // S0 (the SDST field) = the lane mask; the target is PC + signext(SIMM16 * 4) + 4.
@@ -838,11 +858,16 @@ fn sop1(w: &mut Wave, inst: &Inst, pc: u64, op: Sop1Op) -> Result<Flow, ExecErro
             w.pc = to;
             return Ok(Flow::Continue);
         }
-        // Return from the trap handler: PC = S0, STATUS.PRIV cleared.
+        // Return from the trap handler: PC = S0, STATUS.PRIV cleared. A handler that set
+        // STATUS.HALT (restoring STATUS with it) leaves the wave halted: it yields.
         SRfeB64 => {
             w.pc = src64(w, inst, pc, 0)?;
             w.hwreg[hwreg::STATUS] &= !status::PRIV;
-            return Ok(Flow::Continue);
+            return Ok(if w.halted() {
+                Flow::Yield
+            } else {
+                Flow::Continue
+            });
         }
         SAndSaveexecB64 | SOrSaveexecB64 | SXorSaveexecB64 | SAndn2SaveexecB64
         | SOrn2SaveexecB64 | SNandSaveexecB64 | SNorSaveexecB64 | SXnorSaveexecB64
@@ -994,9 +1019,11 @@ fn sopp(
         SEndpgm | SEndpgmSaved | SEndpgmOrderedPsDone => return Ok(Flow::End),
         SBarrier => return Ok(Flow::Barrier),
         // Every access has completed (see the module docs); the rest have nothing to act on.
-        SNop | SWaitcnt | SWakeup | STtracedata | SIncperflevel | SDecperflevel | SSendmsg => {
+        SNop | SWaitcnt | SWakeup | STtracedata | SIncperflevel | SDecperflevel => {
             return Ok(Flow::Continue);
         }
+        // The message goes to the dispatcher (the module docs).
+        SSendmsg => return Ok(Flow::Message(imm as u16)),
         // "Kill this wave if the least significant bit of the immediate is 1": it ends.
         SSetkill => {
             return Ok(if imm & 1 == 1 {

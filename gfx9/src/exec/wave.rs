@@ -144,8 +144,13 @@ pub enum Flow {
     Barrier,
     /// `s_endpgm`: the wave is done.
     End,
-    /// `s_trap` with this trap id (no trap handler runs here: the dispatcher reports it).
+    /// `s_trap` with this trap id: the wave is at the trap handler's entry (its inputs set)
+    /// and the dispatcher decides what runs next (see [`crate::dispatch::Observer::trap`]).
     Trap(u16),
+    /// `s_sendmsg` with this SIMM16 (the message id in bits 3:0, its operation in 6:4): the
+    /// wave is past it; the dispatcher hands the message to whoever receives it
+    /// ([`crate::dispatch::Observer::message`]: the SPI, the host's interrupt handler).
+    Message(u16),
     /// `s_sleep`/`s_sethalt`: yield to other waves.
     Yield,
     /// A `ds_gws_sema_p` or `ds_gws_barrier` that must wait: the wave is past the

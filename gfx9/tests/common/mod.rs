@@ -220,7 +220,7 @@ pub fn run_on(
         };
         end = step(&mut wave, &mut ctx);
         match end {
-            Ok(Flow::Continue | Flow::Barrier | Flow::Yield) => continue,
+            Ok(Flow::Continue | Flow::Barrier | Flow::Yield | Flow::Message(_)) => continue,
             _ => break,
         }
     }

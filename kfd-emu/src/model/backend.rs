@@ -600,6 +600,10 @@ impl Backend for Model {
         svm::cpu_hidden(&self.drv, tgid)
     }
 
+    fn poke(&self, tracee: i32, addr: u64, word: u64) -> Option<Result<(), Errno>> {
+        super::mmap::ptrace_poke(&self.drv, tracee, addr, word)
+    }
+
     fn cpu_fault(&self, caller: CallerId, addr: u64) -> bool {
         let _busy = self.drv.dev.clock.busy();
         svm::cpu_fault(&self.drv, caller.tgid, addr)

@@ -16,13 +16,33 @@
 //!   `runtime_state`, `ttmp_setup`) to `rinfo_ptr` up to `rinfo_size` bytes and answers
 //!   its size (16); then the exception mask is set. A copy fault is `EFAULT` with debugging
 //!   left enabled, as the kernel leaves it.
-//! - **Events** (`kfd_dbg_ev_raise`): an exception sets its status bit on the process; when
-//!   the debugger enabled it, one byte `'.'` is written to the debug event file.
-//!   QUERY_DEBUG_EVENT (`kfd_dbg_ev_query_debug_event`) answers the raised status (and
-//!   clears the bits asked), `EAGAIN` when nothing enabled is raised; SET_EXCEPTIONS_ENABLED
+//! - **Events** (`kfd_dbg_ev_raise`, [`exceptions`](super::exceptions)): an exception sets
+//!   its status bit on the process, a queue or a GPU; when the debugger enabled it, one
+//!   byte `'.'` is written to the debug event file. A queue created under the debugger has
+//!   `EC_QUEUE_NEW`; a wave's trap-handler interrupt raises its queue's exception
+//!   (`EC_QUEUE_WAVE_TRAP`, ...) and a VM fault `EC_DEVICE_MEMORY_VIOLATION` on the GPU
+//!   ([`kernel`](super::kernel), [`engine::vm_fault`]). QUERY_DEBUG_EVENT
+//!   (`kfd_dbg_ev_query_debug_event`) answers the first queue with an enabled status raised
+//!   (its id and GPU), else the first GPU, else the process (and clears the bits asked
+//!   there), `EAGAIN` when nothing enabled is raised; SET_EXCEPTIONS_ENABLED
 //!   (`kfd_dbg_set_enabled_debug_exception_mask`) writes the byte when a newly enabled
-//!   exception is already raised; QUERY_EXCEPTION_INFO (`kfd_dbg_trap_query_exception_info`)
-//!   copies the runtime info for `EC_PROCESS_RUNTIME`.
+//!   exception is already raised anywhere; QUERY_EXCEPTION_INFO
+//!   (`kfd_dbg_trap_query_exception_info`) finds the queue, GPU or process (`EINVAL` for an
+//!   unknown source, `ENODATA` when the bit is not raised), copies the runtime info for
+//!   `EC_PROCESS_RUNTIME` and the fault's `kfd_hsa_memory_exception_data` for
+//!   `EC_DEVICE_MEMORY_VIOLATION`, and clears the bit when asked.
+//! - **SEND_RUNTIME_EVENT** (`kfd_dbg_send_exception_to_runtime`): a memory violation
+//!   evicts the GPU's queues and sets the memory events with the kept fault (`ENODEV` for
+//!   a GPU the process has not), `EC_PROCESS_RUNTIME` answers the hand-shake below, other
+//!   bits go to the queue's runtime (`kfd_send_exception_to_runtime`).
+//! - **Snapshots**: GET_QUEUE_SNAPSHOT (`pqm_get_queue_snapshot`) and GET_DEVICE_SNAPSHOT
+//!   (`kfd_dbg_trap_device_snapshot`) copy up to the asked count of entries of at most the
+//!   kernel's size, clear the asked bits, and answer the real count and the size used.
+//! - **SUSPEND/RESUME_QUEUES** (`suspend_queues`, `resume_queues`): the ids come back
+//!   marked invalid unless the queue was (or already is) suspended or resumed; a queue with
+//!   `EC_QUEUE_NEW` raised is not suspended; the ioctl answers the count. A suspended
+//!   queue's engine starts no packet (a dispatch in flight runs to its end: the waves are
+//!   not saved); DISABLE with the runtime enabled resumes every queue.
 //! - **Runtime hand-shake** (`runtime_enable`, `runtime_disable`): with a debugger attached,
 //!   RUNTIME_ENABLE and its disable raise `EC_PROCESS_RUNTIME` and block until the debugger
 //!   answers SEND_RUNTIME_EVENT with that bit (`runtime_enable_sema`); a caller killed while
@@ -38,15 +58,18 @@
 //!   for a request outside them, the previous mask answered. The mask is recorded per
 //!   process (GC 9.0–9.4.1 keep it in one register for every process) and no wave traps on
 //!   it yet; GC 10 and later answer `EINVAL` (not emulated).
+//! - **Address watches** (`kfd_dbg_trap_set_dev_address_watch`, `_clear_`): a GPU the
+//!   process has not is `ENODEV`; SET takes the lowest of the GPU's 4 watch points no
+//!   process holds (`ENOMEM`, id -1, when none is free), CLEAR only one the process holds
+//!   (`EINVAL`); DISABLE with the runtime enabled releases them, and so does the process's
+//!   end. SET_FLAGS (`kfd_dbg_trap_set_flags`): `KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP` needs
+//!   per-VMID debug registers on every GPU (GC 9.4.2, 9.4.3, 11 and later; else `EACCES`),
+//!   the previous flags answered. Where it differs: no wave stops at a watched address (the
+//!   interpreter has no watch registers), and SINGLE_MEM_OP changes nothing (every access
+//!   completes before the next instruction already).
 //!
-//! Not emulated (each answers `EINVAL`, the kernel's answer to an op it does not know):
-//! SUSPEND/RESUME_QUEUES, the address watches, SET_FLAGS and the
-//! queue and device snapshots; no queue or device exception is raised yet (a wave's
-//! `s_trap` and a VM fault do not reach the debugger), so QUERY_EXCEPTION_INFO of a queue
-//! or device code finds nothing raised (`ENODATA`) for an existing source; SEND_RUNTIME_EVENT
-//! with bits other than `EC_PROCESS_RUNTIME` is `EINVAL`.
+//! Queues are listed in queue-id order (the kernel's list is newest first).
 
-use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -64,6 +87,14 @@ use kfd_ioctl::abi::{
     kfd_ioctl_dbg_trap_query_exception_info_args, kfd_ioctl_runtime_enable_args,
 };
 use kfd_ioctl::abi::{
+    EC_DEVICE_MEMORY_VIOLATION, EC_QUEUE_NEW, KFD_DBG_QUEUE_INVALID_MASK,
+    KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP, KFD_IOC_DBG_TRAP_GET_DEVICE_SNAPSHOT,
+    KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT, kfd_dbg_device_info_entry,
+    kfd_ioctl_dbg_trap_device_snapshot_args, kfd_ioctl_dbg_trap_queue_snapshot_args,
+    kfd_ioctl_dbg_trap_resume_queues_args, kfd_ioctl_dbg_trap_suspend_queues_args,
+    kfd_queue_snapshot_entry,
+};
+use kfd_ioctl::abi::{
     KFD_DBG_TRAP_MASK_DBG_ADDRESS_WATCH, KFD_DBG_TRAP_MASK_DBG_MEMORY_VIOLATION,
     KFD_DBG_TRAP_MASK_FP_DIVIDE_BY_ZERO, KFD_DBG_TRAP_MASK_FP_INEXACT,
     KFD_DBG_TRAP_MASK_FP_INPUT_DENORMAL, KFD_DBG_TRAP_MASK_FP_INVALID,
@@ -76,11 +107,24 @@ use rustix::io::Errno;
 
 use super::chardev::{Ctx, get, put};
 use super::driver::FileKind;
+use super::engine;
 use super::events::LIVENESS_PERIOD;
+use super::exceptions;
 use super::process::{DebugState, Process, State};
+use crate::backend::IoctlResult;
+use zerocopy::IntoBytes;
 
 /// `KFD_DBG_TRAP_WAVE_LAUNCH_MODE_NORMAL`, `_HALT` and `_DEBUG` (`kfd_ioctl.h`).
 const WAVE_LAUNCH_MODES: [u32; 3] = [0, 1, 3];
+
+/// `MAX_WATCH_ADDRESSES` (`kfd_debug.c`): a GPU's address watch points.
+const MAX_WATCH_ADDRESSES: u32 = 4;
+
+/// `kfd_dbg_is_per_vmid_supported` of a GPU of `gfx_target_version` `target`: GC 9.4.2
+/// (gfx90a), 9.4.3 (gfx940–gfx942) and GC 11 and later.
+fn per_vmid_debug(target: u32) -> bool {
+    matches!(target, 90010 | 90400..=90402) || target >= 110000
+}
 
 /// `sizeof(struct kfd_runtime_info)`.
 const RUNTIME_INFO_SIZE: u32 = 16;
@@ -167,24 +211,7 @@ fn runtime_info(p: &Process) -> [u8; RUNTIME_INFO_SIZE as usize] {
 
 /// `kfd_dbg_ev_raise` of process-level exceptions `mask`: true when the debugger is told.
 fn raise(p: &mut Process, mask: u64) -> bool {
-    let d = &mut p.debug;
-    if !d.enabled {
-        return false;
-    }
-    d.exception_status |= mask & KFD_EC_MASK_PROCESS;
-    if d.exception_enable_mask & mask == 0 {
-        return false;
-    }
-    notify(d);
-    true
-}
-
-/// Writes the byte the kernel writes to the debug event file (`kernel_write` of `'.'`).
-fn notify(d: &DebugState) {
-    if let Some(file) = &d.ev_file {
-        // A full pipe or a closed reader loses the byte, as the kernel's write does.
-        let _ = rustix::io::write(file.as_fd(), b".");
-    }
+    exceptions::ev_raise(p, mask & KFD_EC_MASK_PROCESS, 0, 0, None)
 }
 
 /// The thread id tracing `pid` (`TracerPid` of its status; 0 when untraced).
@@ -227,15 +254,17 @@ fn target(ctx: &Ctx<'_>, pid: i32, op: u32) -> Result<i32, Errno> {
 }
 
 /// AMDKFD_IOC_DBG_TRAP (see the module docs).
-pub(super) fn dbg_trap(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+pub(super) fn dbg_trap(ctx: &Ctx<'_>, buf: &mut [u8]) -> IoctlResult {
     let mut a: kfd_ioctl_dbg_trap_args = get(buf);
-    let result = trap(ctx, &mut a);
+    let mut value = 0;
+    let result = trap(ctx, &mut a, &mut value);
     // The argument goes back whatever the result (`kfd_ioctl` copies it out after any call).
     put(buf, &a);
-    result
+    // SUSPEND/RESUME_QUEUES answer their count as the ioctl's value.
+    result.map(|()| value)
 }
 
-fn trap(ctx: &Ctx<'_>, a: &mut kfd_ioctl_dbg_trap_args) -> Result<(), Errno> {
+fn trap(ctx: &Ctx<'_>, a: &mut kfd_ioctl_dbg_trap_args, value: &mut i64) -> Result<(), Errno> {
     let pid = i32::try_from(a.pid).map_err(|_| Errno::SRCH)?;
     if pid <= 0 {
         return Err(Errno::SRCH);
@@ -249,6 +278,13 @@ fn trap(ctx: &Ctx<'_>, a: &mut kfd_ioctl_dbg_trap_args) -> Result<(), Errno> {
         return Err(Errno::PERM);
     }
     let mut st = ctx.m.lock();
+    // Each GPU's watch points held by any process (`dev->alloc_watch_ids`).
+    let mut dev_watch = vec![0u32; ctx.m.dev.cfg.machine.gpus().len()];
+    for pdd in st.procs.values().flat_map(|p| &p.pdds) {
+        if let Some(m) = dev_watch.get_mut(pdd.gpu) {
+            *m |= pdd.watch_ids;
+        }
+    }
     let p = st.procs.get_mut(&tgid).ok_or(Errno::SRCH)?;
     if a.op != KFD_IOC_DBG_TRAP_ENABLE && !p.debug.enabled {
         return Err(Errno::INVAL);
@@ -265,6 +301,26 @@ fn trap(ctx: &Ctx<'_>, a: &mut kfd_ioctl_dbg_trap_args) -> Result<(), Errno> {
     if !p.runtime_enabled && needs_runtime.contains(&a.op) {
         return Err(Errno::PERM);
     }
+    // The GPU of an address watch op (`kfd_process_device_data_by_id`): `ENODEV` without it.
+    let watch_gpu = match a.op {
+        KFD_IOC_DBG_TRAP_SET_NODE_ADDRESS_WATCH => Some(a.set_node_address_watch().gpu_id),
+        KFD_IOC_DBG_TRAP_CLEAR_NODE_ADDRESS_WATCH => Some(a.clear_node_address_watch().gpu_id),
+        _ => None,
+    };
+    let watch_pdd = match watch_gpu {
+        Some(id) => Some(
+            p.pdds
+                .iter()
+                .position(|d| d.gpu_id == id)
+                .ok_or(Errno::NODEV)?,
+        ),
+        None => None,
+    };
+    if a.op == KFD_IOC_DBG_TRAP_SEND_RUNTIME_EVENT {
+        // (It evicts and signals, which take the lock: `st` goes with it.)
+        let e = a.send_runtime_event();
+        return send_to_runtime(ctx, tgid, st, e.gpu_id, e.queue_id, e.exception_mask);
+    }
     match a.op {
         KFD_IOC_DBG_TRAP_ENABLE => {
             let mut e = a.enable();
@@ -276,7 +332,24 @@ fn trap(ctx: &Ctx<'_>, a: &mut kfd_ioctl_dbg_trap_args) -> Result<(), Errno> {
             r
         }
         KFD_IOC_DBG_TRAP_DISABLE => {
-            // kfd_dbg_trap_disable (runtime busy or in error is not modelled: enabled or not).
+            // kfd_dbg_trap_disable (runtime busy or in error is not modelled: enabled or not):
+            // with the runtime enabled the traps are deactivated, which resumes every
+            // suspended queue (`resume_queues(target, 0, NULL)`); every exception status
+            // is cleaned (`kfd_dbg_clean_exception_status`).
+            // Deactivating also clears the process's address watch points
+            // (`kfd_dbg_clear_process_address_watch`) and its flags.
+            if p.runtime_enabled {
+                resume_all(p);
+                for pdd in &mut p.pdds {
+                    pdd.watch_ids = 0;
+                }
+            }
+            for pdd in &mut p.pdds {
+                pdd.exception_status = 0;
+            }
+            for q in p.queues.by_id.values_mut() {
+                q.exception_status = 0;
+            }
             p.debug = DebugState {
                 sema: p.debug.sema,
                 runtime_retry: p.debug.runtime_retry,
@@ -284,23 +357,18 @@ fn trap(ctx: &Ctx<'_>, a: &mut kfd_ioctl_dbg_trap_args) -> Result<(), Errno> {
             };
             Ok(())
         }
-        KFD_IOC_DBG_TRAP_SEND_RUNTIME_EVENT => {
-            let mut reason = a.send_runtime_event().exception_mask;
-            if reason & kfd_ec_mask(EC_PROCESS_RUNTIME) != 0 {
-                // "up(&p->runtime_enable_sema)".
-                p.debug.sema = p.debug.sema.saturating_add(1);
-                reason &= !kfd_ec_mask(EC_PROCESS_RUNTIME);
-                ctx.m.wake.notify_all();
-            }
-            if reason != 0 {
-                return Err(Errno::INVAL);
-            }
-            Ok(())
-        }
         KFD_IOC_DBG_TRAP_SET_EXCEPTIONS_ENABLED => {
+            // kfd_dbg_set_enabled_debug_exception_mask: the byte when any raised status
+            // (process, queue or device) is newly enabled.
             let mask = a.set_exceptions_enabled().exception_mask;
-            if mask & p.debug.exception_status != 0 {
-                notify(&p.debug);
+            let found = p.debug.exception_status
+                | p.queues
+                    .by_id
+                    .values()
+                    .fold(0, |m, q| m | q.exception_status)
+                | p.pdds.iter().fold(0, |m, d| m | d.exception_status);
+            if mask & found != 0 {
+                exceptions::notify(&p.debug);
             }
             p.debug.exception_enable_mask = mask;
             Ok(())
@@ -332,20 +400,113 @@ fn trap(ctx: &Ctx<'_>, a: &mut kfd_ioctl_dbg_trap_args) -> Result<(), Errno> {
             Ok(())
         }
         KFD_IOC_DBG_TRAP_QUERY_DEBUG_EVENT => {
+            // kfd_dbg_ev_query_debug_event: the first queue with an enabled status raised,
+            // else the first device, else the process; the asked bits cleared there.
             let mut q = a.query_debug_event();
             let clear = q.exception_mask;
             q.exception_mask = 0;
             q.gpu_id = 0;
             q.queue_id = 0;
-            let d = &mut p.debug;
-            if d.exception_enable_mask & d.exception_status != 0 {
+            let enabled = p.debug.exception_enable_mask;
+            let gpu_id = |gpu: usize| p.pdds.iter().find(|d| d.gpu == gpu).map(|d| d.gpu_id);
+            let queue = p
+                .queues
+                .by_id
+                .iter()
+                .find(|(_, x)| enabled & x.exception_status != 0)
+                .map(|(&id, x)| (id, x.gpu));
+            if let Some((id, gpu)) = queue {
+                let gpu_id = gpu_id(gpu).unwrap_or(0);
+                if let Some(x) = p.queues.by_id.get_mut(&id) {
+                    q.exception_mask = x.exception_status;
+                    q.queue_id = id;
+                    q.gpu_id = gpu_id;
+                    x.exception_status &= !clear;
+                }
+            } else if let Some(d) = p
+                .pdds
+                .iter_mut()
+                .find(|d| enabled & d.exception_status != 0)
+            {
                 q.exception_mask = d.exception_status;
+                q.gpu_id = d.gpu_id;
                 d.exception_status &= !clear;
+            } else if enabled & p.debug.exception_status != 0 {
+                q.exception_mask = p.debug.exception_status;
+                p.debug.exception_status &= !clear;
             }
             a.set_query_debug_event(q);
             if q.exception_mask == 0 {
                 return Err(Errno::AGAIN);
             }
+            Ok(())
+        }
+        KFD_IOC_DBG_TRAP_GET_QUEUE_SNAPSHOT => {
+            let mut q = a.queue_snapshot();
+            let r = queue_snapshot(ctx, p, &mut q);
+            a.set_queue_snapshot(q);
+            r
+        }
+        KFD_IOC_DBG_TRAP_GET_DEVICE_SNAPSHOT => {
+            let mut d = a.device_snapshot();
+            let r = device_snapshot(ctx, p, &mut d);
+            a.set_device_snapshot(d);
+            r
+        }
+        KFD_IOC_DBG_TRAP_SET_NODE_ADDRESS_WATCH => {
+            // kfd_dbg_trap_set_dev_address_watch: the lowest watch point no process holds on
+            // the GPU (`kfd_dbg_get_dev_watch_id`), else `ENOMEM` with the id -1.
+            let i = watch_pdd.unwrap_or(0);
+            let gpu = p.pdds[i].gpu;
+            let held = dev_watch.get(gpu).copied().unwrap_or(0);
+            let mut w = a.set_node_address_watch();
+            let free = (0..MAX_WATCH_ADDRESSES).find(|b| held & 1 << b == 0);
+            w.id = free.unwrap_or(u32::MAX);
+            a.set_set_node_address_watch(w);
+            let id = free.ok_or(Errno::NOMEM)?;
+            p.pdds[i].watch_ids |= 1 << id;
+            Ok(())
+        }
+        KFD_IOC_DBG_TRAP_CLEAR_NODE_ADDRESS_WATCH => {
+            // kfd_dbg_trap_clear_dev_address_watch: only a watch point the process holds.
+            let i = watch_pdd.unwrap_or(0);
+            let id = a.clear_node_address_watch().id;
+            let d = &mut p.pdds[i];
+            if id >= MAX_WATCH_ADDRESSES || d.watch_ids & 1 << id == 0 {
+                return Err(Errno::INVAL);
+            }
+            d.watch_ids &= !(1 << id);
+            Ok(())
+        }
+        KFD_IOC_DBG_TRAP_SET_FLAGS => {
+            // kfd_dbg_trap_set_flags: SINGLE_MEM_OP needs every GPU to have per-VMID debug
+            // registers (else `EACCES`, the flags unchanged); the previous flags answered.
+            let mut f = a.set_flags();
+            let prev = p.debug.flags;
+            let machine = &ctx.m.dev.cfg.machine;
+            let per_vmid = p.pdds.iter().all(|pdd| {
+                let target = machine
+                    .node_of(&machine.gpus()[pdd.gpu])
+                    .and_then(|n| n.gfx_target_version())
+                    .and_then(|v| v.raw())
+                    .unwrap_or(0);
+                per_vmid_debug(target)
+            });
+            let wanted = f.flags;
+            f.flags = prev;
+            a.set_set_flags(f);
+            if !per_vmid && wanted & KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP != 0 {
+                return Err(Errno::ACCESS);
+            }
+            p.debug.flags = wanted & KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP;
+            Ok(())
+        }
+        KFD_IOC_DBG_TRAP_SUSPEND_QUEUES => {
+            *value = suspend_queues(ctx, p, &a.suspend_queues())?;
+            Ok(())
+        }
+        KFD_IOC_DBG_TRAP_RESUME_QUEUES => {
+            *value = resume_queues(ctx, p, &a.resume_queues())?;
             Ok(())
         }
         KFD_IOC_DBG_TRAP_QUERY_EXCEPTION_INFO => {
@@ -393,12 +554,41 @@ fn exception_info(
     }
     let bit = kfd_ec_mask(code);
     if bit & KFD_EC_MASK_QUEUE != 0 {
-        let found = p.queues.by_id.contains_key(&q.source_id);
-        return Err(if found { Errno::NODATA } else { Errno::INVAL });
+        let x = p.queues.by_id.get_mut(&q.source_id).ok_or(Errno::INVAL)?;
+        if x.exception_status & bit == 0 {
+            return Err(Errno::NODATA);
+        }
+        q.info_size = 0;
+        if q.clear_exception != 0 {
+            x.exception_status &= !bit;
+        }
+        return Ok(());
     }
     if bit & KFD_EC_MASK_DEVICE != 0 {
-        let found = p.pdds.iter().any(|pdd| pdd.gpu_id == q.source_id);
-        return Err(if found { Errno::NODATA } else { Errno::INVAL });
+        let d = p
+            .pdds
+            .iter_mut()
+            .find(|d| d.gpu_id == q.source_id)
+            .ok_or(Errno::INVAL)?;
+        if d.exception_status & bit == 0 {
+            return Err(Errno::NODATA);
+        }
+        let mut size = 0;
+        if code == EC_DEVICE_MEMORY_VIOLATION {
+            // The fault's kfd_hsa_memory_exception_data (none kept: 0 bytes).
+            let data = d.vm_fault_exc_data.clone().unwrap_or_default();
+            let copy = (q.info_size as usize).min(data.len());
+            ctx.caller.write(q.info_ptr, &data[..copy])?;
+            size = data.len() as u32;
+            if q.clear_exception != 0 {
+                d.vm_fault_exc_data = None;
+            }
+        }
+        q.info_size = size;
+        if q.clear_exception != 0 {
+            d.exception_status &= !bit;
+        }
+        return Ok(());
     }
     if bit & KFD_EC_MASK_PROCESS == 0 {
         return Err(Errno::INVAL);
@@ -486,5 +676,258 @@ fn hand_shake(ctx: &Ctx<'_>, mut st: std::sync::MutexGuard<'_, State>) -> Result
                 return Err(Errno::INTR);
             }
         }
+    }
+}
+
+/// SEND_RUNTIME_EVENT (`kfd_dbg_send_exception_to_runtime`) on `tgid`'s process, whose
+/// lock `st` is held: a device memory violation evicts the process's queues on the GPU
+/// `gpu_id` and sets its memory events with the fault kept for the debugger (`ENODEV` for a
+/// GPU the process has not); `EC_PROCESS_RUNTIME` answers the runtime's hand-shake; any
+/// other bits go to the runtime of queue `queue_id` (`kfd_send_exception_to_runtime`,
+/// nothing when no such queue).
+fn send_to_runtime(
+    ctx: &Ctx<'_>,
+    tgid: i32,
+    mut st: std::sync::MutexGuard<'_, State>,
+    gpu_id: u32,
+    queue_id: u32,
+    mut reason: u64,
+) -> Result<(), Errno> {
+    let p = st.procs.get_mut(&tgid).ok_or(Errno::SRCH)?;
+    let mut evict = None;
+    let violation = kfd_ec_mask(EC_DEVICE_MEMORY_VIOLATION);
+    if reason & violation != 0 {
+        let d = p
+            .pdds
+            .iter()
+            .find(|d| d.gpu_id == gpu_id)
+            .ok_or(Errno::NODEV)?;
+        evict = Some((d.gpu, d.vm_fault_exc_data.clone().unwrap_or_default()));
+        reason &= !violation;
+    }
+    if reason & kfd_ec_mask(EC_PROCESS_RUNTIME) != 0 {
+        // "up(&p->runtime_enable_sema)".
+        p.debug.sema = p.debug.sema.saturating_add(1);
+        reason &= !kfd_ec_mask(EC_PROCESS_RUNTIME);
+        ctx.m.wake.notify_all();
+    }
+    let runtime = if reason != 0 {
+        p.queues.by_id.get(&queue_id).and_then(|q| {
+            let gpu = p.pdds.iter().find(|d| d.gpu == q.gpu)?.gpu_id;
+            Some((gpu, q.ctx_save.0))
+        })
+    } else {
+        None
+    };
+    drop(st);
+    if let Some((gpu, data)) = evict {
+        engine::evict_for_fault(ctx.m, tgid, gpu, None, &data);
+    }
+    if let Some((gpu, csa)) = runtime {
+        exceptions::to_runtime(ctx.m, tgid, gpu, csa, reason);
+    }
+    Ok(())
+}
+
+/// GET_QUEUE_SNAPSHOT (`pqm_get_queue_snapshot`, `set_queue_snapshot_entry`): up to
+/// `num_queues` entries of `entry_size` (at most the kernel's 64) bytes, each queue's
+/// exception status cleared of `exception_mask`; `num_queues` answers how many queues
+/// there are, `entry_size` the size copied. The kernel walks its queue list (newest
+/// first); here the queues go in queue-id order.
+fn queue_snapshot(
+    ctx: &Ctx<'_>,
+    p: &mut Process,
+    a: &mut kfd_ioctl_dbg_trap_queue_snapshot_args,
+) -> Result<(), Errno> {
+    let stride = a.entry_size as u64;
+    let size = (a.entry_size as usize).min(size_of::<kfd_queue_snapshot_entry>());
+    a.entry_size = size as u32;
+    let gpu_ids: Vec<(usize, u32)> = p.pdds.iter().map(|d| (d.gpu, d.gpu_id)).collect();
+    let mut count = 0u32;
+    let mut result = Ok(());
+    for (&id, q) in &mut p.queues.by_id {
+        if count < a.num_queues && result.is_ok() {
+            let e = kfd_queue_snapshot_entry {
+                exception_status: q.exception_status,
+                ring_base_address: q.ring_va,
+                write_pointer_address: q.wptr_va,
+                read_pointer_address: q.rptr_va,
+                ctx_save_restore_address: q.ctx_save.0,
+                queue_id: id,
+                gpu_id: gpu_ids
+                    .iter()
+                    .find(|(g, _)| *g == q.gpu)
+                    .map_or(0, |(_, i)| *i),
+                ring_size: q.ring_size as u32,
+                queue_type: q.user_type,
+                ctx_save_restore_area_size: q.ctx_save.1,
+                reserved: 0,
+            };
+            q.exception_status &= !a.exception_mask;
+            let at = a.snapshot_buf_ptr + u64::from(count) * stride;
+            result = ctx.caller.write(at, &e.as_bytes()[..size]);
+        }
+        count += 1;
+    }
+    a.num_queues = count;
+    result
+}
+
+/// GET_DEVICE_SNAPSHOT (`kfd_dbg_trap_device_snapshot`): an entry per GPU of the process,
+/// up to `num_devices`, of `entry_size` bytes at most the kernel's; `num_devices` answers
+/// the process's GPUs. Each entry: the pdd's exception status (then cleared of
+/// `exception_mask`), the apertures GET_PROCESS_APERTURES reports, the topology node's
+/// ids and counts, `fw_version` (the MEC firmware's, as the node's `fw_version`), the PCI
+/// revision and subsystem ids as sysfs shows them (the subsystem is the vendor, device 0).
+fn device_snapshot(
+    ctx: &Ctx<'_>,
+    p: &mut Process,
+    a: &mut kfd_ioctl_dbg_trap_device_snapshot_args,
+) -> Result<(), Errno> {
+    if a.snapshot_buf_ptr == 0 {
+        return Err(Errno::INVAL);
+    }
+    let stride = u64::from(a.entry_size);
+    let wanted = (a.num_devices as usize).min(p.pdds.len());
+    a.num_devices = p.pdds.len() as u32;
+    let size = (a.entry_size as usize).min(size_of::<kfd_dbg_device_info_entry>());
+    a.entry_size = size as u32;
+    let machine = &ctx.m.dev.cfg.machine;
+    for (i, pdd) in p.pdds.iter_mut().take(wanted).enumerate() {
+        let gpu = &machine.gpus()[pdd.gpu];
+        let node = machine.node_of(gpu);
+        let prop = |key: &str| {
+            node.and_then(|n| n.properties.get(key))
+                .map_or(0, |v| v as u32)
+        };
+        let ap = gpu.apertures();
+        let e = kfd_dbg_device_info_entry {
+            exception_status: pdd.exception_status,
+            lds_base: ap.lds_base,
+            lds_limit: ap.lds_limit,
+            scratch_base: ap.scratch_base,
+            scratch_limit: ap.scratch_limit,
+            gpuvm_base: ap.gpuvm_base,
+            gpuvm_limit: ap.gpuvm_limit,
+            gpu_id: pdd.gpu_id,
+            location_id: prop("location_id"),
+            vendor_id: prop("vendor_id"),
+            device_id: prop("device_id"),
+            revision_id: gpu.pci_revision(),
+            subsystem_vendor_id: gpu.vendor_id,
+            subsystem_device_id: 0,
+            fw_version: prop("fw_version"),
+            gfx_target_version: prop("gfx_target_version"),
+            simd_count: prop("simd_count"),
+            max_waves_per_simd: prop("max_waves_per_simd"),
+            array_count: prop("array_count"),
+            simd_arrays_per_engine: prop("simd_arrays_per_engine"),
+            num_xcc: prop("num_xcc").max(1),
+            capability: prop("capability"),
+            debug_prop: prop("debug_prop"),
+            ..Default::default()
+        };
+        pdd.exception_status &= !a.exception_mask;
+        ctx.caller.write(
+            a.snapshot_buf_ptr + i as u64 * stride,
+            &e.as_bytes()[..size],
+        )?;
+    }
+    Ok(())
+}
+
+/// The queue ids of a SUSPEND/RESUME_QUEUES array, each marked invalid until its queue
+/// answers (`get_queue_ids`, `q_array_invalidate`).
+fn queue_ids(ctx: &Ctx<'_>, at: u64, n: u32) -> Result<Vec<u32>, Errno> {
+    let bytes = u64::from(n) * 4;
+    if bytes > super::chardev::KMALLOC_MAX {
+        return Err(Errno::NOMEM);
+    }
+    let mut raw = vec![0u8; bytes as usize];
+    ctx.caller.read(at, &mut raw).map_err(|_| Errno::FAULT)?;
+    Ok(raw
+        .chunks_exact(4)
+        .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]) | KFD_DBG_QUEUE_INVALID_MASK)
+        .collect())
+}
+
+/// The index in `ids` of queue `id` (`q_array_get_index`).
+fn index_of(ids: &[u32], id: u32) -> Option<usize> {
+    ids.iter()
+        .position(|&x| x & !KFD_DBG_QUEUE_INVALID_MASK == id)
+}
+
+/// Writes the queue id array back (`copy_to_user`, whose failure the kernel only logs).
+fn write_ids(ctx: &Ctx<'_>, at: u64, ids: &[u32]) {
+    let raw: Vec<u8> = ids.iter().flat_map(|x| x.to_ne_bytes()).collect();
+    let _ = ctx.caller.write(at, &raw);
+}
+
+/// SUSPEND_QUEUES (`suspend_queues`, `suspend_single_queue`): each listed queue is
+/// suspended (its engine starts no packet: a dispatch in flight runs to its end, as at an
+/// eviction, where the hardware would save its waves) and marked valid, unless it is new
+/// (`EC_QUEUE_NEW` raised and not cleared: `EBUSY`, left invalid); a queue suspended already
+/// counts; the suspended ones' statuses are cleared of `exception_mask`. Answers the count.
+fn suspend_queues(
+    ctx: &Ctx<'_>,
+    p: &mut Process,
+    a: &kfd_ioctl_dbg_trap_suspend_queues_args,
+) -> Result<i64, Errno> {
+    let mut ids = queue_ids(ctx, a.queue_array_ptr, a.num_queues)?;
+    let mut count = 0;
+    for (&id, q) in &mut p.queues.by_id {
+        let Some(i) = index_of(&ids, id) else {
+            continue;
+        };
+        if !q.suspended {
+            if q.exception_status & kfd_ec_mask(EC_QUEUE_NEW) != 0 {
+                continue;
+            }
+            q.suspended = true;
+            q.runner.set_evicted(true);
+        }
+        ids[i] &= !KFD_DBG_QUEUE_INVALID_MASK;
+        q.exception_status &= !a.exception_mask;
+        count += 1;
+    }
+    write_ids(ctx, a.queue_array_ptr, &ids);
+    Ok(count)
+}
+
+/// RESUME_QUEUES (`resume_queues`, `resume_single_queue`): each listed queue resumes (a
+/// queue not suspended counts too) and is marked valid. Answers the count.
+fn resume_queues(
+    ctx: &Ctx<'_>,
+    p: &mut Process,
+    a: &kfd_ioctl_dbg_trap_resume_queues_args,
+) -> Result<i64, Errno> {
+    let mut ids = queue_ids(ctx, a.queue_array_ptr, a.num_queues)?;
+    let mut count = 0;
+    let ttm_evicted = p.ttm_evicted;
+    for (&id, q) in &mut p.queues.by_id {
+        let Some(i) = index_of(&ids, id) else {
+            continue;
+        };
+        resume(q, ttm_evicted);
+        ids[i] &= !KFD_DBG_QUEUE_INVALID_MASK;
+        count += 1;
+    }
+    write_ids(ctx, a.queue_array_ptr, &ids);
+    Ok(count)
+}
+
+/// `resume_single_queue`: the queue runs again unless its process is evicted.
+fn resume(q: &mut super::queues::Queue, ttm_evicted: bool) {
+    if q.suspended {
+        q.suspended = false;
+        q.runner.set_evicted(ttm_evicted);
+    }
+}
+
+/// `resume_queues(target, 0, NULL)`: every queue of the process.
+fn resume_all(p: &mut Process) {
+    let ttm_evicted = p.ttm_evicted;
+    for q in p.queues.by_id.values_mut() {
+        resume(q, ttm_evicted);
     }
 }

@@ -320,7 +320,7 @@ pub(super) const KFD_IOCTLS: &[IoctlEntry] = &[
         Status(memory_ioctls::export_dmabuf),
     ),
     IoctlEntry::new(AMDKFD_IOC_RUNTIME_ENABLE, Status(debug::runtime_enable)),
-    IoctlEntry::new(AMDKFD_IOC_DBG_TRAP, Status(debug::dbg_trap)),
+    IoctlEntry::new(AMDKFD_IOC_DBG_TRAP, Value(debug::dbg_trap)),
     IoctlEntry::new(AMDKFD_IOC_CREATE_PROCESS, Status(handlers::create_process)),
     IoctlEntry::new(AMDKFD_IOC_PROFILER, Status(handlers::profiler)),
 ];

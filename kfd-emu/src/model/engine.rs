@@ -14,14 +14,16 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 use kfd_ioctl::abi::{
-    KFD_IOC_EVENT_DEBUG_EVENT, KFD_IOC_EVENT_MEMORY, KFD_IOC_EVENT_SIGNAL, KFD_SIGNAL_EVENT_LIMIT,
-    kfd_hsa_memory_exception_data, kfd_memory_exception_failure,
+    EC_DEVICE_MEMORY_VIOLATION, KFD_IOC_EVENT_DEBUG_EVENT, KFD_IOC_EVENT_MEMORY,
+    KFD_IOC_EVENT_SIGNAL, KFD_SIGNAL_EVENT_LIMIT, kfd_ec_mask, kfd_hsa_memory_exception_data,
+    kfd_memory_exception_failure,
 };
 use rustix::io::Errno;
 use zerocopy::IntoBytes;
 
 use super::driver::Driver;
 use super::events::{SignalPage, UNSIGNALED};
+use super::exceptions;
 use super::files;
 use super::gpu_view::{GpuFault, GpuFaultReason};
 use super::process::{EVENT_PAGE_OFFSET, Process, State};
@@ -159,8 +161,10 @@ pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
 }
 
 /// A VM fault of queue `w`, as the interrupt handler takes it (`event_interrupt_wq_v9`, then
-/// `kfd_set_dbg_ev_from_interrupt` without a debugger): the SMI record (emitted by the GPU
-/// view's walk), the process's queues on the GPU evicted (`kfd_dqm_evict_pasid`: they all
+/// `kfd_set_dbg_ev_from_interrupt`): the SMI record (emitted by the GPU view's walk); with a
+/// debugger that enabled `EC_DEVICE_MEMORY_VIOLATION`, the exception raised on the GPU for
+/// it with the fault's data and only the faulting queue stopped; otherwise the process's
+/// queues on the GPU evicted (`kfd_dqm_evict_pasid`: they all
 /// stop, the faulting one at its packet), then `kfd_signal_vm_fault_event`: every memory
 /// event of the process set with the fault.
 ///
@@ -202,6 +206,38 @@ pub(super) fn vm_fault(drv: &Driver, w: &Work, f: &GpuFault) {
         gpu_id: f.gpu_id,
         ErrorType: 0,
     };
+    // kfd_set_dbg_ev_from_interrupt(dev, pasid, -1, EC_DEVICE_MEMORY_VIOLATION, data): a
+    // debugger that enabled it is told instead; the wave is then halted in the first-level
+    // trap handler (`cwsr_trap_handler_gfx9.asm`, L_HALT_WAVE on TRAPSTS.MEM_VIOL), so the
+    // faulting queue makes no progress while the others run on.
+    let raw = data.as_bytes();
+    if exceptions::from_interrupt(
+        drv,
+        tgid,
+        w.gpu,
+        u32::MAX,
+        kfd_ec_mask(EC_DEVICE_MEMORY_VIOLATION),
+        Some(raw),
+    ) {
+        if drv.dev.cfg.trace {
+            crate::own::elog!(
+                "[{tgid}] gpu {:#x} queue {}: {f}; raised to the debugger",
+                w.gpu_id,
+                w.id
+            );
+        }
+        let mut st = drv.lock();
+        if let Some(q) = st
+            .procs
+            .get_mut(&tgid)
+            .and_then(|p| p.queues.by_id.get_mut(&w.id))
+        {
+            q.stopped.get_or_insert(Stopped::VmFault(f.va));
+        }
+        drop(st);
+        drv.wake.notify_all();
+        return;
+    }
     if drv.dev.cfg.trace {
         crate::own::elog!(
             "[{tgid}] sdma gpu {:#x} queue {}: {f}; the process's queues on the GPU stop",
@@ -209,17 +245,31 @@ pub(super) fn vm_fault(drv: &Driver, w: &Work, f: &GpuFault) {
             w.id
         );
     }
+    evict_for_fault(drv, tgid, w.gpu, Some((w.id, f.va)), raw);
+}
+
+/// `kfd_dqm_evict_pasid` then `kfd_signal_vm_fault_event` for a VM fault on GPU `gpu` of
+/// process `tgid` (see [`vm_fault`]): the process's queues on the GPU stop (`faulting`, the
+/// queue and address of the fault, at its packet), every memory event is set with `data`
+/// (a `kfd_hsa_memory_exception_data`). Also what a debugger's SEND_RUNTIME_EVENT of
+/// `EC_DEVICE_MEMORY_VIOLATION` does (`kfd_dbg_send_exception_to_runtime`).
+pub(super) fn evict_for_fault(
+    drv: &Driver,
+    tgid: i32,
+    gpu: usize,
+    faulting: Option<(u32, u64)>,
+    data: &[u8],
+) {
     let mut st = drv.lock();
     if let Some(p) = st.procs.get_mut(&tgid) {
-        if let Some(pdd) = p.pdds.iter_mut().find(|d| d.gpu == w.gpu) {
+        if let Some(pdd) = p.pdds.iter_mut().find(|d| d.gpu == gpu) {
             pdd.fault_evicted = true;
         }
-        for (&id, q) in p.queues.by_id.iter_mut().filter(|(_, q)| q.gpu == w.gpu) {
+        for (&id, q) in p.queues.by_id.iter_mut().filter(|(_, q)| q.gpu == gpu) {
             if q.stopped.is_none() {
-                q.stopped = Some(if id == w.id {
-                    Stopped::VmFault(f.va)
-                } else {
-                    Stopped::Evicted
+                q.stopped = Some(match faulting {
+                    Some((queue, va)) if queue == id => Stopped::VmFault(va),
+                    _ => Stopped::Evicted,
                 });
             }
         }
@@ -232,7 +282,8 @@ pub(super) fn vm_fault(drv: &Driver, w: &Work, f: &GpuFault) {
             .collect();
         for id in ids {
             if let Some(e) = p.events.events.get_mut(&id) {
-                e.memory_exception.copy_from_slice(data.as_bytes());
+                let n = e.memory_exception.len().min(data.len());
+                e.memory_exception[..n].copy_from_slice(&data[..n]);
             }
             p.events.set(id);
         }

@@ -264,8 +264,10 @@ fn restore(dev: &Device, st: &mut State, tgid: i32, serial: u64) -> Option<Vec<i
             };
             smi.emit(dev.cfg.kfd_minor, pdd.gpu, &event);
         }
+        // A queue the debugger suspended stays off (`QUEUE_IS_ACTIVE` needs
+        // `!is_suspended`).
         for q in p.queues.by_id.values() {
-            q.runner.set_evicted(false);
+            q.runner.set_evicted(q.suspended);
         }
     }
     Some(evicted)

@@ -75,10 +75,19 @@
 //!   wave reaches the process's memory (or the BO's memfd) before the next instruction runs,
 //!   so memory is coherent at every scope, and the completion signal is written after the
 //!   last wave ended.
-//! * A wave that executes `s_trap` or an instruction that does not decode or is not
-//!   implemented stops the dispatch; the queue stops with the code ROCr's trap handler
-//!   would write (`amd_gpu_shaders.h`: `1 << 31` for a trap, `1 << 30` for an illegal
-//!   instruction), which `DynamicScratchHandler` turns into `HSA_STATUS_ERROR_EXCEPTION` and
+//! * Traps: a wave that executes `s_trap` enters the kernel's first-level (CWSR) trap
+//!   handler, whose effect is modelled ([`Hooks`]' `trap`: `cwsr_trap_handler_gfx9.asm`):
+//!   with a second-level handler (SET_TRAP_HANDLER's TBA, which ROCr always sets) the wave
+//!   jumps there and runs it; without one the `s_trap` is stepped over. A trap handler's
+//!   `s_sendmsg MSG_GET_DOORBELL` gets the queue's doorbell id; its `MSG_INTERRUPT` is the
+//!   SQ interrupt of `event_interrupt_wq_v9` ([`sq_interrupt`]): from the trap handler it
+//!   raises the exception its data names on its queue for the debugger, else for the
+//!   runtime (the error payload and event of the queue's context save area header), else
+//!   it signals the event its data names. A wave the handler leaves halted stays so until
+//!   the queue is destroyed (only a debugger resumes a wave).
+//! * An instruction that does not decode or is not implemented stops the dispatch; the
+//!   queue stops with the code ROCr's trap handler would write (`amd_gpu_shaders.h`:
+//!   `1 << 30` for an illegal instruction), which `DynamicScratchHandler` turns into
 //!   `HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION`. An unimplemented instruction is always logged
 //!   (it is the emulator's limit, not the program's error).
 //! * Global wave sync: a queue given GWS (ALLOC_QUEUE_GWS, `pqm_set_gws`) dispatches with
@@ -107,6 +116,7 @@ use kfd_gfx9::exec::{Apertures, ExecError, Fault, Memory, Target, Wave};
 
 use super::driver::Driver;
 use super::engine::{Work, signal_interrupt, vm_fault};
+use super::exceptions;
 use super::gpu_view::{GpuFault, Route};
 use super::queue_error;
 use super::queues::{Runner, Stopped};
@@ -754,10 +764,32 @@ fn has_gws(drv: &Driver, w: &Work) -> bool {
 }
 
 /// The dispatch's hooks: threads marked as the emulator's own, cancellation when the queue
-/// is destroyed.
+/// is destroyed, the trap handler's entry and the waves' messages (the module docs).
 struct Hooks<'a> {
+    drv: &'a Driver,
     runner: &'a Runner,
+    /// The queue's process and GPU (index).
+    tgid: i32,
+    gpu: usize,
+    /// The second-level trap handler's base and memory (SET_TRAP_HANDLER's TBA and TMA).
+    second_level: (u64, u64),
+    /// The queue's doorbell id (what MSG_GET_DOORBELL answers).
+    doorbell: u32,
 }
+
+/// `SQ_WAVE_STATUS.SPI_PRIO` (bits 2:1), which the first-level handler drops from the STATUS
+/// it saves (`s_andn2_b32 s_save_status, s_save_status, SQ_WAVE_STATUS_SPI_PRIO_MASK`).
+const STATUS_SPI_PRIO: u32 = 0x6;
+/// `hwreg(HW_REG_STATUS)`, `hwreg(HW_REG_IB_STS)`.
+const HW_REG_STATUS: usize = 2;
+const HW_REG_IB_STS: usize = 7;
+/// `SQ_WAVE_IB_STS.FIRST_REPLAY` (15) and `.RCNT` (20:16), saved in ttmp11 bits 31:26
+/// (`TTMP11_SAVE_RCNT_FIRST_REPLAY_SHIFT` 26).
+const IB_STS_RCNT_FIRST_REPLAY: u32 = 0x001f_8000;
+const TTMP11_SAVE_SHIFT: u32 = 26;
+/// `s_sendmsg` message ids (bits 3:0 of SIMM16): MSG_INTERRUPT, MSG_GET_DOORBELL (gfx9).
+const MSG_INTERRUPT: u16 = 1;
+const MSG_GET_DOORBELL: u16 = 10;
 
 impl Observer for Hooks<'_> {
     fn thread_start(&self) {
@@ -767,6 +799,80 @@ impl Observer for Hooks<'_> {
     fn cancelled(&self) -> bool {
         self.runner.is_gone()
     }
+
+    /// The hardware's trap entry has set TTMP0/1 and STATUS.PRIV; the trap handler base
+    /// (TBA) is the kernel's CWSR trap handler (`cwsr_enable` is on: `kfd_process_init_cwsr_*`
+    /// copies it to the process's CWSR area and the MQD's TBA points there), whose
+    /// non-context-save path (`cwsr_trap_handler_gfx9.asm`, `L_SKIP_RESTORE` →
+    /// `L_FETCH_2ND_TRAP`) is modelled here: TTMP12 = STATUS without SPI_PRIO; IB_STS's
+    /// RCNT and FIRST_REPLAY saved into TTMP11[31:26] and cleared; the second-level TBA and
+    /// TMA read from the first-level TMA (what SET_TRAP_HANDLER wrote there,
+    /// `kfd_process_set_trap_handler`) into TTMP2/3 and TTMP14/15; with a second-level
+    /// handler the wave jumps to it. Without one (`L_NO_NEXT_TRAP`), an `s_trap` is
+    /// stepped over: PC + 4, STATUS and IB_STS restored, `s_rfe_b64`.
+    fn trap(&self, _: [u32; 3], _: u32, w: &mut Wave, _: u16) -> bool {
+        let status = w.read_hwreg(HW_REG_STATUS) & !STATUS_SPI_PRIO;
+        w.ttmp[12] = status;
+        let ib = w.hwreg[HW_REG_IB_STS];
+        let saved = (ib & IB_STS_RCNT_FIRST_REPLAY) >> 15;
+        w.ttmp[11] = (w.ttmp[11] & !(0x3f << TTMP11_SAVE_SHIFT)) | saved << TTMP11_SAVE_SHIFT;
+        w.hwreg[HW_REG_IB_STS] = ib & !IB_STS_RCNT_FIRST_REPLAY;
+        let (tba, tma) = self.second_level;
+        w.ttmp[2] = tba as u32;
+        w.ttmp[3] = (tba >> 32) as u32;
+        w.ttmp[14] = tma as u32;
+        w.ttmp[15] = (tma >> 32) as u32;
+        if tba != 0 {
+            w.pc = tba;
+            return true;
+        }
+        let pc = (u64::from(w.ttmp[1] & 0xffff) << 32 | u64::from(w.ttmp[0])) + 4;
+        w.hwreg[HW_REG_IB_STS] = ib;
+        w.hwreg[HW_REG_STATUS] = status & !STATUS_PRIV;
+        w.scc = status & 1 != 0;
+        w.pc = pc;
+        true
+    }
+
+    /// MSG_GET_DOORBELL: the SPI writes the wave's queue doorbell id into EXEC_LO (bit 31,
+    /// which the handler set and waits on, clears). MSG_INTERRUPT: the SQ raises an
+    /// interrupt with M0[23:0] and the wave's STATUS.PRIV ([`sq_interrupt`]). Other
+    /// messages reach nothing the model has.
+    fn message(&self, _: [u32; 3], _: u32, w: &mut Wave, simm16: u16) {
+        match simm16 & 0xf {
+            MSG_GET_DOORBELL => w.exec = (w.exec & !0xffff_ffff) | u64::from(self.doorbell),
+            MSG_INTERRUPT => {
+                let privileged = w.read_hwreg(HW_REG_STATUS) & STATUS_PRIV != 0;
+                sq_interrupt(self.drv, self.tgid, self.gpu, w.m0 & 0xff_ffff, privileged);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `SQ_WAVE_STATUS.PRIV`.
+const STATUS_PRIV: u32 = 1 << 5;
+
+/// An SQ interrupt of a queue of process `tgid` on GPU `gpu` with data `data` (`event_interrupt_wq_v9`, source
+/// SQ_INTERRUPT_MSG, encoding INST: a wave's `s_sendmsg MSG_INTERRUPT`): from a trap handler
+/// (PRIV) the data names a queue (`KFD_CTXID0_DOORBELL_ID`, bits 9:0) and an exception mask
+/// (`KFD_CTXID0_TRAP_CODE`, bits 23:10), raised to the debugger or the runtime
+/// ([`exceptions::from_interrupt`]); otherwise, or when neither takes it, it signals the
+/// event the data names (`kfd_signal_event_interrupt(pasid, data, 24)`).
+fn sq_interrupt(drv: &Driver, tgid: i32, gpu: usize, data: u32, privileged: bool) {
+    if privileged
+        && exceptions::from_interrupt(
+            drv,
+            tgid,
+            gpu,
+            data & 0x3ff,
+            u64::from((data & 0xff_fc00) >> 10),
+            None,
+        )
+    {
+        return;
+    }
+    signal_interrupt(drv, tgid, data);
 }
 
 /// Runs the KERNEL_DISPATCH `packet` read at `at` of queue `w` (module docs).
@@ -941,7 +1047,28 @@ fn execute(
 ) -> Ran {
     let mut mem = GpuMemory::new(drv, w);
     mem.snapshots = snapshots;
-    let hooks = Hooks { runner: &w.runner };
+    // The trap handler SET_TRAP_HANDLER gave the GPU, and the queue's doorbell id, as the
+    // CP has them when it starts the dispatch.
+    let (second_level, doorbell) = {
+        let mut st = drv.lock();
+        let p = st.procs.get_mut(&w.tgid);
+        let tba = p
+            .as_ref()
+            .and_then(|p| p.pdds.iter().find(|d| d.gpu == w.gpu))
+            .map_or((0, 0), |d| (d.tba, d.tma));
+        let doorbell = p
+            .and_then(|p| p.queues.by_id.get(&w.id))
+            .map_or(0, |q| exceptions::doorbell_id(q.doorbell));
+        (tba, doorbell)
+    };
+    let hooks = Hooks {
+        drv,
+        runner: &w.runner,
+        tgid: w.tgid,
+        gpu: w.gpu,
+        second_level,
+        doorbell,
+    };
     let opts = dispatch::RunOptions {
         threads: drv.dev.cfg.gpu_threads.max(1),
     };
@@ -995,6 +1122,7 @@ fn execute(
             }
             Ran::Other(Outcome::Stop(Stopped::QueueError(ILLEGAL_INSTRUCTION)))
         }
+        // (Not reached: the first-level trap handler takes every trap.)
         Err(DispatchError::Trap { .. }) => Ran::Other(Outcome::Stop(Stopped::QueueError(TRAP))),
         Err(DispatchError::Scratch { .. }) => Ran::Scratch,
         // Sizes were checked before; LDS over 64 KiB on a GPU whose node says more is what

@@ -264,3 +264,44 @@ impl Driver {
         }
     }
 }
+
+/// A tracer's `PTRACE_POKEDATA` of `word` at `addr` of `tracee` where `addr` is in a read-only
+/// (or inaccessible) mapping of a BO's memfd: the kernel's `ptrace_access_vm` cannot pin such
+/// a page for writing (a shared mapping without `VM_WRITE` refuses `FOLL_FORCE`), so
+/// `__access_remote_vm` calls the VMA's `vm_ops->access`, which for a BO mapping is
+/// `ttm_bo_vm_access` (`amdgpu_ttm_access_memory` for VRAM, the host-invisible part
+/// included): it writes the BO's memory whatever the mapping's protection. Here the word
+/// goes into the BO's memfd at the mapping's offset. `None` (the kernel runs the call) for
+/// any other address, a writable mapping (the kernel's own write reaches the memfd), a word
+/// crossing the mapping's end, or a kernel without `PROCMAP_QUERY`; `EIO` for a word past
+/// the BO's end (the access hook fails, `ptrace` answers `EIO`).
+pub(super) fn ptrace_poke(
+    drv: &Driver,
+    tracee: i32,
+    addr: u64,
+    word: u64,
+) -> Option<Result<(), Errno>> {
+    use crate::procmap::{PROCMAP_QUERY_VMA_WRITABLE, procmap_query};
+    use std::os::fd::AsFd;
+    let maps = std::fs::File::open(format!("/proc/{tracee}/maps")).ok()?;
+    let q = procmap_query(maps.as_fd(), addr, 0, &mut []).ok()?;
+    let end = addr.checked_add(8)?;
+    if end > q.vma_end || q.vma_flags & PROCMAP_QUERY_VMA_WRITABLE != 0 {
+        return None;
+    }
+    let key = (libc::makedev(q.dev_major, q.dev_minor), q.inode);
+    let (fd, size) = {
+        let st = drv.lock();
+        st.backings.values().find_map(|b| match &b.store {
+            Store::Memfd(fd) if files::key_of(fd.as_fd()) == Ok(key) => {
+                Some((Arc::clone(fd), b.size))
+            }
+            _ => None,
+        })?
+    };
+    let at = q.vma_offset + (addr - q.vma_start);
+    if at.checked_add(8).is_none_or(|e| e > size) {
+        return Some(Err(Errno::IO));
+    }
+    Some(files::write_at(fd.as_fd(), at, &word.to_ne_bytes()).map_err(|_| Errno::IO))
+}

@@ -31,7 +31,8 @@
 //!    (the MMU notifiers of munmap, mremap, madvise, mprotect, brk, fork), `gpu_view` (accesses through
 //!    a GPU's page tables), `mmap` (which pages a stand-in's offset maps), `evict` (TTM's
 //!    VRAM placement and the eviction and restore of KFD processes), `teardown` (what a
-//!    process leaves when it goes), the GPU engines: `queue_error` (the error codes of AQL
+//!    process leaves when it goes), `exceptions` (the debugger's and the runtime's
+//!    queue, device and process exceptions), the GPU engines: `queue_error` (the error codes of AQL
 //!    packets the CP refuses, reported in the queue's `queue_inactive_signal`) below `engine`
 //!    (what they share: the queue run, a queue stopped, faults, event interrupts) below
 //!    `sdma` (the copy engines' packets), `kernel` (kernel dispatches on the gfx9
@@ -194,6 +195,7 @@ mod engine;
 mod event_ioctls;
 mod events;
 mod evict;
+mod exceptions;
 mod fail;
 mod files;
 mod gem_ioctls;

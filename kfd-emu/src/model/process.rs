@@ -158,6 +158,15 @@ pub(super) struct Pdd {
     /// GWS entries the process's queue on this GPU holds (`qpd->num_gws`: the device's
     /// `gws_size` while one of its queues has GWS, else 0; `pqm_set_gws`).
     pub num_gws: u32,
+    /// `pdd->exception_status`: the device exceptions raised for the debugger
+    /// (`KFD_EC_MASK_DEVICE` bits, `kfd_dbg_ev_raise`).
+    pub exception_status: u64,
+    /// `pdd->vm_fault_exc_data`: the `kfd_hsa_memory_exception_data` of the first VM fault
+    /// raised to the debugger and not yet cleared (QUERY_EXCEPTION_INFO copies it out).
+    pub vm_fault_exc_data: Option<Vec<u8>>,
+    /// `pdd->alloc_watch_ids`: the GPU's address watch points (of 4) this process holds; the
+    /// GPU's own mask (`dev->alloc_watch_ids`) is every process's together.
+    pub watch_ids: u32,
 }
 
 impl Pdd {
@@ -232,6 +241,9 @@ impl Process {
                     task: None,
                     fault_evicted: false,
                     num_gws: 0,
+                    exception_status: 0,
+                    vm_fault_exc_data: None,
+                    watch_ids: 0,
                 })
                 .collect(),
             events: EventTable::new(),
@@ -458,4 +470,6 @@ pub(super) struct DebugState {
     /// The trap mask (`SPI_GDBG_TRAP_MASK.EXCP_EN`, or the VMID's on GC 9.4.2 and later) the
     /// wave launch override set.
     pub trap_mask: u32,
+    /// `dbg_flags` (SET_FLAGS: `KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP`).
+    pub flags: u32,
 }

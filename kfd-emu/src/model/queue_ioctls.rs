@@ -12,15 +12,16 @@ use std::os::fd::AsFd;
 
 use kfd_ioctl::QueueSizes;
 use kfd_ioctl::abi::{
-    KFD_IOC_QUEUE_TYPE_COMPUTE, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, KFD_IOC_QUEUE_TYPE_SDMA,
-    KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID, KFD_IOC_QUEUE_TYPE_SDMA_XGMI, KFD_MAX_QUEUE_PERCENTAGE,
-    KFD_MAX_QUEUE_PRIORITY, KFD_MIN_QUEUE_RING_SIZE, kfd_ioctl_alloc_queue_gws_args,
-    kfd_ioctl_create_queue_args, kfd_ioctl_destroy_queue_args, kfd_ioctl_get_queue_wave_state_args,
-    kfd_ioctl_set_cu_mask_args, kfd_ioctl_update_queue_args,
+    EC_QUEUE_NEW, KFD_IOC_QUEUE_TYPE_COMPUTE, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
+    KFD_IOC_QUEUE_TYPE_SDMA, KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID, KFD_IOC_QUEUE_TYPE_SDMA_XGMI,
+    KFD_MAX_QUEUE_PERCENTAGE, KFD_MAX_QUEUE_PRIORITY, KFD_MIN_QUEUE_RING_SIZE, kfd_ec_mask,
+    kfd_ioctl_alloc_queue_gws_args, kfd_ioctl_create_queue_args, kfd_ioctl_destroy_queue_args,
+    kfd_ioctl_get_queue_wave_state_args, kfd_ioctl_set_cu_mask_args, kfd_ioctl_update_queue_args,
 };
 use rustix::io::Errno;
 
 use super::chardev::{Ctx, get, put};
+use super::exceptions;
 use super::files;
 use super::memory::PAGE_SIZE;
 use super::offsets::{KFD_MMAP_TYPE_DOORBELL, kfd_mmap_gpu_id};
@@ -337,6 +338,15 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         held,
         consumed: 0,
         stopped: None,
+        ctx_save: (a.ctx_save_restore_address, a.ctx_save_restore_size),
+        user_type: match engine {
+            Engine::Compute { aql: true } => KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
+            Engine::Compute { aql: false } => KFD_IOC_QUEUE_TYPE_COMPUTE,
+            Engine::Sdma { engine, .. } if engine < pcie => KFD_IOC_QUEUE_TYPE_SDMA,
+            Engine::Sdma { .. } => KFD_IOC_QUEUE_TYPE_SDMA_XGMI,
+        },
+        exception_status: 0,
+        suspended: false,
         pm4: Default::default(),
         runner: Runner::new(false),
     };
@@ -364,6 +374,9 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     }
     let runner = queue.runner.clone();
     process.queues.by_id.insert(id, queue);
+    // kfd_ioctl_create_queue: `kfd_dbg_ev_raise(KFD_EC_MASK(EC_QUEUE_NEW), p, dev, queue_id,
+    // ...)` (the debugger learns of the queue).
+    exceptions::ev_raise(process, kfd_ec_mask(EC_QUEUE_NEW), index, id, None);
     drop(guard);
     scheduler::start_queue(ctx.m, ctx.tgid, id, runner);
     a.queue_id = id;

@@ -98,6 +98,17 @@ pub(super) struct Queue {
     /// for AQL, dwords for PM4.
     pub consumed: u64,
     pub stopped: Option<Stopped>,
+    /// The context save area (`ctx_save_restore_area_address` and its size), whose header
+    /// names the runtime's error payload and event (`kfd_send_exception_to_runtime`).
+    pub ctx_save: (u64, u32),
+    /// `queue_properties.exception_status`: the queue exceptions raised for the debugger
+    /// (`KFD_EC_MASK_QUEUE` bits, `kfd_dbg_ev_raise`).
+    pub exception_status: u64,
+    /// The queue type the debugger's snapshot reports (`set_queue_type_for_user`:
+    /// `KFD_IOC_QUEUE_TYPE_COMPUTE`, `_COMPUTE_AQL`, `_SDMA` or `_SDMA_XGMI`).
+    pub user_type: u32,
+    /// Suspended by the debugger (SUSPEND_QUEUES, `q->properties.is_suspended`).
+    pub suspended: bool,
     /// A PM4 queue's CP state (unused by other queues).
     pub pm4: Pm4State,
     /// The queue's engine side (see [`Runner`]).

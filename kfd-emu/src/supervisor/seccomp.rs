@@ -348,7 +348,10 @@ impl Filter {
     /// - `ptrace` with `PTRACE_TRACEME`, `PTRACE_ATTACH`, `PTRACE_SEIZE` or `PTRACE_DETACH`
     ///   (the low 32 bits of the request) → `SECCOMP_RET_TRACE`: the tracer lends the tracee
     ///   to the program's own tracer and takes it back after (the `tracer` module says how);
-    ///   every other request runs natively.
+    ///   `PTRACE_POKETEXT` and `PTRACE_POKEDATA` are notified (a write into a BO's mapping,
+    ///   which the kernel makes through the mapping's `access` hook whatever its protection,
+    ///   is the backend's: [`Backend::poke`](crate::backend::Backend::poke)); every other
+    ///   request runs natively.
     fn build(file_mmap: u32, traced: bool) -> Self {
         let forks = traced;
         let trace = libc::SECCOMP_RET_TRACE | TRACE_DATA;
@@ -424,7 +427,10 @@ impl Filter {
             ] {
                 p.jump(jeq, request, To(L::Trace), Next);
             }
-            p.jump(jeq, libc::PTRACE_DETACH, To(L::Trace), To(L::Allow));
+            p.jump(jeq, libc::PTRACE_DETACH, To(L::Trace), Next);
+            // A write into the tracee's memory: the supervisor writes a BO mapping itself.
+            p.jump(jeq, libc::PTRACE_POKETEXT, To(L::Notify), Next);
+            p.jump(jeq, libc::PTRACE_POKEDATA, To(L::Notify), To(L::Allow));
         }
         p.label(L::Ioctl);
         if traced {
@@ -962,6 +968,11 @@ mod tests {
             libc::PTRACE_INTERRUPT,
         ] {
             assert_eq!(run(&f, &ptrace(request)), allow, "request {request}");
+        }
+        // Writes into the tracee's memory are notified.
+        for request in [libc::PTRACE_POKETEXT, libc::PTRACE_POKEDATA] {
+            assert_eq!(run(&f, &ptrace(request)), notify, "request {request}");
+            assert_eq!(run(&Filter::kfd(), &ptrace(request)), allow);
         }
         // The attach filter has no tracer: SMI_EVENTS is notified, clone3 allowed.
         assert_eq!(run(&Filter::kfd(), &smi_call(smi)), notify);

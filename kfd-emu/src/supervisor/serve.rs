@@ -78,6 +78,22 @@ pub(crate) fn ppid_from_proc(tid: i32) -> Option<i32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// Whether thread `pid` is traced by thread `tracer` and in a tracing stop (its
+/// `/proc/<pid>/status`: `TracerPid` and `State: t`).
+fn traced_stopped_by(pid: i32, tracer: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(str::trim)
+    };
+    field("TracerPid:").and_then(|v| v.parse::<i32>().ok()) == Some(tracer)
+        && field("State:").is_some_and(|v| v.starts_with('t'))
+}
+
 fn has_exited(pidfd: &OwnedFd) -> bool {
     let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
     matches!(poll(&mut fds, Some(&rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 })), Ok(n) if n > 0)
@@ -767,10 +783,32 @@ impl Shared {
                 self.mempolicy(&caller, aligned, args[2], args[3], args[4]);
             }
             libc::SYS_set_mempolicy => self.mempolicy(&caller, true, args[0], args[1], args[2]),
+            libc::SYS_ptrace => self.poke(&caller, args),
             _ => {
                 let _ = self.listener.respond_continue(id);
             }
         }
+    }
+
+    /// `ptrace(PTRACE_POKETEXT or PTRACE_POKEDATA, pid, addr, data)` (the filter notifies no
+    /// other request): when `pid` is a thread the caller traces and that is in a tracing
+    /// stop (`ptrace_check_attach`, read from `/proc/<pid>/status`: `TracerPid` and the
+    /// `t` state), the backend may write the word itself ([`Backend::poke`]: the tracee's
+    /// BO mappings, which the kernel writes through `ttm_bo_vm_access` whatever their
+    /// protection); everything else runs natively and gets the kernel's answer.
+    fn poke(&self, caller: &NotifCaller, args: [u64; 6]) {
+        let id = caller.notif_id();
+        let request = args[0] as u32;
+        let pid = args[1] as i32;
+        let answer = (request == libc::PTRACE_POKEDATA || request == libc::PTRACE_POKETEXT)
+            .then_some(())
+            .filter(|()| pid > 0 && traced_stopped_by(pid, caller.id().tid))
+            .and_then(|()| self.backend.poke(pid, args[2], args[3]));
+        let _ = match answer {
+            None => self.listener.respond_continue(id),
+            Some(Ok(())) => self.listener.respond_value(id, 0),
+            Some(Err(errno)) => self.listener.respond_error(id, errno),
+        };
     }
 
     /// `mbind` or `set_mempolicy` with `mode` and the node mask at `nmask` (`maxnode` bits,

@@ -225,3 +225,90 @@ impl Queue {
         assert_eq!(self.emu.ioctl(AMDKFD_IOC_DESTROY_QUEUE, &mut a), Ok(0));
     }
 }
+
+/// `.text` and the 64-byte descriptor of kernel `k` (`body`) for `mcpu`, assembled by
+/// LLVM 19's `llvm-mc`; `None` (skipped) without it. (`model_kernels` has its own, with
+/// descriptor directives.)
+pub fn assemble(mcpu: &str, body: &str) -> Option<(Vec<u8>, Vec<u8>)> {
+    use std::process::Command;
+    if !std::path::Path::new("/usr/bin/llvm-mc-19").exists() {
+        kfd_skip::prerequisite("llvm-mc-19 is missing (Debian llvm-19)");
+        return None;
+    }
+    let accum = if matches!(mcpu, "gfx90a" | "gfx942") {
+        ".amdhsa_accum_offset 4"
+    } else {
+        ""
+    };
+    let src = format!(
+        ".amdgcn_target \"amdgcn-amd-amdhsa--{mcpu}\"\n.text\n.globl k\n.p2align 8\n\
+         .type k,@function\nk:\n{body}\n.rodata\n.p2align 6\n.amdhsa_kernel k\n\
+         .amdhsa_next_free_vgpr 32\n.amdhsa_next_free_sgpr 32\n{accum}\n\
+         .end_amdhsa_kernel\n"
+    );
+    let dir = std::env::temp_dir().join(format!(
+        "kfd-emu-asm-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (s, o) = (dir.join("k.s"), dir.join("k.o"));
+    std::fs::write(&s, &src).unwrap();
+    let out = Command::new("llvm-mc-19")
+        .args(["-triple", "amdgcn-amd-amdhsa", &format!("-mcpu={mcpu}")])
+        .args(["-filetype=obj", "-o"])
+        .arg(&o)
+        .arg(&s)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let section = |name: &str| {
+        let bin = dir.join(format!("{name}.bin"));
+        let ok = Command::new("llvm-objcopy-19")
+            .args(["-O", "binary", &format!("--only-section={name}")])
+            .arg(&o)
+            .arg(&bin)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        std::fs::read(&bin).unwrap()
+    };
+    let (text, kd) = (section(".text"), section(".rodata"));
+    let _ = std::fs::remove_dir_all(&dir);
+    Some((text, kd))
+}
+
+impl Queue {
+    /// Loads kernel `text`/`kd` (from [`assemble`]): its descriptor at DESCRIPTOR (the entry
+    /// offset filled in as the linker would), its code at CODE.
+    pub fn load(&mut self, text: &[u8], kd: &[u8]) {
+        let mut kd = kd.to_vec();
+        kd[16..24].copy_from_slice(&((CODE - DESCRIPTOR) as i64).to_le_bytes());
+        self.bo.bytes()[DESCRIPTOR..DESCRIPTOR + 64].copy_from_slice(&kd);
+        self.bo.bytes()[CODE..CODE + text.len()].copy_from_slice(text);
+    }
+
+    /// A KERNEL_DISPATCH of `grid` work-items in groups of `wg`, kernarg at DATA, completion
+    /// signal at COMPLETION, no scratch.
+    pub fn dispatch_packet(grid: [u32; 3], wg: [u16; 3]) -> [u8; 64] {
+        let mut p = [0u8; 64];
+        let header = u16::from(KERNEL_DISPATCH) | 1 << 8 | 2 << 9 | 2 << 11;
+        p[..2].copy_from_slice(&header.to_le_bytes());
+        p[2..4].copy_from_slice(&3u16.to_le_bytes());
+        for (d, v) in wg.iter().enumerate() {
+            p[4 + 2 * d..6 + 2 * d].copy_from_slice(&v.to_le_bytes());
+        }
+        for (d, v) in grid.iter().enumerate() {
+            p[12 + 4 * d..16 + 4 * d].copy_from_slice(&v.to_le_bytes());
+        }
+        p[32..40].copy_from_slice(&(va(2) + DESCRIPTOR as u64).to_le_bytes());
+        p[40..48].copy_from_slice(&(va(2) + DATA as u64).to_le_bytes());
+        p[56..64].copy_from_slice(&(va(2) + COMPLETION as u64).to_le_bytes());
+        p
+    }
+}

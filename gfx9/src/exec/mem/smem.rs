@@ -15,6 +15,14 @@
 //!   every wave, which is what `clock64()` users rely on).
 //! - `s_dcache_inv`/`_wb`/`_vol`/`s_dcache_discard*`/`s_atc_probe*`: no scalar cache or
 //!   translation cache is modelled, nothing to do.
+//! - `s_atomic_*` and `s_buffer_atomic_*` (32-bit, and `_x2` 64-bit): the address as a load's
+//!   (8-byte aligned for `_x2`; a buffer's whole operand below NUM_RECORDS, else nothing is
+//!   done and nothing returned), one atomic read-modify-write of the memory
+//!   ([`Memory::atomic`](crate::exec::Memory::atomic)) with the data in SDATA (`cmpswap`:
+//!   the new value in the first half of SDATA, the compare value in the second, as the
+//!   buffer and flat `cmpswap`s), the value before written back to SDATA when GLC is set
+//!   (the guide's "returns the pre-op value if GLC = 1"). `inc` wraps to 0 past the data,
+//!   `dec` to the data at 0 or above it (the guide's `ATOMIC_INC`/`ATOMIC_DEC`).
 //!
 //! Not executed: `s_scratch_load*`/`s_scratch_store*` stop the wave as
 //! [`ExecError::Unimplemented`]. The guides name them in the SMEM opcode table but do not say
@@ -83,6 +91,9 @@ pub(super) fn execute(
     op: SmemOp,
 ) -> Result<(), ExecError> {
     use SmemOp::*;
+    if op.raw() >= 64 {
+        return atomic(w, ctx, inst, pc, op.raw());
+    }
     let (dwords, buffer, store) = match op {
         SLoadDword => (1, false, false),
         SLoadDwordx2 => (2, false, false),
@@ -110,6 +121,8 @@ pub(super) fn execute(
         | SDcacheDiscardX2 | SAtcProbe | SAtcProbeBuffer => return Ok(()),
         SScratchLoadDword | SScratchLoadDwordx2 | SScratchLoadDwordx4 | SScratchStoreDword
         | SScratchStoreDwordx2 | SScratchStoreDwordx4 => return Err(unimplemented(inst, pc)),
+        // The atomics (64 and above) went to `atomic` above.
+        _ => return Err(unimplemented(inst, pc)),
     };
     let soffset = match inst.src[1] {
         Operand::None => 0,
@@ -165,6 +178,125 @@ pub(super) fn execute(
         };
         if !w.write_scalar32(dst, d) {
             return Err(illegal(inst, pc, "not a scalar destination"));
+        }
+    }
+    Ok(())
+}
+
+/// An SMEM atomic (`raw` opcode 64 and above; see the module docs).
+fn atomic(
+    w: &mut Wave,
+    ctx: &mut Ctx<'_>,
+    inst: &Inst,
+    pc: u64,
+    raw: u16,
+) -> Result<(), ExecError> {
+    // 64..=76 buffer, 96..=108 buffer _x2, 128..=140, 160..=172 _x2.
+    let (buffer, x2, f) = (raw < 128, raw & 32 != 0, raw & 31);
+    if f > 12 {
+        return Err(unimplemented(inst, pc));
+    }
+    let dwords = if x2 { 2 } else { 1 };
+    let cmpswap = f == 1;
+    let mut data = [0u32; 4];
+    let n = if cmpswap { 2 * dwords } else { dwords };
+    read_regs(w, inst.dst[0], n, &mut data)
+        .ok_or_else(|| illegal(inst, pc, "the data registers run past the file"))?;
+    let soffset = match inst.src[1] {
+        Operand::None => 0,
+        op => w
+            .read_scalar32(op, Ty::B32)
+            .ok_or_else(|| illegal(inst, pc, "a vector offset"))?,
+    };
+    let size = 4 * dwords as u64;
+    let addr = if buffer {
+        let mut v = [0u32; 4];
+        read_regs(w, inst.src[0], 4, &mut v)
+            .ok_or_else(|| illegal(inst, pc, "no buffer resource quad"))?;
+        let base = u64::from(v[0]) | u64::from(v[1] & 0xffff) << 32;
+        let offset = (inst.imm as u32).wrapping_add(soffset) & !(size as u32 - 1);
+        if u64::from(offset) + size > u64::from(v[2]) {
+            return Ok(());
+        }
+        base.wrapping_add(u64::from(offset))
+    } else {
+        let base = w
+            .read_scalar64(inst.src[0], Ty::B64)
+            .ok_or_else(|| illegal(inst, pc, "no base pair"))?;
+        base.wrapping_add(i64::from(inst.imm) as u64)
+            .wrapping_add(u64::from(soffset))
+            & !(size - 1)
+    };
+    let join = |lo: u32, hi: u32| u64::from(lo) | if x2 { u64::from(hi) << 32 } else { 0 };
+    let src = join(data[0], data[1]);
+    let cmp = if x2 {
+        join(data[2], data[3])
+    } else {
+        u64::from(data[1])
+    };
+    let bits = 32 * dwords as u32;
+    let mask = if x2 { u64::MAX } else { u64::from(u32::MAX) };
+    let signed = |v: u64| ((v << (64 - bits)) as i64) >> (64 - bits);
+    let mut op = |old: u64| -> u64 {
+        let new = match f {
+            0 => src,
+            1 => {
+                if old == cmp {
+                    src
+                } else {
+                    old
+                }
+            }
+            2 => old.wrapping_add(src),
+            3 => old.wrapping_sub(src),
+            4 => {
+                if signed(src) < signed(old) {
+                    src
+                } else {
+                    old
+                }
+            }
+            5 => old.min(src),
+            6 => {
+                if signed(src) > signed(old) {
+                    src
+                } else {
+                    old
+                }
+            }
+            7 => old.max(src),
+            8 => old & src,
+            9 => old | src,
+            10 => old ^ src,
+            11 => {
+                if old >= src {
+                    0
+                } else {
+                    old + 1
+                }
+            }
+            _ => {
+                if old == 0 || old > src {
+                    src
+                } else {
+                    old - 1
+                }
+            }
+        };
+        new & mask
+    };
+    let old = ctx
+        .mem
+        .atomic(addr, size as u8, &mut op)
+        .map_err(|fault| ExecError::Memory { pc, fault })?;
+    if inst.mods.glc {
+        for i in 0..dwords {
+            let Some(dst) = scalar_at(inst.dst[0], i) else {
+                return Err(illegal(inst, pc, "the destination runs past the file"));
+            };
+            if !w.write_scalar32(dst, (old >> (32 * i)) as u32) {
+                return Err(illegal(inst, pc, "not a scalar destination"));
+            }
         }
     }
     Ok(())
