@@ -17,7 +17,7 @@
 //! model sees every call: `kfdtool trace` installs an [`SvmRecorder`] as the model's SVM
 //! observer ([`kfd_emu::model::SvmObserver`]) and, once the program ended, adds what it
 //! heard to the database ([`SvmRecorder::append_to`]); a program that knows its own calls can
-//! write them with [`write`]. A trace that has them replays exactly ([`crate::replay`]).
+//! write them with [`write()`]. A trace that has them replays exactly ([`crate::replay`]).
 
 use rusqlite::{Connection, params};
 use serde_json::{Map, Value, json};

@@ -20,7 +20,7 @@
 //!   the kernel's `st_rdev`; any other file is the kernel's);
 //! - for a `write`, `writev` or `pwritev2` of an fd number in
 //!   [`SMI_FDS`](crate::backend::SMI_FDS) (the only writes the filter notifies), asks
-//!   [`Backend::write`](crate::backend::Backend::write) with the call's pieces, checked as
+//!   [`Backend::write`] with the call's pieces, checked as
 //!   the kernel checks them; a file that is not an SMI stand-in writes natively;
 //! - for `ftruncate`/`fallocate` of a stand-in ([`Backend::is_standin`]), answers as the
 //!   kernel does for a device file (`EINVAL`; `EINVAL`/`EBADF`/`ENODEV`), so no program can
