@@ -1310,6 +1310,14 @@ fn gpu_atomics_on_process_memory_are_atomic_with_the_cpus() {
 /// `readv()` into the fourth then the third granule brings them home in the iovecs' order;
 /// a call on memory already home moves nothing; after a prefetch of it all again,
 /// `getrandom()` into, `pwrite()` from and `pread()` into a granule each bring it home.
+/// Calls given structs there do the same, each with the kernel's records in its copy order:
+/// `fstat`, `FIONREAD`, `AMDKFD_IOC_GET_VERSION`, a private `FUTEX_WAIT` (it reads the word
+/// the GPU wrote), a shared `FUTEX_WAKE` (its key's `get_user_pages_fast`), `clock_gettime`
+/// (as a call and through the vDSO), `poll`, `sendmsg` (its msghdr, then its data) and
+/// `recvmsg`; a private `FUTEX_WAKE` moves nothing, as on the kernel (no memory touched).
+/// Two calls the tracer's table does not describe succeed through its exit fallback with
+/// the same records: `getcwd` (a register names the memory) and
+/// `AMDKFD_IOC_GET_PROCESS_APERTURES_NEW` (a pointer in the ioctl's struct does).
 #[test]
 fn system_calls_given_svm_memory_in_vram_fault_it_home_and_succeed() {
     let Some(program) = build_probe(
@@ -1392,6 +1400,50 @@ fn system_calls_given_svm_memory_in_vram_fault_it_home_and_succeed() {
         other.contains(&"value pread 0x12345678".to_owned()),
         "{text}"
     );
+    // Structs: each call's struct brings its granule home, and only it.
+    for (phase, n) in [("fstat", 0), ("fionread", 1), ("kfd-version", 2)] {
+        assert_eq!(records(phase), back(granule(n)), "{phase}: {text}");
+    }
+    for value in [
+        "value fstat fifo 1 gpu 0xdeadbeef",
+        "value fionread 5",
+        "value kfd-version 1",
+    ] {
+        assert!(other.contains(&value.to_owned()), "{value}: {text}");
+    }
+    // A private FUTEX_WAKE touches no memory (its key is the address); the wait reads the
+    // GPU's word (EAGAIN: the client checks it) and the shared wake's key pins the page.
+    assert_eq!(records("gpu-write-futex"), Vec::<String>::new(), "{text}");
+    assert_eq!(
+        records("futex-wake-private"),
+        Vec::<String>::new(),
+        "{text}"
+    );
+    assert_eq!(records("futex-wait"), back(granule(3)), "{text}");
+    assert_eq!(records("futex-wake-shared"), back(granule(0)), "{text}");
+    assert_eq!(records("clock-gettime"), back(granule(1)), "{text}");
+    assert_eq!(records("clock-vdso"), back(granule(2)), "{text}");
+    assert!(other.contains(&"value clock 1".to_owned()), "{text}");
+    assert_eq!(records("poll"), back(granule(2)), "{text}");
+    assert!(other.contains(&"value poll 0x1".to_owned()), "{text}");
+    // sendmsg reads its msghdr and iovec (fourth granule) before the data (first);
+    // recvmsg its msghdr (second) before it writes the data (third).
+    let mut sendmsg = back(granule(3));
+    sendmsg.extend(back(granule(0)));
+    assert_eq!(records("sendmsg"), sendmsg, "{text}");
+    let mut recvmsg = back(granule(1));
+    recvmsg.extend(back(granule(2)));
+    assert_eq!(records("recvmsg"), recvmsg, "{text}");
+    assert!(
+        other.contains(&"value recvmsg 0xdeadbeef".to_owned()),
+        "{text}"
+    );
+    // Left to the exit fallback: the argument register, then the pointer in the ioctl's
+    // struct.
+    assert_eq!(records("getcwd"), back(granule(3)), "{text}");
+    assert!(other.contains(&"value getcwd 1".to_owned()), "{text}");
+    assert_eq!(records("apertures"), back(granule(1)), "{text}");
+    assert!(other.contains(&"value apertures 1 1".to_owned()), "{text}");
     assert!(text.ends_with("done\n"), "{text}");
 }
 
