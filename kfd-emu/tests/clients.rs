@@ -1317,7 +1317,10 @@ fn gpu_atomics_on_process_memory_are_atomic_with_the_cpus() {
 /// `recvmsg`; a private `FUTEX_WAKE` moves nothing, as on the kernel (no memory touched).
 /// Two calls the tracer's table does not describe succeed through its exit fallback with
 /// the same records: `getcwd` (a register names the memory) and
-/// `AMDKFD_IOC_GET_PROCESS_APERTURES_NEW` (a pointer in the ioctl's struct does).
+/// `AMDKFD_IOC_GET_PROCESS_APERTURES_NEW` (a pointer in the ioctl's struct does). Memory a
+/// prefetch moved is hidden before the program runs on: two reads right after it fault. A
+/// forked child's `write()` from and `getcwd()` into its copies of two granules in VRAM succeed
+/// without moving the parent's pages.
 #[test]
 fn system_calls_given_svm_memory_in_vram_fault_it_home_and_succeed() {
     let Some(program) = build_probe(
@@ -1444,6 +1447,37 @@ fn system_calls_given_svm_memory_in_vram_fault_it_home_and_succeed() {
     assert!(other.contains(&"value getcwd 1".to_owned()), "{text}");
     assert_eq!(records("apertures"), back(granule(1)), "{text}");
     assert!(other.contains(&"value apertures 1 1".to_owned()), "{text}");
+    // A forked child's calls on its copy of the first and third granules (hidden in two
+    // spans: its write() shows the first at its entry, while the third stays hidden for
+    // its getcwd()'s exit fallback): they succeed, and the parent's pages do not move.
+    // Read right after a prefetch returned, the granules it moved fault home: its thread
+    // ran the plan that hid them before the program ran on.
+    let split = records("fork-split");
+    let mut faults = back(granule(1));
+    faults.extend(back(granule(3)));
+    assert!(split.ends_with(&faults), "{text}");
+    assert_eq!(
+        split.iter().filter(|r| r.starts_with('5')).count(),
+        3,
+        "{text}"
+    );
+    assert!(
+        other.contains(&format!(
+            "value fork-split {:#x}",
+            0x1234_5678u32 + 0x3c3c_3c3c
+        )),
+        "{text}"
+    );
+    assert!(other.contains(&"fork-child ok".to_owned()), "{text}");
+    assert!(
+        other.contains(&"value fork-write 0xdeadbeef".to_owned()),
+        "{text}"
+    );
+    // (The fork's MMU notifier unmaps the range from the GPU; nothing migrates.)
+    assert!(
+        records("fork").iter().all(|r| !r.starts_with('5')),
+        "{text}"
+    );
     assert!(text.ends_with("done\n"), "{text}");
 }
 

@@ -1444,24 +1444,25 @@ impl Tracer {
         let Some(&tgid) = self.tgids.get(&tid) else {
             return self.resume(tid, 0);
         };
+        let kind = syscall_stop_kind(tid);
+        let entry = kind == Some(SYSCALL_INFO_ENTRY);
         if !self.watch.contains(&tgid) {
             self.fault_retries.remove(&tid);
-            return self.go_on(tid, tgid);
+            return self.go_on(tid, tgid, entry);
         }
-        let kind = syscall_stop_kind(tid);
         let Ok(regs) = get_regs(tid) else {
-            return self.go_on(tid, tgid);
+            return self.go_on(tid, tgid, entry);
         };
         if kind == Some(SYSCALL_INFO_EXIT) {
             return self.fault_retry(tid, tgid, &regs);
         }
-        if kind != Some(SYSCALL_INFO_ENTRY) {
-            return self.go_on(tid, tgid);
+        if !entry {
+            return self.go_on(tid, tgid, entry);
         }
         let mut peek = |at: u64| peek_word(tid, at);
         let described = usermem::describe(regs.orig_rax as i64, args_of(&regs), &mut peek);
         if described.touches.is_empty() {
-            return self.go_on(tid, tgid);
+            return self.go_on(tid, tgid, true);
         }
         // A forked child's copies of memory its parent had hidden are shown again.
         let mut first = Vec::new();
@@ -1487,20 +1488,28 @@ impl Tracer {
                 .cpu_touch(caller, &spans, run[0].dir == Dir::Write);
         }
         if !moved && first.is_empty() {
-            return self.go_on(tid, tgid);
+            return self.go_on(tid, tgid, true);
         }
         // The plan (this call's memory shown, and whatever a wakeup asked for).
         self.start_with(tid, tgid, Why::Syscall, first);
     }
 
-    /// Resumes `tid` of `tgid` from a syscall stop that needs nothing.
-    fn go_on(&mut self, tid: i32, tgid: i32) {
+    /// `tid` of `tgid`, at a syscall stop (its entry if `entry`) that needs nothing of its
+    /// own, runs on; or runs its process's plan first if a wakeup asked for one.
+    fn go_on(&mut self, tid: i32, tgid: i32, entry: bool) {
+        if self.dirty.contains(&tgid) {
+            // Stopped already, it runs the plan here, before its program runs on (resumed
+            // and interrupted again, it would run a few instructions first: a CPU read
+            // right after the prefetch that moved the memory to VRAM, not faulting). At an
+            // entry stop its call is made again after, at an exit stop it returns.
+            let why = if entry { Why::Syscall } else { Why::Interrupt };
+            return self.start(tid, tgid, why);
+        }
         self.resume(tid, 0);
-        if self.dirty.contains(&tgid) || self.slots.cpu.cas_pending(tgid) {
-            // A wakeup's or a compare-and-swap's PTRACE_INTERRUPT was spent by this stop
-            // (any ptrace stop clears the pending trap): interrupted again, the thread
-            // stops where it would have without syscall stops, and runs the plan or the
-            // compare-and-swaps there.
+        if self.slots.cpu.cas_pending(tgid) {
+            // A compare-and-swap's PTRACE_INTERRUPT was spent by this stop (any ptrace stop
+            // clears the pending trap): interrupted again, the thread stops where it would
+            // have without syscall stops, and runs the compare-and-swaps there.
             let _ = ptrace_value(libc::PTRACE_INTERRUPT, tid, 0);
         }
     }
@@ -1523,13 +1532,13 @@ impl Tracer {
             || NOT_RESTARTABLE.contains(&nr)
         {
             self.fault_retries.remove(&tid);
-            return self.go_on(tid, tgid);
+            return self.go_on(tid, tgid, false);
         }
         let tries = self.fault_retries.entry(tid).or_insert(0);
         *tries += 1;
         if *tries > MAX_RETRIES {
             self.fault_retries.remove(&tid);
-            return self.go_on(tid, tgid);
+            return self.go_on(tid, tgid, false);
         }
         let all = args_of(regs);
         let mut peek = |at: u64| peek_word(tid, at);
@@ -1538,7 +1547,7 @@ impl Tracer {
         if described.exact {
             // Every copy of it was brought home at its entry: the EFAULT is the call's own.
             self.fault_retries.remove(&tid);
-            return self.go_on(tid, tgid);
+            return self.go_on(tid, tgid, false);
         }
         let mut pointers: Vec<u64> = args.to_vec();
         for &(start, end) in &described.opaque {
@@ -1562,7 +1571,7 @@ impl Tracer {
             .find_map(|(lo, hi)| self.hidden_in(tgid, lo, hi));
         let Some(addr) = found else {
             self.fault_retries.remove(&tid);
-            return self.go_on(tid, tgid);
+            return self.go_on(tid, tgid, false);
         };
         let mut first = Vec::new();
         if let Some(inherited) = self.inherited.get_mut(&tgid)
@@ -1573,7 +1582,7 @@ impl Tracer {
             first.push(inherited.remove(i));
         } else if !self.backend.cpu_fault(CallerId { tid, tgid }, addr) {
             self.fault_retries.remove(&tid);
-            return self.go_on(tid, tgid);
+            return self.go_on(tid, tgid, false);
         }
         self.start_with(tid, tgid, Why::Retry, first);
     }

@@ -22,6 +22,12 @@
  * third (in that order); and two calls the tracer's table does not describe, left to its
  * exit fallback: getcwd() into the fourth, and AMDKFD_IOC_GET_PROCESS_APERTURES_NEW whose
  * struct (on the stack) points at an array in the second.
+ *
+ * Last, the range prefetched again and the second and fourth granules read right after the
+ * prefetch returns (each faults home); then a forked child's copy of memory the GPU holds
+ * (the first and third granules): its write() from the first and its getcwd() into the
+ * third (the exit fallback) succeed, the parent's pages staying where they are (no
+ * migration).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +44,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -270,6 +277,32 @@ int main(void)
     EXPECT(ioctl(kfd, GET_PROCESS_APERTURES_NEW, &ask) == 0);
     drain("apertures");
     printf("value apertures %u %d\n", ask.num_of_nodes, apertures->gpu_id != 0);
+
+    /* A forked child's system calls on its copy of memory in VRAM. */
+    CHECK(hsaKmtSVMSetAttr(buf, 4 * granule, 1, again));
+    /* Read right after the prefetch returns: what it moved is hidden before the program
+     * runs on (its thread stops at the call's exit), so both reads fault. */
+    uint32_t split = *(volatile uint32_t *)(buf + granule + 8);
+    split += *(volatile uint32_t *)(buf + 3 * granule);
+    drain("fork-split");
+    printf("value fork-split %#x\n", split);
+    int fp[2];
+    EXPECT(pipe(fp) == 0);
+    pid_t child = fork();
+    EXPECT(child >= 0);
+    if (child == 0) {
+        int ok = write(fp[1], buf + 0x100, 4) == 4;
+        ok = ok && syscall(SYS_getcwd, buf + 2 * granule + 0x900, 4096) > 0;
+        ok = ok && strcmp((char *)buf + 2 * granule + 0x900, here) == 0;
+        _exit(ok ? 0 : 9);
+    }
+    int child_status = 0;
+    EXPECT(waitpid(child, &child_status, 0) == child);
+    printf("fork-child %s\n",
+           WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0 ? "ok" : "failed");
+    EXPECT(read(fp[0], &v, 4) == 4);
+    printf("value fork-write %#x\n", v);
+    drain("fork");
 
     CHECK(hsaKmtDestroyQueue(qr.QueueId));
     EXPECT(munmap(raw, 5 * granule) == 0);
