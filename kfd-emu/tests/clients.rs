@@ -1320,7 +1320,9 @@ fn gpu_atomics_on_process_memory_are_atomic_with_the_cpus() {
 /// `AMDKFD_IOC_GET_PROCESS_APERTURES_NEW` (a pointer in the ioctl's struct does). Memory a
 /// prefetch moved is hidden before the program runs on: two reads right after it fault. A
 /// forked child's `write()` from and `getcwd()` into its copies of two granules in VRAM succeed
-/// without moving the parent's pages.
+/// without moving the parent's pages. A `read()` into a granule in VRAM the program made
+/// read-only fails with `EFAULT` and moves nothing (`access_error` comes before the fault
+/// handler on the kernel).
 #[test]
 fn system_calls_given_svm_memory_in_vram_fault_it_home_and_succeed() {
     let Some(program) = build_probe(
@@ -1476,6 +1478,13 @@ fn system_calls_given_svm_memory_in_vram_fault_it_home_and_succeed() {
     // (The fork's MMU notifier unmaps the range from the GPU; nothing migrates.)
     assert!(
         records("fork").iter().all(|r| !r.starts_with('5')),
+        "{text}"
+    );
+    // read() into memory in VRAM made read-only: EFAULT (the client checks it), no
+    // migration, the bytes left in the pipe.
+    assert_eq!(records("read-only"), Vec::<String>::new(), "{text}");
+    assert!(
+        other.contains(&"value read-only 0xdeadbeef".to_owned()),
         "{text}"
     );
     assert!(text.ends_with("done\n"), "{text}");

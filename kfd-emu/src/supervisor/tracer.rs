@@ -66,7 +66,8 @@
 //!   from a call the table does not describe exactly brings home the hidden block one of
 //!   its pointers names ([`Backend::cpu_fault`] of that byte: the argument registers the
 //!   call reads, then the words of a struct whose layout only its driver knows, an
-//!   `ioctl`'s; failing those, the first hidden byte within a page after an argument), and
+//!   `ioctl`'s; failing those, the first hidden byte within a page after an argument:
+//!   [`usermem::fallback_spans`]), and
 //!   the call is made again from its exit stop (the registers it entered with, which the
 //!   kernel leaves but for `rax`, `rcx` and `r11`: `rax` the call number again, `rip` back
 //!   over the `syscall` instruction, `orig_rax` -1 so that no signal restart applies), as
@@ -79,7 +80,7 @@
 //! connection `accept` took, a datagram `recvmsg` consumed, a signal `rt_sigtimedwait`
 //! dequeued, an old `sigaction` replaced) are in the table, so their memory is home before
 //! they run; those the table leaves partly open and that cannot be made again
-//! ([`usermem::NOT_RESTARTABLE`]: an interrupted `nanosleep` whose remaining time cannot be
+//! ([`usermem::restartable`]: an interrupted `nanosleep` whose remaining time cannot be
 //! written, `msgrcv`, `mq_timedreceive`, `io_getevents`) keep their `EFAULT`, as does
 //! `rt_sigreturn` (its "result" is the interrupted code's `rax`). An `ioctl` is made again
 //! on the assumption that its driver copies its struct in before it acts (`kfd_ioctl` does).
@@ -173,7 +174,7 @@ use super::addrspace;
 use super::mmap::{self as file_mmap, MmapArgs, Pending, SLOT_MARKER, Slots};
 use super::seccomp::{SMI_EVENTS_CMD, SMI_FDS, TRACE_DATA};
 use super::serve::tgid_from_proc;
-use super::usermem::{self, Dir, NOT_RESTARTABLE};
+use super::usermem::{self, Dir};
 use super::wakeups::kick_signal;
 use crate::backend::{Backend, CallerId, CasError, CpuProtect, MmapAction};
 
@@ -724,11 +725,6 @@ const EFAULT: i64 = -14;
 /// more block home; a call given more hidden blocks than this, none of them in the table,
 /// gets its `EFAULT`).
 const MAX_RETRIES: u32 = 64;
-
-/// How far past an argument register's address the exit fallback looks for hidden memory
-/// when the address itself is not hidden (a struct the table does not know crossing into
-/// a hidden block): one page.
-const FALLBACK_WINDOW: u64 = 4096;
 
 /// The arguments of the call of a thread at a syscall stop (`rdi`, `rsi`, `rdx`, `r10`, `r8`,
 /// `r9`: the x86-64 system call convention).
@@ -1526,11 +1522,7 @@ impl Tracer {
     /// block). A call whose `EFAULT` may follow a side effect ([`NOT_RESTARTABLE`]) keeps it.
     fn fault_retry(&mut self, tid: i32, tgid: i32, regs: &libc::user_regs_struct) {
         let nr = regs.orig_rax as i64;
-        if regs.rax as i64 != EFAULT
-            || nr < 0
-            || nr == libc::SYS_rt_sigreturn
-            || NOT_RESTARTABLE.contains(&nr)
-        {
+        if regs.rax as i64 != EFAULT || !usermem::restartable(nr) {
             self.fault_retries.remove(&tid);
             return self.go_on(tid, tgid, false);
         }
@@ -1540,34 +1532,9 @@ impl Tracer {
             self.fault_retries.remove(&tid);
             return self.go_on(tid, tgid, false);
         }
-        let all = args_of(regs);
         let mut peek = |at: u64| peek_word(tid, at);
-        let described = usermem::describe(nr, all, &mut peek);
-        let args = &all[..usermem::arg_count(nr)];
-        if described.exact {
-            // Every copy of it was brought home at its entry: the EFAULT is the call's own.
-            self.fault_retries.remove(&tid);
-            return self.go_on(tid, tgid, false);
-        }
-        let mut pointers: Vec<u64> = args.to_vec();
-        for &(start, end) in &described.opaque {
-            let mut at = start.next_multiple_of(8);
-            while at.saturating_add(8) <= end {
-                if let Some(word) = peek_word(tid, at) {
-                    pointers.push(word);
-                }
-                at += 8;
-            }
-        }
-        let known = |a: u64| described.touches.iter().any(|t| t.start == a);
-        let windows = args
-            .iter()
-            .filter(|&&a| !known(a))
-            .map(|&a| (a, a.saturating_add(FALLBACK_WINDOW)));
-        let found = pointers
-            .iter()
-            .map(|&p| (p, p.saturating_add(1)))
-            .chain(windows)
+        let found = usermem::fallback_spans(nr, args_of(regs), &mut peek)
+            .into_iter()
             .find_map(|(lo, hi)| self.hidden_in(tgid, lo, hi));
         let Some(addr) = found else {
             self.fault_retries.remove(&tid);

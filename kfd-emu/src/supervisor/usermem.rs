@@ -768,6 +768,53 @@ pub(crate) const NOT_RESTARTABLE: [i64; 6] = [
     SYS_IO_PGETEVENTS,
 ];
 
+/// How far past an argument register's address the exit fallback looks for hidden memory
+/// when the address itself is not hidden (a struct the table does not know crossing into
+/// a hidden block): one page.
+const FALLBACK_WINDOW: u64 = 4096;
+
+/// Whether the tracer's exit fallback may make call `nr` again after its `EFAULT`: not a
+/// call whose `EFAULT` may follow a side effect ([`NOT_RESTARTABLE`]), nor `rt_sigreturn`
+/// (its "result" is the `rax` of the code it returns to), nor a call the tracer skipped
+/// (number -1).
+pub(crate) fn restartable(nr: i64) -> bool {
+    nr >= 0 && nr != libc::SYS_rt_sigreturn && !NOT_RESTARTABLE.contains(&nr)
+}
+
+/// Where the exit fallback looks for the hidden memory a failed call `nr` with arguments
+/// `a` may have touched, in order (`[start, end)` spans; the first hidden byte of the first
+/// span holding one is brought home): none for a call the table knows exactly (its memory
+/// came home at its entry, so its `EFAULT` is its own); else the byte each argument
+/// register the call reads points at ([`arg_count`]), then the byte each aligned word of an
+/// [`Described::opaque`] struct points at (an `ioctl`'s, whose pointers only its driver
+/// knows); failing those, the page from each argument the table did not follow (a struct
+/// crossing into a hidden block).
+pub(crate) fn fallback_spans(nr: i64, a: [u64; 6], peek: Peek<'_>) -> Vec<(u64, u64)> {
+    let described = describe(nr, a, &mut *peek);
+    if described.exact {
+        return Vec::new();
+    }
+    let args = &a[..arg_count(nr)];
+    let mut pointers: Vec<u64> = args.to_vec();
+    for &(start, end) in &described.opaque {
+        let mut at = start.next_multiple_of(8);
+        while at.saturating_add(8) <= end {
+            pointers.extend(peek(at));
+            at += 8;
+        }
+    }
+    let known = |p: u64| described.touches.iter().any(|t| t.start == p);
+    let windows = args
+        .iter()
+        .filter(|&&p| !known(p))
+        .map(|&p| (p, p.saturating_add(FALLBACK_WINDOW)));
+    pointers
+        .iter()
+        .map(|&p| (p, p.saturating_add(1)))
+        .chain(windows)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1145,6 +1192,71 @@ mod tests {
         assert_eq!(arg_count(libc::SYS_epoll_wait), 4);
         assert_eq!(arg_count(libc::SYS_recvmmsg), 5);
         assert_eq!(arg_count(libc::SYS_mbind), 6);
+    }
+
+    #[test]
+    fn the_fallback_makes_again_only_calls_that_did_nothing() {
+        assert!(restartable(libc::SYS_getcwd));
+        assert!(restartable(libc::SYS_ioctl));
+        assert!(restartable(0), "read is number 0");
+        assert!(!restartable(-1), "a call the tracer skipped");
+        assert!(!restartable(libc::SYS_rt_sigreturn));
+        assert!(!restartable(libc::SYS_nanosleep));
+        assert!(!restartable(libc::SYS_msgrcv));
+    }
+
+    #[test]
+    fn the_fallback_looks_at_the_arguments_then_the_ioctl_words_then_past_the_arguments() {
+        // An exactly known call: nothing (its EFAULT is its own).
+        assert!(
+            fallback_spans(libc::SYS_read, [3, 0x100, 8, 0, 0, 0], &mut memory(&[])).is_empty()
+        );
+        // getcwd reads two registers: the stale ones after are not pointers.
+        assert_eq!(
+            fallback_spans(
+                libc::SYS_getcwd,
+                [0x100, 4096, 0x777, 0x888, 0, 0],
+                &mut memory(&[])
+            ),
+            vec![(0x100, 0x101), (4096, 4097), (0x100, 0x1100), (4096, 8192)]
+        );
+        // An ioctl's struct of 20 bytes at 0x204 (its words at 0x208 and 0x210; the one at
+        // 0x218 would end past the struct): the registers, the struct's words, then the page
+        // from each argument but the struct's start, which the table followed.
+        let words = words(&[0, 0x5000, 0x6000, 0x7000]);
+        let spans = fallback_spans(
+            libc::SYS_ioctl,
+            [3, 0xc014_4b14, 0x204, 0x999, 0, 0],
+            &mut memory(&[(0x200, &words)]),
+        );
+        assert_eq!(
+            spans,
+            vec![
+                (3, 4),
+                (0xc014_4b14, 0xc014_4b15),
+                (0x204, 0x205),
+                (0x5000, 0x5001),
+                (0x6000, 0x6001),
+                (3, 3 + 4096),
+                (0xc014_4b14, 0xc014_4b14 + 4096),
+            ]
+        );
+        // An unreadable word is no pointer.
+        let spans = fallback_spans(
+            libc::SYS_ioctl,
+            [3, 0xc010_4b14, 0x200, 0, 0, 0],
+            &mut memory(&[(0x200, &words[..8])]),
+        );
+        assert_eq!(spans[3], (0, 1), "the readable word (0)");
+        assert_eq!(spans.len(), 6);
+        // An argument at the top of the address space: its page is clipped.
+        let spans = fallback_spans(
+            libc::SYS_getcwd,
+            [u64::MAX - 2, 1, 0, 0, 0, 0],
+            &mut memory(&[]),
+        );
+        assert_eq!(spans[0], (u64::MAX - 2, u64::MAX - 1));
+        assert_eq!(spans[2], (u64::MAX - 2, u64::MAX));
     }
 
     #[test]

@@ -27,7 +27,8 @@
  * prefetch returns (each faults home); then a forked child's copy of memory the GPU holds
  * (the first and third granules): its write() from the first and its getcwd() into the
  * third (the exit fallback) succeed, the parent's pages staying where they are (no
- * migration).
+ * migration); and a read() into a granule in VRAM the program made read-only fails with
+ * EFAULT, moving nothing, as on the kernel.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -303,6 +304,19 @@ int main(void)
     EXPECT(read(fp[0], &v, 4) == 4);
     printf("value fork-write %#x\n", v);
     drain("fork");
+
+    /* read() into the third granule (in VRAM) made read-only: the kernel's copy_to_user
+     * faults for writing into a VMA without VM_WRITE (access_error) and fails with EFAULT
+     * before any migration; the bytes stay in the pipe. */
+    EXPECT(mprotect(buf + 2 * granule, granule, PROT_READ) == 0);
+    EXPECT(write(p[1], &v, 4) == 4);
+    drain("read-only-setup");
+    EXPECT(read(p[0], buf + 2 * granule + 0x20, 4) == -1 && errno == EFAULT);
+    drain("read-only");
+    EXPECT(mprotect(buf + 2 * granule, granule, PROT_READ | PROT_WRITE) == 0);
+    uint32_t left = 0;
+    EXPECT(read(p[0], &left, 4) == 4);
+    printf("value read-only %#x\n", left);
 
     CHECK(hsaKmtDestroyQueue(qr.QueueId));
     EXPECT(munmap(raw, 5 * granule) == 0);
