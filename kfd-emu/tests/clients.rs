@@ -1320,7 +1320,7 @@ fn gpu_atomics_on_process_memory_are_atomic_with_the_cpus() {
 /// `AMDKFD_IOC_GET_PROCESS_APERTURES_NEW` (a pointer in the ioctl's struct does). Memory a
 /// prefetch moved is hidden before the program runs on: two reads right after it fault. A
 /// forked child's `write()` from and `getcwd()` into its copies of two granules in VRAM succeed
-/// without moving the parent's pages. A `read()` into a granule in VRAM the program made
+/// with the bytes the GPU wrote. A `read()` into a granule in VRAM the program made
 /// read-only fails with `EFAULT` and moves nothing (`access_error` comes before the fault
 /// handler on the kernel).
 #[test]
@@ -1475,11 +1475,9 @@ fn system_calls_given_svm_memory_in_vram_fault_it_home_and_succeed() {
         other.contains(&"value fork-write 0xdeadbeef".to_owned()),
         "{text}"
     );
-    // (The fork's MMU notifier unmaps the range from the GPU; nothing migrates.)
-    assert!(
-        records("fork").iter().all(|r| !r.starts_with('5')),
-        "{text}"
-    );
+    // (Which records the child's touches make is not checked: the kernel's
+    // `svm_migrate_to_ram` migrates on a COW child's fault, the emulator shows the child's
+    // copy and leaves the parent's pages where they are; see `supervisor/tracer.rs`.)
     // read() into memory in VRAM made read-only: EFAULT (the client checks it), no
     // migration, the bytes left in the pipe.
     assert_eq!(records("read-only"), Vec::<String>::new(), "{text}");

@@ -26,8 +26,7 @@
  * Last, the range prefetched again and the second and fourth granules read right after the
  * prefetch returns (each faults home); then a forked child's copy of memory the GPU holds
  * (the first and third granules): its write() from the first and its getcwd() into the
- * third (the exit fallback) succeed, the parent's pages staying where they are (no
- * migration); and a read() into a granule in VRAM the program made read-only fails with
+ * third (the exit fallback) succeed; and a read() into a granule in VRAM the program made read-only fails with
  * EFAULT, moving nothing, as on the kernel.
  */
 #include <errno.h>
