@@ -1259,6 +1259,207 @@ mod tests {
         assert_eq!(spans[2], (u64::MAX - 2, u64::MAX));
     }
 
+    /// Every row of the table: the call, its arguments, the memory it follows, the touches
+    /// (`[start, len, 'r'|'w']`) and whether it is exact.
+    #[test]
+    fn every_row_of_the_table() {
+        use Dir::{Read as R, Write as W};
+        const A: u64 = 0x1000;
+        const B: u64 = 0x2000;
+        const C: u64 = 0x3000;
+        const P: u64 = 0x8000;
+        const Q: u64 = 0x9000;
+        let sixteen = 16u64.to_le_bytes();
+        // A socklen_t of 16 followed by garbage the mask must drop.
+        let len16 = words(&[0xdead_0000_0000_0010]);
+        let iov = words(&[C, 8]);
+        let cwd = libc::AT_FDCWD as u64;
+        let mem: Vec<(u64, &[u8])> = vec![
+            (P, b"p\0\0\0\0\0\0\0"),
+            (Q, b"q\0\0\0\0\0\0\0"),
+            (B, &len16),
+            (A + 0x100, &iov),
+            (C + 0x100, &sixteen),
+        ];
+        let high = 0xffff_ffff_0000_0000u64;
+        #[rustfmt::skip]
+        let rows: Vec<(i64, [u64; 6], Vec<Touch>, bool)> = vec![
+            (libc::SYS_write, [1, A, 5, 0, 0, 0], vec![t(A, 5, R)], true),
+            (libc::SYS_pread64, [1, A, 5, 0, 0, 0], vec![t(A, 5, W)], true),
+            (libc::SYS_preadv2, [1, A + 0x100, 1, 0, 0, 0], vec![t(A + 0x100, 16, R), t(C, 8, W)], true),
+            (libc::SYS_pwritev, [1, A + 0x100, 1, 0, 0, 0], vec![t(A + 0x100, 16, R), t(C, 8, R)], true),
+            (libc::SYS_sendto, [1, A, 5, 0, C, high | 16], vec![t(C, 16, R), t(A, 5, R)], true),
+            (libc::SYS_bind, [1, A, high | 16, 0, 0, 0], vec![t(A, 16, R)], true),
+            (libc::SYS_getsockname, [1, A, B, 0, 0, 0], vec![t(B, 4, R), t(A, 16, W), t(B, 4, W)], true),
+            (libc::SYS_getpeername, [1, A, 0, 0, 0, 0], vec![], true),
+            (libc::SYS_accept, [1, A, B, 0, 0, 0], vec![t(B, 4, R), t(A, 16, W), t(B, 4, W)], true),
+            (libc::SYS_getsockopt, [1, 1, 2, A, B, 0], vec![t(B, 4, R), t(A, 16, W), t(B, 4, W)], true),
+            (libc::SYS_getsockopt, [1, 1, 2, A, 0, 0], vec![], true),
+            (libc::SYS_setsockopt, [1, 1, 2, A, high | 4, 0], vec![t(A, 4, R)], true),
+            (libc::SYS_socketpair, [1, 1, 0, A, 0, 0], vec![t(A, 8, W)], true),
+            (libc::SYS_pipe, [A, 0, 0, 0, 0, 0], vec![t(A, 8, W)], true),
+            (libc::SYS_pipe2, [A, 0, 0, 0, 0, 0], vec![t(A, 8, W)], true),
+            (libc::SYS_stat, [P, A, 0, 0, 0, 0], vec![t(P, 2, R), t(A, 144, W)], true),
+            (libc::SYS_lstat, [P, A, 0, 0, 0, 0], vec![t(P, 2, R), t(A, 144, W)], true),
+            (libc::SYS_statfs, [P, A, 0, 0, 0, 0], vec![t(P, 2, R), t(A, 120, W)], true),
+            (libc::SYS_fstatfs, [1, A, 0, 0, 0, 0], vec![t(A, 120, W)], true),
+            (libc::SYS_unlink, [P, 0, 0, 0, 0, 0], vec![t(P, 2, R)], true),
+            (libc::SYS_faccessat, [cwd, P, 0, 0, 0, 0], vec![t(P, 2, R)], true),
+            (libc::SYS_openat2, [cwd, P, A, 24, 0, 0], vec![t(A, 24, R), t(P, 2, R)], true),
+            (libc::SYS_rename, [P, Q, 0, 0, 0, 0], vec![t(P, 2, R), t(Q, 2, R)], true),
+            (libc::SYS_renameat2, [cwd, P, cwd, Q, 0, 0], vec![t(P, 2, R), t(Q, 2, R)], true),
+            (libc::SYS_symlinkat, [P, cwd, Q, 0, 0, 0], vec![t(P, 2, R), t(Q, 2, R)], true),
+            (libc::SYS_readlinkat, [cwd, P, A, 10, 0, 0], vec![t(P, 2, R)], false),
+            (libc::SYS_clock_getres, [1, A, 0, 0, 0, 0], vec![t(A, 16, W)], true),
+            (libc::SYS_clock_settime, [1, A, 0, 0, 0, 0], vec![t(A, 16, R)], true),
+            (libc::SYS_gettimeofday, [A, B, 0, 0, 0, 0], vec![t(A, 16, W), t(B, 8, W)], true),
+            (libc::SYS_settimeofday, [A, B, 0, 0, 0, 0], vec![t(A, 16, R), t(B, 8, R)], true),
+            (libc::SYS_time, [A, 0, 0, 0, 0, 0], vec![t(A, 8, W)], true),
+            (libc::SYS_nanosleep, [A, 0, 0, 0, 0, 0], vec![t(A, 16, R)], true),
+            (libc::SYS_clock_nanosleep, [1, 0, A, 0, 0, 0], vec![t(A, 16, R)], true),
+            (libc::SYS_clock_nanosleep, [1, 0, A, B, 0, 0], vec![t(A, 16, R)], false),
+            (libc::SYS_timer_settime, [1, 0, A, B, 0, 0], vec![t(A, 32, R), t(B, 32, W)], true),
+            (libc::SYS_timerfd_settime, [1, 0, A, 0, 0, 0], vec![t(A, 32, R)], true),
+            (libc::SYS_timer_gettime, [1, A, 0, 0, 0, 0], vec![t(A, 32, W)], true),
+            (libc::SYS_timerfd_gettime, [1, A, 0, 0, 0, 0], vec![t(A, 32, W)], true),
+            (libc::SYS_setitimer, [0, A, B, 0, 0, 0], vec![t(A, 32, R), t(B, 32, W)], true),
+            (libc::SYS_getitimer, [0, A, 0, 0, 0, 0], vec![t(A, 32, W)], true),
+            (libc::SYS_times, [A, 0, 0, 0, 0, 0], vec![t(A, 32, W)], true),
+            (libc::SYS_getrusage, [0, A, 0, 0, 0, 0], vec![t(A, 144, W)], true),
+            (libc::SYS_waitid, [0, 0, A, 4, B, 0], vec![t(A, 28, W), t(B, 144, W)], true),
+            (libc::SYS_uname, [A, 0, 0, 0, 0, 0], vec![t(A, 390, W)], true),
+            (libc::SYS_sysinfo, [A, 0, 0, 0, 0, 0], vec![t(A, 112, W)], true),
+            (libc::SYS_getrlimit, [0, A, 0, 0, 0, 0], vec![t(A, 16, W)], true),
+            (libc::SYS_setrlimit, [0, A, 0, 0, 0, 0], vec![t(A, 16, R)], true),
+            (libc::SYS_prlimit64, [0, 0, A, B, 0, 0], vec![t(A, 16, R), t(B, 16, W)], true),
+            (libc::SYS_getcpu, [A, B, 0, 0, 0, 0], vec![t(A, 4, W), t(B, 4, W)], true),
+            (libc::SYS_rt_sigprocmask, [0, A, B, 8, 0, 0], vec![t(A, 8, R), t(B, 8, W)], true),
+            (libc::SYS_rt_sigprocmask, [0, A, B, 16, 0, 0], vec![], true),
+            (libc::SYS_rt_sigpending, [A, 8, 0, 0, 0, 0], vec![t(A, 8, W)], true),
+            (libc::SYS_rt_sigpending, [A, 4, 0, 0, 0, 0], vec![t(A, 4, W)], true),
+            (libc::SYS_rt_sigpending, [A, 9, 0, 0, 0, 0], vec![t(A, 8, W)], true),
+            (libc::SYS_rt_sigsuspend, [A, 8, 0, 0, 0, 0], vec![t(A, 8, R)], true),
+            (libc::SYS_rt_sigsuspend, [A, 7, 0, 0, 0, 0], vec![], true),
+            (libc::SYS_rt_sigtimedwait, [A, B, C, 8, 0, 0], vec![t(A, 8, R), t(C, 16, R), t(B, 128, W)], true),
+            (libc::SYS_rt_sigtimedwait, [A, B, C, 4, 0, 0], vec![], true),
+            (libc::SYS_rt_sigqueueinfo, [1, 2, A, 0, 0, 0], vec![t(A, 128, R)], true),
+            (libc::SYS_rt_tgsigqueueinfo, [1, 2, 3, A, 0, 0], vec![t(A, 128, R)], true),
+            (libc::SYS_sigaltstack, [A, B, 0, 0, 0, 0], vec![t(A, 24, R), t(B, 24, W)], true),
+            (libc::SYS_ppoll, [A, 1, 0, B, 4, 0], vec![t(A, 8, R), t(A, 8, W)], true),
+            (libc::SYS_select, [high | 1, A, 0, 0, 0, 0], vec![t(A, 8, R), t(A, 8, W)], true),
+            (libc::SYS_select, [(1 << 31) + 1, A, 0, 0, 0, 0], vec![], true),
+            (libc::SYS_select, [64, A, B, C, 0, 0], vec![t(A, 8, R), t(B, 8, R), t(C, 8, R), t(A, 8, W), t(B, 8, W), t(C, 8, W)], true),
+            (libc::SYS_pselect6, [1, A, 0, 0, B, C + 0x100], vec![t(C + 0x100, 16, R), t(B, 16, R), t(A, 8, R), t(A, 8, W), t(B, 16, W)], true),
+            (libc::SYS_epoll_ctl, [1, 1, 2, A, 0, 0], vec![t(A, 12, R)], true),
+            (libc::SYS_epoll_ctl, [1, 2, 2, A, 0, 0], vec![], true),
+            (libc::SYS_epoll_wait, [1, A, 1, 0, 0, 0], vec![], false),
+            (libc::SYS_epoll_pwait, [1, A, 1, 0, B, 8], vec![t(B, 8, R)], false),
+            (libc::SYS_epoll_pwait, [1, A, 1, 0, B, 4], vec![], false),
+            (libc::SYS_mlock, [A, 4096, 0, 0, 0, 0], vec![t(A, 4096, R)], true),
+            (libc::SYS_mlock2, [A, 4096, 1, 0, 0, 0], vec![t(A, 4096, R)], true),
+            (libc::SYS_madvise, [A, 4096, 22, 0, 0, 0], vec![t(A, 4096, R)], true),
+            (libc::SYS_madvise, [A, 4096, 23, 0, 0, 0], vec![t(A, 4096, W)], true),
+            (libc::SYS_madvise, [A, 4096, 4, 0, 0, 0], vec![], false),
+            (libc::SYS_prctl, [15, A, 0, 0, 0, 0], vec![t(A, 16, R)], true),
+            (libc::SYS_prctl, [16, A, 0, 0, 0, 0], vec![t(A, 16, W)], true),
+            (libc::SYS_prctl, [4, A, 0, 0, 0, 0], vec![], false),
+            (libc::SYS_arch_prctl, [0x1003, A, 0, 0, 0, 0], vec![t(A, 8, W)], true),
+            (libc::SYS_arch_prctl, [0x1004, A, 0, 0, 0, 0], vec![t(A, 8, W)], true),
+            (libc::SYS_arch_prctl, [0x1002, A, 0, 0, 0, 0], vec![], false),
+            (libc::SYS_process_vm_readv, [1, A + 0x100, 1, B, 1, 0], vec![t(A + 0x100, 16, R), t(B, 16, R), t(C, 8, W)], true),
+            (libc::SYS_process_vm_writev, [1, A + 0x100, 1, B, 2, 0], vec![t(A + 0x100, 16, R), t(B, 32, R), t(C, 8, R)], true),
+            (libc::SYS_process_vm_writev, [1, A + 0x100, 1, B, 1025, 0], vec![], true),
+            (libc::SYS_process_vm_writev, [1, A + 0x100, 1025, B, 1, 0], vec![], true),
+            (libc::SYS_sendfile, [1, 2, A, 9, 0, 0], vec![t(A, 8, R), t(A, 8, W)], true),
+            (libc::SYS_splice, [1, A, 2, B, 9, 0], vec![t(A, 8, R), t(B, 8, R), t(A, 8, W), t(B, 8, W)], true),
+            (libc::SYS_copy_file_range, [1, A, 2, B, 9, 0], vec![t(A, 8, R), t(B, 8, R), t(A, 8, W), t(B, 8, W)], true),
+            (libc::SYS_vmsplice, [1, A + 0x100, 1, 0, 0, 0], vec![t(A + 0x100, 16, R), t(C, 8, R)], true),
+            (libc::SYS_futex, [A, 9 | 128, 0, 0, 0, !0], vec![t(A, 4, R)], true),
+            (libc::SYS_futex, [A, 10, 0, 0, 0, !0], vec![t(A, 4, R)], true),
+            (libc::SYS_futex, [A, 10 | 128, 0, 0, 0, !0], vec![], true),
+            (libc::SYS_futex, [A, 3, 1, 1, B, 0], vec![t(A, 4, R), t(B, 4, R)], true),
+            (libc::SYS_futex, [A, 3 | 128, 1, 1, B, 0], vec![], true),
+            (libc::SYS_futex, [A, 5, 1, 1, B, 0], vec![t(A, 4, R), t(B, 4, W)], true),
+            (libc::SYS_futex, [A, 7 | 128, 0, C, 0, 0], vec![t(A, 4, W)], true),
+            (libc::SYS_futex, [A, 8 | 128, 0, C, 0, 0], vec![t(A, 4, W)], true),
+            (libc::SYS_futex, [A, 13 | 128, 0, C, 0, 0], vec![t(C, 16, R), t(A, 4, W)], true),
+            (libc::SYS_futex, [A, 11 | 128, 0, C, B, 0], vec![t(C, 16, R), t(A, 4, R)], true),
+            (libc::SYS_futex, [A, 12 | 128, 1, 1, B, 0], vec![t(A, 4, R)], true),
+            (libc::SYS_futex, [A, 12, 1, 1, B, 0], vec![t(A, 4, R), t(B, 4, R)], true),
+            (libc::SYS_futex, [A, 2, 0, C, 0, 0], vec![], true),
+            (libc::SYS_ioctl, [1, 0x5401, A, 0, 0, 0], vec![t(A, 36, W)], false),
+            (libc::SYS_ioctl, [1, 0x5413, A, 0, 0, 0], vec![t(A, 8, W)], false),
+            (libc::SYS_ioctl, [1, 0x5414, A, 0, 0, 0], vec![t(A, 8, R)], false),
+            (libc::SYS_ioctl, [1, 0x5421, A, 0, 0, 0], vec![t(A, 4, R)], false),
+            (libc::SYS_ioctl, [1, 0xc008_4b01, 0, 0, 0, 0], vec![], false),
+            (libc::SYS_getdents64, [1, A, 64, 0, 0, 0], vec![], false),
+        ];
+        for (nr, a, touches, exact) in rows {
+            let d = run(nr, a, &mem);
+            assert_eq!(d.touches, touches, "call {nr} {a:x?}");
+            assert_eq!(d.exact, exact, "call {nr} {a:x?}");
+        }
+    }
+
+    #[test]
+    fn mmsg_vectors_and_masks() {
+        // msghdr at 0x1000 (no name, one iovec at 0x3000 → 0x5000 of 100, no control).
+        let hdr = words(&[0, 0, 0x3000, 1, 0, 0, 0, 0]);
+        let iov = words(&[0x5000, 100]);
+        let mem: [(u64, &[u8]); 2] = [(0x1000, &hdr), (0x3000, &iov)];
+        let d = run(libc::SYS_recvmmsg, [3, 0x1000, 1, 0, 0, 0], &mem);
+        assert_eq!(
+            d.touches,
+            vec![
+                t(0x1000, 56, Dir::Read),
+                t(0x3000, 16, Dir::Read),
+                t(0x5000, 100, Dir::Write),
+                t(0x1030, 4, Dir::Write),
+                t(0x1028, 8, Dir::Write),
+                t(0x1038, 4, Dir::Write),
+            ]
+        );
+        assert!(d.exact);
+        // With a timeout, it is read first: left to the fallback.
+        assert!(!run(libc::SYS_recvmmsg, [3, 0x1000, 1, 0, 0x9000, 0], &mem).exact);
+        // `vlen` is an unsigned int: its high bits are not a count.
+        let d = run(
+            libc::SYS_sendmmsg,
+            [3, 0x1000, 0xffff_ffff_0000_0001, 0, 0, 0],
+            &mem,
+        );
+        assert_eq!(d.touches.len(), 4);
+        // A msghdr whose msg_namelen word carries padding: the name's length is 16.
+        let hdr = words(&[0x7000, 0xdead_beef_0000_0010, 0, 0, 0, 0, 0]);
+        let d = run(
+            libc::SYS_sendmsg,
+            [3, 0x1000, 0, 0, 0, 0],
+            &[(0x1000, &hdr)],
+        );
+        assert_eq!(
+            d.touches,
+            vec![t(0x1000, 56, Dir::Read), t(0x7000, 16, Dir::Read)]
+        );
+        // recvmsg's iovec count past UIO_MAXIOV: only the header.
+        let hdr = words(&[0, 0, 0x3000, 1025, 0, 0, 0]);
+        let d = run(
+            libc::SYS_recvmsg,
+            [3, 0x1000, 0, 0, 0, 0],
+            &[(0x1000, &hdr)],
+        );
+        assert_eq!(d.touches, vec![t(0x1000, 56, Dir::Read)]);
+        // A huge count (past the table's limit): nothing listed for it.
+        assert!(
+            run(libc::SYS_read, [3, 0x1000, 1 << 31, 0, 0, 0], &[])
+                .touches
+                .is_empty()
+        );
+        assert_eq!(
+            run(libc::SYS_read, [3, 0x1000, 1 << 30, 0, 0, 0], &[]).touches,
+            vec![t(0x1000, 1 << 30, Dir::Write)]
+        );
+    }
+
     #[test]
     fn partly_known_calls_leave_the_rest_to_the_fallback() {
         assert!(!run(libc::SYS_getdents64, [3, 0x100, 4096, 0, 0, 0], &[]).exact);
