@@ -1557,13 +1557,11 @@ impl Tracer {
     /// The first byte of `[lo, hi)` that process `tgid` hides (its own hidden memory, or a
     /// forked child's inherited copy).
     fn hidden_in(&self, tgid: i32, lo: u64, hi: u64) -> Option<u64> {
-        let inherited = self.inherited.get(&tgid).into_iter().flatten();
-        let own = self.backend.cpu_hidden(tgid);
-        inherited
-            .chain(own.iter())
-            .filter(|h| h.start < hi && lo < h.start.saturating_add(h.len))
-            .map(|h| h.start.max(lo))
-            .min()
+        let inherited = self.inherited.get(&tgid).into_iter().flatten().copied();
+        let spans = inherited
+            .chain(self.backend.cpu_hidden(tgid))
+            .map(|h| (h.start, h.len));
+        usermem::first_hidden(spans, lo, hi)
     }
 
     /// `tid`, at the exit stop of a call that failed on memory now shown, makes it again.

@@ -815,6 +815,20 @@ pub(crate) fn fallback_spans(nr: i64, a: [u64; 6], peek: Peek<'_>) -> Vec<(u64, 
         .collect()
 }
 
+/// The first byte of `[lo, hi)` within one of the `[start, start + len)` spans `hidden`
+/// (the exit fallback's test of a span from [`fallback_spans`] against what a process hides).
+pub(crate) fn first_hidden(
+    hidden: impl IntoIterator<Item = (u64, u64)>,
+    lo: u64,
+    hi: u64,
+) -> Option<u64> {
+    hidden
+        .into_iter()
+        .filter(|&(start, len)| start < hi && lo < start.saturating_add(len))
+        .map(|(start, _)| start.max(lo))
+        .min()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1458,6 +1472,26 @@ mod tests {
             run(libc::SYS_read, [3, 0x1000, 1 << 30, 0, 0, 0], &[]).touches,
             vec![t(0x1000, 1 << 30, Dir::Write)]
         );
+    }
+
+    #[test]
+    fn the_first_hidden_byte_of_a_span() {
+        let hidden = [(0x5000, 0x1000), (0x2000, 0x1000)];
+        // Inside one, starting before one, the lowest of two.
+        assert_eq!(first_hidden(hidden, 0x2800, 0x2801), Some(0x2800));
+        assert_eq!(first_hidden(hidden, 0x1000, 0x2001), Some(0x2000));
+        assert_eq!(first_hidden(hidden, 0x1000, 0x6000), Some(0x2000));
+        // Ending where one starts, starting where one ends: none.
+        assert_eq!(first_hidden(hidden, 0x1000, 0x2000), None);
+        assert_eq!(first_hidden(hidden, 0x3000, 0x5000), None);
+        // The last byte of one.
+        assert_eq!(first_hidden(hidden, 0x2fff, 0x3000), Some(0x2fff));
+        // A span at the top of the address space.
+        assert_eq!(
+            first_hidden([(u64::MAX - 0xfff, 0x1000)], u64::MAX - 1, u64::MAX),
+            Some(u64::MAX - 1)
+        );
+        assert_eq!(first_hidden([], 0, u64::MAX), None);
     }
 
     #[test]
