@@ -1480,7 +1480,14 @@ fn system_calls_given_svm_memory_in_vram_fault_it_home_and_succeed() {
     // copy and leaves the parent's pages where they are; see `supervisor/tracer.rs`.)
     // read() into memory in VRAM made read-only: EFAULT (the client checks it), no
     // migration, the bytes left in the pipe.
-    assert_eq!(records("read-only"), Vec::<String>::new(), "{text}");
+    // (The queue restore after the fork's eviction may land here: only migrations and
+    // unmaps count.)
+    assert!(
+        records("read-only")
+            .iter()
+            .all(|r| !r.starts_with('5') && !r.starts_with('6') && !r.starts_with('b')),
+        "{text}"
+    );
     assert!(
         other.contains(&"value read-only 0xdeadbeef".to_owned()),
         "{text}"

@@ -1474,14 +1474,13 @@ impl Tracer {
                 !hit
             });
         }
-        // The touches in order, each run of one direction in one call.
+        // The touches in order, each with its direction (the protection it needs).
         let caller = CallerId { tid, tgid };
         let mut moved = false;
-        for run in described.touches.chunk_by(|a, b| a.dir == b.dir) {
-            let spans: Vec<(u64, u64)> = run.iter().map(|t| (t.start, t.end)).collect();
+        for t in &described.touches {
             moved |= self
                 .backend
-                .cpu_touch(caller, &spans, run[0].dir == Dir::Write);
+                .cpu_touch(caller, &[(t.start, t.end)], t.dir == Dir::Write);
         }
         if !moved && first.is_empty() {
             return self.go_on(tid, tgid, true);
