@@ -1495,18 +1495,97 @@ mod tests {
     }
 
     #[test]
+    fn counts_at_their_limits() {
+        // UIO_MAXIOV iovecs, all readable: the array and every buffer.
+        let many: Vec<u64> = (0..1024u64).flat_map(|i| [0x10_0000 + i * 16, 1]).collect();
+        let array = words(&many);
+        let mem: [(u64, &[u8]); 1] = [(0x1000, &array)];
+        let d = run(libc::SYS_readv, [3, 0x1000, 1024, 0, 0, 0], &mem);
+        assert_eq!(d.touches.len(), 1025);
+        assert_eq!(d.touches[1024], t(0x10_0000 + 1023 * 16, 1, Dir::Write));
+        // A msghdr with UIO_MAXIOV iovecs is sent and received; one more fails (EMSGSIZE)
+        // after the header (and, for sendmsg, the name).
+        for (count, sent, received) in [(1024u64, 1 + 1 + 1024, 1 + 1 + 1024 + 2), (1025, 1, 1)] {
+            let hdr = words(&[0, 0, 0x1000, count, 0, 0, 0]);
+            let mem: [(u64, &[u8]); 2] = [(0x1000, &array), (0x9000, &hdr)];
+            let send = run(libc::SYS_sendmsg, [3, 0x9000, 0, 0, 0, 0], &mem);
+            assert_eq!(send.touches.len(), sent, "sendmsg of {count}");
+            let recv = run(libc::SYS_recvmsg, [3, 0x9000, 0, 0, 0, 0], &mem);
+            assert_eq!(recv.touches.len(), received, "recvmsg of {count}");
+        }
+        // A NULL iovec array: the kernel's copy of it fails before any buffer (even were
+        // page 0 readable).
+        let at_zero = words(&[0x5000, 8]);
+        let d = run(libc::SYS_readv, [3, 0, 1, 0, 0, 0], &[(0, &at_zero)]);
+        assert!(d.touches.is_empty());
+        let hdr = words(&[0, 0, 0, 1, 0, 0, 0]);
+        let d = run(
+            libc::SYS_sendmsg,
+            [3, 0x9000, 0, 0, 0, 0],
+            &[(0, &at_zero), (0x9000, &hdr)],
+        );
+        assert_eq!(d.touches, vec![t(0x9000, 56, Dir::Read)]);
+        // Two messages of sendmmsg: the second mmsghdr 64 bytes on.
+        let two = words(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        let d = run(
+            libc::SYS_sendmmsg,
+            [3, 0x9000, 2, 0, 0, 0],
+            &[(0x9000, &two)],
+        );
+        assert_eq!(
+            d.touches,
+            vec![
+                t(0x9000, 56, Dir::Read),
+                t(0x9038, 4, Dir::Write),
+                t(0x9040, 56, Dir::Read),
+                t(0x9078, 4, Dir::Write),
+            ]
+        );
+        // select with n = INT_MAX: sets of 256 MiB (a negative n, EINVAL, nothing).
+        let d = run(libc::SYS_select, [0x7fff_ffff, 0x1000, 0, 0, 0, 0], &[]);
+        assert_eq!(
+            d.touches,
+            vec![
+                t(0x1000, 1 << 28, Dir::Read),
+                t(0x1000, 1 << 28, Dir::Write)
+            ]
+        );
+        assert!(
+            run(libc::SYS_select, [0x8000_0000, 0x1000, 0, 0, 0, 0], &[])
+                .touches
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn ioctl_requests_without_a_size_or_a_direction_name_no_struct() {
+        for cmd in [
+            0x0000_4b05u64, // _IO
+            0x0010_4b05,    // a size, no direction
+            0x8000_4b05,    // _IOR of 0 bytes
+        ] {
+            let d = run(libc::SYS_ioctl, [3, cmd, 0x100, 0, 0, 0], &[]);
+            assert!(d.touches.is_empty(), "{cmd:#x}");
+            assert!(d.opaque.is_empty(), "{cmd:#x}");
+            assert!(!d.exact);
+        }
+        // A NULL argument: nothing either.
+        let d = run(libc::SYS_ioctl, [3, 0xc008_4b01, 0, 0, 0, 0], &[]);
+        assert!(d.opaque.is_empty());
+    }
+
+    #[test]
     fn partly_known_calls_leave_the_rest_to_the_fallback() {
         assert!(!run(libc::SYS_getdents64, [3, 0x100, 4096, 0, 0, 0], &[]).exact);
         assert!(!run(libc::SYS_nanosleep, [0x100, 0x200, 0, 0, 0, 0], &[]).exact);
         assert!(run(libc::SYS_nanosleep, [0x100, 0, 0, 0, 0, 0], &[]).exact);
-        assert!(
-            !run(
-                libc::SYS_readlink,
-                [0x100, 0x200, 10, 0, 0, 0],
-                &[(0x100, b"a\0\0\0\0\0\0\0")]
-            )
-            .exact
+        let d = run(
+            libc::SYS_readlink,
+            [0x100, 0x200, 10, 0, 0, 0],
+            &[(0x100, b"a\0\0\0\0\0\0\0")],
         );
+        assert!(!d.exact);
+        assert_eq!(d.touches, vec![t(0x100, 2, Dir::Read)], "its path");
         assert!(run(libc::SYS_getpid, [0; 6], &[]).touches.is_empty());
         assert!(!run(libc::SYS_getpid, [0; 6], &[]).exact);
     }
