@@ -1425,6 +1425,7 @@ fn system_calls_given_svm_memory_in_vram_fault_it_home_and_succeed() {
         "{text}"
     );
     assert_eq!(records("futex-wait"), back(granule(3)), "{text}");
+    assert_eq!(records("futex-wait-value"), Vec::<String>::new(), "{text}");
     assert_eq!(records("futex-wake-shared"), back(granule(0)), "{text}");
     assert_eq!(records("clock-gettime"), back(granule(1)), "{text}");
     assert_eq!(records("clock-vdso"), back(granule(2)), "{text}");

@@ -14,7 +14,8 @@
  * range prefetched again before each group): fstat() into the first granule; FIONREAD into
  * the second; AMDKFD_IOC_GET_VERSION into the third; a private FUTEX_WAKE on a word of the
  * fourth (the kernel touches no memory: nothing moves), a private FUTEX_WAIT on it (the GPU
- * wrote 0xf00d there: EAGAIN, the granule home) and a shared FUTEX_WAKE on a word of the
+ * wrote 0xf00d there: EAGAIN for 0, the granule home; ETIMEDOUT for 0xf00d with a zero
+ * timeout) and a shared FUTEX_WAKE on a word of the
  * first (get_futex_key's get_user_pages_fast: home); clock_gettime() as a system call into
  * the second and through the vDSO (a CPU fault) into the third; poll() of a pollfd in the
  * third; sendmsg() of a msghdr and iovec in the fourth sending the GPU's 0xdeadbeef from the
@@ -218,6 +219,11 @@ int main(void)
     drain("futex-wake-private");
     EXPECT(futex(word, FUTEX_WAIT_PRIVATE, 0) == -1 && errno == EAGAIN);
     drain("futex-wait");
+    /* The word is the GPU's 0xf00d: a wait for that value with a zero timeout times out. */
+    struct timespec zero = { 0, 0 };
+    EXPECT(syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 0xf00d, &zero, NULL, 0) == -1 &&
+           errno == ETIMEDOUT);
+    drain("futex-wait-value");
     EXPECT(futex(buf + 0x200, FUTEX_WAKE, 1) == 0);
     drain("futex-wake-shared");
 
