@@ -427,7 +427,9 @@ pub trait Backend: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// A thread of the caller's process took a `SIGSEGV` (`SEGV_ACCERR`) at byte `addr`:
+    /// A thread of the caller's process took a `SIGSEGV` (`SEGV_ACCERR`) at byte `addr`, or
+    /// a system call of it failed with `EFAULT` and `addr` is where one of its pointers
+    /// leads (the tracer's exit fallback: the kernel's copy would have faulted there):
     /// whether it is memory the backend had hidden. Then the backend did what the kernel's
     /// CPU fault handler does, and the supervisor runs the new plan and restarts the
     /// instruction, the signal suppressed; otherwise the signal is the program's. The default

@@ -158,6 +158,7 @@ mod serve;
 mod spawn;
 mod stat;
 mod tracer;
+mod usermem;
 mod wakeups;
 
 use std::ffi::OsStr;

@@ -48,21 +48,56 @@
 //! over hidden memory takes effect and the span is hidden again after it, with the new
 //! protection to restore.
 //!
-//! A system call given hidden memory (`read()` into it, `write()` from it) would fail with
-//! `EFAULT` where the kernel's `copy_to_user`/`copy_from_user` faults the device-private
-//! pages and `svm_migrate_to_ram` brings them home. So while a process has hidden memory
-//! (its own, or a forked child's inherited copy), its threads are resumed with
-//! `PTRACE_SYSCALL` instead of `PTRACE_CONT`: at the entry stop of one of [`BUFFER_CALLS`]
-//! the tracer reads the buffers the call is given (`iovec`s and `msghdr`s from the tracee's
-//! memory) and the backend brings home the hidden blocks the copy would touch, in its order
-//! ([`Backend::cpu_touch`]); the call is skipped, the plan runs on the thread, and the call
-//! is issued again, finding its memory shown. Only a process with hidden memory pays, one
-//! entry and one exit stop per system call; without hidden memory left its threads go back
-//! to `PTRACE_CONT` at their next stop. Other calls that copy to or from the program's
-//! memory (`ioctl`s' structs, `stat` buffers, `futex` words, `process_vm_*`) are not
-//! stopped and fail with `EFAULT` on hidden memory; so does a `vfork` child's call on its
-//! parent's hidden memory; and a call that copies less than it is given (a short `read()`)
-//! brings home the whole of its buffer.
+//! A system call given hidden memory (`read()` into it, `fstat()` into it, a `futex` word
+//! there, an `ioctl`'s struct) would fail with `EFAULT` where the kernel's
+//! `copy_to_user`/`copy_from_user` faults the device-private pages (`do_user_addr_fault` →
+//! `handle_mm_fault` → `do_swap_page` → `migrate_to_ram`) and `svm_migrate_to_ram` brings
+//! them home. So while a process has hidden memory (its own, or a forked child's inherited
+//! copy), its threads are resumed with `PTRACE_SYSCALL` instead of `PTRACE_CONT`, and:
+//!
+//! - at a call's entry stop, the table of the x86-64 calls' user memory
+//!   ([`usermem::describe`]: pointers and sizes, fixed structs, sizes from other arguments,
+//!   `iovec`s and `msghdr`s read from the tracee's memory, paths up to their NUL, an
+//!   `ioctl`'s `_IOC_SIZE` and `_IOC_DIR`) gives the bytes the call copies in the kernel's
+//!   order; the backend brings home the hidden blocks those copies would touch, in that
+//!   order ([`Backend::cpu_touch`]); the call is skipped, the plan runs on the thread, and
+//!   the call is issued again, finding its memory shown;
+//! - at a call's exit stop, the fallback for what the table lacks: a result of `-EFAULT`
+//!   from a call the table does not describe exactly brings home the hidden block one of
+//!   its pointers names ([`Backend::cpu_fault`] of that byte: the argument registers the
+//!   call reads, then the words of a struct whose layout only its driver knows, an
+//!   `ioctl`'s; failing those, the first hidden byte within a page after an argument:
+//!   [`usermem::fallback_spans`]), and
+//!   the call is made again from its exit stop (the registers it entered with, which the
+//!   kernel leaves but for `rax`, `rcx` and `r11`: `rax` the call number again, `rip` back
+//!   over the `syscall` instruction, `orig_rax` -1 so that no signal restart applies), as
+//!   often as it fails so and a pointer names hidden memory (at most [`MAX_RETRIES`] times).
+//!
+//! Making a call again is right only if the kernel did nothing before its `EFAULT`: so for
+//! most calls, whose arguments are copied in before they act (and whose failed copy out
+//! undoes what they did: `pipe2`, `socketpair`, `timer_create`). The calls whose copy out
+//! follows a side effect that a second call would not repeat (a child `wait4` reaped, a
+//! connection `accept` took, a datagram `recvmsg` consumed, a signal `rt_sigtimedwait`
+//! dequeued, an old `sigaction` replaced) are in the table, so their memory is home before
+//! they run; those the table leaves partly open and that cannot be made again
+//! ([`usermem::restartable`]: an interrupted `nanosleep` whose remaining time cannot be
+//! written, `msgrcv`, `mq_timedreceive`, `io_getevents`) keep their `EFAULT`, as does
+//! `rt_sigreturn` (its "result" is the interrupted code's `rax`). An `ioctl` is made again
+//! on the assumption that its driver copies its struct in before it acts (`kfd_ioctl` does).
+//!
+//! Only a process with hidden memory pays: one entry and one exit stop per system call;
+//! without hidden memory left its threads go back to `PTRACE_CONT` at their next stop.
+//! Where the emulation differs from the kernel: a call that copies less than it is given (a
+//! short `read()`, an option shorter than `optlen`) brings home the whole of what it was
+//! given; calls whose copy out is listed though it may not happen (`wait4` with `WNOHANG`
+//! and no child, `rt_sigtimedwait` that times out, `accept` that fails) bring it home all
+//! the same; the fallback brings home one block per retry, where the kernel might have
+//! touched it later in the call or not at all (an argument that only looks like a pointer
+//! into hidden memory); `strncpy_from_user`'s word reads past a path's NUL, `recvmsg`'s
+//! control data (`put_cmsg`, whose failure does not fail the call) and the entries
+//! `getdents64` fills after a first one that fits are not followed; a `vfork` child's call
+//! on its parent's hidden memory fails with `EFAULT`; `process_vm_*` on another process's
+//! hidden memory too (the remote side is that process's).
 //!
 //! Not covered: a wakeup made by a GPU access with no thread able to stop before the
 //! program sees the write leaves a window of a few instructions.
@@ -139,6 +174,7 @@ use super::addrspace;
 use super::mmap::{self as file_mmap, MmapArgs, Pending, SLOT_MARKER, Slots};
 use super::seccomp::{SMI_EVENTS_CMD, SMI_FDS, TRACE_DATA};
 use super::serve::tgid_from_proc;
+use super::usermem::{self, Dir};
 use super::wakeups::kick_signal;
 use crate::backend::{Backend, CallerId, CasError, CpuProtect, MmapAction};
 
@@ -312,9 +348,12 @@ enum Why {
     Interrupt,
     /// It faulted on hidden memory: the instruction restarts after, the signal suppressed.
     Fault,
-    /// It stopped at the entry of a system call given hidden memory ([`BUFFER_CALLS`]): the
-    /// call is made again after (and stops again, now finding its memory shown).
+    /// It stopped at the entry of a system call given hidden memory ([`usermem::describe`]):
+    /// the call is made again after (and stops again, now finding its memory shown).
     Syscall,
+    /// Its system call failed with `EFAULT` on hidden memory the table did not know of (the
+    /// exit fallback): the call is made again after, from its exit stop.
+    Retry,
 }
 
 /// A thread running the `mprotect`s of a plan in place of its own code.
@@ -531,6 +570,8 @@ struct Tracer {
     watch: HashSet<i32>,
     /// Per thread, the fault (instruction, address) last restarted as a lifted span's.
     retried: HashMap<i32, (u64, u64)>,
+    /// Per thread, how many times the exit fallback made its current call again.
+    fault_retries: HashMap<i32, u32>,
     /// Per forked child, what its parent had hidden when it forked (the child's copy is
     /// hidden too).
     inherited: HashMap<i32, Vec<CpuProtect>>,
@@ -573,6 +614,7 @@ pub(crate) fn run(backend: Arc<dyn Backend>, slots: Arc<Slots>, child: i32, exit
         lifted: HashMap::new(),
         watch: HashSet::new(),
         retried: HashMap::new(),
+        fault_retries: HashMap::new(),
         inherited: HashMap::new(),
         seen: HashSet::new(),
         announced: HashSet::new(),
@@ -676,75 +718,18 @@ const SYSCALL_INSN: u64 = 2;
 /// `PTRACE_SYSCALL_INFO_ENTRY`: the `op` of a syscall-entry stop.
 const SYSCALL_INFO_ENTRY: u8 = 1;
 
-/// The system calls that copy to or from a buffer of the caller's that [`buffer_spans`]
-/// finds: `read`, `pread64`, `readv`, `preadv`, `preadv2`, `recvfrom`, `recvmsg` and
-/// `getrandom` copy into it; `write`, `pwrite64`, `writev`, `pwritev`, `pwritev2`, `sendto`
-/// and `sendmsg` copy from it.
-const BUFFER_CALLS: [i64; 15] = [
-    libc::SYS_read,
-    libc::SYS_pread64,
-    libc::SYS_readv,
-    libc::SYS_preadv,
-    libc::SYS_preadv2,
-    libc::SYS_recvfrom,
-    libc::SYS_recvmsg,
-    libc::SYS_getrandom,
-    libc::SYS_write,
-    libc::SYS_pwrite64,
-    libc::SYS_writev,
-    libc::SYS_pwritev,
-    libc::SYS_pwritev2,
-    libc::SYS_sendto,
-    libc::SYS_sendmsg,
-];
+/// `-EFAULT`: the result the exit fallback looks for.
+const EFAULT: i64 = -14;
 
-/// `UIO_MAXIOV`: the most `iovec`s a vectored call takes (more fail with `EINVAL`).
-const UIO_MAXIOV: u64 = 1024;
+/// How many times the exit fallback makes one call again at most (each time brings one
+/// more block home; a call given more hidden blocks than this, none of them in the table,
+/// gets its `EFAULT`).
+const MAX_RETRIES: u32 = 64;
 
-/// The `[start, end)` byte spans of `count` `struct iovec`s at `iov` of stopped tracee
-/// `tid`, in order (`None` if the array is unreadable: the call fails with `EFAULT`).
-fn iovec_spans(tid: i32, iov: u64, count: u64) -> Option<Vec<(u64, u64)>> {
-    if count > UIO_MAXIOV {
-        return None;
-    }
-    let mut spans = Vec::new();
-    for i in 0..count {
-        let at = iov.checked_add(i * 16)?;
-        let base = peek_word(tid, at)?;
-        let len = peek_word(tid, at + 8)?;
-        if len > 0 {
-            spans.push((base, base.saturating_add(len)));
-        }
-    }
-    Some(spans)
-}
-
-/// The buffers the system call of stopped tracee `tid` (at its entry, `regs`) is given, in
-/// the order it copies them, and whether it writes into them (x86_64 arguments: `rdi`, `rsi`,
-/// `rdx`, `r10`); `None` for any other call.
-fn buffer_spans(tid: i32, regs: &libc::user_regs_struct) -> Option<(Vec<(u64, u64)>, bool)> {
-    let one = |buf: u64, len: u64| vec![(buf, buf.saturating_add(len))];
-    let nr = regs.orig_rax as i64;
-    let (spans, write) = match nr {
-        libc::SYS_read | libc::SYS_pread64 | libc::SYS_recvfrom => (one(regs.rsi, regs.rdx), true),
-        libc::SYS_write | libc::SYS_pwrite64 | libc::SYS_sendto => (one(regs.rsi, regs.rdx), false),
-        libc::SYS_getrandom => (one(regs.rdi, regs.rsi), true),
-        libc::SYS_readv | libc::SYS_preadv | libc::SYS_preadv2 => {
-            (iovec_spans(tid, regs.rsi, regs.rdx)?, true)
-        }
-        libc::SYS_writev | libc::SYS_pwritev | libc::SYS_pwritev2 => {
-            (iovec_spans(tid, regs.rsi, regs.rdx)?, false)
-        }
-        libc::SYS_recvmsg | libc::SYS_sendmsg => {
-            // struct msghdr: msg_iov at 16, msg_iovlen at 24.
-            let iov = peek_word(tid, regs.rsi.checked_add(16)?)?;
-            let count = peek_word(tid, regs.rsi.checked_add(24)?)?;
-            (iovec_spans(tid, iov, count)?, nr == libc::SYS_recvmsg)
-        }
-        _ => return None,
-    };
-    let spans: Vec<(u64, u64)> = spans.into_iter().filter(|&(s, e)| s < e).collect();
-    (!spans.is_empty()).then_some((spans, write))
+/// The arguments of the call of a thread at a syscall stop (`rdi`, `rsi`, `rdx`, `r10`, `r8`,
+/// `r9`: the x86-64 system call convention).
+fn args_of(regs: &libc::user_regs_struct) -> [u64; 6] {
+    [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9]
 }
 
 /// The registers `saved` of a thread stopped at the entry of a system call, made to issue
@@ -926,6 +911,7 @@ impl Tracer {
         self.slots.forget(tid);
         self.holds.remove(&tid);
         self.retried.remove(&tid);
+        self.fault_retries.remove(&tid);
         self.slots.cpu.set_injected(tid, false);
         for parked in self.parked.values_mut() {
             parked.retain(|&(t, _)| t != tid);
@@ -1443,58 +1429,146 @@ impl Tracer {
         }
     }
 
-    /// A syscall stop of `tid`, which holds no redirect and runs no plan: at the entry of a
-    /// system call given memory of the caller's (one of [`BUFFER_CALLS`]) that its process
-    /// hides, the backend brings that memory home as the kernel's fault handler would when
-    /// the call's copy touches it, the plan runs, and the call is made again (see the
-    /// module docs).
+    /// A syscall stop of `tid`, which holds no redirect and runs no plan, in a process with
+    /// hidden memory: at the entry of a system call given memory of the caller's that its
+    /// process hides ([`usermem::describe`]), the backend brings that memory home as the
+    /// kernel's fault handler would when the call's copies touch it, in their order, the
+    /// plan runs, and the call is made again; at the exit of a call that failed with `EFAULT`
+    /// on hidden memory the table did not know of, the exit fallback
+    /// ([`Tracer::fault_retry`]). See the module docs.
     fn buffer_call(&mut self, tid: i32) {
         let Some(&tgid) = self.tgids.get(&tid) else {
             return self.resume(tid, 0);
         };
-        let go_on = |t: &mut Self| {
-            t.resume(tid, 0);
-            if t.dirty.contains(&tgid) || t.slots.cpu.cas_pending(tgid) {
-                // A wakeup's or a compare-and-swap's PTRACE_INTERRUPT was spent by this stop
-                // (any ptrace stop clears the pending trap): interrupted again, the thread
-                // stops where it would have without syscall stops, and runs the plan or the
-                // compare-and-swaps there.
-                let _ = ptrace_value(libc::PTRACE_INTERRUPT, tid, 0);
-            }
-        };
-        if !self.watch.contains(&tgid) || syscall_stop_kind(tid) != Some(SYSCALL_INFO_ENTRY) {
-            return go_on(self);
+        let kind = syscall_stop_kind(tid);
+        let entry = kind == Some(SYSCALL_INFO_ENTRY);
+        if !self.watch.contains(&tgid) {
+            self.fault_retries.remove(&tid);
+            return self.go_on(tid, tgid, entry);
         }
         let Ok(regs) = get_regs(tid) else {
-            return go_on(self);
+            return self.go_on(tid, tgid, entry);
         };
-        if !BUFFER_CALLS.contains(&(regs.orig_rax as i64)) {
-            return go_on(self);
+        if kind == Some(SYSCALL_INFO_EXIT) {
+            return self.fault_retry(tid, tgid, &regs);
         }
-        let Some((spans, write)) = buffer_spans(tid, &regs) else {
-            return go_on(self);
-        };
+        if !entry {
+            return self.go_on(tid, tgid, entry);
+        }
+        let mut peek = |at: u64| peek_word(tid, at);
+        let described = usermem::describe(regs.orig_rax as i64, args_of(&regs), &mut peek);
+        if described.touches.is_empty() {
+            return self.go_on(tid, tgid, true);
+        }
         // A forked child's copies of memory its parent had hidden are shown again.
         let mut first = Vec::new();
         if let Some(inherited) = self.inherited.get_mut(&tgid) {
             inherited.retain(|h| {
-                let hit = spans
+                let hit = described
+                    .touches
                     .iter()
-                    .any(|&(s, e)| s < h.start + h.len && h.start < e);
+                    .any(|t| t.start < h.start + h.len && h.start < t.end);
                 if hit {
                     first.push(*h);
                 }
                 !hit
             });
         }
-        let moved = self
-            .backend
-            .cpu_touch(CallerId { tid, tgid }, &spans, write);
+        // The touches in order, each with its direction (the protection it needs).
+        let caller = CallerId { tid, tgid };
+        let mut moved = false;
+        for t in &described.touches {
+            moved |= self
+                .backend
+                .cpu_touch(caller, &[(t.start, t.end)], t.dir == Dir::Write);
+        }
         if !moved && first.is_empty() {
-            return go_on(self);
+            return self.go_on(tid, tgid, true);
         }
         // The plan (this call's memory shown, and whatever a wakeup asked for).
         self.start_with(tid, tgid, Why::Syscall, first);
+    }
+
+    /// `tid` of `tgid`, at a syscall stop (its entry if `entry`) that needs nothing of its
+    /// own, runs on; or runs its process's plan first if a wakeup asked for one.
+    fn go_on(&mut self, tid: i32, tgid: i32, entry: bool) {
+        if self.dirty.contains(&tgid) {
+            // Stopped already, it runs the plan here, before its program runs on (resumed
+            // and interrupted again, it would run a few instructions first: a CPU read
+            // right after the prefetch that moved the memory to VRAM, not faulting). At an
+            // entry stop its call is made again after, at an exit stop it returns.
+            let why = if entry { Why::Syscall } else { Why::Interrupt };
+            return self.start(tid, tgid, why);
+        }
+        self.resume(tid, 0);
+        if self.slots.cpu.cas_pending(tgid) {
+            // A compare-and-swap's PTRACE_INTERRUPT was spent by this stop (any ptrace stop
+            // clears the pending trap): interrupted again, the thread stops where it would
+            // have without syscall stops, and runs the compare-and-swaps there.
+            let _ = ptrace_value(libc::PTRACE_INTERRUPT, tid, 0);
+        }
+    }
+
+    /// The exit fallback (see the module docs): `tid`'s call (registers `regs` at its exit
+    /// stop) failed with `EFAULT` while its process has hidden memory, and the table does not
+    /// know all of the call's copies. The kernel's copy would have faulted the page home
+    /// (`copy_{from,to}_user` → `handle_mm_fault` → `do_swap_page` → `migrate_to_ram`), so
+    /// the hidden block one of its pointers names comes home (`cpu_fault`, as a CPU touch of
+    /// that byte) and the call is made again; until it does not fail so, or no pointer names
+    /// hidden memory. The pointers, in this order: the argument registers, the words of the
+    /// structs whose layout the table does not know (an `ioctl`'s); failing those, the first
+    /// hidden byte within a page after an argument register (a struct crossing into a hidden
+    /// block). A call whose `EFAULT` may follow a side effect ([`NOT_RESTARTABLE`]) keeps it.
+    fn fault_retry(&mut self, tid: i32, tgid: i32, regs: &libc::user_regs_struct) {
+        let nr = regs.orig_rax as i64;
+        if regs.rax as i64 != EFAULT || !usermem::restartable(nr) {
+            self.fault_retries.remove(&tid);
+            return self.go_on(tid, tgid, false);
+        }
+        let tries = self.fault_retries.entry(tid).or_insert(0);
+        *tries += 1;
+        if *tries > MAX_RETRIES {
+            self.fault_retries.remove(&tid);
+            return self.go_on(tid, tgid, false);
+        }
+        let mut peek = |at: u64| peek_word(tid, at);
+        let found = usermem::fallback_spans(nr, args_of(regs), &mut peek)
+            .into_iter()
+            .find_map(|(lo, hi)| self.hidden_in(tgid, lo, hi));
+        let Some(addr) = found else {
+            self.fault_retries.remove(&tid);
+            return self.go_on(tid, tgid, false);
+        };
+        let mut first = Vec::new();
+        if let Some(inherited) = self.inherited.get_mut(&tgid)
+            && let Some(i) = inherited
+                .iter()
+                .position(|h| (h.start..h.start + h.len).contains(&addr))
+        {
+            first.push(inherited.remove(i));
+        } else if !self.backend.cpu_fault(CallerId { tid, tgid }, addr) {
+            self.fault_retries.remove(&tid);
+            return self.go_on(tid, tgid, false);
+        }
+        self.start_with(tid, tgid, Why::Retry, first);
+    }
+
+    /// The first byte of `[lo, hi)` that process `tgid` hides (its own hidden memory, or a
+    /// forked child's inherited copy).
+    fn hidden_in(&self, tgid: i32, lo: u64, hi: u64) -> Option<u64> {
+        let inherited = self.inherited.get(&tgid).into_iter().flatten().copied();
+        let spans = inherited
+            .chain(self.backend.cpu_hidden(tgid))
+            .map(|h| (h.start, h.len));
+        usermem::first_hidden(spans, lo, hi)
+    }
+
+    /// `tid`, at the exit stop of a call that failed on memory now shown, makes it again.
+    fn retry(&mut self, tid: i32) {
+        if let Ok(regs) = get_regs(tid) {
+            let _ = set_regs(tid, &again(regs));
+        }
+        self.resume(tid, 0);
     }
 
     /// Interrupts the threads of every process woken since the last time, and of every
@@ -1558,7 +1632,11 @@ impl Tracer {
         let mut ops = first;
         ops.extend(self.backend.cpu_protect_plan(tgid));
         if ops.is_empty() {
-            return self.resume(tid, 0);
+            return match why {
+                // Shown already (another thread's plan): its call is made again.
+                Why::Retry => self.retry(tid),
+                _ => self.resume(tid, 0),
+            };
         }
         let Some(&insn) = self.syscall_insn.get(&tgid) else {
             crate::own::elog!(
@@ -1676,7 +1754,7 @@ impl Tracer {
             Why::Interrupt => with_restart(inject.saved),
             // A fault stop is no system call's.
             Why::Fault => inject.saved,
-            Why::Syscall => again(inject.saved),
+            Why::Syscall | Why::Retry => again(inject.saved),
         };
         let _ = set_regs(tid, &regs);
         self.resume(tid, 0);
@@ -1691,6 +1769,8 @@ impl Tracer {
                 // It stopped on a wakeup the plan just ran, or faulted on memory it showed,
                 // or its call (stopped at its entry) goes on with its memory shown.
                 Why::Interrupt | Why::Fault | Why::Syscall => self.resume(tid, 0),
+                // Its call failed at its exit stop, where it still is: made again.
+                Why::Retry => self.retry(tid),
             }
         }
     }

@@ -23,8 +23,10 @@
 //! A `SIGSEGV` in a hidden span comes to [`cpu_fault`], which runs `svm_migrate_to_ram`
 //! and leaves the new plan (showing the block again) for the supervisor, which then restarts
 //! the instruction. A system call given hidden memory comes to [`cpu_touch`] at its entry
-//! (the supervisor stops the calls of a process with hidden memory), which faults home what
-//! the call's copy would touch. Only private anonymous memory is ever in VRAM, so only it is hidden; a
+//! (the supervisor stops the calls of a process with hidden memory and knows, for the calls
+//! in its table, which bytes they copy), which faults home what the call's copies would
+//! touch; a call that fails with `EFAULT` on memory the table did not know of comes to
+//! [`cpu_fault`] at the address one of its pointers names, and is made again. Only private anonymous memory is ever in VRAM, so only it is hidden; a
 //! VMA the program made inaccessible itself is left so. In attach mode nothing is hidden:
 //! the supervisor shares the program's address space and could `mprotect` it itself, but
 //! seeing the faults would take a `SIGSEGV` handler of its own in the program's process,
