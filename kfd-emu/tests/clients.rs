@@ -1215,12 +1215,13 @@ fn a_cpu_read_of_svm_memory_in_vram_migrates_its_granule_back() {
         other.contains(&"value cpu-after-gpu 0xfeed".to_owned()),
         "{text}"
     );
-    // A forked child reads its copy of the first granule (in VRAM): no migration.
+    // A forked child reads its copy of the first granule (in VRAM) and sees the GPU's data.
+    // What it records is left open: on the kernel the child's touch of the device-private
+    // page it shares with the parent runs `svm_migrate_to_ram` on the parent's range in the
+    // child's mm ("COW mapping in child process", kfd_migrate.c), a PAGEFAULT_CPU migration
+    // under the parent's pid; kfd-emu's child reads its own copy and records nothing (a known
+    // difference, in `supervisor/tracer.rs`' module docs).
     assert!(other.contains(&"fork-child ok".to_owned()), "{text}");
-    assert!(
-        records("fork").iter().all(|r| !r.starts_with('5')),
-        "{text}"
-    );
     // Made read-only by the program while in VRAM, it still faults back on a read.
     assert_eq!(records("read-only"), back(b2), "{text}");
     assert!(
