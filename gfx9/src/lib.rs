@@ -70,6 +70,7 @@ mod decode;
 pub mod dispatch;
 mod error;
 pub mod exec;
+pub mod gfx11;
 pub mod gws;
 mod inst;
 pub mod opcode;

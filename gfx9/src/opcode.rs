@@ -842,6 +842,8 @@ pub enum Opcode {
     Mubuf(MubufOp),
     /// An MTBUF operation.
     Mtbuf(MtbufOp),
+    /// A gfx11-only operation ([`crate::gfx11`]).
+    Gfx11(crate::gfx11::Gfx11Op),
 }
 
 impl fmt::Display for Opcode {
@@ -862,6 +864,7 @@ impl fmt::Display for Opcode {
             Self::Ds(op) => op.mnemonic(),
             Self::Mubuf(op) => op.mnemonic(),
             Self::Mtbuf(op) => op.mnemonic(),
+            Self::Gfx11(op) => op.mnemonic(),
             Self::Flat(seg, op) => {
                 let prefix = match seg {
                     Segment::Flat => "flat_",

@@ -84,6 +84,12 @@ pub mod hwreg {
     /// SH_MEM_BASES: bits 63:48 of the private (15:0) and shared (31:16) apertures, read
     /// from [`Wave::apertures`](crate::exec::Wave::apertures). Read-only.
     pub const SH_MEM_BASES: usize = 15;
+    /// gfx11 FLAT_SCR_LO / FLAT_SCR_HI: FLAT_SCRATCH, which gfx10+ reaches only here (no
+    /// SGPR code names it); the kernel's prolog writes it from the flat scratch init
+    /// (AMDGPUUsage, "Flat Scratch", GFX10/GFX11). Writable.
+    pub const FLAT_SCR_LO: usize = 20;
+    /// gfx11 FLAT_SCR_HI.
+    pub const FLAT_SCR_HI: usize = 21;
 }
 
 /// STATUS bits this module reads or writes (the guide, "STATUS register fields").
@@ -298,12 +304,18 @@ impl Wave {
                 (self.hwreg[id] & !live)
                     | if self.scc { status::SCC } else { 0 }
                     | if self.exec == 0 { status::EXECZ } else { 0 }
-                    | if self.vcc == 0 { status::VCCZ } else { 0 }
+                    | if self.vcc & self.lane_mask() == 0 {
+                        status::VCCZ
+                    } else {
+                        0
+                    }
             }
             hwreg::SH_MEM_BASES => {
                 (self.apertures.private_base >> 48) as u32
                     | ((self.apertures.shared_base >> 48) as u32) << 16
             }
+            hwreg::FLAT_SCR_LO if self.target.is_gfx11() => self.flat_scratch as u32,
+            hwreg::FLAT_SCR_HI if self.target.is_gfx11() => (self.flat_scratch >> 32) as u32,
             _ => self.hwreg.get(id).copied().unwrap_or(0),
         }
     }
@@ -635,7 +647,13 @@ fn sopk(w: &mut Wave, inst: &Inst, pc: u64, op: SopkOp) -> Result<Flow, ExecErro
         SSetregB32 | SSetregImm32B32 => {
             let v = src32(w, inst, pc, 0)?;
             let (id, offset, mask) = hwreg_field(inst.imm);
-            if matches!(id, hwreg::MODE | hwreg::TRAPSTS) {
+            if w.target.is_gfx11() && matches!(id, hwreg::FLAT_SCR_LO | hwreg::FLAT_SCR_HI) {
+                let shift = if id == hwreg::FLAT_SCR_HI { 32 } else { 0 };
+                let old = (w.flat_scratch >> shift) as u32;
+                let new = (old & !mask) | (v << offset & mask);
+                w.flat_scratch =
+                    (w.flat_scratch & !(0xffff_ffff << shift)) | u64::from(new) << shift;
+            } else if matches!(id, hwreg::MODE | hwreg::TRAPSTS) {
                 let old = w.hwreg[id];
                 w.hwreg[id] = (old & !mask) | (v << offset & mask);
             }
@@ -1006,7 +1024,7 @@ fn sopp(
             });
         }
         SIcacheInv => {
-            *ctx.code = super::wave::CodeCache::default();
+            ctx.code.clear();
             return Ok(Flow::Continue);
         }
         // STATUS.USER_PRIO = SIMM16[1:0].
@@ -1056,8 +1074,9 @@ fn sopp(
         SBranch => true,
         SCbranchScc0 => !w.scc,
         SCbranchScc1 => w.scc,
-        SCbranchVccz => w.vcc == 0,
-        SCbranchVccnz => w.vcc != 0,
+        // A wave32 wave's VCC is VCC_LO (RDNA3 guide, "VCCZ").
+        SCbranchVccz => w.vcc & w.lane_mask() == 0,
+        SCbranchVccnz => w.vcc & w.lane_mask() != 0,
         SCbranchExecz => w.exec == 0,
         SCbranchExecnz => w.exec != 0,
         SCbranchCdbgsys => status & status::COND_DBG_SYS != 0,

@@ -193,6 +193,7 @@ pub fn mcpu(target: Target) -> &'static str {
         Target::Gfx908 => "gfx908",
         Target::Gfx90a => "gfx90a",
         Target::Gfx942 => "gfx942",
+        Target::Gfx11 => "gfx1100",
     }
 }
 

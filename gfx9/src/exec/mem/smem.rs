@@ -39,7 +39,7 @@ use std::time::Instant;
 pub const REALTIME_HZ: u64 = 100_000_000;
 
 /// The 100 MHz count since the first use in this process.
-fn realtime() -> u64 {
+pub(crate) fn realtime() -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     let ns = EPOCH.get_or_init(Instant::now).elapsed().as_nanos();
     (ns / (1_000_000_000 / u128::from(REALTIME_HZ))) as u64

@@ -582,7 +582,7 @@ impl<'a> X<'a> {
         self.reads_into(kinds, &mut s)?;
         let cin = if carry_in {
             self.w
-                .read_scalar64(self.i.src[2], Ty::B64)
+                .read_mask(self.i.src[2])
                 .ok_or_else(|| self.err("a carry-in that is not a lane mask"))?
         } else {
             0
@@ -604,7 +604,7 @@ impl<'a> X<'a> {
             }
         }
         self.write(out, &res)?;
-        if !self.w.write_scalar64(self.i.dst[1], flags) {
+        if !self.w.write_mask(self.i.dst[1], flags) {
             return Err(self.err("a carry-out that is not a lane mask"));
         }
         Ok(())
@@ -846,7 +846,7 @@ impl<'a> X<'a> {
             VCndmaskB32 => {
                 let mask = self
                     .w
-                    .read_scalar64(self.i.src[2], Ty::B64)
+                    .read_mask(self.i.src[2])
                     .ok_or_else(|| self.err("a mask that is not a lane mask"))?;
                 self.map_lane(&[M32, M32], M32, |l, s| s[(mask >> l & 1) as usize])
             }
@@ -1207,7 +1207,7 @@ impl<'a> X<'a> {
         } else {
             return Err(self.unimpl());
         }
-        if !self.w.write_scalar64(self.i.dst[0], bits) {
+        if !self.w.write_mask(self.i.dst[0], bits) {
             return Err(self.err("a compare result that is not a lane mask"));
         }
         // gfx9's v_cmpx writes EXEC as well as its destination.
