@@ -45,6 +45,10 @@
 //! [`asm::Program`] with branch labels, and the amdhsa kernel descriptor
 //! ([`asm::DescriptorBuilder`]), held to `llvm-mc-19 -show-encoding` by `tests/asm.rs`.
 //!
+//! [`gfx11`] is a second front end: RDNA3's encodings decoded into the same [`Inst`]s (the
+//! gfx9 [`Opcode`] wherever gfx11 only renumbers or renames an operation), for
+//! [`exec::Target::Gfx11`], whose waves may be wave32 ([`exec::Wave::wave32`]).
+//!
 //! # Not here yet
 //!
 //! - The MIMG, EXP and VINTRP encodings decode to [`DecodeError::Unsupported`]. The

@@ -793,6 +793,9 @@ pub enum Encoding {
     Mubuf,
     /// MTBUF (64 bits): a typed buffer access, DFMT/NFMT in [`Inst::imm`](crate::Inst::imm).
     Mtbuf,
+    /// gfx11 VOPD (64 bits, + literal): two VALU operations issued together
+    /// ([`Gfx11Op::Vopd`](crate::gfx11::Gfx11Op::Vopd)).
+    Vopd,
 }
 
 /// Which address space a FLAT-encoded instruction uses (its SEG field).

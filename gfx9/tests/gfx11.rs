@@ -4,9 +4,13 @@
 //! VOP3, modifiers, memory fields); whole programs decode instruction by instruction as
 //! `llvm-objdump-19` lists them; and wave32 kernels run on the dispatcher with the lane masks
 //! 32 bits wide (VCC_LO, single-SGPR carries and compare results, EXEC_LO), the work-item ids
-//! packed in `v0`, waves of 32 work-items, and private memory swizzled across 32 lanes.
+//! packed in `v0`, waves of 32 work-items, and private memory swizzled across 32 lanes;
+//! VOPD pairs read both halves' sources before either writes; and `tests/kernels/gfx11.cl`,
+//! compiled by clang-19 for gfx1100 (VOPD, VOP3 literals, `s_delay_alu` as LLVM emits them),
+//! runs and agrees with the host.
 
 mod common;
+mod kernels;
 
 use common::{CODE, DATA, TestMemory};
 use kfd_gfx9::dispatch::{Dispatch, KernelDescriptor, NoObserver, RunOptions, Scratch, run};
@@ -337,10 +341,18 @@ s_endpgm";
 #[test]
 fn unknown_and_unsupported_encodings_are_typed_errors() {
     use kfd_gfx9::DecodeError;
-    // VOPD (v_dual_*), an unknown SOP1 opcode, DPP16, a truncated VOP3.
+    // VOPD's v_dual_mul_dx9_zero_f32 (OPX 7, not modelled), an unknown SOP1 opcode,
+    // DPP16, a truncated VOP3, a truncated VOPD.
     assert!(matches!(
-        gfx11::decode(&[0xca10_0002, 0x0000_0104]),
-        Err(DecodeError::Unsupported { what: "VOPD", .. })
+        gfx11::decode(&[0xc9c8_0002, 0x0104_0d05]),
+        Err(DecodeError::Unsupported {
+            what: "VOPD operation",
+            ..
+        })
+    ));
+    assert!(matches!(
+        gfx11::decode(&[0xca08_0102]),
+        Err(DecodeError::Truncated { needed: 2, .. })
     ));
     assert!(matches!(
         gfx11::decode(&[0xbe80_ff00]),
@@ -762,4 +774,231 @@ fn shader_programs_decode_as_llvm_lists_them() {
     }
     assert_eq!(at, words.len());
     let _ = (Vop1Op::VMovB32, Sop1Op::SMovB32);
+}
+
+#[test]
+fn vopd_pairs_decode_into_their_two_operations() {
+    let asm = "v_dual_mov_b32 v1, v2 :: v_dual_add_f32 v4, v5, v6
+v_dual_fmac_f32 v1, v2, v3 :: v_dual_add_nc_u32 v6, v7, v8
+v_dual_fmaak_f32 v1, v2, v3, 0x40000000 :: v_dual_fmamk_f32 v4, v5, 0x40000000, v6
+v_dual_cndmask_b32 v1, v2, v3 :: v_dual_lshlrev_b32 v4, v5, v6
+v_dual_mul_f32 v1, s2, v3 :: v_dual_and_b32 v4, 0x1234, v6";
+    let Some(d) = decoded(asm) else { return };
+    let halves: Vec<[Inst; 2]> = d
+        .iter()
+        .map(|(t, i)| gfx11::vopd_ops(i).unwrap_or_else(|| panic!("{t}")))
+        .collect();
+    let v = Operand::Vgpr;
+    let op = |h: &Inst| h.op;
+    assert_eq!(op(&halves[0][0]), Opcode::Vop1(Vop1Op::VMovB32));
+    assert_eq!((halves[0][0].dst[0], halves[0][0].src[0]), (v(1), v(2)));
+    assert_eq!(op(&halves[0][1]), Opcode::Vop2(Vop2Op::VAddF32));
+    assert_eq!(halves[0][1].dst[0], v(4));
+    assert_eq!(halves[0][1].src[..2], [v(5), v(6)]);
+    assert_eq!(op(&halves[1][0]), Opcode::Vop2(Vop2Op::VFmacF32));
+    assert_eq!(op(&halves[1][1]), Opcode::Vop2(Vop2Op::VAddU32));
+    assert_eq!(halves[1][1].dst[0], v(6));
+    let k = Operand::Literal(0x4000_0000);
+    assert_eq!(halves[2][0].src, [v(2), v(3), k]);
+    assert_eq!(halves[2][1].src, [v(5), k, v(6)]);
+    assert_eq!(d[2].1.dwords, 3, "one shared literal");
+    assert_eq!(halves[3][0].src[2], Operand::Special(Special::VccLo));
+    assert_eq!(op(&halves[3][1]), Opcode::Vop2(Vop2Op::VLshlrevB32));
+    assert_eq!(halves[4][0].src[0], Operand::Sgpr(2));
+    assert_eq!(halves[4][1].src[0], Operand::Literal(0x1234));
+    assert_eq!(op(&halves[4][1]), Opcode::Vop2(Vop2Op::VAndB32));
+}
+
+/// VOPD's halves read their sources before either writes: the second half sees the first's
+/// destination as it was (a swap through two moves), arithmetic pairs compute both.
+#[test]
+fn vopd_halves_read_before_either_writes() {
+    let asm = "
+  v_mov_b32 v0, 0
+  v_mbcnt_lo_u32_b32 v0, -1, v0
+  v_add_nc_u32 v1, 100, v0
+  v_cvt_f32_u32 v2, v0
+  v_mov_b32 v3, 2.0
+  v_mov_b32 v5, 3
+  v_mov_b32 v6, 4
+  v_dual_mul_f32 v8, v2, v3 :: v_dual_add_nc_u32 v7, v5, v6
+  v_dual_fmaak_f32 v10, v2, v3, 0x40400000 :: v_dual_fmamk_f32 v9, v3, 0x40400000, v2
+  v_dual_mov_b32 v0, v1 :: v_dual_mov_b32 v1, v0
+  s_endpgm";
+    let Some(r) = wave32(asm, |_, _| {}) else {
+        return;
+    };
+    for lane in 0..32usize {
+        let l = lane as f32;
+        let w = &r.wave;
+        assert_eq!(f32::from_bits(w.vgpr[8][lane]), l * 2.0);
+        assert_eq!(w.vgpr[7][lane], 7);
+        assert_eq!(f32::from_bits(w.vgpr[10][lane]), l * 2.0 + 3.0);
+        assert_eq!(f32::from_bits(w.vgpr[9][lane]), 2.0 * 3.0 + l);
+        assert_eq!(
+            (w.vgpr[0][lane], w.vgpr[1][lane]),
+            (100 + lane as u32, lane as u32)
+        );
+    }
+}
+
+/// Runs `kernel` of `gfx11.cl` over `grid` work-items in groups of 64; the memory after it.
+fn launch11(
+    kernel: &str,
+    args: &[kernels::Arg],
+    buffers: Vec<Vec<u8>>,
+    grid: u32,
+) -> Option<(kernels::Mem, kfd_gfx9::dispatch::Stats)> {
+    let obj = kernels::build_gfx11()?;
+    let l = kernels::Launch {
+        target: Target::Gfx11,
+        kernel,
+        args,
+        buffers,
+        grid: [grid, 1, 1],
+        workgroup: [64, 1, 1],
+        dynamic_lds: 0,
+    };
+    let (mem, d) = l.prepare(&obj);
+    assert!(d.kd.wave32(), "clang's gfx1100 default is wave32");
+    let stats = run(&d, &mem, &RunOptions { threads: 2 }, &NoObserver)
+        .unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    Some((mem, stats))
+}
+
+fn u32s(m: &kernels::Mem, i: usize, n: usize) -> Vec<u32> {
+    m.bytes(kernels::buffer(i), 4 * n)
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+fn input(n: u32) -> Vec<u32> {
+    let mut x = 0x1234_5678_9abc_def1u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 16) as u32
+        })
+        .collect()
+}
+
+fn le(v: &[u32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+#[test]
+fn a_compiled_gfx1100_kernel_uses_vopd_and_runs() {
+    use kernels::Arg;
+    let n = 1000u32;
+    let x: Vec<f32> = input(n)
+        .iter()
+        .map(|&v| (v % 2000) as f32 / 16.0 - 60.0)
+        .collect();
+    let y: Vec<f32> = input(n).iter().map(|&v| (v % 777) as f32 / 8.0).collect();
+    let bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|f| f.to_le_bytes()).collect() };
+    let Some((mem, stats)) = launch11(
+        "axpy2",
+        &[Arg::Buf(0), Arg::Buf(1), Arg::F32(1.5), Arg::U32(n)],
+        vec![bytes(&y), bytes(&x)],
+        1024,
+    ) else {
+        return;
+    };
+    assert_eq!(stats.waves, 32, "1024 work-items in waves of 32");
+    let got = u32s(&mem, 0, n as usize);
+    for i in 0..n as usize {
+        let (xi, yi) = (x[i], y[i]);
+        let u = 1.5f32 * xi + yi;
+        let v = xi * 3.0 - yi * 0.5;
+        let want = u * v + (u - v) * 2.0;
+        assert_eq!(got[i], want.to_bits(), "y[{i}]");
+    }
+    // The compiler paired operations into VOPD: the test ran some.
+    let obj = kernels::build_gfx11().unwrap();
+    let words: Vec<u32> = obj
+        .image
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert!(
+        words.iter().any(|&w| w >> 26 == 0b11_0010),
+        "gfx11.cl has no VOPD at all"
+    );
+}
+
+#[test]
+fn compiled_gfx1100_integer_lds_divergence_and_atomic_kernels_agree_with_the_host() {
+    use kernels::Arg;
+    let n = 512u32;
+    let inp = input(n);
+    // ints
+    let Some((mem, _)) = launch11(
+        "ints",
+        &[Arg::Buf(0), Arg::Buf(1), Arg::U32(n)],
+        vec![vec![0; 4 * n as usize], le(&inp)],
+        n,
+    ) else {
+        return;
+    };
+    let got = u32s(&mem, 0, n as usize);
+    for (i, &v) in inp.iter().enumerate() {
+        let mut s = 0u32;
+        for k in 0..(v & 7) {
+            s = s.wrapping_add((v >> k) ^ k.wrapping_mul(0x9e37_79b9));
+        }
+        let want = s
+            .wrapping_add(v / 7)
+            .wrapping_add((v % 13).wrapping_mul(v & 0xff))
+            .wrapping_add(v << 3);
+        assert_eq!(got[i], want, "ints[{i}]");
+    }
+    // wg_sum: 8 workgroups of 64 (two waves each, joined by s_barrier).
+    let small: Vec<u32> = inp.iter().map(|v| v & 0xffff).collect();
+    let (mem, _) = launch11(
+        "wg_sum",
+        &[Arg::Buf(0), Arg::Buf(1)],
+        vec![vec![0; 64], le(&small)],
+        n,
+    )
+    .unwrap();
+    let got = u32s(&mem, 0, 8);
+    for g in 0..8 {
+        let want: u32 = small[g * 64..g * 64 + 64].iter().sum();
+        assert_eq!(got[g], want, "group {g}");
+    }
+    // diverge: the ballot is a wave32 mask of the wave's 32 work-items.
+    let (mem, _) = launch11(
+        "diverge",
+        &[Arg::Buf(0), Arg::Buf(1)],
+        vec![vec![0; 8 * n as usize], le(&inp)],
+        n,
+    )
+    .unwrap();
+    let got = u32s(&mem, 0, 2 * n as usize);
+    for (i, &v) in inp.iter().enumerate() {
+        let r = if v & 1 == 1 {
+            v.wrapping_mul(3).wrapping_add(1)
+        } else {
+            v / 2
+        };
+        assert_eq!(got[2 * i], r, "diverge[{i}]");
+        let wave = i / 32 * 32;
+        let ballot = (0..32).fold(0u32, |b, l| b | (inp[wave + l] & 1) << l);
+        assert_eq!(got[2 * i + 1], ballot, "ballot of work-item {i}");
+    }
+    // atomics
+    let (mem, _) = launch11(
+        "atomics",
+        &[Arg::Buf(0), Arg::Buf(1)],
+        vec![le(&[0, 0, u32::MAX]), le(&small)],
+        n,
+    )
+    .unwrap();
+    let got = u32s(&mem, 0, 3);
+    assert_eq!(got[0], small.iter().sum::<u32>());
+    assert_eq!(got[1], *small.iter().max().unwrap());
+    assert_eq!(got[2], *small.iter().min().unwrap());
 }

@@ -1,19 +1,28 @@
 //! The gfx11-only operations ([`Gfx11Op`]): the 32-bit saveexec family of wave32, the
-//! returning `s_sendmsg_rtn`, and the scheduling hints and counter waits that have nothing
+//! returning `s_sendmsg_rtn`, VOPD's pairs (run as their two VALU operations), and the
+//! scheduling hints and counter waits that have nothing
 //! to act on here. Sources: the "AMD RDNA3 Instruction Set Architecture" guide, SOP1/SOPK/
 //! SOPP opcode descriptions.
 
-use super::wave::{ExecError, Flow, Ty, Wave, illegal, unimplemented};
+use super::wave::{Ctx, ExecError, Flow, Ty, Wave, illegal, unimplemented};
 use crate::gfx11::Gfx11Op;
 use crate::inst::Inst;
+use crate::operand::Operand;
 
 /// `s_sendmsg_rtn` message ids (LLVM `SIDefines.h`, `ID_GET_REALTIME`...).
 const MSG_RTN_GET_REALTIME: i32 = 131;
 
 /// Executes a gfx11-only operation found at `pc`.
-pub(super) fn execute(w: &mut Wave, inst: &Inst, pc: u64, op: Gfx11Op) -> Result<Flow, ExecError> {
+pub(super) fn execute(
+    w: &mut Wave,
+    ctx: &mut Ctx<'_>,
+    inst: &Inst,
+    pc: u64,
+    op: Gfx11Op,
+) -> Result<Flow, ExecError> {
     use Gfx11Op::*;
     match op {
+        Vopd => vopd(w, ctx, inst, pc),
         SAndSaveexecB32 | SOrSaveexecB32 | SXorSaveexecB32 | SNandSaveexecB32 | SNorSaveexecB32
         | SXnorSaveexecB32 | SAndNot0SaveexecB32 | SOrNot0SaveexecB32 | SAndNot1SaveexecB32
         | SOrNot1SaveexecB32 | SAndNot0WrexecB32 | SAndNot1WrexecB32 => saveexec32(w, inst, pc, op),
@@ -85,5 +94,30 @@ fn saveexec32(w: &mut Wave, inst: &Inst, pc: u64, op: Gfx11Op) -> Result<Flow, E
     }
     w.exec = (w.exec & !0xffff_ffff) | u64::from(new);
     w.scc = new != 0;
+    Ok(Flow::Continue)
+}
+
+/// A VOPD pair: "the two operations read their sources before either writes" (RDNA3 guide,
+/// "VOPD"). Run by the vector ALU one after the other, X first; when Y reads X's destination
+/// (LLVM never pairs such operations, hand-written code may: `v_dual_mov_b32 v0, v1 ::
+/// v_dual_mov_b32 v1, v0` swaps), Y runs with that register's old value put back, and X's
+/// result is written after it.
+fn vopd(w: &mut Wave, ctx: &mut Ctx<'_>, inst: &Inst, pc: u64) -> Result<Flow, ExecError> {
+    let Some([x, y]) = crate::gfx11::vopd_ops(inst) else {
+        return Err(unimplemented(inst, pc));
+    };
+    let Operand::Vgpr(dx) = x.dst[0] else {
+        return Err(illegal(inst, pc, "VDSTX is not a VGPR"));
+    };
+    let dx = usize::from(dx);
+    let old = w.vgpr[dx];
+    super::valu::execute(w, ctx, &x, pc)?;
+    if y.src.contains(&x.dst[0]) {
+        let new = std::mem::replace(&mut w.vgpr[dx], old);
+        super::valu::execute(w, ctx, &y, pc)?;
+        w.vgpr[dx] = new;
+    } else {
+        super::valu::execute(w, ctx, &y, pc)?;
+    }
     Ok(Flow::Continue)
 }

@@ -79,6 +79,6 @@ pub fn execute(
         | Opcode::Flat(..)
         | Opcode::Mubuf(_)
         | Opcode::Mtbuf(_) => mem::execute(wave, ctx, inst, pc),
-        Opcode::Gfx11(op) => gfx11::execute(wave, inst, pc, op),
+        Opcode::Gfx11(op) => gfx11::execute(wave, ctx, inst, pc, op),
     }
 }

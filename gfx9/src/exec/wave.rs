@@ -681,6 +681,12 @@ impl Wave {
         }
     }
 
+    /// The highest lane number (63, or 31 in wave32): a lane select's mask.
+    #[inline]
+    pub fn last_lane(&self) -> usize {
+        if self.wave32 { 31 } else { 63 }
+    }
+
     /// Reads a lane mask operand (VCC or an SGPR carry/condition source of a VALU
     /// instruction): 64 bits, or in a wave32 wave one 32-bit register (RDNA3 ISA guide,
     /// "Wave32 and Wave64": VCC_LO and single SGPRs hold a wave32 mask).

@@ -26,6 +26,7 @@
 //! | VOP3P | `1100_1100` | OP 22:16, CLAMP 15, OP_SEL_HI(2) 14, OP_SEL 13:11, NEG_HI 10:8, VDST 7:0; sources as VOP3, OP_SEL_HI(0,1) 60:59, NEG 63:61 |
 //! | DS | `11_0110` | OP 25:18, GDS 17, OFFSET1 15:8, OFFSET0 7:0; ADDR 39:32, DATA0 47:40, DATA1 55:48, VDST 63:56 |
 //! | FLAT | `11_0111` | OP 24:18, SEG 17:16, SLC 15, GLC 14, DLC 13, OFFSET 12:0 (GLOBAL/SCRATCH: signed); ADDR 39:32, DATA 47:40, SADDR 54:48 (`null`: off), SVE 55, VDST 63:56 |
+//! | VOPD | `11_0010` | OPX 25:22, OPY 21:17, VSRC1X 16:9, SRC0X 8:0; VDSTX 63:56, VDSTY 55:49 (its low bit the inverse of VDSTX's), VSRC1Y 48:41, SRC0Y 40:32 |
 //! | MUBUF | `11_1000` | OP 25:18, SLC 12, DLC 13, GLC 14, OFFSET 11:0; VADDR 39:32, VDATA 47:40, SRSRC 52:48 (quads), TFE 53, OFFEN 54, IDXEN 55, SOFFSET 63:56 |
 //!
 //! gfx11 allows a literal in VOP3 and VOP3P (unlike gfx9). Operands are [`operand::source11`]'s
@@ -34,7 +35,7 @@
 //!
 //! # Not here yet
 //!
-//! VOPD (dual issue), the DPP8/DPP16 forms, MIMG, MTBUF, EXP, LDSDIR/VINTERP and WMMA decode
+//! VOPD's `v_dual_mul_dx9_zero_f32` and `v_dual_dot2acc_f32_f16`, the DPP8/DPP16 forms, MIMG, MTBUF, EXP, LDSDIR/VINTERP and WMMA decode
 //! to [`DecodeError::Unsupported`]; 16-bit "true16" operand halves are not modelled (the
 //! opcodes that need them are left out of the tables).
 
@@ -94,7 +95,7 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
         0b11_0110 => d.ds(),
         0b11_0111 => d.flat(),
         0b11_1000 => d.mubuf(),
-        0b11_0010 => Err(unsupported("VOPD", w)),
+        0b11_0010 => d.vopd(),
         0b11_1010 => Err(unsupported("MTBUF", w)),
         0b11_1100 => Err(unsupported("MIMG", w)),
         0b11_1110 => Err(unsupported("EXP", w)),
@@ -527,6 +528,33 @@ impl Fields<'_> {
         Ok(inst)
     }
 
+    /// VOPD: the pair as one [`Gfx11Op::Vopd`] (see there for where each field goes). A
+    /// literal (either SRC0, or the K of `fmaak`/`fmamk`) is one dword after the pair, shared.
+    fn vopd(&self) -> Result<Inst, DecodeError> {
+        let (opx, opy) = (bits(self.w, 22, 4), bits(self.w, 17, 5));
+        if vopd_op(opx).is_none() || vopd_op(opy).is_none() {
+            return Err(unsupported("VOPD operation", self.w));
+        }
+        let w1 = self.dword(1, 2)?;
+        let mut inst = self.inst(Opcode::Gfx11(Gfx11Op::Vopd), Encoding::Vopd, 2);
+        let vdstx = bits(w1, 24, 8);
+        let vdsty = bits(w1, 17, 7) << 1 | (!vdstx & 1);
+        inst.dst = [Operand::Vgpr(vdstx as u8), Operand::Vgpr(vdsty as u8)];
+        let (src0x, src0y) = (bits(self.w, 0, 9), bits(w1, 0, 9));
+        let k = matches!(opx, VOPD_FMAAK | VOPD_FMAMK) || matches!(opy, VOPD_FMAAK | VOPD_FMAMK);
+        let codes = [src0x, src0y];
+        self.sources(&codes, 2, &mut inst)?;
+        if k {
+            inst.src[2] = Operand::Literal(self.dword(2, 3)?);
+            inst.dwords = 3;
+        }
+        inst.imm = i32::from(bits(self.w, 9, 8))
+            | i32::from(bits(w1, 9, 8)) << 8
+            | i32::from(opx) << 16
+            | i32::from(opy) << 20;
+        Ok(inst)
+    }
+
     fn mubuf(&self) -> Result<Inst, DecodeError> {
         let raw = bits(self.w, 18, 8);
         let op = self.lookup(Encoding::Mubuf, raw)?;
@@ -547,6 +575,67 @@ impl Fields<'_> {
         inst.src[2] = operand::source11(soffset)?;
         Ok(inst)
     }
+}
+
+/// VOPD's OPX/OPY codes that take a literal K (`v_dual_fmaak_f32`, `v_dual_fmamk_f32`).
+const VOPD_FMAAK: u16 = 1;
+const VOPD_FMAMK: u16 = 2;
+
+/// What VOPD operation code `op` is (the RDNA3 guide's VOPD opcode table: 0–12 for both
+/// halves, 16–18 for Y only), as the VOP2/VOP1/VOP3 operation it runs as; `None` for a
+/// reserved code and for the two not modelled (7 `v_dual_mul_dx9_zero_f32`, 12
+/// `v_dual_dot2acc_f32_f16`).
+fn vopd_op(op: u16) -> Option<Opcode> {
+    Some(match op {
+        0 => Opcode::Vop2(Vop2Op::VFmacF32),
+        VOPD_FMAAK | VOPD_FMAMK => Opcode::Vop3(Vop3Op::VFmaF32),
+        3 => Opcode::Vop2(Vop2Op::VMulF32),
+        4 => Opcode::Vop2(Vop2Op::VAddF32),
+        5 => Opcode::Vop2(Vop2Op::VSubF32),
+        6 => Opcode::Vop2(Vop2Op::VSubrevF32),
+        8 => Opcode::Vop1(Vop1Op::VMovB32),
+        9 => Opcode::Vop2(Vop2Op::VCndmaskB32),
+        10 => Opcode::Vop2(Vop2Op::VMaxF32),
+        11 => Opcode::Vop2(Vop2Op::VMinF32),
+        16 => Opcode::Vop2(Vop2Op::VAddU32),
+        17 => Opcode::Vop2(Vop2Op::VLshlrevB32),
+        18 => Opcode::Vop2(Vop2Op::VAndB32),
+        _ => return None,
+    })
+}
+
+/// The two operations of a VOPD pair ([`Gfx11Op::Vopd`]) as the VOP1/VOP2/VOP3 `Inst`s they
+/// run as: `[X, Y]`. `None` when `inst` is no VOPD pair.
+pub fn vopd_ops(inst: &Inst) -> Option<[Inst; 2]> {
+    if inst.op != Opcode::Gfx11(Gfx11Op::Vopd) {
+        return None;
+    }
+    let imm = inst.imm as u32;
+    let half = |dst: Operand, src0: Operand, vsrc1: u32, op: u32| -> Option<Inst> {
+        let op = op as u16;
+        let vsrc1 = Operand::Vgpr(vsrc1 as u8);
+        let k = inst.src[2];
+        let (encoding, src) = match op {
+            VOPD_FMAAK => (Encoding::Vop3a, [src0, vsrc1, k]),
+            VOPD_FMAMK => (Encoding::Vop3a, [src0, k, vsrc1]),
+            8 => (Encoding::Vop1, [src0, Operand::None, Operand::None]),
+            9 => (Encoding::Vop2, [src0, vsrc1, VCC]),
+            _ => (Encoding::Vop2, [src0, vsrc1, Operand::None]),
+        };
+        Some(Inst {
+            op: vopd_op(op)?,
+            encoding,
+            dst: [dst, Operand::None],
+            src,
+            imm: 0,
+            mods: Modifiers::default(),
+            dwords: inst.dwords,
+        })
+    };
+    Some([
+        half(inst.dst[0], inst.src[0], imm & 0xff, imm >> 16 & 0xf)?,
+        half(inst.dst[1], inst.src[1], imm >> 8 & 0xff, imm >> 20 & 0x1f)?,
+    ])
 }
 
 /// Whether `op` is a `v_cmpx_*` (its gfx9 opcode's mnemonic says so).

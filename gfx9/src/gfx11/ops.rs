@@ -63,6 +63,11 @@ pub enum Gfx11Op {
     VFmamkF32,
     /// `v_fmaak_f32` (decodes to `v_fma_f32` with the literal as source 2).
     VFmaakF32,
+    /// VOPD: `v_dual_<x> :: v_dual_<y>`, two VALU operations that read their sources
+    /// together ([`Encoding::Vopd`](crate::Encoding::Vopd); the pair's fields in the `Inst`:
+    /// `dst` VDSTX, VDSTY; `src` SRC0X, SRC0Y, the literal K; `imm` VSRC1X bits 0–7, VSRC1Y
+    /// 8–15, OPX 16–19, OPY 20–24; [`vopd_ops`](crate::gfx11::vopd_ops) splits it).
+    Vopd,
 }
 
 impl Gfx11Op {
@@ -98,6 +103,7 @@ impl Gfx11Op {
             BufferGl1Inv => "buffer_gl1_inv",
             VFmamkF32 => "v_fmamk_f32",
             VFmaakF32 => "v_fmaak_f32",
+            Vopd => "v_dual",
         }
     }
 }

@@ -1549,7 +1549,8 @@ impl<'a> X<'a> {
                     .w
                     .read_scalar32(self.i.src[1], Ty::B32)
                     .ok_or_else(|| self.err("a lane select that is not scalar"))?;
-                let value = self.w.vgpr[usize::from(v)][(lane & 63) as usize];
+                // The lane select's low 6 bits (wave32: 5, RDNA3 guide V_READLANE_B32).
+                let value = self.w.vgpr[usize::from(v)][lane as usize & self.w.last_lane()];
                 if !self.w.write_scalar32(self.i.dst[0], value) {
                     return Err(self.err("not a scalar destination"));
                 }
@@ -1568,7 +1569,8 @@ impl<'a> X<'a> {
                     .w
                     .read_scalar32(self.i.src[1], Ty::B32)
                     .ok_or_else(|| self.err("a lane select that is not scalar"))?;
-                self.w.vgpr[usize::from(d)][(lane & 63) as usize] = value;
+                let lane = lane as usize & self.w.last_lane();
+                self.w.vgpr[usize::from(d)][lane] = value;
                 Ok(())
             }
             VBcntU32B32 => self.map(&[B32, B32], B32, |s| {
