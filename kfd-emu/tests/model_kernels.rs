@@ -721,7 +721,7 @@ global_store_b32 v2, v3, s[0:1] offset:0x400
 s_endpgm";
 
 /// Checks the 256 work-items of [`GFX11_IDS`] wrote their id and a wave32 lane.
-fn check_gfx11_ids(q: &Queue, out: usize) {
+fn check_gfx11_ids(q: &mut Queue, out: usize) {
     for i in 0..256usize {
         assert_eq!(q.u32_at(out + 4 * i), i as u32, "out[{i}]");
         assert_eq!(q.u32_at(out + 0x400 + 4 * i), (i % 32) as u32, "lane[{i}]");
@@ -754,7 +754,7 @@ fn rx7900xtx_runs_a_wave32_gfx11_kernel_from_aql() {
         q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE),
         q.u64_at(RPTR)
     );
-    check_gfx11_ids(&q, out);
+    check_gfx11_ids(&mut q, out);
     q.destroy();
 }
 
@@ -793,6 +793,6 @@ fn rx7900xtx_runs_a_pm4_dispatch_in_wave32_when_the_initiator_says_so() {
         q.wait_until(|q| q.u32_at(DATA) == 0xC0FFEE),
         "the packet after the dispatch did not run"
     );
-    check_gfx11_ids(&q, out);
+    check_gfx11_ids(&mut q, out);
     q.destroy();
 }
