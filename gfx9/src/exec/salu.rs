@@ -718,7 +718,7 @@ fn relative(
         return Err(illegal(inst, pc, "a 64-bit relative move needs an even M0"));
     }
     let (n, limit) = match base {
-        Operand::Sgpr(n) => (u32::from(n & !(width as u8 - 1)), super::wave::SGPRS as u32),
+        Operand::Sgpr(n) => (u32::from(n & !(width as u8 - 1)), w.sgpr_limit() as u32),
         Operand::Ttmp(n) => (u32::from(n & !(width as u8 - 1)), 16),
         _ => return Err(illegal(inst, pc, "relative moves address SGPRs or ttmps")),
     };

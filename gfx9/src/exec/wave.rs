@@ -681,6 +681,13 @@ impl Wave {
         }
     }
 
+    /// The SGPRs the wave's target addresses: `s0`..`s101` on gfx9, `s0`..`s105` on gfx11
+    /// (the bound of M0-relative moves and multi-register scalar loads).
+    #[inline]
+    pub fn sgpr_limit(&self) -> usize {
+        if self.target.is_gfx11() { SGPRS } else { 102 }
+    }
+
     /// The highest lane number (63, or 31 in wave32): a lane select's mask.
     #[inline]
     pub fn last_lane(&self) -> usize {

@@ -45,14 +45,15 @@ pub(crate) fn realtime() -> u64 {
     (ns / (1_000_000_000 / u128::from(REALTIME_HZ))) as u64
 }
 
-/// Scalar register `i` of a multi-register scalar operand starting at `op`.
-fn scalar_at(op: Operand, i: usize) -> Option<Operand> {
+/// Scalar register `i` of a multi-register scalar operand starting at `op`, in a file of
+/// `sgprs` SGPRs ([`Wave::sgpr_limit`]).
+fn scalar_at(op: Operand, i: usize, sgprs: usize) -> Option<Operand> {
     let next = |n: u8, limit: usize| {
         let k = usize::from(n) + i;
         (k < limit).then_some(k as u8)
     };
     Some(match (op, i) {
-        (Operand::Sgpr(n), _) => Operand::Sgpr(next(n, crate::exec::wave::SGPRS)?),
+        (Operand::Sgpr(n), _) => Operand::Sgpr(next(n, sgprs)?),
         (Operand::Ttmp(n), _) => Operand::Ttmp(next(n, 16)?),
         (other, 0) => other,
         (Operand::Special(s), 1) => Operand::Special(match s {
@@ -69,7 +70,7 @@ fn scalar_at(op: Operand, i: usize) -> Option<Operand> {
 /// Reads `n` consecutive scalar registers from `op`.
 fn read_regs(w: &Wave, op: Operand, n: usize, out: &mut [u32]) -> Option<()> {
     for (i, v) in out.iter_mut().enumerate().take(n) {
-        *v = w.read_scalar32(scalar_at(op, i)?, Ty::B32)?;
+        *v = w.read_scalar32(scalar_at(op, i, w.sgpr_limit())?, Ty::B32)?;
     }
     Some(())
 }
@@ -149,7 +150,7 @@ pub(super) fn execute(
         write_global(ctx.mem, addr, &bytes).map_err(fault)?;
         return Ok(());
     }
-    if scalar_at(inst.dst[0], dwords - 1).is_none() {
+    if scalar_at(inst.dst[0], dwords - 1, w.sgpr_limit()).is_none() {
         return Err(illegal(inst, pc, "the destination runs past the file"));
     }
     let n = (0..dwords).take_while(|&i| in_range(i)).count();
@@ -160,7 +161,7 @@ pub(super) fn execute(
         *d = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
     }
     for (i, &d) in data.iter().enumerate().take(dwords) {
-        let Some(dst) = scalar_at(inst.dst[0], i) else {
+        let Some(dst) = scalar_at(inst.dst[0], i, w.sgpr_limit()) else {
             return Err(illegal(inst, pc, "the destination runs past the file"));
         };
         if !w.write_scalar32(dst, d) {
