@@ -112,7 +112,7 @@ DS = [("ds_store_2addr_stride64_", "ds_write2st64_"), ("ds_store_2addr_", "ds_wr
       ("ds_storexchg_2addr_stride64_rtn_", "ds_wrxchg2st64_rtn_"),
       ("ds_storexchg_2addr_rtn_", "ds_wrxchg2_rtn_"), ("ds_storexchg_rtn_", "ds_wrxchg_rtn_"),
       ("ds_store_", "ds_write_"), ("ds_load_", "ds_read_")]
-# gfx11-only operations: Gfx11Op variants (gfx9/src/gfx11/ops.rs).
+# gfx11-only operations: Gfx11Op variants (gfx9/src/opcode.rs).
 GFX11 = {
     "s_and_saveexec_b32": "SAndSaveexecB32", "s_or_saveexec_b32": "SOrSaveexecB32",
     "s_xor_saveexec_b32": "SXorSaveexecB32", "s_nand_saveexec_b32": "SNandSaveexecB32",
@@ -206,7 +206,6 @@ def main():
     print("//! A FLAT entry's segment is the instruction's SEG field's, not the one written here.")
     print()
     print("use crate::opcode::*;")
-    print("pub use super::ops::Gfx11Op;")
     print()
     print("type Row = (u16, &'static str, Opcode);")
     print()

@@ -84,7 +84,7 @@ pub use decode::{Decoder, decode};
 pub use error::DecodeError;
 pub use inst::{Dpp, Inst, Modifiers, Sdwa};
 pub use opcode::{
-    DsOp, Encoding, FlatOp, MtbufOp, MubufOp, Opcode, Segment, SmemOp, Sop1Op, Sop2Op, SopcOp,
-    SopkOp, SoppOp, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp,
+    DsOp, Encoding, FlatOp, Gfx11Op, MtbufOp, MubufOp, Opcode, Segment, SmemOp, Sop1Op, Sop2Op,
+    SopcOp, SopkOp, SoppOp, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp,
 };
 pub use operand::{FloatConst, Operand, Special};

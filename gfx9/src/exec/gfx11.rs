@@ -5,8 +5,8 @@
 //! SOPP opcode descriptions.
 
 use super::wave::{Ctx, ExecError, Flow, Ty, Wave, illegal, unimplemented};
-use crate::gfx11::Gfx11Op;
 use crate::inst::Inst;
+use crate::opcode::Gfx11Op;
 use crate::operand::Operand;
 
 /// `s_sendmsg_rtn` message ids (LLVM `SIDefines.h`, `ID_GET_REALTIME`...).

@@ -39,10 +39,9 @@
 //! to [`DecodeError::Unsupported`]; 16-bit "true16" operand halves are not modelled (the
 //! opcodes that need them are left out of the tables).
 
-mod ops;
 mod table;
 
-pub use ops::Gfx11Op;
+pub use crate::opcode::Gfx11Op;
 
 use crate::error::DecodeError;
 use crate::inst::{Inst, Modifiers};

@@ -3,7 +3,6 @@
 //! encoding, `(opcode number, LLVM mnemonic, the operation it decodes to)`, by number.
 //! A FLAT entry's segment is the instruction's SEG field's, not the one written here.
 
-use super::ops::Gfx11Op;
 use crate::opcode::*;
 
 type Row = (u16, &'static str, Opcode);
