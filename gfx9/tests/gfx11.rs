@@ -25,6 +25,11 @@ use std::process::Command;
 
 /// `llvm-mc-19` for gfx1100 on `input` with `args`; `None` (a skip) without it.
 fn mc(args: &[&str], input: &str) -> Option<String> {
+    mc_both(args, input).map(|(out, _)| out)
+}
+
+/// As [`mc`], with its standard error (the disassembler's warnings).
+fn mc_both(args: &[&str], input: &str) -> Option<(String, String)> {
     if !std::path::Path::new("/usr/bin/llvm-mc-19").exists() {
         kfd_skip::prerequisite("llvm-mc-19 is missing (Debian llvm-19)");
         return None;
@@ -45,7 +50,10 @@ fn mc(args: &[&str], input: &str) -> Option<String> {
     });
     let out = child.wait_with_output().unwrap();
     writer.join().unwrap();
-    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    Some((
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
 }
 
 /// `(text, dwords)` per instruction of `-show-encoding` output.
@@ -1001,4 +1009,139 @@ fn compiled_gfx1100_integer_lds_divergence_and_atomic_kernels_agree_with_the_hos
     assert_eq!(got[0], small.iter().sum::<u32>());
     assert_eq!(got[1], *small.iter().max().unwrap());
     assert_eq!(got[2], *small.iter().min().unwrap());
+}
+
+/// A deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn u32(&mut self) -> u32 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
+    }
+}
+
+/// The operand bits of an encoding's first dword (the opcode and encoding bits kept).
+fn operand_bits(enc: Encoding) -> u32 {
+    match enc {
+        Encoding::Sop2 | Encoding::Sopk => 0x007f_ffff,
+        Encoding::Sop1 => 0x007f_00ff,
+        Encoding::Sopc | Encoding::Sopp => 0x0000_ffff,
+        Encoding::Smem => 0x0000_7fff,
+        Encoding::Vop2 => 0x01ff_ffff,
+        Encoding::Vop1 => 0x01fe_01ff,
+        Encoding::Vopc => 0x0001_ffff,
+        Encoding::Ds => 0x0003_ffff,
+        _ => 0x0000_ffff,
+    }
+}
+
+/// Random operands around every table opcode: no input panics, and wherever the decoder
+/// takes an encoding that LLVM also decodes, both read the same length (literals, the VOPD
+/// K, the 64-bit forms) and the same operation.
+#[test]
+fn random_operands_decode_as_llvm_reads_them() {
+    let table: Vec<_> = gfx11::table().collect();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut samples = Vec::new();
+    for round in 0..6 {
+        for &(enc, raw, name, _) in &table {
+            let base = &variants(enc, u32::from(raw))[0];
+            let w0 = base[0] ^ (rng.u32() & operand_bits(enc));
+            // Round 0 keeps the literal dword a value no inline constant has (LLVM re-encodes
+            // an inlinable literal as the constant, one dword shorter); later rounds random.
+            let words = [
+                w0,
+                rng.u32(),
+                if round == 0 { 0x1234_5679 } else { rng.u32() },
+            ];
+            if let Ok(inst) = gfx11::decode(&words) {
+                samples.push((name, words[..usize::from(inst.dwords)].to_vec(), inst));
+            }
+        }
+    }
+    // And words of no particular encoding: decoded or refused, never a panic.
+    for _ in 0..200_000 {
+        let words = [rng.u32(), rng.u32(), rng.u32()];
+        if let Ok(inst) = gfx11::decode(&words) {
+            assert!((1..=3).contains(&inst.dwords));
+        }
+    }
+    // Two `s_nop 7` then `s_nop 6`: an instruction LLVM reads longer than the decoder
+    // (at most 3 dwords) eats only `s_nop 7`s.
+    let marker = [0xbf80_0007u32, 0xbf80_0007, 0xbf80_0006];
+    let input: String = samples
+        .iter()
+        .map(|(_, w, _)| {
+            let b: Vec<String> = w
+                .iter()
+                .chain(&marker)
+                .flat_map(|w| w.to_le_bytes())
+                .map(|b| format!("{b:#04x}"))
+                .collect();
+            format!("{}\n", b.join(" "))
+        })
+        .collect();
+    let Some((out, err)) = mc_both(&["--disassemble", "-show-encoding"], &input) else {
+        return;
+    };
+    // LLVM refuses an instruction with a warning at its first byte (`<stdin>:LINE:1:`) and
+    // goes on at the next dword.
+    let refused_lines: std::collections::BTreeSet<usize> = err
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("<stdin>:")?;
+            let (line, rest) = rest.split_once(':')?;
+            rest.starts_with("1:").then(|| line.parse().ok())?
+        })
+        .collect();
+    let mut chunks: Vec<Vec<(String, usize)>> = vec![Vec::new()];
+    for (text, words) in encodings(&out) {
+        if text == "s_nop 7" {
+            continue;
+        }
+        if text == "s_nop 6" {
+            chunks.push(Vec::new());
+        } else if let Some(c) = chunks.last_mut() {
+            c.push((text, words.len()));
+        }
+    }
+    assert_eq!(chunks.len(), samples.len() + 1);
+    let strip = |m: &str| {
+        let m = mnemonic(m).to_string();
+        ["flat_", "global_", "scratch_"]
+            .iter()
+            .find_map(|p| m.strip_prefix(p).map(String::from))
+            .unwrap_or(m)
+    };
+    let (mut agreed, mut refused, mut wrong) = (0, 0, Vec::new());
+    for (line, ((name, words, inst), chunk)) in samples.iter().zip(chunks).enumerate() {
+        if refused_lines.contains(&(line + 1)) {
+            refused += 1;
+            continue;
+        }
+        match chunk.as_slice() {
+            [(text, len)] => {
+                // LLVM re-encodes a float inline constant of a 16-bit integer operation as a
+                // literal (its f16 bits): one dword longer, the same value read.
+                let f16_const = inst.src.iter().any(|o| matches!(o, Operand::Float(_)))
+                    && *len == words.len() + 1
+                    && name.contains("16");
+                if (*len != words.len() && !f16_const) || strip(text) != strip(name) {
+                    wrong.push(format!(
+                        "{words:08x?}: ours {name} ({}), LLVM {text} ({len})",
+                        words.len()
+                    ));
+                } else {
+                    agreed += 1;
+                }
+            }
+            // LLVM refused (it checks operand classes the decoder leaves to execution).
+            _ => refused += 1,
+        }
+    }
+    assert_eq!(wrong, Vec::<String>::new());
+    assert!(agreed > 2500, "{agreed} agreed, {refused} refused by LLVM");
 }
