@@ -10,9 +10,13 @@
 //!   `kernarg_address`, `completion_signal`. Sizes the CP refuses before reading the
 //!   descriptor are [`queue_error::check_dispatch`]'s; a descriptor the GPU cannot read is a
 //!   VM fault; a descriptor the interpreter cannot run (a GPU that is not gfx906, gfx908,
-//!   gfx90a or gfx94x; wave32; inconsistent SGPR counts; an entry offset of 0, which puts the
-//!   code on the descriptor's own 64 bytes, as no code object does) is the CP's "invalid ISA"
-//!   error (128), as before kernels ran.
+//!   gfx90a, gfx94x or gfx11; wave32 on gfx9; inconsistent SGPR counts; an entry offset of
+//!   0, which puts the code on the descriptor's own 64 bytes, as no code object does) is the
+//!   CP's "invalid ISA" error (128), as before kernels ran.
+//! * gfx11 GPUs (rx7900xtx, GC 11.x) run on kfd-gfx9's gfx11 front end (`kfd_gfx9::gfx11`,
+//!   `Target::Gfx11`), in wave32 when the descriptor's `ENABLE_WAVEFRONT_SIZE32` (AQL) or the
+//!   initiator's `CS_W32_EN` (PM4, as kfdtest's `Dispatch::BuildIb` sets it on gfx10+) says
+//!   so; a wave32 kernel short of scratch asks with ROCr 6.2's wave32 code (0x400).
 //! * The waves get the registers AMDGPUUsage's "Initial Kernel Execution State" gives them
 //!   ([`kfd_gfx9::dispatch`]): the dispatch ptr is the packet's address, the queue ptr the
 //!   `amd_queue_t` found from the read pointer as [`queue_error`] finds it, the dispatch id
