@@ -75,11 +75,12 @@ fn encodings(out: &str) -> Vec<(String, Vec<u32>)> {
         .collect()
 }
 
-/// The mnemonic of a disassembled line, without the `_e32`/`_e64` form suffix.
+/// The mnemonic of a disassembled line, without the `_e32`/`_e64`/`_dpp` form suffix.
 fn mnemonic(text: &str) -> &str {
     let m = text.split_whitespace().next().unwrap_or("");
     m.strip_suffix("_e32")
         .or_else(|| m.strip_suffix("_e64"))
+        .or_else(|| m.strip_suffix("_dpp"))
         .unwrap_or(m)
 }
 
@@ -350,7 +351,7 @@ s_endpgm";
 fn unknown_and_unsupported_encodings_are_typed_errors() {
     use kfd_gfx9::DecodeError;
     // VOPD's v_dual_mul_dx9_zero_f32 (OPX 7, not modelled), an unknown SOP1 opcode,
-    // DPP16, a truncated VOP3, a truncated VOPD.
+    // a truncated VOP3, a truncated VOPD.
     assert!(matches!(
         gfx11::decode(&[0xc9c8_0002, 0x0104_0d05]),
         Err(DecodeError::Unsupported {
@@ -370,9 +371,14 @@ fn unknown_and_unsupported_encodings_are_typed_errors() {
             ..
         })
     ));
+    // DPP8 (SRC0 233), and DPP16's reserved gfx9 control wave_shl (0x130).
     assert!(matches!(
-        gfx11::decode(&[0x7e02_02fa, 0]),
+        gfx11::decode(&[0x7e02_02e9, 0]),
         Err(DecodeError::Unsupported { .. })
+    ));
+    assert!(matches!(
+        gfx11::decode(&[0x7e02_02fa, 0xff01_3002]),
+        Err(DecodeError::IllegalOperand { code: 0x130 })
     ));
     assert!(matches!(
         gfx11::decode(&[0xd613_0001]),
@@ -1144,4 +1150,59 @@ fn random_operands_decode_as_llvm_reads_them() {
     }
     assert_eq!(wrong, Vec::<String>::new());
     assert!(agreed > 2500, "{agreed} agreed, {refused} refused by LLVM");
+}
+
+/// DPP16 in wave32 (gfx10+'s controls): row_shr within each 16-lane row (the row's first
+/// lane keeps its old value), row_xmask (lane `i ^ n` of the row), row_share (lane n of the
+/// row), quad_perm; the source modifiers; FI is refused.
+#[test]
+fn wave32_dpp16_moves_lanes_within_rows() {
+    let asm = "
+  v_mov_b32 v0, 0
+  v_mbcnt_lo_u32_b32 v0, -1, v0
+  v_mov_b32 v1, 77
+  v_mov_b32_dpp v1, v0 row_shr:1 row_mask:0xf bank_mask:0xf
+  v_add_nc_u32_dpp v2, v0, v0 row_xmask:5 row_mask:0xf bank_mask:0xf
+  v_mov_b32_dpp v3, v0 row_share:3 row_mask:0xf bank_mask:0xf
+  v_mov_b32_dpp v4, v0 quad_perm:[1,0,3,2] row_mask:0xf bank_mask:0xf
+  v_cvt_f32_u32 v5, v0
+  v_add_f32_dpp v6, -v5, v5 row_mirror row_mask:0xf bank_mask:0xf
+  v_cmp_gt_u32_dpp vcc_lo, v0, v0 row_ror:1 row_mask:0xf bank_mask:0xf
+  s_mov_b32 s0, vcc_lo
+  s_endpgm";
+    let Some(r) = wave32(asm, |_, _| {}) else {
+        return;
+    };
+    let w = &r.wave;
+    let mut cmp = 0u32;
+    for lane in 0..32usize {
+        let (row, i) = (lane & 16, lane & 15);
+        let l = lane as u32;
+        let want1 = if i >= 1 { l - 1 } else { 77 };
+        assert_eq!(w.vgpr[1][lane], want1, "row_shr lane {lane}");
+        assert_eq!(
+            w.vgpr[2][lane],
+            (row + (i ^ 5)) as u32 + l,
+            "row_xmask lane {lane}"
+        );
+        assert_eq!(w.vgpr[3][lane], (row + 3) as u32, "row_share lane {lane}");
+        assert_eq!(w.vgpr[4][lane], l ^ 1, "quad_perm lane {lane}");
+        let mirrored = (row + 15 - i) as f32;
+        assert_eq!(
+            f32::from_bits(w.vgpr[6][lane]),
+            -mirrored + l as f32,
+            "lane {lane}"
+        );
+        // row_ror:1: the source is lane (i + 15) % 16 of the row... rotated right by one.
+        let src = (row + (i + 16 - 1) % 16) as u32;
+        if src > l {
+            cmp |= 1 << lane;
+        }
+    }
+    assert_eq!(w.sgpr[0], cmp);
+    let fi = [0x7e02_02fa, 0xff05_5302]; // v_mov_b32_dpp v1, v2 row_share:3 fi:1
+    assert!(matches!(
+        gfx11::decode(&fi),
+        Err(kfd_gfx9::DecodeError::Unsupported { .. })
+    ));
 }

@@ -35,7 +35,8 @@
 //!
 //! # Not here yet
 //!
-//! VOPD's `v_dual_mul_dx9_zero_f32` and `v_dual_dot2acc_f32_f16`, the DPP8/DPP16 forms, MIMG, MTBUF, EXP, LDSDIR/VINTERP and WMMA decode
+//! VOPD's `v_dual_mul_dx9_zero_f32` and `v_dual_dot2acc_f32_f16`, DPP8, DPP16's
+//! fetch-inactive bit and DPP in VOP3, MIMG, MTBUF, EXP, LDSDIR/VINTERP and WMMA decode
 //! to [`DecodeError::Unsupported`]; 16-bit "true16" operand halves are not modelled (the
 //! opcodes that need them are left out of the tables).
 
@@ -52,6 +53,8 @@ use crate::operand::{self, Operand, Special};
 const VCC: Operand = Operand::Special(Special::VccLo);
 /// The literal's source code.
 const LITERAL: u16 = 255;
+/// Source code 250: the DPP16 form (its controls in a second dword).
+const DPP16: u16 = 250;
 /// `null` as a 7-bit SADDR/SOFFSET: no register.
 const NULL: u16 = 124;
 
@@ -361,6 +364,7 @@ impl Fields<'_> {
                 inst.src[2] = Operand::Literal(self.dword(1, 2)?);
                 return Ok(inst);
             }
+            _ if src0 == DPP16 => self.dpp16(Some(vsrc1), &mut inst)?,
             _ => self.sources(&[src0, vsrc1], 1, &mut inst)?,
         }
         match op {
@@ -385,8 +389,11 @@ impl Fields<'_> {
             _ if no_operands => Operand::None,
             _ => Operand::Vgpr(vdst as u8),
         };
-        if !no_operands {
-            self.sources(&[bits(self.w, 0, 9)], 1, &mut inst)?;
+        let src0 = bits(self.w, 0, 9);
+        if src0 == DPP16 && !no_operands {
+            self.dpp16(None, &mut inst)?;
+        } else if !no_operands {
+            self.sources(&[src0], 1, &mut inst)?;
         }
         Ok(inst)
     }
@@ -400,12 +407,47 @@ impl Fields<'_> {
         } else {
             VCC
         };
-        self.sources(
-            &[bits(self.w, 0, 9), 256 + bits(self.w, 9, 8)],
-            1,
-            &mut inst,
-        )?;
+        let (src0, vsrc1) = (bits(self.w, 0, 9), 256 + bits(self.w, 9, 8));
+        if src0 == DPP16 {
+            self.dpp16(Some(vsrc1), &mut inst)?;
+        } else {
+            self.sources(&[src0, vsrc1], 1, &mut inst)?;
+        }
         Ok(inst)
+    }
+
+    /// DPP16 of VOP1/VOP2/VOPC (SRC0 = 250; RDNA3 guide, "VOP_DPP16"): the second dword's
+    /// SRC0 (a VGPR) 7:0, DPP_CTRL 16:8, FI 18, BOUND_CTRL 19, SRC0_NEG 20, SRC0_ABS 21,
+    /// SRC1_NEG 22, SRC1_ABS 23, BANK_MASK 27:24, ROW_MASK 31:28, kept as gfx9's DPP form
+    /// ([`crate::Dpp`]). gfx10+'s controls: quad_perm, row_shl/shr/ror, row_mirror,
+    /// row_half_mirror, row_share (lane n of the row, gfx90a's row_newbcast) and row_xmask
+    /// (lane `i ^ n` of the row); gfx9's wave shifts and row broadcasts are reserved. FI
+    /// (fetch inactive lanes) is not modelled: a typed error.
+    fn dpp16(&self, vsrc1: Option<u16>, inst: &mut Inst) -> Result<(), DecodeError> {
+        let w1 = self.dword(1, 2)?;
+        let ctrl = bits(w1, 8, 9);
+        let valid = matches!(ctrl,
+            0x000..=0x0ff | 0x101..=0x10f | 0x111..=0x11f | 0x121..=0x12f | 0x140 | 0x141
+            | 0x150..=0x15f | 0x160..=0x16f);
+        if !valid {
+            return Err(DecodeError::IllegalOperand { code: ctrl });
+        }
+        if bit(w1, 18) {
+            return Err(unsupported("DPP fetch-inactive (FI)", self.w));
+        }
+        inst.encoding = Encoding::Dpp;
+        inst.dwords = 2;
+        inst.src[0] = Operand::Vgpr(bits(w1, 0, 8) as u8);
+        if let Some(v) = vsrc1 {
+            inst.src[1] = Operand::Vgpr((v - 256) as u8);
+        }
+        inst.imm = i32::from(ctrl)
+            | i32::from(bit(w1, 19)) << 9
+            | i32::from(bits(w1, 24, 4)) << 10
+            | i32::from(bits(w1, 28, 4)) << 14;
+        inst.mods.neg = (bit(w1, 20) as u8) | (bit(w1, 22) as u8) << 1;
+        inst.mods.abs = (bit(w1, 21) as u8) | (bit(w1, 23) as u8) << 1;
+        Ok(())
     }
 
     fn vop3(&self) -> Result<Inst, DecodeError> {

@@ -2054,8 +2054,10 @@ fn dpp_lane(ctrl: u16, lane: usize) -> Option<usize> {
         0x142 => (row > 0).then(|| row - 1),
         // Lane 31, for rows 2 and 3.
         0x143 => (row >= 32).then_some(31),
-        // gfx90a row_newbcast: lane n of the row, to the whole row.
+        // gfx90a row_newbcast, gfx10+ row_share: lane n of the row, to the whole row.
         0x150..=0x15f => Some(row + n),
+        // gfx10+ row_xmask (gfx11 only: gfx9 decodes no such control): lane i ^ n of the row.
+        0x160..=0x16f => Some(row + (i ^ n)),
         _ => None,
     }
 }
