@@ -595,9 +595,12 @@ impl Dispatch {
             scratch_per_lane: self.private_segment_size.next_multiple_of(4),
             ..self.apertures
         };
-        // gfx942 has architected flat scratch (LLVM's FeatureArchitectedFlatScratch): the
-        // hardware, not the kernel's prolog, points FLAT_SCRATCH at the wave's scratch.
-        if self.target == Target::Gfx942 && kd.private_segment() {
+        // gfx942 and gfx11 have architected flat scratch (LLVM's
+        // FeatureArchitectedFlatScratch: clang's gfx1100 kernels enable the private segment
+        // with no flat scratch init and no prolog, and address it with `scratch_*` from
+        // FLAT_SCRATCH): the hardware, not the kernel's prolog, points FLAT_SCRATCH at the
+        // wave's scratch.
+        if matches!(self.target, Target::Gfx942 | Target::Gfx11) && kd.private_segment() {
             w.flat_scratch = self.scratch.base.wrapping_add(wave_offset);
         }
         if let Some(data) = &self.user_data {

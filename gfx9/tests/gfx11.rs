@@ -1206,3 +1206,34 @@ fn wave32_dpp16_moves_lanes_within_rows() {
         Err(kfd_gfx9::DecodeError::Unsupported { .. })
     ));
 }
+
+/// A compiled gfx1100 kernel whose array lives in scratch: its prolog's `s_setreg` of
+/// FLAT_SCRATCH and the `scratch_*` accesses, each wave32 wave in its own slot.
+#[test]
+fn a_compiled_gfx1100_kernel_keeps_its_array_in_scratch() {
+    use kernels::Arg;
+    let n = 256u32;
+    let inp = input(n);
+    let Some(obj) = kernels::build_gfx11() else {
+        return;
+    };
+    let kd_at = obj.symbols["priv.kd"] as usize;
+    let kd = KernelDescriptor::parse_for(&obj.image[kd_at..kd_at + 64], Target::Gfx11).unwrap();
+    assert!(
+        kd.private_segment_fixed_size >= 160,
+        "the array is in scratch"
+    );
+    let (mem, _) = launch11(
+        "priv",
+        &[Arg::Buf(0), Arg::Buf(1)],
+        vec![vec![0; 4 * n as usize], le(&inp)],
+        n,
+    )
+    .unwrap();
+    let got = u32s(&mem, 0, n as usize);
+    for (i, &v) in inp.iter().enumerate() {
+        let a = |k: u32| v.wrapping_mul(k).wrapping_add(k);
+        let idx = v % 40;
+        assert_eq!(got[i], a(idx).wrapping_add(a((idx + 7) % 40)), "priv[{i}]");
+    }
+}

@@ -71,3 +71,15 @@ __kernel void atomics(__global uint *acc, __global const uint *in) {
     __atomic_fetch_max(&acc[1], v, __ATOMIC_RELAXED);
     __atomic_fetch_min(&acc[2], v, __ATOMIC_RELAXED);
 }
+
+// Private memory indexed by data: the array lives in scratch (scratch_* instructions from
+// FLAT_SCRATCH, which the prolog sets with s_setreg), swizzled across the wave32's lanes.
+__kernel void priv(__global uint *out, __global const uint *in) {
+    uint i = gx();
+    volatile uint a[40];
+    for (uint k = 0; k < 40; k++) {
+        a[k] = in[i] * k + k;
+    }
+    uint idx = in[i] % 40;
+    out[i] = a[idx] + a[(idx + 7) % 40];
+}

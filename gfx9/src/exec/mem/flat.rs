@@ -150,8 +150,9 @@ pub(super) fn execute(
     seg: Segment,
     op: FlatOp,
 ) -> Result<(), ExecError> {
-    // gfx942 reuses bit 13 of scratch instructions as SVE (the VGPR address is used), not LDS.
-    let sve = w.target == Target::Gfx942 && seg == Segment::Scratch;
+    // gfx942 reuses bit 13 of scratch instructions as SVE (the VGPR address is used), not LDS;
+    // gfx11's decoder puts its SVE bit there too (gfx11 has no LDS bit).
+    let sve = matches!(w.target, Target::Gfx942 | Target::Gfx11) && seg == Segment::Scratch;
     let lds_bit = inst.mods.lds && !sve;
     if lds_bit && (w.target == Target::Gfx942 || seg == Segment::Flat || !lds_bit_load(op)) {
         return Err(illegal(
