@@ -7,7 +7,8 @@ meaning (RENAMES: gfx11's renames of gfx9 operations) or to a gfx11-only operati
 `Gfx11Op`). Names with no such operation are left out (they decode to UnknownOpcode).
 `gfx9/tests/gfx11.rs` re-checks each table entry against llvm-mc.
 
-Usage: scripts/gen-gfx11-table.py > gfx9/src/gfx11/table.rs   (takes a few minutes)
+Usage: scripts/gen-gfx11-table.py > gfx9/src/gfx11/table.rs && cargo fmt --all   (a few minutes;
+the output, formatted, is the committed table byte for byte)
 """
 import json, os, re, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
