@@ -108,6 +108,8 @@ fn special_code(s: Special) -> Option<u16> {
         Special::Execz => 252,
         Special::Scc => 253,
         Special::LdsDirect => 254,
+        // gfx11's `null`: no gfx9 code (the assembler is gfx9's).
+        Special::Null => return None,
     })
 }
 

@@ -104,7 +104,8 @@ pub enum DescriptorError {
     /// Fewer than 64 bytes.
     #[error("a kernel descriptor is 64 bytes, got {0}")]
     Short(usize),
-    /// `ENABLE_WAVEFRONT_SIZE32`: gfx9 runs wave64 only.
+    /// `ENABLE_WAVEFRONT_SIZE32` on a target without wave32: gfx9 runs wave64 only (gfx11
+    /// runs both).
     #[error("the descriptor asks for wave32, which gfx9 does not have")]
     Wave32,
     /// The enabled user SGPRs do not fit in RSRC2's `USER_SGPR_COUNT`.
@@ -173,6 +174,16 @@ impl KernelDescriptor {
     /// [`DescriptorError`] for a short buffer, wave32, inconsistent SGPR counts or the
     /// reserved work-item-id setting.
     pub fn parse(bytes: &[u8]) -> Result<Self, DescriptorError> {
+        Self::parse_for(bytes, Target::Gfx90a)
+    }
+
+    /// [`parse`](Self::parse) for `target`: a gfx11 descriptor may ask for wave32
+    /// (`ENABLE_WAVEFRONT_SIZE32`, [`wave32`](Self::wave32)).
+    ///
+    /// # Errors
+    ///
+    /// As [`parse`](Self::parse), wave32 refused only on gfx9 targets.
+    pub fn parse_for(bytes: &[u8], target: Target) -> Result<Self, DescriptorError> {
         if bytes.len() < DESCRIPTOR_BYTES {
             return Err(DescriptorError::Short(bytes.len()));
         }
@@ -191,7 +202,7 @@ impl KernelDescriptor {
             kernel_code_properties: u16_at(56),
             kernarg_preload: u16_at(58),
         };
-        if kd.kernel_code_properties & kcp::WAVEFRONT_SIZE32 != 0 {
+        if kd.wave32() && !target.is_gfx11() {
             return Err(DescriptorError::Wave32);
         }
         let needed = kd.enabled_user_sgprs();
@@ -218,11 +229,39 @@ impl KernelDescriptor {
     /// As [`parse`](Self::parse): the system SGPRs past `s101`, or the reserved work-item-id
     /// setting.
     pub fn from_registers(rsrc1: u32, rsrc2: u32, rsrc3: u32) -> Result<Self, DescriptorError> {
+        Self::from_registers_for(Target::Gfx90a, [rsrc1, rsrc2, rsrc3], false)
+    }
+
+    /// [`from_registers`](Self::from_registers) for `target`, the registers `[RSRC1, RSRC2,
+    /// RSRC3]`, with waves of 32 lanes when `wave32` (gfx10+'s `COMPUTE_DISPATCH_INITIATOR`
+    /// `CS_W32_EN`, bit 15, which a PM4 dispatch sets instead of a descriptor's bit).
+    ///
+    /// # Errors
+    ///
+    /// As [`parse_for`](Self::parse_for).
+    pub fn from_registers_for(
+        target: Target,
+        [rsrc1, rsrc2, rsrc3]: [u32; 3],
+        wave32: bool,
+    ) -> Result<Self, DescriptorError> {
         let mut raw = [0u8; DESCRIPTOR_BYTES];
         raw[44..48].copy_from_slice(&rsrc3.to_le_bytes());
         raw[48..52].copy_from_slice(&rsrc1.to_le_bytes());
         raw[52..56].copy_from_slice(&rsrc2.to_le_bytes());
-        Self::parse(&raw)
+        if wave32 {
+            raw[56..58].copy_from_slice(&kcp::WAVEFRONT_SIZE32.to_le_bytes());
+        }
+        Self::parse_for(&raw, target)
+    }
+
+    /// `ENABLE_WAVEFRONT_SIZE32` (kernel code properties bit 10): waves of 32 lanes.
+    pub fn wave32(&self) -> bool {
+        self.wants(kcp::WAVEFRONT_SIZE32)
+    }
+
+    /// Lanes per wave: 32 for a wave32 kernel, else 64.
+    pub fn lanes(&self) -> usize {
+        if self.wave32() { 32 } else { LANES }
     }
 
     /// The entry's address for a descriptor at `addr`, as the CP programs it: the code must
@@ -475,7 +514,7 @@ impl Dispatch {
     /// Waves in a full workgroup.
     pub fn waves_per_group(&self) -> u32 {
         let items: u64 = self.workgroup.iter().map(|&w| u64::from(w)).product();
-        items.div_ceil(LANES as u64) as u32
+        items.div_ceil(self.kd.lanes() as u64) as u32
     }
 
     /// Checks the sizes: every dimension's grid and workgroup non-zero, at most
@@ -528,7 +567,7 @@ impl Dispatch {
         if !self.kd.private_segment() {
             return 0;
         }
-        u64::from(self.private_segment_size.next_multiple_of(4)) * LANES as u64
+        u64::from(self.private_segment_size.next_multiple_of(4)) * self.kd.lanes() as u64
     }
 
     /// LDS bytes a workgroup gets: the packet's group segment size rounded up to the granule.
@@ -561,6 +600,8 @@ impl Dispatch {
         let kd = &self.kd;
         w.pc = self.entry;
         w.target = self.target;
+        w.wave32 = kd.wave32();
+        let wave_lanes = kd.lanes();
         w.sgpr = [0; crate::exec::SGPRS];
         w.vcc = 0;
         w.m0 = 0;
@@ -576,9 +617,12 @@ impl Dispatch {
             scratch_per_lane: self.private_segment_size.next_multiple_of(4),
             ..self.apertures
         };
-        // gfx942 has architected flat scratch (LLVM's FeatureArchitectedFlatScratch): the
-        // hardware, not the kernel's prolog, points FLAT_SCRATCH at the wave's scratch.
-        if self.target == Target::Gfx942 && kd.private_segment() {
+        // gfx942 and gfx11 have architected flat scratch (LLVM's
+        // FeatureArchitectedFlatScratch: clang's gfx1100 kernels enable the private segment
+        // with no flat scratch init and no prolog, and address it with `scratch_*` from
+        // FLAT_SCRATCH): the hardware, not the kernel's prolog, points FLAT_SCRATCH at the
+        // wave's scratch.
+        if matches!(self.target, Target::Gfx942 | Target::Gfx11) && kd.private_segment() {
             w.flat_scratch = self.scratch.base.wrapping_add(wave_offset);
         }
         if let Some(data) = &self.user_data {
@@ -632,7 +676,7 @@ impl Dispatch {
         }
         let size = self.group_size(id);
         let items = size.iter().map(|&n| u64::from(n)).product::<u64>();
-        let waves = items.div_ceil(LANES as u64) as u32;
+        let waves = items.div_ceil(wave_lanes as u64) as u32;
         if kd.workgroup_info() {
             // {first_wave (bit 31), ordered_append_term, threadgroup_size_in_waves[5:0]}.
             sys(w, u32::from(wave == 0) << 31 | (waves & 0x3f));
@@ -642,14 +686,15 @@ impl Dispatch {
         }
         // EXEC and the work-item ids: work-item i of the (possibly partial) workgroup is
         // x + size_x * (y + size_y * z).
-        let first = u64::from(wave) * LANES as u64;
-        let lanes = items.saturating_sub(first).min(LANES as u64) as usize;
+        let first = u64::from(wave) * wave_lanes as u64;
+        let lanes = items.saturating_sub(first).min(wave_lanes as u64) as usize;
         w.exec = if lanes == LANES {
             u64::MAX
         } else {
             (1u64 << lanes) - 1
         };
-        let packed = matches!(self.target, Target::Gfx90a | Target::Gfx942);
+        // gfx90a, gfx942 and gfx11 pack the ids into v0 (LLVM's FeaturePackedTID).
+        let packed = matches!(self.target, Target::Gfx90a | Target::Gfx942 | Target::Gfx11);
         let comps = kd.workitem_id_vgprs() as usize;
         // Lanes past the workgroup's last work-item read 0. The ids of the others advance X
         // fastest from the wave's first work-item (one division per wave, not per lane).
@@ -879,7 +924,7 @@ impl Sched<'_> {
     /// One thread's work: take workgroups, run them, park those blocked on GWS, resume them
     /// when released; returns what it ran.
     fn worker(&self, t: u32) -> Stats {
-        let mut cache = CodeCache::new();
+        let mut cache = CodeCache::for_target(self.d.target);
         let mut mine = Stats::default();
         let mut spare: Vec<Group> = Vec::new();
         let mut parked: Vec<Group> = Vec::new();
@@ -984,7 +1029,7 @@ impl Sched<'_> {
         let d = self.d;
         let size = d.group_size(id);
         let items: u64 = size.iter().map(|&n| u64::from(n)).product();
-        let n = items.div_ceil(LANES as u64) as usize;
+        let n = items.div_ceil(d.kd.lanes() as u64) as usize;
         // Places interleave across threads, so a thread's later places (taken when stalled)
         // never meet another thread's slots.
         let first_slot = (place * self.threads + t) * d.waves_per_group().max(1);

@@ -45,6 +45,10 @@
 //! [`asm::Program`] with branch labels, and the amdhsa kernel descriptor
 //! ([`asm::DescriptorBuilder`]), held to `llvm-mc-19 -show-encoding` by `tests/asm.rs`.
 //!
+//! [`gfx11`] is a second front end: RDNA3's encodings decoded into the same [`Inst`]s (the
+//! gfx9 [`Opcode`] wherever gfx11 only renumbers or renames an operation), for
+//! [`exec::Target::Gfx11`], whose waves may be wave32 ([`exec::Wave::wave32`]).
+//!
 //! # Not here yet
 //!
 //! - The MIMG, EXP and VINTRP encodings decode to [`DecodeError::Unsupported`]. The
@@ -70,6 +74,7 @@ mod decode;
 pub mod dispatch;
 mod error;
 pub mod exec;
+pub mod gfx11;
 pub mod gws;
 mod inst;
 pub mod opcode;
@@ -79,7 +84,7 @@ pub use decode::{Decoder, decode};
 pub use error::DecodeError;
 pub use inst::{Dpp, Inst, Modifiers, Sdwa};
 pub use opcode::{
-    DsOp, Encoding, FlatOp, MtbufOp, MubufOp, Opcode, Segment, SmemOp, Sop1Op, Sop2Op, SopcOp,
-    SopkOp, SoppOp, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp,
+    DsOp, Encoding, FlatOp, Gfx11Op, MtbufOp, MubufOp, Opcode, Segment, SmemOp, Sop1Op, Sop2Op,
+    SopcOp, SopkOp, SoppOp, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp,
 };
 pub use operand::{FloatConst, Operand, Special};

@@ -46,8 +46,10 @@ pub enum Special {
     VccLo,
     /// `vcc_hi` (107).
     VccHi,
-    /// `m0` (124).
+    /// `m0` (124; gfx11: 125).
     M0,
+    /// gfx11's `null` (124): reads zero, drops writes.
+    Null,
     /// `exec_lo` (126); as a 64-bit operand, `exec`.
     ExecLo,
     /// `exec_hi` (127).
@@ -174,6 +176,37 @@ fn special_low(code: u16) -> Result<Operand, DecodeError> {
         107 => Operand::Special(Special::VccHi),
         108..=123 => Operand::Ttmp((code - 108) as u8),
         124 => Operand::Special(Special::M0),
+        126 => Operand::Special(Special::ExecLo),
+        127 => Operand::Special(Special::ExecHi),
+        _ => return Err(DecodeError::IllegalOperand { code }),
+    })
+}
+
+/// Decodes a gfx11 9-bit source operand (RDNA3 ISA guide, "Scalar ALU operands" / the
+/// SRC0 table of "Microcode Formats"): SGPRs `s0`..`s105` (0..=105), VCC (106, 107), the trap
+/// temporaries (108..=123), `null` (124), M0 (125), EXEC (126, 127), the inline constants
+/// and the aperture registers as gfx9, VCCZ/EXECZ/SCC (251..=253), the literal (255) and the
+/// VGPRs. gfx9's FLAT_SCRATCH/XNACK_MASK codes are SGPRs here, and gfx11 has no
+/// `lds_direct` (254) and no SDWA (249); the DPP forms (233 DPP8, 250 DPP16) are the
+/// decoder's to reject.
+pub(crate) fn source11(code: u16) -> Result<Operand, DecodeError> {
+    match code {
+        0..=127 => scalar_dst11(code),
+        233 | 249 | 254 => Err(DecodeError::IllegalOperand { code }),
+        _ => source(code),
+    }
+}
+
+/// Decodes a gfx11 7-bit scalar destination: `s0`..`s105`, VCC, the trap temporaries,
+/// `null`, M0 and EXEC.
+pub(crate) fn scalar_dst11(code: u16) -> Result<Operand, DecodeError> {
+    Ok(match code {
+        0..=105 => Operand::Sgpr(code as u8),
+        106 => Operand::Special(Special::VccLo),
+        107 => Operand::Special(Special::VccHi),
+        108..=123 => Operand::Ttmp((code - 108) as u8),
+        124 => Operand::Special(Special::Null),
+        125 => Operand::Special(Special::M0),
         126 => Operand::Special(Special::ExecLo),
         127 => Operand::Special(Special::ExecHi),
         _ => return Err(DecodeError::IllegalOperand { code }),

@@ -20,7 +20,7 @@ const SENTINEL: u32 = 0xdead_beef;
 /// Runs `asm` then `s_endpgm` with `s0.. = init` (the rest [`SENTINEL`]) and SCC = `scc`.
 fn exec(asm: &str, init: &[u32], scc: bool) -> Option<Wave> {
     let r = run_ok(&format!("{asm}\ns_endpgm"), |w, _| {
-        w.sgpr = [SENTINEL; 102];
+        w.sgpr = [SENTINEL; kfd_gfx9::exec::SGPRS];
         w.sgpr[..init.len()].copy_from_slice(init);
         w.scc = scc;
     })?;
@@ -1194,7 +1194,11 @@ fn program_control_flows() {
         "USER_PRIO = 2, HALT (set again by s_sendmsghalt)"
     );
     assert!(w.scc);
-    assert_eq!(w.sgpr, [0; 102], "no scalar register changed");
+    assert_eq!(
+        w.sgpr,
+        [0; kfd_gfx9::exec::SGPRS],
+        "no scalar register changed"
+    );
     for (asm, want) in [
         ("s_endpgm_ordered_ps_done", vec![End]),
         ("s_setkill 1\ns_nop 0", vec![End]),
@@ -1361,7 +1365,7 @@ fn fork_and_join_run_each_side_with_its_lanes() {
         (0x100, 0xff, 0, 0xff),
     ] {
         let Some(r) = run_ok(PROGRAM, |w, _| {
-            w.sgpr = [0; 102];
+            w.sgpr = [0; kfd_gfx9::exec::SGPRS];
             w.exec = 0xff;
             w.vcc = vcc;
         }) else {

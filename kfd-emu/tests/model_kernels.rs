@@ -7,7 +7,8 @@
 //! `DynamicScratchHandler` protocol) and runs once the runtime set the queue's scratch up and
 //! stored 0; a destroyed queue's endless kernel is cancelled; a queue given GWS
 //! (ALLOC_QUEUE_GWS) runs global wave sync semaphores across its workgroups, and one without
-//! stops at the first GWS instruction.
+//! stops at the first GWS instruction. On rx7900xtx (gfx1100) the same queues run gfx11
+//! wave32 code through kfd-gfx9's gfx11 front end, from AQL and from PM4 (`CS_W32_EN`).
 
 mod model_support;
 
@@ -23,6 +24,7 @@ fn mcpu(machine: &str) -> &'static str {
         "radeon-vii" => "gfx906",
         "mi100" => "gfx908",
         "mi210x8" => "gfx90a",
+        "rx7900xtx" => "gfx1100",
         _ => "gfx942",
     }
 }
@@ -771,4 +773,93 @@ fn a_dispatch_that_starts_after_alloc_queue_gws_returned_has_gws() {
         assert_eq!(q.u64_at(RPTR), 2, "{machine}: both consumed");
         q.destroy();
     }
+}
+
+/// The gfx11 kernel of the rx7900xtx tests: `out[i] = i` and `lane[i]` = the work-item's lane
+/// in its wave (`v_mbcnt_lo_u32_b32`: 0..32 in wave32), `out` and `lane` at `s[0:1]`,
+/// `s[0:1] + 0x400`, the workgroup id in `s2`, 64 work-items per workgroup.
+const GFX11_IDS: &str = "v_and_b32 v1, 0x3ff, v0
+v_mbcnt_lo_u32_b32 v3, -1, 0
+s_lshl_b32 s3, s2, 6
+v_add_nc_u32 v1, s3, v1
+v_lshlrev_b32 v2, 2, v1
+global_store_b32 v2, v1, s[0:1]
+global_store_b32 v2, v3, s[0:1] offset:0x400
+s_endpgm";
+
+/// Checks the 256 work-items of [`GFX11_IDS`] wrote their id and a wave32 lane.
+fn check_gfx11_ids(q: &mut Queue, out: usize) {
+    for i in 0..256usize {
+        assert_eq!(q.u32_at(out + 4 * i), i as u32, "out[{i}]");
+        assert_eq!(q.u32_at(out + 0x400 + 4 * i), (i % 32) as u32, "lane[{i}]");
+    }
+}
+
+/// An AQL KERNEL_DISPATCH of a wave32 gfx11 kernel on rx7900xtx (which kfd-emu refused to
+/// run before kfd-gfx9 had a gfx11 front end): every work-item runs once, in waves of 32.
+#[test]
+fn rx7900xtx_runs_a_wave32_gfx11_kernel_from_aql() {
+    let machine = "rx7900xtx";
+    let body = format!("s_load_b64 s[0:1], s[0:1], 0\ns_waitcnt lgkmcnt(0)\n{GFX11_IDS}");
+    let Some((text, kd)) = kernel(
+        mcpu(machine),
+        &body,
+        ".amdhsa_wavefront_size32 1\n\
+         .amdhsa_user_sgpr_kernarg_segment_ptr 1\n\
+         .amdhsa_system_sgpr_workgroup_id_x 1",
+    ) else {
+        return;
+    };
+    let mut q = queue(machine, &text, &kd);
+    let out = DATA + 0x100;
+    q.put_u64(DATA, va(2) + out as u64);
+    q.submit(0, dispatch([256, 1, 1], [64, 1, 1], 0));
+    let done = q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0);
+    assert!(
+        done,
+        "not completed: queue error {:#x}, read index {}",
+        q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE),
+        q.u64_at(RPTR)
+    );
+    check_gfx11_ids(&mut q, out);
+    q.destroy();
+}
+
+/// A PM4 DISPATCH_DIRECT on rx7900xtx as kfdtest's `Dispatch::BuildIb` builds it for gfx11:
+/// the user SGPRs from COMPUTE_USER_DATA, the workgroup id after them, and the initiator's
+/// CS_W32_EN (bit 15) making the waves wave32.
+#[test]
+fn rx7900xtx_runs_a_pm4_dispatch_in_wave32_when_the_initiator_says_so() {
+    let machine = "rx7900xtx";
+    let Some((text, kd)) = kernel(mcpu(machine), GFX11_IDS, ".amdhsa_wavefront_size32 1") else {
+        return;
+    };
+    let mut q = queue_of_type(machine, &text, &kd, KFD_IOC_QUEUE_TYPE_COMPUTE);
+    let entry = va(2) + CODE as u64;
+    let out = DATA + 0x100;
+    let out_va = va(2) + out as u64;
+    let marker = va(2) + DATA as u64;
+    let rsrc1 = u32::from_le_bytes(kd[48..52].try_into().unwrap());
+    let mut ring = Vec::new();
+    ring.extend(set_sh(0x2E0C, &[(entry >> 8) as u32, (entry >> 40) as u32]));
+    // RSRC2: USER_SGPR 2, TGID_X_EN.
+    ring.extend(set_sh(0x2E12, &[rsrc1, 2 << 1 | 1 << 7]));
+    ring.extend(set_sh(0x2E07, &[64, 1, 1]));
+    ring.extend(set_sh(0x2E40, &[out_va as u32, (out_va >> 32) as u32]));
+    // 4 workgroups: COMPUTE_SHADER_EN, FORCE_START_AT_000, CS_W32_EN.
+    ring.extend(packet3(0x15, &[4, 1, 1, 1 | 1 << 2 | 1 << 15]));
+    ring.extend(packet3(
+        0x37,
+        &[5 << 8, marker as u32, (marker >> 32) as u32, 0xC0FFEE],
+    ));
+    for (i, d) in ring.iter().enumerate() {
+        q.put_u32(RING + 4 * i, *d);
+    }
+    q.put_u64(WPTR, ring.len() as u64);
+    assert!(
+        q.wait_until(|q| q.u32_at(DATA) == 0xC0FFEE),
+        "the packet after the dispatch did not run"
+    );
+    check_gfx11_ids(&mut q, out);
+    q.destroy();
 }

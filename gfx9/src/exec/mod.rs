@@ -16,6 +16,7 @@
 //! are its to decide) and reads a stopped wave's [`ExecError`] to report the queue error the
 //! command processor would.
 
+mod gfx11;
 mod mem;
 mod salu;
 mod valu;
@@ -78,5 +79,6 @@ pub fn execute(
         | Opcode::Flat(..)
         | Opcode::Mubuf(_)
         | Opcode::Mtbuf(_) => mem::execute(wave, ctx, inst, pc),
+        Opcode::Gfx11(op) => gfx11::execute(wave, ctx, inst, pc, op),
     }
 }

@@ -88,6 +88,12 @@ pub mod hwreg {
     /// SH_MEM_BASES: bits 63:48 of the private (15:0) and shared (31:16) apertures, read
     /// from [`Wave::apertures`](crate::exec::Wave::apertures). Read-only.
     pub const SH_MEM_BASES: usize = 15;
+    /// gfx11 FLAT_SCR_LO / FLAT_SCR_HI: FLAT_SCRATCH, which gfx10+ reaches only here (no
+    /// SGPR code names it); the kernel's prolog writes it from the flat scratch init
+    /// (AMDGPUUsage, "Flat Scratch", GFX10/GFX11). Writable.
+    pub const FLAT_SCR_LO: usize = 20;
+    /// gfx11 FLAT_SCR_HI.
+    pub const FLAT_SCR_HI: usize = 21;
 }
 
 /// STATUS bits this module reads or writes (the guide, "STATUS register fields").
@@ -309,12 +315,18 @@ impl Wave {
                 (self.hwreg[id] & !live)
                     | if self.scc { status::SCC } else { 0 }
                     | if self.exec == 0 { status::EXECZ } else { 0 }
-                    | if self.vcc == 0 { status::VCCZ } else { 0 }
+                    | if self.vcc & self.lane_mask() == 0 {
+                        status::VCCZ
+                    } else {
+                        0
+                    }
             }
             hwreg::SH_MEM_BASES => {
                 (self.apertures.private_base >> 48) as u32
                     | ((self.apertures.shared_base >> 48) as u32) << 16
             }
+            hwreg::FLAT_SCR_LO if self.target.is_gfx11() => self.flat_scratch as u32,
+            hwreg::FLAT_SCR_HI if self.target.is_gfx11() => (self.flat_scratch >> 32) as u32,
             _ => self.hwreg.get(id).copied().unwrap_or(0),
         }
     }
@@ -644,12 +656,19 @@ fn sopk(w: &mut Wave, inst: &Inst, pc: u64, op: SopkOp) -> Result<Flow, ExecErro
         // HW_REG[id][offset + size - 1 : offset] = the value's low bits. MODE and TRAPSTS
         // take writes; in the trap handler (STATUS.PRIV) STATUS and IB_STS do too (a trap
         // handler restores them before `s_rfe_b64`); the other registers are read-only to a
-        // wave (writes dropped). STATUS.SCC written is SCC; EXECZ and VCCZ stay live.
+        // wave (writes dropped). STATUS.SCC written is SCC; EXECZ and VCCZ stay live. On gfx11
+        // FLAT_SCR_LO/HI are the wave's flat-scratch base (gfx11 has no FLAT_SCRATCH SGPRs).
         SSetregB32 | SSetregImm32B32 => {
             let v = src32(w, inst, pc, 0)?;
             let (id, offset, mask) = hwreg_field(inst.imm);
             let privileged = w.hwreg[hwreg::STATUS] & status::PRIV != 0;
-            if matches!(id, hwreg::MODE | hwreg::TRAPSTS)
+            if w.target.is_gfx11() && matches!(id, hwreg::FLAT_SCR_LO | hwreg::FLAT_SCR_HI) {
+                let shift = if id == hwreg::FLAT_SCR_HI { 32 } else { 0 };
+                let old = (w.flat_scratch >> shift) as u32;
+                let new = (old & !mask) | (v << offset & mask);
+                w.flat_scratch =
+                    (w.flat_scratch & !(0xffff_ffff << shift)) | u64::from(new) << shift;
+            } else if matches!(id, hwreg::MODE | hwreg::TRAPSTS)
                 || (privileged && matches!(id, hwreg::STATUS | hwreg::IB_STS))
             {
                 let old = w.read_hwreg(id);
@@ -720,7 +739,7 @@ fn relative(
         return Err(illegal(inst, pc, "a 64-bit relative move needs an even M0"));
     }
     let (n, limit) = match base {
-        Operand::Sgpr(n) => (u32::from(n & !(width as u8 - 1)), super::wave::SGPRS as u32),
+        Operand::Sgpr(n) => (u32::from(n & !(width as u8 - 1)), w.sgpr_limit() as u32),
         Operand::Ttmp(n) => (u32::from(n & !(width as u8 - 1)), 16),
         _ => return Err(illegal(inst, pc, "relative moves address SGPRs or ttmps")),
     };
@@ -1033,7 +1052,7 @@ fn sopp(
             });
         }
         SIcacheInv => {
-            *ctx.code = super::wave::CodeCache::default();
+            ctx.code.clear();
             return Ok(Flow::Continue);
         }
         // STATUS.USER_PRIO = SIMM16[1:0].
@@ -1083,8 +1102,9 @@ fn sopp(
         SBranch => true,
         SCbranchScc0 => !w.scc,
         SCbranchScc1 => w.scc,
-        SCbranchVccz => w.vcc == 0,
-        SCbranchVccnz => w.vcc != 0,
+        // A wave32 wave's VCC is VCC_LO (RDNA3 guide, "VCCZ").
+        SCbranchVccz => w.vcc & w.lane_mask() == 0,
+        SCbranchVccnz => w.vcc & w.lane_mask() != 0,
         SCbranchExecz => w.exec == 0,
         SCbranchExecnz => w.exec != 0,
         SCbranchCdbgsys => status & status::COND_DBG_SYS != 0,

@@ -4,17 +4,19 @@
 //! pairs, VCC/EXEC halves). `exec/mod.rs` re-exports it all; the families use it from here, so
 //! the module graph stays acyclic (exec -> salu/valu/mem -> wave).
 
+use crate::decode;
 use crate::error::DecodeError;
 use crate::inst::Inst;
 use crate::opcode::Opcode;
 use crate::operand::{FloatConst, Operand, Special};
-use crate::{Decoder, decode};
 use std::collections::HashMap;
 
-/// Lanes per wave (wave64: every gfx9 compute wave).
+/// Lanes per wave at most (wave64: every gfx9 compute wave; a gfx11 wave32 wave uses lanes
+/// 0..32 of them, [`Wave::wave32`]).
 pub const LANES: usize = 64;
-/// Scalar registers a wave can address (`s0`..`s101`).
-pub const SGPRS: usize = 102;
+/// Scalar registers a wave holds: `s0`..`s105` (gfx11 addresses 106; gfx9 codes stop at
+/// `s101`, its 102..=105 naming FLAT_SCRATCH and XNACK_MASK instead).
+pub const SGPRS: usize = 106;
 /// Vector registers a wave can address (`v0`..`v255`), and as many AGPRs on gfx90a.
 pub const VGPRS: usize = 256;
 
@@ -30,6 +32,16 @@ pub enum Target {
     Gfx90a,
     /// gfx942 (MI300).
     Gfx942,
+    /// gfx11 (RDNA3: gfx1100..gfx1103, gfx1150, gfx1151): decoded by [`crate::gfx11`] into
+    /// the same operations; waves are wave32 or wave64 ([`Wave::wave32`]).
+    Gfx11,
+}
+
+impl Target {
+    /// Whether the target's code is gfx11's (RDNA3) encoding.
+    pub fn is_gfx11(self) -> bool {
+        self == Self::Gfx11
+    }
 }
 
 /// Why the GPU refused a memory access: the address, and whether it was a write. The
@@ -190,6 +202,10 @@ pub struct Wave {
     pub apertures: Apertures,
     /// The target.
     pub target: Target,
+    /// A wave32 wave (gfx11, `ENABLE_WAVEFRONT_SIZE32`): lanes 32..64 are never active (EXEC,
+    /// VCC and the lane masks VALU instructions read and write are 32 bits: RDNA3 ISA
+    /// guide, "Wave32 and Wave64"; [`Wave::read_mask`], [`Wave::write_mask`]).
+    pub wave32: bool,
 }
 
 /// Where the flat address space's LDS and private apertures are (`SH_MEM_BASES`, read by
@@ -225,6 +241,7 @@ impl Wave {
             agpr: vec![[0; LANES]; VGPRS],
             apertures: Apertures::default(),
             target,
+            wave32: false,
         }
     }
 }
@@ -280,6 +297,8 @@ pub struct CodeCache {
     last: usize,
     /// Instructions decoded.
     count: usize,
+    /// The code is gfx11's ([`crate::gfx11::decode`]), not gfx9's.
+    gfx11: bool,
 }
 
 /// Bytes fetched at a time on a miss: a run of instructions decoded together.
@@ -296,9 +315,34 @@ impl CodeCache {
         self.pages.len()
     }
 
-    /// An empty cache.
+    /// An empty cache for gfx9 code.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty cache for `target`'s code (its decoder: gfx9's or gfx11's).
+    pub fn for_target(target: Target) -> Self {
+        Self {
+            gfx11: target.is_gfx11(),
+            ..Self::default()
+        }
+    }
+
+    /// Drops every decoded instruction (`s_icache_inv`), keeping the decoder.
+    pub fn clear(&mut self) {
+        *self = Self {
+            gfx11: self.gfx11,
+            ..Self::default()
+        };
+    }
+
+    /// Decodes one instruction with this cache's decoder.
+    fn decode_one(&self, words: &[u32]) -> Result<Inst, DecodeError> {
+        if self.gfx11 {
+            crate::gfx11::decode(words)
+        } else {
+            decode(words)
+        }
     }
 
     /// Decoded instructions held.
@@ -381,13 +425,22 @@ impl CodeCache {
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
-        for (at, inst) in Decoder::new(&words[..main / 4]).take_while(|_| aligned) {
-            let Ok(inst) = inst else { break };
-            self.insert(pc + 4 * at as u64, inst);
+        if aligned {
+            let code = &words[..main / 4];
+            let mut at = 0;
+            while at < code.len() {
+                let Ok(inst) = self.decode_one(&code[at..]) else {
+                    break;
+                };
+                self.insert(pc + 4 * at as u64, inst);
+                at += usize::from(inst.dwords);
+            }
         }
         match self.get(pc).filter(|_| aligned) {
             Some(inst) => Ok(inst),
-            None => decode(&words).map_err(|err| ExecError::Decode { pc, err }),
+            None => self
+                .decode_one(&words)
+                .map_err(|err| ExecError::Decode { pc, err }),
         }
     }
 }
@@ -504,7 +557,9 @@ impl Wave {
             Special::PrivateBase => (self.apertures.private_base >> 32) as u32,
             Special::PrivateLimit => ((self.apertures.private_base >> 32) as u32) | 0xffff,
             Special::PopsExitingWaveId => 0,
-            Special::Vccz => u32::from(self.vcc == 0),
+            Special::Vccz => u32::from(self.vcc & self.lane_mask() == 0),
+            // gfx11's `null`: reads zero.
+            Special::Null => 0,
             Special::Execz => u32::from(self.exec == 0),
             Special::Scc => u32::from(self.scc),
             // The VALU reads `lds_direct` from LDS before it gets here (`valu::lds_direct`);
@@ -526,6 +581,10 @@ impl Wave {
                 None => return false,
             },
             Operand::Special(s) => match s {
+                // gfx11's `null` takes writes and drops them.
+                Special::Null => {}
+                // A wave32 wave's EXEC is 32 bits: EXEC_HI stays zero.
+                Special::ExecHi if self.wave32 => {}
                 Special::VccLo => self.vcc = (self.vcc & !0xffff_ffff) | u64::from(v),
                 Special::VccHi => self.vcc = (self.vcc & 0xffff_ffff) | u64::from(v) << 32,
                 Special::ExecLo => self.exec = (self.exec & !0xffff_ffff) | u64::from(v),
@@ -571,7 +630,8 @@ impl Wave {
                 self.ttmp[n + 1] = (v >> 32) as u32;
             }
             Operand::Special(Special::VccLo) => self.vcc = v,
-            Operand::Special(Special::ExecLo) => self.exec = v,
+            Operand::Special(Special::ExecLo) => self.exec = v & self.lane_mask(),
+            Operand::Special(Special::Null) => {}
             Operand::Special(Special::FlatScratchLo) => self.flat_scratch = v,
             Operand::Special(Special::XnackMaskLo) => self.xnack_mask = v,
             _ => return false,
@@ -613,6 +673,50 @@ impl Wave {
             VSrc64::Vgpr(r) => {
                 u64::from(self.vgpr[r][lane]) | u64::from(self.vgpr[r + 1][lane]) << 32
             }
+        }
+    }
+
+    /// The lanes a wave has: all 64, or the low 32 of a wave32 wave.
+    #[inline]
+    pub fn lane_mask(&self) -> u64 {
+        if self.wave32 {
+            u64::from(u32::MAX)
+        } else {
+            u64::MAX
+        }
+    }
+
+    /// The SGPRs the wave's target addresses: `s0`..`s101` on gfx9, `s0`..`s105` on gfx11
+    /// (the bound of M0-relative moves and multi-register scalar loads).
+    #[inline]
+    pub fn sgpr_limit(&self) -> usize {
+        if self.target.is_gfx11() { SGPRS } else { 102 }
+    }
+
+    /// The highest lane number (63, or 31 in wave32): a lane select's mask.
+    #[inline]
+    pub fn last_lane(&self) -> usize {
+        if self.wave32 { 31 } else { 63 }
+    }
+
+    /// Reads a lane mask operand (VCC or an SGPR carry/condition source of a VALU
+    /// instruction): 64 bits, or in a wave32 wave one 32-bit register (RDNA3 ISA guide,
+    /// "Wave32 and Wave64": VCC_LO and single SGPRs hold a wave32 mask).
+    pub fn read_mask(&self, op: Operand) -> Option<u64> {
+        if self.wave32 {
+            self.read_scalar32(op, Ty::B32).map(u64::from)
+        } else {
+            self.read_scalar64(op, Ty::B64)
+        }
+    }
+
+    /// Writes a lane mask result (a VOPC result, a carry-out): an SGPR pair, VCC or EXEC, or
+    /// in a wave32 wave one 32-bit register (the other half of the pair is left alone).
+    pub fn write_mask(&mut self, op: Operand, v: u64) -> bool {
+        if self.wave32 {
+            self.write_scalar32(op, v as u32)
+        } else {
+            self.write_scalar64(op, v)
         }
     }
 

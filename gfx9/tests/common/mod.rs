@@ -210,7 +210,7 @@ pub fn run_on(
     let mut wave = Wave::new(target, CODE);
     setup(&mut wave, &mem);
     let mut lds = vec![0u8; 64 << 10];
-    let mut cache = CodeCache::new();
+    let mut cache = CodeCache::for_target(target);
     let mut end = Ok(Flow::Continue);
     for _ in 0..MAX_STEPS {
         let mut ctx = Ctx {

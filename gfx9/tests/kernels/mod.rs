@@ -193,6 +193,7 @@ pub fn mcpu(target: Target) -> &'static str {
         Target::Gfx908 => "gfx908",
         Target::Gfx90a => "gfx90a",
         Target::Gfx942 => "gfx942",
+        Target::Gfx11 => "gfx1100",
     }
 }
 
@@ -235,6 +236,14 @@ pub fn build_lds_dma_ir(target: Target) -> Option<Arc<CodeObject>> {
         .map(String::from)
         .to_vec();
     compile("lds_dma_ir.ll", target, "lds_dma_ir", &args)
+}
+
+/// `gfx11.cl` for gfx1100 (wave32, LLVM's default there) at -O2, once per process.
+pub fn build_gfx11() -> Option<Arc<CodeObject>> {
+    let args: Vec<String> = ["-nogpulib", "-O2", "-ffp-contract=off"]
+        .map(String::from)
+        .to_vec();
+    compile("gfx11.cl", Target::Gfx11, "gfx11", &args)
 }
 
 /// Where Debian's `rocm-device-libs` (ROCm 5.2.3) installs the device libraries' bitcode.
@@ -398,7 +407,8 @@ impl Launch<'_> {
             .get(&format!("{}.kd", self.kernel))
             .unwrap_or_else(|| panic!("no kernel {}", self.kernel));
         let kd_off = kd_at as usize;
-        let kd = KernelDescriptor::parse(&obj.image[kd_off..kd_off + 64]).expect("descriptor");
+        let kd = KernelDescriptor::parse_for(&obj.image[kd_off..kd_off + 64], self.target)
+            .expect("descriptor");
         let mut mem = Mem::default();
         mem.map(IMAGE, obj.image.clone());
         // Explicit arguments, then v5's hidden ones from the next multiple of 8.

@@ -123,14 +123,14 @@ pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
             w.id
         );
     }
-    // A dispatch on a GPU whose code kfd-gfx9 does not interpret (gfx10, gfx11, gfx12) stops
+    // A dispatch on a GPU whose code kfd-gfx9 does not interpret (gfx10, gfx12) stops
     // the queue at once; the program's log says why, as for an unimplemented instruction
     // (`kernel`), since what the program sees next is only its own wait timing out.
     let gfx = drv.dev.cfg.machine.gpus()[w.gpu].target;
-    if matches!(why, Stopped::CannotDispatch(_)) && gfx.major != 9 {
+    if matches!(why, Stopped::CannotDispatch(_)) && !matches!(gfx.major, 9 | 11) {
         crate::own::elog!(
             "kfd-emu: [{}] gpu {:#x} queue {}: dispatch not run: gfx{}{}{:x} code is not \
-             interpreted (kfd-gfx9 runs gfx9 only); the queue stops",
+             interpreted (kfd-gfx9 runs gfx9 and gfx11 only); the queue stops",
             w.tgid,
             w.gpu_id,
             w.id,

@@ -10,9 +10,13 @@
 //!   `kernarg_address`, `completion_signal`. Sizes the CP refuses before reading the
 //!   descriptor are [`queue_error::check_dispatch`]'s; a descriptor the GPU cannot read is a
 //!   VM fault; a descriptor the interpreter cannot run (a GPU that is not gfx906, gfx908,
-//!   gfx90a or gfx94x; wave32; inconsistent SGPR counts; an entry offset of 0, which puts the
-//!   code on the descriptor's own 64 bytes, as no code object does) is the CP's "invalid ISA"
-//!   error (128), as before kernels ran.
+//!   gfx90a, gfx94x or gfx11; wave32 on gfx9; inconsistent SGPR counts; an entry offset of
+//!   0, which puts the code on the descriptor's own 64 bytes, as no code object does) is the
+//!   CP's "invalid ISA" error (128), as before kernels ran.
+//! * gfx11 GPUs (rx7900xtx, GC 11.x) run on kfd-gfx9's gfx11 front end (`kfd_gfx9::gfx11`,
+//!   `Target::Gfx11`), in wave32 when the descriptor's `ENABLE_WAVEFRONT_SIZE32` (AQL) or the
+//!   initiator's `CS_W32_EN` (PM4, as kfdtest's `Dispatch::BuildIb` sets it on gfx10+) says
+//!   so; a wave32 kernel short of scratch asks with ROCr 6.2's wave32 code (0x400).
 //! * The waves get the registers AMDGPUUsage's "Initial Kernel Execution State" gives them
 //!   ([`kfd_gfx9::dispatch`]): the dispatch ptr is the packet's address, the queue ptr the
 //!   `amd_queue_t` found from the read pointer as [`queue_error`] finds it, the dispatch id
@@ -139,6 +143,18 @@ const ILLEGAL_INSTRUCTION: u32 = 1 << 30;
 const TRAP: u32 = 1 << 31;
 /// "Insufficient scratch, wave64" and "large scratch reclaim" (`DynamicScratchHandler`).
 const SCRATCH_WAVE64: u32 = 1;
+/// "Insufficient scratch, wave32" (ROCr 6.2 `AqlQueue::DynamicQueueEventsHandler`: `error_code
+/// & 0x401`, lanes per wave 32 when bit 10 is set).
+const SCRATCH_WAVE32: u32 = 0x400;
+
+/// The insufficient-scratch code of a kernel: by its wave size.
+fn scratch_code(kd: &KernelDescriptor) -> u32 {
+    if kd.wave32() {
+        SCRATCH_WAVE32
+    } else {
+        SCRATCH_WAVE64
+    }
+}
 const SCRATCH_RECLAIM: u32 = 512;
 
 /// `amd_queue_t` (`amd_hsa_queue.h`, ROCr 5.2.3): `compute_tmpring_size` at 140,
@@ -178,13 +194,15 @@ fn atomics_lock(tgid: i32) -> std::sync::Arc<Mutex<()>> {
     lock
 }
 
-/// The gfx9 target of GFX version `major.minor.stepping`, if the interpreter runs it.
+/// The interpreter's target of GFX version `major.minor.stepping`, if it runs it: the gfx9
+/// GPUs, and gfx11 (RDNA3) through kfd-gfx9's gfx11 front end (`kfd_gfx9::gfx11`).
 fn target(t: kfd_ioctl::topology::GfxTargetVersion) -> Option<Target> {
     match (t.major, t.minor, t.stepping) {
         (9, 0, 6) => Some(Target::Gfx906),
         (9, 0, 8) => Some(Target::Gfx908),
         (9, 0, 10) => Some(Target::Gfx90a),
         (9, 4, _) => Some(Target::Gfx942),
+        (11, _, _) => Some(Target::Gfx11),
         _ => None,
     }
 }
@@ -892,8 +910,9 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
     let mut raw = [0u8; dispatch::DESCRIPTOR_BYTES];
     drv.read_here(w.tgid, w.gpu_id, kernel_object, &mut raw)?;
     let gpu = &drv.dev.cfg.machine.gpus()[w.gpu];
-    let kd = KernelDescriptor::parse(&raw);
-    let (Some(target), Ok(kd)) = (target(gpu.target), kd) else {
+    let target = target(gpu.target);
+    let kd = KernelDescriptor::parse_for(&raw, target.unwrap_or(Target::Gfx90a));
+    let (Some(target), Ok(kd)) = (target, kd) else {
         trace(drv, w, &|| {
             format!("KERNEL_DISPATCH of {kernel_object:#x}: cannot run it ({kd:?}): invalid ISA")
         });
@@ -960,7 +979,7 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
             // answered between the read above and the signal's read is not asked again
             // (the signal read first, then the fields, as an acquire orders them).
             return Ok(match inactive_signal_value(drv, w, queue)? {
-                None => Outcome::Stop(Stopped::QueueError(SCRATCH_WAVE64)),
+                None => Outcome::Stop(Stopped::QueueError(scratch_code(&d.kd))),
                 // Asked already: the runtime has not answered yet.
                 Some(v) if v != 0 => Outcome::Wait,
                 // Answered meanwhile: the next turn runs the dispatch.
@@ -970,7 +989,7 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
                         "KERNEL_DISPATCH needs scratch: asks the runtime (code 1)".into()
                     });
                     if let Some(event) =
-                        queue_error::report(drv, w.tgid, w.gpu_id, w.rptr_va, SCRATCH_WAVE64)?
+                        queue_error::report(drv, w.tgid, w.gpu_id, w.rptr_va, scratch_code(&d.kd))?
                     {
                         signal_interrupt(drv, w.tgid, event);
                     }
@@ -1023,7 +1042,7 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
             }
             Ok(Outcome::Done)
         }
-        Ran::Scratch => scratch_request(drv, w, queue),
+        Ran::Scratch => scratch_request(drv, w, queue, scratch_code(&d.kd)),
         Ran::Other(outcome) => Ok(outcome),
     }
 }
@@ -1151,6 +1170,8 @@ mod reg {
 /// `COMPUTE_DISPATCH_INITIATOR` bits: `FORCE_START_AT_000`, `USE_THREAD_DIMENSIONS`.
 const FORCE_START_AT_000: u32 = 1 << 2;
 const USE_THREAD_DIMENSIONS: u32 = 1 << 5;
+/// `COMPUTE_DISPATCH_INITIATOR.CS_W32_EN` (gfx10+, bit 15; amdgpu's `gc_11_0_0_sh_mask.h`).
+const CS_W32_EN: u32 = 1 << 15;
 
 /// Runs a PM4 `DISPATCH_DIRECT` (`body`: DIM_X, DIM_Y, DIM_Z, DISPATCH_INITIATOR) of queue `w`
 /// from the SH registers `regs` the queue set (`SET_SH_REG`), as the CP starts one: the entry
@@ -1173,13 +1194,14 @@ pub(super) fn run_pm4(
 ) -> Outcome {
     let reg = |r: u32| regs.get(&r).copied().unwrap_or(0);
     let gpu = &drv.dev.cfg.machine.gpus()[w.gpu];
-    let kd = KernelDescriptor::from_registers(
-        reg(reg::PGM_RSRC1),
-        reg(reg::PGM_RSRC2),
-        reg(reg::PGM_RSRC3),
-    );
-    let (Some(target), Ok(kd), &[dx, dy, dz, initiator, ..]) = (target(gpu.target), kd, body)
-    else {
+    let (Some(target), &[dx, dy, dz, initiator, ..]) = (target(gpu.target), body) else {
+        return Outcome::Stop(Stopped::CannotDispatch(header));
+    };
+    let rsrc = [reg::PGM_RSRC1, reg::PGM_RSRC2, reg::PGM_RSRC3].map(reg);
+    // gfx10+: the initiator's CS_W32_EN makes the waves wave32 (kfdtest's `Dispatch::
+    // BuildIb` sets it for every gfx10+ dispatch); a gfx9 GPU has no such bit (wave64).
+    let wave32 = target.is_gfx11() && initiator & CS_W32_EN != 0;
+    let Ok(kd) = KernelDescriptor::from_registers_for(target, rsrc, wave32) else {
         return Outcome::Stop(Stopped::CannotDispatch(header));
     };
     let start = [0, 1, 2].map(|i| reg(reg::START_X + i));
@@ -1221,7 +1243,7 @@ pub(super) fn run_pm4(
         queue_ptr: 0,
         dispatch_id: 0,
         // What a wave's slot holds per lane: the kernel gets as much as the queue gave.
-        private_segment_size: (wave_bytes / 64) as u32,
+        private_segment_size: (wave_bytes / kd.lanes() as u64) as u32,
         group_segment_size: kd.lds_size(),
         scratch: Scratch {
             srd: [0; 4],
@@ -1271,7 +1293,7 @@ fn inactive_signal_value(drv: &Driver, w: &Work, queue: u64) -> Result<Option<u6
 
 /// Asks the runtime for scratch (module docs): code 1 in `queue_inactive_signal` when it
 /// holds 0, then waits for the runtime to store 0 again.
-fn scratch_request(drv: &Driver, w: &Work, queue: u64) -> Result<Outcome, GpuFault> {
+fn scratch_request(drv: &Driver, w: &Work, queue: u64, code: u32) -> Result<Outcome, GpuFault> {
     let mut b = [0u8; 8];
     drv.read_here(
         w.tgid,
@@ -1281,15 +1303,14 @@ fn scratch_request(drv: &Driver, w: &Work, queue: u64) -> Result<Outcome, GpuFau
     )?;
     let signal = u64::from_le_bytes(b);
     if signal == 0 {
-        return Ok(Outcome::Stop(Stopped::QueueError(SCRATCH_WAVE64)));
+        return Ok(Outcome::Stop(Stopped::QueueError(code)));
     }
     drv.read_here(w.tgid, w.gpu_id, signal + queue_error::SIGNAL_VALUE, &mut b)?;
     if u64::from_le_bytes(b) == 0 {
         trace(drv, w, &|| {
             "KERNEL_DISPATCH needs scratch: asks the runtime (code 1)".into()
         });
-        if let Some(event) = queue_error::report(drv, w.tgid, w.gpu_id, w.rptr_va, SCRATCH_WAVE64)?
-        {
+        if let Some(event) = queue_error::report(drv, w.tgid, w.gpu_id, w.rptr_va, code)? {
             signal_interrupt(drv, w.tgid, event);
         }
     }

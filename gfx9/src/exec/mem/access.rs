@@ -53,13 +53,21 @@ pub(in crate::exec) fn write_global(mem: &dyn Memory, addr: u64, data: &[u8]) ->
 /// sets FLAT_SCRATCH to the queue's scratch base plus the wave's offset, the same sum the
 /// MUBUF form adds as `srd.base + soffset`, so the two forms agree byte for byte.
 pub fn scratch_addr(base: u64, lane: usize, offset: u64) -> u64 {
-    base.wrapping_add((offset / 4) * 4 * LANES as u64 + lane as u64 * 4 + offset % 4)
+    scratch_addr_in(base, lane, offset, LANES)
+}
+
+/// [`scratch_addr`] for a wave of `lanes` lanes: a wave32 wave (gfx11) interleaves its
+/// private memory across its 32 lanes (dword `d` of lane `l` at `base + (d * 32 + l) * 4`:
+/// the RDNA3 guide's "Scratch" addressing swizzles by the wave's size, as the index stride
+/// of ROCr's scratch V# follows the wave size).
+pub fn scratch_addr_in(base: u64, lane: usize, offset: u64, lanes: usize) -> u64 {
+    base.wrapping_add((offset / 4) * 4 * lanes as u64 + lane as u64 * 4 + offset % 4)
 }
 
 /// Reads `buf.len()` bytes of `lane`'s private memory at `offset`, dword piece by piece.
 pub(super) fn read_private(
     mem: &dyn Memory,
-    base: u64,
+    (base, lanes): (u64, usize),
     lane: usize,
     offset: u64,
     buf: &mut [u8],
@@ -68,7 +76,10 @@ pub(super) fn read_private(
     while done < buf.len() {
         let p = offset.wrapping_add(done as u64);
         let n = (4 - (p % 4) as usize).min(buf.len() - done);
-        mem.read(scratch_addr(base, lane, p), &mut buf[done..done + n])?;
+        mem.read(
+            scratch_addr_in(base, lane, p, lanes),
+            &mut buf[done..done + n],
+        )?;
         done += n;
     }
     Ok(())
@@ -77,7 +88,7 @@ pub(super) fn read_private(
 /// Writes `data` to `lane`'s private memory at `offset`, dword piece by piece.
 pub(super) fn write_private(
     mem: &dyn Memory,
-    base: u64,
+    (base, lanes): (u64, usize),
     lane: usize,
     offset: u64,
     data: &[u8],
@@ -86,7 +97,7 @@ pub(super) fn write_private(
     while done < data.len() {
         let p = offset.wrapping_add(done as u64);
         let n = (4 - (p % 4) as usize).min(data.len() - done);
-        mem.write(scratch_addr(base, lane, p), &data[done..done + n])?;
+        mem.write(scratch_addr_in(base, lane, p, lanes), &data[done..done + n])?;
         done += n;
     }
     Ok(())

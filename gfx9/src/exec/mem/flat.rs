@@ -150,8 +150,9 @@ pub(super) fn execute(
     seg: Segment,
     op: FlatOp,
 ) -> Result<(), ExecError> {
-    // gfx942 reuses bit 13 of scratch instructions as SVE (the VGPR address is used), not LDS.
-    let sve = w.target == Target::Gfx942 && seg == Segment::Scratch;
+    // gfx942 reuses bit 13 of scratch instructions as SVE (the VGPR address is used), not LDS;
+    // gfx11's decoder puts its SVE bit there too (gfx11 has no LDS bit).
+    let sve = matches!(w.target, Target::Gfx942 | Target::Gfx11) && seg == Segment::Scratch;
     let lds_bit = inst.mods.lds && !sve;
     if lds_bit && (w.target == Target::Gfx942 || seg == Segment::Flat || !lds_bit_load(op)) {
         return Err(illegal(
@@ -165,7 +166,7 @@ pub(super) fn execute(
     }
     let locs = lane_locs(w, inst, pc, seg)?;
     let acc = inst.mods.acc;
-    let scratch = w.flat_scratch;
+    let scratch = (w.flat_scratch, if w.wave32 { 32 } else { LANES });
     let mem = ctx.mem;
     let fault = |fault| ExecError::Memory { pc, fault };
     let exec = w.exec;
@@ -304,12 +305,12 @@ pub(super) fn execute(
 
 /// The global address of `lane`'s access of `bytes` when it is one memory access: a global
 /// one, or a dword of private memory (wider or unaligned private accesses are split).
-fn global_addr(loc: Loc, lane: usize, bytes: usize, scratch: u64) -> Option<u64> {
+fn global_addr(loc: Loc, lane: usize, bytes: usize, scratch: (u64, usize)) -> Option<u64> {
     match loc {
         Loc::Global(a) => Some(a),
-        Loc::Private(p) if bytes == 4 && p.is_multiple_of(4) => {
-            Some(super::access::scratch_addr(scratch, lane, p))
-        }
+        Loc::Private(p) if bytes == 4 && p.is_multiple_of(4) => Some(
+            super::access::scratch_addr_in(scratch.0, lane, p, scratch.1),
+        ),
         _ => None,
     }
 }
@@ -322,7 +323,7 @@ fn run(
     exec: u64,
     first: usize,
     bytes: usize,
-    scratch: u64,
+    scratch: (u64, usize),
 ) -> Option<(u64, usize)> {
     let start = global_addr(locs[first], first, bytes, scratch)?;
     let mut n = 1;
@@ -375,8 +376,9 @@ fn lane_locs(w: &Wave, inst: &Inst, pc: u64, seg: Segment) -> Result<[Loc; LANES
             }
         }
         (Segment::Scratch, saddr) => {
-            // gfx9: SADDR, else the VGPR. gfx942: SADDR (or nothing) plus, with SVE, the VGPR.
-            let use_vgpr = if w.target == Target::Gfx942 {
+            // gfx9: SADDR, else the VGPR. gfx942 and gfx11: SADDR (or nothing) plus, with
+            // SVE, the VGPR.
+            let use_vgpr = if matches!(w.target, Target::Gfx942 | Target::Gfx11) {
                 inst.mods.lds
             } else {
                 saddr == Operand::None

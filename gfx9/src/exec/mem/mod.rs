@@ -45,6 +45,7 @@ mod smem;
 pub use access::scratch_addr;
 pub use mubuf::BufferResource;
 pub use smem::REALTIME_HZ;
+pub(crate) use smem::realtime;
 
 use super::wave::{Ctx, ExecError, Flow, Wave, unimplemented};
 use crate::inst::Inst;

@@ -47,20 +47,21 @@ use std::time::Instant;
 pub const REALTIME_HZ: u64 = 100_000_000;
 
 /// The 100 MHz count since the first use in this process.
-fn realtime() -> u64 {
+pub(crate) fn realtime() -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     let ns = EPOCH.get_or_init(Instant::now).elapsed().as_nanos();
     (ns / (1_000_000_000 / u128::from(REALTIME_HZ))) as u64
 }
 
-/// Scalar register `i` of a multi-register scalar operand starting at `op`.
-fn scalar_at(op: Operand, i: usize) -> Option<Operand> {
+/// Scalar register `i` of a multi-register scalar operand starting at `op`, in a file of
+/// `sgprs` SGPRs ([`Wave::sgpr_limit`]).
+fn scalar_at(op: Operand, i: usize, sgprs: usize) -> Option<Operand> {
     let next = |n: u8, limit: usize| {
         let k = usize::from(n) + i;
         (k < limit).then_some(k as u8)
     };
     Some(match (op, i) {
-        (Operand::Sgpr(n), _) => Operand::Sgpr(next(n, crate::exec::wave::SGPRS)?),
+        (Operand::Sgpr(n), _) => Operand::Sgpr(next(n, sgprs)?),
         (Operand::Ttmp(n), _) => Operand::Ttmp(next(n, 16)?),
         (other, 0) => other,
         (Operand::Special(s), 1) => Operand::Special(match s {
@@ -77,7 +78,7 @@ fn scalar_at(op: Operand, i: usize) -> Option<Operand> {
 /// Reads `n` consecutive scalar registers from `op`.
 fn read_regs(w: &Wave, op: Operand, n: usize, out: &mut [u32]) -> Option<()> {
     for (i, v) in out.iter_mut().enumerate().take(n) {
-        *v = w.read_scalar32(scalar_at(op, i)?, Ty::B32)?;
+        *v = w.read_scalar32(scalar_at(op, i, w.sgpr_limit())?, Ty::B32)?;
     }
     Some(())
 }
@@ -162,7 +163,7 @@ pub(super) fn execute(
         write_global(ctx.mem, addr, &bytes).map_err(fault)?;
         return Ok(());
     }
-    if scalar_at(inst.dst[0], dwords - 1).is_none() {
+    if scalar_at(inst.dst[0], dwords - 1, w.sgpr_limit()).is_none() {
         return Err(illegal(inst, pc, "the destination runs past the file"));
     }
     let n = (0..dwords).take_while(|&i| in_range(i)).count();
@@ -173,7 +174,7 @@ pub(super) fn execute(
         *d = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
     }
     for (i, &d) in data.iter().enumerate().take(dwords) {
-        let Some(dst) = scalar_at(inst.dst[0], i) else {
+        let Some(dst) = scalar_at(inst.dst[0], i, w.sgpr_limit()) else {
             return Err(illegal(inst, pc, "the destination runs past the file"));
         };
         if !w.write_scalar32(dst, d) {
@@ -291,7 +292,7 @@ fn atomic(
         .map_err(|fault| ExecError::Memory { pc, fault })?;
     if inst.mods.glc {
         for i in 0..dwords {
-            let Some(dst) = scalar_at(inst.dst[0], i) else {
+            let Some(dst) = scalar_at(inst.dst[0], i, w.sgpr_limit()) else {
                 return Err(illegal(inst, pc, "the destination runs past the file"));
             };
             if !w.write_scalar32(dst, (old >> (32 * i)) as u32) {

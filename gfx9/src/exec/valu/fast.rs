@@ -245,7 +245,7 @@ fn run(w: &mut Wave, inst: &Inst, d: usize, n: usize, dst_src2: bool, op: Op) ->
 /// `v_cndmask_b32`: src1 where the mask (VCC, or the VOP3 form's SGPR pair in `src[2]`) has
 /// the lane's bit, else src0.
 fn cndmask(w: &mut Wave, inst: &Inst, d: usize) -> bool {
-    let Some(mask) = w.read_scalar64(inst.src[2], Ty::B64) else {
+    let Some(mask) = w.read_mask(inst.src[2]) else {
         return false;
     };
     let mut s = [[0u32; LANES]; 3];
@@ -274,7 +274,7 @@ fn carry(
         return false;
     }
     let cin = if carry_in {
-        match w.read_scalar64(inst.src[2], Ty::B64) {
+        match w.read_mask(inst.src[2]) {
             Some(c) => c,
             None => return false,
         }
@@ -310,7 +310,7 @@ fn carry(
         }
     }
     w.vgpr[d] = res;
-    w.write_scalar64(inst.dst[1], flags)
+    w.write_mask(inst.dst[1], flags)
 }
 
 /// The f32 and 32-bit integer compares, `v_cmp_*` and `v_cmpx_*` (VOPC opcodes 0x40..=0x5f
@@ -369,7 +369,7 @@ fn vopc(w: &mut Wave, inst: &Inst, raw: u16) -> bool {
         }
     }
     bits &= exec;
-    w.write_scalar64(inst.dst[0], bits);
+    w.write_mask(inst.dst[0], bits);
     if cmpx {
         w.exec = bits;
     }

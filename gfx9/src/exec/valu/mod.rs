@@ -582,7 +582,7 @@ impl<'a> X<'a> {
         self.reads_into(kinds, &mut s)?;
         let cin = if carry_in {
             self.w
-                .read_scalar64(self.i.src[2], Ty::B64)
+                .read_mask(self.i.src[2])
                 .ok_or_else(|| self.err("a carry-in that is not a lane mask"))?
         } else {
             0
@@ -604,7 +604,7 @@ impl<'a> X<'a> {
             }
         }
         self.write(out, &res)?;
-        if !self.w.write_scalar64(self.i.dst[1], flags) {
+        if !self.w.write_mask(self.i.dst[1], flags) {
             return Err(self.err("a carry-out that is not a lane mask"));
         }
         Ok(())
@@ -846,7 +846,7 @@ impl<'a> X<'a> {
             VCndmaskB32 => {
                 let mask = self
                     .w
-                    .read_scalar64(self.i.src[2], Ty::B64)
+                    .read_mask(self.i.src[2])
                     .ok_or_else(|| self.err("a mask that is not a lane mask"))?;
                 self.map_lane(&[M32, M32], M32, |l, s| s[(mask >> l & 1) as usize])
             }
@@ -1207,7 +1207,7 @@ impl<'a> X<'a> {
         } else {
             return Err(self.unimpl());
         }
-        if !self.w.write_scalar64(self.i.dst[0], bits) {
+        if !self.w.write_mask(self.i.dst[0], bits) {
             return Err(self.err("a compare result that is not a lane mask"));
         }
         // gfx9's v_cmpx writes EXEC as well as its destination.
@@ -1549,7 +1549,8 @@ impl<'a> X<'a> {
                     .w
                     .read_scalar32(self.i.src[1], Ty::B32)
                     .ok_or_else(|| self.err("a lane select that is not scalar"))?;
-                let value = self.w.vgpr[usize::from(v)][(lane & 63) as usize];
+                // The lane select's low 6 bits (wave32: 5, RDNA3 guide V_READLANE_B32).
+                let value = self.w.vgpr[usize::from(v)][lane as usize & self.w.last_lane()];
                 if !self.w.write_scalar32(self.i.dst[0], value) {
                     return Err(self.err("not a scalar destination"));
                 }
@@ -1568,7 +1569,8 @@ impl<'a> X<'a> {
                     .w
                     .read_scalar32(self.i.src[1], Ty::B32)
                     .ok_or_else(|| self.err("a lane select that is not scalar"))?;
-                self.w.vgpr[usize::from(d)][(lane & 63) as usize] = value;
+                let lane = lane as usize & self.w.last_lane();
+                self.w.vgpr[usize::from(d)][lane] = value;
                 Ok(())
             }
             VBcntU32B32 => self.map(&[B32, B32], B32, |s| {
@@ -2052,8 +2054,10 @@ fn dpp_lane(ctrl: u16, lane: usize) -> Option<usize> {
         0x142 => (row > 0).then(|| row - 1),
         // Lane 31, for rows 2 and 3.
         0x143 => (row >= 32).then_some(31),
-        // gfx90a row_newbcast: lane n of the row, to the whole row.
+        // gfx90a row_newbcast, gfx10+ row_share: lane n of the row, to the whole row.
         0x150..=0x15f => Some(row + n),
+        // gfx10+ row_xmask (gfx11 only: gfx9 decodes no such control): lane i ^ n of the row.
+        0x160..=0x16f => Some(row + (i ^ n)),
         _ => None,
     }
 }
