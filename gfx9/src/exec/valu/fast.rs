@@ -214,6 +214,9 @@ fn f32op(
 
 #[inline(always)]
 fn run(w: &mut Wave, inst: &Inst, d: usize, n: usize, dst_src2: bool, op: Op) -> bool {
+    if w.exec.count_ones() <= super::SPARSE_LANES {
+        return run_sparse(w, inst, d, n, dst_src2, op);
+    }
     let mut s = [[0u32; LANES]; 3];
     if !sources(w, inst, n, dst_src2, &mut s) {
         return false;
@@ -236,6 +239,92 @@ fn run(w: &mut Wave, inst: &Inst, d: usize, n: usize, dst_src2: bool, op: Op) ->
                 apply(w, d, &s, g);
             } else {
                 apply(w, d, &s, |a, b, c| flush32(g(a, b, c)));
+            }
+        }
+    }
+    true
+}
+
+/// A source resolved once for [`run_sparse`]: a VGPR, or the value every lane reads.
+#[derive(Clone, Copy)]
+enum Src {
+    Vgpr(usize),
+    Value(u32),
+}
+
+/// [`src`] for [`run_sparse`]: `None` for an operand that is neither.
+#[inline]
+fn resolve(w: &Wave, op: Operand) -> Option<Src> {
+    match op {
+        Operand::Vgpr(n) => Some(Src::Vgpr(usize::from(n))),
+        Operand::None => None,
+        other => w.read_scalar32(other, Ty::B32).map(Src::Value),
+    }
+}
+
+/// [`run`] lane by lane, when at most [`super::SPARSE_LANES`] lanes are on: no lane arrays
+/// copied; each lane's sources read, modified and flushed as [`run`] does to the arrays.
+/// Lanes are independent, so a destination that aliases a source reads each lane before
+/// writing it, as the array path does.
+fn run_sparse(w: &mut Wave, inst: &Inst, d: usize, n: usize, dst_src2: bool, op: Op) -> bool {
+    let mut src = [Src::Value(0); 3];
+    for (slot, s) in src.iter_mut().enumerate().take(n) {
+        match resolve(w, inst.src[slot]) {
+            Some(v) => *s = v,
+            None => return false,
+        }
+    }
+    if dst_src2 {
+        match resolve(w, inst.dst[0]) {
+            Some(v) => src[2] = v,
+            None => return false,
+        }
+    }
+    let lane = |w: &Wave, s: Src, l: usize| match s {
+        Src::Vgpr(r) => w.vgpr[r][l],
+        Src::Value(v) => v,
+    };
+    let mut m = w.exec;
+    match op {
+        Op::Int(f) => {
+            while m != 0 {
+                let l = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let r = f(lane(w, src[0], l), lane(w, src[1], l), lane(w, src[2], l));
+                w.vgpr[d][l] = r;
+            }
+        }
+        Op::F32(f) => {
+            let mode = Mode::from_reg(w.hwreg[1]);
+            let used = n + usize::from(dst_src2);
+            let (abs, neg) = (inst.mods.abs, inst.mods.neg);
+            while m != 0 {
+                let l = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let mut v = [0u32; 3];
+                for (slot, x) in v.iter_mut().enumerate() {
+                    *x = lane(w, src[slot], l);
+                    if slot < used {
+                        // `float_mods`: abs, then neg.
+                        if abs >> slot & 1 == 1 {
+                            *x &= 0x7fff_ffff;
+                        }
+                        if neg >> slot & 1 == 1 {
+                            *x ^= 0x8000_0000;
+                        }
+                    }
+                    if !mode.f32_in {
+                        *x = flush32(*x);
+                    }
+                }
+                let r = f(
+                    f32::from_bits(v[0]),
+                    f32::from_bits(v[1]),
+                    f32::from_bits(v[2]),
+                    mode.r32,
+                )
+                .to_bits();
+                w.vgpr[d][l] = if mode.f32_out { r } else { flush32(r) };
             }
         }
     }
@@ -493,9 +582,11 @@ mod tests {
             *s = rng.value();
         }
         w.vcc = rng.next();
-        w.exec = match rng.below(3) {
+        w.exec = match rng.below(4) {
             0 => u64::MAX,
             1 => 0,
+            // A few lanes (`run_sparse`).
+            2 => (0..rng.below(9)).fold(0, |m, _| m | 1 << rng.below(64)),
             _ => rng.next(),
         };
         // FP_ROUND and FP_DENORM (MODE bits 7:0), IEEE and DX10_CLAMP.
@@ -504,7 +595,8 @@ mod tests {
     }
 
     fn same(a: &Wave, b: &Wave) -> bool {
-        a.vgpr == b.vgpr
+        // NaN payloads aside (`sparse_tests::same_regs`).
+        super::super::sparse_tests::same_regs(&a.vgpr, &b.vgpr)
             && a.sgpr == b.sgpr
             && a.vcc == b.vcc
             && a.exec == b.exec
