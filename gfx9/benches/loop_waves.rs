@@ -5,9 +5,11 @@
 //! operand) — the shape of kfdtest's queue-priority dispatches (`KFDQMTest`'s 262 144
 //! one-work-item workgroups of a loop of transcendentals), written here for gfx942 and
 //! assembled with `llvm-mc-19 -mcpu=gfx942` (the source is in the comment of [`CODE_WORDS`]).
-//! Criterion prints wave-instructions per second; the baseline in the same run is the same
-//! waves stepped one instruction at a time through `exec::step` (the interpreter's
-//! instruction-at-a-time path, without the dispatcher).
+//! Criterion prints wave-instructions per second. The baselines in the same run: the same
+//! waves with 9 work-items each (`nine_lanes`: one lane more than `SPARSE_LANES`, so every
+//! VALU instruction takes the 64-lane array path, which is what a one-lane wave took before
+//! the lane-by-lane path; the extra lanes cost that path almost nothing), and the one-lane
+//! waves stepped one instruction at a time through `exec::step` (`stepped`: no dispatcher).
 
 #[path = "../../kfd-ioctl/benches/ratio.rs"]
 mod ratio;
@@ -81,7 +83,7 @@ impl Memory for Code {
     }
 }
 
-fn setup() -> (Code, Dispatch) {
+fn setup(lanes: u32) -> (Code, Dispatch) {
     let mut bytes: Vec<u8> = CODE_WORDS.iter().flat_map(|w| w.to_le_bytes()).collect();
     bytes.resize(4096, 0);
     // RSRC2: USER_SGPR 0, TGID_X_EN.
@@ -90,8 +92,8 @@ fn setup() -> (Code, Dispatch) {
         target: Target::Gfx942,
         kd,
         entry: CODE,
-        grid: [WAVES, 1, 1],
-        workgroup: [1, 1, 1],
+        grid: [WAVES * lanes, 1, 1],
+        workgroup: [lanes, 1, 1],
         kernarg: 0,
         dispatch_ptr: 0,
         queue_ptr: 0,
@@ -129,20 +131,33 @@ fn stepped(code: &Code, d: &Dispatch) -> u64 {
 }
 
 fn bench(c: &mut Criterion) {
-    let (code, d) = setup();
-    let stats = run(&d, &code, &RunOptions { threads: 1 }, &NoObserver).expect("runs");
+    let (code, one) = setup(1);
+    let (_, nine) = setup(9);
+    let one_thread = RunOptions { threads: 1 };
+    let stats = run(&one, &code, &one_thread, &NoObserver).expect("runs");
     assert_eq!(stats.instructions, u64::from(WAVES) * PER_WAVE);
-    assert_eq!(stepped(&code, &d), stats.instructions);
+    let nine_stats = run(&nine, &code, &one_thread, &NoObserver).expect("runs");
+    assert_eq!(nine_stats.instructions, stats.instructions);
+    assert_eq!(stepped(&code, &one), stats.instructions);
     let mut g = c.benchmark_group("loop_waves");
     g.throughput(Throughput::Elements(stats.instructions));
     g.sample_size(10);
     g.measurement_time(std::time::Duration::from_secs(3));
-    g.bench_function("dispatch_1_thread", |b| {
-        b.iter(|| run(&d, &code, &RunOptions { threads: 1 }, &NoObserver).expect("runs"))
+    g.bench_function("one_lane_1_thread", |b| {
+        b.iter(|| run(&one, &code, &one_thread, &NoObserver).expect("runs"))
     });
-    g.bench_function("stepped_1_thread", |b| b.iter(|| stepped(&code, &d)));
+    g.bench_function("nine_lanes_1_thread", |b| {
+        b.iter(|| run(&nine, &code, &one_thread, &NoObserver).expect("runs"))
+    });
+    g.bench_function("stepped_1_thread", |b| b.iter(|| stepped(&code, &one)));
     g.finish();
-    ratio::report("loop_waves", "dispatch_1_thread", "stepped_1_thread", None);
+    ratio::report(
+        "loop_waves",
+        "one_lane_1_thread",
+        "nine_lanes_1_thread",
+        None,
+    );
+    ratio::report("loop_waves", "one_lane_1_thread", "stepped_1_thread", None);
 }
 
 criterion_group!(benches, bench);

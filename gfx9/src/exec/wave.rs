@@ -307,6 +307,7 @@ impl CodeCache {
     }
 
     /// The cached instruction at `pc` (`pc` dword-aligned), remembering its page.
+    #[inline]
     fn get(&mut self, pc: u64) -> Option<Inst> {
         let page = pc & !4095;
         let slot = (pc & 4095) as usize / 4;
@@ -353,13 +354,23 @@ impl CodeCache {
     ///
     /// [`ExecError::Memory`] when the code is not readable, [`ExecError::Decode`] when the
     /// instruction at `pc` does not decode.
+    #[inline]
     pub fn fetch(&mut self, mem: &dyn Memory, pc: u64) -> Result<Inst, ExecError> {
         // Branches keep the PC dword-aligned; a misaligned one (`s_setpc` of a bad
         // address) is decoded where it points, uncached.
-        let aligned = pc.is_multiple_of(4);
-        if aligned && let Some(inst) = self.get(pc) {
+        if pc.is_multiple_of(4)
+            && let Some(inst) = self.get(pc)
+        {
             return Ok(inst);
         }
+        self.fetch_miss(mem, pc)
+    }
+
+    /// [`Self::fetch`] of an instruction not cached: read, decode, cache.
+    #[cold]
+    #[inline(never)]
+    fn fetch_miss(&mut self, mem: &dyn Memory, pc: u64) -> Result<Inst, ExecError> {
+        let aligned = pc.is_multiple_of(4);
         // Read to the end of the page of `pc` (at most FETCH bytes), then two more dwords
         // for an instruction that straddles the end, if readable.
         let to_page_end = (4096 - (pc & 4095)) as usize;

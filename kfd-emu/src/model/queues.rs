@@ -336,9 +336,11 @@ impl Runner {
             return;
         }
         let deadline = Instant::now() + PREEMPT_TIMEOUT;
-        // A kernel dispatch is preempted once every thread of it is held at a pause point
-        // (its waves' state kept: the CP's context save); any other packet, once it ends.
-        while st.in_packet && !(st.dispatching && st.executing == 0) {
+        // A kernel dispatch (AQL's inside its packet, PM4's DISPATCH_DIRECT outside the
+        // packet guard, which PM4 queues do not take) is preempted once every thread of it is
+        // held at a pause point (its waves' state kept: the CP's context save); any other
+        // packet, once it ends.
+        while (st.in_packet || st.dispatching) && !(st.dispatching && st.executing == 0) {
             let now = Instant::now();
             if now >= deadline {
                 return;
@@ -449,9 +451,16 @@ mod tests {
 
     #[test]
     fn a_deactivated_dispatch_is_held_between_quanta_and_resumes_where_it_stopped() {
+        // Inside a packet (an AQL KERNEL_DISPATCH) and outside one (a PM4 DISPATCH_DIRECT).
+        for in_packet in [true, false] {
+            deactivated_dispatch(in_packet);
+        }
+    }
+
+    fn deactivated_dispatch(in_packet: bool) {
         use std::sync::atomic::AtomicU64;
         let r = Runner::new(true);
-        let packet = r.begin().expect("active");
+        let packet = in_packet.then(|| r.begin().expect("active"));
         r.dispatching(true);
         let turns = AtomicU64::new(0);
         std::thread::scope(|s| {
@@ -480,7 +489,11 @@ mod tests {
                 "the update returned before the thread stopped"
             );
             let held = turns.load(Ordering::SeqCst);
-            assert!(r.lock().in_packet, "the dispatch is still in its packet");
+            assert_eq!(
+                r.lock().in_packet,
+                in_packet,
+                "the dispatch is where it was"
+            );
             assert_eq!(turns.load(Ordering::SeqCst), held);
             r.set_active(true);
             while turns.load(Ordering::SeqCst) < held + 3 {
