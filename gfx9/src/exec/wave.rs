@@ -308,17 +308,28 @@ impl CodeCache {
 
     /// The cached instruction at `pc` (`pc` dword-aligned), remembering its page.
     #[inline]
-    fn get(&mut self, pc: u64) -> Option<Inst> {
+    fn get(&mut self, pc: u64) -> Option<&Inst> {
         let page = pc & !4095;
         let slot = (pc & 4095) as usize / 4;
-        if let Some((p, slots)) = self.pages.get(self.last)
-            && *p == page
-        {
-            return slots[slot];
+        if self.pages.get(self.last).is_some_and(|(p, _)| *p == page) {
+            return self.pages[self.last].1[slot].as_ref();
         }
         let i = *self.index.get(&page)?;
         self.last = i;
-        self.pages[i].1[slot]
+        self.pages[i].1[slot].as_ref()
+    }
+
+    /// The cached instruction at `pc`, by reference (`None`: not cached, or `pc` not
+    /// dword-aligned): the hot path of [`crate::exec::step`], which copies it once (a copy
+    /// through `Option`/`Result` wrappers moves the 68 bytes at shifted offsets, and the
+    /// reload stalls on store forwarding).
+    #[inline]
+    pub(crate) fn cached(&mut self, pc: u64) -> Option<&Inst> {
+        if pc.is_multiple_of(4) {
+            self.get(pc)
+        } else {
+            None
+        }
     }
 
     /// Caches `inst` at `pc` (dword-aligned) unless something is there.
@@ -358,10 +369,8 @@ impl CodeCache {
     pub fn fetch(&mut self, mem: &dyn Memory, pc: u64) -> Result<Inst, ExecError> {
         // Branches keep the PC dword-aligned; a misaligned one (`s_setpc` of a bad
         // address) is decoded where it points, uncached.
-        if pc.is_multiple_of(4)
-            && let Some(inst) = self.get(pc)
-        {
-            return Ok(inst);
+        if let Some(inst) = self.cached(pc) {
+            return Ok(*inst);
         }
         self.fetch_miss(mem, pc)
     }
@@ -369,7 +378,7 @@ impl CodeCache {
     /// [`Self::fetch`] of an instruction not cached: read, decode, cache.
     #[cold]
     #[inline(never)]
-    fn fetch_miss(&mut self, mem: &dyn Memory, pc: u64) -> Result<Inst, ExecError> {
+    pub(crate) fn fetch_miss(&mut self, mem: &dyn Memory, pc: u64) -> Result<Inst, ExecError> {
         let aligned = pc.is_multiple_of(4);
         // Read to the end of the page of `pc` (at most FETCH bytes), then two more dwords
         // for an instruction that straddles the end, if readable.
@@ -391,7 +400,7 @@ impl CodeCache {
             let Ok(inst) = inst else { break };
             self.insert(pc + 4 * at as u64, inst);
         }
-        match self.get(pc).filter(|_| aligned) {
+        match self.get(pc).copied().filter(|_| aligned) {
             Some(inst) => Ok(inst),
             None => decode(&words).map_err(|err| ExecError::Decode { pc, err }),
         }
