@@ -30,7 +30,10 @@
 //! Speed: [`fast`] runs the hottest plain 32-bit operations straight on the 32-bit lane arrays
 //! (no widening, no per-kind post-processing) when the form needs none of the steps above;
 //! [`execute`] tries it first and falls back to the general path (`general`) for everything
-//! else.
+//! else. When at most [`SPARSE_LANES`] lanes are on (and no DPP reads other lanes), both run
+//! lane by lane: each lane's sources read, modified and flushed one value at a time, with no
+//! 64-lane arrays (`X::map_sparse`, `fast::run_sparse`); `sparse_tests` holds every opcode and
+//! form to the array path.
 //!
 //! Every VALU opcode the decoder knows executes, MFMAs with their CBSZ/ABID/BLGP controls
 //! (see [`mfma`]). `v_clrexcp` is a no-op (no exception state
