@@ -26,6 +26,13 @@ use crate::operand::Operand;
 /// One 32-bit value per lane.
 type L32 = [u32; LANES];
 
+/// Lanes computed one at a time, with no 64-lane source and result arrays, when at most
+/// this many are on (and DPP reads no other lane): a one-work-item workgroup's wave, a
+/// divergent branch's last lanes; here ([`run_sparse`]) and on the general path
+/// (`X::map_sparse`). The per-lane reads and writes are the array path's, value by value
+/// (`sparse_tests::sparse_path_equals_the_array_path`).
+pub(super) const SPARSE_LANES: u32 = 8;
+
 /// What an operation computes from its (up to three) 32-bit sources.
 #[derive(Clone, Copy)]
 enum Op {
@@ -214,7 +221,7 @@ fn f32op(
 
 #[inline(always)]
 fn run(w: &mut Wave, inst: &Inst, d: usize, n: usize, dst_src2: bool, op: Op) -> bool {
-    if w.exec.count_ones() <= super::SPARSE_LANES {
+    if w.exec.count_ones() <= SPARSE_LANES {
         return run_sparse(w, inst, d, n, dst_src2, op);
     }
     let mut s = [[0u32; LANES]; 3];
@@ -262,7 +269,7 @@ fn resolve(w: &Wave, op: Operand) -> Option<Src> {
     }
 }
 
-/// [`run`] lane by lane, when at most [`super::SPARSE_LANES`] lanes are on: no lane arrays
+/// [`run`] lane by lane, when at most [`SPARSE_LANES`] lanes are on: no lane arrays
 /// copied; each lane's sources read, modified and flushed as [`run`] does to the arrays.
 /// Lanes are independent, so a destination that aliases a source reads each lane before
 /// writing it, as the array path does.

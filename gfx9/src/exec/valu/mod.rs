@@ -56,6 +56,8 @@ use float::{
     flush32, flush64, frexp64, ldexp64, med3_32, minmax32, minmax64, trig_preop,
 };
 use round::Fmt;
+// Lanes computed one at a time (defined with the fast path, which uses it too).
+use fast::SPARSE_LANES;
 
 /// One value per lane (32-bit values in the low half).
 type L = [u64; LANES];
@@ -281,11 +283,12 @@ struct X<'a> {
     sparse_ok: bool,
 }
 
-/// Lanes computed one at a time, with no 64-lane source and result arrays, when at most
-/// this many are on (and DPP reads no other lane): a one-work-item workgroup's wave, a
-/// divergent branch's last lanes. The per-lane reads and writes are the array path's,
-/// value by value (`tests::sparse_path_equals_the_array_path`).
-pub(super) const SPARSE_LANES: u32 = 8;
+#[cfg(test)]
+thread_local! {
+    /// Instructions that took the few-lanes path on this thread (`sparse_tests` checks that
+    /// its cases reach it).
+    static SPARSE_RUNS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
 /// Where a source's value comes from, resolved once per instruction for the few-lanes path.
 #[derive(Clone, Copy)]
@@ -679,7 +682,7 @@ impl<'a> X<'a> {
     ) -> Result<(), ExecError> {
         let bases = self.bases(kinds)?;
         #[cfg(test)]
-        sparse_tests::SPARSE_RUNS.with(|c| c.set(c.get() + 1));
+        SPARSE_RUNS.with(|c| c.set(c.get() + 1));
         let mut res = [(0usize, 0u64); SPARSE_LANES as usize];
         let mut n = 0;
         for l in lanes(self.mask) {
@@ -749,7 +752,7 @@ impl<'a> X<'a> {
         if self.sparse() {
             let bases = self.bases(kinds)?;
             #[cfg(test)]
-            sparse_tests::SPARSE_RUNS.with(|c| c.set(c.get() + 1));
+            SPARSE_RUNS.with(|c| c.set(c.get() + 1));
             let cin = self.carry_in(carry_in)?;
             let mut res = [(0usize, 0u64); SPARSE_LANES as usize];
             let (mut n, mut flags) = (0, 0u64);

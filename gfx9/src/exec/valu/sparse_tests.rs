@@ -6,18 +6,12 @@
 //! included) and leave the waves equal; most cases must take the few-lanes path (the
 //! `map`-style operations), or this would test nothing.
 
-use super::general_with;
-use std::cell::Cell;
-
-thread_local! {
-    /// Instructions that took the few-lanes path on this thread (counted by `map_sparse` and
-    /// `map_carry`).
-    pub(super) static SPARSE_RUNS: Cell<u64> = const { Cell::new(0) };
-}
+use super::{SPARSE_RUNS, general_with};
 use crate::exec::wave::{Target, Wave};
 use crate::inst::{Inst, Modifiers};
 use crate::opcode::{Encoding, Opcode, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp};
 use crate::operand::{FloatConst, Operand, Special};
+use std::cell::Cell;
 
 struct Rng(u64);
 
