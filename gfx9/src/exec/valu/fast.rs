@@ -1,6 +1,6 @@
 //! The vector ALU's fast path: the hottest 32-bit operations of compiled kernels (address
 //! arithmetic, `v_mov_b32`, bitwise and shift operations, `v_mul_lo`/`v_mul_hi`, f32
-//! add/mul/fma, `v_cndmask_b32`, the carry adds, the f32 and 32-bit integer compares),
+//! add/mul/fma, the f32 `v_exp`/`v_log`/`v_rcp`/`v_rsq`/`v_sqrt`, `v_cndmask_b32`, the carry adds, the f32 and 32-bit integer compares),
 //! executed straight on the 32-bit lane arrays when the instruction has nothing that needs the
 //! general pipeline of [`super::X`]: a VOP1/VOP2/VOPC/VOP3 form without DPP, SDWA, `omod`,
 //! `clamp` or `op_sel` (VOP3 `abs`/`neg` only on the float operations, which apply them as the
@@ -69,6 +69,23 @@ pub(super) fn try_execute(w: &mut Wave, inst: &Inst) -> bool {
         Opcode::Vop1(Vop1Op::VMovB32) => int(w, inst, d, 1, |a, _, _| a),
         Opcode::Vop1(Vop1Op::VNotB32) => int(w, inst, d, 1, |a, _, _| !a),
         Opcode::Vop1(Vop1Op::VBfrevB32) => int(w, inst, d, 1, |a, _, _| a.reverse_bits()),
+        // The f32 transcendentals, computed as the general path does (in f64, rounded once
+        // to f32; `v_sqrt_f32` by MODE's rounding).
+        Opcode::Vop1(Vop1Op::VExpF32) => f32op(w, inst, d, 1, false, |a, _, _, _| {
+            f64::from(a).exp2() as f32
+        }),
+        Opcode::Vop1(Vop1Op::VLogF32) => f32op(w, inst, d, 1, false, |a, _, _, _| {
+            f64::from(a).log2() as f32
+        }),
+        Opcode::Vop1(Vop1Op::VRcpF32) => f32op(w, inst, d, 1, false, |a, _, _, _| {
+            (1.0 / f64::from(a)) as f32
+        }),
+        Opcode::Vop1(Vop1Op::VRsqF32) => f32op(w, inst, d, 1, false, |a, _, _, _| {
+            (1.0 / f64::from(a).sqrt()) as f32
+        }),
+        Opcode::Vop1(Vop1Op::VSqrtF32) => {
+            f32op(w, inst, d, 1, false, |a, _, _, r| round::sqrt32(a, r))
+        }
         Opcode::Vop2(op) => vop2(w, inst, d, op),
         Opcode::Vop3(op) => vop3(w, inst, d, op),
         _ => false,
@@ -692,6 +709,16 @@ mod tests {
         use Vop2Op::*;
         check(Opcode::Vop1(Vop1Op::VMovB32), Encoding::Vop1, 1, none);
         check(Opcode::Vop1(Vop1Op::VMovB32), Encoding::Vop3a, 1, none);
+        for op in [
+            Vop1Op::VExpF32,
+            Vop1Op::VLogF32,
+            Vop1Op::VRcpF32,
+            Vop1Op::VRsqF32,
+            Vop1Op::VSqrtF32,
+        ] {
+            check(Opcode::Vop1(op), Encoding::Vop1, 1, none);
+            check(Opcode::Vop1(op), Encoding::Vop3a, 1, none);
+        }
         for op in [Vop1Op::VNotB32, Vop1Op::VBfrevB32] {
             check(Opcode::Vop1(op), Encoding::Vop1, 1, none);
         }
