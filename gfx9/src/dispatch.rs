@@ -79,7 +79,8 @@
 //! first wave that stops with an [`ExecError`] or an `s_trap` its [`Observer`] has no trap
 //! handler for stops the dispatch: no thread starts another workgroup, and [`run`] returns a [`DispatchError`] naming the workgroup, the wave
 //! and the pc. An [`Observer`] sees each wave's initial state (tests check the ABI's registers
-//! with it) and can cancel a dispatch (a destroyed queue).
+//! with it), can cancel a dispatch (a destroyed queue) and can hold its threads between
+//! quanta (`Observer::pause_point`: a preempted queue, its waves kept where they are).
 
 use crate::exec::{Apertures, CodeCache, Ctx, ExecError, Flow, LANES, Memory, Target, Wave, step};
 use crate::gws::{Gws, GwsWait};
@@ -472,6 +473,14 @@ pub trait Observer: Sync {
     fn message(&self, workgroup: [u32; 3], wave: u32, w: &mut Wave, simm16: u16) {
         let _ = (workgroup, wave, w, simm16);
     }
+    /// Called between quanta, before [`cancelled`](Self::cancelled) is asked: an embedder
+    /// that preempts the dispatch (its queue unmapped, where the hardware saves the waves'
+    /// context, CWSR, and restores it when the queue is mapped again) blocks here until the
+    /// dispatch may go on. The waves' state stays in the dispatcher's memory meanwhile, so
+    /// they resume where they stopped. Default: returns at once.
+    fn pause_point(&self) {}
+    /// A thread that ran workgroups ends (last thing on it: it runs no wave after this).
+    fn thread_end(&self) {}
 }
 
 /// An observer that does nothing.
@@ -815,6 +824,7 @@ pub fn run(
     let worker = |t: u64| {
         obs.thread_start();
         let mine = sched.worker(t as u32);
+        obs.thread_end();
         let mut s = stats
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -1075,6 +1085,7 @@ impl Sched<'_> {
                     // Another thread's error (or a cancel) ends this workgroup too.
                     return Err(DispatchError::Cancelled);
                 }
+                self.obs.pause_point();
                 if self.obs.cancelled() {
                     return Err(DispatchError::Cancelled);
                 }

@@ -46,7 +46,11 @@ use crate::opcode::Opcode;
 /// found it, except `pc`, which points past it.
 pub fn step(wave: &mut Wave, ctx: &mut Ctx<'_>) -> Result<Flow, ExecError> {
     let pc = wave.pc;
-    let inst = ctx.code.fetch(ctx.mem, pc)?;
+    // One copy of the cached instruction (see `CodeCache::cached`).
+    let inst = match ctx.code.cached(pc) {
+        Some(inst) => *inst,
+        None => ctx.code.fetch_miss(ctx.mem, pc)?,
+    };
     wave.pc = pc.wrapping_add(4 * u64::from(inst.dwords));
     execute(wave, ctx, &inst, pc)
 }

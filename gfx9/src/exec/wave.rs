@@ -356,17 +356,29 @@ impl CodeCache {
     }
 
     /// The cached instruction at `pc` (`pc` dword-aligned), remembering its page.
-    fn get(&mut self, pc: u64) -> Option<Inst> {
+    #[inline]
+    fn get(&mut self, pc: u64) -> Option<&Inst> {
         let page = pc & !4095;
         let slot = (pc & 4095) as usize / 4;
-        if let Some((p, slots)) = self.pages.get(self.last)
-            && *p == page
-        {
-            return slots[slot];
+        if self.pages.get(self.last).is_some_and(|(p, _)| *p == page) {
+            return self.pages[self.last].1[slot].as_ref();
         }
         let i = *self.index.get(&page)?;
         self.last = i;
-        self.pages[i].1[slot]
+        self.pages[i].1[slot].as_ref()
+    }
+
+    /// The cached instruction at `pc`, by reference (`None`: not cached, or `pc` not
+    /// dword-aligned): the hot path of [`crate::exec::step`], which copies it once (a copy
+    /// through `Option`/`Result` wrappers moves the 68 bytes at shifted offsets, and the
+    /// reload stalls on store forwarding).
+    #[inline]
+    pub(crate) fn cached(&mut self, pc: u64) -> Option<&Inst> {
+        if pc.is_multiple_of(4) {
+            self.get(pc)
+        } else {
+            None
+        }
     }
 
     /// Caches `inst` at `pc` (dword-aligned) unless something is there.
@@ -402,13 +414,21 @@ impl CodeCache {
     ///
     /// [`ExecError::Memory`] when the code is not readable, [`ExecError::Decode`] when the
     /// instruction at `pc` does not decode.
+    #[inline]
     pub fn fetch(&mut self, mem: &dyn Memory, pc: u64) -> Result<Inst, ExecError> {
         // Branches keep the PC dword-aligned; a misaligned one (`s_setpc` of a bad
         // address) is decoded where it points, uncached.
-        let aligned = pc.is_multiple_of(4);
-        if aligned && let Some(inst) = self.get(pc) {
-            return Ok(inst);
+        if let Some(inst) = self.cached(pc) {
+            return Ok(*inst);
         }
+        self.fetch_miss(mem, pc)
+    }
+
+    /// [`Self::fetch`] of an instruction not cached: read, decode, cache.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn fetch_miss(&mut self, mem: &dyn Memory, pc: u64) -> Result<Inst, ExecError> {
+        let aligned = pc.is_multiple_of(4);
         // Read to the end of the page of `pc` (at most FETCH bytes), then two more dwords
         // for an instruction that straddles the end, if readable.
         let to_page_end = (4096 - (pc & 4095)) as usize;
@@ -436,7 +456,7 @@ impl CodeCache {
                 at += usize::from(inst.dwords);
             }
         }
-        match self.get(pc).filter(|_| aligned) {
+        match self.get(pc).copied().filter(|_| aligned) {
             Some(inst) => Ok(inst),
             None => self
                 .decode_one(&words)

@@ -108,10 +108,10 @@
 //! * Threads: the workgroups run on up to [`ModelConfig::gpu_threads`](super::ModelConfig)
 //!   threads started for the dispatch (each marked an own thread). The engine thread waits
 //!   for them. A long kernel holds its queue's packet: DESTROY_QUEUE (and a process's exit)
-//!   cancel it between quanta — its remaining waves never run, what it wrote stays — while a
-//!   deactivating UPDATE_QUEUE or an eviction lets it finish (the CP would save the waves'
-//!   context and resume them later: CWSR is not emulated), waiting only its
-//!   `PREEMPT_TIMEOUT`.
+//!   cancel it between quanta — its remaining waves never run, what it wrote stays —; a
+//!   deactivating UPDATE_QUEUE holds its threads between quanta, its waves kept, and returns
+//!   once none runs a wave (the CP's context save and restore, CWSR: `queues::Runner`'s
+//!   pause points), activation lets them go on; an eviction lets it finish.
 
 use std::sync::Mutex;
 
@@ -812,10 +812,17 @@ const MSG_GET_DOORBELL: u16 = 10;
 impl Observer for Hooks<'_> {
     fn thread_start(&self) {
         crate::own::mark();
+        self.runner.dispatch_thread(true);
     }
     fn wave_start(&self, _: [u32; 3], _: u32, _: &Wave) {}
     fn cancelled(&self) -> bool {
         self.runner.is_gone()
+    }
+    fn pause_point(&self) {
+        self.runner.pause_point();
+    }
+    fn thread_end(&self) {
+        self.runner.dispatch_thread(false);
     }
 
     /// The hardware's trap entry has set TTMP0/1 and STATUS.PRIV; the trap handler base
@@ -1092,7 +1099,9 @@ fn execute(
         threads: drv.dev.cfg.gpu_threads.max(1),
     };
     let started = std::time::Instant::now();
+    w.runner.dispatching(true);
     let result = dispatch::run(d, &mem, &opts, &hooks);
+    w.runner.dispatching(false);
     let took = started.elapsed();
     trace(drv, w, &|| {
         format!(

@@ -229,6 +229,11 @@ pub(super) struct Runner {
     ended: Condvar,
     /// [`RunState::gone`], readable without the mutex by every access of the engine.
     gone: AtomicBool,
+    /// [`RunState::inactive`], read without the mutex at every pause point of a dispatch
+    /// ([`Runner::pause_point`]).
+    paused: AtomicBool,
+    /// Wakes the dispatch threads held at a pause point (the queue active again, or gone).
+    resumed: Condvar,
     /// Wakes the queue's engine thread.
     pub kick: Kick,
 }
@@ -244,6 +249,12 @@ struct RunState {
     evicted: bool,
     /// The engine is inside a packet.
     in_packet: bool,
+    /// The packet is a kernel dispatch whose threads stop at pause points
+    /// ([`Runner::dispatching`]).
+    dispatching: bool,
+    /// The dispatch's threads running waves now (started, not ended, not held at a pause
+    /// point).
+    executing: u32,
 }
 
 /// A packet the engine is running; dropping it ends the packet.
@@ -330,11 +341,17 @@ impl Runner {
         let mut st = self.lock();
         change(&mut st);
         self.gone.store(st.gone, Ordering::Release);
+        self.paused.store(st.inactive && !st.gone, Ordering::SeqCst);
+        self.resumed.notify_all();
         if !wait {
             return;
         }
         let deadline = Instant::now() + PREEMPT_TIMEOUT;
-        while st.in_packet {
+        // A kernel dispatch (AQL's inside its packet, PM4's DISPATCH_DIRECT outside the
+        // packet guard, which PM4 queues do not take) is preempted once every thread of it is
+        // held at a pause point (its waves' state kept: the CP's context save); any other
+        // packet, once it ends.
+        while (st.in_packet || st.dispatching) && !(st.dispatching && st.executing == 0) {
             let now = Instant::now();
             if now >= deadline {
                 return;
@@ -345,6 +362,53 @@ impl Runner {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+    }
+}
+
+/// A kernel dispatch's side of preemption (`kernel.rs`'s dispatch hooks). On the hardware, a
+/// queue made inactive is unmapped: the CP saves its waves' context (CWSR, the trap handler
+/// writing the control stack and save area) and the unmap completes; mapped again, the waves
+/// are restored and go on (`update_queue` → `unmap_queues_cpsch` / `map_queues_cpsch` in
+/// `kfd_device_queue_manager.c`). Here the waves' state already lives in the dispatcher's
+/// memory: a deactivating UPDATE_QUEUE marks the queue, each dispatch thread stops at its
+/// next pause point (between quanta, `kfd_gfx9::dispatch::Observer::pause_point`), and the
+/// ioctl returns once none runs a wave; activation lets them go on.
+impl Runner {
+    /// The engine starts (`true`) or ends running a kernel dispatch.
+    pub(super) fn dispatching(&self, on: bool) {
+        let mut st = self.lock();
+        st.dispatching = on;
+        st.executing = 0;
+    }
+
+    /// A thread of the running dispatch starts (`true`) or ends.
+    pub(super) fn dispatch_thread(&self, start: bool) {
+        let mut st = self.lock();
+        if start {
+            st.executing += 1;
+        } else {
+            st.executing = st.executing.saturating_sub(1);
+            drop(st);
+            self.ended.notify_all();
+        }
+    }
+
+    /// A dispatch thread between quanta: held here while the queue is inactive (and not
+    /// destroyed: a destroyed queue's dispatch is cancelled right after).
+    pub(super) fn pause_point(&self) {
+        if !self.paused.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut st = self.lock();
+        if !st.inactive || st.gone {
+            return;
+        }
+        st.executing = st.executing.saturating_sub(1);
+        self.ended.notify_all();
+        while st.inactive && !st.gone {
+            st = self.resumed.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st.executing += 1;
     }
 }
 
@@ -394,5 +458,66 @@ mod tests {
         assert!(!r.runnable(), "still inactive after the restore");
         r.set_active(true);
         assert!(r.runnable());
+    }
+
+    #[test]
+    fn a_deactivated_dispatch_is_held_between_quanta_and_resumes_where_it_stopped() {
+        // Inside a packet (an AQL KERNEL_DISPATCH) and outside one (a PM4 DISPATCH_DIRECT).
+        for in_packet in [true, false] {
+            deactivated_dispatch(in_packet);
+        }
+    }
+
+    fn deactivated_dispatch(in_packet: bool) {
+        use std::sync::atomic::AtomicU64;
+        let r = Runner::new(true);
+        let packet = in_packet.then(|| r.begin().expect("active"));
+        r.dispatching(true);
+        let turns = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            // A dispatch thread: a quantum per turn, a pause point before each.
+            s.spawn(|| {
+                r.dispatch_thread(true);
+                loop {
+                    r.pause_point();
+                    if r.is_gone() {
+                        break;
+                    }
+                    turns.fetch_add(1, Ordering::SeqCst);
+                    std::thread::yield_now();
+                }
+                r.dispatch_thread(false);
+            });
+            while turns.load(Ordering::SeqCst) < 3 {
+                std::thread::yield_now();
+            }
+            // Deactivated: the update returns once the thread is held (not at the timeout),
+            // and it runs no turn until activated.
+            r.set_active(false);
+            assert_eq!(
+                r.lock().executing,
+                0,
+                "the update returned before the thread stopped"
+            );
+            let held = turns.load(Ordering::SeqCst);
+            assert_eq!(
+                r.lock().in_packet,
+                in_packet,
+                "the dispatch is where it was"
+            );
+            assert_eq!(turns.load(Ordering::SeqCst), held);
+            r.set_active(true);
+            while turns.load(Ordering::SeqCst) < held + 3 {
+                std::thread::yield_now();
+            }
+            // Held again, then destroyed: the held thread wakes and ends.
+            r.set_active(false);
+            assert_eq!(r.lock().executing, 0);
+            r.destroy(false);
+        });
+        assert_eq!(r.lock().executing, 0);
+        r.dispatching(false);
+        drop(packet);
+        assert!(!r.lock().in_packet);
     }
 }

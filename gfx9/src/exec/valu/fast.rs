@@ -1,6 +1,6 @@
 //! The vector ALU's fast path: the hottest 32-bit operations of compiled kernels (address
 //! arithmetic, `v_mov_b32`, bitwise and shift operations, `v_mul_lo`/`v_mul_hi`, f32
-//! add/mul/fma, `v_cndmask_b32`, the carry adds, the f32 and 32-bit integer compares),
+//! add/mul/fma, the f32 `v_exp`/`v_log`/`v_rcp`/`v_rsq`/`v_sqrt`, `v_cndmask_b32`, the carry adds, the f32 and 32-bit integer compares),
 //! executed straight on the 32-bit lane arrays when the instruction has nothing that needs the
 //! general pipeline of [`super::X`]: a VOP1/VOP2/VOPC/VOP3 form without DPP, SDWA, `omod`,
 //! `clamp` or `op_sel` (VOP3 `abs`/`neg` only on the float operations, which apply them as the
@@ -25,6 +25,13 @@ use crate::operand::Operand;
 
 /// One 32-bit value per lane.
 type L32 = [u32; LANES];
+
+/// Lanes computed one at a time, with no 64-lane source and result arrays, when at most
+/// this many are on (and DPP reads no other lane): a one-work-item workgroup's wave, a
+/// divergent branch's last lanes; here ([`run_sparse`]) and on the general path
+/// (`X::map_sparse`). The per-lane reads and writes are the array path's, value by value
+/// (`sparse_tests::sparse_path_equals_the_array_path`).
+pub(super) const SPARSE_LANES: u32 = 8;
 
 /// What an operation computes from its (up to three) 32-bit sources.
 #[derive(Clone, Copy)]
@@ -62,6 +69,23 @@ pub(super) fn try_execute(w: &mut Wave, inst: &Inst) -> bool {
         Opcode::Vop1(Vop1Op::VMovB32) => int(w, inst, d, 1, |a, _, _| a),
         Opcode::Vop1(Vop1Op::VNotB32) => int(w, inst, d, 1, |a, _, _| !a),
         Opcode::Vop1(Vop1Op::VBfrevB32) => int(w, inst, d, 1, |a, _, _| a.reverse_bits()),
+        // The f32 transcendentals, computed as the general path does (in f64, rounded once
+        // to f32; `v_sqrt_f32` by MODE's rounding).
+        Opcode::Vop1(Vop1Op::VExpF32) => f32op(w, inst, d, 1, false, |a, _, _, _| {
+            f64::from(a).exp2() as f32
+        }),
+        Opcode::Vop1(Vop1Op::VLogF32) => f32op(w, inst, d, 1, false, |a, _, _, _| {
+            f64::from(a).log2() as f32
+        }),
+        Opcode::Vop1(Vop1Op::VRcpF32) => f32op(w, inst, d, 1, false, |a, _, _, _| {
+            (1.0 / f64::from(a)) as f32
+        }),
+        Opcode::Vop1(Vop1Op::VRsqF32) => f32op(w, inst, d, 1, false, |a, _, _, _| {
+            (1.0 / f64::from(a).sqrt()) as f32
+        }),
+        Opcode::Vop1(Vop1Op::VSqrtF32) => {
+            f32op(w, inst, d, 1, false, |a, _, _, r| round::sqrt32(a, r))
+        }
         Opcode::Vop2(op) => vop2(w, inst, d, op),
         Opcode::Vop3(op) => vop3(w, inst, d, op),
         _ => false,
@@ -214,6 +238,9 @@ fn f32op(
 
 #[inline(always)]
 fn run(w: &mut Wave, inst: &Inst, d: usize, n: usize, dst_src2: bool, op: Op) -> bool {
+    if w.exec.count_ones() <= SPARSE_LANES {
+        return run_sparse(w, inst, d, n, dst_src2, op);
+    }
     let mut s = [[0u32; LANES]; 3];
     if !sources(w, inst, n, dst_src2, &mut s) {
         return false;
@@ -236,6 +263,92 @@ fn run(w: &mut Wave, inst: &Inst, d: usize, n: usize, dst_src2: bool, op: Op) ->
                 apply(w, d, &s, g);
             } else {
                 apply(w, d, &s, |a, b, c| flush32(g(a, b, c)));
+            }
+        }
+    }
+    true
+}
+
+/// A source resolved once for [`run_sparse`]: a VGPR, or the value every lane reads.
+#[derive(Clone, Copy)]
+enum Src {
+    Vgpr(usize),
+    Value(u32),
+}
+
+/// [`src`] for [`run_sparse`]: `None` for an operand that is neither.
+#[inline]
+fn resolve(w: &Wave, op: Operand) -> Option<Src> {
+    match op {
+        Operand::Vgpr(n) => Some(Src::Vgpr(usize::from(n))),
+        Operand::None => None,
+        other => w.read_scalar32(other, Ty::B32).map(Src::Value),
+    }
+}
+
+/// [`run`] lane by lane, when at most [`SPARSE_LANES`] lanes are on: no lane arrays
+/// copied; each lane's sources read, modified and flushed as [`run`] does to the arrays.
+/// Lanes are independent, so a destination that aliases a source reads each lane before
+/// writing it, as the array path does.
+fn run_sparse(w: &mut Wave, inst: &Inst, d: usize, n: usize, dst_src2: bool, op: Op) -> bool {
+    let mut src = [Src::Value(0); 3];
+    for (slot, s) in src.iter_mut().enumerate().take(n) {
+        match resolve(w, inst.src[slot]) {
+            Some(v) => *s = v,
+            None => return false,
+        }
+    }
+    if dst_src2 {
+        match resolve(w, inst.dst[0]) {
+            Some(v) => src[2] = v,
+            None => return false,
+        }
+    }
+    let lane = |w: &Wave, s: Src, l: usize| match s {
+        Src::Vgpr(r) => w.vgpr[r][l],
+        Src::Value(v) => v,
+    };
+    let mut m = w.exec;
+    match op {
+        Op::Int(f) => {
+            while m != 0 {
+                let l = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let r = f(lane(w, src[0], l), lane(w, src[1], l), lane(w, src[2], l));
+                w.vgpr[d][l] = r;
+            }
+        }
+        Op::F32(f) => {
+            let mode = Mode::from_reg(w.hwreg[1]);
+            let used = n + usize::from(dst_src2);
+            let (abs, neg) = (inst.mods.abs, inst.mods.neg);
+            while m != 0 {
+                let l = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let mut v = [0u32; 3];
+                for (slot, x) in v.iter_mut().enumerate() {
+                    *x = lane(w, src[slot], l);
+                    if slot < used {
+                        // `float_mods`: abs, then neg.
+                        if abs >> slot & 1 == 1 {
+                            *x &= 0x7fff_ffff;
+                        }
+                        if neg >> slot & 1 == 1 {
+                            *x ^= 0x8000_0000;
+                        }
+                    }
+                    if !mode.f32_in {
+                        *x = flush32(*x);
+                    }
+                }
+                let r = f(
+                    f32::from_bits(v[0]),
+                    f32::from_bits(v[1]),
+                    f32::from_bits(v[2]),
+                    mode.r32,
+                )
+                .to_bits();
+                w.vgpr[d][l] = if mode.f32_out { r } else { flush32(r) };
             }
         }
     }
@@ -493,9 +606,11 @@ mod tests {
             *s = rng.value();
         }
         w.vcc = rng.next();
-        w.exec = match rng.below(3) {
+        w.exec = match rng.below(4) {
             0 => u64::MAX,
             1 => 0,
+            // A few lanes (`run_sparse`).
+            2 => (0..rng.below(9)).fold(0, |m, _| m | 1 << rng.below(64)),
             _ => rng.next(),
         };
         // FP_ROUND and FP_DENORM (MODE bits 7:0), IEEE and DX10_CLAMP.
@@ -504,7 +619,8 @@ mod tests {
     }
 
     fn same(a: &Wave, b: &Wave) -> bool {
-        a.vgpr == b.vgpr
+        // NaN payloads aside (`sparse_tests::same_regs`).
+        super::super::sparse_tests::same_regs(&a.vgpr, &b.vgpr)
             && a.sgpr == b.sgpr
             && a.vcc == b.vcc
             && a.exec == b.exec
@@ -593,6 +709,16 @@ mod tests {
         use Vop2Op::*;
         check(Opcode::Vop1(Vop1Op::VMovB32), Encoding::Vop1, 1, none);
         check(Opcode::Vop1(Vop1Op::VMovB32), Encoding::Vop3a, 1, none);
+        for op in [
+            Vop1Op::VExpF32,
+            Vop1Op::VLogF32,
+            Vop1Op::VRcpF32,
+            Vop1Op::VRsqF32,
+            Vop1Op::VSqrtF32,
+        ] {
+            check(Opcode::Vop1(op), Encoding::Vop1, 1, none);
+            check(Opcode::Vop1(op), Encoding::Vop3a, 1, none);
+        }
         for op in [Vop1Op::VNotB32, Vop1Op::VBfrevB32] {
             check(Opcode::Vop1(op), Encoding::Vop1, 1, none);
         }

@@ -30,7 +30,10 @@
 //! Speed: [`fast`] runs the hottest plain 32-bit operations straight on the 32-bit lane arrays
 //! (no widening, no per-kind post-processing) when the form needs none of the steps above;
 //! [`execute`] tries it first and falls back to the general path (`general`) for everything
-//! else.
+//! else. When at most [`SPARSE_LANES`] lanes are on (and no DPP reads other lanes), both run
+//! lane by lane: each lane's sources read, modified and flushed one value at a time, with no
+//! 64-lane arrays (`X::map_sparse`, `fast::run_sparse`); `sparse_tests` holds every opcode and
+//! form to the array path.
 //!
 //! Every VALU opcode the decoder knows executes, MFMAs with their CBSZ/ABID/BLGP controls
 //! (see [`mfma`]). `v_clrexcp` is a no-op (no exception state
@@ -53,6 +56,8 @@ use float::{
     flush32, flush64, frexp64, ldexp64, med3_32, minmax32, minmax64, trig_preop,
 };
 use round::Fmt;
+// Lanes computed one at a time (defined with the fast path, which uses it too).
+use fast::SPARSE_LANES;
 
 /// One value per lane (32-bit values in the low half).
 type L = [u64; LANES];
@@ -223,7 +228,12 @@ pub(super) fn execute(
     pc: u64,
 ) -> Result<Flow, ExecError> {
     let direct;
-    let inst = if inst.src.contains(&LDS_DIRECT) {
+    // A pattern match per source (inlined), not `contains`'s derived comparisons.
+    let inst = if inst
+        .src
+        .iter()
+        .any(|s| matches!(s, Operand::Special(Special::LdsDirect)))
+    {
         direct = lds_direct(w, ctx, inst, pc)?;
         &direct
     } else {
@@ -237,7 +247,14 @@ pub(super) fn execute(
 
 /// Executes `inst` on the general path (every operation, every form).
 fn general(w: &mut Wave, inst: &Inst, pc: u64) -> Result<Flow, ExecError> {
+    general_with(w, inst, pc, true)
+}
+
+/// [`general`], with the few-lanes path ([`SPARSE_LANES`]) allowed or not (the tests run
+/// both and compare).
+fn general_with(w: &mut Wave, inst: &Inst, pc: u64, sparse: bool) -> Result<Flow, ExecError> {
     let mut x = X::new(w, inst, pc);
+    x.sparse_ok = sparse;
     match inst.op {
         Opcode::Vop1(op) => x.vop1(op)?,
         Opcode::Vop2(op) => x.vop2(op)?,
@@ -261,6 +278,27 @@ struct X<'a> {
     /// DPP: for each lane, src0's lane (`None`: out of range or disabled).
     dpp_src: Option<[Option<u8>; LANES]>,
     d16: D16,
+    /// Whether `map`, `map_lane` and `map_carry` may compute lane by lane when few lanes
+    /// are on ([`X::sparse`]).
+    sparse_ok: bool,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Instructions that took the few-lanes path on this thread (`sparse_tests` checks that
+    /// its cases reach it).
+    static SPARSE_RUNS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Where a source's value comes from, resolved once per instruction for the few-lanes path.
+#[derive(Clone, Copy)]
+enum Base {
+    /// A VGPR's lane.
+    Lane(usize),
+    /// A VGPR pair's lane (64-bit kinds).
+    Pair(usize),
+    /// The same value in every lane (SGPR, constant, literal).
+    Value(u64),
 }
 
 impl<'a> X<'a> {
@@ -288,7 +326,108 @@ impl<'a> X<'a> {
             mask,
             dpp_src,
             d16: D16::Zero,
+            sparse_ok: true,
         }
+    }
+
+    /// Whether this instruction computes lane by lane ([`SPARSE_LANES`]).
+    fn sparse(&self) -> bool {
+        self.sparse_ok && self.dpp_src.is_none() && self.mask.count_ones() <= SPARSE_LANES
+    }
+
+    /// A non-VGPR source's value, as [`Self::read_into`] broadcasts it.
+    fn scalar_src(&self, op: Operand, k: K) -> Result<u64, ExecError> {
+        let constant = matches!(op, Operand::Int(_) | Operand::Float(_));
+        Ok(if self.i.encoding == Encoding::Vop3p && constant {
+            // Packed math: an inline constant is the same in both halves (LLVM's
+            // isInlinableLiteralV216 / the packed-f32 forms).
+            if k.wide() {
+                let c = self.w.read_scalar32(op, Ty::B32).unwrap_or(0);
+                u64::from(c) | u64::from(c) << 32
+            } else {
+                let c = self.w.read_scalar32(op, Ty::F16).unwrap_or(0) & 0xffff;
+                u64::from(c | c << 16)
+            }
+        } else if k.wide() {
+            self.w
+                .read_scalar64(op, k.ty())
+                .ok_or_else(|| self.err("an unreadable source"))?
+        } else {
+            u64::from(
+                self.w
+                    .read_scalar32(op, k.ty())
+                    .ok_or_else(|| self.err("an unreadable source"))?,
+            )
+        })
+    }
+
+    /// Source `slot`'s [`Base`], with [`Self::read_into`]'s errors.
+    fn base(&self, slot: usize, k: K) -> Result<Base, ExecError> {
+        Ok(match self.i.src[slot] {
+            Operand::Vgpr(n) => {
+                let n = usize::from(n);
+                if !k.wide() {
+                    Base::Lane(n)
+                } else if n + 1 >= VGPRS {
+                    return Err(self.err("a 64-bit source past v255"));
+                } else {
+                    Base::Pair(n)
+                }
+            }
+            Operand::None => return Err(self.err("a missing source")),
+            other => Base::Value(self.scalar_src(other, k)?),
+        })
+    }
+
+    /// Source `slot` of kind `k` in lane `l` from its [`Base`]: [`Self::read_into`] then
+    /// [`Self::flush_in`] for one lane (never DPP: [`Self::sparse`] excludes it).
+    fn lane_src(&self, slot: usize, k: K, b: Base, l: usize) -> u64 {
+        let mut v = match b {
+            Base::Lane(n) => u64::from(self.w.vgpr[n][l]),
+            Base::Pair(n) => u64::from(self.w.vgpr[n][l]) | u64::from(self.w.vgpr[n + 1][l]) << 32,
+            Base::Value(v) => v,
+        };
+        let enc = self.i.encoding;
+        if enc != Encoding::Vop3p {
+            if let Some(s) = self.i.sdwa().filter(|_| slot < 2) {
+                let (sel, sext) = if slot == 0 {
+                    (s.src0_sel, s.src0_sext)
+                } else {
+                    (s.src1_sel, s.src1_sext)
+                };
+                v = u64::from(sdwa_sel(v as u32, sel, sext && !k.float()));
+            } else if k.half() {
+                let hi = enc == Encoding::Vop3a && self.i.mods.op_sel >> slot & 1 == 1;
+                v = if hi { v >> 16 & 0xffff } else { v & 0xffff };
+            }
+            if k.float() {
+                if self.i.mods.abs >> slot & 1 == 1 {
+                    v &= !k.sign();
+                }
+                if self.i.mods.neg >> slot & 1 == 1 {
+                    v ^= k.sign();
+                }
+            }
+        }
+        self.flush_one(k, v)
+    }
+
+    /// The sources `0..kinds.len()` of lane `l` (the others 0, as the arrays' are).
+    fn lane_srcs(&self, kinds: &[K], bases: &[Base; 3], l: usize) -> [u64; 3] {
+        let mut s = [0u64; 3];
+        for (slot, &k) in kinds.iter().enumerate() {
+            s[slot] = self.lane_src(slot, k, bases[slot], l);
+        }
+        s
+    }
+
+    /// The [`Base`]s of sources `0..kinds.len()`, in [`Self::reads_into`]'s order.
+    fn bases(&self, kinds: &[K]) -> Result<[Base; 3], ExecError> {
+        let mut b = [Base::Value(0); 3];
+        for (slot, &k) in kinds.iter().enumerate() {
+            b[slot] = self.base(slot, k)?;
+        }
+        Ok(b)
     }
 
     fn err(&self, why: &'static str) -> ExecError {
@@ -329,31 +468,7 @@ impl<'a> X<'a> {
                 }
             }
             Operand::None => return Err(self.err("a missing source")),
-            other => {
-                let constant = matches!(other, Operand::Int(_) | Operand::Float(_));
-                let v = if vop3p && constant {
-                    // Packed math: an inline constant is the same in both halves (LLVM's
-                    // isInlinableLiteralV216 / the packed-f32 forms).
-                    if k.wide() {
-                        let c = self.w.read_scalar32(other, Ty::B32).unwrap_or(0);
-                        u64::from(c) | u64::from(c) << 32
-                    } else {
-                        let c = self.w.read_scalar32(other, Ty::F16).unwrap_or(0) & 0xffff;
-                        u64::from(c | c << 16)
-                    }
-                } else if k.wide() {
-                    self.w
-                        .read_scalar64(other, k.ty())
-                        .ok_or_else(|| self.err("an unreadable source"))?
-                } else {
-                    u64::from(
-                        self.w
-                            .read_scalar32(other, k.ty())
-                            .ok_or_else(|| self.err("an unreadable source"))?,
-                    )
-                };
-                out.fill(v);
-            }
+            other => out.fill(self.scalar_src(other, k)?),
         }
         if vop3p {
             return Ok(());
@@ -400,6 +515,17 @@ impl<'a> X<'a> {
             }
         }
         Ok(())
+    }
+
+    /// The MODE register's input flush for kind `k`, of one value.
+    #[inline]
+    fn flush_one(&self, k: K, v: u64) -> u64 {
+        match k {
+            F32 if !self.mode.f32_in => u64::from(flush32(v as u32)),
+            F64 if !self.mode.f64_in => flush64(v),
+            F16 if !self.mode.f64_in => u64::from(flush16(v as u16)),
+            _ => v,
+        }
     }
 
     /// The MODE register's input flush for kind `k`.
@@ -485,7 +611,6 @@ impl<'a> X<'a> {
             return Err(self.err("a 64-bit destination past v255"));
         }
         let sdwa = self.i.sdwa();
-        let hi16 = self.i.mods.op_sel >> 3 & 1 == 1;
         let post = self.needs_post(k);
         if !post && !k.wide() && !k.half() && sdwa.is_none() {
             // The common case: 32-bit results written as they are.
@@ -503,30 +628,75 @@ impl<'a> X<'a> {
             return Ok(());
         }
         for l in lanes(self.mask) {
-            let v = if post { self.post(k, res[l]) } else { res[l] };
-            if k.wide() {
-                self.w.vgpr[d][l] = v as u32;
-                self.w.vgpr[d + 1][l] = (v >> 32) as u32;
-                continue;
-            }
-            let old = self.w.vgpr[d][l];
-            self.w.vgpr[d][l] = if let Some(s) = sdwa {
-                sdwa_dst(old, v as u32, s.dst_sel, s.dst_unused)
-            } else if k.half() {
-                match self.d16 {
-                    D16::Zero => v as u32 & 0xffff,
-                    D16::OpSel if hi16 => old & 0xffff | (v as u32) << 16,
-                    D16::OpSel => old & 0xffff_0000 | v as u32 & 0xffff,
-                }
-            } else {
-                v as u32
-            };
+            self.put(k, d, l, res[l], post);
         }
         Ok(())
     }
 
+    /// Writes lane `l`'s result `v` of kind `k` to VGPR `d` (checked by the caller), through
+    /// [`Self::post`] when `post`: [`Self::write`]'s per-lane step.
+    #[inline]
+    fn put(&mut self, k: K, d: usize, l: usize, v: u64, post: bool) {
+        let v = if post { self.post(k, v) } else { v };
+        if k.wide() {
+            self.w.vgpr[d][l] = v as u32;
+            self.w.vgpr[d + 1][l] = (v >> 32) as u32;
+            return;
+        }
+        let old = self.w.vgpr[d][l];
+        self.w.vgpr[d][l] = if let Some(s) = self.i.sdwa() {
+            sdwa_dst(old, v as u32, s.dst_sel, s.dst_unused)
+        } else if k.half() {
+            match self.d16 {
+                D16::Zero => v as u32 & 0xffff,
+                D16::OpSel if self.i.mods.op_sel >> 3 & 1 == 1 => old & 0xffff | (v as u32) << 16,
+                D16::OpSel => old & 0xffff_0000 | v as u32 & 0xffff,
+            }
+        } else {
+            v as u32
+        };
+    }
+
+    /// [`Self::write`] of the few lanes computed (lane, result), in lane order.
+    fn write_lanes(&mut self, k: K, res: &[(usize, u64)]) -> Result<(), ExecError> {
+        let Operand::Vgpr(d) = self.i.dst[0] else {
+            return Err(self.err("not a VGPR destination"));
+        };
+        let d = usize::from(d);
+        if k.wide() && d + 1 >= VGPRS {
+            return Err(self.err("a 64-bit destination past v255"));
+        }
+        let post = self.needs_post(k);
+        for &(l, v) in res {
+            self.put(k, d, l, v, post);
+        }
+        Ok(())
+    }
+
+    /// [`Self::map_lane`] lane by lane ([`Self::sparse`]).
+    fn map_sparse(
+        &mut self,
+        kinds: &[K],
+        out: K,
+        f: impl Fn(usize, [u64; 3]) -> u64,
+    ) -> Result<(), ExecError> {
+        let bases = self.bases(kinds)?;
+        #[cfg(test)]
+        SPARSE_RUNS.with(|c| c.set(c.get() + 1));
+        let mut res = [(0usize, 0u64); SPARSE_LANES as usize];
+        let mut n = 0;
+        for l in lanes(self.mask) {
+            res[n] = (l, f(l, self.lane_srcs(kinds, &bases, l)));
+            n += 1;
+        }
+        self.write_lanes(out, &res[..n])
+    }
+
     /// Runs `f` on every computed lane's sources and writes the results as `out`.
     fn map(&mut self, kinds: &[K], out: K, f: impl Fn([u64; 3]) -> u64) -> Result<(), ExecError> {
+        if self.sparse() {
+            return self.map_sparse(kinds, out, |_, s| f(s));
+        }
         let mut s = [[0u64; LANES]; 3];
         self.reads_into(kinds, &mut s)?;
         let mut res = [0u64; LANES];
@@ -551,6 +721,9 @@ impl<'a> X<'a> {
         out: K,
         f: impl Fn(usize, [u64; 3]) -> u64,
     ) -> Result<(), ExecError> {
+        if self.sparse() {
+            return self.map_sparse(kinds, out, f);
+        }
         let mut s = [[0u64; LANES]; 3];
         self.reads_into(kinds, &mut s)?;
         let mut res = [0u64; LANES];
@@ -576,17 +749,30 @@ impl<'a> X<'a> {
         carry_in: bool,
         f: impl Fn([u64; 3], bool) -> (u64, bool),
     ) -> Result<(), ExecError> {
+        if self.sparse() {
+            let bases = self.bases(kinds)?;
+            #[cfg(test)]
+            SPARSE_RUNS.with(|c| c.set(c.get() + 1));
+            let cin = self.carry_in(carry_in)?;
+            let mut res = [(0usize, 0u64); SPARSE_LANES as usize];
+            let (mut n, mut flags) = (0, 0u64);
+            for l in lanes(self.mask) {
+                let (r, c) = f(self.lane_srcs(kinds, &bases, l), cin >> l & 1 == 1);
+                res[n] = (l, r);
+                n += 1;
+                flags |= u64::from(c) << l;
+            }
+            self.write_lanes(out, &res[..n])?;
+            if !self.w.write_mask(self.i.dst[1], flags) {
+                return Err(self.err("a carry-out that is not a lane mask"));
+            }
+            return Ok(());
+        }
         // Read in place (`reads` would return the three lane arrays by value: a 1.5 KiB copy
         // per instruction).
         let mut s = [[0u64; LANES]; 3];
         self.reads_into(kinds, &mut s)?;
-        let cin = if carry_in {
-            self.w
-                .read_mask(self.i.src[2])
-                .ok_or_else(|| self.err("a carry-in that is not a lane mask"))?
-        } else {
-            0
-        };
+        let cin = self.carry_in(carry_in)?;
         let mut res = [0u64; LANES];
         let mut flags = 0u64;
         if self.mask == u64::MAX {
@@ -608,6 +794,16 @@ impl<'a> X<'a> {
             return Err(self.err("a carry-out that is not a lane mask"));
         }
         Ok(())
+    }
+
+    /// The carry-in lane mask from `src[2]` when `carry_in`, else 0.
+    fn carry_in(&self, carry_in: bool) -> Result<u64, ExecError> {
+        if !carry_in {
+            return Ok(0);
+        }
+        self.w
+            .read_mask(self.i.src[2])
+            .ok_or_else(|| self.err("a carry-in that is not a lane mask"))
     }
 
     /// The destination VGPR as source 2 (`v_mac`, `v_fmac`, `v_dot*c`, `v_pk_fmac`).
@@ -1835,6 +2031,7 @@ impl<'a> X<'a> {
                         mask: self.mask,
                         dpp_src: None,
                         d16: D16::Zero,
+                        sparse_ok: self.sparse_ok,
                     };
                     x.read(0, B32)?
                 };
@@ -2119,3 +2316,6 @@ fn sdwa_dst(old: u32, v: u32, sel: u8, unused: u8) -> u32 {
         _ => field,
     }
 }
+
+#[cfg(test)]
+mod sparse_tests;
