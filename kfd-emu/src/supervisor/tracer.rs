@@ -102,6 +102,12 @@
 //! Not covered: a wakeup made by a GPU access with no thread able to stop before the
 //! program sees the write leaves a window of a few instructions.
 //!
+//! The decisions of this CPU-fault and system-call code that depend on no ptrace request
+//! (the retry cap, parking, how a thread goes on once its memory is shown, the spans shown
+//! lately, an injected `mprotect`'s outcome, which `SIGSEGV` is the program's, the
+//! once-only restart) are [`super::plan`]'s, where unit tests pin each branch with the
+//! threads' interleavings as inputs.
+//!
 //! Compare-and-swaps for the model's GPU atomics on process memory ([`CpuWake::cas`]:
 //! atomic with the program's own locked instructions, as a PCIe/xGMI atomic is on the
 //! hardware) are its fifth job, x86_64 only:
