@@ -153,6 +153,7 @@ mod caller;
 mod error;
 mod mmap;
 mod path;
+mod plan;
 pub mod seccomp;
 mod serve;
 mod spawn;

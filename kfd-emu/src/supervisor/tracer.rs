@@ -71,7 +71,7 @@
 //!   the call is made again from its exit stop (the registers it entered with, which the
 //!   kernel leaves but for `rax`, `rcx` and `r11`: `rax` the call number again, `rip` back
 //!   over the `syscall` instruction, `orig_rax` -1 so that no signal restart applies), as
-//!   often as it fails so and a pointer names hidden memory (at most [`MAX_RETRIES`] times).
+//!   often as it fails so and a pointer names hidden memory (at most [`plan::MAX_RETRIES`] times).
 //!
 //! Making a call again is right only if the kernel did nothing before its `EFAULT`: so for
 //! most calls, whose arguments are copied in before they act (and whose failed copy out
@@ -101,6 +101,12 @@
 //!
 //! Not covered: a wakeup made by a GPU access with no thread able to stop before the
 //! program sees the write leaves a window of a few instructions.
+//!
+//! The decisions of this CPU-fault and system-call code that depend on no ptrace request
+//! (the retry cap, parking, how a thread goes on once its memory is shown, the spans shown
+//! lately, an injected `mprotect`'s outcome, which `SIGSEGV` is the program's, the
+//! once-only restart) are [`super::plan`]'s, where unit tests pin each branch with the
+//! threads' interleavings as inputs.
 //!
 //! Compare-and-swaps for the model's GPU atomics on process memory ([`CpuWake::cas`]:
 //! atomic with the program's own locked instructions, as a PCIe/xGMI atomic is on the
@@ -172,6 +178,9 @@ use rustix::process::{Pid, PidfdFlags, pidfd_open};
 
 use super::addrspace;
 use super::mmap::{self as file_mmap, MmapArgs, Pending, SLOT_MARKER, Slots};
+use super::plan::{
+    self, ERESTART_RESTARTBLOCK, ERESTARTNOHAND, ERESTARTNOINTR, ERESTARTSYS, Outcome, Then, Why,
+};
 use super::seccomp::{SMI_EVENTS_CMD, SMI_FDS, TRACE_DATA};
 use super::serve::tgid_from_proc;
 use super::usermem::{self, Dir};
@@ -341,21 +350,6 @@ impl ChildExit {
     }
 }
 
-/// Why a thread runs the backend's plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Why {
-    /// The tracer interrupted it (a wakeup), or it stopped for another reason meanwhile.
-    Interrupt,
-    /// It faulted on hidden memory: the instruction restarts after, the signal suppressed.
-    Fault,
-    /// It stopped at the entry of a system call given hidden memory ([`usermem::describe`]):
-    /// the call is made again after (and stops again, now finding its memory shown).
-    Syscall,
-    /// Its system call failed with `EFAULT` on hidden memory the table did not know of (the
-    /// exit fallback): the call is made again after, from its exit stop.
-    Retry,
-}
-
 /// A thread running the `mprotect`s of a plan in place of its own code.
 #[derive(Debug)]
 struct Inject {
@@ -481,18 +475,6 @@ const USER_CS: u64 = 0x33;
 
 /// The stub page's size.
 const STUB_PAGE: u64 = 4096;
-
-/// `si_code` of a `SIGSEGV` for an access its protection forbids.
-const SEGV_ACCERR: i32 = 2;
-
-/// The most lifted spans a process remembers (see [`Tracer::segv`]).
-const LIFTED: usize = 64;
-
-/// `-ERESTARTSYS`, `-ERESTARTNOINTR`, `-ERESTARTNOHAND`, `-ERESTART_RESTARTBLOCK`.
-const ERESTARTSYS: i64 = -512;
-const ERESTARTNOINTR: i64 = -513;
-const ERESTARTNOHAND: i64 = -514;
-const ERESTART_RESTARTBLOCK: i64 = -516;
 
 /// The registers `regs` of a thread stopped on its way out of a system call, with the
 /// restart the kernel would have made after the stop (`arch_do_signal_or_restart` with no
@@ -720,11 +702,6 @@ const SYSCALL_INFO_ENTRY: u8 = 1;
 
 /// `-EFAULT`: the result the exit fallback looks for.
 const EFAULT: i64 = -14;
-
-/// How many times the exit fallback makes one call again at most (each time brings one
-/// more block home; a call given more hidden blocks than this, none of them in the table,
-/// gets its `EFAULT`).
-const MAX_RETRIES: u32 = 64;
 
 /// The arguments of the call of a thread at a syscall stop (`rdi`, `rsi`, `rdx`, `r10`, `r8`,
 /// `r9`: the x86-64 system call convention).
@@ -1526,8 +1503,7 @@ impl Tracer {
             return self.go_on(tid, tgid, false);
         }
         let tries = self.fault_retries.entry(tid).or_insert(0);
-        *tries += 1;
-        if *tries > MAX_RETRIES {
+        if !plan::count_retry(tries) {
             self.fault_retries.remove(&tid);
             return self.go_on(tid, tgid, false);
         }
@@ -1624,7 +1600,7 @@ impl Tracer {
 
     /// [`Tracer::start`] with `first` run before the backend's plan.
     fn start_with(&mut self, tid: i32, tgid: i32, why: Why, first: Vec<CpuProtect>) {
-        if self.injecting.get(&tgid).is_some_and(|&t| t != tid) {
+        if plan::parks(self.injecting.get(&tgid).copied(), tid) {
             self.parked.entry(tgid).or_default().push((tid, why));
             return;
         }
@@ -1632,10 +1608,10 @@ impl Tracer {
         let mut ops = first;
         ops.extend(self.backend.cpu_protect_plan(tgid));
         if ops.is_empty() {
-            return match why {
-                // Shown already (another thread's plan): its call is made again.
-                Why::Retry => self.retry(tid),
-                _ => self.resume(tid, 0),
+            // Shown already (another thread's plan).
+            return match plan::when_shown(why) {
+                Then::Retry => self.retry(tid),
+                Then::Resume => self.resume(tid, 0),
             };
         }
         let Some(&insn) = self.syscall_insn.get(&tgid) else {
@@ -1688,13 +1664,12 @@ impl Tracer {
         regs.rdi = op.start;
         regs.rsi = op.len;
         regs.rdx = u64::from(op.prot);
-        if op.prot != libc::PROT_NONE as u32 {
-            let lifted = self.lifted.entry(inject.tgid).or_default();
-            lifted.push_back((op.start, op.start + op.len));
-            if lifted.len() > LIFTED {
-                lifted.pop_front();
-            }
-        }
+        plan::note_lifted(
+            self.lifted.entry(inject.tgid).or_default(),
+            op.start,
+            op.len,
+            op.prot,
+        );
         self.slots.cpu.set_injected(tid, true);
         if set_regs(tid, &regs).is_err() {
             // Killed meanwhile: its exit is reported next.
@@ -1718,16 +1693,13 @@ impl Tracer {
         if let Some(inject) = self.injects.get_mut(&tid)
             && let Some(op) = inject.current.take()
         {
-            match regs.rax as i64 {
+            match plan::mprotect_outcome(regs.rax as i64) {
                 // Interrupted before it ran (a PTRACE_INTERRUPT of a later wakeup, pending
                 // while the supervisor had not yet received the notified call): again, as
-                // the kernel would restart it. Counted as failed, a lift would leave the
-                // memory inaccessible while the model forgot it was hidden.
-                ERESTARTSYS | ERESTARTNOINTR | ERESTARTNOHAND | ERESTART_RESTARTBLOCK => {
-                    inject.ops.push_front(op);
-                }
-                r if r < 0 => inject.failed.push(op),
-                _ => {}
+                // the kernel would restart it.
+                Outcome::Again => inject.ops.push_front(op),
+                Outcome::Failed => inject.failed.push(op),
+                Outcome::Done => {}
             }
         }
         self.next_op(tid);
@@ -1765,12 +1737,12 @@ impl Tracer {
     /// instruction).
     fn release_parked(&mut self, tgid: i32) {
         for (tid, why) in self.parked.remove(&tgid).unwrap_or_default() {
-            match why {
+            match plan::when_shown(why) {
                 // It stopped on a wakeup the plan just ran, or faulted on memory it showed,
                 // or its call (stopped at its entry) goes on with its memory shown.
-                Why::Interrupt | Why::Fault | Why::Syscall => self.resume(tid, 0),
+                Then::Resume => self.resume(tid, 0),
                 // Its call failed at its exit stop, where it still is: made again.
-                Why::Retry => self.retry(tid),
+                Then::Retry => self.retry(tid),
             }
         }
     }
@@ -1786,7 +1758,7 @@ impl Tracer {
         let (Ok(()), Some(tgid)) = (got, tgid) else {
             return self.resume(tid, libc::SIGSEGV);
         };
-        if info.si_code != SEGV_ACCERR || self.injects.contains_key(&tid) {
+        if plan::segv_is_programs(info.si_code, self.injects.contains_key(&tid)) {
             return self.resume(tid, libc::SIGSEGV);
         }
         // SAFETY: a SIGSEGV's siginfo carries the faulting address.
@@ -1807,12 +1779,9 @@ impl Tracer {
             return self.start_with(tid, tgid, Why::Fault, vec![span]);
         }
         // A thread that faulted on a span another thread was showing again restarts once.
-        let lifted = self
-            .lifted
-            .get(&tgid)
-            .is_some_and(|l| l.iter().any(|&(s, e)| (s..e).contains(&addr)));
         let key = get_regs(tid).map_or((0, addr), |r| (r.rip, addr));
-        if lifted && self.retried.get(&tid) != Some(&key) {
+        let last = self.retried.get(&tid).copied();
+        if plan::restart_once(self.lifted.get(&tgid), addr, last, key) {
             self.retried.insert(tid, key);
             return self.resume(tid, 0);
         }
