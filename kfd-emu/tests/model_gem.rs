@@ -790,6 +790,94 @@ fn a_restore_worker_leaves_a_new_process_with_the_same_pid_alone() {
     assert_eq!(records(&mut smi, pid), Vec::<String>::new());
 }
 
+/// A restore worker belongs to the process it was scheduled for, even when a new process
+/// with the same pid was evicted too: the new process's queues come back by its own worker,
+/// `PROCESS_RESTORE_TIME` (100 ms) after its own eviction, not when the exited process's
+/// worker would have run (`restore_process_worker` works on its `kfd_process`, and
+/// `kfd_process_notifier_release` cancels it with the process). The new process is evicted
+/// about 60 ms after the old one, so a restore by the old worker would come about 40 ms
+/// after the new eviction (on a machine so loaded that the old worker runs later still, the
+/// check sees the right answer either way: a restore is never earlier than its timer).
+#[test]
+fn a_new_process_with_the_same_pid_is_restored_by_its_own_worker() {
+    let machine = Machine::preset("mi300x")
+        .expect("preset")
+        .with_vram(VRAM)
+        .expect("with_vram");
+    let mut emu = Emu::new(ModelConfig {
+        machine,
+        ..ModelConfig::default()
+    });
+    emu.acquire_all();
+    let g = emu.gpu();
+    let pid = emu.caller.tgid;
+    let smi_of = |emu: &Emu| {
+        let mut smi_args = kfd_ioctl_smi_events_args {
+            gpuid: g,
+            anon_fd: 0,
+        };
+        emu.ioctl(AMDKFD_IOC_SMI_EVENTS, &mut smi_args)
+            .expect("SMI_EVENTS");
+        let smi = SmiEvents::from_fd(own_fd(smi_args.anon_fd), g);
+        let mask = (SmiEventMask::QUEUE_EVICTION | SmiEventMask::QUEUE_RESTORE).bits();
+        let addr = &raw const mask as u64;
+        let written = emu
+            .model
+            .write(&emu.caller, smi.as_fd(), &|| Ok(WriteCall::Write(addr, 8)));
+        assert_eq!(written, Some(Ok(8)));
+        smi
+    };
+    let mut smi = smi_of(&emu);
+    let mine = (emu.available(g) / 2) & !(2 * MIB - 1);
+    emu.alloc(g, va(2), mine, model_support::VRAM_RW)
+        .expect("alloc");
+    let other = Node::open(&emu, TestCaller::other());
+    let first = VRAM - mine + 2 * MIB;
+    other
+        .create(&emu, first, DOMAIN_VRAM, 0)
+        .expect("GEM_CREATE");
+    let old_evicted = Instant::now();
+    assert_eq!(records(&mut smi, pid), ["9 2"]);
+    drop(smi);
+    emu.model.process_exited(pid);
+    emu.kfd = injected(
+        emu.model
+            .open(&emu.caller, "/dev/kfd", libc::O_RDWR | libc::O_CLOEXEC, 0),
+    );
+    emu.acquire_all();
+    let mut smi = smi_of(&emu);
+    // The exited process's BO is gone: the new one's fits beside the other's object.
+    let again = (VRAM - first) / 2 & !(2 * MIB - 1);
+    emu.alloc(g, va(2), again, model_support::VRAM_RW)
+        .expect("alloc");
+    std::thread::sleep(Duration::from_millis(60).saturating_sub(old_evicted.elapsed()));
+    // Room for it only with both the first object (the LRU's head) and the new BO gone.
+    other
+        .create(&emu, VRAM - again + 2 * MIB, DOMAIN_VRAM, 0)
+        .expect("GEM_CREATE");
+    let new_evicted = Instant::now();
+    let mut seen = records(&mut smi, pid);
+    assert_eq!(
+        seen,
+        ["9 2"],
+        "the new process evicted by the second object"
+    );
+    seen.clear();
+    wait_records(&mut smi, pid, &mut seen, 1);
+    let after = new_evicted.elapsed();
+    assert_eq!(
+        seen,
+        ["a"],
+        "the new process restored (QUEUE_RESTORE, id 0xa)"
+    );
+    assert!(
+        after >= Duration::from_millis(100),
+        "restored {after:?} after its eviction: before its own worker's 100 ms (the old \
+         process's worker, due {:?} after the new eviction, restored it)",
+        Duration::from_millis(100).saturating_sub(new_evicted - old_evicted)
+    );
+}
+
 /// `kfd_process_evict_queues` stops the process's queues until its restore worker resumes
 /// them (`restore_process_queues_cpsch`): an SDMA fence submitted after the eviction is
 /// written only once the `QUEUE_RESTORE` record was emitted (the worker emits it before it
