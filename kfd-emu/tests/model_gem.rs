@@ -847,7 +847,7 @@ fn a_new_process_with_the_same_pid_is_restored_by_its_own_worker() {
     emu.acquire_all();
     let mut smi = smi_of(&emu);
     // The exited process's BO is gone: the new one's fits beside the other's object.
-    let again = (VRAM - first) / 2 & !(2 * MIB - 1);
+    let again = ((VRAM - first) / 2) & !(2 * MIB - 1);
     emu.alloc(g, va(2), again, model_support::VRAM_RW)
         .expect("alloc");
     std::thread::sleep(Duration::from_millis(60).saturating_sub(old_evicted.elapsed()));
