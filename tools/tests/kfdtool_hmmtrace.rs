@@ -681,7 +681,7 @@ fn evenly_timed(records: &[KfdRecord]) -> Vec<KfdRecord> {
         .map(|r| KfdRecord {
             start_ns: rank(r.start_ns),
             end_ns: rank(r.end_ns),
-            ..r.clone()
+            ..*r
         })
         .collect()
 }
