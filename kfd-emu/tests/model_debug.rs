@@ -264,8 +264,9 @@ fn enable_needs_the_caller_to_trace_the_target() {
 }
 
 /// SET_WAVE_LAUNCH_OVERRIDE per GC version: what each GPU supports (GC 9.4.3 traps on wave
-/// start and end, GC 9.4.2 not, GC 9.4.1 only the address watch and only OR), `EACCES` for a
-/// request outside it with the supported mask written back, the previous mask answered.
+/// start and end, GC 9.4.2 and GC 11.0.0 not, GC 9.4.1 and GC 9.0 (GC 10 alike) only the address
+/// watch and only OR), `EACCES` for a request outside it with the supported mask written
+/// back, the previous mask answered.
 #[test]
 fn wave_launch_override_follows_each_gc_versions_support() {
     let start = KFD_DBG_TRAP_MASK_TRAP_ON_WAVE_START;
@@ -274,6 +275,8 @@ fn wave_launch_override_follows_each_gc_versions_support() {
         ("mi300x", true, Ok(0)),
         ("mi210x8", false, Ok(0)),
         ("mi100", false, Err(Errno::INVAL)),
+        ("radeon-vii", false, Err(Errno::INVAL)),
+        ("rx7900xtx", false, Ok(0)),
     ] {
         let emu = Emu::machine(preset);
         let me = emu.caller.tgid;

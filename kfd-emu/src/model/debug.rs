@@ -131,15 +131,19 @@ const RUNTIME_INFO_SIZE: u32 = 16;
 
 /// `validate_trap_override_request` of a GPU of `gfx_target_version` `target`: the trap
 /// bits it supports, whether `KFD_DBG_TRAP_OVERRIDE_REPLACE` is allowed besides `_OR`, and
-/// the errno of another override mode; `None` where it is not emulated (GC 10 and later,
-/// GC 9.5).
+/// the errno of another override mode; `None` where it is not emulated (GC 12, GC 9.5).
 ///
-/// - GC 9.0–9.4.1 (`kgd_gfx_v9_validate_trap_override_request`, which arcturus uses too):
-///   address watch only; only OR (else `EINVAL`), as the register is global;
+/// - GC 9.0–9.4.1 (`kgd_gfx_v9_validate_trap_override_request`, which arcturus uses too)
+///   and GC 10.x (`kgd_gfx_v10_validate_trap_override_request`, gfx10.3 too): address watch
+///   only; only OR (else `EINVAL`), as the register is global;
 /// - GC 9.4.2 (`kgd_aldebaran_validate_trap_override_request`): the float and integer
 ///   exceptions, address watch and memory violation; OR or REPLACE (else `EPERM`);
 /// - GC 9.4.3 (`kgd_gfx_v9_4_3_validate_trap_override_request`): those and trap on wave
-///   start and end; OR or REPLACE (else `EPERM`).
+///   start and end; OR or REPLACE (else `EPERM`);
+/// - GC 11 (`kgd_gfx_v11_validate_trap_override_request`): the exceptions of GC 9.4.2, and
+///   trap on wave start and end from GC 11.0.4 on; OR or REPLACE (else `EPERM`). Of the
+///   gfx11 targets only gfx115x (GC 11.5) is certainly 11.0.4 or later: gfx1103 is GC 11.0.1
+///   or 11.0.4 (`kgd2kfd_probe`), taken as 11.0.1.
 fn override_support(target: u32) -> Option<(u32, bool, Errno)> {
     let exceptions = KFD_DBG_TRAP_MASK_FP_INVALID
         | KFD_DBG_TRAP_MASK_FP_INPUT_DENORMAL
@@ -157,7 +161,15 @@ fn override_support(target: u32) -> Option<(u32, bool, Errno)> {
             Errno::PERM,
         )),
         90010 => Some((exceptions, true, Errno::PERM)),
-        90000..=90399 => Some((KFD_DBG_TRAP_MASK_DBG_ADDRESS_WATCH, false, Errno::INVAL)),
+        90000..=90399 | 100000..=109999 => {
+            Some((KFD_DBG_TRAP_MASK_DBG_ADDRESS_WATCH, false, Errno::INVAL))
+        }
+        110500..=119999 => Some((
+            exceptions | KFD_DBG_TRAP_MASK_TRAP_ON_WAVE_START | KFD_DBG_TRAP_MASK_TRAP_ON_WAVE_END,
+            true,
+            Errno::PERM,
+        )),
+        110000..=110499 => Some((exceptions, true, Errno::PERM)),
         _ => None,
     }
 }
