@@ -735,6 +735,24 @@ fn ttm_evicts_the_object_validated_longest_ago() {
     assert_eq!(text.trim().parse::<u64>(), Ok(VRAM));
 }
 
+/// An SMI client of GPU `g` for `emu`'s process, asking for QUEUE_EVICTION and QUEUE_RESTORE.
+fn eviction_events(emu: &Emu, g: u32) -> SmiEvents {
+    let mut smi_args = kfd_ioctl_smi_events_args {
+        gpuid: g,
+        anon_fd: 0,
+    };
+    emu.ioctl(AMDKFD_IOC_SMI_EVENTS, &mut smi_args)
+        .expect("SMI_EVENTS");
+    let smi = SmiEvents::from_fd(own_fd(smi_args.anon_fd), g);
+    let mask = (SmiEventMask::QUEUE_EVICTION | SmiEventMask::QUEUE_RESTORE).bits();
+    let addr = &raw const mask as u64;
+    let written = emu
+        .model
+        .write(&emu.caller, smi.as_fd(), &|| Ok(WriteCall::Write(addr, 8)));
+    assert_eq!(written, Some(Ok(8)));
+    smi
+}
+
 /// A restore worker belongs to the process it was scheduled for (`restore_process_worker`
 /// works on its `kfd_process`, whose teardown cancels it): when the evicted process exits
 /// before it runs and a new process with the same pid opens `/dev/kfd`, the worker restores
@@ -752,23 +770,7 @@ fn a_restore_worker_leaves_a_new_process_with_the_same_pid_alone() {
     emu.acquire_all();
     let g = emu.gpu();
     let pid = emu.caller.tgid;
-    let smi_of = |emu: &Emu| {
-        let mut smi_args = kfd_ioctl_smi_events_args {
-            gpuid: g,
-            anon_fd: 0,
-        };
-        emu.ioctl(AMDKFD_IOC_SMI_EVENTS, &mut smi_args)
-            .expect("SMI_EVENTS");
-        let smi = SmiEvents::from_fd(own_fd(smi_args.anon_fd), g);
-        let mask = (SmiEventMask::QUEUE_EVICTION | SmiEventMask::QUEUE_RESTORE).bits();
-        let addr = &raw const mask as u64;
-        let written = emu
-            .model
-            .write(&emu.caller, smi.as_fd(), &|| Ok(WriteCall::Write(addr, 8)));
-        assert_eq!(written, Some(Ok(8)));
-        smi
-    };
-    let mut smi = smi_of(&emu);
+    let mut smi = eviction_events(&emu, g);
     let mine = (emu.available(g) / 2) & !(2 * MIB - 1);
     emu.alloc(g, va(2), mine, model_support::VRAM_RW)
         .expect("alloc");
@@ -784,7 +786,7 @@ fn a_restore_worker_leaves_a_new_process_with_the_same_pid_alone() {
         emu.model
             .open(&emu.caller, "/dev/kfd", libc::O_RDWR | libc::O_CLOEXEC, 0),
     );
-    let mut smi = smi_of(&emu);
+    let mut smi = eviction_events(&emu, g);
     // Past the old worker's time (PROCESS_RESTORE_TIME, 100 ms), with room to spare.
     std::thread::sleep(Duration::from_millis(400));
     assert_eq!(records(&mut smi, pid), Vec::<String>::new());
@@ -811,23 +813,7 @@ fn a_new_process_with_the_same_pid_is_restored_by_its_own_worker() {
     emu.acquire_all();
     let g = emu.gpu();
     let pid = emu.caller.tgid;
-    let smi_of = |emu: &Emu| {
-        let mut smi_args = kfd_ioctl_smi_events_args {
-            gpuid: g,
-            anon_fd: 0,
-        };
-        emu.ioctl(AMDKFD_IOC_SMI_EVENTS, &mut smi_args)
-            .expect("SMI_EVENTS");
-        let smi = SmiEvents::from_fd(own_fd(smi_args.anon_fd), g);
-        let mask = (SmiEventMask::QUEUE_EVICTION | SmiEventMask::QUEUE_RESTORE).bits();
-        let addr = &raw const mask as u64;
-        let written = emu
-            .model
-            .write(&emu.caller, smi.as_fd(), &|| Ok(WriteCall::Write(addr, 8)));
-        assert_eq!(written, Some(Ok(8)));
-        smi
-    };
-    let mut smi = smi_of(&emu);
+    let mut smi = eviction_events(&emu, g);
     let mine = (emu.available(g) / 2) & !(2 * MIB - 1);
     emu.alloc(g, va(2), mine, model_support::VRAM_RW)
         .expect("alloc");
@@ -845,7 +831,7 @@ fn a_new_process_with_the_same_pid_is_restored_by_its_own_worker() {
             .open(&emu.caller, "/dev/kfd", libc::O_RDWR | libc::O_CLOEXEC, 0),
     );
     emu.acquire_all();
-    let mut smi = smi_of(&emu);
+    let mut smi = eviction_events(&emu, g);
     // The exited process's BO is gone: the new one's fits beside the other's object.
     let again = ((VRAM - first) / 2) & !(2 * MIB - 1);
     emu.alloc(g, va(2), again, model_support::VRAM_RW)
