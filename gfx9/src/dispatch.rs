@@ -73,7 +73,8 @@
 //! kernel that needs more hangs as it would on a GPU that small, and an [`Observer`] can
 //! still cancel it. Each resident wave costs its registers (about 130 KiB). The
 //! wave that traps (`s_trap`) goes where its [`Observer`] sends it ([`Observer::trap`]: the
-//! trap handler), and a message it sends (`s_sendmsg`) goes to [`Observer::message`]. A
+//! trap handler), and a message it sends (`s_sendmsg`) goes to [`Observer::message`] (gfx11's
+//! `s_sendmsg_rtn` to [`Observer::message_rtn`], whose answer lands in its SDST). A
 //! halted wave ([`Wave::halted`]) is parked with its workgroup, which no longer runs: only
 //! a cancel ends such a dispatch (its thread looks every 20 ms). The
 //! first wave that stops with an [`ExecError`] or an `s_trap` its [`Observer`] has no trap
@@ -460,7 +461,8 @@ pub trait Observer: Sync {
     /// STATUS.PRIV set, `w.pc` the `s_trap`). The hardware then jumps to the trap handler
     /// base (TBA), which is the queue's and not the dispatcher's to know: an observer that
     /// knows it sets `w.pc` (and whatever the first-level handler sets up) and answers
-    /// `true`, and the wave goes on there; `false` (no handler) stops the dispatch with
+    /// `true`, and the wave goes on there (or stays halted, when the observer left it so:
+    /// [`Wave::halted`]); `false` (no handler) stops the dispatch with
     /// [`DispatchError::Trap`].
     fn trap(&self, workgroup: [u32; 3], wave: u32, w: &mut Wave, trap_id: u16) -> bool {
         let _ = (workgroup, wave, w, trap_id);
@@ -472,6 +474,16 @@ pub trait Observer: Sync {
     /// reaches nothing.
     fn message(&self, workgroup: [u32; 3], wave: u32, w: &mut Wave, simm16: u16) {
         let _ = (workgroup, wave, w, simm16);
+    }
+    /// Wave `wave` of `workgroup` executed gfx11's `s_sendmsg_rtn` of message `msg` (it is
+    /// past it): the SPI's answer, which the dispatcher writes to its SDST
+    /// (`MSG_RTN_GET_DOORBELL` the queue's doorbell id, `GET_TBA`/`GET_TMA` the queue's
+    /// first-level trap handler base and memory, >> 8: all the queue's, so the observer's).
+    /// `None` (the default: no queue) stops the dispatch with the wave's
+    /// [`ExecError::Unimplemented`].
+    fn message_rtn(&self, workgroup: [u32; 3], wave: u32, w: &Wave, msg: u16) -> Option<u64> {
+        let _ = (workgroup, wave, w, msg);
+        None
     }
     /// Called between quanta, before [`cancelled`](Self::cancelled) is asked: an embedder
     /// that preempts the dispatch (its queue unmapped, where the hardware saves the waves'
@@ -1118,7 +1130,24 @@ impl Sched<'_> {
                             break;
                         }
                         Ok(Flow::Message(simm16)) => self.obs.message(id, i as u32, w, simm16),
-                        Ok(Flow::Trap(trap_id)) if self.obs.trap(id, i as u32, w, trap_id) => {}
+                        Ok(Flow::MessageRtn(m)) => {
+                            let answer = self.obs.message_rtn(id, i as u32, w, m.msg);
+                            if let Err(error) = m.answer(w, answer) {
+                                return Err(DispatchError::Wave {
+                                    workgroup: id,
+                                    wave: i as u32,
+                                    error,
+                                });
+                            }
+                        }
+                        Ok(Flow::Trap(trap_id)) if self.obs.trap(id, i as u32, w, trap_id) => {
+                            // A first-level handler that found nothing to return to halts
+                            // the wave (`L_NO_NEXT_TRAP`).
+                            if w.halted() {
+                                g.state[i] = State::Halted;
+                                break;
+                            }
+                        }
                         Ok(Flow::Trap(trap_id)) => {
                             return Err(DispatchError::Trap {
                                 workgroup: id,

@@ -7,14 +7,19 @@
 //! packed in `v0`, waves of 32 work-items, and private memory swizzled across 32 lanes;
 //! VOPD pairs read both halves' sources before either writes; and `tests/kernels/gfx11.cl`,
 //! compiled by clang-19 for gfx1100 (VOPD, VOP3 literals, `s_delay_alu` as LLVM emits them),
-//! runs and agrees with the host.
+//! runs and agrees with the host. A gfx11 wave's `s_trap` enters the trap handler its
+//! observer names with the trap entry's TTMP0/1, and `s_sendmsg_rtn` gets the observer's
+//! answers (the doorbell, the TMA) in its destination, as kfdtest's gfx11 `TrapHandlerIsa`
+//! needs them.
 
 mod common;
 mod kernels;
 
 use common::{CODE, DATA, TestMemory};
-use kfd_gfx9::dispatch::{Dispatch, KernelDescriptor, NoObserver, RunOptions, Scratch, run};
-use kfd_gfx9::exec::{Apertures, Flow, Target, Wave};
+use kfd_gfx9::dispatch::{
+    Dispatch, DispatchError, KernelDescriptor, NoObserver, Observer, RunOptions, Scratch, run,
+};
+use kfd_gfx9::exec::{Apertures, ExecError, Flow, Target, Wave};
 use kfd_gfx9::gfx11::{self, Gfx11Op};
 use kfd_gfx9::{
     DsOp, Encoding, FlatOp, Inst, Opcode, Operand, Segment, SmemOp, Sop1Op, Sop2Op, SoppOp,
@@ -22,6 +27,8 @@ use kfd_gfx9::{
 };
 use std::collections::BTreeMap;
 use std::process::Command;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// `llvm-mc-19` for gfx1100 on `input` with `args`; `None` (a skip) without it.
 fn mc(args: &[&str], input: &str) -> Option<String> {
@@ -1236,4 +1243,184 @@ fn a_compiled_gfx1100_kernel_keeps_its_array_in_scratch() {
         let idx = v % 40;
         assert_eq!(got[i], a(idx).wrapping_add(a((idx + 7) % 40)), "priv[{i}]");
     }
+}
+
+/// The SPI and the first-level trap handler as an embedder models them for gfx11: a trap
+/// goes to `handler` with TTMP12 = STATUS; `s_sendmsg_rtn` MSG_RTN_GET_DOORBELL answers
+/// 0x52a (bits above 9:0 set, which the handler masks off) and MSG_RTN_GET_TMA
+/// 0x1234_5678_9abc, anything else nothing; traps, questions and messages (with M0 and
+/// STATUS.PRIV) recorded.
+#[derive(Default)]
+struct Spi11 {
+    handler: u64,
+    traps: Mutex<Vec<(u16, u32, u32)>>,
+    asked: Mutex<Vec<u16>>,
+    messages: Mutex<Vec<(u16, u32, bool)>>,
+}
+
+impl Observer for Spi11 {
+    fn trap(&self, _: [u32; 3], _: u32, w: &mut Wave, trap_id: u16) -> bool {
+        self.traps
+            .lock()
+            .unwrap()
+            .push((trap_id, w.ttmp[0], w.ttmp[1]));
+        w.ttmp[12] = w.read_hwreg(2);
+        w.pc = self.handler;
+        true
+    }
+    fn message(&self, _: [u32; 3], _: u32, w: &mut Wave, simm16: u16) {
+        let privileged = w.read_hwreg(2) & 1 << 5 != 0;
+        self.messages
+            .lock()
+            .unwrap()
+            .push((simm16, w.m0, privileged));
+    }
+    fn message_rtn(&self, _: [u32; 3], _: u32, _: &Wave, msg: u16) -> Option<u64> {
+        self.asked.lock().unwrap().push(msg);
+        match msg {
+            128 => Some(0x52a),
+            130 => Some(0x1234_5678_9abc),
+            _ => None,
+        }
+    }
+}
+
+/// kfdtest's gfx11 `TrapHandlerIsa` path on a wave32 wave: `s_trap 2` enters the handler
+/// with TTMP0/1 = the `s_trap`'s PC and trap id 2 and STATUS.PRIV set; its
+/// `s_sendmsg_rtn_b32 MSG_RTN_GET_DOORBELL` gets the doorbell in its SDST (masked to 9:0 by
+/// the handler) and `s_sendmsg_rtn_b64 MSG_RTN_GET_TMA` a register pair; its MSG_INTERRUPT
+/// (PRIV) names the doorbell with trap code 2; it steps past the `s_trap`, restores M0 and
+/// STATUS (SCC with it) and returns with `s_rfe_b64`, which clears PRIV. A message no one
+/// answers (MSG_RTN_GET_DDID without an observer) stops the wave as unimplemented.
+#[test]
+fn a_gfx11_trap_handler_gets_the_doorbell_from_sendmsg_rtn_and_returns() {
+    let body = "s_branch main
+handler:
+  s_sendmsg_rtn_b32 ttmp3, sendmsg(MSG_RTN_GET_DOORBELL)
+  s_waitcnt lgkmcnt(0)
+  s_and_b32 ttmp3, ttmp3, 0x3ff
+  s_mov_b32 ttmp2, m0
+  s_sendmsg_rtn_b64 ttmp[14:15], sendmsg(MSG_RTN_GET_TMA)
+  s_waitcnt lgkmcnt(0)
+  s_mov_b32 m0, ttmp14
+  s_sendmsg sendmsg(MSG_INTERRUPT)
+  s_mov_b32 m0, ttmp15
+  s_sendmsg sendmsg(MSG_INTERRUPT)
+  s_or_b32 ttmp3, ttmp3, 0x800
+  s_mov_b32 m0, ttmp3
+  s_sendmsg sendmsg(MSG_INTERRUPT)
+  s_waitcnt lgkmcnt(0)
+  s_mov_b32 m0, ttmp2
+  s_add_u32 ttmp0, ttmp0, 4
+  s_addc_u32 ttmp1, ttmp1, 0
+  s_and_b32 ttmp1, ttmp1, 0xffff
+  s_setreg_b32 hwreg(HW_REG_STATUS), ttmp12
+  s_rfe_b64 ttmp[0:1]
+main:
+  s_mov_b32 m0, 7
+  s_cmp_eq_u32 0, 0
+  s_trap 2
+  s_cselect_b32 s10, 1, 2
+  s_sendmsg sendmsg(MSG_INTERRUPT)
+  s_mov_b32 m0, s10
+  s_sendmsg sendmsg(MSG_INTERRUPT)
+  s_endpgm";
+    let Some((text, kd)) = kernel(body, WAVE32) else {
+        return;
+    };
+    let (mem, d) = setup(&text, &kd, &[0], [32, 1, 1], [32, 1, 1]);
+    assert!(d.kd.wave32());
+    let obs = Spi11 {
+        handler: CODE + 4,
+        ..Spi11::default()
+    };
+    run(&d, &mem, &RunOptions { threads: 1 }, &obs).expect("the wave goes on past its trap");
+    let traps = obs.traps.into_inner().unwrap();
+    let [(2, lo, hi)] = traps[..] else {
+        panic!("one s_trap 2: {traps:?}");
+    };
+    assert_eq!(hi >> 16, 2, "the trap id in TTMP1[23:16]");
+    let at = u64::from(hi & 0xffff) << 32 | u64::from(lo);
+    let off = (at - CODE) as usize;
+    assert_eq!(
+        text[off..off + 4],
+        0xbf90_0002u32.to_le_bytes(),
+        "TTMP0/1 name the s_trap 2"
+    );
+    assert_eq!(*obs.asked.lock().unwrap(), [128, 130]);
+    assert_eq!(
+        *obs.messages.lock().unwrap(),
+        [
+            // The TMA's two halves, then doorbell 0x12a with trap code 2: from the handler.
+            (1, 0x5678_9abc, true),
+            (1, 0x1234, true),
+            (1, 0x92a, true),
+            // Past the trap: M0 restored, SCC as before it (1), PRIV cleared by s_rfe_b64.
+            (1, 7, false),
+            (1, 1, false),
+        ]
+    );
+    // Nothing answers MSG_RTN_GET_DDID: the wave stops at it.
+    let Some((text, kd)) = kernel(
+        "s_sendmsg_rtn_b32 s5, sendmsg(MSG_RTN_GET_DDID)\n s_endpgm",
+        WAVE32,
+    ) else {
+        return;
+    };
+    let (mem, d) = setup(&text, &kd, &[0], [32, 1, 1], [32, 1, 1]);
+    match run(&d, &mem, &RunOptions { threads: 1 }, &NoObserver) {
+        Err(DispatchError::Wave {
+            error: ExecError::Unimplemented { pc, op },
+            ..
+        }) => {
+            assert_eq!(pc, CODE);
+            assert_eq!(op, Opcode::Gfx11(Gfx11Op::SSendmsgRtnB32));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Halts the wave at a trap (as a first-level handler with no second level does for trap
+/// id 0: STATUS.HALT, `s_rfe_b64`), counts messages, cancels once asked `after` times.
+struct HaltAtTrap {
+    asked: AtomicUsize,
+    after: usize,
+    messages: AtomicUsize,
+}
+
+impl Observer for HaltAtTrap {
+    fn cancelled(&self) -> bool {
+        self.asked.fetch_add(1, Ordering::SeqCst) + 1 >= self.after
+    }
+    fn message(&self, _: [u32; 3], _: u32, _: &mut Wave, _: u16) {
+        self.messages.fetch_add(1, Ordering::SeqCst);
+    }
+    fn trap(&self, _: [u32; 3], _: u32, w: &mut Wave, _: u16) -> bool {
+        w.hwreg[2] = (w.hwreg[2] | 1 << 13) & !(1 << 5);
+        w.pc += 4;
+        true
+    }
+}
+
+/// A wave its trap observer leaves halted runs nothing more (no message, no `s_endpgm`):
+/// only a cancel ends the dispatch.
+#[test]
+fn a_wave_its_trap_handler_halts_stays_halted() {
+    let Some((text, kd)) = kernel(
+        "s_trap 0\n s_sendmsg sendmsg(MSG_INTERRUPT)\n s_endpgm",
+        WAVE32,
+    ) else {
+        return;
+    };
+    let (mem, d) = setup(&text, &kd, &[0], [32, 1, 1], [32, 1, 1]);
+    let obs = HaltAtTrap {
+        asked: AtomicUsize::new(0),
+        after: 5,
+        messages: AtomicUsize::new(0),
+    };
+    assert_eq!(
+        run(&d, &mem, &RunOptions { threads: 1 }, &obs),
+        Err(DispatchError::Cancelled)
+    );
+    assert_eq!(obs.messages.load(Ordering::SeqCst), 0);
 }

@@ -431,6 +431,84 @@ fn a_waves_s_trap_runs_the_trap_handler_whose_interrupt_raises_wave_trap() {
     q.destroy();
 }
 
+/// [`TRAPPING`] for gfx11, of kfdtest's gfx11 `TrapHandlerIsa` shape: the doorbell from
+/// `s_sendmsg_rtn_b32 MSG_RTN_GET_DOORBELL` (masked to 9:0), the interrupt only when the
+/// first-level handler set TTMP11[23] (the process's debug trap flag, which the debugger's
+/// enable sets), then past the `s_trap` and `s_rfe_b64`.
+const TRAPPING11: &str = "s_trap 1\n s_endpgm\n .p2align 8\n handler:\n\
+    s_bitcmp1_b32 ttmp11, 23\n s_cbranch_scc0 out\n\
+    s_sendmsg_rtn_b32 ttmp3, sendmsg(MSG_RTN_GET_DOORBELL)\n s_waitcnt lgkmcnt(0)\n\
+    s_and_b32 ttmp3, ttmp3, 0x3ff\n s_mov_b32 ttmp2, m0\n s_or_b32 ttmp3, ttmp3, 0x800\n\
+    s_mov_b32 m0, ttmp3\n s_sendmsg sendmsg(MSG_INTERRUPT)\n s_waitcnt lgkmcnt(0)\n\
+    s_mov_b32 m0, ttmp2\n out:\n\
+    s_add_u32 ttmp0, ttmp0, 4\n s_addc_u32 ttmp1, ttmp1, 0\n s_and_b32 ttmp1, ttmp1, 0xffff\n\
+    s_setreg_b32 hwreg(HW_REG_STATUS), ttmp12\n s_rfe_b64 ttmp[0:1]";
+
+/// kfdtest's HitTrapEvent on rx7900xtx (gfx1100): a gfx11 wave's `s_trap` enters the
+/// first-level handler of `cwsr_trap_handler_gfx10.asm`, which sets TTMP11[23] from the
+/// debug trap flag and jumps to the second-level handler; its `s_sendmsg_rtn` gets the
+/// queue's doorbell id and its MSG_INTERRUPT (PRIV) raises `EC_QUEUE_WAVE_TRAP` on that
+/// queue for the debugger (`event_interrupt_wq_v11` → `kfd_set_dbg_ev_from_interrupt`); the
+/// wave returns past the `s_trap` and the dispatch completes. Once the debugger disabled the
+/// trap (the flag cleared by `kfd_dbg_trap_deactivate`), the same handler skips its
+/// interrupt: the dispatch completes and nothing is raised. (One wave: LLVM's gfx1100
+/// kernels are wave32, and the grid is 32 work-items.)
+#[test]
+fn a_gfx11_waves_s_trap_reaches_the_debugger_through_sendmsg_rtn() {
+    use model_support::aql::*;
+    let Some((text, kd)) = assemble("gfx1100", TRAPPING11) else {
+        return;
+    };
+    let mut q = Queue::create(Setup::aql("rx7900xtx"));
+    q.load(&text, &kd);
+    set_trap_handler(&q, va(2) + CODE as u64 + 256);
+    let me = q.emu.caller.tgid;
+    // kfdtest's order: the runtime enabled (no queue may exist), the debugger attached, then
+    // the queue created (which raises EC_QUEUE_NEW on it).
+    q.destroy();
+    assert_eq!(
+        q.emu.ioctl(AMDKFD_IOC_RUNTIME_ENABLE, &mut runtime(true)),
+        Ok(0)
+    );
+    let (read, write) = rustix::pipe::pipe().expect("pipe");
+    let wave_trap = kfd_ec_mask(EC_QUEUE_WAVE_TRAP);
+    assert_eq!(enable(&q.emu, me, write.as_raw_fd(), wave_trap).0, Ok(0));
+    q.id = create_queue(&q, 0);
+    q.submit(0, Queue::dispatch_packet([32, 1, 1], [32, 1, 1]));
+    assert!(
+        q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0),
+        "the wave did not go on past its trap"
+    );
+    assert_eq!(
+        q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE),
+        0,
+        "no queue error"
+    );
+    assert!(q.wait_until(|_| has_event(&read)), "no debug event");
+    assert_eq!(event_bytes(&read), b".");
+    let gpu = q.emu.gpu();
+    let new = kfd_ec_mask(EC_QUEUE_NEW);
+    assert_eq!(
+        query_full(&q.emu, me, wave_trap | new),
+        (Ok(0), wave_trap | new, gpu, q.id),
+        "the trap is the queue's (KFDDBGTest.cpp:301's mask)"
+    );
+    // The debugger disables the trap: the flag is clear at the next trap.
+    assert_eq!(
+        q.emu
+            .ioctl(AMDKFD_IOC_DBG_TRAP, &mut trap(me, KFD_IOC_DBG_TRAP_DISABLE)),
+        Ok(0)
+    );
+    q.put_u64(COMPLETION + SIGNAL_VALUE, 1);
+    q.submit(1, Queue::dispatch_packet([32, 1, 1], [32, 1, 1]));
+    assert!(
+        q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0),
+        "the second dispatch did not complete"
+    );
+    assert!(!has_event(&read), "no event without the debugger");
+    q.destroy();
+}
+
 /// Without a second-level trap handler the kernel's first-level one steps over an `s_trap`
 /// (`L_NO_NEXT_TRAP`: PC + 4, `s_rfe_b64`): the dispatch completes, the queue has no error.
 #[test]

@@ -4,7 +4,7 @@
 //! to act on here. Sources: the "AMD RDNA3 Instruction Set Architecture" guide, SOP1/SOPK/
 //! SOPP opcode descriptions.
 
-use super::wave::{Ctx, ExecError, Flow, Ty, Wave, illegal, unimplemented};
+use super::wave::{Ctx, ExecError, Flow, MessageRtn, Ty, Wave, illegal, unimplemented};
 use crate::inst::Inst;
 use crate::opcode::Gfx11Op;
 use crate::operand::Operand;
@@ -41,8 +41,7 @@ pub(super) fn execute(
         | SGl1Inv
         | BufferGl0Inv
         | BufferGl1Inv => Ok(Flow::Continue),
-        // The realtime clock (as `s_memrealtime`); the other messages' answers (doorbell,
-        // TMA/TBA, wave save) are the hardware's, not modelled.
+        // The realtime clock (as `s_memrealtime`): the shader's own clock, no SPI involved.
         SSendmsgRtnB32 | SSendmsgRtnB64 if inst.imm == MSG_RTN_GET_REALTIME => {
             let t = super::mem::realtime();
             let ok = if op == SSendmsgRtnB64 {
@@ -59,7 +58,16 @@ pub(super) fn execute(
             }
             Ok(Flow::Continue)
         }
-        SSendmsgRtnB32 | SSendmsgRtnB64 | VFmamkF32 | VFmaakF32 => Err(unimplemented(inst, pc)),
+        // The other messages are the SPI's to answer (the doorbell, the first-level trap
+        // handler's TBA and TMA, the draw/dispatch id, the context save's go): the
+        // dispatcher asks its observer ([`Flow::MessageRtn`]).
+        SSendmsgRtnB32 | SSendmsgRtnB64 => Ok(Flow::MessageRtn(MessageRtn {
+            msg: (inst.imm & 0xff) as u16,
+            dst: inst.dst[0],
+            wide: op == SSendmsgRtnB64,
+            pc,
+        })),
+        VFmamkF32 | VFmaakF32 => Err(unimplemented(inst, pc)),
     }
 }
 

@@ -30,8 +30,8 @@ pub use salu::{Denorm, GprIdx, Mode, Round, hwreg};
 
 // The shared state, from its own module (the families use it from there).
 pub use wave::{
-    Apertures, CodeCache, Ctx, ExecError, Fault, Flow, LANES, Memory, SGPRS, Target, Ty, VGPRS,
-    VSrc, VSrc64, Wave, float_const, mode_from_rsrc1,
+    Apertures, CodeCache, Ctx, ExecError, Fault, Flow, LANES, Memory, MessageRtn, SGPRS, Target,
+    Ty, VGPRS, VSrc, VSrc64, Wave, float_const, mode_from_rsrc1,
 };
 
 use crate::inst::Inst;

@@ -163,11 +163,65 @@ pub enum Flow {
     /// wave is past it; the dispatcher hands the message to whoever receives it
     /// ([`crate::dispatch::Observer::message`]: the SPI, the host's interrupt handler).
     Message(u16),
+    /// gfx11's `s_sendmsg_rtn` of a message only the SPI can answer (the doorbell, the trap
+    /// handler's TBA/TMA...): the wave is past it, and the dispatcher writes the answer
+    /// ([`crate::dispatch::Observer::message_rtn`]) with [`MessageRtn::answer`].
+    MessageRtn(MessageRtn),
     /// `s_sleep`/`s_sethalt`: yield to other waves.
     Yield,
     /// A `ds_gws_sema_p` or `ds_gws_barrier` that must wait: the wave is past the
     /// instruction and goes on once [`Gws::poll`](crate::gws::Gws::poll) releases it.
     GwsWait(crate::gws::GwsWait),
+}
+
+/// An `s_sendmsg_rtn_b32`/`_b64` waiting for its answer ([`Flow::MessageRtn`]): "the
+/// message's return value is written to SDST" once the SPI answers (RDNA3 ISA guide,
+/// `S_SENDMSG_RTN_B32`/`_B64`; the wave waits for it with `s_waitcnt lgkmcnt(0)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageRtn {
+    /// The message id (SSRC0: `MSG_RTN_GET_DOORBELL` 128, `GET_DDID` 129, `GET_TMA` 130,
+    /// `GET_REALTIME` 131, `SAVE_WAVE` 132, `GET_TBA` 133: LLVM's `SIDefines.h`).
+    pub msg: u16,
+    /// SDST.
+    pub dst: Operand,
+    /// `_b64`: SDST is a register pair.
+    pub wide: bool,
+    /// The instruction's address (for errors).
+    pub pc: u64,
+}
+
+impl MessageRtn {
+    /// Writes the SPI's `answer` to SDST (the low 32 bits for `_b32`).
+    ///
+    /// # Errors
+    ///
+    /// [`ExecError::Unimplemented`] when nothing answers (`None`: a message the dispatcher's
+    /// observer does not model); [`ExecError::Illegal`] for a destination that is not a
+    /// scalar register (pair).
+    pub fn answer(self, w: &mut Wave, answer: Option<u64>) -> Result<(), ExecError> {
+        let op = Opcode::Gfx11(if self.wide {
+            crate::opcode::Gfx11Op::SSendmsgRtnB64
+        } else {
+            crate::opcode::Gfx11Op::SSendmsgRtnB32
+        });
+        let Some(v) = answer else {
+            return Err(ExecError::Unimplemented { pc: self.pc, op });
+        };
+        let ok = if self.wide {
+            w.write_scalar64(self.dst, v)
+        } else {
+            w.write_scalar32(self.dst, v as u32)
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(ExecError::Illegal {
+                pc: self.pc,
+                op,
+                why: "a destination that is not a scalar register",
+            })
+        }
+    }
 }
 
 /// One wave's architectural state.

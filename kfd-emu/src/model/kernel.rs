@@ -80,11 +80,14 @@
 //!   so memory is coherent at every scope, and the completion signal is written after the
 //!   last wave ended.
 //! * Traps: a wave that executes `s_trap` enters the kernel's first-level (CWSR) trap
-//!   handler, whose effect is modelled ([`Hooks`]' `trap`: `cwsr_trap_handler_gfx9.asm`):
+//!   handler, whose effect is modelled ([`trap_handler`]: `cwsr_trap_handler_gfx9.asm`,
+//!   and `cwsr_trap_handler_gfx10.asm` on gfx11):
 //!   with a second-level handler (SET_TRAP_HANDLER's TBA, which ROCr always sets) the wave
 //!   jumps there and runs it; without one the `s_trap` is stepped over. A trap handler's
-//!   `s_sendmsg MSG_GET_DOORBELL` gets the queue's doorbell id; its `MSG_INTERRUPT` is the
-//!   SQ interrupt of `event_interrupt_wq_v9` ([`sq_interrupt`]): from the trap handler it
+//!   `s_sendmsg MSG_GET_DOORBELL` (gfx9) or `s_sendmsg_rtn MSG_RTN_GET_DOORBELL` (gfx11)
+//!   gets the queue's doorbell id; its `MSG_INTERRUPT` is the
+//!   SQ interrupt of `event_interrupt_wq_v9` / `_v11` ([`sq_interrupt`]; the two read a
+//!   wave's message the same way: PRIV in bit 26, the data in 23:0): from the trap handler it
 //!   raises the exception its data names on its queue for the debugger, else for the
 //!   runtime (the error payload and event of the queue's context save area header), else
 //!   it signals the event its data names. A wave the handler leaves halted stays so until
@@ -124,6 +127,7 @@ use super::exceptions;
 use super::gpu_view::{GpuFault, Route};
 use super::queue_error;
 use super::queues::{Runner, Stopped};
+use super::trap_handler;
 
 /// What running a dispatch packet came to.
 pub(super) enum Outcome {
@@ -789,22 +793,38 @@ struct Hooks<'a> {
     /// The queue's process and GPU (index).
     tgid: i32,
     gpu: usize,
-    /// The second-level trap handler's base and memory (SET_TRAP_HANDLER's TBA and TMA).
-    second_level: (u64, u64),
     /// The queue's doorbell id (what MSG_GET_DOORBELL answers).
     doorbell: u32,
 }
 
-/// `SQ_WAVE_STATUS.SPI_PRIO` (bits 2:1), which the first-level handler drops from the STATUS
-/// it saves (`s_andn2_b32 s_save_status, s_save_status, SQ_WAVE_STATUS_SPI_PRIO_MASK`).
-const STATUS_SPI_PRIO: u32 = 0x6;
-/// `hwreg(HW_REG_STATUS)`, `hwreg(HW_REG_IB_STS)`.
+impl Hooks<'_> {
+    /// What the first-level trap handler's TMA holds now (the handler reads it as the wave
+    /// traps): the second-level TBA and TMA SET_TRAP_HANDLER gave the GPU
+    /// (`kfd_process_set_trap_handler`) and the debug trap flag
+    /// (`kfd_process_set_trap_debug_flag`): set by `kfd_dbg_trap_activate`, which runs once
+    /// both the debugger and the runtime are enabled (`kfd_dbg_trap_enable` with the runtime
+    /// enabled, or `runtime_enable` under a debugger), cleared by `kfd_dbg_trap_deactivate`
+    /// (the debugger's disable, the runtime's disable).
+    fn tma(&self) -> trap_handler::Tma {
+        let st = self.drv.lock();
+        let Some(p) = st.procs.get(&self.tgid) else {
+            return trap_handler::Tma::default();
+        };
+        let (tba, tma) = p
+            .pdds
+            .iter()
+            .find(|d| d.gpu == self.gpu)
+            .map_or((0, 0), |d| (d.tba, d.tma));
+        trap_handler::Tma {
+            tba,
+            tma,
+            debug_trap_enabled: p.debug.enabled && p.runtime_enabled,
+        }
+    }
+}
+
+/// `hwreg(HW_REG_STATUS)`.
 const HW_REG_STATUS: usize = 2;
-const HW_REG_IB_STS: usize = 7;
-/// `SQ_WAVE_IB_STS.FIRST_REPLAY` (15) and `.RCNT` (20:16), saved in ttmp11 bits 31:26
-/// (`TTMP11_SAVE_RCNT_FIRST_REPLAY_SHIFT` 26).
-const IB_STS_RCNT_FIRST_REPLAY: u32 = 0x001f_8000;
-const TTMP11_SAVE_SHIFT: u32 = 26;
 /// `s_sendmsg` message ids (bits 3:0 of SIMM16): MSG_INTERRUPT, MSG_GET_DOORBELL (gfx9).
 const MSG_INTERRUPT: u16 = 1;
 const MSG_GET_DOORBELL: u16 = 10;
@@ -826,37 +846,21 @@ impl Observer for Hooks<'_> {
     }
 
     /// The hardware's trap entry has set TTMP0/1 and STATUS.PRIV; the trap handler base
-    /// (TBA) is the kernel's CWSR trap handler (`cwsr_enable` is on: `kfd_process_init_cwsr_*`
-    /// copies it to the process's CWSR area and the MQD's TBA points there), whose
-    /// non-context-save path (`cwsr_trap_handler_gfx9.asm`, `L_SKIP_RESTORE` →
-    /// `L_FETCH_2ND_TRAP`) is modelled here: TTMP12 = STATUS without SPI_PRIO; IB_STS's
-    /// RCNT and FIRST_REPLAY saved into TTMP11[31:26] and cleared; the second-level TBA and
-    /// TMA read from the first-level TMA (what SET_TRAP_HANDLER wrote there,
-    /// `kfd_process_set_trap_handler`) into TTMP2/3 and TTMP14/15; with a second-level
-    /// handler the wave jumps to it. Without one (`L_NO_NEXT_TRAP`), an `s_trap` is
-    /// stepped over: PC + 4, STATUS and IB_STS restored, `s_rfe_b64`.
+    /// (TBA) is the kernel's CWSR trap handler, whose non-context-save path
+    /// [`trap_handler::enter`] runs (`cwsr_trap_handler_gfx9.asm` on gfx9,
+    /// `cwsr_trap_handler_gfx10.asm` on gfx11) with what its TMA holds as the wave traps:
+    /// the second-level TBA and TMA SET_TRAP_HANDLER gave and the process's
+    /// `debug_trap_enabled` ([`Hooks::tma`]).
     fn trap(&self, _: [u32; 3], _: u32, w: &mut Wave, _: u16) -> bool {
-        let status = w.read_hwreg(HW_REG_STATUS) & !STATUS_SPI_PRIO;
-        w.ttmp[12] = status;
-        let ib = w.hwreg[HW_REG_IB_STS];
-        let saved = (ib & IB_STS_RCNT_FIRST_REPLAY) >> 15;
-        w.ttmp[11] = (w.ttmp[11] & !(0x3f << TTMP11_SAVE_SHIFT)) | saved << TTMP11_SAVE_SHIFT;
-        w.hwreg[HW_REG_IB_STS] = ib & !IB_STS_RCNT_FIRST_REPLAY;
-        let (tba, tma) = self.second_level;
-        w.ttmp[2] = tba as u32;
-        w.ttmp[3] = (tba >> 32) as u32;
-        w.ttmp[14] = tma as u32;
-        w.ttmp[15] = (tma >> 32) as u32;
-        if tba != 0 {
-            w.pc = tba;
-            return true;
-        }
-        let pc = (u64::from(w.ttmp[1] & 0xffff) << 32 | u64::from(w.ttmp[0])) + 4;
-        w.hwreg[HW_REG_IB_STS] = ib;
-        w.hwreg[HW_REG_STATUS] = status & !STATUS_PRIV;
-        w.scc = status & 1 != 0;
-        w.pc = pc;
+        trap_handler::enter(w, self.tma());
         true
+    }
+
+    /// gfx11's `s_sendmsg_rtn`: the SPI answers from the queue ([`trap_handler::message_rtn`]:
+    /// the doorbell id, the first-level TBA and TMA).
+    fn message_rtn(&self, _: [u32; 3], _: u32, _: &Wave, msg: u16) -> Option<u64> {
+        let apu = self.drv.dev.cfg.machine.gpus()[self.gpu].apu;
+        trap_handler::message_rtn(msg, self.doorbell, apu)
     }
 
     /// MSG_GET_DOORBELL: the SPI writes the wave's queue doorbell id into EXEC_LO (bit 31,
@@ -1073,26 +1077,19 @@ fn execute(
 ) -> Ran {
     let mut mem = GpuMemory::new(drv, w);
     mem.snapshots = snapshots;
-    // The trap handler SET_TRAP_HANDLER gave the GPU, and the queue's doorbell id, as the
-    // CP has them when it starts the dispatch.
-    let (second_level, doorbell) = {
-        let mut st = drv.lock();
-        let p = st.procs.get_mut(&w.tgid);
-        let tba = p
-            .as_ref()
-            .and_then(|p| p.pdds.iter().find(|d| d.gpu == w.gpu))
-            .map_or((0, 0), |d| (d.tba, d.tma));
-        let doorbell = p
+    // The queue's doorbell id, as the CP has it when it starts the dispatch.
+    let doorbell = {
+        let st = drv.lock();
+        st.procs
+            .get(&w.tgid)
             .and_then(|p| p.queues.by_id.get(&w.id))
-            .map_or(0, |q| exceptions::doorbell_id(q.doorbell));
-        (tba, doorbell)
+            .map_or(0, |q| exceptions::doorbell_id(q.doorbell))
     };
     let hooks = Hooks {
         drv,
         runner: &w.runner,
         tgid: w.tgid,
         gpu: w.gpu,
-        second_level,
         doorbell,
     };
     let opts = dispatch::RunOptions {

@@ -36,7 +36,7 @@
 //!    packets the CP refuses, reported in the queue's `queue_inactive_signal`) below `engine`
 //!    (what they share: the queue run, a queue stopped, faults, event interrupts) below
 //!    `sdma` (the copy engines' packets), `kernel` (kernel dispatches on the gfx9
-//!    interpreter), `aql` (the AQL packet processor) and `pm4` (the
+//!    interpreter, over `trap_handler`: the first-level trap handlers and gfx11's SPI answers), `aql` (the AQL packet processor) and `pm4` (the
 //!    compute CP's PM4 processor, which uses `sdma`'s compare functions), and `scheduler` on
 //!    top (an engine thread per queue, in bounded turns, sharing no lock with another queue
 //!    while it touches memory).
@@ -222,6 +222,7 @@ mod svm_ioctl;
 mod teardown;
 mod timing;
 mod trace;
+mod trap_handler;
 mod vm;
 mod vmas;
 
