@@ -127,7 +127,7 @@ use super::exceptions;
 use super::gpu_view::{GpuFault, Route};
 use super::queue_error;
 use super::queues::{Runner, Stopped};
-use super::trap_handler;
+use super::trap_handler::{self, Message};
 
 /// What running a dispatch packet came to.
 pub(super) enum Outcome {
@@ -825,9 +825,6 @@ impl Hooks<'_> {
 
 /// `hwreg(HW_REG_STATUS)`.
 const HW_REG_STATUS: usize = 2;
-/// `s_sendmsg` message ids (bits 3:0 of SIMM16): MSG_INTERRUPT, MSG_GET_DOORBELL (gfx9).
-const MSG_INTERRUPT: u16 = 1;
-const MSG_GET_DOORBELL: u16 = 10;
 
 impl Observer for Hooks<'_> {
     fn thread_start(&self) {
@@ -863,18 +860,19 @@ impl Observer for Hooks<'_> {
         trap_handler::message_rtn(msg, self.doorbell, apu)
     }
 
-    /// MSG_GET_DOORBELL: the SPI writes the wave's queue doorbell id into EXEC_LO (bit 31,
-    /// which the handler set and waits on, clears). MSG_INTERRUPT: the SQ raises an
+    /// The message as the wave's target numbers it ([`trap_handler::message`]):
+    /// MSG_GET_DOORBELL (gfx9): the SPI writes the wave's queue doorbell id into EXEC_LO
+    /// (bit 31, which the handler set and waits on, clears). MSG_INTERRUPT: the SQ raises an
     /// interrupt with M0[23:0] and the wave's STATUS.PRIV ([`sq_interrupt`]). Other
     /// messages reach nothing the model has.
     fn message(&self, _: [u32; 3], _: u32, w: &mut Wave, simm16: u16) {
-        match simm16 & 0xf {
-            MSG_GET_DOORBELL => w.exec = (w.exec & !0xffff_ffff) | u64::from(self.doorbell),
-            MSG_INTERRUPT => {
+        match trap_handler::message(w.target, simm16) {
+            Message::GetDoorbell => w.exec = (w.exec & !0xffff_ffff) | u64::from(self.doorbell),
+            Message::Interrupt => {
                 let privileged = w.read_hwreg(HW_REG_STATUS) & STATUS_PRIV != 0;
                 sq_interrupt(self.drv, self.tgid, self.gpu, w.m0 & 0xff_ffff, privileged);
             }
-            _ => {}
+            Message::Other => {}
         }
     }
 }

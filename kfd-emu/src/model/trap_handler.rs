@@ -1,5 +1,6 @@
-//! The kernel's first-level trap handler, as its effect on a wave that executed `s_trap`, and
-//! the SPI's answers to gfx11's `s_sendmsg_rtn`.
+//! The kernel's first-level trap handler, as its effect on a wave that executed `s_trap`, the
+//! SPI's answers to gfx11's `s_sendmsg_rtn`, and which `s_sendmsg` a message id is on each
+//! target ([`message`]).
 //!
 //! With CWSR on (`cwsr_enable`, the default), every KFD queue's trap handler base (TBA, in
 //! the MQD) is the kernel's CWSR trap handler, copied into the process's CWSR area
@@ -76,6 +77,31 @@ const TTMP11_DEBUG_TRAP_ENABLED: u32 = 1 << 23;
 /// TTMP1's `S_SAVE_PC_HI_TRAP_ID_MASK` and `S_SAVE_PC_HI_HT_MASK`.
 const TTMP1_TRAP_ID: u32 = 0x00ff_0000;
 const TTMP1_HT: u32 = 0x0100_0000;
+
+/// What an `s_sendmsg` asks for, as far as the model acts on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Message {
+    /// `MSG_INTERRUPT` (1): the SQ's interrupt with M0[23:0].
+    Interrupt,
+    /// gfx9's `MSG_GET_DOORBELL` (10): the SPI writes the doorbell id into EXEC_LO.
+    GetDoorbell,
+    /// Anything else (nothing the model has receives it).
+    Other,
+}
+
+/// The message of `s_sendmsg simm16` on `target`: the id is SIMM16[3:0] on gfx9 and
+/// SIMM16[7:0] on gfx11 (LLVM `SIDefines.h`, `ID_MASK_PreGFX11_` / `ID_MASK_GFX11Plus_`),
+/// and `MSG_GET_DOORBELL` is gfx9's and gfx10's only (gfx11 asks with `s_sendmsg_rtn`; LLVM
+/// refuses `sendmsg(MSG_GET_DOORBELL)` for gfx1100).
+pub(super) fn message(target: Target, simm16: u16) -> Message {
+    let gfx11 = target == Target::Gfx11;
+    let id = simm16 & if gfx11 { 0xff } else { 0xf };
+    match id {
+        1 => Message::Interrupt,
+        10 if !gfx11 => Message::GetDoorbell,
+        _ => Message::Other,
+    }
+}
 
 /// `s_sendmsg_rtn` message ids (LLVM `SIDefines.h`: `ID_RTN_GET_DOORBELL`...).
 pub(super) const MSG_RTN_GET_DOORBELL: u16 = 128;
@@ -279,6 +305,20 @@ mod tests {
         assert_eq!(w.pc, 0x7f00_1234_5004, "stepped over, whatever the id");
         assert_eq!(w.hwreg[hwreg::IB_STS], 0x8000, "restored");
         assert!(!w.halted());
+    }
+
+    #[test]
+    fn sendmsg_ids_are_four_bits_on_gfx9_eight_on_gfx11_without_get_doorbell() {
+        use Message::*;
+        assert_eq!(message(Target::Gfx942, 1), Interrupt);
+        assert_eq!(message(Target::Gfx942, 10), GetDoorbell);
+        // gfx9 ignores bits above 3:0 (the operation in 6:4).
+        assert_eq!(message(Target::Gfx906, 0x11), Interrupt);
+        assert_eq!(message(Target::Gfx11, 1), Interrupt);
+        assert_eq!(message(Target::Gfx11, 10), Other);
+        assert_eq!(message(Target::Gfx11, 0x11), Other);
+        // MSG_DEALLOC_VGPRS (3).
+        assert_eq!(message(Target::Gfx11, 3), Other);
     }
 
     #[test]
