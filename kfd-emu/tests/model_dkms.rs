@@ -595,3 +595,34 @@ fn the_dkms_module_reports_its_version_and_mainline_has_none() {
     assert_eq!(read(Kernel::Dkms), Ok("6.8.5\n".to_owned()));
     assert_eq!(read(Kernel::Mainline), Err(std::io::ErrorKind::NotFound));
 }
+
+#[test]
+fn a_process_under_the_debug_trap_cannot_query_or_create_pc_sampling() {
+    let mut emu = emu("mi300x", Kernel::Dkms);
+    emu.acquire_all();
+    // The process enables the debug trap on itself (no tracer needed for its own pid).
+    let (_read, write) = rustix::pipe::pipe().expect("pipe");
+    let mut rinfo = [0u8; 16];
+    let mut a = kfd_ioctl_dbg_trap_args {
+        pid: std::process::id(),
+        op: KFD_IOC_DBG_TRAP_ENABLE,
+        ..Default::default()
+    };
+    a.set_enable(kfd_ioctl_dbg_trap_enable_args {
+        exception_mask: 0,
+        rinfo_ptr: rinfo.as_mut_ptr() as u64,
+        rinfo_size: 16,
+        dbg_fd: write.as_raw_fd() as u32,
+    });
+    emu.ioctl(AMDKFD_IOC_DBG_TRAP, &mut a)
+        .expect("enable the debug trap");
+    // kfd_pc_sample: "Cannot have PC Sampling and debug trap simultaneously".
+    assert_eq!(query(&emu, &mut [], 0).0, Err(Errno::BUSY));
+    let mut info = SampleInfo {
+        interval: 1000,
+        ..HOSTTRAP_FORMAT
+    };
+    assert_eq!(create(&emu, &mut info), Err(Errno::BUSY));
+    // Ids are checked before the debug trap for the other ops.
+    assert_eq!(session(&emu, OP_START, 1), Err(Errno::INVAL));
+}
