@@ -3,7 +3,8 @@
 //! ```text
 //! kfd-emu run [--machine NAME | --topology DIR] [--vram SIZE] [--kfd-minor N] [--trace]
 //!             [--fail IOCTL:ERRNO[:COUNT]]... [--check-leaks] [--check-teardown]
-//!             [--timing FILE] [--clock wall|model|program] [--gpu-threads N] -- PROGRAM ARGS...
+//!             [--timing FILE] [--clock wall|model|program] [--gpu-threads N]
+//!             [--kernel mainline|dkms] -- PROGRAM ARGS...
 //! kfd-emu timing [--machine NAME | --topology DIR] [--timing FILE]
 //! kfd-emu machines
 //! ```
@@ -26,7 +27,7 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use kfd_emu::machine::Machine;
-use kfd_emu::model::{ClockMode, Costs, FailRule, Model, ModelConfig, Timing};
+use kfd_emu::model::{ClockMode, Costs, FailRule, Kernel, Model, ModelConfig, Timing};
 use kfd_emu::supervisor::{SupervisorError, spawn_command};
 
 /// Exit code when the emulator itself fails, as `env`/`timeout` use 125.
@@ -64,6 +65,15 @@ enum ClockArg {
     /// The machine's time as the program sees it: the timing model's costs for the driver's
     /// and the GPU's work, and the program's own time between them as it passed.
     Program,
+}
+
+/// Which KFD driver the emulated machine runs.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum KernelArg {
+    /// The mainline Linux kernel's amdkfd.
+    Mainline,
+    /// AMD's out-of-tree amdgpu-dkms driver (ROCm/ROCK-Kernel-Driver).
+    Dkms,
 }
 
 #[derive(Debug, Args)]
@@ -123,6 +133,10 @@ struct RunArgs {
     /// The most threads a kernel dispatch runs its workgroups on (default: the host's cores).
     #[arg(long, value_name = "N")]
     gpu_threads: Option<usize>,
+    /// Which KFD driver to act as: the mainline kernel's, or AMD's out-of-tree amdgpu-dkms
+    /// (adds the IPC handle and PC-sampling ioctls and `/sys/module/amdgpu/version`).
+    #[arg(long, value_enum, default_value = "mainline")]
+    kernel: KernelArg,
     /// The program and its arguments (after `--`).
     #[arg(
         value_name = "PROGRAM",
@@ -267,6 +281,10 @@ fn run(args: RunArgs) -> ExitCode {
             .gpu_threads
             .unwrap_or_else(|| ModelConfig::default().gpu_threads)
             .max(1),
+        kernel: match args.kernel {
+            KernelArg::Mainline => Kernel::Mainline,
+            KernelArg::Dkms => Kernel::Dkms,
+        },
     };
     let model: Arc<Model> = match Model::new(config) {
         Ok(model) => model,

@@ -9,13 +9,14 @@ use std::sync::{Arc, Mutex};
 
 use rustix::io::Errno;
 
-use super::device::{Device, ModelConfig};
+use super::device::{Device, Kernel, ModelConfig};
 use super::driver::{Driver, FileKind};
 use super::files::{self, io_errno};
 use super::gpu_view::GpuFault;
 use super::svm::{SvmPage, SvmRange};
 use super::{
-    addrspace, dispatch, drm, evict, gem_ioctls, gpu_view, process, scheduler, smi, svm, teardown,
+    addrspace, dispatch, dkms, drm, evict, gem_ioctls, gpu_view, process, scheduler, smi, svm,
+    teardown,
 };
 use crate::backend::{
     AddressSpaceChange, Backend, Caller, CallerId, CpuProtect, CpuWaker, IoctlResult, MmapAction,
@@ -194,9 +195,13 @@ impl Model {
     ) -> Result<T, Errno> {
         let mut sysfs = self.sysfs.lock().unwrap_or_else(|e| e.into_inner());
         if sysfs.is_none() {
-            *sysfs = Some(
-                files::SysfsTree::generate(&self.drv.dev.cfg.machine).map_err(|e| io_errno(&e))?,
-            );
+            let tree =
+                files::SysfsTree::generate(&self.drv.dev.cfg.machine).map_err(|e| io_errno(&e))?;
+            if self.drv.dev.cfg.kernel == Kernel::Dkms {
+                tree.write_module_version(dkms::AMDGPU_VERSION)
+                    .map_err(|e| io_errno(&e))?;
+            }
+            *sysfs = Some(tree);
         }
         match sysfs.as_mut() {
             Some(tree) => {

@@ -43,11 +43,31 @@ pub struct ModelConfig {
     /// The most threads one kernel dispatch runs its workgroups on (`kfd-emu run
     /// --gpu-threads`; see `kernel`). Default: the host's available parallelism.
     pub gpu_threads: usize,
+    /// Which KFD driver the model is (`kfd-emu run --kernel`): the mainline kernel's
+    /// (default) or AMD's out-of-tree amdgpu-dkms driver, which adds the IPC and PC-sampling
+    /// ioctls (`dkms`).
+    pub kernel: Kernel,
+}
+
+/// Which KFD driver the model acts as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Kernel {
+    /// The mainline Linux kernel's amdkfd (`kfd_ioctl.h` of torvalds/linux): ioctl numbers
+    /// from `AMDKFD_COMMAND_START` to `AMDKFD_COMMAND_END` only.
+    #[default]
+    Mainline,
+    /// AMD's out-of-tree driver (amdgpu-dkms, ROCm/ROCK-Kernel-Driver): mainline's ioctls
+    /// plus its second range from `AMDKFD_COMMAND_START_2` (0x80): IPC_IMPORT_HANDLE,
+    /// IPC_EXPORT_HANDLE and PC_SAMPLE; and the module reports its version in
+    /// `/sys/module/amdgpu/version`, which mainline's amdgpu has not.
+    Dkms,
 }
 
 impl Default for ModelConfig {
-    /// The `mi300x` machine at KFD 1.23, no tracing, no faults, no leak check, the default
-    /// timing model on the wall clock, kernels on as many threads as the host has cores.
+    /// The `mi300x` machine at KFD 1.23 of the mainline kernel, no tracing, no faults, no leak
+    /// check, the default timing model on the wall clock, kernels on as many threads as the
+    /// host has cores.
     fn default() -> Self {
         ModelConfig {
             machine: Machine::default(),
@@ -59,6 +79,7 @@ impl Default for ModelConfig {
             timing: Timing::default(),
             clock: ClockMode::Wall,
             gpu_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            kernel: Kernel::Mainline,
         }
     }
 }

@@ -28,10 +28,13 @@ use rustix::io::Errno;
 use rustix::ioctl::Opcode;
 
 use super::chardev::{Ctx, get};
+use super::device::Kernel;
 use super::driver::Driver;
 use super::host::{self, CAP_CHECKPOINT_RESTORE, CAP_SYS_ADMIN};
 use super::trace::{Decoder, Format};
-use super::{debug, event_ioctls, fail, handlers, memory_ioctls, queue_ioctls, svm_ioctl, trace};
+use super::{
+    debug, dkms, event_ioctls, fail, handlers, memory_ioctls, queue_ioctls, svm_ioctl, trace,
+};
 use crate::backend::{Caller, IoctlResult};
 
 /// The KFD minor from which an unknown ioctl number is `ENOTTY` rather than `EINVAL` (the
@@ -49,8 +52,19 @@ pub(super) fn kfd_ioctl(
 ) -> IoctlResult {
     // 1. The number, against the table of the kernel we act as.
     let nr = ioc_nr(cmd);
+    let dkms_entry;
     let entry = match lookup(nr) {
         Some(entry) if nr < command_end(m.dev.cfg.kfd_minor) => entry,
+        // The out-of-tree driver's second range (`amdkfd_ioctls_2`).
+        _ if let Some(d) = dkms::lookup(nr).filter(|_| m.dev.cfg.kernel == Kernel::Dkms) => {
+            dkms_entry = IoctlEntry {
+                info: d.info,
+                handler: Status(d.handler),
+                checkpoint_restore: false,
+                decoder: Decoder::FIELDS,
+            };
+            &dkms_entry
+        }
         _ => {
             let errno = if m.dev.cfg.kfd_minor >= ENOTTY_SINCE_MINOR {
                 Errno::NOTTY

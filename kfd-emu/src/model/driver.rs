@@ -11,6 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock, Weak};
 use rustix::io::Errno;
 
 use super::device::Device;
+use super::dkms::state::DkmsState;
 use super::fail;
 use super::files::{self, FileKey};
 use super::observe::Observer;
@@ -56,6 +57,9 @@ pub(super) struct Driver {
     pub cpu: CpuFaults,
     /// The SVM observer a tool installed ([`super::Model::observe_svm`]), if any.
     pub observer: OnceLock<Observer>,
+    /// The out-of-tree driver's IPC handles and PC-sampling sessions (`dkms`; empty on the
+    /// mainline kernel). Taken after `state` when both are held.
+    pub dkms: Mutex<DkmsState>,
 }
 
 /// What CPU faults on SVM pages in VRAM need (`svm::cpu`): the supervisor's waker (set only
@@ -160,6 +164,7 @@ impl Driver {
             this: OnceLock::new(),
             cpu: CpuFaults::default(),
             observer: OnceLock::new(),
+            dkms: Mutex::new(DkmsState::default()),
         }
     }
 

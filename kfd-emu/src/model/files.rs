@@ -445,6 +445,13 @@ impl SysfsTree {
         Ok(tree)
     }
 
+    /// Writes `/sys/module/amdgpu/version` (a module's `MODULE_VERSION`, which only the
+    /// out-of-tree amdgpu declares: see `dkms`).
+    pub(super) fn write_module_version(&self, version: &str) -> io::Result<()> {
+        let module = self.root.join(SysfsPart::AmdgpuModule.dir());
+        std::fs::write(module.join("version"), format!("{version}\n"))
+    }
+
     /// The DRM side of every GPU, as sysfs lays it out: the PCI device
     /// `devices/pci<domain>:00/<slot>` with its files and a `drm/` holding the minors
     /// `card<N>` and `renderD<minor>` (`dev`, `uevent`, links `device` back to the PCI device

@@ -676,6 +676,25 @@ pub(super) fn import_dmabuf(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> 
     };
     let id = resolved?;
     let backing = st.dmabufs.get(&id).ok_or(Errno::INVAL)?.backing;
+    let (handle, _) = import_backing(st, ctx.tgid, ctx.serial, a.gpu_id, gpu, a.va_addr, backing)?;
+    a.handle = handle;
+    put(buf, &a);
+    Ok(())
+}
+
+/// A new handle of process `(tgid, serial)` on GPU `gpu_id` (index `gpu`) at `va` on the memory
+/// `backing` (`amdgpu_amdkfd_gpuvm_import_dmabuf`, then `kfd_process_device_create_obj_handle`):
+/// the handle and the GEM object's vma offset on that GPU (what the out-of-tree driver's
+/// IPC import returns as `mmap_offset`).
+pub(super) fn import_backing(
+    st: &mut State,
+    tgid: i32,
+    serial: u64,
+    gpu_id: u32,
+    gpu: usize,
+    va: u64,
+    backing: u64,
+) -> Result<(u64, u64), Errno> {
     let (size, domain) = {
         let b = st.backings.get(&backing).ok_or(Errno::INVAL)?;
         // A dma-buf of another device is attached as system memory.
@@ -684,8 +703,8 @@ pub(super) fn import_dmabuf(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> 
     };
     // amdgpu_gem_prime_import: a dma-buf of this device gives back its own GEM object (the same
     // vma offset); one of another device becomes a new object there.
-    st.vma_offset(backing, gpu)?;
-    let pdd = st.process(ctx.tgid, ctx.serial)?.pdd(a.gpu_id)?;
+    let offset = st.vma_offset(backing, gpu)?;
+    let pdd = st.process(tgid, serial)?.pdd(gpu_id)?;
     let bo_id = pdd.free_id().ok_or(Errno::FAULT)?;
     let domain_flag = match domain {
         Domain::Vram => AllocMemFlags::VRAM,
@@ -694,7 +713,7 @@ pub(super) fn import_dmabuf(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> 
     pdd.bos.insert(
         bo_id,
         Bo {
-            va: a.va_addr,
+            va,
             size,
             flags: domain_flag | AllocMemFlags::WRITABLE | AllocMemFlags::EXECUTABLE,
             backing,
@@ -707,7 +726,5 @@ pub(super) fn import_dmabuf(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> 
     if let Some(b) = st.backings.get_mut(&backing) {
         b.refs += 1;
     }
-    a.handle = make_handle(a.gpu_id, bo_id);
-    put(buf, &a);
-    Ok(())
+    Ok((make_handle(gpu_id, bo_id), offset))
 }

@@ -189,6 +189,7 @@ mod cs_ioctls;
 mod debug;
 mod device;
 mod dispatch;
+mod dkms;
 mod driver;
 mod drm;
 mod engine;
@@ -227,6 +228,7 @@ mod vm;
 mod vmas;
 
 pub use backend::{DRM_MAJOR, KFD_MAJOR, Model, ModelError};
+pub use device::Kernel;
 pub use device::ModelConfig;
 pub use fail::{FailRule, FailRuleError};
 pub use gpu_view::{GpuFault, GpuFaultReason};

@@ -73,6 +73,12 @@ pub(super) fn teardown(model: &Driver, tgid: i32) {
         }
     }
     svm::teardown(&model.dev, &mut st, &mut process);
+    // Its PC-sampling sessions (the out-of-tree driver's; none on mainline).
+    model
+        .dkms
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .release(process.tgid, process.serial);
     // The process's own SMI fds closed when it exited; the others see it go.
     st.smi.release(tgid);
     for (gpu, pdd) in process.pdds.iter().enumerate() {

@@ -42,7 +42,7 @@ use runner::{Options, Report, Runner, Suite, TestResult, kfd_emu_binary, log_nam
 
 pub const USAGE: &str = "usage: cargo xtask conformance kfdtest|rocrtst --src DIR [--machine M]... \
 [--hardware] [--timeout SECS] [--slow-timeout SECS] [--filter GTEST_FILTER] [--out DIR] [--kfd-emu PATH] \
-[--llvm DIR] [--build DIR] [--run-excluded]";
+[--llvm DIR] [--build DIR] [--run-excluded] [--kernel mainline|dkms]";
 
 /// The presets kfdtest runs on when neither `--machine` nor `/dev/kfd` says otherwise.
 const DEFAULT_MACHINES: &[&str] = &["mi300x", "mi210x8", "mi100", "radeon-vii", "rx7900xtx"];
@@ -68,6 +68,7 @@ fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
     let mut slow_timeout = None;
     let (mut filter, mut out, mut kfd_emu, mut llvm, mut build) = (None, None, None, None, None);
     let mut run_excluded = false;
+    let mut kernel = None;
     let mut it = rest.iter();
     while let Some(&arg) = it.next() {
         let mut value = || it.next().copied().ok_or_else(usage);
@@ -93,6 +94,14 @@ fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
             "--llvm" => llvm = Some(PathBuf::from(value()?)),
             "--build" => build = Some(PathBuf::from(value()?)),
             "--run-excluded" => run_excluded = true,
+            "--kernel" => match value()? {
+                k @ ("mainline" | "dkms") => kernel = Some(k.to_owned()),
+                k => {
+                    return Err(Failure::new(format!(
+                        "--kernel {k}: mainline or dkms (kfd-emu run --kernel)"
+                    )));
+                }
+            },
             _ => {
                 return Err(Failure::new(format!(
                     "conformance: unknown argument {arg:?}\n{USAGE}"
@@ -107,6 +116,11 @@ fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
     }
     if hardware && !machines.is_empty() {
         return Err(Failure::new("--hardware and --machine exclude each other"));
+    }
+    if kernel.is_some() && (hardware || (machines.is_empty() && have_kfd)) {
+        return Err(Failure::new(
+            "--kernel chooses kfd-emu's driver: the hardware runs the one it has",
+        ));
     }
     if hardware && !have_kfd {
         return Err(Failure::new("--hardware: this machine has no /dev/kfd"));
@@ -130,6 +144,7 @@ fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
         llvm,
         build,
         run_excluded,
+        kernel,
     })
 }
 
@@ -165,6 +180,7 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
         timeout: options.timeout,
         slow_timeout: options.slow_timeout,
         machines: Vec::new(),
+        kernel: options.kernel.clone(),
     };
     let targets: Vec<Option<String>> = if options.machines.is_empty() {
         vec![None]
@@ -178,6 +194,7 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
             lib: built.lib.clone(),
             hsa_debug: true,
             cwd: None,
+            kernel: options.kernel.clone(),
         };
         let label = machine.clone().unwrap_or_else(|| "hardware".to_owned());
         let node = runner.first_gpu()?;
@@ -420,5 +437,52 @@ mod tests {
         assert!(parse_args(&["kfdtest", "--src", "/t", "--timeout", "0"], false).is_err());
         assert!(parse_args(&["kfdtest", "--src", "/t", "--hardware"], false).is_err());
         assert!(parse_args(&["kfdtest", "--src", "/t", "--bogus"], false).is_err());
+    }
+
+    #[test]
+    fn the_kernel_flavour_is_kfd_emus_only() {
+        let o = parse_args(&["kfdtest", "--src", "/t", "--kernel", "dkms"], false).expect("parses");
+        assert_eq!(o.kernel.as_deref(), Some("dkms"));
+        let o = parse_args(&["kfdtest", "--src", "/t"], false).expect("parses");
+        assert_eq!(o.kernel, None, "kfd-emu's default (mainline)");
+        assert!(parse_args(&["kfdtest", "--src", "/t", "--kernel", "amdgpu"], false).is_err());
+        // On the hardware the kernel is the machine's.
+        assert!(parse_args(&["kfdtest", "--src", "/t", "--kernel", "dkms"], true).is_err());
+        let args = [
+            "kfdtest",
+            "--src",
+            "/t",
+            "--machine",
+            "mi100",
+            "--kernel",
+            "dkms",
+        ];
+        assert!(
+            parse_args(&args, true).is_ok(),
+            "emulated on a machine with /dev/kfd"
+        );
+        // The flavour reaches kfd-emu's command line, before the program.
+        let runner = Runner {
+            kfd_emu: Some(PathBuf::from("/emu")),
+            machine: Some("mi100".to_owned()),
+            lib: PathBuf::from("/lib"),
+            hsa_debug: false,
+            cwd: None,
+            kernel: Some("dkms".to_owned()),
+        };
+        let command = runner.command(Path::new("/kfdtest"));
+        let args: Vec<_> = command.get_args().collect();
+        assert_eq!(
+            args,
+            [
+                "run",
+                "--machine",
+                "mi100",
+                "--kernel",
+                "dkms",
+                "--",
+                "/kfdtest"
+            ]
+        );
     }
 }

@@ -280,6 +280,7 @@ pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
         timeout: options.timeout,
         slow_timeout: options.slow_timeout,
         machines: Vec::new(),
+        kernel: options.kernel.clone(),
     };
     let targets: Vec<Option<String>> = if options.machines.is_empty() {
         vec![None]
@@ -293,6 +294,7 @@ pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
             lib: built.lib.clone(),
             hsa_debug: false,
             cwd: Some(built.dir.clone()),
+            kernel: options.kernel.clone(),
         };
         let label = machine.clone().unwrap_or_else(|| "hardware".to_owned());
         let node = runner.first_gpu()?;

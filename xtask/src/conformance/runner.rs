@@ -46,6 +46,9 @@ pub(super) struct Options {
     /// Where to build (default `target/conformance/kfdtest/<tree>`).
     pub(super) build: Option<PathBuf>,
     pub(super) run_excluded: bool,
+    /// `--kernel K`: the KFD driver kfd-emu acts as (`kfd-emu run --kernel`: `mainline`, the
+    /// default, or `dkms`, AMD's out-of-tree driver with its IPC and PC-sampling ioctls).
+    pub(super) kernel: Option<String>,
 }
 
 /// The kfd-emu to run the machines under: `--kfd-emu`, or this workspace's, built release;
@@ -93,6 +96,8 @@ pub(super) struct Runner {
     pub(super) hsa_debug: bool,
     /// Where tests run (default: their log's directory).
     pub(super) cwd: Option<PathBuf>,
+    /// `kfd-emu run --kernel K` (see [`Options::kernel`]); `None`: kfd-emu's default.
+    pub(super) kernel: Option<String>,
 }
 
 impl Runner {
@@ -100,7 +105,11 @@ impl Runner {
         let mut command = match (&self.kfd_emu, &self.machine) {
             (Some(emu), Some(machine)) => {
                 let mut c = Command::new(emu);
-                c.args(["run", "--machine", machine, "--"]).arg(program);
+                c.args(["run", "--machine", machine]);
+                if let Some(kernel) = &self.kernel {
+                    c.args(["--kernel", kernel]);
+                }
+                c.arg("--").arg(program);
                 c
             }
             _ => Command::new(program),
@@ -367,6 +376,8 @@ pub(super) struct Report {
     /// The hard limit (see [`Options::slow_timeout`]).
     pub(super) slow_timeout: Duration,
     pub(super) machines: Vec<MachineResults>,
+    /// The kernel flavour the machines were emulated with (`--kernel`), noted in the results.
+    pub(super) kernel: Option<String>,
 }
 
 impl Report {
@@ -439,9 +450,14 @@ impl Report {
 
     pub(super) fn write(&self, out: &Path) -> Result<(), Failure> {
         let mut md = format!(
-            "# {} results\n\nTree: `{}`; one process per test, {} s limit each{}.\n\n{}",
+            "# {} results\n\nTree: `{}`; {}one process per test, {} s limit each{}.\n\n{}",
             self.suite,
             self.tree,
+            match &self.kernel {
+                Some(kernel) =>
+                    format!("kfd-emu's `{kernel}` kernel (`kfd-emu run --kernel {kernel}`); "),
+                None => String::new(),
+            },
             self.timeout.as_secs(),
             if self.slow_timeout > self.timeout {
                 format!(
@@ -531,6 +547,7 @@ mod tests {
             lib: PathBuf::from("/nonexistent"),
             hsa_debug: false,
             cwd: None,
+            kernel: None,
         }
     }
 
@@ -552,6 +569,7 @@ mod tests {
             tree: "t".to_owned(),
             timeout: Duration::from_secs(30),
             slow_timeout: Duration::from_secs(90),
+            kernel: None,
             machines: vec![MachineResults {
                 label: "mi300x".to_owned(),
                 platform: "gfx942".to_owned(),
