@@ -472,6 +472,15 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// The emulated machine's RAM in bytes (what its kernel's `totalram_pages()` would count),
+    /// for the overcommit check of a large anonymous `mmap` (see
+    /// [`Filter::kfd_traced`](crate::supervisor::seccomp::Filter::kfd_traced)); `None` when
+    /// the backend emulates no memory size (the host's is the machine's). The default says
+    /// `None`.
+    fn system_memory(&self) -> Option<u64> {
+        None
+    }
+
     /// Answers a `write`, `writev` or `pwritev2` at the current position on `file` (a
     /// duplicate of the caller's descriptor, whose number is in [`SMI_FDS`]): `None` when it
     /// is not a stand-in the backend writes (the kernel runs the call), else the call's

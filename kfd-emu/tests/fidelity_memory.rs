@@ -394,8 +394,8 @@ fn available_memory_follows_the_kernel_accounting() {
     assert_eq!(start % (2 * MIB), 0);
     // The page-table reserve, ESTIMATE_PT_SIZE(amdgpu_amdkfd_total_mem_size): at least
     // system RAM >> 14 (newer kernels: and at least 8 MiB); pinned VRAM lowers it further.
-    let si = rustix::system::sysinfo();
-    let ram = si.totalram * u64::from(si.mem_unit.max(1));
+    // The RAM is the machine's (its CPU nodes' memory).
+    let ram = emu.model.machine().system_memory();
     let vram = emu.model.machine().gpus()[0].vram_size;
     assert!(
         start <= (vram - (ram >> 14)) & !(2 * MIB - 1),

@@ -117,9 +117,18 @@ fn apu_available_memory_is_exactly_what_alloc_can_take() {
         .expect("all of it");
     assert_eq!(emu.available(gpu), 0);
     assert_eq!(emu.alloc(gpu, va(2), PAGE, VRAM_DEVICE), Err(Errno::NOMEM));
-    // GTT draws on the same system and TTM memory.
+    // GTT draws on the same TTM memory: the TTM limit (`ttm_tt_pages_limit`, half of the
+    // machine's RAM, all four sockets') less what the VRAM BO took is what is left of it.
     let gtt = KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
-    assert_eq!(emu.alloc(gpu, va(2), PAGE, gtt), Err(Errno::NOMEM));
+    let ttm_left = emu.model.machine().system_memory() / 2 - available;
+    assert_eq!(
+        emu.alloc(gpu, va(2), ttm_left + PAGE, gtt),
+        Err(Errno::NOMEM)
+    );
+    let (g, _) = emu
+        .alloc(gpu, va(2), ttm_left, gtt)
+        .expect("the rest of TTM");
+    emu.free(g).expect("free");
     emu.free(h).expect("free");
     assert_eq!(emu.available(gpu), available);
 }

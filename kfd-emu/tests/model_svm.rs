@@ -564,8 +564,10 @@ fn xnack_off_reserves_system_memory_for_the_ranges() {
     let view = Arc::clone(&model);
     kfd_emu::supervisor::run_attached(model, move || {
         let (kfd, _) = open_all(&view);
-        // More address space than the host has memory, never touched.
-        let ram = rustix::system::sysinfo().totalram;
+        // More address space than the machine has memory (what the kernel's limits are sized
+        // from), never touched.
+        let ram = view.machine().system_memory();
+        assert!(ram > 0, "the preset's CPU node has memory");
         let huge = (2 * ram + (1 << 30)).next_multiple_of(2 * MIB);
         let mem = Anon::with(huge, ProtFlags::empty(), MapFlags::PRIVATE);
         assert_eq!(

@@ -120,6 +120,14 @@ fn weight(from: &Node, to: u32) -> Option<u32> {
 }
 
 impl Machine {
+    /// The machine's RAM: the system-memory banks of its NUMA nodes together (what the
+    /// kernel's `si_meminfo` counts); 0 when its CPU nodes give none.
+    pub fn system_memory(&self) -> u64 {
+        self.numa_nodes()
+            .iter()
+            .fold(0u64, |sum, n| sum.saturating_add(n.mem_bytes))
+    }
+
     /// The NUMA nodes: one per topology node with CPU cores, in node order.
     pub fn numa_nodes(&self) -> Vec<NumaNode> {
         let cpu_nodes: Vec<&Node> = self.topology.nodes.iter().filter(|n| n.is_cpu()).collect();

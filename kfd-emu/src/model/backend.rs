@@ -588,6 +588,10 @@ impl Backend for Model {
         u32::try_from(self.machine().numa_nodes().len()).ok()
     }
 
+    fn system_memory(&self) -> Option<u64> {
+        Some(self.machine().system_memory()).filter(|&ram| ram > 0)
+    }
+
     fn cpu_faults(&self, waker: Option<CpuWaker>) {
         self.drv.cpu.set_waker(waker);
     }

@@ -85,7 +85,7 @@ impl Default for ModelConfig {
 }
 
 /// What the model knows of the device, fixed when it is made: the configuration (machine, KFD
-/// version, extras), the host's memory limits and the timing model's costs; and the model's
+/// version, extras), the machine's memory limits and the timing model's costs; and the model's
 /// clock, the one thing here that moves (an atomic counter of modeled time).
 #[derive(Debug)]
 pub(super) struct Device {
@@ -109,7 +109,7 @@ pub(super) struct Device {
 }
 
 impl Device {
-    /// The device for `cfg`, with the host's memory limits.
+    /// The device for `cfg`, with its machine's memory limits.
     pub(super) fn new(cfg: ModelConfig) -> Device {
         let costs = Costs::new(&cfg.machine, cfg.timing.clone());
         let clock = Arc::new(Clock::new(cfg.clock));
@@ -119,10 +119,11 @@ impl Device {
             .iter()
             .map(|_| Arc::new(kfd_gfx9::gws::Gws::new()))
             .collect();
+        let limits = Limits::of_machine(&cfg.machine);
         Device {
             gws,
             cfg,
-            limits: Limits::of_host(),
+            limits,
             costs,
             clock,
             translations: std::sync::atomic::AtomicU64::new(0),

@@ -854,7 +854,7 @@ fn write_amdgpu_files(machine: &Machine, gpu: &crate::machine::Gpu, dir: &Path) 
     } else {
         gpu.vram_size.min(256 << 20)
     };
-    let gtt = super::memory::Limits::of_host().ttm;
+    let gtt = super::memory::Limits::of_machine(machine).ttm;
     for (name, value) in [
         ("mem_info_vram_total", gpu.vram_size),
         ("mem_info_vis_vram_total", visible),

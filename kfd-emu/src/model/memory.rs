@@ -17,8 +17,8 @@ pub(super) fn align_up(value: u64, align: u64) -> Option<u64> {
     Some(value.checked_add(align - 1)? & !(align - 1))
 }
 
-/// The KFD memory limits of this host, as `amdgpu_amdkfd_gpuvm_init_mem_limits` and
-/// `ESTIMATE_PT_SIZE` compute them from the RAM size.
+/// The KFD memory limits of a machine, as `amdgpu_amdkfd_gpuvm_init_mem_limits` and
+/// `ESTIMATE_PT_SIZE` compute them from the RAM size (`si_meminfo`'s `totalram`).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Limits {
     /// `max_system_mem_limit`: GTT and USERPTR together.
@@ -30,9 +30,26 @@ pub(super) struct Limits {
 }
 
 impl Limits {
+    /// The limits of the host kfd-emu runs on (its `sysinfo` RAM).
     pub(super) fn of_host() -> Limits {
         let si = rustix::system::sysinfo();
-        let ram = si.totalram.saturating_mul(u64::from(si.mem_unit.max(1)));
+        Limits::of_ram(si.totalram.saturating_mul(u64::from(si.mem_unit.max(1))))
+    }
+
+    /// The limits of the emulated machine: the kernel sizes them from the RAM it runs on, and
+    /// the machine's RAM is what its topology says (the CPU nodes' system-memory banks, which
+    /// the NUMA nodes' `meminfo` report too: `kfd_fill_mem_info_for_cpu` counts the node's
+    /// managed pages, `si_meminfo` all of them), so that a preset's 2 × 256 GiB counts as such
+    /// on a smaller host; a topology whose CPU nodes give no memory has the host's.
+    pub(super) fn of_machine(machine: &crate::machine::Machine) -> Limits {
+        match machine.system_memory() {
+            0 => Limits::of_host(),
+            ram => Limits::of_ram(ram),
+        }
+    }
+
+    /// The limits of a machine with `ram` bytes of RAM.
+    pub(super) fn of_ram(ram: u64) -> Limits {
         // AMDGPU_RESERVE_MEM_LIMIT = 1.5 GiB.
         let reserve = 3u64 << 29;
         let mut system = ram - (ram >> 6);

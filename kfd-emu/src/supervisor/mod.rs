@@ -152,6 +152,7 @@ mod addrspace;
 mod caller;
 mod error;
 mod mmap;
+mod overcommit;
 mod path;
 mod plan;
 pub mod seccomp;

@@ -343,6 +343,9 @@ impl Filter {
     /// - `clone` with `CLONE_UNTRACED` → `SECCOMP_RET_TRACE`: the tracer clears the flag, so
     ///   the child stays traced (and keeps working: the filter it inherits sends its file
     ///   `mmap`s to a tracer);
+    /// - an anonymous `mmap` of 4 GiB or more without `MAP_FIXED` or `MAP_NORESERVE` →
+    ///   `SECCOMP_RET_TRACE`: the tracer adds `MAP_NORESERVE` when the host would refuse it
+    ///   for its size alone and the emulated machine would not (the `overcommit` module);
     /// - `clone3` → `ENOSYS`: its flags (`CLONE_UNTRACED` among them) are in memory the
     ///   filter cannot read; glibc (≥ 2.34) and the other callers fall back to `clone`;
     /// - `ptrace` with `PTRACE_TRACEME`, `PTRACE_ATTACH`, `PTRACE_SEIZE` or `PTRACE_DETACH`
@@ -400,7 +403,16 @@ impl Filter {
         p.op(ret, file_mmap);
         // An anonymous mapping (its flags still loaded): notified when it replaces.
         p.label(L::AnonMmap);
-        p.jump(jset, libc::MAP_FIXED as u32, To(L::Notify), To(L::Allow));
+        if traced {
+            // One of 4 GiB or more the kernel may account (no MAP_NORESERVE) goes to the
+            // tracer, which checks its size against the machine's RAM.
+            p.jump(jset, libc::MAP_FIXED as u32, To(L::Notify), Next);
+            p.jump(jset, libc::MAP_NORESERVE as u32, To(L::Allow), Next);
+            p.op(ld, ARG_LOW[1] + 4);
+            p.jump(jeq, 0, To(L::Allow), To(L::Trace));
+        } else {
+            p.jump(jset, libc::MAP_FIXED as u32, To(L::Notify), To(L::Allow));
+        }
         p.label(L::Madvise);
         p.op(ld, ARG_LOW[2]);
         let (last, rest) = MADVISE_NOTIFIED.split_last().unwrap_or((&0, &[]));
@@ -928,6 +940,34 @@ mod tests {
         assert_eq!(run(&f, &call(libc::SYS_mmap, anon_marked)), allow);
         assert_eq!(
             run(&f, &call(libc::SYS_mmap, [0, 4096, 3, anon, 0, 0])),
+            allow
+        );
+        // One of 4 GiB or more goes to the tracer (the machine's overcommit check) unless it
+        // has MAP_NORESERVE; the attached filter lets it run.
+        let trace = libc::SECCOMP_RET_TRACE | TRACE_DATA;
+        let big = 1u64 << 32;
+        assert_eq!(
+            run(&f, &call(libc::SYS_mmap, [0, big, 3, anon, 0, 0])),
+            trace
+        );
+        assert_eq!(
+            run(&f, &call(libc::SYS_mmap, [0, big - 4096, 3, anon, 0, 0])),
+            allow
+        );
+        let noreserve = anon | libc::MAP_NORESERVE as u64;
+        assert_eq!(
+            run(&f, &call(libc::SYS_mmap, [0, big, 3, noreserve, 0, 0])),
+            allow
+        );
+        assert_eq!(
+            run(&f, &call(libc::SYS_mmap, [1 << 40, big, 3, fixed, 0, 0])),
+            notify
+        );
+        assert_eq!(
+            run(
+                &Filter::kfd(),
+                &call(libc::SYS_mmap, [0, big, 3, anon, 0, 0])
+            ),
             allow
         );
         // Forks are: a fork is notified, a thread is not; vfork is allowed, clone3 refused

@@ -178,6 +178,7 @@ use rustix::process::{Pid, PidfdFlags, pidfd_open};
 
 use super::addrspace;
 use super::mmap::{self as file_mmap, MmapArgs, Pending, SLOT_MARKER, Slots};
+use super::overcommit::{self, Commit};
 use super::plan::{
     self, ERESTART_RESTARTBLOCK, ERESTARTNOHAND, ERESTARTNOINTR, ERESTARTSYS, Outcome, Then, Why,
 };
@@ -914,6 +915,20 @@ impl Tracer {
         }
     }
 
+    /// A large anonymous `mmap` stopped `tid` (the filter's, see
+    /// [`Filter::kfd_traced`](super::seccomp::Filter::kfd_traced)): it gets `MAP_NORESERVE`
+    /// when the host would refuse it for its size and the machine would not
+    /// ([`overcommit::noreserve`]); it runs either way.
+    fn anon_mmap(&mut self, tid: i32, mut regs: libc::user_regs_struct) {
+        if let Some(ram) = self.backend.system_memory()
+            && overcommit::noreserve(regs.rsi, regs.rdx, regs.r10, Commit::of_host(ram))
+        {
+            regs.r10 |= libc::MAP_NORESERVE as u64;
+            let _ = set_regs(tid, &regs);
+        }
+        self.resume(tid, 0)
+    }
+
     /// A file `mmap` stopped `tid`: ask the backend and carry its answer out.
     fn seccomp_stop(&mut self, tid: i32) {
         let Ok(mut regs) = get_regs(tid) else {
@@ -948,6 +963,9 @@ impl Tracer {
             return self.fail(tid, regs, Errno::NOSYS);
         }
         match regs.orig_rax as i64 {
+            libc::SYS_mmap if regs.r10 & libc::MAP_ANONYMOUS as u64 != 0 => {
+                return self.anon_mmap(tid, regs);
+            }
             libc::SYS_mmap => {}
             libc::SYS_ptrace => return self.ptrace_call(tid, regs),
             libc::SYS_clone => {

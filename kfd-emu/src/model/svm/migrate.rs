@@ -26,8 +26,9 @@
 //! back with trigger `TTM_EVICTION` before the new migration's records. TTM skips the BOs of
 //! the process whose own call allocates (`amdgpu_ttm_bo_eviction_valuable`:
 //! `amdkfd_fence_check_mm(f, current->mm)`), so a prefetch (the process's ioctl) evicts none
-//! of its ranges and fails with `ENOMEM`, while a GPU fault (the fault worker has no `mm`)
-//! evicts them. Approximations: other processes' ranges and KFD BOs are not evicted; the
+//! of its ranges and its migration fails with `ENOMEM` (past the KFD VRAM limit: `ENOSPC`),
+//! which `svm_range_trigger_migration` drops: the range stays in system memory and the call
+//! succeeds; a GPU fault (the fault worker has no `mm`) evicts them. Approximations: other processes' ranges and KFD BOs are not evicted; the
 //! pieces of a split range each have a BO of their own (the kernel's share one).
 
 use kfd_ioctl::abi::{
@@ -78,6 +79,13 @@ pub(super) fn best_prefetch_location(env: &Env<'_>, xnack: bool, r: &Range) -> u
 /// best_loc" return of older kernels' `svm_migrate_ram_to_vram` is gone), and
 /// `migrate_vma_setup` collects only system pages (`MIGRATE_VMA_SELECT_SYSTEM`): the records
 /// and the invalidation are there, no page moves ([`ram_to_vram`]).
+///
+/// A migration to VRAM that fails is not the call's error: since "drm/amdkfd: Add VRAM
+/// accounting for SVM migration" (upstream 1e214f7faaf5, Linux 6.7, in 6.6 stable) the
+/// function returns 0 after `svm_migrate_to_vram` whatever it returned ("If migrating to VRAM
+/// fails, driver can fall back to using system memory seamlessly"): `*migrated` is false, the
+/// range stays in system memory and `svm_range_set_attr` maps it there when the call changes
+/// a mapping. A failed migration to system memory is still the call's error.
 pub(super) fn trigger_migration(
     env: &mut Env<'_>,
     p: &mut Process,
@@ -95,10 +103,10 @@ pub(super) fn trigger_migration(
     env.dev.clock.advance(env.dev.costs.prefetch_ns());
     if best == 0 {
         vram_to_ram(env, p, key, key, last, KFD_MIGRATE_TRIGGER_PREFETCH)?;
-    } else {
-        to_vram(env, p, key, best, key, last, KFD_MIGRATE_TRIGGER_PREFETCH)?;
+        return Ok(true);
     }
-    Ok(true)
+    // ENOSPC (the KFD VRAM limit), ENOMEM (no room next to the other BOs): the range stays.
+    Ok(to_vram(env, p, key, best, key, last, KFD_MIGRATE_TRIGGER_PREFETCH).is_ok())
 }
 
 /// `svm_migrate_to_vram`: pages `[s, l]` of range `key` to the VRAM of `best` (through system
