@@ -30,7 +30,8 @@
 //!   and a GPU access, first wait until it has ([`Wakeups::sync`]), so the caller stops
 //!   before it runs on;
 //! - the first thread to stop runs the backend's plan: its registers saved, each `mprotect`
-//!   is run at a `syscall` instruction of the process (the one a seccomp stop was made at)
+//!   is run at a `syscall` instruction of the process (one a seccomp stop was made at, or
+//!   that a notified `mmap` was made at)
 //!   with no call number to restart, through its syscall stops (its seccomp notification is
 //!   answered `CONTINUE` and not told to the backend: [`Wakeups::is_injected`]); then the
 //!   thread gets its registers back, with the restart the kernel would have made of the call
@@ -161,7 +162,6 @@
 //! logged once.
 //!
 //! A lent thread's redirected file `mmap`s (a debuggee creating its queues: kfdtest's
-//! `KFDDBGTest.HitMemoryViolation`) need a task in its address space that the supervisor can
 //! drive, as neither stops nor register changes of the thread itself are the supervisor's any
 //! more (and a notification cannot change a call's arguments). So before lending a thread
 //! (at the seccomp stop of its `PTRACE_TRACEME`, whose call is made a `clone` and then issued
@@ -178,14 +178,17 @@
 //! `__WALL` or `__WCLONE` (`eligible_child`; a zombie until then or until the process ends).
 //! A thread the tracer could not stop at an interrupt stop for the lend (stopped by job
 //! control, or parked) gets no helper, and its redirects fail with `ENOSYS`; so does one
-//! whose helper was killed. A helper keeps the address space it had: a lent thread that
+//! whose helper was killed. A thread a lent thread makes, untraced unless the program's
+//! tracer traces clones, is served by the helper of its address space. A helper keeps the
+//! address space it had: a lent thread that
 //! `exec`s leaves its helper on the old one, which is then killed at the thread's next
 //! redirect (checked with `kcmp(KCMP_VM)`), which fails with `ENOSYS`. A thread of the caller's own process
 //! is never lent (the kernel refuses it: `EPERM`). A `PTRACE_TRACEME` child is taken back
 //! when its parent detaches it or the parent process's leader ends.
 //!
 //! Anonymous mappings never stop the program: the filter allows them outright, so only file
-//! mappings (the loader's, a few per library) pay a stop, a `pidfd_getfd` and a backend call.
+//! mappings (the loader's, a few per library) pay a notification, a `pidfd_getfd` and a
+//! backend call, and only redirected ones (a stand-in's) a stop and the calls above.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::os::fd::{AsFd, OwnedFd};
@@ -514,13 +517,13 @@ fn with_restart(mut regs: libc::user_regs_struct) -> libc::user_regs_struct {
     regs
 }
 
-/// Whether tasks `a` and `b` share their memory (`kcmp(a, b, KCMP_VM)`; true when the kernel
-/// cannot tell, without `CONFIG_KCMP`).
-fn shares_memory(a: i32, b: i32) -> bool {
+/// Whether tasks `a` and `b` share their memory (`kcmp(a, b, KCMP_VM)`); `None` when the
+/// kernel cannot tell (no `CONFIG_KCMP`, a task gone).
+fn kcmp_vm(a: i32, b: i32) -> Option<bool> {
     const KCMP_VM: libc::c_long = 1;
     // SAFETY: kcmp takes plain integers (KCMP_VM reads no pointer).
     let ret = unsafe { libc::syscall(libc::SYS_kcmp, a, b, KCMP_VM, 0, 0) };
-    ret == 0 || (ret < 0 && errno() == Errno::NOSYS)
+    (ret >= 0).then_some(ret == 0)
 }
 
 /// Whether task `pid` is gone or a zombie (`State:` Z or X of its `/proc` status).
@@ -553,12 +556,14 @@ fn helper_clone(mut regs: libc::user_regs_struct) -> libc::user_regs_struct {
 /// Where a thread holding a redirect is (see [`super::mmap`]).
 #[derive(Debug, Clone, Copy)]
 enum Stage {
-    /// Only the offset was rewritten: the program's registers come back at the exit stop.
+    /// Only the offset was rewritten (the fd marked direct): the program's registers come
+    /// back at the exit stop.
     Offset,
-    /// The call was turned into the marked one that installs the memfd; its exit stop finds
+    /// The call was made again as the marked one that installs the memfd; its exit stop finds
     /// the number the worker installed it at (or `-errno`).
     Install { offset: u64 },
-    /// The `mmap` runs again with the installed fd `fd`; its exit stop closes `fd`.
+    /// The `mmap` runs again with the installed fd `fd` (marked direct); its exit stop closes
+    /// `fd`.
     Map { fd: u32 },
     /// `close(fds[0])`, then `close(fds[1])` up to `count`, run in place of the program's
     /// code; the last one's exit stop gives the program its registers back with `result`.
@@ -575,10 +580,12 @@ enum Stage {
     SmiDup { fd: u32 },
 }
 
-/// A thread holding a redirect between its seccomp stop and the end of its `mmap`.
+/// A thread holding a redirect (or an `SMI_EVENTS`' fd move) between the stop it began at
+/// (the interrupt or exit stop of its notified `mmap`, the seccomp stop of its ioctl) and
+/// the end of its call.
 #[derive(Debug, Clone, Copy)]
 struct Hold {
-    /// The registers at the seccomp stop, as the program passed them.
+    /// The registers at that stop, with the arguments as the program passed them.
     regs: libc::user_regs_struct,
     stage: Stage,
 }
@@ -591,7 +598,7 @@ struct Tracer {
     /// tid → tgid, for every tracee seen in a seccomp stop.
     tgids: HashMap<i32, i32>,
     holds: HashMap<i32, Hold>,
-    /// Per process, a `syscall` instruction (seen at a seccomp stop).
+    /// Per process, a `syscall` instruction (seen at a seccomp stop, or [`Tracer::insn_of`]).
     syscall_insn: HashMap<i32, u64>,
     /// Threads running a plan, and per process the one that does.
     injects: HashMap<i32, Inject>,
@@ -1071,19 +1078,26 @@ impl Tracer {
             return;
         }
         if self.lent.contains_key(&tid) {
-            return self.helper_mmap(r);
+            let helper = self.helper_of.get(&tid).copied();
+            return self.helper_mmap(r, helper);
         }
         if ptrace_value(libc::PTRACE_INTERRUPT, tid, 0).is_err() {
-            // Not a tracee of this thread (nor lent): no tracer could change the call, the
-            // kernel's answer to a SECCOMP_RET_TRACE without one.
-            let _ = r.listener.respond_error(r.id, Errno::NOSYS);
-            return;
+            // Not a tracee of this thread (nor lent): a thread a lent one made, which its
+            // tracer did not trace, is served by a helper in its address space if there is
+            // one; else no tracer could change the call, the kernel's answer to a
+            // SECCOMP_RET_TRACE without one.
+            let helper = self
+                .helper_of
+                .values()
+                .copied()
+                .find(|&h| kcmp_vm(tid, h) == Some(true));
+            return self.helper_mmap(r, helper);
         }
         // The interrupt is pending (`TIF_SIGPENDING`; the thread waits killable, so it is not
         // woken by it) before the answer: on its way out of the call the thread stops for it
-        // (`arch_do_signal_or_restart` → `get_signal` → `do_jobctl_trap`), and after that
-        // stop the kernel restarts the call (`-ERESTARTNOINTR`: `regs->ax = regs->orig_ax;
-        // regs->ip -= 2`) with the arguments the stop leaves (`redirect_at_stop`).
+        // (`arch_do_signal_or_restart` → `get_signal` → `do_jobctl_trap`), or at the call's
+        // exit stop if it runs with `PTRACE_SYSCALL` (a ptrace stop satisfies a pending
+        // interrupt), where `redirect_at_stop` has it issue the call again its way.
         let _ = r
             .listener
             .respond_error(r.id, Errno::from_raw_os_error(-ERESTARTNOINTR as i32));
@@ -1092,8 +1106,11 @@ impl Tracer {
         self.awaiting.insert(tid, r);
     }
 
-    /// At `tid`'s interrupt stop, the redirected `mmap` it was interrupted for: its
-    /// arguments changed so that the kernel's restart of the call carries the redirect out
+    /// At `tid`'s interrupt stop or syscall-exit stop, the redirected `mmap` it was
+    /// interrupted for: the call made again (instruction pointer back over its `syscall`, no
+    /// restart left for the kernel to make: at an interrupt stop it would make one itself,
+    /// `-ERESTARTNOINTR`'s `regs->ax = regs->orig_ax; regs->ip -= 2`, but a stop of another
+    /// kind may have satisfied the interrupt) with the arguments that carry the redirect out
     /// (see [`super::mmap`]). False when it has none, or the stop is not in that call (it
     /// was answered otherwise meanwhile, or killed).
     fn redirect_at_stop(&mut self, tid: i32) -> bool {
@@ -1110,7 +1127,7 @@ impl Tracer {
         {
             return false;
         }
-        let mut next = regs;
+        let mut next = again(regs);
         let stage = if r.same {
             // Only the offset changes: the program's own fd, allowed by the filter.
             next.r8 = (regs.r8 & 0xffff_ffff) | (u64::from(DIRECT_MARKER) << 32);
@@ -1158,10 +1175,16 @@ impl Tracer {
         if self.returning.contains_key(&tid) {
             return self.detach_done(tid);
         }
+        let kind = syscall_stop_kind(tid);
+        if kind == Some(SYSCALL_INFO_EXIT)
+            && self.awaiting.contains_key(&tid)
+            && self.redirect_at_stop(tid)
+        {
+            return;
+        }
         let Some(hold) = self.holds.get(&tid).copied() else {
             return self.buffer_call(tid);
         };
-        let kind = syscall_stop_kind(tid);
         let Ok(regs) = get_regs(tid) else {
             return self.resume(tid, 0);
         };
@@ -1672,13 +1695,13 @@ impl Tracer {
         }
     }
 
-    /// A redirected `mmap` of lent thread `r.tid`, made by its helper: the memfd installed in
-    /// the thread's fd table (which the helper shares) at a number the kernel picks, mapped
-    /// at the backend's offset with the caller's arguments, and closed; the call answered
-    /// with the helper's result.
-    fn helper_mmap(&mut self, r: Request) {
-        let helper = self.helper_of.get(&r.tid).copied();
-        let Some(helper) = helper.filter(|&h| shares_memory(r.tid, h)) else {
+    /// A redirected `mmap` of thread `r.tid`, which the tracer cannot stop (lent, or made by
+    /// a lent thread and traced by nobody), made by `helper` (one sharing its memory): the
+    /// memfd installed in the thread's fd table (which the helper shares) at a number the
+    /// kernel picks, mapped at the backend's offset with the caller's arguments, and closed;
+    /// the call answered with the helper's result.
+    fn helper_mmap(&mut self, r: Request, helper: Option<i32>) {
+        let Some(helper) = helper.filter(|&h| kcmp_vm(r.tid, h) != Some(false)) else {
             // No helper (or one left on the address space the thread had before an exec):
             // what the kernel answers a SECCOMP_RET_TRACE of a thread whose tracer asked
             // for no seccomp stops.
