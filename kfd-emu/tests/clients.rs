@@ -1506,7 +1506,9 @@ fn system_calls_given_svm_memory_in_vram_fault_it_home_and_succeed() {
 /// its KFD signal page (a redirected mapping: kfdtest's `KFDDBGTest.HitMemoryViolation`
 /// debuggee maps its queue's so): both work while kfd-emu has lent the thread to its
 /// parent (they failed with `ENOSYS` when file mmaps were `SECCOMP_RET_TRACE`d: the
-/// parent, its tracer, asked for no seccomp stops).
+/// parent, its tracer, asked for no seccomp stops). So does a child its parent
+/// `PTRACE_SEIZE`s while it is blocked in `read()` (lent from an interrupt stop, its call
+/// restarted), once the parent lets it read.
 #[test]
 fn a_program_ptraces_its_parent_and_its_child_as_on_linux() {
     let Some(probe) = build_probe(
@@ -1530,6 +1532,7 @@ fn a_program_ptraces_its_parent_and_its_child_as_on_linux() {
             "after attach: kfd 1 map 1",
             "traceme 1 0",
             "traced maps 1 0",
+            "seized maps 1 0",
         ],
         "{}",
         describe(&out)

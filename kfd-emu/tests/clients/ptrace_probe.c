@@ -173,5 +173,51 @@ int main(void) {
         ptrace(PTRACE_CONT, child, 0, (void *)(uintptr_t)WSTOPSIG(status));
     }
     printf("traced maps %d %d\n", ok, WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status));
+
+    /* A child blocked in read() that its parent PTRACE_SEIZEs (no stop): it goes on, traced,
+     * and maps the same once the parent writes the pipe. */
+    int go[2];
+    if (pipe(go) != 0)
+        return 1;
+    child = fork();
+    if (child == 0) {
+        close(go[1]);
+        char byte;
+        if (read(go[0], &byte, 1) != 1)
+            _exit(40);
+        int map = file_map();
+        int event = event_map();
+        _exit(map && event ? 0 : 41 + map + 2 * event);
+    }
+    close(go[0]);
+    /* Seized inside its read(): the call is interrupted for the lend and restarted as the
+     * kernel would (the child behaves the same if seized before it, but this is the path to
+     * check). Waits for /proc/<child>/syscall to name read (0), 10 s at most. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/syscall", (int)child);
+    for (int tries = 0; tries < 10000; tries++) {
+        char text[32] = {0};
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t got = fd < 0 ? -1 : read(fd, text, sizeof text - 1);
+        if (fd >= 0)
+            close(fd);
+        if (got > 2 && text[0] == '0' && text[1] == ' ')
+            break;
+        usleep(1000);
+    }
+    ok = ptrace(PTRACE_SEIZE, child, 0, 0) == 0;
+    ok = write(go[1], "g", 1) == 1 && ok;
+    close(go[1]);
+    for (;;) {
+        if (waitpid(child, &status, 0) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (!WIFSTOPPED(status))
+            break;
+        ptrace(PTRACE_CONT, child, 0, (void *)(uintptr_t)(status >> 16 ? 0 : WSTOPSIG(status)));
+    }
+    printf("seized maps %d %d\n", ok, WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status));
     return 0;
 }
