@@ -1501,8 +1501,14 @@ fn system_calls_given_svm_memory_in_vram_fault_it_home_and_succeed() {
 /// gets what Linux gives it: a child `PTRACE_ATTACH`es its parent (after a `PTRACE_SEIZE`
 /// the kernel refuses with `EIO`), reads a value with `PEEKDATA` and detaches, as kfdtest's
 /// `KFDMemoryTest.PtraceAccess` does; a `PTRACE_TRACEME` child is stopped, read and detached
-/// by its parent. Each traced process then still uses `/dev/kfd` and maps a file, which
-/// works only when kfd-emu traces it again (a file mmap fails with `ENOSYS` otherwise).
+/// by its parent. Each traced process then still uses `/dev/kfd` and maps a file. A last
+/// `PTRACE_TRACEME` child, continued by its parent and still traced by it, maps a file and
+/// its KFD signal page (a redirected mapping: kfdtest's `KFDDBGTest.HitMemoryViolation`
+/// debuggee maps its queue's so): both work while kfd-emu has lent the thread to its
+/// parent (they failed with `ENOSYS` when file mmaps were `SECCOMP_RET_TRACE`d: the
+/// parent, its tracer, asked for no seccomp stops). So does a child its parent
+/// `PTRACE_SEIZE`s while it is blocked in `read()` (lent from an interrupt stop, its call
+/// restarted), once the parent lets it read.
 #[test]
 fn a_program_ptraces_its_parent_and_its_child_as_on_linux() {
     let Some(probe) = build_probe(
@@ -1525,6 +1531,8 @@ fn a_program_ptraces_its_parent_and_its_child_as_on_linux() {
             "attach 0",
             "after attach: kfd 1 map 1",
             "traceme 1 0",
+            "traced maps 1 0",
+            "seized maps 1 0",
         ],
         "{}",
         describe(&out)

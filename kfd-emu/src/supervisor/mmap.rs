@@ -14,41 +14,68 @@
 //! # `kfd-emu run`: a traced program
 //!
 //! The spawned program runs under [`Filter::kfd_traced`](super::seccomp::Filter::kfd_traced)
-//! and the supervisor is its ptrace tracer (see [`super::tracer`]). A file `mmap` stops the
-//! program (`PTRACE_EVENT_SECCOMP`); the tracer asks the backend and, for a redirect:
+//! and the supervisor is its ptrace tracer (see [`super::tracer`]). A file `mmap` is notified
+//! as in attach mode; the worker asks the backend ([`ask`]) and answers `Continue` and `Fail`
+//! itself. A redirect it hands to the tracer ([`Slots::request`], a [`Request`]), which
+//! answers the notification:
 //!
-//! - to the same file (only the offset changes), rewrites the offset register;
-//! - to another file, needs that memory inside the program, for the length of the call only:
-//!   1. it records the memfd here ([`Slots`]) and rewrites the fd argument to
-//!      [`SLOT_MARKER`] in the upper 32 bits, which the filter notifies. The worker installs
-//!      the memfd with `SECCOMP_IOCTL_NOTIF_ADDFD` **without** `SECCOMP_ADDFD_FLAG_SETFD`
-//!      (close-on-exec, answering the call with the number, `SECCOMP_ADDFD_FLAG_SEND`): the
-//!      kernel picks the lowest free number as it does for any new fd, so nothing of the
-//!      program's is ever replaced, whatever its other threads do meanwhile;
-//!   2. at that call's syscall-exit stop the tracer re-executes the `mmap` (instruction
-//!      pointer back over the 2-byte `syscall`) with that number and the backend's offset;
-//!      its seccomp stop lets it run;
-//!   3. at its exit stop the tracer re-executes once more as `close(number)`, and at that
-//!      call's exit gives the program all its registers back with the `mmap`'s result.
+//! - a thread the tracer traces (the usual case) is interrupted (`PTRACE_INTERRUPT`: the
+//!   thread waits killable for the answer, so the interrupt only marks it) and the call
+//!   answered `-ERESTARTNOINTR`. On its way out of the call the thread stops for the
+//!   interrupt (`exit_to_user_mode_loop` → `arch_do_signal_or_restart` → `get_signal` →
+//!   `do_jobctl_trap`), and after that stop the kernel restarts the call
+//!   (`arch_do_signal_or_restart`: `-ERESTARTNOINTR` → `regs->ax = regs->orig_ax; regs->ip
+//!   -= 2`) with the argument registers the stop leaves, so at the stop the tracer:
+//!   - for a redirect to the same file (only the offset changes), rewrites the offset and
+//!     puts [`DIRECT_MARKER`](super::seccomp::DIRECT_MARKER) in the fd argument's upper 32
+//!     bits, which the filter allows (the kernel's fd is the low 32 bits); the result
+//!     comes back at the call's exit stop;
+//!   - for another file, needs that memory inside the program, for the length of the call
+//!     only:
+//!     1. it records the memfd here ([`Slots`]) and rewrites the fd argument to
+//!        [`SLOT_MARKER`] in the upper 32 bits, which the filter notifies. The worker
+//!        installs the memfd with `SECCOMP_IOCTL_NOTIF_ADDFD` **without**
+//!        `SECCOMP_ADDFD_FLAG_SETFD` (close-on-exec, answering the call with the number,
+//!        `SECCOMP_ADDFD_FLAG_SEND`): the kernel picks the lowest free number as it does
+//!        for any new fd, so nothing of the program's is ever replaced, whatever its other
+//!        threads do meanwhile;
+//!     2. at that call's syscall-exit stop the tracer re-executes the `mmap` (instruction
+//!        pointer back over the 2-byte `syscall`) with that number and the backend's
+//!        offset, marked direct;
+//!     3. at its exit stop the tracer re-executes once more as `close(number)`, and at that
+//!        call's exit gives the program all its registers back with the `mmap`'s result.
 //!
 //!   The tracer tells a syscall-exit stop from an entry stop with `PTRACE_GET_SYSCALL_INFO`
-//!   (Linux 5.3; the supervisor needs 5.14 for `SECCOMP_ADDFD_FLAG_SEND` anyway).
+//!   (Linux 5.3; the supervisor needs 5.14 for `SECCOMP_ADDFD_FLAG_SEND` anyway). A stop
+//!   that is not in that call (the thread killed, or answered otherwise) is passed over.
+//! - a thread lent to the program's own tracer (see [`super::tracer`]) cannot be stopped
+//!   nor have its registers changed by the supervisor; its helper does the mapping: a
+//!   process the tracer made the thread `clone` before lending it, sharing its memory and fd
+//!   table, stopped and running only the calls the tracer issues. The memfd is installed in
+//!   the thread's fd table (ADDFD without `SEND`, at a number the kernel picks), the helper
+//!   maps it with the caller's address, length, protection and flags at the backend's offset
+//!   (marked direct) and closes it, and the call is answered with the helper's result. A
+//!   lent thread without a helper gets `ENOSYS`, the kernel's answer to a
+//!   `SECCOMP_RET_TRACE` without a tracer that asked for seccomp stops (what the filter
+//!   returned for file `mmap`s before).
 //!
-//!   So the program runs no instruction of its own while the memfd is in its table, and
-//!   nothing of it stays there afterwards. When the program's table is full (the kernel's
-//!   `mmap` needs no fd), the worker raises the process's soft `RLIMIT_NOFILE` by one
-//!   (`prlimit`, raising the hard limit too if needed, which takes `CAP_SYS_RESOURCE`), installs
-//!   at that number and puts the limit back at once; another thread of the program sees the
-//!   higher limit only during that ADDFD. Only if that fails too (no `CAP_SYS_RESOURCE` with
-//!   soft = hard, or `fs.nr_open` reached) does the `mmap` fail, with `EMFILE`.
+//! So the program runs no instruction of its own while the memfd is in its table (its other
+//! threads can see the number for that while), and nothing of it stays there afterwards.
+//! When the program's table is full (the kernel's `mmap` needs no fd), the installer (the
+//! worker, or the tracer for a helper) raises the process's soft `RLIMIT_NOFILE` by one
+//! (`prlimit`, raising the hard limit too if needed, which takes `CAP_SYS_RESOURCE`), installs
+//! at that number and puts the limit back at once; another thread of the program sees the
+//! higher limit only during that ADDFD. Only if that fails too (no `CAP_SYS_RESOURCE` with
+//! soft = hard, or `fs.nr_open` reached) does the `mmap` fail, with `EMFILE`.
 //!
 //! A marked `mmap` the tracer did not prepare (a program passing such a value itself) is
-//! answered `CONTINUE` without installing anything. Each thread goes through this on its own:
-//! two threads' redirects get two numbers. A signal that arrives between the steps runs its
-//! handler as it would after any system call (the re-issued call is made when the handler
-//! returns, as a restarted call is); a file `mmap` that handler itself makes meanwhile runs
-//! natively, not redirected (a limit: a thread's redirects do not nest). A call the tracer
-//! has the thread issue runs even if a filter of the program's own traces it.
+//! answered `CONTINUE` without installing anything, and a direct one runs natively. Each
+//! thread goes through this on its own: two threads' redirects get two numbers. A signal that
+//! arrives between the steps runs its handler as it would after any system call (the
+//! re-issued call is made when the handler returns, as a restarted call is); a file `mmap`
+//! that handler itself makes meanwhile runs natively, not redirected (a limit: a thread's
+//! redirects do not nest). A call the tracer has the thread issue runs even if a filter of the
+//! program's own traces it.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -133,6 +160,11 @@ pub(crate) fn ask(
     (action, Some(file))
 }
 
+/// The device and inode of `fd`'s file.
+pub(crate) fn file_id(fd: BorrowedFd<'_>) -> Option<(u64, u64)> {
+    rustix::fs::fstat(fd).ok().map(|st| (st.st_dev, st.st_ino))
+}
+
 /// Whether fd `fd` of process `tgid` is a memfd (what every stand-in is), by its
 /// `/proc/<tgid>/fd/<fd>` link, which needs no fd of ours. Asked when the supervisor cannot
 /// duplicate the fd because its own fd table is full: a stand-in's call must then fail
@@ -191,10 +223,35 @@ pub(crate) struct Pending {
     pub fd: Arc<OwnedFd>,
 }
 
+/// A traced program's file `mmap` the backend redirected, which a worker received and hands
+/// to the tracer (which answers the notification: see the module docs).
+#[derive(Debug)]
+pub(crate) struct Request {
+    /// The notification, on `listener`.
+    pub id: u64,
+    pub listener: Arc<super::seccomp::Listener>,
+    pub tid: i32,
+    pub tgid: i32,
+    /// The call's argument registers.
+    pub args: [u64; 6],
+    /// The backend's file and offset, and whether that file is the one the caller passed
+    /// (then only the offset changes).
+    pub fd: Arc<OwnedFd>,
+    pub offset: u64,
+    pub same: bool,
+}
+
 /// The redirects prepared by the tracer and not yet installed, by thread id.
 #[derive(Debug, Default)]
 pub(crate) struct Slots {
     pending: Mutex<HashMap<i32, Pending>>,
+    /// Redirected `mmap`s the workers received, for the tracer, and how many were posted
+    /// and taken so far.
+    requests: Mutex<(Vec<Request>, u64, u64)>,
+    taken: std::sync::Condvar,
+    /// Per process, a `syscall` instruction (the address after the one of a notified
+    /// `mmap`, less its 2 bytes), for the calls the tracer injects.
+    insns: Mutex<HashMap<i32, u64>>,
     /// The tracer's CPU-fault wakeups (see [`super::tracer`]), shared with the workers.
     pub(crate) cpu: Arc<super::wakeups::Wakeups>,
 }
@@ -217,6 +274,56 @@ impl Slots {
     /// What to install for `tid`'s marked `mmap`, if the tracer prepared it.
     pub(crate) fn take(&self, tid: i32) -> Option<Pending> {
         self.map().remove(&tid)
+    }
+
+    /// Hands `request` to the tracer, interrupting its `waitpid` until it has taken it (a
+    /// kick that comes before the tracer's `waitpid` is lost: it is sent again), 2 s at most.
+    pub(crate) fn request(&self, request: Request) {
+        let mut queue = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+        queue.0.push(request);
+        queue.1 += 1;
+        let mine = queue.1;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while queue.2 < mine && std::time::Instant::now() < deadline {
+            drop(queue);
+            self.cpu.kick();
+            queue = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+            if queue.2 >= mine {
+                break;
+            }
+            queue = self
+                .taken
+                .wait_timeout(queue, std::time::Duration::from_millis(5))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// The requests handed over since the last call.
+    pub(crate) fn take_requests(&self) -> Vec<Request> {
+        let mut queue = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+        queue.2 = queue.1;
+        let taken = std::mem::take(&mut queue.0);
+        drop(queue);
+        self.taken.notify_all();
+        taken
+    }
+
+    /// Records that process `tgid` made a system call at the `syscall` instruction `insn`.
+    pub(crate) fn note_insn(&self, tgid: i32, insn: u64) {
+        self.insns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(tgid, insn);
+    }
+
+    /// A `syscall` instruction of process `tgid` a worker saw, if any (taken: the tracer
+    /// keeps what it checked).
+    pub(crate) fn take_insn(&self, tgid: i32) -> Option<u64> {
+        self.insns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&tgid)
     }
 }
 

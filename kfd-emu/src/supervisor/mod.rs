@@ -54,27 +54,30 @@
 //!   also the program's ptrace tracer. A dedicated thread seizes the child before its `exec`
 //!   (the child waits in its pre-exec hook) with `TRACESECCOMP`, `TRACEFORK`, `TRACEVFORK`,
 //!   `TRACECLONE`, `TRACEEXEC`, `TRACESYSGOOD`, `TRACEEXIT` and `EXITKILL`, and the filter
-//!   ([`Filter::kfd_traced`](seccomp::Filter::kfd_traced)) returns `SECCOMP_RET_TRACE` for
-//!   file `mmap`s. At the `PTRACE_EVENT_SECCOMP` stop the tracer asks the backend. A redirect
-//!   to another file rewrites the call's fd argument to [`SLOT_MARKER`](seccomp::SLOT_MARKER)
-//!   in its upper 32 bits; the kernel re-runs the filter on the changed registers (Linux ≥
-//!   4.8), which notifies the marked call, and the worker installs the memfd with
-//!   `SECCOMP_ADDFD` at a number the kernel picks (the lowest free one, so no fd of the
-//!   program's is ever replaced) and answers the call with it. At that call's exit stop the
-//!   tracer makes the thread issue the `mmap` again with that fd and the backend's offset,
-//!   then `close` it, then gives the program its registers back with the `mmap`'s result;
-//!   the program runs no instruction while the memfd is in its table. A full table does not
-//!   fail the mapping (the kernel's needs no fd): the soft `RLIMIT_NOFILE` is raised by one
-//!   for the install only (see `mmap`). A redirect to the same file only rewrites the
-//!   offset; `Fail` skips the call (syscall number -1) with `-errno` as its result. A marked
+//!   ([`Filter::kfd_traced`](seccomp::Filter::kfd_traced)) notifies file `mmap`s (not
+//!   `SECCOMP_RET_TRACE`: a thread lent to the program's own tracer would get `ENOSYS`).
+//!   The worker asks the backend; for a redirect the tracer interrupts the thread and the
+//!   call is answered `-ERESTARTNOINTR`, so that it stops on its way out, where the tracer
+//!   makes it issue the call again with the fd argument rewritten to
+//!   [`SLOT_MARKER`](seccomp::SLOT_MARKER) in its upper 32 bits, which the filter notifies,
+//!   and the worker installs the memfd with `SECCOMP_ADDFD` at a number the kernel picks
+//!   (the lowest free one, so no fd of the program's is ever replaced) and answers the call
+//!   with it. At that call's exit stop the tracer makes the thread issue the `mmap` again
+//!   with that fd and the backend's offset (marked
+//!   [`DIRECT_MARKER`](seccomp::DIRECT_MARKER): allowed), then `close` it, then gives the
+//!   program its registers back with the `mmap`'s result; the program runs no instruction
+//!   while the memfd is in its table. A full table does not fail the mapping (the kernel's
+//!   needs no fd): the soft `RLIMIT_NOFILE` is raised by one for the install only (see
+//!   `mmap`). A redirect to the same file only rewrites the offset; `Fail` answers
+//!   `-errno`. A lent thread's redirects are made by a helper process sharing its memory and
+//!   fd table (see `tracer`). A marked
 //!   `mmap` the tracer did not prepare runs natively. **Deviation:** for the length of the
 //!   redirect the memfd holds a number of the program's table (close-on-exec), so another
 //!   thread's `open` made meanwhile gets the next number, a thread reading `/proc/self/fd`
-//!   then sees it, and a child another thread forks then inherits it until its `exec`. A redirect costs about 94 µs per `mmap`+`munmap` on a
-//!   loaded 2-CPU VM (`stand_in_mapping_cost`), against 72 µs with the fixed slot this
-//!   replaced, which could replace a program's fd and failed without a free one.
+//!   then sees it, and a child another thread forks then inherits it until its `exec`. `stand_in_mapping_cost` measures what a redirect
+//!   costs per `mmap`+`munmap`.
 //!
-//!   The tracer has three more jobs, all through `SECCOMP_RET_TRACE` stops of its own filter
+//!   The tracer has more jobs through `SECCOMP_RET_TRACE` stops of its own filter
 //!   (told apart by their `SECCOMP_RET_DATA`, [`TRACE_DATA`](seccomp::TRACE_DATA)):
 //!   - `AMDKFD_IOC_SMI_EVENTS`: marked for the worker, which installs the event fd where the
 //!     kernel picks; at the call's exit the thread itself runs `fcntl(F_DUPFD, 944)` and
@@ -100,8 +103,8 @@
 //!   held with `PTRACE_LISTEN` until `SIGCONT`, new children and threads traced from their
 //!   first instruction, the child's exit status handed to the code that waits for it.
 //!   Anonymous mappings never stop the program; a file mapping that is not a stand-in's
-//!   (the loader's) costs one stop and a backend call: about 37 µs on top of a 13 µs
-//!   mmap+munmap on a 2-CPU VM (`file_mapping_cost` in `tests/supervisor_mmap.rs`).
+//!   (the loader's) costs a notification and a backend call (`file_mapping_cost` in
+//!   `tests/supervisor_mmap.rs` measures it).
 //!   Consequences: a program under `kfd-emu run` cannot itself be debugged or `strace`d
 //!   from inside (a task has one tracer), and tracees still running when the supervisor
 //!   exits are killed (`EXITKILL`).

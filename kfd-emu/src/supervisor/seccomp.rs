@@ -102,6 +102,14 @@ const ARG_LOW: [u32; 6] = [16, 24, 32, 40, 48, 56];
 /// with that number, which the tracer then maps (see the `mmap` module). "kfd\0" in ASCII.
 pub const SLOT_MARKER: u32 = 0x6b66_6400;
 
+/// The upper 32 bits of the fd argument of an `mmap` the supervisor has a thread issue with
+/// the fd and offset it decided (the re-issued call of a redirect, a lent thread's helper's
+/// call; see the `mmap` module): [`Filter::kfd_traced`] allows it without a round trip. The
+/// kernel's fd is the low 32 bits (`ksys_mmap_pgoff` → `fget(unsigned int fd)`), so the
+/// marker changes nothing of the call. A program passing it itself maps natively, as an
+/// unprepared [`SLOT_MARKER`] does. "kfd\x01" in ASCII.
+pub const DIRECT_MARKER: u32 = 0x6b66_6401;
+
 /// The `SECCOMP_RET_DATA` of the emulator's `SECCOMP_RET_TRACE` returns ("kf"): the tracer
 /// reads it at each `PTRACE_EVENT_SECCOMP` stop (`PTRACE_GETEVENTMSG`) to tell its own stops
 /// from those a program's own filter asks for, which it answers as the kernel does when no
@@ -320,19 +328,29 @@ impl Filter {
     }
 
     /// The filter of `kfd-emu run` (a traced program, see the `tracer` module): as
-    /// [`Filter::kfd`], except that a file `mmap` returns `SECCOMP_RET_TRACE` (the tracer
-    /// decides it at its `PTRACE_EVENT_SECCOMP` stop) unless its fd argument carries
-    /// [`SLOT_MARKER`] in its upper 32 bits, which is notified; and that forks are notified:
+    /// [`Filter::kfd`] (a file `mmap` is notified, the worker asks the backend, and the
+    /// tracer carries a redirect out: see the `mmap` module), except that a file `mmap` whose
+    /// fd argument carries [`DIRECT_MARKER`] in its upper 32 bits is allowed (the calls the
+    /// supervisor has a thread issue); and that forks are notified:
     /// `fork`, and `clone` without `CLONE_VM` (`vfork`, which shares the address space, is
     /// not). `clone3`, whose flags are in memory the filter cannot read, fails with `ENOSYS`
     /// (glibc, ≥ 2.34, then uses `clone`), so no fork and no `CLONE_UNTRACED` goes unseen;
-    /// `SMI_EVENTS` and `clone` with `CLONE_UNTRACED` go to the tracer too (see `build`).
+    /// `SMI_EVENTS` and `clone` with `CLONE_UNTRACED` go to the tracer (see `build`).
     /// Every `SECCOMP_RET_TRACE` carries [`TRACE_DATA`].
+    ///
+    /// File `mmap`s are notified, not traced, because a thread lent to the program's own
+    /// tracer (see the `tracer` module) has a tracer that asked for no seccomp stops: the
+    /// kernel fails a `SECCOMP_RET_TRACE` call of such a thread with `ENOSYS`
+    /// (`__seccomp_filter`: `!ptrace_event_enabled(current, PTRACE_EVENT_SECCOMP)`), while a
+    /// notification reaches the supervisor whoever traces the thread. A filter stacked on the
+    /// lent thread alone cannot do it: a chain holds one listener (`has_duplicate_listener`,
+    /// `EBUSY`), and a `SECCOMP_RET_USER_NOTIF` of a filter without one fails with `ENOSYS`
+    /// (`seccomp_do_user_notification`).
     ///
     /// Without a tracer a `SECCOMP_RET_TRACE` call fails with `ENOSYS`, so this filter is only
     /// for a program the supervisor has seized.
     pub fn kfd_traced() -> Self {
-        Self::build(libc::SECCOMP_RET_TRACE | TRACE_DATA, true)
+        Self::build(libc::SECCOMP_RET_USER_NOTIF, true)
     }
 
     /// `traced` (the filter of [`Filter::kfd_traced`]) adds, besides file `mmap`s going to the
@@ -398,6 +416,9 @@ impl Filter {
         p.jump(jset, libc::MAP_ANONYMOUS as u32, To(L::AnonMmap), Next);
         p.op(ld, ARG_LOW[4] + 4);
         p.jump(jeq, SLOT_MARKER, To(L::Notify), Next);
+        if traced {
+            p.jump(jeq, DIRECT_MARKER, To(L::Allow), Next);
+        }
         p.op(ld, ARG_LOW[4]);
         p.jump(jset, 0x8000_0000, To(L::Allow), Next);
         p.op(ret, file_mmap);
@@ -913,17 +934,28 @@ mod tests {
     }
 
     #[test]
-    fn traced_filter_traces_file_mmaps_and_notifies_the_slot_marker() {
+    fn traced_filter_notifies_file_mmaps_and_the_slot_marker_and_allows_the_direct_one() {
         let f = Filter::kfd_traced();
         let shared = libc::MAP_SHARED as u64;
         let file = [0, 4096, 3, shared, 5, 0];
-        assert_eq!(
-            run(&f, &call(libc::SYS_mmap, file)),
-            libc::SECCOMP_RET_TRACE | TRACE_DATA
-        );
-        let marked = [0, 4096, 3, shared, (u64::from(SLOT_MARKER) << 32) | 1023, 0];
         let notify = libc::SECCOMP_RET_USER_NOTIF;
+        assert_eq!(run(&f, &call(libc::SYS_mmap, file)), notify);
+        let marked = [0, 4096, 3, shared, (u64::from(SLOT_MARKER) << 32) | 1023, 0];
         assert_eq!(run(&f, &call(libc::SYS_mmap, marked)), notify);
+        let direct = [
+            0,
+            4096,
+            3,
+            shared,
+            (u64::from(DIRECT_MARKER) << 32) | 1023,
+            0,
+        ];
+        assert_eq!(
+            run(&f, &call(libc::SYS_mmap, direct)),
+            libc::SECCOMP_RET_ALLOW
+        );
+        // The attach filter has no direct marker: notified like any file mmap.
+        assert_eq!(run(&Filter::kfd(), &call(libc::SYS_mmap, direct)), notify);
         // Anonymous mappings never stop the program, marker or not; MAP_FIXED ones are
         // notified (not traced).
         let anon = (libc::MAP_ANONYMOUS | libc::MAP_PRIVATE) as u64;

@@ -615,6 +615,7 @@ impl Shared {
         if let Route::Traced(slots) = &self.route
             && i64::from(notif.data.nr) == libc::SYS_mmap
             && !anonymous
+            && (args[4] >> 32) as u32 == SLOT_MARKER
         {
             // Needs nothing of the caller but its tid: answered before tracking, so that
             // nothing can make it run without its memfd in the slot.
@@ -664,7 +665,9 @@ impl Shared {
             libc::SYS_ioctl => {
                 self.ioctl(&caller, &process, args[0] as i32, args[1] as u32, args[2])
             }
-            libc::SYS_mmap if !anonymous => self.mmap(&caller, &process, args),
+            libc::SYS_mmap if !anonymous => {
+                self.mmap(&caller, &process, args, notif.data.instruction_pointer);
+            }
             nr @ (libc::SYS_mmap
             | libc::SYS_munmap
             | libc::SYS_mremap
@@ -1020,14 +1023,69 @@ impl Shared {
         };
     }
 
-    /// A notified file `mmap` of an attached caller (see [`super::mmap`]).
-    fn mmap(&self, caller: &NotifCaller, process: &Tracked, args: [u64; 6]) {
+    /// A notified file `mmap` (see [`super::mmap`]).
+    fn mmap(
+        &self,
+        caller: &NotifCaller,
+        process: &Tracked,
+        args: [u64; 6],
+        instruction_pointer: u64,
+    ) {
+        if let Route::Traced(slots) = &self.route {
+            return self.mmap_traced(slots, caller, process, args, instruction_pointer);
+        }
         if (args[4] >> 32) as u32 == SLOT_MARKER {
             // Not one the tracer prepared (there is none here): an ordinary call.
             let _ = self.listener.respond_continue(caller.notif_id());
             return;
         }
         self.mmap_in_process(caller, process, MmapArgs::from_regs(args));
+    }
+
+    /// A file `mmap` of a traced program: the backend's answer, a redirect carried out by
+    /// the tracer (which answers the call: see [`super::mmap`]).
+    fn mmap_traced(
+        &self,
+        slots: &Slots,
+        caller: &NotifCaller,
+        process: &Tracked,
+        args: [u64; 6],
+        instruction_pointer: u64,
+    ) {
+        let id = caller.notif_id();
+        let who = caller.id();
+        // The `syscall` instruction (`0f 05`) the call was made at, for the calls the
+        // tracer injects into the process.
+        slots.note_insn(who.tgid, instruction_pointer.wrapping_sub(2));
+        let regs = args;
+        let args = MmapArgs::from_regs(regs);
+        let (action, file) = file_mmap::ask(&*self.backend, process.pidfd.as_fd(), who, &args);
+        if !matches!(action, MmapAction::Fail(_)) {
+            // A MAP_FIXED file mapping replaces what is there (anonymous ones are notified).
+            addrspace::tell(&*self.backend, who, libc::SYS_mmap, args.regs());
+        }
+        let listener = &self.listener;
+        let _ = match action {
+            MmapAction::Continue => listener.respond_continue(id),
+            MmapAction::Fail(errno) => listener.respond_error(id, errno),
+            MmapAction::Redirect { fd, offset } => {
+                let same = file
+                    .as_ref()
+                    .and_then(|f| file_mmap::file_id(f.as_fd()))
+                    .is_some_and(|f| file_mmap::file_id(fd.as_fd()) == Some(f));
+                slots.request(file_mmap::Request {
+                    id,
+                    listener: Arc::clone(listener),
+                    tid: who.tid,
+                    tgid: who.tgid,
+                    args: regs,
+                    fd,
+                    offset,
+                    same,
+                });
+                Ok(())
+            }
+        };
     }
 
     /// A traced program's `mmap` notified for its slot marker (fd argument `fd_arg`):

@@ -5,9 +5,10 @@
 //! `exec` (the child waits in its pre-exec hook until then) with `TRACESECCOMP`, `TRACEFORK`,
 //! `TRACEVFORK`, `TRACECLONE`, `TRACEEXEC`, `TRACESYSGOOD` and `EXITKILL`, so every descendant
 //! is traced from its first instruction and every tracee is killed if the supervisor dies.
-//! Its `PTRACE_EVENT_SECCOMP` stops are the filter's (`SECCOMP_RET_DATA` is
-//! [`TRACE_DATA`]): file `mmap`s (redirected in the steps [`super::mmap`] describes, with a
-//! per-thread [`Stage`]), `AMDKFD_IOC_SMI_EVENTS` (its new fd moved into [`SMI_FDS`] by the
+//! A file `mmap` the backend redirects comes from a worker ([`Request`]): the thread is
+//! interrupted and the call carried out from its interrupt stop in the steps [`super::mmap`]
+//! describes, with a per-thread [`Stage`]. Its `PTRACE_EVENT_SECCOMP` stops are the filter's
+//! (`SECCOMP_RET_DATA` is [`TRACE_DATA`]): `ptrace` (below), `AMDKFD_IOC_SMI_EVENTS` (its new fd moved into [`SMI_FDS`] by the
 //! thread itself: `fcntl(F_DUPFD)` and `close`, `anon_fd` rewritten) and `clone` with
 //! `CLONE_UNTRACED` (the flag cleared). A stop another filter asked for fails its call with
 //! `ENOSYS`, the kernel's answer when no tracer is attached. Besides those it keeps the
@@ -29,7 +30,8 @@
 //!   and a GPU access, first wait until it has ([`Wakeups::sync`]), so the caller stops
 //!   before it runs on;
 //! - the first thread to stop runs the backend's plan: its registers saved, each `mprotect`
-//!   is run at a `syscall` instruction of the process (the one a seccomp stop was made at)
+//!   is run at a `syscall` instruction of the process (one a seccomp stop was made at, or
+//!   that a notified `mmap` was made at)
 //!   with no call number to restart, through its syscall stops (its seccomp notification is
 //!   answered `CONTINUE` and not told to the backend: [`Wakeups::is_injected`]); then the
 //!   thread gets its registers back, with the restart the kernel would have made of the call
@@ -155,18 +157,41 @@
 //! permission checks included: `__ptrace_may_access`, Yama's if configured). The tracer
 //! seizes the thread back at the exit stop of an attach that failed, of the program
 //! tracer's `PTRACE_DETACH`, or when the program's tracing thread ends (`exit_ptrace`
-//! detaches its tracees). While lent, the thread's file `mmap`s fail with `ENOSYS` (a
-//! `SECCOMP_RET_TRACE` without a tracer that asked for seccomp stops), its CPU faults on
-//! memory in VRAM are not handled and a wakeup does not interrupt it (its plan runs at its
-//! first stop after it is back); this is logged once. A thread of the caller's own process
+//! detaches its tracees). While lent, its CPU faults on memory in VRAM are not handled and a
+//! wakeup does not interrupt it (its plan runs at its first stop after it is back); this is
+//! logged once.
+//!
+//! A lent thread's redirected file `mmap`s (a debuggee creating its queues: kfdtest's
+//! drive, as neither stops nor register changes of the thread itself are the supervisor's any
+//! more (and a notification cannot change a call's arguments). So before lending a thread
+//! (at the seccomp stop of its `PTRACE_TRACEME`, whose call is made a `clone` and then issued
+//! again; at the interrupt stop of an attach's target, where the `clone` is injected at the
+//! process's `syscall` instruction and the thread's registers come back with the kernel's
+//! restart), the tracer has it `clone` a helper: `CLONE_VM | CLONE_FILES`, no exit signal, no
+//! new stack. The helper is traced from its first stop (`TRACECLONE`) and never runs code of
+//! the program's: it stays stopped, every signal it can block blocked (`PTRACE_SETSIGMASK`),
+//! killed when the thread ends (`PR_SET_PDEATHSIG`, set by a call it is made to issue) or is
+//! taken back (`SIGKILL`); for each redirect of the lent thread it is made to issue the
+//! `mmap` and the `close` ([`super::mmap`]). What a program can see of it: a child process of
+//! the thread's (not a thread of its process: a debugger that attaches to every thread does
+//! not meet it) in `/proc`, sharing its memory (`kcmp`), reported to a `wait` only with
+//! `__WALL` or `__WCLONE` (`eligible_child`; a zombie until then or until the process ends).
+//! A thread the tracer could not stop at an interrupt stop for the lend (stopped by job
+//! control, or parked) gets no helper, and its redirects fail with `ENOSYS`; so does one
+//! whose helper was killed. A thread a lent thread makes, untraced unless the program's
+//! tracer traces clones, is served by the helper of its address space. A helper keeps the
+//! address space it had: a lent thread that
+//! `exec`s leaves its helper on the old one, which is then killed at the thread's next
+//! redirect (checked with `kcmp(KCMP_VM)`), which fails with `ENOSYS`. A thread of the caller's own process
 //! is never lent (the kernel refuses it: `EPERM`). A `PTRACE_TRACEME` child is taken back
 //! when its parent detaches it or the parent process's leader ends.
 //!
 //! Anonymous mappings never stop the program: the filter allows them outright, so only file
-//! mappings (the loader's, a few per library) pay a stop, a `pidfd_getfd` and a backend call.
+//! mappings (the loader's, a few per library) pay a notification, a `pidfd_getfd` and a
+//! backend call, and only redirected ones (a stand-in's) a stop and the calls above.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -174,19 +199,17 @@ use std::sync::{Arc, Mutex};
 
 use rustix::event::{EventfdFlags, eventfd};
 use rustix::io::Errno;
-use rustix::process::{Pid, PidfdFlags, pidfd_open};
 
-use super::addrspace;
-use super::mmap::{self as file_mmap, MmapArgs, Pending, SLOT_MARKER, Slots};
+use super::mmap::{self as file_mmap, Pending, Request, SLOT_MARKER, Slots};
 use super::overcommit::{self, Commit};
 use super::plan::{
     self, ERESTART_RESTARTBLOCK, ERESTARTNOHAND, ERESTARTNOINTR, ERESTARTSYS, Outcome, Then, Why,
 };
-use super::seccomp::{SMI_EVENTS_CMD, SMI_FDS, TRACE_DATA};
+use super::seccomp::{DIRECT_MARKER, SMI_EVENTS_CMD, SMI_FDS, TRACE_DATA};
 use super::serve::tgid_from_proc;
 use super::usermem::{self, Dir};
 use super::wakeups::kick_signal;
-use crate::backend::{Backend, CallerId, CasError, CpuProtect, MmapAction};
+use crate::backend::{Backend, CallerId, CasError, CpuProtect};
 
 /// The options every tracee gets.
 const OPTIONS: i32 = libc::PTRACE_O_TRACESECCOMP
@@ -495,15 +518,53 @@ fn with_restart(mut regs: libc::user_regs_struct) -> libc::user_regs_struct {
     regs
 }
 
+/// Whether tasks `a` and `b` share their memory (`kcmp(a, b, KCMP_VM)`); `None` when the
+/// kernel cannot tell (no `CONFIG_KCMP`, a task gone).
+fn kcmp_vm(a: i32, b: i32) -> Option<bool> {
+    const KCMP_VM: libc::c_long = 1;
+    // SAFETY: kcmp takes plain integers (KCMP_VM reads no pointer).
+    let ret = unsafe { libc::syscall(libc::SYS_kcmp, a, b, KCMP_VM, 0, 0) };
+    (ret >= 0).then_some(ret == 0)
+}
+
+/// Whether task `pid` is gone or a zombie (`State:` Z or X of its `/proc` status).
+fn exited(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .is_none_or(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("State:"))
+                .is_some_and(|state| {
+                    matches!(state.trim_start().as_bytes().first(), Some(b'Z' | b'X'))
+                })
+        })
+}
+
+/// The `clone` flags of a lent thread's helper (see the module docs): its memory and fd
+/// table shared, its own process (no `CLONE_THREAD`: a debugger that attaches to every thread
+/// of the program's process does not see it), no exit signal (a `wait` without `__WALL` or
+/// `__WCLONE` does not see it either: `eligible_child`).
+const HELPER_CLONE: u64 = (libc::CLONE_VM | libc::CLONE_FILES) as u64;
+
+/// `regs` with the arguments of the `clone` that makes a helper (no new stack: the helper
+/// runs no code of the program's, only system calls the tracer issues).
+fn helper_clone(mut regs: libc::user_regs_struct) -> libc::user_regs_struct {
+    [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9] = [HELPER_CLONE, 0, 0, 0, 0, 0];
+    regs
+}
+
 /// Where a thread holding a redirect is (see [`super::mmap`]).
 #[derive(Debug, Clone, Copy)]
 enum Stage {
-    /// Only the offset was rewritten: the program's registers come back at the exit stop.
+    /// Only the offset was rewritten (the fd marked direct): the program's registers come
+    /// back at the exit stop.
     Offset,
-    /// The call was turned into the marked one that installs the memfd; its exit stop finds
+    /// The call was made again as the marked one that installs the memfd; its exit stop finds
     /// the number the worker installed it at (or `-errno`).
     Install { offset: u64 },
-    /// The `mmap` runs again with the installed fd `fd`; its exit stop closes `fd`.
+    /// The `mmap` runs again with the installed fd `fd` (marked direct); its exit stop closes
+    /// `fd`.
     Map { fd: u32 },
     /// `close(fds[0])`, then `close(fds[1])` up to `count`, run in place of the program's
     /// code; the last one's exit stop gives the program its registers back with `result`.
@@ -520,10 +581,12 @@ enum Stage {
     SmiDup { fd: u32 },
 }
 
-/// A thread holding a redirect between its seccomp stop and the end of its `mmap`.
+/// A thread holding a redirect (or an `SMI_EVENTS`' fd move) between the stop it began at
+/// (the interrupt or exit stop of its notified `mmap`, the seccomp stop of its ioctl) and
+/// the end of its call.
 #[derive(Debug, Clone, Copy)]
 struct Hold {
-    /// The registers at the seccomp stop, as the program passed them.
+    /// The registers at that stop, with the arguments as the program passed them.
     regs: libc::user_regs_struct,
     stage: Stage,
 }
@@ -536,7 +599,7 @@ struct Tracer {
     /// tid → tgid, for every tracee seen in a seccomp stop.
     tgids: HashMap<i32, i32>,
     holds: HashMap<i32, Hold>,
-    /// Per process, a `syscall` instruction (seen at a seccomp stop).
+    /// Per process, a `syscall` instruction (seen at a seccomp stop, or [`Tracer::insn_of`]).
     syscall_insn: HashMap<i32, u64>,
     /// Threads running a plan, and per process the one that does.
     injects: HashMap<i32, Inject>,
@@ -577,6 +640,14 @@ struct Tracer {
     returning: HashMap<i32, (i32, bool)>,
     /// Whether the fallbacks of a lent tracee were logged (once per run).
     lent_logged: bool,
+    /// Per thread, the redirected `mmap` it was interrupted for (answered `-ERESTARTNOINTR`,
+    /// carried out at its interrupt stop: see [`super::mmap`]).
+    awaiting: HashMap<i32, Request>,
+    /// Helpers of lent threads (see the module docs): helper → lent thread, lent thread →
+    /// helper, and the threads a helper was asked for (once each time they are lent).
+    helpers: HashMap<i32, i32>,
+    helper_of: HashMap<i32, i32>,
+    helper_tried: HashSet<i32>,
 }
 
 /// Runs the tracer's loop on the calling thread (the one that seized `child`) until no tracee
@@ -608,6 +679,10 @@ pub(crate) fn run(backend: Arc<dyn Backend>, slots: Arc<Slots>, child: i32, exit
         lent: HashMap::new(),
         returning: HashMap::new(),
         lent_logged: false,
+        awaiting: HashMap::new(),
+        helpers: HashMap::new(),
+        helper_of: HashMap::new(),
+        helper_tried: HashSet::new(),
     };
     tracer.exit.tracing_on_this_thread();
     let tid = rustix::thread::gettid().as_raw_nonzero().get();
@@ -623,10 +698,6 @@ pub(crate) fn run(backend: Arc<dyn Backend>, slots: Arc<Slots>, child: i32, exit
     tracer.exit.resume_released();
     // Without a status (cannot happen once seized) the waiter falls back to waiting itself.
     tracer.exit.record(None);
-}
-
-fn file_id(fd: BorrowedFd<'_>) -> Option<(u64, u64)> {
-    rustix::fs::fstat(fd).ok().map(|st| (st.st_dev, st.st_ino))
 }
 
 /// `PTRACE_GET_SYSCALL_INFO` (Linux 5.3).
@@ -742,6 +813,9 @@ impl Tracer {
 
     /// What `waitpid` reported of `tid` (`status`).
     fn handle(&mut self, tid: i32, status: i32) {
+        if self.helpers.contains_key(&tid) {
+            return self.helper_status(tid, status);
+        }
         if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
             self.gone(tid);
             if tid == self.child {
@@ -794,6 +868,7 @@ impl Tracer {
                     // A new address space: its instructions are elsewhere, nothing hidden,
                     // no stub.
                     self.syscall_insn.remove(&tgid);
+                    let _ = self.slots.take_insn(tgid);
                     self.inherited.remove(&tgid);
                     self.stubs.remove(&tgid);
                     self.no_stub.remove(&tgid);
@@ -862,10 +937,27 @@ impl Tracer {
         Some(tgid)
     }
 
+    /// A `syscall` instruction of process `tgid`: the one a seccomp stop was made after, or
+    /// the one a worker saw a notified call made at (checked in stopped thread `tid`'s
+    /// memory: `0f 05`).
+    fn insn_of(&mut self, tgid: i32, tid: i32) -> Option<u64> {
+        if let Some(&insn) = self.syscall_insn.get(&tgid) {
+            return Some(insn);
+        }
+        let at = self.slots.take_insn(tgid)?;
+        if peek_word(tid, at).is_none_or(|w| w & 0xffff != 0x050f) {
+            return None;
+        }
+        self.syscall_insn.insert(tgid, at);
+        Some(at)
+    }
+
     /// Thread `tid` ended (or became another id at an exec).
     fn gone(&mut self, tid: i32) {
         self.returning.remove(&tid);
         self.lent.remove(&tid);
+        self.end_helper(tid);
+        self.helper_tried.remove(&tid);
         // Its tracees were detached when it exited (`exit_ptrace`): taken back.
         let freed: Vec<i32> = self
             .lent
@@ -888,6 +980,7 @@ impl Tracer {
         self.early.remove(&tid);
         self.slots.forget(tid);
         self.holds.remove(&tid);
+        self.awaiting.remove(&tid);
         self.retried.remove(&tid);
         self.fault_retries.remove(&tid);
         self.slots.cpu.set_injected(tid, false);
@@ -929,7 +1022,9 @@ impl Tracer {
         self.resume(tid, 0)
     }
 
-    /// A file `mmap` stopped `tid`: ask the backend and carry its answer out.
+    /// A `SECCOMP_RET_TRACE` stop of `tid`: a program's `ptrace` that makes or ends a tracer,
+    /// a `clone` with `CLONE_UNTRACED`, an `SMI_EVENTS` (or one a program's own filter asked
+    /// for).
     fn seccomp_stop(&mut self, tid: i32) {
         let Ok(mut regs) = get_regs(tid) else {
             return self.resume(tid, 0);
@@ -964,16 +1059,15 @@ impl Tracer {
         }
         match regs.orig_rax as i64 {
             libc::SYS_mmap if regs.r10 & libc::MAP_ANONYMOUS as u64 != 0 => {
-                return self.anon_mmap(tid, regs);
+                self.anon_mmap(tid, regs)
             }
-            libc::SYS_mmap => {}
-            libc::SYS_ptrace => return self.ptrace_call(tid, regs),
+            libc::SYS_ptrace => self.ptrace_call(tid, regs),
             libc::SYS_clone => {
                 // CLONE_UNTRACED would leave the child with a filter that sends its file
                 // mmaps to a tracer it does not have: it is traced like any other child.
                 regs.rdi &= !(libc::CLONE_UNTRACED as u64);
                 let _ = set_regs(tid, &regs);
-                return self.resume(tid, 0);
+                self.resume(tid, 0)
             }
             libc::SYS_ioctl if regs.rsi as u32 == SMI_EVENTS_CMD => {
                 let hold = Hold {
@@ -984,56 +1078,99 @@ impl Tracer {
                 if set_regs(tid, &regs).is_ok() {
                     self.holds.insert(tid, hold);
                 }
-                return self.resume(tid, 0);
+                self.resume(tid, 0)
             }
-            _ => return self.resume(tid, 0),
+            _ => self.resume(tid, 0),
         }
-        let args = MmapArgs::from_regs([regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9]);
-        let Some(tgid) = self.tgid(tid) else {
-            return self.resume(tid, 0);
+    }
+
+    /// A redirected file `mmap` a worker received (see [`super::mmap`]): carried out by the
+    /// thread itself from an interrupt stop, or, for a thread lent to the program's own
+    /// tracer, by its helper; the notification is answered here.
+    fn mmap_request(&mut self, r: Request) {
+        let tid = r.tid;
+        if self.holds.contains_key(&tid) {
+            // A signal handler's mmap while the thread's own redirect is under way: it runs
+            // natively (redirects do not nest: see `super::mmap`).
+            let _ = r.listener.respond_continue(r.id);
+            return;
+        }
+        if self.lent.contains_key(&tid) {
+            let helper = self.helper_of.get(&tid).copied();
+            return self.helper_mmap(r, helper);
+        }
+        if ptrace_value(libc::PTRACE_INTERRUPT, tid, 0).is_err() {
+            // Not a tracee of this thread (nor lent): a thread a lent one made, which its
+            // tracer did not trace, is served by a helper in its address space if there is
+            // one; else no tracer could change the call, the kernel's answer to a
+            // SECCOMP_RET_TRACE without one.
+            let helper = self
+                .helper_of
+                .values()
+                .copied()
+                .find(|&h| kcmp_vm(tid, h) == Some(true));
+            return self.helper_mmap(r, helper);
+        }
+        // The interrupt is pending (`TIF_SIGPENDING`; the thread waits killable, so it is not
+        // woken by it) before the answer: on its way out of the call the thread stops for it
+        // (`arch_do_signal_or_restart` → `get_signal` → `do_jobctl_trap`), or at the call's
+        // exit stop if it runs with `PTRACE_SYSCALL` (a ptrace stop satisfies a pending
+        // interrupt), where `redirect_at_stop` has it issue the call again its way.
+        let _ = r
+            .listener
+            .respond_error(r.id, Errno::from_raw_os_error(-ERESTARTNOINTR as i32));
+        // Kept even if the answer failed: a call interrupted first (a kernel without
+        // WAIT_KILLABLE_RECV) stops with `-ERESTARTSYS` and is restarted the same way.
+        self.awaiting.insert(tid, r);
+    }
+
+    /// At `tid`'s interrupt stop or syscall-exit stop, the redirected `mmap` it was
+    /// interrupted for: the call made again (instruction pointer back over its `syscall`, no
+    /// restart left for the kernel to make: at an interrupt stop it would make one itself,
+    /// `-ERESTARTNOINTR`'s `regs->ax = regs->orig_ax; regs->ip -= 2`, but a stop of another
+    /// kind may have satisfied the interrupt) with the arguments that carry the redirect out
+    /// (see [`super::mmap`]). False when it has none, or the stop is not in that call (it
+    /// was answered otherwise meanwhile, or killed).
+    fn redirect_at_stop(&mut self, tid: i32) -> bool {
+        let Some(r) = self.awaiting.remove(&tid) else {
+            return false;
         };
-        let Some(pidfd) = Pid::from_raw(tgid).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok())
-        else {
-            return self.resume(tid, 0);
+        let Ok(regs) = get_regs(tid) else {
+            return false;
         };
-        let who = CallerId { tid, tgid };
-        let (action, file) = file_mmap::ask(&*self.backend, pidfd.as_fd(), who, &args);
-        if !matches!(action, MmapAction::Fail(_)) {
-            // A MAP_FIXED file mapping replaces what is there (anonymous ones are notified).
-            addrspace::tell(&*self.backend, who, libc::SYS_mmap, args.regs());
+        let result = regs.rax as i64;
+        if regs.orig_rax != libc::SYS_mmap as u64
+            || !(result == ERESTARTNOINTR || result == ERESTARTSYS)
+            || args_of(&regs) != r.args
+        {
+            return false;
         }
-        match action {
-            MmapAction::Continue => self.resume(tid, 0),
-            MmapAction::Fail(errno) => self.fail(tid, regs, errno),
-            MmapAction::Redirect { fd, offset } => {
-                let same = file
-                    .as_ref()
-                    .and_then(|f| file_id(f.as_fd()))
-                    .is_some_and(|id| file_id(fd.as_fd()) == Some(id));
-                let hold = Hold {
-                    regs,
-                    stage: if same {
-                        // Only the offset changes: no fd to install.
-                        Stage::Offset
-                    } else {
-                        Stage::Install { offset }
-                    },
-                };
-                if same {
-                    regs.r9 = offset;
-                } else {
-                    self.slots.prepare(tid, Pending { tgid, fd });
-                    regs.r8 = u64::from(SLOT_MARKER) << 32;
-                }
-                if set_regs(tid, &regs).is_err() {
-                    // Killed meanwhile: its exit is reported next.
-                    self.slots.forget(tid);
-                    return;
-                }
-                self.holds.insert(tid, hold);
-                self.resume(tid, 0);
-            }
+        let mut next = again(regs);
+        let stage = if r.same {
+            // Only the offset changes: the program's own fd, allowed by the filter.
+            next.r8 = (regs.r8 & 0xffff_ffff) | (u64::from(DIRECT_MARKER) << 32);
+            next.r9 = r.offset;
+            Stage::Offset
+        } else {
+            self.slots.prepare(
+                tid,
+                Pending {
+                    tgid: r.tgid,
+                    fd: r.fd,
+                },
+            );
+            next.r8 = u64::from(SLOT_MARKER) << 32;
+            Stage::Install { offset: r.offset }
+        };
+        if set_regs(tid, &next).is_err() {
+            // Killed meanwhile: its exit is reported next.
+            self.slots.forget(tid);
+            return true;
         }
+        self.holds.insert(tid, Hold { regs, stage });
+        // Through its syscall stops (it holds a redirect).
+        self.resume(tid, 0);
+        true
     }
 
     /// Skips the call with `-errno` as its result (ptrace(2): syscall number -1).
@@ -1056,10 +1193,16 @@ impl Tracer {
         if self.returning.contains_key(&tid) {
             return self.detach_done(tid);
         }
+        let kind = syscall_stop_kind(tid);
+        if kind == Some(SYSCALL_INFO_EXIT)
+            && self.awaiting.contains_key(&tid)
+            && self.redirect_at_stop(tid)
+        {
+            return;
+        }
         let Some(hold) = self.holds.get(&tid).copied() else {
             return self.buffer_call(tid);
         };
-        let kind = syscall_stop_kind(tid);
         let Ok(regs) = get_regs(tid) else {
             return self.resume(tid, 0);
         };
@@ -1076,7 +1219,7 @@ impl Tracer {
         };
         let ours = match hold.stage {
             Stage::Offset | Stage::Install { .. } => regs.orig_rax == libc::SYS_mmap as u64,
-            Stage::Map { fd } => regs.orig_rax == libc::SYS_mmap as u64 && regs.r8 == u64::from(fd),
+            Stage::Map { fd } => regs.orig_rax == libc::SYS_mmap as u64 && regs.r8 as u32 == fd,
             Stage::Close { fds, done, .. } => {
                 regs.orig_rax == libc::SYS_close as u64 && regs.rdi == u64::from(fds[done])
             }
@@ -1099,7 +1242,8 @@ impl Tracer {
                 }
                 let fd = regs.rax as u32;
                 let mut next = again(hold.regs, libc::SYS_mmap);
-                next.r8 = u64::from(fd);
+                // Allowed by the filter as it is (no notification).
+                next.r8 = u64::from(fd) | (u64::from(DIRECT_MARKER) << 32);
                 next.r9 = offset;
                 if set_regs(tid, &next).is_err() {
                     return;
@@ -1111,8 +1255,7 @@ impl Tracer {
                         stage: Stage::Map { fd },
                     },
                 );
-                // Its seccomp stop comes next (no entry stop: not PTRACE_SYSCALL).
-                let _ = ptrace_value(libc::PTRACE_CONT, tid, 0);
+                self.resume(tid, 0);
             }
             Stage::Map { fd } => {
                 let stage = Stage::Close {
@@ -1249,6 +1392,10 @@ impl Tracer {
         let pid = regs.rsi as i32;
         match request {
             r if r == i64::from(libc::PTRACE_TRACEME) => {
+                if self.helper_tried.insert(tid) && self.helper_at_entry(tid, regs) {
+                    // The call is made again once the helper is there: its next stop lends.
+                    return;
+                }
                 // The caller itself gets its parent as tracer: detached at this stop, its
                 // call runs natively (seccomp lets a call run after a tracer's stop without
                 // asking the filter's `SECCOMP_RET_TRACE` again, `__seccomp_filter`).
@@ -1323,6 +1470,13 @@ impl Tracer {
                     0 if sig != libc::SIGTRAP | 0x80 && sig != libc::SIGSEGV => Some(sig),
                     _ => None,
                 };
+                if event == libc::PTRACE_EVENT_STOP
+                    && sig == libc::SIGTRAP
+                    && self.helper_tried.insert(pid)
+                {
+                    // The interrupt's own stop (no group-stop): its helper first.
+                    self.helper_at_stop(pid);
+                }
                 if let Some(deliver) = deliver {
                     self.note_lent();
                     self.forget(pid);
@@ -1365,6 +1519,8 @@ impl Tracer {
     /// Seizes lent tracee `pid` again (it has no tracer now).
     fn take_back(&mut self, pid: i32) {
         self.lent.remove(&pid);
+        self.end_helper(pid);
+        self.helper_tried.remove(&pid);
         match seize(pid) {
             Ok(()) => {
                 // Its next stop is no new thread's first.
@@ -1372,9 +1528,257 @@ impl Tracer {
             }
             // ESRCH: it ended meanwhile.
             Err(Errno::SRCH) => {}
+            // EPERM: it is exiting (`ptrace_attach` refuses a task with an `exit_state`).
+            Err(Errno::PERM) if exited(pid) => {}
             Err(e) => crate::own::elog!(
-                "kfd-emu: cannot trace {pid} again after its own tracer detached it ({e}): its file mmaps now fail with ENOSYS"
+                "kfd-emu: cannot trace {pid} again after its own tracer detached it ({e}): its redirected file mmaps now fail with ENOSYS"
             ),
+        }
+    }
+
+    /// Makes thread `tid`, stopped at the seccomp stop of its `PTRACE_TRACEME` (registers
+    /// `saved`), create its helper (the call made a `clone`, see [`Tracer::new_helper`]),
+    /// then issue its `ptrace` call again. False when nothing was changed (the call goes on).
+    fn helper_at_entry(&mut self, tid: i32, saved: libc::user_regs_struct) -> bool {
+        // The call becomes the clone: the kernel runs the call number the tracer leaves at a
+        // seccomp stop (after checking it against the filters again: `__seccomp_filter`).
+        let mut regs = helper_clone(saved);
+        regs.rip = saved.rip;
+        regs.orig_rax = libc::SYS_clone as u64;
+        if set_regs(tid, &regs).is_err() {
+            return false;
+        }
+        let helper = self.new_helper(tid);
+        let mut again = again(saved);
+        again.rax = libc::SYS_ptrace as u64;
+        if let Some(tgid) = self.tgid(tid) {
+            // The instruction the helper's calls are made at.
+            self.syscall_insn
+                .entry(tgid)
+                .or_insert(saved.rip.wrapping_sub(SYSCALL_INSN));
+        }
+        let _ = (helper, set_regs(tid, &again));
+        // Its seccomp stop comes next.
+        let _ = ptrace_value(libc::PTRACE_CONT, tid, 0);
+        true
+    }
+
+    /// Makes thread `pid`, at an interrupt stop, create its helper, then gives it its
+    /// registers back with the restart the kernel would have made.
+    fn helper_at_stop(&mut self, pid: i32) {
+        let Some(tgid) = self.tgid(pid) else {
+            return;
+        };
+        let Some(insn) = self.insn_of(tgid, pid) else {
+            return;
+        };
+        let Ok(saved) = get_regs(pid) else {
+            return;
+        };
+        let mut regs = helper_clone(saved);
+        regs.rip = insn;
+        regs.rax = libc::SYS_clone as u64;
+        // No restart logic applies to it (the thread's own call is restarted below).
+        regs.orig_rax = u64::MAX;
+        if set_regs(pid, &regs).is_err() {
+            return;
+        }
+        let _ = self.new_helper(pid);
+        let _ = set_regs(pid, &with_restart(saved));
+    }
+
+    /// Runs thread `tid`, whose registers make it `clone` its helper, to that call's exit
+    /// stop, and readies the helper: stopped at its first stop, every signal it can block
+    /// blocked (`PTRACE_SETSIGMASK`: a signal to its process group stays pending), killed
+    /// when `tid` ends (`PR_SET_PDEATHSIG`). The helper's id, or `None` (then none is left).
+    fn new_helper(&mut self, tid: i32) -> Option<i32> {
+        let mut helper = None;
+        let mut swallowed = None;
+        let mut request = libc::PTRACE_SYSCALL;
+        loop {
+            if ptrace_value(request, tid, 0).is_err() {
+                break;
+            }
+            let mut status = 0;
+            // SAFETY: waitpid writes the status to a local int.
+            let got = unsafe { libc::waitpid(tid, &raw mut status, libc::__WALL) };
+            if got < 0 {
+                if errno() == Errno::INTR {
+                    request = libc::PTRACE_SYSCALL;
+                    continue;
+                }
+                break;
+            }
+            if !libc::WIFSTOPPED(status) {
+                self.handle(tid, status);
+                break;
+            }
+            let event = (status >> 16) & 0xff;
+            let sig = libc::WSTOPSIG(status);
+            request = libc::PTRACE_SYSCALL;
+            if event == libc::PTRACE_EVENT_CLONE {
+                helper = event_msg(tid).ok().map(|h| h as i32);
+            } else if event == 0 && sig == libc::SIGTRAP | 0x80 {
+                if syscall_stop_kind(tid) == Some(SYSCALL_INFO_EXIT) {
+                    break;
+                }
+            } else if event == 0 {
+                // A signal meanwhile: not delivered into the injected call, raised again
+                // once the thread has its own registers back.
+                swallowed = Some(sig);
+            }
+            // Anything else (its entry stop, a pending interrupt's stop) goes on.
+        }
+        if let (Some(sig), Some(tgid)) = (swallowed, self.tgid(tid)) {
+            // SAFETY: tgkill takes plain integers.
+            unsafe {
+                libc::syscall(libc::SYS_tgkill, tgid, tid, sig);
+            }
+        }
+        let helper = helper?;
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid writes the status to a local int.
+            let got = unsafe { libc::waitpid(helper, &raw mut status, libc::__WALL) };
+            if got < 0 && errno() == Errno::INTR {
+                continue;
+            }
+            if got < 0 || !libc::WIFSTOPPED(status) {
+                return None;
+            }
+            break;
+        }
+        self.seen.insert(helper);
+        self.helpers.insert(helper, tid);
+        self.helper_of.insert(tid, helper);
+        let ok = set_sigmask(helper, u64::MAX).is_ok()
+            && self.helper_call(
+                helper,
+                libc::SYS_prctl,
+                [
+                    libc::PR_SET_PDEATHSIG as u64,
+                    libc::SIGKILL as u64,
+                    0,
+                    0,
+                    0,
+                    0,
+                ],
+            ) == Ok(0);
+        if !ok {
+            self.end_helper(tid);
+            return None;
+        }
+        Some(helper)
+    }
+
+    /// Makes helper `helper` (stopped) issue system call `nr` with `args` at its process's
+    /// `syscall` instruction and returns its result; the helper stays stopped at the call's
+    /// exit.
+    fn helper_call(&mut self, helper: i32, nr: i64, args: [u64; 6]) -> Result<i64, Errno> {
+        let tid = self.helpers.get(&helper).copied().ok_or(Errno::SRCH)?;
+        let tgid = self.tgid(tid).ok_or(Errno::SRCH)?;
+        let insn = match self.syscall_insn.get(&tgid) {
+            Some(&insn) => insn,
+            None => self.insn_of(tgid, helper).ok_or(Errno::NOSYS)?,
+        };
+        let mut regs = get_regs(helper)?;
+        regs.rip = insn;
+        regs.rax = nr as u64;
+        regs.orig_rax = u64::MAX;
+        [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9] = args;
+        set_regs(helper, &regs)?;
+        ptrace_value(libc::PTRACE_SYSCALL, helper, 0)?;
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid writes the status to a local int.
+            let got = unsafe { libc::waitpid(helper, &raw mut status, libc::__WALL) };
+            if got < 0 {
+                if errno() == Errno::INTR {
+                    continue;
+                }
+                return Err(Errno::SRCH);
+            }
+            if !libc::WIFSTOPPED(status) {
+                self.helper_status(helper, status);
+                return Err(Errno::SRCH);
+            }
+            if libc::WSTOPSIG(status) == libc::SIGTRAP | 0x80
+                && syscall_stop_kind(helper) == Some(SYSCALL_INFO_EXIT)
+            {
+                return Ok(get_regs(helper)?.rax as i64);
+            }
+            // Its entry stop; any other stop (a stopping signal, which it cannot block) is
+            // passed over: the helper runs no code of the program's.
+            ptrace_value(libc::PTRACE_SYSCALL, helper, 0)?;
+        }
+    }
+
+    /// A redirected `mmap` of thread `r.tid`, which the tracer cannot stop (lent, or made by
+    /// a lent thread and traced by nobody), made by `helper` (one sharing its memory): the
+    /// memfd installed in the thread's fd table (which the helper shares) at a number the
+    /// kernel picks, mapped at the backend's offset with the caller's arguments, and closed;
+    /// the call answered with the helper's result.
+    fn helper_mmap(&mut self, r: Request, helper: Option<i32>) {
+        let Some(helper) = helper.filter(|&h| kcmp_vm(r.tid, h) != Some(false)) else {
+            // No helper (or one left on the address space the thread had before an exec):
+            // what the kernel answers a SECCOMP_RET_TRACE of a thread whose tracer asked
+            // for no seccomp stops.
+            self.end_helper(r.tid);
+            let _ = r.listener.respond_error(r.id, Errno::NOSYS);
+            return;
+        };
+        let number = if r.same {
+            r.args[4] as u32
+        } else {
+            let install = || r.listener.add_fd(r.id, r.fd.as_fd(), true, false);
+            let installed = match install() {
+                Err(Errno::MFILE) => file_mmap::with_one_more_fd(r.tgid, install),
+                other => other,
+            };
+            match installed {
+                Ok(number) => number as u32,
+                Err(errno) => {
+                    let _ = r.listener.respond_error(r.id, errno);
+                    return;
+                }
+            }
+        };
+        let mut args = r.args;
+        args[4] = u64::from(number) | (u64::from(DIRECT_MARKER) << 32);
+        args[5] = r.offset;
+        let result = self.helper_call(helper, libc::SYS_mmap, args);
+        if !r.same {
+            let _ = self.helper_call(helper, libc::SYS_close, [u64::from(number), 0, 0, 0, 0, 0]);
+        }
+        let _ = match result {
+            Ok(value) if value < 0 => r
+                .listener
+                .respond_error(r.id, Errno::from_raw_os_error(-value as i32)),
+            Ok(address) => r.listener.respond_value(r.id, address),
+            Err(_) => r.listener.respond_error(r.id, Errno::NOSYS),
+        };
+    }
+
+    /// A `waitpid` status of helper `helper`: gone, or a stop, where it stays.
+    fn helper_status(&mut self, helper: i32, status: i32) {
+        if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+            if let Some(tid) = self.helpers.remove(&helper)
+                && self.helper_of.get(&tid) == Some(&helper)
+            {
+                self.helper_of.remove(&tid);
+            }
+            self.seen.remove(&helper);
+        }
+    }
+
+    /// Kills the helper of thread `tid`, if it has one (its exit is reaped as a helper's).
+    fn end_helper(&mut self, tid: i32) {
+        if let Some(helper) = self.helper_of.remove(&tid) {
+            // SAFETY: kill takes plain integers; `helper` is a traced process of ours that
+            // has not been reaped (its id is not reused before that).
+            unsafe {
+                libc::kill(helper, libc::SIGKILL);
+            }
         }
     }
 
@@ -1383,7 +1787,7 @@ impl Tracer {
         if !self.lent_logged {
             self.lent_logged = true;
             crate::own::elog!(
-                "kfd-emu: a thread is lent to the program's own tracer: until it is detached, its file mmaps fail with ENOSYS (SECCOMP_RET_TRACE with a tracer that asked for no seccomp stops), and CPU faults on memory in VRAM are not handled for it"
+                "kfd-emu: a thread is lent to the program's own tracer: until it is detached, CPU faults on memory in VRAM are not handled for it"
             );
         }
     }
@@ -1398,7 +1802,7 @@ impl Tracer {
             return;
         };
         let child = child as i32;
-        if let Some(&insn) = self.syscall_insn.get(&tgid) {
+        if let Some(insn) = self.insn_of(tgid, tid) {
             self.syscall_insn.insert(child, insn);
         }
         // Its copy of the memory holds the stub page too.
@@ -1568,6 +1972,9 @@ impl Tracer {
     /// Interrupts the threads of every process woken since the last time, and of every
     /// process with a compare-and-swap posted.
     fn take_wakeups(&mut self) {
+        for request in self.slots.take_requests() {
+            self.mmap_request(request);
+        }
         self.take_cas();
         let (tgids, seq) = self.slots.cpu.take();
         for tgid in tgids {
@@ -1601,6 +2008,9 @@ impl Tracer {
         if self.injects.contains_key(&tid) || self.holds.contains_key(&tid) {
             return self.resume(tid, 0);
         }
+        if self.redirect_at_stop(tid) {
+            return;
+        }
         if self.slots.cpu.cas_pending(tgid) {
             return self.cas_start(tid, tgid);
         }
@@ -1632,7 +2042,7 @@ impl Tracer {
                 Then::Resume => self.resume(tid, 0),
             };
         }
-        let Some(&insn) = self.syscall_insn.get(&tgid) else {
+        let Some(insn) = self.insn_of(tgid, tid) else {
             crate::own::elog!(
                 "kfd-emu: no system call instruction known in {tgid}: memory in VRAM stays accessible to its CPU"
             );
@@ -1866,7 +2276,7 @@ impl Tracer {
         if self.stubs.contains_key(&tgid) {
             return self.cas_next(tid);
         }
-        let Some(&insn) = self.syscall_insn.get(&tgid) else {
+        let Some(insn) = self.insn_of(tgid, tid) else {
             // None known yet (the process has made no file mmap): these fall back.
             self.slots.cpu.cas_refuse(Some(tgid), CasError::Unsupported);
             return self.cas_end(tid);

@@ -146,7 +146,7 @@ impl Wakeups {
     }
 
     /// Interrupts the tracer's `waitpid` ([`kick_signal`]).
-    fn kick(&self) {
+    pub(super) fn kick(&self) {
         let tid = self.tracer_tid.load(Ordering::Acquire);
         let Some(sig) = kick_signal() else {
             return;
