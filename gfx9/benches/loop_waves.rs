@@ -18,7 +18,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kfd_gfx9::dispatch::{Dispatch, KernelDescriptor, NoObserver, RunOptions, Scratch, run};
-use kfd_gfx9::exec::{Apertures, CodeCache, Ctx, Fault, Flow, Memory, Target, step};
+use kfd_gfx9::exec::{Apertures, CodeCache, Ctx, Fault, Flow, Memory, Target, execute};
 
 const CODE: u64 = 0x1_0000_0000;
 const WAVES: u32 = 256;
@@ -107,7 +107,9 @@ fn setup(lanes: u32) -> (Code, Dispatch) {
     (Code(bytes), d)
 }
 
-/// The baseline: every wave stepped through `exec::step` until `s_endpgm`, one thread.
+/// The baseline: every wave run one instruction at a time the way `exec::step` ran it before
+/// the code cache kept plans (a copy of the decoded instruction from `CodeCache::fetch`, then
+/// `exec::execute`: the form and operands matched every time), one thread, no dispatcher.
 fn stepped(code: &Code, d: &Dispatch) -> u64 {
     let mut cache = CodeCache::new();
     let mut lds = [0u8; 0];
@@ -121,7 +123,10 @@ fn stepped(code: &Code, d: &Dispatch) -> u64 {
         };
         loop {
             executed += 1;
-            if step(&mut w, &mut ctx).expect("runs") == Flow::End {
+            let pc = w.pc;
+            let inst = ctx.code.fetch(ctx.mem, pc).expect("decodes");
+            w.pc = pc + 4 * u64::from(inst.dwords);
+            if execute(&mut w, &mut ctx, &inst, pc).expect("runs") == Flow::End {
                 break;
             }
         }

@@ -18,6 +18,7 @@
 
 mod gfx11;
 mod mem;
+mod plan;
 mod salu;
 mod valu;
 mod wave;
@@ -45,14 +46,88 @@ use crate::opcode::Opcode;
 /// The [`ExecError`] that stops the wave; the wave's state is as the failing instruction
 /// found it, except `pc`, which points past it.
 pub fn step(wave: &mut Wave, ctx: &mut Ctx<'_>) -> Result<Flow, ExecError> {
-    let pc = wave.pc;
-    // One copy of the cached instruction (see `CodeCache::cached`).
-    let inst = match ctx.code.cached(pc) {
-        Some(inst) => *inst,
-        None => ctx.code.fetch_miss(ctx.mem, pc)?,
+    steps(wave, ctx, 1).result
+}
+
+/// What [`steps`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ran {
+    /// Instructions executed (the last, which may have failed, included).
+    pub executed: usize,
+    /// The address of the last instruction executed.
+    pub pc: u64,
+    /// The last instruction's outcome: [`Flow::Continue`] when the budget ran out.
+    pub result: Result<Flow, ExecError>,
+}
+
+/// Runs `wave` instruction after instruction, as [`step`] does each, until one's outcome is
+/// not [`Flow::Continue`] (an error, `s_endpgm`, a barrier, a message...) or `budget`
+/// instructions have run (at least one runs).
+///
+/// The loop a dispatcher runs a wave's turn with: the instruction at `wave.pc` comes from the
+/// [`CodeCache`] by reference, and one the cache holds a plan for (`exec::plan`: the vector ALU's
+/// lane-wise fast-path operations, planned when they first run) runs from its plan, with no
+/// copy of the instruction and no match on its form or operands; anything else is copied and
+/// executed ([`execute`]), exactly as [`step`] does.
+pub fn steps(wave: &mut Wave, ctx: &mut Ctx<'_>, budget: usize) -> Ran {
+    let mut executed = 0;
+    loop {
+        let pc = wave.pc;
+        executed += 1;
+        let result = one(wave, ctx, pc);
+        if executed >= budget || result != Ok(Flow::Continue) {
+            return Ran {
+                executed,
+                pc,
+                result,
+            };
+        }
+    }
+}
+
+/// One instruction of [`steps`], at `pc` (= `wave.pc`).
+#[inline(always)]
+fn one(wave: &mut Wave, ctx: &mut Ctx<'_>, pc: u64) -> Result<Flow, ExecError> {
+    // Branches keep the PC dword-aligned; a misaligned one (`s_setpc` of a bad address) is
+    // decoded where it points, uncached (`CodeCache::fetch_miss`).
+    let slot = if pc.is_multiple_of(4) {
+        ctx.code.slot(pc)
+    } else {
+        None
     };
-    wave.pc = pc.wrapping_add(4 * u64::from(inst.dwords));
+    let inst = match slot {
+        Some(plan::Slot {
+            inst: Some(inst),
+            plan,
+        }) => {
+            wave.pc = pc.wrapping_add(4 * u64::from(inst.dwords));
+            match plan {
+                plan::Planning::Valu(p) => {
+                    if !salu::vskipped(wave, inst) && valu::run_plan(p, wave, inst) {
+                        return Ok(Flow::Continue);
+                    }
+                }
+                plan::Planning::Unknown => *plan = planning(inst),
+                plan::Planning::None => {}
+            }
+            // One copy of the cached instruction (see `CodeCache::cached`).
+            *inst
+        }
+        _ => {
+            let inst = ctx.code.fetch_miss(ctx.mem, pc)?;
+            wave.pc = pc.wrapping_add(4 * u64::from(inst.dwords));
+            inst
+        }
+    };
     execute(wave, ctx, &inst, pc)
+}
+
+/// How `inst` will run from the cache: a VALU instruction's plan, or none.
+fn planning(inst: &Inst) -> plan::Planning {
+    match inst.op {
+        Opcode::Vop1(_) | Opcode::Vop2(_) | Opcode::Vop3(_) => valu::planning(inst),
+        _ => plan::Planning::None,
+    }
 }
 
 /// Executes one decoded instruction found at `pc` (`wave.pc` is already the next one).

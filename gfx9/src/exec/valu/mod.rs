@@ -47,6 +47,7 @@ mod mfma;
 mod round;
 
 use super::wave::{Ctx, ExecError, Flow, LANES, Target, Ty, VGPRS, Wave, illegal, unimplemented};
+use crate::exec::plan::{Plan, Planning};
 use crate::exec::salu::Round;
 use crate::inst::Inst;
 use crate::opcode::{Encoding, Opcode, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp};
@@ -243,6 +244,23 @@ pub(super) fn execute(
         return Ok(Flow::Continue);
     }
     general(w, inst, pc)
+}
+
+/// How `inst` runs from the code cache ([`crate::exec::plan`]): a planned lane-wise
+/// operation of the fast path, or the per-step path ([`execute`]).
+pub(super) fn planning(inst: &Inst) -> Planning {
+    // An `lds_direct` source is read by `execute` before the fast path; `fast::plan` refuses it.
+    match fast::plan(inst) {
+        Some(p) => Planning::Valu(p),
+        None => Planning::None,
+    }
+}
+
+/// Runs the planned `inst` as [`execute`] would; `false` (the wave untouched) when
+/// [`execute`] must run it.
+#[inline]
+pub(super) fn run_plan(p: &Plan, w: &mut Wave, inst: &Inst) -> bool {
+    fast::run_plan(p, w, inst)
 }
 
 /// Executes `inst` on the general path (every operation, every form).
