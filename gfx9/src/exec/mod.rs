@@ -1,5 +1,6 @@
 //! Execution: one wave's architectural state ([`Wave`]), the memory it reaches ([`Memory`]),
-//! and [`step`], which fetches, decodes and executes one instruction.
+//! and [`step`], which fetches, decodes and executes one instruction ([`steps`]: a run of
+//! them, from the code cache's plans).
 //!
 //! The state is the "AMD Instinct MI200 ISA" guide's chapter 3 ("Kernel State"): the program
 //! counter, up to 102 SGPRs, VCC, EXEC, M0, SCC, the trap temporaries, FLAT_SCRATCH, MODE /
@@ -65,10 +66,12 @@ pub struct Ran {
 /// instructions have run (at least one runs).
 ///
 /// The loop a dispatcher runs a wave's turn with: the instruction at `wave.pc` comes from the
-/// [`CodeCache`] by reference, and one the cache holds a plan for (`exec::plan`: the vector ALU's
-/// lane-wise fast-path operations, planned when they first run) runs from its plan, with no
-/// copy of the instruction and no match on its form or operands; anything else is copied and
-/// executed ([`execute`]), exactly as [`step`] does.
+/// [`CodeCache`] by reference, and what the cache planned when the instruction first ran
+/// (`exec::plan`) decides how it runs: a lane-wise VALU operation of the fast path from its
+/// plan (no copy of the instruction, no match on its form or operands; unless MODE's VSKIP
+/// drops it), a SOP2/SOPK/SOP1/SOPC instruction by reference; anything else is copied and
+/// executed ([`execute`]). Each computes what [`execute`] computes for it. ([`step`] is one
+/// instruction of this.)
 pub fn steps(wave: &mut Wave, ctx: &mut Ctx<'_>, budget: usize) -> Ran {
     let mut executed = 0;
     loop {
@@ -107,6 +110,7 @@ fn one(wave: &mut Wave, ctx: &mut Ctx<'_>, pc: u64) -> Result<Flow, ExecError> {
                         return Ok(Flow::Continue);
                     }
                 }
+                plan::Planning::Scalar => return salu::execute_alu(wave, inst, pc),
                 plan::Planning::Unknown => *plan = planning(inst),
                 plan::Planning::None => {}
             }
@@ -126,6 +130,9 @@ fn one(wave: &mut Wave, ctx: &mut Ctx<'_>, pc: u64) -> Result<Flow, ExecError> {
 fn planning(inst: &Inst) -> plan::Planning {
     match inst.op {
         Opcode::Vop1(_) | Opcode::Vop2(_) | Opcode::Vop3(_) => valu::planning(inst),
+        Opcode::Sop2(_) | Opcode::Sopk(_) | Opcode::Sop1(_) | Opcode::Sopc(_) => {
+            plan::Planning::Scalar
+        }
         _ => plan::Planning::None,
     }
 }

@@ -31,6 +31,9 @@ pub(crate) enum Planning {
     None,
     /// A lane-wise VALU operation of the fast path.
     Valu(Plan),
+    /// A SOP2, SOPK, SOP1 or SOPC instruction: run by reference (`salu::execute_alu`), with
+    /// no copy of it.
+    Scalar,
 }
 
 /// A lane-wise VALU instruction of the fast path with its form resolved: the operation, the

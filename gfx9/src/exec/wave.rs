@@ -764,6 +764,18 @@ impl Wave {
     }
 }
 
+/// How many lanes from lane 0 a lane mask enables when it enables a whole wave's: 64 for
+/// every lane, 32 for lanes 0..32 (a full wave32 wave's EXEC); `None` otherwise. The vector
+/// ALU computes such a mask's lanes as one straight loop rather than one bit at a time.
+#[inline]
+pub(crate) fn full_lanes(mask: u64) -> Option<usize> {
+    match mask {
+        u64::MAX => Some(LANES),
+        0xffff_ffff => Some(32),
+        _ => None,
+    }
+}
+
 /// A 32-bit vector source resolved once per instruction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VSrc {

@@ -1,6 +1,7 @@
 //! The vector ALU's fast path: the hottest 32-bit operations of compiled kernels (address
 //! arithmetic, `v_mov_b32`, bitwise and shift operations, `v_mul_lo`/`v_mul_hi`, f32
-//! add/mul/fma, the f32 `v_exp`/`v_log`/`v_rcp`/`v_rsq`/`v_sqrt`, `v_cndmask_b32`, the carry adds, the f32 and 32-bit integer compares),
+//! add/mul/fma, the f32 `v_exp`/`v_log`/`v_rcp`/`v_rsq`/`v_sqrt`, `v_cvt_f32_i32`/`_u32`,
+//! `v_cndmask_b32`, the carry adds, the f32 and 32-bit integer compares),
 //! executed straight on the 32-bit lane arrays when the instruction has nothing that needs the
 //! general pipeline of [`super::X`]: a VOP1/VOP2/VOPC/VOP3 form without DPP, SDWA, `omod`,
 //! `clamp` or `op_sel` (VOP3 `abs`/`neg` only on the float operations, which apply them as the
@@ -14,12 +15,18 @@
 //! same carry and compare masks with bits of lanes not computed 0); `fast::tests` checks each
 //! operation against the general path on random values, EXEC masks, MODE registers and source
 //! modifiers. Anything else returns `false` and takes the general path.
+//!
+//! The lane-wise operations (all but the compares, `v_cndmask_b32` and the carry operations)
+//! are also planned ([`plan`], [`run_plan`]): when such an instruction first runs from the
+//! code cache, its operation, destination and source kinds are resolved once and kept with
+//! it (`exec::plan`), and `exec::steps` runs it from there: the same lane computation
+//! ([`sparse`] or [`run_arrays`]), without matching the form and operands again.
 
 use super::float::{Mode, flush32};
 use super::round;
 use crate::exec::plan::{Plan, Planned};
 use crate::exec::salu::Round;
-use crate::exec::wave::{LANES, Ty, Wave};
+use crate::exec::wave::{LANES, Ty, Wave, full_lanes};
 use crate::inst::{Inst, Modifiers};
 use crate::opcode::{Encoding, Opcode, Vop1Op, Vop2Op, Vop3Op};
 use crate::operand::Operand;
@@ -42,6 +49,9 @@ enum Op {
     /// An f32 operation with the rounding mode: MODE's denormal flush applies to its inputs
     /// and result.
     F32(fn(f32, f32, f32, Round) -> f32),
+    /// A conversion of one 32-bit integer source to f32 with the rounding mode: MODE's
+    /// denormal flush applies to its result only.
+    ToF32(fn(u32, Round) -> f32),
 }
 
 /// Whether `inst`'s form can take the fast path at all: VOP1/VOP2/VOPC, or VOP3 with no
@@ -117,6 +127,15 @@ fn int(n: usize, f: fn(u32, u32, u32) -> u32) -> Option<Shape> {
     })
 }
 
+/// A conversion of an integer source to f32.
+fn to_f32(f: fn(u32, Round) -> f32) -> Option<Shape> {
+    Some(Shape {
+        n: 1,
+        dst_src2: false,
+        op: Op::ToF32(f),
+    })
+}
+
 /// An f32 operation of `n` sources (`dst_src2`: the destination is the third).
 fn f32op(n: usize, dst_src2: bool, f: fn(f32, f32, f32, Round) -> f32) -> Option<Shape> {
     Some(Shape {
@@ -130,7 +149,7 @@ fn f32op(n: usize, dst_src2: bool, f: fn(f32, f32, f32, Round) -> f32) -> Option
 /// compares, `v_cndmask_b32` and the carry operations, which have their own functions; not
 /// an integer operation with VOP3 `abs`/`neg`, which the general path takes).
 fn shape(inst: &Inst) -> Option<Shape> {
-    shape_of(inst.op).filter(|s| !(matches!(s.op, Op::Int(_)) && has_abs_neg(inst)))
+    shape_of(inst.op).filter(|s| !(matches!(s.op, Op::Int(_) | Op::ToF32(_)) && has_abs_neg(inst)))
 }
 
 /// [`shape`] by opcode alone.
@@ -149,6 +168,14 @@ fn shape_of(op: Opcode) -> Option<Shape> {
             f32op(1, false, |a, _, _, _| (1.0 / f64::from(a).sqrt()) as f32)
         }
         Opcode::Vop1(Vop1Op::VSqrtF32) => f32op(1, false, |a, _, _, r| round::sqrt32(a, r)),
+        // Converted in f64 (exact for every 32-bit integer) and rounded once to f32 by MODE's
+        // rounding, as the general path does.
+        Opcode::Vop1(Vop1Op::VCvtF32I32) => {
+            to_f32(|a, r| round::convert(f64::from(a as i32), round::Fmt::F32, r) as f32)
+        }
+        Opcode::Vop1(Vop1Op::VCvtF32U32) => {
+            to_f32(|a, r| round::convert(f64::from(a), round::Fmt::F32, r) as f32)
+        }
         Opcode::Vop2(op) => vop2(op),
         Opcode::Vop3(op) => vop3(op),
         _ => None,
@@ -247,9 +274,9 @@ fn sources(w: &Wave, inst: &Inst, n: usize, dst_src2: bool, s: &mut [L32; 3]) ->
 fn apply(w: &mut Wave, d: usize, s: &[L32; 3], f: impl Fn(u32, u32, u32) -> u32) {
     let exec = w.exec;
     let dst = &mut w.vgpr[d];
-    if exec == u64::MAX {
-        // Every lane: a straight loop the compiler can vectorise.
-        for (l, o) in dst.iter_mut().enumerate() {
+    if let Some(n) = full_lanes(exec) {
+        // Every lane of a wave64 or wave32 wave: a straight loop the compiler can vectorise.
+        for (l, o) in dst.iter_mut().enumerate().take(n) {
             *o = f(s[0][l], s[1][l], s[2][l]);
         }
     } else {
@@ -312,6 +339,15 @@ fn run_arrays(w: &mut Wave, inst: &Inst, d: usize, shape: Shape) -> bool {
                 apply(w, d, &s, g);
             } else {
                 apply(w, d, &s, |a, b, c| flush32(g(a, b, c)));
+            }
+        }
+        Op::ToF32(f) => {
+            let mode = Mode::from_reg(w.hwreg[1]);
+            let r = mode.r32;
+            if mode.f32_out {
+                apply(w, d, &s, |a, _, _| f(a, r).to_bits());
+            } else {
+                apply(w, d, &s, |a, _, _| flush32(f(a, r).to_bits()));
             }
         }
     }
@@ -384,6 +420,15 @@ fn sparse(w: &mut Wave, d: usize, s: Shape, src: [Src; 3], abs: u8, neg: u8) {
                     mode.r32,
                 )
                 .to_bits();
+                w.vgpr[d][l] = if mode.f32_out { r } else { flush32(r) };
+            }
+        }
+        Op::ToF32(f) => {
+            let mode = Mode::from_reg(w.hwreg[1]);
+            while m != 0 {
+                let l = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let r = f(lane(w, src[0], l), mode.r32).to_bits();
                 w.vgpr[d][l] = if mode.f32_out { r } else { flush32(r) };
             }
         }
@@ -513,8 +558,8 @@ fn carry(
     let exec = w.exec;
     let mut flags = 0u64;
     let mut res = w.vgpr[d];
-    if exec == u64::MAX {
-        for (l, o) in res.iter_mut().enumerate() {
+    if let Some(n) = full_lanes(exec) {
+        for (l, o) in res.iter_mut().enumerate().take(n) {
             let (r, c) = f(s[0][l], s[1][l], (cin >> l & 1) as u32);
             *o = r;
             flags |= u64::from(c) << l;
@@ -853,6 +898,10 @@ mod tests {
         }
         for op in [Vop1Op::VNotB32, Vop1Op::VBfrevB32] {
             check(Opcode::Vop1(op), Encoding::Vop1, 1, none);
+        }
+        for op in [Vop1Op::VCvtF32I32, Vop1Op::VCvtF32U32] {
+            check(Opcode::Vop1(op), Encoding::Vop1, 1, none);
+            check(Opcode::Vop1(op), Encoding::Vop3a, 1, none);
         }
         for op in [
             VAddU32,

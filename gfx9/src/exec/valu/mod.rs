@@ -46,7 +46,9 @@ mod float;
 mod mfma;
 mod round;
 
-use super::wave::{Ctx, ExecError, Flow, LANES, Target, Ty, VGPRS, Wave, illegal, unimplemented};
+use super::wave::{
+    Ctx, ExecError, Flow, LANES, Target, Ty, VGPRS, Wave, full_lanes, illegal, unimplemented,
+};
 use crate::exec::plan::{Plan, Planning};
 use crate::exec::salu::Round;
 use crate::inst::Inst;
@@ -633,9 +635,9 @@ impl<'a> X<'a> {
         if !post && !k.wide() && !k.half() && sdwa.is_none() {
             // The common case: 32-bit results written as they are.
             let dst = &mut self.w.vgpr[d];
-            if self.mask == u64::MAX {
-                // Every lane (a straight loop the compiler vectorises).
-                for (o, r) in dst.iter_mut().zip(res) {
+            if let Some(n) = full_lanes(self.mask) {
+                // Every lane of the wave (a straight loop the compiler vectorises).
+                for (o, r) in dst.iter_mut().zip(res).take(n) {
                     *o = *r as u32;
                 }
                 return Ok(());
@@ -718,10 +720,10 @@ impl<'a> X<'a> {
         let mut s = [[0u64; LANES]; 3];
         self.reads_into(kinds, &mut s)?;
         let mut res = [0u64; LANES];
-        if self.mask == u64::MAX {
-            // Every lane: a straight loop (vectorised for the simple operations) instead of
-            // one mask scan per lane.
-            for (l, r) in res.iter_mut().enumerate() {
+        if let Some(n) = full_lanes(self.mask) {
+            // Every lane of the wave: a straight loop (vectorised for the simple operations)
+            // instead of one mask scan per lane.
+            for (l, r) in res.iter_mut().enumerate().take(n) {
                 *r = f([s[0][l], s[1][l], s[2][l]]);
             }
         } else {
@@ -745,9 +747,9 @@ impl<'a> X<'a> {
         let mut s = [[0u64; LANES]; 3];
         self.reads_into(kinds, &mut s)?;
         let mut res = [0u64; LANES];
-        if self.mask == u64::MAX {
+        if let Some(n) = full_lanes(self.mask) {
             // Every lane (as in `map`).
-            for (l, r) in res.iter_mut().enumerate() {
+            for (l, r) in res.iter_mut().enumerate().take(n) {
                 *r = f(l, [s[0][l], s[1][l], s[2][l]]);
             }
         } else {
@@ -793,9 +795,9 @@ impl<'a> X<'a> {
         let cin = self.carry_in(carry_in)?;
         let mut res = [0u64; LANES];
         let mut flags = 0u64;
-        if self.mask == u64::MAX {
+        if let Some(n) = full_lanes(self.mask) {
             // Every lane (as in `map`).
-            for (l, out) in res.iter_mut().enumerate() {
+            for (l, out) in res.iter_mut().enumerate().take(n) {
                 let (r, c) = f([s[0][l], s[1][l], s[2][l]], cin >> l & 1 == 1);
                 *out = r;
                 flags |= u64::from(c) << l;
