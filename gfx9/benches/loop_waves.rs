@@ -5,20 +5,31 @@
 //! operand) — the shape of kfdtest's queue-priority dispatches (`KFDQMTest`'s 262 144
 //! one-work-item workgroups of a loop of transcendentals), written here for gfx942 and
 //! assembled with `llvm-mc-19 -mcpu=gfx942` (the source is in the comment of [`CODE_WORDS`]).
-//! Criterion prints wave-instructions per second. The baselines in the same run: the same
-//! waves with 9 work-items each (`nine_lanes`: one lane more than `SPARSE_LANES`, so every
-//! VALU instruction takes the 64-lane array path, which is what a one-lane wave took before
-//! the lane-by-lane path; the extra lanes cost that path almost nothing), and the one-lane
-//! waves stepped one instruction at a time through `exec::step` (`stepped`: no dispatcher).
+//! Criterion prints wave-instructions per second of the bench thread's CPU time (every run is
+//! on the calling thread; on the shared VM the wall clock also counts other processes' turns:
+//! at a load average of 10–17 it swung the same ratio between 0.47 and 1.4). The baselines in
+//! the same run: the same waves with 9 work-items each (`nine_lanes`: one lane more than
+//! `SPARSE_LANES`, so every VALU instruction takes the 64-lane array path, which is what a
+//! one-lane wave took before the lane-by-lane path; the extra lanes cost that path almost
+//! nothing), and the one-lane waves run one instruction at a time as `exec::step` ran them
+//! before the code cache kept plans (`stepped`: `CodeCache::fetch`'s copy of the instruction,
+//! then `exec::execute`; no dispatcher).
+//!
+//! Measured (2026-12-02, branch `h-fast`, CPU time, the VM at a load average of ~12):
+//! `one_lane_1_thread` 70.3 M wave-instructions/s (the dispatcher running quanta with
+//! `exec::steps`: planned VALU operations, SOP1/SOP2/SOPK/SOPC by reference), `stepped` 54.5
+//! M/s (ratio 0.747: 1.34× faster), `nine_lanes_1_thread` 9.9 M/s. (The last session's 46.3
+//! M/s against 7.9 M/s were wall-clock figures on a quieter VM.)
 
 #[path = "../../kfd-ioctl/benches/ratio.rs"]
 mod ratio;
 
 use std::hint::black_box;
+use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kfd_gfx9::dispatch::{Dispatch, KernelDescriptor, NoObserver, RunOptions, Scratch, run};
-use kfd_gfx9::exec::{Apertures, CodeCache, Ctx, Fault, Flow, Memory, Target, step};
+use kfd_gfx9::exec::{Apertures, CodeCache, Ctx, Fault, Flow, Memory, Target, execute};
 
 const CODE: u64 = 0x1_0000_0000;
 const WAVES: u32 = 256;
@@ -107,7 +118,9 @@ fn setup(lanes: u32) -> (Code, Dispatch) {
     (Code(bytes), d)
 }
 
-/// The baseline: every wave stepped through `exec::step` until `s_endpgm`, one thread.
+/// The baseline: every wave run one instruction at a time the way `exec::step` ran it before
+/// the code cache kept plans (a copy of the decoded instruction from `CodeCache::fetch`, then
+/// `exec::execute`: the form and operands matched every time), one thread, no dispatcher.
 fn stepped(code: &Code, d: &Dispatch) -> u64 {
     let mut cache = CodeCache::new();
     let mut lds = [0u8; 0];
@@ -121,13 +134,31 @@ fn stepped(code: &Code, d: &Dispatch) -> u64 {
         };
         loop {
             executed += 1;
-            if step(&mut w, &mut ctx).expect("runs") == Flow::End {
+            let pc = w.pc;
+            let inst = ctx.code.fetch(ctx.mem, pc).expect("decodes");
+            w.pc = pc + 4 * u64::from(inst.dwords);
+            if execute(&mut w, &mut ctx, &inst, pc).expect("runs") == Flow::End {
                 break;
             }
         }
         black_box(&w.vgpr[1][0]);
     }
     executed
+}
+
+/// The calling thread's CPU time for `n` runs of `f` (`CLOCK_THREAD_CPUTIME_ID`): every run
+/// here is on the calling thread (`threads: 1`), and on a shared machine the wall clock also
+/// counts the time other processes hold the core.
+fn cpu_time(n: u64, mut f: impl FnMut()) -> Duration {
+    let now = || {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+        Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+    };
+    let start = now();
+    for _ in 0..n {
+        f();
+    }
+    now() - start
 }
 
 fn bench(c: &mut Criterion) {
@@ -142,14 +173,28 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("loop_waves");
     g.throughput(Throughput::Elements(stats.instructions));
     g.sample_size(10);
-    g.measurement_time(std::time::Duration::from_secs(3));
+    g.measurement_time(Duration::from_secs(3));
     g.bench_function("one_lane_1_thread", |b| {
-        b.iter(|| run(&one, &code, &one_thread, &NoObserver).expect("runs"))
+        b.iter_custom(|n| {
+            cpu_time(n, || {
+                black_box(run(&one, &code, &one_thread, &NoObserver).expect("runs"));
+            })
+        })
     });
     g.bench_function("nine_lanes_1_thread", |b| {
-        b.iter(|| run(&nine, &code, &one_thread, &NoObserver).expect("runs"))
+        b.iter_custom(|n| {
+            cpu_time(n, || {
+                black_box(run(&nine, &code, &one_thread, &NoObserver).expect("runs"));
+            })
+        })
     });
-    g.bench_function("stepped_1_thread", |b| b.iter(|| stepped(&code, &one)));
+    g.bench_function("stepped_1_thread", |b| {
+        b.iter_custom(|n| {
+            cpu_time(n, || {
+                black_box(stepped(&code, &one));
+            })
+        })
+    });
     g.finish();
     ratio::report(
         "loop_waves",

@@ -83,7 +83,7 @@
 //! with it), can cancel a dispatch (a destroyed queue) and can hold its threads between
 //! quanta (`Observer::pause_point`: a preempted queue, its waves kept where they are).
 
-use crate::exec::{Apertures, CodeCache, Ctx, ExecError, Flow, LANES, Memory, Target, Wave, step};
+use crate::exec::{Apertures, CodeCache, Ctx, ExecError, Flow, LANES, Memory, Target, Wave, steps};
 use crate::gws::{Gws, GwsWait};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -1106,10 +1106,13 @@ impl Sched<'_> {
                     lds: &mut g.lds,
                     code: cache,
                 };
-                for _ in 0..QUANTUM {
-                    let pc = w.pc;
-                    g.executed += 1;
-                    match step(w, &mut ctx) {
+                let mut left = QUANTUM;
+                while left > 0 {
+                    let ran = steps(w, &mut ctx, left);
+                    left -= ran.executed;
+                    g.executed += ran.executed as u64;
+                    let pc = ran.pc;
+                    match ran.result {
                         Ok(Flow::Continue) => {}
                         Ok(Flow::Yield) => {
                             if w.halted() {

@@ -1448,6 +1448,44 @@ fn s_setvskip_drops_vector_instructions_until_cleared() {
 }
 
 #[test]
+fn vskip_drops_a_vector_instruction_the_code_cache_has_planned() {
+    // The v_add runs three times from the same cached slot: planned at its first run
+    // (`exec::steps`), skipped on the second under VSKIP, run again on the third. One lane
+    // on (the lane-by-lane path) and every lane (the array path).
+    for exec in [1, u64::MAX] {
+        let Some(r) = run_ok(
+            "s_mov_b32 s6, 0\n\
+             LOOP:\n\
+             v_add_u32 v0, 1, v0\n\
+             s_add_u32 s6, s6, 1\n\
+             s_cmp_eq_u32 s6, 1\n\
+             s_cbranch_scc0 NOT1\n\
+             s_setvskip s0, s1\n\
+             NOT1:\n\
+             s_cmp_eq_u32 s6, 2\n\
+             s_cbranch_scc0 NOT2\n\
+             s_setvskip 0, 0\n\
+             NOT2:\n\
+             s_cmp_lt_u32 s6, 3\n\
+             s_cbranch_scc1 LOOP\n\
+             s_endpgm",
+            |w, _| {
+                w.exec = exec;
+                w.sgpr[0] = 1 << 3;
+                w.sgpr[1] = 35;
+            },
+        ) else {
+            return;
+        };
+        assert_eq!(r.wave.sgpr[6], 3, "three iterations");
+        for (lane, &v) in r.wave.vgpr[0].iter().enumerate() {
+            let want = if exec >> lane & 1 == 1 { 2 } else { 0 };
+            assert_eq!(v, want, "exec {exec:#x}, lane {lane}: run twice of three");
+        }
+    }
+}
+
+#[test]
 fn a_literal_widens_by_the_operand_signedness() {
     // A 32-bit literal in a 64-bit operand: zero-extended for bitwise and unsigned operands,
     // sign-extended for the signed S0 of s_ashr_i64 / s_bfe_i64 / s_flbit_i32_i64.

@@ -351,11 +351,19 @@ pub(super) fn execute(
     pc: u64,
 ) -> Result<Flow, ExecError> {
     match inst.op {
+        Opcode::Sopp(op) => sopp(w, ctx, inst, pc, op),
+        _ => execute_alu(w, inst, pc),
+    }
+}
+
+/// Executes a SOP2, SOPK, SOP1 or SOPC instruction (the forms that reach neither memory nor
+/// the code cache) as [`execute`] does; `exec::steps` runs them by reference from the cache.
+pub(super) fn execute_alu(w: &mut Wave, inst: &Inst, pc: u64) -> Result<Flow, ExecError> {
+    match inst.op {
         Opcode::Sop2(op) => sop2(w, inst, pc, op),
         Opcode::Sopk(op) => sopk(w, inst, pc, op),
         Opcode::Sop1(op) => sop1(w, inst, pc, op),
         Opcode::Sopc(op) => sopc(w, inst, pc, op),
-        Opcode::Sopp(op) => sopp(w, ctx, inst, pc, op),
         _ => Err(unimplemented(inst, pc)),
     }
 }

@@ -4,6 +4,7 @@
 //! pairs, VCC/EXEC halves). `exec/mod.rs` re-exports it all; the families use it from here, so
 //! the module graph stays acyclic (exec -> salu/valu/mem -> wave).
 
+use super::plan::Slot;
 use crate::decode;
 use crate::error::DecodeError;
 use crate::inst::Inst;
@@ -344,7 +345,7 @@ impl std::fmt::Debug for Ctx<'_> {
 #[derive(Debug, Default)]
 pub struct CodeCache {
     /// (page address, its slots).
-    pages: Vec<(u64, Box<[Option<Inst>]>)>,
+    pages: Vec<(u64, Box<[Slot]>)>,
     /// The index in `pages` of each page.
     index: HashMap<u64, usize>,
     /// The index in `pages` of the last page hit.
@@ -412,14 +413,20 @@ impl CodeCache {
     /// The cached instruction at `pc` (`pc` dword-aligned), remembering its page.
     #[inline]
     fn get(&mut self, pc: u64) -> Option<&Inst> {
+        self.slot(pc).and_then(|s| s.inst.as_ref())
+    }
+
+    /// The slot of `pc` (`pc` dword-aligned) when its page is cached, remembering the page.
+    #[inline]
+    pub(crate) fn slot(&mut self, pc: u64) -> Option<&mut Slot> {
         let page = pc & !4095;
         let slot = (pc & 4095) as usize / 4;
         if self.pages.get(self.last).is_some_and(|(p, _)| *p == page) {
-            return self.pages[self.last].1[slot].as_ref();
+            return Some(&mut self.pages[self.last].1[slot]);
         }
         let i = *self.index.get(&page)?;
         self.last = i;
-        self.pages[i].1[slot].as_ref()
+        Some(&mut self.pages[i].1[slot])
     }
 
     /// The cached instruction at `pc`, by reference (`None`: not cached, or `pc` not
@@ -449,13 +456,13 @@ impl CodeCache {
                 }
                 self.index.insert(page, self.pages.len());
                 self.pages
-                    .push((page, vec![None; SLOTS].into_boxed_slice()));
+                    .push((page, vec![Slot::default(); SLOTS].into_boxed_slice()));
                 self.pages.len() - 1
             }
         };
         let slot = &mut self.pages[i].1[(pc & 4095) as usize / 4];
-        if slot.is_none() {
-            *slot = Some(inst);
+        if slot.inst.is_none() {
+            slot.inst = Some(inst);
             self.count += 1;
         }
     }
@@ -561,6 +568,26 @@ pub fn float_const(c: FloatConst, ty: Ty) -> u64 {
     }
 }
 
+/// A constant operand (an inline integer or float constant, the literal) as
+/// [`Wave::read_scalar32`] reads it as type `ty`; `None` for any other operand. The same for
+/// every wave: the fast path plans it once ([`crate::exec::CodeCache`]).
+pub(crate) fn constant32(op: Operand, ty: Ty) -> Option<u32> {
+    Some(match op {
+        Operand::Int(i) => match ty {
+            Ty::F16 => u32::from(i as i16 as u16),
+            _ => i as i32 as u32,
+        },
+        Operand::Float(c) => match ty {
+            // A 64-bit constant read as 32 bits is its high half (only reached by the
+            // callers of read_scalar64 halves; keep it total).
+            Ty::B64 | Ty::F64 => (float_const(c, ty) >> 32) as u32,
+            _ => float_const(c, ty) as u32,
+        },
+        Operand::Literal(v) => v,
+        _ => return None,
+    })
+}
+
 impl Wave {
     /// Reads a 32-bit (or 16-bit, `ty` = [`Ty::F16`]) scalar operand: an SGPR, a special
     /// register, a constant or the literal. A VGPR operand is not scalar: `None`.
@@ -569,17 +596,7 @@ impl Wave {
             Operand::Sgpr(n) => *self.sgpr.get(usize::from(n))?,
             Operand::Ttmp(n) => *self.ttmp.get(usize::from(n))?,
             Operand::Special(s) => self.special(s),
-            Operand::Int(i) => match ty {
-                Ty::F16 => u32::from(i as i16 as u16),
-                _ => i as i32 as u32,
-            },
-            Operand::Float(c) => match ty {
-                // A 64-bit constant read as 32 bits is its high half (only reached by the
-                // callers of read_scalar64 halves; keep it total).
-                Ty::B64 | Ty::F64 => (float_const(c, ty) >> 32) as u32,
-                _ => float_const(c, ty) as u32,
-            },
-            Operand::Literal(v) => v,
+            Operand::Int(_) | Operand::Float(_) | Operand::Literal(_) => constant32(op, ty)?,
             Operand::Vgpr(_) | Operand::None => return None,
         })
     }
@@ -798,6 +815,18 @@ impl Wave {
     #[inline]
     pub fn active(&self, lane: usize) -> bool {
         self.exec >> lane & 1 == 1
+    }
+}
+
+/// How many lanes from lane 0 a lane mask enables when it enables a whole wave's: 64 for
+/// every lane, 32 for lanes 0..32 (a full wave32 wave's EXEC); `None` otherwise. The vector
+/// ALU computes such a mask's lanes as one straight loop rather than one bit at a time.
+#[inline]
+pub(crate) fn full_lanes(mask: u64) -> Option<usize> {
+    match mask {
+        u64::MAX => Some(LANES),
+        0xffff_ffff => Some(32),
+        _ => None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The vector ALU's fast path: the hottest 32-bit operations of compiled kernels (address
 //! arithmetic, `v_mov_b32`, bitwise and shift operations, `v_mul_lo`/`v_mul_hi`, f32
-//! add/mul/fma, the f32 `v_exp`/`v_log`/`v_rcp`/`v_rsq`/`v_sqrt`, `v_cndmask_b32`, the carry adds, the f32 and 32-bit integer compares),
+//! add/mul/fma, the f32 `v_exp`/`v_log`/`v_rcp`/`v_rsq`/`v_sqrt`, `v_cvt_f32_i32`/`_u32`,
+//! `v_cndmask_b32`, the carry adds, the f32 and 32-bit integer compares),
 //! executed straight on the 32-bit lane arrays when the instruction has nothing that needs the
 //! general pipeline of [`super::X`]: a VOP1/VOP2/VOPC/VOP3 form without DPP, SDWA, `omod`,
 //! `clamp` or `op_sel` (VOP3 `abs`/`neg` only on the float operations, which apply them as the
@@ -14,11 +15,18 @@
 //! same carry and compare masks with bits of lanes not computed 0); `fast::tests` checks each
 //! operation against the general path on random values, EXEC masks, MODE registers and source
 //! modifiers. Anything else returns `false` and takes the general path.
+//!
+//! The lane-wise operations (all but the compares, `v_cndmask_b32` and the carry operations)
+//! are also planned ([`plan`], [`run_plan`]): when such an instruction first runs from the
+//! code cache, its operation, destination and source kinds are resolved once and kept with
+//! it (`exec::plan`), and `exec::steps` runs it from there: the same lane computation
+//! ([`sparse`] or [`run_arrays`]), without matching the form and operands again.
 
 use super::float::{Mode, flush32};
 use super::round;
+use crate::exec::plan::{Plan, Planned};
 use crate::exec::salu::Round;
-use crate::exec::wave::{LANES, Ty, Wave};
+use crate::exec::wave::{LANES, Ty, Wave, full_lanes};
 use crate::inst::{Inst, Modifiers};
 use crate::opcode::{Encoding, Opcode, Vop1Op, Vop2Op, Vop3Op};
 use crate::operand::Operand;
@@ -41,22 +49,35 @@ enum Op {
     /// An f32 operation with the rounding mode: MODE's denormal flush applies to its inputs
     /// and result.
     F32(fn(f32, f32, f32, Round) -> f32),
+    /// A conversion of one 32-bit integer source to f32 with the rounding mode: MODE's
+    /// denormal flush applies to its result only.
+    ToF32(fn(u32, Round) -> f32),
+}
+
+/// Whether `inst`'s form can take the fast path at all: VOP1/VOP2/VOPC, or VOP3 with no
+/// modifier but source `abs`/`neg`.
+#[inline]
+fn qualifies(inst: &Inst) -> bool {
+    match inst.encoding {
+        Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc => true,
+        // VOP3 source `abs`/`neg` are taken by the float operations (`float_mods`), which
+        // apply them as the general path does; the integer ones leave them to it.
+        Encoding::Vop3a | Encoding::Vop3b => {
+            Modifiers {
+                abs: 0,
+                neg: 0,
+                ..inst.mods
+            } == Modifiers::default()
+        }
+        _ => false,
+    }
 }
 
 /// Executes `inst` on the fast path when it qualifies; `false` (the wave untouched) when it
 /// does not, and the general path must run it.
 pub(super) fn try_execute(w: &mut Wave, inst: &Inst) -> bool {
-    match inst.encoding {
-        Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc => {}
-        // VOP3 source `abs`/`neg` are taken by the float operations (`float_mods`), which
-        // apply them as the general path does; the integer ones leave them to it.
-        Encoding::Vop3a | Encoding::Vop3b
-            if Modifiers {
-                abs: 0,
-                neg: 0,
-                ..inst.mods
-            } == Modifiers::default() => {}
-        _ => return false,
+    if !qualifies(inst) {
+        return false;
     }
     if let Opcode::Vopc(op) = inst.op {
         return vopc(w, inst, op.raw());
@@ -66,101 +87,155 @@ pub(super) fn try_execute(w: &mut Wave, inst: &Inst) -> bool {
     };
     let d = usize::from(d);
     match inst.op {
-        Opcode::Vop1(Vop1Op::VMovB32) => int(w, inst, d, 1, |a, _, _| a),
-        Opcode::Vop1(Vop1Op::VNotB32) => int(w, inst, d, 1, |a, _, _| !a),
-        Opcode::Vop1(Vop1Op::VBfrevB32) => int(w, inst, d, 1, |a, _, _| a.reverse_bits()),
-        // The f32 transcendentals, computed as the general path does (in f64, rounded once
-        // to f32; `v_sqrt_f32` by MODE's rounding).
-        Opcode::Vop1(Vop1Op::VExpF32) => f32op(w, inst, d, 1, false, |a, _, _, _| {
-            f64::from(a).exp2() as f32
-        }),
-        Opcode::Vop1(Vop1Op::VLogF32) => f32op(w, inst, d, 1, false, |a, _, _, _| {
-            f64::from(a).log2() as f32
-        }),
-        Opcode::Vop1(Vop1Op::VRcpF32) => f32op(w, inst, d, 1, false, |a, _, _, _| {
-            (1.0 / f64::from(a)) as f32
-        }),
-        Opcode::Vop1(Vop1Op::VRsqF32) => f32op(w, inst, d, 1, false, |a, _, _, _| {
-            (1.0 / f64::from(a).sqrt()) as f32
-        }),
-        Opcode::Vop1(Vop1Op::VSqrtF32) => {
-            f32op(w, inst, d, 1, false, |a, _, _, r| round::sqrt32(a, r))
-        }
-        Opcode::Vop2(op) => vop2(w, inst, d, op),
-        Opcode::Vop3(op) => vop3(w, inst, d, op),
-        _ => false,
-    }
-}
-
-fn vop2(w: &mut Wave, inst: &Inst, d: usize, op: Vop2Op) -> bool {
-    use Vop2Op::*;
-    match op {
-        VAddU32 => int(w, inst, d, 2, |a, b, _| a.wrapping_add(b)),
-        VSubU32 => int(w, inst, d, 2, |a, b, _| a.wrapping_sub(b)),
-        VSubrevU32 => int(w, inst, d, 2, |a, b, _| b.wrapping_sub(a)),
-        VLshlrevB32 => int(w, inst, d, 2, |a, b, _| b << (a & 31)),
-        VLshrrevB32 => int(w, inst, d, 2, |a, b, _| b >> (a & 31)),
-        VAshrrevI32 => int(w, inst, d, 2, |a, b, _| ((b as i32) >> (a & 31)) as u32),
-        VAndB32 => int(w, inst, d, 2, |a, b, _| a & b),
-        VOrB32 => int(w, inst, d, 2, |a, b, _| a | b),
-        VXorB32 => int(w, inst, d, 2, |a, b, _| a ^ b),
-        VMinU32 => int(w, inst, d, 2, |a, b, _| a.min(b)),
-        VMaxU32 => int(w, inst, d, 2, |a, b, _| a.max(b)),
-        VMinI32 => int(w, inst, d, 2, |a, b, _| (a as i32).min(b as i32) as u32),
-        VMaxI32 => int(w, inst, d, 2, |a, b, _| (a as i32).max(b as i32) as u32),
-        VMulU32U24 => int(w, inst, d, 2, |a, b, _| {
-            (a & 0xff_ffff).wrapping_mul(b & 0xff_ffff)
-        }),
-        VAddF32 => f32op(w, inst, d, 2, false, |a, b, _, r| round::add32(a, b, r)),
-        VSubF32 => f32op(w, inst, d, 2, false, |a, b, _, r| round::sub32(a, b, r)),
-        VSubrevF32 => f32op(w, inst, d, 2, false, |a, b, _, r| round::sub32(b, a, r)),
-        VMulF32 => f32op(w, inst, d, 2, false, |a, b, _, r| round::mul32(a, b, r)),
-        // The destination is the addend (`super::X::dst_as_src2`).
-        VFmacF32 => f32op(w, inst, d, 2, true, round::fma32),
-        VCndmaskB32 => cndmask(w, inst, d),
-        VAddCoU32 => carry(w, inst, d, false, |a, b, _| {
+        Opcode::Vop2(Vop2Op::VCndmaskB32) => cndmask(w, inst, d),
+        Opcode::Vop2(Vop2Op::VAddCoU32) => carry(w, inst, d, false, |a, b, _| {
             let r = u64::from(a) + u64::from(b);
             (r as u32, r >> 32 != 0)
         }),
-        VAddcCoU32 => carry(w, inst, d, true, |a, b, c| {
+        Opcode::Vop2(Vop2Op::VAddcCoU32) => carry(w, inst, d, true, |a, b, c| {
             let r = u64::from(a) + u64::from(b) + u64::from(c);
             (r as u32, r >> 32 != 0)
         }),
-        VSubCoU32 => carry(w, inst, d, false, |a, b, _| (a.wrapping_sub(b), b > a)),
-        VSubrevCoU32 => carry(w, inst, d, false, |a, b, _| (b.wrapping_sub(a), a > b)),
-        _ => false,
+        Opcode::Vop2(Vop2Op::VSubCoU32) => {
+            carry(w, inst, d, false, |a, b, _| (a.wrapping_sub(b), b > a))
+        }
+        Opcode::Vop2(Vop2Op::VSubrevCoU32) => {
+            carry(w, inst, d, false, |a, b, _| (b.wrapping_sub(a), a > b))
+        }
+        _ => match shape(inst) {
+            Some(s) => run(w, inst, d, s),
+            None => false,
+        },
     }
 }
 
-fn vop3(w: &mut Wave, inst: &Inst, d: usize, op: Vop3Op) -> bool {
+/// What [`run`] computes for an instruction of the fast path's lane-wise operations: how many
+/// sources it reads, whether the destination is the third, and the operation.
+#[derive(Clone, Copy)]
+struct Shape {
+    n: usize,
+    dst_src2: bool,
+    op: Op,
+}
+
+/// An integer operation of `n` sources.
+fn int(n: usize, f: fn(u32, u32, u32) -> u32) -> Option<Shape> {
+    Some(Shape {
+        n,
+        dst_src2: false,
+        op: Op::Int(f),
+    })
+}
+
+/// A conversion of an integer source to f32.
+fn to_f32(f: fn(u32, Round) -> f32) -> Option<Shape> {
+    Some(Shape {
+        n: 1,
+        dst_src2: false,
+        op: Op::ToF32(f),
+    })
+}
+
+/// An f32 operation of `n` sources (`dst_src2`: the destination is the third).
+fn f32op(n: usize, dst_src2: bool, f: fn(f32, f32, f32, Round) -> f32) -> Option<Shape> {
+    Some(Shape {
+        n,
+        dst_src2,
+        op: Op::F32(f),
+    })
+}
+
+/// The lane-wise operation `inst` is, when the fast path computes it with [`run`] (not the
+/// compares, `v_cndmask_b32` and the carry operations, which have their own functions; not
+/// an integer operation with VOP3 `abs`/`neg`, which the general path takes).
+fn shape(inst: &Inst) -> Option<Shape> {
+    shape_of(inst.op).filter(|s| !(matches!(s.op, Op::Int(_) | Op::ToF32(_)) && has_abs_neg(inst)))
+}
+
+/// [`shape`] by opcode alone.
+#[inline]
+fn shape_of(op: Opcode) -> Option<Shape> {
+    match op {
+        Opcode::Vop1(Vop1Op::VMovB32) => int(1, |a, _, _| a),
+        Opcode::Vop1(Vop1Op::VNotB32) => int(1, |a, _, _| !a),
+        Opcode::Vop1(Vop1Op::VBfrevB32) => int(1, |a, _, _| a.reverse_bits()),
+        // The f32 transcendentals, computed as the general path does (in f64, rounded once
+        // to f32; `v_sqrt_f32` by MODE's rounding).
+        Opcode::Vop1(Vop1Op::VExpF32) => f32op(1, false, |a, _, _, _| f64::from(a).exp2() as f32),
+        Opcode::Vop1(Vop1Op::VLogF32) => f32op(1, false, |a, _, _, _| f64::from(a).log2() as f32),
+        Opcode::Vop1(Vop1Op::VRcpF32) => f32op(1, false, |a, _, _, _| (1.0 / f64::from(a)) as f32),
+        Opcode::Vop1(Vop1Op::VRsqF32) => {
+            f32op(1, false, |a, _, _, _| (1.0 / f64::from(a).sqrt()) as f32)
+        }
+        Opcode::Vop1(Vop1Op::VSqrtF32) => f32op(1, false, |a, _, _, r| round::sqrt32(a, r)),
+        // Converted in f64 (exact for every 32-bit integer) and rounded once to f32 by MODE's
+        // rounding, as the general path does.
+        Opcode::Vop1(Vop1Op::VCvtF32I32) => {
+            to_f32(|a, r| round::convert(f64::from(a as i32), round::Fmt::F32, r) as f32)
+        }
+        Opcode::Vop1(Vop1Op::VCvtF32U32) => {
+            to_f32(|a, r| round::convert(f64::from(a), round::Fmt::F32, r) as f32)
+        }
+        Opcode::Vop2(op) => vop2(op),
+        Opcode::Vop3(op) => vop3(op),
+        _ => None,
+    }
+}
+
+fn vop2(op: Vop2Op) -> Option<Shape> {
+    use Vop2Op::*;
+    match op {
+        VAddU32 => int(2, |a, b, _| a.wrapping_add(b)),
+        VSubU32 => int(2, |a, b, _| a.wrapping_sub(b)),
+        VSubrevU32 => int(2, |a, b, _| b.wrapping_sub(a)),
+        VLshlrevB32 => int(2, |a, b, _| b << (a & 31)),
+        VLshrrevB32 => int(2, |a, b, _| b >> (a & 31)),
+        VAshrrevI32 => int(2, |a, b, _| ((b as i32) >> (a & 31)) as u32),
+        VAndB32 => int(2, |a, b, _| a & b),
+        VOrB32 => int(2, |a, b, _| a | b),
+        VXorB32 => int(2, |a, b, _| a ^ b),
+        VMinU32 => int(2, |a, b, _| a.min(b)),
+        VMaxU32 => int(2, |a, b, _| a.max(b)),
+        VMinI32 => int(2, |a, b, _| (a as i32).min(b as i32) as u32),
+        VMaxI32 => int(2, |a, b, _| (a as i32).max(b as i32) as u32),
+        VMulU32U24 => int(2, |a, b, _| (a & 0xff_ffff).wrapping_mul(b & 0xff_ffff)),
+        VAddF32 => f32op(2, false, |a, b, _, r| round::add32(a, b, r)),
+        VSubF32 => f32op(2, false, |a, b, _, r| round::sub32(a, b, r)),
+        VSubrevF32 => f32op(2, false, |a, b, _, r| round::sub32(b, a, r)),
+        VMulF32 => f32op(2, false, |a, b, _, r| round::mul32(a, b, r)),
+        // The destination is the addend (`super::X::dst_as_src2`).
+        VFmacF32 => f32op(2, true, round::fma32),
+        _ => None,
+    }
+}
+
+fn vop3(op: Vop3Op) -> Option<Shape> {
     use Vop3Op::*;
     match op {
-        VFmaF32 => f32op(w, inst, d, 3, false, round::fma32),
-        VLshlAddU32 => int(w, inst, d, 3, |a, b, c| (a << (b & 31)).wrapping_add(c)),
-        VAddLshlU32 => int(w, inst, d, 3, |a, b, c| a.wrapping_add(b) << (c & 31)),
-        VAdd3U32 => int(w, inst, d, 3, |a, b, c| a.wrapping_add(b).wrapping_add(c)),
-        VLshlOrB32 => int(w, inst, d, 3, |a, b, c| (a << (b & 31)) | c),
-        VAndOrB32 => int(w, inst, d, 3, |a, b, c| (a & b) | c),
-        VOr3B32 => int(w, inst, d, 3, |a, b, c| a | b | c),
-        VMulLoU32 => int(w, inst, d, 2, |a, b, _| a.wrapping_mul(b)),
-        VMulHiU32 => int(w, inst, d, 2, |a, b, _| {
-            ((u64::from(a) * u64::from(b)) >> 32) as u32
-        }),
-        VMulHiI32 => int(w, inst, d, 2, |a, b, _| {
+        VFmaF32 => f32op(3, false, round::fma32),
+        VLshlAddU32 => int(3, |a, b, c| (a << (b & 31)).wrapping_add(c)),
+        VAddLshlU32 => int(3, |a, b, c| a.wrapping_add(b) << (c & 31)),
+        VAdd3U32 => int(3, |a, b, c| a.wrapping_add(b).wrapping_add(c)),
+        VLshlOrB32 => int(3, |a, b, c| (a << (b & 31)) | c),
+        VAndOrB32 => int(3, |a, b, c| (a & b) | c),
+        VOr3B32 => int(3, |a, b, c| a | b | c),
+        VMulLoU32 => int(2, |a, b, _| a.wrapping_mul(b)),
+        VMulHiU32 => int(2, |a, b, _| ((u64::from(a) * u64::from(b)) >> 32) as u32),
+        VMulHiI32 => int(2, |a, b, _| {
             ((i64::from(a as i32) * i64::from(b as i32)) >> 32) as u32
         }),
-        VBfiB32 => int(w, inst, d, 3, |a, b, c| (a & b) | (!a & c)),
-        VBfeU32 => int(w, inst, d, 3, |a, b, c| {
+        VBfiB32 => int(3, |a, b, c| (a & b) | (!a & c)),
+        VBfeU32 => int(3, |a, b, c| {
             let (off, width) = (b & 31, c & 31);
             ((u64::from(a) >> off) & ((1u64 << width) - 1)) as u32
         }),
-        VMadU32U24 => int(w, inst, d, 3, |a, b, c| {
+        VMadU32U24 => int(3, |a, b, c| {
             (a & 0xff_ffff).wrapping_mul(b & 0xff_ffff).wrapping_add(c)
         }),
-        VAlignbitB32 => int(w, inst, d, 3, |a, b, c| {
+        VAlignbitB32 => int(3, |a, b, c| {
             ((u64::from(a) << 32 | u64::from(b)) >> (c & 31)) as u32
         }),
-        _ => false,
+        _ => None,
     }
 }
 
@@ -199,9 +274,9 @@ fn sources(w: &Wave, inst: &Inst, n: usize, dst_src2: bool, s: &mut [L32; 3]) ->
 fn apply(w: &mut Wave, d: usize, s: &[L32; 3], f: impl Fn(u32, u32, u32) -> u32) {
     let exec = w.exec;
     let dst = &mut w.vgpr[d];
-    if exec == u64::MAX {
-        // Every lane: a straight loop the compiler can vectorise.
-        for (l, o) in dst.iter_mut().enumerate() {
+    if let Some(n) = full_lanes(exec) {
+        // Every lane of a wave64 or wave32 wave: a straight loop the compiler can vectorise.
+        for (l, o) in dst.iter_mut().enumerate().take(n) {
             *o = f(s[0][l], s[1][l], s[2][l]);
         }
     } else {
@@ -214,33 +289,34 @@ fn apply(w: &mut Wave, d: usize, s: &[L32; 3], f: impl Fn(u32, u32, u32) -> u32)
     }
 }
 
-/// An integer operation of `n` sources.
+/// Computes `s` on the lanes EXEC enables into `v[d]`: lane by lane ([`sparse`]) when at
+/// most [`SPARSE_LANES`] are on, else on the lane arrays; `false` (the wave untouched) for a
+/// source that is not a 32-bit vector or scalar operand.
 #[inline(always)]
-fn int(w: &mut Wave, inst: &Inst, d: usize, n: usize, f: fn(u32, u32, u32) -> u32) -> bool {
-    if has_abs_neg(inst) {
-        return false;
-    }
-    run(w, inst, d, n, false, Op::Int(f))
-}
-
-/// An f32 operation of `n` sources (`dst_src2`: the destination is the third).
-#[inline(always)]
-fn f32op(
-    w: &mut Wave,
-    inst: &Inst,
-    d: usize,
-    n: usize,
-    dst_src2: bool,
-    f: fn(f32, f32, f32, Round) -> f32,
-) -> bool {
-    run(w, inst, d, n, dst_src2, Op::F32(f))
-}
-
-#[inline(always)]
-fn run(w: &mut Wave, inst: &Inst, d: usize, n: usize, dst_src2: bool, op: Op) -> bool {
+fn run(w: &mut Wave, inst: &Inst, d: usize, s: Shape) -> bool {
     if w.exec.count_ones() <= SPARSE_LANES {
-        return run_sparse(w, inst, d, n, dst_src2, op);
+        let mut src = [Src::Value(0); 3];
+        for (slot, x) in src.iter_mut().enumerate().take(s.n) {
+            match resolve(w, inst.src[slot]) {
+                Some(v) => *x = v,
+                None => return false,
+            }
+        }
+        if s.dst_src2 {
+            match resolve(w, inst.dst[0]) {
+                Some(v) => src[2] = v,
+                None => return false,
+            }
+        }
+        sparse(w, d, s, src, inst.mods.abs, inst.mods.neg);
+        return true;
     }
+    run_arrays(w, inst, d, s)
+}
+
+/// [`run`] on the 64-lane arrays.
+fn run_arrays(w: &mut Wave, inst: &Inst, d: usize, shape: Shape) -> bool {
+    let Shape { n, dst_src2, op } = shape;
     let mut s = [[0u32; LANES]; 3];
     if !sources(w, inst, n, dst_src2, &mut s) {
         return false;
@@ -265,18 +341,27 @@ fn run(w: &mut Wave, inst: &Inst, d: usize, n: usize, dst_src2: bool, op: Op) ->
                 apply(w, d, &s, |a, b, c| flush32(g(a, b, c)));
             }
         }
+        Op::ToF32(f) => {
+            let mode = Mode::from_reg(w.hwreg[1]);
+            let r = mode.r32;
+            if mode.f32_out {
+                apply(w, d, &s, |a, _, _| f(a, r).to_bits());
+            } else {
+                apply(w, d, &s, |a, _, _| flush32(f(a, r).to_bits()));
+            }
+        }
     }
     true
 }
 
-/// A source resolved once for [`run_sparse`]: a VGPR, or the value every lane reads.
+/// A source resolved once for [`sparse`]: a VGPR, or the value every lane reads.
 #[derive(Clone, Copy)]
 enum Src {
     Vgpr(usize),
     Value(u32),
 }
 
-/// [`src`] for [`run_sparse`]: `None` for an operand that is neither.
+/// [`src`] for [`sparse`]: `None` for an operand that is neither.
 #[inline]
 fn resolve(w: &Wave, op: Operand) -> Option<Src> {
     match op {
@@ -286,30 +371,18 @@ fn resolve(w: &Wave, op: Operand) -> Option<Src> {
     }
 }
 
-/// [`run`] lane by lane, when at most [`SPARSE_LANES`] lanes are on: no lane arrays
-/// copied; each lane's sources read, modified and flushed as [`run`] does to the arrays.
-/// Lanes are independent, so a destination that aliases a source reads each lane before
-/// writing it, as the array path does.
-fn run_sparse(w: &mut Wave, inst: &Inst, d: usize, n: usize, dst_src2: bool, op: Op) -> bool {
-    let mut src = [Src::Value(0); 3];
-    for (slot, s) in src.iter_mut().enumerate().take(n) {
-        match resolve(w, inst.src[slot]) {
-            Some(v) => *s = v,
-            None => return false,
-        }
-    }
-    if dst_src2 {
-        match resolve(w, inst.dst[0]) {
-            Some(v) => src[2] = v,
-            None => return false,
-        }
-    }
+/// [`run_arrays`] lane by lane, when at most [`SPARSE_LANES`] lanes are on: no lane arrays
+/// copied; each lane's sources read, modified (`abs`, `neg`: the VOP3 bits) and flushed as
+/// [`run_arrays`] does to the arrays. Lanes are independent, so a destination that aliases a
+/// source reads each lane before writing it, as the array path does.
+#[inline(always)]
+fn sparse(w: &mut Wave, d: usize, s: Shape, src: [Src; 3], abs: u8, neg: u8) {
     let lane = |w: &Wave, s: Src, l: usize| match s {
         Src::Vgpr(r) => w.vgpr[r][l],
         Src::Value(v) => v,
     };
     let mut m = w.exec;
-    match op {
+    match s.op {
         Op::Int(f) => {
             while m != 0 {
                 let l = m.trailing_zeros() as usize;
@@ -320,8 +393,7 @@ fn run_sparse(w: &mut Wave, inst: &Inst, d: usize, n: usize, dst_src2: bool, op:
         }
         Op::F32(f) => {
             let mode = Mode::from_reg(w.hwreg[1]);
-            let used = n + usize::from(dst_src2);
-            let (abs, neg) = (inst.mods.abs, inst.mods.neg);
+            let used = s.n + usize::from(s.dst_src2);
             while m != 0 {
                 let l = m.trailing_zeros() as usize;
                 m &= m - 1;
@@ -351,7 +423,87 @@ fn run_sparse(w: &mut Wave, inst: &Inst, d: usize, n: usize, dst_src2: bool, op:
                 w.vgpr[d][l] = if mode.f32_out { r } else { flush32(r) };
             }
         }
+        Op::ToF32(f) => {
+            let mode = Mode::from_reg(w.hwreg[1]);
+            while m != 0 {
+                let l = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let r = f(lane(w, src[0], l), mode.r32).to_bits();
+                w.vgpr[d][l] = if mode.f32_out { r } else { flush32(r) };
+            }
+        }
     }
+}
+
+/// `op` planned as [`resolve`] would read it; `None` for what the fast path refuses (no
+/// operand, `lds_direct`, a register out of range).
+fn plan_src(op: Operand) -> Option<Planned> {
+    use crate::operand::Special;
+    Some(match op {
+        Operand::Vgpr(n) => Planned::Vgpr(n),
+        Operand::Sgpr(n) if usize::from(n) < crate::exec::wave::SGPRS => Planned::Sgpr(n),
+        Operand::Int(_) | Operand::Float(_) | Operand::Literal(_) => {
+            Planned::Value(crate::exec::wave::constant32(op, Ty::B32)?)
+        }
+        Operand::Ttmp(n) if n < 16 => Planned::Read(op),
+        Operand::Special(s) if s != Special::LdsDirect => Planned::Read(op),
+        _ => return None,
+    })
+}
+
+/// The plan of `inst` ([`crate::exec::plan`]), when [`try_execute`] computes it with [`run`]
+/// (not the compares, `v_cndmask_b32`, the carry operations: those stay on the per-step
+/// path): its [`Shape`] by opcode, its destination VGPR and its sources' kinds resolved, so
+/// [`run_plan`] neither matches the form nor the operands again.
+pub(crate) fn plan(inst: &Inst) -> Option<Plan> {
+    if !qualifies(inst) {
+        return None;
+    }
+    let Operand::Vgpr(d) = inst.dst[0] else {
+        return None;
+    };
+    let shape = shape(inst)?;
+    let mut src = [Planned::Value(0); 3];
+    for (slot, x) in src.iter_mut().enumerate().take(shape.n) {
+        *x = plan_src(inst.src[slot])?;
+    }
+    if shape.dst_src2 {
+        src[2] = Planned::Vgpr(d);
+    }
+    Some(Plan {
+        op: inst.op,
+        d,
+        src,
+        abs: inst.mods.abs,
+        neg: inst.mods.neg,
+    })
+}
+
+/// Executes the planned `inst` (the instruction `p` was made from) on `w`, exactly as
+/// [`try_execute`] does (the same [`Shape`], the same [`sparse`] or [`run_arrays`]); `false`
+/// (the wave untouched) when the general path must run it.
+#[inline]
+pub(crate) fn run_plan(p: &Plan, w: &mut Wave, inst: &Inst) -> bool {
+    let Some(shape) = shape_of(p.op) else {
+        return false;
+    };
+    let d = usize::from(p.d);
+    if w.exec.count_ones() > SPARSE_LANES {
+        return run_arrays(w, inst, d, shape);
+    }
+    let mut src = [Src::Value(0); 3];
+    for (x, planned) in src.iter_mut().zip(p.src) {
+        *x = match planned {
+            Planned::Vgpr(r) => Src::Vgpr(usize::from(r)),
+            Planned::Sgpr(n) => Src::Value(w.sgpr[usize::from(n)]),
+            Planned::Value(v) => Src::Value(v),
+            Planned::Read(op) => match w.read_scalar32(op, Ty::B32) {
+                Some(v) => Src::Value(v),
+                None => return false,
+            },
+        };
+    }
+    sparse(w, d, shape, src, p.abs, p.neg);
     true
 }
 
@@ -406,8 +558,8 @@ fn carry(
     let exec = w.exec;
     let mut flags = 0u64;
     let mut res = w.vgpr[d];
-    if exec == u64::MAX {
-        for (l, o) in res.iter_mut().enumerate() {
+    if let Some(n) = full_lanes(exec) {
+        for (l, o) in res.iter_mut().enumerate().take(n) {
             let (r, c) = f(s[0][l], s[1][l], (cin >> l & 1) as u32);
             *o = r;
             flags |= u64::from(c) << l;
@@ -538,7 +690,7 @@ mod tests {
     //! FP_ROUND and FP_DENORM), destinations that alias sources. The waves must end equal, and
     //! the fast path must have taken most cases (or this would test nothing).
 
-    use super::try_execute;
+    use super::{shape, shape_of, try_execute};
     use crate::exec::wave::{LANES, Target, Wave};
     use crate::inst::{Inst, Modifiers};
     use crate::opcode::{Encoding, Opcode, Vop1Op, Vop2Op, Vop3Op, VopcOp};
@@ -578,7 +730,7 @@ mod tests {
             }
         }
         fn source(&mut self) -> Operand {
-            match self.below(8) {
+            match self.below(9) {
                 0 => Operand::Sgpr(self.below(8) as u8),
                 1 => Operand::Int(self.below(81) as i8 - 16),
                 2 => Operand::Float(
@@ -590,6 +742,13 @@ mod tests {
                     ][self.below(4) as usize],
                 ),
                 3 => Operand::Literal(self.value()),
+                // Read when an instruction runs (`Planned::Read`).
+                8 => [
+                    Operand::Special(Special::VccLo),
+                    Operand::Special(Special::VccHi),
+                    Operand::Special(Special::M0),
+                    Operand::Ttmp(3),
+                ][self.below(4) as usize],
                 _ => Operand::Vgpr(self.below(6) as u8),
             }
         }
@@ -633,6 +792,7 @@ mod tests {
     fn check(op: Opcode, encoding: Encoding, nsrc: usize, extra: fn(&mut Inst, bool)) {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (format!("{op:?}{encoding:?}").len() as u64));
         let mut fast = 0;
+        let mut planned = 0;
         for case in 0..400 {
             let mut inst = Inst {
                 op,
@@ -653,13 +813,30 @@ mod tests {
                 inst.mods.neg = rng.below(8) as u8;
             }
             let w0 = wave(&mut rng);
-            let (mut a, mut b) = (w0.clone(), w0);
+            let (mut a, mut b, mut c) = (w0.clone(), w0.clone(), w0);
             let general = super::super::general(&mut b, &inst, 0x1000);
-            if try_execute(&mut a, &inst) {
+            let taken = try_execute(&mut a, &inst);
+            if taken {
                 fast += 1;
                 assert!(general.is_ok(), "{inst:?}: general path {general:?}");
                 assert!(same(&a, &b), "case {case}: {inst:?} differs");
             }
+            // The planned form (`exec::steps`) of a lane-wise operation: planned exactly when
+            // the fast path takes it (these sources always resolve), and the same wave.
+            if shape(&inst).is_some() {
+                let plan = super::plan(&inst);
+                assert_eq!(plan.is_some(), taken, "case {case}: {inst:?} planned");
+                if let Some(p) = plan {
+                    planned += 1;
+                    assert!(super::run_plan(&p, &mut c, &inst), "{inst:?}: plan refused");
+                    assert!(same(&c, &b), "case {case}: {inst:?}: plan differs");
+                }
+            } else {
+                assert!(super::plan(&inst).is_none(), "{inst:?}: planned");
+            }
+        }
+        if shape_of(op).is_some() {
+            assert!(planned > 150, "{op:?} {encoding:?}: only {planned} planned");
         }
         // At least the cases without abs/neg (an integer operation's VOP3 form with them takes
         // the general path: about half of those cases).
@@ -721,6 +898,10 @@ mod tests {
         }
         for op in [Vop1Op::VNotB32, Vop1Op::VBfrevB32] {
             check(Opcode::Vop1(op), Encoding::Vop1, 1, none);
+        }
+        for op in [Vop1Op::VCvtF32I32, Vop1Op::VCvtF32U32] {
+            check(Opcode::Vop1(op), Encoding::Vop1, 1, none);
+            check(Opcode::Vop1(op), Encoding::Vop3a, 1, none);
         }
         for op in [
             VAddU32,

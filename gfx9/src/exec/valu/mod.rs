@@ -46,7 +46,10 @@ mod float;
 mod mfma;
 mod round;
 
-use super::wave::{Ctx, ExecError, Flow, LANES, Target, Ty, VGPRS, Wave, illegal, unimplemented};
+use super::wave::{
+    Ctx, ExecError, Flow, LANES, Target, Ty, VGPRS, Wave, full_lanes, illegal, unimplemented,
+};
+use crate::exec::plan::{Plan, Planning};
 use crate::exec::salu::Round;
 use crate::inst::Inst;
 use crate::opcode::{Encoding, Opcode, Vop1Op, Vop2Op, Vop3Op, Vop3pOp, VopcOp};
@@ -243,6 +246,23 @@ pub(super) fn execute(
         return Ok(Flow::Continue);
     }
     general(w, inst, pc)
+}
+
+/// How `inst` runs from the code cache ([`crate::exec::plan`]): a planned lane-wise
+/// operation of the fast path, or the per-step path ([`execute`]).
+pub(super) fn planning(inst: &Inst) -> Planning {
+    // An `lds_direct` source is read by `execute` before the fast path; `fast::plan` refuses it.
+    match fast::plan(inst) {
+        Some(p) => Planning::Valu(p),
+        None => Planning::None,
+    }
+}
+
+/// Runs the planned `inst` as [`execute`] would; `false` (the wave untouched) when
+/// [`execute`] must run it.
+#[inline]
+pub(super) fn run_plan(p: &Plan, w: &mut Wave, inst: &Inst) -> bool {
+    fast::run_plan(p, w, inst)
 }
 
 /// Executes `inst` on the general path (every operation, every form).
@@ -615,9 +635,9 @@ impl<'a> X<'a> {
         if !post && !k.wide() && !k.half() && sdwa.is_none() {
             // The common case: 32-bit results written as they are.
             let dst = &mut self.w.vgpr[d];
-            if self.mask == u64::MAX {
-                // Every lane (a straight loop the compiler vectorises).
-                for (o, r) in dst.iter_mut().zip(res) {
+            if let Some(n) = full_lanes(self.mask) {
+                // Every lane of the wave (a straight loop the compiler vectorises).
+                for (o, r) in dst.iter_mut().zip(res).take(n) {
                     *o = *r as u32;
                 }
                 return Ok(());
@@ -700,10 +720,10 @@ impl<'a> X<'a> {
         let mut s = [[0u64; LANES]; 3];
         self.reads_into(kinds, &mut s)?;
         let mut res = [0u64; LANES];
-        if self.mask == u64::MAX {
-            // Every lane: a straight loop (vectorised for the simple operations) instead of
-            // one mask scan per lane.
-            for (l, r) in res.iter_mut().enumerate() {
+        if let Some(n) = full_lanes(self.mask) {
+            // Every lane of the wave: a straight loop (vectorised for the simple operations)
+            // instead of one mask scan per lane.
+            for (l, r) in res.iter_mut().enumerate().take(n) {
                 *r = f([s[0][l], s[1][l], s[2][l]]);
             }
         } else {
@@ -727,9 +747,9 @@ impl<'a> X<'a> {
         let mut s = [[0u64; LANES]; 3];
         self.reads_into(kinds, &mut s)?;
         let mut res = [0u64; LANES];
-        if self.mask == u64::MAX {
+        if let Some(n) = full_lanes(self.mask) {
             // Every lane (as in `map`).
-            for (l, r) in res.iter_mut().enumerate() {
+            for (l, r) in res.iter_mut().enumerate().take(n) {
                 *r = f(l, [s[0][l], s[1][l], s[2][l]]);
             }
         } else {
@@ -775,9 +795,9 @@ impl<'a> X<'a> {
         let cin = self.carry_in(carry_in)?;
         let mut res = [0u64; LANES];
         let mut flags = 0u64;
-        if self.mask == u64::MAX {
+        if let Some(n) = full_lanes(self.mask) {
             // Every lane (as in `map`).
-            for (l, out) in res.iter_mut().enumerate() {
+            for (l, out) in res.iter_mut().enumerate().take(n) {
                 let (r, c) = f([s[0][l], s[1][l], s[2][l]], cin >> l & 1 == 1);
                 *out = r;
                 flags |= u64::from(c) << l;
