@@ -391,7 +391,19 @@ pub(super) fn pci_root(gpu: &crate::machine::Gpu) -> String {
 /// `/sys/class/drm/version` (`drm_class_version`).
 const DRM_CLASS_VERSION: &str = "drm 1.1.0 20060810\n";
 
+/// Where the generated tree goes first: the tmpfs that glibc's `shm_open` uses (see
+/// [`SysfsTree`]).
+const SHM: &str = "/dev/shm";
+
 /// The generated sysfs parts (topology, amdgpu module): a private directory, removed on drop.
+///
+/// The directory is made on a tmpfs ([`SHM`]) where there is one, as sysfs itself is a
+/// filesystem in memory (kernfs: `fs/sysfs/mount.c`, `fs/kernfs/`); only if that fails, in
+/// `temp_dir()`. On a disk filesystem a many-GPU machine's tree (mi210x8: about 3 000 files)
+/// took seconds to write and, at exit, to remove on the loaded 2-core VM (8.5 s of `kfd-emu
+/// run`'s life after the program had exited, almost all in `remove_dir_all`; `rm -rf` of a
+/// copy: 6.7 s on ext4, 0.04 s on tmpfs), so a harness waiting for kfd-emu to end killed it,
+/// which also left the tree behind.
 #[derive(Debug)]
 pub(super) struct SysfsTree {
     root: PathBuf,
@@ -402,11 +414,36 @@ pub(super) struct SysfsTree {
 }
 
 impl SysfsTree {
-    /// Writes `machine`'s tree to `temp_dir()/kfd-emu-<pid>-<n>`.
+    /// Writes `machine`'s tree to `kfd-emu-<pid>-<n>` in [`SHM`] if it is a directory, else
+    /// (or if writing there fails: a small or full tmpfs) in `temp_dir()`.
     pub(super) fn generate(machine: &Machine) -> io::Result<SysfsTree> {
+        let shm = Path::new(SHM);
+        let mut bases = Vec::with_capacity(2);
+        if shm.is_dir() {
+            bases.push(shm.to_path_buf());
+        }
+        bases.push(std::env::temp_dir());
+        SysfsTree::generate_in(&bases, machine)
+    }
+
+    /// Writes `machine`'s tree in the first of `bases` where that succeeds (a failed attempt's
+    /// partial tree is removed); the last base's error if none does.
+    fn generate_in(bases: &[PathBuf], machine: &Machine) -> io::Result<SysfsTree> {
+        let mut last = io::Error::from(io::ErrorKind::NotFound);
+        for base in bases {
+            match SysfsTree::generate_at(base, machine) {
+                Ok(tree) => return Ok(tree),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// Writes `machine`'s tree to `base/kfd-emu-<pid>-<n>`; on failure nothing is left there.
+    fn generate_at(base: &Path, machine: &Machine) -> io::Result<SysfsTree> {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let root = std::env::temp_dir().join(format!("kfd-emu-{}-{n}", std::process::id()));
+        let root = base.join(format!("kfd-emu-{}-{n}", std::process::id()));
         if root.exists() {
             std::fs::remove_dir_all(&root)?;
         }
@@ -916,6 +953,54 @@ pub(super) fn io_errno(e: &std::io::Error) -> Errno {
 #[cfg(test)]
 mod tests {
     use super::{SysfsPart, SysfsTree};
+    use crate::machine::Machine;
+    use std::path::PathBuf;
+
+    /// `statfs(2)`'s `f_type` of tmpfs (`TMPFS_MAGIC`, `include/uapi/linux/magic.h`).
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+    #[test]
+    fn the_tree_is_written_on_a_tmpfs_where_there_is_one() {
+        let shm = rustix::fs::statfs("/dev/shm");
+        let Ok(shm) = shm else {
+            return; // no /dev/shm here: the fallback test covers temp_dir()
+        };
+        if shm.f_type != TMPFS_MAGIC {
+            return;
+        }
+        let tree = SysfsTree::generate(&Machine::preset("mi210x8").unwrap()).unwrap();
+        assert!(tree.root.starts_with("/dev/shm"), "{}", tree.root.display());
+        let at = rustix::fs::statfs(&tree.root).unwrap();
+        assert_eq!(at.f_type, TMPFS_MAGIC);
+        let root = tree.root.clone();
+        assert!(root.join("topology/nodes/8/gpu_id").exists());
+        drop(tree);
+        assert!(!root.exists(), "removed on drop");
+    }
+
+    #[test]
+    fn a_base_that_fails_leaves_nothing_and_the_next_one_is_used() {
+        let scratch =
+            std::env::temp_dir().join(format!("kfd-emu-files-test-{}", std::process::id()));
+        std::fs::create_dir_all(&scratch).unwrap();
+        // A regular file where the first base should be: nothing can be made under it.
+        let not_a_dir = scratch.join("file");
+        std::fs::write(&not_a_dir, "").unwrap();
+        let good = scratch.join("good");
+        std::fs::create_dir_all(&good).unwrap();
+        let machine = Machine::preset("mi100").unwrap();
+        let tree = SysfsTree::generate_in(&[not_a_dir.clone(), good.clone()], &machine).unwrap();
+        assert!(tree.root.starts_with(&good), "{}", tree.root.display());
+        assert!(tree.root.join("topology/nodes/1/gpu_id").exists());
+        drop(tree);
+        let none: Vec<PathBuf> = vec![not_a_dir.clone()];
+        assert!(SysfsTree::generate_in(&none, &machine).is_err());
+        assert!(
+            std::fs::read_dir(&good).unwrap().next().is_none(),
+            "removed on drop"
+        );
+        std::fs::remove_dir_all(&scratch).unwrap();
+    }
 
     #[test]
     fn only_paths_into_the_per_cpu_directories_need_them() {
