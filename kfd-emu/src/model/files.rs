@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use rustix::fs::{MemfdFlags, Mode, OFlags};
+use rustix::fs::{FlockOperation, MemfdFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::backend::{StatAnswer, StatKind, StatTime};
@@ -404,9 +404,19 @@ const SHM: &str = "/dev/shm";
 /// run`'s life after the program had exited, almost all in `remove_dir_all`; `rm -rf` of a
 /// copy: 6.7 s on ext4, 0.04 s on tmpfs), so a harness waiting for kfd-emu to end killed it,
 /// which also left the tree behind.
+///
+/// A tree's directory is held with an exclusive `flock` for the life of its process (taken
+/// under a hidden name, then renamed into place, so no tree is ever visible unlocked); the
+/// kernel drops the lock when the process ends however it ends (`locks_remove_file` at the
+/// last close), so a tree whose lock can be taken belongs to nobody: a kfd-emu that was killed
+/// (a harness's time limit, `SIGKILL`) left it, and the next kfd-emu's [`SysfsTree::generate`]
+/// removes it ([`sweep`]). The lock is on the directory's inode, not on a pid, so it holds
+/// across pid namespaces sharing the tmpfs.
 #[derive(Debug)]
 pub(super) struct SysfsTree {
     root: PathBuf,
+    /// The open directory holding the tree's lock (see above).
+    _held: OwnedFd,
     /// Whether the per-CPU directories (`cpu/cpu<N>/`, `node/node<K>/cpu<N>`) are written:
     /// they are written on first use (see [`SysfsTree::needs_cpus`]), as a machine of many
     /// CPUs has thousands of them and most programs read only `cpu/online`.
@@ -423,6 +433,9 @@ impl SysfsTree {
             bases.push(shm.to_path_buf());
         }
         bases.push(std::env::temp_dir());
+        for base in &bases {
+            sweep(base);
+        }
         SysfsTree::generate_in(&bases, machine)
     }
 
@@ -443,13 +456,30 @@ impl SysfsTree {
     fn generate_at(base: &Path, machine: &Machine) -> io::Result<SysfsTree> {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let root = base.join(format!("kfd-emu-{}-{n}", std::process::id()));
-        if root.exists() {
-            std::fs::remove_dir_all(&root)?;
+        let name = format!("{TREE_PREFIX}{}-{n}", std::process::id());
+        let root = base.join(&name);
+        // Made and locked under a hidden name (which `sweep` passes over), then renamed.
+        let hidden = base.join(format!(".{name}"));
+        for stale in [&root, &hidden] {
+            if stale.exists() {
+                std::fs::remove_dir_all(stale)?;
+            }
         }
-        std::fs::create_dir_all(&root)?;
+        std::fs::create_dir_all(&hidden)?;
+        let held = lock_dir(&hidden, FlockOperation::NonBlockingLockExclusive).and_then(|held| {
+            std::fs::rename(&hidden, &root)?;
+            Ok(held)
+        });
+        let held = match held {
+            Ok(held) => held,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&hidden);
+                return Err(e);
+            }
+        };
         let tree = SysfsTree {
             root,
+            _held: held,
             cpus_written: false,
         };
         let topology = tree.root.join(SysfsPart::Topology.dir());
@@ -945,6 +975,65 @@ impl Drop for SysfsTree {
     }
 }
 
+/// The name every generated tree's directory starts with (then `<pid>-<n>`).
+const TREE_PREFIX: &str = "kfd-emu-";
+
+/// Whether `name` is a generated tree's: [`TREE_PREFIX`]`<pid>-<n>`, digits only (the
+/// scratch directories tests and tools make under the same prefix, `kfd-emu-asm-…`, never
+/// match).
+fn is_tree_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(TREE_PREFIX) else {
+        return false;
+    };
+    let mut parts = rest.split('-');
+    let digits =
+        |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    digits(parts.next()) && digits(parts.next()) && parts.next().is_none()
+}
+
+/// Opens the directory `dir` and takes `op` (an exclusive `flock`, non-blocking) on it.
+fn lock_dir(dir: &Path, op: FlockOperation) -> io::Result<OwnedFd> {
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+    )?;
+    rustix::fs::flock(&fd, op)?;
+    Ok(fd)
+}
+
+/// Removes the trees in `base` that nobody holds (see [`SysfsTree`]): a directory named as
+/// one ([`is_tree_name`]) whose `flock` can be taken. A live kfd-emu's tree refuses the lock
+/// (`EWOULDBLOCK`) and is passed over; so is anything that is not a directory. Listed with
+/// `getdents64` (rustix's `Dir`, no glibc allocation: see `crate::own`). Best effort: a
+/// failure leaves that entry.
+fn sweep(base: &Path) {
+    let Ok(dir) = rustix::fs::open(
+        base,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return;
+    };
+    let Ok(entries) = rustix::fs::Dir::read_from(&dir) else {
+        return;
+    };
+    let names: Vec<String> = entries
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let name = e.file_name().to_str().ok()?;
+            is_tree_name(name).then(|| name.to_owned())
+        })
+        .collect();
+    for name in names {
+        let path = base.join(name);
+        // Held while removing, so no other sweeper takes it meanwhile.
+        if let Ok(_held) = lock_dir(&path, FlockOperation::NonBlockingLockExclusive) {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+}
+
 /// The errno of an I/O error (EIO when it carries none).
 pub(super) fn io_errno(e: &std::io::Error) -> Errno {
     e.raw_os_error().map_or(Errno::IO, Errno::from_raw_os_error)
@@ -979,9 +1068,38 @@ mod tests {
     }
 
     #[test]
+    fn a_tree_nobody_holds_is_swept_and_a_held_one_is_not() {
+        // Not named like a tree: other tests' kfd-emus sweep temp_dir().
+        let base = std::env::temp_dir().join(format!("sweep-test-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        let machine = Machine::preset("mi100").unwrap();
+        let held = SysfsTree::generate_in(std::slice::from_ref(&base), &machine).unwrap();
+        // A killed kfd-emu's tree: the same files, no lock (its process is gone).
+        let left = base.join("kfd-emu-999999999-0");
+        std::fs::create_dir_all(left.join("topology/nodes/1")).unwrap();
+        std::fs::write(left.join("topology/nodes/1/gpu_id"), "1\n").unwrap();
+        // Not trees: a file named as one, a test's scratch directory, a hidden name.
+        std::fs::write(base.join("kfd-emu-1-1"), "").unwrap();
+        std::fs::create_dir_all(base.join("kfd-emu-asm-1-0")).unwrap();
+        std::fs::create_dir_all(base.join(".kfd-emu-1-0")).unwrap();
+        super::sweep(&base);
+        assert!(!left.exists(), "an unheld tree is removed");
+        assert!(
+            held.root.join("topology/nodes/1/gpu_id").exists(),
+            "a held one stays"
+        );
+        assert!(base.join("kfd-emu-1-1").exists());
+        assert!(base.join("kfd-emu-asm-1-0").exists());
+        assert!(base.join(".kfd-emu-1-0").exists());
+        let root = held.root.clone();
+        drop(held);
+        assert!(!root.exists());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
     fn a_base_that_fails_leaves_nothing_and_the_next_one_is_used() {
-        let scratch =
-            std::env::temp_dir().join(format!("kfd-emu-files-test-{}", std::process::id()));
+        let scratch = std::env::temp_dir().join(format!("files-test-{}", std::process::id()));
         std::fs::create_dir_all(&scratch).unwrap();
         // A regular file where the first base should be: nothing can be made under it.
         let not_a_dir = scratch.join("file");
