@@ -11,7 +11,9 @@
 //!   queue went.
 //! * A copier with 16 large copies in flight does not stall B's 10 ms wait beyond 50 ms, nor
 //!   a fence on another queue of its own.
-//! * A copy cut between two turns of its engine moves every byte.
+//! * A copy cut between two turns of its engine moves every byte; copies between BOs move
+//!   exactly their bytes at any relative alignment, and one overlapping itself in one BO is a
+//!   `memmove`, as through the engine's bounce buffer.
 //! * UPDATE_QUEUE with `queue_percentage` 0 deactivates a queue (the kernel's
 //!   `QUEUE_IS_ACTIVE`): work written meanwhile does not run until the queue is active again.
 //! * AQL ring wrap: `2 * size + 3` barriers through a queue of `size` slots, with the producer
@@ -654,6 +656,56 @@ fn copies_cut_between_turns_move_every_byte() {
     let same = src_map.bytes()[..n] == dst_map.bytes()[..n];
     assert!(same, "a copy cut between turns moved the wrong bytes");
     assert_eq!(gpu_u64(&emu, dst + 16 * MIB - 8) as u32, 0xD0D0);
+}
+
+/// Copies between BOs (which the engine moves between its shared mappings of their memfds,
+/// `model/bo_maps.rs`) move exactly their bytes at any relative alignment, and an
+/// overlapping copy within one BO still has the meaning of a copy read whole before it is
+/// written (a `memmove`), as through the engine's bounce buffer: a word-by-word forward copy
+/// would smear the first bytes over the rest.
+#[test]
+fn bo_copies_move_their_bytes_at_any_alignment_and_overlap_as_a_memmove() {
+    const LEN: usize = 256 << 10;
+    let emu = emu("mi100", KFD_IOCTL_MINOR_VERSION);
+    let (ring, pointers, src, dst) = (va(1), va(2), va(3), va(4));
+    mapped(&emu, ring, 4096);
+    mapped(&emu, pointers, 4096);
+    let src_at = mapped(&emu, src, LEN as u64);
+    let dst_at = mapped(&emu, dst, LEN as u64);
+    let mut src_map = cpu(&emu, src_at, LEN);
+    let mut dst_map = cpu(&emu, dst_at, LEN);
+    let pattern: Vec<u8> = (0..LEN).map(|i| (i * 7 + (i >> 9)) as u8).collect();
+    src_map.bytes().copy_from_slice(&pattern);
+    dst_map.bytes().fill(0xEE);
+    create_queue(&emu, &sdma_queue(&emu, ring, 4096, pointers));
+    // Misaligned against each other (3 and 6 modulo 8), an odd length; then within the
+    // source BO, from its start to 100 bytes on (overlapping).
+    let (from, to, n) = (3u64, 6u64, 100_003u64);
+    let (over_to, over_n) = (100u64, 5000u64);
+    let mut packets = Vec::new();
+    packets.extend(copy_linear(src + from, dst + to, n));
+    packets.extend(copy_linear(src, src + over_to, over_n));
+    packets.extend(fence(pointers + 64, 0xC0DE));
+    submit_sdma(&emu, ring, pointers + 8, &bytes_of(&packets));
+    assert!(
+        eventually(|| gpu_u64(&emu, pointers + 64) as u32 == 0xC0DE),
+        "the copies never ran"
+    );
+    let (from, to, n) = (from as usize, to as usize, n as usize);
+    let got = dst_map.bytes().to_vec();
+    assert_eq!(
+        &got[to..to + n],
+        &pattern[from..from + n],
+        "the misaligned copy"
+    );
+    assert!(got[..to].iter().all(|&b| b == 0xEE), "bytes before it");
+    assert!(got[to + n..].iter().all(|&b| b == 0xEE), "bytes after it");
+    let mut moved = pattern.clone();
+    moved.copy_within(..over_n as usize, over_to as usize);
+    assert!(
+        src_map.bytes() == &moved[..],
+        "the overlapping copy is not a memmove"
+    );
 }
 
 /// An SDMA queue made on the doorbell of a destroyed one starts from write pointer 0: the

@@ -57,6 +57,9 @@ pub(super) struct State {
     pub drm_files: HashMap<FileKey, DrmFile>,
     /// The VRAM managers' LRU clock: the stamp the next validated object gets (`evict`).
     pub lru: u64,
+    /// The shared mappings of BO memfds the copy engines made, by backing
+    /// ([`bo_maps`](super::bo_maps)); each dropped with its backing's last reference.
+    pub bo_maps: HashMap<u64, Arc<super::bo_maps::BoMap>>,
 }
 
 impl State {
@@ -75,6 +78,7 @@ impl State {
             render_files: HashMap::new(),
             drm_files: HashMap::new(),
             lru: 1,
+            bo_maps: HashMap::new(),
         }
     }
 
@@ -320,6 +324,8 @@ impl State {
             return;
         };
         self.acc.unreserve(backing.gpu, backing.charge);
+        // An engine copying now keeps its own reference: the map goes when that copy ends.
+        self.bo_maps.remove(&id);
         for (gpu, start) in backing.offsets {
             self.vma[gpu].remove(start);
         }

@@ -31,6 +31,15 @@
 //! runner, so a preemption (DESTROY_QUEUE, a deactivating UPDATE_QUEUE) lands between
 //! packets, and a COPY_LINEAR larger than what is left of the turn stops between chunks and
 //! goes on from there the next turn (the read pointer moves past it only once it is done).
+//!
+//! A copy moves in chunks of [`COPY_CHUNK`]: a chunk whose source and destinations each lie
+//! in one VRAM or GTT BO mapping of the queue's GPU (the model's own bytes, a memfd) moves
+//! between long-lived shared mappings of those memfds ([`bo_maps`](super::bo_maps)), the
+//! model's lock taken only to translate, so two queues' engines copy at once on two cores;
+//! any other chunk (USERPTR, SVM or system memory, the driver's own memory, an address the
+//! GPU does not map, a chunk that overlaps itself) goes through the GPU view with a bounce
+//! buffer as before, which takes the faults. Either way a chunk is read whole before any of
+//! it is written, and a fault writes nothing of its chunk.
 
 use super::driver::Driver;
 use super::engine::{TURN_PACKETS, Work, advance, raise_interrupt, stop, vm_fault};
@@ -554,17 +563,15 @@ fn copy(drv: &Driver, w: &Work, src: u64, dsts: &[u64], count: u64) -> Result<bo
         Some((at, done)) if at == w.packet_at.get() && done < count => done,
         _ => 0,
     };
-    let mut buf = vec![0u8; (count - done).min(COPY_CHUNK) as usize];
+    let mut buf = Vec::new();
     while done < count {
         if w.budget.get() == 0 {
             w.resume.set(Some((w.packet_at.get(), done)));
             return Ok(false);
         }
         let n = (count - done).min(COPY_CHUNK) as usize;
-        drv.read_here(w.tgid, w.gpu_id, src + done, &mut buf[..n])?;
-        for &dst in dsts {
-            drv.write_here(w.tgid, w.gpu_id, dst + done, &buf[..n])?;
-        }
+        let at: Vec<u64> = dsts.iter().map(|&dst| dst + done).collect();
+        copy_chunk(drv, w, src + done, &at, n, &mut buf)?;
         done += n as u64;
         let moved = n as u64 * dsts.len() as u64;
         w.budget.set(w.budget.get().saturating_sub(moved));
@@ -576,15 +583,125 @@ fn copy(drv: &Driver, w: &Work, src: u64, dsts: &[u64], count: u64) -> Result<bo
 /// COPY_LINEAR_SUB_WIND, whose whole rectangle is bounded by [`SUB_WINDOW_MAX_BYTES`] instead
 /// of being resumed across turns.
 fn copy_whole(drv: &Driver, w: &Work, src: u64, dst: u64, count: u64) -> Result<(), GpuFault> {
-    let mut buf = vec![0u8; count.min(COPY_CHUNK) as usize];
+    let mut buf = Vec::new();
     let mut done = 0;
     while done < count {
         let n = (count - done).min(COPY_CHUNK) as usize;
-        drv.read_here(w.tgid, w.gpu_id, src + done, &mut buf[..n])?;
-        drv.write_here(w.tgid, w.gpu_id, dst + done, &buf[..n])?;
+        copy_chunk(drv, w, src + done, &[dst + done], n, &mut buf)?;
         done += n as u64;
     }
     Ok(())
+}
+
+/// Copies one chunk of `n` bytes (at most [`COPY_CHUNK`]) from `src` to each of `dsts`: between
+/// the BOs' shared mappings when the whole chunk is in one VRAM or GTT BO on every side
+/// ([`mapped_copy`]), else through the GPU view with a bounce buffer (`buf`), which takes the
+/// faults and reaches USERPTR, SVM and the driver's own memory. Either way the chunk is read
+/// whole before it is written, or fails before anything of it is written.
+fn copy_chunk(
+    drv: &Driver,
+    w: &Work,
+    src: u64,
+    dsts: &[u64],
+    n: usize,
+    buf: &mut Vec<u8>,
+) -> Result<(), GpuFault> {
+    if mapped_copy(drv, w, src, dsts, n) {
+        return Ok(());
+    }
+    buf.resize(n, 0);
+    drv.read_here(w.tgid, w.gpu_id, src, buf)?;
+    for &dst in dsts {
+        drv.write_here(w.tgid, w.gpu_id, dst, buf)?;
+    }
+    Ok(())
+}
+
+/// A span of a BO's bytes as the queue's GPU maps them at an address: the BO's shared
+/// mapping ([`bo_maps`](super::bo_maps), made on first use and kept with the backing) and the
+/// offset of the address in it.
+type Span = (std::sync::Arc<super::bo_maps::BoMap>, usize);
+
+/// The copy of one chunk between the BOs' shared mappings: only when `[src, src + n)` and
+/// every `[dst, dst + n)` each lie in one VRAM or GTT BO mapping of the queue's GPU (the
+/// destinations writable) — a translation that cannot fault, the BO's bytes being the
+/// model's own — and no destination overlaps the source or another destination (whose
+/// meaning is the bounce buffer's: the chunk read whole, then written). The model's lock is
+/// held only to translate; the bytes move without it, so the two engines of two queues copy
+/// at once. False (nothing moved) otherwise: the caller copies through the GPU view.
+fn mapped_copy(drv: &Driver, w: &Work, src: u64, dsts: &[u64], n: usize) -> bool {
+    use super::bo_maps::{copy, overlaps};
+    // A destroyed queue's engine starts no access: the GPU view says so (`ECANCELED`).
+    if super::queues::cancelled() {
+        return false;
+    }
+    let Some((from, to)) = spans(drv, w, src, dsts, n) else {
+        return false;
+    };
+    let (s, s_off) = &from;
+    let clash = to.iter().enumerate().any(|(i, (d, d_off))| {
+        overlaps(s, *s_off, d, *d_off, n)
+            || to[..i]
+                .iter()
+                .any(|(e, e_off)| overlaps(d, *d_off, e, *e_off, n))
+    });
+    if clash {
+        return false;
+    }
+    // The emulator's own time moving the bytes is not the machine's (`ClockMode::Program`).
+    let _busy = drv.dev.clock.busy();
+    // Checked above: in bounds, no overlap; `copy` refuses nothing here.
+    to.iter()
+        .all(|(d, d_off)| copy(s, *s_off, d, *d_off, n).is_ok())
+}
+
+/// The spans of `[src, src + n)` (read) and of each `[dst, dst + n)` (written), under one
+/// take of the model's lock; `None` unless each is within one BO mapping of the queue's GPU
+/// whose backing is a memfd of the model's (and writable for a destination).
+fn spans(drv: &Driver, w: &Work, src: u64, dsts: &[u64], n: usize) -> Option<(Span, Vec<Span>)> {
+    let mut st = drv.lock();
+    let from = span(&mut st, w, src, n, false)?;
+    let to = dsts
+        .iter()
+        .map(|&dst| span(&mut st, w, dst, n, true))
+        .collect::<Option<Vec<_>>>()?;
+    Some((from, to))
+}
+
+/// One [`spans`] span: the BO mapping at `va` of the queue's GPU (as `gpu_view`'s
+/// `translate` finds it), its memfd mapped on first use.
+fn span(st: &mut super::process::State, w: &Work, va: u64, n: usize, write: bool) -> Option<Span> {
+    let process = st.procs.get(&w.tgid)?;
+    let pdd = process
+        .pdds
+        .iter()
+        .find(|p| p.gpu_id == w.gpu_id && w.gpu_id != 0)?;
+    let (start, m) = pdd.vm.lookup(va)?;
+    let end = va.checked_add(n as u64)?;
+    if end > m.end || (write && !m.writable) || process.userptrs.no_pages.contains(&m.backing) {
+        return None;
+    }
+    let backing_id = m.backing;
+    let offset = m.offset.checked_add(va - start)?;
+    let backing = st.backings.get(&backing_id)?;
+    let super::objects::Store::Memfd(fd) = &backing.store else {
+        return None;
+    };
+    if offset.checked_add(n as u64)? > backing.size {
+        return None;
+    }
+    let map = match st.bo_maps.get(&backing_id) {
+        Some(map) => std::sync::Arc::clone(map),
+        None => {
+            let map = std::sync::Arc::new(super::bo_maps::BoMap::map(
+                std::sync::Arc::clone(fd),
+                backing.size,
+            )?);
+            st.bo_maps.insert(backing_id, std::sync::Arc::clone(&map));
+            map
+        }
+    };
+    Some((map, usize::try_from(offset).ok()?))
 }
 
 /// ATOMIC `operation` at `at`: the TC atomic opcodes of `TC_OP` (`vega10_enum.h`): the low
