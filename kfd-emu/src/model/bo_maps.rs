@@ -66,6 +66,13 @@ impl BoMap {
             _fd: fd,
         })
     }
+
+    /// The mapping's first byte (the `len` bytes `map` was given stay mapped while it lives):
+    /// the dispatch windows of `model/kernel.rs` keep one per memfd and reach lanes' pages
+    /// through it with atomic operations.
+    pub(super) fn base(&self) -> *mut u8 {
+        self.ptr
+    }
 }
 
 impl Drop for BoMap {

@@ -121,6 +121,7 @@ use std::sync::Mutex;
 use kfd_gfx9::dispatch::{self, Dispatch, DispatchError, KernelDescriptor, Observer, Scratch};
 use kfd_gfx9::exec::{Apertures, ExecError, Fault, Memory, Target, Wave};
 
+use super::bo_maps::BoMap;
 use super::driver::Driver;
 use super::engine::{Work, signal_interrupt, vm_fault};
 use super::exceptions;
@@ -241,61 +242,16 @@ struct Translations {
     pages: std::collections::HashMap<u64, Page>,
 }
 
-/// A page's address in a [`Window`] the cache holds for the whole dispatch.
+/// A page's address in a window (a [`BoMap`] of the BO's memfd) the cache holds for the whole
+/// dispatch.
 #[derive(Clone, Copy)]
 struct PagePtr(*mut u8);
-// SAFETY: the pointer is into a `Window` (a MAP_SHARED mapping) that outlives every use (the
+// SAFETY: the pointer is into a window (a MAP_SHARED mapping) that outlives every use (the
 // dispatch's `GpuMemory` keeps every window until it is dropped), and the bytes are only
 // accessed with atomic operations, from any thread.
 unsafe impl Send for PagePtr {}
 // SAFETY: as for Send.
 unsafe impl Sync for PagePtr {}
-
-/// A BO's memfd mapped shared into the emulator for one dispatch: the same pages the
-/// process's CPU mappings show (the memfd is sealed against shrinking, so the mapping cannot
-/// lose its pages).
-struct Window {
-    ptr: *mut u8,
-    len: usize,
-    _fd: std::sync::Arc<std::os::fd::OwnedFd>,
-}
-
-// SAFETY: the mapping is process-wide memory; `Window` only unmaps it on drop.
-unsafe impl Send for Window {}
-// SAFETY: its bytes are accessed through `PagePtr` with atomic operations only.
-unsafe impl Sync for Window {}
-
-impl Window {
-    fn map(fd: std::sync::Arc<std::os::fd::OwnedFd>, len: u64) -> Option<Window> {
-        let len = usize::try_from(len).ok().filter(|&l| l > 0)?;
-        // SAFETY: a new shared mapping of a whole sealed memfd at an address the kernel
-        // picks: it aliases no Rust object; it is unmapped only by `drop`.
-        let ptr = unsafe {
-            rustix::mm::mmap(
-                std::ptr::null_mut(),
-                len,
-                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-                rustix::mm::MapFlags::SHARED,
-                &*fd,
-                0,
-            )
-        }
-        .ok()?;
-        Some(Window {
-            ptr: ptr.cast(),
-            len,
-            _fd: fd,
-        })
-    }
-}
-
-impl Drop for Window {
-    fn drop(&mut self) {
-        // SAFETY: the mapping `map` made, no longer used (every `PagePtr` into it belongs to
-        // the dispatch's cache, dropped with it).
-        let _ = unsafe { rustix::mm::munmap(self.ptr.cast(), self.len) };
-    }
-}
 
 /// Copies `buf.len()` bytes from shared memory at `src` with atomic loads (the process may
 /// write the same bytes meanwhile: a racy access, as on the hardware, but no data race in the
@@ -303,7 +259,7 @@ impl Drop for Window {
 ///
 /// # Safety
 ///
-/// `src..src + buf.len()` is within a live [`Window`].
+/// `src..src + buf.len()` is within a live window ([`BoMap`]).
 unsafe fn load(src: *const u8, buf: &mut [u8]) {
     use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
     let aligned = |n: usize| (src as usize).is_multiple_of(n);
@@ -333,7 +289,7 @@ unsafe fn load(src: *const u8, buf: &mut [u8]) {
 ///
 /// # Safety
 ///
-/// `dst..dst + data.len()` is within a live [`Window`].
+/// `dst..dst + data.len()` is within a live window ([`BoMap`]).
 unsafe fn store(dst: *mut u8, data: &[u8]) {
     use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
     let aligned = |n: usize| (dst as usize).is_multiple_of(n);
@@ -390,7 +346,7 @@ struct GpuMemory<'a> {
     /// Translations by page address.
     pages: std::sync::RwLock<Translations>,
     /// The memfd mappings, by memfd (its `Arc`'s address).
-    windows: Mutex<std::collections::HashMap<usize, Window>>,
+    windows: Mutex<std::collections::HashMap<usize, BoMap>>,
     /// This dispatch's number, which the threads' last-page caches ([`LAST_PAGE`]) are keyed
     /// by.
     generation: u64,
@@ -505,14 +461,14 @@ impl GpuMemory<'_> {
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if let std::collections::hash_map::Entry::Vacant(v) = windows.entry(key)
-                    && let Some(window) = Window::map(fd, size)
+                    && let Some(window) = BoMap::map(fd, size)
                 {
                     v.insert(window);
                 }
                 match windows.get(&key) {
                     Some(window) => {
                         // SAFETY: `offset + PAGE <= size`, the window's length.
-                        let base = unsafe { window.ptr.add(offset as usize) };
+                        let base = unsafe { window.base().add(offset as usize) };
                         Page::Mapped {
                             base: PagePtr(base),
                             writable,
