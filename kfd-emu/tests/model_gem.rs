@@ -503,19 +503,7 @@ fn vram_pressure_evicts_kfd_bos_and_the_restore_worker_brings_them_back() {
     emu.acquire_all();
     let g = emu.gpu();
     let pid = emu.caller.tgid;
-    let mut smi_args = kfd_ioctl_smi_events_args {
-        gpuid: g,
-        anon_fd: 0,
-    };
-    emu.ioctl(AMDKFD_IOC_SMI_EVENTS, &mut smi_args)
-        .expect("SMI_EVENTS");
-    let mut smi = SmiEvents::from_fd(own_fd(smi_args.anon_fd), g);
-    let mask = (SmiEventMask::QUEUE_EVICTION | SmiEventMask::QUEUE_RESTORE).bits();
-    let addr = &raw const mask as u64;
-    let written = emu
-        .model
-        .write(&emu.caller, smi.as_fd(), &|| Ok(WriteCall::Write(addr, 8)));
-    assert_eq!(written, Some(Ok(8)));
+    let mut smi = eviction_events(&emu, g);
 
     let room = emu.available(g);
     let mine = (room / 2) & !(2 * MIB - 1);
