@@ -1082,7 +1082,21 @@ mod tests {
         std::fs::write(base.join("kfd-emu-1-1"), "").unwrap();
         std::fs::create_dir_all(base.join("kfd-emu-asm-1-0")).unwrap();
         std::fs::create_dir_all(base.join(".kfd-emu-1-0")).unwrap();
+        // A link named as a tree, to a directory a sweep must not empty (the lock's open
+        // refuses a link: O_NOFOLLOW).
+        let victim = base.join("victim");
+        std::fs::create_dir_all(&victim).unwrap();
+        std::fs::write(victim.join("keep"), "").unwrap();
+        std::os::unix::fs::symlink(&victim, base.join("kfd-emu-2-2")).unwrap();
         super::sweep(&base);
+        assert!(
+            victim.join("keep").exists(),
+            "a link's target is left alone"
+        );
+        assert!(
+            base.join("kfd-emu-2-2").symlink_metadata().is_ok(),
+            "and so is the link"
+        );
         assert!(!left.exists(), "an unheld tree is removed");
         assert!(
             held.root.join("topology/nodes/1/gpu_id").exists(),
