@@ -22,7 +22,7 @@
 
 mod model_support;
 
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -53,6 +53,8 @@ const UFFDIO_API: libc::c_ulong = 0xC018_AA3F;
 const UFFDIO_REGISTER: libc::c_ulong = 0xC020_AA00;
 /// `UFFDIO_REGISTER_MODE_MISSING`.
 const MODE_MISSING: u64 = 1;
+/// `UFFDIO_COPY`: `_IOWR(0xAA, 0x03, struct uffdio_copy)`.
+const UFFDIO_COPY: libc::c_ulong = 0xC028_AA03;
 
 /// `SDMA_OP_COPY` / `SDMA_SUBOP_COPY_LINEAR`, `SDMA_OP_FENCE` (`vega10_sdma_pkt_open.h`).
 const SDMA_COPY_LINEAR: u32 = 1;
@@ -376,6 +378,20 @@ impl Unserved {
         rustix::event::poll(&mut fds, Some(&timeout)).expect("poll") == 1
     }
 
+    /// Serves the page with `byte` in every byte (`UFFDIO_COPY`), then lets every access
+    /// blocked on it go on: they read those bytes.
+    fn serve(&mut self, byte: u8) {
+        if let Some(uffd) = &self.uffd {
+            let bytes = vec![byte; PAGE];
+            // `struct uffdio_copy`: dst, src, len, mode, copy (what was copied, written back).
+            let mut copy = [self.page, bytes.as_ptr() as u64, PAGE as u64, 0, 0];
+            // SAFETY: the ioctl reads `PAGE` bytes of `bytes` and writes `copy`'s last word.
+            let r = unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_COPY, copy.as_mut_ptr()) };
+            assert_eq!(r, 0, "UFFDIO_COPY");
+        }
+        self.release();
+    }
+
     /// Lets every access blocked on the page go on.
     fn release(&mut self) {
         self.uffd = None;
@@ -455,9 +471,9 @@ fn an_sdma_copy_from_an_unserved_page_blocks_only_its_queue() {
     };
     let took = took.expect("DESTROY_QUEUE of a blocked queue never returned");
     assert!(took < Duration::from_secs(1), "DESTROY_QUEUE took {took:?}");
-    // The page is served at last: the copy's read returns, and is discarded (the queue is
-    // gone): neither the copy nor the fence after it writes.
-    unserved.release();
+    // The page is served at last, with bytes that are not zero: the copy's read returns, and
+    // is discarded (the queue is gone): neither the copy nor the fence after it writes.
+    unserved.serve(0x5A);
     assert!(
         stays_unwritten(&emu, dst),
         "the copy wrote after DESTROY_QUEUE"

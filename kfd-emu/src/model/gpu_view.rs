@@ -102,6 +102,98 @@ pub(super) enum Route {
     Unmapped,
 }
 
+/// Where the bytes of a piece of a GPU access are, for an engine that moves them itself
+/// without the model's lock ([`Driver::reach`]).
+#[derive(Debug)]
+pub(super) enum Reach {
+    /// `len` bytes at `offset` of a VRAM or GTT BO, through its long-lived mapping.
+    Map {
+        map: std::sync::Arc<super::bo_maps::BoMap>,
+        offset: usize,
+        len: usize,
+    },
+    /// `len` bytes at `addr` of process `tgid`'s own memory (a USERPTR BO, SVM pages).
+    Process { tgid: i32, addr: u64, len: usize },
+}
+
+impl Reach {
+    pub(super) fn len(&self) -> usize {
+        match *self {
+            Reach::Map { len, .. } | Reach::Process { len, .. } => len,
+        }
+    }
+
+    /// The piece `skip` bytes in, `len` bytes long (within this one).
+    pub(super) fn part(&self, skip: usize, len: usize) -> Reach {
+        match self {
+            Reach::Map { map, offset, .. } => Reach::Map {
+                map: std::sync::Arc::clone(map),
+                offset: offset + skip,
+                len,
+            },
+            &Reach::Process { tgid, addr, .. } => Reach::Process {
+                tgid,
+                addr: addr + skip as u64,
+                len,
+            },
+        }
+    }
+
+    /// Whether this piece and `other` share a byte (the same BO's mapping, or the same
+    /// process's addresses).
+    pub(super) fn overlaps(&self, other: &Reach) -> bool {
+        let (a, b) = match (self, other) {
+            (
+                Reach::Map { map, offset, .. },
+                Reach::Map {
+                    map: m, offset: o, ..
+                },
+            ) if std::sync::Arc::ptr_eq(map, m) => (*offset as u64, *o as u64),
+            (
+                &Reach::Process { tgid, addr, .. },
+                &Reach::Process {
+                    tgid: t, addr: a, ..
+                },
+            ) if tgid == t => (addr, a),
+            _ => return false,
+        };
+        self.len() > 0
+            && other.len() > 0
+            && a < b.saturating_add(other.len() as u64)
+            && b < a.saturating_add(self.len() as u64)
+    }
+
+    /// Appends `next` to `self` when it follows it (the same mapping or process, the next
+    /// bytes): `next` back otherwise.
+    fn join(&mut self, next: Reach) -> Option<Reach> {
+        match (&mut *self, &next) {
+            (
+                Reach::Map { map, offset, len },
+                Reach::Map {
+                    map: m,
+                    offset: o,
+                    len: l,
+                },
+            ) if std::sync::Arc::ptr_eq(map, m) && *offset + *len == *o => {
+                *len += l;
+                None
+            }
+            (
+                Reach::Process { tgid, addr, len },
+                &Reach::Process {
+                    tgid: t,
+                    addr: a,
+                    len: l,
+                },
+            ) if *tgid == t && addr.checked_add(*len as u64) == Some(a) => {
+                *len += l;
+                None
+            }
+            _ => Some(next),
+        }
+    }
+}
+
 /// Where one piece of an access is moved: bytes the model keeps (`backing`, `offset`, read
 /// under the lock held as `State`), or memory of process `tgid` at an address.
 enum Side<'a> {
@@ -375,6 +467,74 @@ impl Driver {
         )
     }
 
+    /// Where the bytes of each access `(va, len, write)` of `accesses` are, as GPU `gpu_id` of
+    /// process `tgid` reaches them, translated under one take of the model's lock for an engine
+    /// that then moves them itself without it (the SDMA engine's copies and fills): a VRAM or
+    /// GTT BO's bytes through its long-lived mapping ([`bo_maps`](super::bo_maps), made on
+    /// first use and kept with the backing — a peer GPU's VRAM BO mapped in this GPU's VM
+    /// too), a USERPTR BO's and SVM memory as the process's own addresses, pieces that follow
+    /// one another joined. Translation is [`read_here`](Self::read_here)'s and
+    /// [`write_here`](Self::write_here)'s (SVM retry faults, migrations), but it reports no
+    /// VM fault: `None` when an access faults, reaches memory only the GPU view moves (the
+    /// driver's own: doorbells, the MMIO page), a BO whose memfd the host will not map, or
+    /// when this engine's queue was destroyed. The caller then makes the access through
+    /// `read_here`/`write_here`, which fault and report as ever.
+    pub(super) fn reach(
+        &self,
+        tgid: i32,
+        gpu_id: u32,
+        accesses: &[(u64, usize, bool)],
+    ) -> Option<Vec<Vec<Reach>>> {
+        let reached = {
+            let mut st = self.lock();
+            // Checked under the lock: DESTROY_QUEUE removes the queue under it first.
+            if super::queues::cancelled() {
+                return None;
+            }
+            let mut reached = Vec::with_capacity(accesses.len());
+            for &(va, len, write) in accesses {
+                let pieces = self
+                    .access(&mut st, tgid, gpu_id, va, len, write, false)
+                    .ok()?;
+                let mut out: Vec<Reach> = Vec::new();
+                for p in pieces {
+                    let r = match p {
+                        Piece::Backing {
+                            backing,
+                            offset,
+                            len,
+                        } => match st.backing_user(backing, offset).ok()? {
+                            Some((owner, addr)) => Reach::Process {
+                                tgid: owner,
+                                addr,
+                                len,
+                            },
+                            None => Reach::Map {
+                                map: bo_map(&mut st, backing, offset, len)?,
+                                offset: usize::try_from(offset).ok()?,
+                                len,
+                            },
+                        },
+                        Piece::User { addr, len } => Reach::Process { tgid, addr, len },
+                    };
+                    match out.last_mut() {
+                        Some(last) => {
+                            if let Some(r) = last.join(r) {
+                                out.push(r);
+                            }
+                        }
+                        None => out.push(r),
+                    }
+                }
+                reached.push(out);
+            }
+            reached
+        };
+        // Memory a fault moved to VRAM is hidden from the CPU before the access is seen.
+        self.cpu.sync();
+        Some(reached)
+    }
+
     /// Translates `[va, va + len)` under the model's lock and moves its bytes with `copy`.
     /// The bytes the model keeps (VRAM, GTT) are moved under the lock, in address order up
     /// to the first that fails; a process's own memory (USERPTR BOs, SVM ranges) before that
@@ -555,6 +715,34 @@ impl Driver {
         }
         Ok(pieces)
     }
+}
+
+/// The long-lived mapping of backing `id` (a VRAM or GTT BO's memfd, mapped whole on first
+/// use and kept in `State::bo_maps` until the backing's last reference goes), when `len` bytes
+/// at `offset` are within it; `None` for the driver's own memory or a memfd the host will not
+/// map.
+fn bo_map(
+    st: &mut super::process::State,
+    id: u64,
+    offset: u64,
+    len: usize,
+) -> Option<std::sync::Arc<super::bo_maps::BoMap>> {
+    let backing = st.backings.get(&id)?;
+    let super::objects::Store::Memfd(fd) = &backing.store else {
+        return None;
+    };
+    if offset.checked_add(len as u64)? > backing.size {
+        return None;
+    }
+    if let Some(map) = st.bo_maps.get(&id) {
+        return Some(std::sync::Arc::clone(map));
+    }
+    let map = std::sync::Arc::new(super::bo_maps::BoMap::map(
+        std::sync::Arc::clone(fd),
+        backing.size,
+    )?);
+    st.bo_maps.insert(id, std::sync::Arc::clone(&map));
+    Some(map)
 }
 
 /// The process pieces of an access (`(va, process, address, bytes of the access)`, in

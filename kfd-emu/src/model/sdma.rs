@@ -41,6 +41,8 @@
 //! buffer as before, which takes the faults. Either way a chunk is read whole before any of
 //! it is written, and a fault writes nothing of its chunk.
 
+use rustix::io::Errno;
+
 use super::driver::Driver;
 use super::engine::{TURN_PACKETS, Work, advance, raise_interrupt, stop, vm_fault};
 use super::gpu_view::GpuFault;
@@ -293,10 +295,7 @@ fn execute(drv: &Driver, w: &Work, d: &[u32]) -> Step {
             };
             trace(&|| format!("CONSTANT_FILL dst={dst:#x} data={:#x} bytes={bytes}", p[3]));
             // The pattern is the fill size's low bytes of the data dword, repeated.
-            let pattern = p[3].to_le_bytes();
-            let unit = 1usize << (header >> 30);
-            let data: Vec<u8> = (0..bytes as usize).map(|i| pattern[i % unit]).collect();
-            write(dst, &data)
+            fill(drv, w, dst, bytes, p[3].to_le_bytes(), 1 << (header >> 30))
         }
         OP_FENCE => {
             let dst = addr(p[1], p[2]);
@@ -593,11 +592,11 @@ fn copy_whole(drv: &Driver, w: &Work, src: u64, dst: u64, count: u64) -> Result<
     Ok(())
 }
 
-/// Copies one chunk of `n` bytes (at most [`COPY_CHUNK`]) from `src` to each of `dsts`: between
-/// the BOs' shared mappings when the whole chunk is in one VRAM or GTT BO on every side
-/// ([`mapped_copy`]), else through the GPU view with a bounce buffer (`buf`), which takes the
-/// faults and reaches USERPTR, SVM and the driver's own memory. Either way the chunk is read
-/// whole before it is written, or fails before anything of it is written.
+/// Copies one chunk of `n` bytes (at most [`COPY_CHUNK`]) from `src` to each of `dsts`: moved
+/// by the engine itself without the model's lock when every side is reachable that way
+/// ([`direct_copy`]), else through the GPU view with a bounce buffer (`buf`), which takes the
+/// faults and reaches the driver's own memory. Through the GPU view the chunk is read whole
+/// before it is written, or fails before anything of it is written.
 fn copy_chunk(
     drv: &Driver,
     w: &Work,
@@ -606,7 +605,7 @@ fn copy_chunk(
     n: usize,
     buf: &mut Vec<u8>,
 ) -> Result<(), GpuFault> {
-    if mapped_copy(drv, w, src, dsts, n) {
+    if direct_copy(drv, w, src, dsts, n, buf) {
         return Ok(());
     }
     buf.resize(n, 0);
@@ -617,91 +616,177 @@ fn copy_chunk(
     Ok(())
 }
 
-/// A span of a BO's bytes as the queue's GPU maps them at an address: the BO's shared
-/// mapping ([`bo_maps`](super::bo_maps), made on first use and kept with the backing) and the
-/// offset of the address in it.
-type Span = (std::sync::Arc<super::bo_maps::BoMap>, usize);
+/// The bytes a piece of process memory moves through the engine's buffer at a time when it is
+/// copied into a BO: small enough to stay in the cache between the read and the store.
+const PROCESS_PIECE: usize = 64 << 10;
 
-/// The copy of one chunk between the BOs' shared mappings: only when `[src, src + n)` and
-/// every `[dst, dst + n)` each lie in one VRAM or GTT BO mapping of the queue's GPU (the
-/// destinations writable) — a translation that cannot fault, the BO's bytes being the
-/// model's own — and no destination overlaps the source or another destination (whose
-/// meaning is the bounce buffer's: the chunk read whole, then written). The model's lock is
-/// held only to translate; the bytes move without it, so the two engines of two queues copy
-/// at once. False (nothing moved) otherwise: the caller copies through the GPU view.
-fn mapped_copy(drv: &Driver, w: &Work, src: u64, dsts: &[u64], n: usize) -> bool {
-    use super::bo_maps::{copy, overlaps};
-    // A destroyed queue's engine starts no access: the GPU view says so (`ECANCELED`).
-    if super::queues::cancelled() {
-        return false;
-    }
-    let Some((from, to)) = spans(drv, w, src, dsts, n) else {
+/// The copy of one chunk by the engine itself: the sides translated under one take of the
+/// model's lock ([`Driver::reach`]), the bytes then moved without it, so two queues' engines
+/// copy at once and a copy never holds up another process's ioctls:
+/// - BO to BO (VRAM or GTT of any GPU, the queue's or a peer's, mapped in the queue's GPU's
+///   VM): between the BOs' long-lived mappings, a hole of the source punched in the
+///   destination ([`bo_maps::copy_sparse`](super::bo_maps::copy_sparse));
+/// - BO to process memory (a USERPTR BO, SVM pages): one `process_vm_writev` straight out of
+///   the BO's mapping per run of data, zeros for a hole ([`BoMap::to_process`]);
+/// - process memory to a BO: `process_vm_readv` into the engine's buffer, [`PROCESS_PIECE`]
+///   bytes at a time, stored into the BO's mapping only if the queue still exists: an engine
+///   blocked in the read (a page behind a userfaultfd nobody serves) whose queue is
+///   destroyed meanwhile writes nothing after, as through the GPU view
+///   ([`queues::cancelled`](super::queues::cancelled));
+/// - process memory to process memory: through the engine's buffer.
+///
+/// False, having moved nothing, when a side faults or is not reachable so (the driver's own
+/// memory), or when a destination overlaps the source (the GPU view's bounce buffer gives
+/// that copy its meaning, a `memmove`): the caller copies through the GPU view, which
+/// reports the fault. False too when a process's memory fails under the move (the process
+/// unmapped it meanwhile): the caller's GPU view then takes the fault (what this move wrote
+/// of the chunk stays, as a GPU's copy racing an unmap leaves it).
+///
+/// [`BoMap::to_process`]: super::bo_maps::BoMap::to_process
+fn direct_copy(
+    drv: &Driver,
+    w: &Work,
+    src: u64,
+    dsts: &[u64],
+    n: usize,
+    buf: &mut Vec<u8>,
+) -> bool {
+    // The emulator's own time moving the bytes is not the machine's (`ClockMode::Program`).
+    let _busy = drv.dev.clock.busy();
+    let accesses: Vec<(u64, usize, bool)> = std::iter::once((src, n, false))
+        .chain(dsts.iter().map(|&dst| (dst, n, true)))
+        .collect();
+    let Some(mut sides) = drv.reach(w.tgid, w.gpu_id, &accesses) else {
         return false;
     };
-    let (s, s_off) = &from;
-    let clash = to.iter().enumerate().any(|(i, (d, d_off))| {
-        overlaps(s, *s_off, d, *d_off, n)
-            || to[..i]
-                .iter()
-                .any(|(e, e_off)| overlaps(d, *d_off, e, *e_off, n))
-    });
+    let from = sides.remove(0);
+    let clash = sides
+        .iter()
+        .any(|to| to.iter().any(|d| from.iter().any(|s| s.overlaps(d))));
     if clash {
         return false;
     }
-    // The emulator's own time moving the bytes is not the machine's (`ClockMode::Program`).
-    let _busy = drv.dev.clock.busy();
-    // Checked above: in bounds, no overlap; `copy` refuses nothing here.
-    to.iter()
-        .all(|(d, d_off)| copy(s, *s_off, d, *d_off, n).is_ok())
+    sides.iter().all(|to| move_pieces(&from, to, buf).is_ok())
 }
 
-/// The spans of `[src, src + n)` (read) and of each `[dst, dst + n)` (written), under one
-/// take of the model's lock; `None` unless each is within one BO mapping of the queue's GPU
-/// whose backing is a memfd of the model's (and writable for a destination).
-fn spans(drv: &Driver, w: &Work, src: u64, dsts: &[u64], n: usize) -> Option<(Span, Vec<Span>)> {
-    let mut st = drv.lock();
-    let from = span(&mut st, w, src, n, false)?;
-    let to = dsts
-        .iter()
-        .map(|&dst| span(&mut st, w, dst, n, true))
-        .collect::<Option<Vec<_>>>()?;
-    Some((from, to))
-}
-
-/// One [`spans`] span: the BO mapping at `va` of the queue's GPU (as `gpu_view`'s
-/// `translate` finds it), its memfd mapped on first use.
-fn span(st: &mut super::process::State, w: &Work, va: u64, n: usize, write: bool) -> Option<Span> {
-    let process = st.procs.get(&w.tgid)?;
-    let pdd = process
-        .pdds
-        .iter()
-        .find(|p| p.gpu_id == w.gpu_id && w.gpu_id != 0)?;
-    let (start, m) = pdd.vm.lookup(va)?;
-    let end = va.checked_add(n as u64)?;
-    if end > m.end || (write && !m.writable) || process.userptrs.no_pages.contains(&m.backing) {
-        return None;
-    }
-    let backing_id = m.backing;
-    let offset = m.offset.checked_add(va - start)?;
-    let backing = st.backings.get(&backing_id)?;
-    let super::objects::Store::Memfd(fd) = &backing.store else {
-        return None;
-    };
-    if offset.checked_add(n as u64)? > backing.size {
-        return None;
-    }
-    let map = match st.bo_maps.get(&backing_id) {
-        Some(map) => std::sync::Arc::clone(map),
-        None => {
-            let map = std::sync::Arc::new(super::bo_maps::BoMap::map(
-                std::sync::Arc::clone(fd),
-                backing.size,
-            )?);
-            st.bo_maps.insert(backing_id, std::sync::Arc::clone(&map));
-            map
+/// Moves the bytes of `from` (the source's pieces, in order) to `to` (a destination's pieces,
+/// as many bytes), piece against piece ([`direct_copy`]).
+fn move_pieces(
+    from: &[super::gpu_view::Reach],
+    to: &[super::gpu_view::Reach],
+    buf: &mut Vec<u8>,
+) -> Result<(), Errno> {
+    use super::gpu_view::Reach;
+    let (mut fi, mut fo, mut ti, mut to_off) = (0, 0, 0, 0);
+    while let (Some(f), Some(t)) = (from.get(fi), to.get(ti)) {
+        let n = (f.len() - fo).min(t.len() - to_off);
+        if n > 0 {
+            if super::queues::cancelled() {
+                return Err(Errno::CANCELED);
+            }
+            let refused = |_| Errno::FAULT;
+            match (f.part(fo, n), t.part(to_off, n)) {
+                (
+                    Reach::Map {
+                        map: s, offset: so, ..
+                    },
+                    Reach::Map {
+                        map: d,
+                        offset: d_off,
+                        ..
+                    },
+                ) => super::bo_maps::copy_sparse(&s, so, &d, d_off, n).map_err(refused)?,
+                (Reach::Map { map, offset, .. }, Reach::Process { tgid, addr, .. }) => {
+                    map.to_process(offset, n, tgid, addr)?
+                }
+                (Reach::Process { tgid, addr, .. }, t) => {
+                    let mut done = 0;
+                    while done < n {
+                        let k = (n - done).min(PROCESS_PIECE);
+                        buf.resize(k, 0);
+                        super::objects::remote_read(tgid, addr + done as u64, buf)?;
+                        if super::queues::cancelled() {
+                            return Err(Errno::CANCELED);
+                        }
+                        match t.part(done, k) {
+                            Reach::Map { map, offset, .. } => {
+                                map.write(offset, buf).map_err(refused)?
+                            }
+                            Reach::Process { tgid, addr, .. } => {
+                                super::objects::remote_write(tgid, addr, buf)?
+                            }
+                        }
+                        done += k;
+                    }
+                }
+            }
         }
+        fo += n;
+        to_off += n;
+        if fo == f.len() {
+            (fi, fo) = (fi + 1, 0);
+        }
+        if to_off == t.len() {
+            (ti, to_off) = (ti + 1, 0);
+        }
+    }
+    Ok(())
+}
+
+/// CONSTANT_FILL's `bytes` at `dst`, byte `i` being `pattern[i % unit]`: by the engine itself
+/// without the model's lock when the destination is reachable so ([`Driver::reach`]) — a BO
+/// through its mapping (a fill with zeros punches the BO's data there instead of storing
+/// zeros: [`BoMap::zero`]), process memory with `process_vm_writev` of the pattern — else
+/// through the GPU view, which takes the fault.
+///
+/// [`BoMap::zero`]: super::bo_maps::BoMap::zero
+fn fill(
+    drv: &Driver,
+    w: &Work,
+    dst: u64,
+    bytes: u64,
+    pattern: [u8; 4],
+    unit: usize,
+) -> Result<(), GpuFault> {
+    // The pattern repeated over a run of whole units (the fill's phase at each piece is its
+    // offset in the fill modulo the unit, which divides the run).
+    const RUN: usize = 64 << 10;
+    let run: Vec<u8> = (0..RUN + 4).map(|i| pattern[i % unit]).collect();
+    let zero = run.iter().all(|&b| b == 0);
+    let direct = || {
+        let _busy = drv.dev.clock.busy();
+        let len = usize::try_from(bytes).ok()?;
+        let pieces = drv.reach(w.tgid, w.gpu_id, &[(dst, len, true)])?.pop()?;
+        let mut at = 0usize;
+        for p in pieces {
+            if super::queues::cancelled() {
+                return None;
+            }
+            let p_len = p.len();
+            let phase = &run[at % unit..at % unit + RUN];
+            let moved = match p {
+                super::gpu_view::Reach::Map { map, offset, len } if zero => {
+                    map.zero(offset, len).is_ok()
+                }
+                super::gpu_view::Reach::Map { map, offset, len } => {
+                    map.fill(offset, len, phase).is_ok()
+                }
+                super::gpu_view::Reach::Process { tgid, addr, len } => {
+                    super::bo_maps::pattern_to_process(tgid, addr, len, phase).is_ok()
+                }
+            };
+            if !moved {
+                return None;
+            }
+            at += p_len;
+        }
+        Some(())
     };
-    Some((map, usize::try_from(offset).ok()?))
+    if direct().is_some() {
+        return Ok(());
+    }
+    let data: Vec<u8> = (0..bytes as usize).map(|i| pattern[i % unit]).collect();
+    drv.write_here(w.tgid, w.gpu_id, dst, &data)
 }
 
 /// ATOMIC `operation` at `at`: the TC atomic opcodes of `TC_OP` (`vega10_enum.h`): the low
