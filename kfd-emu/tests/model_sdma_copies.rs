@@ -14,6 +14,7 @@
 //!   `SEEK_DATA`) and a USERPTR destination gets zeros; the source's holes are never loaded
 //!   (still holes after); the CPU's mapping of the destination, which held other bytes, reads
 //!   the zeros.
+//! * COPY_LINEAR_SUB_WIND (ROCr's rectangle copy) between USERPTR memory and a BO, both ways.
 //! * A CONSTANT_FILL of zeros over a BO punches its whole pages; a pattern fill writes the
 //!   pattern (bytes and dwords) into a BO and into USERPTR memory.
 //! * A copy or fill that runs past a BO's end into unmapped addresses still faults as the GPU
@@ -249,6 +250,54 @@ fn copy(src: u64, dst: u64, len: usize) -> Vec<u32> {
     d
 }
 
+/// One side of a COPY_LINEAR_SUB_WIND: the surface's address, the rectangle's origin (x, y in
+/// elements and rows), the pitch in elements.
+#[derive(Clone, Copy)]
+struct Surface {
+    base: u64,
+    x: u32,
+    y: u32,
+    pitch: u32,
+}
+
+impl Surface {
+    /// Byte offset of element `i` of row `row` of the rectangle (elements of `size` bytes).
+    fn at(&self, row: u32, i: u32, size: usize) -> usize {
+        ((self.x + i + (self.y + row) * self.pitch) as usize) * size
+    }
+}
+
+/// COPY_LINEAR_SUB_WIND of `width` x `rows` elements of `1 << element` bytes, one slice
+/// (`SDMA_PKT_COPY_LINEAR_SUB_WIND` of `vega10_sdma_pkt_open.h`: pitches and the extent minus
+/// one, the slice pitch one element row set).
+fn sub_window(element: u32, src: Surface, dst: Surface, width: u32, rows: u32) -> [u32; 13] {
+    let side = |s: Surface| {
+        [
+            s.base as u32,
+            (s.base >> 32) as u32,
+            s.x | s.y << 16,
+            (s.pitch - 1) << 13,
+            s.pitch * 4096 - 1,
+        ]
+    };
+    let (a, b) = (side(src), side(dst));
+    [
+        SDMA_COPY_LINEAR | 4 << 8 | element << 29,
+        a[0],
+        a[1],
+        a[2],
+        a[3],
+        a[4],
+        b[0],
+        b[1],
+        b[2],
+        b[3],
+        b[4],
+        (width - 1) | (rows - 1) << 16,
+        0,
+    ]
+}
+
 /// A CONSTANT_FILL of `bytes` at `dst` with `value`, in units of `1 << size` bytes (`count`
 /// is bytes - 1 whatever the size, as the kernel's `sdma_v4_0_emit_fill_buffer` and kfdtest's
 /// `SDMAFillDataPacket` write it).
@@ -359,6 +408,75 @@ fn userptr_copies_move_their_bytes_both_ways_and_overlap_as_a_memmove() {
             "overlapping {from} -> {to}"
         );
     }
+}
+
+#[test]
+fn sub_window_copies_move_rectangles_between_userptr_memory_and_a_bo() {
+    const LEN: usize = 1 << 20;
+    let emu = emu("mi100");
+    let mut q = Queue::new(&emu);
+    let mut user = Anon::new(LEN);
+    user.bytes().copy_from_slice(&pattern(LEN, 5));
+    userptr(&emu, &user);
+    let gtt = va(3);
+    let gtt_at = bo(&emu, 0, gtt, LEN, GTT_RW, &[0]);
+    let mut map = cpu(&emu, 0, gtt_at, LEN);
+    map.bytes().fill(0xEE);
+    // 300 x 40 dwords from (7, 2) of a 1000-dword pitch in USERPTR memory to (3, 1) of a
+    // 512-dword pitch in the BO; then 100 x 9 16-byte elements back the other way.
+    let (size, width, rows) = (4usize, 300u32, 40u32);
+    let from = Surface {
+        base: user.addr(),
+        x: 7,
+        y: 2,
+        pitch: 1000,
+    };
+    let to = Surface {
+        base: gtt,
+        x: 3,
+        y: 1,
+        pitch: 512,
+    };
+    let mut want = map.bytes().to_vec();
+    let src = user.bytes().to_vec();
+    for row in 0..rows {
+        let (s, d) = (from.at(row, 0, size), to.at(row, 0, size));
+        let n = width as usize * size;
+        want[d..d + n].copy_from_slice(&src[s..s + n]);
+    }
+    q.run(&emu, &sub_window(2, from, to, width, rows));
+    assert_eq!(
+        first_difference(map.bytes(), &want),
+        None,
+        "USERPTR to a BO"
+    );
+    map.bytes().copy_from_slice(&pattern(LEN, 6));
+    let (size, width, rows) = (16usize, 100u32, 9u32);
+    let from = Surface {
+        base: gtt,
+        x: 1,
+        y: 0,
+        pitch: 300,
+    };
+    let to = Surface {
+        base: user.addr(),
+        x: 0,
+        y: 5,
+        pitch: 101,
+    };
+    let mut want = user.bytes().to_vec();
+    let src = map.bytes().to_vec();
+    for row in 0..rows {
+        let (s, d) = (from.at(row, 0, size), to.at(row, 0, size));
+        let n = width as usize * size;
+        want[d..d + n].copy_from_slice(&src[s..s + n]);
+    }
+    q.run(&emu, &sub_window(4, from, to, width, rows));
+    assert_eq!(
+        first_difference(user.bytes(), &want),
+        None,
+        "a BO to USERPTR"
+    );
 }
 
 #[test]

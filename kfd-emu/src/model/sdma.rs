@@ -32,14 +32,22 @@
 //! packets, and a COPY_LINEAR larger than what is left of the turn stops between chunks and
 //! goes on from there the next turn (the read pointer moves past it only once it is done).
 //!
-//! A copy moves in chunks of [`COPY_CHUNK`]: a chunk whose source and destinations each lie
-//! in one VRAM or GTT BO mapping of the queue's GPU (the model's own bytes, a memfd) moves
-//! between long-lived shared mappings of those memfds ([`bo_maps`](super::bo_maps)), the
-//! model's lock taken only to translate, so two queues' engines copy at once on two cores;
-//! any other chunk (USERPTR, SVM or system memory, the driver's own memory, an address the
-//! GPU does not map, a chunk that overlaps itself) goes through the GPU view with a bounce
-//! buffer as before, which takes the faults. Either way a chunk is read whole before any of
-//! it is written, and a fault writes nothing of its chunk.
+//! A copy moves in chunks of [`COPY_CHUNK`]. The engine translates a chunk's source and
+//! destinations under the model's lock ([`Driver::reach`]) and then moves the bytes itself
+//! without it, so two queues' engines copy at once on two cores and a copy never holds up
+//! another process's ioctls: between the long-lived shared mappings of VRAM and GTT BOs'
+//! memfds ([`bo_maps`](super::bo_maps)), the queue's GPU's or a peer's mapped in its VM;
+//! between such a mapping and a process's own memory (USERPTR BOs, SVM pages) with
+//! `process_vm_writev` straight out of the mapping, or `process_vm_readv` in pieces stored
+//! into it ([`direct_copy`]). Holes stay holes: where the source BO's memfd has a hole, a BO
+//! destination gets the hole punched and process memory gets zeros, and a CONSTANT_FILL of
+//! zeros punches a BO's pages, so memory nobody wrote is never loaded or allocated (kfdtest's
+//! P2PBandWidthTest copies 1.7 TB between BOs nothing writes). The bytes read afterwards are
+//! those of a plain copy. Any other chunk (the driver's own memory, an address the GPU does
+//! not map, a chunk whose destination overlaps its source) goes through the GPU view with a
+//! bounce buffer as before: read whole before it is written (an overlapping copy is a
+//! `memmove` per chunk, the chunks in forward order), a fault writing nothing of its chunk and
+//! reported as ever.
 
 use rustix::io::Errno;
 
@@ -751,8 +759,12 @@ fn fill(
     // The pattern repeated over a run of whole units (the fill's phase at each piece is its
     // offset in the fill modulo the unit, which divides the run).
     const RUN: usize = 64 << 10;
-    let run: Vec<u8> = (0..RUN + 4).map(|i| pattern[i % unit]).collect();
-    let zero = run.iter().all(|&b| b == 0);
+    let zero = pattern[..unit].iter().all(|&b| b == 0);
+    let run = if zero {
+        vec![0u8; RUN + 4]
+    } else {
+        pattern[..unit].repeat((RUN + 4) / unit)
+    };
     let direct = || {
         let _busy = drv.dev.clock.busy();
         let len = usize::try_from(bytes).ok()?;
@@ -785,8 +797,10 @@ fn fill(
     if direct().is_some() {
         return Ok(());
     }
-    let data: Vec<u8> = (0..bytes as usize).map(|i| pattern[i % unit]).collect();
-    drv.write_here(w.tgid, w.gpu_id, dst, &data)
+    // At most 4 MiB (a 22-bit count).
+    let n = usize::try_from(bytes).unwrap_or(0);
+    let data = pattern[..unit].repeat(n.div_ceil(unit));
+    drv.write_here(w.tgid, w.gpu_id, dst, &data[..n])
 }
 
 /// ATOMIC `operation` at `at`: the TC atomic opcodes of `TC_OP` (`vega10_enum.h`): the low
