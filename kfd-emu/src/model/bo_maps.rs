@@ -9,8 +9,8 @@
 //! ([`BoMap::write`]).
 //!
 //! **Holes stay holes.** A memfd's pages that were never written (or were punched) are a
-//! hole, which reads as zeros (tmpfs: `shmem_file_llseek`'s `SEEK_DATA`/`SEEK_HOLE` find them,
-//! `mapping_seek_hole_data`). A load through a shared mapping of a hole would allocate the
+//! hole, which reads as zeros (tmpfs: `shmem_file_llseek`'s `SEEK_DATA` finds the next data,
+//! `mapping_seek_hole_data`; `mincore` of a mapping says which pages the page cache holds). A load through a shared mapping of a hole would allocate the
 //! page (`shmem_fault`), so the bytes of a hole are never loaded: where the source of a copy is
 //! a hole ([`BoMap::runs`]), a memfd destination gets the hole punched
 //! (`FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`: whole pages are freed, the partial pages at
@@ -110,6 +110,37 @@ impl BoMap {
         }
     }
 
+    /// The offset of the first page at or after `from` (page-aligned) and before `end` that the
+    /// page cache does not hold (`mincore` of the map: a hole, or a page swapped out), else
+    /// `end`; `end` too where the host cannot tell.
+    fn first_absent(&self, from: usize, end: usize) -> usize {
+        /// Pages asked about per `mincore`.
+        const BATCH: usize = 1024;
+        let page = page_size();
+        let mut at = from;
+        while at < end {
+            let pages = (end - at).div_ceil(page).min(BATCH);
+            let mut resident = [0u8; BATCH];
+            // SAFETY: `at` is page-aligned and `at + pages * page` is within the map (its
+            // length is the memfd's size, whole pages); `resident` has room for `pages`.
+            let r = unsafe {
+                libc::mincore(
+                    self.ptr.add(at).cast(),
+                    (pages * page).min(self.len - at),
+                    resident.as_mut_ptr(),
+                )
+            };
+            if r != 0 {
+                return end;
+            }
+            if let Some(i) = resident[..pages].iter().position(|&b| b & 1 == 0) {
+                return (at + i * page).min(end);
+            }
+            at += pages * page;
+        }
+        end
+    }
+
     /// Makes `len` bytes at `off` zeros: the data runs among them are punched
     /// (`FALLOC_FL_PUNCH_HOLE`: whole pages freed, partial ones zeroed by the host), holes are
     /// left as they are. Where the host refuses the punch the zeros are stored.
@@ -204,9 +235,10 @@ pub(super) struct Run {
     pub data: bool,
 }
 
-/// The runs of [`BoMap::runs`], found with `lseek(SEEK_DATA)` and `lseek(SEEK_HOLE)` on the
-/// memfd (page-granular on tmpfs; a page in the file is data even when it holds zeros). Where
-/// the host cannot tell (an `lseek` error other than `ENXIO`, "no data after the offset"), the
+/// The runs of [`BoMap::runs`], found with `lseek(SEEK_DATA)` on the memfd (page-granular
+/// on tmpfs; a page in the file is data even when it holds zeros, and so is a page swapped
+/// out) and, for how far data goes, `mincore` of the map. Where the host cannot tell (an
+/// `lseek` error other than `ENXIO`, "no data after the offset", or a `mincore` error), the
 /// rest is data: its bytes are moved as they are.
 pub(super) struct Runs<'a> {
     map: &'a BoMap,
@@ -237,17 +269,33 @@ impl Iterator for Runs<'_> {
                 data: false,
             });
         }
-        let hole = match seek(&*self.map.fd, SeekFrom::Hole(start as u64)) {
-            Ok(h) => usize::try_from(h).unwrap_or(usize::MAX),
-            Err(_) => usize::MAX,
-        };
-        self.at = hole.clamp(start + 1, self.end);
+        // Data at `start`: it runs on while the page cache holds the pages (`mincore` over the
+        // map, bounded by the range asked for; a `SEEK_HOLE` would walk every page up to the
+        // next hole, to the file's end for a BO all data). A page it does not hold is a hole
+        // or swapped out: the next run's `SEEK_DATA` tells which. The page at `start` is data
+        // whatever `mincore` says of it (`SEEK_DATA` said so).
+        let page = page_size();
+        let next_page = (start / page + 1) * page;
+        self.at = self
+            .map
+            .first_absent(next_page, self.end)
+            .clamp(start + 1, self.end);
         Some(Run {
             start,
             end: self.at,
             data: true,
         })
     }
+}
+
+/// The host's page size (the memfd's page size; `mincore` counts in it).
+fn page_size() -> usize {
+    // SAFETY: `sysconf` only reads.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size)
+        .ok()
+        .filter(|&s| s > 0)
+        .unwrap_or(4096)
 }
 
 /// A page of zeros, for holes written into a process's memory and zero fills.
