@@ -145,6 +145,32 @@ fn userptr(emu: &Emu, mem: &Anon) {
     assert_eq!(emu.map(h, &[emu.gpu()]).0, Ok(0));
 }
 
+/// AMDKFD_IOC_SVM SET_ATTR of `[addr, addr + size)` with `attrs` (type, value), encoded as
+/// libhsakmt does (the ioctl word carries the header's and the attributes' size).
+fn svm_set(
+    emu: &Emu,
+    addr: u64,
+    size: u64,
+    attrs: &[(u32, u32)],
+) -> Result<i64, rustix::io::Errno> {
+    let mut buf = Vec::with_capacity(24 + attrs.len() * 8);
+    buf.extend_from_slice(&addr.to_ne_bytes());
+    buf.extend_from_slice(&size.to_ne_bytes());
+    buf.extend_from_slice(&KFD_IOCTL_SVM_OP_SET_ATTR.to_ne_bytes());
+    buf.extend_from_slice(&u32::try_from(attrs.len()).unwrap().to_ne_bytes());
+    for &(kind, value) in attrs {
+        buf.extend_from_slice(&kind.to_ne_bytes());
+        buf.extend_from_slice(&value.to_ne_bytes());
+    }
+    let cmd = rustix::ioctl::opcode::from_components(
+        rustix::ioctl::Direction::ReadWrite,
+        b'K',
+        0x20,
+        buf.len(),
+    );
+    emu.ioctl_raw(cmd, buf.as_mut_ptr() as u64)
+}
+
 /// An SDMA queue of the first GPU with its ring (64 KiB) and pointers in GTT BOs.
 struct Queue {
     ring: u64,
@@ -408,6 +434,31 @@ fn userptr_copies_move_their_bytes_both_ways_and_overlap_as_a_memmove() {
             "overlapping {from} -> {to}"
         );
     }
+}
+
+#[test]
+fn svm_copies_move_their_bytes_both_ways() {
+    const LEN: usize = 2 << 20;
+    let emu = emu("mi100");
+    let mut q = Queue::new(&emu);
+    let mut svm = Anon::new(LEN);
+    svm.bytes().copy_from_slice(&pattern(LEN, 7));
+    // An SVM range of this process's memory the GPU may access (mapped on it at SET_ATTR).
+    let access = [(KFD_IOCTL_SVM_ATTR_ACCESS, emu.gpu())];
+    assert_eq!(svm_set(&emu, svm.addr(), LEN as u64, &access), Ok(0));
+    let gtt = va(3);
+    let gtt_at = bo(&emu, 0, gtt, LEN, GTT_RW, &[0]);
+    let mut map = cpu(&emu, 0, gtt_at, LEN);
+    map.bytes().fill(0xEE);
+    let (from, to, n) = (3001usize, 6usize, (1 << 20) + 3001);
+    let want = moved(map.bytes(), to, svm.bytes(), from, n);
+    q.run(&emu, &copy(svm.addr() + from as u64, gtt + to as u64, n));
+    assert_eq!(first_difference(map.bytes(), &want), None, "SVM to a BO");
+    map.bytes().copy_from_slice(&pattern(LEN, 8));
+    let (from, to, n) = (5usize, 4096 + 1, LEN - 8192);
+    let want = moved(svm.bytes(), to, map.bytes(), from, n);
+    q.run(&emu, &copy(gtt + from as u64, svm.addr() + to as u64, n));
+    assert_eq!(first_difference(svm.bytes(), &want), None, "a BO to SVM");
 }
 
 #[test]
