@@ -345,8 +345,10 @@ struct GpuMemory<'a> {
     fault: Mutex<Option<GpuFault>>,
     /// Translations by page address.
     pages: std::sync::RwLock<Translations>,
-    /// The memfd mappings, by memfd (its `Arc`'s address).
-    windows: Mutex<std::collections::HashMap<usize, BoMap>>,
+    /// The BO mappings the translations point into, by mapping (its `Arc`'s address): the
+    /// state's long-lived ones ([`bo_maps`](super::bo_maps), made with a BO's first access and
+    /// unmapped with its last reference), held so that none goes while the dispatch runs.
+    windows: Mutex<std::collections::HashMap<usize, std::sync::Arc<BoMap>>>,
     /// This dispatch's number, which the threads' last-page caches ([`LAST_PAGE`]) are keyed
     /// by.
     generation: u64,
@@ -450,31 +452,22 @@ impl GpuMemory<'_> {
         }
         let p = match self.drv.page_route(self.tgid, self.gpu_id, page) {
             Route::Memfd {
-                fd,
-                size,
+                map,
                 offset,
                 writable,
-            } if offset + PAGE <= size => {
-                let key = std::sync::Arc::as_ptr(&fd) as usize;
-                let mut windows = self
-                    .windows
+            } if offset + PAGE <= map.len() as u64 => {
+                // SAFETY: `offset + PAGE <= map.len()`, the window's length.
+                let base = unsafe { map.base().add(offset as usize) };
+                // The window stays mapped while the dispatch runs (its `Arc` kept here), even
+                // if the BO is freed meanwhile.
+                self.windows
                     .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if let std::collections::hash_map::Entry::Vacant(v) = windows.entry(key)
-                    && let Some(window) = BoMap::map(fd, size)
-                {
-                    v.insert(window);
-                }
-                match windows.get(&key) {
-                    Some(window) => {
-                        // SAFETY: `offset + PAGE <= size`, the window's length.
-                        let base = unsafe { window.base().add(offset as usize) };
-                        Page::Mapped {
-                            base: PagePtr(base),
-                            writable,
-                        }
-                    }
-                    None => Page::Slow,
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .entry(std::sync::Arc::as_ptr(&map) as usize)
+                    .or_insert(map);
+                Page::Mapped {
+                    base: PagePtr(base),
+                    writable,
                 }
             }
             Route::Process {
@@ -1051,7 +1044,7 @@ fn execute(
     };
     let started = std::time::Instant::now();
     w.runner.dispatching(true);
-    let result = dispatch::run(d, &mem, &opts, &hooks);
+    let result = dispatch::run_in(d, &mem, &opts, &hooks, &w.runner.dispatch_pool);
     w.runner.dispatching(false);
     let took = started.elapsed();
     trace(drv, w, &|| {

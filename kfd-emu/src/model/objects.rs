@@ -223,6 +223,7 @@ pub(super) fn remote_read(tgid: i32, addr: u64, buf: &mut [u8]) -> Result<(), Er
         len,
     }];
     let mut local = [std::io::IoSliceMut::new(buf)];
+    super::host_calls::process_vm();
     match process_vm_readv(nix::unistd::Pid::from_raw(tgid), &mut local, &remote) {
         Ok(n) if n == len => Ok(()),
         // Memory the supervisor hid from the CPU (`svm::cpu`), which the GPU still reaches.
@@ -256,6 +257,7 @@ pub(super) fn remote_write(tgid: i32, addr: u64, buf: &[u8]) -> Result<(), Errno
         len: buf.len(),
     }];
     let local = [std::io::IoSlice::new(buf)];
+    super::host_calls::process_vm();
     match process_vm_writev(nix::unistd::Pid::from_raw(tgid), &local, &remote) {
         Ok(n) if n == buf.len() => Ok(()),
         // Memory hidden from the CPU (see `remote_read`).
