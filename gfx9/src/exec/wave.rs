@@ -376,6 +376,9 @@ pub struct CodeCache {
 struct PageSource {
     words: Box<[u32; SOURCE_WORDS]>,
     read: [u64; SOURCE_WORDS.div_ceil(64)],
+    /// The first and one past the last dword read (`lo >= hi`: none).
+    lo: usize,
+    hi: usize,
     /// The [`CodeCache::epoch`] in which these bytes were last found in memory.
     checked: u64,
 }
@@ -388,6 +391,8 @@ impl PageSource {
         Self {
             words: Box::new([0; SOURCE_WORDS]),
             read: [0; SOURCE_WORDS.div_ceil(64)],
+            lo: SOURCE_WORDS,
+            hi: 0,
             checked: epoch,
         }
     }
@@ -398,9 +403,7 @@ impl PageSource {
 
     /// The first and one past the last dword read, if any.
     fn span(&self) -> Option<(usize, usize)> {
-        let first = (0..SOURCE_WORDS).find(|&i| self.was_read(i))?;
-        let last = (0..SOURCE_WORDS).rev().find(|&i| self.was_read(i))?;
-        Some((first, last + 1))
+        (self.lo < self.hi).then_some((self.lo, self.hi))
     }
 
     /// Records `words` read from dword `at` on; false (nothing recorded) when a dword read
@@ -409,11 +412,13 @@ impl PageSource {
     fn record(&mut self, at: usize, words: &[u32]) -> bool {
         let end = (at + words.len()).min(SOURCE_WORDS);
         let fresh = (at..end).all(|i| !self.was_read(i) || self.words[i] == words[i - at]);
-        if fresh {
+        if fresh && at < end {
             for i in at..end {
                 self.words[i] = words[i - at];
                 self.read[i / 64] |= 1 << (i % 64);
             }
+            self.lo = self.lo.min(at);
+            self.hi = self.hi.max(end);
         }
         fresh
     }
