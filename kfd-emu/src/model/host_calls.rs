@@ -1,6 +1,7 @@
 //! Counts of the host system calls the model makes to reach GPU-visible memory: mappings of
 //! BO memfds made and unmapped ([`bo_maps`](super::bo_maps)), `process_vm_readv`/`writev`
-//! on a process's memory (`objects::remote_read`/`remote_write`) and `pread`/`pwrite` on the
+//! or `pread`/`pwrite` of `/proc/<pid>/mem` on a process's memory
+//! (`objects::remote_read`/`remote_write`) and `pread`/`pwrite` on the
 //! model's memfds (`files::read_at`/`write_at`). They do not depend on the host's speed, so a
 //! test can hold a dispatch's fixed cost to them (`tests/model_dispatch_cost.rs`: no mapping
 //! made or unmapped, and no system call at all, per dispatch of a queue whose memory lies in
@@ -18,7 +19,8 @@ pub struct HostCalls {
     pub maps: u64,
     /// `munmap`s of one.
     pub unmaps: u64,
-    /// `process_vm_readv` and `process_vm_writev` calls.
+    /// Accesses to a process's memory: `process_vm_readv`/`writev`, or a `pread`/`pwrite` of
+    /// its `/proc/<pid>/mem`.
     pub process_vm: u64,
     /// `pread` and `pwrite` calls on the model's memfds.
     pub memfd_io: u64,

@@ -272,7 +272,8 @@ fn through_mem_file(tgid: i32, f: impl FnOnce(&std::fs::File) -> std::io::Result
     false
 }
 
-/// Reads another process's memory (`process_vm_readv`).
+/// Reads another process's memory: through its kept `/proc/<pid>/mem` ([`MEM_FILES`]), else
+/// `process_vm_readv` (and `/proc/<pid>/mem` opened anew for memory hidden from the CPU).
 pub(super) fn remote_read(tgid: i32, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
     use nix::sys::uio::{RemoteIoVec, process_vm_readv};
     if through_mem_file(tgid, |f| {
@@ -312,7 +313,7 @@ fn forced(
     f(&file, addr).map_err(|_| Errno::FAULT)
 }
 
-/// Writes another process's memory (`process_vm_writev`).
+/// Writes another process's memory: as [`remote_read`] reads it (`process_vm_writev` the fallback).
 pub(super) fn remote_write(tgid: i32, addr: u64, buf: &[u8]) -> Result<(), Errno> {
     use nix::sys::uio::{RemoteIoVec, process_vm_writev};
     if through_mem_file(tgid, |f| {
