@@ -496,7 +496,7 @@ impl CodeCache {
     /// Empties cached page `i` (its bytes changed): its slots and what they were decoded from.
     fn forget(&mut self, i: usize) {
         let dropped = self.pages[i].1.iter().filter(|s| s.inst.is_some()).count();
-        self.count -= dropped;
+        self.count = self.count.saturating_sub(dropped);
         self.pages[i].1.fill(Slot::default());
         self.sources[i] = PageSource::new(self.epoch);
     }
