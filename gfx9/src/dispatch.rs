@@ -52,6 +52,10 @@
 //! to 64 at a time from one shared counter when there are many; each thread
 //! keeps its own [`CodeCache`], so a kernel's code is decoded once per thread for the whole
 //! dispatch, and its own workgroup state (waves, LDS), reused from one workgroup to the next.
+//! [`run_in`] takes both from a [`Pool`] an embedder keeps (kfd-emu: one per queue) and gives
+//! them back at the end, so the next dispatch of the same kernel decodes nothing (each cached
+//! page is compared with memory at its first fetch, and decoded again if its bytes changed)
+//! and allocates no wave registers.
 //!
 //! # Global wave sync: what progress is guaranteed
 //!
@@ -777,7 +781,69 @@ impl Stop {
     }
 }
 
-/// Runs every workgroup of `d` over `mem` (see the module docs).
+/// What a dispatcher keeps from one dispatch to the next ([`run_in`]), as a compute unit keeps
+/// its instruction cache and its wave slots: each worker thread's [`CodeCache`] (its pages
+/// compared with memory at their first fetch of each dispatch, so a kernel dispatched again
+/// decodes nothing while its code is unchanged: [`CodeCache::begin_dispatch`]) and its spare
+/// workgroup state (waves and LDS, at most [`KEPT_WAVES`] waves a thread), so a dispatch
+/// allocates no wave registers once one of its size ran. One dispatch uses a pool at a time
+/// (an embedder keeps one per queue); a pool shared by two at once only keeps less.
+#[derive(Default)]
+pub struct Pool {
+    kept: Mutex<Vec<Kept>>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self.kept.lock().map_or(0, |k| k.len());
+        f.debug_struct("Pool").field("threads", &kept).finish()
+    }
+}
+
+/// One worker thread's state a [`Pool`] keeps.
+struct Kept {
+    cache: CodeCache,
+    spare: Vec<Group>,
+}
+
+/// Waves a [`Pool`] keeps per worker thread at most (each about 130 KiB of registers).
+pub const KEPT_WAVES: usize = 16;
+
+impl Pool {
+    /// A worker's cache (for `target`'s code, its dispatch begun) and spare workgroups.
+    fn take(&self, target: Target) -> Kept {
+        let mut kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut k = match kept.iter().position(|k| k.cache.decodes(target)) {
+            Some(i) => kept.swap_remove(i),
+            None => Kept {
+                cache: CodeCache::for_target(target),
+                spare: kept.pop().map(|k| k.spare).unwrap_or_default(),
+            },
+        };
+        drop(kept);
+        k.cache.begin_dispatch();
+        k
+    }
+
+    /// Gives a worker's state back, its spare waves cut to [`KEPT_WAVES`].
+    fn give(&self, mut k: Kept) {
+        let mut waves = 0;
+        k.spare.retain(|g| {
+            waves += g.waves.len();
+            waves <= KEPT_WAVES
+        });
+        self.kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(k);
+    }
+}
+
+/// Runs every workgroup of `d` over `mem` (see the module docs), with nothing kept from an
+/// earlier dispatch ([`run_in`] with a new [`Pool`]).
 ///
 /// # Errors
 ///
@@ -788,6 +854,22 @@ pub fn run(
     mem: &dyn Memory,
     opts: &RunOptions,
     obs: &dyn Observer,
+) -> Result<Stats, DispatchError> {
+    run_in(d, mem, opts, obs, &Pool::default())
+}
+
+/// [`run`] with the code caches and wave state `pool` kept from earlier dispatches, which it
+/// keeps for the next.
+///
+/// # Errors
+///
+/// As [`run`].
+pub fn run_in(
+    d: &Dispatch,
+    mem: &dyn Memory,
+    opts: &RunOptions,
+    obs: &dyn Observer,
+    pool: &Pool,
 ) -> Result<Stats, DispatchError> {
     d.validate()?;
     let groups = d.workgroups();
@@ -824,6 +906,7 @@ pub fn run(
         d,
         mem,
         obs,
+        pool,
         stop: &stop,
         groups,
         total,
@@ -891,6 +974,8 @@ struct Sched<'a> {
     d: &'a Dispatch,
     mem: &'a dyn Memory,
     obs: &'a dyn Observer,
+    /// Where the threads' code caches and spare workgroups come from and go back to.
+    pool: &'a Pool,
     stop: &'a Stop,
     groups: [u32; 3],
     total: u64,
@@ -946,9 +1031,11 @@ impl Sched<'_> {
     /// One thread's work: take workgroups, run them, park those blocked on GWS, resume them
     /// when released; returns what it ran.
     fn worker(&self, t: u32) -> Stats {
-        let mut cache = CodeCache::for_target(self.d.target);
+        let Kept {
+            mut cache,
+            mut spare,
+        } = self.pool.take(self.d.target);
         let mut mine = Stats::default();
-        let mut spare: Vec<Group> = Vec::new();
         let mut parked: Vec<Group> = Vec::new();
         let mut places: Vec<u32> = (0..self.resident).rev().collect();
         let mut limit = self.resident;
@@ -1042,6 +1129,9 @@ impl Sched<'_> {
                 }
             }
         }
+        // Their state is spare now (`start` sets every wave up again).
+        spare.extend(parked);
+        self.pool.give(Kept { cache, spare });
         mine
     }
 

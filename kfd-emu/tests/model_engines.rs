@@ -546,8 +546,13 @@ fn a_big_copier_does_not_stall_another_processs_wait() {
     let (ring, pointers, src, dst) = (va(1), va(2), va(3), va(4));
     mapped(&emu, ring, 16384);
     mapped(&emu, pointers, 4096);
-    mapped(&emu, src, COPY);
+    let src_at = mapped(&emu, src, COPY);
     mapped(&emu, dst, COPY + 4096);
+    // Every source page holds data: a hole would be copied as a hole (a punch, no bytes moved).
+    let src_map = cpu(&emu, src_at, COPY as usize);
+    for page in (0..COPY as usize).step_by(4096) {
+        word(&src_map, page).store(page as u64 | 1, Ordering::Relaxed);
+    }
     create_queue(&emu, &sdma_queue(&emu, ring, 16384, pointers));
     // 16 copies of COPY bytes (in the largest packets SDMA 4.x takes), then a fence.
     let mut packets = Vec::new();

@@ -342,10 +342,20 @@ impl std::fmt::Debug for Ctx<'_> {
 /// page is one hash lookup. At most [`CodeCache::MAX_PAGES`] pages are held (a kernel that
 /// jumps through more code than that, as a hostile one may, starts the cache afresh rather
 /// than growing the emulator without bound).
+///
+/// A cache may outlive a dispatch (`dispatch::Pool` keeps each thread's for the next
+/// dispatch of its queue): each page remembers the bytes its instructions were decoded from
+/// ([`PageSource`]), and after [`begin_dispatch`](Self::begin_dispatch) the first fetch from
+/// a page reads those bytes again and compares them; a page whose bytes changed (a code object
+/// loaded again at the same address, code patched by the host or another agent) is decoded
+/// afresh. So a dispatch runs the code its memory holds when its thread first fetches from each
+/// page — what a fresh cache would decode — and a kernel dispatched again decodes nothing.
 #[derive(Debug, Default)]
 pub struct CodeCache {
     /// (page address, its slots).
     pages: Vec<(u64, Box<[Slot]>)>,
+    /// What each page of `pages` was decoded from (same index).
+    sources: Vec<PageSource>,
     /// The index in `pages` of each page.
     index: HashMap<u64, usize>,
     /// The index in `pages` of the last page hit.
@@ -354,6 +364,64 @@ pub struct CodeCache {
     count: usize,
     /// The code is gfx11's ([`crate::gfx11::decode`]), not gfx9's.
     gfx11: bool,
+    /// The dispatch being run ([`begin_dispatch`](Self::begin_dispatch)): a page whose
+    /// [`PageSource::checked`] differs is compared with memory before it is used.
+    epoch: u64,
+}
+
+/// The bytes a cached page's instructions were decoded from: the page's dwords, those read
+/// marked in `read`. (An instruction that runs past the page's end is never cached:
+/// `fetch_miss` decodes into the cache only what lies in the page.)
+#[derive(Debug)]
+struct PageSource {
+    words: Box<[u32; SOURCE_WORDS]>,
+    read: [u64; SOURCE_WORDS.div_ceil(64)],
+    /// The first and one past the last dword read (`lo >= hi`: none).
+    lo: usize,
+    hi: usize,
+    /// The [`CodeCache::epoch`] in which these bytes were last found in memory.
+    checked: u64,
+}
+
+/// A page's dwords.
+const SOURCE_WORDS: usize = SLOTS;
+
+impl PageSource {
+    fn new(epoch: u64) -> Self {
+        Self {
+            words: Box::new([0; SOURCE_WORDS]),
+            read: [0; SOURCE_WORDS.div_ceil(64)],
+            lo: SOURCE_WORDS,
+            hi: 0,
+            checked: epoch,
+        }
+    }
+
+    fn was_read(&self, i: usize) -> bool {
+        self.read[i / 64] >> (i % 64) & 1 != 0
+    }
+
+    /// The first and one past the last dword read, if any.
+    fn span(&self) -> Option<(usize, usize)> {
+        (self.lo < self.hi).then_some((self.lo, self.hi))
+    }
+
+    /// Records `words` read from dword `at` on; false (nothing recorded) when a dword read
+    /// before holds something else now (the page's instructions were decoded from bytes that
+    /// no longer agree: the caller drops the page).
+    fn record(&mut self, at: usize, words: &[u32]) -> bool {
+        let end = (at + words.len()).min(SOURCE_WORDS);
+        let fresh = (at..end).all(|i| !self.was_read(i) || self.words[i] == words[i - at]);
+        if fresh && at < end {
+            for i in at..end {
+                self.words[i] = words[i - at];
+                self.read[i / 64] |= 1 << (i % 64);
+            }
+            self.lo = self.lo.min(at);
+            self.hi = self.hi.max(end);
+        }
+        fresh
+    }
 }
 
 /// Bytes fetched at a time on a miss: a run of instructions decoded together.
@@ -387,8 +455,50 @@ impl CodeCache {
     pub fn clear(&mut self) {
         *self = Self {
             gfx11: self.gfx11,
+            epoch: self.epoch,
             ..Self::default()
         };
+    }
+
+    /// Whether this cache decodes `target`'s code.
+    pub fn decodes(&self, target: Target) -> bool {
+        self.gfx11 == target.is_gfx11()
+    }
+
+    /// Starts a new dispatch with this cache: each cached page is compared with memory at its
+    /// first fetch (see the type's docs), so code changed since the last dispatch is decoded
+    /// again and code unchanged is not.
+    pub fn begin_dispatch(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        // The remembered page too goes through the check.
+        self.last = usize::MAX;
+    }
+
+    /// Whether cached page `i`'s bytes are still what memory holds (read with
+    /// [`Memory::read_ahead`]: a check reports no fault; one that fails drops the page and
+    /// the fetch that follows reports it).
+    fn unchanged(&self, mem: &dyn Memory, i: usize) -> bool {
+        let (page, src) = (self.pages[i].0, &self.sources[i]);
+        let Some((first, end)) = src.span() else {
+            return false;
+        };
+        let mut buf = [0u8; 4 * SOURCE_WORDS];
+        let bytes = &mut buf[..4 * (end - first)];
+        if mem.read_ahead(page + 4 * first as u64, bytes).is_err() {
+            return false;
+        }
+        bytes.chunks_exact(4).enumerate().all(|(k, c)| {
+            let i = first + k;
+            !src.was_read(i) || src.words[i] == u32::from_le_bytes([c[0], c[1], c[2], c[3]])
+        })
+    }
+
+    /// Empties cached page `i` (its bytes changed): its slots and what they were decoded from.
+    fn forget(&mut self, i: usize) {
+        let dropped = self.pages[i].1.iter().filter(|s| s.inst.is_some()).count();
+        self.count = self.count.saturating_sub(dropped);
+        self.pages[i].1.fill(Slot::default());
+        self.sources[i] = PageSource::new(self.epoch);
     }
 
     /// Decodes one instruction with this cache's decoder.
@@ -425,6 +535,10 @@ impl CodeCache {
             return Some(&mut self.pages[self.last].1[slot]);
         }
         let i = *self.index.get(&page)?;
+        // Not compared with memory since this dispatch began: `fetch_miss` does it.
+        if self.sources[i].checked != self.epoch {
+            return None;
+        }
         self.last = i;
         Some(&mut self.pages[i].1[slot])
     }
@@ -450,6 +564,7 @@ impl CodeCache {
             None => {
                 if self.pages.len() >= Self::MAX_PAGES {
                     self.pages.clear();
+                    self.sources.clear();
                     self.index.clear();
                     self.last = 0;
                     self.count = 0;
@@ -457,6 +572,7 @@ impl CodeCache {
                 self.index.insert(page, self.pages.len());
                 self.pages
                     .push((page, vec![Slot::default(); SLOTS].into_boxed_slice()));
+                self.sources.push(PageSource::new(self.epoch));
                 self.pages.len() - 1
             }
         };
@@ -490,6 +606,18 @@ impl CodeCache {
     #[inline(never)]
     pub(crate) fn fetch_miss(&mut self, mem: &dyn Memory, pc: u64) -> Result<Inst, ExecError> {
         let aligned = pc.is_multiple_of(4);
+        // A page cached by an earlier dispatch: used again if its bytes are unchanged.
+        if let Some(&i) = self.index.get(&(pc & !4095))
+            && self.sources[i].checked != self.epoch
+        {
+            if !self.unchanged(mem, i) {
+                self.forget(i);
+            }
+            self.sources[i].checked = self.epoch;
+            if let Some(inst) = self.get(pc).copied().filter(|_| aligned) {
+                return Ok(inst);
+            }
+        }
         // Read to the end of the page of `pc` (at most FETCH bytes), then two more dwords
         // for an instruction that straddles the end, if readable.
         let to_page_end = (4096 - (pc & 4095)) as usize;
@@ -507,13 +635,29 @@ impl CodeCache {
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
         if aligned {
+            // What the page's instructions are decoded from (the dwords read in the page);
+            // bytes that disagree with an earlier read of this dispatch (changed meanwhile)
+            // empty the page first, so that no slot holds an instruction decoded from other
+            // bytes than those recorded.
+            let page = pc & !4095;
+            let at_word = (pc & 4095) as usize / 4;
             let code = &words[..main / 4];
+            if let Some(&i) = self.index.get(&page)
+                && !self.sources[i].record(at_word, code)
+            {
+                self.forget(i);
+                self.sources[i].record(at_word, code);
+            }
             let mut at = 0;
             while at < code.len() {
                 let Ok(inst) = self.decode_one(&code[at..]) else {
                     break;
                 };
+                let new_page = !self.index.contains_key(&page);
                 self.insert(pc + 4 * at as u64, inst);
+                if new_page && let Some(&i) = self.index.get(&page) {
+                    self.sources[i].record(at_word, code);
+                }
                 at += usize::from(inst.dwords);
             }
         }

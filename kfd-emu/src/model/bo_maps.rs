@@ -81,6 +81,7 @@ impl BoMap {
             )
         }
         .ok()?;
+        super::host_calls::mapped();
         Some(BoMap {
             ptr: ptr.cast(),
             len,
@@ -93,6 +94,22 @@ impl BoMap {
     /// through it with atomic operations.
     pub(super) fn base(&self) -> *mut u8 {
         self.ptr
+    }
+
+    /// The bytes mapped.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Reads `buf` at `off` with relaxed atomic loads (a small GPU-view access: `gpu_view`'s
+    /// accesses that lie in one BO); refuses a range outside the map.
+    pub(super) fn read_at(&self, off: usize, buf: &mut [u8]) -> Result<(), Refused> {
+        if off.checked_add(buf.len()).is_none_or(|end| end > self.len) {
+            return Err(Refused::OutOfBounds);
+        }
+        // SAFETY: within the live map (checked above).
+        unsafe { load(self.ptr.add(off), buf) };
+        Ok(())
     }
 
     /// Whether `len` bytes at `off` are within the map.
@@ -399,6 +416,7 @@ unsafe fn process_write(tgid: i32, addr: u64, local: &[libc::iovec]) -> Result<(
 
 impl Drop for BoMap {
     fn drop(&mut self) {
+        super::host_calls::unmapped();
         // SAFETY: the mapping `map` made; no pointer into it outlives a `copy`, which borrows
         // the map.
         let _ = unsafe { rustix::mm::munmap(self.ptr.cast(), self.len) };

@@ -340,7 +340,8 @@ impl Work {
 }
 
 impl State {
-    /// Reads signal slot `id` of process `tgid`'s signal page.
+    /// Reads signal slot `id` of process `tgid`'s signal page (a BO page through its
+    /// long-lived mapping when the GPU made one, [`bo_maps`](super::bo_maps): no system call).
     pub(super) fn signal_slot(&self, tgid: i32, id: u32) -> Result<u64, Errno> {
         let process = self.procs.get(&tgid).ok_or(Errno::BADF)?;
         let offset = u64::from(id) * 8;
@@ -351,7 +352,10 @@ impl State {
                 EVENT_PAGE_OFFSET + offset,
                 &mut value,
             )?,
-            Some(SignalPage::Bo { backing }) => self.backing_read(backing, offset, &mut value)?,
+            Some(SignalPage::Bo { backing }) => match self.bo_maps.get(&backing) {
+                Some(map) if map.read_at(slot_at(offset)?, &mut value).is_ok() => {}
+                _ => self.backing_read(backing, offset, &mut value)?,
+            },
         }
         Ok(u64::from_ne_bytes(value))
     }
@@ -366,9 +370,15 @@ impl State {
                 EVENT_PAGE_OFFSET + offset,
                 &value.to_ne_bytes(),
             ),
-            Some(SignalPage::Bo { backing }) => {
-                self.backing_write(backing, offset, &value.to_ne_bytes())
-            }
+            Some(SignalPage::Bo { backing }) => match self.bo_maps.get(&backing) {
+                Some(map) if map.write(slot_at(offset)?, &value.to_ne_bytes()).is_ok() => Ok(()),
+                _ => self.backing_write(backing, offset, &value.to_ne_bytes()),
+            },
         }
     }
+}
+
+/// A signal slot's offset in its page as a mapping offset.
+fn slot_at(offset: u64) -> Result<usize, Errno> {
+    usize::try_from(offset).map_err(|_| Errno::FAULT)
 }

@@ -183,6 +183,7 @@ pub(super) fn read_at(
     mut buf: &mut [u8],
 ) -> Result<(), Errno> {
     while !buf.is_empty() {
+        super::host_calls::memfd_io();
         let n = rustix::io::pread(fd, &mut *buf, offset)?;
         if n == 0 {
             // Past the end of the file: what a mapping past EOF would show as SIGBUS.
@@ -197,6 +198,7 @@ pub(super) fn read_at(
 /// Writes `buf` at `offset` of a memfd.
 pub(super) fn write_at(fd: BorrowedFd<'_>, mut offset: u64, mut buf: &[u8]) -> Result<(), Errno> {
     while !buf.is_empty() {
+        super::host_calls::memfd_io();
         let n = rustix::io::pwrite(fd, buf, offset)?;
         if n == 0 {
             return Err(Errno::FAULT);

@@ -4,11 +4,13 @@
 
 use std::fmt;
 use std::ops::Range;
-use std::sync::{Mutex, Weak, mpsc};
+use std::sync::{Arc, Mutex, Weak, mpsc};
 
 use rustix::io::Errno;
 
+use super::bo_maps::BoMap;
 use super::driver::Driver;
+use super::process::State;
 
 /// Why a GPU access faulted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,10 +84,10 @@ impl Piece {
 
 /// Where a GPU page lives ([`Driver::page_route`]).
 pub(super) enum Route {
-    /// `offset` of a VRAM or GTT BO's memfd of `size` bytes.
+    /// `offset` of a VRAM or GTT BO's memfd, reached through its long-lived mapping
+    /// ([`bo_maps`](super::bo_maps), kept in the state until the BO's last reference goes).
     Memfd {
-        fd: std::sync::Arc<std::os::fd::OwnedFd>,
-        size: u64,
+        map: Arc<BoMap>,
         offset: u64,
         writable: bool,
     },
@@ -340,6 +342,12 @@ impl Driver {
         buf: &mut [u8],
         report: bool,
     ) -> Result<(), GpuFault> {
+        if let Some((map, off)) = self.small_window(tgid, gpu_id, va, buf.len(), false) {
+            let _busy = self.dev.clock.busy();
+            if map.read_at(off, buf).is_ok() {
+                return Ok(());
+            }
+        }
         self.copy(
             tgid,
             gpu_id,
@@ -367,7 +375,7 @@ impl Driver {
     /// retry-fault path, and is asked about again after.
     pub(super) fn page_route(&self, tgid: i32, gpu_id: u32, va: u64) -> Route {
         let page = va & !(super::memory::PAGE_SIZE - 1);
-        let st = self.lock();
+        let mut st = self.lock();
         let Some(process) = st.procs.get(&tgid) else {
             return Route::Unmapped;
         };
@@ -397,11 +405,13 @@ impl Driver {
             return Route::Other;
         };
         match &backing.store {
-            super::objects::Store::Memfd(fd) => Route::Memfd {
-                fd: std::sync::Arc::clone(fd),
-                size: backing.size,
-                offset,
-                writable: m.writable,
+            super::objects::Store::Memfd(_) => match bo_map(&mut st, m.backing) {
+                Some(map) => Route::Memfd {
+                    map,
+                    offset,
+                    writable: m.writable,
+                },
+                None => Route::Other,
             },
             &super::objects::Store::UserPtr { tgid: owner, addr } => match addr.checked_add(offset)
             {
@@ -453,6 +463,12 @@ impl Driver {
         va: u64,
         buf: &[u8],
     ) -> Result<(), GpuFault> {
+        if let Some((map, off)) = self.small_window(tgid, gpu_id, va, buf.len(), true) {
+            let _busy = self.dev.clock.busy();
+            if map.write(off, buf).is_ok() {
+                return Ok(());
+            }
+        }
         self.copy(
             tgid,
             gpu_id,
@@ -510,7 +526,11 @@ impl Driver {
                                 len,
                             },
                             None => Reach::Map {
-                                map: bo_map(&mut st, backing, offset, len)?,
+                                map: bo_map(&mut st, backing).filter(|m| {
+                                    offset
+                                        .checked_add(len as u64)
+                                        .is_some_and(|end| end <= m.len() as u64)
+                                })?,
                                 offset: usize::try_from(offset).ok()?,
                                 len,
                             },
@@ -717,31 +737,71 @@ impl Driver {
     }
 }
 
-/// The long-lived mapping of backing `id` (a VRAM or GTT BO's memfd, mapped whole on first
-/// use and kept in `State::bo_maps` until the backing's last reference goes), when `len` bytes
-/// at `offset` are within it; `None` for the driver's own memory or a memfd the host will not
-/// map.
-fn bo_map(
-    st: &mut super::process::State,
-    id: u64,
-    offset: u64,
-    len: usize,
-) -> Option<std::sync::Arc<super::bo_maps::BoMap>> {
+/// Accesses of at most this many bytes that lie in one VRAM or GTT BO mapping are moved
+/// through the BO's long-lived mapping ([`Driver::small_window`]): the packets, signals,
+/// pointers, descriptors and kernarg segments the engines read and write. Larger ones (bulk
+/// copies) keep `pread`/`pwrite`, which leave a BO's holes unallocated.
+const SMALL_ACCESS: usize = 256;
+
+impl Driver {
+    /// The long-lived mapping of the VRAM or GTT BO that GPU `gpu_id` of process `tgid`
+    /// maps over all of `[va, va + len)` (writable when `write`), and the offset of `va` in
+    /// it, for an access of at most [`SMALL_ACCESS`] bytes: what [`read_here`](Self::read_here)
+    /// and [`write_here`](Self::write_here) move without a system call. `None` (the access
+    /// takes the general path, which faults, reports and reaches process memory) for anything
+    /// else: a larger access, one not in one such BO, a USERPTR or SVM page, a read-only
+    /// mapping written, a USERPTR BO without pages, or an engine whose queue was destroyed
+    /// (the general path discards its access). The translation is the general path's
+    /// (`translate`: the GPU's BO mappings first), under the model's lock; the bytes move
+    /// after it is dropped, as the general path moves a process's.
+    fn small_window(
+        &self,
+        tgid: i32,
+        gpu_id: u32,
+        va: u64,
+        len: usize,
+        write: bool,
+    ) -> Option<(Arc<BoMap>, usize)> {
+        if len == 0 || len > SMALL_ACCESS || super::queues::cancelled() {
+            return None;
+        }
+        let mut st = self.lock();
+        let process = st.procs.get(&tgid)?;
+        let pdd = process
+            .pdds
+            .iter()
+            .find(|p| p.gpu_id == gpu_id && gpu_id != 0)?;
+        let (start, m) = pdd.vm.lookup(va)?;
+        let end = va.checked_add(len as u64)?;
+        if end > m.end || (write && !m.writable) || process.userptrs.no_pages.contains(&m.backing) {
+            return None;
+        }
+        let backing = m.backing;
+        let offset = m.offset.checked_add(va - start)?;
+        if !matches!(
+            st.backings.get(&backing)?.store,
+            super::objects::Store::Memfd(_)
+        ) {
+            return None;
+        }
+        let map = bo_map(&mut st, backing)?;
+        let off = usize::try_from(offset).ok()?;
+        (off.checked_add(len)? <= map.len()).then_some((map, off))
+    }
+}
+
+/// The long-lived mapping of backing `id`'s memfd ([`State::bo_maps`]), made on first use;
+/// `None` for a backing that is not a memfd, or a mapping the host refuses.
+fn bo_map(st: &mut State, id: u64) -> Option<Arc<BoMap>> {
+    if let Some(map) = st.bo_maps.get(&id) {
+        return Some(Arc::clone(map));
+    }
     let backing = st.backings.get(&id)?;
     let super::objects::Store::Memfd(fd) = &backing.store else {
         return None;
     };
-    if offset.checked_add(len as u64)? > backing.size {
-        return None;
-    }
-    if let Some(map) = st.bo_maps.get(&id) {
-        return Some(std::sync::Arc::clone(map));
-    }
-    let map = std::sync::Arc::new(super::bo_maps::BoMap::map(
-        std::sync::Arc::clone(fd),
-        backing.size,
-    )?);
-    st.bo_maps.insert(id, std::sync::Arc::clone(&map));
+    let map = Arc::new(BoMap::map(Arc::clone(fd), backing.size)?);
+    st.bo_maps.insert(id, Arc::clone(&map));
     Some(map)
 }
 

@@ -42,7 +42,9 @@
 //!   the GPU stopped, the memory events set). An instruction
 //!   prefetch past the instruction being fetched reports nothing ([`Driver::peek_here`]).
 //!   The bytes of VRAM and GTT BOs are reached through a shared mapping of their memfds
-//!   (`GpuMemory`: no lock or system call per lane); USERPTR and SVM pages the GPU maps are
+//!   (`GpuMemory`: no lock or system call per lane), the state's long-lived one
+//!   ([`bo_maps`](super::bo_maps), made with the BO's first GPU access and unmapped with its
+//!   last reference: a dispatch maps and unmaps nothing); USERPTR and SVM pages the GPU maps are
 //!   reached with one `process_vm_readv`/`writev` per access and no lock, their translation
 //!   cached until the next MMU-notifier event or SVM unmap (the first access to a page, and
 //!   the first after an invalidation, goes through the GPU view and its retry-fault path);
@@ -110,7 +112,11 @@
 //!   (`kfd_gfx9::dispatch`, "Global wave sync").
 //! * Threads: the workgroups run on up to [`ModelConfig::gpu_threads`](super::ModelConfig)
 //!   threads started for the dispatch (each marked an own thread). The engine thread waits
-//!   for them. A long kernel holds its queue's packet: DESTROY_QUEUE (and a process's exit)
+//!   for them. Their decoded code and wave state are the queue's
+//!   ([`Runner::dispatch_pool`](super::queues::Runner), a [`dispatch::Pool`]), kept from one
+//!   dispatch to the next as a CU keeps its instruction cache: a kernel dispatched again
+//!   decodes nothing unless its code's bytes changed (each cached page is compared with
+//!   memory at its first fetch of each dispatch) and allocates no wave registers. A long kernel holds its queue's packet: DESTROY_QUEUE (and a process's exit)
 //!   cancel it between quanta — its remaining waves never run, what it wrote stays —; a
 //!   deactivating UPDATE_QUEUE holds its threads between quanta, its waves kept, and returns
 //!   once none runs a wave (the CP's context save and restore, CWSR: `queues::Runner`'s
@@ -172,6 +178,33 @@ const QUEUE_PROPERTIES: u64 = 180;
 /// `AMD_QUEUE_PROPERTIES_USE_SCRATCH_ONCE` and `_ENABLE_PROFILING`.
 const USE_SCRATCH_ONCE: u32 = 1 << 4;
 const ENABLE_PROFILING: u32 = 1 << 3;
+/// `amd_queue_t` from `read_dispatch_id_field_base_byte_offset` (136) to the end of
+/// `queue_properties` (184): what a dispatch reads of the queue ([`queue_fields`]).
+const QUEUE_FIELDS_AT: u64 = 136;
+const QUEUE_FIELDS: usize = 48;
+
+/// The `amd_queue_t` word at `field` (one of the offsets above) of a [`queue_fields`] block.
+fn queue_word(block: &[u8; QUEUE_FIELDS], field: u64) -> u32 {
+    let i = (field - QUEUE_FIELDS_AT) as usize;
+    u32::from_le_bytes([block[i], block[i + 1], block[i + 2], block[i + 3]])
+}
+
+/// `amd_queue_t`'s fields a dispatch reads, from the read-index offset field on (bytes
+/// 136..184: the offset, `compute_tmpring_size`, the scratch descriptor and base,
+/// `queue_properties`), in one access — one system call where the queue is process memory,
+/// as ROCr's is on a dGPU — when the queue is laid out as ROCr lays it out: the offset field
+/// says the read index is at 128, so the block read at the read index + 8 is the queue's
+/// bytes 136..184. `None` otherwise, or when the block is not readable (it is read
+/// speculatively: no fault reported), and the caller reads field by field as before
+/// ([`queue_error::amd_queue`]).
+fn queue_fields(drv: &Driver, w: &Work) -> Option<[u8; QUEUE_FIELDS]> {
+    let mut block = [0u8; QUEUE_FIELDS];
+    drv.peek_here(w.tgid, w.gpu_id, w.rptr_va.checked_add(8)?, &mut block)
+        .ok()?;
+    (u32::from_le_bytes([block[0], block[1], block[2], block[3]]) == 128 && w.rptr_va >= 128)
+        .then_some(block)
+}
+
 /// `amd_signal_t.start_ts` (`amd_hsa_signal.h`; `end_ts` follows it).
 const SIGNAL_START_TS: u64 = 32;
 
@@ -345,8 +378,10 @@ struct GpuMemory<'a> {
     fault: Mutex<Option<GpuFault>>,
     /// Translations by page address.
     pages: std::sync::RwLock<Translations>,
-    /// The memfd mappings, by memfd (its `Arc`'s address).
-    windows: Mutex<std::collections::HashMap<usize, BoMap>>,
+    /// The BO mappings the translations point into, by mapping (its `Arc`'s address): the
+    /// state's long-lived ones ([`bo_maps`](super::bo_maps), made with a BO's first access and
+    /// unmapped with its last reference), held so that none goes while the dispatch runs.
+    windows: Mutex<std::collections::HashMap<usize, std::sync::Arc<BoMap>>>,
     /// This dispatch's number, which the threads' last-page caches ([`LAST_PAGE`]) are keyed
     /// by.
     generation: u64,
@@ -450,31 +485,22 @@ impl GpuMemory<'_> {
         }
         let p = match self.drv.page_route(self.tgid, self.gpu_id, page) {
             Route::Memfd {
-                fd,
-                size,
+                map,
                 offset,
                 writable,
-            } if offset + PAGE <= size => {
-                let key = std::sync::Arc::as_ptr(&fd) as usize;
-                let mut windows = self
-                    .windows
+            } if offset + PAGE <= map.len() as u64 => {
+                // SAFETY: `offset + PAGE <= map.len()`, the window's length.
+                let base = unsafe { map.base().add(offset as usize) };
+                // The window stays mapped while the dispatch runs (its `Arc` kept here), even
+                // if the BO is freed meanwhile.
+                self.windows
                     .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if let std::collections::hash_map::Entry::Vacant(v) = windows.entry(key)
-                    && let Some(window) = BoMap::map(fd, size)
-                {
-                    v.insert(window);
-                }
-                match windows.get(&key) {
-                    Some(window) => {
-                        // SAFETY: `offset + PAGE <= size`, the window's length.
-                        let base = unsafe { window.base().add(offset as usize) };
-                        Page::Mapped {
-                            base: PagePtr(base),
-                            writable,
-                        }
-                    }
-                    None => Page::Slow,
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .entry(std::sync::Arc::as_ptr(&map) as usize)
+                    .or_insert(map);
+                Page::Mapped {
+                    base: PagePtr(base),
+                    writable,
                 }
             }
             Route::Process {
@@ -893,7 +919,15 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
     let dims = (u16_at(2) & 3) as usize;
     let grid: [u32; 3] = std::array::from_fn(|d| if d < dims { u32_at(12 + 4 * d) } else { 1 });
     let workgroup: [u32; 3] = std::array::from_fn(|d| if d < dims { u16_at(4 + 2 * d) } else { 1 });
-    let queue = queue_error::amd_queue(drv, w.tgid, w.gpu_id, w.rptr_va)?;
+    // `amd_queue_t` from its read-index offset field to `queue_properties` in one access
+    // when it is laid out as ROCr lays it out (the read index at 128); else field by field.
+    let (queue, mut fields) = match queue_fields(drv, w) {
+        Some(block) => (w.rptr_va - 128, Some(block)),
+        None => (
+            queue_error::amd_queue(drv, w.tgid, w.gpu_id, w.rptr_va)?,
+            None,
+        ),
+    };
     let apertures = gpu.apertures();
     let mut d = Dispatch {
         target,
@@ -918,9 +952,15 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
     let mut properties = 0;
     if d.scratch_wave_bytes() > 0 {
         // The queue's scratch, as ROCr last set it up; whether it is too little.
-        let read_scratch = |d: &mut Dispatch| -> Result<(bool, u32), GpuFault> {
+        let read_scratch = |d: &mut Dispatch,
+                            fields: &mut Option<[u8; QUEUE_FIELDS]>|
+         -> Result<(bool, u32), GpuFault> {
             let mut q = [0u8; 44];
-            drv.read_here(w.tgid, w.gpu_id, queue + QUEUE_TMPRING, &mut q)?;
+            match fields.take() {
+                // Read with the offset field just now.
+                Some(block) => q.copy_from_slice(&block[4..]),
+                None => drv.read_here(w.tgid, w.gpu_id, queue + QUEUE_TMPRING, &mut q)?,
+            }
             let word = |o: u64| {
                 let i = (o - QUEUE_TMPRING) as usize;
                 u32::from_le_bytes([q[i], q[i + 1], q[i + 2], q[i + 3]])
@@ -937,7 +977,7 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
                 || d.scratch.slots < d.waves_per_group();
             Ok((short, word(QUEUE_PROPERTIES)))
         };
-        let (short, props) = read_scratch(&mut d)?;
+        let (short, props) = read_scratch(&mut d, &mut fields)?;
         properties = props;
         if short {
             // The runtime writes the scratch fields, then 0 in the signal: a request it
@@ -948,7 +988,7 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
                 // Asked already: the runtime has not answered yet.
                 Some(v) if v != 0 => Outcome::Wait,
                 // Answered meanwhile: the next turn runs the dispatch.
-                Some(_) if !read_scratch(&mut d)?.0 => Outcome::Wait,
+                Some(_) if !read_scratch(&mut d, &mut None)?.0 => Outcome::Wait,
                 Some(_) => {
                     trace(drv, w, &|| {
                         "KERNEL_DISPATCH needs scratch: asks the runtime (code 1)".into()
@@ -965,10 +1005,13 @@ pub(super) fn run(drv: &Driver, w: &Work, at: u64, packet: &[u8; 64]) -> Result<
     }
     // Profiling (AMD_QUEUE_PROPERTIES_ENABLE_PROFILING): read quietly, so that a queue with
     // no amd_queue_t (kfd-queue's own AQL queues) only goes without timestamps.
-    let profiling = {
-        let mut b = [0u8; 4];
-        drv.peek_here(w.tgid, w.gpu_id, queue + QUEUE_PROPERTIES, &mut b)
-            .is_ok_and(|()| u32::from_le_bytes(b) & ENABLE_PROFILING != 0)
+    let profiling = match fields {
+        Some(block) => queue_word(&block, QUEUE_PROPERTIES) & ENABLE_PROFILING != 0,
+        None => {
+            let mut b = [0u8; 4];
+            drv.peek_here(w.tgid, w.gpu_id, queue + QUEUE_PROPERTIES, &mut b)
+                .is_ok_and(|()| u32::from_le_bytes(b) & ENABLE_PROFILING != 0)
+        }
     };
     let completion = u64_at(56);
     let start = drv.dev.clock.raw_ns() / 10;
@@ -1051,7 +1094,7 @@ fn execute(
     };
     let started = std::time::Instant::now();
     w.runner.dispatching(true);
-    let result = dispatch::run(d, &mem, &opts, &hooks);
+    let result = dispatch::run_in(d, &mem, &opts, &hooks, &w.runner.dispatch_pool);
     w.runner.dispatching(false);
     let took = started.elapsed();
     trace(drv, w, &|| {

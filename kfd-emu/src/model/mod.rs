@@ -20,7 +20,8 @@
 //!    `trace` (the `--trace` printer: ioctl arguments, errnos and constants by their ABI names),
 //!    `timing` (the timing model: link, fault, prefetch and SDMA costs, and the model's clock),
 //!    `observe` (the SVM observer a tool may install: SET_ATTRs and XNACK modes), `bo_maps`
-//!    (long-lived shared mappings of BO memfds, for the copy engines' bulk copies).
+//!    (long-lived shared mappings of BO memfds, for the copy engines' bulk copies),
+//!    `host_calls` (counts of the system calls GPU accesses make, for the tests).
 //! 2. **State** — per-process data only, with no reference to the model or a caller, testable
 //!    alone: `process` (`State`: the KFD processes, their GPU VMs, objects and accounts),
 //!    `objects`, `vm`, `events` (the event table), `smi` (SMI clients and their records),
@@ -205,6 +206,7 @@ mod gem_ioctls;
 mod gpu_view;
 mod handlers;
 mod host;
+mod host_calls;
 mod kernel;
 mod memory;
 mod memory_ioctls;
@@ -234,6 +236,7 @@ pub use device::Kernel;
 pub use device::ModelConfig;
 pub use fail::{FailRule, FailRuleError};
 pub use gpu_view::{GpuFault, GpuFaultReason};
+pub use host_calls::{HostCalls, host_calls};
 pub use observe::{SvmObserver, SvmSetAttr};
 pub use svm::{SvmPage, SvmRange};
 pub use timing::{Clock, ClockMode, Costs, LinkCost, Timing, TimingError};

@@ -214,15 +214,80 @@ pub(super) struct Dmabuf {
     pub key: FileKey,
 }
 
-/// Reads another process's memory (`process_vm_readv`).
+/// Open `/proc/<tgid>/mem` files kept for the GPU's accesses to process memory
+/// ([`remote_read`], [`remote_write`]), the most recently opened last: a `pread`/`pwrite` on
+/// one costs the host no `ptrace` access check and no task lookup, which every
+/// `process_vm_readv`/`writev` makes (`mm_access`: a quarter of an empty dispatch's time on a
+/// queue in USERPTR memory, `docs/conformance.md`, "A dispatch's fixed cost"). The file
+/// holds the process's `mm` as it was when opened: a process gone (or a pid reused) reads
+/// nothing through it, and the access falls back to `process_vm_*`, which says why.
+static MEM_FILES: std::sync::Mutex<Vec<(i32, Arc<std::fs::File>)>> =
+    std::sync::Mutex::new(Vec::new());
+/// Files [`MEM_FILES`] keeps at most.
+const MEM_FILES_KEPT: usize = 16;
+
+/// Process `tgid`'s kept `/proc/<tgid>/mem`, opened on first use; `None` when it cannot be.
+fn mem_file(tgid: i32) -> Option<Arc<std::fs::File>> {
+    let lock = || MEM_FILES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, f)) = lock().iter().find(|(t, _)| *t == tgid) {
+        return Some(Arc::clone(f));
+    }
+    let file = Arc::new(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(format!("/proc/{tgid}/mem"))
+            .ok()?,
+    );
+    let mut files = lock();
+    files.retain(|(t, _)| *t != tgid);
+    if files.len() >= MEM_FILES_KEPT {
+        files.remove(0);
+    }
+    files.push((tgid, Arc::clone(&file)));
+    Some(file)
+}
+
+/// Drops process `tgid`'s kept file (an access through it failed: the process may be gone).
+fn forget_mem_file(tgid: i32) {
+    MEM_FILES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|(t, _)| *t != tgid);
+}
+
+/// Moves bytes of process `tgid`'s memory through its kept `/proc/<tgid>/mem` ([`MEM_FILES`]):
+/// what `process_vm_*` followed by the `/proc/<tgid>/mem` fallback of [`remote_read`] and
+/// [`remote_write`] reach (the file's accesses are forced, as that fallback's are), in one
+/// call. False when it failed (nothing to rely on: the caller goes the `process_vm_*` way).
+fn through_mem_file(tgid: i32, f: impl FnOnce(&std::fs::File) -> std::io::Result<()>) -> bool {
+    let Some(file) = mem_file(tgid) else {
+        return false;
+    };
+    super::host_calls::process_vm();
+    if f(&file).is_ok() {
+        return true;
+    }
+    forget_mem_file(tgid);
+    false
+}
+
+/// Reads another process's memory: through its kept `/proc/<pid>/mem` ([`MEM_FILES`]), else
+/// `process_vm_readv` (and `/proc/<pid>/mem` opened anew for memory hidden from the CPU).
 pub(super) fn remote_read(tgid: i32, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
     use nix::sys::uio::{RemoteIoVec, process_vm_readv};
+    if through_mem_file(tgid, |f| {
+        std::os::unix::fs::FileExt::read_exact_at(f, buf, addr)
+    }) {
+        return Ok(());
+    }
     let len = buf.len();
     let remote = [RemoteIoVec {
         base: usize::try_from(addr).map_err(|_| Errno::FAULT)?,
         len,
     }];
     let mut local = [std::io::IoSliceMut::new(buf)];
+    super::host_calls::process_vm();
     match process_vm_readv(nix::unistd::Pid::from_raw(tgid), &mut local, &remote) {
         Ok(n) if n == len => Ok(()),
         // Memory the supervisor hid from the CPU (`svm::cpu`), which the GPU still reaches.
@@ -248,14 +313,20 @@ fn forced(
     f(&file, addr).map_err(|_| Errno::FAULT)
 }
 
-/// Writes another process's memory (`process_vm_writev`).
+/// Writes another process's memory: as [`remote_read`] reads it (`process_vm_writev` the fallback).
 pub(super) fn remote_write(tgid: i32, addr: u64, buf: &[u8]) -> Result<(), Errno> {
     use nix::sys::uio::{RemoteIoVec, process_vm_writev};
+    if through_mem_file(tgid, |f| {
+        std::os::unix::fs::FileExt::write_all_at(f, buf, addr)
+    }) {
+        return Ok(());
+    }
     let remote = [RemoteIoVec {
         base: usize::try_from(addr).map_err(|_| Errno::FAULT)?,
         len: buf.len(),
     }];
     let local = [std::io::IoSlice::new(buf)];
+    super::host_calls::process_vm();
     match process_vm_writev(nix::unistd::Pid::from_raw(tgid), &local, &remote) {
         Ok(n) if n == buf.len() => Ok(()),
         // Memory hidden from the CPU (see `remote_read`).

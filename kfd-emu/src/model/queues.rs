@@ -236,6 +236,10 @@ pub(super) struct Runner {
     resumed: Condvar,
     /// Wakes the queue's engine thread.
     pub kick: Kick,
+    /// What the queue's kernel dispatches keep from one to the next (`kernel`): the
+    /// dispatch threads' code caches and wave state, as a CU keeps its instruction cache
+    /// ([`kfd_gfx9::dispatch::Pool`]); dropped with the queue.
+    pub dispatch_pool: kfd_gfx9::dispatch::Pool,
 }
 
 #[derive(Debug, Default)]

@@ -165,14 +165,20 @@ impl Wakeups {
     /// worker calls it before it answers a call, so that the caller, interrupted, stops
     /// before it runs on and runs the plan first.
     pub(crate) fn sync(&self) {
+        let mut st = self.state();
+        let target = st.posted;
+        if st.processed >= target {
+            // Nothing to wait for (every GPU access asks: no system call then).
+            return;
+        }
+        drop(st);
         let me = rustix::thread::gettid().as_raw_nonzero().get();
         if self.tracer_tid.load(Ordering::Acquire) == me {
             // The tracer acts on them itself, next.
             return;
         }
         let deadline = Instant::now() + Duration::from_secs(2);
-        let mut st = self.state();
-        let target = st.posted;
+        st = self.state();
         while st.processed < target && self.tracer_tid.load(Ordering::Acquire) != 0 {
             if Instant::now() > deadline {
                 return;
