@@ -6,8 +6,9 @@
 //! path or runs by reference (every other SOP2/SOP1/SOPK/SOPC, `s_setreg_b32` of MODE, which
 //! can set VSKIP and the float modes between two planned instructions) on random registers,
 //! EXEC masks (none, one lane, a few, random, all), VCC, SCC and MODE. Both runs must end with
-//! the same outcome and the same wave, register by register; and most instructions of the
-//! planned run must have come from plans (or this would test nothing: `cached_plans`).
+//! the same outcome and the same wave, register by register. The planned run goes over a
+//! cache that has run the program once, so every instruction it reaches is planned before it
+//! runs (an inverted `s_cbranch_scc0` plan, or a VALU plan that ignores VSKIP, fails it).
 //!
 //! And a code write: a loop whose body the program rewrites in memory, then `s_icache_inv`,
 //! must run the new instruction on its next pass (`a_plan_follows_a_code_rewrite`).

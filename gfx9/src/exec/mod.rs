@@ -110,34 +110,37 @@ enum Exit {
 /// instruction at `wave.pc` must take the per-step path ([`other`]).
 #[inline(always)]
 fn planned(wave: &mut Wave, code: &mut CodeCache, budget: usize, executed: &mut usize) -> Exit {
+    // The PC is kept here and stored to the wave before anything that may read or change it
+    // (an instruction run by reference) and when the run stops.
     let mut pc = wave.pc;
     loop {
         // Branches keep the PC dword-aligned; a misaligned one (`s_setpc` of a bad address) is
         // decoded where it points, uncached (`CodeCache::fetch_miss`).
         if !pc.is_multiple_of(4) {
+            wave.pc = pc;
             return Exit::Other(pc);
         }
         let Some((base, slots)) = code.page(pc) else {
+            wave.pc = pc;
             return Exit::Other(pc);
         };
-        // Instructions of this page, until the PC leaves it.
+        // Instructions of this page, until the PC leaves it. Only an instruction run by
+        // reference can make the PC misaligned: a planned one's next PC and a planned
+        // branch's target are dword-aligned.
         loop {
             let off = pc.wrapping_sub(base);
             if off >= 4096 {
                 break;
             }
-            if !pc.is_multiple_of(4) {
-                return Exit::Other(pc);
-            }
             let plan::Slot { inst, plan } = &mut slots[(off / 4) as usize];
             let Some(inst) = inst else {
+                wave.pc = pc;
                 return Exit::Other(pc);
             };
             if let plan::Planning::Unknown = plan {
                 *plan = planning(inst, pc);
             }
-            let next = pc.wrapping_add(4 * u64::from(inst.dwords));
-            wave.pc = next;
+            let mut next = pc.wrapping_add(4 * u64::from(inst.dwords));
             let result = match plan {
                 plan::Planning::Valu(p) => {
                     if !salu::vskip(wave) {
@@ -145,26 +148,49 @@ fn planned(wave: &mut Wave, code: &mut CodeCache, budget: usize, executed: &mut 
                     }
                     Ok(Flow::Continue)
                 }
-                plan::Planning::Vector => {
-                    if salu::vskip(wave) {
-                        Ok(Flow::Continue)
-                    } else {
-                        valu::run_ref(wave, inst, pc)
-                    }
-                }
-                plan::Planning::Scalar => salu::execute_alu(wave, inst, pc),
-                &mut plan::Planning::Sop2 { op, d, a, b } => {
-                    salu::run_sop2(wave, (op, d, a, b), inst, pc)
-                }
-                &mut plan::Planning::Mov { d, a } => salu::run_mov(wave, d, a, inst, pc),
-                &mut plan::Planning::Cmp { kind, signed, a, b } => {
-                    salu::run_cmp(wave, (kind, signed, a, b), inst, pc)
-                }
                 &mut plan::Planning::Branch { cond, target } => {
-                    salu::run_branch(wave, cond, target);
+                    if salu::taken(wave, cond) {
+                        next = target;
+                    }
                     Ok(Flow::Continue)
                 }
                 plan::Planning::Nop => Ok(Flow::Continue),
+                // These never change the PC (neither planned nor on their fallback).
+                &mut plan::Planning::Sop2 { op, d, a, b } => {
+                    wave.pc = next;
+                    salu::run_sop2(wave, (op, d, a, b), inst, pc)
+                }
+                &mut plan::Planning::Mov { d, a } => {
+                    wave.pc = next;
+                    salu::run_mov(wave, d, a, inst, pc)
+                }
+                &mut plan::Planning::Cmp { kind, signed, a, b } => {
+                    wave.pc = next;
+                    salu::run_cmp(wave, (kind, signed, a, b), inst, pc)
+                }
+                plan::Planning::Vector => {
+                    wave.pc = next;
+                    if salu::vskip(wave) {
+                        Ok(Flow::Continue)
+                    } else {
+                        let r = valu::run_ref(wave, inst, pc);
+                        next = wave.pc;
+                        r
+                    }
+                }
+                plan::Planning::Scalar => {
+                    wave.pc = next;
+                    let r = salu::execute_alu(wave, inst, pc);
+                    next = wave.pc;
+                    if !next.is_multiple_of(4) && matches!(r, Ok(Flow::Continue)) {
+                        *executed += 1;
+                        if *executed >= budget {
+                            return Exit::Ran(pc, r);
+                        }
+                        return Exit::Other(next);
+                    }
+                    r
+                }
                 plan::Planning::None | plan::Planning::Unknown => {
                     wave.pc = pc;
                     return Exit::Other(pc);
@@ -172,9 +198,10 @@ fn planned(wave: &mut Wave, code: &mut CodeCache, budget: usize, executed: &mut 
             };
             *executed += 1;
             if *executed >= budget || !matches!(result, Ok(Flow::Continue)) {
+                wave.pc = next;
                 return Exit::Ran(pc, result);
             }
-            pc = wave.pc;
+            pc = next;
         }
     }
 }

@@ -53,6 +53,17 @@
 //!   handler). [`Wave::mode`] and [`Wave::gpr_idx`] are what the
 //!   vector ALU reads of them.
 //!
+//! # Plans
+//!
+//! [`planning`] says how an instruction runs from the code cache (`exec::plan`): the 32-bit
+//! SOP2 operations, `s_mov_b32`, `s_movk_i32` and the 32-bit SOPC compares into an SGPR with
+//! their operands resolved ([`run_sop2`], [`run_mov`], [`run_cmp`]: the same [`sop2_b32`] and
+//! `compare` as the per-step path, which they fall back to for an operand they cannot read);
+//! other SOP2/SOPK/SOP1/SOPC instructions by reference; the SOPP branches with their target
+//! resolved ([`taken`]: the conditions of `sopp`) and the SOPP instructions with no effect
+//! here; every other SOPP instruction on the per-step path (it may reach the code cache or end
+//! the wave).
+//!
 //! # Not executed
 //!
 //! `s_rfe_restore_b64` (SOP2 43, trap handlers only) is not in the opcode table: it stops
@@ -545,10 +556,10 @@ pub(super) fn run_cmp(
     execute_alu(w, inst, pc)
 }
 
-/// Runs a planned SOPP branch: to `target` when `cond` holds (as [`sopp`]).
+/// Whether a planned SOPP branch is taken: `cond` holds (as [`sopp`] decides).
 #[inline(always)]
-pub(super) fn run_branch(w: &mut Wave, cond: Cond, target: u64) {
-    let taken = match cond {
+pub(super) fn taken(w: &Wave, cond: Cond) -> bool {
+    match cond {
         Cond::Always => true,
         Cond::Scc0 => !w.scc,
         Cond::Scc1 => w.scc,
@@ -557,9 +568,6 @@ pub(super) fn run_branch(w: &mut Wave, cond: Cond, target: u64) {
         Cond::Vccnz => w.vcc & w.lane_mask() != 0,
         Cond::Execz => w.exec == 0,
         Cond::Execnz => w.exec != 0,
-    };
-    if taken {
-        w.pc = target;
     }
 }
 

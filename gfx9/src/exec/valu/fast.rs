@@ -18,9 +18,12 @@
 //!
 //! The lane-wise operations (all but the compares, `v_cndmask_b32` and the carry operations)
 //! are also planned ([`plan`], [`run_plan`]): when such an instruction first runs from the
-//! code cache, its operation, destination and source kinds are resolved once and kept with
-//! it (`exec::plan`), and `exec::steps` runs it from there: the same lane computation
-//! ([`sparse`] or [`run_arrays`]), without matching the form and operands again.
+//! code cache, its operation ([`Lane`], one per opcode), destination and sources ([`Source`])
+//! are resolved once and kept with it (`exec::plan`), and `exec::steps` runs it from there,
+//! lane by lane with the operation's own arm of [`sparse_lane`] (no function pointer per lane,
+//! no per-source match) or on the arrays ([`run_arrays`]). One table (`lane_table!`) gives
+//! each operation's opcode, its [`Shape`] for the array path and its arm, so the two cannot
+//! compute different things; `fast::tests` holds each plan to the general path.
 
 use super::float::{Mode, flush32};
 use super::round;
