@@ -20,6 +20,13 @@
 //! `exec::steps`: planned VALU operations, SOP1/SOP2/SOPK/SOPC by reference), `stepped` 54.5
 //! M/s (ratio 0.747: 1.34× faster), `nine_lanes_1_thread` 9.9 M/s. (The last session's 46.3
 //! M/s against 7.9 M/s were wall-clock figures on a quieter VM.)
+//!
+//! Measured (2026-12-02, branch `h-vloop`, CPU time, the VM at a load average of ~9–11):
+//! `one_lane_1_thread` 132.8 M wave-instructions/s (plans per opcode: each lane-wise VALU
+//! operation by its own match arm with branch-free sources, SOP2/`s_mov`/SOPC compares with
+//! resolved operands, SOPP branches and `s_waitcnt` planned, run page by page with the PC in
+//! a local), `stepped` 56.2 M/s (ratio 0.423: 2.36× faster; `h-fast`'s plans were 1.34×),
+//! `nine_lanes_1_thread` 11.7 M/s.
 
 #[path = "../../kfd-ioctl/benches/ratio.rs"]
 mod ratio;

@@ -65,20 +65,28 @@ pub struct Ran {
 /// not [`Flow::Continue`] (an error, `s_endpgm`, a barrier, a message...) or `budget`
 /// instructions have run (at least one runs).
 ///
-/// The loop a dispatcher runs a wave's turn with: the instruction at `wave.pc` comes from the
-/// [`CodeCache`] by reference, and what the cache planned when the instruction first ran
-/// (`exec::plan`) decides how it runs: a lane-wise VALU operation of the fast path from its
-/// plan (no copy of the instruction, no match on its form or operands; unless MODE's VSKIP
-/// drops it), a SOP2/SOPK/SOP1/SOPC instruction by reference; anything else is copied and
-/// executed ([`execute`]). Each computes what [`execute`] computes for it. ([`step`] is one
-/// instruction of this.)
+/// The loop a dispatcher runs a wave's turn with: while the PC stays in one cached code
+/// page, the instruction at `wave.pc` is its slot of the [`CodeCache`] page, by reference,
+/// and what the cache planned when the instruction first ran (`exec::plan`) decides how it
+/// runs: a lane-wise VALU operation from its plan (its operation's own code, the operands
+/// resolved; unless MODE's VSKIP drops it), another VALU instruction by reference, the common
+/// 32-bit scalar operations and compares from their plans, other SOP2/SOPK/SOP1/SOPC
+/// instructions by reference, SOPP branches with their target resolved and `s_waitcnt`/
+/// `s_nop` as the no-ops they are here. Anything else (memory, the rest of SOPP, `lds_direct`
+/// sources, an instruction not decoded yet) is copied and executed ([`execute`]) with the
+/// code cache released, so an `s_icache_inv` that empties it leaves no plan in use. Each
+/// computes what [`execute`] computes for it. ([`step`] is one instruction of this.)
 pub fn steps(wave: &mut Wave, ctx: &mut Ctx<'_>, budget: usize) -> Ran {
     let mut executed = 0;
     loop {
-        let pc = wave.pc;
-        executed += 1;
-        let result = one(wave, ctx, pc);
-        if executed >= budget || result != Ok(Flow::Continue) {
+        let (pc, result) = match planned(wave, ctx.code, budget, &mut executed) {
+            Exit::Ran(pc, result) => (pc, result),
+            Exit::Other(pc) => {
+                executed += 1;
+                (pc, other(wave, ctx, pc))
+            }
+        };
+        if executed >= budget || !matches!(result, Ok(Flow::Continue)) {
             return Ran {
                 executed,
                 pc,
@@ -88,50 +96,139 @@ pub fn steps(wave: &mut Wave, ctx: &mut Ctx<'_>, budget: usize) -> Ran {
     }
 }
 
-/// One instruction of [`steps`], at `pc` (= `wave.pc`).
+/// Where [`planned`] stopped.
+enum Exit {
+    /// The instruction at this address ran; its outcome is not [`Flow::Continue`] or the
+    /// budget ran out.
+    Ran(u64, Result<Flow, ExecError>),
+    /// The instruction at this address (`wave.pc`, untouched) has no plan, or is not cached.
+    Other(u64),
+}
+
+/// Runs planned instructions from the code cache's pages (see [`steps`]), counting them in
+/// `executed`, until one's outcome is not [`Flow::Continue`], `budget` is reached, or the
+/// instruction at `wave.pc` must take the per-step path ([`other`]).
 #[inline(always)]
-fn one(wave: &mut Wave, ctx: &mut Ctx<'_>, pc: u64) -> Result<Flow, ExecError> {
-    // Branches keep the PC dword-aligned; a misaligned one (`s_setpc` of a bad address) is
-    // decoded where it points, uncached (`CodeCache::fetch_miss`).
-    let slot = if pc.is_multiple_of(4) {
-        ctx.code.slot(pc)
-    } else {
-        None
-    };
-    let inst = match slot {
-        Some(plan::Slot {
-            inst: Some(inst),
-            plan,
-        }) => {
-            wave.pc = pc.wrapping_add(4 * u64::from(inst.dwords));
-            match plan {
+fn planned(wave: &mut Wave, code: &mut CodeCache, budget: usize, executed: &mut usize) -> Exit {
+    // The PC is kept here and stored to the wave before anything that may read or change it
+    // (an instruction run by reference) and when the run stops.
+    let mut pc = wave.pc;
+    loop {
+        // Branches keep the PC dword-aligned; a misaligned one (`s_setpc` of a bad address) is
+        // decoded where it points, uncached (`CodeCache::fetch_miss`).
+        if !pc.is_multiple_of(4) {
+            wave.pc = pc;
+            return Exit::Other(pc);
+        }
+        let Some((base, slots)) = code.page(pc) else {
+            wave.pc = pc;
+            return Exit::Other(pc);
+        };
+        // Instructions of this page, until the PC leaves it. Only an instruction run by
+        // reference can make the PC misaligned: a planned one's next PC and a planned
+        // branch's target are dword-aligned.
+        loop {
+            let off = pc.wrapping_sub(base);
+            if off >= 4096 {
+                break;
+            }
+            let plan::Slot { inst, plan } = &mut slots[(off / 4) as usize];
+            let Some(inst) = inst else {
+                wave.pc = pc;
+                return Exit::Other(pc);
+            };
+            if let plan::Planning::Unknown = plan {
+                *plan = planning(inst, pc);
+            }
+            let mut next = pc.wrapping_add(4 * u64::from(inst.dwords));
+            let result = match plan {
                 plan::Planning::Valu(p) => {
-                    if !salu::vskipped(wave, inst) && valu::run_plan(p, wave, inst) {
-                        return Ok(Flow::Continue);
+                    if !salu::vskip(wave) {
+                        valu::run_plan(p, wave, inst);
+                    }
+                    Ok(Flow::Continue)
+                }
+                &mut plan::Planning::Branch { cond, target } => {
+                    if salu::taken(wave, cond) {
+                        next = target;
+                    }
+                    Ok(Flow::Continue)
+                }
+                plan::Planning::Nop => Ok(Flow::Continue),
+                // These never change the PC (neither planned nor on their fallback).
+                &mut plan::Planning::Sop2 { op, d, a, b } => {
+                    wave.pc = next;
+                    salu::run_sop2(wave, (op, d, a, b), inst, pc)
+                }
+                &mut plan::Planning::Mov { d, a } => {
+                    wave.pc = next;
+                    salu::run_mov(wave, d, a, inst, pc)
+                }
+                &mut plan::Planning::Cmp { kind, signed, a, b } => {
+                    wave.pc = next;
+                    salu::run_cmp(wave, (kind, signed, a, b), inst, pc)
+                }
+                plan::Planning::Vector => {
+                    wave.pc = next;
+                    if salu::vskip(wave) {
+                        Ok(Flow::Continue)
+                    } else {
+                        let r = valu::run_ref(wave, inst, pc);
+                        next = wave.pc;
+                        r
                     }
                 }
-                plan::Planning::Scalar => return salu::execute_alu(wave, inst, pc),
-                plan::Planning::Unknown => *plan = planning(inst),
-                plan::Planning::None => {}
+                plan::Planning::Scalar => {
+                    wave.pc = next;
+                    let r = salu::execute_alu(wave, inst, pc);
+                    next = wave.pc;
+                    if !next.is_multiple_of(4) && matches!(r, Ok(Flow::Continue)) {
+                        *executed += 1;
+                        if *executed >= budget {
+                            return Exit::Ran(pc, r);
+                        }
+                        return Exit::Other(next);
+                    }
+                    r
+                }
+                plan::Planning::None | plan::Planning::Unknown => {
+                    wave.pc = pc;
+                    return Exit::Other(pc);
+                }
+            };
+            *executed += 1;
+            if *executed >= budget || !matches!(result, Ok(Flow::Continue)) {
+                wave.pc = next;
+                return Exit::Ran(pc, result);
             }
-            // One copy of the cached instruction (see `CodeCache::cached`).
-            *inst
+            pc = next;
         }
-        _ => {
-            let inst = ctx.code.fetch_miss(ctx.mem, pc)?;
-            wave.pc = pc.wrapping_add(4 * u64::from(inst.dwords));
-            inst
-        }
+    }
+}
+
+/// One instruction of [`steps`] on the per-step path, at `pc` (= `wave.pc`): copied from the
+/// cache (or decoded, [`CodeCache::fetch_miss`]) and executed ([`execute`]).
+#[inline(never)]
+fn other(wave: &mut Wave, ctx: &mut Ctx<'_>, pc: u64) -> Result<Flow, ExecError> {
+    let inst = match ctx.code.cached(pc) {
+        // One copy of the cached instruction (see `CodeCache::cached`).
+        Some(inst) => *inst,
+        None => ctx.code.fetch_miss(ctx.mem, pc)?,
     };
+    wave.pc = pc.wrapping_add(4 * u64::from(inst.dwords));
     execute(wave, ctx, &inst, pc)
 }
 
-/// How `inst` will run from the cache: a VALU instruction's plan, or none.
-fn planning(inst: &Inst) -> plan::Planning {
+/// How `inst` (at `pc`) will run from the cache (see [`steps`]).
+fn planning(inst: &Inst, pc: u64) -> plan::Planning {
     match inst.op {
-        Opcode::Vop1(_) | Opcode::Vop2(_) | Opcode::Vop3(_) => valu::planning(inst),
-        Opcode::Sop2(_) | Opcode::Sopk(_) | Opcode::Sop1(_) | Opcode::Sopc(_) => {
-            plan::Planning::Scalar
+        Opcode::Vop1(_)
+        | Opcode::Vop2(_)
+        | Opcode::Vopc(_)
+        | Opcode::Vop3(_)
+        | Opcode::Vop3p(_) => valu::planning(inst),
+        Opcode::Sop2(_) | Opcode::Sopk(_) | Opcode::Sop1(_) | Opcode::Sopc(_) | Opcode::Sopp(_) => {
+            salu::planning(inst, pc)
         }
         _ => plan::Planning::None,
     }

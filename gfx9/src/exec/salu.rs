@@ -53,6 +53,17 @@
 //!   handler). [`Wave::mode`] and [`Wave::gpr_idx`] are what the
 //!   vector ALU reads of them.
 //!
+//! # Plans
+//!
+//! [`planning`] says how an instruction runs from the code cache (`exec::plan`): the 32-bit
+//! SOP2 operations, `s_mov_b32`, `s_movk_i32` and the 32-bit SOPC compares into an SGPR with
+//! their operands resolved ([`run_sop2`], [`run_mov`], [`run_cmp`]: the same [`sop2_b32`] and
+//! `compare` as the per-step path, which they fall back to for an operand they cannot read);
+//! other SOP2/SOPK/SOP1/SOPC instructions by reference; the SOPP branches with their target
+//! resolved ([`taken`]: the conditions of `sopp`) and the SOPP instructions with no effect
+//! here; every other SOPP instruction on the per-step path (it may reach the code cache or end
+//! the wave).
+//!
 //! # Not executed
 //!
 //! `s_rfe_restore_b64` (SOP2 43, trap handlers only) is not in the opcode table: it stops
@@ -61,7 +72,8 @@
 //! [`Memory`]: super::Memory
 //! [`CodeCache`]: super::CodeCache
 
-use super::wave::{Ctx, ExecError, Flow, Ty, Wave, illegal, unimplemented};
+use super::plan::{Cond, Planned, Planning};
+use super::wave::{Ctx, ExecError, Flow, SGPRS, Ty, Wave, constant32, illegal, unimplemented};
 use crate::inst::Inst;
 use crate::opcode::{Opcode, Sop1Op, Sop2Op, SopcOp, SopkOp, SoppOp};
 use crate::operand::Operand;
@@ -128,6 +140,12 @@ pub(super) fn vskipped(w: &Wave, inst: &Inst) -> bool {
                 | Opcode::Sopp(_)
                 | Opcode::Smem(_)
         )
+}
+
+/// Whether MODE.VSKIP is set: [`vskipped`] of a vector instruction.
+#[inline(always)]
+pub(super) fn vskip(w: &Wave) -> bool {
+    w.hwreg[hwreg::MODE] & MODE_VSKIP != 0
 }
 
 /// `s_cbranch_i_fork`/`s_cbranch_g_fork` (the guide's pseudo-code): lanes of EXEC split by
@@ -366,6 +384,227 @@ pub(super) fn execute_alu(w: &mut Wave, inst: &Inst, pc: u64) -> Result<Flow, Ex
         Opcode::Sopc(op) => sopc(w, inst, pc, op),
         _ => Err(unimplemented(inst, pc)),
     }
+}
+
+/// How a scalar instruction runs from the code cache ([`crate::exec::plan`]): the common
+/// 32-bit operations into an SGPR with their operands resolved (a 32-bit SOP2 operation,
+/// `s_mov_b32`, `s_movk_i32`, the 32-bit SOPC compares), other SOP2/SOPK/SOP1/SOPC
+/// instructions by reference ([`execute_alu`]), SOPP branches with their target and the SOPP
+/// instructions that have no effect here; anything else on the per-step path. `pc` is the
+/// instruction's address (a branch's target is relative to it).
+pub(super) fn planning(inst: &Inst, pc: u64) -> Planning {
+    let sgpr = |op: Operand| match op {
+        Operand::Sgpr(n) if usize::from(n) < SGPRS => Some(n),
+        _ => None,
+    };
+    match inst.op {
+        Opcode::Sop2(op) if sop2_b32_op(op) => {
+            match (
+                sgpr(inst.dst[0]),
+                plan_src(inst.src[0]),
+                plan_src(inst.src[1]),
+            ) {
+                (Some(d), Some(a), Some(b)) => Planning::Sop2 { op, d, a, b },
+                _ => Planning::Scalar,
+            }
+        }
+        Opcode::Sop1(Sop1Op::SMovB32) => match (sgpr(inst.dst[0]), plan_src(inst.src[0])) {
+            (Some(d), Some(a)) => Planning::Mov { d, a },
+            _ => Planning::Scalar,
+        },
+        Opcode::Sopk(SopkOp::SMovkI32) => match sgpr(inst.dst[0]) {
+            Some(d) => Planning::Mov {
+                d,
+                a: Planned::Value(inst.imm as i16 as i32 as u32),
+            },
+            None => Planning::Scalar,
+        },
+        Opcode::Sopc(op) if op.raw() <= SopcOp::SCmpLeU32.raw() => {
+            match (plan_src(inst.src[0]), plan_src(inst.src[1])) {
+                (Some(a), Some(b)) => {
+                    let signed = op.raw() <= SopcOp::SCmpLeI32.raw();
+                    let base = if signed {
+                        SopcOp::SCmpEqI32
+                    } else {
+                        SopcOp::SCmpEqU32
+                    };
+                    Planning::Cmp {
+                        kind: (op.raw() - base.raw()) as u8,
+                        signed,
+                        a,
+                        b,
+                    }
+                }
+                _ => Planning::Scalar,
+            }
+        }
+        Opcode::Sop2(_) | Opcode::Sopk(_) | Opcode::Sop1(_) | Opcode::Sopc(_) => Planning::Scalar,
+        Opcode::Sopp(op) => {
+            use SoppOp::*;
+            let cond = match op {
+                SBranch => Cond::Always,
+                SCbranchScc0 => Cond::Scc0,
+                SCbranchScc1 => Cond::Scc1,
+                SCbranchVccz => Cond::Vccz,
+                SCbranchVccnz => Cond::Vccnz,
+                SCbranchExecz => Cond::Execz,
+                SCbranchExecnz => Cond::Execnz,
+                // As `sopp`: every access has completed, the rest have nothing to act on.
+                SNop | SWaitcnt | SWakeup | STtracedata | SIncperflevel | SDecperflevel => {
+                    return Planning::Nop;
+                }
+                _ => return Planning::None,
+            };
+            Planning::Branch {
+                cond,
+                target: branch_target(pc, inst),
+            }
+        }
+        _ => Planning::None,
+    }
+}
+
+/// A scalar source planned as [`src32`] reads it: an SGPR, a constant or the literal, or
+/// (read when it runs) a ttmp or special register; `None` for what [`src32`] refuses.
+fn plan_src(op: Operand) -> Option<Planned> {
+    Some(match op {
+        Operand::Sgpr(n) if usize::from(n) < SGPRS => Planned::Sgpr(n),
+        Operand::Int(_) | Operand::Float(_) | Operand::Literal(_) => {
+            Planned::Value(constant32(op, Ty::B32)?)
+        }
+        Operand::Ttmp(n) if n < 16 => Planned::Read(op),
+        Operand::Special(_) => Planned::Read(op),
+        _ => return None,
+    })
+}
+
+/// A planned scalar source's value (`None`: not readable, which planning rules out).
+#[inline(always)]
+fn planned32(w: &Wave, s: Planned) -> Option<u32> {
+    match s {
+        Planned::Sgpr(n) => Some(w.sgpr[usize::from(n)]),
+        Planned::Value(v) => Some(v),
+        Planned::Read(op) => w.read_scalar32(op, Ty::B32),
+    }
+}
+
+/// Runs a 32-bit SOP2 operation planned by [`planning`] (`inst` the instruction it was made
+/// from, at `pc`), as [`execute`] does; `wave.pc` is already the next instruction.
+///
+/// # Errors
+///
+/// As [`execute`].
+#[inline(always)]
+pub(super) fn run_sop2(
+    w: &mut Wave,
+    (op, d, a, b): (Sop2Op, u8, Planned, Planned),
+    inst: &Inst,
+    pc: u64,
+) -> Result<Flow, ExecError> {
+    if let (Some(a), Some(b)) = (planned32(w, a), planned32(w, b))
+        && let Some((v, scc)) = sop2_b32(op, a, b, w.scc)
+    {
+        w.sgpr[usize::from(d)] = v;
+        if let Some(scc) = scc {
+            w.scc = scc;
+        }
+        return Ok(Flow::Continue);
+    }
+    execute_alu(w, inst, pc)
+}
+
+/// Runs a planned `s_mov_b32`/`s_movk_i32` ([`run_sop2`]).
+///
+/// # Errors
+///
+/// As [`execute`].
+#[inline(always)]
+pub(super) fn run_mov(
+    w: &mut Wave,
+    d: u8,
+    a: Planned,
+    inst: &Inst,
+    pc: u64,
+) -> Result<Flow, ExecError> {
+    if let Some(v) = planned32(w, a) {
+        w.sgpr[usize::from(d)] = v;
+        return Ok(Flow::Continue);
+    }
+    execute_alu(w, inst, pc)
+}
+
+/// Runs a planned 32-bit SOPC compare ([`run_sop2`]).
+///
+/// # Errors
+///
+/// As [`execute`].
+#[inline(always)]
+pub(super) fn run_cmp(
+    w: &mut Wave,
+    (kind, signed, a, b): (u8, bool, Planned, Planned),
+    inst: &Inst,
+    pc: u64,
+) -> Result<Flow, ExecError> {
+    if let (Some(a), Some(b)) = (planned32(w, a), planned32(w, b)) {
+        w.scc = if signed {
+            compare(u16::from(kind), a as i32, b as i32)
+        } else {
+            compare(u16::from(kind), a, b)
+        };
+        return Ok(Flow::Continue);
+    }
+    execute_alu(w, inst, pc)
+}
+
+/// Whether a planned SOPP branch is taken: `cond` holds (as [`sopp`] decides).
+#[inline(always)]
+pub(super) fn taken(w: &Wave, cond: Cond) -> bool {
+    match cond {
+        Cond::Always => true,
+        Cond::Scc0 => !w.scc,
+        Cond::Scc1 => w.scc,
+        // A wave32 wave's VCC is VCC_LO (as `sopp`).
+        Cond::Vccz => w.vcc & w.lane_mask() == 0,
+        Cond::Vccnz => w.vcc & w.lane_mask() != 0,
+        Cond::Execz => w.exec == 0,
+        Cond::Execnz => w.exec != 0,
+    }
+}
+
+/// Whether SOP2 `op` is one of [`sop2_b32`]'s 32-bit operations (what [`sop2`] computes
+/// with it: not a 64-bit one, the fork or `s_bfm_b64`).
+fn sop2_b32_op(op: Sop2Op) -> bool {
+    !sop2_wide(op) && sop2_b32(op, 0, 0, false).is_some()
+}
+
+/// The SOP2 operations [`sop2`] does not compute with [`sop2_b32`].
+fn sop2_wide(op: Sop2Op) -> bool {
+    use Sop2Op::*;
+    matches!(
+        op,
+        SCselectB64
+            | SAndB64
+            | SOrB64
+            | SXorB64
+            | SAndn2B64
+            | SOrn2B64
+            | SNandB64
+            | SNorB64
+            | SXnorB64
+            | SLshlB64
+            | SLshrB64
+            | SAshrI64
+            | SBfeU64
+            | SBfeI64
+            | SCbranchGFork
+            | SBfmB64
+    )
+}
+
+/// A SOPP branch's target: `pc + 4 + simm16 * 4` (the guide, "s_branch").
+fn branch_target(pc: u64, inst: &Inst) -> u64 {
+    pc.wrapping_add(4)
+        .wrapping_add((i64::from(inst.imm) * 4) as u64)
 }
 
 /// Source `slot` as 32 bits.
@@ -1037,9 +1276,7 @@ fn sopp(
     op: SoppOp,
 ) -> Result<Flow, ExecError> {
     use SoppOp::*;
-    let target = pc
-        .wrapping_add(4)
-        .wrapping_add((i64::from(inst.imm) * 4) as u64);
+    let target = branch_target(pc, inst);
     let imm = inst.imm as u32 & 0xffff;
     let status = w.hwreg[hwreg::STATUS];
     let taken = match op {

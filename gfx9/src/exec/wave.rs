@@ -543,6 +543,24 @@ impl CodeCache {
         Some(&mut self.pages[i].1[slot])
     }
 
+    /// The page of `pc` when it is cached: its address and its slots (`exec::steps` runs
+    /// planned instructions from them while the PC stays in the page), remembering it.
+    #[inline]
+    pub(crate) fn page(&mut self, pc: u64) -> Option<(u64, &mut [Slot])> {
+        let page = pc & !4095;
+        if self.pages.get(self.last).is_none_or(|(p, _)| *p != page) {
+            let i = *self.index.get(&page)?;
+            // Not compared with memory since this dispatch began: `fetch_miss` does it (as
+            // for `slot`).
+            if self.sources[i].checked != self.epoch {
+                return None;
+            }
+            self.last = i;
+        }
+        let (p, slots) = &mut self.pages[self.last];
+        Some((*p, slots))
+    }
+
     /// The cached instruction at `pc`, by reference (`None`: not cached, or `pc` not
     /// dword-aligned): the hot path of [`crate::exec::step`], which copies it once (a copy
     /// through `Option`/`Result` wrappers moves the 68 bytes at shifted offsets, and the

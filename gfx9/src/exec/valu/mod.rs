@@ -249,20 +249,38 @@ pub(super) fn execute(
 }
 
 /// How `inst` runs from the code cache ([`crate::exec::plan`]): a planned lane-wise
-/// operation of the fast path, or the per-step path ([`execute`]).
+/// operation of the fast path; any other instruction without an `lds_direct` source by
+/// reference ([`run_ref`]); one with it on the per-step path ([`execute`], which reads LDS).
 pub(super) fn planning(inst: &Inst) -> Planning {
     // An `lds_direct` source is read by `execute` before the fast path; `fast::plan` refuses it.
-    match fast::plan(inst) {
-        Some(p) => Planning::Valu(p),
-        None => Planning::None,
+    if let Some(p) = fast::plan(inst) {
+        return Planning::Valu(p);
+    }
+    if inst.src.contains(&LDS_DIRECT) {
+        Planning::None
+    } else {
+        Planning::Vector
     }
 }
 
-/// Runs the planned `inst` as [`execute`] would; `false` (the wave untouched) when
-/// [`execute`] must run it.
+/// Runs the planned `inst` as [`execute`] would (a planned operation cannot fail).
+#[inline(always)]
+pub(super) fn run_plan(p: &Plan, w: &mut Wave, inst: &Inst) {
+    fast::run_plan(p, w, inst);
+}
+
+/// [`execute`] of an instruction without an `lds_direct` source (it needs no [`Ctx`]): the
+/// fast path, else the general path.
+///
+/// # Errors
+///
+/// As [`execute`].
 #[inline]
-pub(super) fn run_plan(p: &Plan, w: &mut Wave, inst: &Inst) -> bool {
-    fast::run_plan(p, w, inst)
+pub(super) fn run_ref(w: &mut Wave, inst: &Inst, pc: u64) -> Result<Flow, ExecError> {
+    if fast::try_execute(w, inst) {
+        return Ok(Flow::Continue);
+    }
+    general(w, inst, pc)
 }
 
 /// Executes `inst` on the general path (every operation, every form).
