@@ -82,18 +82,23 @@ impl Piece {
 
 /// Where a GPU page lives ([`Driver::page_route`]).
 pub(super) enum Route {
-    /// `offset` of a VRAM or GTT BO's memfd of `size` bytes.
+    /// `offset` of a VRAM or GTT BO's memfd of `size` bytes. `span`: the GPU addresses
+    /// around the page that the same mapping maps linearly (the BO's whole GPU mapping), for
+    /// a dispatch's translation cache.
     Memfd {
         fd: std::sync::Arc<std::os::fd::OwnedFd>,
         size: u64,
         offset: u64,
         writable: bool,
+        span: std::ops::Range<u64>,
     },
-    /// Address `addr` of process `owner`'s memory (USERPTR, SVM), mapped on the GPU now.
+    /// Address `addr` of process `owner`'s memory (USERPTR, SVM), mapped on the GPU now;
+    /// `span` as for `Memfd` (a USERPTR BO's mapping; an SVM page alone).
     Process {
         owner: i32,
         addr: u64,
         writable: bool,
+        span: std::ops::Range<u64>,
     },
     /// Anything else the GPU maps (memory the model keeps for the kernel driver): reached
     /// through the GPU view on every access.
@@ -293,6 +298,7 @@ impl Driver {
                     owner: tgid,
                     addr: page,
                     writable,
+                    span: page..page + super::memory::PAGE_SIZE,
                 },
                 None => Route::Unmapped,
             };
@@ -310,6 +316,7 @@ impl Driver {
                 size: backing.size,
                 offset,
                 writable: m.writable,
+                span: start..m.end,
             },
             &super::objects::Store::UserPtr { tgid: owner, addr } => match addr.checked_add(offset)
             {
@@ -317,6 +324,7 @@ impl Driver {
                     owner,
                     addr,
                     writable: m.writable,
+                    span: start..m.end,
                 },
                 None => Route::Other,
             },

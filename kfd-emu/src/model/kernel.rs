@@ -234,12 +234,39 @@ enum Page {
     Unmapped,
 }
 
+impl Page {
+    /// The translation of the page `delta` bytes (a multiple of the page size, either sign)
+    /// from this one in the same span ([`Translations`]): the same window or process memory,
+    /// moved linearly.
+    fn moved(self, delta: i64) -> Page {
+        match self {
+            Page::Mapped { base, writable } => Page::Mapped {
+                // Within the same window (the span lies in it): the caller's invariant.
+                base: PagePtr(base.0.wrapping_offset(delta as isize)),
+                writable,
+            },
+            Page::Process {
+                owner,
+                addr,
+                writable,
+            } => Page::Process {
+                owner,
+                addr: addr.wrapping_add_signed(delta),
+                writable,
+            },
+            p => p,
+        }
+    }
+}
+
 /// A dispatch's translations, valid while the device's translation generation
 /// ([`Device::translations`](super::device::Device)) is `epoch`.
 #[derive(Default)]
 struct Translations {
     epoch: u64,
-    pages: std::collections::HashMap<u64, Page>,
+    /// Each page's translation and its span: the pages around it its mapping maps linearly
+    /// (a BO's or USERPTR's whole GPU mapping, within its window; an SVM page alone).
+    pages: std::collections::HashMap<u64, (Page, std::ops::Range<u64>)>,
 }
 
 /// A page's address in a window (a [`BoMap`] of the BO's memfd) the cache holds for the whole
@@ -255,7 +282,8 @@ unsafe impl Sync for PagePtr {}
 
 /// Copies `buf.len()` bytes from shared memory at `src` with atomic loads (the process may
 /// write the same bytes meanwhile: a racy access, as on the hardware, but no data race in the
-/// emulator). Aligned dwords and qwords are single loads.
+/// emulator). Aligned dwords and qwords are single loads; a longer copy (a whole wave's
+/// coalesced access, `kfd_gfx9`'s bulk path) moves its 8-aligned middle a qword at a time.
 ///
 /// # Safety
 ///
@@ -276,8 +304,21 @@ unsafe fn load(src: *const u8, buf: &mut [u8]) {
                 .load(Relaxed)
                 .to_le_bytes(),
         ),
-        _ => {
-            for (i, b) in buf.iter_mut().enumerate() {
+        n => {
+            // Bytes up to the first 8-aligned address, qwords, then the last bytes.
+            let head = (src as usize).next_multiple_of(8) - src as usize;
+            let head = head.min(n);
+            let qwords = (n - head) / 8;
+            for (i, b) in buf.iter_mut().enumerate().take(head) {
+                // SAFETY: in the window (the caller).
+                *b = unsafe { &*src.add(i).cast::<AtomicU8>() }.load(Relaxed);
+            }
+            for (q, chunk) in buf[head..head + 8 * qwords].chunks_exact_mut(8).enumerate() {
+                // SAFETY: in the window (the caller), 8-aligned (past `head`).
+                let v = unsafe { &*src.add(head + 8 * q).cast::<AtomicU64>() }.load(Relaxed);
+                chunk.copy_from_slice(&v.to_le_bytes());
+            }
+            for (i, b) in buf.iter_mut().enumerate().skip(head + 8 * qwords) {
                 // SAFETY: in the window (the caller).
                 *b = unsafe { &*src.add(i).cast::<AtomicU8>() }.load(Relaxed);
             }
@@ -304,8 +345,20 @@ unsafe fn store(dst: *mut u8, data: &[u8]) {
             // SAFETY: as above.
             unsafe { &*dst.cast::<AtomicU64>() }.store(v, Relaxed);
         }
-        _ => {
-            for (i, &b) in data.iter().enumerate() {
+        n => {
+            let head = (dst as usize).next_multiple_of(8) - dst as usize;
+            let head = head.min(n);
+            let qwords = (n - head) / 8;
+            for (i, &b) in data.iter().enumerate().take(head) {
+                // SAFETY: in the window (the caller).
+                unsafe { &*dst.add(i).cast::<AtomicU8>() }.store(b, Relaxed);
+            }
+            for (q, chunk) in data[head..head + 8 * qwords].chunks_exact(8).enumerate() {
+                let v = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+                // SAFETY: in the window (the caller), 8-aligned (past `head`).
+                unsafe { &*dst.add(head + 8 * q).cast::<AtomicU64>() }.store(v, Relaxed);
+            }
+            for (i, &b) in data.iter().enumerate().skip(head + 8 * qwords) {
                 // SAFETY: in the window (the caller).
                 unsafe { &*dst.add(i).cast::<AtomicU8>() }.store(b, Relaxed);
             }
@@ -347,7 +400,7 @@ struct GpuMemory<'a> {
     pages: std::sync::RwLock<Translations>,
     /// The memfd mappings, by memfd (its `Arc`'s address).
     windows: Mutex<std::collections::HashMap<usize, BoMap>>,
-    /// This dispatch's number, which the threads' last-page caches ([`LAST_PAGE`]) are keyed
+    /// This dispatch's number, which the threads' translation caches ([`LAST_SPANS`]) are keyed
     /// by.
     generation: u64,
     /// Read-only copies, taken when the dispatch starts, of what the HSA says no one changes
@@ -369,12 +422,20 @@ struct GpuMemory<'a> {
 /// Dispatches made so far (each `GpuMemory` takes the next number).
 static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
+/// Spans a thread's translation cache ([`LAST_SPANS`]) holds.
+const LAST_SPANS_LEN: usize = 4;
+
+/// One entry of [`LAST_SPANS`]: (dispatch number, translation generation, span start, span
+/// end, a page of the span, that page's translation).
+type SpanSlot = (u64, u64, u64, u64, u64, Page);
+
 thread_local! {
-    /// The last page a thread translated: (dispatch number, translation generation, page,
-    /// translation). Lanes of a wave mostly touch the page the previous lane did; this spares
-    /// them the shared map's lock.
-    static LAST_PAGE: std::cell::Cell<(u64, u64, u64, Page)> =
-        const { std::cell::Cell::new((0, 0, 0, Page::Slow)) };
+    /// The last spans a thread translated (a span: the pages one mapping maps linearly, a
+    /// whole BO for VRAM and GTT), the next slot to replace last. A wave's lanes mostly touch
+    /// the page the previous lane did, and a copy kernel walks a source and a destination BO
+    /// a page further at each instruction; this spares them the shared map's lock.
+    static LAST_SPANS: std::cell::Cell<([SpanSlot; LAST_SPANS_LEN], usize)> =
+        const { std::cell::Cell::new(([(0, 0, 0, 0, 0, Page::Slow); LAST_SPANS_LEN], 0)) };
 }
 
 const PAGE: u64 = super::memory::PAGE_SIZE;
@@ -423,20 +484,23 @@ impl GpuMemory<'_> {
             .dev
             .translations
             .load(std::sync::atomic::Ordering::Acquire);
-        let (generation, at, last, p) = LAST_PAGE.with(std::cell::Cell::get);
-        if generation == self.generation && at == epoch && last == page {
-            return p;
+        let (mut slots, next) = LAST_SPANS.with(std::cell::Cell::get);
+        if let Some(&(_, _, _, _, at, p)) = slots.iter().find(|&&(g, e, lo, hi, _, _)| {
+            g == self.generation && e == epoch && lo <= page && page < hi
+        }) {
+            return p.moved(page.wrapping_sub(at) as i64);
         }
-        let p = self.page_shared(page, epoch);
+        let (p, span) = self.page_shared(page, epoch);
         if !matches!(p, Page::Unmapped) {
-            LAST_PAGE.with(|c| c.set((self.generation, epoch, page, p)));
+            slots[next] = (self.generation, epoch, span.start, span.end, page, p);
+            LAST_SPANS.with(|c| c.set((slots, (next + 1) % LAST_SPANS_LEN)));
         }
         p
     }
 
-    /// [`page`](Self::page) through the dispatch's map, made on first use; `epoch` is the
-    /// translation generation read before.
-    fn page_shared(&self, page: u64, epoch: u64) -> Page {
+    /// [`page`](Self::page) through the dispatch's map, made on first use, with its span;
+    /// `epoch` is the translation generation read before.
+    fn page_shared(&self, page: u64, epoch: u64) -> (Page, std::ops::Range<u64>) {
         {
             let cache = self
                 .pages
@@ -445,15 +509,17 @@ impl GpuMemory<'_> {
             if cache.epoch == epoch
                 && let Some(p) = cache.pages.get(&page)
             {
-                return *p;
+                return p.clone();
             }
         }
-        let p = match self.drv.page_route(self.tgid, self.gpu_id, page) {
+        let alone = page..page + PAGE;
+        let (p, span) = match self.drv.page_route(self.tgid, self.gpu_id, page) {
             Route::Memfd {
                 fd,
                 size,
                 offset,
                 writable,
+                span,
             } if offset + PAGE <= size => {
                 let key = std::sync::Arc::as_ptr(&fd) as usize;
                 let mut windows = self
@@ -469,25 +535,33 @@ impl GpuMemory<'_> {
                     Some(window) => {
                         // SAFETY: `offset + PAGE <= size`, the window's length.
                         let base = unsafe { window.base().add(offset as usize) };
-                        Page::Mapped {
+                        // The span's pages within the window: offsets 0..size.
+                        let lo = span.start.max(page - offset);
+                        let hi = span.end.min(page + (size - offset) / PAGE * PAGE);
+                        let page_mapped = Page::Mapped {
                             base: PagePtr(base),
                             writable,
-                        }
+                        };
+                        (page_mapped, lo.min(page)..hi.max(page + PAGE))
                     }
-                    None => Page::Slow,
+                    None => (Page::Slow, alone),
                 }
             }
             Route::Process {
                 owner,
                 addr,
                 writable,
-            } => Page::Process {
-                owner,
-                addr,
-                writable,
-            },
-            Route::Unmapped => return Page::Unmapped,
-            Route::Memfd { .. } | Route::Other => Page::Slow,
+                span,
+            } => (
+                Page::Process {
+                    owner,
+                    addr,
+                    writable,
+                },
+                span.start.min(page)..span.end.max(page + PAGE),
+            ),
+            Route::Unmapped => return (Page::Unmapped, alone),
+            Route::Memfd { .. } | Route::Other => (Page::Slow, alone),
         };
         let mut cache = self
             .pages
@@ -500,9 +574,9 @@ impl GpuMemory<'_> {
             cache.epoch = epoch;
         }
         if epoch == cache.epoch {
-            cache.pages.insert(page, p);
+            cache.pages.insert(page, (p, span.clone()));
         }
-        p
+        (p, span)
     }
 
     /// Where `addr..addr + len` is when it lies in one cached page (writable when `write`).
@@ -1294,6 +1368,30 @@ mod tests {
     use super::atomics_lock;
     use std::sync::Arc;
     use std::time::Duration;
+
+    /// A window access of any length at any alignment (the qword middle of a long one, the
+    /// bytes around it) reads and writes exactly its bytes.
+    #[test]
+    fn window_loads_and_stores_move_exactly_their_bytes_at_any_alignment() {
+        let pattern: Vec<u8> = (0..96u8).map(|i| i.wrapping_mul(37) ^ 0x5a).collect();
+        for at in 0..16 {
+            for len in 0..64 {
+                let mut mem = vec![0u8; 96];
+                let data = &pattern[..len];
+                // SAFETY: `at + len <= 80` lies in `mem`, which nothing else touches.
+                unsafe { super::store(mem.as_mut_ptr().add(at), data) };
+                assert_eq!(&mem[at..at + len], data, "store of {len} at {at}");
+                assert!(
+                    mem[..at].iter().chain(&mem[at + len..]).all(|&b| b == 0),
+                    "store of {len} at {at} wrote around it"
+                );
+                let mut buf = vec![0xeeu8; len];
+                // SAFETY: as above.
+                unsafe { super::load(pattern.as_ptr().add(at), &mut buf) };
+                assert_eq!(buf, pattern[at..at + len], "load of {len} at {at}");
+            }
+        }
+    }
 
     /// A process's GPU atomic blocked inside its lock (on a page its program does not serve)
     /// leaves another process's atomics free, while the same process's wait for it.
