@@ -414,3 +414,151 @@ fn a_block_in_the_lds_aperture_goes_to_lds_not_to_global_memory() {
         "global memory written"
     );
 }
+
+/// Runs the one instruction `words` on `w` over a memory holding the code and `window`: its
+/// fault (`None`: it completed), the window after.
+fn step_one(words: &[u32], w: &mut Wave, window: &[u8]) -> (Option<Fault>, Vec<u8>) {
+    let mut code: Vec<u8> = words
+        .iter()
+        .chain(&asm::s_endpgm())
+        .flat_map(|d| d.to_le_bytes())
+        .collect();
+    code.resize(4096, 0);
+    let mem = TestMemory::default();
+    mem.map(CODE, code);
+    mem.map(WINDOW, window.to_vec());
+    let mut lds = vec![0u8; 64 << 10];
+    let mut cache = CodeCache::for_target(w.target);
+    let mut ctx = Ctx {
+        mem: &mem,
+        lds: &mut lds,
+        code: &mut cache,
+    };
+    w.pc = CODE;
+    let fault = match step(w, &mut ctx) {
+        Ok(Flow::Continue) => None,
+        Err(ExecError::Memory { pc, fault }) => {
+            assert_eq!(pc, CODE);
+            Some(fault)
+        }
+        other => panic!("{other:?}"),
+    };
+    (fault, mem.bytes(WINDOW, WINDOW_LEN as usize))
+}
+
+/// `buffer_*` untyped loads and stores (MUBUF) of a whole wave against the same instruction
+/// run lane by lane (EXEC one lane at a time, in lane order, stopping at the first fault; a
+/// faulting load writes no register): random V#s (base around the window, stride, swizzle,
+/// element size and index stride, ADD_TID, NUM_RECORDS cutting a block), IDXEN/OFFEN,
+/// SOFFSET, instruction offsets, EXEC masks and lane indices/offsets (consecutive or not).
+/// The encoding is the MUBUF one (`llvm-mc-19 -mcpu=gfx90a`: `buffer_load_dwordx4 v[8:11],
+/// v2, s[12:15], s4 offen offset:16` is `0xe05c1010 0x04030802`).
+#[test]
+fn buffer_loads_and_stores_of_a_wave_match_the_same_run_lane_by_lane() {
+    const OPS: [(u32, usize, bool); 14] = [
+        (16, 1, false),
+        (17, 1, false),
+        (18, 2, false),
+        (19, 2, false),
+        (20, 4, false),
+        (21, 8, false),
+        (22, 12, false),
+        (23, 16, false),
+        (24, 1, true),
+        (26, 2, true),
+        (28, 4, true),
+        (29, 8, true),
+        (30, 12, true),
+        (31, 16, true),
+    ];
+    let mut r = Rng(0x0123_4567_89ab_cdef);
+    let window: Vec<u8> = (0..WINDOW_LEN).map(|i| (i * 29 + i / 4096) as u8).collect();
+    let (mut whole, mut faults) = (0, 0);
+    for _ in 0..1200 {
+        let (op, bytes, store) = OPS[r.below(OPS.len() as u64) as usize];
+        let (idxen, offen) = (r.below(2) == 1, r.below(4) != 0);
+        let offset = r.below(64) as u32 * [1, 4, 16][r.below(3) as usize] & 0xfff;
+        let words = [
+            0xe000_0000 | op << 18 | u32::from(idxen) << 13 | u32::from(offen) << 12 | offset,
+            4 << 24 | 3 << 16 | u32::from(VDATA) << 8 | u32::from(VADDR),
+        ];
+        let mut w = Wave::new(Target::Gfx90a, CODE);
+        w.exec = match r.below(5) {
+            0..=2 => u64::MAX,
+            3 => {
+                let first = r.below(64);
+                (u64::MAX >> (64 - 1 - r.below(64 - first))) << first
+            }
+            _ => r.next() | r.next(),
+        };
+        // The V#: base below the window's edges, stride, NUM_RECORDS, word 3's swizzle
+        // fields and ADD_TID.
+        let base = [WINDOW, WINDOW + WINDOW_LEN - 1024][r.below(2) as usize] - r.below(512);
+        let stride = [0, 4, 16, bytes as u64, r.below(64)][r.below(5) as usize];
+        let swizzle = r.below(4) == 0;
+        w.sgpr[12] = base as u32;
+        w.sgpr[13] = (base >> 32) as u32 | (stride as u32) << 16 | u32::from(swizzle) << 31;
+        w.sgpr[14] =
+            [u32::MAX, 512 + r.below(1024) as u32, r.below(64) as u32][r.below(3) as usize];
+        w.sgpr[15] = (r.next() as u32 & 0x1f) << 19;
+        w.sgpr[4] = [0, r.below(256) as u32][r.below(2) as usize];
+        let consecutive = r.below(3) != 0;
+        let (i0, o0) = (r.below(8) as u32, r.below(256) as u32);
+        for lane in 0..LANES {
+            let l = lane as u32;
+            let (index, off) = if consecutive {
+                (i0 + l, o0 + l * bytes as u32)
+            } else {
+                (r.below(80) as u32, r.below(1200) as u32)
+            };
+            let mut v = VADDR as usize;
+            if idxen {
+                w.vgpr[v][lane] = index;
+                v += 1;
+            }
+            if offen {
+                w.vgpr[v][lane] = off;
+            }
+            for k in 0..4 {
+                w.vgpr[VDATA as usize + k][lane] = r.next() as u32;
+            }
+        }
+        let before = w.clone();
+        // Lane by lane.
+        let mut one = before.clone();
+        let mut mem = window.clone();
+        let mut want_fault = None;
+        for lane in (0..LANES).filter(|&l| before.exec >> l & 1 == 1) {
+            one.exec = 1 << lane;
+            let (fault, after) = step_one(&words, &mut one, &mem);
+            mem = after;
+            if fault.is_some() {
+                want_fault = fault;
+                break;
+            }
+        }
+        let mut want_regs: Vec<[u32; LANES]> =
+            (0..4).map(|k| one.vgpr[VDATA as usize + k]).collect();
+        if want_fault.is_some() && !store {
+            want_regs = (0..4).map(|k| before.vgpr[VDATA as usize + k]).collect();
+        }
+        // The whole wave.
+        let (fault, got_mem) = step_one(&words, &mut w, &window);
+        let got_regs: Vec<[u32; LANES]> = (0..4).map(|k| w.vgpr[VDATA as usize + k]).collect();
+        let what = format!(
+            "op {op} idxen {idxen} offen {offen} offset {offset} exec {:#x} V# {:x?} soffset {}",
+            before.exec,
+            &before.sgpr[12..16],
+            before.sgpr[4]
+        );
+        assert_eq!(fault, want_fault, "fault of {what}");
+        assert!(got_regs == want_regs, "registers after {what}");
+        assert!(got_mem == mem, "memory after {what}");
+        whole += usize::from(before.exec == u64::MAX && consecutive && !swizzle);
+        faults += usize::from(fault.is_some());
+    }
+    assert!(
+        whole > 150 && faults > 100,
+        "whole {whole}, faults {faults}"
+    );
+}
