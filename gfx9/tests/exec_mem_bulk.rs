@@ -477,7 +477,7 @@ fn buffer_loads_and_stores_of_a_wave_match_the_same_run_lane_by_lane() {
     for _ in 0..1200 {
         let (op, bytes, store) = OPS[r.below(OPS.len() as u64) as usize];
         let (idxen, offen) = (r.below(2) == 1, r.below(4) != 0);
-        let offset = r.below(64) as u32 * [1, 4, 16][r.below(3) as usize] & 0xfff;
+        let offset = (r.below(64) as u32 * [1, 4, 16][r.below(3) as usize]) & 0xfff;
         let words = [
             0xe000_0000 | op << 18 | u32::from(idxen) << 13 | u32::from(offen) << 12 | offset,
             4 << 24 | 3 << 16 | u32::from(VDATA) << 8 | u32::from(VADDR),
