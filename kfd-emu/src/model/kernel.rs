@@ -46,6 +46,9 @@
 //!   reached with one `process_vm_readv`/`writev` per access and no lock, their translation
 //!   cached until the next MMU-notifier event or SVM unmap (the first access to a page, and
 //!   the first after an invalidation, goes through the GPU view and its retry-fault path);
+//!   a translation covers its whole span (a BO's or USERPTR BO's GPU mapping, an SVM page
+//!   alone), so a whole-wave access (`kfd_gfx9`'s bulk path: one call per page for a wave's
+//!   unit-stride load or store) walking a BO finds it in the thread's last four spans;
 //!   the dispatch packet and the kernarg
 //!   segment are read once when the dispatch starts, as the HSA lets the CP (neither may
 //!   change while the dispatch runs; every wave reads them through the scalar cache).
@@ -370,8 +373,9 @@ unsafe fn store(dst: *mut u8, data: &[u8]) {
 /// with a translation cache for the dispatch's lifetime (the TLB of this dispatch):
 ///
 /// * pages of VRAM and GTT BOs, whose bytes are then reached through a shared mapping of the
-///   BO's memfd (a lane's access is an atomic load or store, no lock and no system call; an
-///   atomic is a compare-and-swap on the shared page, atomic with respect to the CPU too);
+///   BO's memfd (an access is atomic loads or stores, a qword at a time for a whole wave's,
+///   no lock and no system call; an atomic is a compare-and-swap on the shared page, atomic
+///   with respect to the CPU too);
 /// * pages of process memory the GPU maps (USERPTR BOs with pages, SVM pages whose PTE is
 ///   valid on this GPU), reached with one `process_vm_readv`/`writev` per access and no lock.
 ///   A page is cached only once it is mapped: the first access to an SVM page goes through
@@ -382,13 +386,15 @@ unsafe fn store(dst: *mut u8, data: &[u8]) {
 ///   system memory, attribute changes), so an access after an invalidation translates again
 ///   and faults, or migrates, as the GPU view decides. An access whose cached translation
 ///   fails (the page went away) is made again through the GPU view, whose answer (its fault)
-///   is the one given.
+///   is the one given. A translation holds for its span (`Route`'s: the pages the same
+///   mapping maps linearly, within the BO's window), which each thread keeps for its last
+///   four ([`LAST_SPANS`]; the map by page behind them).
 ///
 /// Everything else (memory the model keeps for the kernel driver, faults) goes through the GPU
 /// view on every access. Where it differs: a BO freed, or a VA unmapped from the GPU and
 /// mapped again (the GPU-side ioctls, not the CPU's munmap), while the kernel runs is still
-/// reached as it was when the dispatch first touched it (on the hardware the kernel would
-/// race with the unmap).
+/// reached as it was when the dispatch first touched that mapping (on the hardware the kernel
+/// would race with the unmap).
 struct GpuMemory<'a> {
     drv: &'a Driver,
     tgid: i32,
