@@ -298,7 +298,7 @@ impl Driver {
                     owner: tgid,
                     addr: page,
                     writable,
-                    span: page..page + super::memory::PAGE_SIZE,
+                    span: page..page.saturating_add(super::memory::PAGE_SIZE),
                 },
                 None => Route::Unmapped,
             };

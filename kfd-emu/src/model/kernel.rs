@@ -518,7 +518,7 @@ impl GpuMemory<'_> {
                 return p.clone();
             }
         }
-        let alone = page..page + PAGE;
+        let alone = page..page.saturating_add(PAGE);
         let (p, span) = match self.drv.page_route(self.tgid, self.gpu_id, page) {
             Route::Memfd {
                 fd,
@@ -542,13 +542,15 @@ impl GpuMemory<'_> {
                         // SAFETY: `offset + PAGE <= size`, the window's length.
                         let base = unsafe { window.base().add(offset as usize) };
                         // The span's pages within the window: offsets 0..size.
-                        let lo = span.start.max(page - offset);
-                        let hi = span.end.min(page + (size - offset) / PAGE * PAGE);
+                        let lo = span.start.max(page.saturating_sub(offset));
+                        let hi = span
+                            .end
+                            .min(page.saturating_add((size - offset) / PAGE * PAGE));
                         let page_mapped = Page::Mapped {
                             base: PagePtr(base),
                             writable,
                         };
-                        (page_mapped, lo.min(page)..hi.max(page + PAGE))
+                        (page_mapped, lo.min(page)..hi.max(page.saturating_add(PAGE)))
                     }
                     None => (Page::Slow, alone),
                 }
@@ -564,7 +566,7 @@ impl GpuMemory<'_> {
                     addr,
                     writable,
                 },
-                span.start.min(page)..span.end.max(page + PAGE),
+                span.start.min(page)..span.end.max(page.saturating_add(PAGE)),
             ),
             Route::Unmapped => return (Page::Unmapped, alone),
             Route::Memfd { .. } | Route::Other => (Page::Slow, alone),
