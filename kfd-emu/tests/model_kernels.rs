@@ -305,6 +305,76 @@ fn each_work_item_writes_its_id() {
     q.destroy();
 }
 
+/// A copy kernel's whole-wave `global_load_dwordx4` / `global_store_dwordx4` (each lane 16
+/// bytes past the previous one: `kfd_gfx9`'s bulk path, through the dispatch's cached BO
+/// window) copies every byte, and a wave whose upper half runs past the BO's end faults at
+/// the first page past it with its lower half's stores done, as lane-by-lane stores leave
+/// them (the guide's FLAT stores: a wave halts with part of its stores done).
+#[test]
+fn a_whole_wave_copy_moves_every_byte_and_faults_at_the_first_page_past_the_bo() {
+    let machine = "mi210x8";
+    let Some((text, kd)) = kernel(
+        mcpu(machine),
+        "s_load_dwordx4 s[0:3], s[4:5], 0\n\
+         v_and_b32 v1, 0x3ff, v0\n\
+         s_lshl_b32 s8, s6, 6\n\
+         v_add_u32 v1, s8, v1\n\
+         v_lshlrev_b32 v2, 4, v1\n\
+         s_waitcnt lgkmcnt(0)\n\
+         global_load_dwordx4 v[4:7], v2, s[0:1]\n\
+         s_waitcnt vmcnt(0)\n\
+         global_store_dwordx4 v2, v[4:7], s[2:3]\n\
+         s_endpgm",
+        ".amdhsa_user_sgpr_private_segment_buffer 1\n\
+         .amdhsa_user_sgpr_kernarg_segment_ptr 1\n\
+         .amdhsa_system_sgpr_workgroup_id_x 1",
+    ) else {
+        return;
+    };
+    // 2048 work-items of 16 bytes: the source at 0x8100, the destination at 0x18200, whose
+    // item 2016 (wave 31's lane 32) is the BO's end (BO_SIZE, 0x20000).
+    const SRC: usize = 0x8100;
+    const DST: usize = 0x18200;
+    let mut q = queue(machine, &text, &kd);
+    for i in 0..0x8000usize {
+        q.bo.bytes()[SRC + i] = (i * 7 + i / 4096) as u8;
+    }
+    q.put_u64(DATA, va(2) + SRC as u64);
+    q.put_u64(DATA + 8, va(2) + DST as u64);
+    // 31 whole waves: all in the BO.
+    q.submit(0, dispatch([31 * 64, 1, 1], [64, 1, 1], 0));
+    assert!(q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0));
+    let copied = 31 * 64 * 16;
+    let bytes = q.bo.bytes();
+    assert!(
+        bytes[DST..DST + copied] == bytes[SRC..SRC + copied],
+        "the copy differs"
+    );
+    q.bo.bytes()[DST..DST + copied].fill(0);
+    // 32 waves: the last one's lanes 32..63 are past the BO.
+    let memory = create(&q.emu, KFD_IOC_EVENT_MEMORY, false);
+    q.put_u64(COMPLETION + SIGNAL_VALUE, 1);
+    q.submit(1, dispatch([32 * 64, 1, 1], [64, 1, 1], 0));
+    let mut events = [data(memory.event_id)];
+    let (r, result) = wait(&q.emu, &mut events, true, PATIENCE_MS);
+    assert_eq!((r, result), (Ok(0), KFD_IOC_WAIT_RESULT_COMPLETE));
+    let fault = events[0].memory_exception_data();
+    assert_eq!(
+        fault.va,
+        va(2) + BO_SIZE as u64,
+        "the first page past the BO"
+    );
+    // Wave 31's first 32 lanes stored theirs (the waves before it may or may not have run
+    // when the dispatch stopped).
+    let (lo, hi) = (31 * 64 * 16, 32 * 64 * 16 - 32 * 16);
+    let bytes = q.bo.bytes();
+    assert!(
+        bytes[DST + lo..DST + hi] == bytes[SRC + lo..SRC + hi],
+        "the faulting wave's lanes before the fault did not store"
+    );
+    q.destroy();
+}
+
 /// `PACKET3(op, count)` of a compute queue: type 3, the body's dwords - 1, the opcode.
 fn packet3(op: u32, body: &[u32]) -> Vec<u32> {
     let mut p = vec![3 << 30 | (body.len() as u32 - 1) << 16 | op << 8 | 1 << 1];

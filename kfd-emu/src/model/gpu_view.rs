@@ -86,16 +86,21 @@ impl Piece {
 pub(super) enum Route {
     /// `offset` of a VRAM or GTT BO's memfd, reached through its long-lived mapping
     /// ([`bo_maps`](super::bo_maps), kept in the state until the BO's last reference goes).
+    /// `span`: the GPU addresses around the page that the same mapping maps linearly (the
+    /// BO's whole GPU mapping), for a dispatch's translation cache.
     Memfd {
         map: Arc<BoMap>,
         offset: u64,
         writable: bool,
+        span: std::ops::Range<u64>,
     },
-    /// Address `addr` of process `owner`'s memory (USERPTR, SVM), mapped on the GPU now.
+    /// Address `addr` of process `owner`'s memory (USERPTR, SVM), mapped on the GPU now;
+    /// `span` as for `Memfd` (a USERPTR BO's mapping; an SVM page alone).
     Process {
         owner: i32,
         addr: u64,
         writable: bool,
+        span: std::ops::Range<u64>,
     },
     /// Anything else the GPU maps (memory the model keeps for the kernel driver): reached
     /// through the GPU view on every access.
@@ -393,6 +398,7 @@ impl Driver {
                     owner: tgid,
                     addr: page,
                     writable,
+                    span: page..page.saturating_add(super::memory::PAGE_SIZE),
                 },
                 None => Route::Unmapped,
             };
@@ -410,6 +416,7 @@ impl Driver {
                     map,
                     offset,
                     writable: m.writable,
+                    span: start..m.end,
                 },
                 None => Route::Other,
             },
@@ -419,6 +426,7 @@ impl Driver {
                     owner,
                     addr,
                     writable: m.writable,
+                    span: start..m.end,
                 },
                 None => Route::Other,
             },

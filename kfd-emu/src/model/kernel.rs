@@ -48,6 +48,9 @@
 //!   reached with one `process_vm_readv`/`writev` per access and no lock, their translation
 //!   cached until the next MMU-notifier event or SVM unmap (the first access to a page, and
 //!   the first after an invalidation, goes through the GPU view and its retry-fault path);
+//!   a translation covers its whole span (a BO's or USERPTR BO's GPU mapping, an SVM page
+//!   alone), so a whole-wave access (`kfd_gfx9`'s bulk path: one call per page for a wave's
+//!   unit-stride load or store) walking a BO finds it in the thread's last four spans;
 //!   the dispatch packet and the kernarg
 //!   segment are read once when the dispatch starts, as the HSA lets the CP (neither may
 //!   change while the dispatch runs; every wave reads them through the scalar cache).
@@ -267,12 +270,39 @@ enum Page {
     Unmapped,
 }
 
+impl Page {
+    /// The translation of the page `delta` bytes (a multiple of the page size, either sign)
+    /// from this one in the same span ([`Translations`]): the same window or process memory,
+    /// moved linearly.
+    fn moved(self, delta: i64) -> Page {
+        match self {
+            Page::Mapped { base, writable } => Page::Mapped {
+                // Within the same window (the span lies in it): the caller's invariant.
+                base: PagePtr(base.0.wrapping_offset(delta as isize)),
+                writable,
+            },
+            Page::Process {
+                owner,
+                addr,
+                writable,
+            } => Page::Process {
+                owner,
+                addr: addr.wrapping_add_signed(delta),
+                writable,
+            },
+            p => p,
+        }
+    }
+}
+
 /// A dispatch's translations, valid while the device's translation generation
 /// ([`Device::translations`](super::device::Device)) is `epoch`.
 #[derive(Default)]
 struct Translations {
     epoch: u64,
-    pages: std::collections::HashMap<u64, Page>,
+    /// Each page's translation and its span: the pages around it its mapping maps linearly
+    /// (a BO's or USERPTR's whole GPU mapping, within its window; an SVM page alone).
+    pages: std::collections::HashMap<u64, (Page, std::ops::Range<u64>)>,
 }
 
 /// A page's address in a window (a [`BoMap`] of the BO's memfd) the cache holds for the whole
@@ -288,7 +318,8 @@ unsafe impl Sync for PagePtr {}
 
 /// Copies `buf.len()` bytes from shared memory at `src` with atomic loads (the process may
 /// write the same bytes meanwhile: a racy access, as on the hardware, but no data race in the
-/// emulator). Aligned dwords and qwords are single loads.
+/// emulator). Aligned dwords and qwords are single loads; a longer copy (a whole wave's
+/// coalesced access, `kfd_gfx9`'s bulk path) moves its 8-aligned middle a qword at a time.
 ///
 /// # Safety
 ///
@@ -309,8 +340,21 @@ unsafe fn load(src: *const u8, buf: &mut [u8]) {
                 .load(Relaxed)
                 .to_le_bytes(),
         ),
-        _ => {
-            for (i, b) in buf.iter_mut().enumerate() {
+        n => {
+            // Bytes up to the first 8-aligned address, qwords, then the last bytes.
+            let head = (src as usize).next_multiple_of(8) - src as usize;
+            let head = head.min(n);
+            let qwords = (n - head) / 8;
+            for (i, b) in buf.iter_mut().enumerate().take(head) {
+                // SAFETY: in the window (the caller).
+                *b = unsafe { &*src.add(i).cast::<AtomicU8>() }.load(Relaxed);
+            }
+            for (q, chunk) in buf[head..head + 8 * qwords].chunks_exact_mut(8).enumerate() {
+                // SAFETY: in the window (the caller), 8-aligned (past `head`).
+                let v = unsafe { &*src.add(head + 8 * q).cast::<AtomicU64>() }.load(Relaxed);
+                chunk.copy_from_slice(&v.to_le_bytes());
+            }
+            for (i, b) in buf.iter_mut().enumerate().skip(head + 8 * qwords) {
                 // SAFETY: in the window (the caller).
                 *b = unsafe { &*src.add(i).cast::<AtomicU8>() }.load(Relaxed);
             }
@@ -337,8 +381,20 @@ unsafe fn store(dst: *mut u8, data: &[u8]) {
             // SAFETY: as above.
             unsafe { &*dst.cast::<AtomicU64>() }.store(v, Relaxed);
         }
-        _ => {
-            for (i, &b) in data.iter().enumerate() {
+        n => {
+            let head = (dst as usize).next_multiple_of(8) - dst as usize;
+            let head = head.min(n);
+            let qwords = (n - head) / 8;
+            for (i, &b) in data.iter().enumerate().take(head) {
+                // SAFETY: in the window (the caller).
+                unsafe { &*dst.add(i).cast::<AtomicU8>() }.store(b, Relaxed);
+            }
+            for (q, chunk) in data[head..head + 8 * qwords].chunks_exact(8).enumerate() {
+                let v = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+                // SAFETY: in the window (the caller), 8-aligned (past `head`).
+                unsafe { &*dst.add(head + 8 * q).cast::<AtomicU64>() }.store(v, Relaxed);
+            }
+            for (i, &b) in data.iter().enumerate().skip(head + 8 * qwords) {
                 // SAFETY: in the window (the caller).
                 unsafe { &*dst.add(i).cast::<AtomicU8>() }.store(b, Relaxed);
             }
@@ -350,8 +406,9 @@ unsafe fn store(dst: *mut u8, data: &[u8]) {
 /// with a translation cache for the dispatch's lifetime (the TLB of this dispatch):
 ///
 /// * pages of VRAM and GTT BOs, whose bytes are then reached through a shared mapping of the
-///   BO's memfd (a lane's access is an atomic load or store, no lock and no system call; an
-///   atomic is a compare-and-swap on the shared page, atomic with respect to the CPU too);
+///   BO's memfd (an access is atomic loads or stores, a qword at a time for a whole wave's,
+///   no lock and no system call; an atomic is a compare-and-swap on the shared page, atomic
+///   with respect to the CPU too);
 /// * pages of process memory the GPU maps (USERPTR BOs with pages, SVM pages whose PTE is
 ///   valid on this GPU), reached with one `process_vm_readv`/`writev` per access and no lock.
 ///   A page is cached only once it is mapped: the first access to an SVM page goes through
@@ -362,13 +419,15 @@ unsafe fn store(dst: *mut u8, data: &[u8]) {
 ///   system memory, attribute changes), so an access after an invalidation translates again
 ///   and faults, or migrates, as the GPU view decides. An access whose cached translation
 ///   fails (the page went away) is made again through the GPU view, whose answer (its fault)
-///   is the one given.
+///   is the one given. A translation holds for its span (`Route`'s: the pages the same
+///   mapping maps linearly, within the BO's window), which each thread keeps for its last
+///   four ([`LAST_SPANS`]; the map by page behind them).
 ///
 /// Everything else (memory the model keeps for the kernel driver, faults) goes through the GPU
 /// view on every access. Where it differs: a BO freed, or a VA unmapped from the GPU and
 /// mapped again (the GPU-side ioctls, not the CPU's munmap), while the kernel runs is still
-/// reached as it was when the dispatch first touched it (on the hardware the kernel would
-/// race with the unmap).
+/// reached as it was when the dispatch first touched that mapping (on the hardware the kernel
+/// would race with the unmap).
 struct GpuMemory<'a> {
     drv: &'a Driver,
     tgid: i32,
@@ -382,7 +441,7 @@ struct GpuMemory<'a> {
     /// state's long-lived ones ([`bo_maps`](super::bo_maps), made with a BO's first access and
     /// unmapped with its last reference), held so that none goes while the dispatch runs.
     windows: Mutex<std::collections::HashMap<usize, std::sync::Arc<BoMap>>>,
-    /// This dispatch's number, which the threads' last-page caches ([`LAST_PAGE`]) are keyed
+    /// This dispatch's number, which the threads' translation caches ([`LAST_SPANS`]) are keyed
     /// by.
     generation: u64,
     /// Read-only copies, taken when the dispatch starts, of what the HSA says no one changes
@@ -404,12 +463,20 @@ struct GpuMemory<'a> {
 /// Dispatches made so far (each `GpuMemory` takes the next number).
 static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
+/// Spans a thread's translation cache ([`LAST_SPANS`]) holds.
+const LAST_SPANS_LEN: usize = 4;
+
+/// One entry of [`LAST_SPANS`]: (dispatch number, translation generation, span start, span
+/// end, a page of the span, that page's translation).
+type SpanSlot = (u64, u64, u64, u64, u64, Page);
+
 thread_local! {
-    /// The last page a thread translated: (dispatch number, translation generation, page,
-    /// translation). Lanes of a wave mostly touch the page the previous lane did; this spares
-    /// them the shared map's lock.
-    static LAST_PAGE: std::cell::Cell<(u64, u64, u64, Page)> =
-        const { std::cell::Cell::new((0, 0, 0, Page::Slow)) };
+    /// The last spans a thread translated (a span: the pages one mapping maps linearly, a
+    /// whole BO for VRAM and GTT), the next slot to replace last. A wave's lanes mostly touch
+    /// the page the previous lane did, and a copy kernel walks a source and a destination BO
+    /// a page further at each instruction; this spares them the shared map's lock.
+    static LAST_SPANS: std::cell::Cell<([SpanSlot; LAST_SPANS_LEN], usize)> =
+        const { std::cell::Cell::new(([(0, 0, 0, 0, 0, Page::Slow); LAST_SPANS_LEN], 0)) };
 }
 
 const PAGE: u64 = super::memory::PAGE_SIZE;
@@ -458,20 +525,23 @@ impl GpuMemory<'_> {
             .dev
             .translations
             .load(std::sync::atomic::Ordering::Acquire);
-        let (generation, at, last, p) = LAST_PAGE.with(std::cell::Cell::get);
-        if generation == self.generation && at == epoch && last == page {
-            return p;
+        let (mut slots, next) = LAST_SPANS.with(std::cell::Cell::get);
+        if let Some(&(_, _, _, _, at, p)) = slots.iter().find(|&&(g, e, lo, hi, _, _)| {
+            g == self.generation && e == epoch && lo <= page && page < hi
+        }) {
+            return p.moved(page.wrapping_sub(at) as i64);
         }
-        let p = self.page_shared(page, epoch);
+        let (p, span) = self.page_shared(page, epoch);
         if !matches!(p, Page::Unmapped) {
-            LAST_PAGE.with(|c| c.set((self.generation, epoch, page, p)));
+            slots[next] = (self.generation, epoch, span.start, span.end, page, p);
+            LAST_SPANS.with(|c| c.set((slots, (next + 1) % LAST_SPANS_LEN)));
         }
         p
     }
 
-    /// [`page`](Self::page) through the dispatch's map, made on first use; `epoch` is the
-    /// translation generation read before.
-    fn page_shared(&self, page: u64, epoch: u64) -> Page {
+    /// [`page`](Self::page) through the dispatch's map, made on first use, with its span;
+    /// `epoch` is the translation generation read before.
+    fn page_shared(&self, page: u64, epoch: u64) -> (Page, std::ops::Range<u64>) {
         {
             let cache = self
                 .pages
@@ -480,15 +550,18 @@ impl GpuMemory<'_> {
             if cache.epoch == epoch
                 && let Some(p) = cache.pages.get(&page)
             {
-                return *p;
+                return p.clone();
             }
         }
-        let p = match self.drv.page_route(self.tgid, self.gpu_id, page) {
+        let alone = page..page.saturating_add(PAGE);
+        let (p, span) = match self.drv.page_route(self.tgid, self.gpu_id, page) {
             Route::Memfd {
                 map,
                 offset,
                 writable,
+                span,
             } if offset + PAGE <= map.len() as u64 => {
+                let size = map.len() as u64;
                 // SAFETY: `offset + PAGE <= map.len()`, the window's length.
                 let base = unsafe { map.base().add(offset as usize) };
                 // The window stays mapped while the dispatch runs (its `Arc` kept here), even
@@ -498,22 +571,32 @@ impl GpuMemory<'_> {
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .entry(std::sync::Arc::as_ptr(&map) as usize)
                     .or_insert(map);
-                Page::Mapped {
+                // The span's pages within the window: offsets 0..size.
+                let lo = span.start.max(page.saturating_sub(offset));
+                let hi = span
+                    .end
+                    .min(page.saturating_add((size - offset) / PAGE * PAGE));
+                let page_mapped = Page::Mapped {
                     base: PagePtr(base),
                     writable,
-                }
+                };
+                (page_mapped, lo.min(page)..hi.max(page.saturating_add(PAGE)))
             }
             Route::Process {
                 owner,
                 addr,
                 writable,
-            } => Page::Process {
-                owner,
-                addr,
-                writable,
-            },
-            Route::Unmapped => return Page::Unmapped,
-            Route::Memfd { .. } | Route::Other => Page::Slow,
+                span,
+            } => (
+                Page::Process {
+                    owner,
+                    addr,
+                    writable,
+                },
+                span.start.min(page)..span.end.max(page.saturating_add(PAGE)),
+            ),
+            Route::Unmapped => return (Page::Unmapped, alone),
+            Route::Memfd { .. } | Route::Other => (Page::Slow, alone),
         };
         let mut cache = self
             .pages
@@ -526,9 +609,9 @@ impl GpuMemory<'_> {
             cache.epoch = epoch;
         }
         if epoch == cache.epoch {
-            cache.pages.insert(page, p);
+            cache.pages.insert(page, (p, span.clone()));
         }
-        p
+        (p, span)
     }
 
     /// Where `addr..addr + len` is when it lies in one cached page (writable when `write`).
@@ -1337,6 +1420,30 @@ mod tests {
     use super::atomics_lock;
     use std::sync::Arc;
     use std::time::Duration;
+
+    /// A window access of any length at any alignment (the qword middle of a long one, the
+    /// bytes around it) reads and writes exactly its bytes.
+    #[test]
+    fn window_loads_and_stores_move_exactly_their_bytes_at_any_alignment() {
+        let pattern: Vec<u8> = (0..96u8).map(|i| i.wrapping_mul(37) ^ 0x5a).collect();
+        for at in 0..16 {
+            for len in 0..64 {
+                let mut mem = vec![0u8; 96];
+                let data = &pattern[..len];
+                // SAFETY: `at + len <= 80` lies in `mem`, which nothing else touches.
+                unsafe { super::store(mem.as_mut_ptr().add(at), data) };
+                assert_eq!(&mem[at..at + len], data, "store of {len} at {at}");
+                assert!(
+                    mem[..at].iter().chain(&mem[at + len..]).all(|&b| b == 0),
+                    "store of {len} at {at} wrote around it"
+                );
+                let mut buf = vec![0xeeu8; len];
+                // SAFETY: as above.
+                unsafe { super::load(pattern.as_ptr().add(at), &mut buf) };
+                assert_eq!(buf, pattern[at..at + len], "load of {len} at {at}");
+            }
+        }
+    }
 
     /// A process's GPU atomic blocked inside its lock (on a page its program does not serve)
     /// leaves another process's atomics free, while the same process's wait for it.

@@ -38,6 +38,111 @@ pub(in crate::exec) fn write_global(mem: &dyn Memory, addr: u64, data: &[u8]) ->
     Ok(())
 }
 
+/// The enabled lanes when EXEC enables one unbroken block of them: its first lane and its
+/// length (a full wave, or a partial wave's leading lanes, or a loop's remaining ones).
+pub(super) fn exec_block(exec: u64) -> Option<(usize, usize)> {
+    if exec == 0 {
+        return None;
+    }
+    let first = exec.trailing_zeros();
+    let m = exec >> first;
+    (m & m.wrapping_add(1) == 0).then_some((first as usize, m.count_ones() as usize))
+}
+
+/// The bulk form of a whole-register load (a [`Shape`] of [`Half::Full`]) of `n` lanes from
+/// `first` whose accesses follow each other in global memory from `start` (lane
+/// `first + i` at `start + i * shape.bytes`): one [`read_global`] of the whole run (one
+/// [`Memory`] call per page instead of one per lane), the bytes then put in registers `d..`
+/// of `file`. What the per-lane loads would leave in the registers; `false` (nothing
+/// written) when the read faults, and the caller redoes it lane by lane, so that the fault is
+/// the first faulting lane's, as before.
+pub(super) fn bulk_load(
+    mem: &dyn Memory,
+    start: u64,
+    shape: Shape,
+    file: &mut [[u32; LANES]],
+    d: usize,
+    (first, n): (usize, usize),
+) -> bool {
+    debug_assert!(shape.half == Half::Full && first + n <= LANES);
+    let mut raw = [0u8; LANES * 16];
+    let buf = &mut raw[..n * shape.bytes];
+    if read_global(mem, start, buf).is_err() {
+        return false;
+    }
+    let regs = &mut file[d..d + shape.regs()];
+    match shape.bytes {
+        4 => put_dwords::<4>(buf, regs, first),
+        8 => put_dwords::<8>(buf, regs, first),
+        12 => put_dwords::<12>(buf, regs, first),
+        16 => put_dwords::<16>(buf, regs, first),
+        _ => {
+            for (i, c) in buf.chunks_exact(shape.bytes).enumerate() {
+                regs[0][first + i] = match (c, shape.signed) {
+                    (&[b], false) => u32::from(b),
+                    (&[b], true) => b as i8 as i32 as u32,
+                    (&[a, b], false) => u32::from(u16::from_le_bytes([a, b])),
+                    (&[a, b], true) => i16::from_le_bytes([a, b]) as i32 as u32,
+                    _ => 0,
+                };
+            }
+        }
+    }
+    true
+}
+
+/// The bulk form of a whole-register store (see [`bulk_load`]): the `n` lanes' data from
+/// registers `s..` of `file` gathered into one buffer and written with one [`write_global`].
+/// `false` when the write faults (the pages before the faulting one written, as the per-lane
+/// stores of their lanes would have): the caller redoes it lane by lane, which writes the
+/// same bytes again and stops at the first faulting lane, as before.
+pub(super) fn bulk_store(
+    mem: &dyn Memory,
+    start: u64,
+    shape: Shape,
+    file: &[[u32; LANES]],
+    s: usize,
+    (first, n): (usize, usize),
+) -> bool {
+    debug_assert!(shape.half == Half::Full && first + n <= LANES);
+    let mut raw = [0u8; LANES * 16];
+    let buf = &mut raw[..n * shape.bytes];
+    let regs = &file[s..s + shape.regs()];
+    match shape.bytes {
+        4 => get_dwords::<4>(buf, regs, first),
+        8 => get_dwords::<8>(buf, regs, first),
+        12 => get_dwords::<12>(buf, regs, first),
+        16 => get_dwords::<16>(buf, regs, first),
+        b => {
+            for (i, c) in buf.chunks_exact_mut(b).enumerate() {
+                c.copy_from_slice(&regs[0][first + i].to_le_bytes()[..b]);
+            }
+        }
+    }
+    write_global(mem, start, buf).is_ok()
+}
+
+/// Lane `first + i`'s `B / 4` dwords from `buf[i * B..]` into `regs[0..B / 4]`.
+#[inline]
+fn put_dwords<const B: usize>(buf: &[u8], regs: &mut [[u32; LANES]], first: usize) {
+    for (i, c) in buf.chunks_exact(B).enumerate() {
+        for (k, reg) in regs.iter_mut().enumerate().take(B / 4) {
+            let w = &c[4 * k..4 * k + 4];
+            reg[first + i] = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        }
+    }
+}
+
+/// Lane `first + i`'s `B / 4` dwords from `regs[0..B / 4]` into `buf[i * B..]`.
+#[inline]
+fn get_dwords<const B: usize>(buf: &mut [u8], regs: &[[u32; LANES]], first: usize) {
+    for (i, c) in buf.chunks_exact_mut(B).enumerate() {
+        for (k, reg) in regs.iter().enumerate().take(B / 4) {
+            c[4 * k..4 * k + 4].copy_from_slice(&reg[first + i].to_le_bytes());
+        }
+    }
+}
+
 /// The global address of byte `offset` of `lane`'s private memory, for a wave whose scratch
 /// slot starts at `base`.
 ///

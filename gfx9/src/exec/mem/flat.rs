@@ -30,10 +30,11 @@
 //! `global_`) and the `flat_` segment's opcodes 38..42 are [`ExecError::Illegal`].
 
 use super::access::{
-    Access, Half, Rmw, Shape, atomic_operands, file, file_mut, lds_dma_addr, read_global, read_lds,
-    read_private, rmw_lds, vreg, write_global, write_lds, write_private,
+    Access, Half, Rmw, Shape, atomic_operands, bulk_load, bulk_store, exec_block, file, file_mut,
+    lds_dma_addr, read_global, read_lds, read_private, rmw_lds, vreg, write_global, write_lds,
+    write_private,
 };
-use crate::exec::wave::{Ctx, ExecError, LANES, Target, Ty, Wave, illegal};
+use crate::exec::wave::{Ctx, ExecError, LANES, Memory, Target, Ty, Wave, illegal};
 use crate::inst::Inst;
 use crate::opcode::{FlatOp, Segment};
 use crate::operand::Operand;
@@ -163,6 +164,9 @@ pub(super) fn execute(
     }
     if to_lds(op) && seg == Segment::Flat {
         return Err(illegal(inst, pc, "no flat_ load to LDS"));
+    }
+    if !(lds_bit || to_lds(op)) && bulk(w, ctx.mem, inst, seg, access(op)) {
+        return Ok(());
     }
     let locs = lane_locs(w, inst, pc, seg)?;
     let acc = inst.mods.acc;
@@ -301,6 +305,105 @@ pub(super) fn execute(
         }
     }
     Ok(())
+}
+
+/// The bulk path of a whole-register load or store (module docs): when EXEC enables one
+/// block of lanes whose global addresses follow each other (ROCr's blit and fill kernels,
+/// any unit-stride copy), the whole block is one [`bulk_load`] / [`bulk_store`]. `false`
+/// when the instruction is not of that shape or the access faults: the per-lane path then
+/// runs it, with every check and fault as before.
+fn bulk(w: &mut Wave, mem: &dyn Memory, inst: &Inst, seg: Segment, access: Access) -> bool {
+    let (Access::Load(shape) | Access::Store(shape)) = access else {
+        return false;
+    };
+    if shape.half != Half::Full {
+        return false;
+    }
+    let Some(block) = exec_block(w.exec) else {
+        return false;
+    };
+    let Some(start) = bulk_start(w, inst, seg, shape.bytes, block) else {
+        return false;
+    };
+    let acc = inst.mods.acc;
+    match access {
+        Access::Load(_) => match vreg(inst, 0, inst.dst[0], shape.regs()) {
+            Ok(d) => bulk_load(mem, start, shape, file_mut(w, acc), d, block),
+            Err(_) => false,
+        },
+        Access::Store(_) => match vreg(inst, 0, inst.src[1], shape.regs()) {
+            Ok(s) => bulk_store(mem, start, shape, file(w, acc), s, block),
+            Err(_) => false,
+        },
+        Access::Atomic { .. } => false,
+    }
+}
+
+/// The global address of lane `first`'s access when the `n` lanes from `first` reach global
+/// memory at consecutive addresses `bytes` apart ([`lane_locs`]'s addresses, none in the LDS
+/// or private aperture); `None` otherwise (scratch, a register out of the file, a gap).
+fn bulk_start(
+    w: &Wave,
+    inst: &Inst,
+    seg: Segment,
+    bytes: usize,
+    (first, n): (usize, usize),
+) -> Option<u64> {
+    let imm = i64::from(inst.imm) as u64;
+    // The address registers: a VGPR pair, or a VGPR offset from the SADDR pair.
+    let (a, base) = match (seg, inst.src[2]) {
+        (Segment::Flat, _) | (Segment::Global, Operand::None) => {
+            (vreg(inst, 0, inst.src[0], 2).ok()?, None)
+        }
+        (Segment::Global, saddr) => (
+            vreg(inst, 0, inst.src[0], 1).ok()?,
+            Some(w.read_scalar64(saddr, Ty::B64)?),
+        ),
+        (Segment::Scratch, _) => return None,
+    };
+    let v = &w.vgpr;
+    let lanes = first..first + n;
+    let step = bytes as u64;
+    let start = match base {
+        None => {
+            let (lo, hi) = (&v[a][lanes.clone()], &v[a + 1][lanes]);
+            let start = (u64::from(lo[0]) | u64::from(hi[0]) << 32).wrapping_add(imm);
+            let mut next = start;
+            for (&l, &h) in lo.iter().zip(hi) {
+                if (u64::from(l) | u64::from(h) << 32).wrapping_add(imm) != next {
+                    return None;
+                }
+                next = next.wrapping_add(step);
+            }
+            start
+        }
+        Some(b) => {
+            let off = &v[a][lanes];
+            let start = b.wrapping_add(u64::from(off[0])).wrapping_add(imm);
+            let mut next = start;
+            for &o in off {
+                if b.wrapping_add(u64::from(o)).wrapping_add(imm) != next {
+                    return None;
+                }
+                next = next.wrapping_add(step);
+            }
+            start
+        }
+    };
+    let next = start.wrapping_add(step * n as u64);
+    if seg == Segment::Flat {
+        // The run spans less than 1 KiB: its first and last bytes name every 4 GiB aperture
+        // it touches.
+        let last = next.wrapping_sub(1);
+        let ap = w.apertures;
+        if [start, last]
+            .iter()
+            .any(|&x| in_aperture(x, ap.shared_base) || in_aperture(x, ap.private_base))
+        {
+            return None;
+        }
+    }
+    Some(start)
 }
 
 /// The global address of `lane`'s access of `bytes` when it is one memory access: a global

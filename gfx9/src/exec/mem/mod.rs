@@ -22,6 +22,22 @@
 //! of lanes before the faulting one have happened, as on hardware where the wave halts with
 //! part of its stores done.
 //!
+//! # Bulk access
+//!
+//! A whole-register load or store (byte, short, dword..dwordx4; not D16, atomics or loads to
+//! LDS) of FLAT, GLOBAL or MUBUF whose enabled lanes form one block (EXEC's set bits
+//! contiguous: a full wave, a partial wave's leading lanes) and whose lanes' global addresses
+//! follow each other at the access size (lane *i + 1* right after lane *i*: ROCr's blit and
+//! fill kernels, any unit-stride copy) goes to [`Memory`](super::Memory) as one access of the
+//! whole run, split at pages (`access::bulk_load` / `bulk_store`), the registers filled from
+//! or gathered into one buffer. For MUBUF every dword piece the per-lane path would move
+//! must be in range and in line (a swizzled or strided V# that scatters them, or a lane past
+//! NUM_RECORDS, takes the per-lane path). Anything else, and a bulk access that faults, runs
+//! lane by lane as the guide defines it, so faults and partial stores are exactly the
+//! per-lane ones (`tests/exec_mem_bulk.rs` holds random instructions to a per-lane model and
+//! to the same instruction run one lane at a time). `benches/blit.rs` measures it on ROCr's
+//! blit kernel.
+//!
 //! # Address spaces
 //!
 //! - Global: a GPU virtual address, through [`Memory`](super::Memory), split at 4 KiB pages.

@@ -53,7 +53,8 @@
 //! `buffer_wbinvl1*`, `buffer_wbl2` and `buffer_invl2` do nothing: no cache is modelled.
 
 use super::access::{
-    Access, Half, Rmw, Shape, atomic_operands, file, file_mut, lds_dma_addr, vreg, write_lds,
+    Access, Half, Rmw, Shape, atomic_operands, bulk_load, bulk_store, exec_block, file, file_mut,
+    lds_dma_addr, vreg, write_lds,
 };
 use super::format::Format;
 use crate::exec::wave::{Ctx, ExecError, LANES, Target, Ty, Wave, illegal};
@@ -400,6 +401,22 @@ fn run(
     let mem = ctx.mem;
     let fault = |fault| ExecError::Memory { pc, fault };
     let acc = inst.mods.acc;
+    // A block of enabled lanes whose every piece is in range and follows the previous lane's
+    // in memory: one bulk access (a fault: lane by lane below, as before).
+    if let Access::Load(shape) | Access::Store(shape) = access
+        && shape.half == Half::Full
+        && let Some(block) = exec_block(exec)
+        && let Some(start) = bulk_start(&addr, shape.bytes, block)
+        && let Ok(r) = vreg(inst, pc, inst.dst[0], shape.regs())
+    {
+        let done = match access {
+            Access::Load(_) => bulk_load(mem, start, shape, file_mut(w, acc), r, block),
+            _ => bulk_store(mem, start, shape, file(w, acc), r, block),
+        };
+        if done {
+            return Ok(());
+        }
+    }
     match access {
         Access::Load(shape) => {
             let d = vreg(inst, pc, inst.dst[0], shape.regs())?;
@@ -488,6 +505,30 @@ fn run(
         }
     }
     Ok(())
+}
+
+/// The address of lane `first`'s access when, for each of the `n` lanes from `first`, every
+/// piece the per-lane path would move (the dwords of its `bytes`, `addr(lane, 4k, len)`) is in
+/// range and lies right after the previous one: the block is then one run of memory. `None`
+/// otherwise (a piece out of range, which the per-lane path skips; a swizzle or stride
+/// that scatters them).
+fn bulk_start(
+    addr: &dyn Fn(usize, u64, u64) -> Option<u64>,
+    bytes: usize,
+    (first, n): (usize, usize),
+) -> Option<u64> {
+    let start = addr(first, 0, bytes.min(4) as u64)?;
+    let mut next = start;
+    for lane in first..first + n {
+        for k in 0..bytes.div_ceil(4) {
+            let len = (bytes - 4 * k).min(4) as u64;
+            if addr(lane, 4 * k as u64, len) != Some(next) {
+                return None;
+            }
+            next = next.wrapping_add(len);
+        }
+    }
+    Some(start)
 }
 
 /// What a load to LDS reads per lane.
