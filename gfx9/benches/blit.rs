@@ -34,6 +34,10 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kfd_gfx9::dispatch::{Dispatch, KernelDescriptor, NoObserver, RunOptions, Scratch, run};
 use kfd_gfx9::exec::{Apertures, Fault, Memory, Target};
 
+#[path = "common/mod.rs"]
+mod common;
+use common::cpu_time;
+
 const CODE: u64 = 0x1_0000_0000;
 const KERNARG: u64 = CODE + 0x1000;
 const SRC: u64 = 0x2_0000_0000;
@@ -153,19 +157,6 @@ fn setup() -> (Mem, Dispatch) {
         user_data: Some(user),
     };
     (mem, d)
-}
-
-/// The calling thread's CPU time for `n` runs of `f` (`CLOCK_THREAD_CPUTIME_ID`).
-fn cpu_time(n: u64, mut f: impl FnMut()) -> Duration {
-    let now = || {
-        let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-        Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-    };
-    let start = now();
-    for _ in 0..n {
-        f();
-    }
-    now() - start
 }
 
 fn bench(c: &mut Criterion) {

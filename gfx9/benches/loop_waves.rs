@@ -38,6 +38,10 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kfd_gfx9::dispatch::{Dispatch, KernelDescriptor, NoObserver, RunOptions, Scratch, run};
 use kfd_gfx9::exec::{Apertures, CodeCache, Ctx, Fault, Flow, Memory, Target, execute};
 
+#[path = "common/mod.rs"]
+mod common;
+use common::cpu_time;
+
 const CODE: u64 = 0x1_0000_0000;
 const WAVES: u32 = 256;
 /// Loop iterations per wave (`s_movk_i32 s1, 0x100`).
@@ -151,21 +155,6 @@ fn stepped(code: &Code, d: &Dispatch) -> u64 {
         black_box(&w.vgpr[1][0]);
     }
     executed
-}
-
-/// The calling thread's CPU time for `n` runs of `f` (`CLOCK_THREAD_CPUTIME_ID`): every run
-/// here is on the calling thread (`threads: 1`), and on a shared machine the wall clock also
-/// counts the time other processes hold the core.
-fn cpu_time(n: u64, mut f: impl FnMut()) -> Duration {
-    let now = || {
-        let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-        Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-    };
-    let start = now();
-    for _ in 0..n {
-        f();
-    }
-    now() - start
 }
 
 fn bench(c: &mut Criterion) {

@@ -11,7 +11,7 @@ use kfd_emu::machine::Machine;
 use kfd_emu::model::ModelConfig;
 use kfd_ioctl::QueueSizes;
 use kfd_ioctl::abi::*;
-use model_support::{Emu, va};
+use model_support::{Emu, svm_set, va};
 use rustix::io::Errno;
 
 /// `ENOTSUPP` (524), which `set_queue_properties_from_user` returns for an unknown type.
@@ -477,27 +477,6 @@ fn newer_kernels_refuse_to_unmap_what_a_queue_holds() {
             assert_eq!(emu.unmap(ptrs, &[gpu]), (Ok(0), 1));
         }
     }
-}
-
-/// AMDKFD_IOC_SVM SET_ATTR of `[addr, addr + size)` with `attrs` (type, value).
-fn svm_set(emu: &Emu, addr: u64, size: u64, attrs: &[(u32, u32)]) -> Result<i64, Errno> {
-    let mut buf = Vec::with_capacity(24 + attrs.len() * 8);
-    buf.extend_from_slice(&addr.to_ne_bytes());
-    buf.extend_from_slice(&size.to_ne_bytes());
-    buf.extend_from_slice(&KFD_IOCTL_SVM_OP_SET_ATTR.to_ne_bytes());
-    buf.extend_from_slice(&u32::try_from(attrs.len()).unwrap().to_ne_bytes());
-    for &(kind, value) in attrs {
-        buf.extend_from_slice(&kind.to_ne_bytes());
-        buf.extend_from_slice(&value.to_ne_bytes());
-    }
-    // The word carries the whole size, header and attributes (as libhsakmt encodes it).
-    let cmd = rustix::ioctl::opcode::from_components(
-        rustix::ioctl::Direction::ReadWrite,
-        b'K',
-        0x20,
-        buf.len(),
-    );
-    emu.ioctl_raw(cmd, buf.as_mut_ptr() as u64)
 }
 
 #[test]

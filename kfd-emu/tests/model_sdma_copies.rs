@@ -29,7 +29,7 @@ use kfd_emu::backend::MmapAction;
 use kfd_emu::machine::Machine;
 use kfd_emu::model::ModelConfig;
 use kfd_ioctl::abi::*;
-use model_support::{CpuMap, Emu, VRAM_RW, create, data, va, wait};
+use model_support::{CpuMap, Emu, VRAM_RW, create, data, svm_set, va, wait};
 
 /// How long a test waits for something that should happen at once before it fails.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -143,32 +143,6 @@ fn userptr(emu: &Emu, mem: &Anon) {
         )
         .expect("USERPTR BO");
     assert_eq!(emu.map(h, &[emu.gpu()]).0, Ok(0));
-}
-
-/// AMDKFD_IOC_SVM SET_ATTR of `[addr, addr + size)` with `attrs` (type, value), encoded as
-/// libhsakmt does (the ioctl word carries the header's and the attributes' size).
-fn svm_set(
-    emu: &Emu,
-    addr: u64,
-    size: u64,
-    attrs: &[(u32, u32)],
-) -> Result<i64, rustix::io::Errno> {
-    let mut buf = Vec::with_capacity(24 + attrs.len() * 8);
-    buf.extend_from_slice(&addr.to_ne_bytes());
-    buf.extend_from_slice(&size.to_ne_bytes());
-    buf.extend_from_slice(&KFD_IOCTL_SVM_OP_SET_ATTR.to_ne_bytes());
-    buf.extend_from_slice(&u32::try_from(attrs.len()).unwrap().to_ne_bytes());
-    for &(kind, value) in attrs {
-        buf.extend_from_slice(&kind.to_ne_bytes());
-        buf.extend_from_slice(&value.to_ne_bytes());
-    }
-    let cmd = rustix::ioctl::opcode::from_components(
-        rustix::ioctl::Direction::ReadWrite,
-        b'K',
-        0x20,
-        buf.len(),
-    );
-    emu.ioctl_raw(cmd, buf.as_mut_ptr() as u64)
 }
 
 /// An SDMA queue of the first GPU with its ring (64 KiB) and pointers in GTT BOs.
