@@ -336,36 +336,3 @@ pub(super) fn remote_write(tgid: i32, addr: u64, buf: &[u8]) -> Result<(), Errno
         Err(e) => Err(Errno::from_raw_os_error(e as i32)),
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A process's kept `/proc/<pid>/mem` ([`MEM_FILES`]) does not outlive the process: once
-    /// it has exited and been reaped, a read of its memory fails (no stale bytes from a file
-    /// kept open), and a later read of a live process works again.
-    #[test]
-    fn a_kept_mem_file_of_a_process_gone_reads_nothing() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .expect("spawn sleep");
-        let tgid = i32::try_from(child.id()).expect("pid");
-        // The first mapping of the child (its executable), as /proc says.
-        let maps = std::fs::read_to_string(format!("/proc/{tgid}/maps")).expect("maps");
-        let start = maps
-            .split('-')
-            .next()
-            .and_then(|s| u64::from_str_radix(s, 16).ok())
-            .expect("a mapping");
-        let mut buf = [0u8; 4];
-        remote_read(tgid, start, &mut buf).expect("the live child's memory");
-        assert_eq!(&buf, b"\x7fELF");
-        assert!(MEM_FILES.lock().unwrap().iter().any(|(t, _)| *t == tgid));
-        child.kill().expect("kill");
-        child.wait().expect("wait");
-        let mut again = [0u8; 4];
-        assert!(remote_read(tgid, start, &mut again).is_err());
-        assert!(!MEM_FILES.lock().unwrap().iter().any(|(t, _)| *t == tgid));
-    }
-}
