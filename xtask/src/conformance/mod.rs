@@ -163,7 +163,10 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
         .build
         .clone()
         .unwrap_or_else(|| root.join("target/conformance/kfdtest").join(&tree));
-    let built = build_kfdtest(&src, &build, options.llvm.as_deref())?;
+    let built = {
+        let _lock = lock_build_dir(&build)?;
+        build_kfdtest(&src, &build, options.llvm.as_deref())?
+    };
     let filters = exclude::parse(
         &fs::read_to_string(src.join("tests/kfdtest/scripts/kfdtest.exclude"))
             .map_err(|e| Failure::new(format!("reading kfdtest.exclude: {e}")))?,
@@ -276,6 +279,36 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Takes the build directory `build` for this run's build (created if missing): an exclusive
+/// lock on `build/.lock`, held until the returned file is dropped. Two harness runs of one
+/// tree (two presets at once) would otherwise configure and install into the same cmake
+/// directories together, and cmake fails (or installs a half-written library under the
+/// other run's tests). The second run waits, then finds the build done; the lock is held for
+/// the build only, so runs of different presets still test at once.
+pub(crate) fn lock_build_dir(build: &Path) -> Result<fs::File, Failure> {
+    fs::create_dir_all(build).map_err(|e| Failure::new(format!("{}: {e}", build.display())))?;
+    let path = build.join(".lock");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => return Ok(file),
+        Err(fs::TryLockError::WouldBlock) => println!(
+            "conformance: {} is being built by another run; waiting for it",
+            build.display()
+        ),
+        Err(fs::TryLockError::Error(e)) => {
+            return Err(Failure::new(format!("locking {}: {e}", path.display())));
+        }
+    }
+    file.lock()
+        .map_err(|e| Failure::new(format!("locking {}: {e}", path.display())))?;
+    Ok(file)
+}
+
 /// The built tree: kfdtest and the directory of its libhsakmt.
 struct Built {
     kfdtest: PathBuf,
@@ -377,6 +410,42 @@ fn newest_llvm() -> Option<PathBuf> {
 mod tests {
     use super::runner::first_gpu_of;
     use super::*;
+
+    #[test]
+    fn a_second_run_waits_for_the_first_runs_build() {
+        let dir = std::env::temp_dir().join(format!("xtask-lock-{}", std::process::id()));
+        let first = lock_build_dir(&dir).expect("the first run takes the lock");
+        // An open file description of its own, as another process's run would have.
+        let other = fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join(".lock"))
+            .expect("the lock file exists");
+        assert!(
+            matches!(other.try_lock(), Err(fs::TryLockError::WouldBlock)),
+            "a second run must not build while the first builds"
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = {
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                let lock = lock_build_dir(&dir);
+                tx.send(lock.is_ok()).expect("the test waits");
+            })
+        };
+        assert!(
+            rx.recv_timeout(Duration::from_millis(200)).is_err(),
+            "the second run took the lock while the first held it"
+        );
+        drop(first);
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(60)),
+            Ok(true),
+            "the second run gets the lock once the first's build is done"
+        );
+        waiter.join().expect("no panic");
+        drop(other);
+        fs::remove_dir_all(&dir).expect("cleanup");
+    }
 
     #[test]
     fn the_first_gpu_is_the_first_node_with_simds() {

@@ -267,7 +267,10 @@ pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
         .build
         .clone()
         .unwrap_or_else(|| root.join("target/conformance/rocrtst").join(&tree));
-    let built = build(&dir, &build_dir, options.llvm.as_deref())?;
+    let built = {
+        let _lock = super::lock_build_dir(&build_dir)?;
+        build(&dir, &build_dir, options.llvm.as_deref())?
+    };
     let kfd_emu = kfd_emu_binary(root, options)?;
     let out = options
         .out
