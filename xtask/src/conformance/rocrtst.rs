@@ -32,10 +32,12 @@
 //! `kfd-emu run --machine M`, from the build directory (rocrtst loads its kernels from
 //! `./<gfx>/`), in a process group killed whole at the time limit ("hung"), with the
 //! results table and logs as kfdtest's (see the [module docs](super)). Tests upstream
-//! disabled (`DISABLED_`) are listed as excluded (`--run-excluded` runs them). Tests that
-//! need a GPU kernel to run — every test whose ROCr blit kernel (code-object loading,
-//! `hsa_memory_copy`, `hsa_amd_memory_fill`) or own kernel must execute — wait until the
-//! time limit and are reported hung, never holding up the harness.
+//! disabled (`DISABLED_`) are listed as excluded (`--run-excluded` runs them). A test the
+//! host itself cannot run is skipped with the reason printed ([`host_lacks`]: the CAS
+//! hand-over test on fewer than 4 host CPUs). GPU kernels — ROCr's blit kernels
+//! (code-object loading, `hsa_memory_copy`, `hsa_amd_memory_fill`) and the tests' own — run
+//! on kfd-emu's interpreter; a test still running at its limit is killed and reported hung,
+//! never holding up the harness.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -240,19 +242,56 @@ fn disabled(test: &str) -> bool {
     test.split('.').any(|part| part.starts_with("DISABLED_"))
 }
 
-/// The cause of `verdict` under kfd-emu, naming what the emulator cannot do yet where the
-/// output shows it: a queue stopped at a kernel dispatch (kfd-emu's packet processor runs no
-/// GPU code and reports the CP's "Out of VGPRs", which ROCr prints as
-/// `HSA_STATUS_ERROR_INVALID_ISA` before its default handler aborts).
+/// The cause of `verdict` under kfd-emu, naming what the output shows where it is not the
+/// test's own assertion:
+/// - ROCr 5.2.3 refusing the GPU itself ("Agent creation failed. The GPU node has an
+///   unrecognized id.", `GpuAgent::GpuAgent` in `amd_gpu_agent.cpp` at rocm-5.2.3: its ISA
+///   table predates gfx942 and gfx11), after which only the CPU agent is left;
+/// - a queue stopped at a kernel dispatch whose descriptor kfd-emu's interpreter cannot run
+///   (`model/queue_error.rs`: the CP's "Out of VGPRs", which ROCr prints as
+///   `HSA_STATUS_ERROR_INVALID_ISA` before its default handler aborts).
 fn emulator_cause(verdict: &Verdict, output: &str) -> String {
-    if verdict.outcome != Outcome::Passed && output.contains("HSA_STATUS_ERROR_INVALID_ISA") {
+    if verdict.outcome == Outcome::Passed {
+        verdict.cause.clone()
+    } else if output.contains("The GPU node has an unrecognized id") {
         format!(
-            "kernel dispatch (kfd-emu runs no GPU code yet; its queue error reads INVALID_ISA): {}",
+            "ROCr 5.2.3 does not know this GPU (agent creation failed: unrecognized id; \
+             a version mismatch): {}",
+            verdict.cause
+        )
+    } else if output.contains("HSA_STATUS_ERROR_INVALID_ISA") {
+        format!(
+            "kernel dispatch the interpreter cannot run (its queue error reads INVALID_ISA): {}",
             verdict.cause
         )
     } else {
         verdict.cause.clone()
     }
+}
+
+/// What the host lacks to run `test` at all, if anything: `cpus` is the host's CPU count.
+///
+/// `rocrtstStress.Queue_CAS_Write_Index_ConcurrentTest` hands the queue's write index round
+/// `kNumThreadsForCas` = 4 threads in strict turn, each spinning on
+/// `hsa_queue_cas_write_index_*` until the index is its own, 1 Mi hand-overs per memory order
+/// and four orders (`queue_write_index_concurrent_tests.cc`, `thread_proc_write_index_cas_atomic`).
+/// ROCr's CAS is one atomic on the queue's `write_dispatch_id` in host memory
+/// (`AqlQueue::CasWriteIndex*`, `amd_aql_queue.cpp`): neither the kernel nor the emulator is
+/// involved. With fewer host CPUs than threads, every hand-over waits for the scheduler to
+/// run the one spinning thread whose turn it is (`scripts/rocrtst-cas-handover.c`, the loop
+/// on a plain word without ROCr: 46 hand-overs per second on 2 CPUs, about 25 hours for the
+/// test), so it is skipped, with this reason, where the host has fewer than 4 CPUs — as on
+/// the hardware.
+fn host_lacks(test: &str, cpus: usize) -> Option<String> {
+    const CAS_THREADS: usize = 4;
+    (test == "rocrtstStress.Queue_CAS_Write_Index_ConcurrentTest" && cpus < CAS_THREADS).then(
+        || {
+            format!(
+                "the host has {cpus} CPUs: the test hands a word round {CAS_THREADS} spinning \
+             threads in strict turn (kNumThreadsForCas), about 25 hours on 2 CPUs"
+            )
+        },
+    )
 }
 
 /// Runs the suite (see the module docs).
@@ -303,9 +342,21 @@ pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
         let node = runner.first_gpu()?;
         let tests = runner.list(&built.exe)?;
         let (logs, selected) = report.start_machine(&label, &node, &tests, &out, options)?;
+        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
         for (n, test) in selected.iter().enumerate() {
             let excluded = disabled(test);
-            let result = if excluded && !options.run_excluded {
+            let lacks = host_lacks(test, cpus);
+            let result = if let Some(cause) = lacks.filter(|_| !excluded || options.run_excluded) {
+                TestResult {
+                    name: (*test).clone(),
+                    verdict: Verdict {
+                        outcome: Outcome::Skipped,
+                        cause,
+                    },
+                    seconds: 0.0,
+                    excluded,
+                }
+            } else if excluded && !options.run_excluded {
                 TestResult {
                     name: (*test).clone(),
                     verdict: Verdict {
@@ -370,12 +421,25 @@ mod tests {
         let out = "Queue at 0x1 inactivated due to async error:\n\
                    \tHSA_STATUS_ERROR_INVALID_ISA: The instruction set architecture is invalid.";
         assert!(emulator_cause(&crashed, out).starts_with("kernel dispatch"));
+        let old_rocr = "Agent creation failed.\nThe GPU node has an unrecognized id.\n";
+        assert!(emulator_cause(&crashed, old_rocr).starts_with("ROCr 5.2.3 does not know"));
         assert_eq!(emulator_cause(&crashed, "other"), "signal 6");
         let passed = Verdict {
             outcome: Outcome::Passed,
             cause: String::new(),
         };
         assert_eq!(emulator_cause(&passed, out), "");
+    }
+
+    #[test]
+    fn the_cas_hand_over_needs_a_cpu_per_thread() {
+        let cas = "rocrtstStress.Queue_CAS_Write_Index_ConcurrentTest";
+        assert!(host_lacks(cas, 2).is_some_and(|why| why.contains("2 CPUs")));
+        assert_eq!(host_lacks(cas, 4), None);
+        assert_eq!(
+            host_lacks("rocrtstStress.Queue_Add_Write_Index_ConcurrentTest", 2),
+            None
+        );
     }
 
     #[test]
