@@ -38,7 +38,9 @@ use std::time::{Duration, Instant};
 
 use crate::failure::{self, Failure};
 use gtest::{Outcome, Verdict};
-use runner::{Options, Report, Runner, Suite, TestResult, kfd_emu_binary, log_name};
+use runner::{
+    Options, Report, Runner, Suite, TestResult, kfd_emu_binary, lock_build_dir, log_name,
+};
 
 pub const USAGE: &str = "usage: cargo xtask conformance kfdtest|rocrtst --src DIR [--machine M]... \
 [--hardware] [--timeout SECS] [--slow-timeout SECS] [--filter GTEST_FILTER] [--out DIR] [--kfd-emu PATH] \
@@ -277,36 +279,6 @@ pub fn main(root: &Path, args: &[&str]) -> Result<(), Failure> {
     print!("{}", report.summary());
     println!("conformance: results in {}", out.display());
     Ok(())
-}
-
-/// Takes the build directory `build` for this run's build (created if missing): an exclusive
-/// lock on `build/.lock`, held until the returned file is dropped. Two harness runs of one
-/// tree (two presets at once) would otherwise configure and install into the same cmake
-/// directories together, and cmake fails (or installs a half-written library under the
-/// other run's tests). The second run waits, then finds the build done; the lock is held for
-/// the build only, so runs of different presets still test at once.
-pub(crate) fn lock_build_dir(build: &Path) -> Result<fs::File, Failure> {
-    fs::create_dir_all(build).map_err(|e| Failure::new(format!("{}: {e}", build.display())))?;
-    let path = build.join(".lock");
-    let file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
-    match file.try_lock() {
-        Ok(()) => return Ok(file),
-        Err(fs::TryLockError::WouldBlock) => println!(
-            "conformance: {} is being built by another run; waiting for it",
-            build.display()
-        ),
-        Err(fs::TryLockError::Error(e)) => {
-            return Err(Failure::new(format!("locking {}: {e}", path.display())));
-        }
-    }
-    file.lock()
-        .map_err(|e| Failure::new(format!("locking {}: {e}", path.display())))?;
-    Ok(file)
 }
 
 /// The built tree: kfdtest and the directory of its libhsakmt.

@@ -45,7 +45,9 @@ use std::process::Command;
 use std::time::Instant;
 
 use super::gtest::{self, Outcome, Verdict};
-use super::runner::{Options, Report, Runner, TestResult, kfd_emu_binary, log_name};
+use super::runner::{
+    Options, Report, Runner, TestResult, kfd_emu_binary, lock_build_dir, log_name,
+};
 use crate::failure::{self, Failure};
 
 /// The presets whose GPUs Debian's ROCr 5.2.3 makes agents of (gfx906, gfx908, gfx90a); on
@@ -307,7 +309,7 @@ pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
         .clone()
         .unwrap_or_else(|| root.join("target/conformance/rocrtst").join(&tree));
     let built = {
-        let _lock = super::lock_build_dir(&build_dir)?;
+        let _lock = lock_build_dir(&build_dir)?;
         build(&dir, &build_dir, options.llvm.as_deref())?
     };
     let kfd_emu = kfd_emu_binary(root, options)?;
