@@ -71,7 +71,14 @@ impl Fake {
     }
 }
 
+/// The program, built once (the tests run at once: each building it would run the other's
+/// half-written file).
 fn build() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_once).clone()
+}
+
+fn build_once() -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/cas_target.c");
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cas_target");
     let status = Command::new("cc")
@@ -197,6 +204,67 @@ fn compare_and_swaps_run_in_the_program_are_atomic_with_its_locked_instructions(
     line.clear();
     stdout.read_line(&mut line).unwrap();
     assert_eq!(line, format!("value {} 9 {new:#x}\n", 20_000_000 + 3000));
+    let status = runner.join().unwrap().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+/// Four threads make GPU-atomic-style increments at once (as a dispatch's workers do, each
+/// posting its own compare-and-swaps) while the program's thread makes 20 million with
+/// `lock add`: every one of the 4 × 1500 lands exactly once (none lost, none doubled).
+#[test]
+fn concurrent_requesters_each_land_once() {
+    const THREADS: u64 = 4;
+    const EACH: u64 = 1500;
+    let program = build();
+    let fake = Arc::new(Fake::default());
+    let (stdin_read, stdin_write) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+    let (stdout_read, stdout_write) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+    let mut command = Command::new(&program);
+    command
+        .stdin(Stdio::from(stdin_read))
+        .stdout(Stdio::from(stdout_write));
+    let backend: Arc<dyn Backend> = fake.clone();
+    let runner = std::thread::spawn(move || spawn_command(backend, &mut command));
+    let mut stdout = BufReader::new(std::fs::File::from(stdout_read));
+    let mut stdin = std::fs::File::from(stdin_write);
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words[0], "pid", "{line}");
+    let pid: i32 = words[1].parse().unwrap();
+    let page = hex(words[3]);
+    let waker = fake.waker();
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let waker = Arc::clone(&waker);
+            std::thread::spawn(move || {
+                for _ in 0..EACH {
+                    let mut old = read_word(pid, page, 4);
+                    loop {
+                        let now = waker
+                            .cas(pid, page, 4, old, (old + 1) & 0xffff_ffff)
+                            .expect("a thread of the program runs it");
+                        if now == old {
+                            break;
+                        }
+                        old = now;
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    // The program's open of /emu-test/block goes straight on.
+    fake.block.lock().unwrap().1 = true;
+    stdin.write_all(b"go\n").unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    let value: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert_eq!(value, 20_000_000 + THREADS * EACH, "{line}");
     let status = runner.join().unwrap().unwrap();
     assert!(status.success(), "{status:?}");
 }

@@ -347,7 +347,19 @@ impl Shared {
         if self.stopping.load(Ordering::Acquire) {
             self.ended.notify_all();
         }
+        // The thread stops only once answered: a GPU atomic's compare-and-swap of its
+        // process does not wait for it (`Wakeups::serving`).
+        let traced = match &self.route {
+            Route::Traced(slots) => {
+                slots.cpu.serving_begin(notif.pid as i32);
+                Some(slots)
+            }
+            Route::InProcess => None,
+        };
         self.handle(notif);
+        if let Some(slots) = traced {
+            slots.cpu.serving_end(notif.pid as i32);
+        }
         lock(&self.pool).busy -= 1;
     }
 

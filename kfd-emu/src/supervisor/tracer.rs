@@ -135,11 +135,15 @@
 //!   at the program's own instruction; a `SIGSEGV`/`SIGBUS` of the stub (memory the CPU may
 //!   not write) answers [`CasError::Fault`] and is not delivered; a stopping signal meanwhile
 //!   is raised again after (`tgkill`);
-//! - a request no thread takes within a quarter of a second (every thread blocked in a call
-//!   the supervisor received, which `WAIT_KILLABLE_RECV` keeps from stopping:
-//!   `seccomp_do_user_notification` waits killable once the notification was received; or
-//!   stopped by job control) is withdrawn by its caller ([`CasError::NoThread`]), which falls
-//!   back.
+//! - a request no thread takes within a quarter of a second while every thread of the
+//!   process is blocked in a call a worker serves (which `WAIT_KILLABLE_RECV` keeps from
+//!   stopping: `seccomp_do_user_notification` waits killable once the notification was
+//!   received; the workers keep the set, `Wakeups::serving`), or within 5 s at all (a thread
+//!   stopped by job control, or one the loaded host does not run), is withdrawn by its caller
+//!   ([`CasError::NoThread`]), which falls back. A thread that is merely slow to be scheduled
+//!   (30–235 ms per request under two CPU burners on 2 cores) is waited for: falling back
+//!   then made a dispatch's atomics plain read-modify-writes racing the program's own
+//!   (kfdtest's `KFDQMTest.Atomics` on a loaded host).
 //!
 //! Not covered: a thread stopped inside an rseq critical section that runs the stub has its
 //! `rseq_cs` cleared by the kernel (the stub's instruction pointer is outside it), so that

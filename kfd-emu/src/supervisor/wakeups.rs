@@ -50,6 +50,10 @@ pub(crate) struct Wakeups {
     /// Compare-and-swaps asked for ([`CpuWake::cas`]), and their answers.
     cas: Mutex<CasTable>,
     cas_done: Condvar,
+    /// The threads a worker is serving a notified call of (received, not answered yet):
+    /// they stop only once answered (`WAIT_KILLABLE_RECV`), so a compare-and-swap of their
+    /// process waits for them only when it has no other thread ([`CAS_STOP_RUNNABLE`]).
+    serving: Mutex<HashSet<i32>>,
 }
 
 /// How long [`CpuWake::cas`] waits for a thread of the process to stop (and take its
@@ -57,6 +61,18 @@ pub(crate) struct Wakeups {
 /// within a scheduler tick or two even on a loaded machine; one blocked in a call the
 /// supervisor received (`WAIT_KILLABLE_RECV`) stops only when answered.
 const CAS_STOP: Duration = Duration::from_millis(250);
+
+/// How long [`CpuWake::cas`] goes on waiting past [`CAS_STOP`] while the process has a thread
+/// that is not in a call a worker is serving ([`Wakeups::serving`]): such a thread stops
+/// once the scheduler runs it, which on a loaded host takes longer than `CAS_STOP` (measured
+/// under two CPU burners on 2 cores: 30–235 ms per compare-and-swap, four requesters at
+/// once). Past this, a thread that cannot stop for another reason (stopped by a signal, in
+/// an uninterruptible sleep) makes the request [`CasError::NoThread`] all the same.
+const CAS_STOP_RUNNABLE: Duration = Duration::from_secs(5);
+
+/// How often, past [`CAS_STOP`], whether the process has a thread that can stop is asked
+/// again.
+const CAS_RECHECK: Duration = Duration::from_millis(50);
 
 /// One compare-and-swap for the tracer to run in process `tgid` (see [`CpuWake::cas`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,6 +275,7 @@ impl Wakeups {
         }
         let start = Instant::now();
         let mut posted = start;
+        let (mut checked, mut runnable): (Option<Instant>, bool) = (None, false);
         let mut table = self.cas_table();
         loop {
             let Some(i) = table.ops.iter().position(|&(i, ..)| i == id) else {
@@ -276,9 +293,28 @@ impl Wakeups {
                     table.ops.swap_remove(i);
                     return Err(CasError::Unsupported);
                 }
-                CasState::Pending if start.elapsed() > CAS_STOP => {
-                    table.ops.swap_remove(i);
-                    return Err(CasError::NoThread);
+                CasState::Pending
+                    if start.elapsed() > CAS_STOP
+                        && (start.elapsed() > CAS_STOP_RUNNABLE || {
+                            // Asked without the table: it reads /proc.
+                            if checked.is_none_or(|at: Instant| at.elapsed() > CAS_RECHECK) {
+                                drop(table);
+                                runnable = self.has_thread_that_can_stop(op.tgid);
+                                checked = Some(Instant::now());
+                                table = self.cas_table();
+                            }
+                            !runnable
+                        }) =>
+                {
+                    // The table was let go meanwhile: the request may have been taken.
+                    let Some(i) = table.ops.iter().position(|&(i, ..)| i == id) else {
+                        return Err(CasError::NoThread);
+                    };
+                    if matches!(table.ops[i].2, CasState::Pending) {
+                        table.ops.swap_remove(i);
+                        return Err(CasError::NoThread);
+                    }
+                    continue;
                 }
                 CasState::Pending => {
                     // Again, in case the kick came before the tracer's waitpid, or the
@@ -303,6 +339,50 @@ impl Wakeups {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+    }
+
+    /// A worker starts serving a notified call of thread `tid` ([`Wakeups::serving`]).
+    pub(super) fn serving_begin(&self, tid: i32) {
+        self.serving
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(tid);
+    }
+
+    /// The call of thread `tid` was answered.
+    pub(super) fn serving_end(&self, tid: i32) {
+        self.serving
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&tid);
+    }
+
+    /// Whether process `tgid` has a thread that is not in a call a worker serves: more
+    /// threads (`Threads:` of `/proc/<tgid>/status`) than served ones of its own
+    /// (`/proc/<tgid>/task/<tid>` exists). A process that cannot be read has none.
+    fn has_thread_that_can_stop(&self, tgid: i32) -> bool {
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{tgid}/status")) else {
+            return false;
+        };
+        let Some(threads) = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .and_then(|n| n.trim().parse::<usize>().ok())
+        else {
+            return false;
+        };
+        let serving: Vec<i32> = self
+            .serving
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .copied()
+            .collect();
+        let served = serving
+            .iter()
+            .filter(|tid| std::path::Path::new(&format!("/proc/{tgid}/task/{tid}")).exists())
+            .count();
+        threads > served
     }
 
     /// The processes with compare-and-swaps posted since the last call (each once).
