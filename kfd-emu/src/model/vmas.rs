@@ -349,6 +349,35 @@ impl<'a> Vmas<'a> {
         Ok(())
     }
 
+    /// `hmm_range_fault` over `[start, end)` with `HMM_PFN_REQ_FAULT` on every page (and
+    /// `HMM_PFN_REQ_WRITE` with `write`), as `walk_page_range` visits it VMA by VMA, the first
+    /// failing one deciding (mm/hmm.c):
+    /// * a hole, no VMA under some page (`hmm_vma_walk_hole` without `walk->vma`): `EFAULT`;
+    /// * device memory, `VM_IO | VM_PFNMAP` (a BO's CPU mapping through a render node or a
+    ///   dma-buf, the doorbell, MMIO and event pages of `/dev/kfd`, `[vvar]`), or a VMA
+    ///   without `VM_READ` (`hmm_vma_walk_test`: "vma ranges that don't have struct page
+    ///   backing them or map I/O devices directly cannot be handled"): `EFAULT`;
+    /// * a write asked of a VMA without `VM_WRITE` (`hmm_vma_fault`): `EPERM`.
+    ///
+    /// A fault the memory itself refuses (`handle_mm_fault`'s `VM_FAULT_ERROR`, e.g. a file
+    /// mapping past its end: `EFAULT`) is not modelled.
+    pub(super) fn fault_in(&self, start: u64, end: u64, write: bool) -> Result<(), Errno> {
+        let mut at = start;
+        while at < end {
+            let Some(v) = self.lookup(at) else {
+                return Err(Errno::FAULT);
+            };
+            if v.device || !v.read {
+                return Err(Errno::FAULT);
+            }
+            if write && !v.write {
+                return Err(Errno::PERM);
+            }
+            at = v.end;
+        }
+        Ok(())
+    }
+
     /// The VMAs that overlap `[start, end)`, clipped to it: `(vma, start, end)` in bytes,
     /// holes skipped.
     pub(super) fn overlapping(&self, start: u64, end: u64) -> Vec<(Vma, u64, u64)> {
