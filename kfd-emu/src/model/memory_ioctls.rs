@@ -1,5 +1,11 @@
 //! The buffer-object ioctls: ACQUIRE_VM, ALLOC/FREE, MAP/UNMAP, AVAILABLE_MEMORY and the
 //! dma-buf trio (kfd-abi.md §4.4, §4.6–§4.10), in the kernel's check order.
+//!
+//! A USERPTR BO's pages are got at ALLOC, as `init_user_pages` gets them ([`get_user_pages`]):
+//! memory that is not plain process memory fails the ALLOC itself, with no handle made — a
+//! BO's own CPU mapping (render node, dma-buf, `/dev/kfd` pages: `VM_IO | VM_PFNMAP`), a hole
+//! or memory without `PROT_READ` is `EFAULT`, read-only memory `EPERM` (KFD always asks for
+//! write access), a range that wraps `EOVERFLOW`.
 
 use std::collections::BTreeSet;
 use std::os::fd::AsFd;
