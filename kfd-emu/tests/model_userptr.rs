@@ -13,7 +13,10 @@
 //! `ttm_bo_mmap_obj`; the doorbell page of `/dev/kfd`: `kfd_doorbell_mmap`) is
 //! `VM_IO | VM_PFNMAP`. On failure the BO is put (`drm_gem_object_put`) before any handle is
 //! made (`kfd_process_device_create_obj_handle` runs only after a successful alloc), so the next
-//! BO gets the id the failed one would have had (`idr_alloc`, lowest free id).
+//! BO gets the id the failed one would have had (`idr_alloc`, lowest free id); and the
+//! reservation `amdgpu_amdkfd_reserve_mem_limit` made is given back with the BO, which the
+//! model's teardown check holds it to (`ModelConfig::check_teardown`: fails when a failed ALLOC
+//! keeps its charge).
 //!
 //! Each case holds on a real MI300X too: the mappings are made the way libhsakmt makes them
 //! (render-node offsets from ALLOC, `/dev/kfd` doorbell offsets), and each assertion is the
@@ -23,7 +26,9 @@ mod model_support;
 
 use std::os::fd::{AsFd, BorrowedFd};
 
-use kfd_emu::backend::MmapAction;
+use kfd_emu::backend::{Backend, MmapAction};
+use kfd_emu::machine::Machine;
+use kfd_emu::model::ModelConfig;
 use kfd_ioctl::abi::*;
 use model_support::*;
 use rustix::io::Errno;
@@ -139,6 +144,29 @@ fn next_handle(emu: &Emu, gpu: u32) -> u64 {
     handle
 }
 
+/// A model of an MI300X that checks, when the process exits, that its teardown frees
+/// everything ([`ModelConfig::check_teardown`]): a failed ALLOC that kept memory or a charge
+/// shows up there. (On hardware the kernel's own accounting is not visible; the handle check
+/// of [`refused`] is.)
+fn mi300x() -> Emu {
+    let mut emu = Emu::new(ModelConfig {
+        machine: Machine::preset("mi300x").expect("preset"),
+        check_teardown: true,
+        ..ModelConfig::default()
+    });
+    emu.acquire_all();
+    emu
+}
+
+/// Ends the test's KFD process: nothing the failed ALLOCs made survives its teardown.
+fn nothing_survives(emu: &Emu) {
+    emu.model.process_exited(emu.caller.tgid);
+    assert!(
+        !emu.model.teardown_leaks_found(),
+        "the teardown left memory or charges behind"
+    );
+}
+
 /// A USERPTR of `pages` pages at `addr` must fail with `errno` and leave no handle behind.
 #[track_caller]
 fn refused(emu: &Emu, what: &str, addr: u64, pages: u64, errno: Errno) {
@@ -171,8 +199,7 @@ fn registered(emu: &Emu, what: &str, addr: u64, pages: u64) {
 /// the doorbell slice of `/dev/kfd` (`kfd_doorbell_mmap`). Plain memory next to it registers.
 #[test]
 fn a_bos_cpu_mapping_is_not_process_memory() {
-    let mut emu = Emu::machine("mi300x");
-    emu.acquire_all();
+    let emu = mi300x();
     let gpu = emu.gpu();
     let render = emu.renders[0].try_clone().expect("dup the render fd");
     let w = Window::new(16);
@@ -205,6 +232,7 @@ fn a_bos_cpu_mapping_is_not_process_memory() {
     ] {
         refused(&emu, what, w.at(page), pages, Errno::FAULT);
     }
+    nothing_survives(&emu);
 }
 
 /// A range with no VMA under some page is `EFAULT` at ALLOC: at its first byte
@@ -212,8 +240,7 @@ fn a_bos_cpu_mapping_is_not_process_memory() {
 /// that wraps is `EOVERFLOW` (`mmu_interval_notifier_insert`).
 #[test]
 fn unmapped_partly_mapped_and_wrapping_ranges() {
-    let mut emu = Emu::machine("mi300x");
-    emu.acquire_all();
+    let emu = mi300x();
     let w = Window::new(8);
     // [0,2) rw | [2,3) hole | [3,5) rw | [5,6) hole | [6,8) rw
     w.anon(0, 8, ProtFlags::READ | ProtFlags::WRITE);
@@ -238,6 +265,7 @@ fn unmapped_partly_mapped_and_wrapping_ranges() {
         2,
         Errno::OVERFLOW,
     );
+    nothing_survives(&emu);
 }
 
 /// Every USERPTR's pages are faulted for writing (KFD's userflags 0), whatever `WRITABLE`
@@ -245,8 +273,7 @@ fn unmapped_partly_mapped_and_wrapping_ranges() {
 /// (`hmm_vma_walk_test`), and the first failing VMA decides.
 #[test]
 fn read_only_and_inaccessible_memory() {
-    let mut emu = Emu::machine("mi300x");
-    emu.acquire_all();
+    let emu = mi300x();
     let gpu = emu.gpu();
     let w = Window::new(8);
     // [0,2) rw | [2,4) read-only | [4,6) PROT_NONE | [6,8) rw
@@ -270,4 +297,5 @@ fn read_only_and_inaccessible_memory() {
         "without WRITABLE too: KFD never registers a USERPTR read-only"
     );
     registered(&emu, "writable memory", w.at(6), 2);
+    nothing_survives(&emu);
 }
