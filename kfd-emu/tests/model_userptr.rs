@@ -23,8 +23,11 @@
 //! kernel's errno.
 
 mod model_support;
+mod model_svm_support;
 
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use kfd_emu::backend::{Backend, MmapAction};
 use kfd_emu::machine::Machine;
@@ -298,4 +301,97 @@ fn read_only_and_inaccessible_memory() {
     );
     registered(&emu, "writable memory", w.at(6), 2);
     nothing_survives(&emu);
+}
+
+/// The QUEUE_EVICTION and QUEUE_RESTORE records on GPU `gpu`, as they come, until there are
+/// `n` (the restore worker runs 1 ms after the eviction, on a thread of the model), for at
+/// most 10 s.
+fn evictions(smi: &mut kfd_ioctl::SmiEvents, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut out = model_svm_support::drain(smi);
+    while out.len() < n && Instant::now() < deadline {
+        let mut fds = [rustix::event::PollFd::new(
+            smi,
+            rustix::event::PollFlags::IN,
+        )];
+        let _ = rustix::event::poll(
+            &mut fds,
+            Some(&rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 50_000_000,
+            }),
+        );
+        out.extend(model_svm_support::drain(smi));
+    }
+    out
+}
+
+/// The same walk after ALLOC: a USERPTR BO's memory replaced by a BO's CPU mapping (a
+/// `MAP_FIXED` mmap of the render node over it) evicts it (`amdgpu_hmm_invalidate_hsa`), and
+/// the restore worker's `update_invalid_user_pages` gets `EFAULT` for the device memory now
+/// there, which it takes for success with no pages: the queues resume and a GPU access through
+/// the USERPTR BO faults — it never reaches the other BO's memory through the process's
+/// mapping. (Under the supervisor, which tells the model of the `MAP_FIXED`.)
+#[test]
+fn a_userptr_whose_memory_becomes_a_bos_mapping_keeps_no_pages() {
+    use kfd_ioctl::abi::AllocMemFlags;
+    use model_svm_support::{Anon, MIB, model, open_all, pid};
+    let model = model("mi300x");
+    let view = Arc::clone(&model);
+    kfd_emu::supervisor::run_attached(model, move || {
+        let (kfd, gpus) = open_all(&view);
+        let g = gpus[0];
+        let pid = pid();
+        let smi = kfd.smi_events(g).expect("SMI_EVENTS");
+        smi.set_mask(SmiEventMask::QUEUE_EVICTION | SmiEventMask::QUEUE_RESTORE)
+            .expect("mask");
+        let mut smi = smi;
+        let mem = Anon::new(2 * MIB);
+        mem.write(0, b"host");
+        // SAFETY: `mem` is this test's memory, mapped until the end of the test; its first
+        // pages are replaced below, after which the GPU is only shown to fault on them; no
+        // Rust reference covers them while the GPU view reaches them.
+        let user =
+            unsafe { kfd.alloc_userptr(g, mem.addr, mem.addr, 2 * PAGE, AllocMemFlags::WRITABLE) }
+                .expect("USERPTR");
+        kfd.map_memory_to_gpu(&user, &[g]).expect("map");
+        let mut seen = [0u8; 4];
+        view.gpu_read(pid, g, mem.addr, &mut seen)
+            .expect("the USERPTR's pages");
+        assert_eq!(&seen, b"host");
+
+        let flags = AllocMemFlags::GTT | AllocMemFlags::WRITABLE;
+        let gtt = kfd
+            .alloc_memory_of_gpu(g, mem.addr + MIB, 2 * PAGE, flags)
+            .expect("a GTT BO");
+        let render = kfd.render_fd(g).expect("the render fd");
+        let offset = gtt.mmap_offset().expect("an mmap offset");
+        // SAFETY: replaces the first two pages of `mem` (this test's), which nothing
+        // references, with the GTT BO's CPU mapping; `mem`'s drop unmaps them.
+        unsafe {
+            rustix::mm::mmap(
+                mem.addr as *mut _,
+                (2 * PAGE) as usize,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED | MapFlags::FIXED,
+                &*render,
+                offset,
+            )
+        }
+        .expect("map the GTT BO over the USERPTR's memory");
+        mem.write(0, b"bo!!");
+        let records = evictions(&mut smi, 2);
+        assert_eq!(records.len(), 2, "evicted and restored: {records:?}");
+        assert!(records[0].starts_with("9 "), "QUEUE_EVICTION: {records:?}");
+        assert!(records[1].starts_with("a "), "QUEUE_RESTORE: {records:?}");
+        let fault = view
+            .gpu_read(pid, g, mem.addr, &mut seen)
+            .expect_err("no pages: the GPU access faults");
+        assert_eq!(fault.reason, kfd_emu::model::GpuFaultReason::NotMapped);
+
+        kfd.unmap_memory_from_gpu(&user, &[g]).expect("unmap");
+        kfd.free_memory_of_gpu(user).expect("free the USERPTR");
+        kfd.free_memory_of_gpu(gtt).expect("free the GTT BO");
+    })
+    .expect("attach");
 }

@@ -324,18 +324,6 @@ impl<'a> Vmas<'a> {
         self.find(addr, true)
     }
 
-    /// Whether every byte of `[start, end)` is inside some VMA.
-    pub(in crate::model) fn covers(&self, start: u64, end: u64) -> bool {
-        let mut at = start;
-        while at < end {
-            match self.lookup(at) {
-                Some(v) => at = v.end,
-                None => return false,
-            }
-        }
-        true
-    }
-
     /// `svm_range_is_valid`'s VMA walk over `[start, end)`: a hole or device memory is
     /// `EFAULT`.
     pub(super) fn check(&self, start: u64, end: u64) -> Result<(), Errno> {
@@ -510,7 +498,26 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0   [vsyscall]
         assert_eq!(pieces.len(), 2);
         assert_eq!((pieces[0].1, pieces[0].2), (page + 2, page + 3));
         assert_eq!((pieces[1].1, pieces[1].2), (page + 4, page + 7));
-        assert!(v.covers(base, base + 0x8000) && !v.covers(base, base + 0x9000));
+        assert_eq!(
+            v.fault_in(base, base + 0x8000, false),
+            Ok(()),
+            "read-only is readable"
+        );
+        assert_eq!(
+            v.fault_in(base, base + 0x8000, true),
+            Err(Errno::PERM),
+            "not writable"
+        );
+        assert_eq!(
+            v.fault_in(base, base + 0x9000, false),
+            Err(Errno::FAULT),
+            "a hole"
+        );
+        assert_eq!(
+            v.fault_in(base + 0x1_0000, base + 0x1_1000, false),
+            Err(Errno::FAULT),
+            "device memory"
+        );
         let next = v
             .covering_or_next(base + 0x9000)
             .expect("the memfd above the hole");
