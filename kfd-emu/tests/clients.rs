@@ -1561,3 +1561,25 @@ fn a_trapping_hip_kernel_aborts_with_rocrs_exception() {
     assert_eq!(out.status.code(), Some(134), "{}", describe(&out));
     assert!(err.contains("0x1016"), "{}", describe(&out));
 }
+
+/// hsaKmtRegisterMemory through Debian's libhsakmt 5.2.3 under `kfd-emu run` on mi300x, over
+/// memory that is not plain process memory: it registers with a USERPTR ALLOC, which the
+/// kernel fails at once (`init_user_pages` → `hmm_range_fault`) for a page of a BO's CPU
+/// mapping (`EFAULT`: `VM_IO | VM_PFNMAP`), read-only memory (`EPERM`: KFD faults for writing)
+/// and a range with a hole (`EFAULT`), each `HSAKMT_STATUS_ERROR` (1); the whole of a BO
+/// libhsakmt allocated is that BO (no ioctl) and plain memory registers (0). The same on an
+/// MI300X. Before `h-hostile` the BO's page and the read-only page were registered.
+#[test]
+fn hsakmt_register_memory_refuses_a_bos_mapping_read_only_memory_and_holes() {
+    let Some(program) = build_hsakmt_program("hsakmt_register") else {
+        return;
+    };
+    let out = run_under_emulator("mi300x", true, &program, &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "bo 0\nbo-page 1\nread-only 1\nhole 1\nplain 0\ndone\n",
+        "{}",
+        describe(&out)
+    );
+}

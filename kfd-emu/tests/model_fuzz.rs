@@ -42,6 +42,8 @@ fn kernel_errno(e: Errno) -> bool {
         Errno::NOENT,
         Errno::OPNOTSUPP,
         Errno::from_raw_os_error(524), // ENOTSUPP
+        // A USERPTR whose range wraps (`mmu_interval_notifier_insert`).
+        Errno::OVERFLOW,
     ]
     .contains(&e)
 }

@@ -40,6 +40,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use kfd_ioctl::abi::KFD_QUEUE_EVICTION_TRIGGER_USERPTR;
+use rustix::io::Errno;
 
 use super::driver::Driver;
 use super::memory::PAGE_SIZE;
@@ -325,8 +326,13 @@ fn evict_userptrs(m: &Driver, st: &mut State, tgid: i32, start: u64, end: u64) -
 }
 
 /// `amdgpu_amdkfd_restore_userptr_worker`: gets the pages of the invalid USERPTR BOs again
-/// (a BO whose memory is gone keeps none: `EFAULT` counts as success) and resumes the queues
-/// (`QUEUE_RESTORE` per GPU).
+/// (`update_invalid_user_pages` → `amdgpu_ttm_tt_get_user_pages`, walked as at ALLOC,
+/// [`Vmas::fault_in`](super::vmas::Vmas::fault_in)) and resumes the queues (`QUEUE_RESTORE`
+/// per GPU). A BO whose memory is gone, or is now device memory (a BO's CPU mapping put in its
+/// place), keeps none: that `EFAULT` counts as success ("it will fail later with a VM fault if
+/// the GPU tries to access it"). Not modelled: the kernel's `EPERM` for memory made read-only,
+/// on which the worker fails and is rescheduled every 1 ms with the queues left evicted; here
+/// such a BO keeps its pages.
 fn restore_userptrs(m: &Driver, tgid: i32, serial: u64) {
     let Ok(vmas) = m.vmas(tgid) else {
         return;
@@ -346,7 +352,7 @@ fn restore_userptrs(m: &Driver, tgid: i32, serial: u64) {
             .find(|r| r.0 == id)
             .is_some_and(|&(_, addr, size)| {
                 addr.checked_add(size)
-                    .is_some_and(|end| vmas.covers(addr, end))
+                    .is_some_and(|end| vmas.fault_in(addr, end, true) != Err(Errno::FAULT))
             });
         if present {
             p.userptrs.no_pages.remove(&id);

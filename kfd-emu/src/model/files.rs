@@ -264,16 +264,6 @@ pub(super) fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
     }
 }
 
-/// Whether every page of `[addr, addr + len)` lies in a mapping of process `tgid`, from
-/// `/proc/<tgid>/maps`; `None` when the maps cannot be read.
-pub(super) fn range_is_mapped(tgid: i32, addr: u64, len: u64) -> Option<bool> {
-    let maps = std::fs::read_to_string(format!("/proc/{tgid}/maps")).ok()?;
-    let Some(end) = addr.checked_add(len) else {
-        return Some(false);
-    };
-    Some(super::vmas::Vmas::parse(&maps, &|_: u64, _: u64| false).covers(addr, end))
-}
-
 /// A read-only file of `text` (a generated file whose contents are decided at open).
 pub(super) fn text_file(name: &str, text: &str) -> io::Result<OwnedFd> {
     let fd = memfd(name, text.len() as u64)?;

@@ -1,5 +1,11 @@
 //! The buffer-object ioctls: ACQUIRE_VM, ALLOC/FREE, MAP/UNMAP, AVAILABLE_MEMORY and the
 //! dma-buf trio (kfd-abi.md §4.4, §4.6–§4.10), in the kernel's check order.
+//!
+//! A USERPTR BO's pages are got at ALLOC, as `init_user_pages` gets them ([`get_user_pages`]):
+//! memory that is not plain process memory fails the ALLOC itself, with no handle made — a
+//! BO's own CPU mapping (render node, dma-buf, `/dev/kfd` pages: `VM_IO | VM_PFNMAP`), a hole
+//! or memory without `PROT_READ` is `EFAULT`, read-only memory `EPERM` (KFD always asks for
+//! write access), a range that wraps `EOVERFLOW`.
 
 use std::collections::BTreeSet;
 use std::os::fd::AsFd;
@@ -107,10 +113,7 @@ fn create_store(
         let fd = files::memfd(files::BO_MEMFD_NAME, size).map_err(|_| Errno::NOMEM)?;
         Ok(Store::Memfd(Arc::new(fd)))
     } else if flags.intersects(AllocMemFlags::USERPTR) {
-        // hmm_range_fault over the range: every page must be mapped.
-        if files::range_is_mapped(ctx.tgid, user_addr, size) == Some(false) {
-            return Err(Errno::FAULT);
-        }
+        get_user_pages(ctx.m, ctx.tgid, user_addr, size)?;
         Ok(Store::UserPtr {
             tgid: ctx.tgid,
             addr: user_addr,
@@ -126,6 +129,35 @@ fn create_store(
             offset,
         })
     }
+}
+
+/// What `init_user_pages` (amdgpu_amdkfd_gpuvm.c) makes of a new USERPTR BO over
+/// `[addr, addr + size)` of process `tgid`, at ALLOC time: the ioctl fails with its error,
+/// and the BO is freed with its memory-limit reservation, so no handle is made.
+/// * `amdgpu_hmm_register` → `mmu_interval_notifier_insert`: a range whose last byte wraps is
+///   `EOVERFLOW`.
+/// * `amdgpu_ttm_tt_get_user_pages` (amdgpu_ttm.c): `mmget_not_zero` (`ESRCH`, "happens
+///   during process shutdown"); `vma_lookup` of the first byte (`EFAULT`);
+///   `AMDGPU_GEM_USERPTR_ANONONLY` is never set here, since KFD registers with userflags 0
+///   (`amdgpu_ttm_tt_set_userptr(&bo->tbo, user_addr, 0)`), which also makes the BO
+///   not `READONLY`: every page is faulted for writing whatever `WRITABLE` says.
+/// * `amdgpu_hmm_range_get_pages` (amdgpu_hmm.c) → `hmm_range_fault` over every page
+///   ([`Vmas::fault_in`](super::vmas::Vmas::fault_in)): a hole or device memory is
+///   `EFAULT`, read-only memory `EPERM`. A BO's own CPU mapping is device memory
+///   (`ttm_bo_mmap_obj`: `VM_PFNMAP | VM_IO`), so registering it as a USERPTR fails here, as
+///   it does on the hardware; the model recognises those mappings by their stand-in files and
+///   BO memfds (`Driver::vmas`).
+fn get_user_pages(m: &Driver, tgid: i32, addr: u64, size: u64) -> Result<(), Errno> {
+    let last = addr
+        .checked_add(size.saturating_sub(1))
+        .ok_or(Errno::OVERFLOW)?;
+    let vmas = m.vmas(tgid).map_err(|_| Errno::SRCH)?;
+    if vmas.lookup(addr).is_none() {
+        return Err(Errno::FAULT);
+    }
+    // `last + 1` wraps only for a range ending at the top of the address space, where no
+    // VMA can be: the walk then ends at the first hole.
+    vmas.fault_in(addr, last.saturating_add(1), true)
 }
 
 /// AMDKFD_IOC_ALLOC_MEMORY_OF_GPU. A VRAM BO is placed in VRAM as TTM places it, which may

@@ -220,7 +220,10 @@ pub(super) struct Dmabuf {
 /// `process_vm_readv`/`writev` makes (`mm_access`: a quarter of an empty dispatch's time on a
 /// queue in USERPTR memory, `docs/conformance.md`, "A dispatch's fixed cost"). The file
 /// holds the process's `mm` as it was when opened: a process gone (or a pid reused) reads
-/// nothing through it, and the access falls back to `process_vm_*`, which says why.
+/// nothing through it, the access falls back to `process_vm_*`, which says why (`ESRCH` for a
+/// process gone), and the file is forgotten, so that a later process given the same pid is
+/// never read through it. The list's lock is held only to find or change an entry, never during
+/// an access (`tests` below hold both to it).
 static MEM_FILES: std::sync::Mutex<Vec<(i32, Arc<std::fs::File>)>> =
     std::sync::Mutex::new(Vec::new());
 /// Files [`MEM_FILES`] keeps at most.
@@ -334,5 +337,168 @@ pub(super) fn remote_write(tgid: i32, addr: u64, buf: &[u8]) -> Result<(), Errno
             std::os::unix::fs::FileExt::write_all_at(f, buf, at)
         }),
         Err(e) => Err(Errno::from_raw_os_error(e as i32)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::{AsRawFd, OwnedFd};
+
+    /// A child forked from this test: it runs nothing but a `read` of a pipe (an
+    /// async-signal-safe call), so its memory is this process's as it was at the fork, and it
+    /// exits when released. Dropping it kills and reaps it if the test did not.
+    struct Child {
+        pid: i32,
+        release: Option<OwnedFd>,
+        reaped: bool,
+    }
+
+    impl Child {
+        /// Forks (or, with `pid`, `clone3`s with that pid as `set_tid`, which needs
+        /// `CAP_SYS_ADMIN` in the pid namespace: `None` when the kernel refuses it).
+        fn spawn(pid: Option<i32>) -> Option<Child> {
+            let (read, release) = rustix::pipe::pipe().expect("pipe");
+            let (raw_read, raw_release) = (read.as_raw_fd(), release.as_raw_fd());
+            let got = match pid {
+                None => {
+                    // SAFETY: the child only makes raw system calls (close, read, _exit) on
+                    // fds and a local prepared before the fork.
+                    unsafe { libc::fork() }
+                }
+                Some(want) => {
+                    let set_tid = [libc::pid_t::from(want)];
+                    let mut args = [0u64; 11];
+                    args[4] = libc::SIGCHLD as u64; // exit_signal
+                    args[8] = set_tid.as_ptr() as u64; // set_tid
+                    args[9] = 1; // set_tid_size
+                    // SAFETY: clone3 with a `struct clone_args` of 11 u64 fields (88 bytes,
+                    // CLONE_ARGS_SIZE_VER2) and no flags: a fork whose child gets `want` as
+                    // its pid; `set_tid` outlives the call. The child makes raw system calls
+                    // only, as after `fork` above.
+                    unsafe {
+                        libc::syscall(
+                            libc::SYS_clone3,
+                            args.as_mut_ptr(),
+                            std::mem::size_of_val(&args),
+                        ) as i32
+                    }
+                }
+            };
+            if got == 0 {
+                let mut byte = 0u8;
+                // SAFETY: in the child: closes its copy of the release end (so the parent's
+                // exit ends the read) and reads one byte into a local, then ends at once.
+                unsafe {
+                    libc::close(raw_release);
+                    libc::read(raw_read, (&raw mut byte).cast(), 1);
+                    libc::_exit(0);
+                }
+            }
+            if got < 0 {
+                assert!(pid.is_some(), "fork: {}", std::io::Error::last_os_error());
+                return None;
+            }
+            Some(Child {
+                pid: got,
+                release: Some(release),
+                reaped: false,
+            })
+        }
+
+        /// Lets the child exit and reaps it: its `mm` is gone, and its pid free.
+        fn exit_and_reap(&mut self) {
+            let release = self.release.take().expect("not released yet");
+            rustix::io::write(&release, &[1]).expect("release the child");
+            let mut status = 0;
+            // SAFETY: waitpid on this test's own child with a valid status pointer.
+            let r = unsafe { libc::waitpid(self.pid, &raw mut status, 0) };
+            assert_eq!(r, self.pid, "waitpid: {}", std::io::Error::last_os_error());
+            self.reaped = true;
+        }
+    }
+
+    impl Drop for Child {
+        fn drop(&mut self) {
+            if !self.reaped {
+                // SAFETY: kill and reap this test's own child, still unreaped.
+                unsafe {
+                    libc::kill(self.pid, libc::SIGKILL);
+                    libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+                }
+            }
+        }
+    }
+
+    /// Process `tgid`'s kept file, if [`MEM_FILES`] holds one.
+    fn kept(tgid: i32) -> Option<Arc<std::fs::File>> {
+        MEM_FILES
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(t, _)| *t == tgid)
+            .map(|(_, f)| Arc::clone(f))
+    }
+
+    /// A process's kept `/proc/<pid>/mem` ([`MEM_FILES`]) does not outlive the process. A
+    /// forked child (no exec: its memory is this test's as it was at the fork) is read through
+    /// its kept file; once it has exited and been reaped, a read of it reports the process gone
+    /// (`ESRCH`, no bytes) and the kept file is dropped; a new process given the same pid
+    /// (`clone3`'s `set_tid`, where allowed; a new pid otherwise) is read as itself, never
+    /// through the old file. Fails if [`through_mem_file`] does not forget a file whose access
+    /// failed.
+    #[test]
+    fn a_kept_mem_file_of_a_process_gone_reads_nothing() {
+        let mut page = vec![0xa1u8; 4096];
+        let addr = page.as_ptr() as u64;
+        let mut first = Child::spawn(None).expect("fork");
+        let tgid = first.pid;
+        // This process's copy changes; the child's stays as it was at the fork.
+        page.fill(0xb2);
+        let mut got = [0u8; 16];
+        remote_read(tgid, addr, &mut got).expect("the live child's memory");
+        assert_eq!(got, [0xa1; 16], "the child's page, not this process's");
+        let old = kept(tgid).expect("a kept file of the child after a read");
+
+        first.exit_and_reap();
+        let mut gone = [0u8; 16];
+        assert_eq!(remote_read(tgid, addr, &mut gone), Err(Errno::SRCH));
+        assert_eq!(gone, [0; 16], "no bytes from a process gone");
+        assert!(
+            kept(tgid).is_none(),
+            "the kept file of a process gone is dropped"
+        );
+
+        page.fill(0xc3);
+        let second = Child::spawn(Some(tgid)).or_else(|| Child::spawn(None));
+        let second = second.expect("a second child");
+        page.fill(0xd4);
+        let mut again = [0u8; 16];
+        remote_read(second.pid, addr, &mut again).expect("the new process's memory");
+        assert_eq!(again, [0xc3; 16], "the new process's page");
+        if let Some(now) = kept(second.pid) {
+            assert!(
+                !Arc::ptr_eq(&now, &old),
+                "the new process is never read through the old process's file"
+            );
+        }
+        drop(old);
+    }
+
+    /// No lock is held while a kept file is read or written: the access runs with
+    /// [`MEM_FILES`] free (a slow read, a page fault in the process, does not stall every
+    /// other access to process memory).
+    #[test]
+    fn no_lock_is_held_while_a_kept_file_is_accessed() {
+        let page = [0x5au8; 64];
+        let child = Child::spawn(None).expect("fork");
+        let mut got = [0u8; 8];
+        let mut free = false;
+        assert!(through_mem_file(child.pid, |f| {
+            free = MEM_FILES.try_lock().is_ok();
+            std::os::unix::fs::FileExt::read_exact_at(f, &mut got, page.as_ptr() as u64)
+        }));
+        assert!(free, "MEM_FILES is not locked during the access");
+        assert_eq!(got, [0x5a; 8]);
     }
 }

@@ -324,18 +324,6 @@ impl<'a> Vmas<'a> {
         self.find(addr, true)
     }
 
-    /// Whether every byte of `[start, end)` is inside some VMA.
-    pub(in crate::model) fn covers(&self, start: u64, end: u64) -> bool {
-        let mut at = start;
-        while at < end {
-            match self.lookup(at) {
-                Some(v) => at = v.end,
-                None => return false,
-            }
-        }
-        true
-    }
-
     /// `svm_range_is_valid`'s VMA walk over `[start, end)`: a hole or device memory is
     /// `EFAULT`.
     pub(super) fn check(&self, start: u64, end: u64) -> Result<(), Errno> {
@@ -345,6 +333,35 @@ impl<'a> Vmas<'a> {
                 Some(v) if !v.device => at = v.end,
                 _ => return Err(Errno::FAULT),
             }
+        }
+        Ok(())
+    }
+
+    /// `hmm_range_fault` over `[start, end)` with `HMM_PFN_REQ_FAULT` on every page (and
+    /// `HMM_PFN_REQ_WRITE` with `write`), as `walk_page_range` visits it VMA by VMA, the first
+    /// failing one deciding (mm/hmm.c):
+    /// * a hole, no VMA under some page (`hmm_vma_walk_hole` without `walk->vma`): `EFAULT`;
+    /// * device memory, `VM_IO | VM_PFNMAP` (a BO's CPU mapping through a render node or a
+    ///   dma-buf, the doorbell, MMIO and event pages of `/dev/kfd`, `[vvar]`), or a VMA
+    ///   without `VM_READ` (`hmm_vma_walk_test`: "vma ranges that don't have struct page
+    ///   backing them or map I/O devices directly cannot be handled"): `EFAULT`;
+    /// * a write asked of a VMA without `VM_WRITE` (`hmm_vma_fault`): `EPERM`.
+    ///
+    /// A fault the memory itself refuses (`handle_mm_fault`'s `VM_FAULT_ERROR`, e.g. a file
+    /// mapping past its end: `EFAULT`) is not modelled.
+    pub(super) fn fault_in(&self, start: u64, end: u64, write: bool) -> Result<(), Errno> {
+        let mut at = start;
+        while at < end {
+            let Some(v) = self.lookup(at) else {
+                return Err(Errno::FAULT);
+            };
+            if v.device || !v.read {
+                return Err(Errno::FAULT);
+            }
+            if write && !v.write {
+                return Err(Errno::PERM);
+            }
+            at = v.end;
         }
         Ok(())
     }
@@ -481,7 +498,26 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0   [vsyscall]
         assert_eq!(pieces.len(), 2);
         assert_eq!((pieces[0].1, pieces[0].2), (page + 2, page + 3));
         assert_eq!((pieces[1].1, pieces[1].2), (page + 4, page + 7));
-        assert!(v.covers(base, base + 0x8000) && !v.covers(base, base + 0x9000));
+        assert_eq!(
+            v.fault_in(base, base + 0x8000, false),
+            Ok(()),
+            "read-only is readable"
+        );
+        assert_eq!(
+            v.fault_in(base, base + 0x8000, true),
+            Err(Errno::PERM),
+            "not writable"
+        );
+        assert_eq!(
+            v.fault_in(base, base + 0x9000, false),
+            Err(Errno::FAULT),
+            "a hole"
+        );
+        assert_eq!(
+            v.fault_in(base + 0x1_0000, base + 0x1_1000, false),
+            Err(Errno::FAULT),
+            "device memory"
+        );
         let next = v
             .covering_or_next(base + 0x9000)
             .expect("the memfd above the hole");
