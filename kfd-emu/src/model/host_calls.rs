@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 /// The system calls counted so far (see the module docs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HostCalls {
-    /// `mmap`s of a BO memfd (a [`BoMap`](super::bo_maps::BoMap) made).
+    /// `mmap`s of a BO memfd (a `bo_maps::BoMap` made).
     pub maps: u64,
     /// `munmap`s of one.
     pub unmaps: u64,
