@@ -95,20 +95,22 @@ pub(super) fn acquire_vm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     Ok(())
 }
 
-/// Where the bytes of a new BO are.
+/// Where the bytes of a new BO are; `user_mapped`, for a USERPTR, whether every page of the
+/// range was mapped in the caller (read before the model's lock: [`user_range_mapped`]).
 fn create_store(
     ctx: &Ctx<'_>,
     gpu: usize,
     flags: AllocMemFlags,
     size: u64,
     user_addr: u64,
+    user_mapped: Option<bool>,
 ) -> Result<Store, Errno> {
     if flags.intersects(AllocMemFlags::VRAM | AllocMemFlags::GTT) {
         let fd = files::memfd(files::BO_MEMFD_NAME, size).map_err(|_| Errno::NOMEM)?;
         Ok(Store::Memfd(Arc::new(fd)))
     } else if flags.intersects(AllocMemFlags::USERPTR) {
         // hmm_range_fault over the range: every page must be mapped.
-        if files::range_is_mapped(ctx.tgid, user_addr, size) == Some(false) {
+        if user_mapped == Some(false) {
             return Err(Errno::FAULT);
         }
         Ok(Store::UserPtr {
@@ -128,6 +130,35 @@ fn create_store(
     }
 }
 
+/// For a USERPTR allocation (neither VRAM nor GTT), whether every page of its range (the
+/// BO's size rounded up to pages, from `user_addr`) is mapped in the caller, from
+/// `/proc/<tgid>/maps` (`None`: unreadable, or not a USERPTR). Read before the model's lock
+/// is taken: the read and parse grow with the caller's mappings (a runtime that keeps
+/// loading code objects has thousands; 3–7 ms per USERPTR in rocrtst's
+/// `Queue_Validation_InvalidWorkGroupSize` on mi210x8), and every engine's turn and every
+/// other ioctl waits for that lock. The errno keeps its place among the ioctl's checks
+/// ([`create_store`] applies it).
+fn user_range_mapped(
+    ctx: &Ctx<'_>,
+    flags: AllocMemFlags,
+    size: u64,
+    user_addr: u64,
+) -> Option<bool> {
+    let userptr = !flags.intersects(AllocMemFlags::VRAM | AllocMemFlags::GTT)
+        && flags.intersects(AllocMemFlags::USERPTR);
+    // The size the BO gets (an AQL queue's BO is half its VA range), as `alloc_placed`.
+    let size = if flags.intersects(AllocMemFlags::AQL_QUEUE_MEM) {
+        size >> 1
+    } else {
+        size
+    };
+    let aligned = align_up(size, PAGE_SIZE).filter(|&a| a != 0)?;
+    if !userptr {
+        return None;
+    }
+    files::range_is_mapped(ctx.tgid, user_addr, aligned)
+}
+
 /// AMDKFD_IOC_ALLOC_MEMORY_OF_GPU. A VRAM BO is placed in VRAM as TTM places it, which may
 /// evict other processes' BOs (`evict::make_room`); their restore workers are scheduled
 /// once the model's lock is given back.
@@ -145,6 +176,7 @@ fn alloc_placed(ctx: &Ctx<'_>, buf: &mut [u8], evicted: &mut Vec<i32>) -> Result
         return Err(Errno::INVAL);
     }
     let flags = AllocMemFlags::from_bits_retain(a.flags);
+    let user_mapped = user_range_mapped(ctx, flags, a.size, a.mmap_offset);
     let mut guard = m.lock();
     let st = &mut *guard;
     svm::alloc_overlap(
@@ -216,7 +248,7 @@ fn alloc_placed(ctx: &Ctx<'_>, buf: &mut [u8], evicted: &mut Vec<i32>) -> Result
         st.acc
             .reserve(&m.dev.limits, index, gpu.vram_size, charge)?;
     }
-    let store = match create_store(ctx, index, flags, aligned, a.mmap_offset) {
+    let store = match create_store(ctx, index, flags, aligned, a.mmap_offset, user_mapped) {
         Ok(v) => v,
         Err(e) => {
             st.acc.unreserve(index, charge);
