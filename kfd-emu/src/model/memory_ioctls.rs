@@ -101,19 +101,24 @@ pub(super) fn acquire_vm(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     Ok(())
 }
 
-/// Where the bytes of a new BO are.
+/// Where the bytes of a new BO are; `user_pages`, for a USERPTR, what `init_user_pages`
+/// makes of its range (made before the model's lock: [`user_pages_before_lock`]).
 fn create_store(
     ctx: &Ctx<'_>,
     gpu: usize,
     flags: AllocMemFlags,
     size: u64,
     user_addr: u64,
+    user_pages: Option<Result<(), Errno>>,
 ) -> Result<Store, Errno> {
     if flags.intersects(AllocMemFlags::VRAM | AllocMemFlags::GTT) {
         let fd = files::memfd(files::BO_MEMFD_NAME, size).map_err(|_| Errno::NOMEM)?;
         Ok(Store::Memfd(Arc::new(fd)))
     } else if flags.intersects(AllocMemFlags::USERPTR) {
-        get_user_pages(ctx.m, ctx.tgid, user_addr, size)?;
+        // init_user_pages, made before the model's lock ([`user_pages_before_lock`]).
+        if let Some(r) = user_pages {
+            r?;
+        }
         Ok(Store::UserPtr {
             tgid: ctx.tgid,
             addr: user_addr,
@@ -160,6 +165,34 @@ fn get_user_pages(m: &Driver, tgid: i32, addr: u64, size: u64) -> Result<(), Err
     vmas.fault_in(addr, last.saturating_add(1), true)
 }
 
+/// For a USERPTR allocation (neither VRAM nor GTT), [`get_user_pages`] over its range (the
+/// BO's size rounded up to pages, from `user_addr`); `None` for any other. Made before the
+/// model's lock is taken: reading the caller's mappings grows with their number (a runtime
+/// that keeps loading code objects has thousands; 3–7 ms per USERPTR in rocrtst's
+/// `Queue_Validation_InvalidWorkGroupSize` on mi210x8), and every engine's turn and every
+/// other ioctl waits for that lock. The errno keeps its place among the ioctl's checks
+/// ([`create_store`] applies it).
+fn user_pages_before_lock(
+    ctx: &Ctx<'_>,
+    flags: AllocMemFlags,
+    size: u64,
+    user_addr: u64,
+) -> Option<Result<(), Errno>> {
+    let userptr = !flags.intersects(AllocMemFlags::VRAM | AllocMemFlags::GTT)
+        && flags.intersects(AllocMemFlags::USERPTR);
+    if !userptr {
+        return None;
+    }
+    // The size the BO gets (an AQL queue's BO is half its VA range), as `alloc_placed`.
+    let size = if flags.intersects(AllocMemFlags::AQL_QUEUE_MEM) {
+        size >> 1
+    } else {
+        size
+    };
+    let aligned = align_up(size, PAGE_SIZE).filter(|&a| a != 0)?;
+    Some(get_user_pages(ctx.m, ctx.tgid, user_addr, aligned))
+}
+
 /// AMDKFD_IOC_ALLOC_MEMORY_OF_GPU. A VRAM BO is placed in VRAM as TTM places it, which may
 /// evict other processes' BOs (`evict::make_room`); their restore workers are scheduled
 /// once the model's lock is given back.
@@ -177,6 +210,7 @@ fn alloc_placed(ctx: &Ctx<'_>, buf: &mut [u8], evicted: &mut Vec<i32>) -> Result
         return Err(Errno::INVAL);
     }
     let flags = AllocMemFlags::from_bits_retain(a.flags);
+    let user_pages = user_pages_before_lock(ctx, flags, a.size, a.mmap_offset);
     let mut guard = m.lock();
     let st = &mut *guard;
     svm::alloc_overlap(
@@ -248,7 +282,7 @@ fn alloc_placed(ctx: &Ctx<'_>, buf: &mut [u8], evicted: &mut Vec<i32>) -> Result
         st.acc
             .reserve(&m.dev.limits, index, gpu.vram_size, charge)?;
     }
-    let store = match create_store(ctx, index, flags, aligned, a.mmap_offset) {
+    let store = match create_store(ctx, index, flags, aligned, a.mmap_offset, user_pages) {
         Ok(v) => v,
         Err(e) => {
             st.acc.unreserve(index, charge);
