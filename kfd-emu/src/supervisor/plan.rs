@@ -19,6 +19,8 @@
 //!   `arch/x86/mm/fault.c`: `SEGV_MAPERR` for an address with no VMA) is the program's; a page
 //!   fault's `SIGSEGV` that a thread running a plan takes is the fault of the instruction it
 //!   was interrupted at, still pending, and is dropped (the instruction runs again after);
+//! - [`cas_segv`]: a page fault a thread running compare-and-swaps takes elsewhere than the
+//!   request's bytes is also the interrupted instruction's, dropped;
 //! - [`restart`]: a thread that faulted in a span another thread's plan showed again after
 //!   the thread last ran (between the fault and its delivery) restarts its instruction.
 
@@ -210,6 +212,41 @@ pub(super) fn segv_kind(si_code: i32, running_plan: bool) -> Segv {
     }
 }
 
+/// What a `SIGSEGV` of a thread running compare-and-swaps is ([`cas_segv`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CasSegv {
+    /// Possibly the stub's own fault on the request's bytes (or no page fault at all): as
+    /// before, the stub's fault answers the request, anything else is held.
+    Other,
+    /// The page fault of the program's instruction the thread was interrupted at, still
+    /// pending: dropped (the instruction runs again after the run).
+    Pending,
+}
+
+/// A `SIGSEGV` with `si_code` at `addr` of a thread running compare-and-swaps, while its
+/// stub's `mmap` runs (`op` none) or the stub (its page at `stub`) runs a request on the
+/// `size` bytes at `op`'s address. The stub touches no memory but the request's and its own
+/// page (an instruction fetch, which fails if the program unmapped it), and the `mmap` none;
+/// so a page fault (`SEGV_ACCERR`, `SEGV_MAPERR`) elsewhere is the fault of the instruction the thread
+/// was interrupted at, reported after the interrupt's stop (see [`segv_kind`]). Held and
+/// raised again with `tgkill` it would be a `SI_TKILL` signal, delivered though the
+/// instruction had only to run again; it is dropped. A fault on the request's bytes is taken
+/// as the stub's (were it the program's, the program's instruction faults again after).
+pub(super) fn cas_segv(si_code: i32, addr: u64, op: Option<(u64, u8)>, stub: u64) -> CasSegv {
+    if si_code != SEGV_ACCERR && si_code != SEGV_MAPERR {
+        return CasSegv::Other;
+    }
+    if op.is_some() && stub != 0 && (stub..stub.saturating_add(4096)).contains(&addr) {
+        return CasSegv::Other;
+    }
+    match op {
+        Some((at, size)) if (at..at.saturating_add(u64::from(size))).contains(&addr) => {
+            CasSegv::Other
+        }
+        _ => CasSegv::Pending,
+    }
+}
+
 /// Whether a thread's `SEGV_ACCERR` at `addr`, which the model does not claim (not hidden
 /// now), is restarted rather than delivered: `addr` lies in a span of its process
 /// (`lifted`) that a plan showed again after generation `ran`, the lift generation when the
@@ -328,6 +365,56 @@ mod tests {
         assert_eq!(segv_kind(SEGV_MAPERR, false), Segv::Programs);
         // Only an access error of a thread running its own code is offered to the model.
         assert_eq!(segv_kind(SEGV_ACCERR, false), Segv::Offered);
+    }
+
+    #[test]
+    fn a_page_fault_elsewhere_than_the_stubs_bytes_is_the_interrupted_instructions() {
+        // While the stub page is mapped: any page fault is pending from before.
+        assert_eq!(
+            cas_segv(SEGV_ACCERR, 0x1000, None, 0x5000_0000),
+            CasSegv::Pending
+        );
+        assert_eq!(
+            cas_segv(SEGV_MAPERR, 0, None, 0x5000_0000),
+            CasSegv::Pending
+        );
+        // While the stub runs on 8 bytes at 0x2000: a fault on them is the stub's...
+        for addr in [0x2000, 0x2007] {
+            assert_eq!(
+                cas_segv(SEGV_ACCERR, addr, Some((0x2000, 8)), 0x5000_0000),
+                CasSegv::Other
+            );
+        }
+        assert_eq!(
+            cas_segv(SEGV_ACCERR, 0x2003, Some((0x2000, 4)), 0x5000_0000),
+            CasSegv::Other
+        );
+        // ...one elsewhere the program's pending fault.
+        for addr in [0x1fff, 0x2008, 0x7000_0000] {
+            assert_eq!(
+                cas_segv(SEGV_ACCERR, addr, Some((0x2000, 8)), 0x5000_0000),
+                CasSegv::Pending
+            );
+        }
+        assert_eq!(
+            cas_segv(SEGV_ACCERR, 0x2004, Some((0x2000, 4)), 0x5000_0000),
+            CasSegv::Pending
+        );
+        // The stub's own page (the program unmapped it): not dropped, or it would fault for ever.
+        for addr in [0x5000_0000, 0x5000_0fff] {
+            assert_eq!(
+                cas_segv(SEGV_MAPERR, addr, Some((0x2000, 8)), 0x5000_0000),
+                CasSegv::Other
+            );
+        }
+        // No page fault (kill, tgkill, SI_KERNEL): as before.
+        for code in [0, -6, 0x80] {
+            assert_eq!(cas_segv(code, 0x1000, None, 0x5000_0000), CasSegv::Other);
+            assert_eq!(
+                cas_segv(code, 0x1000, Some((0x2000, 8)), 0x5000_0000),
+                CasSegv::Other
+            );
+        }
     }
 
     #[test]

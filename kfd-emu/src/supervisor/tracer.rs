@@ -139,7 +139,9 @@
 //!   would reset the program's handler, `force_sig_info_to_task` in `kernel/signal.c`), so
 //!   a pending signal is delivered afterwards
 //!   at the program's own instruction; a `SIGSEGV`/`SIGBUS` of the stub (memory the CPU may
-//!   not write) answers [`CasError::Fault`] and is not delivered; a stopping signal meanwhile
+//!   not write) answers [`CasError::Fault`] and is not delivered; a page fault elsewhere is
+//!   the program's instruction's, pending when the thread was interrupted, and is dropped
+//!   (the instruction runs again once the thread has its registers back); a stopping signal meanwhile
 //!   is raised again after (`tgkill`);
 //! - a request no thread takes within a quarter of a second (every thread blocked in a call
 //!   the supervisor received, which `WAIT_KILLABLE_RECV` keeps from stopping:
@@ -209,8 +211,8 @@ use rustix::io::Errno;
 use super::mmap::{self as file_mmap, Pending, Request, SLOT_MARKER, Slots};
 use super::overcommit::{self, Commit};
 use super::plan::{
-    self, ERESTART_RESTARTBLOCK, ERESTARTNOHAND, ERESTARTNOINTR, ERESTARTSYS, Outcome, Segv, Then,
-    Why,
+    self, CasSegv, ERESTART_RESTARTBLOCK, ERESTARTNOHAND, ERESTARTNOINTR, ERESTARTSYS, Outcome,
+    Segv, Then, Why,
 };
 use super::seccomp::{DIRECT_MARKER, SMI_EVENTS_CMD, SMI_FDS, TRACE_DATA};
 use super::serve::tgid_from_proc;
@@ -477,8 +479,8 @@ fn poke_stub(tid: i32, at: u64) -> bool {
 enum CasStage {
     /// Its injected `mmap` of the stub page runs.
     Map,
-    /// The stub runs request `id` of `size` bytes.
-    Op { id: u64, size: u8 },
+    /// The stub runs request `id` of `size` bytes at `addr`.
+    Op { id: u64, size: u8, addr: u64 },
 }
 
 /// A thread running its process's compare-and-swaps in place of its own code.
@@ -2343,7 +2345,11 @@ impl Tracer {
         let Some((id, op)) = next else {
             return self.cas_end(tid);
         };
-        run.stage = CasStage::Op { id, size: op.size };
+        run.stage = CasStage::Op {
+            id,
+            size: op.size,
+            addr: op.addr,
+        };
         let mask = if op.size == 8 {
             u64::MAX
         } else {
@@ -2393,7 +2399,7 @@ impl Tracer {
                 self.stubs.insert(tgid, at);
                 self.cas_next(tid);
             }
-            CasStage::Op { id, size } => {
+            CasStage::Op { id, size, .. } => {
                 let stub = self.stubs.get(&tgid).copied().unwrap_or(0);
                 let end = stub + if size == 8 { STUB_64_END } else { STUB_32_END };
                 if regs.rip != end {
@@ -2413,12 +2419,30 @@ impl Tracer {
     }
 
     /// A signal-delivery stop of a thread running compare-and-swaps: the stub's own fault
-    /// answers its request (the signal is not delivered); any other signal is held and
-    /// raised again when the thread runs on.
+    /// answers its request (the signal is not delivered); a page fault of the program's
+    /// instruction the thread was interrupted at, still pending, is dropped (the instruction
+    /// runs again once the thread has its registers back: [`plan::cas_segv`]); any other
+    /// signal is held and raised again when the thread runs on.
     fn cas_signal(&mut self, tid: i32, sig: i32) {
         let Some(run) = self.cas_runs.get_mut(&tid) else {
             return self.resume(tid, sig);
         };
+        if sig == libc::SIGSEGV {
+            // SAFETY: siginfo_t is plain data; all-zero is a valid value.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: PTRACE_GETSIGINFO writes one siginfo_t to `data`.
+            let got = unsafe { ptrace_ptr(libc::PTRACE_GETSIGINFO, tid, (&raw mut info).cast()) };
+            let op = match run.stage {
+                CasStage::Op { size, addr, .. } => Some((addr, size)),
+                CasStage::Map => None,
+            };
+            // SAFETY: a SIGSEGV's siginfo carries the faulting address.
+            let addr = unsafe { info.si_addr() } as u64;
+            let stub = self.stubs.get(&run.tgid).copied().unwrap_or(0);
+            if got.is_ok() && plan::cas_segv(info.si_code, addr, op, stub) == CasSegv::Pending {
+                return self.resume(tid, 0);
+            }
+        }
         if let CasStage::Op { id, .. } = run.stage
             && (sig == libc::SIGSEGV || sig == libc::SIGBUS)
         {
