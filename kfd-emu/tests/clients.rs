@@ -1140,7 +1140,8 @@ fn svm_phases(text: &str) -> (Vec<(String, Vec<String>)>, Vec<String>) {
 /// reads what the GPU wrote; a second read of the same granule migrates nothing; the GPU's
 /// next write to it faults again (PAGE_FAULT_START, a PAGEFAULT_GPU migration, PAGE_FAULT_END)
 /// and the CPU's next read faults it back again; a forked child reads its copy of a granule
-/// in VRAM; a granule in VRAM the program makes read-only still faults back on a read; two
+/// in VRAM; a granule in VRAM the program makes read-only still faults back on a read, and a
+/// write to it then reaches the program's own SIGSEGV handler (not the model's); two
 /// threads reading the first granule at once migrate it once; and a SIGSEGV of the program's
 /// own reaches its own handler.
 #[test]
@@ -1226,6 +1227,13 @@ fn a_cpu_read_of_svm_memory_in_vram_migrates_its_granule_back() {
     assert_eq!(records("read-only"), back(b2), "{text}");
     assert!(
         other.contains(&"value read-only 0xabc".to_owned()),
+        "{text}"
+    );
+    // Home, read-only: its write is the program's own fault (its handler ran, nothing
+    // written), and nothing migrates.
+    assert_eq!(records("read-only-write"), Vec::<String>::new(), "{text}");
+    assert!(
+        other.contains(&"value read-only-write 0xabc".to_owned()),
         "{text}"
     );
     let threads = records("threads");

@@ -39,8 +39,14 @@
 //!   wait (parked) until the plan is done, so `mprotect`s never race;
 //! - a `SIGSEGV` (`SEGV_ACCERR`) the backend claims ([`Backend::cpu_fault`]) runs the plan on
 //!   the faulting thread, which then restarts its instruction without the signal. A fault in
-//!   a span shown again lately (another thread's, at the same time) restarts once; any other
-//!   `SIGSEGV` is delivered, to the program's own handler if it has one.
+//!   a span another thread's plan showed again after the faulting thread last ran (between
+//!   the fault and its delivery: each completed lift is noted with a generation, each thread
+//!   with the generation at its last stop where no fault of its can be pending) restarts;
+//!   so does a page fault a thread running a plan takes (the fault of the instruction it
+//!   was interrupted at, which the kernel reports after the interrupt's stop: it runs again
+//!   once the thread has its registers back). Any other `SIGSEGV` is delivered, to the
+//!   program's own handler if it has one; a fault on memory the program protected itself
+//!   comes again after such a restart and is then delivered.
 //!
 //! A forked child inherits the `PROT_NONE` of hidden memory: the spans its parent had hidden
 //! at the fork (its `PTRACE_EVENT_FORK`) are shown again in the child at its first touch of
@@ -106,8 +112,8 @@
 //!
 //! The decisions of this CPU-fault and system-call code that depend on no ptrace request
 //! (the retry cap, parking, how a thread goes on once its memory is shown, the spans shown
-//! lately, an injected `mprotect`'s outcome, which `SIGSEGV` is the program's, the
-//! once-only restart) are [`super::plan`]'s, where unit tests pin each branch with the
+//! again and their generations, an injected `mprotect`'s outcome, which `SIGSEGV` is the
+//! program's, the restart) are [`super::plan`]'s, where unit tests pin each branch with the
 //! threads' interleavings as inputs.
 //!
 //! Compare-and-swaps for the model's GPU atomics on process memory ([`CpuWake::cas`]:
@@ -133,7 +139,9 @@
 //!   would reset the program's handler, `force_sig_info_to_task` in `kernel/signal.c`), so
 //!   a pending signal is delivered afterwards
 //!   at the program's own instruction; a `SIGSEGV`/`SIGBUS` of the stub (memory the CPU may
-//!   not write) answers [`CasError::Fault`] and is not delivered; a stopping signal meanwhile
+//!   not write) answers [`CasError::Fault`] and is not delivered; a page fault elsewhere is
+//!   the program's instruction's, pending when the thread was interrupted, and is dropped
+//!   (the instruction runs again once the thread has its registers back); a stopping signal meanwhile
 //!   is raised again after (`tgkill`);
 //! - a request no thread takes within a quarter of a second while every thread of the
 //!   process is blocked in a call a worker serves (which `WAIT_KILLABLE_RECV` keeps from
@@ -207,7 +215,8 @@ use rustix::io::Errno;
 use super::mmap::{self as file_mmap, Pending, Request, SLOT_MARKER, Slots};
 use super::overcommit::{self, Commit};
 use super::plan::{
-    self, ERESTART_RESTARTBLOCK, ERESTARTNOHAND, ERESTARTNOINTR, ERESTARTSYS, Outcome, Then, Why,
+    self, CasSegv, ERESTART_RESTARTBLOCK, ERESTARTNOHAND, ERESTARTNOINTR, ERESTARTSYS, Outcome,
+    Segv, Then, Why,
 };
 use super::seccomp::{DIRECT_MARKER, SMI_EVENTS_CMD, SMI_FDS, TRACE_DATA};
 use super::serve::tgid_from_proc;
@@ -474,8 +483,8 @@ fn poke_stub(tid: i32, at: u64) -> bool {
 enum CasStage {
     /// Its injected `mmap` of the stub page runs.
     Map,
-    /// The stub runs request `id` of `size` bytes.
-    Op { id: u64, size: u8 },
+    /// The stub runs request `id` of `size` bytes at `addr`.
+    Op { id: u64, size: u8, addr: u64 },
 }
 
 /// A thread running its process's compare-and-swaps in place of its own code.
@@ -612,14 +621,17 @@ struct Tracer {
     parked: HashMap<i32, Vec<(i32, Why)>>,
     /// Processes woken whose plan has not been asked for since.
     dirty: HashSet<i32>,
-    /// Per process, the spans shown again lately.
-    lifted: HashMap<i32, VecDeque<(u64, u64)>>,
+    /// Per process, the spans its plans showed again, with the generation of their latest
+    /// lift; the generation of the last lift (of any process).
+    lifted: HashMap<i32, plan::Lifted>,
+    lift_generation: u64,
     /// Processes with hidden memory (their own or a forked child's inherited copy): their
     /// threads run with `PTRACE_SYSCALL`, so that a system call given hidden memory stops
     /// at its entry ([`Tracer::buffer_call`]).
     watch: HashSet<i32>,
-    /// Per thread, the fault (instruction, address) last restarted as a lifted span's.
-    retried: HashMap<i32, (u64, u64)>,
+    /// Per thread, the lift generation when it last stopped where no page fault of its can be
+    /// pending: a system-call or seccomp stop, or its last `SIGSEGV` (see [`plan::restart`]).
+    ran: HashMap<i32, u64>,
     /// Per thread, how many times the exit fallback made its current call again.
     fault_retries: HashMap<i32, u32>,
     /// Per forked child, what its parent had hidden when it forked (the child's copy is
@@ -670,8 +682,9 @@ pub(crate) fn run(backend: Arc<dyn Backend>, slots: Arc<Slots>, child: i32, exit
         parked: HashMap::new(),
         dirty: HashSet::new(),
         lifted: HashMap::new(),
+        lift_generation: 0,
         watch: HashSet::new(),
-        retried: HashMap::new(),
+        ran: HashMap::new(),
         fault_retries: HashMap::new(),
         inherited: HashMap::new(),
         seen: HashSet::new(),
@@ -842,6 +855,11 @@ impl Tracer {
             self.early.insert(tid);
             return;
         }
+        if (event == 0 && sig == libc::SIGTRAP | 0x80) || event == libc::PTRACE_EVENT_SECCOMP {
+            // A page fault's signal is dequeued before the thread returns to its code, so
+            // none of its faults is pending here: a later fault came after this stop.
+            self.ran.insert(tid, self.lift_generation);
+        }
         match event {
             // A thread running compare-and-swaps: its stops are theirs.
             libc::PTRACE_EVENT_STOP if self.cas_runs.contains_key(&tid) => self.resume(tid, 0),
@@ -874,6 +892,7 @@ impl Tracer {
                     self.syscall_insn.remove(&tgid);
                     let _ = self.slots.take_insn(tgid);
                     self.inherited.remove(&tgid);
+                    self.lifted.remove(&tgid);
                     self.stubs.remove(&tgid);
                     self.no_stub.remove(&tgid);
                 }
@@ -985,7 +1004,7 @@ impl Tracer {
         self.slots.forget(tid);
         self.holds.remove(&tid);
         self.awaiting.remove(&tid);
-        self.retried.remove(&tid);
+        self.ran.remove(&tid);
         self.fault_retries.remove(&tid);
         self.slots.cpu.set_injected(tid, false);
         for parked in self.parked.values_mut() {
@@ -2096,12 +2115,6 @@ impl Tracer {
         regs.rdi = op.start;
         regs.rsi = op.len;
         regs.rdx = u64::from(op.prot);
-        plan::note_lifted(
-            self.lifted.entry(inject.tgid).or_default(),
-            op.start,
-            op.len,
-            op.prot,
-        );
         self.slots.cpu.set_injected(tid, true);
         if set_regs(tid, &regs).is_err() {
             // Killed meanwhile: its exit is reported next.
@@ -2131,7 +2144,17 @@ impl Tracer {
                 // the kernel would restart it.
                 Outcome::Again => inject.ops.push_front(op),
                 Outcome::Failed => inject.failed.push(op),
-                Outcome::Done => {}
+                Outcome::Done => {
+                    // A lift is noted once its memory is shown (a fault before it saw the
+                    // memory hidden; one after, shown).
+                    self.lift_generation += 1;
+                    self.lifted.entry(inject.tgid).or_default().note(
+                        op.start,
+                        op.len,
+                        op.prot,
+                        self.lift_generation,
+                    );
+                }
             }
         }
         self.next_op(tid);
@@ -2190,13 +2213,19 @@ impl Tracer {
         let (Ok(()), Some(tgid)) = (got, tgid) else {
             return self.resume(tid, libc::SIGSEGV);
         };
-        if plan::segv_is_programs(info.si_code, self.injects.contains_key(&tid)) {
-            return self.resume(tid, libc::SIGSEGV);
+        match plan::segv_kind(info.si_code, self.injects.contains_key(&tid)) {
+            Segv::Programs => return self.resume(tid, libc::SIGSEGV),
+            // The fault of the instruction its plan's registers replaced: run again after.
+            Segv::Pending => return self.resume(tid, 0),
+            Segv::Offered => {}
         }
+        let ran = self
+            .ran
+            .insert(tid, self.lift_generation)
+            .unwrap_or_default();
         // SAFETY: a SIGSEGV's siginfo carries the faulting address.
         let addr = unsafe { info.si_addr() } as u64;
         if self.backend.cpu_fault(CallerId { tid, tgid }, addr) {
-            self.retried.remove(&tid);
             return self.start(tid, tgid, Why::Fault);
         }
         // A forked child's copy of memory its parent had hidden: shown again in the child.
@@ -2210,14 +2239,11 @@ impl Tracer {
             let span = spans.remove(i);
             return self.start_with(tid, tgid, Why::Fault, vec![span]);
         }
-        // A thread that faulted on a span another thread was showing again restarts once.
-        let key = get_regs(tid).map_or((0, addr), |r| (r.rip, addr));
-        let last = self.retried.get(&tid).copied();
-        if plan::restart_once(self.lifted.get(&tgid), addr, last, key) {
-            self.retried.insert(tid, key);
+        // A thread that faulted on a span another thread's plan showed again since it last
+        // ran: the memory was hidden after it ran; the instruction restarts.
+        if plan::restart(self.lifted.get(&tgid), addr, ran) {
             return self.resume(tid, 0);
         }
-        self.retried.remove(&tid);
         self.resume(tid, libc::SIGSEGV);
     }
 }
@@ -2323,7 +2349,11 @@ impl Tracer {
         let Some((id, op)) = next else {
             return self.cas_end(tid);
         };
-        run.stage = CasStage::Op { id, size: op.size };
+        run.stage = CasStage::Op {
+            id,
+            size: op.size,
+            addr: op.addr,
+        };
         let mask = if op.size == 8 {
             u64::MAX
         } else {
@@ -2373,7 +2403,7 @@ impl Tracer {
                 self.stubs.insert(tgid, at);
                 self.cas_next(tid);
             }
-            CasStage::Op { id, size } => {
+            CasStage::Op { id, size, .. } => {
                 let stub = self.stubs.get(&tgid).copied().unwrap_or(0);
                 let end = stub + if size == 8 { STUB_64_END } else { STUB_32_END };
                 if regs.rip != end {
@@ -2393,12 +2423,30 @@ impl Tracer {
     }
 
     /// A signal-delivery stop of a thread running compare-and-swaps: the stub's own fault
-    /// answers its request (the signal is not delivered); any other signal is held and
-    /// raised again when the thread runs on.
+    /// answers its request (the signal is not delivered); a page fault of the program's
+    /// instruction the thread was interrupted at, still pending, is dropped (the instruction
+    /// runs again once the thread has its registers back: [`plan::cas_segv`]); any other
+    /// signal is held and raised again when the thread runs on.
     fn cas_signal(&mut self, tid: i32, sig: i32) {
         let Some(run) = self.cas_runs.get_mut(&tid) else {
             return self.resume(tid, sig);
         };
+        if sig == libc::SIGSEGV {
+            // SAFETY: siginfo_t is plain data; all-zero is a valid value.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: PTRACE_GETSIGINFO writes one siginfo_t to `data`.
+            let got = unsafe { ptrace_ptr(libc::PTRACE_GETSIGINFO, tid, (&raw mut info).cast()) };
+            let op = match run.stage {
+                CasStage::Op { size, addr, .. } => Some((addr, size)),
+                CasStage::Map => None,
+            };
+            // SAFETY: a SIGSEGV's siginfo carries the faulting address.
+            let addr = unsafe { info.si_addr() } as u64;
+            let stub = self.stubs.get(&run.tgid).copied().unwrap_or(0);
+            if got.is_ok() && plan::cas_segv(info.si_code, addr, op, stub) == CasSegv::Pending {
+                return self.resume(tid, 0);
+            }
+        }
         if let CasStage::Op { id, .. } = run.stage
             && (sig == libc::SIGSEGV || sig == libc::SIGBUS)
         {

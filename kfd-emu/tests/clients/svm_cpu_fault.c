@@ -5,7 +5,7 @@
  * reads it back. Between steps it prints "phase NAME" and the SMI records read so far
  * ("smi RECORD"), and what it read ("value NAME 0x..."), for the Rust test to check. Then a
  * forked child reads its copy of a granule the GPU holds, the program makes a granule in VRAM
- * read-only and reads it, two threads read the first granule at once, a SIGSEGV of the
+ * read-only and reads it (and its write then faults to its own handler), two threads read the first granule at once, a SIGSEGV of the
  * program's own is delivered to its own handler, and it prints "done". Exits non-zero at the
  * first failure.
  */
@@ -44,6 +44,25 @@ static void own_handler(int sig)
 {
     (void)sig;
     siglongjmp(jump, 1);
+}
+
+/* Writes `value` to `at` with own_handler taking SIGSEGV: whether the write faulted (the
+ * handler ran). The default action is back after. */
+static int write_faults(volatile uint32_t *at, uint32_t value)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = own_handler;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGSEGV, &sa, NULL) != 0)
+        return -1;
+    int faulted = 1;
+    if (sigsetjmp(jump, 1) == 0) {
+        *at = value;
+        faulted = 0;
+    }
+    signal(SIGSEGV, SIG_DFL);
+    return faulted;
 }
 
 int main(void)
@@ -139,6 +158,11 @@ int main(void)
     drain("mprotect");
     printf("value read-only %#x\n", *(volatile uint32_t *)(buf + granule + 0x300));
     drain("read-only");
+    /* Home again with the program's own protection: its write is the program's fault,
+     * delivered to its handler (neither the model's nor restarted for ever), and lands nothing. */
+    EXPECT(write_faults((volatile uint32_t *)(buf + granule + 0x300), 0x1234) == 1);
+    printf("value read-only-write %#x\n", *(volatile uint32_t *)(buf + granule + 0x300));
+    drain("read-only-write");
     EXPECT(mprotect(buf + granule, granule, PROT_READ | PROT_WRITE) == 0);
 
     /* Two threads read the first granule at once. */
