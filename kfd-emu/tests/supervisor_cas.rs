@@ -82,7 +82,7 @@ fn build_once() -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/cas_target.c");
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cas_target");
     let status = Command::new("cc")
-        .args(["-Wall", "-Werror", "-O1", "-o"])
+        .args(["-Wall", "-Werror", "-O1", "-pthread", "-o"])
         .arg(&out)
         .arg(&src)
         .status()
@@ -209,12 +209,16 @@ fn compare_and_swaps_run_in_the_program_are_atomic_with_its_locked_instructions(
 }
 
 /// Four threads make GPU-atomic-style increments at once (as a dispatch's workers do, each
-/// posting its own compare-and-swaps) while the program's thread makes 20 million with
-/// `lock add`: every one of the 4 × 1500 lands exactly once (none lost, none doubled).
+/// posting its own compare-and-swaps) while two threads of the program make 20 million each
+/// with `lock add`: every one of the 4 × 1500 lands exactly once (none lost, none doubled).
+/// Both program threads stop for the first requests, before any stub is mapped: only one
+/// may run them (two mapped two stubs, and the first's answers were then read against the
+/// second's: `NoThread` for a compare-and-swap that had landed).
 #[test]
 fn concurrent_requesters_each_land_once() {
     const THREADS: u64 = 4;
     const EACH: u64 = 1500;
+    const ADDERS: u64 = 2;
     let program = build();
     let fake = Arc::new(Fake::default());
     let (stdin_read, stdin_write) =
@@ -223,6 +227,7 @@ fn concurrent_requesters_each_land_once() {
         rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
     let mut command = Command::new(&program);
     command
+        .arg(ADDERS.to_string())
         .stdin(Stdio::from(stdin_read))
         .stdout(Stdio::from(stdout_write));
     let backend: Arc<dyn Backend> = fake.clone();
@@ -264,7 +269,7 @@ fn concurrent_requesters_each_land_once() {
     line.clear();
     stdout.read_line(&mut line).unwrap();
     let value: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    assert_eq!(value, 20_000_000 + THREADS * EACH, "{line}");
+    assert_eq!(value, ADDERS * 20_000_000 + THREADS * EACH, "{line}");
     let status = runner.join().unwrap().unwrap();
     assert!(status.success(), "{status:?}");
 }

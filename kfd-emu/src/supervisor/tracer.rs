@@ -483,8 +483,13 @@ fn poke_stub(tid: i32, at: u64) -> bool {
 enum CasStage {
     /// Its injected `mmap` of the stub page runs.
     Map,
-    /// The stub runs request `id` of `size` bytes at `addr`.
-    Op { id: u64, size: u8, addr: u64 },
+    /// The stub at `stub` runs request `id` of `size` bytes at `addr`.
+    Op {
+        id: u64,
+        size: u8,
+        addr: u64,
+        stub: u64,
+    },
 }
 
 /// A thread running its process's compare-and-swaps in place of its own code.
@@ -2034,7 +2039,11 @@ impl Tracer {
         if self.redirect_at_stop(tid) {
             return;
         }
-        if self.slots.cpu.cas_pending(tgid) {
+        // One thread of a process runs its compare-and-swaps at a time: a second one started
+        // while the first maps its stub would map another and replace the first's record, so
+        // that the first's answers came from a stub it was not running (answered `NoThread`
+        // after its compare-and-swap had landed, which the caller then made again).
+        if self.slots.cpu.cas_pending(tgid) && !self.cas_runs.values().any(|r| r.tgid == tgid) {
             return self.cas_start(tid, tgid);
         }
         if !self.dirty.contains(&tgid) {
@@ -2353,6 +2362,7 @@ impl Tracer {
             id,
             size: op.size,
             addr: op.addr,
+            stub,
         };
         let mask = if op.size == 8 {
             u64::MAX
@@ -2403,8 +2413,7 @@ impl Tracer {
                 self.stubs.insert(tgid, at);
                 self.cas_next(tid);
             }
-            CasStage::Op { id, size, .. } => {
-                let stub = self.stubs.get(&tgid).copied().unwrap_or(0);
+            CasStage::Op { id, size, stub, .. } => {
                 let end = stub + if size == 8 { STUB_64_END } else { STUB_32_END };
                 if regs.rip != end {
                     // Not the stub's (it runs straight to its `syscall`): nothing to answer.
@@ -2436,25 +2445,24 @@ impl Tracer {
             let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
             // SAFETY: PTRACE_GETSIGINFO writes one siginfo_t to `data`.
             let got = unsafe { ptrace_ptr(libc::PTRACE_GETSIGINFO, tid, (&raw mut info).cast()) };
-            let op = match run.stage {
-                CasStage::Op { size, addr, .. } => Some((addr, size)),
-                CasStage::Map => None,
+            let (op, stub) = match run.stage {
+                CasStage::Op {
+                    size, addr, stub, ..
+                } => (Some((addr, size)), stub),
+                CasStage::Map => (None, self.stubs.get(&run.tgid).copied().unwrap_or(0)),
             };
             // SAFETY: a SIGSEGV's siginfo carries the faulting address.
             let addr = unsafe { info.si_addr() } as u64;
-            let stub = self.stubs.get(&run.tgid).copied().unwrap_or(0);
             if got.is_ok() && plan::cas_segv(info.si_code, addr, op, stub) == CasSegv::Pending {
                 return self.resume(tid, 0);
             }
         }
-        if let CasStage::Op { id, .. } = run.stage
+        if let CasStage::Op { id, stub, .. } = run.stage
             && (sig == libc::SIGSEGV || sig == libc::SIGBUS)
+            && get_regs(tid).is_ok_and(|r| (stub..stub + STUB.len() as u64).contains(&r.rip))
         {
-            let stub = self.stubs.get(&run.tgid).copied().unwrap_or(0);
-            if get_regs(tid).is_ok_and(|r| (stub..stub + STUB.len() as u64).contains(&r.rip)) {
-                self.slots.cpu.cas_answer(id, Err(CasError::Fault));
-                return self.cas_next(tid);
-            }
+            self.slots.cpu.cas_answer(id, Err(CasError::Fault));
+            return self.cas_next(tid);
         }
         run.held.push(sig);
         self.resume(tid, 0);

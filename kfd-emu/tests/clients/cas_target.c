@@ -4,12 +4,14 @@
  * page's second dword to 7 and its second quadword to 0x1122334455667788, counts the SIGUSR1s
  * it handles in the page's fifth dword (SA_RESTART), prints its pid and
  * both addresses, adds 1 to the page's first dword with a locked instruction CPU_N times,
- * then waits for a line on stdin (a read the test's compare-and-swaps interrupt and that
+ * (from each of argv[1] threads, 1 by default), then waits for a line on stdin (a read the test's compare-and-swaps interrupt and that
  * must restart), opens /emu-test/block (which the test's backend holds until it says so:
  * the thread cannot stop meanwhile) and prints the first and second dwords and the second
  * quadword.
  */
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <signal.h>
@@ -22,14 +24,27 @@
 
 static uint32_t *page;
 
+static void *adder(void *arg)
+{
+    uint32_t i;
+
+    (void)arg;
+    for (i = 0; i < CPU_N; i++)
+        __atomic_fetch_add(&page[0], 1u, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
 static void counted(int sig)
 {
     (void)sig;
     __atomic_fetch_add(&page[4], 1u, __ATOMIC_SEQ_CST);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    pthread_t extra[8];
+    int threads = argc > 1 ? atoi(argv[1]) : 1;
+    int t;
     struct sigaction action;
     void *ro;
     char line[16];
@@ -49,8 +64,15 @@ int main(void)
         return 1;
     printf("pid %d page %p ro %p\n", (int)getpid(), (void *)page, ro);
     fflush(stdout);
+    if (threads < 1 || threads > 9)
+        return 4;
+    for (t = 0; t < threads - 1; t++)
+        if (pthread_create(&extra[t], NULL, adder, NULL) != 0)
+            return 5;
     for (i = 0; i < CPU_N; i++)
         __atomic_fetch_add(&page[0], 1u, __ATOMIC_SEQ_CST);
+    for (t = 0; t < threads - 1; t++)
+        pthread_join(extra[t], NULL);
     if (!fgets(line, sizeof(line), stdin))
         return 2;
     if (open("/emu-test/block", O_RDONLY) >= 0)
