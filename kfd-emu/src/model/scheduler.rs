@@ -8,19 +8,6 @@
 //! ringing a doorbell comes soon after it: `dispatch`). A kick makes the engine look at once
 //! and restarts the backoff from 500 µs.
 //!
-//! A queue is *hot* for [`HOT_WINDOW`] (1 s) after it is created or last ran packets: one
-//! doorbell watcher thread (for every driver in the process, started while any queue is hot,
-//! ended when none is) reads each hot queue's doorbell and write pointer every [`HOT_LOOK`]
-//! (250 µs) and kicks its engine when either changed since the engine's last turn, each
-//! change once. The hardware's CP sees a doorbell write within microseconds; this gets a
-//! program that rings a queue it just set up, and then makes no system call (rocrtst's
-//! `Queue_Validation_*`: one packet, then a 16.8 ms spin on its signal), to within a few
-//! hundred µs rather than the 5 ms of an engine's slowest poll, without waking each engine
-//! more often: the watcher reads at most [`HOT_WATCHED`] queues per pass, and idle queues
-//! (none hot) cost nothing more than their engines' polls. Both values are read because a
-//! doorbell may be rung with the value it holds (ROCr rings a new AQL queue's first packet
-//! with index 0) and an SDMA queue's write pointer in memory lags its doorbell.
-//!
 //! Nothing an engine holds while it touches a process's memory is shared with another queue
 //! or process: the model's lock is taken only to translate an address or move the model's own
 //! bytes (`gpu_view`), never across an access to a process's memory, and the only lock shared
@@ -51,11 +38,7 @@
 //! (`tests/model_engine_latency.rs`, debug build, loaded 2-core VM, 21 tries per run, three
 //! runs each): an idle SDMA queue's fence after the program's next ioctl landed in a median
 //! 5.5–6.4 ms (5–7 tries within 1 ms) before ioctls woke the engines, 144–162 µs (all 21
-//! within 1 ms, the slowest 236 µs) after. And (`tests/model_queue_error_latency.rs`, debug
-//! build, loaded VM, 15 tries): an invalid AQL packet rung with no system call after, on
-//! mi210x8 with 64 idle queues besides, reached a runtime already in WAIT_EVENTS in a median
-//! 3.1 ms (2 of 15 within 1 ms) polled, 284 µs (15 of 15, slowest 703 µs) watched; 64 idle
-//! queues cost 18–22 % of a core (debug build) either way.
+//! within 1 ms, the slowest 236 µs) after.
 
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, Weak};
