@@ -177,14 +177,14 @@ struct Bell {
     tgid: i32,
     gpu_id: u32,
     wptr_va: u64,
-    value: Values,
+    value: (Option<u64>, Option<u64>),
 }
 
 impl Bell {
     /// The doorbell and the write pointer now (the write pointer read as the queue's engine
     /// reads it, through the GPU's view; a fault is not reported, as the engine will take
     /// it).
-    fn read(&self) -> Values {
+    fn read(&self) -> (Option<u64>, Option<u64>) {
         let mut wptr = [0u8; 8];
         let wptr = self.driver.upgrade().and_then(|drv| {
             drv.peek_here(self.tgid, self.gpu_id, self.wptr_va, &mut wptr)
@@ -199,13 +199,8 @@ impl Bell {
 struct Watched {
     runner: Weak<Runner>,
     bell: Arc<Bell>,
-    /// The values last seen: the engine's at its turn, or the watcher's when it told of them.
-    seen: Values,
     until: Instant,
 }
-
-/// A queue's doorbell and write pointer (`None`: unreadable).
-type Values = (Option<u64>, Option<u64>);
 
 /// The doorbells of hot queues, every process's, and whether the watcher thread runs.
 struct Watch {
@@ -237,7 +232,6 @@ fn watch(runner: &Arc<Runner>, bell: Bell, until: Instant) {
         .position(|e| std::ptr::eq(e.runner.as_ptr(), Arc::as_ptr(runner)));
     let entry = Watched {
         runner: Arc::downgrade(runner),
-        seen: bell.value,
         bell: Arc::new(bell),
         until,
     };
@@ -269,7 +263,7 @@ fn watch(runner: &Arc<Runner>, bell: Bell, until: Instant) {
 fn watcher() {
     let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
     loop {
-        let hot: Vec<(Weak<Runner>, Arc<Bell>, Values)> = {
+        let hot: Vec<(Weak<Runner>, Arc<Bell>)> = {
             let mut w = watch_list();
             let now = Instant::now();
             w.list
@@ -282,27 +276,15 @@ fn watcher() {
             w.list
                 .iter()
                 .skip(skip)
-                .map(|e| (e.runner.clone(), Arc::clone(&e.bell), e.seen))
+                .map(|e| (e.runner.clone(), Arc::clone(&e.bell)))
                 .collect()
         };
-        let mut rung = Vec::new();
-        for (runner, bell, seen) in hot {
-            let now = bell.read();
-            if now != seen
+        for (runner, bell) in hot {
+            if bell.read() != bell.value
                 && let Some(runner) = runner.upgrade()
             {
                 // The engine's turn reads the values again and puts them under watch.
                 runner.kick.kick();
-                rung.push((bell, now));
-            }
-        }
-        // Each change is told once: an engine busy in a long turn is not kicked every pass.
-        if !rung.is_empty() {
-            let mut w = watch_list();
-            for (bell, now) in rung {
-                if let Some(e) = w.list.iter_mut().find(|e| Arc::ptr_eq(&e.bell, &bell)) {
-                    e.seen = now;
-                }
             }
         }
         std::thread::sleep(HOT_LOOK);
