@@ -332,7 +332,10 @@ pub(super) fn signal_interrupt(drv: &Driver, tgid: i32, partial_id: u32) {
 impl Work {
     /// What the producer last rang the queue's doorbell with.
     pub(super) fn rung(&self) -> Option<u64> {
-        read_doorbell(&self.doorbell)
+        let (memfd, at, size) = &self.doorbell;
+        let mut value = [0u8; 8];
+        files::read_at(memfd.as_fd(), *at, &mut value[..*size]).ok()?;
+        Some(u64::from_le_bytes(value))
     }
 }
 
@@ -373,14 +376,6 @@ impl State {
             },
         }
     }
-}
-
-/// The value of the doorbell at `(memfd, offset, size)` (a [`Work::doorbell`]): one `pread`,
-/// no lock.
-pub(super) fn read_doorbell((memfd, at, size): &(Arc<OwnedFd>, u64, usize)) -> Option<u64> {
-    let mut value = [0u8; 8];
-    files::read_at(memfd.as_fd(), *at, &mut value[..*size]).ok()?;
-    Some(u64::from_le_bytes(value))
 }
 
 /// A signal slot's offset in its page as a mapping offset.

@@ -40,12 +40,11 @@
 //! 5.5–6.4 ms (5–7 tries within 1 ms) before ioctls woke the engines, 144–162 µs (all 21
 //! within 1 ms, the slowest 236 µs) after.
 
-use std::os::fd::OwnedFd;
-use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use super::driver::Driver;
-use super::engine::{self, TURN_BYTES, Work};
+use super::engine::{TURN_BYTES, Work};
 use super::process::Process;
 use super::queues::{self, Engine, Runner};
 use super::{aql, pm4, sdma};
@@ -62,19 +61,6 @@ const MIN_IDLE: Duration = Duration::from_micros(20);
 const KICKED_IDLE: Duration = Duration::from_micros(500);
 /// How long a queue that cannot run (inactive, stopped) sleeps unless kicked.
 const PARKED_IDLE: Duration = Duration::from_millis(100);
-/// How long a queue stays hot after it was created or last ran packets: while hot, its engine
-/// has its doorbell read every [`HOT_LOOK`] by the watcher between its polls (see the module docs).
-/// Long enough to span a runtime's setup between creating a queue and its first packet
-/// (rocrtst's `Queue_Validation_*` load a code object in between: 20–100 ms on a loaded VM).
-const HOT_WINDOW: Duration = Duration::from_secs(1);
-/// How often the doorbell watcher reads the hot queues' doorbells (one `pread` of the
-/// process's memfd each, no lock of the model's): a doorbell a program wrote is seen within
-/// this, not at its engine's next poll.
-const HOT_LOOK: Duration = Duration::from_micros(250);
-/// The most hot queues the watcher reads per pass (the last put under watch: created, or run
-/// a turn): a program that creates many queues at once costs the watcher at most this many
-/// pairs of reads per pass.
-const HOT_WATCHED: usize = 8;
 
 /// What one turn of a queue found.
 enum Turn {
@@ -125,22 +111,13 @@ fn engine(weak: &Weak<Driver>, tgid: i32, id: u32, runner: &Arc<Runner>) {
     let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
     let mut idle = MIN_IDLE;
     let mut resume = None;
-    // A new queue is hot: its first packet is likely to come soon.
-    let mut hot_until = Instant::now() + HOT_WINDOW;
     loop {
         // A kick that comes while the engine runs makes it look again at once.
         let seen = kick.count();
         let Some(drv) = weak.upgrade() else { return };
-        let hot = Instant::now() < hot_until;
-        let (turn, bell) = turn(&drv, tgid, id, runner, &mut resume, hot);
+        let turn = turn(&drv, tgid, id, runner, &mut resume);
         // The driver is not kept alive while the engine sleeps.
         drop(drv);
-        if matches!(turn, Turn::Ran) {
-            hot_until = Instant::now() + HOT_WINDOW;
-        }
-        if let Some(bell) = bell {
-            watch(runner, bell, hot_until);
-        }
         let sleep = match turn {
             Turn::Ran => {
                 // Another queue's turn, if the host has one waiting for the CPU.
@@ -157,171 +134,31 @@ fn engine(weak: &Weak<Driver>, tgid: i32, id: u32, runner: &Arc<Runner>) {
             Turn::Gone => return,
         };
         // A kick says work may come soon (an ioctl of the process, which may have just
-        // written a doorbell, or the doorbell watcher): the engine looks at once, and its
-        // polling starts over from KICKED_IDLE (not MIN_IDLE: a process making an ioctl every
-        // millisecond would keep each of its engines waking every few tens of µs).
+        // written a doorbell): the engine looks at once, and its polling starts over from
+        // KICKED_IDLE (not MIN_IDLE: a process making an ioctl every millisecond would keep
+        // each of its engines waking every few tens of µs).
         if kick.wait(seen, sleep) {
             idle = KICKED_IDLE;
         }
     }
 }
 
-/// What a program writes to submit to a queue, as the engine found it at its last turn: the
-/// doorbell (the process's `/dev/kfd` memfd, where the doorbell is in it and its size,
-/// [`Work::doorbell`]) and the write pointer in the program's memory. Both are read: a
-/// doorbell may be rung with the value it already holds (ROCr rings a new AQL queue's first
-/// packet with index 0), and the write pointer of an SDMA queue lags its doorbell.
-struct Bell {
-    at: (Arc<OwnedFd>, u64, usize),
-    driver: Weak<Driver>,
-    tgid: i32,
-    gpu_id: u32,
-    wptr_va: u64,
-    value: (Option<u64>, Option<u64>),
-}
-
-impl Bell {
-    /// The doorbell and the write pointer now (the write pointer read as the queue's engine
-    /// reads it, through the GPU's view; a fault is not reported, as the engine will take
-    /// it).
-    fn read(&self) -> (Option<u64>, Option<u64>) {
-        let mut wptr = [0u8; 8];
-        let wptr = self.driver.upgrade().and_then(|drv| {
-            drv.peek_here(self.tgid, self.gpu_id, self.wptr_va, &mut wptr)
-                .ok()
-                .map(|()| u64::from_le_bytes(wptr))
-        });
-        (engine::read_doorbell(&self.at), wptr)
-    }
-}
-
-/// A hot queue's doorbell under watch.
-struct Watched {
-    runner: Weak<Runner>,
-    bell: Arc<Bell>,
-    until: Instant,
-}
-
-/// The doorbells of hot queues, every process's, and whether the watcher thread runs.
-struct Watch {
-    list: Vec<Watched>,
-    running: bool,
-}
-
-/// The doorbell watch of every driver in this process (one watcher thread for them all).
-static WATCH: Mutex<Watch> = Mutex::new(Watch {
-    list: Vec::new(),
-    running: false,
-});
-
-fn watch_list() -> std::sync::MutexGuard<'static, Watch> {
-    WATCH.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Puts `runner`'s queue's doorbell under watch until `until` with the value its engine just
-/// read (`bell`), or refreshes it; starts the watcher if it is not running. A queue past its
-/// hot window is left to its engine's polling.
-fn watch(runner: &Arc<Runner>, bell: Bell, until: Instant) {
-    if Instant::now() >= until {
-        return;
-    }
-    let mut w = watch_list();
-    let at = w
-        .list
-        .iter()
-        .position(|e| std::ptr::eq(e.runner.as_ptr(), Arc::as_ptr(runner)));
-    let entry = Watched {
-        runner: Arc::downgrade(runner),
-        bell: Arc::new(bell),
-        until,
-    };
-    match at {
-        // Refreshed by a turn that found nothing: it keeps its place.
-        Some(at) if w.list[at].until == until => w.list[at] = entry,
-        // New, or run since (its hot window moved on): it goes last, where the watcher reads.
-        Some(at) => {
-            w.list.remove(at);
-            w.list.push(entry);
-        }
-        None => w.list.push(entry),
-    }
-    if !w.running {
-        w.running = true;
-        drop(w);
-        crate::own::spawn_later("kfd-emu-doorbells", watcher);
-    }
-}
-
-/// The doorbell watcher: every [`HOT_LOOK`], reads the doorbell and write pointer of each hot
-/// queue (the last [`HOT_WATCHED`] put under watch) and kicks the engine of each whose
-/// doorbell or write pointer holds another value than at its engine's last turn. Ends when no
-/// queue is hot (the next hot queue starts it again), so idle queues cost nothing here.
-///
-/// The reads happen without the watch's lock; a read of a program's memory that blocks (a
-/// write pointer in a page nobody serves) holds up only this fast path: every engine still
-/// polls its queue, and queues made hot meanwhile wait in the list.
-fn watcher() {
-    let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
-    loop {
-        let hot: Vec<(Weak<Runner>, Arc<Bell>)> = {
-            let mut w = watch_list();
-            let now = Instant::now();
-            w.list
-                .retain(|e| e.until > now && e.runner.upgrade().is_some_and(|r| !r.is_gone()));
-            if w.list.is_empty() {
-                w.running = false;
-                return;
-            }
-            let skip = w.list.len().saturating_sub(HOT_WATCHED);
-            w.list
-                .iter()
-                .skip(skip)
-                .map(|e| (e.runner.clone(), Arc::clone(&e.bell)))
-                .collect()
-        };
-        for (runner, bell) in hot {
-            if bell.read() != bell.value
-                && let Some(runner) = runner.upgrade()
-            {
-                // The engine's turn reads the values again and puts them under watch.
-                runner.kick.kick();
-            }
-        }
-        std::thread::sleep(HOT_LOOK);
-    }
-}
-
-/// One turn of queue `id` of process `tgid`: a bounded slice of its packets; and, for a `hot`
-/// queue, its doorbell and write pointer as they were before the turn, for the watcher.
+/// One turn of queue `id` of process `tgid`: a bounded slice of its packets.
 fn turn(
     drv: &Driver,
     tgid: i32,
     id: u32,
     runner: &Arc<Runner>,
     resume: &mut Option<(u64, u64)>,
-    hot: bool,
-) -> (Turn, Option<Bell>) {
+) -> Turn {
     if runner.is_gone() {
-        return (Turn::Gone, None);
+        return Turn::Gone;
     }
     let w = match work(drv, tgid, id, runner) {
         Ok(Some(w)) => w,
-        Ok(None) => return (Turn::Parked, None),
-        Err(()) => return (Turn::Gone, None),
+        Ok(None) => return Turn::Parked,
+        Err(()) => return Turn::Gone,
     };
-    // Read before the queue runs: a doorbell rung after this is the watcher's to see.
-    let bell = hot.then(|| {
-        let mut bell = Bell {
-            at: w.doorbell.clone(),
-            driver: drv.this.get().cloned().unwrap_or_default(),
-            tgid,
-            gpu_id: w.gpu_id,
-            wptr_va: w.wptr_va,
-            value: (None, None),
-        };
-        bell.value = bell.read();
-        bell
-    });
     w.resume.set(*resume);
     let ran = queues::run_as(runner, || match w.engine {
         Engine::Sdma { .. } => sdma::run_queue(drv, &w),
@@ -329,7 +166,7 @@ fn turn(
         Engine::Compute { aql: false } => pm4::run_queue(drv, &w),
     });
     *resume = w.resume.get();
-    (if ran { Turn::Ran } else { Turn::Idle }, bell)
+    if ran { Turn::Ran } else { Turn::Idle }
 }
 
 /// What the engine needs of queue `id` of process `tgid`, copied out of the state: `Ok(None)`
