@@ -10,7 +10,7 @@ mod model_support;
 mod model_svm_support;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kfd_emu::model::GpuFaultReason;
 use kfd_ioctl::abi::*;
@@ -25,28 +25,6 @@ fn smi_all(kfd: &Kfd, gpu: u32) -> SmiEvents {
     )
     .expect("mask");
     smi
-}
-
-/// The records pending now, then more as they come until there are `n` (the restore worker
-/// runs 1 ms after an eviction, on a thread of the model), for at most 10 s.
-fn records(smi: &mut SmiEvents, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut out = drain(smi);
-    while out.len() < n && Instant::now() < deadline {
-        let mut fds = [rustix::event::PollFd::new(
-            smi,
-            rustix::event::PollFlags::IN,
-        )];
-        let _ = rustix::event::poll(
-            &mut fds,
-            Some(&rustix::event::Timespec {
-                tv_sec: 0,
-                tv_nsec: 50_000_000,
-            }),
-        );
-        out.extend(drain(smi));
-    }
-    out
 }
 
 /// The ranges of this process as `(first page, pages)` relative to `base`.

@@ -27,7 +27,6 @@ mod model_svm_support;
 
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use kfd_emu::backend::{Backend, MmapAction};
 use kfd_emu::machine::Machine;
@@ -303,29 +302,6 @@ fn read_only_and_inaccessible_memory() {
     nothing_survives(&emu);
 }
 
-/// The QUEUE_EVICTION and QUEUE_RESTORE records on GPU `gpu`, as they come, until there are
-/// `n` (the restore worker runs 1 ms after the eviction, on a thread of the model), for at
-/// most 10 s.
-fn evictions(smi: &mut kfd_ioctl::SmiEvents, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut out = model_svm_support::drain(smi);
-    while out.len() < n && Instant::now() < deadline {
-        let mut fds = [rustix::event::PollFd::new(
-            smi,
-            rustix::event::PollFlags::IN,
-        )];
-        let _ = rustix::event::poll(
-            &mut fds,
-            Some(&rustix::event::Timespec {
-                tv_sec: 0,
-                tv_nsec: 50_000_000,
-            }),
-        );
-        out.extend(model_svm_support::drain(smi));
-    }
-    out
-}
-
 /// The same walk after ALLOC: a USERPTR BO's memory replaced by a BO's CPU mapping (a
 /// `MAP_FIXED` mmap of the render node over it) evicts it (`amdgpu_hmm_invalidate_hsa`), and
 /// the restore worker's `update_invalid_user_pages` gets `EFAULT` for the device memory now
@@ -380,7 +356,7 @@ fn a_userptr_whose_memory_becomes_a_bos_mapping_keeps_no_pages() {
         }
         .expect("map the GTT BO over the USERPTR's memory");
         mem.write(0, b"bo!!");
-        let records = evictions(&mut smi, 2);
+        let records = model_svm_support::records(&mut smi, 2);
         assert_eq!(records.len(), 2, "evicted and restored: {records:?}");
         assert!(records[0].starts_with("9 "), "QUEUE_EVICTION: {records:?}");
         assert!(records[1].starts_with("a "), "QUEUE_RESTORE: {records:?}");

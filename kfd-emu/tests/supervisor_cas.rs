@@ -103,6 +103,54 @@ fn hex(word: &str) -> u64 {
     u64::from_str_radix(word.trim_start_matches("0x"), 16).unwrap()
 }
 
+/// The program started under the tracer with `args`, once it printed its pid and pages.
+struct Started {
+    fake: Arc<Fake>,
+    pid: i32,
+    page: u64,
+    ro: u64,
+    stdin: std::fs::File,
+    stdout: BufReader<std::fs::File>,
+    runner: std::thread::JoinHandle<
+        Result<std::process::ExitStatus, kfd_emu::supervisor::SupervisorError>,
+    >,
+}
+
+fn start(args: &[String]) -> Started {
+    let program = build();
+    let fake = Arc::new(Fake::default());
+    // Close-on-exec: the program must hold no end but its stdin and stdout.
+    let (stdin_read, stdin_write) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+    let (stdout_read, stdout_write) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+    let mut command = Command::new(&program);
+    command
+        .args(args)
+        .stdin(Stdio::from(stdin_read))
+        .stdout(Stdio::from(stdout_write));
+    let backend: Arc<dyn Backend> = fake.clone();
+    let runner = std::thread::spawn(move || spawn_command(backend, &mut command));
+    let mut stdout = BufReader::new(std::fs::File::from(stdout_read));
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(
+        (words[0], words[2], words[4]),
+        ("pid", "page", "ro"),
+        "{line}"
+    );
+    Started {
+        fake,
+        pid: words[1].parse().unwrap(),
+        page: hex(words[3]),
+        ro: hex(words[5]),
+        stdin: std::fs::File::from(stdin_write),
+        stdout,
+        runner,
+    }
+}
+
 /// 3000 increments made as the model's GPU atomics make them (read, then compare-and-swap
 /// until one matches), run by the program's own thread while it makes 20 million with
 /// `lock add`: none is lost. Then the compare-and-swap's answers: a mismatch returns the
@@ -114,31 +162,16 @@ fn hex(word: &str) -> u64 {
 /// sent meanwhile are each handled once.
 #[test]
 fn compare_and_swaps_run_in_the_program_are_atomic_with_its_locked_instructions() {
-    let program = build();
-    let fake = Arc::new(Fake::default());
-    // Close-on-exec: the program must hold no end but its stdin and stdout.
-    let (stdin_read, stdin_write) =
-        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
-    let (stdout_read, stdout_write) =
-        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
-    let mut command = Command::new(&program);
-    command
-        .stdin(Stdio::from(stdin_read))
-        .stdout(Stdio::from(stdout_write));
-    let backend: Arc<dyn Backend> = fake.clone();
-    let runner = std::thread::spawn(move || spawn_command(backend, &mut command));
-    let mut stdout = BufReader::new(std::fs::File::from(stdout_read));
-    let mut stdin = std::fs::File::from(stdin_write);
+    let Started {
+        fake,
+        pid,
+        page,
+        ro,
+        mut stdin,
+        mut stdout,
+        runner,
+    } = start(&[]);
     let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let words: Vec<&str> = line.split_whitespace().collect();
-    assert_eq!(
-        (words[0], words[2], words[4]),
-        ("pid", "page", "ro"),
-        "{line}"
-    );
-    let pid: i32 = words[1].parse().unwrap();
-    let (page, ro) = (hex(words[3]), hex(words[5]));
     let waker = fake.waker();
 
     for _ in 0..3000 {
@@ -219,27 +252,16 @@ fn concurrent_requesters_each_land_once() {
     const THREADS: u64 = 4;
     const EACH: u64 = 1500;
     const ADDERS: u64 = 2;
-    let program = build();
-    let fake = Arc::new(Fake::default());
-    let (stdin_read, stdin_write) =
-        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
-    let (stdout_read, stdout_write) =
-        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
-    let mut command = Command::new(&program);
-    command
-        .arg(ADDERS.to_string())
-        .stdin(Stdio::from(stdin_read))
-        .stdout(Stdio::from(stdout_write));
-    let backend: Arc<dyn Backend> = fake.clone();
-    let runner = std::thread::spawn(move || spawn_command(backend, &mut command));
-    let mut stdout = BufReader::new(std::fs::File::from(stdout_read));
-    let mut stdin = std::fs::File::from(stdin_write);
+    let Started {
+        fake,
+        pid,
+        page,
+        mut stdin,
+        mut stdout,
+        runner,
+        ..
+    } = start(&[ADDERS.to_string()]);
     let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let words: Vec<&str> = line.split_whitespace().collect();
-    assert_eq!(words[0], "pid", "{line}");
-    let pid: i32 = words[1].parse().unwrap();
-    let page = hex(words[3]);
     let waker = fake.waker();
     let workers: Vec<_> = (0..THREADS)
         .map(|_| {

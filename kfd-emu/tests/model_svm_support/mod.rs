@@ -258,6 +258,28 @@ pub fn drain(smi: &mut SmiEvents) -> Vec<String> {
     out
 }
 
+/// The records pending now, then more as they come until there are `n` (the restore worker
+/// runs 1 ms after an eviction, on a thread of the model), for at most 10 s.
+pub fn records(smi: &mut SmiEvents, n: usize) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut out = drain(smi);
+    while out.len() < n && std::time::Instant::now() < deadline {
+        let mut fds = [rustix::event::PollFd::new(
+            smi,
+            rustix::event::PollFlags::IN,
+        )];
+        let _ = rustix::event::poll(
+            &mut fds,
+            Some(&rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 50_000_000,
+            }),
+        );
+        out.extend(drain(smi));
+    }
+    out
+}
+
 /// Every record pending on `smi`, as read.
 pub fn drain_raw(smi: &mut SmiEvents) -> Vec<String> {
     let mut out = Vec::new();
