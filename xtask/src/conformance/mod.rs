@@ -427,6 +427,7 @@ mod tests {
         let node = first_gpu_of(dump, None).expect("a GPU");
         assert_eq!(node.id, 1);
         assert_eq!(node.platform.as_deref(), Some("gfx942"));
+        assert_eq!(node.gpus, 2, "nodes 1 and 2 have SIMDs");
         assert!(first_gpu_of("@@node 0\n\n@@properties\nsimd_count 0\n", None).is_none());
     }
 

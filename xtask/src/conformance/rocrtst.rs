@@ -34,7 +34,9 @@
 //! results table and logs as kfdtest's (see the [module docs](super)). Tests upstream
 //! disabled (`DISABLED_`) are listed as excluded (`--run-excluded` runs them). A test the
 //! host itself cannot run is skipped with the reason printed ([`host_lacks`]: the CAS
-//! hand-over test on fewer than 4 host CPUs). GPU kernels — ROCr's blit kernels
+//! hand-over test on fewer than 4 host CPUs). A test whose own design spins for a known time
+//! gets that time on top of the slow limit ([`limit`]: `Memory_Async_Copy`'s billion-tick
+//! `PerfTimer` calibration per copy, 400 s on a two-GPU preset at 2.6 GHz). GPU kernels — ROCr's blit kernels
 //! (code-object loading, `hsa_memory_copy`, `hsa_amd_memory_fill`) and the tests' own — run
 //! on kfd-emu's interpreter; a test still running at its limit is killed and reported hung,
 //! never holding up the harness.
@@ -42,7 +44,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::gtest::{self, Outcome, Verdict};
 use super::runner::{
@@ -296,6 +298,58 @@ fn host_lacks(test: &str, cpus: usize) -> Option<String> {
     )
 }
 
+/// The TSC ticks one `rocrtst::PerfTimer` spins for when it is made: its constructor measures
+/// the TSC's frequency by spinning on `rdtscp` for a billion ticks (`MeasureTSCFreqHz`,
+/// `rocrtst/common/hsatimer.cc`), about 0.4 s at 2.6 GHz, on the hardware as here.
+const PERF_TIMER_SPIN: u64 = 1_000_000_000;
+
+/// How many [`PERF_TIMER_SPIN`]s `test` makes by its own design on a machine with `gpus` GPUs,
+/// where that is most of its time. `Memory_Async_Copy` makes a `PerfTimer` per copy
+/// (`memory_async_copy.cc`, `RunBenchmarkWithVerification`): 20 sizes × 13 iterations
+/// (`RealIterationNum`: 10 × 1.2 + 1) per transaction, and it has host-to-device and
+/// device-to-host, plus both peer-to-peer directions when there is a second GPU
+/// (`ConstructTransactionList`; the "remote" ones need a GPU under another NUMA node than
+/// the CPU's, which hwloc 2 never reports as an ancestor: module docs). 1 041 spins on a
+/// two-GPU machine: 401 s at 2.6 GHz before the first byte's time counts.
+fn own_spins(test: &str, gpus: usize) -> Option<u64> {
+    const SIZES: u64 = 20;
+    const ITERATIONS: u64 = 13;
+    (test == "rocrtstPerf.Memory_Async_Copy").then(|| {
+        let transactions = if gpus >= 2 { 4 } else { 2 };
+        // The test object's own `hsa_timer_` (`BaseRocR`) spins once too.
+        transactions * SIZES * ITERATIONS + 1
+    })
+}
+
+/// The host's TSC frequency, measured against the monotonic clock over 50 ms (`None` where
+/// there is no TSC).
+fn tsc_hz() -> Option<f64> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let start = Instant::now();
+        // SAFETY: `rdtsc` has no preconditions on x86_64.
+        let t0 = unsafe { std::arch::x86_64::_rdtsc() };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        // SAFETY: as above.
+        let t1 = unsafe { std::arch::x86_64::_rdtsc() };
+        let secs = start.elapsed().as_secs_f64();
+        (t1 > t0 && secs > 0.0).then(|| (t1 - t0) as f64 / secs)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    None
+}
+
+/// The time limit of `test`: the slow limit, plus the time its own `PerfTimer` spins take at
+/// `tsc_hz` ([`own_spins`]), which is not the machine's to shorten.
+fn limit(test: &str, gpus: usize, slow: Duration, tsc_hz: Option<f64>) -> Duration {
+    match (own_spins(test, gpus), tsc_hz) {
+        (Some(spins), Some(hz)) if hz > 0.0 => {
+            slow + Duration::from_secs_f64(spins as f64 * PERF_TIMER_SPIN as f64 / hz)
+        }
+        _ => slow,
+    }
+}
+
 /// Runs the suite (see the module docs).
 pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
     let src = fs::canonicalize(&options.src)
@@ -345,6 +399,7 @@ pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
         let tests = runner.list(&built.exe)?;
         let (logs, selected) = report.start_machine(&label, &node, &tests, &out, options)?;
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        let tsc = tsc_hz();
         for (n, test) in selected.iter().enumerate() {
             let excluded = disabled(test);
             let lacks = host_lacks(test, cpus);
@@ -375,7 +430,15 @@ pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
                     args.push("--gtest_also_run_disabled_tests".to_owned());
                 }
                 let started = Instant::now();
-                let ended = runner.run_test(&built.exe, &args, test, &log, options.slow_timeout)?;
+                let limit = limit(test, node.gpus, options.slow_timeout, tsc);
+                if limit > options.slow_timeout {
+                    println!(
+                        "[{label}] {test}: limit {:.0} s (its own PerfTimer spins: {} s more)",
+                        limit.as_secs_f64(),
+                        (limit - options.slow_timeout).as_secs()
+                    );
+                }
+                let ended = runner.run_test(&built.exe, &args, test, &log, limit)?;
                 let output =
                     String::from_utf8_lossy(&fs::read(&log).unwrap_or_default()).into_owned();
                 let mut verdict = ended.note(gtest::classify(test, &output, ended.exit));
@@ -442,6 +505,29 @@ mod tests {
             host_lacks("rocrtstStress.Queue_Add_Write_Index_ConcurrentTest", 2),
             None
         );
+    }
+
+    #[test]
+    fn async_copys_limit_counts_its_own_timer_spins() {
+        let copy = "rocrtstPerf.Memory_Async_Copy";
+        let slow = Duration::from_secs(400);
+        let hz = Some(2.6e9);
+        // Two GPUs: 4 transactions × 20 sizes × 13 iterations + 1 = 1 041 spins of 1e9 ticks.
+        let two = limit(copy, 2, slow, hz);
+        assert_eq!(two.as_secs(), 400 + 400, "{two:?}");
+        // One GPU: no peer-to-peer, 521 spins.
+        assert_eq!(limit(copy, 1, slow, hz).as_secs(), 400 + 200);
+        // No other test, and no TSC, gets more.
+        assert_eq!(limit("rocrtstPerf.ENQUEUE_LATENCY", 8, slow, hz), slow);
+        assert_eq!(limit(copy, 2, slow, None), slow);
+    }
+
+    #[test]
+    fn the_tsc_is_measured_where_there_is_one() {
+        if cfg!(target_arch = "x86_64") {
+            let hz = tsc_hz().expect("x86_64 has a TSC");
+            assert!((1e8..1e11).contains(&hz), "{hz} Hz");
+        }
     }
 
     #[test]

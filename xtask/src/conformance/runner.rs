@@ -84,6 +84,8 @@ pub(super) fn log_name(test: &str) -> String {
 pub(super) struct GpuNode {
     pub(super) id: u32,
     pub(super) platform: Option<String>,
+    /// How many GPU nodes (simd_count > 0) the machine has.
+    pub(super) gpus: usize,
 }
 
 /// Runs programs on one machine: under `kfd-emu run --machine M`, or directly (hardware).
@@ -342,14 +344,21 @@ pub(super) fn first_gpu_of(dump: &str, override_gfx: Option<&str>) -> Option<Gpu
             target.push('\n');
         }
     }
+    let is_gpu = |properties: &str| {
+        properties
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("simd_count ")
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            })
+            .is_some_and(|s| s > 0)
+    };
+    let gpus = nodes.values().filter(|(_, p)| is_gpu(p)).count();
     nodes.into_iter().find_map(|(id, (name, properties))| {
-        let simds = properties.lines().find_map(|l| {
-            l.strip_prefix("simd_count ")
-                .and_then(|v| v.trim().parse::<u64>().ok())
-        });
-        (simds.is_some_and(|s| s > 0)).then(|| GpuNode {
+        is_gpu(&properties).then(|| GpuNode {
             id,
             platform: exclude::platform(&name, &properties, override_gfx),
+            gpus,
         })
     })
 }
