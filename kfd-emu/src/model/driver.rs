@@ -60,6 +60,8 @@ pub(super) struct Driver {
     /// The out-of-tree driver's IPC handles and PC-sampling sessions (`dkms`; empty on the
     /// mainline kernel). Taken after `state` when both are held.
     pub dkms: Mutex<DkmsState>,
+    /// The doorbell watcher: the idle queues whose doorbells it reads (`doorbells`).
+    pub doorbells: super::doorbells::Watch,
 }
 
 /// What CPU faults on SVM pages in VRAM need (`svm::cpu`): the supervisor's waker (set only
@@ -165,6 +167,7 @@ impl Driver {
             cpu: CpuFaults::default(),
             observer: OnceLock::new(),
             dkms: Mutex::new(DkmsState::default()),
+            doorbells: super::doorbells::Watch::default(),
         }
     }
 

@@ -10,7 +10,7 @@
 //! went is discarded when it returns.
 
 use std::cell::Cell;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use kfd_ioctl::abi::{
@@ -21,6 +21,7 @@ use kfd_ioctl::abi::{
 use rustix::io::Errno;
 use zerocopy::IntoBytes;
 
+use super::doorbells::Doorbell;
 use super::driver::Driver;
 use super::events::{SignalPage, UNSIGNALED};
 use super::exceptions;
@@ -52,8 +53,8 @@ pub(super) struct Work {
     pub consumed: u64,
     /// The engine the queue runs on (AQL queues' pointers count packets, not bytes).
     pub engine: Engine,
-    /// The process's `/dev/kfd` memfd and where the queue's doorbell is in it, with its size.
-    pub doorbell: (Arc<OwnedFd>, u64, usize),
+    /// The queue's doorbell (in the process's `/dev/kfd` memfd, read through its mapping).
+    pub doorbell: Doorbell,
     /// The queue's engine side: packets start through it, and stop when it is preempted.
     pub runner: Arc<Runner>,
     /// The bytes this turn may still move: a long copy yields between chunks once it is
@@ -330,12 +331,10 @@ pub(super) fn signal_interrupt(drv: &Driver, tgid: i32, partial_id: u32) {
 }
 
 impl Work {
-    /// What the producer last rang the queue's doorbell with.
+    /// What the producer last rang the queue's doorbell with (through the process's doorbell
+    /// mapping: no system call, [`Doorbell::read`]).
     pub(super) fn rung(&self) -> Option<u64> {
-        let (memfd, at, size) = &self.doorbell;
-        let mut value = [0u8; 8];
-        files::read_at(memfd.as_fd(), *at, &mut value[..*size]).ok()?;
-        Some(u64::from_le_bytes(value))
+        self.doorbell.read()
     }
 }
 

@@ -752,6 +752,19 @@ impl Driver {
 const SMALL_ACCESS: usize = 256;
 
 impl Driver {
+    /// Where the 8 bytes at `va` of GPU `gpu_id` of process `tgid` lie in a VRAM or GTT BO's
+    /// long-lived mapping (its map and offset), for the doorbell watcher (`doorbells`), which
+    /// reads a queue's write pointer there with no system call; `None` where they lie
+    /// elsewhere (the engine's own polling reads them).
+    pub(super) fn wptr_window(
+        &self,
+        tgid: i32,
+        gpu_id: u32,
+        va: u64,
+    ) -> Option<(Arc<BoMap>, usize)> {
+        self.small_window(tgid, gpu_id, va, 8, false)
+    }
+
     /// The long-lived mapping of the VRAM or GTT BO that GPU `gpu_id` of process `tgid`
     /// maps over all of `[va, va + len)` (writable when `write`), and the offset of `va` in
     /// it, for an access of at most [`SMALL_ACCESS`] bytes: what [`read_here`](Self::read_here)

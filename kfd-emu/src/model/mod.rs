@@ -26,7 +26,8 @@
 //!    alone: `process` (`State`: the KFD processes, their GPU VMs, objects and accounts),
 //!    `objects`, `vm`, `events` (the event table), `smi` (SMI clients and their records),
 //!    `svm::ranges` (the SVM range tree), `queues` (a process's user queues, and the kick
-//!    that wakes the copy engines). `driver` puts the device, the state under its lock
+//!    that wakes the copy engines), `doorbells` (the processes' doorbell slices mapped, and the
+//!    watcher thread that turns a doorbell write into its queue's kick). `driver` puts the device, the state under its lock
 //!    and the stand-in file table together (`Driver`), without calling any behaviour.
 //! 3. **Kernel behaviour** — functions over the device, the state and their effects: `svm`
 //!    (SET/GET, `svm::env` below `svm::migrate`, `svm::fault` and `svm::notify`), `addrspace`
@@ -193,6 +194,7 @@ mod debug;
 mod device;
 mod dispatch;
 mod dkms;
+mod doorbells;
 mod driver;
 mod drm;
 mod engine;

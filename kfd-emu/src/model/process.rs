@@ -98,6 +98,9 @@ pub(super) struct Process {
     pub serial: u64,
     /// The `/dev/kfd` stand-in.
     pub memfd: Arc<OwnedFd>,
+    /// Its doorbell slices mapped into the emulator (`doorbells`), made at its first
+    /// CREATE_QUEUE; `None` before, or if the host refused.
+    pub doorbells: Option<Arc<super::doorbells::DoorbellMap>>,
     pub key: FileKey,
     /// One per GPU of the machine, in machine order (`kfd_process_device`).
     pub pdds: Vec<Pdd>,
@@ -224,6 +227,7 @@ impl Process {
             tgid,
             serial,
             memfd,
+            doorbells: None,
             key,
             pdds: gpus
                 .iter()

@@ -9,6 +9,7 @@
 //! UPDATE_QUEUE preempt a queue through its runner, never waiting on another queue's engine.
 
 use std::os::fd::AsFd;
+use std::sync::Arc;
 
 use kfd_ioctl::QueueSizes;
 use kfd_ioctl::abi::{
@@ -21,6 +22,7 @@ use kfd_ioctl::abi::{
 use rustix::io::Errno;
 
 use super::chardev::{Ctx, get, put};
+use super::doorbells::DoorbellMap;
 use super::exceptions;
 use super::files;
 use super::memory::PAGE_SIZE;
@@ -360,6 +362,13 @@ pub(super) fn create_queue(ctx: &Ctx<'_>, buf: &mut [u8]) -> Result<(), Errno> {
         Process::doorbell_offset(index) + doorbell,
         &[0u8; 8][..size as usize],
     )?;
+    // The process's doorbell slices, mapped once for the engines and the doorbell watcher
+    // (`doorbells`): read with no system call from now on.
+    if process.doorbells.is_none() {
+        let start = Process::doorbell_offset(0);
+        let len = Process::doorbell_offset(process.pdds.len()) - start;
+        process.doorbells = DoorbellMap::map(Arc::clone(&process.memfd), start, len).map(Arc::new);
+    }
     // A queue created with no ring or no share of the GPU is created inactive; so is one of a
     // process whose queues on the GPU a VM fault evicted: `create_queue_cpsch` sets
     // `is_evicted = !!qpd->evicted`, `QUEUE_IS_ACTIVE` is false, and nothing restores it.

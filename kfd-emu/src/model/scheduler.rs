@@ -43,6 +43,8 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use super::bo_maps::BoMap;
+use super::doorbells::{self, Bell, Doorbell};
 use super::driver::Driver;
 use super::engine::{TURN_BYTES, Work};
 use super::process::Process;
@@ -52,6 +54,11 @@ use crate::machine::ApertureLayout;
 
 /// Slowest idle polling.
 const MAX_IDLE: Duration = Duration::from_millis(5);
+/// Slowest idle polling of a queue the doorbell watcher watches with nothing pending (its
+/// write pointer, in a BO's mapping, or its doorbell equal to what it consumed): its next
+/// submission is the watcher's to see; the polling is left for producers that neither ring
+/// nor write a write pointer the watcher can read.
+const WATCHED_IDLE: Duration = Duration::from_millis(50);
 /// Fastest polling after work.
 const MIN_IDLE: Duration = Duration::from_micros(20);
 /// The polling after a kick: each kick costs an idle engine one look at once and a few more
@@ -66,8 +73,8 @@ const PARKED_IDLE: Duration = Duration::from_millis(100);
 enum Turn {
     /// It ran packets.
     Ran,
-    /// It found nothing to run.
-    Idle,
+    /// It found nothing to run; what the doorbell watcher needs to watch it, if it can.
+    Idle(Option<Bell>),
     /// The queue cannot run now (inactive or stopped).
     Parked,
     /// The queue is gone.
@@ -111,45 +118,73 @@ fn engine(weak: &Weak<Driver>, tgid: i32, id: u32, runner: &Arc<Runner>) {
     let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
     let mut idle = MIN_IDLE;
     let mut resume = None;
+    // Where the queue's write pointer lies in a BO's mapping, once found (for the watcher).
+    let mut wptr = None;
+    let mut armed = false;
     loop {
         // A kick that comes while the engine runs makes it look again at once.
         let seen = kick.count();
         let Some(drv) = weak.upgrade() else { return };
-        let turn = turn(&drv, tgid, id, runner, &mut resume);
-        // The driver is not kept alive while the engine sleeps.
-        drop(drv);
+        let turn = turn(&drv, tgid, id, runner, &mut resume, &mut wptr);
+        // The watcher watches the queue only while it is idle and can run.
+        if armed && !matches!(turn, Turn::Idle(_)) {
+            armed = false;
+            drv.doorbells.disarm(runner);
+        }
         let sleep = match turn {
             Turn::Ran => {
+                drop(drv);
                 // Another queue's turn, if the host has one waiting for the CPU.
                 std::thread::yield_now();
                 idle = MIN_IDLE;
                 continue;
             }
-            Turn::Idle => {
-                let sleep = idle;
-                idle = (idle * 2).min(MAX_IDLE);
+            Turn::Idle(bell) => {
+                let cap = match bell {
+                    Some(bell) => {
+                        let cap = if bell.empty() && drv.doorbells.alive() {
+                            WATCHED_IDLE
+                        } else {
+                            MAX_IDLE
+                        };
+                        drv.doorbells.arm(runner, bell);
+                        armed = true;
+                        cap
+                    }
+                    None => MAX_IDLE,
+                };
+                let sleep = idle.min(cap);
+                idle = (idle * 2).min(cap);
                 sleep
             }
             Turn::Parked => PARKED_IDLE,
             Turn::Gone => return,
         };
+        // The driver is not kept alive while the engine sleeps.
+        drop(drv);
         // A kick says work may come soon (an ioctl of the process, which may have just
-        // written a doorbell): the engine looks at once, and its polling starts over from
-        // KICKED_IDLE (not MIN_IDLE: a process making an ioctl every millisecond would keep
-        // each of its engines waking every few tens of µs).
+        // written a doorbell, or the doorbell watcher, which saw one change): the engine looks
+        // at once, and its polling starts over from KICKED_IDLE (not MIN_IDLE: a process
+        // making an ioctl every millisecond would keep each of its engines waking every few
+        // tens of µs).
         if kick.wait(seen, sleep) {
             idle = KICKED_IDLE;
         }
     }
 }
 
-/// One turn of queue `id` of process `tgid`: a bounded slice of its packets.
+/// One turn of queue `id` of process `tgid`: a bounded slice of its packets. A turn that
+/// finds nothing to run hands back what the doorbell watcher needs ([`Bell`]: the doorbell
+/// and write pointer as they were before the turn, so a write during it is a change), when
+/// the process's doorbells are mapped; `wptr` keeps where the write pointer lies in a BO's
+/// mapping once found.
 fn turn(
     drv: &Driver,
     tgid: i32,
     id: u32,
     runner: &Arc<Runner>,
     resume: &mut Option<(u64, u64)>,
+    wptr: &mut Option<(Arc<BoMap>, usize)>,
 ) -> Turn {
     if runner.is_gone() {
         return Turn::Gone;
@@ -159,6 +194,11 @@ fn turn(
         Ok(None) => return Turn::Parked,
         Err(()) => return Turn::Gone,
     };
+    // Read before the queue runs (no system call: through the mappings).
+    let rung = w.doorbell.map.as_ref().map(|_| w.doorbell.read());
+    let wptr_seen = wptr
+        .as_ref()
+        .and_then(|(map, off)| doorbells::read_wptr(map, *off));
     w.resume.set(*resume);
     let ran = queues::run_as(runner, || match w.engine {
         Engine::Sdma { .. } => sdma::run_queue(drv, &w),
@@ -166,7 +206,24 @@ fn turn(
         Engine::Compute { aql: false } => pm4::run_queue(drv, &w),
     });
     *resume = w.resume.get();
-    if ran { Turn::Ran } else { Turn::Idle }
+    if ran {
+        return Turn::Ran;
+    }
+    let (Some(rung), Some(map)) = (rung, w.doorbell.map.clone()) else {
+        return Turn::Idle(None);
+    };
+    if wptr.is_none() {
+        *wptr = drv.wptr_window(tgid, w.gpu_id, w.wptr_va);
+    }
+    // Nothing ran: what the queue consumed is what the turn started from.
+    Turn::Idle(Some(Bell {
+        doorbell: (map, w.doorbell.at, w.doorbell.size),
+        rung,
+        wptr: wptr.clone(),
+        wptr_seen: wptr_seen.unwrap_or(w.consumed),
+        consumed: w.consumed,
+        aql: w.engine == Engine::Compute { aql: true },
+    }))
 }
 
 /// What the engine needs of queue `id` of process `tgid`, copied out of the state: `Ok(None)`
@@ -200,11 +257,12 @@ fn work(drv: &Driver, tgid: i32, id: u32, runner: &Arc<Runner>) -> Result<Option
         wptr_va: q.wptr_va,
         consumed: q.consumed,
         engine: q.engine,
-        doorbell: (
-            p.memfd.clone(),
-            Process::doorbell_offset(q.gpu) + q.doorbell,
-            doorbell_size,
-        ),
+        doorbell: Doorbell {
+            map: p.doorbells.clone(),
+            memfd: p.memfd.clone(),
+            at: Process::doorbell_offset(q.gpu) + q.doorbell,
+            size: doorbell_size,
+        },
         runner: Arc::clone(runner),
         budget: std::cell::Cell::new(TURN_BYTES),
         packet_at: std::cell::Cell::new(q.consumed),

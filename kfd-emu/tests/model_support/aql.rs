@@ -81,6 +81,9 @@ pub struct Queue {
     pub emu: Emu,
     pub bo: CpuMap,
     pub id: u32,
+    /// CREATE_QUEUE's `doorbell_offset` (the mmap offset of the doorbell slice of /dev/kfd,
+    /// with the queue's doorbell in it on SOC15).
+    pub doorbell_offset: u64,
     /// The event of the queue's inactive signal.
     pub event: u32,
     /// A signal event nothing sets, which [`wait_until`](Self::wait_until) and
@@ -116,6 +119,7 @@ impl Queue {
             emu,
             bo,
             id: 0,
+            doorbell_offset: 0,
             event: event.event_id,
             poll_event,
         };
@@ -148,6 +152,7 @@ impl Queue {
             .ioctl(AMDKFD_IOC_CREATE_QUEUE, &mut a)
             .expect("create the queue");
         q.id = a.queue_id;
+        q.doorbell_offset = a.doorbell_offset;
         q
     }
 

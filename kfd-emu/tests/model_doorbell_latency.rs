@@ -1,0 +1,223 @@
+//! How soon an idle queue runs work its program rings and then only spins on, with no system
+//! call (ROCr's active signal waits; rocrtst's `Memory_Async_Copy` small copies after an idle
+//! spell): the model's doorbell watcher (`model/doorbells.rs`) reads idle queues' doorbells,
+//! and AQL queues' write indices, through mappings and kicks their engines.
+//!
+//! What is proved:
+//! * an SDMA queue idle long enough for its engine's polling to back off, rung (its doorbell
+//!   only: the write pointer in memory is left as it was, so the doorbell is what the engine
+//!   must see), runs a FENCE within a median under 1 ms over 21 tries; an AQL queue the same
+//!   with a BARRIER_AND (write index, packet, then the doorbell with the packet's index, as
+//!   ROCr submits: the first rings 0, the value the doorbell already holds). Without the
+//!   watcher each waits for its engine's next poll (up to 5 ms, median about 2.5 ms). On a real
+//!   GPU the engine sees the doorbell at once (microseconds);
+//! * the watcher's cost, counted (not timed): while queues idle it wakes at most once per
+//!   200 µs (its slowest look), and not at all once no queue is left to watch.
+//!
+//! The spins yield the CPU (`sched_yield`, which the model does not see: only an ioctl would
+//! tell it anything), so that on a loaded 2-core host the spinning thread leaves the cores to
+//! the engines. The times are printed (`--nocapture`) for the record.
+
+mod model_support;
+
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use kfd_emu::machine::Machine;
+use kfd_emu::model::ModelConfig;
+use kfd_ioctl::abi::*;
+use model_support::aql::{self, BARRIER_AND, COMPLETION, RING_SIZE, SIGNAL_VALUE, WPTR};
+use model_support::{CpuMap, Emu, va};
+
+/// How long the test waits for completion before it fails.
+const PATIENCE: Duration = Duration::from_secs(20);
+/// How long the queue idles before each try: long enough for its engine's polling to back
+/// off; each try idles [`STEP`] longer than the one before, so that the rings fall at every
+/// phase of the engine's slowest poll.
+const IDLE: Duration = Duration::from_millis(40);
+const STEP: Duration = Duration::from_micros(370);
+/// The median the tries must beat: well under the engines' 5 ms idle poll, generous for a
+/// loaded 2-core VM (a thread wake-up there takes tens to hundreds of µs).
+const PROMPT: Duration = Duration::from_millis(1);
+const TRIES: u64 = 21;
+/// The doorbell slice of a SOC15 GPU (1024 doorbells of 8 bytes).
+const SLICE: u64 = 8192;
+/// The watcher's slowest look (`doorbells::LOOK_IDLE`).
+const LOOK_IDLE: Duration = Duration::from_micros(200);
+const GTT_RW: u32 = KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
+/// `SDMA_OP_FENCE` (`vega10_sdma_pkt_open.h`).
+const SDMA_FENCE: u64 = 5;
+
+/// A GTT BO of `size` bytes at `va`, mapped on the first GPU, and the CPU's view of it.
+fn mapped(emu: &Emu, va: u64, size: usize) -> CpuMap {
+    let (h, offset) = emu
+        .alloc(emu.gpu(), va, size as u64, GTT_RW)
+        .expect("alloc");
+    assert_eq!(emu.map(h, &[emu.gpu()]).0, Ok(0));
+    emu.cpu_map(emu.renders[0].as_fd(), offset, size)
+        .expect("CPU mapping")
+}
+
+/// The 64-bit word at byte `at` of `map`, as an atomic shared with the engines.
+fn word(map: &CpuMap, at: usize) -> &AtomicU64 {
+    assert!(at + 8 <= map.len && at.is_multiple_of(8));
+    // SAFETY: `at` is in bounds and 8-aligned in a page-aligned shared mapping that lives as
+    // long as `map`; the model reaches it only through its own mappings and the memfd, never
+    // through a Rust reference.
+    unsafe { &*map.ptr.add(at).cast::<AtomicU64>() }
+}
+
+/// The doorbell slice of the queue whose CREATE_QUEUE answered `doorbell_offset`, mapped as
+/// a program maps it, and its slot's byte in it.
+fn doorbell(emu: &Emu, doorbell_offset: u64) -> (CpuMap, usize) {
+    let map = emu
+        .cpu_map(
+            emu.kfd.as_fd(),
+            doorbell_offset & !(SLICE - 1),
+            SLICE as usize,
+        )
+        .expect("doorbell mapping");
+    (map, (doorbell_offset & (SLICE - 1)) as usize)
+}
+
+/// The median of `waits`, after printing it with the slowest.
+fn median(what: &str, waits: &[Duration]) -> Duration {
+    let mut sorted = waits.to_vec();
+    sorted.sort();
+    let prompt = sorted.iter().filter(|&&w| w <= PROMPT).count();
+    eprintln!(
+        "{what}: median {:?}, slowest {:?}, {prompt} of {} within {PROMPT:?}",
+        sorted[sorted.len() / 2],
+        sorted[sorted.len() - 1],
+        sorted.len()
+    );
+    sorted[sorted.len() / 2]
+}
+
+#[test]
+fn an_idle_sdma_queue_rung_with_no_system_call_runs_promptly() {
+    let mut emu = Emu::new(ModelConfig {
+        machine: Machine::preset("mi100").expect("preset"),
+        ..ModelConfig::default()
+    });
+    emu.acquire_all();
+    let (ring_va, pointers_va, flag_va) = (va(1), va(2), va(3));
+    let ring = mapped(&emu, ring_va, 4096);
+    let _pointers = mapped(&emu, pointers_va, 4096);
+    let flag = mapped(&emu, flag_va, 4096);
+    let mut a = kfd_ioctl_create_queue_args {
+        ring_base_address: ring_va,
+        write_pointer_address: pointers_va + 8,
+        read_pointer_address: pointers_va,
+        ring_size: 4096,
+        gpu_id: emu.gpu(),
+        queue_type: KFD_IOC_QUEUE_TYPE_SDMA,
+        queue_percentage: 100,
+        queue_priority: 7,
+        ..Default::default()
+    };
+    emu.ioctl(AMDKFD_IOC_CREATE_QUEUE, &mut a)
+        .expect("CREATE_QUEUE");
+    let (bells, slot) = doorbell(&emu, a.doorbell_offset);
+    let mut waits = Vec::new();
+    for i in 1..=TRIES {
+        std::thread::sleep(IDLE + STEP * i as u32);
+        // FENCE (16 bytes: header, address lo/hi, value) at the write pointer, then the
+        // doorbell with the new write pointer, then only a spin on the fence's word.
+        let at = ((i - 1) * 16) as usize;
+        word(&ring, at).store(SDMA_FENCE | flag_va << 32, Ordering::Relaxed);
+        word(&ring, at + 8).store(flag_va >> 32 | i << 32, Ordering::Relaxed);
+        let start = Instant::now();
+        word(&bells, slot).store(i * 16, Ordering::Release);
+        while word(&flag, 0).load(Ordering::Acquire) != i {
+            assert!(start.elapsed() < PATIENCE, "fence {i} never landed");
+            std::thread::yield_now();
+        }
+        waits.push(start.elapsed());
+    }
+    let median = median("idle SDMA queue, doorbell to fence", &waits);
+    assert!(
+        median <= PROMPT,
+        "median {median:?} from the doorbell to the fence: {waits:?}"
+    );
+}
+
+#[test]
+fn an_idle_aql_queue_rung_with_no_system_call_runs_promptly() {
+    let mut q = aql::Queue::create(aql::Setup::aql("mi210x8"));
+    let (bells, slot) = doorbell(&q.emu, q.doorbell_offset);
+    let mut waits = Vec::new();
+    for i in 0..TRIES {
+        std::thread::sleep(IDLE + STEP * i as u32);
+        q.put_u64(COMPLETION + SIGNAL_VALUE, 1);
+        // A BARRIER_AND with no dependency, completing the completion signal (to 0).
+        let mut packet = [0u8; 64];
+        let header = u16::from(BARRIER_AND) | 1 << 8 | 2 << 9 | 2 << 11;
+        packet[..2].copy_from_slice(&header.to_le_bytes());
+        packet[56..].copy_from_slice(&(va(2) + COMPLETION as u64).to_le_bytes());
+        // As ROCr: the write index first, the packet (its header last), then the doorbell
+        // with the packet's index.
+        assert!(i < (RING_SIZE / 64) as u64);
+        word(&q.bo, WPTR).store(i + 1, Ordering::Release);
+        q.place(i, packet);
+        let start = Instant::now();
+        word(&bells, slot).store(i, Ordering::Release);
+        while word(&q.bo, COMPLETION + SIGNAL_VALUE).load(Ordering::Acquire) != 0 {
+            assert!(start.elapsed() < PATIENCE, "barrier {i} never completed");
+            std::thread::yield_now();
+        }
+        waits.push(start.elapsed());
+    }
+    let median = median("idle AQL queue, doorbell to completion", &waits);
+    assert!(
+        median <= PROMPT,
+        "median {median:?} from the doorbell to the completion: {waits:?}"
+    );
+    q.destroy();
+}
+
+/// The watcher's wake-ups between two readings at least `span` apart.
+fn passes_over(emu: &Emu, span: Duration) -> (u64, Duration) {
+    let start = Instant::now();
+    let before = emu.model.doorbell_watch_passes();
+    std::thread::sleep(span);
+    let passes = emu.model.doorbell_watch_passes() - before;
+    (passes, start.elapsed())
+}
+
+#[test]
+fn the_watcher_wakes_at_most_every_200_us_while_queues_idle_and_never_without_them() {
+    let q = aql::Queue::create(aql::Setup::aql("mi210x8"));
+    let emu = &q.emu;
+    // The queue's engine has found nothing and put it under watch.
+    let deadline = Instant::now() + PATIENCE;
+    while emu.model.doorbell_watch_passes() < 10 {
+        assert!(Instant::now() < deadline, "the watcher never ran");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Idle: at most one wake-up per 200 µs (plus the one in flight at each end), however
+    // slow the host (a slow host only stretches the watcher's sleeps).
+    let (passes, elapsed) = passes_over(emu, Duration::from_millis(300));
+    let bound = (elapsed.as_micros() / LOOK_IDLE.as_micros()) as u64 + 2;
+    eprintln!("watcher wake-ups over {elapsed:?} of idle: {passes} (bound {bound})");
+    assert!(
+        passes <= bound,
+        "{passes} wake-ups in {elapsed:?} (at most {bound})"
+    );
+    // The queue gone, nothing is watched: the watcher waits with no wake-up at all.
+    q.destroy();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let (passes, _) = passes_over(&q.emu, Duration::from_millis(20));
+        if passes == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the watcher goes on without queues"
+        );
+    }
+    let (passes, elapsed) = passes_over(&q.emu, Duration::from_millis(200));
+    assert_eq!(passes, 0, "wake-ups over {elapsed:?} with no queue");
+}
