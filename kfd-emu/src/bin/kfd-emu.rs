@@ -285,6 +285,7 @@ fn run(args: RunArgs) -> ExitCode {
             KernelArg::Mainline => Kernel::Mainline,
             KernelArg::Dkms => Kernel::Dkms,
         },
+        doorbell_watch: true,
     };
     let model: Arc<Model> = match Model::new(config) {
         Ok(model) => model,

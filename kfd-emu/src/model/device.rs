@@ -47,6 +47,12 @@ pub struct ModelConfig {
     /// (default) or AMD's out-of-tree amdgpu-dkms driver, which adds the IPC and PC-sampling
     /// ioctls (`dkms`).
     pub kernel: Kernel,
+    /// Whether the doorbell watcher runs (default): a thread that reads idle queues' doorbells
+    /// through a mapping and wakes their engines, so work a program rings and then only spins
+    /// on runs within a fraction of a millisecond (`doorbells`). Off, an idle engine finds
+    /// such work at its next poll (every 5 ms at the slowest): for comparisons
+    /// (`benches/queue_error_latency.rs`).
+    pub doorbell_watch: bool,
 }
 
 /// Which KFD driver the model acts as.
@@ -67,7 +73,7 @@ pub enum Kernel {
 impl Default for ModelConfig {
     /// The `mi300x` machine at KFD 1.23 of the mainline kernel, no tracing, no faults, no leak
     /// check, the default timing model on the wall clock, kernels on as many threads as the
-    /// host has cores.
+    /// host has cores, the doorbell watcher on.
     fn default() -> Self {
         ModelConfig {
             machine: Machine::default(),
@@ -80,6 +86,7 @@ impl Default for ModelConfig {
             clock: ClockMode::Wall,
             gpu_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             kernel: Kernel::Mainline,
+            doorbell_watch: true,
         }
     }
 }

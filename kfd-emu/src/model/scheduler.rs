@@ -209,7 +209,8 @@ fn turn(
     if ran {
         return Turn::Ran;
     }
-    let (Some(rung), Some(map)) = (rung, w.doorbell.map.clone()) else {
+    let (Some(rung), Some(map), true) = (rung, w.doorbell.map.clone(), drv.dev.cfg.doorbell_watch)
+    else {
         return Turn::Idle(None);
     };
     if wptr.is_none() {
