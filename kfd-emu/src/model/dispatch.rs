@@ -91,8 +91,9 @@ pub(super) fn kfd_ioctl(
     if !alive {
         return finish(m, caller, entry, &[], Err(Errno::BADF));
     }
-    // Work the process wrote before this call (a doorbell the model cannot see) runs now,
-    // not at its engine's next poll (`scheduler`).
+    // Work the process wrote before this call runs now, not at the doorbell watcher's next
+    // look or its engine's next poll (`doorbells`, `scheduler`): one the watcher cannot see
+    // (a write pointer in the process's own memory, with no doorbell write) included.
     for runner in kick {
         runner.kick.kick();
     }

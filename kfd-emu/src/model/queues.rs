@@ -172,9 +172,10 @@ impl Queues {
     }
 }
 
-/// How an engine is told to look for work now (a doorbell the model cannot see being
-/// written, a queue made active or destroyed, a waiter of its process that wants to see
-/// completions). It only wakes the engine: nothing waits for an engine here.
+/// How an engine is told to look for work now (its doorbell or write pointer changed, as
+/// the doorbell watcher saw: `doorbells`; an ioctl of its process, which may come right
+/// after a doorbell write; a queue made active or destroyed; a waiter of its process that
+/// wants to see completions). It only wakes the engine: nothing waits for an engine here.
 #[derive(Debug, Default)]
 pub(super) struct Kick {
     count: Mutex<u64>,

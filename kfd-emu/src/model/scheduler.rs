@@ -2,11 +2,15 @@
 //! in bounded turns — SDMA queues on the copy engines ([`sdma`](super::sdma)), AQL queues on
 //! the packet processor ([`aql`](super::aql)), PM4 compute queues on the CP
 //! ([`pm4`](super::pm4)) — polling with a backoff, woken by its queue's
-//! kick (the queue made active or destroyed, a WAIT_EVENTS of its process that wants to see
-//! completions soon: [`kick_process`]; any other ioctl of its process, at most every
-//! [`IOCTL_KICK_EVERY`](super::queues::IOCTL_KICK_EVERY), since a program's next call after
-//! ringing a doorbell comes soon after it: `dispatch`). A kick makes the engine look at once
-//! and restarts the backoff from 500 µs.
+//! kick (the queue made active or destroyed; the doorbell watcher, which saw the queue's
+//! doorbell or write pointer change: [`doorbells`](super::doorbells); a WAIT_EVENTS of its
+//! process that wants to see completions soon: [`kick_process`]; any other ioctl of its
+//! process, at most every [`IOCTL_KICK_EVERY`](super::queues::IOCTL_KICK_EVERY), since a
+//! program's next call after ringing a doorbell comes soon after it: `dispatch`). A kick
+//! makes the engine look at once and restarts the backoff from 500 µs. An engine that finds
+//! nothing to run hands its queue to the watcher with what it read before the turn (the
+//! doorbell through the process's doorbell mapping, the write pointer through a BO's
+//! mapping: no system call), and takes it back when it runs, cannot run, or goes.
 //!
 //! Nothing an engine holds while it touches a process's memory is shared with another queue
 //! or process: the model's lock is taken only to translate an address or move the model's own
@@ -31,14 +35,25 @@
 //! queue: a process with more busy queues gets more turns, as on the hardware).
 //!
 //! Where it differs: an engine thread the host refuses to start (`EAGAIN` at the thread
-//! limit) leaves its queue never run (`--trace` says so); and the engines poll their
-//! queues' pointers and doorbells (from every 20 µs after work, or 500 µs after a kick, to
-//! every 5 ms when idle) rather than being told of each doorbell write, which the model cannot see: work a
-//! program submits and then only spins on (no ioctl) waits for the next poll. Measured
-//! (`tests/model_engine_latency.rs`, debug build, loaded 2-core VM, 21 tries per run, three
-//! runs each): an idle SDMA queue's fence after the program's next ioctl landed in a median
-//! 5.5–6.4 ms (5–7 tries within 1 ms) before ioctls woke the engines, 144–162 µs (all 21
-//! within 1 ms, the slowest 236 µs) after.
+//! limit) leaves its queue never run (`--trace` says so); and a doorbell write, which the
+//! hardware's engine sees at once, reaches an idle engine through the doorbell watcher's next
+//! look (every 25 µs while doorbells change, backing off to every 200 µs) or the engine's own
+//! poll (from every 20 µs after work, or 500 µs after a kick, to every 5 ms when idle; every
+//! 50 ms for a queue the watcher watches with nothing pending, whose next submission it will
+//! see), so work a program rings and then only spins on (no ioctl) waits up to a look, plus
+//! the host's wake-ups. Measured (debug build, loaded 2-core VM, 21 tries per run):
+//! * `tests/model_engine_latency.rs`: an idle SDMA queue's fence after the program's next
+//!   ioctl landed in a median 5.5–6.4 ms (5–7 tries within 1 ms) before ioctls woke the
+//!   engines, 144–162 µs (all 21 within 1 ms, the slowest 236 µs) after;
+//! * `tests/model_doorbell_latency.rs`: an idle SDMA queue rung (doorbell only) and an idle
+//!   AQL queue rung as ROCr rings, with no ioctl after: a median of 244–330 µs with the
+//!   watcher, 2.7–3.2 ms without it (the engines' polling alone).
+//!
+//! The slowest idle poll was chosen with `benches/queue_error_latency.rs` (release build,
+//! mi210x8 with 65 idle AQL queues, one run on a VM at load ~10): the process's CPU time per
+//! 100 ms of idle was 8.1 ms with the watcher (engines at 50 ms, the watcher at 200 µs) and
+//! 12.0 ms without it (engines at 5 ms), while the doorbell of an invalid dispatch reached a
+//! waiting WAIT_EVENTS in 211 µs against 3.86 ms.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
