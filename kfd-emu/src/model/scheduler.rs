@@ -50,10 +50,11 @@
 //!   watcher, 2.7–3.2 ms without it (the engines' polling alone).
 //!
 //! The slowest idle poll was chosen with `benches/queue_error_latency.rs` (release build,
-//! mi210x8 with 65 idle AQL queues, one run on a VM at load ~10): the process's CPU time per
-//! 100 ms of idle was 8.1 ms with the watcher (engines at 50 ms, the watcher at 200 µs) and
-//! 12.0 ms without it (engines at 5 ms), while the doorbell of an invalid dispatch reached a
-//! waiting WAIT_EVENTS in 211 µs against 3.86 ms.
+//! mi210x8 with 65 idle AQL queues, three runs on a VM at load 4–10; `docs/conformance.md`):
+//! the process's CPU time per 100 ms of idle was 8.1–12.9 ms with the watcher (engines at
+//! 50 ms, the watcher at 200 µs) against 12.0–16.3 ms without it (engines at 5 ms), 0.68–0.92×
+//! in each run, while the doorbell of an invalid dispatch reached a waiting WAIT_EVENTS in
+//! 211–389 µs against 2.83–3.86 ms.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
