@@ -229,6 +229,8 @@ impl Watch {
     /// nothing (replacing what it had), starting the watcher on first use.
     pub(super) fn arm(&self, runner: &Arc<Runner>, bell: Bell) {
         let mut b = self.shared.lock();
+        // The watcher waits on the condition only while nothing is watched.
+        let wake = b.list.is_empty();
         match b
             .list
             .iter_mut()
@@ -243,7 +245,9 @@ impl Watch {
             crate::own::spawn_later("kfd-emu-doorbells", move || watcher(&shared));
         }
         drop(b);
-        self.shared.armed.notify_one();
+        if wake {
+            self.shared.armed.notify_one();
+        }
     }
 
     /// Takes `runner`'s queue from the watch (it runs, cannot run, or is gone).

@@ -210,8 +210,12 @@ fn turn(
         Ok(None) => return Turn::Parked,
         Err(()) => return Turn::Gone,
     };
-    // Read before the queue runs (no system call: through the mappings).
-    let rung = w.doorbell.map.as_ref().map(|_| w.doorbell.read());
+    // Read before the queue runs, through the mappings only (no system call).
+    let rung = w
+        .doorbell
+        .map
+        .as_ref()
+        .and_then(|m| m.read(w.doorbell.at, w.doorbell.size));
     let wptr_seen = wptr
         .as_ref()
         .and_then(|(map, off)| doorbells::read_wptr(map, *off));
@@ -235,7 +239,7 @@ fn turn(
     // Nothing ran: what the queue consumed is what the turn started from.
     Turn::Idle(Some(Bell {
         doorbell: (map, w.doorbell.at, w.doorbell.size),
-        rung,
+        rung: Some(rung),
         wptr: wptr.clone(),
         wptr_seen: wptr_seen.unwrap_or(w.consumed),
         consumed: w.consumed,
