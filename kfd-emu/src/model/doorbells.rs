@@ -324,3 +324,66 @@ fn watcher(shared: &Shared) {
         std::thread::sleep(look);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGE: u64 = 4096;
+
+    /// A memfd of three pages whose doorbell slice is the middle page, and its map.
+    fn slice() -> (Arc<OwnedFd>, DoorbellMap) {
+        let fd = Arc::new(files::memfd("doorbells-test", 3 * PAGE).expect("memfd"));
+        let map = DoorbellMap::map(Arc::clone(&fd), PAGE, PAGE).expect("map");
+        (fd, map)
+    }
+
+    /// What a program writes to its doorbell page is read through the map, as 8- and 4-byte
+    /// doorbells, at once (no system call); reads outside the slice, misaligned, or of another
+    /// size are refused, and a `Doorbell` without a map reads the memfd instead.
+    #[test]
+    fn doorbells_read_through_the_map_and_refuse_what_is_not_a_doorbell() {
+        let (fd, map) = slice();
+        rustix::io::pwrite(&*fd, &0x1122_3344_5566_7788u64.to_le_bytes(), PAGE + 16)
+            .expect("pwrite");
+        assert_eq!(map.read(PAGE + 16, 8), Some(0x1122_3344_5566_7788));
+        assert_eq!(map.read(PAGE + 16, 4), Some(0x5566_7788));
+        assert_eq!(map.read(PAGE + 8, 8), Some(0), "a doorbell never rung");
+        rustix::io::pwrite(&*fd, &42u64.to_le_bytes(), PAGE + 16).expect("pwrite");
+        assert_eq!(map.read(PAGE + 16, 8), Some(42), "the program's next write");
+        for (at, size) in [
+            (0, 8),
+            (PAGE - 8, 8),
+            (2 * PAGE, 8),
+            (2 * PAGE - 4, 8),
+            (PAGE + 4, 8),
+            (PAGE + 2, 4),
+            (PAGE, 2),
+            (PAGE, 16),
+            (u64::MAX - 3, 4),
+        ] {
+            assert_eq!(map.read(at, size), None, "{at:#x}, {size} bytes");
+        }
+        let unmapped = Doorbell {
+            map: None,
+            memfd: Arc::clone(&fd),
+            at: PAGE + 16,
+            size: 8,
+        };
+        assert_eq!(unmapped.read(), Some(42));
+        let mapped = Doorbell {
+            map: Some(Arc::new(map)),
+            ..unmapped
+        };
+        assert_eq!(mapped.read(), Some(42));
+    }
+
+    /// A slice past the memfd's end, or empty, is not mapped.
+    #[test]
+    fn a_slice_the_file_does_not_have_is_not_mapped() {
+        let (fd, _) = slice();
+        assert!(DoorbellMap::map(Arc::clone(&fd), 2 * PAGE, 2 * PAGE).is_none());
+        assert!(DoorbellMap::map(Arc::clone(&fd), PAGE, 0).is_none());
+        assert!(DoorbellMap::map(fd, u64::MAX - PAGE + 1, PAGE).is_none());
+    }
+}
