@@ -12,7 +12,8 @@
 //!   watcher each waits for its engine's next poll (up to 5 ms, median about 2.5 ms). On a real
 //!   GPU the engine sees the doorbell at once (microseconds);
 //! * the watcher's cost, counted (not timed): while queues idle it wakes at most once per
-//!   200 µs (its slowest look), and not at all once no queue is left to watch.
+//!   200 µs (its slowest look), also with a queue stuck on a slot it cannot run (told once,
+//!   not at every look), and not at all once no queue is left to watch.
 //!
 //! The spins yield the CPU (`sched_yield`, which the model does not see: only an ioctl would
 //! tell it anything), so that on a loaded 2-core host the spinning thread leaves the cores to
@@ -188,23 +189,35 @@ fn passes_over(emu: &Emu, span: Duration) -> (u64, Duration) {
 
 #[test]
 fn the_watcher_wakes_at_most_every_200_us_while_queues_idle_and_never_without_them() {
-    let q = aql::Queue::create(aql::Setup::aql("mi210x8"));
-    let emu = &q.emu;
+    let mut q = aql::Queue::create(aql::Setup::aql("mi210x8"));
     // The queue's engine has found nothing and put it under watch.
     let deadline = Instant::now() + PATIENCE;
-    while emu.model.doorbell_watch_passes() < 10 {
+    while q.emu.model.doorbell_watch_passes() < 10 {
         assert!(Instant::now() < deadline, "the watcher never ran");
         std::thread::sleep(Duration::from_millis(1));
     }
     // Idle: at most one wake-up per 200 µs (plus the one in flight at each end), however
     // slow the host (a slow host only stretches the watcher's sleeps).
-    let (passes, elapsed) = passes_over(emu, Duration::from_millis(300));
+    let (passes, elapsed) = passes_over(&q.emu, Duration::from_millis(300));
     let bound = (elapsed.as_micros() / LOOK_IDLE.as_micros()) as u64 + 2;
     eprintln!("watcher wake-ups over {elapsed:?} of idle: {passes} (bound {bound})");
     assert!(
         passes <= bound,
         "{passes} wake-ups in {elapsed:?} (at most {bound})"
     );
+    // A queue whose write index moved past a packet slot still INVALID (a producer between
+    // reserving a slot and writing it, or one that never does) cannot run: the watcher tells
+    // its engine of the change once, not at every look (each told change brings its looks
+    // back to every 25 µs, which would break the bound).
+    q.put_u64(WPTR, 1);
+    let (passes, elapsed) = passes_over(&q.emu, Duration::from_millis(300));
+    let bound = (elapsed.as_micros() / LOOK_IDLE.as_micros()) as u64 + 8;
+    eprintln!("watcher wake-ups over {elapsed:?} with a stuck queue: {passes} (bound {bound})");
+    assert!(
+        passes <= bound,
+        "{passes} wake-ups in {elapsed:?} with a stuck queue (at most {bound})"
+    );
+    assert_eq!(q.u64_at(aql::RPTR), 0, "the INVALID slot did not run");
     // The queue gone, nothing is watched: the watcher waits with no wake-up at all.
     q.destroy();
     let deadline = Instant::now() + PATIENCE;
