@@ -176,11 +176,15 @@ impl Bell {
     }
 
     /// Whether the watcher will see the queue's next submission and nothing is pending: its
-    /// write pointer (in a map) says it consumed all there is, or, on a queue whose doorbell
-    /// is its write pointer (SDMA, PM4: not `aql`, whose doorbell is the last packet's index),
-    /// its doorbell does.
+    /// write pointer lies in a map (so a producer that only writes it, and does not ring, is
+    /// seen too) and says it consumed all there is, or, on a queue whose doorbell is its write
+    /// pointer (SDMA, PM4: not `aql`, whose doorbell is the last packet's index), its doorbell
+    /// does.
     pub(super) fn empty(&self) -> bool {
-        self.wptr() == Some(self.consumed) || (!self.aql && self.rung == Some(self.consumed))
+        match self.wptr() {
+            Some(wptr) => wptr == self.consumed || (!self.aql && self.rung == Some(self.consumed)),
+            None => false,
+        }
     }
 }
 

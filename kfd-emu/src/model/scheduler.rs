@@ -71,9 +71,10 @@ use crate::machine::ApertureLayout;
 /// Slowest idle polling.
 const MAX_IDLE: Duration = Duration::from_millis(5);
 /// Slowest idle polling of a queue the doorbell watcher watches with nothing pending (its
-/// write pointer, in a BO's mapping, or its doorbell equal to what it consumed): its next
-/// submission is the watcher's to see; the polling is left for producers that neither ring
-/// nor write a write pointer the watcher can read.
+/// write pointer in a BO's mapping, and it or an SDMA or PM4 queue's doorbell equal to what
+/// it consumed: `Bell::empty`): its next submission, a doorbell or a write pointer, is the
+/// watcher's to see. A queue whose write pointer lies elsewhere (a USERPTR, SVM memory), or
+/// that waits on a condition, keeps [`MAX_IDLE`].
 const WATCHED_IDLE: Duration = Duration::from_millis(50);
 /// Fastest polling after work.
 const MIN_IDLE: Duration = Duration::from_micros(20);
