@@ -25,7 +25,7 @@
 //!   llvm-19-dev gives LLVM's package; Clang's (`/usr/lib/llvm-19/lib/cmake/clang`) imports
 //!   every static clang library, which only libclang-19-dev ships, and refuses to load
 //!   without them. The blit kernels need the `clang` executable alone, so the harness gives
-//!   `find_package(Clang)` a package of its own ([`CLANG_CONFIG`]): an imported `clang`
+//!   `find_package(Clang)` a package of its own ([`clang_config`]): an imported `clang`
 //!   executable at `--llvm`'s `bin/clang` (default `/usr/lib/llvm-19`).
 //! * `rocprofiler-register` (optional in the tree) is absent: ROCr then registers with no
 //!   profiler.

@@ -1,5 +1,7 @@
 //! `cargo xtask conformance rocrtst`: ROCr's own test suite, rocrtst, run test by test under
-//! kfd-emu's presets (or on the hardware) against Debian's ROCr 5.2.3.
+//! kfd-emu's presets (or on the hardware) against Debian's ROCr 5.2.3, or, with `--rocr-src
+//! DIR --hsakmt-src DIR`, against a ROCr built from source (ROCR-Runtime `rocm-6.2.4`,
+//! [`super::rocr`]) that knows every preset's GPU.
 //!
 //! rocrtst lives in ROCm/ROCR-Runtime's history, not in its release tags: the tree to use is
 //! the last commit that changed `rocrtst/` before rocm-5.2.0, `752cfd5ffd0a` ("Adjust include
@@ -27,6 +29,22 @@
 //!   header). Under hwloc 2 a NUMA node is no ancestor of a PCI device, so
 //!   `Memory_Async_Copy`'s "same NUMA node" search finds none (it says "Only 1 NUMA node
 //!   found"): a version mismatch, not the machine's.
+//!
+//! Against a ROCr of its own (`--rocr-src`), the build goes to
+//! `target/conformance/rocrtst/<tree>+<ROCr tree>/` and differs in four ways (the stable HSA
+//! API rocrtst uses is the same in both):
+//! * `find_package(hsa-runtime64)` is that ROCr's install (its headers, its library), linked
+//!   with `-rpath-link` at its libhsakmt (Debian's libhsakmt 5.2.3 lacks 18 of the calls
+//!   ROCr 6.2.4 makes); the build's `lib/` (on `LD_LIBRARY_PATH`) links both libraries;
+//! * the kernels are built for all five presets' GPUs ([`TARGETS_OWN_ROCR`]) by Debian's
+//!   clang-19 (`--llvm`, default `/usr/lib/llvm-19`): clang-15 has gfx940 but not gfx942
+//!   (LLVM added gfx941/gfx942 in 16);
+//! * that clang runs through a script that adds `-mcode-object-version=4`
+//!   ([`clang_wrapper`]: rocrtst fills v4's kernel arguments);
+//! * Debian's rocm-device-libs 5.2.3 has no `oclc_isa_version_942.bc` or `_1100.bc` (nor any
+//!   gfx11 or gfx12 one), which clang-19 needs to build for those processors: the bitcode
+//!   directory the build gets links Debian's files and adds one compiled from a
+//!   one-constant source of ours ([`isa_version_source`], [`device_libs`]).
 //!
 //! Run: each test (`rocrtst64 --gtest_filter=Suite.Test`) as its own process under
 //! `kfd-emu run --machine M`, from the build directory (rocrtst loads its kernels from
