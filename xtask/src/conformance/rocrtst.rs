@@ -448,7 +448,7 @@ fn emulator_cause(verdict: &Verdict, output: &str) -> String {
     } else if output.contains("The GPU node has an unrecognized id") {
         format!(
             "ROCr 5.2.3 does not know this GPU (agent creation failed: unrecognized id; \
-             a version mismatch): {}",
+             a version mismatch: --rocr-src builds a ROCr that does): {}",
             verdict.cause
         )
     } else if output.contains("HSA_STATUS_ERROR_INVALID_ISA") {
