@@ -204,42 +204,6 @@ fn a_packet_that_faults_raises_the_memory_event_with_the_page_and_gpu() {
     }
 }
 
-/// RUNTIME_ENABLE's arguments turning the runtime on (ROCr 6.2.4's `hsaKmtRuntimeEnable`).
-fn runtime_on() -> kfd_ioctl_runtime_enable_args {
-    kfd_ioctl_runtime_enable_args {
-        r_debug: 0x1234,
-        mode_mask: KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK | KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK,
-        capabilities_mask: 0,
-    }
-}
-
-/// `q`'s queue (destroyed before) made again with a context save area at `SCRATCH` whose header names the
-/// runtime's error payload (at `payload`) and error event `event`, as libhsakmt 6.2.4's
-/// `fill_cwsr_header` writes it from ROCr's `ErrorReason` and queue event.
-fn with_error_reason(q: &mut Queue, payload: usize, event: u32) {
-    q.put_u64(payload, 0);
-    q.put_u64(SCRATCH + 24, va(2) + payload as u64);
-    q.put_u32(SCRATCH + 32, event);
-    let base = va(2);
-    let mut a = kfd_ioctl_create_queue_args {
-        ring_base_address: base + RING as u64,
-        ring_size: RING_SIZE as u32,
-        read_pointer_address: base + RPTR as u64,
-        write_pointer_address: base + WPTR as u64,
-        gpu_id: q.emu.gpu(),
-        queue_type: KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
-        queue_percentage: 100,
-        queue_priority: 7,
-        ctx_save_restore_address: base + SCRATCH as u64,
-        ctx_save_restore_size: 0x1000,
-        ..Default::default()
-    };
-    q.emu
-        .ioctl(AMDKFD_IOC_CREATE_QUEUE, &mut a)
-        .expect("create the queue");
-    q.id = a.queue_id;
-}
-
 /// A KFD with exception debugging also takes a refused packet as the CP's
 /// `SOC15_INTSRC_CP_BAD_OPCODE` interrupt with its `EC_QUEUE_PACKET_*` code
 /// (`event_interrupt_wq_v9`/`_v11` → `kfd_set_dbg_ev_from_interrupt`): with no debugger and
@@ -303,7 +267,7 @@ fn a_refused_packet_is_raised_to_a_runtime_that_enabled_exceptions() {
                 Ok(0)
             );
             let error = create(&q.emu, KFD_IOC_EVENT_SIGNAL, false);
-            with_error_reason(&mut q, payload, error.event_id);
+            q.recreate_with_error_reason(payload, error.event_id);
             q.submit(0, p);
             let mut events = [data(error.event_id)];
             let (r, result) = wait(&q.emu, &mut events, true, PATIENCE_MS);
@@ -331,7 +295,7 @@ fn a_refused_packet_is_raised_to_a_runtime_that_enabled_exceptions() {
     let mut q = queue("mi300x", true);
     q.destroy();
     let error = create(&q.emu, KFD_IOC_EVENT_SIGNAL, false);
-    with_error_reason(&mut q, payload, error.event_id);
+    q.recreate_with_error_reason(payload, error.event_id);
     q.submit(0, dispatch(0));
     assert!(q.wait_for_error(), "the inactive signal");
     assert_eq!(q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE), 8);

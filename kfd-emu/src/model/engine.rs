@@ -107,7 +107,8 @@ pub(super) fn advance(drv: &Driver, w: &Work, consumed: u64) -> bool {
 /// `queue_inactive_signal` and that signal's event raised (`kfd_signal_event_interrupt`, as
 /// for a completion signal); a fault on the way is a VM fault. A packet error is also the
 /// CP's `SOC15_INTSRC_CP_BAD_OPCODE` interrupt with its `EC_QUEUE_PACKET_*` code and the
-/// queue's doorbell id, which the kernel raises to the debugger or the runtime
+/// queue's doorbell id (an illegal instruction the `EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION` of
+/// ROCr 6.2.4's trap handler), which the kernel raises to the debugger or the runtime
 /// (`kfd_set_dbg_ev_from_interrupt`; [`queue_error`]'s module docs).
 pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
     if w.runner.is_gone() {
@@ -161,7 +162,7 @@ pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
             Ok(None) => {}
             Err(f) => vm_fault(drv, w, &f),
         }
-        if let Some(ec) = queue_error::packet_exception(code) {
+        if let Some(ec) = queue_error::exception(code) {
             // Taken by the debugger or the runtime, or by no one (a runtime that did not
             // enable itself: the signal above is all it has).
             exceptions::from_interrupt(drv, w.tgid, w.gpu, doorbell, kfd_ec_mask(ec), None);

@@ -85,7 +85,7 @@
 //! code (`KFD_DBG_EC_TYPE_IS_PACKET`): to the debugger if one subscribed, else, when the
 //! runtime enabled itself (RUNTIME_ENABLE), to the runtime through the queue's context save
 //! area header (`kfd_send_exception_to_runtime`: the mask OR-ed into `ErrorReason`, the
-//! error event set; [`exceptions::from_interrupt`](super::exceptions)). [`packet_exception`]
+//! error event set; [`exceptions::from_interrupt`](super::exceptions)). [`exception`]
 //! names the exception of each code of the table. [`engine::stop`](super::engine) raises it
 //! after the signal write above: ROCr 6.2.4 on such a KFD (`hsaKmtRuntimeEnable` succeeded:
 //! `supports_exception_debugging`) registers `DynamicQueueEventsHandler<false>` on
@@ -94,12 +94,18 @@
 //! on its exception signal, which decodes `EC_QUEUE_PACKET_*` to the same statuses and calls
 //! the error callback: a CP that reports both ways is what both ROCr generations are
 //! written for. ROCr 5.2.3 (libhsakmt 5.2.3 never enables the runtime) sees only the signal.
+//!
+//! The same holds for the code of a wave's illegal instruction (1 << 30; a trap, 1 << 31,
+//! is the trap handler's own, as the kernel module docs say): ROCr 6.2.4's trap handler
+//! sends it as `EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION` with `MSG_INTERRUPT` (`trap_handler.s`)
+//! where 5.2.3's wrote the signal, and the model, which stops the queue at the instruction
+//! without running a trap handler for it, raises both.
 
 use kfd_ioctl::abi::{
     EC_QUEUE_PACKET_DISPATCH_CODE_INVALID, EC_QUEUE_PACKET_DISPATCH_DIM_INVALID,
     EC_QUEUE_PACKET_DISPATCH_GROUP_SEGMENT_SIZE_INVALID, EC_QUEUE_PACKET_DISPATCH_REGISTER_INVALID,
     EC_QUEUE_PACKET_DISPATCH_WORK_GROUP_SIZE_INVALID, EC_QUEUE_PACKET_UNSUPPORTED,
-    EC_QUEUE_PACKET_VENDOR_UNSUPPORTED,
+    EC_QUEUE_PACKET_VENDOR_UNSUPPORTED, EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION, EC_QUEUE_WAVE_TRAP,
 };
 
 use super::driver::Driver;
@@ -126,12 +132,21 @@ pub(super) const REGISTER_SIZE_INVALID: u32 = 128;
 /// "256 is vendor specific packets" → `HSA_STATUS_ERROR_INVALID_PACKET_FORMAT`.
 pub(super) const VENDOR_UNSUPPORTED: u32 = 256;
 
-/// The exception (`enum kfd_dbg_trap_exception_code`, `kfd_ioctl.h`) the CP raises with
-/// `SOC15_INTSRC_CP_BAD_OPCODE` for error `code` of the table (module docs), the status
-/// ROCr 6.2.4's `AqlQueue::ExceptionHandler` maps it to being the one
-/// `DynamicQueueEventsHandler<true>` maps the code to; `None` for what is no packet error
-/// (the scratch requests 1, 512, 0x400, and the trap handler's codes).
-pub(super) fn packet_exception(code: u32) -> Option<u32> {
+/// The code of a wave's illegal instruction and trap as ROCr 5.2.3's trap handler writes it
+/// into `queue_inactive_signal` (`SIGNAL_CODE_ILLEGAL_INST`, `SIGNAL_CODE_LLVM_TRAP` in
+/// `amd_gpu_shaders.h`), which [`kernel`](super::kernel) stops the queue with.
+pub(super) const ILLEGAL_INSTRUCTION: u32 = 1 << 30;
+pub(super) const TRAP: u32 = 1 << 31;
+
+/// The exception (`enum kfd_dbg_trap_exception_code`, `kfd_ioctl.h`) the kernel raises for
+/// error `code` (module docs), the status ROCr 6.2.4's `AqlQueue::ExceptionHandler` maps it
+/// to being the one `DynamicQueueEventsHandler<true>` maps the code to: for a code of the
+/// table, the CP's `SOC15_INTSRC_CP_BAD_OPCODE` exception; for a wave's illegal instruction
+/// or trap, the one ROCr 6.2.4's own trap handler sends with `MSG_INTERRUPT` in place of
+/// 5.2.3's signal write (`EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION_M0`, else
+/// `EC_QUEUE_WAVE_TRAP_M0`: `trap_handler.s`, `.send_interrupt`). `None` for the scratch
+/// requests (1, 512, 0x400), which are no errors.
+pub(super) fn exception(code: u32) -> Option<u32> {
     Some(match code {
         DISPATCH_DIM_INVALID => EC_QUEUE_PACKET_DISPATCH_DIM_INVALID,
         GROUP_SEGMENT_INVALID => EC_QUEUE_PACKET_DISPATCH_GROUP_SEGMENT_SIZE_INVALID,
@@ -140,6 +155,8 @@ pub(super) fn packet_exception(code: u32) -> Option<u32> {
         WORKGROUP_SIZE_INVALID => EC_QUEUE_PACKET_DISPATCH_WORK_GROUP_SIZE_INVALID,
         REGISTER_SIZE_INVALID => EC_QUEUE_PACKET_DISPATCH_REGISTER_INVALID,
         VENDOR_UNSUPPORTED => EC_QUEUE_PACKET_VENDOR_UNSUPPORTED,
+        ILLEGAL_INSTRUCTION => EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION,
+        TRAP => EC_QUEUE_WAVE_TRAP,
         _ => return None,
     })
 }
