@@ -25,6 +25,7 @@
 //! `llvm/Support/ManagedStatic.h` are force-included through `CMAKE_CXX_FLAGS_RELEASE`
 //! (kfdtest's CMakeLists overwrites `CMAKE_CXX_FLAGS`, but not the per-config flags).
 
+mod build;
 pub mod exclude;
 pub mod gtest;
 mod rocr;
@@ -316,8 +317,8 @@ fn build_kfdtest(src: &Path, build: &Path, llvm: Option<&Path>) -> Result<Built,
             src.display()
         )));
     }
-    let jobs = jobs();
-    let prefix = build_hsakmt(src, build)?;
+    let jobs = build::jobs();
+    let prefix = build::hsakmt(src, build)?;
 
     println!("conformance: building kfdtest");
     let cmakelists = fs::read_to_string(kfdtest_src.join("CMakeLists.txt"))
@@ -363,56 +364,6 @@ fn build_kfdtest(src: &Path, build: &Path, llvm: Option<&Path>) -> Result<Built,
         kfdtest: build.join("kfdtest/kfdtest"),
         lib: prefix.join("lib"),
     })
-}
-
-/// How many build jobs cmake runs: the host's CPUs.
-fn jobs() -> String {
-    std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .to_string()
-}
-
-/// Builds the libhsakmt of the ROCT-Thunk-Interface tree `src` (shared) into `build/hsakmt`
-/// and installs it, with its CMake package (`lib/cmake/hsakmt`), into `build/prefix`, which
-/// it returns. kfdtest links it; `conformance rocrtst --hsakmt-src` builds ROCr against it
-/// (into the same `target/conformance/kfdtest/<tree>/`, so the two suites share one build).
-/// The caller holds the build directory's lock.
-pub(super) fn build_hsakmt(src: &Path, build: &Path) -> Result<PathBuf, Failure> {
-    let header = ["include/hsakmt.h", "include/hsakmt/hsakmt.h"]
-        .iter()
-        .any(|h| src.join(h).is_file());
-    if !src.join("CMakeLists.txt").is_file() || !header {
-        return Err(Failure::new(format!(
-            "{}: not a ROCT-Thunk-Interface tree (no CMakeLists.txt, or no hsakmt.h under include/)",
-            src.display()
-        )));
-    }
-    let jobs = jobs();
-    let prefix = build.join("prefix");
-    let hsakmt = build.join("hsakmt");
-    println!("conformance: building libhsakmt of {}", src.display());
-    failure::run(
-        Command::new("cmake")
-            .arg("-S")
-            .arg(src)
-            .arg("-B")
-            .arg(&hsakmt)
-            .args(["-DBUILD_SHARED_LIBS=ON", "-DCMAKE_BUILD_TYPE=Release"])
-            .arg(format!("-DCMAKE_INSTALL_PREFIX={}", prefix.display())),
-        "cmake (libhsakmt)",
-    )?;
-    failure::run(
-        Command::new("cmake")
-            .arg("--build")
-            .arg(&hsakmt)
-            .args(["-j", &jobs]),
-        "building libhsakmt",
-    )?;
-    failure::run(
-        Command::new("cmake").arg("--install").arg(&hsakmt),
-        "installing libhsakmt",
-    )?;
-    Ok(prefix)
 }
 
 /// The newest `/usr/lib/llvm-N` with a CMake package.

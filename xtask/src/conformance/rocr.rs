@@ -7,7 +7,7 @@
 //! `target/conformance/rocr/<tree>/build`, installed into `.../prefix` (shared
 //! `libhsa-runtime64.so.1` and its CMake package, which rocrtst's `find_package(hsa-runtime64)`
 //! takes). It is built against the libhsakmt of `--hsakmt-src` as
-//! [`super::build_hsakmt`] builds it for kfdtest (the same directory,
+//! [`super::build::hsakmt`] builds it for kfdtest (the same directory,
 //! `target/conformance/kfdtest/<tree>/prefix`): ROCr 6.2.4 calls 18 libhsakmt functions
 //! Debian's libhsakmt 5.2.3 does not have (`hsaKmtGetRuntimeCapabilities`,
 //! `hsaKmtAvailableMemory`, `hsaKmtWaitOnEvent_Ext`, the `hsaKmtDbg*` and
@@ -111,7 +111,7 @@ pub(super) fn build(
     }
     let shim = build.join("shim/clang");
     fs::create_dir_all(&shim).map_err(|e| Failure::new(format!("{}: {e}", shim.display())))?;
-    super::rocrtst::write_unchanged(
+    super::build::write_unchanged(
         &shim.join("ClangConfig.cmake"),
         &clang_config(&llvm.join("bin/clang")),
     )?;
@@ -145,7 +145,7 @@ pub(super) fn build(
         Command::new("cmake")
             .arg("--build")
             .arg(&dir)
-            .args(["-j", &super::jobs()]),
+            .args(["-j", &super::build::jobs()]),
         "building ROCr",
     )?;
     failure::run(

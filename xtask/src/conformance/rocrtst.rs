@@ -64,6 +64,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use super::build::write_unchanged;
 use super::gtest::{self, Outcome, Verdict};
 use super::runner::{
     Options, Report, Runner, TestResult, kfd_emu_binary, lock_build_dir, log_name,
@@ -119,7 +120,7 @@ static inline int rocrtst_hwloc_set_flags(hwloc_topology_t t, unsigned long flag
 pub(super) struct OwnRocr {
     /// The ROCr install prefix (`lib/libhsa-runtime64.so.1`, `lib/cmake/hsa-runtime64`).
     pub(super) prefix: PathBuf,
-    /// The libhsakmt install prefix ([`super::build_hsakmt`]).
+    /// The libhsakmt install prefix ([`super::build::hsakmt`]).
     pub(super) hsakmt: PathBuf,
 }
 
@@ -412,15 +413,6 @@ fn device_libs(debian: &Path, dir: &Path, clang: &Path, targets: &str) -> Result
     Ok(())
 }
 
-/// Writes `text` to `path` unless it already holds it (a rewrite would make the next build
-/// recompile everything that force-includes it).
-pub(super) fn write_unchanged(path: &Path, text: &str) -> Result<(), Failure> {
-    if fs::read_to_string(path).is_ok_and(|old| old == text) {
-        return Ok(());
-    }
-    fs::write(path, text).map_err(|e| Failure::new(format!("{}: {e}", path.display())))
-}
-
 /// Makes `link` a symbolic link to `target`, replacing what was there.
 fn replace_link(target: &Path, link: &Path) -> Result<(), Failure> {
     let _ = fs::remove_file(link);
@@ -554,7 +546,7 @@ fn build_name(tree: &str, rocr_tree: Option<&str>) -> String {
 }
 
 /// With `--rocr-src` and `--hsakmt-src`: builds that libhsakmt (into kfdtest's directory for
-/// its tree, [`super::build_hsakmt`]) and that ROCr against it (into
+/// its tree, [`super::build::hsakmt`]) and that ROCr against it (into
 /// `target/conformance/rocr/<tree>/`, [`super::rocr::build`]), each under its directory's
 /// lock; the ROCr tree's name and the two installs.
 fn own_rocr(root: &Path, options: &Options) -> Result<Option<(String, OwnRocr)>, Failure> {
@@ -571,7 +563,7 @@ fn own_rocr(root: &Path, options: &Options) -> Result<Option<(String, OwnRocr)>,
         .join(tree_name(&hsakmt_src));
     let hsakmt = {
         let _lock = lock_build_dir(&hsakmt_build)?;
-        super::build_hsakmt(&hsakmt_src, &hsakmt_build)?
+        super::build::hsakmt(&hsakmt_src, &hsakmt_build)?
     };
     let rocr_tree = tree_name(&rocr_src);
     let rocr_build = root.join("target/conformance/rocr").join(&rocr_tree);
