@@ -3,7 +3,9 @@
 //! error code (the bits ROCr 5.2.3's `AqlQueue::DynamicScratchHandler` decodes) lands in the
 //! `queue_inactive_signal` of the queue's `amd_queue_t` (found from the read pointer as the
 //! CP finds it), and that signal's event is raised; a packet whose memory faults raises the
-//! memory event with the faulting page and GPU instead. The queue can be destroyed after.
+//! memory event with the faulting page and GPU instead. The queue can be destroyed after. For
+//! a runtime that enabled exceptions (ROCr 6.2.4), the refused packet is also raised as its
+//! `EC_QUEUE_PACKET_*` exception into the error payload its context save area names.
 
 mod model_support;
 
@@ -200,4 +202,106 @@ fn a_packet_that_faults_raises_the_memory_event_with_the_page_and_gpu() {
             q.destroy();
         }
     }
+}
+
+/// A KFD with exception debugging also takes a refused packet as the CP's
+/// `SOC15_INTSRC_CP_BAD_OPCODE` interrupt with its `EC_QUEUE_PACKET_*` code
+/// (`event_interrupt_wq_v9`/`_v11` → `kfd_set_dbg_ev_from_interrupt`): with no debugger and
+/// the runtime enabled, the exception's mask is OR-ed into the runtime's error payload and
+/// its error event is set (`kfd_send_exception_to_runtime`), which is how ROCr 6.2.4's
+/// `AqlQueue::ExceptionHandler` learns of it (its `queue_inactive_signal` handler ignores
+/// packet errors when the KFD has exception debugging). The inactive signal still gets the
+/// code, for a ROCr that does not enable the runtime (5.2.3); such a process's payload is
+/// left alone.
+#[test]
+fn a_refused_packet_is_raised_to_a_runtime_that_enabled_exceptions() {
+    let code = va(2) + DESCRIPTOR as u64;
+    // (what, packet, the code of the inactive signal, the exception ROCr 6.2.4 decodes)
+    let cases: [(&str, [u8; 64], u64, u32); 6] = [
+        (
+            "a reserved packet type",
+            packet(7),
+            32,
+            EC_QUEUE_PACKET_UNSUPPORTED,
+        ),
+        (
+            "a vendor-specific packet",
+            packet(VENDOR_SPECIFIC),
+            256,
+            EC_QUEUE_PACKET_VENDOR_UNSUPPORTED,
+        ),
+        (
+            "a dispatch of 0 dimensions",
+            with(dispatch(code), 2, &0u16.to_le_bytes()),
+            2,
+            EC_QUEUE_PACKET_DISPATCH_DIM_INVALID,
+        ),
+        (
+            "a dispatch of 2048 work-items per group",
+            with(dispatch(code), 6, &32u16.to_le_bytes()),
+            64,
+            EC_QUEUE_PACKET_DISPATCH_WORK_GROUP_SIZE_INVALID,
+        ),
+        (
+            "a dispatch with more group memory than the LDS",
+            with(dispatch(code), 28, &(65u32 << 10).to_le_bytes()),
+            4,
+            EC_QUEUE_PACKET_DISPATCH_GROUP_SEGMENT_SIZE_INVALID,
+        ),
+        (
+            "a dispatch of a null kernel object",
+            dispatch(0),
+            8,
+            EC_QUEUE_PACKET_DISPATCH_CODE_INVALID,
+        ),
+    ];
+    let payload = DATA + 0x100;
+    for machine in ["mi300x", "rx7900xtx", "mi210x8"] {
+        for (what, p, want, ec) in cases {
+            let mut q = queue(machine, true);
+            // The runtime enables itself before its first queue (`kfd_runtime_enable`:
+            // EEXIST with queues).
+            q.destroy();
+            assert_eq!(
+                q.emu.ioctl(AMDKFD_IOC_RUNTIME_ENABLE, &mut runtime_on()),
+                Ok(0)
+            );
+            let error = create(&q.emu, KFD_IOC_EVENT_SIGNAL, false);
+            q.recreate_with_error_reason(payload, error.event_id);
+            q.submit(0, p);
+            let mut events = [data(error.event_id)];
+            let (r, result) = wait(&q.emu, &mut events, true, PATIENCE_MS);
+            assert_eq!(
+                (r, result),
+                (Ok(0), KFD_IOC_WAIT_RESULT_COMPLETE),
+                "{machine}: {what}: the runtime's error event was not set"
+            );
+            assert_eq!(
+                q.u64_at(payload),
+                kfd_ec_mask(ec),
+                "{machine}: {what}: the exception in the payload"
+            );
+            assert!(q.wait_for_error(), "{machine}: {what}: the inactive signal");
+            assert_eq!(
+                q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE),
+                want,
+                "{machine}: {what}"
+            );
+            assert_eq!(q.u64_at(RPTR), 0, "{machine}: {what}: read index");
+            q.destroy();
+        }
+    }
+    // Without RUNTIME_ENABLE: the inactive signal only.
+    let mut q = queue("mi300x", true);
+    q.destroy();
+    let error = create(&q.emu, KFD_IOC_EVENT_SIGNAL, false);
+    q.recreate_with_error_reason(payload, error.event_id);
+    q.submit(0, dispatch(0));
+    assert!(q.wait_for_error(), "the inactive signal");
+    assert_eq!(q.u64_at(INACTIVE_SIGNAL + SIGNAL_VALUE), 8);
+    let mut events = [data(error.event_id)];
+    let (r, result) = wait(&q.emu, &mut events, true, 0);
+    assert_eq!((r, result), (Ok(0), KFD_IOC_WAIT_RESULT_TIMEOUT));
+    assert_eq!(q.u64_at(payload), 0, "no runtime to tell");
+    q.destroy();
 }

@@ -1,7 +1,8 @@
 //! Kernel dispatches on the model's AQL queues, through the `Backend` trait: a KERNEL_DISPATCH
 //! of a kernel LLVM 19 assembles (`.amdhsa_kernel`) runs its waves on the gfx9 interpreter
 //! and completes (read index past it, header INVALID, completion signal decremented); an
-//! illegal instruction stops the queue with the code ROCr's trap handler writes; code the GPU
+//! illegal instruction stops the queue with the code ROCr's trap handler writes (and is raised
+//! as `EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION` to a runtime that enabled exceptions); code the GPU
 //! cannot reach is a VM fault with its page; a kernel that needs scratch the queue does not
 //! have asks the runtime for it (code 1 in `queue_inactive_signal`, ROCr 5.2.3's
 //! `DynamicScratchHandler` protocol) and runs once the runtime set the queue's scratch up and
@@ -172,6 +173,42 @@ fn an_illegal_instruction_stops_the_queue_with_rocrs_illegal_instruction_code() 
         );
         assert_eq!(q.u64_at(RPTR), 0, "{machine}: not consumed");
         assert_eq!(q.u64_at(COMPLETION + SIGNAL_VALUE), 1, "{machine}");
+        q.destroy();
+    }
+}
+
+/// For a runtime that enabled exceptions (ROCr 6.2.4, whose trap handler reports an illegal
+/// instruction as `EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION` with `MSG_INTERRUPT`, and whose
+/// `queue_inactive_signal` handler ignores the code), the illegal instruction is also raised
+/// into the error payload its queue's context save area names, and the error event is set.
+#[test]
+fn an_illegal_instruction_is_raised_to_a_runtime_that_enabled_exceptions() {
+    for machine in MACHINES {
+        let Some((text, kd)) = kernel(mcpu(machine), "s_nop 0\n.long 0xffffffff", "") else {
+            return;
+        };
+        let mut q = queue(machine, &text, &kd);
+        q.destroy();
+        assert_eq!(
+            q.emu.ioctl(AMDKFD_IOC_RUNTIME_ENABLE, &mut runtime_on()),
+            Ok(0)
+        );
+        let error = create(&q.emu, KFD_IOC_EVENT_SIGNAL, false);
+        let payload = DATA + 0x100;
+        q.recreate_with_error_reason(payload, error.event_id);
+        q.submit(0, dispatch([64, 1, 1], [64, 1, 1], 0));
+        let mut events = [data(error.event_id)];
+        let (r, result) = wait(&q.emu, &mut events, true, PATIENCE_MS);
+        assert_eq!(
+            (r, result),
+            (Ok(0), KFD_IOC_WAIT_RESULT_COMPLETE),
+            "{machine}: the runtime's error event"
+        );
+        assert_eq!(
+            q.u64_at(payload),
+            kfd_ec_mask(EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION),
+            "{machine}"
+        );
         q.destroy();
     }
 }

@@ -106,7 +106,11 @@ pub(super) fn advance(drv: &Driver, w: &Work, consumed: u64) -> bool {
 /// Stops queue `w` alone (a packet it cannot run). An AQL queue's error is then reported to
 /// the runtime as the CP reports it ([`queue_error::report`]): its error code in the queue's
 /// `queue_inactive_signal` and that signal's event raised (`kfd_signal_event_interrupt`, as
-/// for a completion signal); a fault on the way is a VM fault.
+/// for a completion signal); a fault on the way is a VM fault. A packet error is also the
+/// CP's `SOC15_INTSRC_CP_BAD_OPCODE` interrupt with its `EC_QUEUE_PACKET_*` code and the
+/// queue's doorbell id (an illegal instruction the `EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION` of
+/// ROCr 6.2.4's trap handler), which the kernel raises to the debugger or the runtime
+/// (`kfd_set_dbg_ev_from_interrupt`; [`queue_error`]'s module docs).
 pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
     if w.runner.is_gone() {
         return;
@@ -150,6 +154,7 @@ pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
         return;
     };
     q.stopped = Some(why);
+    let doorbell = exceptions::doorbell_id(q.doorbell);
     drop(st);
     drv.wake.notify_all();
     if let (Engine::Compute { aql: true }, Stopped::QueueError(code)) = (w.engine, why) {
@@ -157,6 +162,11 @@ pub(super) fn stop(drv: &Driver, w: &Work, why: Stopped) {
             Ok(Some(event)) => signal_interrupt(drv, w.tgid, event),
             Ok(None) => {}
             Err(f) => vm_fault(drv, w, &f),
+        }
+        if let Some(ec) = queue_error::exception(code) {
+            // Taken by the debugger or the runtime, or by no one (a runtime that did not
+            // enable itself: the signal above is all it has).
+            exceptions::from_interrupt(drv, w.tgid, w.gpu, doorbell, kfd_ec_mask(ec), None);
         }
     }
 }

@@ -10,7 +10,9 @@
 //!   doorbell id is the source (its queue id for `EC_QUEUE_NEW`). When the debugger enabled
 //!   any of the bits, one byte `'.'` goes to its event file and the raise counts as
 //!   delivered.
-//! - **From an interrupt** ([`from_interrupt`], `kfd_set_dbg_ev_from_interrupt`): a raise the
+//! - **From an interrupt** ([`from_interrupt`], `kfd_set_dbg_ev_from_interrupt`; raised by a
+//!   trap handler's SQ interrupt, a VM fault, and the CP's `SOC15_INTSRC_CP_BAD_OPCODE` for a
+//!   refused AQL packet, [`queue_error`](super::queue_error)): a raise the
 //!   debugger did not take goes to the runtime instead: a queue exception, when the runtime
 //!   is enabled, through [`to_runtime`]; a device memory violation is the caller's to turn
 //!   into the queues' eviction and the memory event (`kfd_dqm_evict_pasid`,

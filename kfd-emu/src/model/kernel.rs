@@ -100,7 +100,9 @@
 //! * An instruction that does not decode or is not implemented stops the dispatch; the
 //!   queue stops with the code ROCr's trap handler would write (`amd_gpu_shaders.h`:
 //!   `1 << 30` for an illegal instruction), which `DynamicScratchHandler` turns into
-//!   `HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION`. An unimplemented instruction is always logged
+//!   `HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION`; a runtime that enabled exceptions also gets
+//!   `EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION`, as ROCr 6.2.4's trap handler sends it
+//!   ([`queue_error`]'s module docs). An unimplemented instruction is always logged
 //!   (it is the emulator's limit, not the program's error).
 //! * Global wave sync: a queue given GWS (ALLOC_QUEUE_GWS, `pqm_set_gws`) dispatches with
 //!   its GPU's resources ([`Device::gws`](super::device::Device), which every such queue of
@@ -135,7 +137,7 @@ use super::driver::Driver;
 use super::engine::{Work, signal_interrupt, vm_fault};
 use super::exceptions;
 use super::gpu_view::{GpuFault, Route};
-use super::queue_error;
+use super::queue_error::{self, ILLEGAL_INSTRUCTION, TRAP};
 use super::queues::{Runner, Stopped};
 use super::trap_handler::{self, Message};
 
@@ -151,10 +153,6 @@ pub(super) enum Outcome {
     Faulted,
 }
 
-/// The code of a wave's memory violation, illegal instruction and trap as ROCr's trap handler
-/// writes it (`SIGNAL_CODE_ILLEGAL_INST`, `SIGNAL_CODE_LLVM_TRAP` in `amd_gpu_shaders.h`).
-const ILLEGAL_INSTRUCTION: u32 = 1 << 30;
-const TRAP: u32 = 1 << 31;
 /// "Insufficient scratch, wave64" and "large scratch reclaim" (`DynamicScratchHandler`).
 const SCRATCH_WAVE64: u32 = 1;
 /// "Insufficient scratch, wave32" (ROCr 6.2 `AqlQueue::DynamicQueueEventsHandler`: `error_code

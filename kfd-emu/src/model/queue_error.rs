@@ -75,10 +75,38 @@
 //! callback with the status and the queue, and stores -1 in the signal; `hsa_queue_destroy`
 //! then destroys the stopped queue.
 //!
-//! Where it differs: a KFD with exception debugging (mainline's `SOC15_INTSRC_CP_BAD_OPCODE`
-//! interrupt → `kfd_set_dbg_ev_from_interrupt`, ROCr's `ExceptionHandler` on the queue's
-//! `ErrorReason` signal) is not emulated; the emulated DBG_TRAP has no debugger, so ROCr 5.2.3
-//! takes the path above, as on a kernel without it.
+//! # And as an exception, for a runtime that enabled them
+//!
+//! A KFD with exception debugging (KFD 1.13 on, `kfd_debug.c`) also takes the CP's
+//! report of a bad packet as an interrupt: `SOC15_INTSRC_CP_BAD_OPCODE`, whose context id
+//! carries the queue's doorbell id and an exception code `EC_QUEUE_PACKET_*`
+//! (`KFD_DEBUG_CP_BAD_OP_ECODE`), which `event_interrupt_wq_v9`/`_v10`/`_v11`
+//! (`kfd_int_process_v9.c` ...) hand to `kfd_set_dbg_ev_from_interrupt` when it is a packet
+//! code (`KFD_DBG_EC_TYPE_IS_PACKET`): to the debugger if one subscribed, else, when the
+//! runtime enabled itself (RUNTIME_ENABLE), to the runtime through the queue's context save
+//! area header (`kfd_send_exception_to_runtime`: the mask OR-ed into `ErrorReason`, the
+//! error event set; [`exceptions::from_interrupt`](super::exceptions)). [`exception`]
+//! names the exception of each code of the table. [`engine::stop`](super::engine) raises it
+//! after the signal write above: ROCr 6.2.4 on such a KFD (`hsaKmtRuntimeEnable` succeeded:
+//! `supports_exception_debugging`) registers `DynamicQueueEventsHandler<false>` on
+//! `queue_inactive_signal`, which handles only the scratch codes and clears any other "so
+//! that ExceptionHandler can run" (`amd_aql_queue.cpp`), and `AqlQueue::ExceptionHandler`
+//! on its exception signal, which decodes `EC_QUEUE_PACKET_*` to the same statuses and calls
+//! the error callback: a CP that reports both ways is what both ROCr generations are
+//! written for. ROCr 5.2.3 (libhsakmt 5.2.3 never enables the runtime) sees only the signal.
+//!
+//! The same holds for the code of a wave's illegal instruction (1 << 30; a trap, 1 << 31,
+//! is the trap handler's own, as the kernel module docs say): ROCr 6.2.4's trap handler
+//! sends it as `EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION` with `MSG_INTERRUPT` (`trap_handler.s`)
+//! where 5.2.3's wrote the signal, and the model, which stops the queue at the instruction
+//! without running a trap handler for it, raises both.
+
+use kfd_ioctl::abi::{
+    EC_QUEUE_PACKET_DISPATCH_CODE_INVALID, EC_QUEUE_PACKET_DISPATCH_DIM_INVALID,
+    EC_QUEUE_PACKET_DISPATCH_GROUP_SEGMENT_SIZE_INVALID, EC_QUEUE_PACKET_DISPATCH_REGISTER_INVALID,
+    EC_QUEUE_PACKET_DISPATCH_WORK_GROUP_SIZE_INVALID, EC_QUEUE_PACKET_UNSUPPORTED,
+    EC_QUEUE_PACKET_VENDOR_UNSUPPORTED, EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION, EC_QUEUE_WAVE_TRAP,
+};
 
 use super::driver::Driver;
 use super::gpu_view::GpuFault;
@@ -103,6 +131,35 @@ pub(super) const WORKGROUP_SIZE_INVALID: u32 = 64;
 pub(super) const REGISTER_SIZE_INVALID: u32 = 128;
 /// "256 is vendor specific packets" → `HSA_STATUS_ERROR_INVALID_PACKET_FORMAT`.
 pub(super) const VENDOR_UNSUPPORTED: u32 = 256;
+
+/// The code of a wave's illegal instruction and trap as ROCr 5.2.3's trap handler writes it
+/// into `queue_inactive_signal` (`SIGNAL_CODE_ILLEGAL_INST`, `SIGNAL_CODE_LLVM_TRAP` in
+/// `amd_gpu_shaders.h`), which [`kernel`](super::kernel) stops the queue with.
+pub(super) const ILLEGAL_INSTRUCTION: u32 = 1 << 30;
+pub(super) const TRAP: u32 = 1 << 31;
+
+/// The exception (`enum kfd_dbg_trap_exception_code`, `kfd_ioctl.h`) the kernel raises for
+/// error `code` (module docs), the status ROCr 6.2.4's `AqlQueue::ExceptionHandler` maps it
+/// to being the one `DynamicQueueEventsHandler<true>` maps the code to: for a code of the
+/// table, the CP's `SOC15_INTSRC_CP_BAD_OPCODE` exception; for a wave's illegal instruction
+/// or trap, the one ROCr 6.2.4's own trap handler sends with `MSG_INTERRUPT` in place of
+/// 5.2.3's signal write (`EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION_M0`, else
+/// `EC_QUEUE_WAVE_TRAP_M0`: `trap_handler.s`, `.send_interrupt`). `None` for the scratch
+/// requests (1, 512, 0x400), which are no errors.
+pub(super) fn exception(code: u32) -> Option<u32> {
+    Some(match code {
+        DISPATCH_DIM_INVALID => EC_QUEUE_PACKET_DISPATCH_DIM_INVALID,
+        GROUP_SEGMENT_INVALID => EC_QUEUE_PACKET_DISPATCH_GROUP_SEGMENT_SIZE_INVALID,
+        CODE_INVALID => EC_QUEUE_PACKET_DISPATCH_CODE_INVALID,
+        PACKET_UNSUPPORTED => EC_QUEUE_PACKET_UNSUPPORTED,
+        WORKGROUP_SIZE_INVALID => EC_QUEUE_PACKET_DISPATCH_WORK_GROUP_SIZE_INVALID,
+        REGISTER_SIZE_INVALID => EC_QUEUE_PACKET_DISPATCH_REGISTER_INVALID,
+        VENDOR_UNSUPPORTED => EC_QUEUE_PACKET_VENDOR_UNSUPPORTED,
+        ILLEGAL_INSTRUCTION => EC_QUEUE_WAVE_ILLEGAL_INSTRUCTION,
+        TRAP => EC_QUEUE_WAVE_TRAP,
+        _ => return None,
+    })
+}
 
 /// ROCr's `HSA_AGENT_INFO_WORKGROUP_MAX_SIZE` on every GPU (`amd_gpu_agent.cpp`).
 const WORKGROUP_MAX_SIZE: u64 = 1024;

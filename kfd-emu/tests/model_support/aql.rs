@@ -317,3 +317,43 @@ impl Queue {
         p
     }
 }
+
+/// RUNTIME_ENABLE's arguments turning the runtime on (ROCr 6.2.4's `hsaKmtRuntimeEnable`).
+pub fn runtime_on() -> kfd_ioctl_runtime_enable_args {
+    kfd_ioctl_runtime_enable_args {
+        r_debug: 0x1234,
+        mode_mask: KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK | KFD_RUNTIME_ENABLE_MODE_TTMP_SAVE_MASK,
+        capabilities_mask: 0,
+    }
+}
+
+impl Queue {
+    /// The queue (destroyed before) made again with a context save area at `SCRATCH` whose
+    /// header names the runtime's error payload (at `payload`, zeroed) and error event
+    /// `event`, as libhsakmt 6.2.4's `fill_cwsr_header` writes it from ROCr's `ErrorReason`
+    /// and queue event (`kfd_context_save_area_header`: `err_payload_addr` at 24,
+    /// `err_event_id` at 32).
+    pub fn recreate_with_error_reason(&mut self, payload: usize, event: u32) {
+        self.put_u64(payload, 0);
+        self.put_u64(SCRATCH + 24, va(2) + payload as u64);
+        self.put_u32(SCRATCH + 32, event);
+        let base = va(2);
+        let mut a = kfd_ioctl_create_queue_args {
+            ring_base_address: base + RING as u64,
+            ring_size: RING_SIZE as u32,
+            read_pointer_address: base + RPTR as u64,
+            write_pointer_address: base + WPTR as u64,
+            gpu_id: self.emu.gpu(),
+            queue_type: KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
+            queue_percentage: 100,
+            queue_priority: 7,
+            ctx_save_restore_address: base + SCRATCH as u64,
+            ctx_save_restore_size: 0x1000,
+            ..Default::default()
+        };
+        self.emu
+            .ioctl(AMDKFD_IOC_CREATE_QUEUE, &mut a)
+            .expect("create the queue");
+        self.id = a.queue_id;
+    }
+}

@@ -25,8 +25,10 @@
 //! `llvm/Support/ManagedStatic.h` are force-included through `CMAKE_CXX_FLAGS_RELEASE`
 //! (kfdtest's CMakeLists overwrites `CMAKE_CXX_FLAGS`, but not the per-config flags).
 
+mod build;
 pub mod exclude;
 pub mod gtest;
+mod rocr;
 mod rocrtst;
 mod runner;
 
@@ -44,7 +46,8 @@ use runner::{
 
 pub const USAGE: &str = "usage: cargo xtask conformance kfdtest|rocrtst --src DIR [--machine M]... \
 [--hardware] [--timeout SECS] [--slow-timeout SECS] [--filter GTEST_FILTER] [--out DIR] [--kfd-emu PATH] \
-[--llvm DIR] [--build DIR] [--run-excluded] [--kernel mainline|dkms]";
+[--llvm DIR] [--build DIR] [--run-excluded] [--kernel mainline|dkms] \
+[--rocr-src DIR --hsakmt-src DIR (rocrtst)]";
 
 /// The presets kfdtest runs on when neither `--machine` nor `/dev/kfd` says otherwise.
 const DEFAULT_MACHINES: &[&str] = &["mi300x", "mi210x8", "mi100", "radeon-vii", "rx7900xtx"];
@@ -71,6 +74,7 @@ fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
     let (mut filter, mut out, mut kfd_emu, mut llvm, mut build) = (None, None, None, None, None);
     let mut run_excluded = false;
     let mut kernel = None;
+    let (mut rocr_src, mut hsakmt_src) = (None, None);
     let mut it = rest.iter();
     while let Some(&arg) = it.next() {
         let mut value = || it.next().copied().ok_or_else(usage);
@@ -96,6 +100,8 @@ fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
             "--llvm" => llvm = Some(PathBuf::from(value()?)),
             "--build" => build = Some(PathBuf::from(value()?)),
             "--run-excluded" => run_excluded = true,
+            "--rocr-src" => rocr_src = Some(PathBuf::from(value()?)),
+            "--hsakmt-src" => hsakmt_src = Some(PathBuf::from(value()?)),
             "--kernel" => match value()? {
                 k @ ("mainline" | "dkms") => kernel = Some(k.to_owned()),
                 k => {
@@ -127,9 +133,22 @@ fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
     if hardware && !have_kfd {
         return Err(Failure::new("--hardware: this machine has no /dev/kfd"));
     }
+    if (rocr_src.is_some() || hsakmt_src.is_some()) && suite != Suite::Rocrtst {
+        return Err(Failure::new(
+            "--rocr-src and --hsakmt-src are rocrtst's (kfdtest builds the libhsakmt of --src)",
+        ));
+    }
+    if rocr_src.is_some() != hsakmt_src.is_some() {
+        return Err(Failure::new(
+            "--rocr-src and --hsakmt-src go together: ROCr 6.2.4 needs the libhsakmt of its own \
+             release (Debian's 5.2.3 lacks its calls)",
+        ));
+    }
     if machines.is_empty() && !hardware && !have_kfd {
         let defaults = match suite {
             Suite::Kfdtest => DEFAULT_MACHINES,
+            // A ROCr of its own knows every preset's GPU.
+            Suite::Rocrtst if rocr_src.is_some() => DEFAULT_MACHINES,
             Suite::Rocrtst => rocrtst::DEFAULT_MACHINES,
         };
         machines = defaults.iter().map(|&m| m.to_owned()).collect();
@@ -147,6 +166,8 @@ fn parse_args(args: &[&str], have_kfd: bool) -> Result<Options, Failure> {
         build,
         run_excluded,
         kernel,
+        rocr_src,
+        hsakmt_src,
     })
 }
 
@@ -296,33 +317,8 @@ fn build_kfdtest(src: &Path, build: &Path, llvm: Option<&Path>) -> Result<Built,
             src.display()
         )));
     }
-    let jobs = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .to_string();
-    let prefix = build.join("prefix");
-    let hsakmt = build.join("hsakmt");
-    println!("conformance: building libhsakmt of {}", src.display());
-    failure::run(
-        Command::new("cmake")
-            .arg("-S")
-            .arg(src)
-            .arg("-B")
-            .arg(&hsakmt)
-            .args(["-DBUILD_SHARED_LIBS=ON", "-DCMAKE_BUILD_TYPE=Release"])
-            .arg(format!("-DCMAKE_INSTALL_PREFIX={}", prefix.display())),
-        "cmake (libhsakmt)",
-    )?;
-    failure::run(
-        Command::new("cmake")
-            .arg("--build")
-            .arg(&hsakmt)
-            .args(["-j", &jobs]),
-        "building libhsakmt",
-    )?;
-    failure::run(
-        Command::new("cmake").arg("--install").arg(&hsakmt),
-        "installing libhsakmt",
-    )?;
+    let jobs = build::jobs();
+    let prefix = build::hsakmt(src, build)?;
 
     println!("conformance: building kfdtest");
     let cmakelists = fs::read_to_string(kfdtest_src.join("CMakeLists.txt"))
@@ -479,6 +475,45 @@ mod tests {
         assert!(parse_args(&["kfdtest", "--src", "/t", "--timeout", "0"], false).is_err());
         assert!(parse_args(&["kfdtest", "--src", "/t", "--hardware"], false).is_err());
         assert!(parse_args(&["kfdtest", "--src", "/t", "--bogus"], false).is_err());
+    }
+
+    #[test]
+    fn rocrtst_against_its_own_rocr() {
+        let own = [
+            "rocrtst",
+            "--src",
+            "/t",
+            "--rocr-src",
+            "/r",
+            "--hsakmt-src",
+            "/h",
+        ];
+        let o = parse_args(&own, false).expect("parses");
+        assert_eq!(o.rocr_src.as_deref(), Some(Path::new("/r")));
+        assert_eq!(o.hsakmt_src.as_deref(), Some(Path::new("/h")));
+        assert_eq!(
+            o.machines, DEFAULT_MACHINES,
+            "a ROCr that knows all five presets"
+        );
+        // Without: Debian's ROCr and the presets it knows, as before.
+        let o = parse_args(&["rocrtst", "--src", "/t"], false).expect("parses");
+        assert_eq!((o.rocr_src, o.hsakmt_src), (None, None));
+        assert_eq!(o.machines, rocrtst::DEFAULT_MACHINES);
+        // One without the other, or for kfdtest: refused.
+        assert!(parse_args(&own[..5], false).is_err(), "no --hsakmt-src");
+        let hsakmt_only = ["rocrtst", "--src", "/t", "--hsakmt-src", "/h"];
+        assert!(parse_args(&hsakmt_only, false).is_err());
+        let mut kfdtest = own;
+        kfdtest[0] = "kfdtest";
+        assert!(parse_args(&kfdtest, false).is_err());
+        assert!(parse_args(&["rocrtst", "--src", "/t", "--rocr-src"], false).is_err());
+        // --machine still chooses.
+        let mut one = own.to_vec();
+        one.extend(["--machine", "mi300x"]);
+        assert_eq!(
+            parse_args(&one, false).expect("parses").machines,
+            ["mi300x"]
+        );
     }
 
     #[test]

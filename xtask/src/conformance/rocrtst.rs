@@ -1,5 +1,7 @@
 //! `cargo xtask conformance rocrtst`: ROCr's own test suite, rocrtst, run test by test under
-//! kfd-emu's presets (or on the hardware) against Debian's ROCr 5.2.3.
+//! kfd-emu's presets (or on the hardware) against Debian's ROCr 5.2.3, or, with `--rocr-src
+//! DIR --hsakmt-src DIR`, against a ROCr built from source (ROCR-Runtime `rocm-6.2.4`,
+//! [`super::rocr`]) that knows every preset's GPU.
 //!
 //! rocrtst lives in ROCm/ROCR-Runtime's history, not in its release tags: the tree to use is
 //! the last commit that changed `rocrtst/` before rocm-5.2.0, `752cfd5ffd0a` ("Adjust include
@@ -28,6 +30,22 @@
 //!   `Memory_Async_Copy`'s "same NUMA node" search finds none (it says "Only 1 NUMA node
 //!   found"): a version mismatch, not the machine's.
 //!
+//! Against a ROCr of its own (`--rocr-src`), the build goes to
+//! `target/conformance/rocrtst/<tree>+<ROCr tree>/` and differs in four ways (the stable HSA
+//! API rocrtst uses is the same in both):
+//! * `find_package(hsa-runtime64)` is that ROCr's install (its headers, its library), linked
+//!   with `-rpath-link` at its libhsakmt (Debian's libhsakmt 5.2.3 lacks 18 of the calls
+//!   ROCr 6.2.4 makes); the build's `lib/` (on `LD_LIBRARY_PATH`) links both libraries;
+//! * the kernels are built for all five presets' GPUs ([`TARGETS_OWN_ROCR`]) by Debian's
+//!   clang-19 (`--llvm`, default `/usr/lib/llvm-19`): clang-15 has gfx940 but not gfx942
+//!   (LLVM added gfx941/gfx942 in 16);
+//! * that clang runs through a script that adds `-mcode-object-version=4`
+//!   ([`clang_wrapper`]: rocrtst fills v4's kernel arguments);
+//! * Debian's rocm-device-libs 5.2.3 has no `oclc_isa_version_942.bc` or `_1100.bc` (nor any
+//!   gfx11 or gfx12 one), which clang-19 needs to build for those processors: the bitcode
+//!   directory the build gets links Debian's files and adds one compiled from a
+//!   one-constant source of ours ([`isa_version_source`], [`device_libs`]).
+//!
 //! Run: each test (`rocrtst64 --gtest_filter=Suite.Test`) as its own process under
 //! `kfd-emu run --machine M`, from the build directory (rocrtst loads its kernels from
 //! `./<gfx>/`), in a process group killed whole at the time limit ("hung"), with the
@@ -46,6 +64,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use super::build::write_unchanged;
 use super::gtest::{self, Outcome, Verdict};
 use super::runner::{
     Options, Report, Runner, TestResult, kfd_emu_binary, lock_build_dir, log_name,
@@ -59,8 +78,15 @@ pub(super) const DEFAULT_MACHINES: &[&str] = &["radeon-vii", "mi100", "mi210x8"]
 /// The kernels' targets: the GPUs of [`DEFAULT_MACHINES`].
 const TARGETS: &str = "gfx906;gfx908;gfx90a";
 
+/// The kernels' targets against a ROCr of its own (`--rocr-src`): every preset's GPU
+/// (radeon-vii, mi100, mi210x8, mi300x, rx7900xtx).
+const TARGETS_OWN_ROCR: &str = "gfx906;gfx908;gfx90a;gfx942;gfx1100";
+
 /// Debian's ROCm 5.2 toolchain.
 const DEFAULT_LLVM: &str = "/usr/lib/llvm-15";
+
+/// The code-object version rocrtst's kernels are built for (see [`clang_wrapper`]).
+const CODE_OBJECT_VERSION: u32 = 4;
 
 /// Where Debian's rocm-device-libs puts its bitcode.
 const BITCODE_ROOT: &str = "/usr/lib/x86_64-linux-gnu";
@@ -89,6 +115,63 @@ static inline int rocrtst_hwloc_set_flags(hwloc_topology_t t, unsigned long flag
 #define hwloc_topology_set_flags rocrtst_hwloc_set_flags
 #endif
 "#;
+
+/// A ROCr built from source (`--rocr-src`, [`super::rocr`]) and the libhsakmt it runs with.
+pub(super) struct OwnRocr {
+    /// The ROCr install prefix (`lib/libhsa-runtime64.so.1`, `lib/cmake/hsa-runtime64`).
+    pub(super) prefix: PathBuf,
+    /// The libhsakmt install prefix ([`super::build::hsakmt`]).
+    pub(super) hsakmt: PathBuf,
+}
+
+/// `gfx`'s ISA version as the device libraries' `__oclc_ISA_version` holds it: major
+/// × 1000 plus minor × 100 plus stepping, the last two digits of the name being hexadecimal
+/// minor and stepping (`gfx90a` → 9010, `gfx942` → 9402, `gfx1100` → 11000), as LLVM's AMDGPU target
+/// names its processors (`AMDGPUUsage.rst`, "Processors"). `None` for what is no such name.
+fn isa_version(gfx: &str) -> Option<u32> {
+    let digits = gfx.strip_prefix("gfx")?;
+    if !(3..=4).contains(&digits.len()) || !digits.is_ascii() {
+        return None;
+    }
+    let (major, rest) = digits.split_at(digits.len() - 2);
+    let major: u32 = major.parse().ok()?;
+    let mut hex = rest.chars().map(|c| c.to_digit(16));
+    let (minor, stepping) = (hex.next()??, hex.next()??);
+    Some(major * 1000 + minor * 100 + stepping)
+}
+
+/// The OpenCL source of `oclc_isa_version_<suffix>.bc` for `gfx`, the device-library file
+/// clang links for that processor: one constant, `__oclc_ISA_version`, which the device
+/// libraries' functions branch on. Debian's rocm-device-libs 5.2.3 has no file for gfx942
+/// or gfx11 (it stops at gfx90c, gfx940 and gfx1036), and clang-19 refuses to build an
+/// OpenCL kernel for a processor without one ("cannot find ROCm device library for
+/// gfx942"). Written here, compiled by the same clang; not AMD's file.
+fn isa_version_source(gfx: &str) -> Option<String> {
+    let version = isa_version(gfx)?;
+    Some(format!(
+        "/* Written by `cargo xtask conformance rocrtst --rocr-src`: the ISA version of {gfx}\n\
+         \x20* for the device libraries (major * 1000 + minor * 100 + stepping). */\n\
+         __attribute__((weak, visibility(\"protected\")))\n\
+         __constant int __oclc_ISA_version = {version};\n"
+    ))
+}
+
+/// The `clang` rocrtst's CMakeLists runs (`${LLVM_DIR}/clang`) against a ROCr of its own: a
+/// script running `clang` with `-mcode-object-version=4`. rocrtst (2022) fills the kernel
+/// arguments of its own AQL packets and knows code object v4's hidden arguments only
+/// (`rocrtst/common/base_rocr_utils.cc`); clang-19 builds code object v5 by default, whose
+/// kernels read their work-group sizes from hidden arguments rocrtst leaves zero. Yet
+/// clang-19's driver links the v4 device library (`oclc_abi_version_400.bc`) when no
+/// version is given, so the default would even mix the two. Clang-15, the Debian-ROCr
+/// build's, defaults to v4; ROCr 6.2.4 loads v4 and v5.
+fn clang_wrapper(clang: &Path) -> String {
+    format!(
+        "#!/bin/sh\n# Written by `cargo xtask conformance rocrtst --rocr-src`: rocrtst's \
+         kernels as code object v{CODE_OBJECT_VERSION}.\n\
+         exec '{}' -mcode-object-version={CODE_OBJECT_VERSION} \"$@\"\n",
+        clang.display()
+    )
+}
 
 /// The built suite.
 struct Built {
@@ -129,19 +212,34 @@ fn clang_headers(llvm: &Path) -> Option<PathBuf> {
         .find(|inc| inc.join("opencl-c.h").is_file())
 }
 
-/// Builds rocrtst and its kernels of `src` (the rocrtst directory) into `build`.
-fn build(src: &Path, build: &Path, llvm: Option<&Path>) -> Result<Built, Failure> {
-    let llvm = llvm.unwrap_or(Path::new(DEFAULT_LLVM));
+/// Builds rocrtst and its kernels of `src` (the rocrtst directory) into `build`, against
+/// Debian's ROCr or `own`.
+fn build(
+    src: &Path,
+    build: &Path,
+    llvm: Option<&Path>,
+    own: Option<&OwnRocr>,
+) -> Result<Built, Failure> {
+    let default_llvm = if own.is_some() {
+        super::rocr::DEFAULT_LLVM
+    } else {
+        DEFAULT_LLVM
+    };
+    let llvm = llvm.unwrap_or(Path::new(default_llvm));
     let headers = clang_headers(llvm);
     let bitcode = Path::new(BITCODE_ROOT).join("amdgcn/bitcode");
     let missing: Vec<&str> = [
         (
             llvm.join("bin/clang").is_file() && headers.is_some(),
-            "clang-15",
+            if own.is_some() {
+                "clang-19"
+            } else {
+                "clang-15"
+            },
         ),
         (bitcode.join("ockl.bc").is_file(), "rocm-device-libs"),
         (
-            Path::new("/usr/include/hsa/hsa.h").is_file(),
+            own.is_some() || Path::new("/usr/include/hsa/hsa.h").is_file(),
             "libhsa-runtime-dev",
         ),
         (
@@ -161,7 +259,7 @@ fn build(src: &Path, build: &Path, llvm: Option<&Path>) -> Result<Built, Failure
     let Some(headers) = headers.filter(|_| missing.is_empty()) else {
         return Err(Failure::new(format!(
             "rocrtst needs Debian's {} (apt-get install {}), and --llvm pointing at an LLVM \
-             with clang and opencl-c.h (default {DEFAULT_LLVM})",
+             with clang and opencl-c.h (default {default_llvm})",
             missing.join(", "),
             missing.join(" ")
         )));
@@ -184,6 +282,39 @@ fn build(src: &Path, build: &Path, llvm: Option<&Path>) -> Result<Built, Failure
     let lib = build.join("lib");
     fs::create_dir_all(&lib).map_err(|e| io(&lib, e))?;
     replace_link(Path::new(HWLOC2), &lib.join("libhwloc.so.5"))?;
+    // Against a ROCr of its own: that ROCr and its libhsakmt on the same LD_LIBRARY_PATH,
+    // clang through the code-object-version script, and the device libraries' bitcode with
+    // the ISA-version files Debian's lacks.
+    let (targets, clang_dir, rocm_dir) = match own {
+        None => (TARGETS, llvm.join("bin"), PathBuf::from(BITCODE_ROOT)),
+        Some(own) => {
+            replace_link(
+                &own.prefix.join("lib/libhsa-runtime64.so.1"),
+                &lib.join("libhsa-runtime64.so.1"),
+            )?;
+            replace_link(
+                &own.hsakmt.join("lib/libhsakmt.so.1"),
+                &lib.join("libhsakmt.so.1"),
+            )?;
+            let clang_dir = shim.join("llvm");
+            fs::create_dir_all(&clang_dir).map_err(|e| io(&clang_dir, e))?;
+            let wrapper = clang_dir.join("clang");
+            write_unchanged(&wrapper, &clang_wrapper(&llvm.join("bin/clang")))?;
+            {
+                use std::os::unix::fs::PermissionsExt as _;
+                fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755))
+                    .map_err(|e| io(&wrapper, e))?;
+            }
+            let rocm_dir = shim.join("device-libs");
+            device_libs(
+                &bitcode,
+                &rocm_dir.join("amdgcn/bitcode"),
+                &llvm.join("bin/clang"),
+                TARGETS_OWN_ROCR,
+            )?;
+            (TARGETS_OWN_ROCR, clang_dir, rocm_dir)
+        }
+    };
 
     let dir = build.join("build");
     let jobs = std::thread::available_parallelism()
@@ -196,15 +327,35 @@ fn build(src: &Path, build: &Path, llvm: Option<&Path>) -> Result<Built, Failure
             .arg(src.join("suites/test_common"))
             .arg("-B")
             .arg(&dir)
-            .arg(format!("-DTARGET_DEVICES={TARGETS}"))
+            .arg(format!("-DTARGET_DEVICES={targets}"))
             .arg("-DROCRTST_BLD_TYPE=release")
-            .arg(format!("-DROCM_DIR={BITCODE_ROOT}"))
-            .arg(format!("-DLLVM_DIR={}", llvm.join("bin").display()))
+            .arg(format!("-DROCM_DIR={}", rocm_dir.display()))
+            .arg(format!("-DLLVM_DIR={}", clang_dir.display()))
             // Any directory without include/opencl-c.h: the fallback above is taken.
             .arg(format!("-DOPENCL_DIR={}", work_root.display()))
             .arg(format!("-Drocm_smi_DIR={}", smi.display()))
             .arg(format!("-DCMAKE_CXX_FLAGS=-include {}", compat.display()))
             .arg("-DCMAKE_SKIP_BUILD_RPATH=ON")
+            .args(own.map(|own| {
+                format!(
+                    "-Dhsa-runtime64_DIR={}",
+                    own.prefix.join("lib/cmake/hsa-runtime64").display()
+                )
+            }))
+            .args(own.map(|own| {
+                format!(
+                    "-Dhsakmt_DIR={}",
+                    own.hsakmt.join("lib/cmake/hsakmt").display()
+                )
+            }))
+            // The linker looks for the ROCr's own libhsakmt.so.1 (a DT_NEEDED without
+            // RPATH) in the system's directories unless told: Debian's lacks its symbols.
+            .args(own.map(|own| {
+                format!(
+                    "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,{}",
+                    own.hsakmt.join("lib").display()
+                )
+            }))
             .env("WORK_ROOT", &work_root),
         "cmake (rocrtst)",
     )?;
@@ -224,13 +375,42 @@ fn build(src: &Path, build: &Path, llvm: Option<&Path>) -> Result<Built, Failure
     })
 }
 
-/// Writes `text` to `path` unless it already holds it (a rewrite would make the next build
-/// recompile everything that force-includes it).
-fn write_unchanged(path: &Path, text: &str) -> Result<(), Failure> {
-    if fs::read_to_string(path).is_ok_and(|old| old == text) {
-        return Ok(());
+/// Makes `dir` the device libraries' bitcode directory for `targets`: a link to each file of
+/// Debian's (`debian`), and, for each target Debian's lacks an `oclc_isa_version_*.bc` for,
+/// one compiled by `clang` from [`isa_version_source`] (with no code-object version, which
+/// would add clang's own `__oclc_ABI_version` to the file: the one constant is all).
+fn device_libs(debian: &Path, dir: &Path, clang: &Path, targets: &str) -> Result<(), Failure> {
+    let io = |what: &Path, e: std::io::Error| Failure::new(format!("{}: {e}", what.display()));
+    fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    for entry in fs::read_dir(debian).map_err(|e| io(debian, e))? {
+        let path = entry.map_err(|e| io(debian, e))?.path();
+        if let Some(name) = path.file_name()
+            && path.extension().is_some_and(|x| x == "bc")
+        {
+            replace_link(&path, &dir.join(name))?;
+        }
     }
-    fs::write(path, text).map_err(|e| Failure::new(format!("{}: {e}", path.display())))
+    for gfx in targets.split(';') {
+        let name = format!("oclc_isa_version_{}.bc", gfx.trim_start_matches("gfx"));
+        if debian.join(&name).is_file() {
+            continue;
+        }
+        let source = isa_version_source(gfx)
+            .ok_or_else(|| Failure::new(format!("{gfx}: not a processor name")))?;
+        let cl = dir.join(format!("isa_version_{gfx}.cl"));
+        write_unchanged(&cl, &source)?;
+        println!("conformance: {name} (Debian's device libraries have none for {gfx})");
+        failure::run(
+            Command::new(clang)
+                .args(["-x", "cl", "-cl-std=CL2.0", "-target", "amdgcn-amd-amdhsa"])
+                .args(["-Xclang", "-mcode-object-version=none"])
+                .args(["-nogpulib", "-emit-llvm", "-c", "-o"])
+                .arg(dir.join(&name))
+                .arg(&cl),
+            &format!("compiling {name}"),
+        )?;
+    }
+    Ok(())
 }
 
 /// Makes `link` a symbolic link to `target`, replacing what was there.
@@ -260,7 +440,7 @@ fn emulator_cause(verdict: &Verdict, output: &str) -> String {
     } else if output.contains("The GPU node has an unrecognized id") {
         format!(
             "ROCr 5.2.3 does not know this GPU (agent creation failed: unrecognized id; \
-             a version mismatch): {}",
+             a version mismatch: --rocr-src builds a ROCr that does): {}",
             verdict.cause
         )
     } else if output.contains("HSA_STATUS_ERROR_INVALID_ISA") {
@@ -350,21 +530,75 @@ fn limit(test: &str, gpus: usize, slow: Duration, tsc_hz: Option<f64>) -> Durati
     }
 }
 
+/// The name of a source tree's build directory: its directory name.
+fn tree_name(src: &Path) -> String {
+    src.file_name()
+        .map_or_else(|| "tree".to_owned(), |n| n.to_string_lossy().into_owned())
+}
+
+/// The build directory's name under `target/conformance/rocrtst/`: the rocrtst tree's, and
+/// `+<ROCr tree>` when built against a ROCr of its own (its headers and kernels differ).
+fn build_name(tree: &str, rocr_tree: Option<&str>) -> String {
+    match rocr_tree {
+        Some(rocr) => format!("{tree}+{rocr}"),
+        None => tree.to_owned(),
+    }
+}
+
+/// With `--rocr-src` and `--hsakmt-src`: builds that libhsakmt (into kfdtest's directory for
+/// its tree, [`super::build::hsakmt`]) and that ROCr against it (into
+/// `target/conformance/rocr/<tree>/`, [`super::rocr::build`]), each under its directory's
+/// lock; the ROCr tree's name and the two installs.
+fn own_rocr(root: &Path, options: &Options) -> Result<Option<(String, OwnRocr)>, Failure> {
+    let (Some(rocr_src), Some(hsakmt_src)) = (&options.rocr_src, &options.hsakmt_src) else {
+        return Ok(None);
+    };
+    let canonical = |flag: &str, p: &Path| {
+        fs::canonicalize(p).map_err(|e| Failure::new(format!("{flag} {}: {e}", p.display())))
+    };
+    let rocr_src = canonical("--rocr-src", rocr_src)?;
+    let hsakmt_src = canonical("--hsakmt-src", hsakmt_src)?;
+    let hsakmt_build = root
+        .join("target/conformance/kfdtest")
+        .join(tree_name(&hsakmt_src));
+    let hsakmt = {
+        let _lock = lock_build_dir(&hsakmt_build)?;
+        super::build::hsakmt(&hsakmt_src, &hsakmt_build)?
+    };
+    let rocr_tree = tree_name(&rocr_src);
+    let rocr_build = root.join("target/conformance/rocr").join(&rocr_tree);
+    let llvm = options
+        .llvm
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(super::rocr::DEFAULT_LLVM));
+    let prefix = {
+        let _lock = lock_build_dir(&rocr_build)?;
+        super::rocr::build(&rocr_src, &rocr_build, &hsakmt, &llvm)?
+    };
+    Ok(Some((rocr_tree, OwnRocr { prefix, hsakmt })))
+}
+
 /// Runs the suite (see the module docs).
 pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
     let src = fs::canonicalize(&options.src)
         .map_err(|e| Failure::new(format!("--src {}: {e}", options.src.display())))?;
     let dir = rocrtst_dir(&src)?;
-    let tree = src
-        .file_name()
-        .map_or_else(|| "tree".to_owned(), |n| n.to_string_lossy().into_owned());
-    let build_dir = options
-        .build
-        .clone()
-        .unwrap_or_else(|| root.join("target/conformance/rocrtst").join(&tree));
+    let tree = tree_name(&src);
+    let own = own_rocr(root, options)?;
+    let build_dir = options.build.clone().unwrap_or_else(|| {
+        root.join("target/conformance/rocrtst").join(build_name(
+            &tree,
+            own.as_ref().map(|(name, _)| name.as_str()),
+        ))
+    });
     let built = {
         let _lock = lock_build_dir(&build_dir)?;
-        build(&dir, &build_dir, options.llvm.as_deref())?
+        build(
+            &dir,
+            &build_dir,
+            options.llvm.as_deref(),
+            own.as_ref().map(|(_, own)| own),
+        )?
     };
     let kfd_emu = kfd_emu_binary(root, options)?;
     let out = options
@@ -374,7 +608,10 @@ pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
     fs::create_dir_all(&out).map_err(|e| Failure::new(format!("{}: {e}", out.display())))?;
     let mut report = Report {
         suite: "rocrtst",
-        tree: dir.display().to_string(),
+        tree: match (&own, &options.rocr_src) {
+            (Some(_), Some(rocr)) => format!("{} (ROCr of {})", dir.display(), rocr.display()),
+            _ => format!("{} (Debian's ROCr 5.2.3)", dir.display()),
+        },
         timeout: options.timeout,
         slow_timeout: options.slow_timeout,
         machines: Vec::new(),
@@ -476,6 +713,104 @@ pub(super) fn main(root: &Path, options: &Options) -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn isa_versions_read_the_processor_name() {
+        // The values Debian's own files hold (llvm-dis of oclc_isa_version_*.bc).
+        assert_eq!(isa_version("gfx906"), Some(9006));
+        assert_eq!(isa_version("gfx90a"), Some(9010));
+        assert_eq!(isa_version("gfx940"), Some(9400));
+        assert_eq!(isa_version("gfx1030"), Some(10300));
+        // The two Debian lacks.
+        assert_eq!(isa_version("gfx942"), Some(9402));
+        assert_eq!(isa_version("gfx1100"), Some(11000));
+        for bad in ["gfx", "gfx9", "gfx90g", "gfx12345", "sm_90", "gfx9é"] {
+            assert_eq!(isa_version(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_isa_version_file_defines_one_constant() {
+        let text = isa_version_source("gfx942").expect("a processor");
+        assert!(
+            text.contains("__constant int __oclc_ISA_version = 9402;"),
+            "{text}"
+        );
+        assert_eq!(text.matches(';').count(), 1, "one definition: {text}");
+        assert!(isa_version_source("gfx9").is_none());
+    }
+
+    #[test]
+    fn every_preset_has_a_kernel_target() {
+        let targets: Vec<&str> = TARGETS_OWN_ROCR.split(';').collect();
+        assert_eq!(
+            targets,
+            ["gfx906", "gfx908", "gfx90a", "gfx942", "gfx1100"],
+            "radeon-vii, mi100, mi210x8, mi300x, rx7900xtx"
+        );
+        assert!(TARGETS.split(';').all(|t| targets.contains(&t)));
+        assert!(targets.iter().all(|t| isa_version(t).is_some()));
+    }
+
+    #[test]
+    fn the_clang_script_builds_code_object_v4() {
+        let text = clang_wrapper(Path::new("/usr/lib/llvm-19/bin/clang"));
+        assert!(text.starts_with("#!/bin/sh\n"), "{text}");
+        assert!(
+            text.ends_with("exec '/usr/lib/llvm-19/bin/clang' -mcode-object-version=4 \"$@\"\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_build_against_its_own_rocr_has_its_own_directory() {
+        assert_eq!(build_name("rocrtst-752cfd5", None), "rocrtst-752cfd5");
+        assert_eq!(
+            build_name("rocrtst-752cfd5", Some("ROCR-Runtime-6.2.4")),
+            "rocrtst-752cfd5+ROCR-Runtime-6.2.4"
+        );
+    }
+
+    #[test]
+    fn device_libs_link_debians_and_add_what_it_lacks() {
+        let tmp = std::env::temp_dir().join(format!("rocrtst-bc-{}", std::process::id()));
+        let debian = tmp.join("debian");
+        fs::create_dir_all(&debian).unwrap();
+        for name in ["ocml.bc", "oclc_isa_version_906.bc", "README"] {
+            fs::write(debian.join(name), name).unwrap();
+        }
+        let dir = tmp.join("out");
+        // A clang that writes its -o argument, standing in for clang-19.
+        let clang = tmp.join("clang");
+        fs::write(
+            &clang,
+            "#!/bin/sh\nwhile [ \"$1\" != -o ]; do shift; done; echo bc > \"$2\"\n",
+        )
+        .unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            fs::set_permissions(&clang, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        device_libs(&debian, &dir, &clang, "gfx906;gfx942").expect("builds");
+        assert_eq!(
+            fs::read_link(dir.join("ocml.bc")).unwrap(),
+            debian.join("ocml.bc")
+        );
+        assert!(
+            fs::read_link(dir.join("oclc_isa_version_906.bc")).is_ok(),
+            "Debian's own"
+        );
+        assert!(!dir.join("README").exists(), "bitcode only");
+        assert!(dir.join("oclc_isa_version_942.bc").is_file(), "compiled");
+        assert!(
+            fs::read_to_string(dir.join("isa_version_gfx942.cl"))
+                .unwrap()
+                .contains("= 9402;")
+        );
+        assert!(!dir.join("oclc_isa_version_906.cl").exists());
+        assert!(device_libs(&debian, &dir, &clang, "sm_90").is_err());
+        fs::remove_dir_all(&tmp).unwrap();
+    }
 
     #[test]
     fn a_dispatch_the_emulator_cannot_run_is_named() {

@@ -49,6 +49,12 @@ pub(super) struct Options {
     /// `--kernel K`: the KFD driver kfd-emu acts as (`kfd-emu run --kernel`: `mainline`, the
     /// default, or `dkms`, AMD's out-of-tree driver with its IPC and PC-sampling ioctls).
     pub(super) kernel: Option<String>,
+    /// `--rocr-src DIR` (rocrtst only): a ROCR-Runtime tree (rocm-6.2.4) to build and run
+    /// the suite against instead of Debian's ROCr 5.2.3.
+    pub(super) rocr_src: Option<PathBuf>,
+    /// `--hsakmt-src DIR` (with `--rocr-src`): the ROCT-Thunk-Interface tree whose libhsakmt
+    /// that ROCr is built against and runs with.
+    pub(super) hsakmt_src: Option<PathBuf>,
 }
 
 /// The kfd-emu to run the machines under: `--kfd-emu`, or this workspace's, built release;
