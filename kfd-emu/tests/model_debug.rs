@@ -473,7 +473,7 @@ fn a_gfx11_waves_s_trap_reaches_the_debugger_through_sendmsg_rtn() {
     let (read, write) = rustix::pipe::pipe().expect("pipe");
     let wave_trap = kfd_ec_mask(EC_QUEUE_WAVE_TRAP);
     assert_eq!(enable(&q.emu, me, write.as_raw_fd(), wave_trap).0, Ok(0));
-    q.id = create_queue(&q, 0);
+    q.id = q.create_again(0);
     q.submit(0, Queue::dispatch_packet([32, 1, 1], [32, 1, 1]));
     assert!(
         q.wait_until(|q| q.u64_at(COMPLETION + SIGNAL_VALUE) == 0),
@@ -625,29 +625,6 @@ fn a_vm_fault_goes_to_the_debugger_then_to_the_runtime_when_it_sends_it_on() {
     q.destroy();
 }
 
-/// A queue over `q`'s ring (as `Queue::create` makes it), created now; its id.
-fn create_queue(q: &model_support::aql::Queue, csa: u64) -> u32 {
-    use model_support::aql::*;
-    let base = va(2);
-    let mut a = kfd_ioctl_create_queue_args {
-        ring_base_address: base + RING as u64,
-        ring_size: RING_SIZE as u32,
-        read_pointer_address: base + RPTR as u64,
-        write_pointer_address: base + WPTR as u64,
-        gpu_id: q.emu.gpu(),
-        queue_type: KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
-        queue_percentage: 100,
-        queue_priority: 7,
-        ctx_save_restore_address: csa,
-        ctx_save_restore_size: if csa == 0 { 0 } else { 0x1000 },
-        ..Default::default()
-    };
-    q.emu
-        .ioctl(AMDKFD_IOC_CREATE_QUEUE, &mut a)
-        .expect("create the queue");
-    a.queue_id
-}
-
 /// GET_QUEUE_SNAPSHOT and SUSPEND/RESUME_QUEUES (`pqm_get_queue_snapshot`,
 /// `suspend_queues`, `resume_queues`), the order kfdtest's SuspendQueues takes: a queue
 /// created under the debugger has `EC_QUEUE_NEW` raised, which the snapshot shows and a
@@ -671,7 +648,7 @@ fn queue_snapshots_and_suspend_resume_follow_the_kernel() {
     let (_read, write) = rustix::pipe::pipe().expect("pipe");
     assert_eq!(enable(&q.emu, me, write.as_raw_fd(), 0).0, Ok(0));
     let csa = va(2) + SCRATCH as u64;
-    q.id = create_queue(&q, csa);
+    q.id = q.create_again(csa);
     let new = kfd_ec_mask(EC_QUEUE_NEW);
     let mut entries = [kfd_queue_snapshot_entry::default(); 2];
     let mut snapshot = |clear: u64| {
@@ -818,7 +795,7 @@ fn without_a_debugger_a_trap_handlers_exception_goes_to_the_runtime() {
     q.put_u64(payload, 0x100);
     q.put_u64(SCRATCH + 24, va(2) + payload as u64);
     q.put_u32(SCRATCH + 32, error.event_id);
-    q.id = create_queue(&q, va(2) + SCRATCH as u64);
+    q.id = q.create_again(va(2) + SCRATCH as u64);
     set_trap_handler(&q, va(2) + CODE as u64 + 256);
     q.submit(0, Queue::dispatch_packet([64, 1, 1], [64, 1, 1]));
     let mut events = [data(error.event_id)];

@@ -22,7 +22,7 @@
 //! Its cost, which does not depend on the host's speed: while no queue is watched (none idle
 //! and runnable) the thread waits on a condition, with no wake-up at all; while queues are
 //! watched and nothing changes it wakes at most `1 s / LOOK_IDLE` = 5000 times a second
-//! (counted: [`Watch::passes`], `tests/model_doorbell_latency.rs`), whatever the number of
+//! (counted: [`Watch::passes`], `tests/model_engine_latency.rs`), whatever the number of
 //! queues, each wake-up a few atomic loads per watched queue.
 
 use std::os::fd::{AsFd, OwnedFd};

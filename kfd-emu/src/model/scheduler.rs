@@ -45,7 +45,7 @@
 //! * `tests/model_engine_latency.rs`: an idle SDMA queue's fence after the program's next
 //!   ioctl landed in a median 5.5–6.4 ms (5–7 tries within 1 ms) before ioctls woke the
 //!   engines, 144–162 µs (all 21 within 1 ms, the slowest 236 µs) after;
-//! * `tests/model_doorbell_latency.rs`: an idle SDMA queue rung (doorbell only) and an idle
+//! * `tests/model_engine_latency.rs`: an idle SDMA queue rung (doorbell only) and an idle
 //!   AQL queue rung as ROCr rings, with no ioctl after: a median of 244–330 µs with the
 //!   watcher, 2.7–3.2 ms without it (the engines' polling alone).
 //!

@@ -337,6 +337,13 @@ impl Queue {
         self.put_u64(payload, 0);
         self.put_u64(SCRATCH + 24, va(2) + payload as u64);
         self.put_u32(SCRATCH + 32, event);
+        self.id = self.create_again(va(2) + SCRATCH as u64);
+    }
+
+    /// A compute AQL queue over this queue's ring and pointers (as [`Queue::create`] lays them
+    /// out), created now on the first GPU, with a 4 KiB context save area at `csa` (none when
+    /// 0); its id.
+    pub fn create_again(&self, csa: u64) -> u32 {
         let base = va(2);
         let mut a = kfd_ioctl_create_queue_args {
             ring_base_address: base + RING as u64,
@@ -347,13 +354,13 @@ impl Queue {
             queue_type: KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
             queue_percentage: 100,
             queue_priority: 7,
-            ctx_save_restore_address: base + SCRATCH as u64,
-            ctx_save_restore_size: 0x1000,
+            ctx_save_restore_address: csa,
+            ctx_save_restore_size: if csa == 0 { 0 } else { 0x1000 },
             ..Default::default()
         };
         self.emu
             .ioctl(AMDKFD_IOC_CREATE_QUEUE, &mut a)
             .expect("create the queue");
-        self.id = a.queue_id;
+        a.queue_id
     }
 }
