@@ -62,6 +62,8 @@ pub struct Setup<'a> {
     pub inactive_signal: bool,
     /// The model's dispatch threads.
     pub gpu_threads: usize,
+    /// `ModelConfig::doorbell_watch`.
+    pub doorbell_watch: bool,
 }
 
 impl Setup<'_> {
@@ -72,6 +74,7 @@ impl Setup<'_> {
             queue_type: KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
             inactive_signal: true,
             gpu_threads: 2,
+            doorbell_watch: true,
         }
     }
 }
@@ -102,6 +105,7 @@ impl Queue {
             machine: Machine::preset(setup.machine).expect("preset"),
             kfd_minor: 15,
             gpu_threads: setup.gpu_threads,
+            doorbell_watch: setup.doorbell_watch,
             ..ModelConfig::default()
         });
         let (page, _, event) = emu.signal_event_on_a_bo();
